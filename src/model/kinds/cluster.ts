@@ -1,0 +1,21 @@
+import { s } from '../schema.ts'
+import type { KindDef } from '../kind.ts'
+import { age, field, text } from './common.ts'
+
+export const clusterKind: KindDef = {
+  kind: 'Cluster',
+  plural: 'clusters',
+  aliases: ['cluster'],
+  namespaced: false,
+  spec: s.object({
+    id: s.string({ pattern: /^[0-9a-f]{16,64}$/, patternName: 'a hex cluster id' }),
+    description: s.string({ maxLength: 1024 }),
+  }),
+  status: s.object({}, { open: true }),
+  owned: [{ path: 'status', owner: 'controller:cluster' }],
+  columns: [
+    { header: 'NAME', value: (o) => o.metadata.name },
+    { header: 'ID', value: (o) => text(field(o, 'spec.id')) },
+    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+  ],
+}

@@ -1,0 +1,46 @@
+import { s, DNS_LABEL } from '../schema.ts'
+import type { OrcObject } from '../object.ts'
+
+export const labelKey = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/
+export const labelValue = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/
+
+export const labelsSchema = s.map(s.string({ pattern: labelValue, patternName: 'a label value (≤63 chars: letters, digits, -_.)' }), {
+  keyPattern: labelKey,
+  keyPatternName: 'a label key (prefix/name, letters, digits, -_.)',
+  maxEntries: 64,
+})
+
+export const dnsName = s.string({ pattern: DNS_LABEL, patternName: 'a DNS label (lowercase letters, digits and -, at most 63)' })
+
+/** `age` column text from an ISO time, like kubectl: 5s, 3m, 2h, 4d. */
+export function age(iso: unknown, now: number): string {
+  if (typeof iso !== 'string') return '<unknown>'
+  const t = Date.parse(iso)
+  if (Number.isNaN(t)) return '<unknown>'
+  const sec = Math.max(0, Math.floor((now - t) / 1000))
+  if (sec < 120) return `${sec}s`
+  if (sec < 7200) return `${Math.floor(sec / 60)}m`
+  if (sec < 172800) return `${Math.floor(sec / 3600)}h`
+  return `${Math.floor(sec / 86400)}d`
+}
+
+export function field(obj: OrcObject, path: string): unknown {
+  let cur: unknown = obj
+  for (const seg of path.split('.')) {
+    if (cur === null || typeof cur !== 'object') return undefined
+    cur = (cur as Record<string, unknown>)[seg]
+  }
+  return cur
+}
+
+export function text(v: unknown, dflt = '<none>'): string {
+  if (v === undefined || v === null || v === '') return dflt
+  if (typeof v === 'object') return JSON.stringify(v)
+  return String(v)
+}
+
+export function labelsText(v: unknown): string {
+  if (!v || typeof v !== 'object') return '<none>'
+  const entries = Object.entries(v as Record<string, string>)
+  return entries.length === 0 ? '<none>' : entries.map(([k, val]) => `${k}=${val}`).join(',')
+}

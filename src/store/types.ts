@@ -1,0 +1,101 @@
+import type { Change, ObjectMeta, ObjectRef, OrcObject } from '../model/index.ts'
+
+/** `user:<name>` or `controller:<name>`. */
+export type Author = string
+
+export interface WriteOptions {
+  author: Author
+  reason?: string
+  /** Wall-clock time of the write in ms since the epoch (injected; never read inside the store). */
+  now: number
+}
+
+export interface StoredMeta extends ObjectMeta {
+  uid: string
+  /** Display number of the revision this content belongs to (per object, 1-based). */
+  revision: number
+  /** Stable id of that revision (unchanged by merges). */
+  revisionId: string
+  createdAt: string
+  updatedAt: string
+  updatedBy: Author
+}
+
+export interface StoredObject extends OrcObject {
+  metadata: StoredMeta
+}
+
+export type RevisionOp = 'create' | 'update' | 'delete' | 'rollback'
+
+export interface Revision {
+  /** Stable id: `<replica>.<seq>`; never changes, also after merges. */
+  id: string
+  key: string
+  ref: ObjectRef
+  /** Per-object display number (1-based) in the history order. */
+  number: number
+  op: RevisionOp
+  author: Author
+  reason: string
+  /** ms since epoch, as given by the writer. */
+  time: number
+  /** For rollbacks: the revision id whose content was restored, and the one it rolled back from. */
+  rollbackTo?: string
+  rollbackFrom?: string
+  /** The changes this revision made to the object as its writer saw it. */
+  changes?: Change[]
+  /** True when the content of this revision was folded away by compaction (metadata stays). */
+  compacted: boolean
+}
+
+export interface HistoryQuery {
+  /** Keep only revisions whose author matches one of these (exact, or a prefix ending in `:` like `controller:`). */
+  authors?: string[]
+  /** Drop revisions whose author matches one of these. */
+  excludeAuthors?: string[]
+  since?: number
+  until?: number
+}
+
+export interface WriteResult {
+  object: StoredObject | undefined
+  /** null when the write changed nothing (no revision is recorded for a no-op apply). */
+  revision: Revision | null
+}
+
+export interface FieldSet {
+  path: string[]
+  /** undefined removes the field. */
+  value: unknown
+}
+
+/** What the mesh uses: opaque, versioned byte strings. */
+export interface Replicable {
+  /** Compact summary of what this store has (Yjs state vector + revision log vector). */
+  encodeSyncState(): Uint8Array
+  /** Everything this store has that a peer with `remoteState` lacks. */
+  encodeMissing(remoteState: Uint8Array): Promise<Uint8Array>
+  /** Validate, persist and merge an update from a peer. Throws OrcError('invalid') on garbage. */
+  applyRemote(update: Uint8Array): Promise<{ revisions: number }>
+  /** Called with each local change's update, after it is durable, for gossip. Returns unsubscribe. */
+  onLocalUpdate(fn: (update: Uint8Array) => void): () => void
+}
+
+export interface ObjectStore extends Replicable {
+  /** User apply: create or replace the user-owned fields; controller-owned fields are kept. */
+  apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult>
+  /** Controller write: set or remove fields; every field touched must be owned by the author. */
+  patch(ref: ObjectRef, fields: FieldSet[], opts: WriteOptions): Promise<WriteResult>
+  delete(ref: ObjectRef, opts: WriteOptions): Promise<Revision>
+  get(ref: ObjectRef): StoredObject | undefined
+  list(kind: string, namespace?: string): StoredObject[]
+  count(): number
+  history(ref: ObjectRef, q?: HistoryQuery): Promise<Revision[]>
+  /** The object as it was at a revision (display number or id). */
+  at(ref: ObjectRef, rev: number | string): Promise<StoredObject>
+  diff(ref: ObjectRef, from: number | string, to: number | string): Promise<Change[]>
+  rollback(ref: ObjectRef, opts: WriteOptions & { to?: number | string }): Promise<WriteResult>
+  /** Subscribe to every change (local or remote) of current objects. */
+  onChange(fn: (keys: string[]) => void): () => void
+  close(): Promise<void>
+}
