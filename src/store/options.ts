@@ -1,0 +1,38 @@
+import type { OwnershipTable } from '../model/index.ts'
+
+export interface CompactionPolicy {
+  /** Keep the full contents of at least this many most recent revisions per object. */
+  keepRevisions: number
+  /** Also keep contents of revisions newer than this (ms). */
+  keepNewerThanMs: number
+}
+
+export interface StoreOptions {
+  /** Directory of the LevelDB database (created if absent). */
+  dir: string
+  /** Field-ownership table; defaults to the model's table. */
+  ownership?: OwnershipTable
+  /** Random source (injected so tests and the simulator are deterministic): returns `n` random bytes. */
+  randomBytes?: (n: number) => Uint8Array
+  /** Fold the Yjs update log into one snapshot after this many updates. */
+  snapshotEvery?: number
+  /** Store a full copy of an object's content every N revisions so reconstruction stays short. */
+  fullEvery?: number
+  compaction?: Partial<CompactionPolicy>
+  /** Write with fsync before acknowledging (default true; benchmarks of the sync cost may turn it off). */
+  sync?: boolean
+  logger?: { info: (...a: unknown[]) => void; warn: (...a: unknown[]) => void; error: (...a: unknown[]) => void; debug: (...a: unknown[]) => void }
+}
+
+export const DEFAULT_COMPACTION: CompactionPolicy = {
+  keepRevisions: 50,
+  keepNewerThanMs: 30 * 24 * 3600 * 1000,
+}
+
+export const DEFAULTS = {
+  snapshotEvery: 5000,
+  fullEvery: 16,
+}
+
+/** Largest replication message the store accepts from a peer. */
+export const MAX_REMOTE_UPDATE_BYTES = 64 * 1024 * 1024

@@ -1,0 +1,851 @@
+import { randomBytes as nodeRandomBytes } from 'node:crypto'
+import { mkdirSync } from 'node:fs'
+import { ClassicLevel } from 'classic-level'
+import * as Y from 'yjs'
+import {
+  OrcError,
+  USERS,
+  applyChanges,
+  defaultOwnership,
+  diffValues,
+  formatPath,
+  getKind,
+  isPlainObject,
+  keyOf,
+  normalizeManifest,
+  refOf,
+  refOfKey,
+  type Change,
+  type ObjectRef,
+  type OrcObject,
+  type OwnershipTable,
+} from '../model/index.ts'
+import {
+  checkRecord,
+  decodeChanges,
+  decodeSyncState,
+  decodeUpdateMessage,
+  encodeChanges,
+  encodeSyncState,
+  encodeUpdateMessage,
+  isValidAuthor,
+  parseRevisionId,
+  type LogVector,
+  type RevisionRecord,
+} from './codec.ts'
+import { DEFAULTS, DEFAULT_COMPACTION, type CompactionPolicy, type StoreOptions } from './options.ts'
+import type {
+  FieldSet,
+  HistoryQuery,
+  ObjectStore,
+  Revision,
+  StoredObject,
+  WriteOptions,
+  WriteResult,
+} from './types.ts'
+import { GroupCommitWriter, type BatchOp } from './writer.ts'
+import { applyChangesToY, toY } from './ydoc.ts'
+
+/** System metadata kept beside each object in the document (key `~`). */
+interface Sys {
+  uid: string
+  seq: number
+  rev: string
+  createdAt: string
+  createdBy: string
+  updatedAt: string
+  updatedBy: string
+  deleted?: true
+}
+
+const FORMAT = 1
+const SYS = '~'
+const LOCAL = Symbol('local')
+const REMOTE = Symbol('remote')
+const enc = new TextEncoder()
+const dec = new TextDecoder()
+
+// On-disk keys (see docs/architecture.md).
+const K_FORMAT = 'm:format'
+const K_REPLICA = 'm:replica'
+const K_VECTOR = 'm:vector'
+const K_YCOUNTER = 'm:ycounter'
+const K_SNAPSHOT = 'y:snapshot'
+const Y_LOG = 'y:u:'
+const REV = 'r:'
+const IDX = 'o:'
+const pad = (n: number, w: number) => String(n).padStart(w, '0')
+const revKey = (replica: string, seq: number) => `${REV}${replica}:${pad(seq, 15)}`
+const idxKey = (key: string, id: string) => `${IDX}${key}\x00${id}`
+const yLogKey = (n: number) => `${Y_LOG}${pad(n, 15)}`
+const json = (v: unknown) => enc.encode(JSON.stringify(v))
+const unjson = <T>(b: Uint8Array): T => JSON.parse(dec.decode(b)) as T
+
+function getPathValue(obj: unknown, path: readonly string[]): unknown {
+  let cur = obj
+  for (const seg of path) {
+    if (!isPlainObject(cur)) return undefined
+    cur = cur[seg]
+  }
+  return cur
+}
+
+function deepFreeze<T>(v: T): T {
+  if (v && typeof v === 'object' && !Object.isFrozen(v)) {
+    Object.freeze(v)
+    for (const x of Object.values(v)) deepFreeze(x)
+  }
+  return v
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString()
+}
+
+export async function openStore(opts: StoreOptions): Promise<Store> {
+  const s = new Store(opts)
+  await s.open()
+  return s
+}
+
+export class Store implements ObjectStore {
+  private readonly db: ClassicLevel<string, Uint8Array>
+  private readonly ownership: OwnershipTable
+  private readonly random: (n: number) => Uint8Array
+  private readonly policy: CompactionPolicy
+  private readonly snapshotEvery: number
+  private readonly fullEvery: number
+  private writer!: GroupCommitWriter
+  private doc!: Y.Doc
+  private objects!: Y.Map<Y.Map<unknown>>
+  private replica = ''
+  private nextSeq = 1
+  private yCounter = 0
+  private ySinceSnapshot = 0
+  /** Revision log positions per replica: contiguous prefix plus stragglers. */
+  private readonly have = new Map<string, { upTo: number; extra: Set<number> }>()
+  /** Cached JSON content of objects (without `~`), invalidated on every document change. */
+  private readonly cache = new Map<string, Record<string, unknown>>()
+  /** For each object: the revision whose reconstructed content equals the current content. */
+  private readonly contentRev = new Map<string, string>()
+  private pendingY: Uint8Array[] = []
+  private readonly changeListeners = new Set<(keys: string[]) => void>()
+  private readonly updateListeners = new Set<(u: Uint8Array) => void>()
+  private closed = true
+  private snapshotting = false
+
+  constructor(private readonly opts: StoreOptions) {
+    this.db = new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+    this.ownership = opts.ownership ?? defaultOwnership()
+    this.random = opts.randomBytes ?? ((n) => new Uint8Array(nodeRandomBytes(n)))
+    this.policy = { ...DEFAULT_COMPACTION, ...opts.compaction }
+    this.snapshotEvery = opts.snapshotEvery ?? DEFAULTS.snapshotEvery
+    this.fullEvery = opts.fullEvery ?? DEFAULTS.fullEvery
+  }
+
+  get replicaId(): string {
+    return this.replica
+  }
+
+  // ---------------------------------------------------------------- open / close
+
+  async open(): Promise<void> {
+    mkdirSync(this.opts.dir, { recursive: true })
+    try {
+      await this.db.open()
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause
+      if (cause?.code === 'LEVEL_LOCKED') {
+        throw new OrcError('locked', `open store ${this.opts.dir}: the data dir is in use by another orc process`, { dir: this.opts.dir }, err)
+      }
+      if (cause?.code === 'LEVEL_CORRUPTION') {
+        throw new OrcError('corrupt', `open store ${this.opts.dir}: database is corrupted (${cause.message}); restore the data dir from a backup or re-join the cluster`, { dir: this.opts.dir }, err)
+      }
+      throw new OrcError('corrupt', `open store ${this.opts.dir}: ${cause?.message ?? (err as Error).message}`, { dir: this.opts.dir }, err)
+    }
+    try {
+      await this.load()
+    } catch (err) {
+      await this.db.close().catch(() => {})
+      if (err instanceof OrcError) throw err
+      throw new OrcError('corrupt', `open store ${this.opts.dir}: ${(err as Error).message}; restore the data dir from a backup or re-join the cluster`, { dir: this.opts.dir }, err)
+    }
+    this.writer = new GroupCommitWriter(this.db, this.opts.sync ?? true)
+    this.closed = false
+  }
+
+  private async load(): Promise<void> {
+    const [format, replica, vector, ycounter] = await this.db.getMany([K_FORMAT, K_REPLICA, K_VECTOR, K_YCOUNTER])
+    const init: BatchOp[] = []
+    if (format === undefined) {
+      // A new database holds nothing; an old one without a format key is not ours.
+      for await (const _ of this.db.keys({ limit: 1 })) {
+        throw new OrcError('corrupt', `open store ${this.opts.dir}: not an orc store (no format marker)`)
+      }
+      init.push({ type: 'put', key: K_FORMAT, value: json(FORMAT) })
+    } else if (unjson<number>(format) !== FORMAT) {
+      throw new OrcError('corrupt', `open store ${this.opts.dir}: unsupported store format ${dec.decode(format)}`)
+    }
+    if (replica === undefined) {
+      this.replica = Buffer.from(this.random(8)).toString('hex')
+      init.push({ type: 'put', key: K_REPLICA, value: enc.encode(this.replica) })
+    } else {
+      this.replica = dec.decode(replica)
+    }
+    if (vector !== undefined) {
+      for (const [r, v] of Object.entries(unjson<LogVector>(vector))) {
+        this.have.set(r, { upTo: v.upTo, extra: new Set(v.extra ?? []) })
+      }
+    }
+    this.nextSeq = (this.have.get(this.replica)?.upTo ?? 0) + 1
+    this.yCounter = ycounter === undefined ? 0 : unjson<number>(ycounter)
+
+    this.doc = new Y.Doc({ gc: true })
+    this.doc.clientID = new DataView(this.random(4).buffer.slice(0)).getUint32(0) >>> 1
+    this.objects = this.doc.getMap('objects')
+    const updates: Uint8Array[] = []
+    const snap = await this.db.get(K_SNAPSHOT)
+    if (snap !== undefined) updates.push(snap)
+    for await (const v of this.db.values({ gte: Y_LOG, lt: `${Y_LOG}~` })) updates.push(v)
+    this.ySinceSnapshot = updates.length - (snap ? 1 : 0)
+    if (updates.length > 0) {
+      try {
+        Y.applyUpdate(this.doc, updates.length === 1 ? updates[0]! : Y.mergeUpdates(updates))
+      } catch (err) {
+        throw new OrcError('corrupt', `open store ${this.opts.dir}: document log unreadable (${(err as Error).message})`, {}, err)
+      }
+    }
+    if (init.length > 0) await this.db.batch(init, { sync: true } as never)
+
+    this.doc.on('update', (u: Uint8Array) => this.pendingY.push(u))
+    this.objects.observeDeep((events) => {
+      const keys = new Set<string>()
+      for (const e of events) {
+        if (e.target === this.objects) for (const k of e.keys.keys()) keys.add(k)
+        else keys.add(String(e.path[0]))
+      }
+      for (const k of keys) this.cache.delete(k)
+      const list = [...keys]
+      for (const fn of this.changeListeners) fn(list)
+    })
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await this.writer.drain().catch(() => {})
+    this.doc.destroy()
+    await this.db.close()
+  }
+
+  private ensureOpen(): void {
+    if (this.closed) throw new OrcError('unavailable', 'store is closed')
+    if (this.writer.error !== undefined) {
+      throw new OrcError('unavailable', `store is failed after a disk error (${(this.writer.error as Error).message}); restart the agent`)
+    }
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  private sysOf(key: string): Sys | undefined {
+    return this.objects.get(key)?.get(SYS) as Sys | undefined
+  }
+
+  /** Current content (without system metadata), frozen; undefined when absent or deleted. */
+  private content(key: string): Record<string, unknown> | undefined {
+    const cached = this.cache.get(key)
+    if (cached) return cached
+    const m = this.objects.get(key)
+    if (!m) return undefined
+    const sys = m.get(SYS) as Sys | undefined
+    if (!sys || sys.deleted) return undefined
+    const obj = m.toJSON() as Record<string, unknown>
+    delete obj[SYS]
+    deepFreeze(obj)
+    this.cache.set(key, obj)
+    return obj
+  }
+
+  private withMeta(content: Record<string, unknown>, sys: Sys): StoredObject {
+    const o = content as unknown as OrcObject
+    return {
+      ...o,
+      metadata: {
+        ...o.metadata,
+        uid: sys.uid,
+        revision: sys.seq,
+        revisionId: sys.rev,
+        createdAt: sys.createdAt,
+        updatedAt: sys.updatedAt,
+        updatedBy: sys.updatedBy,
+      },
+    } as StoredObject
+  }
+
+  get(ref: ObjectRef): StoredObject | undefined {
+    const key = keyOf(ref)
+    const c = this.content(key)
+    return c ? this.withMeta(c, this.sysOf(key)!) : undefined
+  }
+
+  list(kind: string, namespace?: string): StoredObject[] {
+    const prefix = namespace === undefined ? `${kind}/` : `${kind}/${namespace}/`
+    const out: StoredObject[] = []
+    for (const key of this.objects.keys()) {
+      if (!key.startsWith(prefix)) continue
+      const c = this.content(key)
+      if (c) out.push(this.withMeta(c, this.sysOf(key)!))
+    }
+    return out.sort((a, b) =>
+      (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
+    )
+  }
+
+  count(): number {
+    let n = 0
+    for (const m of this.objects.values()) if (!(m.get(SYS) as Sys | undefined)?.deleted) n++
+    return n
+  }
+
+  // ---------------------------------------------------------------- writes
+
+  private checkAuthor(author: string): void {
+    if (!isValidAuthor(author)) {
+      throw new OrcError('invalid', `author ${JSON.stringify(author)}: must be user:<name> or controller:<name>`)
+    }
+  }
+
+  /**
+   * Refuse changes to fields the author does not own. Controller-owned fields only by their
+   * owner; user fields by users, and by the controller that created the object (a Node object
+   * is created by its agent).
+   */
+  private checkOwnership(kind: string, changes: readonly Change[], author: string, createdBy: string): void {
+    const claims = this.ownership.claims(kind)
+    const allowed = (owner: string) => (owner === USERS ? author.startsWith('user:') || author === createdBy : owner === author)
+    for (const c of changes) {
+      const paths: string[][] = [c.path]
+      // A change that sets or removes a whole subtree also touches the claimed fields under it.
+      const prefix = c.path.join('.') + '.'
+      for (const claim of claims) {
+        if (claim.path.startsWith(prefix)) {
+          const sub = claim.path.split('.')
+          const rest = sub.slice(c.path.length)
+          const touched =
+            (c.op === 'set' && getPathValue(c.value, rest) !== undefined) || getPathValue((c as { old?: unknown }).old, rest) !== undefined
+          if (touched) paths.push(sub)
+        }
+      }
+      for (const p of paths) {
+        const owner = this.ownership.ownerOf(kind, p)
+        if (!allowed(owner)) {
+          const whose = owner === USERS ? 'users' : owner
+          throw new OrcError('forbidden', `${formatPath(p)} is owned by ${whose}; ${author} may not change it`, {
+            field: formatPath(p),
+            owner: whose,
+            author,
+          })
+        }
+      }
+    }
+  }
+
+  async apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult> {
+    this.ensureOpen()
+    this.checkAuthor(opts.author)
+    const obj = normalizeManifest(manifest)
+    const ref = refOf(obj)
+    const key = keyOf(ref)
+    const sys = this.sysOf(key)
+    const cur = this.content(key)
+    const desired = structuredClone(obj) as unknown as Record<string, unknown>
+    if (cur) {
+      // A user apply never clobbers controller-owned fields it does not mention.
+      for (const claim of this.ownership.claims(ref.kind)) {
+        const path = claim.path.split('.')
+        if (getPathValue(desired, path) === undefined && getPathValue(cur, path) !== undefined) {
+          const parent = getPathValue(desired, path.slice(0, -1))
+          const value = getPathValue(cur, path)
+          if (isPlainObject(parent)) parent[path[path.length - 1]!] = structuredClone(value)
+          else Object.assign(desired, applyChanges(desired, [{ op: 'set', path, value }]))
+        }
+      }
+    }
+    const changes = diffValues(cur ?? {}, desired)
+    if (cur && changes.length === 0) return { object: this.get(ref), revision: null }
+    this.checkOwnership(ref.kind, changes, opts.author, cur ? sys!.createdBy : opts.author)
+    return this.commit(key, cur ? 'update' : 'create', changes, desired, opts)
+  }
+
+  async patch(ref: ObjectRef, fields: FieldSet[], opts: WriteOptions): Promise<WriteResult> {
+    this.ensureOpen()
+    this.checkAuthor(opts.author)
+    getKind(ref.kind)
+    const key = keyOf(ref)
+    const cur = this.content(key)
+    if (!cur) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} not found`, { ...ref })
+    for (const f of fields) {
+      if (f.path.length === 0 || f.path.some((s) => typeof s !== 'string' || s === '' || s === SYS)) {
+        throw new OrcError('invalid', `patch path ${JSON.stringify(f.path)}: must be a non-empty list of field names`)
+      }
+    }
+    const desired = applyChanges(
+      cur,
+      fields.map((f): Change => (f.value === undefined ? { op: 'unset', path: f.path, old: undefined } : { op: 'set', path: f.path, value: f.value })),
+    )
+    const changes = diffValues(cur, desired)
+    if (changes.length === 0) return { object: this.get(ref), revision: null }
+    this.checkOwnership(ref.kind, changes, opts.author, this.sysOf(key)!.createdBy)
+    const normalized = normalizeManifest(desired) as unknown as Record<string, unknown>
+    return this.commit(key, 'update', diffValues(cur, normalized), normalized, opts)
+  }
+
+  async delete(ref: ObjectRef, opts: WriteOptions): Promise<Revision> {
+    this.ensureOpen()
+    this.checkAuthor(opts.author)
+    const key = keyOf(ref)
+    const cur = this.content(key)
+    if (!cur) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} not found`, { ...ref })
+    const res = await this.commit(key, 'delete', [], undefined, opts)
+    return res.revision!
+  }
+
+  async rollback(ref: ObjectRef, opts: WriteOptions & { to?: number | string }): Promise<WriteResult> {
+    this.ensureOpen()
+    this.checkAuthor(opts.author)
+    const key = keyOf(ref)
+    const history = await this.records(key)
+    if (history.length === 0) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} has no history`, { ...ref })
+    const sys = this.sysOf(key)
+    let target: RevisionRecord | undefined
+    if (opts.to === undefined) {
+      const headIdx = history.findIndex((r) => r.i === sys?.rev)
+      target = history.slice(0, headIdx < 0 ? history.length : headIdx).reverse().find((r) => r.o !== 'delete')
+      if (!target) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} has no earlier revision to roll back to`)
+    } else {
+      target = this.resolveRevision(ref, history, opts.to)
+    }
+    if (target.o === 'delete') {
+      throw new OrcError('invalid', `revision ${target.s} of ${ref.kind.toLowerCase()}/${ref.name} is a delete; roll back to a revision with content`)
+    }
+    const old = await this.contentOf(target)
+    const cur = this.content(key)
+    // User-owned content comes from the old revision; controller-owned fields stay as they are.
+    let desired = structuredClone(old) as Record<string, unknown>
+    for (const claim of this.ownership.claims(ref.kind)) {
+      const path = claim.path.split('.')
+      const now = getPathValue(cur, path)
+      desired = applyChanges(desired, [now === undefined ? { op: 'unset', path, old: undefined } : { op: 'set', path, value: now }])
+    }
+    desired = normalizeManifest(desired) as unknown as Record<string, unknown>
+    const changes = diffValues(cur ?? {}, desired)
+    if (cur && changes.length === 0) return { object: this.get(ref), revision: null }
+    this.checkOwnership(ref.kind, changes, opts.author, cur ? sys!.createdBy : opts.author)
+    return this.commit(key, 'rollback', changes, desired, opts, { rt: target.i, rf: sys?.rev })
+  }
+
+  private async commit(
+    key: string,
+    op: RevisionRecord['o'],
+    changes: Change[],
+    content: Record<string, unknown> | undefined,
+    opts: WriteOptions,
+    extra: { rt?: string; rf?: string } = {},
+  ): Promise<WriteResult> {
+    const prev = this.sysOf(key)
+    const live = prev !== undefined && !prev.deleted
+    const seq = (prev?.seq ?? 0) + 1
+    const localSeq = this.nextSeq++
+    const id = `${this.replica}.${localSeq}`
+    const now = iso(opts.now)
+    const sys: Sys = live
+      ? { ...prev, seq, rev: id, updatedAt: now, updatedBy: opts.author }
+      : {
+          uid: Buffer.from(this.random(16)).toString('hex'),
+          seq,
+          rev: id,
+          createdAt: now,
+          createdBy: opts.author,
+          updatedAt: now,
+          updatedBy: opts.author,
+        }
+    if (op === 'delete') sys.deleted = true
+    const record: RevisionRecord = { i: id, k: key, s: seq, o: op, a: opts.author, r: opts.reason ?? '', t: opts.now }
+    if (prev) record.p = prev.rev
+    if (extra.rt) record.rt = extra.rt
+    if (extra.rf) record.rf = extra.rf
+    if (content !== undefined) {
+      // Delta against the parent when the parent's content is exactly what we hold; a full copy
+      // on create, periodically, and after merges (so reconstruction is always exact).
+      const exactParent = live && this.contentRev.get(key) === prev!.rev
+      if (!exactParent || seq % this.fullEvery === 1) record.f = content
+      else record.c = encodeChanges(changes)
+    }
+
+    this.pendingY = []
+    this.doc.transact(() => {
+      if (op === 'delete') {
+        const tomb = new Y.Map<unknown>()
+        tomb.set(SYS, sys)
+        this.objects.set(key, tomb)
+      } else if (!live) {
+        const m = toY(content) as Y.Map<unknown>
+        m.set(SYS, sys)
+        this.objects.set(key, m)
+      } else {
+        const m = this.objects.get(key)!
+        applyChangesToY(m, changes)
+        m.set(SYS, sys)
+      }
+    }, LOCAL)
+    const yUpdate = this.pendingY.length === 1 ? this.pendingY[0]! : Y.mergeUpdates(this.pendingY)
+    this.pendingY = []
+    this.contentRev.set(key, id)
+    this.noteSeen(this.replica, localSeq)
+
+    const ops: BatchOp[] = [
+      { type: 'put', key: revKey(this.replica, localSeq), value: json(record) },
+      { type: 'put', key: idxKey(key, id), value: new Uint8Array(0) },
+      ...this.yLogOps(yUpdate),
+      { type: 'put', key: K_VECTOR, value: json(this.logVector()) },
+    ]
+    await this.writer.write(ops)
+    const msg = encodeUpdateMessage(yUpdate, [record])
+    for (const fn of this.updateListeners) fn(msg)
+    this.maybeSnapshot()
+    const ref = refOfKey(key)
+    return { object: op === 'delete' ? undefined : this.get(ref), revision: this.toRevision(record, seq) }
+  }
+
+  private yLogOps(update: Uint8Array): BatchOp[] {
+    this.yCounter++
+    this.ySinceSnapshot++
+    return [
+      { type: 'put', key: yLogKey(this.yCounter), value: update },
+      { type: 'put', key: K_YCOUNTER, value: json(this.yCounter) },
+    ]
+  }
+
+  /** Fold the Yjs update log into one snapshot so cold start reads one value, not thousands. */
+  private maybeSnapshot(): void {
+    if (this.ySinceSnapshot < this.snapshotEvery || this.snapshotting) return
+    void this.snapshot()
+  }
+
+  async snapshot(): Promise<void> {
+    if (this.snapshotting) return
+    this.snapshotting = true
+    try {
+      const upTo = this.yCounter
+      const state = Y.encodeStateAsUpdate(this.doc)
+      this.ySinceSnapshot = 0
+      // Goes through the same queue, so every log entry it replaces is on disk before it. The
+      // log is cleared only after the snapshot is durable; a crash in between leaves both, and
+      // applying a Yjs update twice is harmless.
+      await this.writer.write([{ type: 'put', key: K_SNAPSHOT, value: state }])
+      await this.db.clear({ gte: Y_LOG, lte: yLogKey(upTo) })
+    } finally {
+      this.snapshotting = false
+    }
+  }
+
+  // ---------------------------------------------------------------- revision log
+
+  private noteSeen(replica: string, seq: number): void {
+    let h = this.have.get(replica)
+    if (!h) this.have.set(replica, (h = { upTo: 0, extra: new Set() }))
+    if (seq <= h.upTo) return
+    if (seq === h.upTo + 1) {
+      h.upTo = seq
+      while (h.extra.delete(h.upTo + 1)) h.upTo++
+    } else {
+      h.extra.add(seq)
+    }
+  }
+
+  private hasRevision(id: string): boolean {
+    const p = parseRevisionId(id)
+    if (!p) return false
+    const h = this.have.get(p.replica)
+    return h !== undefined && (p.seq <= h.upTo || h.extra.has(p.seq))
+  }
+
+  private logVector(): LogVector {
+    const out: LogVector = {}
+    for (const [r, h] of this.have) out[r] = h.extra.size > 0 ? { upTo: h.upTo, extra: [...h.extra].sort((a, b) => a - b) } : { upTo: h.upTo }
+    return out
+  }
+
+  private async getRecord(id: string): Promise<RevisionRecord | undefined> {
+    const p = parseRevisionId(id)
+    if (!p) return undefined
+    const v = await this.db.get(revKey(p.replica, p.seq))
+    return v === undefined ? undefined : unjson<RevisionRecord>(v)
+  }
+
+  /** All revision records of an object, in history order: (sequence, time, id). */
+  private async records(key: string): Promise<RevisionRecord[]> {
+    const ids: string[] = []
+    const prefix = `${IDX}${key}\x00`
+    for await (const k of this.db.keys({ gte: prefix, lt: `${prefix}\xff` })) ids.push(k.slice(prefix.length))
+    const keys = ids.map((id) => {
+      const p = parseRevisionId(id)!
+      return revKey(p.replica, p.seq)
+    })
+    const vals = keys.length ? await this.db.getMany(keys) : []
+    const out = vals.filter((v): v is Uint8Array => v !== undefined).map((v) => unjson<RevisionRecord>(v))
+    return out.sort((a, b) => a.s - b.s || a.t - b.t || (a.i < b.i ? -1 : a.i > b.i ? 1 : 0))
+  }
+
+  private toRevision(r: RevisionRecord, number: number): Revision {
+    const rev: Revision = {
+      id: r.i,
+      key: r.k,
+      ref: refOfKey(r.k),
+      number,
+      op: r.o,
+      author: r.a,
+      reason: r.r,
+      time: r.t,
+      compacted: r.x === 1,
+    }
+    if (r.rt) rev.rollbackTo = r.rt
+    if (r.rf) rev.rollbackFrom = r.rf
+    if (r.c) rev.changes = decodeChanges(r.c)
+    return rev
+  }
+
+  async history(ref: ObjectRef, q: HistoryQuery = {}): Promise<Revision[]> {
+    const records = await this.records(keyOf(ref))
+    const match = (a: string, pats: string[]) => pats.some((p) => (p.endsWith(':') ? a.startsWith(p) : a === p))
+    return records
+      .filter((r) => !q.authors?.length || match(r.a, q.authors))
+      .filter((r) => !q.excludeAuthors?.length || !match(r.a, q.excludeAuthors))
+      .filter((r) => q.since === undefined || r.t >= q.since)
+      .filter((r) => q.until === undefined || r.t <= q.until)
+      .map((r) => this.toRevision(r, r.s))
+  }
+
+  private resolveRevision(ref: ObjectRef, history: RevisionRecord[], rev: number | string): RevisionRecord {
+    const name = `${ref.kind.toLowerCase()}/${ref.name}`
+    let hits: RevisionRecord[]
+    if (typeof rev === 'number' || /^[0-9]+$/.test(rev)) {
+      const n = Number(rev)
+      hits = history.filter((r) => r.s === n)
+    } else {
+      hits = history.filter((r) => r.i === rev || r.i.startsWith(rev))
+    }
+    if (hits.length === 0) {
+      const range = history.length ? ` (it has revisions ${history[0]!.s}–${history[history.length - 1]!.s})` : ''
+      throw new OrcError('not_found', `${name} has no revision ${rev}${range}`, { ref: name, revision: rev })
+    }
+    if (hits.length > 1) {
+      throw new OrcError('conflict', `revision ${rev} of ${name} is ambiguous (concurrent writes): ${hits.map((h) => `${h.i} by ${h.a}`).join(', ')}; name it by id`, {
+        candidates: hits.map((h) => h.i),
+      })
+    }
+    return hits[0]!
+  }
+
+  /** Reconstruct an object's content as it was right after a revision. */
+  private async contentOf(r: RevisionRecord): Promise<Record<string, unknown>> {
+    const chain: RevisionRecord[] = []
+    let cur: RevisionRecord | undefined = r
+    while (cur && cur.f === undefined) {
+      if (cur.x === 1) {
+        throw new OrcError('not_found', `revision ${r.s} (${r.i}) of ${refOfKey(r.k).kind.toLowerCase()}/${refOfKey(r.k).name} was compacted: its author, reason and time remain, its content does not (policy keeps the last ${this.policy.keepRevisions} revisions and those newer than ${Math.round(this.policy.keepNewerThanMs / 86400000)}d)`, { revision: r.i, compacted: true })
+      }
+      if (cur.o === 'delete') return {}
+      chain.push(cur)
+      if (!cur.p) break
+      const parent: RevisionRecord | undefined = await this.getRecord(cur.p)
+      if (!parent) throw new OrcError('not_found', `revision ${r.i}: its history is incomplete on this node (missing ${cur.p}); it arrives with replication`)
+      cur = parent
+    }
+    let content: Record<string, unknown> = cur?.f ? structuredClone(cur.f) : {}
+    for (const c of chain.reverse()) content = applyChanges(content, decodeChanges(c.c ?? []))
+    return content
+  }
+
+  async at(ref: ObjectRef, rev: number | string): Promise<StoredObject> {
+    const key = keyOf(ref)
+    const history = await this.records(key)
+    const r = this.resolveRevision(ref, history, rev)
+    if (r.o === 'delete') throw new OrcError('not_found', `revision ${r.s} of ${ref.kind.toLowerCase()}/${ref.name} is its deletion; it has no content`)
+    const content = await this.contentOf(r)
+    const first = history[0]!
+    return this.withMeta(content, {
+      uid: this.sysOf(key)?.uid ?? '',
+      seq: r.s,
+      rev: r.i,
+      createdAt: iso(first.t),
+      createdBy: first.a,
+      updatedAt: iso(r.t),
+      updatedBy: r.a,
+    })
+  }
+
+  async diff(ref: ObjectRef, from: number | string, to: number | string): Promise<Change[]> {
+    const history = await this.records(keyOf(ref))
+    const a = this.resolveRevision(ref, history, from)
+    const b = this.resolveRevision(ref, history, to)
+    return diffValues(a.o === 'delete' ? {} : await this.contentOf(a), b.o === 'delete' ? {} : await this.contentOf(b))
+  }
+
+  // ---------------------------------------------------------------- compaction
+
+  /**
+   * Fold old revisions: for each object, the contents of revisions beyond the newest
+   * `keepRevisions` that are also older than `keepNewerThanMs` are dropped; their metadata
+   * (author, reason, time, op) stays. The oldest kept revision gets a full copy so every kept
+   * revision stays reconstructable. The Yjs log is folded into a snapshot. Local only: peers
+   * compact on their own schedule.
+   */
+  async compact(now: number, policy: Partial<CompactionPolicy> = {}): Promise<{ revisionsCompacted: number }> {
+    this.ensureOpen()
+    const p = { ...this.policy, ...policy }
+    let n = 0
+    let ops: BatchOp[] = []
+    let currentKey: string | undefined
+    const keys: string[] = []
+    for await (const k of this.db.keys({ gte: IDX, lt: `${IDX}\xff` })) {
+      const objKey = k.slice(IDX.length, k.indexOf('\x00'))
+      if (objKey !== currentKey) keys.push((currentKey = objKey))
+    }
+    for (const key of keys) {
+      const history = await this.records(key)
+      if (history.length <= p.keepRevisions) continue
+      const cut = history.length - p.keepRevisions
+      let firstKept = cut
+      while (firstKept > 0 && history[firstKept - 1]!.t >= now - p.keepNewerThanMs) firstKept--
+      if (firstKept === 0) continue
+      const kept = history[firstKept]!
+      if (kept.f === undefined && kept.o !== 'delete' && kept.x !== 1) {
+        const full = await this.contentOf(kept)
+        const k2 = { ...kept, f: full }
+        delete k2.c
+        const pr = parseRevisionId(kept.i)!
+        ops.push({ type: 'put', key: revKey(pr.replica, pr.seq), value: json(k2) })
+      }
+      for (const r of history.slice(0, firstKept)) {
+        if (r.x === 1) continue
+        const slim: RevisionRecord = { ...r, x: 1 }
+        delete slim.c
+        delete slim.f
+        const pr = parseRevisionId(r.i)!
+        ops.push({ type: 'put', key: revKey(pr.replica, pr.seq), value: json(slim) })
+        n++
+      }
+      if (ops.length > 5000) {
+        await this.writer.write(ops)
+        ops = []
+      }
+    }
+    if (ops.length > 0) await this.writer.write(ops)
+    await this.snapshot()
+    await this.db.compactRange('\x00', '\xff')
+    return { revisionsCompacted: n }
+  }
+
+  // ---------------------------------------------------------------- replication
+
+  encodeSyncState(): Uint8Array {
+    return encodeSyncState(Y.encodeStateVector(this.doc), this.logVector())
+  }
+
+  async encodeMissing(remoteState: Uint8Array, opts: { maxRecords?: number } = {}): Promise<Uint8Array> {
+    this.ensureOpen()
+    const { sv, log } = decodeSyncState(remoteState)
+    const yUpdate = Y.encodeStateAsUpdate(this.doc, sv)
+    const max = opts.maxRecords ?? 20000
+    const records: RevisionRecord[] = []
+    for (const [replica, ours] of this.have) {
+      const theirs = log[replica]
+      const from = theirs?.upTo ?? 0
+      const theirExtra = new Set(theirs?.extra ?? [])
+      const last = Math.max(ours.upTo, ...ours.extra)
+      if (last <= from) continue
+      for await (const v of this.db.values({ gt: revKey(replica, from), lte: revKey(replica, last) })) {
+        const r = unjson<RevisionRecord>(v)
+        if (theirExtra.has(parseRevisionId(r.i)!.seq)) continue
+        records.push(r)
+        if (records.length >= max) break
+      }
+      if (records.length >= max) break
+    }
+    return encodeUpdateMessage(yUpdate, records)
+  }
+
+  async applyRemote(update: Uint8Array): Promise<{ revisions: number }> {
+    this.ensureOpen()
+    const { yUpdate, records } = decodeUpdateMessage(update)
+    const fresh: RevisionRecord[] = []
+    const seen = new Set<string>()
+    for (const r of records) {
+      if (this.hasRevision(r.i) || seen.has(r.i)) continue
+      seen.add(r.i)
+      fresh.push(r)
+    }
+    this.pendingY = []
+    const touched = new Set<string>()
+    const off = this.onChange((keys) => keys.forEach((k) => touched.add(k)))
+    try {
+      if (yUpdate.byteLength > 0) Y.applyUpdate(this.doc, yUpdate, REMOTE)
+    } catch (err) {
+      throw new OrcError('invalid', `replication message: Yjs update rejected: ${(err as Error).message}`)
+    } finally {
+      off()
+    }
+    const effective = this.pendingY
+    this.pendingY = []
+    // Track which objects still hold exactly one revision's content (see commit()).
+    const byKey = new Map<string, RevisionRecord>()
+    for (const r of fresh) byKey.set(r.k, r)
+    for (const k of touched) {
+      const r = byKey.get(k)
+      const head = this.sysOf(k)?.rev
+      if (r && head === r.i && (r.f !== undefined || this.contentRev.get(k) === r.p)) this.contentRev.set(k, r.i)
+      else this.contentRev.delete(k)
+    }
+    if (fresh.length === 0 && effective.length === 0) return { revisions: 0 }
+    const ops: BatchOp[] = []
+    for (const r of fresh) {
+      const p = parseRevisionId(r.i)!
+      ops.push({ type: 'put', key: revKey(p.replica, p.seq), value: json(r) })
+      ops.push({ type: 'put', key: idxKey(r.k, r.i), value: new Uint8Array(0) })
+      this.noteSeen(p.replica, p.seq)
+    }
+    if (effective.length > 0) ops.push(...this.yLogOps(effective.length === 1 ? effective[0]! : Y.mergeUpdates(effective)))
+    ops.push({ type: 'put', key: K_VECTOR, value: json(this.logVector()) })
+    await this.writer.write(ops)
+    this.maybeSnapshot()
+    return { revisions: fresh.length }
+  }
+
+  onLocalUpdate(fn: (update: Uint8Array) => void): () => void {
+    this.updateListeners.add(fn)
+    return () => this.updateListeners.delete(fn)
+  }
+
+  onChange(fn: (keys: string[]) => void): () => void {
+    this.changeListeners.add(fn)
+    return () => this.changeListeners.delete(fn)
+  }
+
+  /** Every revision of every object, in a total order all converged replicas share. For tests and `orc events`. */
+  async allRevisions(): Promise<Revision[]> {
+    const out: RevisionRecord[] = []
+    for await (const v of this.db.values({ gte: REV, lt: `${REV}\xff` })) out.push(unjson<RevisionRecord>(v))
+    return out
+      .sort((a, b) => a.t - b.t || (a.i < b.i ? -1 : a.i > b.i ? 1 : 0))
+      .map((r) => this.toRevision(r, r.s))
+  }
+
+  /** A canonical JSON of the whole current state, for convergence checks. */
+  stateDigest(): string {
+    const keys = [...this.objects.keys()].sort()
+    return JSON.stringify(keys.map((k) => [k, this.objects.get(k)!.toJSON()]))
+  }
+}
+
+export { checkRecord }
