@@ -13,6 +13,7 @@ export type OrcErrorCode =
   | 'locked' // data dir in use by another process
   | 'corrupt' // on-disk data unreadable
   | 'unavailable' // store closed, agent not running
+  | 'timeout' // an operation ran out of time
   | 'internal'
 
 export class OrcError extends Error {

@@ -1,11 +1,13 @@
 import { randomBytes as nodeRandomBytes } from 'node:crypto'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import * as Y from 'yjs'
 import {
   OrcError,
   USERS,
   applyChanges,
+  deepEqual,
   defaultOwnership,
   diffValues,
   formatPath,
@@ -90,6 +92,28 @@ function getPathValue(obj: unknown, path: readonly string[]): unknown {
   return cur
 }
 
+/**
+ * The field paths a set of changes touches, down to the leaves: setting `status: {phase: x}` on
+ * an object without status touches `status.phase`, so ownership is judged (and reported) per leaf.
+ */
+function touchedPaths(changes: readonly Change[]): string[][] {
+  const out: string[][] = []
+  const leaves = (v: unknown, path: string[]) => {
+    if (isPlainObject(v) && Object.keys(v).length > 0) for (const [k, x] of Object.entries(v)) leaves(x, [...path, k])
+    else out.push(path)
+  }
+  const walk = (a: unknown, b: unknown, path: string[]) => {
+    if (isPlainObject(a) && isPlainObject(b)) {
+      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) walk(a[k], b[k], [...path, k])
+    } else if (!deepEqual(a, b)) {
+      if (a !== undefined) leaves(a, path)
+      if (b !== undefined) leaves(b, path)
+    }
+  }
+  for (const c of changes) walk(c.op === 'set' ? c.old : c.old, c.op === 'set' ? c.value : undefined, c.path)
+  return out
+}
+
 function deepFreeze<T>(v: T): T {
   if (v && typeof v === 'object' && !Object.isFrozen(v)) {
     Object.freeze(v)
@@ -170,7 +194,10 @@ export class Store implements ObjectStore {
       if (err instanceof OrcError) throw err
       throw new OrcError('corrupt', `open store ${this.opts.dir}: ${(err as Error).message}; restore the data dir from a backup or re-join the cluster`, { dir: this.opts.dir }, err)
     }
-    this.writer = new GroupCommitWriter(this.db, this.opts.sync ?? true)
+    this.writer = new GroupCommitWriter(this.db, this.opts.sync ?? true, () => [
+      { type: 'put', key: K_VECTOR, value: json(this.logVector()) },
+      { type: 'put', key: K_YCOUNTER, value: json(this.yCounter) },
+    ])
     this.closed = false
   }
 
@@ -178,9 +205,16 @@ export class Store implements ObjectStore {
     const [format, replica, vector, ycounter] = await this.db.getMany([K_FORMAT, K_REPLICA, K_VECTOR, K_YCOUNTER])
     const init: BatchOp[] = []
     if (format === undefined) {
-      // A new database holds nothing; an old one without a format key is not ours.
+      // A new database holds nothing; an old one without a format key is not ours, and one whose
+      // files hold data LevelDB could not read back (it skips damaged log blocks) lost records.
       for await (const _ of this.db.keys({ limit: 1 })) {
-        throw new OrcError('corrupt', `open store ${this.opts.dir}: not an orc store (no format marker)`)
+        throw new OrcError('corrupt', `open store ${this.opts.dir}: no format marker: not an orc store, or its first records were damaged`)
+      }
+      const dataBytes = readdirSync(this.opts.dir)
+        .filter((f) => /^[0-9]+\.(log|ldb|sst)$/.test(f))
+        .reduce((n, f) => n + statSync(join(this.opts.dir, f)).size, 0)
+      if (dataBytes > 0) {
+        throw new OrcError('corrupt', `open store ${this.opts.dir}: database files hold ${dataBytes} bytes but no readable records (damaged log)`)
       }
       init.push({ type: 'put', key: K_FORMAT, value: json(FORMAT) })
     } else if (unjson<number>(format) !== FORMAT) {
@@ -199,6 +233,8 @@ export class Store implements ObjectStore {
     }
     this.nextSeq = (this.have.get(this.replica)?.upTo ?? 0) + 1
     this.yCounter = ycounter === undefined ? 0 : unjson<number>(ycounter)
+
+    await this.checkContinuity()
 
     this.doc = new Y.Doc({ gc: true })
     this.doc.clientID = new DataView(this.random(4).buffer.slice(0)).getUint32(0) >>> 1
@@ -228,6 +264,31 @@ export class Store implements ObjectStore {
       const list = [...keys]
       for (const fn of this.changeListeners) fn(list)
     })
+  }
+
+  /**
+   * LevelDB skips log blocks it cannot read instead of failing the open. Every write adds one
+   * numbered Yjs log entry and advances the revision log vector, so a skipped batch shows up as a
+   * gap in the numbering or a missing latest record: refuse to start on it rather than serve (and
+   * then replicate) a silently shortened history.
+   */
+  private async checkContinuity(): Promise<void> {
+    const missing: string[] = []
+    let expect: number | undefined
+    for await (const k of this.db.keys({ gte: Y_LOG, lt: `${Y_LOG}~` })) {
+      const n = Number(k.slice(Y_LOG.length))
+      if (expect !== undefined && n !== expect) missing.push(`document log entries ${expect}–${n - 1}`)
+      expect = n + 1
+    }
+    if (expect !== undefined && expect - 1 !== this.yCounter) missing.push(`document log entries after ${expect - 1} (counter says ${this.yCounter})`)
+    const heads = [...this.have].filter(([, h]) => h.upTo > 0)
+    const got = heads.length ? await this.db.getMany(heads.map(([r, h]) => revKey(r, h.upTo))) : []
+    got.forEach((v, i) => {
+      if (v === undefined) missing.push(`revision ${heads[i]![0]}.${heads[i]![1].upTo}`)
+    })
+    if (missing.length > 0) {
+      throw new OrcError('corrupt', `open store ${this.opts.dir}: records are missing (${missing.slice(0, 3).join('; ')}); the database was damaged — restore the data dir from a backup or re-join the cluster`)
+    }
   }
 
   async close(): Promise<void> {
@@ -320,43 +381,32 @@ export class Store implements ObjectStore {
    * owner; user fields by users, and by the controller that created the object (a Node object
    * is created by its agent).
    */
-  private checkOwnership(kind: string, changes: readonly Change[], author: string, createdBy: string): void {
-    const claims = this.ownership.claims(kind)
+  private checkOwnership(key: string, changes: readonly Change[], author: string, createdBy: string): void {
+    const { kind, name } = refOfKey(key)
     const allowed = (owner: string) => (owner === USERS ? author.startsWith('user:') || author === createdBy : owner === author)
-    for (const c of changes) {
-      const paths: string[][] = [c.path]
-      // A change that sets or removes a whole subtree also touches the claimed fields under it.
-      const prefix = c.path.join('.') + '.'
-      for (const claim of claims) {
-        if (claim.path.startsWith(prefix)) {
-          const sub = claim.path.split('.')
-          const rest = sub.slice(c.path.length)
-          const touched =
-            (c.op === 'set' && getPathValue(c.value, rest) !== undefined) || getPathValue((c as { old?: unknown }).old, rest) !== undefined
-          if (touched) paths.push(sub)
-        }
-      }
-      for (const p of paths) {
-        const owner = this.ownership.ownerOf(kind, p)
-        if (!allowed(owner)) {
-          const whose = owner === USERS ? 'users' : owner
-          throw new OrcError('forbidden', `${formatPath(p)} is owned by ${whose}; ${author} may not change it`, {
-            field: formatPath(p),
-            owner: whose,
-            author,
-          })
-        }
+    for (const p of touchedPaths(changes)) {
+      const owner = this.ownership.ownerOf(kind, p)
+      if (!allowed(owner)) {
+        const whose = owner === USERS ? 'users' : owner
+        throw new OrcError('forbidden', `${kind.toLowerCase()}/${name}: ${formatPath(p)} is owned by ${whose}; ${author} may not change it`, {
+          field: formatPath(p),
+          owner: whose,
+          author,
+        })
       }
     }
   }
 
-  async apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult> {
+  /**
+   * Everything `apply` would do, without writing: validation, the changes, and the ownership
+   * check. Throws what `apply` would throw; returns null when the apply would change nothing.
+   */
+  planApply(manifest: OrcObject, opts: WriteOptions): { key: string; op: 'create' | 'update'; changes: Change[]; desired: Record<string, unknown> } | null {
     this.ensureOpen()
     this.checkAuthor(opts.author)
     const obj = normalizeManifest(manifest)
     const ref = refOf(obj)
     const key = keyOf(ref)
-    const sys = this.sysOf(key)
     const cur = this.content(key)
     const desired = structuredClone(obj) as unknown as Record<string, unknown>
     if (cur) {
@@ -372,9 +422,15 @@ export class Store implements ObjectStore {
       }
     }
     const changes = diffValues(cur ?? {}, desired)
-    if (cur && changes.length === 0) return { object: this.get(ref), revision: null }
-    this.checkOwnership(ref.kind, changes, opts.author, cur ? sys!.createdBy : opts.author)
-    return this.commit(key, cur ? 'update' : 'create', changes, desired, opts)
+    if (cur && changes.length === 0) return null
+    this.checkOwnership(key, changes, opts.author, cur ? this.sysOf(key)!.createdBy : opts.author)
+    return { key, op: cur ? 'update' : 'create', changes, desired }
+  }
+
+  async apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult> {
+    const plan = this.planApply(manifest, opts)
+    if (!plan) return { object: this.get(refOf(manifest as OrcObject)), revision: null }
+    return this.commit(plan.key, plan.op, plan.changes, plan.desired, opts)
   }
 
   async patch(ref: ObjectRef, fields: FieldSet[], opts: WriteOptions): Promise<WriteResult> {
@@ -395,7 +451,7 @@ export class Store implements ObjectStore {
     )
     const changes = diffValues(cur, desired)
     if (changes.length === 0) return { object: this.get(ref), revision: null }
-    this.checkOwnership(ref.kind, changes, opts.author, this.sysOf(key)!.createdBy)
+    this.checkOwnership(key, changes, opts.author, this.sysOf(key)!.createdBy)
     const normalized = normalizeManifest(desired) as unknown as Record<string, unknown>
     return this.commit(key, 'update', diffValues(cur, normalized), normalized, opts)
   }
@@ -440,7 +496,7 @@ export class Store implements ObjectStore {
     desired = normalizeManifest(desired) as unknown as Record<string, unknown>
     const changes = diffValues(cur ?? {}, desired)
     if (cur && changes.length === 0) return { object: this.get(ref), revision: null }
-    this.checkOwnership(ref.kind, changes, opts.author, cur ? sys!.createdBy : opts.author)
+    this.checkOwnership(key, changes, opts.author, cur ? sys!.createdBy : opts.author)
     return this.commit(key, 'rollback', changes, desired, opts, { rt: target.i, rf: sys?.rev })
   }
 
@@ -507,7 +563,6 @@ export class Store implements ObjectStore {
       { type: 'put', key: revKey(this.replica, localSeq), value: json(record) },
       { type: 'put', key: idxKey(key, id), value: new Uint8Array(0) },
       ...this.yLogOps(yUpdate),
-      { type: 'put', key: K_VECTOR, value: json(this.logVector()) },
     ]
     await this.writer.write(ops)
     const msg = encodeUpdateMessage(yUpdate, [record])
@@ -520,10 +575,7 @@ export class Store implements ObjectStore {
   private yLogOps(update: Uint8Array): BatchOp[] {
     this.yCounter++
     this.ySinceSnapshot++
-    return [
-      { type: 'put', key: yLogKey(this.yCounter), value: update },
-      { type: 'put', key: K_YCOUNTER, value: json(this.yCounter) },
-    ]
+    return [{ type: 'put', key: yLogKey(this.yCounter), value: update }]
   }
 
   /** Fold the Yjs update log into one snapshot so cold start reads one value, not thousands. */
@@ -816,7 +868,6 @@ export class Store implements ObjectStore {
       this.noteSeen(p.replica, p.seq)
     }
     if (effective.length > 0) ops.push(...this.yLogOps(effective.length === 1 ? effective[0]! : Y.mergeUpdates(effective)))
-    ops.push({ type: 'put', key: K_VECTOR, value: json(this.logVector()) })
     await this.writer.write(ops)
     this.maybeSnapshot()
     return { revisions: fresh.length }

@@ -84,6 +84,8 @@ export interface Replicable {
 export interface ObjectStore extends Replicable {
   /** User apply: create or replace the user-owned fields; controller-owned fields are kept. */
   apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult>
+  /** Dry run of apply: validation and ownership checks, no write. null when nothing would change. */
+  planApply(manifest: OrcObject, opts: WriteOptions): { op: 'create' | 'update'; changes: Change[] } | null
   /** Controller write: set or remove fields; every field touched must be owned by the author. */
   patch(ref: ObjectRef, fields: FieldSet[], opts: WriteOptions): Promise<WriteResult>
   delete(ref: ObjectRef, opts: WriteOptions): Promise<Revision>

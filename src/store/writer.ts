@@ -14,9 +14,14 @@ export class GroupCommitWriter {
   private flushing = false
   private failed: unknown = undefined
 
+  /**
+   * `tail` returns ops appended once to every batch (bookkeeping such as the revision log vector
+   * that only its latest value matters for), instead of once per write.
+   */
   constructor(
     private readonly db: ClassicLevel<string, Uint8Array>,
     private readonly sync: boolean,
+    private readonly tail: () => BatchOp[] = () => [],
   ) {}
 
   write(ops: BatchOp[]): Promise<void> {
@@ -43,6 +48,7 @@ export class GroupCommitWriter {
       const group = this.queue
       this.queue = []
       const ops = group.flatMap((g) => g.ops)
+      if (ops.length > 0) ops.push(...this.tail())
       try {
         if (ops.length > 0) await this.db.batch(ops, { sync: this.sync } as never)
         for (const g of group) g.resolve()

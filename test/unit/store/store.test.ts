@@ -100,7 +100,7 @@ test('field ownership: users cannot write controller fields, controllers cannot 
   // a user apply that changes status is refused, naming field and owner
   await assert.rejects(
     store.apply({ ...pod('web', '/i/2'), status: { phase: 'Failed', node: 'n1' } }, alice(5)),
-    rejectsWith('forbidden', /^status\.phase is owned by controller:lifecycle; user:alice may not change it$/),
+    rejectsWith('forbidden', /^pod\/web: status\.phase is owned by controller:lifecycle; user:alice may not change it$/),
   )
   // restating the current status unchanged is fine (manifests from `orc get -o yaml` round-trip)
   assert.equal((await store.apply({ ...pod('web', '/i/2'), status: { phase: 'Running', node: 'n1' } }, alice(6))).revision, null)
@@ -131,7 +131,7 @@ test('the controller that created an object may maintain its user fields (a node
   // another controller may not touch the node's user fields
   await assert.rejects(
     store.patch({ kind: 'Node', namespace: '', name: 'n1' }, [{ path: ['spec', 'unschedulable'], value: true }], { author: 'controller:scheduler', now: 4 }),
-    rejectsWith('forbidden', /^spec is owned by users; controller:scheduler may not change it$/),
+    rejectsWith('forbidden', /^node\/n1: spec\.unschedulable is owned by users; controller:scheduler may not change it$/),
   )
   assert.equal(store.get({ kind: 'Node', namespace: '', name: 'n1' })!.metadata.labels!.site, 'lab')
   await cleanup()
@@ -231,4 +231,21 @@ test('garbage from a peer is refused and changes nothing', async () => {
   assert.equal(store.stateDigest(), digest)
   await assert.rejects(store.encodeMissing(new Uint8Array([9, 9])), rejectsWith('invalid', /sync state/))
   await cleanup()
+})
+
+test('a database whose log lost records is refused, not served short', async () => {
+  const { readdirSync, readFileSync, writeFileSync, statSync } = await import('node:fs')
+  for (const variant of ['early', 'middle']) {
+    const { store, dir, cleanup } = await tempStore()
+    for (let i = 0; i < 40; i++) await store.apply(pod(`p${i}`), alice(i))
+    await store.close()
+    const log = readdirSync(dir).filter((f) => f.endsWith('.log')).sort().pop()!
+    const bytes = readFileSync(join(dir, log))
+    assert.ok(statSync(join(dir, log)).size > 1000, 'writes are in the LevelDB log')
+    const at = variant === 'early' ? 10 : Math.floor(bytes.length / 2)
+    for (let i = at; i < at + 50; i++) bytes[i] = bytes[i]! ^ 0xff
+    writeFileSync(join(dir, log), bytes)
+    await assert.rejects(openStore({ dir }), rejectsWith('corrupt', /open store .*(records are missing|no readable records|no format marker)/))
+    await cleanup()
+  }
 })

@@ -1,0 +1,191 @@
+/**
+ * The composition root of a node: opens the store, records this node (and, on a fresh data dir,
+ * the cluster), serves the local API, and stops all of it in reverse order.
+ */
+import { randomBytes as cryptoRandomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync, chmodSync, statSync } from 'node:fs'
+import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
+import { NODE_CONTROLLER, ORC_VERSION, nodeNameFromHostname } from './node-info.ts'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { API_VERSION, OrcError, wrapError, type OrcObject } from '../model/index.ts'
+import { openStore, type ObjectStore, type StoreOptions } from '../store/index.ts'
+import { createApiHandler, type ApiHandler, type NodeInfo } from './api.ts'
+import { serveOnSocket, type SocketServer } from './http.ts'
+import { createLogger } from './logger.ts'
+import {
+  DEFAULT_CLUSTER_NAME,
+  PID_FILE,
+  socketPathOf,
+  systemClock,
+  type AgentOptions,
+  type Clock,
+  type RandomBytes,
+} from './options.ts'
+
+export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: RandomBytes }) => Promise<ObjectStore>
+
+export interface AgentComponents {
+  /** Opens the store; the real one unless a test injects another. */
+  openStore?: OpenStore
+  logger?: Logger
+}
+
+export interface Agent {
+  readonly info: NodeInfo
+  readonly store: ObjectStore
+  readonly handler: ApiHandler
+  readonly socketPath: string
+  readonly logger: Logger
+  /** Orderly stop: API first (no new writes), then the store. Safe to call twice. */
+  stop(): Promise<void>
+  /** Resolves when the agent has stopped. */
+  readonly stopped: Promise<void>
+}
+
+
+function readPid(dataDir: string): number | undefined {
+  try {
+    const n = Number(readFileSync(join(dataDir, PID_FILE), 'utf8').trim())
+    return Number.isInteger(n) && n > 0 ? n : undefined
+  } catch {
+    return undefined
+  }
+}
+
+function ensureDataDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    if (!statSync(dir).isDirectory()) throw new Error('not a directory')
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException
+    if (e.code === 'EACCES' || e.code === 'EPERM') {
+      throw new OrcError('forbidden', `create data dir ${dir}: permission denied (run as root, or pass --data-dir)`, { dataDir: dir }, err)
+    }
+    throw wrapError(`create data dir ${dir}`, err)
+  }
+}
+
+function defaultOpenStore(opts: Parameters<OpenStore>[0]): Promise<ObjectStore> {
+  return openStore({ dir: opts.dir, randomBytes: opts.randomBytes, logger: opts.logger as StoreOptions['logger'] })
+}
+
+async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: RandomBytes): Promise<ObjectStore> {
+  try {
+    return await open({ dir: join(dataDir, 'db'), logger: logger.child({ module: 'store' }), randomBytes: random })
+  } catch (err) {
+    if (err instanceof OrcError && err.code === 'locked') {
+      const pid = readPid(dataDir)
+      throw new OrcError(
+        'locked',
+        `data dir ${dataDir} is in use by another orc agent${pid ? ` (pid ${pid})` : ''}; stop it first or pass another --data-dir`,
+        { dataDir, ...(pid ? { pid } : {}) },
+        err,
+      )
+    }
+    if (err instanceof OrcError && err.code === 'corrupt') {
+      // The store's message already names the database and what to do about it.
+      throw new OrcError('corrupt', err.message, { dataDir, ...err.details }, err)
+    }
+    throw wrapError(`open store in ${dataDir}`, err)
+  }
+}
+
+function hex(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString('hex')
+}
+
+/** On a fresh data dir, create the Cluster object with a random id; afterwards, read it. */
+async function ensureCluster(store: ObjectStore, name: string, clock: Clock, random: RandomBytes): Promise<{ name: string; id: string }> {
+  const existing = store.list('Cluster')[0]
+  if (existing) return { name: existing.metadata.name, id: String(existing.spec?.id ?? '') }
+  const id = hex(random(16))
+  const manifest: OrcObject = { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name }, spec: { id } }
+  await store.apply(manifest, { author: NODE_CONTROLLER, reason: 'new cluster', now: clock.now() })
+  return { name, id }
+}
+
+/** Record this node: its labels (when given) via apply, what it is and has via a status patch. */
+async function registerNode(store: ObjectStore, name: string, labels: Record<string, string> | undefined, clock: Clock): Promise<void> {
+  const ref = { kind: 'Node', namespace: '', name }
+  const existing = store.get(ref)
+  if (!existing || labels !== undefined) {
+    const metadata: OrcObject['metadata'] = { name }
+    const merged = labels ?? existing?.metadata.labels
+    if (merged && Object.keys(merged).length > 0) metadata.labels = merged
+    if (existing?.metadata.annotations) metadata.annotations = existing.metadata.annotations
+    const manifest: OrcObject = { apiVersion: API_VERSION, kind: 'Node', metadata, spec: existing?.spec ?? {} }
+    await store.apply(manifest, { author: NODE_CONTROLLER, reason: existing ? 'node labels from orc up' : 'node joined', now: clock.now() })
+  }
+  const cpu = typeof availableParallelism === 'function' ? availableParallelism() : cpus().length
+  await store.patch(
+    ref,
+    [
+      { path: ['status', 'state'], value: 'Ready' },
+      { path: ['status', 'addresses'], value: [] },
+      { path: ['status', 'version'], value: ORC_VERSION },
+      { path: ['status', 'capacity'], value: { cpu: String(cpu), memory: `${Math.floor(totalmem() / (1024 * 1024))}Mi` } },
+    ],
+    { author: NODE_CONTROLLER, reason: 'node started', now: clock.now() },
+  )
+}
+
+export async function startAgent(opts: AgentOptions, components: AgentComponents = {}): Promise<Agent> {
+  const clock = opts.clock ?? systemClock
+  const random = opts.random ?? ((n: number) => new Uint8Array(cryptoRandomBytes(n)))
+  const logger = components.logger ?? createLogger({ level: opts.logLevel, pretty: opts.prettyLogs })
+  const log = logger.child({ module: 'agent' })
+  const dataDir = opts.dataDir
+  const socketPath = opts.socketPath ?? socketPathOf(dataDir)
+  const nodeName = opts.nodeName ?? nodeNameFromHostname(hostname())
+
+  ensureDataDir(dataDir)
+  const store = await openStoreIn(dataDir, components.openStore ?? defaultOpenStore, logger, random)
+  const pidFile = join(dataDir, PID_FILE)
+  let server: SocketServer | undefined
+  const cleanup = async (): Promise<void> => {
+    await server?.close().catch((err) => log.warn({ err }, 'close API'))
+    await store.close().catch((err) => log.warn({ err }, 'close store'))
+    if (readPid(dataDir) === process.pid) {
+      try {
+        unlinkSync(pidFile)
+      } catch {
+        // already gone
+      }
+    }
+  }
+  try {
+    writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o644 })
+    chmodSync(dataDir, 0o700)
+    const cluster = await ensureCluster(store, opts.clusterName ?? DEFAULT_CLUSTER_NAME, clock, random)
+    await registerNode(store, nodeName, opts.labels, clock)
+    const info: NodeInfo = { name: nodeName, version: ORC_VERSION, dataDir, socket: socketPath, pid: process.pid, startedAt: clock.now(), cluster }
+    const handler = createApiHandler({ store, node: () => info, clock, logger: logger.child({ module: 'api' }) })
+    server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
+    log.info({ node: nodeName, cluster: cluster.name, clusterId: cluster.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')
+
+    let resolveStopped!: () => void
+    const stopped = new Promise<void>((r) => (resolveStopped = r))
+    let stopping: Promise<void> | undefined
+    return {
+      info,
+      store,
+      handler,
+      socketPath,
+      logger,
+      stopped,
+      stop() {
+        stopping ??= (async () => {
+          log.info({ node: nodeName }, 'agent stopping')
+          await cleanup()
+          log.info({ node: nodeName }, 'agent stopped')
+          resolveStopped()
+        })()
+        return stopping
+      },
+    }
+  } catch (err) {
+    await cleanup()
+    throw err
+  }
+}

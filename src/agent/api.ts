@@ -1,0 +1,293 @@
+/**
+ * The agent's API as a plain request handler, independent of transport: the unix socket serves it
+ * over HTTP (http.ts) and later a libp2p protocol can serve the same handler for `orc --node`.
+ * Manifests are validated here, all of them before any is written, so a bad document in a batch
+ * leaves the store untouched.
+ */
+import type { Logger } from 'pino'
+import {
+  OrcError,
+  USERS,
+  defaultOwnership,
+  formatRef,
+  getKind,
+  isPlainObject,
+  normalizeManifest,
+  refOf,
+  type ObjectRef,
+  type OrcObject,
+  type OwnershipTable,
+} from '../model/index.ts'
+import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
+import type { Clock } from './options.ts'
+
+export type Query = Record<string, string | string[] | undefined>
+
+export interface ApiRequest {
+  method: string
+  path: string
+  query?: Query
+  body?: unknown
+}
+
+export interface ApiResponse {
+  status: number
+  body: unknown
+}
+
+export type ApiHandler = (req: ApiRequest) => Promise<ApiResponse>
+
+export interface NodeInfo {
+  name: string
+  version: string
+  dataDir: string
+  socket: string
+  pid: number
+  startedAt: number
+  cluster?: { name: string; id: string }
+}
+
+export interface ApiComponents {
+  store: ObjectStore
+  node: () => NodeInfo
+  clock: { now(): number }
+  logger: Logger
+  ownership?: OwnershipTable
+}
+
+/** The wire form of an error: `{ error: { code, message, details, causes } }`. */
+export interface ApiErrorBody {
+  error: { code: string; message: string; details: Record<string, unknown>; causes?: string[] }
+}
+
+export type ApplyOutcome = 'created' | 'configured' | 'unchanged'
+
+export interface ApplyResultItem {
+  kind: string
+  namespace: string
+  name: string
+  outcome: ApplyOutcome
+  revision: number | null
+}
+
+const STATUS_BY_CODE: Record<string, number> = {
+  invalid: 400,
+  parse: 400,
+  not_found: 404,
+  conflict: 409,
+  forbidden: 403,
+  too_large: 413,
+  locked: 423,
+  corrupt: 500,
+  unavailable: 503,
+  internal: 500,
+}
+
+export function httpStatusOf(code: string): number {
+  return STATUS_BY_CODE[code] ?? 500
+}
+
+/** Error → wire body; the cause chain travels along so `orc --debug` can show it. */
+export function errorBody(err: unknown): ApiErrorBody {
+  const causes: string[] = []
+  let c = err instanceof Error ? err.cause : undefined
+  for (let i = 0; c !== undefined && i < 10; i++) {
+    causes.push(c instanceof Error ? `${c.name}: ${c.message}` : String(c))
+    c = c instanceof Error ? c.cause : undefined
+  }
+  if (err instanceof OrcError) {
+    return { error: { code: err.code, message: err.message, details: err.details, ...(causes.length ? { causes } : {}) } }
+  }
+  const message = err instanceof Error ? err.message : String(err)
+  return { error: { code: 'internal', message: `internal error: ${message}`, details: {}, causes: [err instanceof Error ? (err.stack ?? message) : message, ...causes] } }
+}
+
+const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
+
+function parseAuthor(v: unknown): string {
+  if (typeof v !== 'string' || !AUTHOR.test(v)) {
+    throw new OrcError('invalid', `author ${JSON.stringify(v ?? null)}: must be user:<name> or controller:<name>`)
+  }
+  return v
+}
+
+function parseReason(v: unknown): string | undefined {
+  if (v === undefined || v === null || v === '') return undefined
+  if (typeof v !== 'string' || v.length > 1024) throw new OrcError('invalid', 'reason: must be a string of at most 1024 characters')
+  return v
+}
+
+/** `3` is a revision number, anything else a revision id. */
+export function parseRev(v: unknown, what = 'revision'): number | string {
+  if (typeof v === 'number' && Number.isInteger(v) && v > 0) return v
+  if (typeof v !== 'string' || v === '') throw new OrcError('invalid', `${what}: required (a revision number like 3, or a revision id)`)
+  if (/^[0-9]+$/.test(v)) {
+    const n = Number(v)
+    if (n < 1) throw new OrcError('invalid', `${what}: revisions are numbered from 1`)
+    return n
+  }
+  return v
+}
+
+function list(q: Query, key: string): string[] {
+  const v = q[key]
+  if (v === undefined) return []
+  return (Array.isArray(v) ? v : [v]).flatMap((x) => x.split(',')).filter((x) => x !== '')
+}
+
+function one(q: Query, key: string): string | undefined {
+  const v = q[key]
+  return Array.isArray(v) ? v[v.length - 1] : v
+}
+
+function refFromPath(kindText: string, ns: string, name: string): ObjectRef {
+  const def = getKind(kindText)
+  const namespace = ns === '_' ? '' : ns
+  if (def.namespaced && namespace === '') throw new OrcError('invalid', `${def.kind} is namespaced; a namespace is required`)
+  return { kind: def.kind, namespace: def.namespaced ? namespace : '', name }
+}
+
+function describe(ref: ObjectRef): string {
+  return ref.namespace ? `${formatRef(ref)} in namespace ${ref.namespace}` : formatRef(ref)
+}
+
+export function createApiHandler(c: ApiComponents): ApiHandler {
+  const log = c.logger
+
+  function logWrite(ref: ObjectRef, res: WriteResult | { revision: { number: number; op: string } | null }, author: string): void {
+    const rev = res.revision
+    if (rev) log.info({ kind: ref.kind, ns: ref.namespace, name: ref.name, rev: rev.number, op: rev.op, author }, 'object written')
+    else log.debug({ kind: ref.kind, ns: ref.namespace, name: ref.name, author }, 'object unchanged')
+  }
+
+  async function apply(body: unknown): Promise<ApiResponse> {
+    if (!isPlainObject(body) || !Array.isArray(body.objects)) {
+      throw new OrcError('invalid', 'apply: body must be { objects: [...], author, reason }')
+    }
+    const author = parseAuthor(body.author)
+    const reason = parseReason(body.reason)
+    const defaultNamespace = typeof body.namespace === 'string' && body.namespace !== '' ? body.namespace : undefined
+    // Validate everything first: one bad document must not leave half a batch applied.
+    const objects = body.objects.map((raw, index) => {
+      try {
+        const obj = normalizeManifest(raw, { defaultNamespace })
+        c.store.planApply(obj, { author, reason, now: c.clock.now() })
+        return obj
+      } catch (err) {
+        if (err instanceof OrcError) throw new OrcError(err.code, err.message, { ...err.details, index }, err.cause)
+        throw err
+      }
+    })
+    const results: ApplyResultItem[] = []
+    for (const [index, obj] of objects.entries()) {
+      const ref = refOf(obj)
+      const existed = c.store.get(ref) !== undefined
+      let res: WriteResult
+      try {
+        res = await c.store.apply(obj, { author, reason, now: c.clock.now() })
+      } catch (err) {
+        if (err instanceof OrcError) {
+          throw new OrcError(err.code, err.message, { ...err.details, index, applied: results }, err.cause)
+        }
+        throw err
+      }
+      logWrite(ref, res, author)
+      results.push({
+        kind: ref.kind,
+        namespace: ref.namespace,
+        name: ref.name,
+        outcome: res.revision === null ? 'unchanged' : existed ? 'configured' : 'created',
+        revision: res.revision?.number ?? res.object?.metadata.revision ?? null,
+      })
+    }
+    return { status: 200, body: { results } }
+  }
+
+  function getObject(ref: ObjectRef): StoredObject {
+    const obj = c.store.get(ref)
+    if (!obj) throw new OrcError('not_found', `${describe(ref)} not found`, { ...ref })
+    return obj
+  }
+
+  async function route(req: ApiRequest): Promise<ApiResponse> {
+    const q = req.query ?? {}
+    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
+    const m = req.method.toUpperCase()
+    if (seg[0] !== 'v1') throw new OrcError('not_found', `no such API path ${req.path}`)
+    if (seg.length === 2 && seg[1] === 'status' && m === 'GET') {
+      const counts: Record<string, number> = {}
+      for (const kind of ['Pod', 'Node', 'Cluster']) counts[kind] = c.store.list(kind).length
+      const node = c.node()
+      return {
+        status: 200,
+        body: { node, objects: c.store.count(), counts, uptimeSeconds: Math.max(0, Math.round((c.clock.now() - node.startedAt) / 1000)) },
+      }
+    }
+    if (seg.length === 2 && seg[1] === 'apply' && m === 'POST') return apply(req.body)
+    if (seg[1] === 'objects' && seg.length === 3 && m === 'GET') {
+      const def = getKind(seg[2]!)
+      const all = one(q, 'all') === '1' || one(q, 'all') === 'true'
+      const ns = def.namespaced && !all ? (one(q, 'namespace') || 'default') : undefined
+      const items = c.store.list(def.kind, ns).sort((a, b) =>
+        (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
+      )
+      return { status: 200, body: { kind: def.kind, items } }
+    }
+    if (seg[1] === 'objects' && seg.length >= 5) {
+      const ref = refFromPath(seg[2]!, seg[3]!, seg[4]!)
+      const sub = seg.slice(5)
+      const body = isPlainObject(req.body) ? req.body : {}
+      if (sub.length === 0 && m === 'GET') return { status: 200, body: { object: getObject(ref) } }
+      if (sub.length === 0 && m === 'DELETE') {
+        getObject(ref)
+        const author = parseAuthor(body.author)
+        const revision = await c.store.delete(ref, { author, reason: parseReason(body.reason), now: c.clock.now() })
+        logWrite(ref, { revision }, author)
+        return { status: 200, body: { revision } }
+      }
+      if (sub.length === 1 && sub[0] === 'history' && m === 'GET') {
+        const hq: HistoryQuery = {}
+        const authors = list(q, 'author')
+        const excl = list(q, 'excludeAuthor')
+        if (authors.length) hq.authors = authors
+        if (excl.length) hq.excludeAuthors = excl
+        const since = one(q, 'since')
+        if (since !== undefined) {
+          const n = Number(since)
+          if (!Number.isFinite(n)) throw new OrcError('invalid', `since: must be a time in ms since the epoch; got ${JSON.stringify(since)}`)
+          hq.since = n
+        }
+        const revisions = await c.store.history(ref, hq)
+        return { status: 200, body: { revisions } }
+      }
+      if (sub.length === 2 && sub[0] === 'revisions' && m === 'GET') {
+        return { status: 200, body: { object: await c.store.at(ref, parseRev(sub[1])) } }
+      }
+      if (sub.length === 1 && sub[0] === 'diff' && m === 'GET') {
+        const changes = await c.store.diff(ref, parseRev(one(q, 'from'), 'from'), parseRev(one(q, 'to'), 'to'))
+        return { status: 200, body: { changes } }
+      }
+      if (sub.length === 1 && sub[0] === 'rollback' && m === 'POST') {
+        getObject(ref)
+        const author = parseAuthor(body.author)
+        const to = body.to === undefined || body.to === null || body.to === '' ? undefined : parseRev(body.to, 'to')
+        const res = await c.store.rollback(ref, { author, reason: parseReason(body.reason), now: c.clock.now(), ...(to !== undefined ? { to } : {}) })
+        logWrite(ref, res, author)
+        return { status: 200, body: res }
+      }
+    }
+    throw new OrcError('not_found', `no such API route: ${m} ${req.path}`)
+  }
+
+  return async (req) => {
+    try {
+      return await route(req)
+    } catch (err) {
+      const body = errorBody(err)
+      const status = httpStatusOf(body.error.code)
+      if (status >= 500) log.error({ err, method: req.method, path: req.path }, 'request failed')
+      else log.debug({ code: body.error.code, method: req.method, path: req.path, msg2: body.error.message }, 'request refused')
+      return { status, body }
+    }
+  }
+}

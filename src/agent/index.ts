@@ -1,0 +1,20 @@
+// The agent's public surface. The daemon itself (store, Yjs, LevelDB, pino) is loaded only when an
+// agent starts, so a CLI command that merely talks to the socket starts ~120 ms faster.
+import type { Agent, AgentComponents } from './agent.ts'
+import type { AgentOptions } from './options.ts'
+
+/** Open the store, record this node (and cluster, on a fresh data dir), serve the local API. */
+export async function startAgent(opts: AgentOptions, components: AgentComponents = {}): Promise<Agent> {
+  const { startAgent: start } = await import('./agent.ts')
+  return start(opts, components)
+}
+
+export type { Agent, AgentComponents, OpenStore } from './agent.ts'
+export { stopOnSignals } from './signals.ts'
+export { nodeNameFromHostname, ORC_VERSION, NODE_CONTROLLER } from './node-info.ts'
+export { createApiHandler, errorBody, httpStatusOf, parseRev } from './api.ts'
+export type { ApiHandler, ApiRequest, ApiResponse, ApiComponents, ApiErrorBody, ApplyResultItem, ApplyOutcome, NodeInfo, Query } from './api.ts'
+export { serveOnSocket, MAX_REQUEST_BYTES } from './http.ts'
+export type { SocketServer } from './http.ts'
+export { defaultDataDir, resolveSocketPath, socketPathOf, systemClock, SOCKET_FILE, PID_FILE, DEFAULT_CLUSTER_NAME } from './options.ts'
+export type { AgentOptions, Clock, RandomBytes } from './options.ts'

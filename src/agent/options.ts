@@ -1,0 +1,51 @@
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+
+/** Where an agent keeps its state when no `--data-dir` is given: system-wide as root, per user otherwise. */
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, uid: number = process.getuid?.() ?? -1): string {
+  if (env.ORC_DATA_DIR) return env.ORC_DATA_DIR
+  if (uid === 0) return '/var/lib/orc'
+  const base = env.XDG_DATA_HOME || join(env.HOME || homedir(), '.local', 'share')
+  return join(base, 'orc')
+}
+
+export const SOCKET_FILE = 'orc.sock'
+export const PID_FILE = 'orc.pid'
+
+export function socketPathOf(dataDir: string): string {
+  return join(dataDir, SOCKET_FILE)
+}
+
+/** The socket the CLI talks to: `--socket`, then `ORC_SOCKET`, then the default data dir's socket. */
+export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  return flag || env.ORC_SOCKET || socketPathOf(defaultDataDir(env))
+}
+
+export interface Clock {
+  now(): number
+}
+
+export const systemClock: Clock = { now: () => Date.now() }
+
+/** Random bytes; injected so cluster ids are reproducible in tests. */
+export type RandomBytes = (n: number) => Uint8Array
+
+export interface AgentOptions {
+  dataDir: string
+  /** Node name; defaults to the host name made into a DNS label. */
+  nodeName?: string
+  /** Labels for this node's Node object (`--labels k=v,…`). */
+  labels?: Record<string, string>
+  /** Name of the Cluster object created on a fresh data dir. */
+  clusterName?: string
+  /** Socket path; defaults to `<dataDir>/orc.sock`. */
+  socketPath?: string
+  clock?: Clock
+  random?: RandomBytes
+  /** Log level (`info` unless given). */
+  logLevel?: string
+  /** Pretty logs (default: when stderr is a TTY). */
+  prettyLogs?: boolean
+}
+
+export const DEFAULT_CLUSTER_NAME = 'default'

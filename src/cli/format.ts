@@ -1,0 +1,106 @@
+/** Text output of the CLI: kubectl-style tables, YAML, history and diff listings. Pure functions. */
+import { stringify } from 'yaml'
+import { OrcError, formatPath, type Change, type KindDef, type OrcObject } from '../model/index.ts'
+import type { Revision } from '../store/index.ts'
+
+/** Left-aligned columns separated by three spaces, like kubectl. */
+export function formatTable(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('   ')
+      .trimEnd()
+  return [line(header), ...rows.map(line)].join('\n') + '\n'
+}
+
+export function objectTable(def: KindDef, items: OrcObject[], opts: { wide?: boolean; withNamespace?: boolean; now: number }): string {
+  const cols = def.columns.filter((c) => opts.wide || !c.wide)
+  const header = cols.map((c) => c.header)
+  const rows = items.map((o) => cols.map((c) => c.value(o, opts.now)))
+  if (opts.withNamespace && def.namespaced) {
+    header.unshift('NAMESPACE')
+    items.forEach((o, i) => rows[i]!.unshift(o.metadata.namespace ?? ''))
+  }
+  return formatTable(header, rows)
+}
+
+export function toYaml(value: unknown): string {
+  return stringify(value, { lineWidth: 0, aliasDuplicateObjects: false })
+}
+
+/** Several objects as one multi-document YAML stream that `orc apply -f` takes back. */
+export function objectsYaml(items: unknown[]): string {
+  return items.map(toYaml).join('---\n')
+}
+
+function short(v: unknown, max = 60): string {
+  const t = v === undefined ? '<none>' : typeof v === 'string' ? v : JSON.stringify(v)
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t
+}
+
+export function changeLines(changes: readonly Change[]): string {
+  if (changes.length === 0) return 'no differences\n'
+  return (
+    changes
+      .map((c) => {
+        const p = formatPath(c.path)
+        if (c.op === 'unset') return `- ${p}: ${short(c.old, 200)}`
+        if (c.old === undefined) return `+ ${p}: ${short(c.value, 200)}`
+        return `~ ${p}: ${short(c.old, 100)} → ${short(c.value, 100)}`
+      })
+      .join('\n') + '\n'
+  )
+}
+
+function changedPaths(r: Revision): string {
+  if (r.compacted && !r.changes) return '(compacted)'
+  if (!r.changes || r.changes.length === 0) return ''
+  const paths = [...new Set(r.changes.map((c) => formatPath(c.path.slice(0, 3))))]
+  return short(paths.join(', '), 60)
+}
+
+function opText(r: Revision, numbers: Map<string, number>): string {
+  if (r.op === 'rollback' && r.rollbackTo) return `rollback to ${numbers.get(r.rollbackTo) ?? r.rollbackTo}`
+  return r.op
+}
+
+export function historyTable(revs: readonly Revision[]): string {
+  const numbers = new Map(revs.map((r) => [r.id, r.number]))
+  return formatTable(
+    ['REV', 'TIME', 'AUTHOR', 'OP', 'REASON', 'CHANGES'],
+    revs.map((r) => [
+      String(r.number),
+      new Date(r.time).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      r.author,
+      opText(r, numbers),
+      short(r.reason || '', 50),
+      changedPaths(r),
+    ]),
+  )
+}
+
+/** `--since`: a duration back from now (`90s`, `15m`, `2h`, `7d`) or a date/time (`2024-05-01T10:00Z`). */
+export function parseSince(text: string, now: number): number {
+  const m = /^(\d+(?:\.\d+)?)(s|m|h|d|w)$/.exec(text.trim())
+  if (m) {
+    const unit = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 7 * 86400e3 }[m[2] as 's' | 'm' | 'h' | 'd' | 'w']
+    return now - Number(m[1]) * unit
+  }
+  const t = Date.parse(text)
+  if (Number.isNaN(t)) {
+    throw new OrcError('invalid', `--since ${JSON.stringify(text)}: expected a duration like 30m, 2h, 7d or a time like 2024-05-01T10:00:00Z`)
+  }
+  return t
+}
+
+/** `--labels a=b,c=d` */
+export function parseLabels(text: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const eq = part.indexOf('=')
+    if (eq <= 0) throw new OrcError('invalid', `--labels ${JSON.stringify(part)}: expected key=value`)
+    out[part.slice(0, eq)] = part.slice(eq + 1)
+  }
+  return out
+}

@@ -1,0 +1,437 @@
+/**
+ * The `orc` command. Each subcommand is a thin shell over the local API; all decisions are in the
+ * agent. Errors print as one line (`error: …`) and exit non-zero; `--debug` adds the cause chain.
+ */
+import { userInfo } from 'node:os'
+import { Command, CommanderError, Option } from 'commander'
+import { OrcError, findKind, getKind, parseRef, type KindDef, type ObjectRef, type OrcObject, type Change } from '../model/index.ts'
+import type { Revision, StoredObject, WriteResult } from '../store/index.ts'
+import {
+  defaultDataDir,
+  resolveSocketPath,
+  socketPathOf,
+  startAgent,
+  stopOnSignals,
+  type ApplyResultItem,
+  type NodeInfo,
+} from '../agent/index.ts'
+import { ApiClient } from './client.ts'
+import { changeLines, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
+import { describeDoc, readManifests } from './manifests.ts'
+
+export interface CliIO {
+  out(text: string): void
+  err(text: string): void
+  env: NodeJS.ProcessEnv
+  now(): number
+}
+
+const processIO: CliIO = {
+  out: (t) => void process.stdout.write(t),
+  err: (t) => void process.stderr.write(t),
+  env: process.env,
+  now: () => Date.now(),
+}
+
+function collect(v: string, prev: string[]): string[] {
+  return [...prev, v]
+}
+
+function examples(lines: string): string {
+  return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
+}
+
+function defaultAuthor(env: NodeJS.ProcessEnv): string {
+  let name = env.USER || env.LOGNAME
+  if (!name) {
+    try {
+      name = userInfo().username
+    } catch {
+      name = 'unknown'
+    }
+  }
+  return `user:${name.replace(/[^-A-Za-z0-9_.@]/g, '_') || 'unknown'}`
+}
+
+/** `alice` means `user:alice`; `controller:x` and `user:x` are taken as given. */
+function normalizeAuthor(a: string): string {
+  return /^(user|controller):/.test(a) ? a : `user:${a}`
+}
+
+function nsSegment(ref: ObjectRef): string {
+  return ref.namespace === '' ? '_' : encodeURIComponent(ref.namespace)
+}
+
+function objectPath(ref: ObjectRef): string {
+  return `/v1/objects/${encodeURIComponent(ref.kind)}/${nsSegment(ref)}/${encodeURIComponent(ref.name)}`
+}
+
+function refText(ref: { kind: string; name: string }): string {
+  return `${ref.kind.toLowerCase()}/${ref.name}`
+}
+
+/** `pod/web` or (`pod`, `web`) → refs; several names after one kind are allowed. */
+function refsOf(args: string[], namespace: string | undefined): ObjectRef[] {
+  const ns = namespace || undefined
+  if (args.length === 0) throw new OrcError('invalid', 'expected KIND/NAME or KIND NAME')
+  if (args[0]!.includes('/')) return args.map((a) => parseRef(a, ns))
+  const def = getKind(args[0]!)
+  if (args.length < 2) throw new OrcError('invalid', `${JSON.stringify(args[0])}: expected KIND/NAME (like pod/web) or KIND NAME`)
+  return args.slice(1).map((name) => parseRef(`${def.kind}/${name}`, ns))
+}
+
+export function buildProgram(io: CliIO = processIO): Command {
+  const program = new Command('orc')
+  const socketOf = (cmd: Command): string => resolveSocketPath(cmd.optsWithGlobals().socket as string | undefined, io.env)
+  const client = (cmd: Command): ApiClient => new ApiClient(socketOf(cmd))
+
+  program
+    .description('orc controls a peer-to-peer cluster: no control plane, every node holds the whole state.\nRun `orc up` on a machine, then use these commands against its local socket.')
+    .usage('[flags] COMMAND')
+    .option('--socket <path>', 'agent socket (default: $ORC_SOCKET, else orc.sock in the default data dir)')
+    .option('--debug', 'on error, show the error code, details and cause chain')
+    .helpOption('-h, --help', 'help for orc or a command')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
+    .showSuggestionAfterError(true)
+    .addHelpText('after', examples(`
+  # Start a node in the foreground (data in ~/.local/share/orc, or /var/lib/orc as root)
+  orc up
+
+  # Create or update the objects in a file, then list pods
+  orc apply -f examples/pod.yaml
+  orc get pods
+
+  # What changed, who changed it, and undo it
+  orc history pod/hello
+  orc rollback pod/hello
+
+Use "orc COMMAND --help" for more about a command.`))
+
+  // ---- up
+  program
+    .command('up')
+    .description('Run this node\'s agent in the foreground')
+    .option('--data-dir <dir>', `where the node keeps its state (default: ${defaultDataDir(io.env)})`)
+    .option('--name <name>', 'node name (default: the host name)')
+    .option('--labels <k=v,...>', 'labels of this node\'s Node object')
+    .option('--cluster <name>', 'name of the cluster created on a fresh data dir', 'default')
+    .option('--log-level <level>', 'trace, debug, info, warn or error', 'info')
+    .addHelpText('after', examples(`
+  # Start a node with the default data dir
+  orc up
+
+  # A second node on the same machine, for experiments
+  orc up --data-dir /tmp/orc2 --name node2 --labels zone=lab,disk=ssd`))
+    .action(async (opts, cmd: Command) => {
+      const dataDir: string = opts.dataDir ?? defaultDataDir(io.env)
+      const socketFlag = cmd.optsWithGlobals().socket as string | undefined
+      const socketPath = socketFlag ?? socketPathOf(dataDir)
+      const agent = await startAgent({
+        dataDir,
+        socketPath,
+        nodeName: opts.name,
+        labels: opts.labels !== undefined ? parseLabels(opts.labels) : undefined,
+        clusterName: opts.cluster,
+        logLevel: opts.logLevel,
+      })
+      const removeSignals = stopOnSignals(agent)
+      const isDefault = socketPath === resolveSocketPath(undefined, { ...io.env, ORC_SOCKET: undefined })
+      const i = agent.info
+      io.out(
+        [
+          `orc ${i.version}: node ${i.name} is up in cluster ${i.cluster?.name} (id ${i.cluster?.id})`,
+          `  data dir: ${dataDir}`,
+          `  socket:   ${socketPath}`,
+          '',
+          'From another shell on this machine:',
+          ...(isDefault ? [] : [`  export ORC_SOCKET=${socketPath}`]),
+          '  orc status',
+          '  orc apply -f examples/pod.yaml',
+          '  orc get pods',
+          '',
+          'Stop with Ctrl-C.',
+          '',
+        ].join('\n'),
+      )
+      await agent.stopped
+      removeSignals()
+    })
+
+  // ---- apply
+  program
+    .command('apply')
+    .description('Create or update objects from files or stdin (multi-document YAML or JSON)')
+    .option('-f, --filename <file>', 'file, directory or - for stdin; may repeat', collect, [] as string[])
+    .option('-n, --namespace <ns>', 'namespace for objects that name none (default: default)')
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--reason <text>', 'why; recorded in the history')
+    .addHelpText('after', examples(`
+  # Apply the objects in a file
+  orc apply -f examples/pod.yaml
+
+  # Several files, with a reason for the history
+  orc apply -f web.yaml -f db.yaml --reason "bump image to 1.2"
+
+  # From stdin
+  cat pod.json | orc apply -f -`))
+    .action(async (opts, cmd: Command) => {
+      const files = opts.filename as string[]
+      if (files.length === 0) throw new OrcError('invalid', 'apply needs -f FILE (or -f - for stdin)')
+      const docs = await readManifests(files)
+      if (docs.length === 0) throw new OrcError('invalid', `no objects found in ${files.join(', ')}`)
+      const author = normalizeAuthor(opts.author ?? defaultAuthor(io.env))
+      try {
+        const res = await client(cmd).call<{ results: ApplyResultItem[] }>('POST', '/v1/apply', {
+          body: { objects: docs.map((d) => d.value), author, reason: opts.reason, namespace: opts.namespace },
+        })
+        for (const r of res.results) io.out(`${refText(r)} ${r.outcome}\n`)
+      } catch (err) {
+        if (err instanceof OrcError && typeof err.details.index === 'number' && docs[err.details.index]) {
+          const applied = (err.details.applied as ApplyResultItem[] | undefined) ?? []
+          for (const r of applied) io.out(`${refText(r)} ${r.outcome}\n`)
+          throw new OrcError(err.code, `${describeDoc(docs[err.details.index]!)}: ${err.message}`, err.details, err)
+        }
+        throw err
+      }
+    })
+
+  // ---- get
+  program
+    .command('get')
+    .description('Display one or many objects')
+    .argument('<KIND>', 'pods, nodes, clusters (or pod/NAME)')
+    .argument('[NAME]', 'one object by name')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('-A, --all-namespaces', 'list objects in every namespace')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'wide', 'yaml', 'json', 'name']).default('table'))
+    .addHelpText('after', examples(`
+  # List pods in the default namespace
+  orc get pods
+
+  # More columns, every namespace
+  orc get pods -A -o wide
+
+  # One pod as YAML (re-appliable)
+  orc get pod hello -o yaml
+
+  # This node and its neighbours
+  orc get nodes`))
+    .action(async (kindArg: string, nameArg: string | undefined, opts, cmd: Command) => {
+      let kindText = kindArg
+      let name = nameArg
+      if (kindArg.includes('/')) {
+        if (nameArg !== undefined) throw new OrcError('invalid', `give either KIND/NAME or KIND NAME, not ${kindArg} ${nameArg}`)
+        ;[kindText, name] = [kindArg.slice(0, kindArg.indexOf('/')), kindArg.slice(kindArg.indexOf('/') + 1)]
+      }
+      const def = getKind(kindText)
+      const c = client(cmd)
+      let items: StoredObject[]
+      if (name !== undefined) {
+        const ref = parseRef(`${def.kind}/${name}`, opts.namespace || undefined)
+        const r = await c.call<{ object: StoredObject }>('GET', objectPath(ref))
+        items = [r.object]
+      } else {
+        const r = await c.call<{ items: StoredObject[] }>('GET', `/v1/objects/${def.kind}`, {
+          query: { namespace: opts.namespace, all: opts.allNamespaces ? 1 : undefined },
+        })
+        items = r.items
+      }
+      printObjects(io, def, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
+    })
+
+  // ---- delete
+  program
+    .command('delete')
+    .description('Delete objects by kind and name (the history is kept)')
+    .argument('<KIND/NAME...>', 'pod/web, or pod web [more names]')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--reason <text>', 'why; recorded in the history')
+    .addHelpText('after', examples(`
+  # Delete a pod
+  orc delete pod/web
+
+  # Same, kubectl style, two pods
+  orc delete pod web db`))
+    .action(async (args: string[], opts, cmd: Command) => {
+      const c = client(cmd)
+      const author = normalizeAuthor(opts.author ?? defaultAuthor(io.env))
+      for (const ref of refsOf(args, opts.namespace)) {
+        await c.call('DELETE', objectPath(ref), { body: { author, reason: opts.reason } })
+        io.out(`${refText(ref)} deleted\n`)
+      }
+    })
+
+  // ---- history
+  program
+    .command('history')
+    .description('Show the revisions of an object: who changed what, when and why')
+    .argument('<KIND/NAME>', 'like pod/web')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('--author <author>', 'only revisions by this author (user:alice, or a prefix like controller:); may repeat', collect, [] as string[])
+    .option('--exclude-author <author>', 'hide revisions by this author or prefix; may repeat', collect, [] as string[])
+    .option('--since <time>', 'only revisions newer than a duration (30m, 2h, 7d) or a time (2024-05-01T10:00:00Z)')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
+    .addHelpText('after', examples(`
+  # Every change to a pod
+  orc history pod/web
+
+  # Only what people did, not controllers
+  orc history pod/web --exclude-author controller:
+
+  # What alice changed in the last day, as JSON
+  orc history pod/web --author alice --since 24h -o json`))
+    .action(async (target: string, opts, cmd: Command) => {
+      const ref = parseRef(target, opts.namespace || undefined)
+      const q = {
+        author: (opts.author as string[]).map((a) => (a.endsWith(':') ? a : normalizeAuthor(a))),
+        excludeAuthor: (opts.excludeAuthor as string[]).map((a) => (a.endsWith(':') ? a : normalizeAuthor(a))),
+        since: opts.since !== undefined ? parseSince(opts.since, io.now()) : undefined,
+      }
+      const r = await client(cmd).call<{ revisions: Revision[] }>('GET', `${objectPath(ref)}/history`, { query: q })
+      if (opts.output === 'json') return io.out(JSON.stringify(r.revisions, null, 2) + '\n')
+      if (opts.output === 'yaml') return io.out(toYaml(r.revisions))
+      if (r.revisions.length === 0) return io.err(`No revisions of ${refText(ref)} match.\n`)
+      io.out(historyTable(r.revisions))
+    })
+
+  // ---- diff
+  program
+    .command('diff')
+    .description('Show what changed in an object between two revisions')
+    .argument('<KIND/NAME>', 'like pod/web')
+    .argument('<REV1>', 'revision number (or id) to compare from')
+    .argument('<REV2>', 'revision number (or id) to compare to')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addHelpText('after', examples(`
+  # What changed from revision 1 to 3 (+ added, - removed, ~ changed)
+  orc diff pod/web 1 3`))
+    .action(async (target: string, rev1: string, rev2: string, opts, cmd: Command) => {
+      const ref = parseRef(target, opts.namespace || undefined)
+      const r = await client(cmd).call<{ changes: Change[] }>('GET', `${objectPath(ref)}/diff`, { query: { from: rev1, to: rev2 } })
+      io.out(opts.output === 'json' ? JSON.stringify(r.changes, null, 2) + '\n' : changeLines(r.changes))
+    })
+
+  // ---- rollback
+  program
+    .command('rollback')
+    .description('Make an object equal to an earlier revision again (recorded as a new revision)')
+    .argument('<KIND/NAME>', 'like pod/web')
+    .option('--to <rev>', 'revision number or id to restore (default: the one before the current)')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--reason <text>', 'why; recorded in the history')
+    .addHelpText('after', examples(`
+  # Undo the last change to a pod
+  orc rollback pod/web
+
+  # Go back to revision 2, saying why
+  orc rollback pod/web --to 2 --reason "1.3 leaks memory"`))
+    .action(async (target: string, opts, cmd: Command) => {
+      const ref = parseRef(target, opts.namespace || undefined)
+      const author = normalizeAuthor(opts.author ?? defaultAuthor(io.env))
+      const r = await client(cmd).call<WriteResult>('POST', `${objectPath(ref)}/rollback`, {
+        body: { to: opts.to, author, reason: opts.reason },
+      })
+      const to = opts.to !== undefined ? `revision ${opts.to}` : 'the previous revision'
+      if (r.revision === null) io.out(`${refText(ref)} unchanged (already equal to ${to})\n`)
+      else io.out(`${refText(ref)} rolled back to ${to} (now revision ${r.revision.number})\n`)
+    })
+
+  // ---- status
+  program
+    .command('status')
+    .description('Show this node, its cluster and its store')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json', 'yaml']).default('text'))
+    .addHelpText('after', examples(`
+  orc status
+  orc status -o json`))
+    .action(async (opts, cmd: Command) => {
+      const s = await client(cmd).call<{ node: NodeInfo; objects: number; counts: Record<string, number>; uptimeSeconds: number }>('GET', '/v1/status')
+      if (opts.output === 'json') return io.out(JSON.stringify(s, null, 2) + '\n')
+      if (opts.output === 'yaml') return io.out(toYaml(s))
+      const counts = Object.entries(s.counts)
+        .map(([k, n]) => `${findKind(k)?.plural ?? k} ${n}`)
+        .join(', ')
+      io.out(
+        [
+          `Node:      ${s.node.name} (orc ${s.node.version}, pid ${s.node.pid}, up ${formatDuration(s.uptimeSeconds)})`,
+          `Cluster:   ${s.node.cluster?.name ?? '<none>'} (id ${s.node.cluster?.id ?? '<none>'})`,
+          `Data dir:  ${s.node.dataDir}`,
+          `Socket:    ${s.node.socket}`,
+          `Objects:   ${s.objects} (${counts})`,
+          '',
+        ].join('\n'),
+      )
+    })
+
+  return program
+}
+
+function formatDuration(sec: number): string {
+  if (sec < 120) return `${sec}s`
+  if (sec < 7200) return `${Math.floor(sec / 60)}m`
+  if (sec < 172800) return `${Math.floor(sec / 3600)}h`
+  return `${Math.floor(sec / 86400)}d`
+}
+
+function printObjects(
+  io: CliIO,
+  def: KindDef,
+  items: StoredObject[],
+  output: string,
+  o: { single: boolean; all: boolean; namespace: string },
+): void {
+  switch (output) {
+    case 'yaml':
+      io.out(o.single ? toYaml(items[0]) : objectsYaml(items))
+      return
+    case 'json':
+      io.out(JSON.stringify(o.single ? items[0] : { apiVersion: 'orc/v1', kind: 'List', items }, null, 2) + '\n')
+      return
+    case 'name':
+      io.out(items.map((i) => `${def.kind.toLowerCase()}/${i.metadata.name}\n`).join(''))
+      return
+    default:
+      if (items.length === 0) {
+        io.err(def.namespaced && !o.all ? `No resources found in ${o.namespace} namespace.\n` : 'No resources found.\n')
+        return
+      }
+      io.out(objectTable(def, items, { wide: output === 'wide', withNamespace: o.all, now: Date.now() }))
+  }
+}
+
+function printError(io: CliIO, err: unknown, debug: boolean): void {
+  const msg = err instanceof Error ? err.message : String(err)
+  io.err(`error: ${msg.split('\n')[0]}\n`)
+  if (!debug) return
+  if (err instanceof OrcError) {
+    io.err(`  code: ${err.code}\n`)
+    const { causes, ...details } = err.details as Record<string, unknown> & { causes?: string[] }
+    if (Object.keys(details).length > 0) io.err(`  details: ${JSON.stringify(details)}\n`)
+    for (const c of causes ?? []) io.err(`  agent cause: ${c}\n`)
+  }
+  let c: unknown = err
+  for (let depth = 0; c instanceof Error && depth < 10; depth++) {
+    io.err(`  ${depth === 0 ? 'at' : 'caused by'}: ${c.stack ?? c.message}\n`.replace(/\n(?!$)/g, '\n    '))
+    c = c.cause
+  }
+}
+
+/** Entry point of bin/orc.mjs. Never throws; sets process.exitCode. */
+export async function main(argv: string[], io: CliIO = processIO): Promise<void> {
+  const program = buildProgram(io)
+  try {
+    await program.parseAsync(argv, { from: 'user' })
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode
+      return
+    }
+    const debug = Boolean(program.opts().debug) || argv.includes('--debug')
+    printError(io, err, debug)
+    process.exitCode = 1
+  }
+}

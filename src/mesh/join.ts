@@ -1,0 +1,142 @@
+/**
+ * Join protocol `/orc/join/1.0.0`.
+ *
+ * How the first connection works (the joiner has no cluster state before it joins):
+ *
+ * - The token carries the cluster PSK. The joiner builds its libp2p host with that PSK from the
+ *   start, so even the join dial is inside the private network: without a token (or an old one) a
+ *   stranger cannot complete the pnet handshake, and the PSK never crosses the wire on its own.
+ * - The token also names the issuer's peer id; the joiner's gater lets it dial exactly that
+ *   non-member peer. Noise authenticates the issuer, so a token cannot be replayed against a
+ *   node that impersonates the issuer.
+ * - The issuer's gater lets a stranger in only while some token is live (unexpired, uses left, not
+ *   revoked) or stopped being live less than `tokenGraceMs` ago (so a late joiner is told "token
+ *   expired 3m ago" rather than seeing a refused connection), at most `maxProbationPeers` at once,
+ *   and only on probation: stranger streams are
+ *   served by the join (and optionally api) handlers only, gossipsub scores strangers far below
+ *   its graylist threshold (nothing is published to them, nothing accepted from them), and the
+ *   connection is closed when probation (`probationMs`) ends unless the peer was admitted.
+ * - The joiner presents the token id, secret and cluster id (not the PSK back). The issuer checks
+ *   its own TokenBook record — expiry, uses left, revocation, secret hash — consumes one use, adds
+ *   the joiner's peer id to the member directory (the `admitMember` hook), announces it on the
+ *   membership topic and answers with the cluster id, admin public keys, scopes and member list.
+ *   A refused joiner gets one clear error frame and its connection is closed.
+ * - The PSK is shared by the whole cluster, so a leaked *expired* token still reveals it; the gater
+ *   (member peer ids only) is what keeps such a holder out once no token is live. Rotating the PSK
+ *   is future work.
+ */
+import { OrcError } from '../model/index.ts'
+import type { FrameChannel } from './framing.ts'
+import type { MemberInfo } from './membership.ts'
+import type { TokenAuthority, TokenClaims } from './token.ts'
+import { Tag, isRecord, peerFault, readJson, writeError, writeJson } from './wire.ts'
+
+export const JOIN_PROTOCOL = '/orc/join/1.0.0'
+
+export interface JoinRequest {
+  v: 1
+  token: { id: string; secret: string; cluster: string }
+  name: string
+  addresses: string[]
+}
+
+export interface JoinResponse {
+  v: 1
+  clusterId: string
+  createdAt: number
+  adminKeys: string[]
+  scopes: string[]
+  members: MemberInfo[]
+}
+
+export type JoinProgress =
+  | { phase: 'connecting'; peer: string; addresses: string[] }
+  | { phase: 'joining'; peer: string }
+  | { phase: 'admitted'; clusterId: string; members: number }
+  | { phase: 'syncing'; scope: string; peer: string; revisions: number }
+  | { phase: 'ready'; clusterId: string; members: number; revisions: number }
+
+export function joinRequestFromToken(claims: TokenClaims, name: string, addresses: string[]): JoinRequest {
+  return { v: 1, token: { id: claims.id, secret: claims.secret, cluster: claims.cluster }, name, addresses }
+}
+
+const MAX_MEMBERS_IN_RESPONSE = 100_000
+
+export function parseMemberInfo(v: unknown): MemberInfo | undefined {
+  if (!isRecord(v)) return undefined
+  const { peerId, name, addresses } = v
+  if (typeof peerId !== 'string' || peerId.length === 0 || peerId.length > 128) return undefined
+  if (typeof name !== 'string' || name.length > 253) return undefined
+  if (!Array.isArray(addresses) || addresses.length > 32) return undefined
+  if (!addresses.every((a) => typeof a === 'string' && a.length < 256)) return undefined
+  return { peerId, name, addresses: addresses as string[] }
+}
+
+export function parseJoinRequest(v: unknown): JoinRequest {
+  if (!isRecord(v) || v.v !== 1 || !isRecord(v.token)) throw peerFault('join request is malformed')
+  const { id, secret, cluster } = v.token
+  if (typeof id !== 'string' || typeof secret !== 'string' || typeof cluster !== 'string') throw peerFault('join request is malformed')
+  const info = parseMemberInfo({ peerId: 'x', name: v.name, addresses: v.addresses })
+  if (info === undefined) throw peerFault('join request is malformed (name/addresses)')
+  return { v: 1, token: { id, secret, cluster }, name: info.name, addresses: info.addresses }
+}
+
+export function parseJoinResponse(v: unknown): JoinResponse {
+  if (!isRecord(v) || v.v !== 1) throw peerFault('join response is malformed')
+  const { clusterId, createdAt, adminKeys, scopes, members } = v
+  if (typeof clusterId !== 'string' || typeof createdAt !== 'number') throw peerFault('join response is malformed')
+  if (!Array.isArray(adminKeys) || !adminKeys.every((k) => typeof k === 'string')) throw peerFault('join response is malformed')
+  if (!Array.isArray(scopes) || !scopes.every((k) => typeof k === 'string')) throw peerFault('join response is malformed')
+  if (!Array.isArray(members) || members.length > MAX_MEMBERS_IN_RESPONSE) throw peerFault('join response is malformed')
+  const parsed = members.map(parseMemberInfo)
+  if (parsed.some((m) => m === undefined)) throw peerFault('join response has a malformed member')
+  return { v: 1, clusterId, createdAt, adminKeys, scopes, members: parsed as MemberInfo[] }
+}
+
+export interface JoinServerDeps {
+  authority: TokenAuthority
+  cluster: { clusterId: string; createdAt: number; adminKeys: string[] }
+  scopes(): string[]
+  members(): MemberInfo[]
+  /** Admit the joiner: member directory, the agent's hook, the announcement. */
+  admit(info: MemberInfo): Promise<void>
+}
+
+/** Issuer side: decide on a join request from `remotePeer`. Throws OrcError('forbidden') on refusal. */
+export async function handleJoinRequest(deps: JoinServerDeps, req: JoinRequest, remotePeer: string): Promise<JoinResponse> {
+  await deps.authority.redeem(req.token, deps.cluster.clusterId, remotePeer)
+  const info: MemberInfo = { peerId: remotePeer, name: req.name, addresses: req.addresses }
+  await deps.admit(info)
+  return {
+    v: 1,
+    clusterId: deps.cluster.clusterId,
+    createdAt: deps.cluster.createdAt,
+    adminKeys: deps.cluster.adminKeys,
+    scopes: deps.scopes(),
+    members: deps.members(),
+  }
+}
+
+/** Issuer side over a channel: one request, one response or error frame. */
+export async function serveJoin(ch: FrameChannel, deps: JoinServerDeps, remotePeer: string): Promise<JoinResponse> {
+  try {
+    const req = parseJoinRequest(await readJson(ch, Tag.hello, 'join request'))
+    const res = await handleJoinRequest(deps, req, remotePeer)
+    await writeJson(ch, Tag.json, res)
+    await ch.close()
+    return res
+  } catch (err) {
+    const e = err instanceof OrcError ? err : new OrcError('internal', 'join failed on the issuer')
+    await writeError(ch, e).catch(() => undefined)
+    await ch.close().catch(() => undefined)
+    throw err
+  }
+}
+
+/** Joiner side over a channel. Throws the issuer's refusal as an OrcError with its message. */
+export async function requestJoin(ch: FrameChannel, req: JoinRequest): Promise<JoinResponse> {
+  await writeJson(ch, Tag.hello, req)
+  const res = parseJoinResponse(await readJson(ch, Tag.json, 'join response'))
+  await ch.close().catch(() => undefined)
+  return res
+}

@@ -1,0 +1,768 @@
+/**
+ * The mesh: composes identity, PSK, gater, join, sync, gossip, membership and the remote API on a
+ * libp2p host. The protocol decisions live in the modules it wires (pure or channel-based); this
+ * file owns timers, connections and event plumbing.
+ */
+import { EventEmitter } from 'node:events'
+import type { Libp2pOptions } from 'libp2p'
+import type { Connection, PeerId, PrivateKey, Stream } from '@libp2p/interface'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { multiaddr } from '@multiformats/multiaddr'
+import { TopicValidatorResult, type Message } from '@libp2p/gossipsub'
+import type { Logger } from 'pino'
+import { OrcError, wrapError } from '../model/index.ts'
+import type { Replicable } from '../store/index.ts'
+import { initCluster, loadCluster, saveCluster, decodeAdminCredential, type ClusterState } from './cluster.ts'
+import { createGater, type GatePolicy } from './gater.ts'
+import { decodeMemberMessage, encodeMemberMessage, membersTopic, storeTopic } from './gossip.ts'
+import { createHost, streamChannel, type MeshLibp2p } from './host.ts'
+import { loadOrCreateIdentity, peerIdOf } from './identity.ts'
+import { JOIN_PROTOCOL, joinRequestFromToken, requestJoin, serveJoin, type JoinProgress, type JoinResponse } from './join.ts'
+import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
+import { MembershipTable, chooseConnections, type MemberInfo, type MemberTransition, type MemberView } from './membership.ts'
+import { defaultLogger, resolveTunables, systemClock, systemRandom, type Clock, type MeshTunables, type RandomSource } from './options.ts'
+import { API_PROTOCOL, callApi, serveApi, type ApiHandler, type ApiRequest, type ApiResponse } from './rpc.ts'
+import { encodePsk } from './psk.ts'
+import { PeerScores } from './score.ts'
+import { SYNC_PROTOCOL, applyFromPeer, initiateSync, respondSync, type SyncResult } from './sync.ts'
+import { JsonFileTokenBook, TokenAuthority, checkTokenFresh, decodeToken, type IssueTokenOptions, type TokenBook, type TokenRecord } from './token.ts'
+import { isPeerFault } from './wire.ts'
+
+export interface MeshOptions {
+  dataDir: string
+  /** Human name of this node (hostname by default in the agent). */
+  name: string
+  /** Listen multiaddrs; default `/ip4/0.0.0.0/tcp/0`. */
+  listen?: string[]
+  /** Addresses to advertise instead of the listen addresses (NAT, public IP). */
+  announce?: string[]
+  /** Replicated stores by scope name (e.g. `{ cluster: store }`). More can be added with addScope. */
+  scopes?: Record<string, Replicable>
+  /** Who is admitted. Default: `<dataDir>/members.json`. */
+  members?: MemberDirectory
+  /** Join-token state on this node. Default: `<dataDir>/tokens.json`. */
+  tokens?: TokenBook
+  /** Called on the issuing node when a joiner is admitted (the agent records it in the store). */
+  admitMember?: (peerId: string, info: MemberInfo) => Promise<void>
+  /** The agent's local API handler, served to remote callers holding the admin credential. */
+  apiHandler?: ApiHandler
+  /** Let non-members holding the PSK call the api on probation (remote CLI). Default false. */
+  acceptApiFromStrangers?: boolean
+  clock?: Clock
+  random?: RandomSource
+  transports?: Libp2pOptions['transports']
+  logger?: Logger
+  tunables?: Partial<MeshTunables>
+  /** Fault injection for tests and the simulator: return true to drop an incoming store gossip message. */
+  dropStoreGossip?: (fromPeer: string, scope: string) => boolean
+}
+
+export interface JoinOptions extends MeshOptions {
+  token: string
+  onProgress?: (p: JoinProgress) => void
+}
+
+export interface MeshEvents {
+  /** A member changed liveness state. */
+  'member:state': [MemberTransition]
+  /** A peer id was admitted (by us or announced by another member). */
+  'member:admitted': [MemberInfo]
+  'member:removed': [string]
+  /** A peer sent garbage; `banned` when its score fell below the threshold. */
+  'peer:misbehaved': [{ peerId: string; reason: string; score: number; banned: boolean }]
+  'sync:done': [{ peerId: string } & SyncResult]
+}
+
+type Listener<K extends keyof MeshEvents> = (...args: MeshEvents[K]) => void
+
+/** Create a cluster in `dataDir` (`orc up`) and start its first node. */
+export async function createCluster(opts: MeshOptions): Promise<{ mesh: Mesh; adminCredential: string }> {
+  const clock = opts.clock ?? systemClock
+  const random = opts.random ?? systemRandom
+  const { adminCredential } = await initCluster({ dataDir: opts.dataDir, random, now: clock.now() })
+  const mesh = await startMesh(opts)
+  return { mesh, adminCredential }
+}
+
+/** Start a node of the cluster already recorded in `dataDir` (restart, or after createCluster). */
+export async function startMesh(opts: MeshOptions): Promise<Mesh> {
+  const cluster = await loadCluster(opts.dataDir)
+  if (cluster === undefined) {
+    throw new OrcError('not_found', `data dir ${opts.dataDir} belongs to no cluster (run orc up or orc join first)`, {
+      dataDir: opts.dataDir,
+    })
+  }
+  const mesh = await Mesh.create(opts, cluster)
+  await mesh.start()
+  return mesh
+}
+
+/** Join the cluster a token invites to (`orc join`): dial the issuer, present the token, sync. */
+export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
+  const clock = opts.clock ?? systemClock
+  const claims = decodeToken(opts.token)
+  checkTokenFresh(claims, clock.now())
+  const existing = await loadCluster(opts.dataDir)
+  if (existing !== undefined) {
+    throw new OrcError('conflict', `data dir ${opts.dataDir} already belongs to cluster ${existing.clusterId}`, {
+      dataDir: opts.dataDir,
+    })
+  }
+  const progress = opts.onProgress ?? (() => {})
+  const pending: ClusterState = {
+    clusterId: claims.cluster,
+    createdAt: 0,
+    adminKeys: [],
+    psk: new Uint8Array(Buffer.from(claims.psk, 'hex')),
+  }
+  const mesh = await Mesh.create(opts, pending, claims.issuer)
+  const t = mesh.tunables
+  let res: JoinResponse
+  try {
+    await mesh.libp2p.start()
+    progress({ phase: 'connecting', peer: claims.issuer, addresses: claims.addrs })
+    const issuer = peerIdFromString(claims.issuer)
+    await mesh.libp2p.peerStore.merge(issuer, { multiaddrs: claims.addrs.map((a) => multiaddr(a)) })
+    const signal = AbortSignal.timeout(t.joinTimeoutMs)
+    let stream: Stream
+    try {
+      await mesh.libp2p.dial(issuer, { signal: AbortSignal.any([signal, AbortSignal.timeout(t.dialTimeoutMs)]) })
+      stream = await mesh.libp2p.dialProtocol(issuer, JOIN_PROTOCOL, { signal })
+    } catch (err) {
+      const why = /EOF|reset|closed/i.test(shortError(err))
+        ? 'the issuer refused the connection (it has no join open: token used up, expired or revoked — or the token is from another cluster)'
+        : shortError(err)
+      throw new OrcError('unavailable', `dial ${claims.issuer} at ${claims.addrs.join(', ') || '(no address)'}: ${why}`, {
+        peer: claims.issuer,
+      }, err)
+    }
+    progress({ phase: 'joining', peer: claims.issuer })
+    const ch = streamChannel(stream, t.maxFrameBytes)
+    res = await withDeadline(requestJoin(ch, joinRequestFromToken(claims, opts.name, mesh.addresses())), signal, () => ch.abort(new Error('join timed out')))
+    if (res.clusterId !== claims.cluster) throw new OrcError('invalid', `issuer answered for cluster ${res.clusterId}, token is for ${claims.cluster}`)
+  } catch (err) {
+    await Promise.resolve(mesh.libp2p.stop()).catch(() => undefined)
+    if (err instanceof OrcError && err.details.remote === true) throw wrapError('join refused by issuer', err)
+    throw err instanceof OrcError ? err : wrapError('join cluster', err)
+  }
+  const cluster: ClusterState = { ...pending, createdAt: res.createdAt, adminKeys: res.adminKeys }
+  await saveCluster(opts.dataDir, cluster)
+  mesh.cluster = cluster
+  for (const m of res.members) await mesh.admit(m, { announce: false })
+  await mesh.admit({ peerId: mesh.peerId, name: opts.name, addresses: mesh.addresses() }, { announce: false })
+  progress({ phase: 'admitted', clusterId: cluster.clusterId, members: res.members.length })
+  await mesh.start()
+  let revisions = 0
+  for (const scope of mesh.scopeNames()) {
+    const r = await mesh.syncWith(claims.issuer, scope).catch((err) => {
+      mesh.log.warn({ err: shortError(err), scope }, 'initial sync failed; anti-entropy will retry')
+      return undefined
+    })
+    revisions += r?.revisions ?? 0
+    progress({ phase: 'syncing', scope, peer: claims.issuer, revisions: r?.revisions ?? 0 })
+  }
+  progress({ phase: 'ready', clusterId: cluster.clusterId, members: mesh.members().length, revisions })
+  return mesh
+}
+
+function shortError(err: unknown): string {
+  if (err instanceof Error) {
+    if (err.name === 'TimeoutError' || err.name === 'AbortError') return 'timed out'
+    const agg = (err as any).errors
+    if (Array.isArray(agg) && agg.length > 0) return agg.map(shortError).join('; ')
+    return err.message
+  }
+  return String(err)
+}
+
+function withDeadline<T>(p: Promise<T>, signal: AbortSignal, onAbort: () => void): Promise<T> {
+  if (signal.aborted) {
+    onAbort()
+    return Promise.reject(new OrcError('unavailable', 'timed out'))
+  }
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => {
+      onAbort()
+      reject(new OrcError('unavailable', 'timed out'))
+    }
+    signal.addEventListener('abort', abort, { once: true })
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', abort)
+        resolve(v)
+      },
+      (e) => {
+        signal.removeEventListener('abort', abort)
+        reject(e)
+      },
+    )
+  })
+}
+
+export class Mesh {
+  readonly peerId: string
+  readonly tunables: MeshTunables
+  readonly log: Logger
+  readonly authority: TokenAuthority
+  cluster: ClusterState
+  private readonly events = new EventEmitter()
+  private readonly clock: Clock
+  private readonly random: RandomSource
+  private readonly directory: MemberDirectory
+  private readonly table: MembershipTable
+  private readonly scores: PeerScores
+  private readonly scopes = new Map<string, { store: Replicable; unsubscribe: () => void }>()
+  private readonly probation = new Map<string, number>()
+  private readonly syncing = new Set<string>()
+  private readonly dialBackoff = new Map<string, { until: number; failures: number }>()
+  private readonly timers = new Set<unknown>()
+  private hbSeq = 0
+  private started = false
+  private stopped = false
+
+  private constructor(
+    readonly opts: MeshOptions,
+    readonly libp2p: MeshLibp2p,
+    privateKey: PrivateKey,
+    cluster: ClusterState,
+    private readonly joiningIssuer: string | undefined,
+    deps: { clock: Clock; random: RandomSource; tunables: MeshTunables; directory: MemberDirectory; authority: TokenAuthority; log: Logger; scores: PeerScores },
+  ) {
+    this.peerId = peerIdOf(privateKey)
+    this.cluster = cluster
+    this.clock = deps.clock
+    this.random = deps.random
+    this.tunables = deps.tunables
+    this.directory = deps.directory
+    this.authority = deps.authority
+    this.log = deps.log
+    this.scores = deps.scores
+    this.table = new MembershipTable(this.peerId, this.tunables)
+    this.events.setMaxListeners(100)
+  }
+
+  static async create(opts: MeshOptions, cluster: ClusterState, joiningIssuer?: string): Promise<Mesh> {
+    const clock = opts.clock ?? systemClock
+    const random = opts.random ?? systemRandom
+    const tunables = resolveTunables(opts.tunables)
+    const log = (opts.logger ?? defaultLogger()).child({ module: 'mesh' })
+    const privateKey = await loadOrCreateIdentity(opts.dataDir, random)
+    const directory = opts.members ?? JsonFileMemberDirectory.inDataDir(opts.dataDir)
+    await directory.load()
+    const authority = new TokenAuthority(opts.tokens ?? JsonFileTokenBook.inDataDir(opts.dataDir), clock, random)
+    const scores = new PeerScores(tunables)
+    // The gater and gossip score need the Mesh, which needs the host: late-bind through `self`.
+    let self: Mesh | undefined
+    const policy: GatePolicy = {
+      isMember: (p) => self?.isMember(p) ?? false,
+      isBanned: (p) => scores.isBanned(p, clock.now()),
+      mayDial: (p) => p === joiningIssuer && self?.started !== true,
+      acceptsStrangers: async () => opts.acceptApiFromStrangers === true || (await authority.joinWindowOpen(tunables.tokenGraceMs)),
+      startProbation: (p) => self?.startProbation(p) ?? false,
+    }
+    const libp2p = await createHost({
+      privateKey,
+      psk: encodePsk(cluster.psk),
+      listen: opts.listen ?? ['/ip4/0.0.0.0/tcp/0'],
+      announce: opts.announce,
+      gater: createGater(policy),
+      tunables,
+      transports: opts.transports,
+      // Strangers (probation) sit below the publish and gossip thresholds, so nothing of ours
+      // reaches them, but above graylist so their subscriptions are still heard for when they are
+      // admitted. Banned peers are graylisted outright.
+      appSpecificScore: (p) => (scores.isBanned(p, clock.now()) ? -1000 : self?.isMember(p) === true ? 0 : -60),
+    })
+    self = new Mesh(opts, libp2p, privateKey, cluster, joiningIssuer, { clock, random, tunables, directory, authority, log, scores })
+    for (const m of directory.list()) self.table.upsert(m, clock.now())
+    await self.installHandlers()
+    return self
+  }
+
+  // ---- public surface -------------------------------------------------------------------------
+
+  get clusterId(): string {
+    return this.cluster.clusterId
+  }
+
+  /** Dialable addresses of this node (multiaddrs without /p2p). */
+  addresses(): string[] {
+    const out = new Set<string>()
+    for (const ma of this.libp2p.getMultiaddrs()) out.add(ma.toString().replace(/\/p2p\/[^/]+$/, ''))
+    return [...out]
+  }
+
+  members(): MemberView[] {
+    return this.table.view(this.clock.now())
+  }
+
+  isMember(peerId: string): boolean {
+    return this.directory.has(peerId)
+  }
+
+  scopeNames(): string[] {
+    return [...this.scopes.keys()]
+  }
+
+  on<K extends keyof MeshEvents>(event: K, fn: Listener<K>): () => void {
+    this.events.on(event, fn as (...a: unknown[]) => void)
+    return () => this.events.off(event, fn as (...a: unknown[]) => void)
+  }
+
+  async createToken(opts: IssueTokenOptions): Promise<{ token: string; id: string; expiresAt: number; uses: number }> {
+    const { token, record } = await this.authority.issue(opts, {
+      clusterId: this.clusterId,
+      psk: this.cluster.psk,
+      issuer: this.peerId,
+      addrs: this.opts.announce ?? this.addresses(),
+    })
+    this.log.info({ id: record.id, expiresAt: record.expiresAt, uses: record.uses }, 'join token created')
+    return { token, id: record.id, expiresAt: record.expiresAt, uses: record.uses }
+  }
+
+  revokeToken(id: string): Promise<TokenRecord> {
+    return this.authority.revoke(id)
+  }
+
+  listTokens(): Promise<TokenRecord[]> {
+    return this.authority.list()
+  }
+
+  /**
+   * Admit a peer id (the agent calls this when the store gains a node; the mesh calls it on a
+   * successful join and on announcements from other members).
+   */
+  async admit(info: MemberInfo, opts: { announce?: boolean } = {}): Promise<void> {
+    const known = this.directory.has(info.peerId)
+    await this.directory.add(info)
+    this.table.upsert(info, this.clock.now())
+    this.probation.delete(info.peerId)
+    if (!known) {
+      this.log.info({ peer: info.peerId, name: info.name }, 'member admitted')
+      this.events.emit('member:admitted', info)
+      // Gossip from it may have been ignored while it was unknown: catch up with it directly.
+      if (this.started && this.libp2p.getConnections(peerIdFromString(info.peerId)).length > 0) this.syncSoon(info.peerId)
+      if (opts.announce === true && this.started) await this.publishMembers({ t: 'admit', member: info })
+    }
+  }
+
+  /** Remove a member: forget it, refuse its connections, close the open ones. */
+  async removeMember(peerId: string): Promise<void> {
+    if (peerId === this.peerId) throw new OrcError('invalid', 'a node cannot remove itself from the mesh')
+    await this.directory.remove(peerId)
+    if (this.table.remove(peerId)) this.events.emit('member:removed', peerId)
+    await this.libp2p.hangUp(peerIdFromString(peerId)).catch(() => undefined)
+  }
+
+  addScope(scope: string, store: Replicable): void {
+    if (this.scopes.has(scope)) throw new OrcError('conflict', `scope ${scope} is already replicated`)
+    const topic = storeTopic(this.clusterId, scope)
+    const pubsub = this.libp2p.services.pubsub
+    const unsubscribe = store.onLocalUpdate((update) => void this.publishUpdate(scope, topic, update))
+    this.scopes.set(scope, { store, unsubscribe })
+    pubsub.topicValidators.set(topic, (peer, msg) => this.validateStoreMessage(scope, store, peer, msg))
+    pubsub.subscribe(topic)
+  }
+
+  /** Run anti-entropy now with every connected member (or one peer), all scopes. */
+  async syncNow(peerId?: string): Promise<SyncResult[]> {
+    const peers = peerId !== undefined ? [peerId] : this.connectedMembers()
+    const out: SyncResult[] = []
+    for (const p of peers) {
+      for (const scope of this.scopeNames()) {
+        const r = await this.syncWith(p, scope).catch((err) => {
+          this.log.debug({ peer: p, scope, err: shortError(err) }, 'sync failed')
+          return undefined
+        })
+        if (r !== undefined) out.push(r)
+      }
+    }
+    return out
+  }
+
+  /** One anti-entropy session with `peerId` for `scope`, initiated by us. */
+  async syncWith(peerId: string, scope: string): Promise<SyncResult> {
+    const entry = this.scopes.get(scope)
+    if (entry === undefined) throw new OrcError('not_found', `scope ${scope} is not replicated here`)
+    const key = `${peerId}\u0000${scope}`
+    if (this.syncing.has(key)) throw new OrcError('conflict', `sync with ${peerId} for ${scope} already running`)
+    this.syncing.add(key)
+    const signal = AbortSignal.timeout(this.tunables.syncTimeoutMs)
+    let stream: Stream | undefined
+    try {
+      stream = await this.libp2p.dialProtocol(peerIdFromString(peerId), SYNC_PROTOCOL, {
+        signal: AbortSignal.any([signal, AbortSignal.timeout(this.tunables.dialTimeoutMs)]),
+      })
+      const ch = streamChannel(stream, this.tunables.maxFrameBytes)
+      const r = await withDeadline(initiateSync(ch, scope, entry.store, this.directory.list(), this.tunables), signal, () =>
+        ch.abort(new Error('sync timed out')),
+      )
+      await this.afterSync(peerId, r)
+      return r
+    } catch (err) {
+      if (isPeerFault(err)) await this.misbehaved(peerId, (err as Error).message)
+      else stream?.abort(err instanceof Error ? err : new Error(String(err)))
+      throw err
+    } finally {
+      this.syncing.delete(key)
+    }
+  }
+
+  /** Call the remote API of `peerId` (a connected or known member). */
+  async request(peerId: string, req: ApiRequest, credential?: string | PrivateKey): Promise<ApiResponse> {
+    const key = typeof credential === 'string' ? decodeAdminCredential(credential) : credential
+    const signal = AbortSignal.timeout(this.tunables.apiTimeoutMs)
+    let stream: Stream
+    try {
+      stream = await this.libp2p.dialProtocol(peerIdFromString(peerId), API_PROTOCOL, {
+        signal: AbortSignal.any([signal, AbortSignal.timeout(this.tunables.dialTimeoutMs)]),
+      })
+    } catch (err) {
+      throw new OrcError('unavailable', `dial ${peerId} for the api: ${shortError(err)}`, { peer: peerId }, err)
+    }
+    const ch = streamChannel(stream, this.tunables.maxApiBytes)
+    return withDeadline(callApi(ch, req, key, peerId), signal, () => ch.abort(new Error('api call timed out')))
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return
+    if (this.libp2p.status !== 'started') await this.libp2p.start()
+    this.started = true
+    await this.admit({ peerId: this.peerId, name: this.opts.name, addresses: this.addresses() }).catch(() => undefined)
+    const pubsub = this.libp2p.services.pubsub
+    const mt = membersTopic(this.clusterId)
+    pubsub.topicValidators.set(mt, (peer, msg) => this.validateMemberMessage(peer, msg))
+    pubsub.subscribe(mt)
+    for (const [scope, store] of Object.entries(this.opts.scopes ?? {})) if (!this.scopes.has(scope)) this.addScope(scope, store)
+    this.every(this.tunables.heartbeatIntervalMs, () => this.heartbeat())
+    this.every(this.tunables.maintainIntervalMs, () => this.maintain())
+    this.every(this.tunables.syncIntervalMs, () => this.syncNow().then(() => undefined))
+    void this.maintain()
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return
+    this.stopped = true
+    for (const t of this.timers) this.clock.clearTimeout(t)
+    this.timers.clear()
+    for (const s of this.scopes.values()) s.unsubscribe()
+    await this.libp2p.stop()
+  }
+
+  // ---- internals ------------------------------------------------------------------------------
+
+  private every(ms: number, fn: () => Promise<void> | void): void {
+    const run = () => {
+      this.timers.delete(handle)
+      if (this.stopped) return
+      Promise.resolve()
+        .then(fn)
+        .catch((err) => this.log.warn({ err: shortError(err) }, 'periodic task failed'))
+        .finally(() => {
+          if (!this.stopped) {
+            handle = this.clock.setTimeout(run, ms)
+            this.timers.add(handle)
+          }
+        })
+    }
+    let handle = this.clock.setTimeout(run, ms)
+    this.timers.add(handle)
+  }
+
+  private startProbation(peerId: string): boolean {
+    const now = this.clock.now()
+    for (const [p, until] of this.probation) if (until <= now) this.probation.delete(p)
+    if (this.probation.has(peerId)) return true
+    if (this.probation.size >= this.tunables.maxProbationPeers) return false
+    this.probation.set(peerId, now + this.tunables.probationMs)
+    return true
+  }
+
+  private connectedMembers(): string[] {
+    const out = new Set<string>()
+    for (const c of this.libp2p.getConnections()) {
+      const p = c.remotePeer.toString()
+      if (p !== this.peerId && this.isMember(p)) out.add(p)
+    }
+    return [...out]
+  }
+
+  private async installHandlers(): Promise<void> {
+    const t = this.tunables
+    this.libp2p.addEventListener('connection:open', (evt) => this.onConnectionOpen(evt.detail))
+    this.libp2p.addEventListener('peer:connect', (evt) => this.onPeerConnect(evt.detail))
+
+    await this.libp2p.handle(
+      JOIN_PROTOCOL,
+      async (stream, conn) => {
+        const remote = conn.remotePeer.toString()
+        const ch = streamChannel(stream, 64 * 1024)
+        try {
+          await serveJoin(
+            ch,
+            {
+              authority: this.authority,
+              cluster: this.cluster,
+              scopes: () => this.scopeNames(),
+              members: () => this.directory.list(),
+              admit: async (info) => {
+                await this.admit(info, { announce: true })
+                await this.opts.admitMember?.(info.peerId, info)
+              },
+            },
+            remote,
+          )
+          this.log.info({ peer: remote, name: conn.remotePeer.toString() }, 'peer joined')
+        } catch (err) {
+          this.log.info({ peer: remote, err: shortError(err) }, 'join refused')
+          if (!this.isMember(remote)) this.closeSoon(conn)
+        }
+      },
+      { maxInboundStreams: 4 },
+    )
+
+    await this.libp2p.handle(
+      SYNC_PROTOCOL,
+      async (stream, conn) => {
+        const remote = conn.remotePeer.toString()
+        if (!this.isMember(remote)) {
+          stream.abort(new Error('not a member'))
+          return
+        }
+        const ch = streamChannel(stream, t.maxFrameBytes)
+        const signal = AbortSignal.timeout(t.syncTimeoutMs)
+        try {
+          const r = await withDeadline(
+            respondSync(ch, (s) => this.scopes.get(s)?.store, this.directory.list(), t),
+            signal,
+            () => ch.abort(new Error('sync timed out')),
+          )
+          await this.afterSync(remote, r)
+        } catch (err) {
+          if (isPeerFault(err)) await this.misbehaved(remote, (err as Error).message)
+          else {
+            this.log.debug({ peer: remote, err: shortError(err) }, 'sync (responder) failed')
+            ch.abort(err instanceof Error ? err : new Error(String(err)))
+          }
+        }
+      },
+      { maxInboundStreams: 16 },
+    )
+
+    await this.libp2p.handle(
+      API_PROTOCOL,
+      async (stream, conn) => {
+        const remote = conn.remotePeer.toString()
+        if (!this.isMember(remote) && this.opts.acceptApiFromStrangers !== true) {
+          stream.abort(new Error('not a member'))
+          return
+        }
+        const ch = streamChannel(stream, t.maxApiBytes)
+        const handler: ApiHandler =
+          this.opts.apiHandler ??
+          (async () => ({ status: 503, body: { error: { code: 'unavailable', message: 'this node serves no API' } } }))
+        try {
+          await withDeadline(
+            serveApi(ch, { selfPeerId: this.peerId, adminKeys: () => this.cluster.adminKeys, random: this.random, handler }, remote),
+            AbortSignal.timeout(t.apiTimeoutMs),
+            () => ch.abort(new Error('api call timed out')),
+          )
+        } catch (err) {
+          this.log.info({ peer: remote, err: shortError(err) }, 'api request failed')
+          if (!this.isMember(remote)) this.closeSoon(conn)
+        }
+      },
+      { maxInboundStreams: 32 },
+    )
+  }
+
+  private onConnectionOpen(conn: Connection): void {
+    const remote = conn.remotePeer.toString()
+    if (this.isMember(remote) || remote === this.joiningIssuer) return
+    const until = this.probation.get(remote) ?? this.clock.now() + this.tunables.probationMs
+    const h = this.clock.setTimeout(() => {
+      this.timers.delete(h)
+      if (!this.isMember(remote)) {
+        this.probation.delete(remote)
+        this.log.debug({ peer: remote }, 'probation over; closing')
+        conn.abort(new Error('probation over'))
+      }
+    }, Math.max(0, until - this.clock.now()))
+    this.timers.add(h)
+  }
+
+  private onPeerConnect(peer: PeerId): void {
+    const remote = peer.toString()
+    if (!this.started || !this.isMember(remote)) return
+    this.dialBackoff.delete(remote)
+    // Both sides see the connection; the lower peer id starts anti-entropy so it runs once.
+    if (this.peerId < remote) {
+      void this.syncNow(remote)
+    }
+  }
+
+  private readonly syncPending = new Set<string>()
+
+  /** Anti-entropy with one peer shortly (debounced), e.g. after ignoring its gossip. */
+  private syncSoon(peerId: string): void {
+    if (this.syncPending.has(peerId) || this.stopped) return
+    this.syncPending.add(peerId)
+    const h = this.clock.setTimeout(() => {
+      this.timers.delete(h)
+      this.syncPending.delete(peerId)
+      if (!this.stopped) void this.syncNow(peerId)
+    }, 100)
+    this.timers.add(h)
+  }
+
+  private closeSoon(conn: Connection): void {
+    // Give the error frame a moment to leave before the connection goes.
+    const h = this.clock.setTimeout(() => {
+      this.timers.delete(h)
+      void conn.close().catch(() => conn.abort(new Error('closed')))
+    }, 200)
+    this.timers.add(h)
+  }
+
+  private async afterSync(peerId: string, r: SyncResult): Promise<void> {
+    this.table.heard(peerId, this.clock.now())
+    for (const m of r.remoteMembers) {
+      if (!this.directory.has(m.peerId)) await this.admit(m)
+    }
+    this.events.emit('sync:done', { peerId, ...r })
+  }
+
+  private async misbehaved(peerId: string, reason: string): Promise<void> {
+    const now = this.clock.now()
+    const banned = this.scores.penalise(peerId, this.tunables.garbagePenalty, now)
+    const score = this.scores.score(peerId)
+    this.log.warn({ peer: peerId, reason: reason.slice(0, 200), score, banned }, 'peer sent garbage; disconnecting')
+    this.events.emit('peer:misbehaved', { peerId, reason, score, banned })
+    await this.libp2p.hangUp(peerIdFromString(peerId)).catch(() => undefined)
+  }
+
+  private async publishUpdate(scope: string, topic: string, update: Uint8Array): Promise<void> {
+    if (this.stopped) return
+    if (update.length > this.tunables.maxGossipBytes) {
+      // Too big for one gossip message: let anti-entropy carry it now.
+      void this.syncNow()
+      return
+    }
+    try {
+      await this.libp2p.services.pubsub.publish(topic, update)
+    } catch (err) {
+      this.log.debug({ scope, err: shortError(err) }, 'publish failed; anti-entropy will carry it')
+    }
+  }
+
+  private async publishMembers(m: Parameters<typeof encodeMemberMessage>[0]): Promise<void> {
+    try {
+      await this.libp2p.services.pubsub.publish(membersTopic(this.clusterId), encodeMemberMessage(m))
+    } catch (err) {
+      this.log.debug({ err: shortError(err) }, 'member publish failed')
+    }
+  }
+
+  private async validateStoreMessage(scope: string, store: Replicable, peer: PeerId, msg: Message): Promise<TopicValidatorResult> {
+    const source = peer.toString()
+    if (msg.type !== 'signed') return TopicValidatorResult.Ignore
+    if (!this.isMember(msg.from.toString())) {
+      // Our member list lags the sender's (its admission has not reached us yet). Ignore — do not
+      // punish — and pull the data by anti-entropy from whoever forwarded it, once it is a member.
+      if (this.isMember(source)) this.syncSoon(source)
+      return TopicValidatorResult.Ignore
+    }
+    if (this.opts.dropStoreGossip?.(source, scope) === true) return TopicValidatorResult.Ignore
+    if (msg.data.length > this.tunables.maxGossipBytes) {
+      await this.misbehaved(source, `gossip message of ${msg.data.length} bytes`)
+      return TopicValidatorResult.Reject
+    }
+    try {
+      await applyFromPeer(store, msg.data, 'a gossip update')
+      this.table.heard(msg.from.toString(), this.clock.now())
+      return TopicValidatorResult.Accept
+    } catch (err) {
+      if (!isPeerFault(err)) return TopicValidatorResult.Ignore
+      await this.misbehaved(source, (err as Error).message)
+      return TopicValidatorResult.Reject
+    }
+  }
+
+  private async validateMemberMessage(peer: PeerId, msg: Message): Promise<TopicValidatorResult> {
+    if (msg.type !== 'signed') return TopicValidatorResult.Reject
+    const from = msg.from.toString()
+    const m = decodeMemberMessage(msg.data)
+    if (m === undefined) {
+      await this.misbehaved(peer.toString(), 'undecodable member message')
+      return TopicValidatorResult.Reject
+    }
+    // Membership views can briefly differ between members: ignore (don't punish) strangers.
+    if (!this.isMember(from)) return TopicValidatorResult.Ignore
+    const now = this.clock.now()
+    if (m.t === 'hb') {
+      const tr = this.table.heard(from, now, { name: m.name, addresses: m.addresses })
+      const cur = this.directory.get(from)
+      if (cur !== undefined && m.addresses.length > 0 && (cur.addresses.join() !== m.addresses.join() || cur.name !== m.name)) {
+        await this.directory.add({ peerId: from, name: m.name, addresses: m.addresses })
+      }
+      if (tr !== undefined) this.emitTransition(tr)
+    } else if (m.t === 'admit') {
+      await this.admit(m.member)
+    }
+    return TopicValidatorResult.Accept
+  }
+
+  private emitTransition(tr: MemberTransition): void {
+    this.log.info({ peer: tr.peerId, name: tr.name, from: tr.from, to: tr.to }, 'member state changed')
+    this.events.emit('member:state', tr)
+  }
+
+  private async heartbeat(): Promise<void> {
+    this.hbSeq += 1
+    await this.publishMembers({ t: 'hb', name: this.opts.name, addresses: this.opts.announce ?? this.addresses(), seq: this.hbSeq })
+    for (const tr of this.table.tick(this.clock.now())) this.emitTransition(tr)
+  }
+
+  private async maintain(): Promise<void> {
+    const now = this.clock.now()
+    const connected = new Set(this.connectedMembers())
+    const candidates = this.directory.list().map((m) => m.peerId).filter((p) => p !== this.peerId && !this.scores.isBanned(p, now))
+    const want = chooseConnections({
+      candidates,
+      connected,
+      fullMeshMax: this.tunables.fullMeshMax,
+      degree: this.tunables.partialMeshDegree,
+      random: this.random,
+    })
+    const dials: Promise<void>[] = []
+    for (const p of want) {
+      if (connected.has(p)) continue
+      const b = this.dialBackoff.get(p)
+      if (b !== undefined && b.until > now) continue
+      dials.push(this.dialMember(p))
+    }
+    for (const p of connected) {
+      void this.libp2p.services.ping
+        .ping(peerIdFromString(p), { signal: AbortSignal.timeout(this.tunables.dialTimeoutMs) })
+        .then((ms) => this.table.setRtt(p, ms))
+        .catch(() => undefined)
+    }
+    await Promise.all(dials)
+  }
+
+  private async dialMember(p: string): Promise<void> {
+    const info = this.directory.get(p)
+    if (info === undefined || info.addresses.length === 0) return
+    const id = peerIdFromString(p)
+    try {
+      await this.libp2p.peerStore.merge(id, { multiaddrs: info.addresses.map((a) => multiaddr(a)) })
+      await this.libp2p.dial(id, { signal: AbortSignal.timeout(this.tunables.dialTimeoutMs) })
+      this.dialBackoff.delete(p)
+    } catch (err) {
+      const failures = (this.dialBackoff.get(p)?.failures ?? 0) + 1
+      const wait = Math.min(60_000, this.tunables.maintainIntervalMs * 2 ** Math.min(failures - 1, 5))
+      this.dialBackoff.set(p, { until: this.clock.now() + wait, failures })
+      this.log.debug({ peer: p, err: shortError(err), failures }, 'dial member failed')
+    }
+  }
+}

@@ -1,0 +1,101 @@
+import { randomBytes } from 'node:crypto'
+import type { Logger } from 'pino'
+import { pino } from 'pino'
+
+/** Wall clock and timers, injected so tests and the simulator can drive time. */
+export interface Clock {
+  now(): number
+  setTimeout(fn: () => void, ms: number): unknown
+  clearTimeout(handle: unknown): void
+}
+
+/** Source of random bytes (identity seed, PSK, token secrets, nonces, peer sampling). */
+export type RandomSource = (n: number) => Uint8Array
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => {
+    const t = setTimeout(fn, ms)
+    t.unref?.()
+    return t
+  },
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+}
+
+export const systemRandom: RandomSource = (n) => new Uint8Array(randomBytes(n))
+
+/** Tunables of the mesh. Every field has a default (see `meshDefaults`). */
+export interface MeshTunables {
+  /** Give up on any single dial after this long (a wrong PSK otherwise hangs for seconds). */
+  dialTimeoutMs: number
+  /** Whole join exchange (dial + token check + response) must finish within this. */
+  joinTimeoutMs: number
+  /** A peer admitted only to present a join token is closed after this long. */
+  probationMs: number
+  /** Strangers are let in on probation while a token is live and for this long after (see token.ts). */
+  tokenGraceMs: number
+  /** Inbound connection attempts accepted per second from one IP address (libp2p rate limit). */
+  inboundPerIpPerSecond: number
+  /** At most this many not-yet-admitted peers connected at once. */
+  maxProbationPeers: number
+  /** Anti-entropy period with each connected member. */
+  syncIntervalMs: number
+  /** One sync session (both directions) must finish within this. */
+  syncTimeoutMs: number
+  /** Largest frame on a stream protocol (a bigger sync payload is chunked). */
+  maxFrameBytes: number
+  /** Largest total sync payload accepted in one session. */
+  maxSyncBytes: number
+  /** Largest gossip message; bigger local updates are left to anti-entropy. */
+  maxGossipBytes: number
+  heartbeatIntervalMs: number
+  suspectAfterMs: number
+  deadAfterMs: number
+  /** Up to this many members, every node connects to every other; beyond it, a random subset. */
+  fullMeshMax: number
+  /** Number of peers to keep connected in partial-mesh mode. */
+  partialMeshDegree: number
+  /** How often connections to members are checked and re-dialed. */
+  maintainIntervalMs: number
+  /** Peer score at or below which a peer is refused for `banMs`. */
+  banThreshold: number
+  banMs: number
+  /** Score taken off a peer per invalid message. */
+  garbagePenalty: number
+  /** Largest remote API request or response body. */
+  maxApiBytes: number
+  apiTimeoutMs: number
+}
+
+export const meshDefaults: MeshTunables = {
+  dialTimeoutMs: 5_000,
+  joinTimeoutMs: 15_000,
+  probationMs: 10_000,
+  tokenGraceMs: 10 * 60_000,
+  inboundPerIpPerSecond: 20,
+  maxProbationPeers: 16,
+  syncIntervalMs: 30_000,
+  syncTimeoutMs: 60_000,
+  maxFrameBytes: 4 * 1024 * 1024,
+  maxSyncBytes: 64 * 1024 * 1024, // matches the store's MAX_REMOTE_UPDATE_BYTES
+  maxGossipBytes: 1024 * 1024,
+  heartbeatIntervalMs: 1_000,
+  suspectAfterMs: 5_000,
+  deadAfterMs: 30_000,
+  fullMeshMax: 16,
+  partialMeshDegree: 8,
+  maintainIntervalMs: 2_000,
+  banThreshold: -100,
+  banMs: 10 * 60_000,
+  garbagePenalty: 50,
+  maxApiBytes: 4 * 1024 * 1024,
+  apiTimeoutMs: 30_000,
+}
+
+export function resolveTunables(partial: Partial<MeshTunables> | undefined): MeshTunables {
+  return { ...meshDefaults, ...(partial ?? {}) }
+}
+
+export function defaultLogger(): Logger {
+  return pino({ level: process.env.ORC_LOG_LEVEL ?? 'silent' })
+}

@@ -1,0 +1,125 @@
+/**
+ * Remote API `/orc/api/1.0.0`: carries the agent's local API calls `{method, path, query, body}` →
+ * `{status, body}` to another node. Authorised by the admin credential created with the cluster:
+ * the server sends a fresh random nonce; the client signs sha256(context ‖ nonce ‖ server peer id ‖
+ * request) with the admin private key; the server checks the key is one of the cluster's admin
+ * keys and the signature verifies. The nonce makes a captured request useless on another stream;
+ * binding the server's peer id makes it useless against another node.
+ */
+import { createHash } from 'node:crypto'
+import type { PrivateKey } from '@libp2p/interface'
+import { OrcError } from '../model/index.ts'
+import { b64url, decodeAdminKey, fromB64url } from './cluster.ts'
+import type { FrameChannel } from './framing.ts'
+import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
+import { Tag, isRecord, peerFault, readJson, writeError, writeJson } from './wire.ts'
+
+export const API_PROTOCOL = '/orc/api/1.0.0'
+
+export interface ApiRequest {
+  method: string
+  path: string
+  query?: Record<string, string>
+  body?: unknown
+}
+
+export interface ApiResponse {
+  status: number
+  body?: unknown
+}
+
+export interface ApiCallContext {
+  /** Peer id of the node that forwarded the request. */
+  peerId: string
+  /** Admin key (base64url protobuf) that signed it. */
+  adminKey: string
+}
+
+export type ApiHandler = (req: ApiRequest, ctx: ApiCallContext) => Promise<ApiResponse>
+
+const CONTEXT = 'orc-api-v1'
+
+export function apiSigningDigest(nonce: Uint8Array, serverPeer: string, req: ApiRequest): Uint8Array {
+  const h = createHash('sha256')
+  h.update(CONTEXT + '\n')
+  h.update(nonce)
+  h.update('\n' + serverPeer + '\n')
+  h.update(JSON.stringify([req.method, req.path, req.query ?? {}, req.body ?? null]))
+  return new Uint8Array(h.digest())
+}
+
+function parseRequest(v: unknown): { req: ApiRequest; key?: string; sig?: string } {
+  if (!isRecord(v) || !isRecord(v.req)) throw peerFault('api request is malformed')
+  const { method, path, query, body } = v.req
+  if (typeof method !== 'string' || method.length > 16 || typeof path !== 'string' || path.length > 4096) {
+    throw peerFault('api request is malformed (method/path)')
+  }
+  if (query !== undefined && (!isRecord(query) || !Object.values(query).every((q) => typeof q === 'string'))) {
+    throw peerFault('api request is malformed (query)')
+  }
+  const key = typeof v.key === 'string' ? v.key : undefined
+  const sig = typeof v.sig === 'string' ? v.sig : undefined
+  return { req: { method, path, query: query as Record<string, string> | undefined, body }, key, sig }
+}
+
+export interface ApiServerDeps {
+  selfPeerId: string
+  adminKeys(): string[]
+  random(n: number): Uint8Array
+  handler: ApiHandler
+}
+
+/** Server side of one api stream. Auth failures are sent as an error frame and thrown. */
+export async function serveApi(ch: FrameChannel, deps: ApiServerDeps, remotePeer: string): Promise<void> {
+  const nonce = deps.random(32)
+  await writeJson(ch, Tag.hello, { v: 1, nonce: b64url(nonce), peer: deps.selfPeerId })
+  const { req, key, sig } = parseRequest(await readJson(ch, Tag.json, 'api request'))
+  const refuse = async (why: string) => {
+    const err = new OrcError('forbidden', `remote API request refused: ${why}`, { peer: remotePeer })
+    await writeError(ch, err)
+    await ch.close()
+    throw err
+  }
+  if (key === undefined || sig === undefined) return refuse('no admin credential presented')
+  if (!deps.adminKeys().includes(key)) return refuse('credential is not an admin of this cluster')
+  let ok = false
+  try {
+    ok = await decodeAdminKey(key).verify(apiSigningDigest(nonce, deps.selfPeerId, req), fromB64url(sig))
+  } catch {
+    ok = false
+  }
+  if (!ok) return refuse('signature does not verify')
+  let res: ApiResponse
+  try {
+    res = await deps.handler(req, { peerId: remotePeer, adminKey: key })
+  } catch (err) {
+    const e = err instanceof OrcError ? err : new OrcError('internal', `api handler: ${(err as Error).message}`)
+    res = { status: e.code === 'not_found' ? 404 : e.code === 'forbidden' ? 403 : e.code === 'invalid' ? 400 : 500, body: { error: e.toJSON() } }
+  }
+  await writeJson(ch, Tag.json, { status: res.status, body: res.body ?? null })
+  await ch.close()
+}
+
+/**
+ * Client side: sign with `credential` (or send unsigned, to be refused, when absent). `serverPeer` is
+ * the Noise-authenticated peer id we dialed, not what the server claims.
+ */
+export async function callApi(
+  ch: FrameChannel,
+  req: ApiRequest,
+  credential: PrivateKey | undefined,
+  serverPeer: string,
+): Promise<ApiResponse> {
+  const hello = await readJson(ch, Tag.hello, 'api challenge')
+  if (!isRecord(hello) || typeof hello.nonce !== 'string' || typeof hello.peer !== 'string') throw peerFault('api challenge is malformed')
+  const msg: { req: ApiRequest; key?: string; sig?: string } = { req }
+  if (credential !== undefined) {
+    msg.key = b64url(publicKeyToProtobuf(credential.publicKey))
+    msg.sig = b64url(await credential.sign(apiSigningDigest(fromB64url(hello.nonce), serverPeer, req)))
+  }
+  await writeJson(ch, Tag.json, msg)
+  const res = await readJson(ch, Tag.json, 'api response')
+  if (!isRecord(res) || typeof res.status !== 'number') throw peerFault('api response is malformed')
+  await ch.close().catch(() => undefined)
+  return { status: res.status, body: res.body ?? undefined }
+}

@@ -1,0 +1,34 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Fixture, waitFor, stateOf } from './helpers.ts'
+import type { MemberTransition } from '../../src/mesh/index.ts'
+
+test('a stopped node becomes suspect, then dead, on the others; members() reports rtt and addresses', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const { mesh: a } = await fx.create('a')
+  const b = await fx.join('b', a)
+  const c = await fx.join('c', a)
+  await waitFor('all alive', () => [a, b].every((m) => [a, b, c].every((o) => stateOf(m, o.peerId) === 'alive')))
+  await waitFor('rtt measured and heartbeats heard', () =>
+    a.members().every((x) => x.rttMs !== null && x.lastSeen !== null),
+  )
+  const cView = a.members().find((x) => x.peerId === c.peerId)!
+  assert.ok(cView.addresses.some((ad) => ad.startsWith('/ip4/127.0.0.1/tcp/')))
+  assert.ok(cView.lastSeen !== null)
+
+  const seen: MemberTransition[] = []
+  a.on('member:state', (tr) => seen.push(tr))
+  await c.stop()
+  await waitFor('A and B suspect C', () => stateOf(a, c.peerId) === 'suspect' && stateOf(b, c.peerId) === 'suspect')
+  await waitFor('A and B declare C dead', () => stateOf(a, c.peerId) === 'dead' && stateOf(b, c.peerId) === 'dead')
+  // Events follow on the next heartbeat tick.
+  await waitFor('A emitted the dead event', () => seen.some((x) => x.peerId === c.peerId && x.to === 'dead'))
+  assert.deepEqual(
+    seen.filter((x) => x.peerId === c.peerId).map((x) => x.to),
+    ['suspect', 'dead'],
+  )
+  // The survivors still see each other alive.
+  assert.equal(stateOf(a, b.peerId), 'alive')
+  assert.equal(stateOf(b, a.peerId), 'alive')
+})

@@ -1,0 +1,51 @@
+import { describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { changeLines, formatTable, historyTable, objectTable, parseLabels, parseSince } from '../../../src/cli/format.ts'
+import { getKind } from '../../../src/model/index.ts'
+import type { Revision } from '../../../src/store/types.ts'
+
+describe('CLI formatting', () => {
+  it('aligns table columns like kubectl, without trailing spaces', () => {
+    assert.equal(formatTable(['NAME', 'AGE'], [['a', '5s'], ['longer', '']]), 'NAME     AGE\na        5s\nlonger\n')
+  })
+
+  it('shows a kind\'s columns, wide columns only with -o wide, and NAMESPACE with -A', () => {
+    const now = Date.parse('2024-01-01T00:10:00Z')
+    const pod = { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'web', namespace: 'prod', createdAt: '2024-01-01T00:00:00Z', revision: 4 }, spec: { policy: 'ha' }, status: { phase: 'Running', node: 'n1' } }
+    assert.equal(objectTable(getKind('pods'), [pod], { now }), 'NAME   STATUS    NODE   REV   AGE\nweb    Running   n1     4     10m\n')
+    assert.equal(
+      objectTable(getKind('pods'), [pod], { now, wide: true, withNamespace: true }),
+      'NAMESPACE   NAME   STATUS    NODE   POLICY   REV   AGE\nprod        web    Running   n1     ha       4     10m\n',
+    )
+  })
+
+  it('lists history with rollback targets as revision numbers, and diffs as +/-/~ lines', () => {
+    const base = { key: 'Pod/default/web', ref: { kind: 'Pod', namespace: 'default', name: 'web' }, compacted: false, reason: '' }
+    const revs: Revision[] = [
+      { ...base, id: 'r.1', number: 1, op: 'create', author: 'user:a', time: Date.parse('2024-01-01T00:00:00Z') },
+      { ...base, id: 'r.2', number: 2, op: 'rollback', author: 'user:b', time: Date.parse('2024-01-01T00:01:00Z'), reason: 'oops', rollbackTo: 'r.1', changes: [{ op: 'set', path: ['spec', 'policy'], value: 'ha', old: 'best-effort' }] },
+    ]
+    assert.equal(
+      historyTable(revs),
+      'REV   TIME                   AUTHOR   OP              REASON   CHANGES\n1     2024-01-01T00:00:00Z   user:a   create\n2     2024-01-01T00:01:00Z   user:b   rollback to 1   oops     spec.policy\n',
+    )
+    assert.equal(
+      changeLines([
+        { op: 'set', path: ['metadata', 'labels', 'app'], value: 'web' },
+        { op: 'unset', path: ['spec', 'policy'], old: 'ha' },
+        { op: 'set', path: ['spec', 'runtime'], value: 'oci', old: 'sandbox' },
+      ]),
+      '+ metadata.labels.app: web\n- spec.policy: ha\n~ spec.runtime: sandbox → oci\n',
+    )
+    assert.equal(changeLines([]), 'no differences\n')
+  })
+
+  it('parses --since as a duration or a time, and --labels', () => {
+    const now = Date.parse('2024-01-02T00:00:00Z')
+    assert.equal(parseSince('2h', now), now - 2 * 3600e3)
+    assert.equal(parseSince('2024-01-01T00:00:00Z', now), Date.parse('2024-01-01T00:00:00Z'))
+    assert.throws(() => parseSince('soon', now), /expected a duration like 30m/)
+    assert.deepEqual(parseLabels('zone=lab, disk=ssd'), { zone: 'lab', disk: 'ssd' })
+    assert.throws(() => parseLabels('zone'), /expected key=value/)
+  })
+})

@@ -1,0 +1,87 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtemp, rm, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { TokenAuthority, MemoryTokenBook, type TokenBook, JsonFileTokenBook, decodeToken, formatDuration } from '../../../src/mesh/index.ts'
+import { seededRandom } from '../../mesh/helpers.ts'
+
+const ctx = { clusterId: 'c1', psk: new Uint8Array(32).fill(7), issuer: '12D3KooWissuer', addrs: ['/ip4/10.0.0.1/tcp/4001'] }
+
+function setup(book: TokenBook = new MemoryTokenBook()) {
+  let now = 1_000_000
+  const clock = { now: () => now, setTimeout: () => 0, clearTimeout: () => {} }
+  return { auth: new TokenAuthority(book, clock, seededRandom(3)), advance: (ms: number) => (now += ms) }
+}
+
+test('a token carries what a joiner needs and admits exactly `uses` peers', async () => {
+  const { auth } = setup()
+  const { token } = await auth.issue({ ttlMs: 60_000, uses: 2 }, ctx)
+  const c = decodeToken(token)
+  assert.equal(c.cluster, 'c1')
+  assert.equal(c.issuer, ctx.issuer)
+  assert.deepEqual(c.addrs, ctx.addrs)
+  assert.equal(c.psk, '07'.repeat(32))
+  await auth.redeem(c, 'c1', 'p1')
+  await auth.redeem(c, 'c1', 'p1') // a retry by the same peer does not use another slot
+  await auth.redeem(c, 'c1', 'p2')
+  await assert.rejects(auth.redeem(c, 'c1', 'p3'), { code: 'forbidden', message: 'token already used' })
+})
+
+test('concurrent redemptions of a one-use token admit exactly one peer', async () => {
+  const { auth } = setup()
+  const c = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)).token)
+  const results = await Promise.allSettled(['a', 'b', 'c', 'd'].map((p) => auth.redeem(c, 'c1', p)))
+  assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1)
+})
+
+test('expired, revoked, forged and foreign tokens are refused with one clear line', async () => {
+  const { auth, advance } = setup()
+  const c = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)).token)
+  await assert.rejects(auth.redeem({ ...c, secret: 'x' }, 'c1', 'p'), /token not recognised/)
+  await assert.rejects(auth.redeem({ ...c, id: 'zzz' }, 'c1', 'p'), /token not recognised/)
+  await assert.rejects(auth.redeem(c, 'other-cluster', 'p'), /token not recognised/)
+  advance(60_000 + 3 * 60_000)
+  await assert.rejects(auth.redeem(c, 'c1', 'p'), { code: 'forbidden', message: 'token expired 3m ago' })
+  const d = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)).token)
+  await auth.revoke(d.id)
+  await assert.rejects(auth.redeem(d, 'c1', 'p'), { message: 'token revoked' })
+  await assert.rejects(auth.issue({ ttlMs: 0, uses: 1 }, ctx), /ttl must be positive/)
+  await assert.rejects(auth.issue({ ttlMs: 1, uses: 0 }, ctx), /uses must be a positive integer/)
+})
+
+test('the join window is open while a token is live and for the grace period after', async () => {
+  const { auth, advance } = setup()
+  assert.equal(await auth.joinWindowOpen(10_000), false)
+  const c = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)).token)
+  assert.equal(await auth.joinWindowOpen(10_000), true)
+  await auth.redeem(c, 'c1', 'p')
+  advance(5_000)
+  assert.equal(await auth.joinWindowOpen(10_000), true)
+  advance(6_000)
+  assert.equal(await auth.joinWindowOpen(10_000), false)
+})
+
+test('malformed tokens are refused before anything else', () => {
+  for (const t of ['', 'hello', 'orcjoin1.', 'orcjoin1.!!!', 'orcjoin1.' + Buffer.from('{"v":2}').toString('base64url')]) {
+    assert.throws(() => decodeToken(t), /join token is malformed/)
+  }
+})
+
+test('formatDuration reads like a person would say it', () => {
+  assert.equal(formatDuration(45_000), '45s')
+  assert.equal(formatDuration(3 * 60_000), '3m')
+  assert.equal(formatDuration(2 * 3600_000), '2h')
+  assert.equal(formatDuration(4 * 86400_000), '4d')
+})
+
+test('the JSON token book persists across restarts with mode 0600', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'orc-tok-'))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const { auth } = setup(JsonFileTokenBook.inDataDir(dir))
+  const c = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)).token)
+  await auth.redeem(c, 'c1', 'p1')
+  assert.equal((await stat(join(dir, 'tokens.json'))).mode & 0o777, 0o600)
+  const again = setup(JsonFileTokenBook.inDataDir(dir)).auth
+  await assert.rejects(again.redeem(c, 'c1', 'p2'), /token already used/)
+})
