@@ -1,3 +1,4 @@
+import type { AbstractLevel } from 'abstract-level'
 import type { OwnershipTable } from '../model/index.ts'
 
 export interface CompactionPolicy {
@@ -10,6 +11,11 @@ export interface CompactionPolicy {
 export interface StoreOptions {
   /** Directory of the LevelDB database (created if absent). */
   dir: string
+  /**
+   * A database to use instead of opening LevelDB at `dir` (an abstract-level database such as
+   * memory-level: the simulator runs thousands of stores in one process). `dir` then only names it.
+   */
+  db?: AbstractLevel<any, string, Uint8Array>
   /** Field-ownership table; defaults to the model's table. */
   ownership?: OwnershipTable
   /** Random source (injected so tests and the simulator are deterministic): returns `n` random bytes. */

@@ -1,6 +1,7 @@
 import { randomBytes as nodeRandomBytes } from 'node:crypto'
 import { mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import type { AbstractLevel } from 'abstract-level'
 import { ClassicLevel } from 'classic-level'
 import * as Y from 'yjs'
 import {
@@ -133,7 +134,7 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
 }
 
 export class Store implements ObjectStore {
-  private readonly db: ClassicLevel<string, Uint8Array>
+  private readonly db: AbstractLevel<any, string, Uint8Array>
   private readonly ownership: OwnershipTable
   private readonly random: (n: number) => Uint8Array
   private readonly policy: CompactionPolicy
@@ -159,7 +160,7 @@ export class Store implements ObjectStore {
   private snapshotting = false
 
   constructor(private readonly opts: StoreOptions) {
-    this.db = new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
+    this.db = opts.db ?? new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
     this.ownership = opts.ownership ?? defaultOwnership()
     this.random = opts.randomBytes ?? ((n) => new Uint8Array(nodeRandomBytes(n)))
     this.policy = { ...DEFAULT_COMPACTION, ...opts.compaction }
@@ -174,7 +175,7 @@ export class Store implements ObjectStore {
   // ---------------------------------------------------------------- open / close
 
   async open(): Promise<void> {
-    mkdirSync(this.opts.dir, { recursive: true })
+    if (!this.opts.db) mkdirSync(this.opts.dir, { recursive: true })
     try {
       await this.db.open()
     } catch (err) {
@@ -210,7 +211,9 @@ export class Store implements ObjectStore {
       for await (const _ of this.db.keys({ limit: 1 })) {
         throw new OrcError('corrupt', `open store ${this.opts.dir}: no format marker: not an orc store, or its first records were damaged`)
       }
-      const dataBytes = readdirSync(this.opts.dir)
+      const dataBytes = this.opts.db
+        ? 0
+        : readdirSync(this.opts.dir)
         .filter((f) => /^[0-9]+\.(log|ldb|sst)$/.test(f))
         .reduce((n, f) => n + statSync(join(this.opts.dir, f)).size, 0)
       if (dataBytes > 0) {
@@ -795,7 +798,7 @@ export class Store implements ObjectStore {
     }
     if (ops.length > 0) await this.writer.write(ops)
     await this.snapshot()
-    await this.db.compactRange('\x00', '\xff')
+    if (this.db instanceof ClassicLevel) await this.db.compactRange('\x00', '\xff')
     return { revisionsCompacted: n }
   }
 

@@ -1,4 +1,4 @@
-import type { ClassicLevel } from 'classic-level'
+import type { AbstractLevel } from 'abstract-level'
 
 export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string }
 
@@ -19,7 +19,7 @@ export class GroupCommitWriter {
    * that only its latest value matters for), instead of once per write.
    */
   constructor(
-    private readonly db: ClassicLevel<string, Uint8Array>,
+    private readonly db: AbstractLevel<any, string, Uint8Array>,
     private readonly sync: boolean,
     private readonly tail: () => BatchOp[] = () => [],
   ) {}

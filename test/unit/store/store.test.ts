@@ -249,3 +249,16 @@ test('a database whose log lost records is refused, not served short', async () 
     await cleanup()
   }
 })
+
+test('an injected in-memory database works the same (used by the simulator)', async () => {
+  const { MemoryLevel } = await import('memory-level')
+  const db = new MemoryLevel<string, Uint8Array>({ keyEncoding: 'utf8', valueEncoding: 'view' })
+  const s = await openStore({ dir: 'mem:a', db: db as any })
+  await s.apply(pod('web'), alice(1))
+  await s.apply(pod('web', '/i/2'), alice(2))
+  await s.close()
+  const again = await openStore({ dir: 'mem:a', db: db as any })
+  assert.equal((again.get(web)!.spec as any).containers[0].image, '/i/2')
+  assert.equal((await again.history(web)).length, 2)
+  await again.close()
+})
