@@ -28,7 +28,7 @@ if (files.length === 0) {
 }
 const res = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--import', './test/setup.ts', '--test', '--test-concurrency=2', ...files],
+  ['--import', 'tsx', '--import', './test/setup.ts', '--test', '--test-concurrency=2', '--test-timeout=240000', '--test-force-exit', ...files],
   { cwd: root, stdio: 'inherit' },
 )
 process.exit(res.status ?? 1)

@@ -1,0 +1,111 @@
+/**
+ * What this host can do for pods, and why not where it cannot. The agent reports this on its Node
+ * object and refuses (or warns about) what a pod asks for but the host cannot enforce.
+ */
+import { readFileSync } from 'node:fs'
+import { detectCgroupLayout, type CgroupLayout } from './cgroups.ts'
+import { runCommand } from './host.ts'
+import type { CommandRunner } from './types.ts'
+
+export interface Capability {
+  ok: boolean
+  /** Why not, or how (one line). */
+  detail: string
+}
+
+export interface LimitCapability extends Capability {
+  via?: 'cgroup-v1' | 'cgroup-v2' | 'rlimit-nproc' | 'rlimit-as'
+}
+
+export interface RuntimeCapabilities {
+  root: boolean
+  sandbox: Capability & { version?: string }
+  oci: Capability & { version?: string }
+  seccomp: Capability
+  /** Joining a pod network namespace (nsenter, root). */
+  podNetns: Capability
+  limits: { cpu: LimitCapability; memory: LimitCapability; pids: LimitCapability }
+}
+
+export interface DetectOptions {
+  run?: CommandRunner
+  bwrapPath?: string
+  runcPath?: string
+  setprivPath?: string
+  prlimitPath?: string
+  nsenterPath?: string
+  cgroupRoot?: string
+  uid?: number
+}
+
+async function version(run: CommandRunner, file: string): Promise<{ ok: boolean; text: string }> {
+  try {
+    const r = await run(file, ['--version'], { reject: false, timeoutMs: 5000 })
+    const line = (r.stdout || r.stderr).split('\n')[0]?.trim() ?? ''
+    return { ok: r.exitCode === 0, text: r.exitCode === 0 ? line : `${file} --version exited ${r.exitCode}` }
+  } catch (err) {
+    return { ok: false, text: `${file} not found` }
+  }
+}
+
+function limitFromLayout(layout: CgroupLayout, c: 'cpu' | 'memory' | 'pids', fallback: LimitCapability | undefined): LimitCapability {
+  const place = layout.places[c]
+  if (place) return { ok: true, via: place.version === 1 ? 'cgroup-v1' : 'cgroup-v2', detail: `cgroup v${place.version} under ${place.parent}` }
+  if (fallback) return { ...fallback, detail: `${fallback.detail} (${layout.reasons[c]})` }
+  return { ok: false, detail: layout.reasons[c] ?? 'unavailable' }
+}
+
+export async function detectCapabilities(o: DetectOptions = {}): Promise<RuntimeCapabilities> {
+  const run = o.run ?? runCommand
+  const root = process.getuid?.() === 0
+  const bwrapPath = o.bwrapPath ?? 'bwrap'
+  const uid = o.uid ?? 65534
+
+  const bw = await version(run, bwrapPath)
+  let sandbox: RuntimeCapabilities['sandbox'] = { ok: false, detail: bw.text }
+  if (bw.ok) {
+    // the real test: can bwrap, as the unprivileged uid, make its namespaces here?
+    const argv = [
+      ...(root ? [o.setprivPath ?? 'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--'] : []),
+      bwrapPath, '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts',
+      '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '--', 'true',
+    ]
+    try {
+      const r = await run(argv[0]!, argv.slice(1), { reject: false, timeoutMs: 10_000 })
+      sandbox =
+        r.exitCode === 0
+          ? { ok: true, version: bw.text, detail: `${bw.text}; unprivileged user namespaces work` }
+          : { ok: false, version: bw.text, detail: `bwrap cannot create namespaces: ${r.stderr.trim().split('\n').pop() ?? ''}` }
+    } catch (err) {
+      sandbox = { ok: false, version: bw.text, detail: `bwrap probe failed: ${String(err)}` }
+    }
+  }
+
+  const rc = await version(run, o.runcPath ?? 'runc')
+  const oci: RuntimeCapabilities['oci'] = !rc.ok
+    ? { ok: false, detail: rc.text }
+    : root
+      ? { ok: true, version: rc.text, detail: rc.text }
+      : { ok: false, version: rc.text, detail: 'runc needs root' }
+
+  let seccomp: Capability
+  let hasSeccomp = false
+  try {
+    hasSeccomp = /^Seccomp:/m.test(readFileSync('/proc/self/status', 'utf8'))
+  } catch {}
+  if (process.arch !== 'x64') seccomp = { ok: false, detail: `no syscall table for ${process.arch}; pods run without seccomp` }
+  else if (!hasSeccomp) seccomp = { ok: false, detail: 'kernel without CONFIG_SECCOMP' }
+  else seccomp = { ok: true, detail: 'default denylist (bwrap --seccomp, runc linux.seccomp)' }
+
+  const ns = await version(run, o.nsenterPath ?? 'nsenter')
+  const podNetns: Capability = !root ? { ok: false, detail: 'joining a network namespace needs root' } : ns.ok ? { ok: true, detail: ns.text } : { ok: false, detail: ns.text }
+
+  const layout = detectCgroupLayout(o.cgroupRoot)
+  const pl = await version(run, o.prlimitPath ?? 'prlimit')
+  const limits = {
+    cpu: limitFromLayout(layout, 'cpu', undefined),
+    memory: limitFromLayout(layout, 'memory', pl.ok ? { ok: true, via: 'rlimit-as', detail: 'RLIMIT_AS (address space, coarse)' } : undefined),
+    pids: limitFromLayout(layout, 'pids', pl.ok ? { ok: true, via: 'rlimit-nproc', detail: 'RLIMIT_NPROC (per uid, shared by pods with the same uid)' } : undefined),
+  }
+  return { root, sandbox, oci, seccomp, podNetns, limits }
+}

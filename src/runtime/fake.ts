@@ -1,0 +1,114 @@
+/**
+ * An in-memory Runtime for unit tests of the agent and controllers: no processes; the test decides
+ * when a container exits (`exit(id, code)`) and what a recover() after a "restart" finds.
+ */
+import { OrcError } from '../model/index.ts'
+import type { ContainerHandle, ContainerRunSpec, ContainerStatus, ExitListener, ExitStatus, RecoverResult, Runtime, StopOptions, Clock } from './types.ts'
+
+interface FakeContainer {
+  spec: ContainerRunSpec
+  status: ContainerStatus
+  exited: Promise<ExitStatus>
+  resolve: (e: ExitStatus) => void
+  /** Does the container honour SIGTERM? Default true. */
+  honoursTerm: boolean
+}
+
+export class FakeRuntime implements Runtime {
+  readonly name = 'fake' as const
+  readonly started: ContainerRunSpec[] = []
+  readonly stopped: { id: string; graceMs?: number; killed: boolean }[] = []
+  private readonly containers = new Map<string, FakeContainer>()
+  private readonly listeners = new Set<ExitListener>()
+  private nextPid = 1000
+  /** Make the next start() of this id fail with the given error. */
+  readonly failNext = new Map<string, Error>()
+
+  constructor(private readonly clock: Clock = { now: () => 0 }) {}
+
+  async start(spec: ContainerRunSpec): Promise<ContainerHandle> {
+    const err = this.failNext.get(spec.id)
+    if (err) {
+      this.failNext.delete(spec.id)
+      throw err
+    }
+    if (this.containers.has(spec.id)) throw new OrcError('conflict', `container ${spec.id} already exists`, { id: spec.id })
+    let resolve!: (e: ExitStatus) => void
+    const exited = new Promise<ExitStatus>((r) => (resolve = r))
+    const status: ContainerStatus = {
+      id: spec.id,
+      state: 'running',
+      pid: this.nextPid++,
+      startedAt: this.clock.now(),
+      revision: spec.revision ?? 0,
+      image: spec.image,
+      enforced: {},
+    }
+    const c: FakeContainer = { spec, status, exited, resolve, honoursTerm: true }
+    this.containers.set(spec.id, c)
+    this.started.push(spec)
+    return this.handle(c)
+  }
+
+  private handle(c: FakeContainer): ContainerHandle {
+    return { id: c.spec.id, pid: c.status.pid, startedAt: c.status.startedAt, exited: c.exited, status: () => ({ ...c.status }) }
+  }
+
+  /** Test control: the container ends with `code` (or `signal`). */
+  exit(id: string, code: number | null, signal: NodeJS.Signals | null = null): void {
+    const c = this.containers.get(id)
+    if (!c || c.status.state !== 'running') return
+    const exit: ExitStatus = { code, signal, finishedAt: this.clock.now() }
+    c.status = { ...c.status, state: 'exited', exit }
+    c.resolve(exit)
+    for (const l of this.listeners) l(id, exit)
+  }
+
+  /** Test control: make a container ignore SIGTERM so stop() ends in SIGKILL. */
+  ignoreTerm(id: string): void {
+    const c = this.containers.get(id)
+    if (c) c.honoursTerm = false
+  }
+
+  async stop(id: string, opts: StopOptions = {}): Promise<ExitStatus> {
+    const c = this.containers.get(id)
+    if (!c) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (c.status.exit) return c.status.exit
+    this.stopped.push({ id, graceMs: opts.graceMs, killed: !c.honoursTerm })
+    if (c.honoursTerm) this.exit(id, null, 'SIGTERM')
+    else this.exit(id, null, 'SIGKILL')
+    return c.status.exit!
+  }
+
+  async remove(id: string): Promise<void> {
+    const c = this.containers.get(id)
+    if (c && c.status.state === 'running') throw new OrcError('conflict', `container ${id} is running; stop it first`, { id })
+    this.containers.delete(id)
+  }
+
+  status(id: string): ContainerStatus | undefined {
+    const c = this.containers.get(id)
+    return c ? { ...c.status } : undefined
+  }
+
+  list(): ContainerStatus[] {
+    return [...this.containers.values()].map((c) => ({ ...c.status })).sort((a, b) => a.id.localeCompare(b.id))
+  }
+
+  async recover(): Promise<RecoverResult> {
+    const adopted: ContainerHandle[] = []
+    const gone: ContainerStatus[] = []
+    for (const c of this.containers.values()) {
+      if (c.status.state === 'running') adopted.push(this.handle(c))
+      else gone.push({ ...c.status })
+    }
+    return { adopted, gone }
+  }
+
+  onExit(listener: ExitListener): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  async close(): Promise<void> {}
+}

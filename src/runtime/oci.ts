@@ -1,0 +1,156 @@
+/**
+ * The `oci` runtime: runc with a bundle generated here. The container runs as the unprivileged
+ * uid (65534 by default) inside a user namespace that maps container ids 0..65535 onto host ids
+ * `ociHostUidBase + n`, so it is non-root inside and out; new pid, net (or the pod's), ipc, uts,
+ * mount and cgroup namespaces; read-only rootfs with a tmpfs /tmp; no capabilities;
+ * noNewPrivileges; Docker's masked and read-only /proc paths; the default seccomp denylist.
+ * Needs root (runc as root creates the namespaces and cgroups).
+ *
+ * runc runs in the foreground (`runc run`) under the wrapper: it forwards signals, reports the
+ * exit status and removes its state when the container ends.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { OrcError } from '../model/index.ts'
+import { ociSeccompProfile } from './seccomp.ts'
+import { containerArgv, containerEnv, SupervisedRuntime, type ContainerRecord, type LaunchPlan, type PlanContext } from './supervisor.ts'
+import type { ResolvedImage } from './image.ts'
+import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
+import { removeRuntimeParents, type CgroupLayout } from './cgroups.ts'
+
+export const MASKED_PATHS = [
+  '/proc/acpi', '/proc/asound', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list',
+  '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap',
+]
+export const READONLY_PATHS = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger']
+
+export interface OciConfigInput {
+  spec: ContainerRunSpec
+  image: ResolvedImage
+  uid: number
+  gid: number
+  hostIdBase: number
+  seccomp: boolean
+  /** Controllers runc may use (relative cgroupsPath is placed under runc's own cgroup). */
+  layout: CgroupLayout
+  /** Relative cgroup parent, e.g. `orc-oci-1a2b3c4d`. */
+  cgroupName: string
+}
+
+/** Generate the OCI runtime config.json for a container (pure). */
+export function buildOciConfig(input: OciConfigInput): { config: Record<string, unknown>; enforced: EnforcedLimits } {
+  const { spec, image, uid, gid } = input
+  if (uid < 1 || uid > 65535 || gid < 1 || gid > 65535) throw new OrcError('invalid', `oci runtime needs a non-root uid/gid in 1..65535, got ${uid}:${gid}`)
+  const namespaces: { type: string; path?: string }[] = [
+    { type: 'pid' },
+    { type: 'ipc' },
+    { type: 'uts' },
+    { type: 'mount' },
+    { type: 'user' },
+    { type: 'cgroup' },
+    spec.netnsPath ? { type: 'network', path: spec.netnsPath } : { type: 'network' },
+  ]
+  const res = spec.resources ?? {}
+  const enforced: EnforcedLimits = {}
+  const resources: Record<string, unknown> = { devices: [{ allow: false, access: 'rwm' }] }
+  if (res.memoryBytes !== undefined && input.layout.places.memory) {
+    resources.memory = { limit: Math.floor(res.memoryBytes) }
+    enforced.memoryBytes = 'oci'
+  }
+  if (res.cpu !== undefined && input.layout.places.cpu) {
+    resources.cpu = { quota: Math.max(1000, Math.round(res.cpu * 100_000)), period: 100_000 }
+    enforced.cpu = 'oci'
+  }
+  if (res.pids !== undefined && input.layout.places.pids) {
+    resources.pids = { limit: res.pids }
+    enforced.pids = 'oci'
+  }
+  const env = Object.entries(containerEnv(spec, image)).map(([k, v]) => `${k}=${v}`)
+  const config = {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      user: { uid, gid, additionalGids: [] },
+      args: containerArgv(spec, image),
+      env,
+      cwd: spec.workingDir ?? image.config.workingDir ?? '/',
+      capabilities: { bounding: [], effective: [], inheritable: [], permitted: [], ambient: [] },
+      rlimits: [{ type: 'RLIMIT_NOFILE', hard: 1024, soft: 1024 }],
+      noNewPrivileges: true,
+    },
+    root: { path: image.rootfs, readonly: true },
+    hostname: (spec.hostname ?? spec.id).slice(0, 63),
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+    ],
+    linux: {
+      uidMappings: [{ containerID: 0, hostID: input.hostIdBase, size: 65536 }],
+      gidMappings: [{ containerID: 0, hostID: input.hostIdBase, size: 65536 }],
+      namespaces,
+      // relative: runc places it under its own cgroup, per controller (nested under the agent)
+      cgroupsPath: `${input.cgroupName}/${spec.id}`,
+      resources,
+      maskedPaths: MASKED_PATHS,
+      readonlyPaths: READONLY_PATHS,
+      ...(input.seccomp ? { seccomp: ociSeccompProfile() } : {}),
+    },
+  }
+  return { config, enforced }
+}
+
+export class OciRuntime extends SupervisedRuntime {
+  readonly name = 'oci' as const
+
+  private runcRoot(): string {
+    return join(this.opts.stateDir, 'runc')
+  }
+
+  protected async plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan> {
+    if (process.getuid?.() !== 0) throw new OrcError('forbidden', 'the oci runtime needs root')
+    const bundle = join(ctx.dir, 'bundle')
+    mkdirSync(bundle, { recursive: true })
+    const { config, enforced } = buildOciConfig({
+      spec,
+      image: ctx.image,
+      uid: ctx.uid,
+      gid: ctx.gid,
+      hostIdBase: this.opts.ociHostUidBase,
+      seccomp: this.opts.seccomp,
+      layout: ctx.layout,
+      cgroupName: this.cgroupName(),
+    })
+    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config, null, 2))
+    mkdirSync(this.runcRoot(), { recursive: true })
+    return {
+      file: this.opts.runcPath,
+      args: ['--root', this.runcRoot(), 'run', '--bundle', bundle, spec.id],
+      extraFds: [],
+      cgroupProcs: [],
+      cgroupDirs: [],
+      enforced,
+      extra: { bundle },
+    }
+  }
+
+  protected async signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void> {
+    // The command is pid 1 of its namespace: like Docker, a SIGTERM it does not handle is ignored
+    // and the grace period ends in SIGKILL.
+    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', rec.id, signal.replace(/^SIG/, '')], { reject: false })
+  }
+
+  protected override killTree(rec: ContainerRecord): void {
+    void this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', '--all', rec.id, 'KILL'], { reject: false })
+    super.killTree(rec)
+  }
+
+  protected override async cleanup(rec: ContainerRecord): Promise<void> {
+    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'delete', '--force', rec.id], { reject: false })
+    removeRuntimeParents(this.cgroupName())
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * The default runtime: bubblewrap. Each container gets new user, pid, net (or the pod's), mount,
+ * ipc, uts and (where possible) cgroup namespaces; the image mounted read-only as `/`, a private
+ * tmpfs on /tmp, a fresh /proc, bwrap's minimal /dev (null, zero, full, random, urandom, tty, pts,
+ * shm — no block devices), no host paths; all capabilities dropped; no new privileges; the default
+ * seccomp denylist (x86_64).
+ *
+ * Identity: when the agent is root it first drops to the unprivileged uid/gid (65534 by default,
+ * or the pod's own uid) with setpriv, so bwrap runs unprivileged and maps that same uid inside:
+ * the process is non-root inside its namespace and on the host.
+ *
+ * Launch chain (all exec, one pid): [nsenter --net=<pod netns>] [setpriv …] [prlimit …] bwrap … cmd
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { OrcError } from '../model/index.ts'
+import { createContainerCgroups } from './cgroups.ts'
+import { descendants, listProcs, signalPid } from './procfs.ts'
+import { buildSeccompBpf } from './seccomp.ts'
+import { containerArgv, containerEnv, SupervisedRuntime, type ContainerRecord, type LaunchPlan, type PlanContext } from './supervisor.ts'
+import type { ResolvedImage } from './image.ts'
+import type { RuntimeOptions } from './options.ts'
+import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
+
+export interface BwrapArgsInput {
+  spec: ContainerRunSpec
+  image: ResolvedImage
+  uid: number
+  gid: number
+  /** fd numbers in the child for bwrap's --seccomp and --info-fd, if used. */
+  seccompFd?: number
+  infoFd?: number
+}
+
+/** bwrap arguments for a container (pure: same input, same argv). */
+export function buildBwrapArgs(input: BwrapArgsInput): string[] {
+  const { spec, image, uid, gid } = input
+  const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try']
+  if (!spec.netnsPath) a.push('--unshare-net')
+  a.push('--uid', String(uid), '--gid', String(gid))
+  a.push('--hostname', (spec.hostname ?? spec.id).slice(0, 63))
+  a.push('--die-with-parent', '--new-session')
+  a.push('--ro-bind', image.rootfs, '/')
+  a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
+  if (existsSync(join(image.rootfs, 'run'))) a.push('--tmpfs', '/run')
+  a.push('--cap-drop', 'ALL')
+  a.push('--clearenv')
+  for (const [k, v] of Object.entries(containerEnv(spec, image))) a.push('--setenv', k, v)
+  a.push('--chdir', spec.workingDir ?? image.config.workingDir ?? '/')
+  if (input.seccompFd !== undefined) a.push('--seccomp', String(input.seccompFd))
+  if (input.infoFd !== undefined) a.push('--info-fd', String(input.infoFd))
+  a.push('--', ...containerArgv(spec, image))
+  return a
+}
+
+/** The prefix that enters the pod netns, drops privileges and applies rlimit fallbacks. */
+export function buildLaunchPrefix(
+  opts: Pick<RuntimeOptions, 'nsenterPath' | 'setprivPath' | 'prlimitPath'>,
+  p: { isRoot: boolean; netnsPath?: string; uid: number; gid: number; rlimits: { nproc?: number; asBytes?: number } },
+): string[] {
+  const out: string[] = []
+  if (p.netnsPath) {
+    if (!p.isRoot) throw new OrcError('forbidden', 'joining a pod network namespace needs root')
+    out.push(opts.nsenterPath, `--net=${p.netnsPath}`, '--')
+  }
+  if (p.rlimits.nproc !== undefined || p.rlimits.asBytes !== undefined) {
+    out.push(opts.prlimitPath)
+    if (p.rlimits.nproc !== undefined) out.push(`--nproc=${p.rlimits.nproc}`)
+    if (p.rlimits.asBytes !== undefined) out.push(`--as=${p.rlimits.asBytes}`)
+    out.push('--')
+  }
+  if (p.isRoot) out.push(opts.setprivPath, `--reuid=${p.uid}`, `--regid=${p.gid}`, '--clear-groups', '--inh-caps=-all', '--')
+  return out
+}
+
+export class SandboxRuntime extends SupervisedRuntime {
+  readonly name = 'sandbox' as const
+  private seccompFile: string | undefined
+
+  private seccompPath(): string {
+    if (!this.seccompFile) {
+      this.seccompFile = join(this.opts.stateDir, 'seccomp.bpf')
+      writeFileSync(this.seccompFile, buildSeccompBpf())
+    }
+    return this.seccompFile
+  }
+
+  protected async plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan> {
+    const isRoot = process.getuid?.() === 0
+    const res = spec.resources ?? {}
+    const cg = createContainerCgroups(ctx.layout, spec.id, res)
+    const enforced: EnforcedLimits = { ...cg.enforced }
+    const rlimits: { nproc?: number; asBytes?: number } = {}
+    // Fallbacks where no cgroup controller is usable. RLIMIT_NPROC counts every process of the uid,
+    // so it is only a per-pod bound when each pod has its own uid.
+    if (res.pids !== undefined && !enforced.pids) {
+      rlimits.nproc = res.pids
+      enforced.pids = 'rlimit-nproc'
+    }
+    if (res.memoryBytes !== undefined && !enforced.memoryBytes) {
+      rlimits.asBytes = res.memoryBytes
+      enforced.memoryBytes = 'rlimit-as'
+    }
+    const extraFds: number[] = []
+    let seccompFd: number | undefined
+    if (this.opts.seccomp) {
+      this.seccompPath()
+      extraFds.push(this.openStateFile(this.opts.stateDir, 'seccomp.bpf', 'r'))
+      seccompFd = 3
+    }
+    extraFds.push(this.openStateFile(ctx.dir, 'info.json', 'w'))
+    const infoFd = 3 + extraFds.length - 1
+    const prefix = buildLaunchPrefix(this.opts, { isRoot, netnsPath: spec.netnsPath, uid: ctx.uid, gid: ctx.gid, rlimits })
+    const bwrap = buildBwrapArgs({ spec, image: ctx.image, uid: ctx.uid, gid: ctx.gid, seccompFd, infoFd })
+    const argv = [...prefix, this.opts.bwrapPath, ...bwrap]
+    return { file: argv[0]!, args: argv.slice(1), extraFds, cgroupProcs: cg.procsFiles, cgroupDirs: cg.dirs, enforced }
+  }
+
+  /** pid (host view) of the pid namespace's init, from bwrap's --info-fd. */
+  private nsInit(rec: ContainerRecord): number | undefined {
+    try {
+      const info = JSON.parse(readFileSync(join(this.containerDir(rec.id), 'info.json'), 'utf8')) as { 'child-pid'?: number }
+      return info['child-pid']
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * bwrap does not forward signals, so the main process (the command, pid 2 inside, child of
+   * bwrap's pid-1 init) is signalled directly; its exit ends the namespace and bwrap.
+   */
+  protected async signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void> {
+    const deadline = Date.now() + 2000
+    let init = this.nsInit(rec)
+    while (init === undefined && Date.now() < deadline && rec.exit === undefined) {
+      await new Promise((r) => setTimeout(r, 20))
+      init = this.nsInit(rec)
+    }
+    if (init === undefined) return
+    const procs = listProcs()
+    const mains = procs.filter((p) => p.ppid === init).map((p) => p.pid)
+    if (mains.length === 0 && !descendants(rec.pid, procs).includes(init)) return
+    for (const pid of mains) signalPid(pid, signal)
+  }
+
+  protected override killTree(rec: ContainerRecord): void {
+    // SIGKILL to the namespace's init takes every process in the namespace with it
+    const init = this.nsInit(rec)
+    if (init !== undefined && descendants(rec.pid).includes(init)) signalPid(init, 'SIGKILL')
+    super.killTree(rec)
+  }
+}

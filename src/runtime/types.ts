@@ -1,0 +1,152 @@
+/**
+ * The pod runtime contract. A runtime starts one process tree per container from a local image,
+ * confines it, captures its output into rotated log files and reports how it ended. Its state
+ * lives in a directory on disk so that a restarted agent re-adopts the containers still running.
+ */
+
+/** Limits a caller may ask for; each is enforced only where the host can (see detectCapabilities). */
+export interface ContainerResources {
+  /** CPU in cores (0.5 = half a core), enforced as a CFS quota. */
+  cpu?: number
+  /** Memory ceiling in bytes (cgroup memory limit; RLIMIT_AS as a coarse fallback). */
+  memoryBytes?: number
+  /** Maximum number of processes/threads (cgroup pids; RLIMIT_NPROC as a fallback). */
+  pids?: number
+}
+
+export interface ContainerRunSpec {
+  /** Unique per runtime state dir: [a-z0-9][a-z0-9_.-]{0,127}. The agent uses `<pod uid>.<container>`. */
+  id: string
+  /**
+   * Local image: a rootfs directory, an OCI image layout directory (has `oci-layout`/`index.json`)
+   * or an OCI layout tar. Layouts are imported once into the runtime's image cache.
+   */
+  image: string
+  /** Entry point; when empty, args alone are run (args[0] is the program). */
+  command?: string[]
+  args?: string[]
+  env?: Record<string, string>
+  /** Working directory inside the container (default `/`). */
+  workingDir?: string
+  resources?: ContainerResources
+  /** Directory for this container's log files (created if missing). */
+  logDir: string
+  /** Pod revision that this process runs; logs go to a per-revision file. Default 0. */
+  revision?: number
+  /**
+   * Network namespace of the pod (e.g. `/run/netns/orc-<pod>`), joined with nsenter (needs root).
+   * When absent the container gets a fresh namespace holding only loopback.
+   */
+  netnsPath?: string
+  /**
+   * Unprivileged uid/gid the process runs as, inside and (for the sandbox) outside its user
+   * namespace. Default: the runtime's `uid`/`gid` option (65534, "nobody"). The agent may hand out
+   * one uid per pod from a reserved range so pods cannot touch each other's processes by uid.
+   */
+  uid?: number
+  gid?: number
+  /** Hostname inside the container (UTS namespace). Default: the id, truncated to 63 chars. */
+  hostname?: string
+}
+
+export type ContainerState = 'running' | 'exited' | 'unknown'
+
+export interface ExitStatus {
+  /** Exit code when the process exited normally. */
+  code: number | null
+  /** Signal name when the process was killed by a signal. */
+  signal: NodeJS.Signals | null
+  /** When the runtime noticed the end (ms since epoch, from the injected clock). */
+  finishedAt: number
+}
+
+export interface ContainerStatus {
+  id: string
+  state: ContainerState
+  /** Host pid of the supervising process (stable identity together with startedAt). */
+  pid: number
+  startedAt: number
+  /** Present once state is `exited`; `unknown` means it vanished without a recorded status. */
+  exit?: ExitStatus
+  revision: number
+  image: string
+  /** Which mechanism enforces each requested limit; absent = not enforced on this host. */
+  enforced: EnforcedLimits
+}
+
+export interface EnforcedLimits {
+  cpu?: 'cgroup-v1' | 'cgroup-v2' | 'oci'
+  memoryBytes?: 'cgroup-v1' | 'cgroup-v2' | 'rlimit-as' | 'oci'
+  pids?: 'cgroup-v1' | 'cgroup-v2' | 'rlimit-nproc' | 'oci'
+}
+
+export interface ContainerHandle {
+  readonly id: string
+  readonly pid: number
+  readonly startedAt: number
+  /** Resolves once when the container's process tree has ended (our child or an adopted one). */
+  readonly exited: Promise<ExitStatus>
+  status(): ContainerStatus
+}
+
+export interface StopOptions {
+  /** Time between SIGTERM and SIGKILL. Default 10 s (pod terminationGracePeriodSeconds). */
+  graceMs?: number
+}
+
+export interface RecoverResult {
+  /** Containers still running from a previous agent; now observed again. */
+  adopted: ContainerHandle[]
+  /** Containers whose process is gone (or whose pid was reused); their last status. */
+  gone: ContainerStatus[]
+}
+
+export type ExitListener = (id: string, exit: ExitStatus) => void
+
+export interface Runtime {
+  readonly name: 'sandbox' | 'oci' | 'fake'
+  /** Start a container. Fails with `conflict` if the id is already known (remove it first). */
+  start(spec: ContainerRunSpec): Promise<ContainerHandle>
+  /** SIGTERM the container's main process, wait graceMs, then SIGKILL the whole tree. Idempotent. */
+  stop(id: string, opts?: StopOptions): Promise<ExitStatus>
+  /** Forget an ended container: its state, cgroups and runtime bookkeeping (logs are kept). */
+  remove(id: string): Promise<void>
+  status(id: string): ContainerStatus | undefined
+  list(): ContainerStatus[]
+  /** Re-read the state dir after an agent restart: adopt live containers, report the gone ones. */
+  recover(): Promise<RecoverResult>
+  /** Called once per container end; returns an unsubscribe function. */
+  onExit(listener: ExitListener): () => void
+  /** Stop watching (timers, log rotation); containers keep running. */
+  close(): Promise<void>
+}
+
+/** A spawned child as the runtime needs it; injected so unit tests need no processes. */
+export interface SpawnedProcess {
+  pid: number
+  /** Resolves when the child exits, with its raw status. */
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+export interface SpawnRequest {
+  file: string
+  args: string[]
+  env: Record<string, string>
+  /** File descriptors for the child's fds 0.. (null = /dev/null for 0, ignored otherwise). */
+  fds: (number | null)[]
+  cwd?: string
+}
+
+/** Starts a detached child (own session) that survives the agent. */
+export type Spawner = (req: SpawnRequest) => SpawnedProcess
+
+/** Runs a short helper command to completion (runc kill/delete/state, tar…). */
+export type CommandRunner = (
+  file: string,
+  args: string[],
+  opts?: { input?: string; timeoutMs?: number; reject?: boolean },
+) => Promise<{ exitCode: number; stdout: string; stderr: string }>
+
+export interface Clock {
+  now(): number
+}

@@ -1,0 +1,2 @@
+import { runtimeSuite } from './suite.ts'
+runtimeSuite('sandbox')

@@ -1,0 +1,228 @@
+/** The behaviour every real runtime must show; run by sandbox.test.ts and oci.test.ts. */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { busyboxImages } from '../fixtures/busybox-image.ts'
+import { createRuntime, readLogLines, followLog, type Runtime } from '../../src/runtime/index.ts'
+import { descendants } from '../../src/runtime/procfs.ts'
+import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor } from './harness.ts'
+
+export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
+  const reason = skipReason(kind)
+  const it = (name: string, fn: (ctx: { dir: string; rt: (o?: object) => Runtime }) => Promise<void>) =>
+    test(`${kind}: ${name}`, async (t) => {
+      if (reason) return t.skip(`skipped: ${reason}`)
+      const { dir, cleanup } = tempDir(`orc-rt-${kind}-`)
+      const made: Runtime[] = []
+      const rt = (o: object = {}) => {
+        const r = createRuntime(kind, { stateDir: join(dir, 'state'), ...o })
+        made.push(r)
+        return r
+      }
+      try {
+        await fn({ dir, rt })
+      } finally {
+        for (const r of made) {
+          await r.close()
+          // kill leftovers directly: a closed runtime (a "dead agent") no longer observes exits
+          for (const c of r.list()) {
+            if (c.state !== 'running') continue
+            for (const pid of [c.pid, ...descendants(c.pid)].reverse()) {
+              try {
+                process.kill(pid, 'SIGKILL')
+              } catch {}
+            }
+          }
+        }
+        cleanup()
+      }
+    })
+
+  it('confines the process', async ({ dir, rt }) => {
+    const marker = join('/tmp', `orc-host-marker-${process.pid}-${kind}`)
+    writeFileSync(marker, 'host secret\n')
+    try {
+      const r = rt()
+      const logDir = join(dir, 'logs')
+      const h = await r.start({ id: 'probe', image: busyboxImages().rootfs, command: ['/bin/sh', '-c', probeScript(marker)], logDir })
+      const exit = await h.exited
+      const lines = readLogLines(logDir)
+      assert.equal(exit.code, 0, lines.join('\n'))
+      const p = parseProbe(lines)
+      assert.equal(p.uid, '65534', 'runs as the unprivileged uid')
+      const pids = p.procs!.split(' ').filter(Boolean).map(Number)
+      assert.ok(pids.length > 0 && pids.length <= 6 && Math.max(...pids) < 50, `sees only its own processes: ${p.procs}`)
+      assert.equal(p.rootwrite, 'no', 'image root is read-only')
+      assert.equal(p.tmpwrite, 'yes', 'has a private writable /tmp')
+      assert.equal(p.blockdevs, '0', 'no block devices')
+      const allowed = new Set(['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty', '/dev/ptmx', '/dev/pts/ptmx'])
+      for (const d of p.chardevs!.split(' ').filter(Boolean)) assert.ok(allowed.has(d), `unexpected device ${d}`)
+      assert.equal(p.marker, 'hidden', 'host files are not visible')
+      assert.equal(p.ifaces, 'lo', 'only loopback')
+      assert.equal(p.capeff, '0000000000000000', 'no capabilities')
+      assert.equal(p.nonewprivs, '1')
+      assert.equal(p.seccomp, process.arch === 'x64' ? '2' : '0', 'seccomp filter applied')
+      assert.ok(!p.rootdirs!.split(' ').includes('work'), 'no host mounts')
+    } finally {
+      rmSync(marker, { force: true })
+    }
+  })
+
+  it('runs as a non-root uid on the host too', async ({ dir, rt }) => {
+    const r = rt()
+    const logDir = join(dir, 'logs')
+    const h = await r.start({ id: 'uid', image: busyboxImages().rootfs, command: ['/bin/sh', '-c', 'echo up; sleep 30'], logDir })
+    await waitFor('output', () => readLogLines(logDir).includes('up'))
+    const { readFileSync } = await import('node:fs')
+    const comm = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim()
+      } catch {
+        return ''
+      }
+    }
+    const sleeper = await waitFor('the sleep process', () => descendants(h.pid).find((pid) => comm(pid) === 'sleep'))
+    const uid = hostUidOf(sleeper)
+    assert.ok(uid !== undefined && uid !== 0, `host uid of the container process is ${uid}`)
+    await r.stop('uid', { graceMs: 0 })
+  })
+
+  it('stops gracefully with SIGTERM, and kills what ignores it', async ({ dir, rt }) => {
+    const r = rt()
+    const image = busyboxImages().rootfs
+    const logA = join(dir, 'a')
+    await r.start({ id: 'trap', image, command: ['/bin/sh', '-c', "trap 'echo got-term; exit 0' TERM; echo ready; while true; do sleep 0.05; done"], logDir: logA })
+    await waitFor('ready', () => readLogLines(logA).includes('ready'))
+    const e1 = await r.stop('trap', { graceMs: 10_000 })
+    assert.equal(e1.code, 0)
+    assert.ok(readLogLines(logA).includes('got-term'), 'the process saw SIGTERM')
+
+    const logB = join(dir, 'b')
+    const h = await r.start({ id: 'stubborn', image, command: ['/bin/sh', '-c', "trap '' TERM; echo ready; while true; do sleep 0.05; done"], logDir: logB })
+    await waitFor('ready', () => readLogLines(logB).includes('ready'))
+    const t0 = Date.now()
+    const e2 = await r.stop('stubborn', { graceMs: 300 })
+    assert.ok(Date.now() - t0 >= 300, 'waited the grace period')
+    assert.ok(e2.signal === 'SIGKILL' || (e2.code !== null && e2.code !== 0), `killed: ${JSON.stringify(e2)}`)
+    assert.equal(r.status('stubborn')?.state, 'exited')
+    await waitFor('tree gone', () => descendants(h.pid).length === 0 || undefined)
+  })
+
+  it('re-adopts running containers after an agent restart and reports gone ones', async ({ dir, rt }) => {
+    const image = busyboxImages().rootfs
+    const a = rt()
+    const logDir = join(dir, 'logs')
+    const h = await a.start({ id: 'long', image, command: ['/bin/sh', '-c', 'echo up; while true; do sleep 0.05; done'], logDir, revision: 4 })
+    await a.start({ id: 'short', image, command: ['/bin/sh', '-c', 'sleep 0.2; exit 7'], logDir: join(dir, 'logs2') })
+    await a.close() // the agent "dies": this instance observes nothing any more
+    await waitFor('short to end', () => !existsSync(`/proc/${a.status('short')!.pid}/stat`) || undefined)
+
+    const b = rt()
+    const { adopted, gone } = await b.recover()
+    assert.deepEqual(adopted.map((x) => x.id), ['long'])
+    assert.equal(adopted[0]!.pid, h.pid)
+    assert.equal(b.status('long')?.state, 'running')
+    assert.equal(b.status('long')?.revision, 4)
+    assert.deepEqual(gone.map((g) => [g.id, g.state, g.exit?.code]), [['short', 'exited', 7]])
+
+    const exits: string[] = []
+    b.onExit((id) => exits.push(id))
+    // (under runc the shell is pid 1 and ignores an unhandled SIGTERM, so this ends in SIGKILL)
+    const e = await b.stop('long', { graceMs: 1000 })
+    assert.ok(e.signal === 'SIGTERM' || e.signal === 'SIGKILL', JSON.stringify(e))
+    assert.deepEqual(exits, ['long'])
+    await b.remove('long')
+    await b.remove('short')
+    assert.deepEqual(b.list(), [])
+  })
+
+  it('does not mistake a reused pid for its container', async ({ dir, rt }) => {
+    const a = rt()
+    const logDir = join(dir, 'logs')
+    await a.start({ id: 'c', image: busyboxImages().rootfs, command: ['/bin/sh', '-c', 'sleep 30'], logDir })
+    await a.close()
+    // The container dies while no agent watches, and its pid goes to another process (here: this
+    // test runner, which is certainly alive but started at another time).
+    const recFile = join(dir, 'state', kind, 'containers', 'c', 'record.json')
+    const { readFileSync } = await import('node:fs')
+    const rec = JSON.parse(readFileSync(recFile, 'utf8'))
+    // kill the container's own process (the sleep) so the runtime binaries wind down normally
+    const comm = (pid: number) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim()
+      } catch {
+        return ''
+      }
+    }
+    const sleeper = await waitFor('the sleep process', () => descendants(rec.pid).find((pid) => comm(pid) === 'sleep'))
+    process.kill(sleeper, 'SIGKILL')
+    await waitFor('container gone', () => !existsSync(`/proc/${rec.pid}/stat`) || undefined)
+    rec.pid = process.pid
+    writeFileSync(recFile, JSON.stringify(rec))
+    const b = rt()
+    const { adopted, gone } = await b.recover()
+    assert.equal(adopted.length, 0, 'a live pid with another start time is not adopted')
+    assert.equal(gone[0]?.id, 'c')
+    assert.notEqual(gone[0]?.state, 'running')
+  })
+
+  it('captures logs per revision, rotates them and follows new lines', async ({ dir, rt }) => {
+    const r = rt({ logs: { maxBytes: 16 * 1024, maxFiles: 3, checkIntervalMs: 50 } })
+    const image = busyboxImages().rootfs
+    const logDir = join(dir, 'logs')
+    const big = await r.start({
+      id: 'big', image, logDir, revision: 1,
+      command: ['/bin/sh', '-c', 'i=0; while [ $i -lt 3000 ]; do echo "line $i ................................"; i=$((i+1)); if [ $((i % 200)) = 0 ]; then sleep 0.05; fi; done; echo err-line >&2'],
+    })
+    await big.exited
+    const files = readdirSync(logDir).filter((f) => f.startsWith('1.log'))
+    assert.ok(files.length <= 3, `at most 3 files: ${files}`)
+    assert.ok(files.length >= 2, `rotated: ${files}`)
+    const total = files.reduce((n, f) => n + statSync(join(logDir, f)).size, 0)
+    assert.ok(total < 4 * 16 * 1024, `bounded: ${total} bytes`)
+    assert.deepEqual(readLogLines(logDir, { revision: 1, tail: 2 }), ['line 2999 ................................', 'err-line'])
+
+    // follow a slow writer of revision 2 from another process
+    const slow = await r.start({ id: 'slow', image, logDir, revision: 2, command: ['/bin/sh', '-c', 'for i in 1 2 3 4; do echo n$i; sleep 0.1; done'] })
+    const ac = new AbortController()
+    const seen: string[] = []
+    for await (const line of followLog(logDir, { revision: 2, signal: ac.signal, pollMs: 50 })) {
+      seen.push(line)
+      if (seen.length === 4) ac.abort()
+    }
+    assert.deepEqual(seen, ['n1', 'n2', 'n3', 'n4'])
+    await slow.exited
+    assert.deepEqual(readLogLines(logDir, { revision: 1, tail: 1 }), ['err-line'], 'revision 1 logs are kept apart')
+  })
+
+  it('runs from an imported OCI layout tar (layers and whiteouts applied)', async ({ dir, rt }) => {
+    const r = rt()
+    const logDir = join(dir, 'logs')
+    const h = await r.start({ id: 'layout', image: busyboxImages().layoutTar, logDir })
+    assert.equal((await h.exited).code, 0, readLogLines(logDir).join('\n'))
+    assert.deepEqual(readLogLines(logDir), ['hello-from-layout', 'hello-from-layer-2'])
+    const logDir2 = join(dir, 'logs2')
+    const h2 = await r.start({
+      id: 'layout2', image: busyboxImages().layoutTar, logDir: logDir2,
+      args: ['ls /opq; test -e /etc/removed && echo removed-still-there; echo "g=$GREETING"'],
+    })
+    assert.equal((await h2.exited).code, 0)
+    assert.deepEqual(readLogLines(logDir2), ['b', 'g=layout'])
+  })
+
+  it('enforces a pids limit', async ({ dir, rt }) => {
+    const r = rt()
+    const logDir = join(dir, 'logs')
+    const h = await r.start({
+      id: 'forky', image: busyboxImages().rootfs, logDir, resources: { pids: 8 },
+      command: ['/bin/sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do sleep 1 & done; wait; echo done'],
+    })
+    await h.exited
+    const st = r.status('forky')!
+    assert.ok(st.enforced.pids, 'the host enforces pids here')
+    const out = readLogLines(logDir)
+    assert.ok(out.some((l) => /can't fork|resource temporarily unavailable/i.test(l)), `forks were refused: ${out.join(' | ')}`)
+    assert.ok(st.enforced.pids === 'oci' || st.enforced.pids === 'cgroup-v1' || st.enforced.pids === 'cgroup-v2')
+  })
+}
