@@ -5,6 +5,8 @@ export { JOIN_PROTOCOL } from './join.ts'
 export { SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 export { API_PROTOCOL, type ApiHandler, type ApiRequest, type ApiResponse, type ApiCallContext } from './rpc.ts'
 export type { MemberInfo, MemberView, MemberState, MemberTransition } from './membership.ts'
+// The liveness state machine itself: pure over an injected `now` (the simulator drives it on virtual time).
+export { MembershipTable, chooseConnections } from './membership.ts'
 export { MemoryMemberDirectory, JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
 export {
   MemoryTokenBook,
@@ -21,3 +23,6 @@ export { initCluster, loadCluster, decodeAdminCredential, type ClusterState, typ
 export { loadOrCreateIdentity } from './identity.ts'
 export { meshDefaults, systemClock, systemRandom, type Clock, type RandomSource, type MeshTunables } from './options.ts'
 export { storeTopic, membersTopic } from './gossip.ts'
+export { DEFAULT_PORT, DEFAULT_LISTEN, parseListenAddress, resolvePeerAddress, splitHostPort, systemResolver, type Resolver } from './address.ts'
+export { callRemoteApi, decodeRemoteCredential, encodeRemoteCredential, type RemoteCredential } from './remote.ts'
+export { encodeAdminCredential } from './cluster.ts'

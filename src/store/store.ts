@@ -895,10 +895,15 @@ export class Store implements ObjectStore {
       .map((r) => this.toRevision(r, r.s))
   }
 
-  /** A canonical JSON of the whole current state, for convergence checks. */
+  /**
+   * A canonical JSON of the whole current state, for convergence checks: keys sorted at every
+   * level (Y.Map iteration order depends on the order a replica integrated updates).
+   */
   stateDigest(): string {
+    const canon = (v: unknown): unknown =>
+      isPlainObject(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])])) : Array.isArray(v) ? v.map(canon) : v
     const keys = [...this.objects.keys()].sort()
-    return JSON.stringify(keys.map((k) => [k, this.objects.get(k)!.toJSON()]))
+    return JSON.stringify(keys.map((k) => [k, canon(this.objects.get(k)!.toJSON())]))
   }
 }
 

@@ -1,0 +1,503 @@
+/**
+ * Scenarios: each builds a simulator, drives faults and writes on virtual time, checks the
+ * invariants, and returns its figures as a markdown table and an SVG plot.
+ */
+import { checkAll, storesAgree } from './invariants.ts'
+import { mdTable, svgPlot, type Series } from './report.ts'
+import { LocalScheduler } from './scheduler.ts'
+import { Simulator, type SimNode, type SimOptions, type Violation } from './sim.ts'
+
+export interface ScenarioOptions {
+  nodes: number
+  seed: number
+  /** Extra simulator options (tests shrink periods or turn membership off). */
+  sim?: Partial<SimOptions>
+  log?: (line: string) => void
+}
+
+export interface ScenarioResult {
+  scenario: string
+  seed: number
+  nodes: number
+  violations: Violation[]
+  /** Key figures (also printed one per line by the CLI). */
+  figures: Record<string, number | string>
+  markdown: string
+  svg?: string
+  simMs: number
+  wallMs: number
+  heapPerNodeKB: number
+}
+
+export interface Scenario {
+  name: string
+  description: string
+  defaultNodes: number
+  run(o: ScenarioOptions): Promise<ScenarioResult>
+}
+
+/** log2 N + ln N: rounds for push gossip (one random target per informed node per round) to reach all N. */
+export function pushGossipBound(n: number): number {
+  return Math.log2(n) + Math.log(n)
+}
+
+function heapNow(): number {
+  ;(globalThis as { gc?: () => void }).gc?.()
+  return process.memoryUsage().heapUsed
+}
+
+async function setup(o: ScenarioOptions, extra: Partial<SimOptions> = {}): Promise<{ sim: Simulator; heapPerNodeKB: number; t0: number }> {
+  const t0 = performance.now()
+  const before = heapNow()
+  const sim = new Simulator({ ...extra, ...o.sim, seed: o.seed, nodes: o.nodes })
+  await sim.start()
+  const heapPerNodeKB = (heapNow() - before) / o.nodes / 1024
+  return { sim, heapPerNodeKB, t0 }
+}
+
+function finish(name: string, o: ScenarioOptions, sim: Simulator, t0: number, heapPerNodeKB: number, figures: Record<string, number | string>, markdown: string, svg?: string): ScenarioResult {
+  const wallMs = performance.now() - t0
+  figures['sim seconds'] = sim.now / 1000
+  figures['wall seconds'] = wallMs / 1000
+  figures['sim-seconds per wall-second'] = sim.now / wallMs
+  figures['heap per node (KB)'] = heapPerNodeKB
+  figures['events'] = sim.stats.events
+  figures['messages'] = sim.stats.sent
+  figures['violations'] = sim.violations.length
+  return { scenario: name, seed: o.seed, nodes: o.nodes, violations: sim.violations, figures, markdown, svg, simMs: sim.now, wallMs, heapPerNodeKB }
+}
+
+/** Wait for all live stores to agree; returns ms after `from`, or undefined past `maxMs`. */
+async function converge(sim: Simulator, from: number, maxMs: number, stepMs = 1000): Promise<number | undefined> {
+  const t = await sim.runUntilTrue(() => storesAgree(sim), maxMs, stepMs)
+  return t === undefined ? undefined : t - from
+}
+
+function figuresTable(f: Record<string, number | string>): string {
+  return mdTable(['figure', 'value'], Object.entries(f).map(([k, v]) => [k, v]))
+}
+
+// ---------------------------------------------------------------------- propagation
+
+export interface PropagationPoint {
+  nodes: number
+  membership: string
+  maxHops: number
+  meanHops: number
+  bound: number
+  p50Ms: number
+  allMs: number
+  viaSync: number
+}
+
+const propagation: Scenario = {
+  name: 'propagation',
+  description: 'writes from random nodes; rounds (gossip hops) and time until every node holds each write',
+  defaultNodes: 1000,
+  async run(o) {
+    const { sim, heapPerNodeKB, t0 } = await setup(o, { membership: o.nodes > 2000 ? 'oracle' : 'full' })
+    await sim.runFor(5000)
+    const W = 5
+    for (let i = 0; i < W; i++) {
+      await sim.write(sim.rng.pick(sim.upNodes), { track: true })
+      await sim.runFor(2000)
+    }
+    await sim.runUntilTrue(() => [...sim.tracked.values()].every((t) => t.missing === 0), 120_000, 500)
+    const hops: number[] = []
+    const times: number[] = []
+    const p50: number[] = []
+    let viaSync = 0
+    let incomplete = 0
+    for (const t of sim.tracked.values()) {
+      if (t.missing > 0) incomplete++
+      let h = 0
+      const arr: number[] = []
+      for (let i = 0; i < t.at.length; i++) {
+        if (t.hop[i]! > h) h = t.hop[i]!
+        if (t.hop[i] === -2) viaSync++
+        if (t.at[i]! >= 0) arr.push(t.at[i]! - t.t0)
+      }
+      arr.sort((a, b) => a - b)
+      hops.push(h)
+      times.push(arr[arr.length - 1]!)
+      p50.push(arr[Math.floor(arr.length / 2)]!)
+    }
+    if (incomplete > 0) sim.violation(`${incomplete} tracked writes did not reach every node within 120 s`)
+    await converge(sim, sim.now, 3 * sim.opts.syncIntervalMs)
+    await checkAll(sim, 'propagation end')
+    const point: PropagationPoint = {
+      nodes: o.nodes,
+      membership: sim.opts.membership,
+      maxHops: Math.max(...hops),
+      meanHops: hops.reduce((a, b) => a + b, 0) / hops.length,
+      bound: pushGossipBound(o.nodes),
+      p50Ms: p50.reduce((a, b) => a + b, 0) / p50.length,
+      allMs: times.reduce((a, b) => a + b, 0) / times.length,
+      viaSync,
+    }
+    const figures: Record<string, number | string> = {
+      'max rounds (gossip hops) to all': point.maxHops,
+      'mean over writes of max hops': point.meanHops,
+      'push-gossip bound log2 N + ln N': point.bound,
+      'ratio max hops / bound': point.maxHops / point.bound,
+      'median node reached after (ms)': point.p50Ms,
+      'last node reached after (ms)': point.allMs,
+      'node-writes delivered only by anti-entropy': viaSync,
+      membership: sim.opts.membership,
+    }
+    const r = finish('propagation', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures))
+    ;(r as ScenarioResult & { point: PropagationPoint }).point = point
+    return r
+  },
+}
+
+export function propagationReport(points: PropagationPoint[], meta: { seed: number; wall: { nodes: number; heapKB: number; rate: number }[] }): { markdown: string; svg: string } {
+  const rows = points.map((p, i) => [
+    p.nodes,
+    p.membership,
+    p.maxHops,
+    p.bound,
+    p.maxHops / p.bound,
+    Math.round(p.p50Ms),
+    Math.round(p.allMs),
+    p.viaSync,
+    Math.round(meta.wall[i]!.heapKB),
+    meta.wall[i]!.rate,
+  ])
+  const markdown = mdTable(['nodes', 'membership', 'max hops to all', 'bound log2N+lnN', 'hops / bound', 'median reach (ms)', 'all reached (ms)', 'via anti-entropy', 'heap/node (KB)', 'sim-s per wall-s'], rows)
+  const svg = svgPlot({
+    title: `Write propagation vs cluster size (seed ${meta.seed})`,
+    xLabel: 'nodes (log scale)',
+    yLabel: 'rounds (gossip hops)',
+    logX: true,
+    series: [
+      { name: 'measured: max hops to every node', points: points.map((p) => [p.nodes, p.maxHops]) },
+      { name: 'bound log2 N + ln N', points: points.map((p) => [p.nodes, p.bound]), dashed: true, color: '#555' },
+      { name: '1.5 × bound (target)', points: points.map((p) => [p.nodes, 1.5 * p.bound]), dashed: true, color: '#bbb' },
+    ],
+  })
+  return { markdown, svg }
+}
+
+// ---------------------------------------------------------------------- partition and heal
+
+function split2(sim: Simulator, fraction = 0.5): [number[], number[]] {
+  const idx = sim.nodes.map((n) => n.idx)
+  for (let i = idx.length - 1; i > 0; i--) {
+    const j = sim.rng.int(i + 1)
+    ;[idx[i], idx[j]] = [idx[j]!, idx[i]!]
+  }
+  const k = Math.max(1, Math.round(idx.length * fraction))
+  return [idx.slice(0, k).sort((a, b) => a - b), idx.slice(k).sort((a, b) => a - b)]
+}
+
+async function writesOnSides(sim: Simulator, sides: number[][], perSide: number, spacingMs: number, collide: number): Promise<void> {
+  for (let i = 0; i < perSide; i++) {
+    for (const side of sides) {
+      const n = sim.nodes[sim.rng.pick(side)]!
+      // A few writes hit the same object on both sides (concurrent edits to merge).
+      await sim.write(n, i < collide ? { name: `shared-${i}` } : { track: true })
+    }
+    await sim.runFor(spacingMs)
+  }
+}
+
+/** Fraction of (live node, tracked write) pairs present. */
+function coverage(sim: Simulator): number {
+  let have = 0
+  let total = 0
+  for (const t of sim.tracked.values()) {
+    for (const n of sim.upNodes) {
+      total++
+      if (t.at[n.idx]! >= 0) have++
+    }
+  }
+  return total === 0 ? 1 : have / total
+}
+
+const partition: Scenario = {
+  name: 'partition',
+  description: 'a random half/half split for 60 s with writes on both sides, heal; then a one-way cut; convergence in anti-entropy periods',
+  defaultNodes: 1000,
+  async run(o) {
+    const { sim, heapPerNodeKB, t0 } = await setup(o)
+    const period = sim.opts.syncIntervalMs
+    await sim.runFor(5000)
+    const sides = split2(sim)
+    sim.net.split(sides, sim.now)
+    await writesOnSides(sim, sides, 10, 5000, 3)
+    await sim.runFor(Math.max(0, 60_000 - 50_000))
+    const healAt = sim.now
+    sim.net.heal(sim.now)
+    const curve: [number, number][] = [[0, coverage(sim)]]
+    const conv = await sim.runUntilTrue(async () => {
+      curve.push([(sim.now - healAt) / 1000, coverage(sim)])
+      return storesAgree(sim)
+    }, 6 * period, 1000)
+    const symPeriods = conv === undefined ? Infinity : (conv - healAt) / period
+    if (symPeriods > 3) sim.violation(`stores converged ${symPeriods.toFixed(2)} anti-entropy periods after heal (bound 3)`)
+    await sim.runFor(2 * sim.opts.suspectAfterMs)
+    await checkAll(sim, 'after symmetric heal')
+
+    // One-way cut: side A cannot send to side B, B still reaches A.
+    sim.tracked.clear()
+    const sides2 = split2(sim)
+    sim.net.split(sides2, sim.now, [[0, 1]])
+    await writesOnSides(sim, sides2, 6, 5000, 2)
+    const heal2 = sim.now
+    sim.net.heal(sim.now)
+    const conv2 = await sim.runUntilTrue(() => storesAgree(sim), 6 * period, 1000)
+    const asymPeriods = conv2 === undefined ? Infinity : (conv2 - heal2) / period
+    if (asymPeriods > 3) sim.violation(`stores converged ${asymPeriods.toFixed(2)} anti-entropy periods after the one-way cut healed (bound 3)`)
+    await sim.runFor(2 * sim.opts.suspectAfterMs)
+    await checkAll(sim, 'after one-way heal')
+
+    const figures: Record<string, number | string> = {
+      'converged after symmetric heal (s)': conv === undefined ? 'no' : (conv - healAt) / 1000,
+      'anti-entropy periods (symmetric)': symPeriods,
+      'converged after one-way heal (s)': conv2 === undefined ? 'no' : (conv2 - heal2) / 1000,
+      'anti-entropy periods (one-way)': asymPeriods,
+      'anti-entropy period (s)': period / 1000,
+      'acknowledged writes': sim.acked.length,
+    }
+    const svg = svgPlot({
+      title: `Convergence after a half/half partition heals (N=${o.nodes}, seed ${o.seed})`,
+      xLabel: 'seconds after heal',
+      yLabel: 'share of (node, write) pairs held',
+      series: [{ name: 'writes made during the partition, share held', points: curve }],
+      vlines: [1, 2, 3].map((k) => ({ x: (k * period) / 1000, label: `${k}×AE` })),
+    })
+    return finish('partition', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures), svg)
+  },
+}
+
+// ---------------------------------------------------------------------- churn
+
+const churn: Scenario = {
+  name: 'churn',
+  description: 'nodes crash, leave for good, return and join continuously while writes go on; then quiet and check',
+  defaultNodes: 1000,
+  async run(o) {
+    const { sim, heapPerNodeKB, t0 } = await setup(o, { network: { ...defaultNet(), local: { ...defaultNet().local, loss: 0.01, duplicate: 0.01, reorder: 0.02, reorderMs: 50 } } })
+    const duration = 120_000
+    const end = sim.now + duration
+    let crashes = 0
+    let leaves = 0
+    let joins = 0
+    let returns = 0
+    const series: [number, number][] = []
+    while (sim.now < end) {
+      const r = sim.rng.next()
+      const up = sim.upNodes
+      const down = sim.nodes.filter((n) => !n.up && !n.gone)
+      if (r < 0.3 && up.length > o.nodes / 2) {
+        sim.crash(sim.rng.pick(up))
+        crashes++
+      } else if (r < 0.4 && up.length > o.nodes / 2) {
+        sim.crash(sim.rng.pick(up), { gone: true })
+        leaves++
+      } else if (r < 0.7 && down.length > 0) {
+        await sim.restart(sim.rng.pick(down))
+        returns++
+      } else {
+        await sim.join(sim.rng.pick(sim.upNodes))
+        joins++
+      }
+      await sim.write(sim.rng.pick(sim.upNodes), sim.rng.chance(0.2) ? { name: `hot-${sim.rng.int(5)}` } : {})
+      series.push([sim.now / 1000, sim.upNodes.length])
+      await sim.runFor(1000)
+    }
+    const quietAt = sim.now
+    const conv = await converge(sim, quietAt, 6 * sim.opts.syncIntervalMs)
+    if (conv === undefined || conv > 3 * sim.opts.syncIntervalMs) sim.violation(`stores did not converge within 3 anti-entropy periods after churn stopped (${conv})`)
+    await sim.runFor(sim.opts.suspectAfterMs + 3 * sim.opts.heartbeatMs)
+    await checkAll(sim, 'after churn')
+    const figures: Record<string, number | string> = {
+      crashes,
+      'left for good': leaves,
+      returns,
+      joins,
+      'live nodes at end': sim.upNodes.length,
+      'acknowledged writes': sim.acked.length,
+      'converged after churn stopped (s)': conv === undefined ? 'no' : conv / 1000,
+      'messages lost': sim.stats.lost,
+      'messages duplicated': sim.stats.duplicated,
+    }
+    const svg = svgPlot({ title: `Churn: live nodes over time (N=${o.nodes}, seed ${o.seed})`, xLabel: 'seconds', yLabel: 'live nodes', series: [{ name: 'live nodes', points: series }] })
+    return finish('churn', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures), svg)
+  },
+}
+
+function defaultNet() {
+  return new Simulator({ seed: 0, nodes: 0 }).opts.network
+}
+
+// ---------------------------------------------------------------------- rolling restart
+
+const rollingRestart: Scenario = {
+  name: 'rolling-restart',
+  description: 'every node restarts from its disk, a batch at a time, under writes and ±2 s clock skew',
+  defaultNodes: 1000,
+  async run(o) {
+    const { sim, heapPerNodeKB, t0 } = await setup(o, { clockSkewMs: 2000 })
+    await sim.runFor(3000)
+    const batch = Math.max(1, Math.ceil(o.nodes / 25))
+    const downMs = 10_000
+    for (let i = 0; i < o.nodes; i += batch) {
+      const group = sim.nodes.slice(i, i + batch)
+      await sim.write(sim.rng.pick(sim.upNodes))
+      // Writes acknowledged right before the crash must survive it.
+      await sim.write(group[0]!)
+      for (const n of group) sim.crash(n)
+      await sim.runFor(downMs)
+      for (const n of group) await sim.restart(n)
+      await sim.runFor(1000)
+    }
+    const quietAt = sim.now
+    const conv = await converge(sim, quietAt, 6 * sim.opts.syncIntervalMs)
+    if (conv === undefined || conv > 3 * sim.opts.syncIntervalMs) sim.violation(`stores did not converge within 3 anti-entropy periods after the rolling restart (${conv})`)
+    await sim.runFor(sim.opts.suspectAfterMs + 3 * sim.opts.heartbeatMs)
+    await checkAll(sim, 'after rolling restart')
+    const figures: Record<string, number | string> = {
+      'batch size': batch,
+      'restarts': o.nodes,
+      'acknowledged writes': sim.acked.length,
+      'converged after last restart (s)': conv === undefined ? 'no' : conv / 1000,
+    }
+    return finish('rolling-restart', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures))
+  },
+}
+
+// ---------------------------------------------------------------------- site dark for a week
+
+const siteDark: Scenario = {
+  name: 'site-dark',
+  description: 'three sites; one goes dark (cut off, still running) for 7 days and 1 hour with ha and best-effort pods; heal',
+  defaultNodes: 300,
+  async run(o) {
+    const { sim, heapPerNodeKB, t0 } = await setup(o, { sites: 3 })
+    const sched = new LocalScheduler(sim)
+    const pods = Math.min(100, o.nodes)
+    await sched.createPods(sim.nodes[0]!, pods, (i) => (i % 2 === 0 ? 'ha' : 'best-effort'))
+    await sim.runFor(20_000)
+    const boundBefore = sched.runners().size
+    const dark = sim.nodes.filter((n) => n.site === 2).map((n) => n.idx)
+    const rest = sim.nodes.filter((n) => n.site !== 2).map((n) => n.idx)
+    const darkAt = sim.now
+    sim.net.split([dark, rest], sim.now)
+    // A write now and then on both sides for the whole week.
+    sim.every(6 * 3600_000, 0, async () => {
+      if (sim.now > darkAt + 7 * 24 * 3600_000) return false
+      await sim.write(sim.nodes[sim.rng.pick(dark)]!)
+      await sim.write(sim.nodes[sim.rng.pick(rest)]!)
+    })
+    await sim.runFor(10 * 60_000)
+    // The quiet middle of the week at a coarse time resolution (see Simulator.heartbeatMs).
+    sim.heartbeatMs = 3600_000
+    sim.syncIntervalMs = 6 * 3600_000
+    await sim.runUntil(darkAt + 7 * 24 * 3600_000 - 10 * 60_000)
+    sim.heartbeatMs = sim.opts.heartbeatMs
+    sim.syncIntervalMs = sim.opts.syncIntervalMs
+    await sim.runUntil(darkAt + 7 * 24 * 3600_000 + 3600_000)
+    const healAt = sim.now
+    sim.net.heal(sim.now)
+    const conv = await converge(sim, healAt, 6 * sim.opts.syncIntervalMs)
+    const periods = conv === undefined ? Infinity : conv / sim.opts.syncIntervalMs
+    if (periods > 3) sim.violation(`stores converged ${periods.toFixed(2)} anti-entropy periods after the site came back (bound 3)`)
+    await sim.runFor(sim.opts.suspectAfterMs + 3 * sim.opts.heartbeatMs)
+    sched.checkDoubles = true
+    await sim.runFor(5000)
+    await checkAll(sim, 'after the site came back')
+    const figures: Record<string, number | string> = {
+      'nodes in the dark site': dark.length,
+      pods,
+      'pods running before': boundBefore,
+      'dark for (days)': (healAt - darkAt) / 86400_000,
+      'converged after heal (s)': conv === undefined ? 'no' : conv / 1000,
+      'anti-entropy periods': periods,
+      'pods running at end': sched.runners().size,
+      binds: sched.binds,
+    }
+    return finish('site-dark', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures))
+  },
+}
+
+// ---------------------------------------------------------------------- HA failover
+
+const haFailover: Scenario = {
+  name: 'ha-failover',
+  description: '10% of nodes crash; ha pods must run elsewhere within suspectAfter + haAfter (+ 3 heartbeats); best-effort pods stay; nodes return',
+  defaultNodes: 300,
+  async run(o) {
+    const { sim, heapPerNodeKB, t0 } = await setup(o)
+    const sched = new LocalScheduler(sim)
+    const pods = Math.min(100, o.nodes)
+    await sched.createPods(sim.nodes[0]!, pods, (i) => (i % 2 === 0 ? 'ha' : 'best-effort'))
+    await sim.runFor(20_000)
+    sched.checkDoubles = true
+    await sim.runFor(3000)
+    sched.checkDoubles = false
+    const lost = sim.rng.sample(o.nodes, Math.max(1, Math.round(o.nodes / 10))).map((i) => sim.nodes[i]!)
+    const crashAt = sim.now
+    for (const n of lost) sched.noteLost(n)
+    for (const n of lost) sim.crash(n)
+    const haAfter = (sched.opts.haAfterSeconds ?? 30) * 1000
+    const bound = sim.opts.suspectAfterMs + haAfter + 3 * sim.opts.heartbeatMs
+    await sim.runFor(bound + 10_000)
+    let worst = 0
+    for (const f of sched.failovers) {
+      const took = f.runningAgainAt === undefined ? Infinity : f.runningAgainAt - f.lostAt
+      worst = Math.max(worst, took)
+      if (took > bound) sim.violation(`ha pod ${f.pod} (was on ${f.from}) not running again within ${bound / 1000}s (took ${took / 1000}s)`)
+    }
+    await sim.runFor(60_000)
+    const returnAt = sim.now
+    for (const n of lost) await sim.restart(n)
+    const conv = await converge(sim, returnAt, 6 * sim.opts.syncIntervalMs)
+    await sim.runFor(sim.opts.suspectAfterMs + 3 * sim.opts.heartbeatMs)
+    sched.checkDoubles = true
+    await sim.runFor(5000)
+    await checkAll(sim, 'after the nodes returned')
+    const took = sched.failovers.map((f) => (f.runningAgainAt ?? Infinity) - f.lostAt).sort((a, b) => a - b)
+    const figures: Record<string, number | string> = {
+      pods,
+      'nodes lost': lost.length,
+      'ha pods on lost nodes': sched.failovers.length,
+      'failover bound (s)': bound / 1000,
+      'median failover (s)': took.length ? took[Math.floor(took.length / 2)]! / 1000 : 0,
+      'worst failover (s)': worst / 1000,
+      'spurious ha moves': sched.spuriousHaMoves,
+      'converged after return (s)': conv === undefined ? 'no' : conv / 1000,
+      binds: sched.binds,
+    }
+    const tl = sched.timeline.filter((p) => p.t >= crashAt - 10_000)
+    const rel = (t: number) => (t - crashAt) / 1000
+    const svg = svgPlot({
+      title: `HA failover timeline (N=${o.nodes}, ${lost.length} nodes lost, seed ${o.seed})`,
+      xLabel: 'seconds after the crash',
+      yLabel: 'pods',
+      series: [
+        { name: 'pods running', points: tl.map((p) => [rel(p.t), p.running]) },
+        { name: 'pods not running', points: tl.map((p) => [rel(p.t), p.pending]) },
+        { name: 'pods running twice', points: tl.map((p) => [rel(p.t), p.doubled]) },
+      ],
+      vlines: [
+        { x: 0, label: 'crash' },
+        { x: bound / 1000, label: 'ha bound' },
+        { x: rel(returnAt), label: 'nodes return' },
+      ],
+    })
+    return finish('ha-failover', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures), svg)
+  },
+}
+
+export const SCENARIOS: Record<string, Scenario> = Object.fromEntries(
+  [propagation, partition, churn, rollingRestart, siteDark, haFailover].map((s) => [s.name, s]),
+)
+
+/** The command that replays a run exactly. */
+export function replayCommand(scenario: string, nodes: number, seed: number): string {
+  return `node --expose-gc --import tsx --import ./test/setup.ts netsim/cli.ts ${scenario} --nodes ${nodes} --seed ${seed}`
+}
+
+export type { SimNode }

@@ -1,0 +1,615 @@
+/**
+ * The simulator: many orc nodes in one process on virtual time. Each node runs the real store
+ * (src/store over memory-level), the real liveness state machine (src/mesh MembershipTable) and,
+ * when enabled, the real scheduler (src/sched); only the transport, the clock and randomness are
+ * the simulator's. Events run one at a time in (time, order) sequence and each is awaited to
+ * completion, so one seed reproduces a whole run exactly.
+ */
+import { MemoryLevel } from 'memory-level'
+import { openStore, type Store } from '../src/store/index.ts'
+import { MembershipTable } from '../src/mesh/index.ts'
+import { EventHeap } from './heap.ts'
+import { DEFAULT_NETWORK, Partitions, sampleLatency, type LinkModel, type NetworkModel } from './network.ts'
+import { Rng } from './rng.ts'
+
+/** Virtual time 0 is this wall-clock instant (so store timestamps look like real ones). */
+export const EPOCH = Date.UTC(2025, 0, 1)
+
+export interface SimOptions {
+  seed: number
+  nodes: number
+  /** Nodes are spread round-robin over this many sites (links within a site are `local`). */
+  sites: number
+  network: NetworkModel
+  /**
+   * `full`: every node keeps a real MembershipTable fed by heartbeats (O(N²) memory and work).
+   * `oracle`: liveness is read from ground truth (for very large propagation runs).
+   */
+  membership: 'full' | 'oracle'
+  /** Period of the heartbeat round (each live node hears every member it can reach). */
+  heartbeatMs: number
+  suspectAfterMs: number
+  deadAfterMs: number
+  /** Anti-entropy period: each node syncs with one random live member this often. */
+  syncIntervalMs: number
+  /** Gossip mesh degree (gossipsub's D) and its low/high water marks. */
+  meshDegree: number
+  meshLow: number
+  meshHigh: number
+  /** How long a gossip message id is remembered (duplicates within it are dropped). */
+  seenTtlMs: number
+  /** Each node's clock is off by a uniform amount in ±clockSkewMs. */
+  clockSkewMs: number
+  /** On average every this long each node grafts one random live member into its mesh (and syncs with it). */
+  meshRefreshMs: number
+}
+
+export const DEFAULT_SIM: Omit<SimOptions, 'seed' | 'nodes'> = {
+  sites: 1,
+  network: DEFAULT_NETWORK,
+  membership: 'full',
+  heartbeatMs: 1000,
+  suspectAfterMs: 5000,
+  deadAfterMs: 30000,
+  syncIntervalMs: 30000,
+  meshDegree: 6,
+  meshLow: 4,
+  meshHigh: 12,
+  seenTtlMs: 120_000,
+  clockSkewMs: 0,
+  meshRefreshMs: 60_000,
+}
+
+type Msg =
+  | { t: 'gossip'; id: string; data: Uint8Array; hop: number; key?: string }
+  | { t: 'graft' }
+  | { t: 'prune' }
+  | { t: 'sync1'; state: Uint8Array; members: number[] }
+  | { t: 'sync2'; state: Uint8Array; data: Uint8Array; members: number[] }
+  | { t: 'sync3'; data: Uint8Array }
+
+export interface Violation {
+  at: number
+  what: string
+}
+
+export interface AckedWrite {
+  revisionId: string
+  key: string
+  node: number
+  at: number
+}
+
+export class SimNode {
+  readonly id: string
+  readonly name: string
+  /** The node's disk: survives crashes; everything else is memory and is lost. */
+  readonly db: MemoryLevel<string, Uint8Array>
+  /** Members this node knows (its persisted member directory). */
+  known: number[] = []
+  knownSet = new Set<number>()
+  up = false
+  /** Incremented on every crash so messages and timers addressed to the old process are dropped. */
+  gen = 0
+  store: Store | null = null
+  table: MembershipTable | null = null
+  /** Members this node considers suspect or dead → its local time when they stopped being alive. */
+  notAlive = new Map<number, number>()
+  mesh = new Set<number>()
+  seen = new Set<string>()
+  seenOld = new Set<string>()
+  skew = 0
+  uplinkFree = 0
+  downSince = 0
+  /** Left for good (churn): not expected back. */
+  gone = false
+  acked: string[] = []
+  readonly rng: Rng
+  readonly storeRng: Rng
+  private msgSeq = 0
+  /** Hook for the scheduler loop: set when this node's view may have changed. */
+  dirty = true
+
+  constructor(
+    readonly idx: number,
+    readonly site: number,
+    seed: number,
+  ) {
+    this.id = `p${idx}`
+    this.name = `node-${idx}`
+    this.db = new MemoryLevel<string, Uint8Array>({ keyEncoding: 'utf8', valueEncoding: 'view' })
+    this.rng = new Rng(seed, 1_000_000 + idx * 2)
+    this.storeRng = new Rng(seed, 1_000_001 + idx * 2)
+  }
+
+  nextMsgId(): string {
+    return `${this.idx}.${this.gen}.${this.msgSeq++}`
+  }
+
+  learn(idx: number): boolean {
+    if (this.knownSet.has(idx)) return false
+    this.knownSet.add(idx)
+    this.known.push(idx)
+    return true
+  }
+}
+
+export interface SimStats {
+  sent: number
+  bytes: number
+  lost: number
+  blocked: number
+  duplicated: number
+  gossipDuplicates: number
+  applies: number
+  syncSessions: number
+  events: number
+}
+
+export interface Tracked {
+  key: string
+  writer: number
+  t0: number
+  /** Virtual time each node first held the write (-1: not yet). */
+  at: Float64Array
+  hop: Int16Array
+  missing: number
+}
+
+export class Simulator {
+  readonly opts: SimOptions
+  readonly nodes: SimNode[] = []
+  readonly net = new Partitions()
+  readonly rng: Rng
+  private readonly netRng: Rng
+  private readonly heap = new EventHeap()
+  now = 0
+  readonly violations: Violation[] = []
+  readonly acked: AckedWrite[] = []
+  readonly stats: SimStats = { sent: 0, bytes: 0, lost: 0, blocked: 0, duplicated: 0, gossipDuplicates: 0, applies: 0, syncSessions: 0, events: 0 }
+  readonly tracked = new Map<string, Tracked>()
+  private writeSeq = 0
+  /**
+   * Current heartbeat-round and anti-entropy periods. Scenarios may lengthen them through a long
+   * quiet stretch (a week of nothing happening): a heartbeat round makes every reachable member
+   * heard and is immediately followed by the timeout check, so a longer round changes only the
+   * time resolution, not which members are suspected.
+   */
+  heartbeatMs: number
+  syncIntervalMs: number
+  /** Extra work per node after each heartbeat round (the scheduler loop hooks in here). */
+  onRound: ((n: SimNode) => void | Promise<void>) | null = null
+  /** Called when a node's process starts (first boot, restart, join). */
+  onBoot: ((n: SimNode) => void) | null = null
+  /** Called after every heartbeat round (continuous checks hook in here). */
+  afterRound: (() => void | Promise<void>) | null = null
+  private readonly idxOf = new Map<string, number>()
+
+  constructor(opts: Partial<SimOptions> & { seed: number; nodes: number }) {
+    this.opts = { ...DEFAULT_SIM, ...opts, network: { ...DEFAULT_NETWORK, ...opts.network } }
+    this.rng = new Rng(opts.seed, 1)
+    this.netRng = new Rng(opts.seed, 2)
+    this.heartbeatMs = this.opts.heartbeatMs
+    this.syncIntervalMs = this.opts.syncIntervalMs
+  }
+
+  // ------------------------------------------------------------------ setup
+
+  /** Create and start the initial nodes: all know each other, meshes are random. */
+  async start(): Promise<void> {
+    const n = this.opts.nodes
+    for (let i = 0; i < n; i++) this.addNode()
+    for (const node of this.nodes) for (let i = 0; i < n; i++) node.learn(i)
+    for (const node of this.nodes) await this.boot(node)
+    // Initial gossip mesh: each node grafts half its degree at random (edges are symmetric).
+    for (const node of this.nodes) {
+      for (const p of node.rng.sample(n, Math.ceil(this.opts.meshDegree / 2) + 1)) {
+        if (p === node.idx) continue
+        node.mesh.add(p)
+        this.nodes[p]!.mesh.add(node.idx)
+      }
+    }
+    this.every(() => this.heartbeatMs, 0, () => this.heartbeatRound())
+    this.every(this.opts.seenTtlMs, 0, () => {
+      for (const nd of this.nodes) {
+        nd.seenOld = nd.seen
+        nd.seen = new Set()
+      }
+    })
+  }
+
+  private addNode(): SimNode {
+    const idx = this.nodes.length
+    const node = new SimNode(idx, idx % this.opts.sites, this.opts.seed)
+    node.skew = this.opts.clockSkewMs > 0 ? Math.round((node.rng.next() * 2 - 1) * this.opts.clockSkewMs) : 0
+    this.nodes.push(node)
+    this.idxOf.set(node.id, idx)
+    this.net.ensure(this.nodes.length)
+    return node
+  }
+
+  /** Start a node's process from whatever is on its disk. */
+  private async boot(node: SimNode): Promise<void> {
+    node.store = await openStore({ dir: node.name, db: node.db as never, randomBytes: (k) => node.storeRng.bytes(k) })
+    node.up = true
+    node.gone = false
+    node.dirty = true
+    const now = this.localNow(node)
+    if (this.opts.membership === 'full') {
+      const table = new MembershipTable(node.id, { suspectAfterMs: this.opts.suspectAfterMs, deadAfterMs: this.opts.deadAfterMs })
+      for (const k of node.known) table.upsert({ peerId: `p${k}`, name: `node-${k}`, addresses: [] }, now)
+      node.table = table
+    }
+    const gen = node.gen
+    this.onBoot?.(node)
+    node.store.onLocalUpdate((update) => {
+      if (node.gen !== gen) return
+      const id = node.nextMsgId()
+      node.seen.add(id)
+      const key = this.pendingKey
+      for (const p of node.mesh) this.send(node, p, { t: 'gossip', id, data: update, hop: 1, key }, update.length + 64)
+    })
+    // Anti-entropy loop, at a random phase per process start.
+    const first = node.rng.int(this.opts.syncIntervalMs)
+    this.every(() => this.syncIntervalMs, first, () => {
+      if (!node.up || node.gen !== gen) return false
+      const peer = this.randomAlivePeer(node)
+      if (peer !== undefined) this.startSync(node, peer)
+    })
+  }
+
+  localNow(node: SimNode): number {
+    return EPOCH + this.now + node.skew
+  }
+
+  // ------------------------------------------------------------------ event loop
+
+  at(t: number, fn: () => void | Promise<void>): void {
+    this.heap.push(Math.max(t, this.now), fn)
+  }
+
+  /** Run `fn` every `period` ms starting at now+offset, until it returns false. */
+  every(period: number | (() => number), offset: number, fn: () => unknown): void {
+    const tick = async () => {
+      let r = fn()
+      if (r instanceof Promise) r = await r
+      if (r !== false) this.at(this.now + (typeof period === 'number' ? period : period()), tick)
+    }
+    this.at(this.now + offset, tick)
+  }
+
+  async runUntil(t: number): Promise<void> {
+    for (;;) {
+      const next = this.heap.peekTime()
+      if (next === undefined || next > t) break
+      const e = this.heap.pop()!
+      this.now = e.t
+      this.stats.events++
+      const r = e.fn()
+      if (r !== undefined) await r
+    }
+    this.now = Math.max(this.now, t)
+  }
+
+  async runFor(ms: number): Promise<void> {
+    await this.runUntil(this.now + ms)
+  }
+
+  /** Step until `pred` holds (checked every `stepMs`) or `maxMs` passed; returns the time it held, or undefined. */
+  async runUntilTrue(pred: () => boolean | Promise<boolean>, maxMs: number, stepMs: number): Promise<number | undefined> {
+    const end = this.now + maxMs
+    for (;;) {
+      if (await pred()) return this.now
+      if (this.now >= end) return undefined
+      await this.runUntil(Math.min(end, this.now + stepMs))
+    }
+  }
+
+  violation(what: string): void {
+    this.violations.push({ at: this.now, what })
+  }
+
+  // ------------------------------------------------------------------ transport
+
+  private link(a: SimNode, b: SimNode): LinkModel {
+    return a.site === b.site ? this.opts.network.local : this.opts.network.wide
+  }
+
+  private send(from: SimNode, to: number, msg: Msg, size: number): void {
+    if (!from.up) return
+    const dst = this.nodes[to]!
+    this.stats.sent++
+    this.stats.bytes += size
+    if (this.net.blocked(from.idx, to)) {
+      this.stats.blocked++
+      return
+    }
+    const link = this.link(from, dst)
+    if (this.netRng.chance(link.loss)) {
+      this.stats.lost++
+      return
+    }
+    const depart = Math.max(this.now, from.uplinkFree) + (size * 1000) / this.opts.network.uplinkBytesPerSec
+    from.uplinkFree = depart
+    const copies = this.netRng.chance(link.duplicate) ? 2 : 1
+    if (copies === 2) this.stats.duplicated++
+    for (let c = 0; c < copies; c++) {
+      let lat = sampleLatency(link.latency, this.netRng)
+      if (this.netRng.chance(link.reorder)) lat += this.netRng.next() * link.reorderMs
+      const gen = dst.gen
+      this.at(depart + lat, () => {
+        if (!dst.up || dst.gen !== gen) return
+        if (this.net.blocked(from.idx, to)) {
+          this.stats.blocked++
+          return
+        }
+        return this.receive(dst, from.idx, msg)
+      })
+    }
+  }
+
+  private async receive(node: SimNode, from: number, msg: Msg): Promise<void> {
+    switch (msg.t) {
+      case 'gossip': {
+        if (node.seen.has(msg.id) || node.seenOld.has(msg.id)) {
+          this.stats.gossipDuplicates++
+          return
+        }
+        node.seen.add(msg.id)
+        if (!(await this.apply(node, from, msg.data, 'gossip'))) return
+        if (msg.key !== undefined) this.arrived(node, msg.key, msg.hop)
+        for (const p of node.mesh) if (p !== from) this.send(node, p, { ...msg, hop: msg.hop + 1 }, msg.data.length + 64)
+        return
+      }
+      case 'graft':
+        if (node.mesh.size < this.opts.meshHigh) node.mesh.add(from)
+        else this.send(node, from, { t: 'prune' }, 32)
+        return
+      case 'prune':
+        node.mesh.delete(from)
+        return
+      case 'sync1': {
+        this.learnMembers(node, msg.members)
+        const data = await node.store!.encodeMissing(msg.state)
+        const state = node.store!.encodeSyncState()
+        this.send(node, from, { t: 'sync2', state, data, members: node.known }, state.length + data.length + node.known.length * 48)
+        return
+      }
+      case 'sync2': {
+        this.learnMembers(node, msg.members)
+        await this.apply(node, from, msg.data, 'sync')
+        if (!node.up) return
+        const data = await node.store!.encodeMissing(msg.state)
+        this.send(node, from, { t: 'sync3', data }, data.length + 16)
+        return
+      }
+      case 'sync3':
+        await this.apply(node, from, msg.data, 'sync')
+        return
+    }
+  }
+
+  private async apply(node: SimNode, from: number, data: Uint8Array, how: string): Promise<boolean> {
+    try {
+      const r = await node.store!.applyRemote(data)
+      this.stats.applies++
+      if (how === 'sync' && r.revisions > 0 && this.tracked.size > 0) this.checkTracked(node)
+      return true
+    } catch (err) {
+      this.violation(`${node.name} refused a ${how} update from node-${from}: ${(err as Error).message}`)
+      return false
+    }
+  }
+
+  startSync(a: SimNode, b: number): void {
+    if (!a.up || a.store === null) return
+    this.stats.syncSessions++
+    const state = a.store.encodeSyncState()
+    this.send(a, b, { t: 'sync1', state, members: a.known }, state.length + a.known.length * 48)
+  }
+
+  private learnMembers(node: SimNode, members: number[]): void {
+    if (members.length === node.known.length) return
+    const now = this.localNow(node)
+    for (const m of members) {
+      if (node.learn(m)) node.table?.upsert({ peerId: `p${m}`, name: `node-${m}`, addresses: [] }, now)
+    }
+  }
+
+  // ------------------------------------------------------------------ membership and mesh
+
+  /** Does `node` consider `peer` alive? */
+  isAlive(node: SimNode, peer: number): boolean {
+    if (peer === node.idx) return node.up
+    if (this.opts.membership === 'oracle') {
+      const p = this.nodes[peer]!
+      return p.up && this.net.reaches(peer, node.idx)
+    }
+    return node.knownSet.has(peer) && !node.notAlive.has(peer)
+  }
+
+  randomAlivePeer(node: SimNode): number | undefined {
+    for (let i = 0; i < 16; i++) {
+      const p = node.rng.pick(node.known)
+      if (p !== node.idx && this.isAlive(node, p)) return p
+    }
+    return undefined
+  }
+
+  private async heartbeatRound(): Promise<void> {
+    const full = this.opts.membership === 'full'
+    const upNodes = this.nodes.filter((n) => n.up)
+    for (const node of upNodes) {
+      if (full) this.hearAll(node, upNodes)
+      this.maintainMesh(node)
+    }
+    if (this.onRound) for (const node of upNodes) if (node.up) await this.onRound(node)
+    if (this.afterRound) await this.afterRound()
+  }
+
+  private hearAll(node: SimNode, upNodes: SimNode[]): void {
+    const table = node.table!
+    const now = this.localNow(node)
+    const partitioned = this.net.active
+    for (const src of upNodes) {
+      if (src === node) continue
+      if (partitioned && !this.net.reaches(src.idx, node.idx)) continue
+      const link = this.link(src, node)
+      if (link.loss > 0 && this.netRng.chance(link.loss)) continue
+      const t = table.heard(src.id, now)
+      if (t !== undefined) {
+        node.notAlive.delete(src.idx)
+        node.dirty = true
+      }
+    }
+    for (const t of table.tick(now)) {
+      const idx = this.idxOf.get(t.peerId)!
+      if (t.to === 'alive') node.notAlive.delete(idx)
+      else if (!node.notAlive.has(idx)) node.notAlive.set(idx, now)
+      node.dirty = true
+    }
+  }
+
+  private maintainMesh(node: SimNode): void {
+    const o = this.opts
+    for (const p of node.mesh) if (!this.isAlive(node, p)) node.mesh.delete(p)
+    if (node.mesh.size < o.meshLow) {
+      for (let tries = 0; tries < 4 * o.meshDegree && node.mesh.size < o.meshDegree; tries++) {
+        const p = node.rng.pick(node.known)
+        if (p === node.idx || node.mesh.has(p) || !this.isAlive(node, p)) continue
+        node.mesh.add(p)
+        this.send(node, p, { t: 'graft' }, 32)
+        // Anti-entropy on every new connection.
+        this.startSync(node, p)
+      }
+    }
+    // Opportunistic graft (like gossipsub's): keeps the mesh a random graph, so after a partition
+    // heals the two sides' meshes knit together again.
+    if (node.rng.chance(Math.min(1, this.heartbeatMs / o.meshRefreshMs))) {
+      const p = this.randomAlivePeer(node)
+      if (p !== undefined && !node.mesh.has(p)) {
+        if (node.mesh.size >= o.meshDegree) {
+          const list = [...node.mesh]
+          const q = list[node.rng.int(list.length)]!
+          node.mesh.delete(q)
+          this.send(node, q, { t: 'prune' }, 32)
+        }
+        node.mesh.add(p)
+        this.send(node, p, { t: 'graft' }, 32)
+        this.startSync(node, p)
+      }
+    }
+    if (node.mesh.size > o.meshHigh) {
+      const list = [...node.mesh]
+      while (node.mesh.size > o.meshDegree) {
+        const p = list.splice(node.rng.int(list.length), 1)[0]!
+        node.mesh.delete(p)
+        this.send(node, p, { t: 'prune' }, 32)
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  private pendingKey: string | undefined
+
+  /**
+   * A user write on `node` (apply of a small Pod in namespace `w`). Acknowledged once the store
+   * returns (the store persists before it acknowledges). `name` lets writes collide on one object.
+   */
+  async write(node: SimNode, opts: { name?: string; track?: boolean } = {}): Promise<AckedWrite | undefined> {
+    if (!node.up || node.store === null) return undefined
+    const seq = this.writeSeq++
+    // Untracked writes update objects of a small pool (small states: thousands of stores fit).
+    const name = opts.name ?? (opts.track ? `t${seq}` : `w${seq % 64}`)
+    const key = `w/${name}`
+    if (opts.track) {
+      const n = this.nodes.length
+      const tr: Tracked = { key, writer: node.idx, t0: this.now, at: new Float64Array(n).fill(-1), hop: new Int16Array(n).fill(-1), missing: n }
+      this.tracked.set(key, tr)
+    }
+    this.pendingKey = opts.track ? key : undefined
+    const manifest = {
+      apiVersion: 'orc/v1',
+      kind: 'Pod',
+      metadata: { name, namespace: 'w', labels: { seq: String(seq), by: node.name } },
+      spec: { containers: [{ name: 'main', image: '/images/app' }] },
+    }
+    const r = await node.store.apply(manifest as never, { author: 'user:netsim', now: this.localNow(node) })
+    this.pendingKey = undefined
+    if (opts.track) this.arrived(node, key, 0)
+    if (r.revision === null) return undefined
+    const w = { revisionId: r.revision.id, key, node: node.idx, at: this.now }
+    this.acked.push(w)
+    node.acked.push(r.revision.id)
+    return w
+  }
+
+  private arrived(node: SimNode, key: string, hop: number): void {
+    const tr = this.tracked.get(key)
+    if (!tr || tr.at[node.idx]! >= 0) return
+    tr.at[node.idx] = this.now
+    tr.hop[node.idx] = hop
+    tr.missing--
+  }
+
+  private checkTracked(node: SimNode): void {
+    for (const tr of this.tracked.values()) {
+      if (tr.at[node.idx]! >= 0) continue
+      const [ns, name] = tr.key.split('/') as [string, string]
+      if (node.store!.get({ kind: 'Pod', namespace: ns, name })) this.arrived(node, tr.key, -2)
+    }
+  }
+
+  // ------------------------------------------------------------------ faults
+
+  /** Kill the process: memory is lost, the disk (memory-level database) is kept. */
+  crash(node: SimNode, opts: { gone?: boolean } = {}): void {
+    if (!node.up) return
+    node.up = false
+    node.gen++
+    node.store = null // no close(): a crash does not flush anything beyond what was acknowledged
+    node.table = null
+    node.notAlive.clear()
+    node.mesh.clear()
+    node.seen = new Set()
+    node.seenOld = new Set()
+    node.downSince = this.now
+    node.gone = opts.gone ?? false
+  }
+
+  /** Start the process again from its disk; checks that every write it acknowledged survived. */
+  async restart(node: SimNode): Promise<void> {
+    if (node.up) return
+    await this.boot(node)
+    const have = new Set((await node.store!.allRevisions()).map((r) => r.id))
+    for (const id of node.acked) if (!have.has(id)) this.violation(`${node.name} lost acknowledged revision ${id} across a restart`)
+  }
+
+  /** A new node joins through `via` (a live member): admitted, announced, then syncs. */
+  async join(via: SimNode): Promise<SimNode> {
+    const node = this.addNode()
+    for (const k of via.known) node.learn(k)
+    node.learn(node.idx)
+    via.learn(node.idx)
+    // The admission announcement reaches every live node that `via` can reach.
+    for (const other of this.nodes) {
+      if (!other.up || other === node || !this.net.reaches(via.idx, other.idx)) continue
+      if (other.learn(node.idx)) other.table?.upsert({ peerId: node.id, name: node.name, addresses: [] }, this.localNow(other))
+    }
+    via.table?.upsert({ peerId: node.id, name: node.name, addresses: [] }, this.localNow(via))
+    await this.boot(node)
+    node.mesh.add(via.idx)
+    via.mesh.add(node.idx)
+    this.startSync(node, via.idx)
+    return node
+  }
+
+  setSkew(node: SimNode, ms: number): void {
+    node.skew = ms
+  }
+
+  get upNodes(): SimNode[] {
+    return this.nodes.filter((n) => n.up)
+  }
+}
