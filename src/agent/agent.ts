@@ -13,6 +13,7 @@ import { openStore, type ObjectStore, type StoreOptions } from '../store/index.t
 import { createApiHandler, type ApiHandler, type NodeInfo } from './api.ts'
 import { serveOnSocket, type SocketServer } from './http.ts'
 import { createLogger } from './logger.ts'
+import { prepareJoin, startClusterMesh, type ClusterNode } from './cluster.ts'
 import {
   DEFAULT_CLUSTER_NAME,
   PID_FILE,
@@ -37,6 +38,8 @@ export interface Agent {
   readonly handler: ApiHandler
   readonly socketPath: string
   readonly logger: Logger
+  /** The node's mesh, when started with `opts.mesh`. */
+  readonly cluster?: ClusterNode
   /** Orderly stop: API first (no new writes), then the store. Safe to call twice. */
   stop(): Promise<void>
   /** Resolves when the agent has stopped. */
@@ -96,17 +99,31 @@ function hex(bytes: Uint8Array): string {
 }
 
 /** On a fresh data dir, create the Cluster object with a random id; afterwards, read it. */
-async function ensureCluster(store: ObjectStore, name: string, clock: Clock, random: RandomBytes): Promise<{ name: string; id: string }> {
+async function ensureCluster(
+  store: ObjectStore,
+  name: string,
+  clock: Clock,
+  random: RandomBytes,
+  mesh?: { id: string; joined: boolean },
+): Promise<{ name: string; id: string }> {
   const existing = store.list('Cluster')[0]
   if (existing) return { name: existing.metadata.name, id: String(existing.spec?.id ?? '') }
-  const id = hex(random(16))
+  // A joiner receives the Cluster object from its peers; it never creates a second one.
+  if (mesh?.joined) return { name, id: mesh.id }
+  const id = mesh?.id ?? hex(random(16))
   const manifest: OrcObject = { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name }, spec: { id } }
   await store.apply(manifest, { author: NODE_CONTROLLER, reason: 'new cluster', now: clock.now() })
   return { name, id }
 }
 
 /** Record this node: its labels (when given) via apply, what it is and has via a status patch. */
-async function registerNode(store: ObjectStore, name: string, labels: Record<string, string> | undefined, clock: Clock): Promise<void> {
+async function registerNode(
+  store: ObjectStore,
+  name: string,
+  labels: Record<string, string> | undefined,
+  clock: Clock,
+  mesh?: { peerId: string; addresses: string[] },
+): Promise<void> {
   const ref = { kind: 'Node', namespace: '', name }
   const existing = store.get(ref)
   if (!existing || labels !== undefined) {
@@ -122,7 +139,8 @@ async function registerNode(store: ObjectStore, name: string, labels: Record<str
     ref,
     [
       { path: ['status', 'state'], value: 'Ready' },
-      { path: ['status', 'addresses'], value: [] },
+      { path: ['status', 'addresses'], value: mesh?.addresses ?? [] },
+      ...(mesh ? [{ path: ['status', 'peerId'], value: mesh.peerId }] : []),
       { path: ['status', 'version'], value: ORC_VERSION },
       { path: ['status', 'capacity'], value: { cpu: String(cpu), memory: `${Math.floor(totalmem() / (1024 * 1024))}Mi` } },
     ],
@@ -139,12 +157,22 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const socketPath = opts.socketPath ?? socketPathOf(dataDir)
   const nodeName = opts.nodeName ?? nodeNameFromHostname(hostname())
 
+  // A join that fails leaves no half-initialised data dir behind.
+  const joinPrep = opts.mesh?.join ? prepareJoin(dataDir, opts.mesh.join.token, clock.now()) : undefined
   ensureDataDir(dataDir)
-  const store = await openStoreIn(dataDir, components.openStore ?? defaultOpenStore, logger, random)
+  let store: ObjectStore
+  try {
+    store = await openStoreIn(dataDir, components.openStore ?? defaultOpenStore, logger, random)
+  } catch (err) {
+    joinPrep?.undo()
+    throw err
+  }
   const pidFile = join(dataDir, PID_FILE)
   let server: SocketServer | undefined
+  let cluster: ClusterNode | undefined
   const cleanup = async (): Promise<void> => {
     await server?.close().catch((err) => log.warn({ err }, 'close API'))
+    await cluster?.stop().catch((err) => log.warn({ err }, 'stop mesh'))
     await store.close().catch((err) => log.warn({ err }, 'close store'))
     if (readPid(dataDir) === process.pid) {
       try {
@@ -157,12 +185,28 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   try {
     writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o644 })
     chmodSync(dataDir, 0o700)
-    const cluster = await ensureCluster(store, opts.clusterName ?? DEFAULT_CLUSTER_NAME, clock, random)
-    await registerNode(store, nodeName, opts.labels, clock)
-    const info: NodeInfo = { name: nodeName, version: ORC_VERSION, dataDir, socket: socketPath, pid: process.pid, startedAt: clock.now(), cluster }
-    const handler = createApiHandler({ store, node: () => info, clock, logger: logger.child({ module: 'api' }) })
+    if (opts.mesh) cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh, clock })
+    const clusterRef = await ensureCluster(
+      store,
+      opts.clusterName ?? DEFAULT_CLUSTER_NAME,
+      clock,
+      random,
+      cluster ? { id: cluster.clusterId, joined: opts.mesh?.join !== undefined } : undefined,
+    )
+    await registerNode(store, nodeName, opts.labels, clock, cluster ? { peerId: cluster.peerId, addresses: cluster.mesh.addresses() } : undefined)
+    const info: NodeInfo = {
+      name: nodeName,
+      version: ORC_VERSION,
+      dataDir,
+      socket: socketPath,
+      pid: process.pid,
+      startedAt: clock.now(),
+      cluster: clusterRef,
+    }
+    const baseHandler = createApiHandler({ store, node: () => info, clock, logger: logger.child({ module: 'api' }) })
+    const handler = cluster ? cluster.wrap(baseHandler) : baseHandler
     server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
-    log.info({ node: nodeName, cluster: cluster.name, clusterId: cluster.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')
+    log.info({ node: nodeName, cluster: clusterRef.name, clusterId: clusterRef.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')
 
     let resolveStopped!: () => void
     const stopped = new Promise<void>((r) => (resolveStopped = r))
@@ -173,6 +217,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       handler,
       socketPath,
       logger,
+      cluster,
       stopped,
       stop() {
         stopping ??= (async () => {
@@ -186,6 +231,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     }
   } catch (err) {
     await cleanup()
+    joinPrep?.undo()
     throw err
   }
 }

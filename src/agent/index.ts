@@ -18,3 +18,5 @@ export { serveOnSocket, MAX_REQUEST_BYTES } from './http.ts'
 export type { SocketServer } from './http.ts'
 export { defaultDataDir, resolveSocketPath, socketPathOf, systemClock, SOCKET_FILE, PID_FILE, DEFAULT_CLUSTER_NAME } from './options.ts'
 export type { AgentOptions, Clock, RandomBytes } from './options.ts'
+// Types only: cluster.ts loads libp2p, which the socket-only CLI commands must not pay for.
+export type { ClusterNode, MeshSetup } from './cluster.ts'

@@ -1,5 +1,6 @@
 import { homedir } from 'node:os'
 import { join } from 'node:path'
+import type { MeshSetup } from './cluster.ts'
 
 /** Where an agent keeps its state when no `--data-dir` is given: system-wide as root, per user otherwise. */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, uid: number = process.getuid?.() ?? -1): string {
@@ -46,6 +47,8 @@ export interface AgentOptions {
   logLevel?: string
   /** Pretty logs (default: when stderr is a TTY). */
   prettyLogs?: boolean
+  /** Run the mesh (create, restart or join the cluster; see cluster.ts). Off when absent. */
+  mesh?: MeshSetup
 }
 
 export const DEFAULT_CLUSTER_NAME = 'default'

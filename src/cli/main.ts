@@ -18,6 +18,8 @@ import {
 import { ApiClient } from './client.ts'
 import { changeLines, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
 import { describeDoc, readManifests } from './manifests.ts'
+import { RemoteApiClient, readCredential, type ApiCaller } from './remote.ts'
+import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
 
 export interface CliIO {
   out(text: string): void
@@ -83,13 +85,20 @@ function refsOf(args: string[], namespace: string | undefined): ObjectRef[] {
 export function buildProgram(io: CliIO = processIO): Command {
   const program = new Command('orc')
   const socketOf = (cmd: Command): string => resolveSocketPath(cmd.optsWithGlobals().socket as string | undefined, io.env)
-  const client = (cmd: Command): ApiClient => new ApiClient(socketOf(cmd))
+  const client = (cmd: Command): ApiCaller => {
+    const g = cmd.optsWithGlobals()
+    const node = (g.node as string | undefined) ?? (io.env.ORC_NODE || undefined)
+    if (node !== undefined) return new RemoteApiClient(node, readCredential(g.credential as string | undefined, io.env))
+    return new ApiClient(socketOf(cmd))
+  }
 
   program
     .description('orc controls a peer-to-peer cluster: no control plane, every node holds the whole state.\nRun `orc up` on a machine, then use these commands against its local socket.')
     .usage('[flags] COMMAND')
     .option('--socket <path>', 'agent socket (default: $ORC_SOCKET, else orc.sock in the default data dir)')
     .option('--debug', 'on error, show the error code, details and cause chain')
+    .option('--node <addr>', 'run the command on a remote node (host:port or multiaddr) over the mesh; default $ORC_NODE')
+    .option('--credential <cred|file>', 'admin credential for --node, or a file holding it (default: $ORC_CREDENTIAL)')
     .helpOption('-h, --help', 'help for orc or a command')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
@@ -116,6 +125,8 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('--name <name>', 'node name (default: the host name)')
     .option('--labels <k=v,...>', 'labels of this node\'s Node object')
     .option('--cluster <name>', 'name of the cluster created on a fresh data dir', 'default')
+    .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
+    .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
     .option('--log-level <level>', 'trace, debug, info, warn or error', 'info')
     .addHelpText('after', examples(`
   # Start a node with the default data dir
@@ -134,6 +145,7 @@ Use "orc COMMAND --help" for more about a command.`))
         labels: opts.labels !== undefined ? parseLabels(opts.labels) : undefined,
         clusterName: opts.cluster,
         logLevel: opts.logLevel,
+        mesh: await meshSetupFromFlags(opts, io.env),
       })
       const removeSignals = stopOnSignals(agent)
       const isDefault = socketPath === resolveSocketPath(undefined, { ...io.env, ORC_SOCKET: undefined })
@@ -149,6 +161,8 @@ Use "orc COMMAND --help" for more about a command.`))
           '  orc status',
           '  orc apply -f examples/pod.yaml',
           '  orc get pods',
+          '',
+          ...meshBanner(agent, isDefault ? [] : [`export ORC_SOCKET=${socketPath}`]),
           '',
           'Stop with Ctrl-C.',
           '',
@@ -237,6 +251,7 @@ Use "orc COMMAND --help" for more about a command.`))
         })
         items = r.items
       }
+      if (def.kind === 'Node' && opts.output === 'wide' && items.length > 0) return io.out(await nodesWideTable(c, items, io.now()))
       printObjects(io, def, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
     })
 
@@ -349,7 +364,13 @@ Use "orc COMMAND --help" for more about a command.`))
   orc status
   orc status -o json`))
     .action(async (opts, cmd: Command) => {
-      const s = await client(cmd).call<{ node: NodeInfo; objects: number; counts: Record<string, number>; uptimeSeconds: number }>('GET', '/v1/status')
+      const s = await client(cmd).call<{
+        node: NodeInfo
+        objects: number
+        counts: Record<string, number>
+        uptimeSeconds: number
+        mesh?: { state: string; peerId: string; addresses: string[]; members: { total: number; alive: number; suspect: number; dead: number } }
+      }>('GET', '/v1/status')
       if (opts.output === 'json') return io.out(JSON.stringify(s, null, 2) + '\n')
       if (opts.output === 'yaml') return io.out(toYaml(s))
       const counts = Object.entries(s.counts)
@@ -362,10 +383,19 @@ Use "orc COMMAND --help" for more about a command.`))
           `Data dir:  ${s.node.dataDir}`,
           `Socket:    ${s.node.socket}`,
           `Objects:   ${s.objects} (${counts})`,
+          ...(s.mesh
+            ? [
+                `Mesh:      ${s.mesh.state}, peer ${s.mesh.peerId}`,
+                `Members:   ${s.mesh.members.total} (${s.mesh.members.alive} alive, ${s.mesh.members.suspect} suspect, ${s.mesh.members.dead} dead)`,
+                `Addresses: ${s.mesh.addresses.join(', ') || '<none>'}`,
+              ]
+            : []),
           '',
         ].join('\n'),
       )
     })
+
+  registerClusterCommands(program, io, client)
 
   return program
 }

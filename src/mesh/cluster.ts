@@ -38,7 +38,7 @@ export function newClusterId(random: RandomSource): string {
 }
 
 /** Create a new cluster in `dataDir` (`orc up`): id, PSK, admin key. Refuses if one exists. */
-export async function initCluster(opts: { dataDir: string; random: RandomSource; now: number }): Promise<{
+export async function initCluster(opts: { dataDir: string; random: RandomSource; now: number; clusterId?: string }): Promise<{
   cluster: ClusterState
   adminCredential: string
 }> {
@@ -47,7 +47,7 @@ export async function initCluster(opts: { dataDir: string; random: RandomSource;
   }
   const admin = await generateKeyPairFromSeed('Ed25519', opts.random(32))
   const cluster: ClusterState = {
-    clusterId: newClusterId(opts.random),
+    clusterId: opts.clusterId ?? newClusterId(opts.random),
     createdAt: opts.now,
     adminKeys: [b64url(publicKeyToProtobuf(admin.publicKey))],
     psk: generatePskKey(opts.random),

@@ -98,14 +98,19 @@ export interface JoinServerDeps {
   cluster: { clusterId: string; createdAt: number; adminKeys: string[] }
   scopes(): string[]
   members(): MemberInfo[]
+  /** Refuse a joiner before its token is consumed (name taken, …). */
+  vet?: (info: MemberInfo) => void | Promise<void>
   /** Admit the joiner: member directory, the agent's hook, the announcement. */
   admit(info: MemberInfo): Promise<void>
 }
 
 /** Issuer side: decide on a join request from `remotePeer`. Throws OrcError('forbidden') on refusal. */
 export async function handleJoinRequest(deps: JoinServerDeps, req: JoinRequest, remotePeer: string): Promise<JoinResponse> {
-  await deps.authority.redeem(req.token, deps.cluster.clusterId, remotePeer)
   const info: MemberInfo = { peerId: remotePeer, name: req.name, addresses: req.addresses }
+  // Vet only holders of a token this node issued: strangers learn nothing about the cluster.
+  await deps.authority.check(req.token, deps.cluster.clusterId, remotePeer)
+  await deps.vet?.(info)
+  await deps.authority.redeem(req.token, deps.cluster.clusterId, remotePeer)
   await deps.admit(info)
   return {
     v: 1,

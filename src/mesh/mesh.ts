@@ -55,11 +55,18 @@ export interface MeshOptions {
   tunables?: Partial<MeshTunables>
   /** Fault injection for tests and the simulator: return true to drop an incoming store gossip message. */
   dropStoreGossip?: (fromPeer: string, scope: string) => boolean
+  /**
+   * Issuer side: check a joiner before its token is consumed (e.g. its name is free). Throw an
+   * OrcError to refuse; its message is what the joiner sees.
+   */
+  vetJoiner?: (info: MemberInfo) => void | Promise<void>
 }
 
 export interface JoinOptions extends MeshOptions {
   token: string
   onProgress?: (p: JoinProgress) => void
+  /** Addresses of the issuer the user named (`orc join ADDR`), dialed before the token's own. */
+  peerAddrs?: string[]
 }
 
 export interface MeshEvents {
@@ -76,10 +83,10 @@ export interface MeshEvents {
 type Listener<K extends keyof MeshEvents> = (...args: MeshEvents[K]) => void
 
 /** Create a cluster in `dataDir` (`orc up`) and start its first node. */
-export async function createCluster(opts: MeshOptions): Promise<{ mesh: Mesh; adminCredential: string }> {
+export async function createCluster(opts: MeshOptions & { clusterId?: string }): Promise<{ mesh: Mesh; adminCredential: string }> {
   const clock = opts.clock ?? systemClock
   const random = opts.random ?? systemRandom
-  const { adminCredential } = await initCluster({ dataDir: opts.dataDir, random, now: clock.now() })
+  const { adminCredential } = await initCluster({ dataDir: opts.dataDir, random, now: clock.now(), clusterId: opts.clusterId })
   const mesh = await startMesh(opts)
   return { mesh, adminCredential }
 }
@@ -120,9 +127,10 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
   let res: JoinResponse
   try {
     await mesh.libp2p.start()
-    progress({ phase: 'connecting', peer: claims.issuer, addresses: claims.addrs })
+    const addrs = [...new Set([...(opts.peerAddrs ?? []), ...claims.addrs])]
+    progress({ phase: 'connecting', peer: claims.issuer, addresses: addrs })
     const issuer = peerIdFromString(claims.issuer)
-    await mesh.libp2p.peerStore.merge(issuer, { multiaddrs: claims.addrs.map((a) => multiaddr(a)) })
+    await mesh.libp2p.peerStore.merge(issuer, { multiaddrs: addrs.map((a) => multiaddr(a)) })
     const signal = AbortSignal.timeout(t.joinTimeoutMs)
     let stream: Stream
     try {
@@ -132,7 +140,7 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
       const why = /EOF|reset|closed/i.test(shortError(err))
         ? 'the issuer refused the connection (it has no join open: token used up, expired or revoked — or the token is from another cluster)'
         : shortError(err)
-      throw new OrcError('unavailable', `dial ${claims.issuer} at ${claims.addrs.join(', ') || '(no address)'}: ${why}`, {
+      throw new OrcError('unavailable', `dial ${claims.issuer} at ${addrs.join(', ') || '(no address)'}: ${why}`, {
         peer: claims.issuer,
       }, err)
     }
@@ -505,6 +513,7 @@ export class Mesh {
               cluster: this.cluster,
               scopes: () => this.scopeNames(),
               members: () => this.directory.list(),
+              vet: this.opts.vetJoiner,
               admit: async (info) => {
                 await this.admit(info, { announce: true })
                 await this.opts.admitMember?.(info.peerId, info)

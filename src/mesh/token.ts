@@ -206,28 +206,39 @@ export class TokenAuthority {
     return { token: encodeToken(claims), record }
   }
 
+  /** Verify a presented token without consuming it. Throws OrcError('forbidden'). */
+  check(presented: { id: string; secret: string; cluster: string }, clusterId: string, peerId: string): Promise<TokenRecord> {
+    return this.serial(() => this.verify(presented, clusterId, peerId))
+  }
+
   /** Verify a presented token and consume one use for `peerId`. Throws OrcError('forbidden'). */
   redeem(presented: { id: string; secret: string; cluster: string }, clusterId: string, peerId: string): Promise<TokenRecord> {
     return this.serial(async () => {
-      const notRecognised = () =>
-        new OrcError('forbidden', 'token not recognised (forged, or issued by another node or cluster)', { reason: 'unknown' })
-      if (presented.cluster !== clusterId) throw notRecognised()
-      const rec = await this.book.get(presented.id)
-      if (rec === undefined) throw notRecognised()
-      const a = Buffer.from(rec.secretHash, 'hex')
-      const b = Buffer.from(hashSecret(presented.secret), 'hex')
-      if (a.length !== b.length || !timingSafeEqual(a, b)) throw notRecognised()
-      if (rec.revoked) throw new OrcError('forbidden', 'token revoked', { reason: 'revoked', id: rec.id })
-      const now = this.clock.now()
+      const rec = await this.verify(presented, clusterId, peerId)
       if (rec.usedBy.includes(peerId)) return rec // a retry after a lost response
-      if (now >= rec.expiresAt) throw expiredError(rec.expiresAt, now)
-      if (rec.usesLeft <= 0) throw new OrcError('forbidden', 'token already used', { reason: 'used', id: rec.id })
       rec.usesLeft -= 1
       rec.usedBy.push(peerId)
-      rec.lastUsedAt = now
+      rec.lastUsedAt = this.clock.now()
       await this.book.put(rec)
       return rec
     })
+  }
+
+  private async verify(presented: { id: string; secret: string; cluster: string }, clusterId: string, peerId: string): Promise<TokenRecord> {
+    const notRecognised = () =>
+      new OrcError('forbidden', 'token not recognised (forged, or issued by another node or cluster)', { reason: 'unknown' })
+    if (presented.cluster !== clusterId) throw notRecognised()
+    const rec = await this.book.get(presented.id)
+    if (rec === undefined) throw notRecognised()
+    const a = Buffer.from(rec.secretHash, 'hex')
+    const b = Buffer.from(hashSecret(presented.secret), 'hex')
+    if (a.length !== b.length || !timingSafeEqual(a, b)) throw notRecognised()
+    if (rec.revoked) throw new OrcError('forbidden', 'token revoked', { reason: 'revoked', id: rec.id })
+    const now = this.clock.now()
+    if (rec.usedBy.includes(peerId)) return rec // a retry after a lost response
+    if (now >= rec.expiresAt) throw expiredError(rec.expiresAt, now)
+    if (rec.usesLeft <= 0) throw new OrcError('forbidden', 'token already used', { reason: 'used', id: rec.id })
+    return rec
   }
 
   revoke(id: string): Promise<TokenRecord> {

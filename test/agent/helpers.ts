@@ -60,7 +60,8 @@ export interface RunningAgent {
 /** `orc up --data-dir DIR …` in a child process; resolves once its API answers. */
 export async function startAgentProcess(dataDir: string, extra: string[] = []): Promise<RunningAgent> {
   const socket = join(dataDir, 'orc.sock')
-  const proc = execa(process.execPath, [BIN, 'up', '--data-dir', dataDir, ...extra], {
+  // Loopback, any free port: test agents must not collide on the default port 7419.
+  const proc = execa(process.execPath, [BIN, 'up', '--data-dir', dataDir, '--listen', '127.0.0.1:0', ...extra], {
     cwd: ROOT,
     reject: false,
     env: { ORC_LOG_LEVEL: 'warn', USER: 'tester' },

@@ -1,0 +1,398 @@
+/**
+ * Mesh wiring of a node: creates, restarts or joins the cluster's mesh in the data dir, replicates
+ * the store as the `cluster` scope, keeps membership decisions in the replicated store, and adds
+ * the cluster routes (tokens, members, node removal, credential) to the API handler.
+ *
+ * Membership: the mesh admits peers (join, announcements, anti-entropy member lists) into a
+ * grow-only directory. Removal must win over that everywhere, so it is a tombstone in the store —
+ * `Cluster.status.removedPeers.<peerId>` (a map, so concurrent removals merge) — and the directory
+ * the gater reads answers "not a member" for every removed peer id, forever.
+ */
+import { existsSync, readdirSync, rmSync } from 'node:fs'
+import { open, readFile, chmod } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { OrcError, isPlainObject } from '../model/index.ts'
+import type { ObjectStore, StoredObject } from '../store/index.ts'
+import {
+  JsonFileMemberDirectory,
+  decodeToken,
+  encodeRemoteCredential,
+  formatDuration,
+  initCluster,
+  joinMesh,
+  loadCluster,
+  resolvePeerAddress,
+  startMesh,
+  systemRandom,
+  type JoinProgress,
+  type MemberDirectory,
+  type MemberInfo,
+  type Mesh,
+  type MeshOptions,
+  type MeshTunables,
+} from '../mesh/index.ts'
+import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from './api.ts'
+import { NODE_CONTROLLER } from './node-info.ts'
+
+export const CLUSTER_CONTROLLER = 'controller:cluster'
+/** The admin credential (orcadmin1.…) of a cluster created here, mode 0600. */
+export const ADMIN_CREDENTIAL_FILE = 'admin.credential'
+
+export interface MeshSetup {
+  /** Listen multiaddrs (already parsed). Default: DEFAULT_LISTEN of the mesh. */
+  listen?: string[]
+  /** Addresses to advertise instead of the listen addresses. */
+  announce?: string[]
+  /** `orc join`: the token, the peer named on the command line, progress lines. */
+  join?: { token: string; peer?: string; onProgress?: (line: string) => void }
+  tunables?: Partial<MeshTunables>
+}
+
+// ---- join preconditions (before anything is written) -------------------------------------------
+
+/**
+ * Check an `orc join` can start in `dataDir`: the token decodes and is not expired, the data dir is
+ * new or empty. Returns how to undo everything a failed join wrote.
+ */
+export function prepareJoin(dataDir: string, token: string, now: number): { undo(): void } {
+  const claims = decodeToken(token)
+  if (now >= claims.exp) {
+    throw new OrcError('forbidden', `join refused: token expired ${formatDuration(now - claims.exp)} ago (create a new one with 'orc token create')`, {
+      reason: 'expired',
+    })
+  }
+  const existed = existsSync(dataDir)
+  if (existed && readdirSync(dataDir).length > 0) {
+    throw new OrcError('conflict', `data dir ${dataDir} is not empty: orc join needs a new data dir (this one may already belong to a cluster; start it with orc up)`, {
+      dataDir,
+    })
+  }
+  return {
+    undo() {
+      if (existed) for (const f of readdirSync(dataDir)) rmSync(join(dataDir, f), { recursive: true, force: true })
+      else rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+// ---- membership from the store -----------------------------------------------------------------
+
+/** Peer ids removed from the cluster (`orc node remove`), from the replicated Cluster object. */
+export function removedPeersOf(store: ObjectStore): Map<string, { name?: string }> {
+  const out = new Map<string, { name?: string }>()
+  for (const c of store.list('Cluster')) {
+    const rp = (c.status as Record<string, unknown> | undefined)?.removedPeers
+    if (!isPlainObject(rp)) continue
+    for (const [peerId, v] of Object.entries(rp)) out.set(peerId, isPlainObject(v) && typeof v.name === 'string' ? { name: v.name } : {})
+  }
+  return out
+}
+
+/** The mesh's member directory, with every peer removed in the store refused. */
+export class RevocableDirectory implements MemberDirectory {
+  constructor(
+    private readonly inner: MemberDirectory,
+    private readonly isRemoved: (peerId: string) => boolean,
+  ) {}
+  load() {
+    return this.inner.load()
+  }
+  has(peerId: string) {
+    return !this.isRemoved(peerId) && this.inner.has(peerId)
+  }
+  get(peerId: string) {
+    return this.isRemoved(peerId) ? undefined : this.inner.get(peerId)
+  }
+  list() {
+    return this.inner.list().filter((m) => !this.isRemoved(m.peerId))
+  }
+  async add(info: MemberInfo) {
+    if (!this.isRemoved(info.peerId)) await this.inner.add(info)
+  }
+  remove(peerId: string) {
+    return this.inner.remove(peerId)
+  }
+}
+
+// ---- the node's mesh ---------------------------------------------------------------------------
+
+export interface ClusterNode {
+  readonly mesh: Mesh
+  readonly clusterId: string
+  readonly peerId: string
+  /** The API handler with the cluster routes added (serve this on the socket and the mesh). */
+  wrap(base: ApiHandler): ApiHandler
+  stop(): Promise<void>
+}
+
+function progressLine(p: JoinProgress, store: ObjectStore): string {
+  switch (p.phase) {
+    case 'connecting':
+      return `connecting to ${p.addresses.join(', ')} …`
+    case 'joining':
+      return `presenting the token to ${p.peer} …`
+    case 'admitted':
+      return `admitted to cluster ${p.clusterId} (${p.members} members)`
+    case 'syncing':
+      return `syncing: received ${p.revisions} revisions, ${store.count()} objects`
+    case 'ready':
+      return `ready: ${store.count()} objects, ${p.members} members`
+  }
+}
+
+async function writeSecret(path: string, text: string): Promise<void> {
+  const fh = await open(path, 'w', 0o600)
+  try {
+    await fh.writeFile(text)
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+  await chmod(path, 0o600)
+}
+
+/**
+ * Create (fresh data dir), restart (cluster.json present) or join (`setup.join`) the mesh of this
+ * node and replicate `store` as its `cluster` scope.
+ */
+export async function startClusterMesh(c: {
+  dataDir: string
+  nodeName: string
+  store: ObjectStore
+  logger: Logger
+  setup: MeshSetup
+  clock: { now(): number }
+}): Promise<ClusterNode> {
+  const { store, dataDir } = c
+  const log = c.logger.child({ module: 'cluster' })
+  let removed = removedPeersOf(store)
+  let handler: ApiHandler | undefined
+  const directory = new RevocableDirectory(JsonFileMemberDirectory.inDataDir(dataDir), (p) => removed.has(p))
+
+  const vetJoiner = (info: MemberInfo): void => {
+    const node = store.get({ kind: 'Node', namespace: '', name: info.name })
+    if (node === undefined) return
+    const peer = (node.status as Record<string, unknown> | undefined)?.peerId
+    if (peer === info.peerId) return
+    const gone = [...removed.values()].some((r) => r.name === info.name)
+    throw new OrcError(
+      'conflict',
+      gone
+        ? `node name ${info.name} belonged to a node removed from this cluster; join with another --name`
+        : `node name ${info.name} is taken in this cluster; join with another --name`,
+      { name: info.name },
+    )
+  }
+
+  const opts: MeshOptions = {
+    dataDir,
+    name: c.nodeName,
+    listen: c.setup.listen,
+    announce: c.setup.announce,
+    scopes: { cluster: store },
+    members: directory,
+    logger: c.logger,
+    tunables: c.setup.tunables,
+    acceptApiFromStrangers: true,
+    vetJoiner,
+    apiHandler: async (req) => {
+      if (handler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
+      return handler({ method: req.method, path: req.path, query: req.query, body: req.body })
+    },
+  }
+  if (opts.listen === undefined) {
+    const { DEFAULT_LISTEN } = await import('../mesh/index.ts')
+    opts.listen = DEFAULT_LISTEN
+  }
+
+  let mesh: Mesh
+  try {
+    mesh = await openMesh()
+  } catch (err) {
+    if (err instanceof Error && /listened on|EADDRINUSE|EADDRNOTAVAIL/.test(err.message)) {
+      throw new OrcError('unavailable', `listen on ${opts.listen!.join(', ')}: address in use or not on this machine (another orc agent? choose another with --listen)`, {
+        listen: opts.listen,
+      }, err)
+    }
+    throw err
+  }
+
+  async function openMesh(): Promise<Mesh> {
+    if ((await loadCluster(dataDir)) !== undefined) return startMesh(opts)
+    if (c.setup.join !== undefined) {
+      const j = c.setup.join
+      const say = j.onProgress ?? (() => {})
+      const peerAddrs = j.peer !== undefined ? await resolvePeerAddress(j.peer) : undefined
+      const m = await joinMesh({ ...opts, token: j.token, peerAddrs, onProgress: (p) => say(progressLine(p, store)) })
+      removed = removedPeersOf(store)
+      return m
+    }
+    // A data dir from before the mesh keeps its cluster id. The admin credential is on disk before
+    // the host starts, so a failed first start (port in use) does not lose it.
+    const existing = store.list('Cluster')[0]?.spec?.id
+    const { adminCredential } = await initCluster({
+      dataDir,
+      random: systemRandom,
+      now: c.clock.now(),
+      clusterId: typeof existing === 'string' && existing !== '' ? existing : undefined,
+    })
+    await writeSecret(join(dataDir, ADMIN_CREDENTIAL_FILE), adminCredential + '\n')
+    return startMesh(opts)
+  }
+
+  // Removal is decided by the store: apply every new tombstone to the mesh as it arrives.
+  const applied = new Set<string>()
+  const applyRemovals = async (): Promise<void> => {
+    removed = removedPeersOf(store)
+    for (const [peerId, r] of removed) {
+      if (applied.has(peerId)) continue
+      applied.add(peerId)
+      if (peerId === mesh.peerId) {
+        log.error({ peer: peerId }, 'this node was removed from the cluster; it keeps its local state but no peer accepts it')
+        continue
+      }
+      log.info({ peer: peerId, name: r.name }, 'member removed')
+      await mesh.removeMember(peerId).catch((err) => log.warn({ err, peer: peerId }, 'remove member'))
+    }
+  }
+  await applyRemovals()
+  const traceChanges = log.isLevelEnabled('trace') // replication latency is measured from these (test/bench/mesh.bench.ts)
+  const unsubscribe = store.onChange((keys) => {
+    if (traceChanges) log.trace({ keys: keys.slice(0, 100) }, 'objects changed')
+    if (keys.some((k) => k.startsWith('Cluster/'))) void applyRemovals()
+  })
+
+  const node: ClusterNode = {
+    mesh,
+    clusterId: mesh.clusterId,
+    peerId: mesh.peerId,
+    wrap(base) {
+      handler = withClusterRoutes(base, { mesh, store, dataDir, clock: c.clock, applyRemovals })
+      return handler
+    },
+    async stop() {
+      unsubscribe()
+      await mesh.stop()
+    },
+  }
+  return node
+}
+
+// ---- API routes --------------------------------------------------------------------------------
+
+interface RouteDeps {
+  mesh: Mesh
+  store: ObjectStore
+  dataDir: string
+  clock: { now(): number }
+  applyRemovals(): Promise<void>
+}
+
+const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
+
+function bodyOf(req: ApiRequest): Record<string, unknown> {
+  return isPlainObject(req.body) ? req.body : {}
+}
+
+async function route(d: RouteDeps, req: ApiRequest, seg: string[], m: string): Promise<ApiResponse | undefined> {
+  const { mesh, store } = d
+  if (seg.length === 2 && seg[1] === 'members' && m === 'GET') {
+    return { status: 200, body: { self: mesh.peerId, members: mesh.members() } }
+  }
+  if (seg[1] !== 'cluster') return undefined
+  const rest = seg.slice(2)
+  if (rest.length === 1 && rest[0] === 'tokens' && m === 'POST') {
+    const b = bodyOf(req)
+    const ttlMs = b.ttlMs === undefined ? 3_600_000 : Number(b.ttlMs)
+    const uses = b.uses === undefined ? 1 : Number(b.uses)
+    const t = await mesh.createToken({ ttlMs, uses })
+    return { status: 200, body: { ...t, issuer: mesh.peerId, addresses: mesh.addresses() } }
+  }
+  if (rest.length === 1 && rest[0] === 'tokens' && m === 'GET') {
+    const tokens = (await mesh.listTokens()).map(({ secretHash: _s, ...r }) => r)
+    return { status: 200, body: { tokens } }
+  }
+  if (rest.length === 2 && rest[0] === 'tokens' && m === 'DELETE') {
+    const { secretHash: _s, ...r } = await mesh.revokeToken(rest[1]!)
+    return { status: 200, body: { token: r } }
+  }
+  if (rest.length === 1 && rest[0] === 'credential' && m === 'GET') {
+    let admin: string
+    try {
+      admin = (await readFile(join(d.dataDir, ADMIN_CREDENTIAL_FILE), 'utf8')).trim()
+    } catch {
+      throw new OrcError('not_found', 'this node does not hold the admin credential: export it on the node that created the cluster (orc up on a fresh data dir)')
+    }
+    return { status: 200, body: { credential: encodeRemoteCredential(mesh.cluster, admin) } }
+  }
+  if (rest.length === 3 && rest[0] === 'nodes' && rest[2] === 'remove' && m === 'POST') {
+    const b = bodyOf(req)
+    const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
+    if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
+    const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : undefined
+    return { status: 200, body: await removeNode(d, rest[1]!, author, reason) }
+  }
+  return undefined
+}
+
+async function removeNode(d: RouteDeps, name: string, author: string, reason: string | undefined): Promise<unknown> {
+  const { store, mesh } = d
+  const ref = { kind: 'Node', namespace: '', name }
+  const node = store.get(ref)
+  if (node === undefined) throw new OrcError('not_found', `node/${name} not found`, { ...ref })
+  const peerId = (node.status as Record<string, unknown> | undefined)?.peerId
+  if (typeof peerId !== 'string' || peerId === '') {
+    throw new OrcError('invalid', `node/${name} has no peer id recorded (it never ran with the mesh), so there is nothing to revoke`)
+  }
+  if (peerId === mesh.peerId) throw new OrcError('invalid', `node/${name} is this node: run orc node remove on another node of the cluster`)
+  const cluster = store.list('Cluster')[0] as StoredObject | undefined
+  if (cluster === undefined) throw new OrcError('unavailable', 'this node has no Cluster object yet (still syncing?)')
+  const now = d.clock.now()
+  const why = `${author} removed node ${name}${reason ? `: ${reason}` : ''}`
+  await store.patch(
+    { kind: 'Cluster', namespace: '', name: cluster.metadata.name },
+    [{ path: ['status', 'removedPeers', peerId], value: { name, at: new Date(now).toISOString(), by: author, ...(reason ? { reason } : {}) } }],
+    { author: CLUSTER_CONTROLLER, reason: why, now },
+  )
+  await store.patch(
+    ref,
+    [
+      { path: ['status', 'state'], value: 'Removed' },
+      { path: ['status', 'removedAt'], value: new Date(now).toISOString() },
+    ],
+    { author: NODE_CONTROLLER, reason: why, now },
+  )
+  await d.applyRemovals()
+  return { node: name, peerId, removed: true }
+}
+
+/** `base` plus the cluster routes; `/v1/status` gains the mesh's view of this node. */
+export function withClusterRoutes(base: ApiHandler, d: RouteDeps): ApiHandler {
+  return async (req) => {
+    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
+    const m = req.method.toUpperCase()
+    if (seg[0] === 'v1') {
+      try {
+        const r = await route(d, req, seg, m)
+        if (r !== undefined) return r
+      } catch (err) {
+        const body = errorBody(err)
+        return { status: httpStatusOf(body.error.code), body }
+      }
+    }
+    const res = await base(req)
+    if (seg.length === 2 && seg[0] === 'v1' && seg[1] === 'status' && m === 'GET' && res.status === 200 && isPlainObject(res.body)) {
+      const members = d.mesh.members()
+      const count = (s: string) => members.filter((x) => !x.self && x.state === s).length
+      res.body.mesh = {
+        peerId: d.mesh.peerId,
+        clusterId: d.mesh.clusterId,
+        addresses: d.mesh.addresses(),
+        state: 'running',
+        members: { total: members.length, alive: count('alive') + 1, suspect: count('suspect'), dead: count('dead') },
+      }
+    }
+    return res
+  }
+}

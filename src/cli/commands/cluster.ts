@@ -1,0 +1,295 @@
+/**
+ * Cluster commands: `orc join`, `orc token …`, `orc node remove`, `orc credential export`, and the
+ * mesh parts of `orc up` (listen flags, the join hint) and of `orc get nodes -o wide`.
+ */
+import type { Command } from 'commander'
+import { Option } from 'commander'
+import { OrcError } from '../../model/index.ts'
+import type { StoredObject } from '../../store/index.ts'
+import { defaultDataDir, socketPathOf, startAgent, stopOnSignals, type Agent, type AgentOptions, type MeshSetup } from '../../agent/index.ts'
+import { formatTable, parseLabels, toYaml } from '../format.ts'
+import type { ApiCaller } from '../remote.ts'
+
+export interface ClusterCliIO {
+  out(text: string): void
+  err(text: string): void
+  env: NodeJS.ProcessEnv
+  now(): number
+}
+
+function collect(v: string, prev: string[]): string[] {
+  return [...prev, ...v.split(',').map((x) => x.trim()).filter((x) => x !== '')]
+}
+
+function examples(lines: string): string {
+  return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
+}
+
+/** `90s`, `30m`, `1h`, `7d` → ms. */
+export function parseDuration(text: string): number {
+  const m = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)$/.exec(text.trim())
+  if (!m) throw new OrcError('invalid', `duration ${JSON.stringify(text)}: expected a number and a unit, like 90s, 30m, 1h or 7d`)
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd']
+  return Math.round(Number(m[1]) * unit)
+}
+
+/**
+ * The mesh setup from `--listen`/`--announce`. `ORC_MESH_TUNABLES` (JSON) overrides mesh timers;
+ * it exists for tests and benchmarks that run many agents on one machine.
+ */
+export async function meshSetupFromFlags(opts: { listen?: string[]; announce?: string[] }, env: NodeJS.ProcessEnv): Promise<MeshSetup> {
+  const { parseListenAddress, resolvePeerAddress } = await import('../../mesh/index.ts')
+  const setup: MeshSetup = {}
+  if (opts.listen !== undefined && opts.listen.length > 0) setup.listen = opts.listen.map(parseListenAddress)
+  if (opts.announce !== undefined && opts.announce.length > 0) setup.announce = (await Promise.all(opts.announce.map((a) => resolvePeerAddress(a)))).flat()
+  if (env.ORC_MESH_TUNABLES) {
+    try {
+      setup.tunables = JSON.parse(env.ORC_MESH_TUNABLES)
+    } catch (err) {
+      throw new OrcError('invalid', `ORC_MESH_TUNABLES is not JSON: ${(err as Error).message}`)
+    }
+  }
+  return setup
+}
+
+/** `host:port` of a multiaddr like /ip4/1.2.3.4/tcp/7419 (what users type after `orc join`). */
+export function hostPortOf(ma: string): string {
+  const m = /^\/(ip4|ip6|dns|dns4|dns6)\/([^/]+)\/tcp\/([0-9]+)/.exec(ma)
+  if (!m) return ma
+  return m[1] === 'ip6' ? `[${m[2]}]:${m[3]}` : `${m[2]}:${m[3]}`
+}
+
+/** The address to suggest for `orc join`: the first non-loopback one, else the first. */
+export function joinAddressOf(addresses: string[]): string | undefined {
+  const usable = addresses.filter((a) => !/\/ip6\/fe80/.test(a))
+  const pick = usable.find((a) => !/^\/ip4\/127\.|^\/ip6\/::1\//.test(a)) ?? usable[0]
+  return pick === undefined ? undefined : hostPortOf(pick)
+}
+
+/** Lines `orc up` prints about the mesh: where peers dial, how to add a node. */
+export function meshBanner(agent: Agent, socketHint: string[]): string[] {
+  const c = agent.cluster
+  if (c === undefined) return []
+  const addrs = c.mesh.addresses()
+  const at = joinAddressOf(addrs) ?? '<this node’s address>'
+  return [
+    `  peer id:  ${c.peerId}`,
+    `  listens:  ${addrs.join(', ') || '<none>'}`,
+    '',
+    'Add a node: create a join token here, then run orc join on the new machine:',
+    ...socketHint.map((l) => `  ${l}`),
+    '  orc token create --ttl 1h',
+    `  orc join ${at} --token <token>`,
+  ]
+}
+
+/** Run an agent in the foreground until a signal stops it (shared by up and join). */
+async function runForeground(io: ClusterCliIO, opts: AgentOptions, banner: (a: Agent) => string[]): Promise<void> {
+  const agent = await startAgent(opts)
+  const removeSignals = stopOnSignals(agent)
+  io.out(banner(agent).join('\n') + '\n')
+  await agent.stopped
+  removeSignals()
+}
+
+interface Member {
+  peerId: string
+  name: string
+  addresses: string[]
+  state: 'alive' | 'suspect' | 'dead'
+  lastSeen: number | null
+  rttMs: number | null
+  self: boolean
+}
+
+function ago(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000))
+  if (s < 120) return `${s}s ago`
+  if (s < 7200) return `${Math.floor(s / 60)}m ago`
+  if (s < 172800) return `${Math.floor(s / 3600)}h ago`
+  return `${Math.floor(s / 86400)}d ago`
+}
+
+function ageOf(iso: unknown, now: number): string {
+  const t = typeof iso === 'string' ? Date.parse(iso) : NaN
+  return Number.isNaN(t) ? '<unknown>' : ago(now - t).replace(' ago', '')
+}
+
+/** `orc get nodes -o wide`: the stored Node objects joined with this node's live view of the mesh. */
+export async function nodesWideTable(client: ApiCaller, items: StoredObject[], now: number): Promise<string> {
+  let members: Member[] = []
+  try {
+    members = (await client.call<{ members: Member[] }>('GET', '/v1/members')).members
+  } catch (err) {
+    if (!(err instanceof OrcError && err.code === 'not_found')) throw err // an agent without the mesh
+  }
+  const byPeer = new Map(members.map((m) => [m.peerId, m]))
+  const rows = items.map((o) => {
+    const st = (o.status ?? {}) as Record<string, unknown>
+    const m = typeof st.peerId === 'string' ? byPeer.get(st.peerId) : undefined
+    const removed = st.state === 'Removed'
+    const state = removed ? 'removed' : m === undefined ? '<unknown>' : m.self ? 'alive (self)' : m.state
+    const seen = m === undefined ? '-' : m.self ? 'now' : m.lastSeen === null ? 'never' : ago(now - m.lastSeen)
+    const rtt = m === undefined || m.self || m.rttMs === null ? '-' : `${Math.round(m.rttMs * 10) / 10}ms`
+    const addrs = (m && m.addresses.length > 0 ? m.addresses : ((st.addresses as string[] | undefined) ?? [])).join(',') || '<none>'
+    const labels = Object.entries(o.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',') || '<none>'
+    return [o.metadata.name, String(st.state ?? 'Unknown'), state, seen, rtt, addrs, String(st.version ?? '<unknown>'), labels, ageOf(o.metadata.createdAt, now)]
+  })
+  return formatTable(['NAME', 'STATUS', 'MEMBER', 'LAST SEEN', 'LATENCY', 'ADDRESSES', 'VERSION', 'LABELS', 'AGE'], rows)
+}
+
+export function registerClusterCommands(program: Command, io: ClusterCliIO, client: (cmd: Command) => ApiCaller): void {
+  // ---- join
+  program
+    .command('join')
+    .description('Join an existing cluster with a token, then run this node\'s agent in the foreground')
+    .argument('<peer>', 'a node of the cluster: host:port, IP, DNS name or multiaddr (the token also names its issuer\'s addresses)')
+    .requiredOption('--token <token>', 'join token from `orc token create` on a member')
+    .option('--data-dir <dir>', `where the node keeps its state; must be new or empty (default: ${defaultDataDir(io.env)})`)
+    .option('--name <name>', 'node name, unique in the cluster (default: the host name)')
+    .option('--labels <k=v,...>', 'labels of this node\'s Node object')
+    .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
+    .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
+    .option('--log-level <level>', 'trace, debug, info, warn or error', 'info')
+    .addHelpText('after', examples(`
+  # On a member: make a token (one use, valid for an hour)
+  orc token create
+
+  # On the new machine
+  orc join 192.168.1.10:7419 --token orcjoin1.eyJ2Ijo...
+
+  # A second node on the same machine, for experiments
+  orc join 127.0.0.1:7419 --token "$T" --data-dir /tmp/orc2 --name node2 --listen 127.0.0.1:7420`))
+    .action(async (peer: string, opts, cmd: Command) => {
+      const dataDir: string = opts.dataDir ?? defaultDataDir(io.env)
+      const socketFlag = cmd.optsWithGlobals().socket as string | undefined
+      const socketPath = socketFlag ?? socketPathOf(dataDir)
+      const setup = await meshSetupFromFlags(opts, io.env)
+      setup.join = { token: opts.token, peer, onProgress: (line) => io.out(`${line}\n`) }
+      try {
+        await runForeground(
+          io,
+          {
+            dataDir,
+            socketPath,
+            nodeName: opts.name,
+            labels: opts.labels !== undefined ? parseLabels(opts.labels) : undefined,
+            logLevel: opts.logLevel,
+            mesh: setup,
+          },
+          (agent) => [
+            `orc ${agent.info.version}: node ${agent.info.name} joined cluster ${agent.info.cluster?.name} (id ${agent.info.cluster?.id})`,
+            `  data dir: ${dataDir}`,
+            `  socket:   ${socketPath}`,
+            ...meshBanner(agent, socketPath === socketPathOf(defaultDataDir(io.env)) ? [] : [`export ORC_SOCKET=${socketPath}`]),
+            '',
+            'Stop with Ctrl-C.',
+            '',
+          ],
+        )
+      } catch (err) {
+        if (err instanceof OrcError && !err.message.startsWith('join')) throw new OrcError(err.code, `join: ${err.message}`, err.details, err)
+        throw err
+      }
+    })
+
+  // ---- token
+  const token = program.command('token').description('Create, list and revoke join tokens of this node')
+  token
+    .command('create')
+    .description('Create a join token (printed on stdout; how to use it on stderr)')
+    .option('--ttl <duration>', 'how long the token is valid (90s, 30m, 1h, 7d)', '1h')
+    .option('--uses <n>', 'how many nodes may join with it', '1')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['token', 'json']).default('token'))
+    .addHelpText('after', examples(`
+  # One node, within the hour
+  orc token create
+
+  # Three nodes, within ten minutes; keep the token in a variable
+  T=$(orc token create --ttl 10m --uses 3)`))
+    .action(async (opts, cmd: Command) => {
+      const ttlMs = parseDuration(opts.ttl)
+      const uses = Number(opts.uses)
+      if (!Number.isInteger(uses) || uses < 1) throw new OrcError('invalid', `--uses ${JSON.stringify(opts.uses)}: must be a positive whole number`)
+      const r = await client(cmd).call<{ token: string; id: string; expiresAt: number; uses: number; addresses: string[] }>('POST', '/v1/cluster/tokens', {
+        body: { ttlMs, uses },
+      })
+      if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
+      io.out(r.token + '\n')
+      const at = joinAddressOf(r.addresses) ?? '<this node’s address>'
+      io.err(
+        `token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\n` +
+          `On the new machine:\n  orc join ${at} --token <the token above>\n`,
+      )
+    })
+  token
+    .command('list')
+    .description('List the join tokens this node issued')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
+    .action(async (opts, cmd: Command) => {
+      const r = await client(cmd).call<{ tokens: Array<{ id: string; createdAt: number; expiresAt: number; uses: number; usesLeft: number; revoked: boolean; usedBy: string[] }> }>(
+        'GET',
+        '/v1/cluster/tokens',
+      )
+      if (opts.output === 'json') return io.out(JSON.stringify(r.tokens, null, 2) + '\n')
+      if (opts.output === 'yaml') return io.out(toYaml(r.tokens))
+      if (r.tokens.length === 0) return io.err('No tokens.\n')
+      const now = io.now()
+      io.out(
+        formatTable(
+          ['ID', 'STATE', 'USES LEFT', 'EXPIRES', 'USED BY'],
+          r.tokens.map((t) => [
+            t.id,
+            t.revoked ? 'revoked' : t.expiresAt <= now ? 'expired' : t.usesLeft <= 0 ? 'used' : 'live',
+            `${t.usesLeft}/${t.uses}`,
+            t.expiresAt <= now ? `${ago(now - t.expiresAt)}` : `in ${ago(t.expiresAt - now).replace(' ago', '')}`,
+            t.usedBy.join(',') || '-',
+          ]),
+        ),
+      )
+    })
+  token
+    .command('revoke')
+    .description('Revoke a join token (nodes that already joined stay members)')
+    .argument('<ID>', 'token id from `orc token list` or `orc token create`')
+    .action(async (id: string, _opts, cmd: Command) => {
+      await client(cmd).call('DELETE', `/v1/cluster/tokens/${encodeURIComponent(id)}`)
+      io.out(`token ${id} revoked\n`)
+    })
+
+  // ---- node
+  const node = program.command('node').description('Manage the nodes of the cluster')
+  node
+    .command('remove')
+    .description('Remove a node from the cluster: every node refuses its connections from then on')
+    .argument('<NODE>', 'node name (see orc get nodes)')
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--reason <text>', 'why; recorded in the history')
+    .addHelpText('after', examples(`
+  orc node remove node3 --reason "disk failed"`))
+    .action(async (name: string, opts, cmd: Command) => {
+      const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
+      const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
+      const r = await client(cmd).call<{ peerId: string }>('POST', `/v1/cluster/nodes/${encodeURIComponent(name)}/remove`, {
+        body: { author, reason: opts.reason },
+      })
+      io.out(`node/${name} removed (peer ${r.peerId} is refused by every node)\n`)
+    })
+
+  // ---- credential
+  program
+    .command('credential')
+    .description('The admin credential for remote CLI access (orc --node)')
+    .command('export')
+    .description('Print the admin credential (keep it secret: it grants full control of the cluster)')
+    .addHelpText('after', examples(`
+  # On the node that created the cluster
+  orc credential export > ~/.orc-credential && chmod 600 ~/.orc-credential
+
+  # Anywhere that can reach a node
+  orc --node 192.168.1.10:7419 --credential ~/.orc-credential get nodes`))
+    .action(async (_opts, cmd: Command) => {
+      const r = await client(cmd).call<{ credential: string }>('GET', '/v1/cluster/credential')
+      io.out(r.credential + '\n')
+    })
+}

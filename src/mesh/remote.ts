@@ -1,0 +1,122 @@
+/**
+ * Remote CLI access (`orc --node ADDR …`). The operator's credential carries the cluster id, the
+ * cluster PSK and the admin private key: `orccred1.<base64url JSON>`. The CLI builds a short-lived
+ * libp2p host with that PSK (so it passes the private-network handshake), dials the node as a
+ * stranger, and calls `/orc/api/1.0.0` signed with the admin key (rpc.ts). The node lets such
+ * strangers in on probation only when it serves the api to strangers (`acceptApiFromStrangers`);
+ * without a valid admin signature every request is refused.
+ */
+import { createLibp2p } from 'libp2p'
+import { tcp } from '@libp2p/tcp'
+import { noise } from '@chainsafe/libp2p-noise'
+import { yamux } from '@chainsafe/libp2p-yamux'
+import { preSharedKey } from '@libp2p/pnet'
+import { multiaddr } from '@multiformats/multiaddr'
+import { OrcError } from '../model/index.ts'
+import { decodeAdminCredential, encodeAdminCredential, type ClusterState } from './cluster.ts'
+import { streamChannel } from './host.ts'
+import { encodePsk } from './psk.ts'
+import { API_PROTOCOL, callApi, type ApiRequest, type ApiResponse } from './rpc.ts'
+import { meshDefaults } from './options.ts'
+import type { PrivateKey } from '@libp2p/interface'
+
+const PREFIX = 'orccred1.'
+
+export interface RemoteCredential {
+  clusterId: string
+  psk: Uint8Array
+  admin: PrivateKey
+}
+
+export function encodeRemoteCredential(cluster: Pick<ClusterState, 'clusterId' | 'psk'>, adminCredential: string): string {
+  decodeAdminCredential(adminCredential) // refuse to wrap garbage
+  const body = { v: 1, cluster: cluster.clusterId, psk: Buffer.from(cluster.psk).toString('hex'), admin: adminCredential }
+  return PREFIX + Buffer.from(JSON.stringify(body)).toString('base64url')
+}
+
+export function decodeRemoteCredential(text: string): RemoteCredential {
+  const s = text.trim()
+  const bad = (why: string) => new OrcError('invalid', `credential is malformed (${why}); get one with 'orc credential export' on the node that created the cluster`)
+  if (!s.startsWith(PREFIX)) throw bad('expected orccred1.…')
+  let c: any
+  try {
+    c = JSON.parse(Buffer.from(s.slice(PREFIX.length), 'base64url').toString('utf8'))
+  } catch {
+    throw bad('not base64url JSON')
+  }
+  if (c === null || typeof c !== 'object' || c.v !== 1 || typeof c.cluster !== 'string' || typeof c.admin !== 'string') throw bad('missing fields')
+  if (typeof c.psk !== 'string' || !/^[0-9a-f]{64}$/.test(c.psk)) throw bad('bad key')
+  return { clusterId: c.cluster, psk: new Uint8Array(Buffer.from(c.psk, 'hex')), admin: decodeAdminCredential(c.admin) }
+}
+
+export { encodeAdminCredential }
+
+function short(err: unknown): string {
+  if (err instanceof Error) {
+    if (err.name === 'TimeoutError' || err.name === 'AbortError') return 'timed out'
+    const agg = (err as any).errors
+    if (Array.isArray(agg) && agg.length > 0) return agg.map(short).join('; ')
+    return err.message
+  }
+  return String(err)
+}
+
+/**
+ * One API call to the node at `addrs` (multiaddrs without /p2p, tried in order). The answer is the
+ * node's `{status, body}`; a refused credential is an OrcError('forbidden').
+ */
+export async function callRemoteApi(opts: {
+  addrs: string[]
+  credential: RemoteCredential
+  req: ApiRequest
+  timeoutMs?: number
+  dialTimeoutMs?: number
+}): Promise<ApiResponse> {
+  const dialTimeoutMs = opts.dialTimeoutMs ?? meshDefaults.dialTimeoutMs
+  const node = await createLibp2p({
+    addresses: { listen: [] },
+    transports: [tcp()],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()],
+    connectionProtector: preSharedKey({ psk: encodePsk(opts.credential.psk), timeout: dialTimeoutMs }),
+    connectionManager: { dialTimeout: dialTimeoutMs, reconnectRetries: 0 },
+  })
+  try {
+    const errors: string[] = []
+    for (const a of opts.addrs) {
+      let conn
+      try {
+        conn = await node.dial(multiaddr(a), { signal: AbortSignal.timeout(dialTimeoutMs) })
+      } catch (err) {
+        const why = short(err)
+        errors.push(
+          `${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? 'connection refused during the handshake (the credential is for another cluster, or the node does not accept remote CLI calls)' : why}`,
+        )
+        continue
+      }
+      const signal = AbortSignal.timeout(opts.timeoutMs ?? meshDefaults.apiTimeoutMs)
+      let stream
+      try {
+        stream = await conn.newStream(API_PROTOCOL, { signal })
+      } catch (err) {
+        errors.push(`${a}: open api stream: ${short(err)} (the node may not accept remote CLI calls)`)
+        continue
+      }
+      const ch = streamChannel(stream, meshDefaults.maxApiBytes)
+      const onAbort = () => ch.abort(new Error('api call timed out'))
+      signal.addEventListener('abort', onAbort, { once: true })
+      try {
+        return await callApi(ch, opts.req, opts.credential.admin, conn.remotePeer.toString())
+      } catch (err) {
+        if (err instanceof OrcError && err.details.remote === true) throw err
+        if (err instanceof OrcError && err.code === 'forbidden') throw err
+        throw new OrcError('unavailable', `api call to ${a}: ${short(err)}`, { node: a }, err)
+      } finally {
+        signal.removeEventListener('abort', onAbort)
+      }
+    }
+    throw new OrcError('unavailable', `connect to ${errors.join('; ')}`, { addrs: opts.addrs })
+  } finally {
+    await Promise.resolve(node.stop()).catch(() => undefined)
+  }
+}

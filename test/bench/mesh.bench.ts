@@ -1,0 +1,197 @@
+/**
+ * Mesh benchmark with real agents (separate processes, real libp2p on 127.0.0.1, real LevelDB).
+ * Prints one figure per line:
+ *   propagation_ms_p50_n<N> / propagation_ms_p99_n<N>   apply on one node (API call started) →
+ *       the object is in the store of every one of N agents (each agent's own log time; one clock)
+ *   rss_mb_avg_n<N>                                    mean RSS of the N agents after the run
+ *   gossip_payload_bytes_one_field_change              store update published for a one-field change
+ *   gossip_wire_bytes_one_field_change                 that as a signed gossipsub RPC + yamux/noise framing
+ *   idle_rss_mb_1k_objects                              one agent holding 1k objects, idle
+ *   join_10k_ready_ms                                   `orc join` "connecting" → "ready" with 10k objects
+ *   join_10k_command_ms                                 `orc join` process start → "ready" (includes tsx start-up)
+ * Run: node --import tsx --import ./test/setup.ts test/bench/mesh.bench.ts [SIZES=5,10,20] [SAMPLES=60]
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Workspace, newNode, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
+import { openStore } from '../../src/store/index.ts'
+import { storeTopic } from '../../src/mesh/index.ts'
+import { RPC } from '@libp2p/gossipsub/message'
+
+const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
+const SAMPLES = Number(process.argv[3] ?? 60)
+// Production timers; only the per-IP inbound rate limit is lifted (every agent dials from 127.0.0.1).
+const ENV = { ORC_MESH_TUNABLES: JSON.stringify({ inboundPerIpPerSecond: 100_000 }) }
+
+const pod = (name: string, i = 0) => ({
+  apiVersion: 'orc/v1',
+  kind: 'Pod',
+  metadata: { name, labels: { app: 'bench', shard: String(i % 16) } },
+  spec: { nodeSelector: { 'orc-test': 'nowhere' }, containers: [{ name: 'main', image: '/var/lib/orc/images/busybox', command: ['sh', '-c', 'sleep 3600'] }] },
+})
+
+function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!
+}
+
+function rssMb(pid: number | undefined): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return Number(m?.[1] ?? 0) / 1024
+}
+
+/** Per node: key → time (ms) it first changed in that node's store. */
+const seen = new Map<NodeProcess, Map<string, number>>()
+function traced(n: NodeProcess): NodeProcess {
+  const m = new Map<string, number>()
+  seen.set(n, m)
+  n.env = ENV
+  n.onStderrLine = (line) => {
+    if (!line.includes('"objects changed"')) return
+    try {
+      const e = JSON.parse(line) as { time: number; keys: string[] }
+      for (const k of e.keys) if (!m.has(k)) m.set(k, e.time)
+    } catch {
+      // not a log line
+    }
+  }
+  return n
+}
+
+async function allAlive(nodes: NodeProcess[]): Promise<void> {
+  await waitFor(
+    `all ${nodes.length} agents to see each other alive`,
+    async () => {
+      for (const n of nodes) {
+        const r = await n.client.call<{ members: Array<{ state: string; self: boolean }> }>('GET', '/v1/members')
+        if (r.members.filter((m) => m.state === 'alive').length < nodes.length) return false
+      }
+      return true
+    },
+    120_000,
+  )
+}
+
+async function propagation(): Promise<void> {
+  const ws = new Workspace()
+  try {
+    const nodes: NodeProcess[] = []
+    const first = traced(await newNode(ws, 'n0'))
+    await first.up(['--log-level', 'trace']).ready()
+    nodes.push(first)
+    for (const size of SIZES) {
+      const want = size - nodes.length
+      if (want > 0) {
+        const token = await tokenFrom(first, ['--uses', String(want), '--ttl', '10m'])
+        for (let i = 0; i < want; i += 3) {
+          const batch: NodeProcess[] = []
+          for (let j = i; j < Math.min(want, i + 3); j++) {
+            const n = traced(await newNode(ws, `n${nodes.length + batch.length}`))
+            n.join(first.addr, token, ['--log-level', 'trace'])
+            batch.push(n)
+          }
+          await Promise.all(batch.map((n) => n.ready()))
+          nodes.push(...batch)
+        }
+      }
+      await allAlive(nodes)
+      // Warm-up: one write from every node (a joiner's first publish may still find its gossip
+      // mesh forming; that is join cost, reported by the join figures, not steady-state latency).
+      for (const [i, w] of nodes.entries()) {
+        const key = `Pod/default/warm-${size}-${i}`
+        await w.client.call('POST', '/v1/apply', { body: { objects: [pod(`warm-${size}-${i}`)], author: 'user:bench' } })
+        await waitFor(`${key} on all ${size}`, async () => nodes.every((n) => seen.get(n)!.has(key)), 30_000)
+      }
+      const lat: number[] = []
+      for (let s = 0; s < SAMPLES; s++) {
+        const writer = nodes[s % nodes.length]!
+        const name = `lat-${size}-${s}`
+        const key = `Pod/default/${name}`
+        const t0 = Date.now()
+        await writer.client.call('POST', '/v1/apply', { body: { objects: [pod(name)], author: 'user:bench' } })
+        await waitFor(`${key} on all ${size}`, async () => nodes.every((n) => seen.get(n)!.has(key)), 30_000)
+        lat.push(Math.max(...nodes.map((n) => seen.get(n)!.get(key)!)) - t0)
+      }
+      if (process.env.BENCH_VERBOSE) console.error(size, lat.join(" "))
+      console.log(`propagation_ms_p50_n${size} ${pct(lat, 50)}`)
+      console.log(`propagation_ms_p99_n${size} ${pct(lat, 99)}`)
+      console.log(`rss_mb_avg_n${size} ${(nodes.reduce((a, n) => a + rssMb(n.proc?.pid), 0) / nodes.length).toFixed(0)}`)
+    }
+  } finally {
+    await ws.close()
+  }
+}
+
+async function gossipBytes(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'orc-bench-store-'))
+  const store = await openStore({ dir })
+  try {
+    await store.apply(pod('one-field') as any, { author: 'user:bench', now: Date.now() })
+    const sizes: number[] = []
+    const off = store.onLocalUpdate((u) => sizes.push(u.length))
+    const changed = pod('one-field')
+    changed.spec.containers[0]!.image = '/var/lib/orc/images/busybox-2'
+    await store.apply(changed as any, { author: 'user:bench', now: Date.now() })
+    off()
+    const payload = sizes.reduce((a, b) => a + b, 0)
+    console.log(`gossip_payload_bytes_one_field_change ${payload}`)
+    // The same payload as gossipsub sends it: a signed message (from, seqno, topic, signature) in an
+    // RPC, length-prefixed, in one yamux frame (12 B header) inside one noise frame (2 B length + 16 B tag).
+    const rpc = RPC.encode({
+      subscriptions: [],
+      messages: [{ from: new Uint8Array(38), data: new Uint8Array(payload), seqno: new Uint8Array(8), topic: storeTopic('0'.repeat(32), 'cluster'), signature: new Uint8Array(64) }],
+    })
+    const varint = rpc.length < 128 ? 1 : rpc.length < 16384 ? 2 : 3
+    console.log(`gossip_wire_bytes_one_field_change ${rpc.length + varint + 12 + 18}`)
+  } finally {
+    await store.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+async function applyMany(n: NodeProcess, prefix: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i += 500) {
+    const objects = Array.from({ length: Math.min(500, count - i) }, (_, j) => pod(`${prefix}-${i + j}`, i + j))
+    await n.client.call('POST', '/v1/apply', { body: { objects, author: 'user:bench' } })
+  }
+}
+
+async function joinAndRss(): Promise<void> {
+  const ws = new Workspace()
+  try {
+    const s0 = await newNode(ws, 's0')
+    s0.env = ENV
+    await s0.up().ready()
+    await applyMany(s0, 'idle', 1000)
+    await new Promise((r) => setTimeout(r, 5000)) // let start-up garbage be collected: this figure is "idle"
+    console.log(`idle_rss_mb_1k_objects ${rssMb(s0.proc?.pid).toFixed(0)}`)
+    await applyMany(s0, 'bulk', 9000)
+    const token = await tokenFrom(s0)
+    const j = await newNode(ws, 'j')
+    j.env = ENV
+    const t0 = Date.now()
+    let connecting = 0
+    let ready = 0
+    j.join(s0.addr, token)
+    await waitFor('the joiner to print ready', async () => {
+      if (connecting === 0 && j.stdout.includes('connecting to')) connecting = Date.now()
+      if (j.stdout.includes('\nready: ') || j.stdout.startsWith('ready: ')) ready = Date.now()
+      if (j.exited) throw new Error(j.stderr)
+      return ready > 0
+    }, 120_000)
+    await j.ready()
+    const count = (await j.client.call<{ objects: number }>('GET', '/v1/status')).objects
+    if (count < 10_000) throw new Error(`joiner has ${count} objects`)
+    console.log(`join_10k_ready_ms ${ready - connecting}`)
+    console.log(`join_10k_command_ms ${ready - t0}`)
+  } finally {
+    await ws.close()
+  }
+}
+
+const only = process.env.BENCH_ONLY
+if (!only || only === 'gossip') await gossipBytes()
+if (!only || only === 'join') await joinAndRss()
+if (!only || only === 'propagation') await propagation()
+process.exit(0)

@@ -1,0 +1,226 @@
+/**
+ * Real agents as separate OS processes on 127.0.0.1 (`orc up` / `orc join`), driven by the real
+ * CLI. Each node keeps its port across restarts so its peers find it again.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { execa, type ResultPromise } from 'execa'
+import { ApiClient } from '../../src/cli/client.ts'
+
+export const ROOT = new URL('../..', import.meta.url).pathname
+const BIN = join(ROOT, 'bin/orc.mjs')
+
+/** Mesh timers for tests: everything on one machine, failures noticed in about a second. */
+export const TEST_TUNABLES = JSON.stringify({
+  dialTimeoutMs: 2000,
+  inboundPerIpPerSecond: 10_000,
+  joinTimeoutMs: 8000,
+  probationMs: 5000,
+  heartbeatIntervalMs: 200,
+  suspectAfterMs: 1200,
+  deadAfterMs: 3000,
+  maintainIntervalMs: 300,
+})
+
+export interface CliResult {
+  stdout: string
+  stderr: string
+  exitCode: number
+}
+
+/** `orc ARGS…` against the agent at `socket` (or remote, when args say --node). */
+export async function orc(socket: string | undefined, args: string[], env: Record<string, string> = {}, input = ''): Promise<CliResult> {
+  const r = await execa(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    reject: false,
+    input,
+    env: { ORC_SOCKET: socket ?? '', USER: 'tester', ORC_CREDENTIAL: '', ORC_NODE: '', ...env },
+    timeout: 30_000,
+    stripFinalNewline: false,
+  })
+  return { stdout: String(r.stdout), stderr: String(r.stderr), exitCode: r.exitCode ?? -1 }
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  let last: unknown
+  for (;;) {
+    try {
+      const v = await fn()
+      if (v !== undefined && v !== false) return v
+    } catch (err) {
+      last = err
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+export class Workspace {
+  readonly root = mkdtempSync(join(tmpdir(), 'orc-cluster-'))
+  private nodes: NodeProcess[] = []
+  dir(name: string): string {
+    return join(this.root, name)
+  }
+  track(n: NodeProcess): NodeProcess {
+    this.nodes.push(n)
+    return n
+  }
+  async close(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.kill('SIGKILL')))
+    rmSync(this.root, { recursive: true, force: true })
+  }
+}
+
+export class NodeProcess {
+  proc: ResultPromise | undefined
+  stdout = ''
+  stderr = ''
+  exited = true
+  exitCode: number | null = null
+  readonly client: ApiClient
+  readonly socket: string
+  /** Extra environment of the agent process (benchmarks). */
+  env: Record<string, string> = {}
+  /** Called with every stderr line (benchmarks parse the agent's log). */
+  onStderrLine?: (line: string) => void
+  private partial = ''
+  constructor(
+    readonly name: string,
+    readonly dataDir: string,
+    readonly port: number,
+  ) {
+    this.socket = join(dataDir, 'orc.sock')
+    this.client = new ApiClient(this.socket)
+  }
+
+  get addr(): string {
+    return `127.0.0.1:${this.port}`
+  }
+
+  private spawn(args: string[]): void {
+    this.stdout = ''
+    this.stderr = ''
+    this.exited = false
+    this.exitCode = null
+    const proc = execa(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      reject: false,
+      env: { ORC_LOG_LEVEL: 'warn', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ...this.env },
+      buffer: false,
+    })
+    proc.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()))
+    proc.stderr?.on('data', (d: Buffer) => {
+      const text = d.toString()
+      if (this.onStderrLine === undefined) {
+        this.stderr += text
+        return
+      }
+      const lines = (this.partial + text).split('\n')
+      this.partial = lines.pop()!
+      for (const l of lines) this.onStderrLine(l)
+    })
+    void proc.then((r) => {
+      this.exited = true
+      this.exitCode = r.exitCode ?? null
+    })
+    this.proc = proc
+  }
+
+  /** Resolves when the API answers; rejects (with the output) if the process exits first. */
+  async ready(): Promise<this> {
+    await waitFor(`${this.name} to answer on its socket`, async () => {
+      if (this.exited) throw new Error(`${this.name} exited (${this.exitCode}): ${this.stdout}\n${this.stderr}`)
+      await this.client.call('GET', '/v1/status')
+      return true
+    }, 30_000)
+    return this
+  }
+
+  /** Resolves with the exit code once the process ends. */
+  async ended(): Promise<number | null> {
+    await this.proc
+    return this.exitCode
+  }
+
+  up(extra: string[] = []): this {
+    this.spawn(['up', '--data-dir', this.dataDir, '--name', this.name, '--listen', this.addr, ...extra])
+    return this
+  }
+
+  join(peer: string, token: string, extra: string[] = []): this {
+    this.spawn(['join', peer, '--token', token, '--data-dir', this.dataDir, '--name', this.name, '--listen', this.addr, ...extra])
+    return this
+  }
+
+  cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+    return orc(this.socket, args, env)
+  }
+
+  async kill(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    if (this.proc === undefined || this.exited) return
+    this.proc.kill(signal)
+    await this.proc
+  }
+
+  /** Pause / resume the whole process (a partition as the others see it). */
+  signal(sig: NodeJS.Signals): void {
+    if (this.proc?.pid !== undefined) process.kill(this.proc.pid, sig)
+  }
+}
+
+export async function newNode(ws: Workspace, name: string, dirName = name): Promise<NodeProcess> {
+  return ws.track(new NodeProcess(name, ws.dir(dirName), await freePort()))
+}
+
+/** A fresh join token from `node` (stdout of `orc token create`). */
+export async function tokenFrom(node: NodeProcess, args: string[] = []): Promise<string> {
+  const r = await node.cli(['token', 'create', ...args])
+  if (r.exitCode !== 0) throw new Error(`token create failed: ${r.stderr}`)
+  return r.stdout.trim()
+}
+
+/** Names in `orc get nodes -o name` on `node`. */
+export async function nodeNames(node: NodeProcess): Promise<string[]> {
+  const r = await node.cli(['get', 'nodes', '-o', 'name'])
+  if (r.exitCode !== 0) throw new Error(r.stderr)
+  return r.stdout.trim().split('\n').filter(Boolean).map((l) => l.replace(/^node\//, '')).sort()
+}
+
+export function podManifest(name: string, image = 'busybox:1.36'): string {
+  // No node carries the selector's label: the pod is only data here, never started.
+  return `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ${name}\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: ${image}\n`
+}
+
+export async function applyPod(node: NodeProcess, name: string, image?: string): Promise<void> {
+  const r = await execa(process.execPath, [BIN, 'apply', '-f', '-'], {
+    cwd: ROOT,
+    reject: false,
+    input: podManifest(name, image),
+    env: { ORC_SOCKET: node.socket, USER: 'tester' },
+  })
+  if (r.exitCode !== 0) throw new Error(`apply on ${node.name} failed: ${r.stderr}`)
+}
+
+/** True once `orc get pod NAME` on `node` answers (optionally with `image`). */
+export async function hasPod(node: NodeProcess, name: string, image?: string): Promise<boolean> {
+  try {
+    const r = await node.client.call<{ object: { spec: { containers: Array<{ image: string }> } } }>('GET', `/v1/objects/Pod/default/${name}`)
+    return image === undefined || r.object.spec.containers[0]?.image === image
+  } catch {
+    return false
+  }
+}
