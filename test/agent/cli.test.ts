@@ -37,8 +37,8 @@ describe('orc CLI against a real agent', () => {
 
     const nodes = await run(['get', 'nodes', '-o', 'wide'])
     assert.equal(nodes.exitCode, 0, nodes.stderr)
-    assert.match(nodes.stdout, /^NAME +STATUS +ADDRESSES +VERSION +LABELS +AGE/)
-    assert.match(nodes.stdout, /\nn1 +Ready +<none> +\d+\.\d+\.\d+ +(disk=ssd,zone=lab|zone=lab,disk=ssd) /)
+    assert.match(nodes.stdout, /^NAME +STATUS +MEMBER +LAST SEEN +LATENCY +ADDRESSES +VERSION +LABELS +AGE/)
+    assert.match(nodes.stdout, /\nn1 +Ready +alive \(self\) +now +- +\/ip4\/127\.0\.0\.1\/tcp\/\d+ +\d+\.\d+\.\d+ +(disk=ssd,zone=lab|zone=lab,disk=ssd) /)
 
     const cluster = JSON.parse((await run(['get', 'clusters', '-o', 'json'])).stdout)
     assert.equal(cluster.items.length, 1)
