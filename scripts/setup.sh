@@ -30,3 +30,6 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
   npm ci --no-audit --no-fund --loglevel=error
   cp package-lock.json "$stamp"
 fi
+
+# Bundle the CLI/agent (dist/orc.mjs); bin/orc.mjs uses it only while it is newer than src/.
+node scripts/build.mjs

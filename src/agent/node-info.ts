@@ -1,6 +1,10 @@
 import { readFileSync } from 'node:fs'
 
+declare const __ORC_VERSION__: string | undefined
+
+/** The version of this orc: set at build time in the bundle, read from package.json from source. */
 export const ORC_VERSION: string = (() => {
+  if (typeof __ORC_VERSION__ === 'string') return __ORC_VERSION__
   try {
     return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version as string
   } catch {
