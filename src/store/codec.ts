@@ -87,12 +87,12 @@ const T_UPDATE = 1
 const T_SYNC_STATE = 2
 
 /** Replication message: a Yjs update plus the revision records it carries. */
-export function encodeUpdateMessage(yUpdate: Uint8Array, records: readonly RevisionRecord[]): Uint8Array {
+export function encodeUpdateMessage(yUpdate: Uint8Array, records: readonly RevisionRecord[] | string): Uint8Array {
   const e = encoding.createEncoder()
   encoding.writeVarUint(e, WIRE_VERSION)
   encoding.writeVarUint(e, T_UPDATE)
   encoding.writeVarUint8Array(e, yUpdate)
-  encoding.writeVarString(e, JSON.stringify(records))
+  encoding.writeVarString(e, typeof records === 'string' ? records : JSON.stringify(records))
   return encoding.toUint8Array(e)
 }
 

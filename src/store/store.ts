@@ -115,6 +115,21 @@ function touchedPaths(changes: readonly Change[]): string[][] {
   return out
 }
 
+/** crypto.randomBytes per call costs ~7 µs; uids are drawn from a 4 KiB pool instead. */
+function pooledRandomBytes(): (n: number) => Uint8Array {
+  let pool = new Uint8Array(0)
+  let at = 0
+  return (n) => {
+    if (n > 256) return new Uint8Array(nodeRandomBytes(n))
+    if (at + n > pool.length) {
+      pool = new Uint8Array(nodeRandomBytes(4096))
+      at = 0
+    }
+    at += n
+    return pool.slice(at - n, at)
+  }
+}
+
 function deepFreeze<T>(v: T): T {
   if (v && typeof v === 'object' && !Object.isFrozen(v)) {
     Object.freeze(v)
@@ -155,6 +170,9 @@ export class Store implements ObjectStore {
   private readonly contentRev = new Map<string, string>()
   private pendingY: Uint8Array[] = []
   private readonly changeListeners = new Set<(keys: string[]) => void>()
+  /** Keys changed in the document and not yet announced to change listeners. */
+  private readonly changed = new Set<string>()
+  private capture: Set<string> | undefined
   private readonly updateListeners = new Set<(u: Uint8Array) => void>()
   private closed = true
   private snapshotting = false
@@ -162,7 +180,7 @@ export class Store implements ObjectStore {
   constructor(private readonly opts: StoreOptions) {
     this.db = opts.db ?? new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
     this.ownership = opts.ownership ?? defaultOwnership()
-    this.random = opts.randomBytes ?? ((n) => new Uint8Array(nodeRandomBytes(n)))
+    this.random = opts.randomBytes ?? pooledRandomBytes()
     this.policy = { ...DEFAULT_COMPACTION, ...opts.compaction }
     this.snapshotEvery = opts.snapshotEvery ?? DEFAULTS.snapshotEvery
     this.fullEvery = opts.fullEvery ?? DEFAULTS.fullEvery
@@ -263,10 +281,30 @@ export class Store implements ObjectStore {
         if (e.target === this.objects) for (const k of e.keys.keys()) keys.add(k)
         else keys.add(String(e.path[0]))
       }
-      for (const k of keys) this.cache.delete(k)
-      const list = [...keys]
-      for (const fn of this.changeListeners) fn(list)
+      for (const k of keys) {
+        this.cache.delete(k)
+        this.changed.add(k)
+        this.capture?.add(k)
+      }
     })
+  }
+
+  /**
+   * Tell change listeners about the keys changed since the last call. Called once a write is on
+   * disk — never from inside a Yjs transaction, so a listener may write (a controller reacting to
+   * a change) and sees history that already holds the change.
+   */
+  private notifyChanges(): void {
+    if (this.changed.size === 0) return
+    const list = [...this.changed]
+    this.changed.clear()
+    for (const fn of this.changeListeners) {
+      try {
+        fn(list)
+      } catch (err) {
+        this.opts.logger?.error({ err }, 'change listener failed')
+      }
+    }
   }
 
   /**
@@ -560,15 +598,20 @@ export class Store implements ObjectStore {
     const yUpdate = this.pendingY.length === 1 ? this.pendingY[0]! : Y.mergeUpdates(this.pendingY)
     this.pendingY = []
     this.contentRev.set(key, id)
+    // A local write's result is exactly the content it computed: cache it instead of reading the
+    // document back (the observer above has just invalidated the key).
+    if (content !== undefined) this.cache.set(key, deepFreeze(content))
+    const recordJson = JSON.stringify(record)
     this.noteSeen(this.replica, localSeq)
 
     const ops: BatchOp[] = [
-      { type: 'put', key: revKey(this.replica, localSeq), value: json(record) },
+      { type: 'put', key: revKey(this.replica, localSeq), value: enc.encode(recordJson) },
       { type: 'put', key: idxKey(key, id), value: new Uint8Array(0) },
       ...this.yLogOps(yUpdate),
     ]
     await this.writer.write(ops)
-    const msg = encodeUpdateMessage(yUpdate, [record])
+    this.notifyChanges()
+    const msg = encodeUpdateMessage(yUpdate, `[${recordJson}]`)
     for (const fn of this.updateListeners) fn(msg)
     this.maybeSnapshot()
     const ref = refOfKey(key)
@@ -808,6 +851,20 @@ export class Store implements ObjectStore {
     return encodeSyncState(Y.encodeStateVector(this.doc), this.logVector())
   }
 
+  /**
+   * What this replica holds for replication, canonically (both vectors sorted): two replicas return
+   * the same text when they hold the same Yjs updates and the same revision records. With
+   * stateDigest() it is the convergence check: a write that lost a concurrent-edit conflict leaves
+   * no trace in the current objects, but its update and its revision must still reach everyone.
+   */
+  syncDigest(): string {
+    const sv = [...Y.decodeStateVector(Y.encodeStateVector(this.doc))].sort((a, b) => a[0] - b[0])
+    const log = [...this.have]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([r, h]) => [r, h.upTo, [...h.extra].sort((a, b) => a - b)])
+    return JSON.stringify({ sv, log })
+  }
+
   async encodeMissing(remoteState: Uint8Array, opts: { maxRecords?: number } = {}): Promise<Uint8Array> {
     this.ensureOpen()
     const { sv, log } = decodeSyncState(remoteState)
@@ -843,13 +900,13 @@ export class Store implements ObjectStore {
     }
     this.pendingY = []
     const touched = new Set<string>()
-    const off = this.onChange((keys) => keys.forEach((k) => touched.add(k)))
+    this.capture = touched
     try {
       if (yUpdate.byteLength > 0) Y.applyUpdate(this.doc, yUpdate, REMOTE)
     } catch (err) {
       throw new OrcError('invalid', `replication message: Yjs update rejected: ${(err as Error).message}`)
     } finally {
-      off()
+      this.capture = undefined
     }
     const effective = this.pendingY
     this.pendingY = []
@@ -872,6 +929,7 @@ export class Store implements ObjectStore {
     }
     if (effective.length > 0) ops.push(...this.yLogOps(effective.length === 1 ? effective[0]! : Y.mergeUpdates(effective)))
     await this.writer.write(ops)
+    this.notifyChanges()
     this.maybeSnapshot()
     return { revisions: fresh.length }
   }

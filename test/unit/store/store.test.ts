@@ -262,3 +262,27 @@ test('an injected in-memory database works the same (used by the simulator)', as
   assert.equal((await again.history(web)).length, 2)
   await again.close()
 })
+
+test('change listeners hear of a write after it is durable and may write from the callback', async () => {
+  const { store, cleanup } = await tempStore()
+  const seen: string[][] = []
+  let reacted: Promise<unknown> | undefined
+  store.onChange((keys) => {
+    seen.push(keys)
+    // a controller reacting: the change is already in history, and writing here is allowed
+    if (!reacted && keys.includes('Pod/default/web')) {
+      reacted = (async () => {
+        const h = await store.history(web)
+        assert.equal(h.length, 1, 'the announced change is already in history')
+        return store.patch(web, [{ path: ['status', 'phase'], value: 'Starting' }], { author: 'controller:lifecycle', now: 2 })
+      })()
+    }
+  })
+  await store.apply(pod('web'), alice(1))
+  const res = (await reacted) as { revision: { number: number } }
+  assert.equal(res.revision.number, 2)
+  const h = await store.history(web)
+  assert.deepEqual(h.map((r) => r.author), ['user:alice', 'controller:lifecycle'], 'no empty duplicate revision')
+  assert.ok(seen.length >= 2)
+  await cleanup()
+})
