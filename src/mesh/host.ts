@@ -60,6 +60,20 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
         // An RPC may batch a few messages; allow a little over one max-size message plus framing.
         maxInboundDataLength: t.maxGossipBytes + 64 * 1024,
         heartbeatInterval: 700,
+        // Clusters are small and, up to fullMeshMax, fully connected: flood publishing already hands
+        // every message to every connected member, so the mesh only adds duplicates. A lower degree
+        // halves the relayed copies (and the CPU they cost every node) without adding a hop.
+        D: 4,
+        Dlo: 3,
+        Dhi: 8,
+        Dscore: 2,
+        Dout: 2,
+        Dlazy: 3,
+        // A peer pruned while it was a stranger on probation (a joiner dialing members that have not
+        // heard of its admission yet) is backed off for this long on both sides; gossipsub's 60 s
+        // default kept fresh members out of each other's mesh for a minute after every join.
+        pruneBackoff: t.gossipPruneBackoffMs,
+        graftFloodThreshold: Math.min(2_000, t.gossipPruneBackoffMs),
         scoreParams: {
           appSpecificScore: init.appSpecificScore,
           appSpecificWeight: 1,

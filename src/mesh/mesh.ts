@@ -8,7 +8,7 @@ import type { Libp2pOptions } from 'libp2p'
 import type { Connection, PeerId, PrivateKey, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
-import { TopicValidatorResult, type Message } from '@libp2p/gossipsub'
+import { TopicValidatorResult, type GossipSub, type Message } from '@libp2p/gossipsub'
 import type { Logger } from 'pino'
 import { OrcError, wrapError } from '../model/index.ts'
 import type { Replicable } from '../store/index.ts'
@@ -115,7 +115,13 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
       dataDir: opts.dataDir,
     })
   }
-  const progress = opts.onProgress ?? (() => {})
+  const say = opts.onProgress ?? (() => {})
+  const joinStarted = clock.now()
+  let meshLog: Logger | undefined
+  const progress = (p: JoinProgress): void => {
+    meshLog?.debug({ phase: p.phase, ms: clock.now() - joinStarted }, 'join progress')
+    say(p)
+  }
   const pending: ClusterState = {
     clusterId: claims.cluster,
     createdAt: 0,
@@ -123,6 +129,7 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
     psk: new Uint8Array(Buffer.from(claims.psk, 'hex')),
   }
   const mesh = await Mesh.create(opts, pending, claims.issuer)
+  meshLog = mesh.log
   const t = mesh.tunables
   let res: JoinResponse
   try {
@@ -348,8 +355,12 @@ export class Mesh {
     if (!known) {
       this.log.info({ peer: info.peerId, name: info.name }, 'member admitted')
       this.events.emit('member:admitted', info)
-      // Gossip from it may have been ignored while it was unknown: catch up with it directly.
-      if (this.started && this.libp2p.getConnections(peerIdFromString(info.peerId)).length > 0) this.syncSoon(info.peerId)
+      if (this.started) this.forgetStrangerScore(info.peerId)
+      // Gossip from it was ignored while it was unknown: catch up with it directly. (Only then: a
+      // fresh joiner has no store yet, and syncs with everyone it connects to anyway.)
+      if (this.ignoredSenders.delete(info.peerId) && this.started && this.libp2p.getConnections(peerIdFromString(info.peerId)).length > 0) {
+        this.syncSoon(info.peerId)
+      }
       if (opts.announce === true && this.started) await this.publishMembers({ t: 'admit', member: info })
     }
   }
@@ -396,6 +407,7 @@ export class Mesh {
     if (this.syncing.has(key)) throw new OrcError('conflict', `sync with ${peerId} for ${scope} already running`)
     this.syncing.add(key)
     const signal = AbortSignal.timeout(this.tunables.syncTimeoutMs)
+    const t0 = this.clock.now()
     let stream: Stream | undefined
     try {
       stream = await this.libp2p.dialProtocol(peerIdFromString(peerId), SYNC_PROTOCOL, {
@@ -406,6 +418,7 @@ export class Mesh {
         ch.abort(new Error('sync timed out')),
       )
       await this.afterSync(peerId, r)
+      this.log.debug({ peer: peerId, scope, ms: this.clock.now() - t0, sent: r.sentBytes, received: r.receivedBytes }, 'sync done')
       return r
     } catch (err) {
       if (isPeerFault(err)) await this.misbehaved(peerId, (err as Error).message)
@@ -678,6 +691,7 @@ export class Mesh {
     if (!this.isMember(msg.from.toString())) {
       // Our member list lags the sender's (its admission has not reached us yet). Ignore — do not
       // punish — and pull the data by anti-entropy from whoever forwarded it, once it is a member.
+      if (this.ignoredSenders.size < 1024) this.ignoredSenders.add(msg.from.toString())
       if (this.isMember(source)) this.syncSoon(source)
       return TopicValidatorResult.Ignore
     }
@@ -732,8 +746,44 @@ export class Mesh {
     for (const tr of this.table.tick(this.clock.now())) this.emitTransition(tr)
   }
 
+  /**
+   * Gossipsub caches a peer's score for a heartbeat: a member admitted a moment ago would still be
+   * scored as a stranger (below zero) and its GRAFT refused with a PRUNE and a backoff. Drop the
+   * cached score so the next one is computed as a member's. (Reaches into gossipsub's internals, no
+   * public API for it; should they change, the short prune backoff still bounds the delay.)
+   * The backoff of a peer pruned while it really was a stranger is kept: the peer obeys the same
+   * backoff for us, and GRAFTing it before that ends would only be refused and penalised.
+   */
+  private forgetStrangerScore(peerId: string): void {
+    const g = this.libp2p.services.pubsub as unknown as { score?: { scoreCache?: Map<string, unknown> } }
+    if (g.score?.scoreCache instanceof Map) g.score.scoreCache.delete(peerId)
+  }
+
+  /** Gossipsub's view per topic: members in our mesh for it, and connected peers subscribed to it. */
+  gossipState(): Record<string, { mesh: number; subscribers: number }> {
+    // getMeshPeers is on the implementation, not on the exported GossipSub interface.
+    const pubsub = this.libp2p.services.pubsub as GossipSub & { getMeshPeers(topic: string): string[] }
+    const out: Record<string, { mesh: number; subscribers: number }> = {}
+    for (const topic of pubsub.getTopics()) {
+      out[topic.split('/').slice(-2, -1)[0] ?? topic] = { mesh: pubsub.getMeshPeers(topic).length, subscribers: pubsub.getSubscribers(topic).length }
+    }
+    return out
+  }
+
+  private lastGossipState = ''
+  private readonly lastPing = new Map<string, number>()
+  /** Senders whose gossip we ignored because they were not (yet) members. */
+  private readonly ignoredSenders = new Set<string>()
+
   private async maintain(): Promise<void> {
     const now = this.clock.now()
+    if (this.log.isLevelEnabled('debug')) {
+      const g = JSON.stringify(this.gossipState())
+      if (g !== this.lastGossipState) {
+        this.lastGossipState = g
+        this.log.debug({ gossip: JSON.parse(g), connected: this.connectedMembers().length, members: this.directory.list().length }, 'gossip mesh changed')
+      }
+    }
     const connected = new Set(this.connectedMembers())
     const candidates = this.directory.list().map((m) => m.peerId).filter((p) => p !== this.peerId && !this.scores.isBanned(p, now))
     const want = chooseConnections({
@@ -750,12 +800,21 @@ export class Mesh {
       if (b !== undefined && b.until > now) continue
       dials.push(this.dialMember(p))
     }
+    // A ping opens a stream (several frames each way): to every member every 2 s it cost more than
+    // the heartbeats. Ping each member at most every pingIntervalMs; a reply also proves it alive.
     for (const p of connected) {
+      if ((this.lastPing.get(p) ?? 0) + this.tunables.pingIntervalMs > now) continue
+      this.lastPing.set(p, now)
       void this.libp2p.services.ping
         .ping(peerIdFromString(p), { signal: AbortSignal.timeout(this.tunables.dialTimeoutMs) })
-        .then((ms) => this.table.setRtt(p, ms))
+        .then((ms) => {
+          this.table.setRtt(p, ms)
+          const tr = this.table.heard(p, this.clock.now())
+          if (tr !== undefined) this.emitTransition(tr)
+        })
         .catch(() => undefined)
     }
+    for (const p of this.lastPing.keys()) if (!connected.has(p)) this.lastPing.delete(p)
     await Promise.all(dials)
   }
 

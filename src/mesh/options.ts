@@ -49,6 +49,10 @@ export interface MeshTunables {
   /** Largest gossip message; bigger local updates are left to anti-entropy. */
   maxGossipBytes: number
   heartbeatIntervalMs: number
+  /** Each connected member is pinged (round trip, and proof it is alive) at most this often. */
+  pingIntervalMs: number
+  /** Gossipsub PRUNE backoff (gossipsub's default is 60 s; see host.ts). */
+  gossipPruneBackoffMs: number
   suspectAfterMs: number
   deadAfterMs: number
   /** Up to this many members, every node connects to every other; beyond it, a random subset. */
@@ -79,7 +83,9 @@ export const meshDefaults: MeshTunables = {
   maxFrameBytes: 4 * 1024 * 1024,
   maxSyncBytes: 64 * 1024 * 1024, // matches the store's MAX_REMOTE_UPDATE_BYTES
   maxGossipBytes: 1024 * 1024,
-  heartbeatIntervalMs: 1_000,
+  heartbeatIntervalMs: 2_000,
+  pingIntervalMs: 10_000,
+  gossipPruneBackoffMs: 5_000,
   suspectAfterMs: 5_000,
   deadAfterMs: 30_000,
   fullMeshMax: 16,

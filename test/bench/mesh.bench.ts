@@ -11,7 +11,7 @@
  *   join_10k_command_ms                                 `orc join` process start → "ready" (includes tsx start-up)
  * Run: node --import tsx --import ./test/setup.ts test/bench/mesh.bench.ts [SIZES=5,10,20] [SAMPLES=60]
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Workspace, newNode, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
@@ -47,7 +47,10 @@ function traced(n: NodeProcess): NodeProcess {
   const m = new Map<string, number>()
   seen.set(n, m)
   n.env = ENV
+  const logDir = process.env.BENCH_LOG_DIR // keep every agent's log (diagnosis)
+  if (logDir) mkdirSync(logDir, { recursive: true })
   n.onStderrLine = (line) => {
+    if (logDir) appendFileSync(join(logDir, `${n.name}.log`), line + '\n')
     if (!line.includes('"objects changed"')) return
     try {
       const e = JSON.parse(line) as { time: number; keys: string[] }
@@ -91,7 +94,16 @@ async function propagation(): Promise<void> {
             n.join(first.addr, token, ['--log-level', 'trace'])
             batch.push(n)
           }
-          await Promise.all(batch.map((n) => n.ready()))
+          const t0 = Date.now()
+          await Promise.all(
+            batch.map((n) =>
+              n.ready().catch((err) => {
+                console.error(`${n.name} stdout:\n${n.stdout}`)
+                throw err
+              }),
+            ),
+          )
+          if (process.env.BENCH_VERBOSE) console.error(`joined ${batch.map((n) => n.name).join(',')} in ${Date.now() - t0} ms`)
           nodes.push(...batch)
         }
       }
