@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 
 orc() { node bin/orc.mjs "$@"; }
 
+# The sample pod's image: a tiny rootfs built from Debian's busybox-static (no registry).
+orc image import-busybox
+
 orc up &
 agent=$!
 trap 'kill -TERM $agent 2>/dev/null || true; wait $agent 2>/dev/null || true' EXIT INT TERM

@@ -6,7 +6,7 @@ import { randomBytes as cryptoRandomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync, chmodSync, statSync } from 'node:fs'
 import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { NODE_CONTROLLER, ORC_VERSION, nodeNameFromHostname } from './node-info.ts'
-import { join } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { API_VERSION, OrcError, wrapError, type OrcObject } from '../model/index.ts'
 import { openStore, type ObjectStore, type StoreOptions } from '../store/index.ts'
@@ -14,6 +14,13 @@ import { createApiHandler, type ApiHandler, type NodeInfo } from './api.ts'
 import { serveOnSocket, type SocketServer } from './http.ts'
 import { createLogger } from './logger.ts'
 import { prepareJoin, startClusterMesh, type ClusterNode } from './cluster.ts'
+import { checkAgentControllers, AGENT_CONTROLLERS } from './controllers.ts'
+import { PodLifecycle } from './pods/controller.ts'
+import { createPodApi } from './pods/api.ts'
+import { podTunablesFromEnv } from './pods/options.ts'
+import { admitPod } from './pods/security.ts'
+import { previousUserRevision } from './rollback.ts'
+import { systemClock as workflowSystemClock } from '../workflow/index.ts'
 import {
   DEFAULT_CLUSTER_NAME,
   PID_FILE,
@@ -40,6 +47,8 @@ export interface Agent {
   readonly logger: Logger
   /** The node's mesh, when started with `opts.mesh`. */
   readonly cluster?: ClusterNode
+  /** controller:lifecycle, running this node's pods. */
+  readonly lifecycle: PodLifecycle
   /** Orderly stop: API first (no new writes), then the store. Safe to call twice. */
   stop(): Promise<void>
   /** Resolves when the agent has stopped. */
@@ -60,6 +69,8 @@ function ensureDataDir(dir: string): void {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     if (!statSync(dir).isDirectory()) throw new Error('not a directory')
+    mkdirSync(join(dir, 'db'), { recursive: true, mode: 0o700 })
+    chmodSync(join(dir, 'db'), 0o700)
   } catch (err) {
     const e = err as NodeJS.ErrnoException
     if (e.code === 'EACCES' || e.code === 'EPERM') {
@@ -156,6 +167,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const dataDir = opts.dataDir
   const socketPath = opts.socketPath ?? socketPathOf(dataDir)
   const nodeName = opts.nodeName ?? nodeNameFromHostname(hostname())
+  // Refuse to start with controllers whose reads and writes form a loop.
+  checkAgentControllers(AGENT_CONTROLLERS)
 
   // A join that fails leaves no half-initialised data dir behind.
   const joinPrep = opts.mesh?.join ? prepareJoin(dataDir, opts.mesh.join.token, clock.now()) : undefined
@@ -170,8 +183,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const pidFile = join(dataDir, PID_FILE)
   let server: SocketServer | undefined
   let cluster: ClusterNode | undefined
+  let lifecycle: PodLifecycle | undefined
   const cleanup = async (): Promise<void> => {
     await server?.close().catch((err) => log.warn({ err }, 'close API'))
+    await lifecycle?.stop().catch((err) => log.warn({ err }, 'stop pod lifecycle'))
     await cluster?.stop().catch((err) => log.warn({ err }, 'stop mesh'))
     await store.close().catch((err) => log.warn({ err }, 'close store'))
     if (readPid(dataDir) === process.pid) {
@@ -184,7 +199,16 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   }
   try {
     writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o644 })
-    chmodSync(dataDir, 0o700)
+    // 0711: others may pass through (pod sandboxes run unprivileged and must reach images/ and
+    // runtime/), not list; everything private inside (db/, keys, socket) has its own 0700/0600.
+    chmodSync(dataDir, 0o711)
+    const closed = closedAncestor(dataDir)
+    if (closed) {
+      logger.warn(
+        { dataDir, dir: closed },
+        'pods cannot start: sandboxed pods run as an unprivileged user and cannot pass through this directory above the data dir (give it o+x, or use a data dir elsewhere)',
+      )
+    }
     if (opts.mesh) cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh, clock })
     const clusterRef = await ensureCluster(
       store,
@@ -203,9 +227,35 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       startedAt: clock.now(),
       cluster: clusterRef,
     }
-    const baseHandler = createApiHandler({ store, node: () => info, clock, logger: logger.child({ module: 'api' }) })
-    const handler = cluster ? cluster.wrap(baseHandler) : baseHandler
+    const meshNode = cluster
+    lifecycle = new PodLifecycle({
+      store,
+      nodeName,
+      dataDir,
+      clock: opts.pods?.clock ?? workflowSystemClock,
+      logger,
+      tunables: opts.pods?.tunables ?? podTunablesFromEnv(process.env),
+      aliveNodes: () => (meshNode ? meshNode.mesh.members().filter((m) => m.self || m.state === 'alive').map((m) => m.name) : [nodeName]),
+    })
+    const pods = lifecycle
+    const baseHandler = createApiHandler({
+      store,
+      node: () => info,
+      clock,
+      logger: logger.child({ module: 'api' }),
+      admit: (obj, batch) => {
+        if (obj.kind !== 'Pod') return
+        const ns = obj.metadata.namespace ?? 'default'
+        const inBatch = batch.filter((o) => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
+        const names = new Set(inBatch.map((o) => o.metadata.name))
+        admitPod(obj, [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch])
+      },
+      rollbackTarget: (ref) => previousUserRevision(store, ref),
+    })
+    const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })(baseHandler)
+    const handler = cluster ? cluster.wrap(podHandler) : podHandler
     server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
+    await lifecycle.start()
     log.info({ node: nodeName, cluster: clusterRef.name, clusterId: clusterRef.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')
 
     let resolveStopped!: () => void
@@ -218,6 +268,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       socketPath,
       logger,
       cluster,
+      lifecycle,
       stopped,
       stop() {
         stopping ??= (async () => {
@@ -233,5 +284,20 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     await cleanup()
     joinPrep?.undo()
     throw err
+  }
+}
+
+/** The first directory above `dir` that others cannot pass through (mode lacks o+x), if any. */
+export function closedAncestor(dir: string): string | undefined {
+  let cur = dirname(resolve(dir))
+  for (;;) {
+    try {
+      if ((statSync(cur).mode & 0o001) === 0) return cur
+    } catch {
+      return cur
+    }
+    const up = dirname(cur)
+    if (up === cur) return undefined
+    cur = up
   }
 }

@@ -53,6 +53,10 @@ export interface ApiComponents {
   clock: { now(): number }
   logger: Logger
   ownership?: OwnershipTable
+  /** Admission check of each object before anything is written (e.g. the two-party rule of unsafe pods). */
+  admit?: (obj: OrcObject, batch: readonly OrcObject[]) => void
+  /** The revision `rollback` restores when none is named (default: the store's, the one before the head). */
+  rollbackTarget?: (ref: ObjectRef) => Promise<string | undefined>
 }
 
 /** The wire form of an error: `{ error: { code, message, details, causes } }`. */
@@ -178,6 +182,14 @@ export function createApiHandler(c: ApiComponents): ApiHandler {
         throw err
       }
     })
+    for (const [index, obj] of objects.entries()) {
+      try {
+        c.admit?.(obj, objects)
+      } catch (err) {
+        if (err instanceof OrcError) throw new OrcError(err.code, err.message, { ...err.details, index }, err.cause)
+        throw err
+      }
+    }
     const results: ApplyResultItem[] = []
     for (const [index, obj] of objects.entries()) {
       const ref = refOf(obj)
@@ -270,7 +282,7 @@ export function createApiHandler(c: ApiComponents): ApiHandler {
       if (sub.length === 1 && sub[0] === 'rollback' && m === 'POST') {
         getObject(ref)
         const author = parseAuthor(body.author)
-        const to = body.to === undefined || body.to === null || body.to === '' ? undefined : parseRev(body.to, 'to')
+        const to = body.to === undefined || body.to === null || body.to === '' ? await c.rollbackTarget?.(ref) : parseRev(body.to, 'to')
         const res = await c.store.rollback(ref, { author, reason: parseReason(body.reason), now: c.clock.now(), ...(to !== undefined ? { to } : {}) })
         logWrite(ref, res, author)
         return { status: 200, body: res }

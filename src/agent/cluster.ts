@@ -34,6 +34,8 @@ import {
 } from '../mesh/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from './api.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
+import { createMemberApiHandler } from './member-api.ts'
+import { withLogsProxy } from './pods/logs-proxy.ts'
 
 export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** The admin credential (orcadmin1.…) of a cluster created here, mode 0600. */
@@ -168,6 +170,7 @@ export async function startClusterMesh(c: {
   const log = c.logger.child({ module: 'cluster' })
   let removed = removedPeersOf(store)
   let handler: ApiHandler | undefined
+  let memberHandler: ReturnType<typeof createMemberApiHandler> | undefined
   const directory = new RevocableDirectory(JsonFileMemberDirectory.inDataDir(dataDir), (p) => removed.has(p))
 
   const vetJoiner = (info: MemberInfo): void => {
@@ -199,6 +202,10 @@ export async function startClusterMesh(c: {
     apiHandler: async (req) => {
       if (handler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
       return handler({ method: req.method, path: req.path, query: req.query, body: req.body })
+    },
+    memberApiHandler: async (req, ctx) => {
+      if (memberHandler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
+      return memberHandler(req, ctx)
     },
   }
   if (opts.listen === undefined) {
@@ -268,7 +275,17 @@ export async function startClusterMesh(c: {
     clusterId: mesh.clusterId,
     peerId: mesh.peerId,
     wrap(base) {
-      handler = withClusterRoutes(base, { mesh, store, dataDir, clock: c.clock, applyRemovals })
+      // Members reach `base` itself (never forwarded again, no cluster routes), through the allowlist.
+      memberHandler = createMemberApiHandler(base, log)
+      const proxied = withLogsProxy(base, {
+        store,
+        nodeName: c.nodeName,
+        members: () => mesh.members(),
+        forward: (peer, req, timeoutMs) => mesh.memberRequest(peer, { method: req.method, path: req.path, query: flatQuery(req.query) }, { timeoutMs }),
+        now: () => c.clock.now(),
+        log,
+      })
+      handler = withClusterRoutes(proxied, { mesh, store, dataDir, clock: c.clock, applyRemovals })
       return handler
     },
     async stop() {
@@ -277,6 +294,17 @@ export async function startClusterMesh(c: {
     },
   }
   return node
+}
+
+/** The mesh carries one value per query key (the last one, as the API reads them). */
+function flatQuery(q: ApiRequest['query']): Record<string, string> | undefined {
+  if (q === undefined) return undefined
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(q)) {
+    const last = Array.isArray(v) ? v[v.length - 1] : v
+    if (last !== undefined) out[k] = last
+  }
+  return out
 }
 
 // ---- API routes --------------------------------------------------------------------------------

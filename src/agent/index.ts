@@ -20,3 +20,7 @@ export { defaultDataDir, resolveSocketPath, socketPathOf, systemClock, SOCKET_FI
 export type { AgentOptions, Clock, RandomBytes } from './options.ts'
 // Types only: cluster.ts loads libp2p, which the socket-only CLI commands must not pay for.
 export type { ClusterNode, MeshSetup } from './cluster.ts'
+// Pods: controller:lifecycle and what the CLI needs to explain pods.
+export { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
+export type { PodLifecycle } from './pods/controller.ts'
+export type { PodTunables } from './pods/options.ts'

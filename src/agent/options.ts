@@ -1,6 +1,8 @@
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { MeshSetup } from './cluster.ts'
+import type { PodTunables } from './pods/options.ts'
+import type { Clock as WorkflowClock } from '../workflow/index.ts'
 
 /** Where an agent keeps its state when no `--data-dir` is given: system-wide as root, per user otherwise. */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, uid: number = process.getuid?.() ?? -1): string {
@@ -49,6 +51,8 @@ export interface AgentOptions {
   prettyLogs?: boolean
   /** Run the mesh (create, restart or join the cluster; see cluster.ts). Off when absent. */
   mesh?: MeshSetup
+  /** Pod lifecycle: timers (default from `ORC_POD_TUNABLES`, else production values) and clock. */
+  pods?: { tunables?: Partial<PodTunables>; clock?: WorkflowClock }
 }
 
 export const DEFAULT_CLUSTER_NAME = 'default'

@@ -20,6 +20,7 @@ import { changeLines, historyTable, objectTable, objectsYaml, parseLabels, parse
 import { describeDoc, readManifests } from './manifests.ts'
 import { RemoteApiClient, readCredential, type ApiCaller } from './remote.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
+import { registerPodCommands } from './commands/pods.ts'
 
 export interface CliIO {
   out(text: string): void
@@ -334,7 +335,7 @@ Use "orc COMMAND --help" for more about a command.`))
     .command('rollback')
     .description('Make an object equal to an earlier revision again (recorded as a new revision)')
     .argument('<KIND/NAME>', 'like pod/web')
-    .option('--to <rev>', 'revision number or id to restore (default: the one before the current)')
+    .option('--to <rev>', 'revision number or id to restore (default: the newest earlier revision whose spec, labels or annotations differ)')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .option('--reason <text>', 'why; recorded in the history')
@@ -396,6 +397,7 @@ Use "orc COMMAND --help" for more about a command.`))
     })
 
   registerClusterCommands(program, io, client)
+  registerPodCommands(program, io, client)
 
   return program
 }

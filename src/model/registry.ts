@@ -3,10 +3,11 @@ import type { KindDef } from './kind.ts'
 import { clusterKind } from './kinds/cluster.ts'
 import { nodeKind } from './kinds/node.ts'
 import { podKind } from './kinds/pod.ts'
+import { securityPolicyKind } from './kinds/security-policy.ts'
 import { OwnershipTable } from './ownership.ts'
 
 /** Every kind orc knows. Adding a kind: write `kinds/<kind>.ts` and list it here. */
-export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind]
+export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind]
 
 const byName = new Map<string, KindDef>()
 for (const k of KINDS) {

@@ -27,3 +27,4 @@ import { OciRuntime } from './oci.ts'
 export function createRuntime(kind: 'sandbox' | 'oci', opts: RuntimeOptionsInput): Runtime {
   return kind === 'oci' ? new OciRuntime(opts) : new SandboxRuntime(opts)
 }
+export { buildBusyboxRootfs, busyboxUnavailable, BUSYBOX_PATH } from './busybox.ts'

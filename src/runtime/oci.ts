@@ -70,7 +70,8 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
     ociVersion: '1.0.2',
     process: {
       terminal: false,
-      user: { uid, gid, additionalGids: [] },
+      // rootInside: container id 0, which the user namespace maps to an unprivileged host id
+      user: spec.rootInside ? { uid: 0, gid: 0, additionalGids: [] } : { uid, gid, additionalGids: [] },
       args: containerArgv(spec, image),
       env,
       cwd: spec.workingDir ?? image.config.workingDir ?? '/',

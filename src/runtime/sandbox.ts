@@ -37,7 +37,7 @@ export function buildBwrapArgs(input: BwrapArgsInput): string[] {
   const { spec, image, uid, gid } = input
   const a: string[] = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try']
   if (!spec.netnsPath) a.push('--unshare-net')
-  a.push('--uid', String(uid), '--gid', String(gid))
+  a.push('--uid', String(spec.rootInside ? 0 : uid), '--gid', String(spec.rootInside ? 0 : gid))
   a.push('--hostname', (spec.hostname ?? spec.id).slice(0, 63))
   a.push('--die-with-parent', '--new-session')
   a.push('--ro-bind', image.rootfs, '/')

@@ -45,6 +45,12 @@ export interface ContainerRunSpec {
    */
   uid?: number
   gid?: number
+  /**
+   * Run as uid/gid 0 inside the container's user namespace (the pod asked for `root` and a
+   * SecurityPolicy granted it). On the host the process keeps its unprivileged identity and gains
+   * no capabilities: root inside owns only what the user namespace maps.
+   */
+  rootInside?: boolean
   /** Hostname inside the container (UTS namespace). Default: the id, truncated to 63 chars. */
   hostname?: string
 }

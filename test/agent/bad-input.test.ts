@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createHash } from 'node:crypto'
-import { orc, startAgentProcess, tempDir, type CliResult, type RunningAgent } from './helpers.ts'
+import { orc, startAgentProcess, tempDir, waitFor, type CliResult, type RunningAgent } from './helpers.ts'
 
 const pod = (name: string, extra = '') =>
   `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ${name}\n  labels: {v: "1"}\nspec:\n  containers:\n    - name: main\n      image: /img\n${extra}`
@@ -35,7 +35,20 @@ describe('bad input', () => {
   const run = (args: string[], input?: string) => orc(agent.socket, args, { input })
   /** Every bad batch leads with a valid change to `keep`, which must not be written. */
   const change = pod('keep').replace('v: "1"', 'v: "2"') + '---\n'
-  const keepRevision = async () => JSON.parse((await run(['get', 'pod', 'keep', '-o', 'json'])).stdout).metadata
+  const keepObject = async () => JSON.parse((await run(['get', 'pod', 'keep', '-o', 'json'])).stdout)
+  /**
+   * The revisions users wrote to `keep`. Its image does not exist, so controller:lifecycle keeps
+   * adding status revisions (Starting, Failed, retries); only a user revision would mean a bad
+   * batch got through.
+   */
+  const keepUserRevisions = async () =>
+    JSON.parse((await run(['history', 'pod/keep', '--exclude-author', 'controller:', '-o', 'json'])).stdout).map((r: { number: number }) => r.number)
+  const assertKeepUnchanged = async () => {
+    assert.deepEqual(await keepUserRevisions(), [1], 'no user revision was added to pod/keep')
+    const obj = await keepObject()
+    assert.deepEqual(obj.metadata.labels, { v: '1' })
+    assert.equal(obj.spec.containers[0].image, '/img')
+  }
 
   before(async () => {
     agent = await startAgentProcess(dataDir)
@@ -57,7 +70,7 @@ describe('bad input', () => {
 
   it('unknown kind, unknown field, invalid values and oversized objects are refused before any write', async () => {
     const cases: [string, RegExp][] = [
-      [change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n', /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters\)$/m],
+      [change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n', /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies\)$/m],
       [change + pod('x', '  colour: red\n'), /^error: stdin document 2 \(line 11\): pod\/x: spec\.colour: unknown field$/m],
       [change + pod('x', '  restartPolicy: Sometimes\n'), /pod\/x: spec\.restartPolicy: must be one of Always, OnFailure, Never; got "Sometimes"$/m],
       [change + pod('Bad_Name'), /metadata\.name: must be a DNS label/],
@@ -66,20 +79,32 @@ describe('bad input', () => {
       [change + pod('x', 'status:\n  phase: Running\n'), /pod\/x: status\.phase is owned by controller:lifecycle; user:tester may not change it/],
     ]
     for (const [input, pattern] of cases) oneLineError(await run(['apply', '-f', '-'], input), pattern)
-    const meta = await keepRevision()
-    assert.equal(meta.revision, 1, 'the valid document before the bad one was not applied')
-    assert.deepEqual(meta.labels, { v: '1' })
+    await assertKeepUnchanged() // the valid document before the bad one was not applied
     assert.equal((await run(['get', 'pods', '-o', 'name'])).stdout, 'pod/keep\n')
   })
 
   it('a user cannot write a controller-owned field of an existing object', async () => {
-    oneLineError(await run(['apply', '-f', '-'], pod('keep', 'status:\n  node: n9\n')), /status\.node is owned by controller:scheduler/)
-    assert.equal((await keepRevision()).revision, 1)
+    // keep is bound and run here: its status holds both controllers' fields; the first changed leaf is named.
+    await waitFor('pod/keep bound and started', async () => ((await keepObject()).status?.phase ? true : undefined))
+    oneLineError(await run(['apply', '-f', '-'], pod('keep', 'status:\n  node: n9\n')), /^error: stdin document 1 \(line 1\): pod\/keep: status\.phase is owned by controller:lifecycle; user:tester may not change it$/)
+    await assertKeepUnchanged()
+    assert.notEqual((await keepObject()).status.node, 'n9')
+    // A pod pinned to another node gets no status here, so status.node is the only field changed.
+    const away = pod('away', '  placement: {node: elsewhere}\n')
+    assert.equal((await run(['apply', '-f', '-'], away)).stdout, 'pod/away created\n')
+    oneLineError(await run(['apply', '-f', '-'], away + 'status:\n  node: n9\n'), /pod\/away: status\.node is owned by controller:scheduler; user:tester may not change it$/)
+    const stored = JSON.parse((await run(['get', 'pod', 'away', '-o', 'json'])).stdout)
+    assert.equal(stored.metadata.revision, 1)
+    assert.equal(stored.status, undefined)
+    assert.equal((await run(['delete', 'pod/away'])).exitCode, 0)
   })
 
   it('rollback to a missing revision, diff of a missing revision, unknown objects and bad arguments', async () => {
-    oneLineError(await run(['rollback', 'pod/keep', '--to', '9']), /^error: pod\/keep has no revision 9/)
-    oneLineError(await run(['diff', 'pod/keep', '1', '7']), /no revision 7/)
+    // Status writes add revisions to keep all the time: 999 is one it will not reach.
+    oneLineError(await run(['rollback', 'pod/keep', '--to', '999']), /^error: pod\/keep has no revision 999/)
+    oneLineError(await run(['diff', 'pod/keep', '1', '999']), /no revision 999/)
+    // Without --to, status writes are skipped: nothing a user wrote differs from revision 1.
+    oneLineError(await run(['rollback', 'pod/keep']), /^error: pod\/keep has no earlier revision with different content to roll back to$/)
     oneLineError(await run(['rollback', 'pod/nothing']), /pod\/nothing/)
     oneLineError(await run(['delete', 'pod/nothing']), /^error: pod\/nothing in namespace default not found$/)
     oneLineError(await run(['get', 'gizmos']), /^error: unknown kind "gizmos"/)
@@ -89,13 +114,13 @@ describe('bad input', () => {
     oneLineError(await run(['frobnicate']), /error: unknown command 'frobnicate'/)
     oneLineError(await run(['apply']), /apply needs -f FILE/)
     oneLineError(await run(['apply', '-f', join(tmp.path, 'missing.yaml')]), /missing\.yaml: no such file/)
-    assert.equal((await keepRevision()).revision, 1)
+    await assertKeepUnchanged()
   })
 
   it('--debug adds the error code and cause chain', async () => {
-    const r = await run(['--debug', 'rollback', 'pod/keep', '--to', '9'])
+    const r = await run(['--debug', 'rollback', 'pod/keep', '--to', '999'])
     assert.equal(r.exitCode, 1)
-    assert.match(r.stderr, /^error: pod\/keep has no revision 9.*\n {2}code: not_found\n/)
+    assert.match(r.stderr, /^error: pod\/keep has no revision 999.*\n {2}code: not_found\n/)
   })
 
   it('a second agent on the same data dir is refused with the first one\'s pid; the first keeps running', async () => {
@@ -130,6 +155,6 @@ describe('bad input', () => {
     assert.equal(existsSync(join(copy, 'orc.sock')), false)
     // The original data dir still opens.
     agent = await startAgentProcess(dataDir)
-    assert.equal((await keepRevision()).revision, 1)
+    await assertKeepUnchanged()
   })
 })

@@ -4,12 +4,15 @@
  */
 import { after, before, describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, parseAllDocuments } from 'yaml'
 import { orc, startAgentProcess, tempDir, waitFor, ROOT, type RunningAgent } from './helpers.ts'
+import { skipReason } from '../pods/helpers.ts'
 
-const POD = readFileSync(join(ROOT, 'examples/pod.yaml'), 'utf8')
+const EXAMPLE = readFileSync(join(ROOT, 'examples/pod.yaml'), 'utf8')
+/** Without bwrap or a static busybox the example pod cannot run; it then ends Starting/Failed. */
+const noSandbox = skipReason()
 
 describe('orc CLI against a real agent', () => {
   const tmp = tempDir()
@@ -17,12 +20,30 @@ describe('orc CLI against a real agent', () => {
   let agent: RunningAgent
   let sock: string
   const run = (args: string[], input?: string) => orc(sock, args, { input })
+  // examples/pod.yaml with its image in this data dir (the example names the root agent's).
+  const POD = EXAMPLE.replace(/^( +image: ).*$/m, `$1${join(dataDir, 'images', 'busybox')}`)
+  const podFile = join(tmp.path, 'pod.yaml')
+  /** Revisions written by users, without the controllers' status writes. */
+  const userHistory = async (target: string) =>
+    JSON.parse((await run(['history', target, '--exclude-author', 'controller:', '-o', 'json'])).stdout) as { number: number; author: string; op: string }[]
 
   before(async () => {
+    // Pods run as uid 65534 and must reach <data-dir>/images: the data dir is 0711, its parent too.
+    chmodSync(tmp.path, 0o711)
+    assert.notEqual(POD, EXAMPLE, 'the example names its image on an "image:" line')
+    writeFileSync(podFile, POD)
+    if (!noSandbox) {
+      const img = await orc(undefined, ['image', 'import-busybox', '--data-dir', dataDir])
+      assert.equal(img.exitCode, 0, img.stderr)
+    }
     agent = await startAgentProcess(dataDir, ['--name', 'n1', '--labels', 'zone=lab,disk=ssd'])
     sock = agent.socket
   })
   after(async () => {
+    // Containers outlive their agent: delete the pods and wait until they are stopped and removed.
+    if (agent && (await run(['delete', 'pod/hello'])).exitCode === 0) {
+      await waitFor('pod/hello stopped and removed', async () => (readdirSync(join(dataDir, 'pods')).length === 0 ? true : undefined))
+    }
     await agent?.stop()
     tmp.remove()
   })
@@ -32,7 +53,14 @@ describe('orc CLI against a real agent', () => {
     assert.match(stdout, new RegExp(`socket: +${sock.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
     assert.match(stdout, /orc status/)
     assert.equal(statSync(sock).mode & 0o777, 0o600)
-    assert.equal(statSync(dataDir).mode & 0o077, 0, 'data dir is private to its owner')
+    // Sandboxed pods (uid 65534) must traverse the data dir to reach images/ and runtime/, and nothing else.
+    assert.equal(statSync(dataDir).mode & 0o777, 0o711, 'data dir: others may traverse, not list')
+    assert.equal(statSync(join(dataDir, 'db')).mode & 0o777, 0o700, 'the database is private to its owner')
+    for (const f of ['peer.key', 'swarm.key', 'admin.credential']) assert.equal(statSync(join(dataDir, f)).mode & 0o777, 0o600, f)
+    for (const f of readdirSync(dataDir)) {
+      if (['images', 'runtime', 'orc.pid'].includes(f)) continue
+      assert.equal(statSync(join(dataDir, f)).mode & 0o077, 0, `${f} is private to its owner`)
+    }
     assert.equal(Number(readFileSync(join(dataDir, 'orc.pid'), 'utf8')), agent.proc.pid)
 
     const nodes = await run(['get', 'nodes', '-o', 'wide'])
@@ -50,45 +78,81 @@ describe('orc CLI against a real agent', () => {
   })
 
   it('applies, reports created/unchanged/configured, and shows objects as table, wide, yaml, json', async () => {
-    const first = await run(['apply', '-f', join(ROOT, 'examples/pod.yaml')])
+    const first = await run(['apply', '-f', podFile])
     assert.equal(first.exitCode, 0, first.stderr)
     assert.equal(first.stdout, 'pod/hello created\n')
+    // Status writes by the controllers meanwhile do not make the same manifest a change.
     assert.equal((await run(['apply', '-f', '-'], POD)).stdout, 'pod/hello unchanged\n')
     const changed = await run(['apply', '-f', '-', '--author', 'alice', '--reason', 'relabel'], POD.replace('app: hello', 'app: web'))
     assert.equal(changed.stdout, 'pod/hello configured\n')
 
-    const table = await run(['get', 'pods'])
-    assert.match(table.stdout, /^NAME +STATUS +NODE +REV +AGE\nhello +Pending +<none> +2 +\d+s\n$/)
-    assert.match((await run(['get', 'pods', '-o', 'wide', '-A'])).stdout, /^NAMESPACE +NAME +STATUS +NODE +POLICY +REV +AGE\ndefault +hello +Pending +<none> +best-effort +2 /)
+    if (noSandbox) {
+      // The image is missing: bound to n1, it stays Starting while resolve-image retries, then Failed.
+      await waitFor('pod/hello bound', async () => (JSON.parse((await run(['get', 'pod/hello', '-o', 'json'])).stdout).status?.phase ? true : undefined))
+      assert.match((await run(['get', 'pods'])).stdout, /^NAME +STATUS +NODE +REV +RESTARTS +AGE\nhello +(Starting|Failed) +n1 +\d+ +0 +\d+s\n$/)
+    } else {
+      await waitFor('pod/hello running', async () => {
+        const p = JSON.parse((await run(['get', 'pod/hello', '-o', 'json'])).stdout)
+        return p.status?.phase === 'Running' && p.status.containers?.[0]?.state === 'running' ? true : undefined
+      }).catch(async (err) => {
+        throw new Error(`${err.message}\n${(await run(['why', 'pod/hello'])).stdout}${(await run(['logs', 'pod/hello'])).stdout}`)
+      })
+      // REV is the revision whose spec runs: alice's relabel did not change the spec.
+      const table = await run(['get', 'pods'])
+      assert.match(table.stdout, /^NAME +STATUS +NODE +REV +RESTARTS +AGE\nhello +Running +n1 +1 +0 +\d+s\n$/)
+      assert.match((await run(['get', 'pods', '-o', 'wide', '-A'])).stdout, /^NAMESPACE +NAME +STATUS +NODE +POLICY +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +best-effort +1 +0 /)
+    }
 
     const y = parse((await run(['get', 'pod', 'hello', '-o', 'yaml'])).stdout)
     assert.equal(y.metadata.labels.app, 'web')
-    assert.deepEqual(y.spec.containers[0].command, ['sh', '-c', 'echo hello from orc; sleep 3600'])
-    assert.equal(y.metadata.updatedBy, 'user:alice')
+    assert.deepEqual(y.spec.containers[0].command, ['sh', '-c', 'echo hello from orc, running as uid $(id -u); sleep 3600'])
+    assert.equal(y.status.node, 'n1')
+    const users = await userHistory('pod/hello')
+    assert.deepEqual(users.map((r) => [r.author, r.op]), [['user:tester', 'create'], ['user:alice', 'update']])
     const j = JSON.parse((await run(['get', 'pod/hello', '-o', 'json'])).stdout)
-    assert.equal(j.metadata.revision, 2)
+    assert.ok(j.metadata.revision >= users[1]!.number, 'the object revision counts the user revisions and the status writes')
     assert.equal(j.metadata.createdAt, y.metadata.createdAt)
   })
 
   it('history filters by author, diff shows what changed, rollback restores an old revision', async () => {
-    const all = await run(['history', 'pod/hello'])
-    assert.match(all.stdout, /^REV +TIME +AUTHOR +OP +REASON +CHANGES\n1 +\S+ +user:tester +create\n2 +\S+ +user:alice +update +relabel +metadata\.labels\.app\n$/)
+    const byUsers = await run(['history', 'pod/hello', '--exclude-author', 'controller:'])
+    const m = byUsers.stdout.match(/^REV +TIME +AUTHOR +OP +REASON +CHANGES\n1 +\S+ +user:tester +create\n(\d+) +\S+ +user:alice +update +relabel +metadata\.labels\.app\n$/)
+    assert.ok(m, `user revisions: ${byUsers.stdout}`)
+    const alice = Number(m[1])
+    // The controllers' writes are in the full history: the binding first, then the lifecycle's.
+    const byControllers = JSON.parse((await run(['history', 'pod/hello', '--author', 'controller:', '-o', 'json'])).stdout)
+    assert.equal(byControllers[0].author, 'controller:scheduler')
+    assert.match(byControllers[0].reason, /^bind to n1/)
+    assert.ok(byControllers.slice(1).every((r: { author: string }) => r.author === 'controller:lifecycle'), 'only the lifecycle controller writes after the binding')
     const onlyAlice = JSON.parse((await run(['history', 'pod/hello', '--author', 'alice', '-o', 'json'])).stdout)
-    assert.deepEqual(onlyAlice.map((r: { number: number }) => r.number), [2])
-    const notAlice = JSON.parse((await run(['history', 'pod/hello', '--exclude-author', 'user:alice', '-o', 'json'])).stdout)
+    assert.deepEqual(onlyAlice.map((r: { number: number }) => r.number), [alice])
+    const notAlice = JSON.parse((await run(['history', 'pod/hello', '--exclude-author', 'user:alice', '--exclude-author', 'controller:', '-o', 'json'])).stdout)
     assert.deepEqual(notAlice.map((r: { author: string }) => r.author), ['user:tester'])
     const future = await run(['history', 'pod/hello', '--since', '2999-01-01T00:00:00Z'])
     assert.equal(future.stdout, '')
 
-    const diff = await run(['diff', 'pod/hello', '1', '2'])
+    // Alice's revision against the one before it: only her change (status writes are their own revisions).
+    const diff = await run(['diff', 'pod/hello', String(alice - 1), String(alice)])
     assert.equal(diff.stdout, '~ metadata.labels.app: hello → web\n')
+    assert.match((await run(['diff', 'pod/hello', '1', String(alice)])).stdout, /^~ metadata\.labels\.app: hello → web$/m)
 
     const rb = await run(['rollback', 'pod/hello', '--to', '1', '--reason', 'web label was wrong'])
     assert.equal(rb.exitCode, 0, rb.stderr)
-    assert.equal(rb.stdout, 'pod/hello rolled back to revision 1 (now revision 3)\n')
+    const rbm = rb.stdout.match(/^pod\/hello rolled back to revision 1 \(now revision (\d+)\)\n$/)
+    assert.ok(rbm, rb.stdout)
     const after = JSON.parse((await run(['get', 'pod', 'hello', '-o', 'json'])).stdout)
     assert.equal(after.metadata.labels.app, 'hello')
-    assert.match((await run(['history', 'pod/hello'])).stdout, /\n3 +\S+ +user:tester +rollback to 1 +web label was wrong +metadata\.labels\.app\n$/)
+    assert.equal(after.status.node, 'n1', 'a rollback keeps the controllers\' fields')
+    assert.match(
+      (await run(['history', 'pod/hello', '--exclude-author', 'controller:'])).stdout,
+      new RegExp(`\n${rbm[1]} +\\S+ +user:tester +rollback to 1 +web label was wrong +metadata\\.labels\\.app\n$`),
+    )
+
+    // Without --to: the newest earlier revision whose user content differs (alice's label), not a status write.
+    const undo = await run(['rollback', 'pod/hello'])
+    assert.equal(undo.exitCode, 0, undo.stderr)
+    assert.match(undo.stdout, /^pod\/hello rolled back to .* \(now revision \d+\)\n$/)
+    assert.equal(JSON.parse((await run(['get', 'pod', 'hello', '-o', 'json'])).stdout).metadata.labels.app, 'web')
   })
 
   it('applies multi-document files and deletes by KIND/NAME and KIND NAME, keeping history', async () => {
@@ -106,8 +170,7 @@ describe('orc CLI against a real agent', () => {
     const empty = await run(['get', 'pods', '-A'])
     assert.equal(empty.stdout, '')
     assert.equal(empty.stderr, 'No resources found.\n')
-    const hist = JSON.parse((await run(['history', 'pod/hello', '-o', 'json'])).stdout)
-    assert.deepEqual(hist.map((r: { op: string }) => r.op), ['create', 'update', 'rollback', 'delete'])
+    assert.deepEqual((await userHistory('pod/hello')).map((r) => r.op), ['create', 'update', 'rollback', 'rollback', 'delete'])
   })
 
   it('stops on SIGTERM, removes its socket and pid file, and restarts with its state', async () => {

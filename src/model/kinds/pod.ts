@@ -51,7 +51,16 @@ export const podKind: KindDef = {
     { header: 'STATUS', value: (o) => text(field(o, 'status.phase'), 'Pending') },
     { header: 'NODE', value: (o) => text(field(o, 'status.node') ?? field(o, 'spec.placement.node')) },
     { header: 'POLICY', value: (o) => text(field(o, 'spec.policy'), 'best-effort'), wide: true },
-    { header: 'REV', value: (o) => text(field(o, 'metadata.revision'), '') },
+    // The spec revision running (or being started): status writes add revisions too; this is the
+    // number users compare with `orc history`.
+    { header: 'REV', value: (o) => text(field(o, 'status.runningRevision') ?? field(o, 'status.targetRevision') ?? field(o, 'metadata.revision'), '') },
+    {
+      header: 'RESTARTS',
+      value: (o) => {
+        const cs = field(o, 'status.containers')
+        return String(Array.isArray(cs) ? cs.reduce((n: number, c) => n + (typeof c?.restarts === 'number' ? c.restarts : 0), 0) : 0)
+      },
+    },
     { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
   ],
   check(obj) {

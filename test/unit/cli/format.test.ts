@@ -11,12 +11,22 @@ describe('CLI formatting', () => {
 
   it('shows a kind\'s columns, wide columns only with -o wide, and NAMESPACE with -A', () => {
     const now = Date.parse('2024-01-01T00:10:00Z')
-    const pod = { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'web', namespace: 'prod', createdAt: '2024-01-01T00:00:00Z', revision: 4 }, spec: { policy: 'ha' }, status: { phase: 'Running', node: 'n1' } }
-    assert.equal(objectTable(getKind('pods'), [pod], { now }), 'NAME   STATUS    NODE   REV   AGE\nweb    Running   n1     4     10m\n')
+    const pod = { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'web', namespace: 'prod', createdAt: '2024-01-01T00:00:00Z', revision: 4 }, spec: { policy: 'ha' }, status: { phase: 'Running', node: 'n1', targetRevision: 4 } }
+    assert.equal(objectTable(getKind('pods'), [pod], { now }), 'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     4     0          10m\n')
     assert.equal(
       objectTable(getKind('pods'), [pod], { now, wide: true, withNamespace: true }),
-      'NAMESPACE   NAME   STATUS    NODE   POLICY   REV   AGE\nprod        web    Running   n1     ha       4     10m\n',
+      'NAMESPACE   NAME   STATUS    NODE   POLICY   REV   RESTARTS   AGE\nprod        web    Running   n1     ha       4     0          10m\n',
     )
+    // REV is the revision whose spec runs, not the object revision status writes advance;
+    // RESTARTS adds up the containers' restarts.
+    const running = {
+      ...pod,
+      metadata: { ...pod.metadata, revision: 17 },
+      status: { phase: 'Running', node: 'n1', runningRevision: 3, containers: [{ name: 'a', restarts: 2 }, { name: 'b', restarts: 5 }, { name: 'c' }] },
+    }
+    assert.equal(objectTable(getKind('pods'), [running], { now }), 'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     3     7          10m\n')
+    const unbound = { ...pod, status: undefined }
+    assert.equal(objectTable(getKind('pods'), [unbound], { now }), 'NAME   STATUS    NODE     REV   RESTARTS   AGE\nweb    Pending   <none>   4     0          10m\n')
   })
 
   it('lists history with rollback targets as revision numbers, and diffs as +/-/~ lines', () => {

@@ -1,0 +1,44 @@
+/**
+ * The controllers this agent runs, with the fields each reads and writes. `orc controllers` prints
+ * the graph; the agent refuses to start when two controllers write one field or when their reads
+ * and writes form a loop (each write would wake the next controller, possibly forever).
+ *
+ * Writes are listed field by field (not `Pod.status` as a whole): the lifecycle controller never
+ * writes `Pod.status.node`, and declaring the prefix would make the checker see a loop with the
+ * scheduler that cannot happen.
+ */
+import { checkControllers, type ControllerDecl, type ControllerGraph } from '../workflow/index.ts'
+
+export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
+  {
+    name: 'controller:node',
+    description: 'records this node: labels, capacity, addresses, version',
+    reads: ['Cluster.spec'],
+    writes: ['Node.status'],
+  },
+  {
+    name: 'controller:scheduler',
+    description: 'interim binder: binds pods pinned here, or unbound pods when plan() picks this node',
+    reads: ['Pod.spec', 'Pod.metadata.labels', 'Pod.status.node', 'Node.spec', 'Node.status.capacity', 'Node.metadata.labels'],
+    writes: ['Pod.status.node'],
+  },
+  {
+    name: 'controller:lifecycle',
+    description: 'runs the pods bound to this node: image, sandbox, containers, restarts',
+    reads: ['Pod.spec', 'Pod.metadata.uid', 'Pod.status.node', 'SecurityPolicy.spec'],
+    writes: [
+      'Pod.status.phase',
+      'Pod.status.reason',
+      'Pod.status.runningRevision',
+      'Pod.status.targetRevision',
+      'Pod.status.specHash',
+      'Pod.status.containers',
+      'Pod.status.workflow',
+    ],
+  },
+]
+
+/** The checked graph; throws OrcError `conflict` on a loop or a doubly written field. */
+export function checkAgentControllers(decls: readonly ControllerDecl[] = AGENT_CONTROLLERS): ControllerGraph {
+  return checkControllers(decls)
+}

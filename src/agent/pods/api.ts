@@ -1,0 +1,181 @@
+/**
+ * Pod routes of the local API (the same handler serves the unix socket and `orc --node`):
+ *   GET /v1/pods/{ns}/{name}/logs?container=&revision=&tail=   → { lines, container, revision }
+ *   GET …/logs?follow=1[&cursor=N][&waitMs=]                    → long-poll: { lines, cursor, ended }
+ *   GET /v1/controllers                                          → the controller read/write graph
+ * Long-polling instead of a streaming response keeps the handler transport-independent.
+ */
+import { readFileSync, statSync } from 'node:fs'
+import { OrcError, field, type ObjectRef } from '../../model/index.ts'
+import { listLogRevisions, logFilePath, readLogLines } from '../../runtime/index.ts'
+import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import { buildControllerGraph, formatControllerGraph, type ControllerDecl } from '../../workflow/index.ts'
+import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse, type Query } from '../api.ts'
+
+export interface PodApiComponents {
+  store: ObjectStore
+  nodeName: string
+  logDirOf(ref: ObjectRef, uid: string, container: string): string
+  controllers: readonly ControllerDecl[]
+  /** Injected wait (tests); default a timer. */
+  sleep?: (ms: number) => Promise<void>
+}
+
+const MAX_WAIT_MS = 30_000
+const MAX_LINES = 100_000
+
+function one(q: Query, key: string): string | undefined {
+  const v = q[key]
+  return Array.isArray(v) ? v[v.length - 1] : v
+}
+
+function intParam(q: Query, key: string, min: number): number | undefined {
+  const v = one(q, key)
+  if (v === undefined || v === '') return undefined
+  const n = Number(v)
+  if (!Number.isInteger(n) || n < min) throw new OrcError('invalid', `${key}: must be an integer ≥ ${min}; got ${JSON.stringify(v)}`)
+  return n
+}
+
+function readFrom(path: string, from: number): Buffer {
+  try {
+    const buf = readFileSync(path)
+    return from >= buf.length ? Buffer.alloc(0) : buf.subarray(from)
+  } catch {
+    return Buffer.alloc(0)
+  }
+}
+
+function sizeOf(path: string): number {
+  try {
+    return statSync(path).size
+  } catch {
+    return 0
+  }
+}
+
+/** Complete lines of `buf` and how many bytes they span (a partial last line waits). */
+function completeLines(buf: Buffer): { lines: string[]; bytes: number } {
+  const end = buf.lastIndexOf(0x0a)
+  if (end < 0) return { lines: [], bytes: 0 }
+  return { lines: buf.subarray(0, end).toString('utf8').split('\n'), bytes: end + 1 }
+}
+
+export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHandler {
+  const sleep = c.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)))
+
+  function podOf(ns: string, name: string): StoredObject {
+    const ref = { kind: 'Pod', namespace: ns, name }
+    const pod = c.store.get(ref)
+    if (!pod) throw new OrcError('not_found', `pod/${name} in namespace ${ns} not found`, { ...ref })
+    return pod
+  }
+
+  function target(pod: StoredObject, q: Query): { dir: string; container: string; revision: number | undefined; ref: ObjectRef } {
+    const ref = { kind: 'Pod', namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
+    const node = (field(pod, 'spec.placement.node') ?? field(pod, 'status.node')) as string | undefined
+    if (node === undefined) throw new OrcError('unavailable', `pod/${ref.name} is not bound to a node yet, so it has no logs`, { ...ref })
+    if (node !== c.nodeName) {
+      throw new OrcError('unavailable', `pod/${ref.name} runs on node ${node}; its logs are there (orc --node ${node} logs pod/${ref.name})`, { ...ref, node })
+    }
+    const names = ((field(pod, 'spec.containers') as { name: string }[] | undefined) ?? []).map((x) => x.name)
+    let container = one(q, 'container')
+    if (container === undefined || container === '') {
+      if (names.length !== 1) throw new OrcError('invalid', `pod/${ref.name} has containers ${names.join(', ')}: choose one with -c`, { ...ref, containers: names })
+      container = names[0]!
+    } else if (!names.includes(container)) {
+      throw new OrcError('not_found', `pod/${ref.name} has no container ${container} (it has ${names.join(', ')})`, { ...ref, containers: names })
+    }
+    const dir = c.logDirOf(ref, pod.metadata.uid, container)
+    let revision = intParam(q, 'revision', 1)
+    if (revision === undefined) {
+      const running = field(pod, 'status.runningRevision') ?? field(pod, 'status.targetRevision')
+      const revs = listLogRevisions(dir)
+      revision = typeof running === 'number' && revs.includes(running) ? running : revs[revs.length - 1]
+    } else if (!listLogRevisions(dir).includes(revision)) {
+      const revs = listLogRevisions(dir)
+      throw new OrcError('not_found', `pod/${ref.name} container ${container} has no logs of revision ${revision} on this node (revisions with logs: ${revs.join(', ') || 'none'})`, { ...ref, revision })
+    }
+    return { dir, container, revision, ref }
+  }
+
+  function ended(pod: StoredObject | undefined, container: string): boolean {
+    if (!pod) return true
+    const phase = field(pod, 'status.phase')
+    if (phase === 'Succeeded' || phase === 'Failed') return true
+    const cs = ((field(pod, 'status.containers') as { name: string; state: string }[] | undefined) ?? []).find((x) => x.name === container)
+    return cs?.state === 'exited'
+  }
+
+  async function logs(ns: string, name: string, q: Query): Promise<ApiResponse> {
+    const pod = podOf(ns, name)
+    const t = target(pod, q)
+    const tail = intParam(q, 'tail', 0)
+    const follow = one(q, 'follow') === '1' || one(q, 'follow') === 'true'
+    if (!follow) {
+      const lines = t.revision === undefined ? [] : readLogLines(t.dir, { revision: t.revision, ...(tail !== undefined ? { tail } : {}) })
+      return { status: 200, body: { container: t.container, revision: t.revision ?? null, lines: lines.slice(-MAX_LINES) } }
+    }
+    const rev = t.revision ?? 0
+    const live = logFilePath(t.dir, rev)
+    const cursorParam = intParam(q, 'cursor', 0)
+    if (cursorParam === undefined) {
+      // first call: the retained lines (or the last `tail`), and where to continue from
+      const head = completeLines(readFrom(live, 0))
+      const all = readLogLines(t.dir, { revision: rev })
+      const partial = sizeOf(live) > head.bytes ? 1 : 0
+      const lines = all.slice(0, all.length - partial)
+      return {
+        status: 200,
+        body: { container: t.container, revision: rev, lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES), cursor: head.bytes, ended: false },
+      }
+    }
+    const waitMs = Math.min(intParam(q, 'waitMs', 0) ?? 10_000, MAX_WAIT_MS)
+    const deadline = Date.now() + waitMs
+    let cursor = cursorParam
+    for (;;) {
+      const size = sizeOf(live)
+      let data: Buffer
+      if (size < cursor) {
+        // rotated (copy, then truncate): the unread end is in N.log.1
+        data = Buffer.concat([readFrom(`${live}.1`, cursor), readFrom(live, 0)])
+        cursor = 0
+        const got = completeLines(data)
+        const fromLive = Math.max(0, got.bytes - Math.max(0, data.length - sizeOf(live)))
+        return { status: 200, body: { container: t.container, revision: rev, lines: got.lines, cursor: fromLive, ended: false } }
+      }
+      data = readFrom(live, cursor)
+      const got = completeLines(data)
+      if (got.lines.length > 0) return { status: 200, body: { container: t.container, revision: rev, lines: got.lines, cursor: cursor + got.bytes, ended: false } }
+      const now = c.store.get({ kind: 'Pod', namespace: ns, name })
+      if (!now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container) || Date.now() >= deadline) {
+        const done = !now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container)
+        return { status: 200, body: { container: t.container, revision: rev, lines: [], cursor, ended: done } }
+      }
+      await sleep(100)
+    }
+  }
+
+  async function route(req: ApiRequest, next: ApiHandler): Promise<ApiResponse> {
+    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
+    const m = req.method.toUpperCase()
+    if (seg[0] === 'v1' && seg[1] === 'pods' && seg.length === 5 && seg[4] === 'logs' && m === 'GET') {
+      return logs(seg[2]!, seg[3]!, req.query ?? {})
+    }
+    if (seg[0] === 'v1' && seg[1] === 'controllers' && seg.length === 2 && m === 'GET') {
+      const g = buildControllerGraph(c.controllers)
+      return { status: 200, body: { ...g, text: formatControllerGraph(g) } }
+    }
+    return next(req)
+  }
+
+  return (next) => async (req) => {
+    try {
+      return await route(req, next)
+    } catch (err) {
+      const body = errorBody(err)
+      return { status: httpStatusOf(body.error.code), body }
+    }
+  }
+}
+

@@ -1,0 +1,110 @@
+/**
+ * `orc logs` from any node: a pod's logs live on the node that runs it, so when that is another
+ * member, the request is forwarded to it over the mesh (`/orc/member-api/1.0.0`) and its answer
+ * returned as is. A follow (`-f`) is a series of long-polls; each poll is forwarded the same way,
+ * so the cursor is the remote node's and nothing is kept here.
+ *
+ * When the pod's node cannot answer, the error names it and its liveness as this node sees it:
+ * `pod/web runs on node n2, which is dead (last seen 2m ago)`.
+ */
+import { OrcError, field } from '../../model/index.ts'
+import { formatDuration } from '../../mesh/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
+import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse, type Query } from '../api.ts'
+
+export interface LogsProxyMember {
+  peerId: string
+  name: string
+  state: string
+  lastSeen: number | null
+  self: boolean
+}
+
+export interface LogsProxyComponents {
+  store: Pick<ObjectStore, 'get'>
+  nodeName: string
+  /** This node's live view of the members (mesh.members()). */
+  members(): readonly LogsProxyMember[]
+  /** Send `req` to member `peerId` (mesh.memberRequest). */
+  forward(peerId: string, req: ApiRequest, timeoutMs: number): Promise<ApiResponse>
+  now(): number
+  log?: { debug(o: object, msg: string): void }
+}
+
+/** A plain request waits for the remote node's answer at most this long. */
+const READ_TIMEOUT_MS = 30_000
+/** A follow poll: the poll's own wait (≤ 30 s on the remote) plus this margin. */
+const POLL_MARGIN_MS = 15_000
+
+function one(q: Query | undefined, key: string): string | undefined {
+  const v = q?.[key]
+  return Array.isArray(v) ? v[v.length - 1] : v
+}
+
+/** How long to wait for the forwarded answer: a follow poll waits on the remote first. */
+export function forwardTimeoutMs(q: Query | undefined): number {
+  const follow = one(q, 'follow')
+  if ((follow !== '1' && follow !== 'true') || one(q, 'cursor') === undefined) return READ_TIMEOUT_MS
+  const w = Number(one(q, 'waitMs') ?? 10_000)
+  return Math.min(Number.isFinite(w) && w >= 0 ? w : 10_000, 30_000) + POLL_MARGIN_MS
+}
+
+function seen(m: LogsProxyMember | undefined, now: number): string {
+  if (m === undefined || m.lastSeen === null) return 'never seen'
+  return `last seen ${formatDuration(now - m.lastSeen)} ago`
+}
+
+/** `next` plus forwarding of `GET /v1/pods/NS/NAME/logs` for pods that run on another member. */
+export function withLogsProxy(next: ApiHandler, c: LogsProxyComponents): ApiHandler {
+  async function forward(req: ApiRequest, ns: string, name: string): Promise<ApiResponse | undefined> {
+    const pod = c.store.get({ kind: 'Pod', namespace: ns, name })
+    if (pod === undefined) return undefined
+    const node = (field(pod, 'spec.placement.node') ?? field(pod, 'status.node')) as string | undefined
+    if (node === undefined || node === c.nodeName) return undefined
+    const details = { kind: 'Pod', namespace: ns, name, node }
+    const nodeObj = c.store.get({ kind: 'Node', namespace: '', name: node })
+    const nodeStatus = (nodeObj?.status ?? {}) as Record<string, unknown>
+    if (nodeStatus.state === 'Removed') {
+      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which was removed from the cluster; its logs are not reachable`, { ...details, state: 'removed' })
+    }
+    const members = c.members().filter((m) => !m.self)
+    const recorded = typeof nodeStatus.peerId === 'string' ? nodeStatus.peerId : undefined
+    const member = (recorded !== undefined ? members.find((m) => m.peerId === recorded) : undefined) ?? members.find((m) => m.name === node)
+    if (member === undefined) {
+      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; its logs are not reachable from here`, {
+        ...details,
+        state: 'unknown',
+      })
+    }
+    if (member.state === 'dead') {
+      // Fail at once: a dial to a node nobody has heard from in a while mostly just times out.
+      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is dead (${seen(member, c.now())})`, { ...details, state: 'dead', peer: member.peerId })
+    }
+    c.log?.debug({ ns, name, node, peer: member.peerId }, 'forwarding logs request')
+    try {
+      return await c.forward(member.peerId, { method: 'GET', path: req.path, query: req.query }, forwardTimeoutMs(req.query))
+    } catch (err) {
+      const now = c.members().find((m) => m.peerId === member.peerId) ?? member
+      const why = err instanceof Error ? err.message : String(err)
+      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is ${now.state} (${seen(now, c.now())}) and did not answer: ${why}`, {
+        ...details,
+        state: now.state,
+        peer: member.peerId,
+      }, err)
+    }
+  }
+
+  return async (req) => {
+    const seg = req.path.split('?')[0]!.split('/').filter(Boolean)
+    if (seg.length === 5 && seg[0] === 'v1' && seg[1] === 'pods' && seg[4] === 'logs' && req.method.toUpperCase() === 'GET') {
+      try {
+        const res = await forward(req, decodeURIComponent(seg[2]!), decodeURIComponent(seg[3]!))
+        if (res !== undefined) return res
+      } catch (err) {
+        const body = errorBody(err)
+        return { status: httpStatusOf(body.error.code), body }
+      }
+    }
+    return next(req)
+  }
+}

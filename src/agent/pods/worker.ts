@@ -1,0 +1,599 @@
+/**
+ * One pod on this node: runs its lifecycle workflow for the spec revision it should run, watches
+ * its containers, applies its restart policy, and reports all of it in the pod's status.
+ *
+ * Everything a worker does goes through one queue, so a spec change, a container exit and a delete
+ * never interleave. A workflow run is started from the queue but not awaited there: a newer spec
+ * cancels it (generation counter) instead of waiting behind a unit that hangs.
+ */
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { OrcError, field, type ObjectRef, type OrcObject } from '../../model/index.ts'
+import type { ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
+import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import {
+  WorkflowGraph,
+  WorkflowRun,
+  addPodTargets,
+  type Clock as WorkflowClock,
+  type ReachResult,
+  type TimerHandle,
+  type WorkflowSnapshot,
+} from '../../workflow/index.ts'
+import type { PodImages } from './images.ts'
+import type { PodTunables } from './options.ts'
+import { IMPLEMENTED_UNSAFE, ungranted, ungrantedError } from './security.ts'
+import { assignedTo, containerIdOf, podSpecOf, specHash, type PodContainerSpec, type PodSpecView } from './spec.ts'
+import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
+import { SCHEDULER_CONTROLLER } from './binder.ts'
+
+export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping'
+
+export interface PodWorkerComponents {
+  store: ObjectStore
+  nodeName: string
+  runtime(kind: 'sandbox' | 'oci'): Runtime
+  images: PodImages
+  clock: WorkflowClock
+  log: Logger
+  tunables: PodTunables
+  /** `<dataDir>/pods/<uid>`: logs and anything else the pod keeps on this node. */
+  podDir(uid: string): string
+  /** A container of a previous agent, still running, found by `runtime.recover()`. */
+  adopted(id: string): { pid: number; startedAt: number } | undefined
+  /** How a container of a previous agent ended while no agent watched it. */
+  gone(id: string): ExitStatus | undefined
+  /** Forget what recover() found about this id (it has been dealt with). */
+  forgetRecovered(id: string): void
+}
+
+interface ContainerState {
+  spec: PodContainerSpec
+  id: string
+  state: 'waiting' | 'running' | 'exited'
+  reason?: string
+  pid?: number
+  restarts: number
+  exitCode?: number | null
+  signal?: string | null
+  startedAt?: number
+  finishedAt?: number
+  backoffMs: number
+  timer?: TimerHandle
+  /** Set while we stop it ourselves: its exit is not a crash. */
+  stopping?: boolean
+  image?: ResolvedImage
+}
+
+type RunState = 'none' | 'running' | 'reached' | 'failed'
+
+function iso(ms: number | undefined): string | undefined {
+  return ms === undefined ? undefined : new Date(ms).toISOString()
+}
+
+/** argv/env/cwd of a container from its spec over the image config (Kubernetes semantics). */
+export function containerCommand(c: PodContainerSpec, img: ResolvedImage): { argv: string[]; env: Record<string, string>; workingDir?: string } {
+  const command = c.command ?? []
+  const args = c.args ?? []
+  const argv = command.length > 0 ? [...command, ...args] : [...img.config.entrypoint, ...(args.length > 0 ? args : img.config.cmd)]
+  if (argv.length === 0) throw new OrcError('invalid', `container ${c.name}: no command given and the image has none`)
+  const workingDir = c.workingDir ?? img.config.workingDir
+  return { argv, env: { ...img.config.env, ...c.env }, ...(workingDir !== undefined ? { workingDir } : {}) }
+}
+
+export class PodWorker {
+  readonly ref: ObjectRef
+  private uid: string | undefined
+  private chain: Promise<void> = Promise.resolve()
+  private gen = 0
+  private hash: string | undefined
+  private revision: number | undefined
+  private runningRevision: number | undefined
+  private spec: PodSpecView | undefined
+  private run: WorkflowRun | undefined
+  private runState: RunState = 'none'
+  private runReason: string | undefined
+  private snapshot: WorkflowSnapshot | undefined
+  private stopping = false
+  private containers = new Map<string, ContainerState>()
+  private runRetryTimer: TimerHandle | undefined
+  private runRetryMs: number
+  private readonly writer: StatusWriter
+  private readonly log: Logger
+  /** Set once the pod is gone for good: the controller drops the worker. */
+  done = false
+
+  constructor(
+    private readonly c: PodWorkerComponents,
+    ref: ObjectRef,
+  ) {
+    this.ref = ref
+    this.log = c.log
+    this.runRetryMs = c.tunables.runRetryMs
+    this.writer = new StatusWriter(c.store, ref, () => c.clock.now(), c.log)
+  }
+
+  private fields(rev = this.revision): Record<string, unknown> {
+    return { kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, ...(rev !== undefined ? { rev } : {}) }
+  }
+
+  private enqueue(fn: () => Promise<void> | void): Promise<void> {
+    const next = this.chain.then(fn).catch((err) => this.log.error({ ...this.fields(), err }, 'pod worker step failed'))
+    this.chain = next
+    return next
+  }
+
+  /** Bring this node's copy of the pod in line with the store. */
+  reconcile(): Promise<void> {
+    return this.enqueue(() => this.reconcileNow())
+  }
+
+  /** A container of this pod ended (runtime exit event). */
+  containerExited(id: string, exit: ExitStatus): void {
+    void this.enqueue(() => this.onExit(id, exit))
+  }
+
+  /** A SecurityPolicy changed: a run that failed (perhaps for want of a grant) is tried again now. */
+  policiesChanged(): void {
+    void this.enqueue(async () => {
+      if (this.runState !== 'failed' || this.stopping) return
+      const obj = this.c.store.get(this.ref)
+      if (!obj || !assignedTo(obj, this.c.nodeName)) return
+      this.gen++
+      this.clearRunRetry()
+      await this.startRun(obj as StoredObject, this.gen)
+    })
+  }
+
+  /** Resolves once queued work and status writes are done (tests, shutdown). */
+  async idle(): Promise<void> {
+    await this.chain
+    await this.writer.settled()
+  }
+
+  /** Stop watching (agent shutdown): cancel timers and the run; containers keep running. */
+  detach(): void {
+    this.gen++
+    this.run?.cancel('agent stopping')
+    this.clearRunRetry()
+    for (const cs of this.containers.values()) if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
+  }
+
+  owns(id: string): boolean {
+    return this.uid !== undefined && id.startsWith(`${this.uid}.`)
+  }
+
+  /** Log dir of a container of this pod. */
+  logDirOf(uid: string, container: string): string {
+    return join(this.c.podDir(uid), 'logs', container)
+  }
+
+  private async reconcileNow(): Promise<void> {
+    const obj = this.c.store.get(this.ref)
+    if (this.uid !== undefined && (!obj || obj.metadata.uid !== this.uid)) {
+      await this.teardown('pod deleted', true)
+      if (!obj) {
+        this.done = true
+        return
+      }
+    }
+    if (!obj) {
+      this.done = true
+      return
+    }
+    if (!assignedTo(obj, this.c.nodeName)) {
+      if (this.hash !== undefined) await this.teardown(`pod is no longer bound to ${this.c.nodeName}`, false)
+      return
+    }
+    const hash = specHash(obj)
+    if (hash === this.hash) return
+    const first = this.uid === undefined
+    this.uid = obj.metadata.uid
+    if (first && (await this.tryAdopt(obj, hash))) return
+    await this.restartWith(obj, hash)
+  }
+
+  /** The number of the newest revision that set the spec (status writes add revisions too). */
+  private async specRevision(obj: StoredObject): Promise<number> {
+    if (obj.metadata.updatedBy !== LIFECYCLE_CONTROLLER && obj.metadata.updatedBy !== SCHEDULER_CONTROLLER) return obj.metadata.revision
+    // The store notifies before the revision records are on disk: wait (briefly) until the history
+    // holds the head we saw, so the newest user revision in it is the right one.
+    for (let i = 0; i < 50; i++) {
+      try {
+        const all = await this.c.store.history(this.ref)
+        if (all.some((r) => r.id === obj.metadata.revisionId)) {
+          const user = all.filter((r) => r.author !== LIFECYCLE_CONTROLLER && r.author !== SCHEDULER_CONTROLLER && r.op !== 'delete')
+          const last = user[user.length - 1]
+          if (last) return last.number
+          break
+        }
+      } catch {
+        break
+      }
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    return obj.metadata.revision
+  }
+
+  /**
+   * After an agent restart: if the status says this very spec was running, take the containers
+   * back (recover() found them) instead of starting them again; ones that ended while no agent
+   * watched go through the restart policy like any exit.
+   */
+  private async tryAdopt(obj: StoredObject, hash: string): Promise<boolean> {
+    const st = (obj.status ?? {}) as Record<string, unknown>
+    const phase = st.phase
+    if (st.specHash !== hash || typeof st.runningRevision !== 'number' || !['Running', 'Succeeded', 'Failed'].includes(phase as string)) return false
+    const spec = podSpecOf(obj)
+    const prior = new Map(((st.containers as Record<string, unknown>[] | undefined) ?? []).map((c) => [String(c.name), c]))
+    const anyAdopted = spec.containers.some((c) => this.c.adopted(containerIdOf(obj.metadata.uid, c.name)) !== undefined)
+    if (phase === 'Running' && !anyAdopted && spec.containers.some((c) => prior.get(c.name)?.state === 'running' && this.c.gone(containerIdOf(obj.metadata.uid, c.name)) === undefined)) {
+      return false // nothing of it survived and nothing says how it ended: start afresh
+    }
+    this.hash = hash
+    this.spec = spec
+    this.revision = st.runningRevision
+    this.runningRevision = st.runningRevision
+    this.runState = 'reached'
+    this.snapshot = st.workflow as WorkflowSnapshot | undefined
+    this.containers = new Map()
+    const exits: [string, ExitStatus][] = []
+    for (const c of spec.containers) {
+      const id = containerIdOf(obj.metadata.uid, c.name)
+      const p = prior.get(c.name) ?? {}
+      const cs: ContainerState = {
+        spec: c,
+        id,
+        state: 'exited',
+        restarts: typeof p.restarts === 'number' ? p.restarts : 0,
+        backoffMs: this.c.tunables.restartBackoffMs,
+      }
+      if (typeof p.exitCode === 'number') cs.exitCode = p.exitCode
+      const a = this.c.adopted(id)
+      if (a) {
+        cs.state = 'running'
+        cs.pid = a.pid
+        cs.startedAt = a.startedAt
+      } else {
+        const g = this.c.gone(id)
+        if (g) exits.push([id, g])
+        else if (p.state === 'running') exits.push([id, { code: null, signal: null, finishedAt: this.c.clock.now() }])
+        else if (p.state === 'waiting') exits.push([id, { code: typeof p.exitCode === 'number' ? p.exitCode : null, signal: null, finishedAt: this.c.clock.now() }])
+        if (typeof p.startedAt === 'string') cs.startedAt = Date.parse(p.startedAt)
+      }
+      this.c.forgetRecovered(id)
+      this.containers.set(c.name, cs)
+    }
+    this.log.info({ ...this.fields(), adopted: spec.containers.length - exits.length }, 'pod adopted after agent restart')
+    this.writeStatus('adopted after agent restart')
+    for (const [id, exit] of exits) await this.onExit(id, exit, true)
+    return true
+  }
+
+  private async restartWith(obj: StoredObject, hash: string): Promise<void> {
+    this.gen++
+    const gen = this.gen
+    this.clearRunRetry()
+    this.run?.cancel('the pod spec changed')
+    const inPlace = this.hash !== undefined
+    const adoptedIds = this.uid ? this.podContainerIds() : []
+    if (inPlace || adoptedIds.length > 0) await this.stopContainers(inPlace ? 'restart with the new spec' : 'not the spec to run')
+    if (gen !== this.gen) return
+    this.hash = hash
+    this.spec = podSpecOf(obj)
+    this.revision = await this.specRevision(obj)
+    this.runRetryMs = this.c.tunables.runRetryMs
+    this.containers = new Map(
+      this.spec.containers.map((c) => [
+        c.name,
+        { spec: c, id: containerIdOf(obj.metadata.uid, c.name), state: 'waiting', reason: 'starting', restarts: 0, backoffMs: this.c.tunables.restartBackoffMs },
+      ]),
+    )
+    this.log.info({ ...this.fields(), inPlace }, inPlace ? 'pod spec changed, restarting in place' : 'pod assigned, starting')
+    await this.startRun(obj, gen)
+  }
+
+  private podContainerIds(): string[] {
+    const out = new Set<string>()
+    for (const kind of ['sandbox', 'oci'] as const) {
+      let rt: Runtime
+      try {
+        rt = this.c.runtime(kind)
+      } catch {
+        continue
+      }
+      for (const s of rt.list()) if (this.owns(s.id)) out.add(`${kind}:${s.id}`)
+    }
+    return [...out]
+  }
+
+  /** Stop (SIGTERM, grace, SIGKILL) and forget every container of this pod, in both runtimes. */
+  private async stopContainers(why: string): Promise<void> {
+    const ids = this.podContainerIds()
+    for (const cs of this.containers.values()) {
+      cs.stopping = true
+      if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
+      cs.timer = undefined
+    }
+    if (ids.length === 0) return
+    this.stopping = true
+    this.writeStatus(why)
+    const graceMs = this.spec?.graceMs ?? 10_000
+    await Promise.all(
+      ids.map(async (tagged) => {
+        const [kind, id] = [tagged.slice(0, tagged.indexOf(':')) as 'sandbox' | 'oci', tagged.slice(tagged.indexOf(':') + 1)]
+        const rt = this.c.runtime(kind)
+        try {
+          const st = rt.status(id)
+          if (st && st.state === 'running') await rt.stop(id, { graceMs })
+          await rt.remove(id)
+          this.c.forgetRecovered(id)
+        } catch (err) {
+          this.log.warn({ ...this.fields(), id, err: String(err) }, 'stop container')
+        }
+      }),
+    )
+    this.log.info({ ...this.fields(), containers: ids.length, why }, 'pod containers stopped')
+    this.stopping = false
+  }
+
+  private async teardown(why: string, deleted: boolean): Promise<void> {
+    this.gen++
+    this.run?.cancel(why)
+    this.run = undefined
+    this.clearRunRetry()
+    await this.stopContainers(why)
+    if (deleted && this.uid !== undefined) {
+      this.c.images.unpin(this.uid)
+      rmSync(this.c.podDir(this.uid), { recursive: true, force: true })
+      this.log.info({ ...this.fields() }, 'pod removed from node')
+    }
+    this.hash = undefined
+    this.revision = undefined
+    this.runningRevision = undefined
+    this.runState = 'none'
+    this.snapshot = undefined
+    this.containers = new Map()
+    if (deleted) this.uid = undefined
+  }
+
+  // ---- the lifecycle workflow ----
+
+  private buildGraph(obj: StoredObject, gen: number): WorkflowGraph {
+    const spec = this.spec!
+    const t = this.c.tunables
+    const g = addPodTargets(new WorkflowGraph())
+    g.addUnit({
+      name: 'check-security',
+      description: 'unsafe features asked for are granted by a SecurityPolicy and implemented',
+      timeoutMs: 5_000,
+      run: async () => {
+        const cur = this.c.store.get(this.ref) ?? obj
+        const missing = ungranted(cur, this.c.store.list('SecurityPolicy', this.ref.namespace))
+        if (missing.length > 0) throw ungrantedError(cur, missing)
+        const notImpl = spec.unsafe.filter((u) => !IMPLEMENTED_UNSAFE.has(u))
+        if (notImpl.length > 0) throw new OrcError('invalid', `unsafe feature ${notImpl.join(', ')} is not implemented by this agent yet (granted, but refused)`)
+        if (spec.unsafe.includes('root') && spec.runtime === 'oci' && process.getuid?.() !== 0) throw new OrcError('forbidden', 'the oci runtime needs a root agent')
+      },
+    })
+    g.addUnit({
+      name: 'resolve-image',
+      description: 'container images found and unpacked',
+      requires: ['check-security'],
+      wantedBy: ['storage'],
+      timeoutMs: t.resolveImageTimeoutMs,
+      retry: t.resolveImageRetry,
+      run: async ({ signal }) => {
+        const digests: string[] = []
+        for (const cs of this.containers.values()) {
+          const img = await this.c.images.resolve(cs.spec.image, signal)
+          if (gen !== this.gen) return
+          cs.image = img
+          if (img.digest) digests.push(img.digest)
+        }
+        if (this.uid && this.revision !== undefined) this.c.images.pin(this.uid, this.revision, digests)
+      },
+    })
+    g.addUnit({
+      name: 'sandbox-network',
+      description: 'private network namespace with loopback only (pod addresses come with the network issue)',
+      requires: ['check-security'],
+      wantedBy: ['network'],
+      timeoutMs: t.networkTimeoutMs,
+      // The runtime gives each container a fresh net namespace holding only loopback; nothing to
+      // prepare yet. The pod-network controller will create the shared netns and address here.
+      run: async () => {},
+    })
+    g.addUnit({
+      name: 'start-containers',
+      description: 'containers started in their sandboxes',
+      requires: ['storage', 'network'],
+      wantedBy: ['running'],
+      timeoutMs: t.startTimeoutMs,
+      run: async () => {
+        for (const cs of this.containers.values()) {
+          if (gen !== this.gen) return
+          await this.startContainer(cs)
+        }
+      },
+    })
+    return g
+  }
+
+  private async startRun(obj: StoredObject, gen: number): Promise<void> {
+    const graph = this.buildGraph(obj, gen)
+    const run = new WorkflowRun(graph, {
+      clock: this.c.clock,
+      id: `pod/${this.ref.name}@${this.revision}`,
+      log: this.c.log,
+    })
+    this.run = run
+    this.runState = 'running'
+    this.runReason = undefined
+    run.onChange(() => {
+      if (gen !== this.gen) return
+      this.snapshot = run.snapshot()
+      this.writeStatus('lifecycle progress')
+    })
+    this.snapshot = run.snapshot()
+    this.writeStatus(`start revision ${this.revision}`)
+    void run.reach('running').then((res) => this.enqueue(() => this.runFinished(gen, run, res)))
+  }
+
+  private async runFinished(gen: number, run: WorkflowRun, res: ReachResult): Promise<void> {
+    if (gen !== this.gen) return
+    this.snapshot = run.snapshot()
+    if (res.reached) {
+      this.runState = 'reached'
+      this.runningRevision = this.revision
+      this.runRetryMs = this.c.tunables.runRetryMs
+      this.log.info({ ...this.fields(), runtime: this.spec?.runtime }, 'pod running')
+      this.writeStatus(`running revision ${this.revision}`)
+      return
+    }
+    this.runState = 'failed'
+    this.runReason = res.reason
+    this.log.warn({ ...this.fields(), reason: res.reason }, 'pod lifecycle failed')
+    await this.stopContainers('lifecycle failed')
+    for (const cs of this.containers.values()) {
+      cs.stopping = false
+      if (cs.state === 'running') cs.state = 'waiting'
+    }
+    if (gen !== this.gen) return
+    this.writeStatus(`failed: ${res.reason ?? 'unknown'}`)
+    if (this.spec?.restartPolicy === 'Never') return
+    const delay = this.runRetryMs
+    this.runRetryMs = Math.min(this.runRetryMs * 2, this.c.tunables.maxRunRetryMs)
+    this.runRetryTimer = this.c.clock.setTimeout(() => {
+      this.runRetryTimer = undefined
+      void this.enqueue(async () => {
+        if (gen !== this.gen) return
+        const cur = this.c.store.get(this.ref)
+        if (!cur || !assignedTo(cur, this.c.nodeName)) return
+        this.gen++
+        await this.startRun(cur, this.gen)
+      })
+    }, delay)
+  }
+
+  private clearRunRetry(): void {
+    if (this.runRetryTimer !== undefined) this.c.clock.clearTimeout(this.runRetryTimer)
+    this.runRetryTimer = undefined
+  }
+
+  // ---- containers ----
+
+  private async startContainer(cs: ContainerState): Promise<void> {
+    const spec = this.spec!
+    const rt = this.c.runtime(spec.runtime)
+    if (!cs.image) cs.image = await this.c.images.resolve(cs.spec.image, new AbortController().signal)
+    const cmd = containerCommand(cs.spec, cs.image)
+    const old = rt.status(cs.id)
+    if (old) {
+      if (old.state === 'running') await rt.stop(cs.id, { graceMs: spec.graceMs })
+      await rt.remove(cs.id)
+    }
+    const run: ContainerRunSpec = {
+      id: cs.id,
+      image: cs.image.rootfs,
+      command: cmd.argv,
+      env: cmd.env,
+      logDir: this.logDirOf(this.uid!, cs.spec.name),
+      revision: this.revision ?? 0,
+      hostname: this.ref.name,
+      ...(cmd.workingDir !== undefined ? { workingDir: cmd.workingDir } : {}),
+      ...(cs.spec.resources ? { resources: cs.spec.resources } : {}),
+      ...(spec.unsafe.includes('root') ? { rootInside: true } : {}),
+    }
+    cs.stopping = false
+    const h = await rt.start(run)
+    cs.state = 'running'
+    cs.reason = undefined
+    cs.pid = h.pid
+    cs.startedAt = h.startedAt
+    cs.exitCode = undefined
+    cs.signal = undefined
+    cs.finishedAt = undefined
+    this.log.info({ ...this.fields(), container: cs.spec.name, pid: h.pid, restarts: cs.restarts }, 'container started')
+    this.writeStatus(`container ${cs.spec.name} started`)
+  }
+
+  private async onExit(id: string, exit: ExitStatus, whileAway = false): Promise<void> {
+    const cs = [...this.containers.values()].find((c) => c.id === id)
+    if (!cs || cs.stopping || (cs.state !== 'running' && !whileAway)) return
+    cs.state = 'exited'
+    cs.exitCode = exit.code
+    cs.signal = exit.signal
+    cs.finishedAt = exit.finishedAt
+    cs.pid = undefined
+    const policy = this.spec?.restartPolicy ?? 'Always'
+    const failed = exit.code !== 0
+    this.log.info({ ...this.fields(), container: cs.spec.name, code: exit.code, signal: exit.signal, whileAway }, 'container exited')
+    if (policy === 'Always' || (policy === 'OnFailure' && failed)) {
+      const t = this.c.tunables
+      if (cs.startedAt !== undefined && exit.finishedAt - cs.startedAt >= t.restartBackoffResetMs) cs.backoffMs = t.restartBackoffMs
+      const delay = cs.backoffMs
+      cs.backoffMs = Math.min(cs.backoffMs * 2, t.maxRestartBackoffMs)
+      cs.state = 'waiting'
+      cs.reason = `restarting in ${Math.round(delay / 100) / 10}s (back-off after exit ${exit.code ?? exit.signal ?? 'unknown'})`
+      const gen = this.gen
+      cs.timer = this.c.clock.setTimeout(() => {
+        cs.timer = undefined
+        void this.enqueue(() => this.restartContainer(gen, cs))
+      }, delay)
+    }
+    this.writeStatus(`container ${cs.spec.name} exited`)
+  }
+
+  private async restartContainer(gen: number, cs: ContainerState): Promise<void> {
+    if (gen !== this.gen || cs.stopping || cs.state !== 'waiting') return
+    const obj = this.c.store.get(this.ref)
+    if (!obj || !assignedTo(obj, this.c.nodeName)) return
+    cs.restarts++
+    try {
+      await this.startContainer(cs)
+    } catch (err) {
+      this.log.warn({ ...this.fields(), container: cs.spec.name, err: String(err) }, 'restart container')
+      await this.onExit(cs.id, { code: null, signal: null, finishedAt: this.c.clock.now() }, true)
+      cs.reason = `restart failed: ${(err as Error).message}`
+      this.writeStatus(`container ${cs.spec.name} restart failed`)
+    }
+  }
+
+  // ---- status ----
+
+  phase(): PodPhase {
+    if (this.stopping) return 'Stopping'
+    if (this.runState === 'none') return 'Pending'
+    if (this.runState === 'running') return 'Starting'
+    if (this.runState === 'failed') return 'Failed'
+    const cs = [...this.containers.values()]
+    if (cs.length > 0 && cs.every((c) => c.state === 'exited')) return cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed'
+    return 'Running'
+  }
+
+  private writeStatus(reason: string): void {
+    const phase = this.phase()
+    const status: Record<string, unknown> = {
+      phase,
+      reason: this.runState === 'failed' ? this.runReason : undefined,
+      runningRevision: this.runningRevision,
+      targetRevision: this.revision,
+      specHash: this.hash,
+      containers: [...this.containers.values()].map((c) => {
+        const o: Record<string, unknown> = { name: c.spec.name, state: c.state, restarts: c.restarts }
+        if (c.pid !== undefined && c.state === 'running') o.pid = c.pid
+        if (c.exitCode !== undefined) o.exitCode = c.exitCode
+        if (c.signal) o.signal = c.signal
+        if (c.startedAt !== undefined) o.startedAt = iso(c.startedAt)
+        if (c.finishedAt !== undefined && c.state !== 'running') o.finishedAt = iso(c.finishedAt)
+        if (c.reason !== undefined && c.state === 'waiting') o.reason = c.reason
+        return o
+      }),
+      workflow: this.snapshot,
+    }
+    this.writer.set(status, `${reason} (phase ${phase})`)
+  }
+}
+

@@ -1,0 +1,269 @@
+/**
+ * Pod commands: `orc why`, `orc logs`, `orc controllers`, and `orc image …` (local images under
+ * `<data-dir>/images`, no registry).
+ */
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, lstatSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { gunzipSync } from 'node:zlib'
+import type { Command } from 'commander'
+import { Option } from 'commander'
+import { OrcError, field, parseRef, type ObjectRef } from '../../model/index.ts'
+import type { StoredObject } from '../../store/index.ts'
+import { defaultDataDir } from '../../agent/index.ts'
+import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
+import {
+  criticalChain,
+  explainWhy,
+  formatCriticalChain,
+  formatWhy,
+  parseWorkflowSnapshot,
+  type WorkflowSnapshot,
+} from '../../workflow/index.ts'
+import { formatTable } from '../format.ts'
+import type { ApiCaller } from '../remote.ts'
+
+export interface PodCliIO {
+  out(text: string): void
+  err(text: string): void
+  env: NodeJS.ProcessEnv
+  now(): number
+}
+
+function examples(lines: string): string {
+  return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
+}
+
+function objectPath(ref: ObjectRef): string {
+  return `/v1/objects/${encodeURIComponent(ref.kind)}/${ref.namespace === '' ? '_' : encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}`
+}
+
+function podRef(target: string, namespace: string | undefined): ObjectRef {
+  const ref = parseRef(target.includes('/') ? target : `pod/${target}`, namespace || undefined)
+  if (ref.kind !== 'Pod') throw new OrcError('invalid', `${target}: only pods have a lifecycle to explain (try pod/NAME)`)
+  return ref
+}
+
+/** The header of `orc why`: where the pod is and what runs, before the workflow explanation. */
+function podSummary(pod: StoredObject): string[] {
+  const st = (pod.status ?? {}) as Record<string, unknown>
+  const node = (st.node ?? field(pod, 'spec.placement.node')) as string | undefined
+  const lines = [
+    `pod/${pod.metadata.name}: ${String(st.phase ?? 'Pending')}` +
+      (node ? ` on node ${node}` : ', not bound to a node yet') +
+      (typeof st.runningRevision === 'number' ? `, running revision ${st.runningRevision}` : '') +
+      (typeof st.targetRevision === 'number' && st.targetRevision !== st.runningRevision ? `, starting revision ${st.targetRevision}` : ''),
+  ]
+  if (typeof st.reason === 'string') lines.push(`  reason: ${st.reason}`)
+  for (const c of (st.containers as Record<string, unknown>[] | undefined) ?? []) {
+    const bits = [`${c.state}`]
+    if (c.pid !== undefined) bits.push(`pid ${c.pid}`)
+    if (c.exitCode !== undefined) bits.push(`exit code ${c.exitCode}`)
+    if (c.signal) bits.push(`signal ${c.signal}`)
+    if (typeof c.restarts === 'number' && c.restarts > 0) bits.push(`${c.restarts} restarts`)
+    if (c.reason) bits.push(String(c.reason))
+    lines.push(`  container ${c.name}: ${bits.join(', ')}`)
+  }
+  return lines
+}
+
+export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd: Command) => ApiCaller): void {
+  // ---- why
+  program
+    .command('why')
+    .description("Explain a pod's lifecycle: which unit holds it up, for how long, with what error")
+    .argument('<pod/NAME>', 'like pod/web')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('--critical-chain', 'the chain of units that set the time to reach running, with start times and durations')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addHelpText('after', examples(`
+  # Why is web not running?
+  orc why pod/web
+
+  # What took the time, systemd-analyze style
+  orc why pod/web --critical-chain`))
+    .action(async (target: string, opts, cmd: Command) => {
+      const ref = podRef(target, opts.namespace)
+      const { object: pod } = await client(cmd).call<{ object: StoredObject }>('GET', objectPath(ref))
+      const raw = field(pod, 'status.workflow')
+      const now = io.now()
+      let snap: WorkflowSnapshot | undefined
+      if (raw !== undefined) snap = parseWorkflowSnapshot(raw)
+      const subject = `pod/${pod.metadata.name}`
+      if (opts.output === 'json') {
+        const body: Record<string, unknown> = { pod: subject, namespace: ref.namespace, status: pod.status ?? {} }
+        if (snap) body.explanation = opts.criticalChain ? criticalChain(snap, 'running', { subject, now }) : explainWhy(snap, 'running', { subject, now })
+        return io.out(JSON.stringify(body, null, 2) + '\n')
+      }
+      const out = podSummary(pod)
+      if (!snap) {
+        out.push('', 'No lifecycle run recorded yet: the node it is bound to has not started it (or no node is bound).')
+        return io.out(out.join('\n') + '\n')
+      }
+      // Durations of what still runs are measured up to now, not to when the status was written.
+      const running = snap.units.some((u) => u.state === 'running' || u.state === 'waiting') && snap.cancelled === undefined
+      const at = running ? Math.max(now, snap.at) : snap.at
+      out.push('')
+      out.push(opts.criticalChain ? formatCriticalChain(criticalChain(snap, 'running', { subject, now: at })) : formatWhy(explainWhy(snap, 'running', { subject, now: at })))
+      io.out(out.join('\n') + '\n')
+    })
+
+  // ---- logs
+  program
+    .command('logs')
+    .description("Print a pod container's output (from the node that runs it)")
+    .argument('<pod/NAME>', 'like pod/web')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('-c, --container <name>', 'container (needed when the pod has several)')
+    .option('-f, --follow', 'keep printing new output until the container ends (Ctrl-C to stop)')
+    .option('--revision <n>', 'logs of this pod revision (default: the running one)')
+    .option('--tail <n>', 'only the last N lines')
+    .addHelpText('after', examples(`
+  orc logs pod/web
+  orc logs pod/web -c sidecar --tail 20
+  orc logs pod/web -f
+  orc logs pod/web --revision 3`))
+    .action(async (target: string, opts, cmd: Command) => {
+      const ref = podRef(target, opts.namespace)
+      const c = client(cmd)
+      const path = `/v1/pods/${encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}/logs`
+      const query: Record<string, string | undefined> = { container: opts.container, revision: opts.revision, tail: opts.tail }
+      if (!opts.follow) {
+        const r = await c.call<{ lines: string[] }>('GET', path, { query })
+        if (r.lines.length > 0) io.out(r.lines.join('\n') + '\n')
+        return
+      }
+      let r = await c.call<{ lines: string[]; cursor: number; ended: boolean; revision: number }>('GET', path, { query: { ...query, follow: '1' } })
+      for (;;) {
+        if (r.lines.length > 0) io.out(r.lines.join('\n') + '\n')
+        if (r.ended) return
+        r = await c.call('GET', path, { query: { container: opts.container, revision: String(r.revision), follow: '1', cursor: String(r.cursor), waitMs: '10000' } })
+      }
+    })
+
+  // ---- controllers
+  program
+    .command('controllers')
+    .description('Show the controllers of this agent: the fields each reads and writes, and who feeds whom')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .action(async (opts, cmd: Command) => {
+      const r = await client(cmd).call<{ text: string } & Record<string, unknown>>('GET', '/v1/controllers')
+      if (opts.output === 'json') {
+        const { text: _t, ...rest } = r
+        return io.out(JSON.stringify(rest, null, 2) + '\n')
+      }
+      io.out(r.text + '\n')
+    })
+
+  // ---- image
+  const image = program.command('image').description('Local images for pods (rootfs directories and OCI layouts), no registry')
+  const dataDirOf = (o: { dataDir?: string }) => o.dataDir ?? defaultDataDir(io.env)
+  const checkName = (name: string) => {
+    if (!/^[a-z0-9][a-z0-9._-]{0,127}$/.test(name)) throw new OrcError('invalid', `image name ${JSON.stringify(name)}: use lowercase letters, digits and . _ -`)
+  }
+
+  image
+    .command('import')
+    .description('Copy a rootfs directory or an OCI image layout (directory or tar) to <data-dir>/images/NAME')
+    .argument('<SRC>', 'rootfs directory, OCI layout directory, or OCI layout tar (.tar, .tar.gz)')
+    .requiredOption('--name <name>', 'image name; pods use the image path <data-dir>/images/NAME')
+    .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
+    .addHelpText('after', examples(`
+  orc image import ./rootfs --name myapp
+  orc image import ./myapp-oci.tar --name myapp`))
+    .action(async (src: string, opts) => {
+      checkName(opts.name)
+      const dest = join(dataDirOf(opts), 'images', opts.name)
+      const kind = importImage(resolve(src), dest)
+      io.out(`image ${opts.name} imported (${kind}): use image: ${dest}\n`)
+    })
+
+  image
+    .command('import-busybox')
+    .description('Build the sample busybox image from the host\'s static busybox (/usr/bin/busybox)')
+    .option('--name <name>', 'image name', 'busybox')
+    .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
+    .action(async (opts) => {
+      checkName(opts.name)
+      const dest = join(dataDirOf(opts), 'images', opts.name)
+      const r = buildBusyboxRootfs(dest)
+      io.out(`image ${opts.name} built (${r.applets} busybox applets): use image: ${dest}\n`)
+    })
+
+  image
+    .command('list')
+    .description('List the images in <data-dir>/images')
+    .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
+    .action(async (opts) => {
+      const dir = join(dataDirOf(opts), 'images')
+      let names: string[] = []
+      try {
+        names = readdirSync(dir).filter((n) => !n.includes('.tmp-')).sort()
+      } catch {}
+      if (names.length === 0) return io.err(`No images in ${dir} (import one with orc image import, or orc image import-busybox).\n`)
+      const rows = names.map((n) => {
+        const p = join(dir, n)
+        const layout = existsSync(join(p, 'index.json'))
+        return [n, layout ? 'oci-layout' : 'rootfs', formatBytes(duSync(p)), p]
+      })
+      io.out(formatTable(['NAME', 'TYPE', 'SIZE', 'PATH'], rows))
+    })
+}
+
+function formatBytes(n: number): string {
+  if (n < 1024) return `${n}B`
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)}KiB`
+  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)}MiB`
+  return `${(n / 1024 ** 3).toFixed(1)}GiB`
+}
+
+function duSync(p: string): number {
+  const st = lstatSync(p)
+  if (!st.isDirectory()) return st.size
+  let total = 0
+  for (const n of readdirSync(p)) total += duSync(join(p, n))
+  return total
+}
+
+/** Copy (or unpack) an image into `dest`, atomically replacing what was there. */
+export function importImage(src: string, dest: string): 'rootfs' | 'oci-layout' {
+  let st
+  try {
+    st = statSync(src)
+  } catch (err) {
+    throw new OrcError('not_found', `image source ${src} not found`, { src }, err)
+  }
+  const tmp = `${dest}.tmp-${process.pid}`
+  rmSync(tmp, { recursive: true, force: true })
+  mkdirSync(join(dest, '..'), { recursive: true, mode: 0o755 })
+  let kind: 'rootfs' | 'oci-layout'
+  try {
+    if (st.isDirectory()) {
+      kind = existsSync(join(src, 'index.json')) ? 'oci-layout' : 'rootfs'
+      cpSync(src, tmp, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true })
+    } else {
+      let raw = readFileSync(src)
+      if (raw[0] === 0x1f && raw[1] === 0x8b) raw = gunzipSync(raw)
+      const entries = readTar(raw)
+      if (!entries.some((e) => e.path.replace(/^\.\//, '') === 'index.json')) {
+        throw new OrcError('invalid', `${src} is not an OCI image layout tar (it has no index.json)`)
+      }
+      for (const e of entries) {
+        const rel = e.path.replace(/^\.\//, '')
+        if (rel === '' || rel.split('/').includes('..')) continue
+        const p = join(tmp, rel)
+        if (e.type === 'dir') mkdirSync(p, { recursive: true })
+        else if (e.type === 'file') {
+          mkdirSync(join(p, '..'), { recursive: true })
+          writeFileSync(p, e.data ?? Buffer.alloc(0))
+        }
+      }
+      kind = 'oci-layout'
+    }
+    rmSync(dest, { recursive: true, force: true })
+    renameSync(tmp, dest)
+    return kind
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true })
+    throw err
+  }
+}

@@ -1,0 +1,31 @@
+import { s } from '../schema.ts'
+import type { KindDef } from '../kind.ts'
+import { age, field, labelsSchema, text } from './common.ts'
+
+/** The unsafe features a pod may ask for in `spec.security.unsafe` and an operator may grant. */
+export const UNSAFE_FEATURES = ['root', 'hostNetwork', 'devices', 'hostPath', 'capabilities'] as const
+export type UnsafeFeature = (typeof UNSAFE_FEATURES)[number]
+
+/**
+ * The operator's half of the two-party rule: a pod gets an unsafe feature only when it asks for it
+ * (`spec.security.unsafe`) and a SecurityPolicy in its namespace allows it (for pods its selector
+ * matches; no selector = every pod of the namespace).
+ */
+export const securityPolicyKind: KindDef = {
+  kind: 'SecurityPolicy',
+  plural: 'securitypolicies',
+  aliases: ['securitypolicy', 'secpol', 'sp'],
+  namespaced: true,
+  spec: s.object({
+    allow: s.required(s.array(s.enum(...UNSAFE_FEATURES), { maxItems: 8 })),
+    selector: s.object({ matchLabels: labelsSchema }),
+    description: s.string({ maxLength: 1024 }),
+  }),
+  owned: [],
+  columns: [
+    { header: 'NAME', value: (o) => o.metadata.name },
+    { header: 'ALLOW', value: (o) => text((field(o, 'spec.allow') as string[] | undefined)?.join(',')) },
+    { header: 'SELECTOR', value: (o) => text(field(o, 'spec.selector.matchLabels'), '<all pods>') },
+    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+  ],
+}
