@@ -4,22 +4,7 @@ import { join } from 'node:path'
 import { openStore, type Store } from '../../src/store/store.ts'
 import type { StoreOptions } from '../../src/store/options.ts'
 
-/** Deterministic random bytes from a seed (xorshift), so store ids are reproducible in tests. */
-export function seededBytes(seed: number): (n: number) => Uint8Array {
-  let x = seed >>> 0 || 1
-  return (n) => {
-    const out = new Uint8Array(n)
-    for (let i = 0; i < n; i++) {
-      x ^= x << 13
-      x >>>= 0
-      x ^= x >>> 17
-      x ^= x << 5
-      x >>>= 0
-      out[i] = x & 0xff
-    }
-    return out
-  }
-}
+export { seededBytes } from './random.ts'
 
 export function tempDir(prefix = 'orc-test-'): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix))

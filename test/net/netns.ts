@@ -24,22 +24,7 @@ export function runSuffix(): string {
   return randomBytes(2).toString('hex')
 }
 
-/** Seeded random bytes (xorshift32) so addresses in a failing run can be replayed from the seed. */
-export function seededRandom(seed: number): RandomBytes {
-  let x = seed >>> 0 || 1
-  return (n) => {
-    const out = new Uint8Array(n)
-    for (let i = 0; i < n; i++) {
-      x ^= x << 13
-      x >>>= 0
-      x ^= x >>> 17
-      x ^= x << 5
-      x >>>= 0
-      out[i] = x & 0xff
-    }
-    return out
-  }
-}
+export { seededBytes as seededRandom } from '../helpers/random.ts'
 
 export async function sh(cmd: string, args: string[], opts: { input?: string } = {}): Promise<string> {
   const r = await execa(cmd, args, { input: opts.input, reject: false })

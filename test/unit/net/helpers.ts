@@ -6,19 +6,4 @@ export function isOrcErrorLike(code: OrcErrorCode): (err: unknown) => boolean {
   return (err) => isOrcError(err, code)
 }
 
-/** Seeded random bytes (xorshift32); a failing property prints its seed via fast-check. */
-export function seededRandom(seed: number): (n: number) => Uint8Array {
-  let x = seed >>> 0 || 1
-  return (n) => {
-    const out = new Uint8Array(n)
-    for (let i = 0; i < n; i++) {
-      x ^= x << 13
-      x >>>= 0
-      x ^= x >>> 17
-      x ^= x << 5
-      x >>>= 0
-      out[i] = x & 0xff
-    }
-    return out
-  }
-}
+export { seededBytes as seededRandom } from '../../helpers/random.ts'
