@@ -3,6 +3,8 @@
  * process), applies N pods over its unix socket with a few requests in flight, and prints:
  *   api_writes_per_s <n>          one pod per request (what `orc apply -f pod.yaml` does)
  *   api_writes_per_s_batch50 <n>  50 pods per request (`orc apply -f` of a multi-document file)
+ * The pods are pinned to a node that does not exist, so no controller acts on them: this measures
+ * the API and the store, not pod starts (test/bench/pods.bench.ts measures those).
  * Run: node --import tsx --import ./test/setup.ts test/bench/api-writes.bench.ts [N] [IN_FLIGHT]
  */
 import { join } from 'node:path'
@@ -15,7 +17,10 @@ const pod = (prefix: string, i: number) => ({
   apiVersion: 'orc/v1',
   kind: 'Pod',
   metadata: { name: `${prefix}-${i}`, labels: { app: 'bench', shard: String(i % 16) } },
-  spec: { containers: [{ name: 'main', image: '/var/lib/orc/images/busybox', command: ['sh', '-c', 'sleep 3600'] }] },
+  spec: {
+    containers: [{ name: 'main', image: '/var/lib/orc/images/busybox', command: ['sh', '-c', 'sleep 3600'] }],
+    placement: { node: 'bench-nowhere' },
+  },
 })
 
 async function run(prefix: string, perRequest: number): Promise<number> {
