@@ -15,6 +15,7 @@ import { serveOnSocket, type SocketServer } from './http.ts'
 import { createLogger } from './logger.ts'
 import { prepareJoin, startClusterMesh, type ClusterNode } from './cluster.ts'
 import { checkAgentControllers, AGENT_CONTROLLERS } from './controllers.ts'
+import { withSchedulingRoutes } from './sched/index.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { createPodApi } from './pods/api.ts'
 import { podTunablesFromEnv } from './pods/options.ts'
@@ -151,6 +152,8 @@ async function registerNode(
     [
       { path: ['status', 'state'], value: 'Ready' },
       { path: ['status', 'addresses'], value: mesh?.addresses ?? [] },
+      // `orc node forget` holds until the node comes back: a started agent is back.
+      ...(store.get(ref)?.status?.forgotten !== undefined ? [{ path: ['status', 'forgotten'], value: undefined }] : []),
       ...(mesh ? [{ path: ['status', 'peerId'], value: mesh.peerId }] : []),
       { path: ['status', 'version'], value: ORC_VERSION },
       { path: ['status', 'capacity'], value: { cpu: String(cpu), memory: `${Math.floor(totalmem() / (1024 * 1024))}Mi` } },
@@ -236,6 +239,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       logger,
       tunables: opts.pods?.tunables ?? podTunablesFromEnv(process.env),
       aliveNodes: () => (meshNode ? meshNode.mesh.members().filter((m) => m.self || m.state === 'alive').map((m) => m.name) : [nodeName]),
+      members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
     })
     const pods = lifecycle
     const baseHandler = createApiHandler({
@@ -253,7 +257,14 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       rollbackTarget: (ref) => previousUserRevision(store, ref),
     })
     const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })(baseHandler)
-    const handler = cluster ? cluster.wrap(podHandler) : podHandler
+    const schedHandler = withSchedulingRoutes(podHandler, {
+      store,
+      nodeName,
+      now: () => clock.now(),
+      members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
+      schedView: () => pods.schedView(),
+    })
+    const handler = cluster ? cluster.wrap(schedHandler) : schedHandler
     server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
     await lifecycle.start()
     log.info({ node: nodeName, cluster: clusterRef.name, clusterId: clusterRef.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')

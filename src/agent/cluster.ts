@@ -281,7 +281,10 @@ export async function startClusterMesh(c: {
         store,
         nodeName: c.nodeName,
         members: () => mesh.members(),
-        forward: (peer, req, timeoutMs) => mesh.memberRequest(peer, { method: req.method, path: req.path, query: flatQuery(req.query) }, { timeoutMs }),
+        forward: async (peer, req, timeoutMs) => {
+          const r = await mesh.memberRequest(peer, { method: req.method, path: req.path, query: flatQuery(req.query) }, { timeoutMs })
+          return { status: r.status, body: r.body ?? null }
+        },
         now: () => c.clock.now(),
         log,
       })

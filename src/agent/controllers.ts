@@ -18,9 +18,9 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   },
   {
     name: 'controller:scheduler',
-    description: 'interim binder: binds pods pinned here, or unbound pods when plan() picks this node',
-    reads: ['Pod.spec', 'Pod.metadata.labels', 'Pod.status.node', 'Node.spec', 'Node.status.capacity', 'Node.metadata.labels'],
-    writes: ['Pod.status.node'],
+    description: 'local scheduling: every node runs plan() on its view and binds to itself what plan() gives it (ha/best-effort policies)',
+    reads: ['Pod.spec', 'Pod.metadata.labels', 'Pod.status.node', 'Node.spec', 'Node.status.capacity', 'Node.status.forgotten', 'Node.metadata.labels', 'Cluster.spec'],
+    writes: ['Pod.status.node', 'Pod.status.scheduling'],
   },
   {
     name: 'controller:lifecycle',

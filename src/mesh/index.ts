@@ -4,6 +4,7 @@ export type { JoinProgress } from './join.ts'
 export { JOIN_PROTOCOL } from './join.ts'
 export { SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 export { API_PROTOCOL, type ApiHandler, type ApiRequest, type ApiResponse, type ApiCallContext } from './rpc.ts'
+export { MEMBER_API_PROTOCOL, type MemberApiHandler, type MemberApiContext } from './member-api.ts'
 export type { MemberInfo, MemberView, MemberState, MemberTransition } from './membership.ts'
 // The liveness state machine itself: pure over an injected `now` (the simulator drives it on virtual time).
 export { MembershipTable, chooseConnections } from './membership.ts'

@@ -22,6 +22,7 @@ import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
 import { MembershipTable, chooseConnections, type MemberInfo, type MemberTransition, type MemberView } from './membership.ts'
 import { defaultLogger, resolveTunables, systemClock, systemRandom, type Clock, type MeshTunables, type RandomSource } from './options.ts'
 import { API_PROTOCOL, callApi, serveApi, type ApiHandler, type ApiRequest, type ApiResponse } from './rpc.ts'
+import { MEMBER_API_PROTOCOL, MEMBER_API_SERVE_MS, callMemberApi, serveMemberApi, type MemberApiHandler } from './member-api.ts'
 import { encodePsk } from './psk.ts'
 import { PeerScores } from './score.ts'
 import { SYNC_PROTOCOL, applyFromPeer, initiateSync, respondSync, type SyncResult } from './sync.ts'
@@ -46,6 +47,11 @@ export interface MeshOptions {
   admitMember?: (peerId: string, info: MemberInfo) => Promise<void>
   /** The agent's local API handler, served to remote callers holding the admin credential. */
   apiHandler?: ApiHandler
+  /**
+   * Node-to-node requests (`/orc/member-api/1.0.0`), served to current members only. The handler
+   * decides which routes a member may call (the agent allows only read-only internal ones).
+   */
+  memberApiHandler?: MemberApiHandler
   /** Let non-members holding the PSK call the api on probation (remote CLI). Default false. */
   acceptApiFromStrangers?: boolean
   clock?: Clock
@@ -445,6 +451,30 @@ export class Mesh {
     return withDeadline(callApi(ch, req, key, peerId), signal, () => ch.abort(new Error('api call timed out')))
   }
 
+  /**
+   * A node-to-node request to member `peerId` (`/orc/member-api/1.0.0`): no credential, the
+   * member's own handler decides what a member may ask. `timeoutMs` bounds the whole call (a log
+   * long-poll needs more than the default api timeout).
+   */
+  async memberRequest(peerId: string, req: ApiRequest, opts: { timeoutMs?: number } = {}): Promise<ApiResponse> {
+    const signal = AbortSignal.timeout(opts.timeoutMs ?? this.tunables.apiTimeoutMs)
+    let stream: Stream
+    try {
+      stream = await this.libp2p.dialProtocol(peerIdFromString(peerId), MEMBER_API_PROTOCOL, {
+        signal: AbortSignal.any([signal, AbortSignal.timeout(this.tunables.dialTimeoutMs)]),
+      })
+    } catch (err) {
+      throw new OrcError('unavailable', `dial ${peerId}: ${shortError(err)}`, { peer: peerId }, err)
+    }
+    const ch = streamChannel(stream, this.tunables.maxApiBytes)
+    try {
+      return await withDeadline(callMemberApi(ch, req), signal, () => ch.abort(new Error('member request timed out')))
+    } catch (err) {
+      if (err instanceof OrcError) throw err
+      throw new OrcError('unavailable', `request to ${peerId}: ${shortError(err)}`, { peer: peerId }, err)
+    }
+  }
+
   async start(): Promise<void> {
     if (this.started) return
     if (this.libp2p.status !== 'started') await this.libp2p.start()
@@ -592,6 +622,30 @@ export class Mesh {
         } catch (err) {
           this.log.info({ peer: remote, err: shortError(err) }, 'api request failed')
           if (!this.isMember(remote)) this.closeSoon(conn)
+        }
+      },
+      { maxInboundStreams: 32 },
+    )
+
+    await this.libp2p.handle(
+      MEMBER_API_PROTOCOL,
+      async (stream, conn) => {
+        const remote = conn.remotePeer.toString()
+        const handler = this.opts.memberApiHandler
+        // Members only: strangers on probation (join, remote CLI) never reach it, removed peers
+        // are not members.
+        if (!this.isMember(remote) || handler === undefined) {
+          stream.abort(new Error(handler === undefined ? 'no member api here' : 'not a member'))
+          return
+        }
+        const ch = streamChannel(stream, t.maxApiBytes)
+        try {
+          await withDeadline(serveMemberApi(ch, handler, remote, t.maxApiBytes), AbortSignal.timeout(MEMBER_API_SERVE_MS), () =>
+            ch.abort(new Error('member request timed out')),
+          )
+        } catch (err) {
+          if (isPeerFault(err)) await this.misbehaved(remote, (err as Error).message)
+          else this.log.debug({ peer: remote, err: shortError(err) }, 'member request failed')
         }
       },
       { maxInboundStreams: 32 },

@@ -1,94 +1,147 @@
 /**
- * Interim binder (the scheduling issue replaces it): binds a pod to this node, as
- * `controller:scheduler`, by patching `status.node` — only ever to this node, never to another:
- * - a pod pinned here (`spec.placement.node`) whose binding says otherwise;
- * - an unbound pod, when this node is the only alive node, or when `plan()` over this node's view
- *   of the cluster picks this node (every node computes the same plan from the same view, so the
- *   node that `plan()` picks is the only one that binds).
+ * controller:scheduler — local scheduling on every node (DESIGN principle 7). Every node runs the
+ * pure `plan()` on its own replica of the store and its own membership view; a node only ever
+ * writes bindings *to itself*:
+ * - `bind` to this node (a pending pod, or one whose node is lost for it by policy): patch
+ *   `status.node` and record `status.scheduling` (why, from where, what binding it supersedes);
+ * - `evict` from this node (untolerated NoExecute taint, pin moved away): clear `status.node`.
+ * Every node computes the same plan from the same view, so only the chosen node binds. Partial views
+ * can still produce concurrent bindings; the store keeps one value of `status.node` on every node,
+ * and the lifecycle controller of any other node stops its copy (`assignedTo`) — and reports it.
+ *
+ * Membership is not in the store, so besides store changes the binder re-plans on a short tick and
+ * at `nextDecisionTime` (when an ha timer or goneAfter runs out).
  */
 import type { Logger } from 'pino'
 import { field, type OrcObject } from '../../model/index.ts'
-import { plan, podRequests, type ClusterView, type NodeView, type PodView } from '../../sched/index.ts'
+import { nextDecisionTime, plan, resolveOptions, type ClusterView, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import { buildSchedView, schedOptionsOf, type NodeMember } from '../sched/index.ts'
+import { NODE_CONTROLLER } from '../node-info.ts'
 
 export const SCHEDULER_CONTROLLER = 'controller:scheduler'
 
 export interface BinderComponents {
   store: ObjectStore
   nodeName: string
-  /** Names of the nodes this node believes alive (itself included). */
-  aliveNodes(): string[]
+  /** This node's membership view (the mesh's members()); a node missing from it counts as dead. */
+  members(): readonly NodeMember[]
   now(): number
+  setTimeout(fn: () => void, ms: number): unknown
+  clearTimeout(handle: unknown): void
   log: Logger
+  /** Re-plan at least this often (membership changes are not store changes). Default 1000 ms. */
+  tickMs?: number
 }
 
 export interface BindDecision {
   pod: StoredObject
+  /** `bind`: set status.node to this node; `evict`: clear it. */
+  action: 'bind' | 'evict'
   reason: string
+  /** The node the pod leaves (a move). */
+  from?: string
 }
 
-function podView(p: StoredObject): PodView {
-  const containers = (field(p, 'spec.containers') as { resources?: { requests?: { cpu?: string; memory?: string } } }[] | undefined) ?? []
-  const v: PodView = {
-    namespace: p.metadata.namespace ?? 'default',
-    name: p.metadata.name,
-    requests: podRequests(containers),
-    createdAt: Date.parse(p.metadata.createdAt),
-  }
-  if (p.metadata.labels) v.labels = p.metadata.labels
-  const node = field(p, 'status.node')
-  if (typeof node === 'string') v.node = node
-  const pin = field(p, 'spec.placement.node')
-  if (typeof pin === 'string') v.pin = pin
-  const sel = field(p, 'spec.nodeSelector')
-  if (sel && typeof sel === 'object') v.nodeSelector = sel as Record<string, string>
-  const policy = field(p, 'spec.policy')
-  if (policy === 'ha' || policy === 'best-effort') v.policy = policy
-  return v
+function membersOf(alive: readonly (string | NodeMember)[]): NodeMember[] {
+  return alive.map((m) => (typeof m === 'string' ? { name: m, state: 'alive' as const } : m))
 }
 
-function nodeView(n: StoredObject, alive: ReadonlySet<string>): NodeView {
-  const v: NodeView = { name: n.metadata.name, state: alive.has(n.metadata.name) ? 'alive' : 'dead' }
-  if (n.metadata.labels) v.labels = n.metadata.labels
-  const cap = field(n, 'status.capacity') as { cpu?: string; memory?: string } | undefined
-  if (cap) v.capacity = { ...(cap.cpu !== undefined ? { cpu: cap.cpu } : {}), ...(cap.memory !== undefined ? { memory: cap.memory } : {}) }
-  if (field(n, 'spec.unschedulable') === true) v.unschedulable = true
-  const taints = field(n, 'spec.taints')
-  if (Array.isArray(taints)) v.taints = taints as NodeView['taints']
-  return v
-}
-
-/** Which pods this node should bind to itself now (pure given the store contents and membership). */
-export function decideBindings(pods: readonly StoredObject[], nodes: readonly StoredObject[], me: string, alive: readonly string[], now: number): BindDecision[] {
+/**
+ * What this node writes now (pure given the store contents, membership and `now`). `members` may be
+ * plain names (all alive) or membership entries; `downSince` says since when a node is unreachable.
+ */
+export function decideBindings(
+  pods: readonly StoredObject[],
+  nodes: readonly StoredObject[],
+  me: string,
+  members: readonly (string | NodeMember)[],
+  now: number,
+  opts: Partial<SchedOptions> = {},
+  downSince?: (name: string) => number | undefined,
+): BindDecision[] {
   const out: BindDecision[] = []
-  const unbound: StoredObject[] = []
+  const byKey = new Map(pods.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, p]))
+  const view = buildSchedView(pods, nodes, me, membersOf(members), now, downSince)
+  const decided = new Set<string>()
+  for (const op of plan(view, opts)) {
+    const pod = byKey.get(op.pod)
+    if (!pod) continue
+    if (op.type === 'bind' && op.node === me) {
+      out.push({ pod, action: 'bind', reason: op.reason, ...(op.from !== undefined ? { from: op.from } : {}) })
+      decided.add(op.pod)
+    } else if (op.type === 'evict' && op.node === me && !decided.has(op.pod)) {
+      // An evicted pod that plan() re-places here in the same pass stays bound here.
+      const rebound = out.some((d) => d.pod === pod)
+      if (!rebound) out.push({ pod, action: 'evict', reason: op.reason })
+    }
+  }
+  // A pod pinned here runs here whatever its binding says (assignedTo); keep status.node honest.
   for (const p of pods) {
     const pin = field(p, 'spec.placement.node')
-    const bound = field(p, 'status.node')
-    if (typeof pin === 'string' && pin !== '') {
-      if (pin === me && bound !== me) out.push({ pod: p, reason: 'pinned to this node' })
-    } else if (bound === undefined || bound === null || bound === '') unbound.push(p)
+    const key = `${p.metadata.namespace ?? 'default'}/${p.metadata.name}`
+    if (pin === me && field(p, 'status.node') !== me && !decided.has(key)) out.push({ pod: p, action: 'bind', reason: 'pinned to this node' })
   }
-  if (unbound.length === 0) return out
-  const aliveSet = new Set(alive)
-  if (aliveSet.size <= 1 && (aliveSet.size === 0 || aliveSet.has(me))) {
-    for (const p of unbound) out.push({ pod: p, reason: 'the only alive node' })
-    return out
-  }
-  const view: ClusterView = { nodes: nodes.map((n) => nodeView(n, aliveSet)), pods: pods.map(podView), now }
-  const mine = new Set(unbound.map((p) => `${p.metadata.namespace ?? 'default'}/${p.metadata.name}`))
-  const byKey = new Map(unbound.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, p]))
-  for (const op of plan(view)) {
-    if (op.type === 'bind' && op.node === me && mine.has(op.pod)) out.push({ pod: byKey.get(op.pod)!, reason: op.reason })
-  }
-  return out
+  // An evict followed by a bind here in one plan is a no-op for status.node.
+  return out.filter((d) => !(d.action === 'evict' && out.some((o) => o.pod === d.pod && o.action === 'bind')))
 }
 
 export class Binder {
   private busy = false
   private again = false
+  private stopped = false
+  private tick: unknown
+  private wake: { at: number; handle: unknown } | undefined
+  /** When this node first saw each node unreachable (membership may not know when it last heard). */
+  private readonly downSince = new Map<string, number>()
 
-  constructor(private readonly c: BinderComponents) {}
+  constructor(private readonly c: BinderComponents) {
+    this.startedAt = c.now()
+  }
+
+  start(): void {
+    const every = this.c.tickMs ?? 1000
+    const loop = () => {
+      if (this.stopped) return
+      void this.pass()
+      this.tick = this.c.setTimeout(loop, every)
+    }
+    this.tick = this.c.setTimeout(loop, every)
+  }
+
+  stop(): void {
+    this.stopped = true
+    if (this.tick !== undefined) this.c.clearTimeout(this.tick)
+    if (this.wake) this.c.clearTimeout(this.wake.handle)
+  }
+
+  private options(): SchedOptions {
+    return resolveOptions(schedOptionsOf(this.c.store.list('Cluster')))
+  }
+
+  /** Since when `name` has been unreachable as this node sees it; tracks first observations. */
+  private trackDown(members: readonly NodeMember[], nodes: readonly StoredObject[], now: number): (name: string) => number | undefined {
+    const byName = new Map(members.map((m) => [m.name, m]))
+    for (const n of nodes) {
+      const name = n.metadata.name
+      const m = byName.get(name)
+      if (name === this.c.nodeName || m?.state === 'alive') {
+        this.downSince.delete(name)
+        continue
+      }
+      if (!this.downSince.has(name)) this.downSince.set(name, typeof m?.lastSeen === 'number' ? Math.min(m.lastSeen, now) : now)
+    }
+    return (name) => this.downSince.get(name)
+  }
+
+  /** The view and options the next pass plans with (`orc why`). */
+  currentView(): { view: ClusterView; opts: SchedOptions } {
+    const now = this.c.now()
+    const nodes = this.c.store.list('Node')
+    const members = this.c.members()
+    const down = this.trackDown(members, nodes, now)
+    return { view: buildSchedView(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down), opts: this.options() }
+  }
 
   /** Bind what should be bound here; coalesces calls made while a pass is running. */
   async pass(): Promise<void> {
@@ -100,26 +153,124 @@ export class Binder {
     try {
       do {
         this.again = false
-        const decisions = decideBindings(this.c.store.list('Pod'), this.c.store.list('Node'), this.c.nodeName, this.c.aliveNodes(), this.c.now())
-        for (const d of decisions) await this.bind(d.pod, d.reason)
+        if (this.stopped) return
+        const now = this.c.now()
+        const pods = this.c.store.list('Pod')
+        const nodes = this.c.store.list('Node')
+        const members = this.c.members()
+        const opts = this.options()
+        const down = this.trackDown(members, nodes, now)
+        await this.clearOwnForgotten(nodes)
+        const decisions = decideBindings(pods, nodes, this.c.nodeName, members, now, opts, down)
+        for (const d of decisions) await this.write(d)
+        this.scheduleWake(buildAndNext(pods, nodes, this.c.nodeName, members, now, opts, down))
       } while (this.again)
     } finally {
       this.busy = false
     }
   }
 
-  private async bind(pod: OrcObject, reason: string): Promise<void> {
-    const ref = { kind: 'Pod', namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
-    try {
-      const res = await this.c.store.patch(ref, [{ path: ['status', 'node'], value: this.c.nodeName }], {
-        author: SCHEDULER_CONTROLLER,
-        reason: `bind to ${this.c.nodeName}: ${reason}`,
-        now: this.c.now(),
+  private startedAt = Number.POSITIVE_INFINITY
+
+  /**
+   * `orc node forget` on this node, written before this agent started (it arrives when this node
+   * syncs after coming back): this node is back, so the mark goes. A mark written while this agent
+   * runs (a partition; the operator chose) stays until the agent restarts.
+   */
+  private async clearOwnForgotten(nodes: readonly StoredObject[]): Promise<void> {
+    const self = nodes.find((n) => n.metadata.name === this.c.nodeName)
+    const f = self ? field(self, 'status.forgotten') : undefined
+    if (!f || typeof f !== 'object') return
+    const at = Date.parse(String((f as Record<string, unknown>).at))
+    if (!(at < this.startedAt)) return
+    const now = this.c.now()
+    await this.c.store
+      .patch({ kind: 'Node', namespace: '', name: this.c.nodeName }, [{ path: ['status', 'forgotten'], value: undefined }], {
+        author: NODE_CONTROLLER,
+        reason: `node ${this.c.nodeName} is back (forgotten at ${new Date(at).toISOString()})`,
+        now,
       })
-      if (res.revision) this.c.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: this.c.nodeName, reason }, 'pod bound')
+      .then(() => this.c.log.warn({ node: this.c.nodeName, forgottenAt: at }, 'this node had been forgotten; it is back'))
+      .catch((err) => this.c.log.warn({ err: String(err) }, 'clear forgotten mark'))
+  }
+
+  private scheduleWake(at: number | undefined): void {
+    if (at === undefined || this.stopped) return
+    if (this.wake && this.wake.at <= at) return
+    if (this.wake) this.c.clearTimeout(this.wake.handle)
+    const handle = this.c.setTimeout(() => {
+      this.wake = undefined
+      void this.pass()
+    }, Math.max(0, at - this.c.now()) + 5)
+    this.wake = { at, handle }
+  }
+
+  private async write(d: BindDecision): Promise<void> {
+    const pod: OrcObject = d.pod
+    const ref = { kind: 'Pod', namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
+    const me = this.c.nodeName
+    const now = this.c.now()
+    const at = new Date(now).toISOString()
+    try {
+      if (d.action === 'bind') {
+        const previous = field(pod, 'status.node')
+        const scheduling: Record<string, unknown> = { node: me, at, by: me, reason: d.reason }
+        if (typeof previous === 'string' && previous !== '' && previous !== me) scheduling.from = previous
+        const res = await this.c.store.patch(
+          ref,
+          [
+            { path: ['status', 'node'], value: me },
+            { path: ['status', 'scheduling'], value: scheduling },
+          ],
+          { author: SCHEDULER_CONTROLLER, reason: `bind to ${me}${scheduling.from ? ` (from ${String(scheduling.from)})` : ''}: ${d.reason}`, now },
+        )
+        if (res.revision) this.c.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, from: scheduling.from, reason: d.reason }, 'pod bound')
+      } else {
+        const res = await this.c.store.patch(
+          ref,
+          [
+            { path: ['status', 'node'], value: undefined },
+            { path: ['status', 'scheduling'], value: { evictedFrom: me, at, by: me, reason: d.reason } },
+          ],
+          { author: SCHEDULER_CONTROLLER, reason: `evict from ${me}: ${d.reason}`, now },
+        )
+        if (res.revision) this.c.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, reason: d.reason }, 'pod evicted')
+      }
     } catch (err) {
       // deleted meanwhile, or refused: the next pass sees the new state
       this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'bind pod')
     }
   }
+
+  /**
+   * This node stopped its copy of a pod now bound to another node (a conflicting binding lost, or
+   * the pod moved away while this node was unreachable): say so in the pod's status and the log.
+   */
+  async reportStoppedCopy(ref: { namespace: string; name: string }, why: string): Promise<void> {
+    const me = this.c.nodeName
+    const pod = this.c.store.get({ kind: 'Pod', ...ref })
+    if (!pod) return
+    const boundTo = field(pod, 'status.node')
+    this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, node: me, boundTo, why }, 'stopped the copy of a pod bound elsewhere')
+    const now = this.c.now()
+    await this.c.store
+      .patch(
+        { kind: 'Pod', ...ref },
+        [{ path: ['status', 'scheduling', 'stoppedCopies', me], value: { at: new Date(now).toISOString(), boundTo: typeof boundTo === 'string' ? boundTo : null, why } }],
+        { author: SCHEDULER_CONTROLLER, reason: `stopped the copy on ${me}: ${why}`, now },
+      )
+      .catch((err) => this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'report stopped copy'))
+  }
+}
+
+function buildAndNext(
+  pods: readonly StoredObject[],
+  nodes: readonly StoredObject[],
+  me: string,
+  members: readonly NodeMember[],
+  now: number,
+  opts: SchedOptions,
+  down: (name: string) => number | undefined,
+): number | undefined {
+  return nextDecisionTime(buildSchedView(pods, nodes, me, members, now, down), opts)
 }

@@ -11,6 +11,7 @@ import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput 
 import type { ObjectStore } from '../../store/index.ts'
 import type { Clock as WorkflowClock } from '../../workflow/index.ts'
 import { Binder } from './binder.ts'
+import type { NodeMember } from '../sched/index.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import { PodWorker } from './worker.ts'
@@ -24,6 +25,10 @@ export interface PodLifecycleComponents {
   tunables?: Partial<PodTunables>
   /** Names of the nodes believed alive, this one included (membership). */
   aliveNodes(): string[]
+  /** Membership with states (the mesh's members()); when absent, aliveNodes() are alive, others dead. */
+  members?(): readonly NodeMember[]
+  /** How often the binder re-plans without a store change (membership moves on). Default 1000 ms. */
+  schedTickMs?: number
   /** Runtimes by kind; the real ones (state under `<dataDir>/runtime`) unless a test injects others. */
   runtime?: (kind: 'sandbox' | 'oci') => Runtime
 }
@@ -59,7 +64,16 @@ export class PodLifecycle {
     mkdirSync(join(c.dataDir, 'pods'), { recursive: true, mode: 0o700 })
     this.images = new PodImages(join(this.runtimeDir(), 'images'), join(this.runtimeDir(), 'image-pins.json'), this.tunables.keepImageRevisions)
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
-    this.binder = new Binder({ store: c.store, nodeName: c.nodeName, aliveNodes: c.aliveNodes, now: () => c.clock.now(), log: this.log })
+    this.binder = new Binder({
+      store: c.store,
+      nodeName: c.nodeName,
+      members: c.members ?? (() => c.aliveNodes().map((name) => ({ name, state: 'alive' as const }))),
+      now: () => c.clock.now(),
+      setTimeout: (fn, ms) => c.clock.setTimeout(fn, ms),
+      clearTimeout: (h) => c.clock.clearTimeout(h as Parameters<typeof c.clock.clearTimeout>[0]),
+      log: c.logger.child({ module: 'scheduler' }),
+      ...(c.schedTickMs !== undefined ? { tickMs: c.schedTickMs } : {}),
+    })
   }
 
   private runtimeDir(): string {
@@ -97,12 +111,14 @@ export class PodLifecycle {
     }
     this.unsubscribe = this.c.store.onChange((keys) => this.onStoreChange(keys))
     await this.binder.pass()
+    this.binder.start()
     await Promise.all(this.c.store.list('Pod').map((p) => this.workerFor({ kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }).reconcile()))
     await this.reapOrphans()
   }
 
   /** Containers of a previous agent that belong to no pod of this node any more. */
   private async reapOrphans(): Promise<void> {
+    const reported = new Set<string>()
     for (const kind of this.runtimes.keys()) {
       const rt = this.runtimes.get(kind)!
       for (const s of rt.list()) {
@@ -111,6 +127,13 @@ export class PodLifecycle {
           if (s.state === 'running') await rt.stop(s.id, { graceMs: 10_000 })
           await rt.remove(s.id)
           this.log.info({ id: s.id, runtime: kind }, 'orphaned container removed')
+          // A copy of a pod that moved to another node while this one was away: report it once.
+          const pod = this.c.store.list('Pod').find((p) => s.id.startsWith(`${p.metadata.uid}.`))
+          const to = pod?.status?.node
+          if (pod && typeof to === 'string' && to !== '' && to !== this.c.nodeName && !reported.has(pod.metadata.uid)) {
+            reported.add(pod.metadata.uid)
+            await this.binder.reportStoppedCopy({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }, `pod is bound to ${to}`)
+          }
         } catch (err) {
           this.log.warn({ id: s.id, err: String(err) }, 'remove orphaned container')
         }
@@ -173,6 +196,7 @@ export class PodLifecycle {
           podDir: (uid) => join(this.c.dataDir, 'pods', uid),
           adopted: (id) => this.adopted.get(id),
           gone: (id) => this.gone.get(id),
+          copyStopped: (r, why) => void this.binder.reportStoppedCopy(r, why),
           forgetRecovered: (id) => {
             this.adopted.delete(id)
             this.gone.delete(id)
@@ -189,6 +213,11 @@ export class PodLifecycle {
     for (const w of this.workers.values()) if (w.owns(id)) return w.containerExited(id, exit)
   }
 
+  /** The scheduler's current view of the cluster (what `orc why` explains placement with). */
+  schedView() {
+    return this.binder.currentView()
+  }
+
   /** Where a container's logs are on this node. */
   logDirOf(ref: ObjectRef, uid: string, container: string): string {
     return join(this.c.dataDir, 'pods', uid, 'logs', container)
@@ -202,6 +231,7 @@ export class PodLifecycle {
   /** Stop reacting; containers keep running for the next agent to adopt. */
   async stop(): Promise<void> {
     this.stopped = true
+    this.binder.stop()
     this.unsubscribe?.()
     for (const w of this.workers.values()) w.detach()
     await Promise.all([...this.workers.values()].map((w) => w.idle().catch(() => {})))

@@ -46,6 +46,8 @@ export interface PodWorkerComponents {
   gone(id: string): ExitStatus | undefined
   /** Forget what recover() found about this id (it has been dealt with). */
   forgetRecovered(id: string): void
+  /** This node stopped its copy because the pod is bound to another node. */
+  copyStopped?(ref: { namespace: string; name: string }, why: string): void
 }
 
 interface ContainerState {
@@ -183,7 +185,13 @@ export class PodWorker {
       return
     }
     if (!assignedTo(obj, this.c.nodeName)) {
-      if (this.hash !== undefined) await this.teardown(`pod is no longer bound to ${this.c.nodeName}`, false)
+      if (this.hash !== undefined) {
+        const to = field(obj, 'status.node')
+        const why = typeof to === 'string' && to !== '' ? `pod is bound to ${to}` : `pod is no longer bound to ${this.c.nodeName}`
+        await this.teardown(why, false)
+        // Bound to another node (a move while this node was away, or a lost binding conflict): report it.
+        if (typeof to === 'string' && to !== '') this.c.copyStopped?.({ namespace: this.ref.namespace, name: this.ref.name }, why)
+      }
       return
     }
     const hash = specHash(obj)

@@ -276,6 +276,24 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       io.out(`node/${name} removed (peer ${r.peerId} is refused by every node)\n`)
     })
 
+  node
+    .command('forget')
+    .description("Declare a lost node gone: its best-effort pods move to other nodes now (ha pods move on their own after haAfter)")
+    .argument('<NODE>', 'node name (see orc get nodes)')
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--reason <text>', 'why; recorded in the history')
+    .option('--force', 'forget a node this node still sees alive (its pods run twice until it hears of it)')
+    .addHelpText('after', examples(`
+  orc node forget node3 --reason "burnt power supply"`))
+    .action(async (name: string, opts, cmd: Command) => {
+      const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
+      const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
+      const r = await client(cmd).call<{ pods: number }>('POST', `/v1/nodes/${encodeURIComponent(name)}/forget`, {
+        body: { author, reason: opts.reason, force: opts.force === true },
+      })
+      io.out(`node/${name} forgotten: its ${r.pods} pod(s) may move to other nodes; the mark is cleared when its agent starts again\n`)
+    })
+
   // ---- credential
   program
     .command('credential')

@@ -95,6 +95,15 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
         return io.out(JSON.stringify(body, null, 2) + '\n')
       }
       const out = podSummary(pod)
+      // Placement: for a pod with no node, or whose node is lost for it, say which node fits and why not.
+      let placement: { text: string; explanation: { status: string; summary: string } } | undefined
+      try {
+        placement = await client(cmd).call('GET', `/v1/pods/${encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}/placement`)
+      } catch {
+        placement = undefined // an older agent: no placement explanation
+      }
+      if (placement && placement.explanation.status !== 'bound') out.push('', 'Placement:', ...placement.text.split('\n').map((l) => `  ${l}`))
+      else if (placement && (!snap || !placement.explanation.summary.startsWith('running on '))) out.push('', `Placement: ${placement.text.split('\n')[0]}`)
       if (!snap) {
         out.push('', 'No lifecycle run recorded yet: the node it is bound to has not started it (or no node is bound).')
         return io.out(out.join('\n') + '\n')

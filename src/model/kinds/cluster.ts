@@ -10,6 +10,11 @@ export const clusterKind: KindDef = {
   spec: s.object({
     id: s.string({ pattern: /^[0-9a-f]{16,64}$/, patternName: 'a hex cluster id' }),
     description: s.string({ maxLength: 1024 }),
+    /** Scheduler defaults for every node (all nodes must agree). */
+    scheduling: s.object({
+      haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
+      goneAfterSeconds: s.int({ min: 1, max: 365 * 24 * 3600 }),
+    }),
   }),
   status: s.object({}, { open: true }),
   owned: [{ path: 'status', owner: 'controller:cluster' }],

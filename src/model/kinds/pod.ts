@@ -35,6 +35,8 @@ export const podKind: KindDef = {
     containers: s.required(s.array(container, { maxItems: 32, uniqueBy: 'name' })),
     restartPolicy: s.enum('Always', 'OnFailure', 'Never'),
     policy: s.enum('ha', 'best-effort'),
+    /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
+    haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
     runtime: s.enum('sandbox', 'oci'),
     terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
     nodeSelector: labelsSchema,
@@ -45,6 +47,7 @@ export const podKind: KindDef = {
   owned: [
     { path: 'status', owner: 'controller:lifecycle' },
     { path: 'status.node', owner: 'controller:scheduler' },
+    { path: 'status.scheduling', owner: 'controller:scheduler' },
   ],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },

@@ -1,0 +1,80 @@
+/**
+ * Scheduling routes of a node's API:
+ * - `GET  /v1/pods/NS/NAME/placement`: `explainPod` on this node's view (which constraint ruled out
+ *   which node, or what the policy decides for a bound pod) — `orc why` prints it;
+ * - `POST /v1/nodes/NAME/forget`: `orc node forget` — mark the node gone in the replicated store
+ *   (`Node.status.forgotten`), so its best-effort pods move now. The node's agent clears the mark
+ *   when it starts again.
+ */
+import { OrcError, isPlainObject } from '../../model/index.ts'
+import { explainPod, formatExplanation, type ClusterView, type SchedOptions } from '../../sched/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
+import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from '../api.ts'
+import { NODE_CONTROLLER } from '../node-info.ts'
+import type { NodeMember } from './view.ts'
+
+export interface SchedApiComponents {
+  store: ObjectStore
+  nodeName: string
+  now(): number
+  members(): readonly NodeMember[]
+  schedView(): { view: ClusterView; opts: SchedOptions }
+}
+
+const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
+
+async function route(c: SchedApiComponents, req: ApiRequest, seg: string[], m: string): Promise<ApiResponse | undefined> {
+  if (seg.length === 5 && seg[1] === 'pods' && seg[4] === 'placement' && m === 'GET') {
+    const ns = seg[2]!
+    const name = seg[3]!
+    if (c.store.get({ kind: 'Pod', namespace: ns, name }) === undefined) throw new OrcError('not_found', `pod/${name} not found in namespace ${ns}`, { kind: 'Pod', namespace: ns, name })
+    const { view, opts } = c.schedView()
+    const e = explainPod(view, `${ns}/${name}`, opts)
+    return { status: 200, body: { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e) } }
+  }
+  if (seg.length === 4 && seg[1] === 'nodes' && seg[3] === 'forget' && m === 'POST') {
+    const b = isPlainObject(req.body) ? req.body : {}
+    const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
+    if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
+    const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : undefined
+    return { status: 200, body: await forgetNode(c, seg[2]!, author, reason, b.force === true) }
+  }
+  return undefined
+}
+
+async function forgetNode(c: SchedApiComponents, name: string, author: string, reason: string | undefined, force: boolean): Promise<unknown> {
+  const ref = { kind: 'Node', namespace: '', name }
+  const node = c.store.get(ref)
+  if (node === undefined) throw new OrcError('not_found', `node/${name} not found`, { ...ref })
+  if (name === c.nodeName) throw new OrcError('invalid', `node/${name} is this node: run orc node forget on another node of the cluster`)
+  const member = c.members().find((x) => x.name === name)
+  if (member?.state === 'alive' && !force) {
+    throw new OrcError('conflict', `node/${name} is alive as this node sees it: its pods would run twice until it hears of this (use --force if you are sure)`, { name })
+  }
+  const now = c.now()
+  const pods = c.store.list('Pod').filter((p) => p.status?.node === name).length
+  await c.store.patch(
+    ref,
+    [{ path: ['status', 'forgotten'], value: { at: new Date(now).toISOString(), by: author, ...(reason ? { reason } : {}) } }],
+    { author: NODE_CONTROLLER, reason: `${author} forgot node ${name}${reason ? `: ${reason}` : ''}`, now },
+  )
+  return { node: name, forgotten: true, pods }
+}
+
+/** `base` plus the scheduling routes. */
+export function withSchedulingRoutes(base: ApiHandler, c: SchedApiComponents): ApiHandler {
+  return async (req) => {
+    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
+    const m = req.method.toUpperCase()
+    if (seg[0] === 'v1') {
+      try {
+        const r = await route(c, req, seg, m)
+        if (r !== undefined) return r
+      } catch (err) {
+        const body = errorBody(err)
+        return { status: httpStatusOf(body.error.code), body }
+      }
+    }
+    return base(req)
+  }
+}

@@ -1,0 +1,139 @@
+// Local scheduling with real agents (three processes, real mesh, real sandboxes): every node plans on
+// its own view and only the chosen node binds; nodeSelector; an ha pod moves off a killed node after
+// haAfterSeconds; a best-effort pod stays bound to the lost node until `orc node forget`; a node that
+// comes back stops the copy that moved away and reports it.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { chmodSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { execa } from 'execa'
+import { Workspace, newNode, orc, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
+import { pidsRunning, skipReason, TEST_TUNABLES as POD_TUNABLES } from '../pods/helpers.ts'
+
+const ROOT = new URL('../..', import.meta.url).pathname
+const skip = skipReason()
+
+function manifest(name: string, image: string, marker: string, spec: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    apiVersion: 'orc/v1',
+    kind: 'Pod',
+    metadata: { name },
+    spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sleep', marker] }], ...spec },
+  })
+}
+
+async function apply(node: NodeProcess, text: string): Promise<void> {
+  const r = await orc(node.socket, ['apply', '-f', '-'], {}, text)
+  assert.equal(r.exitCode, 0, r.stderr)
+}
+
+async function pod(node: NodeProcess, name: string): Promise<Record<string, any> | undefined> {
+  try {
+    return ((await node.client.call('GET', `/v1/objects/Pod/default/${name}`)) as { object: Record<string, any> }).object
+  } catch {
+    return undefined
+  }
+}
+
+test('local scheduling on three real agents', { skip, timeout: 120_000 }, async (t) => {
+  const ws = new Workspace()
+  const markers = ['4711101', '4711102', '4711103']
+  t.after(async () => {
+    await ws.close()
+    for (const m of markers) for (const pid of pidsRunning(['sleep', m])) try { process.kill(pid, 'SIGKILL') } catch {}
+  })
+  // One image every node can read (the nodes share this machine; a join needs an empty data dir).
+  chmodSync(ws.root, 0o711)
+  const shared = join(ws.root, 'shared')
+  mkdirSync(shared, { mode: 0o711 })
+  const imp = await execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'image', 'import-busybox', '--data-dir', shared], { cwd: ROOT, reject: false })
+  assert.equal(imp.exitCode, 0, String(imp.stderr))
+  chmodSync(shared, 0o711)
+  const image = join(shared, 'images', 'busybox')
+
+  const nodes = [await newNode(ws, 'a'), await newNode(ws, 'b'), await newNode(ws, 'c')]
+  const [a, b, c] = nodes as [NodeProcess, NodeProcess, NodeProcess]
+  for (const n of nodes) n.env = { ORC_POD_TUNABLES: JSON.stringify(POD_TUNABLES) }
+  await a.up().ready()
+  await b.join(a.addr, await tokenFrom(a)).ready()
+  await c.join(a.addr, await tokenFrom(a), ['--labels', 'disk=ssd']).ready()
+  for (const n of nodes) {
+    await waitFor(`${n.name} to see three alive members`, async () => {
+      const s = JSON.parse((await n.cli(['status', '-o', 'json'])).stdout)
+      return s.mesh.members.alive === 3
+    }, 30_000)
+  }
+  const byName = new Map(nodes.map((n) => [n.name, n]))
+
+  await t.test('a nodeSelector pod lands on the labelled node; an impossible one is explained', async () => {
+    await apply(a, manifest('ssd', image, markers[0]!, { nodeSelector: { disk: 'ssd' } }))
+    await waitFor('pod ssd to run on c', async () => {
+      const p = await pod(a, 'ssd')
+      return p?.status?.node === 'c' && p.status.phase === 'Running'
+    }, 30_000)
+    await apply(a, manifest('nowhere', image, 'x', { nodeSelector: { disk: 'tape' } }))
+    const why = await waitFor('orc why to explain the pending pod', async () => {
+      const r = await a.cli(['why', 'pod/nowhere'])
+      return /pending/.test(r.stdout) && /a: .*disk=tape/i.test(r.stdout) ? r.stdout : undefined
+    })
+    assert.match(why, /c: /, 'every node is accounted for')
+    assert.equal((await a.cli(['delete', 'pod/nowhere'])).exitCode, 0)
+  })
+
+  let lost: NodeProcess
+  await t.test('an ha pod moves when its node is killed; a best-effort pod stays until orc node forget', async () => {
+    // Both pods avoid c (the ssd pod's node stays up): the one left on a or b is killed.
+    await apply(a, manifest('keeper', image, markers[1]!, { policy: 'best-effort' }))
+    const keeperNode = await waitFor('keeper to run', async () => {
+      const p = await pod(a, 'keeper')
+      return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined
+    }, 30_000)
+    await apply(a, manifest('mover', image, markers[2]!, { policy: 'ha', haAfterSeconds: 2 }))
+    const moverNode = await waitFor('mover to run', async () => {
+      const p = await pod(a, 'mover')
+      return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined
+    }, 30_000)
+    // Kill the keeper's node; if the mover is elsewhere, kill the mover's node as well (one survivor).
+    lost = byName.get(keeperNode)!
+    const killed = new Set([keeperNode, moverNode])
+    for (const name of killed) await byName.get(name)!.kill('SIGKILL')
+    const survivor = nodes.find((n) => !killed.has(n.name))!
+    const moved = await waitFor('the ha pod to be rebound and run on a live node', async () => {
+      const p = await pod(survivor, 'mover')
+      return p?.status?.phase === 'Running' && !killed.has(p.status.node) ? p : undefined
+    }, 40_000)
+    assert.equal(moved.status.scheduling.from, moverNode, 'the binding says where it came from')
+    let last = ''
+    const why = await waitFor('orc why to say the best-effort pod waits for its node', async () => {
+      const r = await survivor.cli(['why', 'pod/keeper'])
+      last = r.stdout + r.stderr
+      return /best-effort pod moves when the node is forgotten/.test(r.stdout) ? r.stdout : undefined
+    }).catch((err) => assert.fail(`${err.message}\n${last}`))
+    assert.match(why, new RegExp(`on node ${keeperNode}`))
+    assert.equal((await pod(survivor, 'keeper'))!.status.node, keeperNode, 'still bound to the lost node')
+
+    const f = await survivor.cli(['node', 'forget', keeperNode, '--reason', 'test'])
+    assert.equal(f.exitCode, 0, f.stderr)
+    assert.match(f.stdout, new RegExp(`node/${keeperNode} forgotten`))
+    await waitFor('the best-effort pod to move after forget', async () => {
+      const p = await pod(survivor, 'keeper')
+      return p?.status?.phase === 'Running' && !killed.has(p.status.node)
+    }, 30_000)
+    // Bring the other killed node back first (if any) so the cluster has its members again.
+    for (const name of killed) if (name !== keeperNode) await byName.get(name)!.up().ready()
+  })
+
+  await t.test('the lost node comes back: its mark is cleared and it reports the copy it stopped', async () => {
+    await lost.up().ready()
+    await waitFor('the forgotten mark to be cleared', async () => {
+      const r = JSON.parse((await lost.cli(['get', 'node', lost.name, '-o', 'json'])).stdout)
+      return r.status?.forgotten === undefined
+    })
+    const p = await waitFor('keeper to report the stopped copy', async () => {
+      const p = await pod(lost, 'keeper')
+      return p?.status?.scheduling?.stoppedCopies?.[lost.name] ? p : undefined
+    }, 30_000)
+    assert.notEqual(p.status.node, lost.name)
+    await waitFor('one copy of keeper on this machine', async () => pidsRunning(['sleep', markers[1]!]).length === 1)
+  })
+})
