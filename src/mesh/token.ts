@@ -180,7 +180,8 @@ export class TokenAuthority {
     if (!(opts.ttlMs > 0)) throw new OrcError('invalid', `token ttl must be positive, got ${opts.ttlMs}ms`)
     if (!Number.isInteger(opts.uses) || opts.uses < 1) throw new OrcError('invalid', `token uses must be a positive integer, got ${opts.uses}`)
     const now = this.clock.now()
-    const id = Buffer.from(this.random(9)).toString('base64url')
+    // hex, not base64url: an id starting with '-' would read as a flag in `orc token revoke ID`
+    const id = Buffer.from(this.random(9)).toString('hex')
     const secret = b64url(this.random(32))
     const record: TokenRecord = {
       id,

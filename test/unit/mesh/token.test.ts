@@ -85,3 +85,11 @@ test('the JSON token book persists across restarts with mode 0600', async (t) =>
   const again = setup(JsonFileTokenBook.inDataDir(dir)).auth
   await assert.rejects(again.redeem(c, 'c1', 'p2'), /token already used/)
 })
+
+test('token ids never look like a flag on the command line (`orc token revoke ID`)', async () => {
+  const { auth } = setup()
+  for (let i = 0; i < 300; i++) {
+    const { record } = await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)
+    assert.match(record.id, /^[0-9a-f]{18}$/)
+  }
+})
