@@ -32,6 +32,8 @@ export interface BinderComponents {
   log: Logger
   /** Re-plan at least this often (membership changes are not store changes). Default 1000 ms. */
   tickMs?: number
+  /** Least time between passes caused by store changes (default 250 ms). */
+  minPassIntervalMs?: number
 }
 
 export interface BindDecision {
@@ -109,8 +111,26 @@ export class Binder {
     this.tick = this.c.setTimeout(loop, every)
   }
 
+  private requested: unknown
+  private lastPassAt = Number.NEGATIVE_INFINITY
+
+  /**
+   * Ask for a pass after a store change. A pass plans over every pod, so passes are spaced at
+   * least `minPassIntervalMs` apart and the changes in between share one: with thousands of pods
+   * being applied, planning on every change would take the whole CPU from the writes themselves.
+   */
+  request(): void {
+    if (this.requested !== undefined || this.stopped) return
+    const wait = Math.max(0, this.lastPassAt + (this.c.minPassIntervalMs ?? 250) - this.c.now())
+    this.requested = this.c.setTimeout(() => {
+      this.requested = undefined
+      void this.pass()
+    }, wait)
+  }
+
   stop(): void {
     this.stopped = true
+    if (this.requested !== undefined) this.c.clearTimeout(this.requested)
     if (this.tick !== undefined) this.c.clearTimeout(this.tick)
     if (this.wake) this.c.clearTimeout(this.wake.handle)
   }
@@ -155,6 +175,7 @@ export class Binder {
         this.again = false
         if (this.stopped) return
         const now = this.c.now()
+        this.lastPassAt = now
         const pods = this.c.store.list('Pod')
         const nodes = this.c.store.list('Node')
         const members = this.c.members()

@@ -171,7 +171,7 @@ export class PodLifecycle {
       } else if (ref.kind === 'Node') bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
     }
-    if (bind) void this.binder.pass()
+    if (bind) this.binder.request()
     if (policyNs.size > 0) for (const w of this.workers.values()) if (policyNs.has(w.ref.namespace)) w.policiesChanged()
   }
 
