@@ -683,6 +683,9 @@ export class Store implements ObjectStore {
 
   /** All revision records of an object, in history order: (sequence, time, id). */
   private async records(key: string): Promise<RevisionRecord[]> {
+    // What a reader can see in the document may still be in the write queue; history waits for
+    // it, so it is never behind the objects.
+    await this.writer.drain()
     const ids: string[] = []
     const prefix = `${IDX}${key}\x00`
     for await (const k of this.db.keys({ gte: prefix, lt: `${prefix}\xff` })) ids.push(k.slice(prefix.length))

@@ -110,3 +110,21 @@ test('anti-entropy alone brings a store that missed every gossip message up to d
   await A.cleanup()
   await B.cleanup()
 })
+
+test('history is never behind the objects: a replicated write is in history as soon as it is visible', async () => {
+  const A = await tempStore({ randomBytes: seededBytes(21) })
+  const B = await tempStore({ randomBytes: seededBytes(22) })
+  const msgs: Uint8Array[] = []
+  A.store.onLocalUpdate((u) => msgs.push(u))
+  await A.store.apply(pod('db'), { author: 'user:bob', now: 1 })
+  const ref = { kind: 'Pod', namespace: 'default', name: 'db' }
+  const applying = B.store.applyRemote(msgs[0]!)
+  // the document already shows it (applyRemote merges before its batch is on disk) …
+  assert.ok(B.store.get(ref))
+  // … and history, asked now, includes it
+  const h = await B.store.history(ref)
+  assert.deepEqual(h.map((r) => r.author), ['user:bob'])
+  await applying
+  await A.cleanup()
+  await B.cleanup()
+})
