@@ -24,10 +24,11 @@ test('a stopped node becomes suspect, then dead, on the others; members() report
   await waitFor('A and B declare C dead', () => stateOf(a, c.peerId) === 'dead' && stateOf(b, c.peerId) === 'dead')
   // Events follow on the next heartbeat tick.
   await waitFor('A emitted the dead event', () => seen.some((x) => x.peerId === c.peerId && x.to === 'dead'))
-  assert.deepEqual(
-    seen.filter((x) => x.peerId === c.peerId).map((x) => x.to),
-    ['suspect', 'dead'],
-  )
+  // C goes suspect before dead and is never declared dead early. (While it is stopping, a late
+  // heartbeat or ping reply may briefly bring it back from suspect to alive on a loaded machine.)
+  const path = seen.filter((x) => x.peerId === c.peerId).map((x) => x.to)
+  assert.deepEqual(path.slice(-2), ['suspect', 'dead'], `transitions: ${path.join(' → ')}`)
+  assert.equal(path.filter((s) => s === 'dead').length, 1, `transitions: ${path.join(' → ')}`)
   // The survivors still see each other alive.
   assert.equal(stateOf(a, b.peerId), 'alive')
   assert.equal(stateOf(b, a.peerId), 'alive')

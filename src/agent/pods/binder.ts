@@ -103,9 +103,22 @@ export class Binder {
 
   start(): void {
     const every = this.c.tickMs ?? 1000
+    let ticks = 0
+    let lastMembership = ''
     const loop = () => {
       if (this.stopped) return
-      void this.pass()
+      // Membership is not in the store, so the tick watches it; a full pass runs only when some
+      // member changed state (and every 10th tick as a safety net): planning over every pod each
+      // second would cost the writes a share of the CPU.
+      const membership = this.c
+        .members()
+        .map((m) => `${m.name}:${m.state}`)
+        .sort()
+        .join(',')
+      if (membership !== lastMembership || ++ticks % 10 === 0) {
+        lastMembership = membership
+        void this.pass()
+      }
       this.tick = this.c.setTimeout(loop, every)
     }
     this.tick = this.c.setTimeout(loop, every)

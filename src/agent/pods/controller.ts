@@ -6,7 +6,7 @@
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import type { ObjectRef } from '../../model/index.ts'
+import { field, type ObjectRef } from '../../model/index.ts'
 import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput } from '../../runtime/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import type { Clock as WorkflowClock } from '../../workflow/index.ts'
@@ -166,13 +166,24 @@ export class PodLifecycle {
       const ref = refOfKey(key)
       if (!ref) continue
       if (ref.kind === 'Pod') {
-        bind = true
+        // Only a change that can need a binding wakes the binder (a pod gone frees capacity; an
+        // unbound pod needs a node); bindings on lost nodes are found by its periodic pass.
+        if (!bind) bind = this.mayNeedBinding(ref)
         void this.workerFor(ref).reconcile().then(() => this.dropIfDone(key))
       } else if (ref.kind === 'Node') bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
     }
     if (bind) this.binder.request()
     if (policyNs.size > 0) for (const w of this.workers.values()) if (policyNs.has(w.ref.namespace)) w.policiesChanged()
+  }
+
+  private mayNeedBinding(ref: ObjectRef): boolean {
+    const pod = this.c.store.get(ref)
+    if (!pod) return true
+    const pin = field(pod, 'spec.placement.node')
+    if (typeof pin === 'string' && pin !== '' && pin !== this.c.nodeName) return false
+    const node = field(pod, 'status.node')
+    return typeof node !== 'string' || node === ''
   }
 
   private dropIfDone(key: string): void {
