@@ -119,7 +119,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   // ---- logs
   program
     .command('logs')
-    .description("Print a pod container's output (from the node that runs it)")
+    .description("Print a pod container's output, from any node (the request is forwarded to the node that runs the pod)")
     .argument('<pod/NAME>', 'like pod/web')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-c, --container <name>', 'container (needed when the pod has several)')
