@@ -12,7 +12,7 @@
  */
 import { OrcError } from '../model/index.ts'
 import type { Replicable } from '../store/index.ts'
-import type { FrameChannel } from './framing.ts'
+import { concatBytes, type FrameChannel } from './framing.ts'
 import { parseMemberInfo } from './join.ts'
 import type { MemberInfo } from './membership.ts'
 import { Tag, isRecord, remoteError, peerFault, readJson, readTagged, writeBytes, writeError, writeJson } from './wire.ts'
@@ -78,14 +78,7 @@ async function receiveData(ch: FrameChannel, limits: SyncLimits): Promise<Uint8A
     }
     parts.push(f.subarray(1))
   }
-  if (parts.length === 1) return parts[0]
-  const out = new Uint8Array(total)
-  let off = 0
-  for (const p of parts) {
-    out.set(p, off)
-    off += p.length
-  }
-  return out
+  return parts.length === 1 ? parts[0]! : concatBytes(parts)
 }
 
 /** Apply a remote update; garbage is the peer's fault, a closed store is ours. */
