@@ -7,8 +7,6 @@
 import type { Logger } from 'pino'
 import {
   OrcError,
-  USERS,
-  defaultOwnership,
   formatRef,
   getKind,
   isPlainObject,
@@ -16,7 +14,6 @@ import {
   refOf,
   type ObjectRef,
   type OrcObject,
-  type OwnershipTable,
 } from '../model/index.ts'
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
 import type { Clock } from './options.ts'
@@ -52,7 +49,6 @@ export interface ApiComponents {
   node: () => NodeInfo
   clock: { now(): number }
   logger: Logger
-  ownership?: OwnershipTable
   /** Admission check of each object before anything is written (e.g. the two-party rule of unsafe pods). */
   admit?: (obj: OrcObject, batch: readonly OrcObject[]) => void
   /** The revision `rollback` restores when none is named (default: the store's, the one before the head). */

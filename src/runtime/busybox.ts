@@ -10,8 +10,16 @@ import { OrcError, wrapError } from '../model/index.ts'
 
 export const BUSYBOX_PATH = '/usr/bin/busybox'
 
-const PASSWD = 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n'
-const GROUP = 'root:x:0:\nnogroup:x:65534:\n'
+/** The image's /etc/passwd and /etc/group: root and the unprivileged user pods run as. */
+export const BUSYBOX_PASSWD = 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n'
+export const BUSYBOX_GROUP = 'root:x:0:\nnogroup:x:65534:\n'
+
+/** The applets a busybox binary provides (one symlink each in the image). */
+export function busyboxApplets(busybox = BUSYBOX_PATH): string[] {
+  return execFileSync(busybox, ['--list'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((a) => /^[a-z0-9_.\-[]+$/.test(a) && a !== 'busybox')
+}
 
 /** Why a busybox image cannot be built here, or undefined when it can. */
 export function busyboxUnavailable(busybox = BUSYBOX_PATH): string | undefined {
@@ -41,12 +49,10 @@ export function buildBusyboxRootfs(dest: string, busybox = BUSYBOX_PATH): { appl
     chmodSync(join(tmp, 'tmp'), 0o1777)
     copyFileSync(busybox, join(tmp, 'bin', 'busybox'))
     chmodSync(join(tmp, 'bin', 'busybox'), 0o755)
-    const applets = execFileSync(busybox, ['--list'], { encoding: 'utf8' })
-      .split('\n')
-      .filter((a) => /^[a-z0-9_.\-[]+$/.test(a) && a !== 'busybox')
+    const applets = busyboxApplets(busybox)
     for (const a of applets) symlinkSync('busybox', join(tmp, 'bin', a))
-    writeFileSync(join(tmp, 'etc', 'passwd'), PASSWD, { mode: 0o644 })
-    writeFileSync(join(tmp, 'etc', 'group'), GROUP, { mode: 0o644 })
+    writeFileSync(join(tmp, 'etc', 'passwd'), BUSYBOX_PASSWD, { mode: 0o644 })
+    writeFileSync(join(tmp, 'etc', 'group'), BUSYBOX_GROUP, { mode: 0o644 })
     rmSync(dest, { recursive: true, force: true })
     renameSync(tmp, dest)
     return { applets: applets.length }

@@ -27,4 +27,4 @@ import { OciRuntime } from './oci.ts'
 export function createRuntime(kind: 'sandbox' | 'oci', opts: RuntimeOptionsInput): Runtime {
   return kind === 'oci' ? new OciRuntime(opts) : new SandboxRuntime(opts)
 }
-export { buildBusyboxRootfs, busyboxUnavailable, BUSYBOX_PATH } from './busybox.ts'
+export { buildBusyboxRootfs, busyboxApplets, busyboxUnavailable, BUSYBOX_GROUP, BUSYBOX_PASSWD, BUSYBOX_PATH } from './busybox.ts'

@@ -214,4 +214,3 @@ if (which === 'writes' || which === 'all') {
 if (which === 'coldstart' || which === 'all') await coldstart()
 if (which === 'bytes' || which === 'all') await bytes()
 if (which === 'converge' || which === 'all') await converge()
-void execFileSync

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
 import { ApiClient } from '../../src/cli/client.ts'
 import { busyboxUnavailable } from '../../src/runtime/index.ts'
+import { waitFor } from '../helpers/wait.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
 const BIN = join(ROOT, 'bin/orc.mjs')
@@ -51,20 +52,7 @@ export async function orc(socket: string, args: string[], input = ''): Promise<C
   return { stdout: String(r.stdout), stderr: String(r.stderr), exitCode: r.exitCode ?? -1 }
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  let last: unknown
-  for (;;) {
-    try {
-      const v = await fn()
-      if (v !== undefined && v !== false) return v
-    } catch (err) {
-      last = err
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+export { waitFor }
 
 export interface TestAgent {
   dataDir: string

@@ -205,22 +205,11 @@ export class PodWorker {
   /** The number of the newest revision that set the spec (status writes add revisions too). */
   private async specRevision(obj: StoredObject): Promise<number> {
     if (obj.metadata.updatedBy !== LIFECYCLE_CONTROLLER && obj.metadata.updatedBy !== SCHEDULER_CONTROLLER) return obj.metadata.revision
-    // The store notifies before the revision records are on disk: wait (briefly) until the history
-    // holds the head we saw, so the newest user revision in it is the right one.
-    for (let i = 0; i < 50; i++) {
-      try {
-        const all = await this.c.store.history(this.ref)
-        if (all.some((r) => r.id === obj.metadata.revisionId)) {
-          const user = all.filter((r) => r.author !== LIFECYCLE_CONTROLLER && r.author !== SCHEDULER_CONTROLLER && r.op !== 'delete')
-          const last = user[user.length - 1]
-          if (last) return last.number
-          break
-        }
-      } catch {
-        break
-      }
-      await new Promise((r) => setTimeout(r, 10))
-    }
+    // History always includes what the store shows (it waits for queued writes).
+    const all = await this.c.store.history(this.ref).catch(() => [])
+    const user = all.filter((r) => r.author !== LIFECYCLE_CONTROLLER && r.author !== SCHEDULER_CONTROLLER && r.op !== 'delete')
+    const last = user[user.length - 1]
+    if (last) return last.number
     return obj.metadata.revision
   }
 
