@@ -9,7 +9,13 @@ import { OrcError } from '../model/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from './api.ts'
 
 /** Routes a member may call: method and path segments (`*` = any one segment). */
-const MEMBER_ROUTES: ReadonlyArray<{ method: string; path: readonly string[] }> = [{ method: 'GET', path: ['v1', 'pods', '*', '*', 'logs'] }]
+const MEMBER_ROUTES: ReadonlyArray<{ method: string; path: readonly string[] }> = [
+  { method: 'GET', path: ['v1', 'pods', '*', '*', 'logs'] },
+  // The node's clock, for `orc doctor`'s skew check.
+  { method: 'GET', path: ['v1', 'clock'] },
+  // Its durable state vector and member list, for tombstone pruning (stability.ts).
+  { method: 'GET', path: ['v1', 'stability'] },
+]
 
 function segments(path: string): string[] | undefined {
   try {

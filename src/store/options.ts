@@ -25,6 +25,11 @@ export interface StoreOptions {
   /** Store a full copy of an object's content every N revisions so reconstruction stays short. */
   fullEvery?: number
   compaction?: Partial<CompactionPolicy>
+  /**
+   * Enables tombstone pruning: returns the latest sync state of every other replica of this
+   * document ([] when alone), or null when unknown. See Store.setStability.
+   */
+  stability?: () => Uint8Array[] | null
   /** Write with fsync before acknowledging (default true; benchmarks of the sync cost may turn it off). */
   sync?: boolean
   logger?: { info: (...a: unknown[]) => void; warn: (...a: unknown[]) => void; error: (...a: unknown[]) => void; debug: (...a: unknown[]) => void }

@@ -48,6 +48,7 @@ import type {
 } from './types.ts'
 import { GroupCommitWriter, type BatchOp } from './writer.ts'
 import { applyChangesToY, toY } from './ydoc.ts'
+import { countStructs, pruneStableTombstones, type PruneResult } from './prune.ts'
 
 /** System metadata kept beside each object in the document (key `~`). */
 interface Sys {
@@ -176,6 +177,10 @@ export class Store implements ObjectStore {
   private readonly updateListeners = new Set<(u: Uint8Array) => void>()
   private closed = true
   private snapshotting = false
+  /** Document writes queued and not yet on disk; when it drops to 0, durableSv catches up. */
+  private inFlight = 0
+  private durableSv: Uint8Array | undefined
+  private stability: (() => Uint8Array[] | null) | undefined
 
   constructor(private readonly opts: StoreOptions) {
     this.db = opts.db ?? new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
@@ -184,6 +189,7 @@ export class Store implements ObjectStore {
     this.policy = { ...DEFAULT_COMPACTION, ...opts.compaction }
     this.snapshotEvery = opts.snapshotEvery ?? DEFAULTS.snapshotEvery
     this.fullEvery = opts.fullEvery ?? DEFAULTS.fullEvery
+    this.stability = opts.stability
   }
 
   get replicaId(): string {
@@ -267,7 +273,11 @@ export class Store implements ObjectStore {
     this.ySinceSnapshot = updates.length - (snap ? 1 : 0)
     if (updates.length > 0) {
       try {
-        Y.applyUpdate(this.doc, updates.length === 1 ? updates[0]! : Y.mergeUpdates(updates))
+        // The snapshot on its own, then the log merged: no re-encoded copy of the whole document
+        // at the peak of a cold start.
+        if (snap !== undefined) Y.applyUpdate(this.doc, updates.shift()!)
+        if (updates.length > 0) Y.applyUpdate(this.doc, updates.length === 1 ? updates[0]! : Y.mergeUpdates(updates))
+        updates.length = 0
       } catch (err) {
         throw new OrcError('corrupt', `open store ${this.opts.dir}: document log unreadable (${(err as Error).message})`, {}, err)
       }
@@ -609,13 +619,43 @@ export class Store implements ObjectStore {
       { type: 'put', key: idxKey(key, id), value: new Uint8Array(0) },
       ...this.yLogOps(yUpdate),
     ]
-    await this.writer.write(ops)
+    await this.persist(ops)
     this.notifyChanges()
     const msg = encodeUpdateMessage(yUpdate, `[${recordJson}]`)
     for (const fn of this.updateListeners) fn(msg)
     this.maybeSnapshot()
     const ref = refOfKey(key)
     return { object: op === 'delete' ? undefined : this.get(ref), revision: this.toRevision(record, seq) }
+  }
+
+  /** A document write: on disk before it resolves; tracks what is durable for stability reports. */
+  private async persist(ops: BatchOp[]): Promise<void> {
+    this.inFlight++
+    try {
+      await this.writer.write(ops)
+    } finally {
+      // Everything in the document is on disk now: capture it (every 32 writes), so a busy replica
+      // whose queue is rarely empty still has a recent durable report to give.
+      this.writesSinceCapture++
+      if (--this.inFlight === 0 && (this.durableSv === undefined || this.writesSinceCapture >= 32)) this.captureDurable()
+    }
+  }
+
+  private writesSinceCapture = 0
+  private captureDurable(): Uint8Array {
+    this.durableSv = encodeSyncState(Y.encodeStateVector(this.doc), this.logVector())
+    this.writesSinceCapture = 0
+    return this.durableSv
+  }
+
+  /**
+   * This replica's sync state for other replicas' tombstone pruning: like encodeSyncState, but
+   * only what is on disk — a replica that crashed must not un-see an update a peer pruned against.
+   * Null while writes are in flight and nothing durable has been captured since.
+   */
+  encodeStabilityReport(): Uint8Array | null {
+    if (this.inFlight > 0) return this.durableSv ?? null
+    return this.captureDurable()
   }
 
   private yLogOps(update: Uint8Array): BatchOp[] {
@@ -627,7 +667,8 @@ export class Store implements ObjectStore {
   /** Fold the Yjs update log into one snapshot so cold start reads one value, not thousands. */
   private maybeSnapshot(): void {
     if (this.ySinceSnapshot < this.snapshotEvery || this.snapshotting) return
-    void this.snapshot()
+    // A failed snapshot loses nothing (the log stays); the writer's own error fails later writes.
+    this.snapshot().catch((err) => this.opts.logger?.error({ err }, 'store snapshot failed'))
   }
 
   async snapshot(): Promise<void> {
@@ -635,6 +676,7 @@ export class Store implements ObjectStore {
     this.snapshotting = true
     try {
       const upTo = this.yCounter
+      this.pruneTombstones()
       const state = Y.encodeStateAsUpdate(this.doc)
       this.ySinceSnapshot = 0
       // Goes through the same queue, so every log entry it replaces is on disk before it. The
@@ -645,6 +687,43 @@ export class Store implements ObjectStore {
     } finally {
       this.snapshotting = false
     }
+  }
+
+  /**
+   * Who vouches for tombstone pruning: a function returning the latest sync state
+   * (encodeSyncState) of every other replica that holds or was sent this document — [] when this
+   * replica is alone — or null when that is not known right now. Without one, nothing is pruned.
+   */
+  setStability(fn: (() => Uint8Array[] | null) | undefined): void {
+    this.stability = fn
+  }
+
+  /**
+   * Drop the tombstones every replica is past (see prune.ts). Runs before every snapshot with the
+   * stability source's reports; a caller that gathered every other replica's
+   * encodeStabilityReport() may pass them instead.
+   */
+  pruneTombstones(given?: readonly Uint8Array[]): PruneResult {
+    if (!this.doc) return { pruned: 0, skipped: 'store is not open' }
+    const reports = given ?? this.stability?.()
+    if (reports === undefined) return { pruned: 0, skipped: 'no stability source' }
+    if (reports === null) return { pruned: 0, skipped: 'replica states unknown' }
+    const svs: Map<number, number>[] = []
+    for (const r of reports) {
+      try {
+        svs.push(Y.decodeStateVector(decodeSyncState(r).sv))
+      } catch {
+        return { pruned: 0, skipped: 'a replica state is unreadable' }
+      }
+    }
+    const res = pruneStableTombstones(this.doc, this.objects as Y.Map<unknown>, svs)
+    if (res.pruned > 0) this.opts.logger?.debug({ pruned: res.pruned }, 'pruned stable tombstones')
+    return res
+  }
+
+  /** Size of the in-memory document, for metrics and tests. */
+  docStats(): { structs: number } {
+    return { structs: countStructs(this.doc) }
   }
 
   // ---------------------------------------------------------------- revision log
@@ -931,7 +1010,7 @@ export class Store implements ObjectStore {
       this.noteSeen(p.replica, p.seq)
     }
     if (effective.length > 0) ops.push(...this.yLogOps(effective.length === 1 ? effective[0]! : Y.mergeUpdates(effective)))
-    await this.writer.write(ops)
+    await this.persist(ops)
     this.notifyChanges()
     this.maybeSnapshot()
     return { revisions: fresh.length }

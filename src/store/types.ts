@@ -99,5 +99,13 @@ export interface ObjectStore extends Replicable {
   rollback(ref: ObjectRef, opts: WriteOptions & { to?: number | string }): Promise<WriteResult>
   /** Subscribe to every change (local or remote) of current objects. */
   onChange(fn: (keys: string[]) => void): () => void
+  /** Enable tombstone pruning: see Store.setStability and docs/architecture.md. */
+  setStability(fn: (() => Uint8Array[] | null) | undefined): void
+  /** Prune stable tombstones (see Store.pruneTombstones). */
+  pruneTombstones(reports?: readonly Uint8Array[]): { pruned: number; skipped?: string }
+  /** This replica's durable sync state, for other replicas' pruning; null while unknown. */
+  encodeStabilityReport(): Uint8Array | null
+  /** Size of the in-memory document (structs held), for metrics and tests. */
+  docStats(): { structs: number }
   close(): Promise<void>
 }

@@ -1,7 +1,7 @@
 // Store benchmarks (issue "Foundation"). Prints one figure per line.
 //   node --import tsx test/bench/store.bench.ts [writes|coldstart|bytes|converge|all]
 // `coldstart` builds a 10k objects × 50 revisions database (≈1 min), then measures a fresh
-// process opening it.
+// process (bundled like the agent, plain node) opening it.
 import '../../src/polyfill.ts'
 import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
@@ -96,38 +96,58 @@ async function writes(inflight: number, n = 10000): Promise<number> {
 async function coldstart() {
   const d = tmp()
   const dir = join(d, 'db')
-  if (process.argv[3] !== 'open') {
-    const s = await openStore({ dir, sync: false, randomBytes: seededBytes(1) })
-    const objects = 10000
-    const revs = 50
-    let t = 0
-    for (let r = 0; r < revs; r++) {
-      const batch: Promise<unknown>[] = []
-      for (let i = 0; i < objects; i++) {
-        const p = pod(`p${i}`, `/images/app`)
-        p.metadata.labels.rev = String(r)
-        batch.push(s.apply(p, { author: r % 5 === 0 ? 'user:alice' : 'user:bob', now: ++t }))
-        if (batch.length >= 500) await Promise.all(batch.splice(0))
-      }
-      await Promise.all(batch)
+  // A single-node store, as `orc up` runs one: it is the document's only replica, so it prunes the
+  // tombstones of overwritten fields at every snapshot (docs/architecture.md, "Tombstone pruning").
+  // ORC_BENCH_NO_PRUNE=1 measures the same database built without pruning.
+  const stability = process.env.ORC_BENCH_NO_PRUNE ? undefined : () => []
+  const s = await openStore({ dir, sync: false, randomBytes: seededBytes(1), ...(stability ? { stability } : {}) })
+  const objects = 10000
+  const revs = 50
+  let t = 0
+  for (let r = 0; r < revs; r++) {
+    const batch: Promise<unknown>[] = []
+    for (let i = 0; i < objects; i++) {
+      const p = pod(`p${i}`, `/images/app`)
+      p.metadata.labels.rev = String(r)
+      batch.push(s.apply(p, { author: r % 5 === 0 ? 'user:alice' : 'user:bob', now: ++t }))
+      if (batch.length >= 500) await Promise.all(batch.splice(0))
     }
-    await s.close()
-    const res = spawnSync(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, 'coldstart', 'open', dir], { encoding: 'utf8' })
-    process.stdout.write(res.stdout)
-    process.stderr.write(res.stderr)
-    console.log(`database size for 10k objects x 50 revisions (MB): ${(dirSize(dir) / 1e6).toFixed(1)}`)
-    rmSync(d, { recursive: true, force: true })
-    return
+    await Promise.all(batch)
   }
-  const openDir = process.argv[4]!
-  const t0 = performance.now()
-  const s = await openStore({ dir: openDir })
-  const n = s.list('Pod').length
-  const ms = performance.now() - t0
-  if (global.gc) global.gc()
-  console.log(`cold start to serving reads, 10k objects x 50 revisions (ms): ${Math.round(ms)} (${n} objects listed)`)
-  console.log(`RSS after cold start (MB): ${Math.round(process.memoryUsage().rss / 1e6)}`)
   await s.close()
+  // The open is measured the way the agent runs: bundled, on plain node (no tsx loader).
+  // (inside node_modules/.cache so the bundle's external packages resolve from the repo)
+  const bundle = new URL('../../node_modules/.cache/orc-bench/coldstart-open.mjs', import.meta.url).pathname
+  const { build } = await import('esbuild')
+  await build({
+    stdin: {
+      resolveDir: new URL('.', import.meta.url).pathname,
+      contents: `
+        import '../../src/polyfill.ts'
+        import { openStore } from '../../src/store/store.ts'
+        const t0 = performance.now()
+        const s = await openStore({ dir: process.argv[2] })
+        const n = s.list('Pod').length
+        const ms = performance.now() - t0
+        globalThis.gc?.()
+        console.log('cold start to serving reads, 10k objects x 50 revisions (ms): ' + Math.round(ms) + ' (' + n + ' objects listed, ' + s.docStats().structs + ' document structs)')
+        console.log('RSS after cold start (MB): ' + Math.round(process.memoryUsage().rss / 1e6) + ' (heap ' + Math.round(process.memoryUsage().heapUsed / 1e6) + ' MB)')
+        await s.close()`,
+      loader: 'ts',
+    },
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    logLevel: 'warning',
+  })
+  const res = spawnSync(process.execPath, ['--expose-gc', bundle, dir], { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname })
+  process.stdout.write(res.stdout)
+  process.stderr.write(res.stderr)
+  console.log(`database size for 10k objects x 50 revisions (MB): ${(dirSize(dir) / 1e6).toFixed(1)}`)
+  rmSync(d, { recursive: true, force: true })
 }
 
 async function bytes() {

@@ -11,7 +11,7 @@ import { ApiClient } from '../../src/cli/client.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
-const BIN = join(ROOT, 'bin/orc.mjs')
+export const BIN = join(ROOT, 'bin/orc.mjs')
 
 /** Mesh timers for tests: everything on one machine, failures noticed in about a second. */
 export const TEST_TUNABLES = JSON.stringify({
