@@ -63,6 +63,9 @@ function finish(name: string, o: ScenarioOptions, sim: Simulator, t0: number, he
   figures['heap per node (KB)'] = heapPerNodeKB
   figures['events'] = sim.stats.events
   figures['messages'] = sim.stats.sent
+  figures['sync sessions'] = sim.stats.syncSessions
+  figures['sync results relayed on gossip'] = sim.stats.relays
+  figures['out-of-turn syncs with recovered members'] = sim.stats.recoverySyncs
   figures['violations'] = sim.violations.length
   return { scenario: name, seed: o.seed, nodes: o.nodes, violations: sim.violations, figures, markdown, svg, simMs: sim.now, wallMs, heapPerNodeKB }
 }

@@ -7,7 +7,7 @@
  */
 import { MemoryLevel } from 'memory-level'
 import { openStore, type Store } from '../src/store/index.ts'
-import { MembershipTable } from '../src/mesh/index.ts'
+import { AntiEntropyPlanner, MembershipTable, antiEntropyTunables, meshDefaults } from '../src/mesh/index.ts'
 import { EventHeap } from './heap.ts'
 import { DEFAULT_NETWORK, Partitions, sampleLatency, type LinkModel, type NetworkModel } from './network.ts'
 import { Rng } from './rng.ts'
@@ -42,6 +42,18 @@ export interface SimOptions {
   clockSkewMs: number
   /** On average every this long each node grafts one random live member into its mesh (and syncs with it). */
   meshRefreshMs: number
+  /**
+   * The real code's out-of-turn anti-entropy (src/mesh/antientropy.ts): `relay` (on, as in the
+   * agent) publishes on gossip what a sync session brought in that was new; `recovery` (off, as in
+   * the agent) syncs with up to 3 members per period seen alive again after suspect/dead.
+   */
+  antiEntropyRelay: boolean
+  antiEntropyRecovery: boolean
+  /**
+   * The store folds its Yjs log into a snapshot every this many updates (store default 5,000, which
+   * simulated nodes never reach). Small values make crashes land around snapshots.
+   */
+  storeSnapshotEvery?: number
 }
 
 export const DEFAULT_SIM: Omit<SimOptions, 'seed' | 'nodes'> = {
@@ -58,6 +70,8 @@ export const DEFAULT_SIM: Omit<SimOptions, 'seed' | 'nodes'> = {
   seenTtlMs: 120_000,
   clockSkewMs: 0,
   meshRefreshMs: 60_000,
+  antiEntropyRelay: true,
+  antiEntropyRecovery: false,
 }
 
 type Msg =
@@ -93,6 +107,8 @@ export class SimNode {
   gen = 0
   store: Store | null = null
   table: MembershipTable | null = null
+  /** Out-of-turn anti-entropy (the real planner from src/mesh); lost on a crash like the table. */
+  planner: AntiEntropyPlanner | null = null
   /** Members this node considers suspect or dead → its local time when they stopped being alive. */
   notAlive = new Map<number, number>()
   mesh = new Set<number>()
@@ -106,6 +122,8 @@ export class SimNode {
   acked: string[] = []
   readonly rng: Rng
   readonly storeRng: Rng
+  /** The anti-entropy planner's own stream, so that turning its rules off leaves every other choice unchanged. */
+  readonly plannerRng: Rng
   private msgSeq = 0
   /** Hook for the scheduler loop: set when this node's view may have changed. */
   dirty = true
@@ -120,6 +138,7 @@ export class SimNode {
     this.db = new MemoryLevel<string, Uint8Array>({ keyEncoding: 'utf8', valueEncoding: 'view' })
     this.rng = new Rng(seed, 1_000_000 + idx * 2)
     this.storeRng = new Rng(seed, 1_000_001 + idx * 2)
+    this.plannerRng = new Rng(seed, 3_000_000 + idx)
   }
 
   nextMsgId(): string {
@@ -143,6 +162,9 @@ export interface SimStats {
   gossipDuplicates: number
   applies: number
   syncSessions: number
+  /** Sync results relayed on gossip, and out-of-turn syncs with recovered members. */
+  relays: number
+  recoverySyncs: number
   events: number
 }
 
@@ -156,6 +178,26 @@ export interface Tracked {
   missing: number
 }
 
+/**
+ * The node's disk as one process sees it: once that process has crashed, disk writes it starts
+ * (a fire-and-forget snapshot still folding the log, a group commit still queued) never happen and
+ * never complete — as when the process is killed — instead of landing on the disk its successor
+ * opens. Writes started before the crash complete (they were handed to the OS).
+ */
+function fencedDb(db: MemoryLevel<string, Uint8Array>, node: SimNode, gen: number): MemoryLevel<string, Uint8Array> {
+  const writes = new Set<PropertyKey>(['batch', 'put', 'del', 'clear'])
+  return new Proxy(db, {
+    get(target, key) {
+      const v = Reflect.get(target, key, target)
+      if (typeof v !== 'function') return v
+      if (writes.has(key)) {
+        return (...args: unknown[]) => (node.gen !== gen ? new Promise(() => {}) : (v as (...a: unknown[]) => unknown).apply(target, args))
+      }
+      return v.bind(target)
+    },
+  })
+}
+
 export class Simulator {
   readonly opts: SimOptions
   readonly nodes: SimNode[] = []
@@ -166,7 +208,7 @@ export class Simulator {
   now = 0
   readonly violations: Violation[] = []
   readonly acked: AckedWrite[] = []
-  readonly stats: SimStats = { sent: 0, bytes: 0, lost: 0, blocked: 0, duplicated: 0, gossipDuplicates: 0, applies: 0, syncSessions: 0, events: 0 }
+  readonly stats: SimStats = { sent: 0, bytes: 0, lost: 0, blocked: 0, duplicated: 0, gossipDuplicates: 0, applies: 0, syncSessions: 0, relays: 0, recoverySyncs: 0, events: 0 }
   readonly tracked = new Map<string, Tracked>()
   private writeSeq = 0
   /**
@@ -230,7 +272,8 @@ export class Simulator {
 
   /** Start a node's process from whatever is on its disk. */
   private async boot(node: SimNode): Promise<void> {
-    node.store = await openStore({ dir: node.name, db: node.db as never, randomBytes: (k) => node.storeRng.bytes(k) })
+    const db = fencedDb(node.db, node, node.gen)
+    node.store = await openStore({ dir: node.name, db: db as never, randomBytes: (k) => node.storeRng.bytes(k), snapshotEvery: this.opts.storeSnapshotEvery })
     node.up = true
     node.gone = false
     node.dirty = true
@@ -240,6 +283,8 @@ export class Simulator {
       for (const k of node.known) table.upsert({ peerId: `p${k}`, name: `node-${k}`, addresses: [] }, now)
       node.table = table
     }
+    node.planner = new AntiEntropyPlanner(
+      antiEntropyTunables({ ...meshDefaults, syncIntervalMs: this.opts.syncIntervalMs, recoverySyncsPerPeriod: this.opts.antiEntropyRecovery ? 3 : 0 }), (k) => node.plannerRng.int(k), now)
     const gen = node.gen
     this.onBoot?.(node)
     node.store.onLocalUpdate((update) => {
@@ -356,8 +401,10 @@ export class Simulator {
           return
         }
         node.seen.add(msg.id)
-        if (!(await this.apply(node, from, msg.data, 'gossip'))) return
+        const revs = await this.apply(node, from, msg.data, 'gossip')
+        if (revs === undefined) return
         if (msg.key !== undefined) this.arrived(node, msg.key, msg.hop)
+        else if (revs > 0 && this.tracked.size > 0) this.checkTracked(node)
         for (const p of node.mesh) if (p !== from) this.send(node, p, { ...msg, hop: msg.hop + 1 }, msg.data.length + 64)
         return
       }
@@ -377,28 +424,43 @@ export class Simulator {
       }
       case 'sync2': {
         this.learnMembers(node, msg.members)
-        await this.apply(node, from, msg.data, 'sync')
+        const revs = await this.apply(node, from, msg.data, 'sync')
         if (!node.up) return
         const data = await node.store!.encodeMissing(msg.state)
         this.send(node, from, { t: 'sync3', data }, data.length + 16)
+        this.sessionDone(node, from, msg.data, revs)
         return
       }
-      case 'sync3':
-        await this.apply(node, from, msg.data, 'sync')
+      case 'sync3': {
+        const revs = await this.apply(node, from, msg.data, 'sync')
+        this.sessionDone(node, from, msg.data, revs)
         return
+      }
     }
   }
 
-  private async apply(node: SimNode, from: number, data: Uint8Array, how: string): Promise<boolean> {
+  /** Revisions the store recorded, or undefined when it refused the update (a violation). */
+  private async apply(node: SimNode, from: number, data: Uint8Array, how: string): Promise<number | undefined> {
     try {
       const r = await node.store!.applyRemote(data)
       this.stats.applies++
       if (how === 'sync' && r.revisions > 0 && this.tracked.size > 0) this.checkTracked(node)
-      return true
+      return r.revisions
     } catch (err) {
       this.violation(`${node.name} refused a ${how} update from node-${from}: ${(err as Error).message}`)
-      return false
+      return undefined
     }
+  }
+
+  /** One side of a sync session is done: relay what it brought in when the planner says so. */
+  private sessionDone(node: SimNode, from: number, data: Uint8Array, revisions: number | undefined): void {
+    if (!node.up || node.planner === null || revisions === undefined) return
+    const relay = node.planner.sessionDone(`p${from}`, { revisions, receivedBytes: data.length }, this.localNow(node))
+    if (!relay || !this.opts.antiEntropyRelay) return
+    this.stats.relays++
+    const id = node.nextMsgId()
+    node.seen.add(id)
+    for (const p of node.mesh) this.send(node, p, { t: 'gossip', id, data, hop: 1 }, data.length + 64)
   }
 
   startSync(a: SimNode, b: number): void {
@@ -443,6 +505,17 @@ export class Simulator {
       if (full) this.hearAll(node, upNodes)
       this.maintainMesh(node)
     }
+    if (this.opts.antiEntropyRecovery) {
+      for (const node of upNodes) {
+        if (!node.up || node.planner === null) continue
+        for (const p of node.planner.takeDue(this.localNow(node))) {
+          const idx = this.idxOf.get(p)
+          if (idx === undefined || !this.isAlive(node, idx)) continue
+          this.stats.recoverySyncs++
+          this.startSync(node, idx)
+        }
+      }
+    }
     if (this.onRound) for (const node of upNodes) if (node.up) await this.onRound(node)
     if (this.afterRound) await this.afterRound()
   }
@@ -460,10 +533,12 @@ export class Simulator {
       if (t !== undefined) {
         node.notAlive.delete(src.idx)
         node.dirty = true
+        node.planner?.memberChanged(t.peerId, t.from, t.to, now)
       }
     }
     for (const t of table.tick(now)) {
       const idx = this.idxOf.get(t.peerId)!
+      node.planner?.memberChanged(t.peerId, t.from, t.to, now)
       if (t.to === 'alive') node.notAlive.delete(idx)
       else if (!node.notAlive.has(idx)) node.notAlive.set(idx, now)
       node.dirty = true
@@ -570,6 +645,7 @@ export class Simulator {
     node.gen++
     node.store = null // no close(): a crash does not flush anything beyond what was acknowledged
     node.table = null
+    node.planner = null
     node.notAlive.clear()
     node.mesh.clear()
     node.seen = new Set()

@@ -8,6 +8,8 @@ export { MEMBER_API_PROTOCOL, type MemberApiHandler, type MemberApiContext } fro
 export type { MemberInfo, MemberView, MemberState, MemberTransition } from './membership.ts'
 // The liveness state machine itself: pure over an injected `now` (the simulator drives it on virtual time).
 export { MembershipTable, chooseConnections } from './membership.ts'
+// Out-of-turn anti-entropy and relaying of what a session brought in (the simulator drives it too).
+export { AntiEntropyPlanner, antiEntropyTunables, type AntiEntropyTunables } from './antientropy.ts'
 export { MemoryMemberDirectory, JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
 export {
   MemoryTokenBook,

@@ -13,6 +13,7 @@ import type { Logger } from 'pino'
 import { OrcError, wrapError } from '../model/index.ts'
 import type { Replicable } from '../store/index.ts'
 import { initCluster, loadCluster, saveCluster, decodeAdminCredential, type ClusterState } from './cluster.ts'
+import { AntiEntropyPlanner, antiEntropyTunables } from './antientropy.ts'
 import { createGater, type GatePolicy } from './gater.ts'
 import { decodeMemberMessage, encodeMemberMessage, membersTopic, storeTopic } from './gossip.ts'
 import { createHost, streamChannel, type MeshLibp2p } from './host.ts'
@@ -175,7 +176,8 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
   await mesh.start()
   let revisions = 0
   for (const scope of mesh.scopeNames()) {
-    const r = await mesh.syncWith(claims.issuer, scope).catch((err) => {
+    // Everything the first session brings is what this new node lacked, not news to pass on.
+    const r = await mesh.syncWith(claims.issuer, scope, { relay: false }).catch((err) => {
       mesh.log.warn({ err: shortError(err), scope }, 'initial sync failed; anti-entropy will retry')
       return undefined
     })
@@ -232,6 +234,8 @@ export class Mesh {
   private readonly directory: MemberDirectory
   private readonly table: MembershipTable
   private readonly scores: PeerScores
+  /** Out-of-turn anti-entropy: recovered members first, and relaying what a session brought in. */
+  private readonly planner: AntiEntropyPlanner
   private readonly scopes = new Map<string, { store: Replicable; unsubscribe: () => void }>()
   private readonly probation = new Map<string, number>()
   private readonly syncing = new Set<string>()
@@ -259,6 +263,14 @@ export class Mesh {
     this.log = deps.log
     this.scores = deps.scores
     this.table = new MembershipTable(this.peerId, this.tunables)
+    this.planner = new AntiEntropyPlanner(
+      antiEntropyTunables(this.tunables),
+      (n) => {
+        const b = this.random(4)
+        return (((b[0]! << 24) | (b[1]! << 16) | (b[2]! << 8) | b[3]!) >>> 0) % Math.max(1, n)
+      },
+      this.clock.now(),
+    )
     this.events.setMaxListeners(100)
   }
 
@@ -405,8 +417,11 @@ export class Mesh {
     return out
   }
 
-  /** One anti-entropy session with `peerId` for `scope`, initiated by us. */
-  async syncWith(peerId: string, scope: string): Promise<SyncResult> {
+  /**
+   * One anti-entropy session with `peerId` for `scope`, initiated by us. `relay: false` keeps what
+   * it brings in from being passed on (a joiner's first session).
+   */
+  async syncWith(peerId: string, scope: string, opts: { relay?: boolean } = {}): Promise<SyncResult> {
     const entry = this.scopes.get(scope)
     if (entry === undefined) throw new OrcError('not_found', `scope ${scope} is not replicated here`)
     const key = `${peerId}\u0000${scope}`
@@ -423,7 +438,7 @@ export class Mesh {
       const r = await withDeadline(initiateSync(ch, scope, entry.store, this.directory.list(), this.tunables), signal, () =>
         ch.abort(new Error('sync timed out')),
       )
-      await this.afterSync(peerId, r)
+      await this.afterSync(peerId, r, opts.relay ?? true)
       this.log.debug({ peer: peerId, scope, ms: this.clock.now() - t0, sent: r.sentBytes, received: r.receivedBytes }, 'sync done')
       return r
     } catch (err) {
@@ -589,7 +604,7 @@ export class Mesh {
             signal,
             () => ch.abort(new Error('sync timed out')),
           )
-          await this.afterSync(remote, r)
+          await this.afterSync(remote, r, true)
         } catch (err) {
           if (isPeerFault(err)) await this.misbehaved(remote, (err as Error).message)
           else {
@@ -700,10 +715,19 @@ export class Mesh {
     this.timers.add(h)
   }
 
-  private async afterSync(peerId: string, r: SyncResult): Promise<void> {
-    this.table.heard(peerId, this.clock.now())
+  private async afterSync(peerId: string, r: SyncResult, relay: boolean): Promise<void> {
+    const tr = this.table.heard(peerId, this.clock.now())
+    if (tr !== undefined) this.emitTransition(tr)
     for (const m of r.remoteMembers) {
       if (!this.directory.has(m.peerId)) await this.admit(m)
+    }
+    // Revisions new here may be stranded on a few nodes (a partition, lost gossip): pass them on.
+    if (this.planner.sessionDone(peerId, r, this.clock.now()) && relay && !this.stopped) {
+      const entry = this.scopes.get(r.scope)
+      if (entry !== undefined) {
+        this.log.debug({ peer: peerId, scope: r.scope, revisions: r.revisions, bytes: r.receivedBytes }, 'relaying what sync brought in')
+        void this.publishUpdate(r.scope, storeTopic(this.clusterId, r.scope), r.received)
+      }
     }
     this.events.emit('sync:done', { peerId, ...r })
   }
@@ -790,6 +814,7 @@ export class Mesh {
   }
 
   private emitTransition(tr: MemberTransition): void {
+    this.planner.memberChanged(tr.peerId, tr.from, tr.to, this.clock.now())
     this.log.info({ peer: tr.peerId, name: tr.name, from: tr.from, to: tr.to }, 'member state changed')
     this.events.emit('member:state', tr)
   }
@@ -869,6 +894,10 @@ export class Mesh {
         .catch(() => undefined)
     }
     for (const p of this.lastPing.keys()) if (!connected.has(p)) this.lastPing.delete(p)
+    // Members back from suspect/dead: their gossip and ours was lost meanwhile; sync out of turn.
+    for (const p of this.planner.takeDue(now)) {
+      if (connected.has(p)) void this.syncNow(p)
+    }
     await Promise.all(dials)
   }
 

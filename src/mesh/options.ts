@@ -40,6 +40,22 @@ export interface MeshTunables {
   maxProbationPeers: number
   /** Anti-entropy period with each connected member. */
   syncIntervalMs: number
+  /**
+   * A sync session that brought in revisions new here publishes them on gossip when at most this
+   * big, so a write stranded on a few nodes (after a partition) floods on from the first node that
+   * pulls it (see antientropy.ts). 0 turns relaying off.
+   */
+  syncRelayMaxBytes: number
+  /** No relaying this long after start: a node that just started is catching up, not finding news. */
+  syncRelayAfterStartMs: number
+  /**
+   * Out-of-turn syncs with members seen alive again after suspect/dead, per anti-entropy period.
+   * 0 (the default): with relaying on, the simulator measured no gain from them, while every member
+   * that came back was synced by all its peers at once (see docs/netsim.md).
+   */
+  recoverySyncsPerPeriod: number
+  /** …each at a random moment within this long after the member came back. */
+  recoverySyncJitterMs: number
   /** One sync session (both directions) must finish within this. */
   syncTimeoutMs: number
   /** Largest frame on a stream protocol (a bigger sync payload is chunked). */
@@ -79,6 +95,10 @@ export const meshDefaults: MeshTunables = {
   inboundPerIpPerSecond: 20,
   maxProbationPeers: 16,
   syncIntervalMs: 30_000,
+  syncRelayMaxBytes: 64 * 1024,
+  syncRelayAfterStartMs: 30_000,
+  recoverySyncsPerPeriod: 0,
+  recoverySyncJitterMs: 5_000,
   syncTimeoutMs: 60_000,
   maxFrameBytes: 4 * 1024 * 1024,
   maxSyncBytes: 64 * 1024 * 1024, // matches the store's MAX_REMOTE_UPDATE_BYTES

@@ -30,6 +30,8 @@ export interface SyncResult {
   receivedBytes: number
   /** Revisions the local store recorded from what it received. */
   revisions: number
+  /** What the peer sent (empty when it had nothing we lacked); relayed on gossip when it was new here. */
+  received: Uint8Array
   /** Members the remote listed. */
   remoteMembers: MemberInfo[]
 }
@@ -111,7 +113,7 @@ export async function initiateSync(
   })
   const sent = await sendData(ch, missing, limits)
   await ch.close()
-  return { scope, sentBytes: sent, receivedBytes: incoming.length, revisions, remoteMembers: hello.members }
+  return { scope, sentBytes: sent, receivedBytes: incoming.length, revisions, received: incoming, remoteMembers: hello.members }
 }
 
 export async function respondSync(
@@ -137,5 +139,5 @@ export async function respondSync(
   const incoming = await receiveData(ch, limits)
   const revisions = await applyFromPeer(store, incoming, 'a sync update')
   await ch.close()
-  return { scope: hello.scope, sentBytes: sent, receivedBytes: incoming.length, revisions, remoteMembers: hello.members }
+  return { scope: hello.scope, sentBytes: sent, receivedBytes: incoming.length, revisions, received: incoming, remoteMembers: hello.members }
 }

@@ -9,9 +9,12 @@
  *   idle_rss_mb_1k_objects                              one agent holding 1k objects, idle
  *   join_10k_ready_ms                                   `orc join` "connecting" → "ready" with 10k objects
  *   join_10k_command_ms                                 `orc join` process start → "ready" (includes tsx start-up)
+ *   agent_code                                          bundle (dist/orc.mjs) or tsx (sources): what the agents ran
  * Run: node --import tsx --import ./test/setup.ts test/bench/mesh.bench.ts [SIZES=5,10,20] [SAMPLES=60]
+ * BENCH_PROF_DIR=DIR writes a CPU profile of agent BENCH_PROF_NODE (default n5) there (cpu-profile.mjs).
+ * Run `node scripts/build.mjs` first: bin/orc.mjs runs the bundle only when it is newer than src/.
  */
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Workspace, newNode, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
@@ -36,17 +39,32 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!
 }
 
+/** What bin/orc.mjs runs right now: the bundle when it is newer than every source file. */
+function agentCode(): 'bundle' | 'tsx' {
+  const root = new URL('../..', import.meta.url).pathname
+  const bundle = join(root, 'dist', 'orc.mjs')
+  const newest = (dir: string): number =>
+    Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs)))
+  return existsSync(bundle) && statSync(bundle).mtimeMs > newest(join(root, 'src')) ? 'bundle' : 'tsx'
+}
+
 function rssMb(pid: number | undefined): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return Number(m?.[1] ?? 0) / 1024
 }
 
+let profiled: NodeProcess | undefined
 /** Per node: key → time (ms) it first changed in that node's store. */
 const seen = new Map<NodeProcess, Map<string, number>>()
 function traced(n: NodeProcess): NodeProcess {
   const m = new Map<string, number>()
   seen.set(n, m)
   n.env = ENV
+  if (process.env.BENCH_PROF_DIR && n.name === (process.env.BENCH_PROF_NODE ?? 'n5')) {
+    const preload = new URL('./cpu-profile.mjs', import.meta.url).pathname
+    n.env = { ...ENV, NODE_OPTIONS: `--import=${preload}`, CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR }
+    profiled = n
+  }
   const logDir = process.env.BENCH_LOG_DIR // keep every agent's log (diagnosis)
   if (logDir) mkdirSync(logDir, { recursive: true })
   n.onStderrLine = (line) => {
@@ -131,6 +149,8 @@ async function propagation(): Promise<void> {
       console.log(`rss_mb_avg_n${size} ${(nodes.reduce((a, n) => a + rssMb(n.proc?.pid), 0) / nodes.length).toFixed(0)}`)
     }
   } finally {
+    // A clean exit writes the CPU profile (SIGKILL, as ws.close() sends, would not).
+    await profiled?.kill('SIGTERM')
     await ws.close()
   }
 }
@@ -202,8 +222,10 @@ async function joinAndRss(): Promise<void> {
   }
 }
 
+console.log(`agent_code ${agentCode()}`)
 const only = process.env.BENCH_ONLY
 if (!only || only === 'gossip') await gossipBytes()
 if (!only || only === 'join') await joinAndRss()
 if (!only || only === 'propagation') await propagation()
+console.log(`agent_code_at_end ${agentCode()}`)
 process.exit(0)

@@ -78,3 +78,34 @@ test('replicates the real store (openStore) between nodes', async (t) => {
   const hist = await sa.history({ kind: 'Pod', namespace: 'default', name: 'db' } as any)
   assert.equal(hist[0].author, 'user:bob')
 })
+
+test('a write one node pulled by anti-entropy is relayed on gossip to nodes that never synced', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+  let aPeer = ''
+  let cDropped = 0
+  // B and C lose A's store gossip (as if A were cut off one way); periodic anti-entropy is 60 s away.
+  const fromA = (from: string) => from === aPeer
+  // Relaying is normally held back for a period after start (a fresh node is catching up).
+  const tunables = { syncRelayAfterStartMs: 0 }
+  const { mesh: a } = await fx.create('a', { scopes: { cluster: ra }, tunables })
+  aPeer = a.peerId
+  const b = await fx.join('b', a, { scopes: { cluster: rb }, tunables, dropStoreGossip: fromA })
+  const c = await fx.join('c', b, { scopes: { cluster: rc }, tunables, dropStoreGossip: (from) => fromA(from) && ++cDropped > 0 })
+  await waitFor('full mesh', () => [a, b, c].every((m) => m.libp2p.getConnections().length >= 2))
+  // Let the syncs every new connection starts finish first (none for a second).
+  let lastSync = Date.now()
+  for (const m of [a, b, c]) m.on('sync:done', () => (lastSync = Date.now()))
+  await waitFor('connection syncs to settle', () => Date.now() - lastSync > 1000)
+  // A sync of C's own (a reconnection under load) may happen; it must not be what delivered the write.
+  let cPulled = 0
+  c.on('sync:done', (r) => (cPulled += r.revisions))
+  ra.set('stranded', 'w')
+  await waitFor('C dropped the gossip', () => cDropped > 0)
+  // B pulls the write from A; it must not stop at B.
+  await b.syncWith(a.peerId, 'cluster')
+  assert.equal(rb.get('stranded'), 'w')
+  await waitFor('C got the write from B relaying it', () => rc.get('stranded') === 'w', 5_000)
+  assert.equal(cPulled, 0, 'the write reached C by gossip, not by a sync of its own')
+})
