@@ -12,8 +12,8 @@ import { checkControllers, type ControllerDecl, type ControllerGraph } from '../
 export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   {
     name: 'controller:node',
-    description: 'records this node: labels, capacity, addresses, version',
-    reads: ['Cluster.spec'],
+    description: 'records this node: labels, capacity, addresses, version; its network: WireGuard key, /64 claim, tunnels (Node.status.network)',
+    reads: ['Cluster.spec', 'Cluster.status.removedPeers', 'Node.status.network', 'Node.status.peerId'],
     writes: ['Node.status'],
   },
   {
@@ -21,6 +21,18 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
     description: 'local scheduling: every node runs plan() on its view and binds to itself what plan() gives it (ha/best-effort policies)',
     reads: ['Pod.spec', 'Pod.metadata.labels', 'Pod.status.node', 'Node.spec', 'Node.status.capacity', 'Node.status.forgotten', 'Node.metadata.labels', 'Cluster.spec'],
     writes: ['Pod.status.node', 'Pod.status.scheduling'],
+  },
+  {
+    name: 'controller:deployment',
+    description: 'PinnedDeployments: creates, updates and deletes their pods (replicas or one per node) from the pinned templates',
+    reads: ['PinnedDeployment.spec', 'Pod.metadata.labels', 'Node.metadata.labels', 'Node.spec', 'Node.status.forgotten'],
+    writes: ['Pod.spec', 'Pod.metadata.labels'],
+  },
+  {
+    name: 'controller:rollout',
+    description: 'PinnedDeployments: desired, created, running and ready pods per version',
+    reads: ['PinnedDeployment.spec', 'Pod.metadata.labels', 'Pod.status.node', 'Pod.status.phase', 'Pod.status.containers', 'Node.metadata.labels', 'Node.spec', 'Node.status.forgotten'],
+    writes: ['PinnedDeployment.status'],
   },
   {
     name: 'controller:lifecycle',
@@ -34,6 +46,7 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Pod.status.specHash',
       'Pod.status.containers',
       'Pod.status.workflow',
+      'Pod.status.network',
     ],
   },
 ]

@@ -4,10 +4,11 @@ import { clusterKind } from './kinds/cluster.ts'
 import { nodeKind } from './kinds/node.ts'
 import { podKind } from './kinds/pod.ts'
 import { securityPolicyKind } from './kinds/security-policy.ts'
+import { pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
 import { OwnershipTable } from './ownership.ts'
 
 /** Every kind orc knows. Adding a kind: write `kinds/<kind>.ts` and list it here. */
-export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind]
+export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind, pinnedDeploymentKind]
 
 const byName = new Map<string, KindDef>()
 for (const k of KINDS) {

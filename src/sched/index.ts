@@ -48,6 +48,8 @@ export {
   validateRollout,
   templateHash,
   everyNodePods,
+  planDeploymentPods,
+  deploymentStatus,
   DEPLOYMENT_LABEL,
   TEMPLATE_LABEL,
   type PinnedDeploymentSpec,
@@ -56,6 +58,11 @@ export {
   type RolloutStatus,
   type RolloutVersion,
   type EveryNodePod,
+  type DeploymentPlanSpec,
+  type PlannedPod,
+  type DeploymentStatus,
+  type VersionCounts,
+  type ObservedPod,
 } from './rollout.ts'
 export { matchSelector, formatSelector } from './selector.ts'
 export { formatDuration } from './duration.ts'

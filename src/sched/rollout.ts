@@ -183,3 +183,132 @@ export function everyNodePods(workload: string, template: Pick<PodView, 'nodeSel
   }
   return out.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0))
 }
+
+/** A PinnedDeployment as the planner needs it: the rollout split, plus one copy per node when `everyNode`. */
+export interface DeploymentPlanSpec extends PinnedDeploymentSpec {
+  /** `spec.placement.everyNode`: one pod per eligible node instead of `replicas`. */
+  everyNode?: boolean
+}
+
+export interface PlannedPod {
+  name: string
+  version: RolloutVersion
+  templateHash: string
+  /** Template labels plus `orc/deployment` and `orc/template`. */
+  labels: Record<string, string>
+  /** The template's pod spec, with `placement.node` set for an everyNode pod. */
+  spec: Record<string, unknown>
+  /** everyNode: the node this copy is pinned to. */
+  node?: string
+}
+
+type TemplateConstraints = Pick<PodView, 'nodeSelector' | 'tolerations' | 'affinity'>
+
+function constraintsOf(t: PodTemplate): TemplateConstraints {
+  const s = t.spec as Partial<Record<keyof TemplateConstraints, unknown>>
+  return {
+    ...(s.nodeSelector ? { nodeSelector: s.nodeSelector as PodView['nodeSelector'] } : {}),
+    ...(s.tolerations ? { tolerations: s.tolerations as PodView['tolerations'] } : {}),
+    ...(s.affinity ? { affinity: s.affinity as PodView['affinity'] } : {}),
+  }
+}
+
+/**
+ * Every pod a PinnedDeployment wants, as a pure function of its spec and the nodes in the store, so
+ * that every node computes the same set (same names, same content) and concurrent writers converge.
+ *
+ * - replicas: `<name>-<template hash>-<ordinal>` (see desiredRolloutPods), spread by the scheduler.
+ * - everyNode: `<name>-<node>`, pinned to the node; the nodes eligible for `previous` count as the
+ *   replicas, and the first `next` of them by name run `next` (the pod is edited in place, so a
+ *   node's copy keeps its name through a rollout and `orc history pod/…` shows the switch).
+ */
+export function planDeploymentPods(deployment: string, spec: DeploymentPlanSpec, nodes: readonly NodeView[]): PlannedPod[] {
+  const label = (t: PodTemplate, h: string) => ({ ...t.labels, [DEPLOYMENT_LABEL]: deployment, [TEMPLATE_LABEL]: h })
+  if (!spec.everyNode) {
+    return desiredRolloutPods(deployment, spec).map((d) => ({
+      name: d.name,
+      version: d.version,
+      templateHash: d.templateHash,
+      labels: d.labels,
+      spec: structuredClone(d.template.spec),
+    }))
+  }
+  const eligible = everyNodePods(deployment, constraintsOf(spec.previous), nodes)
+  const split = rolloutCounts({
+    ...spec,
+    replicas: eligible.length,
+    ...(spec.nextReplicas !== undefined ? { nextReplicas: Math.min(spec.nextReplicas, eligible.length) } : {}),
+  })
+  return eligible.map((e, i) => {
+    const version: RolloutVersion = i < split.next ? 'next' : 'previous'
+    const t = version === 'next' ? spec.next! : spec.previous
+    const h = templateHash(t)
+    const podSpec = structuredClone(t.spec)
+    podSpec.placement = { ...(podSpec.placement as Record<string, unknown> | undefined), node: e.node }
+    return { name: e.name, version, templateHash: h, labels: label(t, h), spec: podSpec, node: e.node }
+  })
+}
+
+/** Per version: pods wanted, pods that exist, copies running on a node, copies ready. */
+export interface VersionCounts {
+  template: string
+  desired: number
+  created: number
+  running: number
+  ready: number
+}
+
+export interface DeploymentStatus {
+  replicas: number
+  previous: VersionCounts
+  next?: VersionCounts
+  /** Pods to create and pods to delete to reach the desired set (names, sorted). */
+  create: string[]
+  remove: string[]
+  /** Every wanted pod exists and is ready, and no other pod of the deployment is left. */
+  done: boolean
+}
+
+/** What one existing pod of a deployment looks like to the status computation. */
+export interface ObservedPod {
+  name: string
+  /** Its `orc/template` label. */
+  template?: string
+  /** A copy runs on some node (phase Starting or Running). */
+  running?: boolean
+  /** Running with every container up. */
+  ready?: boolean
+}
+
+/** Status of a deployment from its plan and the pods that exist (by the `orc/template` label). */
+export function deploymentStatus(spec: DeploymentPlanSpec, planned: readonly PlannedPod[], existing: readonly ObservedPod[]): DeploymentStatus {
+  const prevHash = templateHash(spec.previous)
+  const nextHash = spec.next ? templateHash(spec.next) : undefined
+  const count = (h: string): VersionCounts => {
+    const mine = existing.filter((e) => e.template === h)
+    return {
+      template: h,
+      desired: planned.filter((p) => p.templateHash === h).length,
+      created: mine.length,
+      running: mine.filter((e) => e.running).length,
+      ready: mine.filter((e) => e.ready).length,
+    }
+  }
+  const want = new Set(planned.map((p) => p.name))
+  const have = new Set(existing.map((e) => e.name))
+  const create = planned.filter((p) => !have.has(p.name)).map((p) => p.name).sort()
+  const remove = existing.filter((e) => !want.has(e.name)).map((e) => e.name).sort()
+  const previous = count(prevHash)
+  const next = nextHash !== undefined && nextHash !== prevHash ? count(nextHash) : undefined
+  const readyOk = previous.ready === previous.desired && (next === undefined || next.ready === next.desired)
+  // Pods of an older template still existing are in `remove`; `created` counts by template, so a
+  // pod being switched in place (everyNode) shows under the version it runs now.
+  return {
+    replicas: planned.length,
+    previous,
+    ...(next ? { next } : {}),
+    create,
+    remove,
+    done: create.length === 0 && remove.length === 0 && readyOk && previous.created === previous.desired && (next === undefined || next.created === next.desired),
+  }
+}

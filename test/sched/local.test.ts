@@ -35,9 +35,9 @@ async function pod(node: NodeProcess, name: string): Promise<Record<string, any>
   }
 }
 
-test('local scheduling on three real agents', { skip, timeout: 120_000 }, async (t) => {
+test('local scheduling on three real agents', { skip, timeout: 240_000 }, async (t) => {
   const ws = new Workspace()
-  const markers = ['4711101', '4711102', '4711103']
+  const markers = ['4711101', '4711102', '4711103', '4711104']
   t.after(async () => {
     await ws.close()
     for (const m of markers) for (const pid of pidsRunning(['sleep', m])) try { process.kill(pid, 'SIGKILL') } catch {}
@@ -78,6 +78,26 @@ test('local scheduling on three real agents', { skip, timeout: 120_000 }, async 
     })
     assert.match(why, /c: /, 'every node is accounted for')
     assert.equal((await a.cli(['delete', 'pod/nowhere'])).exitCode, 0)
+  })
+
+  await t.test('an everyNode PinnedDeployment runs one copy on each node, spread by the real agents', async () => {
+    const tpl = (m: string) => ({ spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sleep', m] }] } })
+    await apply(b, JSON.stringify({ apiVersion: 'orc/v1', kind: 'PinnedDeployment', metadata: { name: 'agent' }, spec: { placement: { everyNode: true }, previous: tpl('4711104') } }))
+    await waitFor('a copy running on each node', async () => {
+      for (const n of ['a', 'b', 'c']) {
+        const p = await pod(c, `agent-${n}`)
+        if (p?.status?.phase !== 'Running' || p.status.node !== n) return undefined
+      }
+      return true
+    }, 40_000)
+    const r = await c.cli(['rollout', 'status', 'agent', '-o', 'json'])
+    assert.equal(r.exitCode, 0, r.stderr)
+    const s = JSON.parse(r.stdout)
+    assert.equal(s.everyNode, true)
+    assert.deepEqual([s.previous.desired, s.previous.created], [3, 3])
+    assert.equal((await a.cli(['delete', 'pinneddeployment/agent'])).exitCode, 0)
+    await waitFor('its pods to be deleted', async () => ((await pod(a, 'agent-a')) === undefined && (await pod(a, 'agent-c')) === undefined ? true : undefined), 30_000)
+    await waitFor('its copies to stop', async () => (pidsRunning(['sleep', '4711104']).length === 0 ? true : undefined), 30_000)
   })
 
   let lost: NodeProcess

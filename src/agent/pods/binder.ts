@@ -16,7 +16,7 @@ import type { Logger } from 'pino'
 import { field, type OrcObject } from '../../model/index.ts'
 import { nextDecisionTime, plan, resolveOptions, type ClusterView, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
-import { buildSchedView, schedOptionsOf, type NodeMember } from '../sched/index.ts'
+import { buildSchedView, schedOptionsOf, type NodeMember, type TaintSince } from '../sched/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
 
 export const SCHEDULER_CONTROLLER = 'controller:scheduler'
@@ -61,10 +61,11 @@ export function decideBindings(
   now: number,
   opts: Partial<SchedOptions> = {},
   downSince?: (name: string) => number | undefined,
+  taintSince?: TaintSince,
 ): BindDecision[] {
   const out: BindDecision[] = []
   const byKey = new Map(pods.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, p]))
-  const view = buildSchedView(pods, nodes, me, membersOf(members), now, downSince)
+  const view = buildSchedView(pods, nodes, me, membersOf(members), now, downSince, taintSince)
   const decided = new Set<string>()
   for (const op of plan(view, opts)) {
     const pod = byKey.get(op.pod)
@@ -96,6 +97,8 @@ export class Binder {
   private wake: { at: number; handle: unknown } | undefined
   /** When this node first saw each node unreachable (membership may not know when it last heard). */
   private readonly downSince = new Map<string, number>()
+  /** When this node first saw each NoExecute taint (`node|key=value`): tolerationSeconds count from it. */
+  private readonly taintSeen = new Map<string, number>()
 
   constructor(private readonly c: BinderComponents) {
     this.startedAt = c.now()
@@ -167,13 +170,31 @@ export class Binder {
     return (name) => this.downSince.get(name)
   }
 
+  /** First sight of each NoExecute taint; taints that went away are forgotten. */
+  private trackTaints(nodes: readonly StoredObject[], now: number): TaintSince {
+    const present = new Set<string>()
+    for (const n of nodes) {
+      const taints = field(n, 'spec.taints')
+      if (!Array.isArray(taints)) continue
+      for (const t of taints as { key: string; value?: string; effect: string }[]) {
+        if (t.effect !== 'NoExecute') continue
+        const k = `${n.metadata.name}|${t.key}=${t.value ?? ''}`
+        present.add(k)
+        if (!this.taintSeen.has(k)) this.taintSeen.set(k, now)
+      }
+    }
+    for (const k of this.taintSeen.keys()) if (!present.has(k)) this.taintSeen.delete(k)
+    return (node, t) => this.taintSeen.get(`${node}|${t.key}=${t.value ?? ''}`)
+  }
+
   /** The view and options the next pass plans with (`orc why`). */
   currentView(): { view: ClusterView; opts: SchedOptions } {
     const now = this.c.now()
     const nodes = this.c.store.list('Node')
     const members = this.c.members()
     const down = this.trackDown(members, nodes, now)
-    return { view: buildSchedView(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down), opts: this.options() }
+    const taints = this.trackTaints(nodes, now)
+    return { view: buildSchedView(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down, taints), opts: this.options() }
   }
 
   /** Bind what should be bound here; coalesces calls made while a pass is running. */
@@ -194,10 +215,11 @@ export class Binder {
         const members = this.c.members()
         const opts = this.options()
         const down = this.trackDown(members, nodes, now)
+        const taints = this.trackTaints(nodes, now)
         await this.clearOwnForgotten(nodes)
-        const decisions = decideBindings(pods, nodes, this.c.nodeName, members, now, opts, down)
+        const decisions = decideBindings(pods, nodes, this.c.nodeName, members, now, opts, down, taints)
         for (const d of decisions) await this.write(d)
-        this.scheduleWake(buildAndNext(pods, nodes, this.c.nodeName, members, now, opts, down))
+        this.scheduleWake(buildAndNext(pods, nodes, this.c.nodeName, members, now, opts, down, taints))
       } while (this.again)
     } finally {
       this.busy = false
@@ -305,6 +327,7 @@ function buildAndNext(
   now: number,
   opts: SchedOptions,
   down: (name: string) => number | undefined,
+  taints: TaintSince,
 ): number | undefined {
-  return nextDecisionTime(buildSchedView(pods, nodes, me, members, now, down), opts)
+  return nextDecisionTime(buildSchedView(pods, nodes, me, members, now, down, taints), opts)
 }

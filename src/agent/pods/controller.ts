@@ -15,6 +15,7 @@ import type { NodeMember } from '../sched/index.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import { PodWorker } from './worker.ts'
+import type { PodNetworkHooks } from '../network/index.ts'
 
 export interface PodLifecycleComponents {
   store: ObjectStore
@@ -31,6 +32,8 @@ export interface PodLifecycleComponents {
   schedTickMs?: number
   /** Runtimes by kind; the real ones (state under `<dataDir>/runtime`) unless a test injects others. */
   runtime?: (kind: 'sandbox' | 'oci') => Runtime
+  /** The node network: each pod's netns and IPv6 address. Absent: loopback-only pods. */
+  network?: PodNetworkHooks
 }
 
 function keyOf(ref: ObjectRef): string {
@@ -208,6 +211,7 @@ export class PodLifecycle {
           adopted: (id) => this.adopted.get(id),
           gone: (id) => this.gone.get(id),
           copyStopped: (r, why) => void this.binder.reportStoppedCopy(r, why),
+          ...(this.c.network ? { network: this.c.network } : {}),
           forgetRecovered: (id) => {
             this.adopted.delete(id)
             this.gone.delete(id)

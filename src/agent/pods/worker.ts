@@ -27,6 +27,7 @@ import { IMPLEMENTED_UNSAFE, ungranted, ungrantedError } from './security.ts'
 import { assignedTo, containerIdOf, podSpecOf, specHash, type PodContainerSpec, type PodSpecView } from './spec.ts'
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
 import { SCHEDULER_CONTROLLER } from './binder.ts'
+import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 
 export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping'
 
@@ -48,6 +49,8 @@ export interface PodWorkerComponents {
   forgetRecovered(id: string): void
   /** This node stopped its copy because the pod is bound to another node. */
   copyStopped?(ref: { namespace: string; name: string }, why: string): void
+  /** The node network (pod netns + IPv6); absent: containers get loopback only. */
+  network?: PodNetworkHooks
 }
 
 interface ContainerState {
@@ -103,6 +106,8 @@ export class PodWorker {
   private runRetryMs: number
   private readonly writer: StatusWriter
   private readonly log: Logger
+  /** The pod's network on this node (kept across in-place restarts, dropped on teardown). */
+  private net: PodAttachment | undefined
   /** Set once the pod is gone for good: the controller drops the worker. */
   done = false
 
@@ -263,6 +268,14 @@ export class PodWorker {
       this.containers.set(c.name, cs)
     }
     this.log.info({ ...this.fields(), adopted: spec.containers.length - exits.length }, 'pod adopted after agent restart')
+    const prevNet = st.network as { ipv6?: unknown } | undefined
+    if (this.c.network !== undefined) {
+      // The containers still run in their namespace: claim it back with the same address.
+      this.net = await this.c.network.attachPod(obj.metadata.uid, typeof prevNet?.ipv6 === 'string' ? prevNet.ipv6 : undefined).catch((err) => {
+        this.log.warn({ ...this.fields(), err: String(err) }, 'pod network after agent restart')
+        return undefined
+      })
+    }
     this.writeStatus('adopted after agent restart')
     for (const [id, exit] of exits) await this.onExit(id, exit, true)
     return true
@@ -341,6 +354,10 @@ export class PodWorker {
     this.run = undefined
     this.clearRunRetry()
     await this.stopContainers(why)
+    if (this.uid !== undefined && this.c.network !== undefined) {
+      await this.c.network.detachPod(this.uid).catch((err) => this.log.warn({ ...this.fields(), err: String(err) }, 'remove pod network'))
+    }
+    this.net = undefined
     if (deleted && this.uid !== undefined) {
       this.c.images.unpin(this.uid)
       rmSync(this.c.podDir(this.uid), { recursive: true, force: true })
@@ -394,13 +411,19 @@ export class PodWorker {
     })
     g.addUnit({
       name: 'sandbox-network',
-      description: 'private network namespace with loopback only (pod addresses come with the network issue)',
+      description: "the pod's network namespace, its IPv6 address in the node's /64 and routes (loopback only when the node has no pod network)",
       requires: ['check-security'],
       wantedBy: ['network'],
       timeoutMs: t.networkTimeoutMs,
-      // The runtime gives each container a fresh net namespace holding only loopback; nothing to
-      // prepare yet. The pod-network controller will create the shared netns and address here.
-      run: async () => {},
+      // Without the node network each container gets a fresh namespace holding only loopback.
+      run: async () => {
+        if (this.c.network === undefined || this.uid === undefined) return
+        const prev = (obj.status as { network?: { ipv6?: unknown } } | undefined)?.network?.ipv6
+        const hint = this.net?.mode === 'ipv6' ? this.net.ipv6 : typeof prev === 'string' ? prev : undefined
+        const net = await this.c.network.attachPod(this.uid, hint)
+        if (gen !== this.gen) return
+        this.net = net
+      },
     })
     g.addUnit({
       name: 'start-containers',
@@ -502,6 +525,7 @@ export class PodWorker {
       ...(cmd.workingDir !== undefined ? { workingDir: cmd.workingDir } : {}),
       ...(cs.spec.resources ? { resources: cs.spec.resources } : {}),
       ...(spec.unsafe.includes('root') ? { rootInside: true } : {}),
+      ...(this.net?.mode === 'ipv6' ? { netnsPath: this.net.netnsPath } : {}),
     }
     cs.stopping = false
     const h = await rt.start(run)
@@ -589,6 +613,7 @@ export class PodWorker {
         return o
       }),
       workflow: this.snapshot,
+      network: this.net === undefined ? undefined : this.net.mode === 'ipv6' ? { ipv6: this.net.ipv6 } : { loopbackOnly: true, reason: this.net.reason },
     }
     this.writer.set(status, `${reason} (phase ${phase})`)
   }

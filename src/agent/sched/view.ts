@@ -3,7 +3,7 @@
  * the binder passes in `now` and the moments it first saw each node unreachable.
  */
 import { field, isPlainObject } from '../../model/index.ts'
-import { podRequests, type ClusterView, type MemberState, type NodeView, type PodView, type SchedOptionsInput } from '../../sched/index.ts'
+import { DEPLOYMENT_LABEL, podRequests, type ClusterView, type MemberState, type NodeView, type PodView, type SchedOptionsInput, type Taint } from '../../sched/index.ts'
 import type { StoredObject } from '../../store/index.ts'
 
 /** One node as this node's membership sees it (the mesh's MemberView, or a name believed alive). */
@@ -51,12 +51,24 @@ export function podViewOf(p: StoredObject): PodView {
   if (policy === 'ha' || policy === 'best-effort') v.policy = policy
   const ha = field(p, 'spec.haAfterSeconds')
   if (typeof ha === 'number') v.haAfterSeconds = ha
+  const affinity = field(p, 'spec.affinity')
+  if (isPlainObject(affinity)) v.affinity = affinity as PodView['affinity']
+  const tolerations = field(p, 'spec.tolerations')
+  if (Array.isArray(tolerations)) v.tolerations = tolerations as PodView['tolerations']
+  const priority = field(p, 'spec.priority')
+  if (typeof priority === 'number') v.priority = priority
+  // Replicas of one PinnedDeployment are spread across nodes and sites.
+  const deployment = p.metadata.labels?.[DEPLOYMENT_LABEL]
+  if (deployment !== undefined) v.group = `${v.namespace}/${deployment}`
   // status.phase is not read: the lifecycle controller writes it after reading status.node, and
   // reading it here would make the two controllers a loop (see controllers.ts).
   return v
 }
 
-export function nodeViewOf(n: StoredObject, member: NodeMember | undefined, downSince: number | undefined): NodeView {
+/** Since when this node has seen a taint on a node (the taint itself carries no time). */
+export type TaintSince = (node: string, taint: Taint) => number | undefined
+
+export function nodeViewOf(n: StoredObject, member: NodeMember | undefined, downSince: number | undefined, taintSince?: TaintSince): NodeView {
   const state: MemberState = member?.state ?? 'dead'
   const v: NodeView = { name: n.metadata.name, state }
   if (state !== 'alive' && downSince !== undefined) v.since = downSince
@@ -65,7 +77,17 @@ export function nodeViewOf(n: StoredObject, member: NodeMember | undefined, down
   if (cap) v.capacity = { ...(cap.cpu !== undefined ? { cpu: cap.cpu } : {}), ...(cap.memory !== undefined ? { memory: cap.memory } : {}) }
   if (field(n, 'spec.unschedulable') === true) v.unschedulable = true
   const taints = field(n, 'spec.taints')
-  if (Array.isArray(taints)) v.taints = taints as NodeView['taints']
+  if (Array.isArray(taints)) {
+    v.taints = taints as Taint[]
+    // NoExecute tolerationSeconds count from when the taint appeared; this node's first sight of it.
+    if (taintSince) {
+      v.taints = v.taints.map((t) => {
+        if (t.effect !== 'NoExecute' || t.since !== undefined) return t
+        const since = taintSince(v.name, t)
+        return since === undefined ? t : { ...t, since }
+      })
+    }
+  }
   if (isForgotten(n)) v.forgotten = true
   return v
 }
@@ -81,11 +103,12 @@ export function buildSchedView(
   members: readonly NodeMember[],
   now: number,
   downSince: (name: string) => number | undefined = () => undefined,
+  taintSince?: TaintSince,
 ): ClusterView {
   const byName = new Map(members.map((m) => [m.name, m]))
   byName.set(me, { name: me, state: 'alive', self: true })
   return {
-    nodes: nodes.map((n) => nodeViewOf(n, byName.get(n.metadata.name), downSince(n.metadata.name))),
+    nodes: nodes.map((n) => nodeViewOf(n, byName.get(n.metadata.name), downSince(n.metadata.name), taintSince)),
     pods: pods.map(podViewOf),
     now,
   }

@@ -26,6 +26,83 @@ const container = s.object({
   }),
 })
 
+const selectorOperator = s.enum('In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt')
+/** Kubernetes-style label selector (node affinity, pod affinity terms). */
+const labelSelector = s.object({
+  matchLabels: labelsSchema,
+  matchExpressions: s.array(
+    s.object({
+      key: s.required(s.string({ minLength: 1, maxLength: 317 })),
+      operator: s.required(selectorOperator),
+      values: s.array(s.string({ maxLength: 63 }), { maxItems: 64 }),
+    }),
+    { maxItems: 16 },
+  ),
+})
+/** Pods matching `labelSelector`, per domain of `topologyKey` (a node label such as `site`, or `node`). */
+const podAffinityTerm = s.object({
+  labelSelector: s.required(labelSelector),
+  topologyKey: s.required(s.string({ minLength: 1, maxLength: 317 })),
+  namespaces: s.array(dnsName, { maxItems: 16 }),
+})
+const podAffinityRules = s.object({
+  required: s.array(podAffinityTerm, { maxItems: 16 }),
+  preferred: s.array(s.object({ weight: s.required(s.int({ min: 1, max: 100 })), term: s.required(podAffinityTerm) }), { maxItems: 16 }),
+})
+const affinity = s.object({
+  nodeAffinity: s.object({
+    /** Any one selector must match the node's labels. */
+    required: s.array(labelSelector, { maxItems: 16 }),
+    preferred: s.array(s.object({ weight: s.required(s.int({ min: 1, max: 100 })), selector: s.required(labelSelector) }), { maxItems: 16 }),
+  }),
+  podAffinity: podAffinityRules,
+  podAntiAffinity: podAffinityRules,
+})
+const toleration = s.object({
+  key: s.string({ maxLength: 253 }),
+  operator: s.enum('Equal', 'Exists'),
+  value: s.string({ maxLength: 63 }),
+  effect: s.enum('NoSchedule', 'PreferNoSchedule', 'NoExecute'),
+  tolerationSeconds: s.int({ min: 0, max: 365 * 24 * 3600 }),
+})
+
+/** Rules of selectors and tolerations the schema cannot say (`In` needs values, …). */
+function schedulingIssues(spec: unknown, base: string): Issue[] {
+  const issues: Issue[] = []
+  const sp = (spec ?? {}) as Record<string, any>
+  const checkSelector = (sel: any, path: string) => {
+    ;(Array.isArray(sel?.matchExpressions) ? sel.matchExpressions : []).forEach((r: any, i: number) => {
+      const p = `${path}.matchExpressions[${i}].values`
+      const n = Array.isArray(r?.values) ? r.values.length : 0
+      if ((r?.operator === 'In' || r?.operator === 'NotIn') && n === 0) issues.push({ path: p, rule: `operator ${r.operator} needs at least one value` })
+      if ((r?.operator === 'Exists' || r?.operator === 'DoesNotExist') && n > 0) issues.push({ path: p, rule: `operator ${r.operator} takes no values` })
+      if ((r?.operator === 'Gt' || r?.operator === 'Lt') && (n !== 1 || !/^-?[0-9]+$/.test(String(r.values[0])))) issues.push({ path: p, rule: `operator ${r.operator} needs exactly one integer value` })
+    })
+  }
+  const a = sp.affinity ?? {}
+  ;(a.nodeAffinity?.required ?? []).forEach((sel: any, i: number) => checkSelector(sel, `${base}.affinity.nodeAffinity.required[${i}]`))
+  ;(a.nodeAffinity?.preferred ?? []).forEach((w: any, i: number) => checkSelector(w?.selector, `${base}.affinity.nodeAffinity.preferred[${i}].selector`))
+  for (const kind of ['podAffinity', 'podAntiAffinity']) {
+    ;(a[kind]?.required ?? []).forEach((t: any, i: number) => checkSelector(t?.labelSelector, `${base}.affinity.${kind}.required[${i}].labelSelector`))
+    ;(a[kind]?.preferred ?? []).forEach((w: any, i: number) => checkSelector(w?.term?.labelSelector, `${base}.affinity.${kind}.preferred[${i}].term.labelSelector`))
+  }
+  ;(Array.isArray(sp.tolerations) ? sp.tolerations : []).forEach((t: any, i: number) => {
+    const p = `${base}.tolerations[${i}]`
+    if (t?.operator === 'Exists' && t.value !== undefined) issues.push({ path: `${p}.value`, rule: 'operator Exists takes no value' })
+    if (t?.operator !== 'Exists' && (t?.key === undefined || t.key === '')) issues.push({ path: `${p}.key`, rule: 'required unless operator is Exists' })
+    if (t?.tolerationSeconds !== undefined && t.effect !== 'NoExecute') issues.push({ path: `${p}.tolerationSeconds`, rule: 'only for effect NoExecute' })
+  })
+  return issues
+}
+
+/** Every rule of a pod spec beyond its schema; `base` is where the spec sits (`spec`, `spec.previous.spec`). */
+export function podSpecIssues(spec: unknown, base: string): Issue[] {
+  const issues: Issue[] = []
+  const containers = (spec as Record<string, unknown> | undefined)?.containers
+  if (Array.isArray(containers) && containers.length === 0) issues.push({ path: `${base}.containers`, rule: 'must have at least one container' })
+  return [...issues, ...schedulingIssues(spec, base)]
+}
+
 export const podKind: KindDef = {
   kind: 'Pod',
   plural: 'pods',
@@ -41,6 +118,12 @@ export const podKind: KindDef = {
     terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
     nodeSelector: labelsSchema,
     placement: s.object({ node: dnsName }),
+    /** Node affinity, pod affinity and anti-affinity (spread across nodes or a label such as `site`). */
+    affinity,
+    /** Node taints (`Node.spec.taints`) this pod accepts. */
+    tolerations: s.array(toleration, { maxItems: 64 }),
+    /** Higher is placed first when capacity is short (default 0). */
+    priority: s.int({ min: -1_000_000, max: 1_000_000 }),
     security: s.object({ unsafe: s.array(s.enum('root', 'hostNetwork', 'devices', 'hostPath', 'capabilities'), { maxItems: 8 }) }),
   }),
   status: s.object({}, { open: true }),
@@ -53,6 +136,7 @@ export const podKind: KindDef = {
     { header: 'NAME', value: (o) => o.metadata.name },
     { header: 'STATUS', value: (o) => text(field(o, 'status.phase'), 'Pending') },
     { header: 'NODE', value: (o) => text(field(o, 'status.node') ?? field(o, 'spec.placement.node')) },
+    { header: 'IP', value: (o) => text(field(o, 'status.network.ipv6'), '<none>'), wide: true },
     { header: 'POLICY', value: (o) => text(field(o, 'spec.policy'), 'best-effort'), wide: true },
     // The spec revision running (or being started): status writes add revisions too; this is the
     // number users compare with `orc history`.
@@ -67,11 +151,6 @@ export const podKind: KindDef = {
     { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
   ],
   check(obj) {
-    const issues: Issue[] = []
-    const containers = field(obj, 'spec.containers')
-    if (Array.isArray(containers) && containers.length === 0) {
-      issues.push({ path: 'spec.containers', rule: 'must have at least one container' })
-    }
-    return issues
+    return podSpecIssues(field(obj, 'spec'), 'spec')
   },
 }

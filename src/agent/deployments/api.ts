@@ -1,0 +1,147 @@
+/**
+ * Rollout routes of a node's API (`orc rollout …`):
+ * - `GET  /v1/rollouts/NS/NAME`: the split and, per version, desired/created/running/ready, computed
+ *   now from this node's replica (not the stored status, which the writer node refreshes), plus the
+ *   deployment's pods;
+ * - `POST /v1/rollouts/NS/NAME/set` `{nextReplicas | nextPercent}`, `/promote`, `/abort`: a user write
+ *   of the PinnedDeployment's spec (author and reason recorded like any apply, so `orc history` and
+ *   `orc rollback` work on rollouts).
+ */
+import { API_VERSION, OrcError, isPlainObject, type OrcObject } from '../../model/index.ts'
+import { DEPLOYMENT_LABEL, TEMPLATE_LABEL } from '../../sched/index.ts'
+import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from '../api.ts'
+import { observePod, statusOf } from './plan.ts'
+
+export interface RolloutApiComponents {
+  store: ObjectStore
+  nodeName: string
+  now(): number
+}
+
+const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
+
+function getDeployment(c: RolloutApiComponents, namespace: string, name: string): StoredObject {
+  const d = c.store.get({ kind: 'PinnedDeployment', namespace, name })
+  if (!d) throw new OrcError('not_found', `pinneddeployment/${name} not found in namespace ${namespace}`, { kind: 'PinnedDeployment', namespace, name })
+  return d
+}
+
+/** The rollout as `orc rollout status` shows it. */
+export function rolloutView(c: RolloutApiComponents, d: StoredObject): Record<string, unknown> {
+  const ns = d.metadata.namespace ?? 'default'
+  const pods = c.store.list('Pod', ns).filter((p) => p.metadata.labels?.[DEPLOYMENT_LABEL] === d.metadata.name)
+  const s = statusOf(d, c.store.list('Pod', ns), c.store.list('Node'))
+  const spec = d.spec ?? {}
+  return {
+    deployment: d.metadata.name,
+    namespace: ns,
+    revision: d.metadata.revision,
+    observedBy: c.nodeName,
+    everyNode: (spec.placement as { everyNode?: boolean } | undefined)?.everyNode === true,
+    split: {
+      ...(typeof spec.replicas === 'number' ? { replicas: spec.replicas } : {}),
+      ...(typeof spec.nextReplicas === 'number' ? { nextReplicas: spec.nextReplicas } : {}),
+      ...(typeof spec.nextPercent === 'number' ? { nextPercent: spec.nextPercent } : {}),
+    },
+    ...s,
+    pods: pods
+      .map((p) => {
+        const o = observePod(p)
+        const st = (p.status ?? {}) as Record<string, unknown>
+        const version = o.template === s.previous.template ? 'previous' : o.template === s.next?.template ? 'next' : 'old'
+        return { name: p.metadata.name, version, template: p.metadata.labels?.[TEMPLATE_LABEL], node: st.node ?? null, phase: st.phase ?? 'Pending', ready: o.ready === true }
+      })
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+  }
+}
+
+function manifestWith(d: StoredObject, spec: Record<string, unknown>): OrcObject {
+  const metadata: OrcObject['metadata'] = { name: d.metadata.name, namespace: d.metadata.namespace ?? 'default' }
+  if (d.metadata.labels) metadata.labels = d.metadata.labels
+  if (d.metadata.annotations) metadata.annotations = d.metadata.annotations
+  return { apiVersion: API_VERSION, kind: 'PinnedDeployment', metadata, spec }
+}
+
+function count(v: unknown, what: string, max: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) throw new OrcError('invalid', `${what}: must be a whole number from 0 to ${max}, got ${JSON.stringify(v)}`, { field: what })
+  return v
+}
+
+/** The new spec for set / promote / abort (pure; errors name the field or say what is missing). */
+export function changedSpec(d: OrcObject, action: string, body: Record<string, unknown>): { spec: Record<string, unknown>; summary: string } {
+  const spec = structuredClone(d.spec ?? {}) as Record<string, unknown>
+  const name = `pinneddeployment/${d.metadata.name}`
+  const noNext = () => new OrcError('conflict', `${name} has no spec.next to ${action}: add the new template as spec.next with orc apply first`, { action })
+  switch (action) {
+    case 'set': {
+      if (spec.next === undefined) throw noNext()
+      const hasR = body.nextReplicas !== undefined
+      const hasP = body.nextPercent !== undefined
+      if (hasR === hasP) throw new OrcError('invalid', 'give exactly one of nextReplicas (--next-replicas) and nextPercent (--next-percent)')
+      delete spec.nextReplicas
+      delete spec.nextPercent
+      const everyNode = (spec.placement as { everyNode?: boolean } | undefined)?.everyNode === true
+      if (hasR) {
+        const max = everyNode || typeof spec.replicas !== 'number' ? 1000 : spec.replicas
+        spec.nextReplicas = count(body.nextReplicas, 'nextReplicas', max)
+        return { spec, summary: `next runs on ${spec.nextReplicas} replica${spec.nextReplicas === 1 ? '' : 's'}` }
+      }
+      spec.nextPercent = count(body.nextPercent, 'nextPercent', 100)
+      return { spec, summary: `next runs on ${spec.nextPercent}% of replicas` }
+    }
+    case 'promote': {
+      if (spec.next === undefined) throw noNext()
+      spec.previous = spec.next
+      delete spec.next
+      delete spec.nextReplicas
+      delete spec.nextPercent
+      return { spec, summary: 'next promoted: every replica runs it' }
+    }
+    case 'abort': {
+      if (spec.next === undefined) throw noNext()
+      delete spec.next
+      delete spec.nextReplicas
+      delete spec.nextPercent
+      return { spec, summary: 'rollout aborted: every replica runs previous' }
+    }
+    default:
+      throw new OrcError('invalid', `unknown rollout action ${JSON.stringify(action)} (set, promote, abort)`)
+  }
+}
+
+async function route(c: RolloutApiComponents, req: ApiRequest, seg: string[], m: string): Promise<ApiResponse | undefined> {
+  if (seg[1] !== 'rollouts' || seg.length < 4) return undefined
+  const ns = seg[2]!
+  const name = seg[3]!
+  if (seg.length === 4 && m === 'GET') return { status: 200, body: rolloutView(c, getDeployment(c, ns, name)) }
+  if (seg.length === 5 && m === 'POST') {
+    const b = isPlainObject(req.body) ? req.body : {}
+    const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
+    if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
+    const d = getDeployment(c, ns, name)
+    const { spec, summary } = changedSpec(d, seg[4]!, b)
+    const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : `rollout ${seg[4]}: ${summary}`
+    const res = await c.store.apply(manifestWith(d, spec), { author, reason, now: c.now() })
+    const after = c.store.get({ kind: 'PinnedDeployment', namespace: ns, name }) ?? d
+    return { status: 200, body: { summary, changed: res.revision !== null, revision: res.revision?.number ?? d.metadata.revision, rollout: rolloutView(c, after) } }
+  }
+  return undefined
+}
+
+/** `base` plus the rollout routes. */
+export function withRolloutRoutes(base: ApiHandler, c: RolloutApiComponents): ApiHandler {
+  return async (req) => {
+    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
+    if (seg[0] === 'v1' && seg[1] === 'rollouts') {
+      try {
+        const r = await route(c, req, seg, req.method.toUpperCase())
+        if (r !== undefined) return r
+      } catch (err) {
+        const body = errorBody(err)
+        return { status: httpStatusOf(body.error.code), body }
+      }
+    }
+    return base(req)
+  }
+}

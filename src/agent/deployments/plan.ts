@@ -1,0 +1,155 @@
+/**
+ * What the deployment controllers write, as a pure function of the store's contents: the Pods each
+ * PinnedDeployment wants (created or updated), the Pods no deployment wants any more (deleted), and
+ * each deployment's status. Every node computes the same writes from the same objects, so two nodes
+ * that both believe they are the writer write identical content and the store's merge converges.
+ */
+import { API_VERSION, field, isPlainObject, type ObjectRef, type OrcObject } from '../../model/index.ts'
+import {
+  DEPLOYMENT_LABEL,
+  TEMPLATE_LABEL,
+  deploymentStatus,
+  planDeploymentPods,
+  type DeploymentPlanSpec,
+  type DeploymentStatus,
+  type ObservedPod,
+  type PlannedPod,
+  type PodTemplate,
+} from '../../sched/index.ts'
+import type { StoredObject } from '../../store/index.ts'
+import { nodeViewOf } from '../sched/index.ts'
+
+export const DEPLOYMENT_CONTROLLER = 'controller:deployment'
+export const ROLLOUT_CONTROLLER = 'controller:rollout'
+
+export type DeploymentWrite =
+  | { op: 'apply'; manifest: OrcObject; reason: string }
+  | { op: 'delete'; ref: ObjectRef; reason: string }
+
+function templateOf(t: unknown): PodTemplate {
+  const o = (isPlainObject(t) ? t : {}) as { metadata?: { labels?: Record<string, string> }; spec?: Record<string, unknown> }
+  return { ...(o.metadata?.labels && Object.keys(o.metadata.labels).length > 0 ? { labels: o.metadata.labels } : {}), spec: o.spec ?? {} }
+}
+
+/** The planner's spec of a stored PinnedDeployment. */
+export function deploymentSpecOf(d: OrcObject): DeploymentPlanSpec {
+  const s = (d.spec ?? {}) as Record<string, unknown>
+  const out: DeploymentPlanSpec = { replicas: typeof s.replicas === 'number' ? s.replicas : 0, previous: templateOf(s.previous) }
+  if (s.next !== undefined) out.next = templateOf(s.next)
+  if (typeof s.nextReplicas === 'number') out.nextReplicas = s.nextReplicas
+  if (typeof s.nextPercent === 'number') out.nextPercent = s.nextPercent
+  if (field(d, 'spec.placement.everyNode') === true) out.everyNode = true
+  return out
+}
+
+export function plannedPods(d: OrcObject, nodes: readonly StoredObject[]): PlannedPod[] {
+  return planDeploymentPods(d.metadata.name, deploymentSpecOf(d), nodes.map((n) => nodeViewOf(n, undefined, undefined)))
+}
+
+export function podManifest(namespace: string, p: PlannedPod): OrcObject {
+  return { apiVersion: API_VERSION, kind: 'Pod', metadata: { name: p.name, namespace, labels: p.labels }, spec: p.spec }
+}
+
+function canon(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null'
+  if (Array.isArray(v)) return `[${v.map(canon).join(',')}]`
+  const o = v as Record<string, unknown>
+  return `{${Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canon(o[k])}`)
+    .join(',')}}`
+}
+
+/** The user-owned content the controller maintains on a pod: labels and spec. */
+function sameContent(have: OrcObject, want: OrcObject): boolean {
+  return canon(have.metadata.labels ?? {}) === canon(want.metadata.labels ?? {}) && canon(have.spec ?? {}) === canon(want.spec ?? {})
+}
+
+function podsByDeployment(pods: readonly StoredObject[]): Map<string, StoredObject[]> {
+  const out = new Map<string, StoredObject[]>()
+  for (const p of pods) {
+    const d = p.metadata.labels?.[DEPLOYMENT_LABEL]
+    if (d === undefined) continue
+    const k = `${p.metadata.namespace ?? 'default'}/${d}`
+    const list = out.get(k)
+    if (list) list.push(p)
+    else out.set(k, [p])
+  }
+  return out
+}
+
+/**
+ * Pod writes that bring every deployment to its desired pods: create or update what is wanted,
+ * delete pods labelled for a deployment that no longer wants them (or no longer exists). Pods are
+ * created before pods are deleted, so a rollout step never leaves fewer copies than asked for.
+ */
+export function planDeploymentWrites(deployments: readonly StoredObject[], pods: readonly StoredObject[], nodes: readonly StoredObject[]): DeploymentWrite[] {
+  const owned = podsByDeployment(pods)
+  const applies: DeploymentWrite[] = []
+  const deletes: DeploymentWrite[] = []
+  const seen = new Set<string>()
+  const sorted = [...deployments].sort((a, b) => cmpKey(a, b))
+  for (const d of sorted) {
+    const ns = d.metadata.namespace ?? 'default'
+    const key = `${ns}/${d.metadata.name}`
+    seen.add(key)
+    let planned: PlannedPod[]
+    try {
+      planned = plannedPods(d, nodes)
+    } catch {
+      continue // invalid split (validated on apply; a merge of concurrent edits could still produce one)
+    }
+    const have = new Map((owned.get(key) ?? []).map((p) => [p.metadata.name, p]))
+    for (const p of planned) {
+      const want = podManifest(ns, p)
+      const cur = have.get(p.name)
+      if (cur && sameContent(cur, want)) continue
+      const what = p.node !== undefined ? `${p.version} copy for node ${p.node}` : `${p.version} replica`
+      applies.push({ op: 'apply', manifest: want, reason: `pinneddeployment/${d.metadata.name}: ${cur ? 'update' : 'create'} ${what} (template ${p.templateHash})` })
+    }
+    const want = new Set(planned.map((p) => p.name))
+    for (const p of [...have.values()].sort((a, b) => cmpKey(a, b))) {
+      if (want.has(p.metadata.name)) continue
+      deletes.push({ op: 'delete', ref: { kind: 'Pod', namespace: ns, name: p.metadata.name }, reason: `pinneddeployment/${d.metadata.name} no longer wants it` })
+    }
+  }
+  for (const [key, list] of [...owned].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))) {
+    if (seen.has(key)) continue
+    for (const p of list.sort((a, b) => cmpKey(a, b))) {
+      deletes.push({ op: 'delete', ref: { kind: 'Pod', namespace: key.split('/')[0]!, name: p.metadata.name }, reason: `pinneddeployment/${key.split('/')[1]} was deleted` })
+    }
+  }
+  return [...applies, ...deletes]
+}
+
+function cmpKey(a: OrcObject, b: OrcObject): number {
+  const x = `${a.metadata.namespace ?? ''}/${a.metadata.name}`
+  const y = `${b.metadata.namespace ?? ''}/${b.metadata.name}`
+  return x < y ? -1 : x > y ? 1 : 0
+}
+
+/** How a pod of a deployment is doing, for the per-version counts. */
+export function observePod(p: OrcObject): ObservedPod {
+  const st = (p.status ?? {}) as Record<string, unknown>
+  const node = st.node ?? field(p, 'spec.placement.node')
+  const phase = st.phase
+  const containers = Array.isArray(st.containers) ? (st.containers as { state?: string }[]) : []
+  const running = typeof node === 'string' && node !== '' && (phase === 'Running' || phase === 'Starting')
+  const o: ObservedPod = { name: p.metadata.name, running, ready: running && phase === 'Running' && containers.length > 0 && containers.every((c) => c.state === 'running') }
+  const t = p.metadata.labels?.[TEMPLATE_LABEL]
+  if (t !== undefined) o.template = t
+  return o
+}
+
+/** A deployment's status now: desired, created, running and ready per version. */
+export function statusOf(d: OrcObject, pods: readonly StoredObject[], nodes: readonly StoredObject[]): DeploymentStatus {
+  const ns = d.metadata.namespace ?? 'default'
+  const mine = pods.filter((p) => (p.metadata.namespace ?? 'default') === ns && p.metadata.labels?.[DEPLOYMENT_LABEL] === d.metadata.name)
+  return deploymentStatus(deploymentSpecOf(d), plannedPods(d, nodes), mine.map(observePod))
+}
+
+/** What `status` of the PinnedDeployment holds (no times, no node names: equal views write equal status). */
+export function storedStatus(s: DeploymentStatus): Record<string, unknown> {
+  return { replicas: s.replicas, previous: s.previous, next: s.next, done: s.done }
+}
