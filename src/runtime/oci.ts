@@ -87,7 +87,11 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
       { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
       { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
-      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      // sysfs can only be mounted by the owner of the network namespace: a pod network namespace
+      // belongs to the host's user namespace, so such a container gets an empty read-only /sys.
+      spec.netnsPath
+        ? { destination: '/sys', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'noexec', 'nodev', 'ro', 'size=4k'] }
+        : { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
     ],
     linux: {

@@ -1,0 +1,377 @@
+/**
+ * The network-namespace testbed: N hosts as Linux network namespaces on a shared "internet" bridge
+ * (198.18.0.0/24, the benchmarking range: nothing outside the testbed is ever addressed), optional
+ * hosts in a NAT'd "home" subnet (10.77.0.0/24) behind a router namespace, an "external" host for
+ * egress checks, latency/loss with `tc netem`; real `orc` agents (bin/orc.mjs) run in the hosts.
+ *
+ * Everything is torn down by `destroy()`, also after a failure: agents stopped (SIGTERM, then
+ * SIGKILL), every process left in a testbed namespace or in a pod namespace of its agents killed,
+ * the namespaces deleted, the work dir removed. Agents are started with `nsenter --net` (not
+ * `ip netns exec`) so the pod namespaces they create are visible to the teardown.
+ */
+import { randomBytes } from 'node:crypto'
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, chmodSync, type WriteStream } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { execa, type ResultPromise } from 'execa'
+
+const ROOT = new URL('../..', import.meta.url).pathname
+export const ORC_BIN = join(ROOT, 'bin/orc.mjs')
+
+let bundle: Promise<string> | undefined
+
+/**
+ * One bundle of the current sources for every agent and CLI call of this process (under dist/, so
+ * npm packages resolve): bin/orc.mjs falls back to tsx whenever any source is newer than
+ * dist/orc.mjs, and tsx start-up on a loaded machine costs seconds per CLI call.
+ */
+export function testbedBin(): Promise<string> {
+  bundle ??= (async () => {
+    try {
+      const { build } = await import('esbuild')
+      const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }
+      const outfile = join(ROOT, 'dist', 'testbed', `orc-${process.pid}.mjs`)
+      await build({
+        entryPoints: [join(ROOT, 'src/cli/entry.ts')],
+        outfile,
+        bundle: true,
+        platform: 'node',
+        format: 'esm',
+        target: 'node20',
+        packages: 'external',
+        define: { __ORC_VERSION__: JSON.stringify(pkg.version) },
+        logLevel: 'silent',
+      })
+      process.once('exit', () => rmSync(outfile, { force: true }))
+      return outfile
+    } catch {
+      return ORC_BIN
+    }
+  })()
+  return bundle
+}
+
+export interface HostSpec {
+  name: string
+  /** `internet` (default): on the shared bridge with a public address; `home`: behind the NAT router. */
+  site?: 'internet' | 'home'
+  /** Added to the host's uplink with tc netem. */
+  netem?: { delayMs?: number; jitterMs?: number; lossPct?: number }
+}
+
+export interface TestbedOptions {
+  hosts: HostSpec[]
+  /** Extra environment for the agents (e.g. ORC_POD_TUNABLES). */
+  env?: Record<string, string>
+  /** Log lines of agents go to `<workDir>/<host>.log`; kept when `keepWorkDir`. */
+  keepWorkDir?: boolean
+}
+
+export interface TestbedHost {
+  name: string
+  site: 'internet' | 'home'
+  ns: string
+  ip: string
+  dataDir: string
+  socket: string
+  log: string
+  agent?: ResultPromise
+  logStream?: WriteStream
+}
+
+/** Reasons the testbed cannot run here, or undefined. */
+export function testbedUnavailable(): string | undefined {
+  if (process.platform !== 'linux') return 'needs Linux network namespaces'
+  if (process.getuid?.() !== 0) return 'needs root (network namespaces, WireGuard)'
+  for (const b of ['ip', 'wg', 'wireguard-go', 'nsenter', 'nft', 'tc', 'busybox']) {
+    if (!['/usr/bin', '/usr/sbin', '/bin', '/sbin'].some((d) => existsSync(`${d}/${b}`))) return `needs ${b} (Debian packages: scripts/setup.sh)`
+  }
+  if (!existsSync('/dev/net/tun')) return 'needs /dev/net/tun for wireguard-go'
+  return undefined
+}
+
+let netemProbe: Promise<string | undefined> | undefined
+
+/** Why `tc netem` (latency/loss) cannot be used here (no sch_netem in the kernel), or undefined. */
+export function netemUnavailable(): Promise<string | undefined> {
+  netemProbe ??= (async () => {
+    const ns = `orctbprobe${randomBytes(2).toString('hex')}`
+    try {
+      await sh('ip', ['netns', 'add', ns])
+      await sh('ip', ['-n', ns, 'link', 'add', 'd0', 'type', 'veth', 'peer', 'name', 'd1'])
+      await sh('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'd0', 'root', 'netem', 'delay', '1ms'])
+      return undefined
+    } catch (err) {
+      return `tc netem unavailable (${String((err as Error).message).split('\n')[0]!.split(': ').pop()}; the kernel lacks sch_netem)`
+    } finally {
+      await shQuiet('ip', ['netns', 'del', ns])
+    }
+  })()
+  return netemProbe
+}
+
+async function sh(cmd: string, args: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<string> {
+  const r = await execa(cmd, args, { input: opts.input, reject: false, timeout: opts.timeoutMs ?? 30_000 })
+  if (r.exitCode !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${String(r.stderr || r.stdout).trim()}`)
+  return String(r.stdout)
+}
+
+async function shQuiet(cmd: string, args: string[]): Promise<void> {
+  await execa(cmd, args, { reject: false, timeout: 30_000 })
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+export class Testbed {
+  readonly id: string
+  readonly prefix: string
+  readonly workDir: string
+  readonly hosts = new Map<string, TestbedHost>()
+  /** A host on the internet bridge outside the cluster (egress target). */
+  readonly external: { ns: string; ip: string }
+  readonly inet: string
+  readonly router: { ns: string; wanIp: string; lanIp: string }
+  private readonly namespaces: string[] = []
+  private destroyed = false
+  private bin = ORC_BIN
+
+  private constructor(private readonly opts: TestbedOptions) {
+    this.id = randomBytes(3).toString('hex')
+    this.prefix = `orctb${this.id}`
+    this.workDir = mkdtempSync(join(tmpdir(), `orc-testbed-${this.id}-`))
+    // Pods run unprivileged and must reach their image; data dirs are 0711 themselves.
+    chmodSync(this.workDir, 0o755)
+    this.inet = `${this.prefix}-inet`
+    this.external = { ns: `${this.prefix}-ext`, ip: '198.18.0.254' }
+    this.router = { ns: `${this.prefix}-rtr`, wanIp: '198.18.0.253', lanIp: '10.77.0.1' }
+  }
+
+  /** Build the namespaces and links (no agents yet). Tears down what it built if a step fails. */
+  static async create(opts: TestbedOptions): Promise<Testbed> {
+    const tb = new Testbed(opts)
+    try {
+      tb.bin = await testbedBin()
+      await tb.build()
+    } catch (err) {
+      await tb.destroy()
+      throw err
+    }
+    return tb
+  }
+
+  private async addNs(name: string): Promise<void> {
+    await sh('ip', ['netns', 'add', name])
+    this.namespaces.push(name)
+    await sh('ip', ['-n', name, 'link', 'set', 'lo', 'up'])
+  }
+
+  /** veth from `ns` (as `dev`) to the bridge `br` in `brNs`. */
+  private async plug(ns: string, dev: string, brNs: string, br: string, port: string, addr: string): Promise<void> {
+    await sh('ip', ['-n', brNs, 'link', 'add', port, 'type', 'veth', 'peer', 'name', dev, 'netns', ns])
+    await sh('ip', ['-n', brNs, 'link', 'set', port, 'master', br, 'up'])
+    await sh('ip', ['-n', ns, 'addr', 'add', addr, 'dev', dev])
+    await sh('ip', ['-n', ns, 'link', 'set', dev, 'up'])
+  }
+
+  private async build(): Promise<void> {
+    await this.addNs(this.inet)
+    await sh('ip', ['-n', this.inet, 'link', 'add', 'br0', 'type', 'bridge'])
+    await sh('ip', ['-n', this.inet, 'link', 'set', 'br0', 'up'])
+    await this.addNs(this.external.ns)
+    await this.plug(this.external.ns, 'eth0', this.inet, 'br0', 'pext', `${this.external.ip}/24`)
+
+    const home = this.opts.hosts.filter((h) => h.site === 'home')
+    if (home.length > 0) {
+      const r = this.router
+      await this.addNs(r.ns)
+      await this.plug(r.ns, 'wan', this.inet, 'br0', 'prtr', `${r.wanIp}/24`)
+      await sh('ip', ['-n', r.ns, 'link', 'add', 'lan', 'type', 'bridge'])
+      await sh('ip', ['-n', r.ns, 'addr', 'add', `${r.lanIp}/24`, 'dev', 'lan'])
+      await sh('ip', ['-n', r.ns, 'link', 'set', 'lan', 'up'])
+      await sh('ip', ['netns', 'exec', r.ns, 'sysctl', '-qw', 'net.ipv4.ip_forward=1'])
+      // A home router: masquerade the LAN, let nothing in that the LAN did not start.
+      await sh('ip', ['netns', 'exec', r.ns, 'nft', '-f', '-'], {
+        input: [
+          'table ip nat {',
+          '  chain postrouting { type nat hook postrouting priority srcnat; policy accept; oifname "wan" ip saddr 10.77.0.0/24 masquerade; }',
+          '}',
+          'table ip filter {',
+          '  chain forward { type filter hook forward priority filter; policy drop; ct state established,related accept; iifname "lan" accept; }',
+          '}',
+          '',
+        ].join('\n'),
+      })
+    }
+
+    let pub = 0
+    let lan = 1
+    for (const [i, h] of this.opts.hosts.entries()) {
+      const site = h.site ?? 'internet'
+      const ns = `${this.prefix}-${h.name}`
+      await this.addNs(ns)
+      let ip: string
+      if (site === 'internet') {
+        ip = `198.18.0.${++pub}`
+        await this.plug(ns, 'eth0', this.inet, 'br0', `p${i}`, `${ip}/24`)
+      } else {
+        ip = `10.77.0.${++lan}`
+        await this.plug(ns, 'eth0', this.router.ns, 'lan', `p${i}`, `${ip}/24`)
+        await sh('ip', ['-n', ns, 'route', 'add', 'default', 'via', this.router.lanIp])
+      }
+      if (h.netem) {
+        const args = ['-n', ns, 'qdisc', 'add', 'dev', 'eth0', 'root', 'netem']
+        if (h.netem.delayMs) args.push('delay', `${h.netem.delayMs}ms`, ...(h.netem.jitterMs ? [`${h.netem.jitterMs}ms`] : []))
+        if (h.netem.lossPct) args.push('loss', `${h.netem.lossPct}%`)
+        await sh('tc', args)
+      }
+      const dataDir = join(this.workDir, h.name)
+      this.hosts.set(h.name, { name: h.name, site, ns, ip, dataDir, socket: join(dataDir, 'orc.sock'), log: join(this.workDir, `${h.name}.log`) })
+    }
+  }
+
+  host(name: string): TestbedHost {
+    const h = this.hosts.get(name)
+    if (h === undefined) throw new Error(`no testbed host ${name}`)
+    return h
+  }
+
+  /** Run a command inside a host's namespace. */
+  async exec(name: string, cmd: string, args: string[], opts: { timeoutMs?: number } = {}): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+    const ns = this.hosts.get(name)?.ns ?? name
+    const r = await execa('ip', ['netns', 'exec', ns, cmd, ...args], { reject: false, timeout: opts.timeoutMs ?? 30_000 })
+    return { exitCode: r.exitCode ?? 1, stdout: String(r.stdout), stderr: String(r.stderr) }
+  }
+
+  /** `orc ARGS` against a host's agent (its socket); throws with stderr on a non-zero exit. */
+  async orc(name: string, args: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<string> {
+    const h = this.host(name)
+    const r = await execa(process.execPath, [this.bin, '--socket', h.socket, ...args], {
+      input: opts.input,
+      reject: false,
+      timeout: opts.timeoutMs ?? 60_000,
+      env: { ...process.env, ORC_SOCKET: h.socket },
+    })
+    if (r.exitCode !== 0) throw new Error(`orc ${args.join(' ')} on ${name}: ${String(r.stderr || r.stdout).trim()}`)
+    return String(r.stdout)
+  }
+
+  async orcJson<T = any>(name: string, args: string[]): Promise<T> {
+    return JSON.parse(await this.orc(name, [...args, '-o', 'json'])) as T
+  }
+
+  private spawnAgent(h: TestbedHost, args: string[]): void {
+    mkdirSync(h.dataDir, { recursive: true, mode: 0o711 })
+    const log = createWriteStream(h.log, { flags: 'a' })
+    const proc = execa('nsenter', [`--net=/var/run/netns/${h.ns}`, '--', process.execPath, this.bin, ...args], {
+      reject: false,
+      env: { ...process.env, ORC_NETWORK: 'on', ...this.opts.env },
+      stdin: 'ignore',
+      // nsenter execs node: the pid is the agent's.
+    })
+    proc.stdout?.pipe(log, { end: false })
+    proc.stderr?.pipe(log, { end: false })
+    h.agent = proc
+    h.logStream = log
+  }
+
+  private common(h: TestbedHost): string[] {
+    return ['--data-dir', h.dataDir, '--name', h.name, '--listen', `${h.ip}:7419`, '--network', 'on', '--log-level', 'info']
+  }
+
+  private async waitAgent(h: TestbedHost, timeoutMs = 300_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      if (h.agent?.exitCode !== null && h.agent?.exitCode !== undefined) throw new Error(`agent ${h.name} exited (${h.agent.exitCode}); log: ${this.tail(h)}`)
+      if (existsSync(h.socket)) {
+        try {
+          await this.orc(h.name, ['status'], { timeoutMs: 60_000 })
+          return
+        } catch {
+          // not yet
+        }
+      }
+      if (Date.now() > deadline) throw new Error(`agent ${h.name} not up after ${timeoutMs}ms; log: ${this.tail(h)}`)
+      await sleep(200)
+    }
+  }
+
+  tail(h: TestbedHost, lines = 20): string {
+    try {
+      return readFileSync(h.log, 'utf8').split('\n').slice(-lines).join('\n')
+    } catch {
+      return '<no log>'
+    }
+  }
+
+  /** `orc up` on the first host of a cluster. */
+  async up(name: string): Promise<void> {
+    const h = this.host(name)
+    this.spawnAgent(h, ['up', ...this.common(h)])
+    await this.waitAgent(h)
+  }
+
+  /** `orc join <via> --token T` on `name`, with a one-use token from `via`. */
+  async join(name: string, via: string): Promise<void> {
+    const h = this.host(name)
+    const token = (await this.orc(via, ['token', 'create'])).trim()
+    this.spawnAgent(h, ['join', `${this.host(via).ip}:7419`, '--token', token, ...this.common(h)])
+    await this.waitAgent(h)
+  }
+
+  /** Stop a host's agent (SIGTERM, then SIGKILL after `graceMs`). */
+  async stopAgent(name: string, graceMs = 20_000): Promise<void> {
+    const h = this.host(name)
+    const p = h.agent
+    if (p === undefined) return
+    if (p.exitCode === null || p.exitCode === undefined) {
+      p.kill('SIGTERM')
+      const done = await Promise.race([p.then(() => true), sleep(graceMs).then(() => false)])
+      if (!done) {
+        p.kill('SIGKILL')
+        await p
+      }
+    }
+    h.agent = undefined
+    h.logStream?.end()
+  }
+
+  /** Pod namespaces an agent created (from the names file it keeps in its data dir). */
+  private podNamespaces(all: string[]): string[] {
+    const out: string[] = []
+    for (const h of this.hosts.values()) {
+      try {
+        const names = JSON.parse(readFileSync(join(h.dataDir, 'network.json'), 'utf8')) as { podNetnsPrefix?: string }
+        if (names.podNetnsPrefix) out.push(...all.filter((n) => n.startsWith(names.podNetnsPrefix!)))
+      } catch {
+        // that agent never brought its network up
+      }
+    }
+    return out
+  }
+
+  private async killNamespace(ns: string): Promise<void> {
+    const r = await execa('ip', ['netns', 'pids', ns], { reject: false })
+    const pids = String(r.stdout).split('\n').map(Number).filter((n) => Number.isInteger(n) && n > 0 && n !== process.pid)
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // gone already
+      }
+    }
+    await shQuiet('ip', ['netns', 'del', ns])
+  }
+
+  /** Tear everything down; safe to call twice and after a failed create. */
+  async destroy(): Promise<void> {
+    if (this.destroyed) return
+    this.destroyed = true
+    await Promise.all([...this.hosts.keys()].map((n) => this.stopAgent(n).catch(() => {})))
+    const list = String((await execa('ip', ['netns', 'list'], { reject: false })).stdout)
+      .split('\n')
+      .map((l) => l.split(' ')[0]!)
+      .filter(Boolean)
+    for (const ns of [...this.podNamespaces(list), ...[...this.namespaces].reverse()]) await this.killNamespace(ns)
+    if (!this.opts.keepWorkDir) rmSync(this.workDir, { recursive: true, force: true })
+  }
+}

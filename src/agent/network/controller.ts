@@ -1,0 +1,609 @@
+/**
+ * The node network (written as controller:node, in `Node.status.network`): one WireGuard interface
+ * per node with a key kept in the data dir, the node's /64 claimed through the store, every other
+ * member a peer with its /64 as allowed-ips, and each pod of this node a network namespace with an
+ * address in the /64 plus masqueraded IPv4 egress.
+ *
+ * Bring-up is a workflow (targets `network-online` → `ready`), so `orc why node/NAME` shows which
+ * unit holds a node back. After that a reconcile loop re-applies the whole desired state on every
+ * store change and every few seconds (drift: an interface or route deleted by hand comes back; a
+ * removed node's peer and routes go). When root or WireGuard is missing and the mode is `auto`, the
+ * node runs with loopback-only pods and says so.
+ */
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { OrcError, isPlainObject, type OrcObject } from '../../model/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
+import {
+  NetnsPodNetworkDriver,
+  WireGuardLinkDriver,
+  addressInPrefix,
+  clusterPrefix,
+  formatPrefix,
+  generateKeyPair,
+  isWireGuardKey,
+  nodeGateway,
+  publicKeyOf,
+  randomPodAddress,
+  type IpPrefix,
+  type PodNetworkDriver,
+  type PodNetworkState,
+  type RandomBytes,
+  type WireGuardDriver,
+  type WireGuardKeyPair,
+  type WireGuardStatus,
+} from '../../net/index.ts'
+import { WorkflowGraph, WorkflowRun, addNodeTargets, type Clock as WorkflowClock, type TimerHandle, type WorkflowSnapshot } from '../../workflow/index.ts'
+import { NODE_CONTROLLER } from '../node-info.ts'
+import {
+  NETWORK_DEFAULTS,
+  NETWORK_NAMES_FILE,
+  WIREGUARD_KEY_FILE,
+  type NetworkMode,
+  type NetworkSetup,
+} from './options.ts'
+import {
+  decideSubnet,
+  endpointsFromMultiaddrs,
+  networkNamesFor,
+  planPeers,
+  readPublishedNetwork,
+  type NetworkNames,
+  type PeerPath,
+  type PlannedPeer,
+  type PublishedNetwork,
+  type SubnetDecision,
+} from './plan.ts'
+import { probeNetwork } from './probe.ts'
+
+/** What the node network needs of the mesh. */
+export interface MeshView {
+  peerId: string
+  clusterId: string
+  /** This node's listen multiaddrs. */
+  addresses(): string[]
+  /** Peer id → the IP libp2p sees that peer at (an open connection's remote address). */
+  observedIps(): Map<string, string>
+  /** Peer ids of members believed alive (not this node). */
+  alivePeers(): Set<string>
+}
+
+export interface NodeNetworkComponents {
+  store: ObjectStore
+  nodeName: string
+  dataDir: string
+  logger: Logger
+  now(): number
+  workflowClock: WorkflowClock
+  mesh?: MeshView
+  random: RandomBytes
+  /** Drivers; the real ones (ip/wg/nft via execa) unless a test injects fakes. */
+  wireguard?: (names: NetworkNames) => WireGuardDriver
+  podNetwork?: (names: NetworkNames) => PodNetworkDriver
+  /** Why networking cannot run here, or undefined. Default: root, ip, wg, WireGuard present. */
+  probe?: () => Promise<string | undefined>
+}
+
+export type NetworkState = 'Off' | 'Unavailable' | 'Starting' | 'Ready' | 'Degraded' | 'Stopped'
+
+/** What the lifecycle controller gets for a pod. */
+export type PodAttachment =
+  | { mode: 'ipv6'; ipv6: string; netnsPath: string }
+  | { mode: 'loopback'; reason: string }
+
+/** The pod side of the node network, as the lifecycle controller uses it. */
+export interface PodNetworkHooks {
+  /** Give the pod (by uid) its netns and address; `hint` is the address it had (kept if still valid). */
+  attachPod(uid: string, hint?: string): Promise<PodAttachment>
+  /** The pod left this node: remove its netns. */
+  detachPod(uid: string): Promise<void>
+}
+
+export interface TunnelReport {
+  node: string
+  peerId: string
+  prefix: string
+  publicKey: string
+  endpoint?: string
+  path: PeerPath
+  state: 'up' | 'waiting' | 'down'
+  latestHandshakeMs?: number
+  rxBytes: number
+  txBytes: number
+  alive: boolean
+}
+
+export interface NetworkReport {
+  node: string
+  state: NetworkState
+  reason?: string
+  mode?: string
+  iface?: string
+  publicKey?: string
+  prefix?: string
+  listenPort?: number
+  endpoints?: string[]
+  egress?: string
+  tunnels: TunnelReport[]
+  pods: { uid: string; ipv6: string; netns: string }[]
+}
+
+const PORT_IN_USE = /address already in use|in use/i
+
+export class NodeNetwork implements PodNetworkHooks {
+  private state: NetworkState = 'Starting'
+  private reason: string | undefined
+  private names: NetworkNames | undefined
+  private key: WireGuardKeyPair | undefined
+  private cluster: IpPrefix | undefined
+  private decision: SubnetDecision | undefined
+  private wg: WireGuardDriver | undefined
+  private podnet: PodNetworkDriver | undefined
+  private listenPort: number
+  private peers: PlannedPeer[] = []
+  private lastWg: WireGuardStatus | undefined
+  private ifaceUp = false
+  private egressError: string | undefined
+  private readonly pods = new Map<string, { ipv6: string; confirmed: boolean }>()
+  private podStates = new Map<string, PodNetworkState>()
+  private chain: Promise<unknown> = Promise.resolve()
+  private readonly prefixKnown = deferred()
+  private timer: NodeJS.Timeout | undefined
+  private retryTimer: TimerHandle | undefined
+  private retryMs = 10_000
+  private run: WorkflowRun | undefined
+  private snapshot: WorkflowSnapshot | undefined
+  private unsubscribe: (() => void) | undefined
+  private pendingChange = false
+  private stopped = false
+  private published: Record<string, unknown> = {}
+  private publishedJson = ''
+  private writes: Promise<void> = Promise.resolve()
+  private readonly log: Logger
+  private readonly setup: Required<Omit<NetworkSetup, 'wireguard'>> & Pick<NetworkSetup, 'wireguard'>
+
+  constructor(
+    private readonly c: NodeNetworkComponents,
+    setup: NetworkSetup,
+  ) {
+    this.log = c.logger.child({ module: 'network' })
+    this.setup = {
+      mode: setup.mode,
+      listenPort: setup.listenPort ?? NETWORK_DEFAULTS.listenPort,
+      reconcileMs: setup.reconcileMs ?? NETWORK_DEFAULTS.reconcileMs,
+      handshakeTimeoutMs: setup.handshakeTimeoutMs ?? NETWORK_DEFAULTS.handshakeTimeoutMs,
+      wireguard: setup.wireguard,
+    }
+    this.listenPort = this.setup.listenPort
+    this.prefixKnown.promise.catch(() => {})
+  }
+
+  get mode(): NetworkMode {
+    return this.setup.mode
+  }
+
+  /** Whether the node's readiness waits for this network (false when off or unavailable). */
+  get gatesReadiness(): boolean {
+    return this.state === 'Starting' || this.state === 'Degraded'
+  }
+
+  /**
+   * Decide whether networking runs here and start bringing it up (not awaited: handshakes may
+   * take a while; `orc why node/NAME` shows progress). Throws only in mode `on` when impossible.
+   */
+  async start(): Promise<void> {
+    if (this.setup.mode === 'off') return this.unavailable('Off', 'networking is off (--network off): pods have loopback only')
+    if (this.c.mesh === undefined) {
+      if (this.setup.mode === 'on') throw new OrcError('unavailable', '--network on needs the mesh (a cluster to build tunnels in)')
+      return this.unavailable('Unavailable', 'the mesh is off: pods have loopback only')
+    }
+    const why = await (this.c.probe ?? (() => probeNetwork(this.setup.wireguard)))()
+    if (why !== undefined) {
+      if (this.setup.mode === 'on') throw new OrcError('unavailable', `--network on: ${why}`)
+      this.log.warn({ reason: why }, 'pod network unavailable: pods get loopback only')
+      return this.unavailable('Unavailable', `${why}: pods have loopback only`)
+    }
+    const mesh = this.c.mesh
+    this.names = networkNamesFor(mesh.peerId)
+    // For cleanup tools (the testbed): the host names this node uses.
+    writeFileSync(join(this.c.dataDir, NETWORK_NAMES_FILE), JSON.stringify(this.names) + '\n', { mode: 0o644 })
+    this.cluster = clusterPrefix(mesh.clusterId)
+    this.wg = this.c.wireguard?.(this.names) ?? new WireGuardLinkDriver({ logger: this.c.logger }, { iface: this.names.iface, mode: this.setup.wireguard ?? 'auto' })
+    this.podnet =
+      this.c.podNetwork?.(this.names) ??
+      new NetnsPodNetworkDriver(
+        { logger: this.c.logger },
+        { podNetnsPrefix: this.names.podNetnsPrefix, vethPrefix: this.names.vethPrefix, nftTable: this.names.nftTable, random: this.c.random },
+      )
+    // Pods a previous agent left running keep their address (and their namespace) until the
+    // lifecycle controller has re-adopted them; see podsAdopted().
+    for (const p of this.c.store.list('Pod')) {
+      const st = isPlainObject(p.status) ? p.status : {}
+      const net = isPlainObject(st.network) ? st.network : {}
+      const here = st.node === this.c.nodeName || (isPlainObject(p.spec) && isPlainObject(p.spec.placement) && p.spec.placement.node === this.c.nodeName)
+      if (here && typeof net.ipv6 === 'string' && p.metadata.uid) this.pods.set(p.metadata.uid, { ipv6: net.ipv6, confirmed: false })
+    }
+    this.unsubscribe = this.c.store.onChange((keys) => {
+      if (keys.some((k) => k.startsWith('Node/') || k.startsWith('Cluster/'))) this.changed()
+    })
+    this.startRun()
+  }
+
+  /** The lifecycle controller has re-adopted what it will: namespaces of other pods go. */
+  podsAdopted(): void {
+    let dropped = false
+    for (const [uid, p] of this.pods) {
+      if (!p.confirmed) {
+        this.pods.delete(uid)
+        dropped = true
+      }
+    }
+    if (dropped && this.ifaceUp) void this.enqueue(() => this.applyPods())
+  }
+
+  async attachPod(uid: string, hint?: string): Promise<PodAttachment> {
+    if (this.state === 'Off' || this.state === 'Unavailable' || this.state === 'Stopped') return { mode: 'loopback', reason: this.reason ?? 'no pod network' }
+    await this.prefixKnown.promise
+    return this.enqueue(async () => {
+      const prefix = this.decision!.prefix
+      const taken = new Set([...this.pods].filter(([u]) => u !== uid).map(([, p]) => p.ipv6))
+      const cur = this.pods.get(uid)?.ipv6 ?? hint
+      const ipv6 = cur !== undefined && validIn(cur, prefix) && !taken.has(cur) ? cur : randomPodAddress(prefix, this.c.random, taken)
+      this.pods.set(uid, { ipv6, confirmed: true })
+      await this.applyPods()
+      const st = this.podStates.get(uid)
+      if (st === undefined) throw new OrcError('internal', `pod network for ${uid} missing after set`)
+      return { mode: 'ipv6' as const, ipv6: st.ipv6, netnsPath: `/var/run/netns/${st.netns}` }
+    })
+  }
+
+  async detachPod(uid: string): Promise<void> {
+    if (!this.pods.delete(uid) || this.podnet === undefined) return
+    await this.enqueue(() => this.applyPods())
+  }
+
+  /** Live view for `orc get routes` (reads the interface now). */
+  async report(): Promise<NetworkReport> {
+    const out: NetworkReport = { node: this.c.nodeName, state: this.state, tunnels: [], pods: [] }
+    if (this.reason !== undefined) out.reason = this.reason
+    if (this.names === undefined) return out
+    const wg = this.ifaceUp ? await this.wg!.status().catch(() => undefined) : undefined
+    const mode = (this.wg as { currentMode?: string }).currentMode
+    Object.assign(out, {
+      iface: this.names.iface,
+      ...(mode ? { mode } : {}),
+      ...(this.key ? { publicKey: this.key.publicKey } : {}),
+      ...(this.decision ? { prefix: formatPrefix(this.decision.prefix) } : {}),
+      listenPort: wg?.listenPort ?? this.listenPort,
+      endpoints: this.endpoints(wg?.listenPort ?? this.listenPort),
+      egress: this.egressError === undefined ? 'masquerade' : `off: ${this.egressError}`,
+    })
+    out.tunnels = this.tunnelReports(wg)
+    out.pods = [...this.podStates.values()].map((p) => ({ uid: p.id, ipv6: p.ipv6, netns: p.netns }))
+    return out
+  }
+
+  /** Remove the interface (tunnels and routes). Pod namespaces stay while their containers run. */
+  async stop(): Promise<void> {
+    if (this.stopped) return
+    this.stopped = true
+    this.unsubscribe?.()
+    if (this.timer) clearInterval(this.timer)
+    if (this.retryTimer !== undefined) this.c.workflowClock.clearTimeout(this.retryTimer)
+    this.run?.cancel('agent stopping')
+    this.prefixKnown.reject(new OrcError('unavailable', 'agent stopping'))
+    await this.chain.catch(() => {})
+    if (this.wg !== undefined) {
+      await this.wg.down().catch((err) => this.log.warn({ err: String(err) }, 'remove wireguard interface'))
+    }
+    if (this.podnet !== undefined && this.pods.size === 0) {
+      await this.podnet.down().catch((err) => this.log.warn({ err: String(err) }, 'remove pod network'))
+    }
+    this.state = 'Stopped'
+    await this.writes.catch(() => {})
+  }
+
+  // ---- bring-up workflow ----
+
+  private startRun(): void {
+    if (this.stopped) return
+    const g = addNodeTargets(new WorkflowGraph())
+    g.addUnit({
+      name: 'wireguard-key',
+      description: `WireGuard key pair in ${WIREGUARD_KEY_FILE} (created once, 0600)`,
+      wantedBy: ['network-online'],
+      timeoutMs: 5_000,
+      run: async () => {
+        this.key ??= this.loadOrCreateKey()
+      },
+    })
+    g.addUnit({
+      name: 'node-subnet',
+      description: "this node's /64 claimed in the store (collisions settled: lowest peer id keeps it)",
+      requires: ['wireguard-key'],
+      wantedBy: ['network-online'],
+      timeoutMs: 15_000,
+      run: async () => {
+        await this.enqueue(() => this.settleSubnet())
+      },
+    })
+    g.addUnit({
+      name: 'wireguard-interface',
+      description: 'WireGuard interface up with every member as a peer, routes to their /64s',
+      requires: ['node-subnet'],
+      wantedBy: ['network-online'],
+      timeoutMs: 30_000,
+      retry: { attempts: 3, backoffMs: 1000 },
+      run: async () => {
+        await this.enqueue(() => this.reconcileNow())
+        if (this.timer === undefined && !this.stopped) {
+          this.timer = setInterval(() => this.changed(), this.setup.reconcileMs)
+          this.timer.unref?.()
+        }
+      },
+    })
+    g.addUnit({
+      name: 'tunnels',
+      description: 'a WireGuard handshake with every alive member',
+      requires: ['wireguard-interface'],
+      wantedBy: ['network-online'],
+      timeoutMs: this.setup.handshakeTimeoutMs,
+      retry: { attempts: 2, backoffMs: 1000 },
+      run: async ({ signal }) => {
+        let missing: string[] = []
+        // Give up just before the unit's timeout, so the error names the silent peers.
+        const deadline = Date.now() + Math.max(this.setup.handshakeTimeoutMs - 1000, this.setup.handshakeTimeoutMs * 0.8)
+        while (!signal.aborted && Date.now() < deadline) {
+          const wg = await this.wg!.status()
+          missing = this.tunnelReports(wg)
+            .filter((t) => t.alive && t.state !== 'up')
+            .map((t) => `${t.node} (${t.endpoint ?? 'waiting for it to dial'})`)
+          if (missing.length === 0) return
+          await new Promise((r) => setTimeout(r, 200))
+        }
+        throw new OrcError('unavailable', `no handshake yet from ${missing.join(', ')}`)
+      },
+    })
+    const run = new WorkflowRun(g, { clock: this.c.workflowClock, id: `node/${this.c.nodeName}`, log: this.log })
+    this.run = run
+    run.onChange(() => {
+      if (this.run !== run) return
+      this.snapshot = run.snapshot()
+      this.writeNodeStatus()
+    })
+    this.snapshot = run.snapshot()
+    void run.reach('ready').then((res) => {
+      if (this.run !== run || this.stopped) return
+      this.snapshot = run.snapshot()
+      if (res.reached) {
+        this.state = 'Ready'
+        this.reason = undefined
+        this.retryMs = 10_000
+        this.log.info({ prefix: this.decision && formatPrefix(this.decision.prefix), peers: this.peers.length }, 'node network ready')
+      } else {
+        this.state = 'Degraded'
+        this.reason = res.reason
+        this.log.warn({ reason: res.reason }, 'node network not ready; retrying')
+        const delay = this.retryMs
+        this.retryMs = Math.min(this.retryMs * 2, 120_000)
+        this.retryTimer = this.c.workflowClock.setTimeout(() => {
+          this.retryTimer = undefined
+          this.startRun()
+        }, delay)
+      }
+      this.writeNodeStatus()
+    })
+  }
+
+  private loadOrCreateKey(): WireGuardKeyPair {
+    const file = join(this.c.dataDir, WIREGUARD_KEY_FILE)
+    if (existsSync(file)) {
+      const text = readFileSync(file, 'utf8').trim()
+      if (!isWireGuardKey(text)) throw new OrcError('corrupt', `${file} does not hold a WireGuard private key (remove it to make a new one)`)
+      return { privateKey: text, publicKey: publicKeyOf(text) }
+    }
+    const k = generateKeyPair(this.c.random)
+    writeFileSync(file, k.privateKey + '\n', { mode: 0o600 })
+    chmodSync(file, 0o600)
+    this.log.info({ publicKey: k.publicKey }, 'wireguard key created')
+    return k
+  }
+
+  // ---- reconcile ----
+
+  private enqueue<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(fn)
+    this.chain = next.catch(() => {})
+    return next
+  }
+
+  /** A store change or the periodic tick: re-apply everything, coalesced. */
+  private changed(): void {
+    if (this.stopped || !this.ifaceUp || this.pendingChange) return
+    this.pendingChange = true
+    setImmediate(() => {
+      this.pendingChange = false
+      if (this.stopped) return
+      void this.enqueue(() => this.reconcileNow()).catch((err) => {
+        this.log.warn({ err: String(err) }, 'network reconcile failed')
+        this.reason = String((err as Error).message ?? err)
+        this.writeNodeStatus()
+      })
+    })
+  }
+
+  private publishedNodes(): PublishedNetwork[] {
+    const removed = new Set<string>()
+    for (const c of this.c.store.list('Cluster')) {
+      const rp = isPlainObject(c.status) ? c.status.removedPeers : undefined
+      if (isPlainObject(rp)) for (const k of Object.keys(rp)) removed.add(k)
+    }
+    const out: PublishedNetwork[] = []
+    for (const n of this.c.store.list('Node')) {
+      const p = readPublishedNetwork(n as OrcObject, removed)
+      if (p !== undefined) out.push(p)
+    }
+    return out
+  }
+
+  private async settleSubnet(): Promise<void> {
+    const mesh = this.c.mesh!
+    const d = decideSubnet(this.cluster!, mesh.peerId, this.publishedNodes())
+    const old = this.decision
+    this.decision = d
+    if (old !== undefined && old.subnet !== d.subnet) {
+      this.log.warn({ from: formatPrefix(old.prefix), to: formatPrefix(d.prefix) }, 'node subnet lost a collision; pods are re-addressed')
+      for (const p of this.pods.values()) if (!validIn(p.ipv6, d.prefix)) p.ipv6 = randomPodAddress(d.prefix, this.c.random, new Set([...this.pods.values()].map((x) => x.ipv6)))
+    }
+    this.published = {
+      ...this.published,
+      iface: this.names!.iface,
+      publicKey: this.key!.publicKey,
+      subnet: d.subnet,
+      prefix: formatPrefix(d.prefix),
+    }
+    if (d.claimChanged || old === undefined || old.subnet !== d.subnet) await this.writeNodeStatus()
+    this.prefixKnown.resolve()
+  }
+
+  private async reconcileNow(): Promise<void> {
+    if (this.stopped) return
+    await this.settleSubnet()
+    const mesh = this.c.mesh!
+    const d = this.decision!
+    this.peers = planPeers(this.cluster!, mesh.peerId, this.publishedNodes(), d.owners, mesh.observedIps())
+    const config = () => ({
+      iface: this.names!.iface,
+      privateKey: this.key!.privateKey,
+      listenPort: this.listenPort,
+      address: `${nodeGateway(d.prefix)}/64`,
+      peers: this.peers.map((p) => p.wg),
+    })
+    let res
+    try {
+      res = await this.wg!.set(config())
+    } catch (err) {
+      if (this.listenPort === 0 || !PORT_IN_USE.test(String((err as Error).message))) throw err
+      this.log.warn({ port: this.listenPort }, 'wireguard port in use; using a free one')
+      this.listenPort = 0
+      res = await this.wg!.set(config())
+    }
+    this.ifaceUp = true
+    const wg = await this.wg!.status()
+    if (this.listenPort === 0 && wg !== undefined && wg.listenPort > 0) this.listenPort = wg.listenPort
+    this.lastWg = wg
+    if (res.changed) this.log.info({ actions: res.actions, peers: this.peers.length }, 'tunnels updated')
+    await this.applyPods()
+    const port = wg?.listenPort ?? this.listenPort
+    const tunnels = this.tunnelReports(wg)
+    this.published = {
+      ...this.published,
+      mode: res.mode,
+      listenPort: port,
+      endpoints: this.endpoints(port),
+      tunnels: { up: tunnels.filter((t) => t.state === 'up').length, total: tunnels.length },
+      ...(this.egressError !== undefined ? { egress: `off: ${this.egressError}` } : { egress: 'masquerade' }),
+    }
+    await this.writeNodeStatus()
+  }
+
+  private async applyPods(): Promise<void> {
+    if (this.podnet === undefined || this.decision === undefined) return
+    const pods = [...this.pods].map(([id, p]) => ({ id, ipv6: p.ipv6 }))
+    let res
+    if (this.egressError === undefined) {
+      try {
+        res = await this.podnet.set({ pods })
+      } catch (err) {
+        // Egress is a convenience: without nftables, pods still get their IPv6.
+        if (!/nft/i.test(String((err as Error).message))) throw err
+        this.egressError = String((err as Error).message)
+        this.log.warn({ err: this.egressError }, 'pod IPv4 egress unavailable')
+      }
+    }
+    res ??= await this.podnet.set({ pods, egress: false })
+    this.podStates = new Map(res.pods.map((p) => [p.id, p]))
+  }
+
+  private endpoints(port: number): string[] {
+    return port > 0 ? endpointsFromMultiaddrs(this.c.mesh!.addresses(), port) : []
+  }
+
+  private tunnelReports(wg: WireGuardStatus | undefined): TunnelReport[] {
+    const byKey = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p]))
+    const alive = this.c.mesh?.alivePeers() ?? new Set<string>()
+    const now = Date.now()
+    return this.peers.map((p) => {
+      const s = byKey.get(p.wg.publicKey)
+      const hs = s?.latestHandshakeMs
+      const state: TunnelReport['state'] = hs !== undefined && now - hs < NETWORK_DEFAULTS.handshakeFreshMs ? 'up' : hs === undefined ? 'waiting' : 'down'
+      const endpoint = s?.endpoint ?? p.wg.endpoint
+      return {
+        node: p.name,
+        peerId: p.peerId,
+        prefix: p.prefix,
+        publicKey: p.wg.publicKey,
+        ...(endpoint !== undefined ? { endpoint } : {}),
+        path: p.path,
+        state,
+        ...(hs !== undefined ? { latestHandshakeMs: hs } : {}),
+        rxBytes: s?.rxBytes ?? 0,
+        txBytes: s?.txBytes ?? 0,
+        alive: alive.has(p.peerId),
+      }
+    })
+  }
+
+  // ---- status ----
+
+  private unavailable(state: 'Off' | 'Unavailable', reason: string): Promise<void> {
+    this.state = state
+    this.reason = reason
+    this.prefixKnown.reject(new OrcError('unavailable', reason))
+    return this.writeNodeStatus()
+  }
+
+  /** The Node status fields this controller owns: `network`, `workflow`, and `state` (Ready or not). */
+  private writeNodeStatus(): Promise<void> {
+    const ref = { kind: 'Node', namespace: '', name: this.c.nodeName }
+    const network: Record<string, unknown> = { ...this.published, state: this.state }
+    if (this.reason !== undefined) network.reason = this.reason
+    const body = { network, workflow: this.snapshot }
+    const json = JSON.stringify(body)
+    if (json === this.publishedJson) return this.writes
+    this.publishedJson = json
+    const gated = this.state === 'Starting' || this.state === 'Degraded'
+    this.writes = this.writes.then(async () => {
+      const cur = this.c.store.get(ref)
+      if (cur === undefined || (isPlainObject(cur.status) && cur.status.state === 'Removed')) return
+      const fields = [
+        { path: ['status', 'network'], value: network },
+        { path: ['status', 'workflow'], value: this.snapshot },
+        { path: ['status', 'state'], value: gated ? 'NotReady' : 'Ready' },
+      ]
+      await this.c.store
+        .patch(ref, fields, { author: NODE_CONTROLLER, reason: `network ${this.state.toLowerCase()}`, now: this.c.now() })
+        .catch((err) => this.log.debug({ err: String(err) }, 'write node network status'))
+    })
+    return this.writes
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve(): void; reject(err: unknown): void } {
+  let resolve!: () => void
+  let reject!: (err: unknown) => void
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  return { promise, resolve, reject }
+}
+
+function validIn(addr: string, prefix: IpPrefix): boolean {
+  try {
+    return addressInPrefix(addr, prefix)
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,59 @@
+/**
+ * A node behind a home router's NAT (10.77.0.0/24, masqueraded, nothing in that it did not start)
+ * and two public nodes: the NAT'd node dials them; they configure no endpoint for it and learn it
+ * from its keepalives. Pods on either side reach each other both ways. Two NAT'd nodes would
+ * need a relay, which is not built (docs/networking.md).
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Testbed, netemUnavailable, applyPod, podManifest, skipReason, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+
+test('testbed: a NAT\'d node reaches pods on public nodes and vice versa', { timeout: 900_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  // Latency and loss on the links when the kernel has netem; the scenario runs either way.
+  const noNetem = await netemUnavailable()
+  if (noNetem) t.diagnostic(`without latency/loss: ${noNetem}`)
+  const tb = await Testbed.create({
+    hosts: [
+      { name: 'pub1' },
+      { name: 'pub2', ...(noNetem ? {} : { netem: { delayMs: 10 } }) },
+      { name: 'home', site: 'home', ...(noNetem ? {} : { netem: { delayMs: 20, lossPct: 1 } }) },
+    ],
+  })
+  t.after(() => tb.destroy())
+  let failed = true
+  t.after(() => {
+    if (failed) for (const h of tb.hosts.values()) t.diagnostic(`--- ${h.name} log tail ---\n${tb.tail(h, 30)}`)
+  })
+  await tb.up('pub1')
+  await tb.join('pub2', 'pub1')
+  await tb.join('home', 'pub1')
+  const nodes = await waitMesh(tb, 'pub1', ['pub1', 'pub2', 'home'])
+
+  // Which path each peer uses, as `orc get routes -o wide` says.
+  const fromPub = JSON.parse(await tb.orc('pub1', ['get', 'routes', '-o', 'json']))
+  const toHome = fromPub.tunnels.find((x: any) => x.node === 'home')
+  assert.equal(toHome.path, 'peer-dials', 'pub1 waits for the NAT\'d node to dial')
+  assert.match(toHome.endpoint, new RegExp(`^${tb.router.wanIp.replace(/\./g, '\\.')}:`), 'and learns its address behind the router')
+  const fromHome = JSON.parse(await tb.orc('home', ['get', 'routes', '-o', 'json']))
+  assert.ok(fromHome.tunnels.every((x: any) => x.path === 'direct' && x.state === 'up'), 'home dials the public nodes directly')
+  t.diagnostic(await tb.orc('pub1', ['get', 'routes', '-o', 'wide']))
+
+  await applyPod(tb, 'pub1', podManifest('srv-home', 'home', 'exec nc -ll -p 8080 -e echo hello-from-home'))
+  await applyPod(tb, 'pub1', podManifest('srv-pub', 'pub2', 'exec nc -ll -p 8080 -e echo hello-from-pub2'))
+  const home = await waitPodRunning(tb, 'pub1', 'srv-home')
+  const pub = await waitPodRunning(tb, 'pub1', 'srv-pub')
+  assert.ok(home.ipv6.startsWith(nodes.get('home').network.prefix.replace(/::\/64$/, ':')))
+  const client = (addr: string) => `for i in $(seq 1 90); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
+  await applyPod(tb, 'pub1', podManifest('to-home', 'pub2', client(home.ipv6)))
+  await applyPod(tb, 'pub1', podManifest('from-home', 'home', client(pub.ipv6)))
+  for (const [pod, want] of [['to-home', 'hello-from-home'], ['from-home', 'hello-from-pub2']] as const) {
+    const logs = await waitFor(`${pod} connected`, async () => {
+      const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
+      return l.includes('connected') ? l : undefined
+    }, 150_000)
+    assert.match(logs, new RegExp(want))
+  }
+  failed = false
+})
