@@ -15,7 +15,7 @@ describe('CLI formatting', () => {
     assert.equal(objectTable(getKind('pods'), [pod], { now }), 'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     4     0          10m\n')
     assert.equal(
       objectTable(getKind('pods'), [pod], { now, wide: true, withNamespace: true }),
-      'NAMESPACE   NAME   STATUS    NODE   POLICY   REV   RESTARTS   AGE\nprod        web    Running   n1     ha       4     0          10m\n',
+      'NAMESPACE   NAME   STATUS    NODE   IP       POLICY   REV   RESTARTS   AGE\nprod        web    Running   n1     <none>   ha       4     0          10m\n',
     )
     // REV is the revision whose spec runs, not the object revision status writes advance;
     // RESTARTS adds up the containers' restarts.

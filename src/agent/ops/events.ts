@@ -1,0 +1,124 @@
+/**
+ * `orc events`: what happened in the cluster, from replicated state only — every object's revisions
+ * (who changed what, and why) and the lifecycle units of pods (`status.workflow`: started, done,
+ * failed with the error). Works on any node, for any object, including while peers are away.
+ */
+import { KINDS, getKind, parseRef, type ObjectRef } from '../../model/index.ts'
+import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import { parseWorkflowSnapshot } from '../../workflow/index.ts'
+
+export interface ClusterEvent {
+  /** Stable id, so a follower can skip what it already printed. */
+  id: string
+  time: number
+  /** `pod/web` style. */
+  object: string
+  namespace: string
+  /** `Created`, `Updated`, `Deleted`, `RolledBack`, `UnitStarted`, `UnitDone`, `UnitFailed`, `UnitSkipped`. */
+  type: string
+  /** Who: the revision's author, or the node that ran the unit. */
+  source: string
+  message: string
+  /** Revision number the event belongs to (revisions) or runs for (units). */
+  revision?: number
+}
+
+export interface EventQuery {
+  since?: number
+  /** Only this object (`pod/web`) … */
+  ref?: ObjectRef
+  /** … or only this kind. */
+  kind?: string
+  namespace?: string
+  limit?: number
+}
+
+function refText(kind: string, name: string): string {
+  return `${kind.toLowerCase()}/${name}`
+}
+
+function revisionType(op: string, rollback: boolean): string {
+  if (rollback) return 'RolledBack'
+  return op === 'create' ? 'Created' : op === 'delete' ? 'Deleted' : 'Updated'
+}
+
+function unitEvents(obj: StoredObject, since: number): ClusterEvent[] {
+  const st = (obj.status ?? {}) as Record<string, unknown>
+  if (st.workflow === undefined) return []
+  let snap
+  try {
+    snap = parseWorkflowSnapshot(st.workflow)
+  } catch {
+    return [] // written by another node; unreadable is not an event
+  }
+  const node = typeof st.node === 'string' ? `node/${st.node}` : 'node/?'
+  const base = { object: refText(obj.kind, obj.metadata.name), namespace: obj.metadata.namespace ?? '', source: node }
+  const run = snap.id ?? String(snap.startedAt)
+  const rev = typeof st.targetRevision === 'number' ? st.targetRevision : undefined
+  const out: ClusterEvent[] = []
+  for (const u of snap.units) {
+    if (u.kind !== 'unit') continue
+    const key = `${obj.metadata.uid}:${run}:${u.name}`
+    if (u.startedAt !== undefined && u.startedAt >= since) {
+      out.push({ ...base, id: `${key}:start`, time: u.startedAt, type: 'UnitStarted', message: `${u.name} started`, revision: rev })
+    }
+    if (u.endedAt !== undefined && u.endedAt >= since) {
+      const took = u.startedAt !== undefined ? ` in ${formatMs(u.endedAt - u.startedAt)}` : ''
+      if (u.state === 'done') out.push({ ...base, id: `${key}:end`, time: u.endedAt, type: 'UnitDone', message: `${u.name} done${took}`, revision: rev })
+      else if (u.state === 'failed') {
+        out.push({ ...base, id: `${key}:end`, time: u.endedAt, type: 'UnitFailed', message: `${u.name} failed${took}: ${u.lastError ?? 'unknown error'}`, revision: rev })
+      } else if (u.state === 'skipped') {
+        out.push({ ...base, id: `${key}:end`, time: u.endedAt, type: 'UnitSkipped', message: `${u.name} skipped: ${u.reason ?? u.cause ?? ''}`.trim(), revision: rev })
+      }
+    }
+  }
+  return out
+}
+
+function formatMs(ms: number): string {
+  return ms < 1000 ? `${Math.max(0, Math.round(ms))}ms` : `${(ms / 1000).toFixed(1)}s`
+}
+
+/** Events newer than `q.since`, oldest first, at most `q.limit` (the newest ones). */
+export async function collectEvents(store: ObjectStore, q: EventQuery): Promise<ClusterEvent[]> {
+  const since = q.since ?? 0
+  const objects: StoredObject[] = []
+  if (q.ref !== undefined) {
+    const o = store.get(q.ref)
+    if (o !== undefined) objects.push(o)
+  } else {
+    for (const def of KINDS) {
+      if (q.kind !== undefined && def.kind !== q.kind) continue
+      objects.push(...store.list(def.kind, def.namespaced ? q.namespace : undefined))
+    }
+  }
+  const out: ClusterEvent[] = []
+  const refs: ObjectRef[] = q.ref !== undefined ? [q.ref] : objects.map((o) => ({ kind: o.kind, namespace: o.metadata.namespace ?? '', name: o.metadata.name }))
+  for (const ref of refs) {
+    const revs = await store.history(ref, { since })
+    for (const r of revs) {
+      if (r.time < since) continue
+      out.push({
+        id: r.id,
+        time: r.time,
+        object: refText(ref.kind, ref.name),
+        namespace: ref.namespace,
+        type: revisionType(r.op, r.rollbackTo !== undefined),
+        source: r.author,
+        message: r.reason || (r.op === 'create' ? 'created' : r.op === 'delete' ? 'deleted' : `${r.changes?.length ?? 0} field(s) changed`),
+        revision: r.number,
+      })
+    }
+  }
+  for (const o of objects) out.push(...unitEvents(o, since))
+  out.sort((a, b) => a.time - b.time || a.id.localeCompare(b.id))
+  const limit = q.limit ?? 500
+  return out.length > limit ? out.slice(out.length - limit) : out
+}
+
+/** `pod/web` (or `pods`, `pod`) as a query; bad input is one clear error from parseRef/getKind. */
+export function eventTarget(text: string | undefined, namespace: string | undefined): Pick<EventQuery, 'ref' | 'kind'> {
+  if (text === undefined || text === '') return {}
+  if (text.includes('/')) return { ref: parseRef(text, namespace) }
+  return { kind: getKind(text).kind }
+}

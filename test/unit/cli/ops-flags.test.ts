@@ -1,0 +1,43 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { httpOptionFromFlags, installLine, peersTable } from '../../../src/cli/commands/ops.ts'
+import { parseHttpListen } from '../../../src/agent/index.ts'
+
+test('--http-listen: default, explicit, env, off, and one clear error', () => {
+  assert.deepEqual(httpOptionFromFlags(undefined, {}), { listen: '0.0.0.0:7418', explicit: false })
+  assert.deepEqual(httpOptionFromFlags('127.0.0.1:0', {}), { listen: '127.0.0.1:0', explicit: true })
+  assert.deepEqual(httpOptionFromFlags(undefined, { ORC_HTTP_LISTEN: '[::1]:9000' }), { listen: '[::1]:9000', explicit: true })
+  assert.equal(httpOptionFromFlags('off', {}), undefined)
+  assert.deepEqual(parseHttpListen('[fd00::1]:7418'), { host: 'fd00::1', port: 7418 })
+  for (const bad of ['example.com:80', '7418', '1.2.3.4:99999', '']) {
+    assert.throws(() => httpOptionFromFlags(bad, {}), /^OrcError: --http-listen .*: give an IP address and port \(like 0\.0\.0\.0:7418 or \[::\]:7418\) or off$/, bad)
+  }
+})
+
+test('the install line names the listener, or the join address when it listens on every interface', () => {
+  assert.equal(installLine('0.0.0.0:7418', '192.168.1.10', 'orcjoin1.abc'), 'curl -fsSL http://192.168.1.10:7418/install.sh | sudo sh -s -- --token orcjoin1.abc')
+  assert.equal(installLine('10.0.0.5:8080', '192.168.1.10', 'T'), 'curl -fsSL http://10.0.0.5:8080/install.sh | sudo sh -s -- --token T')
+  assert.equal(installLine('[::]:7418', 'fd00::5', 'T'), 'curl -fsSL http://[fd00::5]:7418/install.sh | sudo sh -s -- --token T')
+})
+
+test('the peers table puts this node first and shows what is unknown as -', () => {
+  const now = 1_000_000
+  const text = peersTable(
+    [
+      { name: 'a', peerId: 'p1', self: true, state: 'alive', path: 'self', latencyMs: null, lastSeen: now, handshakeAt: null, addresses: ['/ip4/10.0.0.1/tcp/7419'], version: '0.1.0', pods: 2 },
+      { name: 'b', peerId: 'p2', self: false, state: 'suspect', path: 'gossip', latencyMs: null, lastSeen: now - 7000, handshakeAt: null, addresses: [], version: null, pods: 0 },
+      { name: 'c', peerId: 'p3', self: false, state: 'alive', path: 'relayed', latencyMs: 12.34, lastSeen: now - 1000, handshakeAt: now - 3_600_000, addresses: ['/ip4/10.0.0.3/tcp/7419'], version: '0.1.0', pods: 1 },
+    ],
+    now,
+  )
+  assert.equal(
+    text,
+    [
+      'NODE            STATE     PATH      LATENCY   LAST SEEN   HANDSHAKE   PODS   VERSION   ADDRESS',
+      'a (this node)   alive     -         -         now         -           2      0.1.0     /ip4/10.0.0.1/tcp/7419',
+      'b               suspect   gossip    -         7s ago      -           0      -         -',
+      'c               alive     relayed   12.3ms    1s ago      60m ago     1      0.1.0     /ip4/10.0.0.3/tcp/7419',
+      '',
+    ].join('\n'),
+  )
+})
