@@ -16,11 +16,15 @@ import { createLogger } from './logger.ts'
 import { prepareJoin, startClusterMesh, type ClusterNode } from './cluster.ts'
 import { checkAgentControllers, AGENT_CONTROLLERS } from './controllers.ts'
 import { withSchedulingRoutes } from './sched/index.ts'
+import { DeploymentController, withRolloutRoutes } from './deployments/index.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { createPodApi } from './pods/api.ts'
 import { podTunablesFromEnv } from './pods/options.ts'
 import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
+import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute } from './stability.ts'
+import { createNodeOps, type NodeOps } from './ops/node-ops.ts'
+import { NodeNetwork, meshViewOf, withNetworkRoutes } from './network/index.ts'
 import { systemClock as workflowSystemClock } from '../workflow/index.ts'
 import {
   DEFAULT_CLUSTER_NAME,
@@ -50,6 +54,8 @@ export interface Agent {
   readonly cluster?: ClusterNode
   /** controller:lifecycle, running this node's pods. */
   readonly lifecycle: PodLifecycle
+  /** Metrics, events, doctor and the HTTP listener (install script, /metrics). */
+  readonly ops: NodeOps
   /** Orderly stop: API first (no new writes), then the store. Safe to call twice. */
   stop(): Promise<void>
   /** Resolves when the agent has stopped. */
@@ -135,6 +141,7 @@ async function registerNode(
   labels: Record<string, string> | undefined,
   clock: Clock,
   mesh?: { peerId: string; addresses: string[] },
+  state: 'Ready' | 'NotReady' = 'Ready',
 ): Promise<void> {
   const ref = { kind: 'Node', namespace: '', name }
   const existing = store.get(ref)
@@ -150,7 +157,7 @@ async function registerNode(
   await store.patch(
     ref,
     [
-      { path: ['status', 'state'], value: 'Ready' },
+      { path: ['status', 'state'], value: state },
       { path: ['status', 'addresses'], value: mesh?.addresses ?? [] },
       // `orc node forget` holds until the node comes back: a started agent is back.
       ...(store.get(ref)?.status?.forgotten !== undefined ? [{ path: ['status', 'forgotten'], value: undefined }] : []),
@@ -187,9 +194,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let server: SocketServer | undefined
   let cluster: ClusterNode | undefined
   let lifecycle: PodLifecycle | undefined
+  let deployments: DeploymentController | undefined
+  let network: NodeNetwork | undefined
+  let ops: NodeOps | undefined
+  let pruneTimer: ReturnType<typeof setInterval> | undefined
   const cleanup = async (): Promise<void> => {
+    if (pruneTimer) clearInterval(pruneTimer)
+    await ops?.stop().catch((err) => log.warn({ err }, 'stop ops listener'))
     await server?.close().catch((err) => log.warn({ err }, 'close API'))
+    await deployments?.stop().catch((err) => log.warn({ err }, 'stop deployments'))
     await lifecycle?.stop().catch((err) => log.warn({ err }, 'stop pod lifecycle'))
+    await network?.stop().catch((err) => log.warn({ err }, 'stop node network'))
     await cluster?.stop().catch((err) => log.warn({ err }, 'stop mesh'))
     await store.close().catch((err) => log.warn({ err }, 'close store'))
     if (readPid(dataDir) === process.pid) {
@@ -213,6 +228,12 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       )
     }
     if (opts.mesh) cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh, clock })
+    // Tombstone pruning is proven safe only while no other replica holds the document: a node
+    // that is its cluster's only member and knows no other Node (docs/architecture.md).
+    const meshOf = cluster
+    store.setStability(() =>
+      (meshOf === undefined || meshOf.mesh.members().every((m) => m.peerId === meshOf.peerId)) && store.list('Node').length <= 1 ? [] : null,
+    )
     const clusterRef = await ensureCluster(
       store,
       opts.clusterName ?? DEFAULT_CLUSTER_NAME,
@@ -220,7 +241,31 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       random,
       cluster ? { id: cluster.clusterId, joined: opts.mesh?.join !== undefined } : undefined,
     )
-    await registerNode(store, nodeName, opts.labels, clock, cluster ? { peerId: cluster.peerId, addresses: cluster.mesh.addresses() } : undefined)
+    const networkMode = opts.network?.mode ?? 'off'
+    await registerNode(
+      store,
+      nodeName,
+      opts.labels,
+      clock,
+      cluster ? { peerId: cluster.peerId, addresses: cluster.mesh.addresses() } : undefined,
+      cluster && networkMode !== 'off' ? 'NotReady' : 'Ready',
+    )
+    // The node network: tunnels, the node /64, pod namespaces (docs/networking.md).
+    network = new NodeNetwork(
+      {
+        store,
+        nodeName,
+        dataDir,
+        logger,
+        now: () => clock.now(),
+        workflowClock: workflowSystemClock,
+        random,
+        ...(cluster ? { mesh: meshViewOf(cluster.mesh) } : {}),
+      },
+      opts.network ?? { mode: 'off' },
+    )
+    await network.start()
+    const nodeNetwork = network
     const info: NodeInfo = {
       name: nodeName,
       version: ORC_VERSION,
@@ -240,6 +285,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       tunables: opts.pods?.tunables ?? podTunablesFromEnv(process.env),
       aliveNodes: () => (meshNode ? meshNode.mesh.members().filter((m) => m.self || m.state === 'alive').map((m) => m.name) : [nodeName]),
       members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
+      network: nodeNetwork,
     })
     const pods = lifecycle
     const baseHandler = createApiHandler({
@@ -264,9 +310,74 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
       schedView: () => pods.schedView(),
     })
-    const handler = cluster ? cluster.wrap(schedHandler) : schedHandler
+    const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
+    const netHandler = withNetworkRoutes(rolloutHandler, nodeNetwork)
+    ops = createNodeOps({
+      store,
+      nodeName,
+      dataDir,
+      version: ORC_VERSION,
+      clusterId: () => clusterRef.id,
+      mesh: cluster?.mesh,
+      logger,
+      now: () => clock.now(),
+      http: opts.http,
+    })
+    // Tombstone pruning across members (stability.ts); alone, the store's own source suffices.
+    const stability = cluster
+      ? {
+          store,
+          selfPeerId: cluster.peerId,
+          members: () => cluster!.mesh.members().map((m) => m.peerId),
+          ask: async (peer: string) => {
+            const r = await cluster!.mesh.memberRequest(peer, { method: 'GET', path: STABILITY_PATH }, { timeoutMs: 5000 })
+            if (r.status !== 200) throw new Error(`HTTP ${r.status}`)
+            return r.body
+          },
+        }
+      : undefined
+    const stabilityHandler = withStabilityRoute(netHandler, stability)
+    const pruneEvery = opts.pruneIntervalMs ?? (Number(process.env.ORC_PRUNE_INTERVAL_MS) || 120_000)
+    const structsGauge = ops.metrics.gauge('orc_store_document_structs', 'Structs (items and GC ranges) the in-memory replicated document holds; pruning keeps it proportional to live data.')
+    ops.metrics.onCollect(() => structsGauge.set({}, store.docStats().structs))
+    const prunePasses = ops.metrics.counter('orc_store_prune_passes_total', 'Tombstone pruning passes, by outcome (pruned, nothing, waiting: a member did not vouch).')
+    const prunedTotal = ops.metrics.counter('orc_store_pruned_tombstones_total', 'Tombstones of overwritten fields pruned from the replicated document.')
+    let pruning = false
+    let lastWait: string | undefined
+    pruneTimer = setInterval(() => {
+      if (pruning) return
+      pruning = true
+      const pass = stability ? pruneClusterTombstones(stability) : Promise.resolve(store.pruneTombstones())
+      pass
+        .then((res) => {
+          prunePasses.inc({ outcome: res.pruned > 0 ? 'pruned' : res.skipped ? 'waiting' : 'nothing' })
+          if (res.pruned > 0) prunedTotal.inc({}, res.pruned)
+          // Say once why pruning waits (memory grows meanwhile), and once when it stops waiting.
+          if (res.skipped !== lastWait) log.info({ reason: res.skipped ?? null }, res.skipped ? 'tombstone pruning waits' : 'tombstone pruning resumed')
+          lastWait = res.skipped
+          log.debug({ ...res, structs: store.docStats().structs }, 'tombstone pruning pass')
+        })
+        .catch((err) => log.warn({ err }, 'tombstone pruning pass failed'))
+        .finally(() => (pruning = false))
+    }, pruneEvery)
+    pruneTimer.unref()
+    const opsHandler = ops.wrap(stabilityHandler)
+    const handler = cluster ? cluster.wrap(opsHandler) : opsHandler
     server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
+    await ops.start()
     await lifecycle.start()
+    nodeNetwork.podsAdopted()
+    const podClock = opts.pods?.clock ?? workflowSystemClock
+    deployments = new DeploymentController({
+      store,
+      nodeName,
+      members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
+      now: () => podClock.now(),
+      setTimeout: (fn, ms) => podClock.setTimeout(fn, ms),
+      clearTimeout: (h) => podClock.clearTimeout(h as Parameters<typeof podClock.clearTimeout>[0]),
+      log: logger.child({ module: 'deployments' }),
+    })
+    deployments.start()
     log.info({ node: nodeName, cluster: clusterRef.name, clusterId: clusterRef.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')
 
     let resolveStopped!: () => void
@@ -280,6 +391,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       logger,
       cluster,
       lifecycle,
+      ops,
       stopped,
       stop() {
         stopping ??= (async () => {

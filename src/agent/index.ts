@@ -18,9 +18,29 @@ export { serveOnSocket, MAX_REQUEST_BYTES } from './http.ts'
 export type { SocketServer } from './http.ts'
 export { defaultDataDir, resolveSocketPath, socketPathOf, systemClock, SOCKET_FILE, PID_FILE, DEFAULT_CLUSTER_NAME } from './options.ts'
 export type { AgentOptions, Clock, RandomBytes } from './options.ts'
+export { parseNetworkMode, type NetworkMode, type NetworkSetup } from './network/options.ts'
 // Types only: cluster.ts loads libp2p, which the socket-only CLI commands must not pay for.
 export type { ClusterNode, MeshSetup } from './cluster.ts'
 // Pods: controller:lifecycle and what the CLI needs to explain pods.
 export { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 export type { PodLifecycle } from './pods/controller.ts'
 export type { PodTunables } from './pods/options.ts'
+// Operator tools: the HTTP listener's options, doctor, events, metrics (heavy parts load on use).
+export { DEFAULT_HTTP_LISTEN, DEFAULT_HTTP_PORT, parseHttpListen } from './ops/options.ts'
+export type { HttpListenOption } from './ops/options.ts'
+export type { NodeOps, PeerRow } from './ops/node-ops.ts'
+export type { Finding, Severity } from './ops/doctor.ts'
+export type { ClusterEvent } from './ops/events.ts'
+export { parsePrometheusText, type Sample } from './ops/metrics.ts'
+
+/** `orc doctor` without an agent: what this machine can tell on its own. */
+export async function localDoctorFindings(dataDir: string): Promise<import('./ops/doctor.ts').Finding[]> {
+  const { hostFindings, portFindings } = await import('./ops/doctor.ts')
+  return [
+    ...(await hostFindings(dataDir)),
+    ...(await portFindings([
+      { port: 7419, what: 'mesh', flag: '--listen ADDR' },
+      { port: 7418, what: 'install and metrics listener', flag: '--http-listen ADDR' },
+    ])),
+  ]
+}

@@ -2,7 +2,9 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { MeshSetup } from './cluster.ts'
 import type { PodTunables } from './pods/options.ts'
+import type { NetworkSetup } from './network/options.ts'
 import type { Clock as WorkflowClock } from '../workflow/index.ts'
+import type { HttpListenOption } from './ops/options.ts'
 
 /** Where an agent keeps its state when no `--data-dir` is given: system-wide as root, per user otherwise. */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, uid: number = process.getuid?.() ?? -1): string {
@@ -53,6 +55,12 @@ export interface AgentOptions {
   mesh?: MeshSetup
   /** Pod lifecycle: timers (default from `ORC_POD_TUNABLES`, else production values) and clock. */
   pods?: { tunables?: Partial<PodTunables>; clock?: WorkflowClock }
+  /** HTTP listener for the install script, the package and /metrics (`--http-listen`). Off when absent. */
+  http?: HttpListenOption
+  /** How often the agent prunes stable Yjs tombstones (ms; env ORC_PRUNE_INTERVAL_MS; default 2 min). */
+  pruneIntervalMs?: number
+  /** Node network (WireGuard, pod namespaces): `off` when absent; the CLI defaults to `auto`. */
+  network?: NetworkSetup
 }
 
 export const DEFAULT_CLUSTER_NAME = 'default'

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os'
 /** Text output of the CLI: kubectl-style tables, YAML, history and diff listings. Pure functions. */
 import { stringify } from 'yaml'
 import { OrcError, formatPath, type Change, type KindDef, type OrcObject } from '../model/index.ts'
@@ -103,4 +104,31 @@ export function parseLabels(text: string): Record<string, string> {
     out[part.slice(0, eq)] = part.slice(eq + 1)
   }
   return out
+}
+
+/** The Examples section of a command's help. */
+export function examples(lines: string): string {
+  return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
+}
+
+/** How long ago, in the largest unit that keeps it short (`90s ago`, `3h ago`). */
+export function ago(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000))
+  if (s < 120) return `${s}s ago`
+  if (s < 7200) return `${Math.floor(s / 60)}m ago`
+  if (s < 172800) return `${Math.floor(s / 3600)}h ago`
+  return `${Math.floor(s / 86400)}d ago`
+}
+
+/** `user:$USER` (or the login name), made safe as an author. */
+export function defaultAuthor(env: NodeJS.ProcessEnv): string {
+  let name = env.USER || env.LOGNAME
+  if (!name) {
+    try {
+      name = userInfo().username
+    } catch {
+      name = 'unknown'
+    }
+  }
+  return `user:${name.replace(/[^-A-Za-z0-9_.@]/g, '_') || 'unknown'}`
 }

@@ -2,7 +2,6 @@
  * The `orc` command. Each subcommand is a thin shell over the local API; all decisions are in the
  * agent. Errors print as one line (`error: …`) and exit non-zero; `--debug` adds the cause chain.
  */
-import { userInfo } from 'node:os'
 import { Command, CommanderError, Option } from 'commander'
 import { OrcError, findKind, getKind, parseRef, type KindDef, type ObjectRef, type OrcObject, type Change } from '../model/index.ts'
 import type { Revision, StoredObject, WriteResult } from '../store/index.ts'
@@ -14,13 +13,17 @@ import {
   stopOnSignals,
   type ApplyResultItem,
   type NodeInfo,
+  type PeerRow,
 } from '../agent/index.ts'
 import { ApiClient } from './client.ts'
-import { changeLines, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
+import { changeLines, defaultAuthor, examples, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
 import { describeDoc, readManifests } from './manifests.ts'
 import { RemoteApiClient, readCredential, type ApiCaller } from './remote.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
 import { registerPodCommands } from './commands/pods.ts'
+import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
+import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
+import { registerRolloutCommands } from './commands/rollout.ts'
 
 export interface CliIO {
   out(text: string): void
@@ -40,21 +43,7 @@ function collect(v: string, prev: string[]): string[] {
   return [...prev, v]
 }
 
-function examples(lines: string): string {
-  return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
-}
 
-function defaultAuthor(env: NodeJS.ProcessEnv): string {
-  let name = env.USER || env.LOGNAME
-  if (!name) {
-    try {
-      name = userInfo().username
-    } catch {
-      name = 'unknown'
-    }
-  }
-  return `user:${name.replace(/[^-A-Za-z0-9_.@]/g, '_') || 'unknown'}`
-}
 
 /** `alice` means `user:alice`; `controller:x` and `user:x` are taken as given. */
 function normalizeAuthor(a: string): string {
@@ -129,6 +118,9 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
     .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
     .option('--log-level <level>', 'trace, debug, info, warn or error', 'info')
+    .option('--network <mode>', NETWORK_FLAG_HELP)
+    .option('--wg-port <port>', 'WireGuard UDP port (default 51820, a free one when taken)')
+    .option('--http-listen <addr>', HTTP_LISTEN_HELP)
     .addHelpText('after', examples(`
   # Start a node with the default data dir
   orc up
@@ -147,6 +139,8 @@ Use "orc COMMAND --help" for more about a command.`))
         clusterName: opts.cluster,
         logLevel: opts.logLevel,
         mesh: await meshSetupFromFlags(opts, io.env),
+        network: networkSetupFromFlags(opts, io.env),
+        http: httpOptionFromFlags(opts.httpListen, io.env),
       })
       const removeSignals = stopOnSignals(agent)
       const isDefault = socketPath === resolveSocketPath(undefined, { ...io.env, ORC_SOCKET: undefined })
@@ -239,6 +233,7 @@ Use "orc COMMAND --help" for more about a command.`))
         if (nameArg !== undefined) throw new OrcError('invalid', `give either KIND/NAME or KIND NAME, not ${kindArg} ${nameArg}`)
         ;[kindText, name] = [kindArg.slice(0, kindArg.indexOf('/')), kindArg.slice(kindArg.indexOf('/') + 1)]
       }
+      if (kindText === 'routes' || kindText === 'route') return io.out(await routesOutput(client(cmd), opts.output, io.now()))
       const def = getKind(kindText)
       const c = client(cmd)
       let items: StoredObject[]
@@ -359,18 +354,23 @@ Use "orc COMMAND --help" for more about a command.`))
   // ---- status
   program
     .command('status')
-    .description('Show this node, its cluster and its store')
+    .description('Show this node, its cluster, its store and every peer: state, path, latency, last handshake, pods')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json', 'yaml']).default('text'))
+    .option('--json', 'same as -o json')
     .addHelpText('after', examples(`
   orc status
   orc status -o json`))
     .action(async (opts, cmd: Command) => {
-      const s = await client(cmd).call<{
+      if (opts.json) opts.output = 'json'
+      const c = client(cmd)
+      const s = await c.call<{
         node: NodeInfo
         objects: number
         counts: Record<string, number>
         uptimeSeconds: number
         mesh?: { state: string; peerId: string; addresses: string[]; members: { total: number; alive: number; suspect: number; dead: number } }
+        http?: { address: string } | null
+        peers?: PeerRow[]
       }>('GET', '/v1/status')
       if (opts.output === 'json') return io.out(JSON.stringify(s, null, 2) + '\n')
       if (opts.output === 'yaml') return io.out(toYaml(s))
@@ -391,13 +391,17 @@ Use "orc COMMAND --help" for more about a command.`))
                 `Addresses: ${s.mesh.addresses.join(', ') || '<none>'}`,
               ]
             : []),
+          ...(s.http !== undefined ? [`HTTP:      ${s.http ? `http://${s.http.address} (install.sh, /metrics)` : 'off'}`] : []),
           '',
+          ...(s.peers ? [peersTable(s.peers, io.now())] : []),
         ].join('\n'),
       )
     })
 
   registerClusterCommands(program, io, client)
   registerPodCommands(program, io, client)
+  registerOpsCommands(program, io, client)
+  registerRolloutCommands(program, io, client)
 
   return program
 }

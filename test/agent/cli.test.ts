@@ -65,8 +65,8 @@ describe('orc CLI against a real agent', () => {
 
     const nodes = await run(['get', 'nodes', '-o', 'wide'])
     assert.equal(nodes.exitCode, 0, nodes.stderr)
-    assert.match(nodes.stdout, /^NAME +STATUS +MEMBER +LAST SEEN +LATENCY +ADDRESSES +VERSION +LABELS +AGE/)
-    assert.match(nodes.stdout, /\nn1 +Ready +alive \(self\) +now +- +\/ip4\/127\.0\.0\.1\/tcp\/\d+ +\d+\.\d+\.\d+ +(disk=ssd,zone=lab|zone=lab,disk=ssd) /)
+    assert.match(nodes.stdout, /^NAME +STATUS +MEMBER +LAST SEEN +LATENCY +ADDRESSES +NETWORK +VERSION +LABELS +AGE/)
+    assert.match(nodes.stdout, /\nn1 +Ready +alive \(self\) +now +- +\/ip4\/127\.0\.0\.1\/tcp\/\d+ +Off +\d+\.\d+\.\d+ +(disk=ssd,zone=lab|zone=lab,disk=ssd) /)
 
     const cluster = JSON.parse((await run(['get', 'clusters', '-o', 'json'])).stdout)
     assert.equal(cluster.items.length, 1)
@@ -100,7 +100,7 @@ describe('orc CLI against a real agent', () => {
       // REV is the revision whose spec runs: alice's relabel did not change the spec.
       const table = await run(['get', 'pods'])
       assert.match(table.stdout, /^NAME +STATUS +NODE +REV +RESTARTS +AGE\nhello +Running +n1 +1 +0 +\d+s\n$/)
-      assert.match((await run(['get', 'pods', '-o', 'wide', '-A'])).stdout, /^NAMESPACE +NAME +STATUS +NODE +POLICY +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +best-effort +1 +0 /)
+      assert.match((await run(['get', 'pods', '-o', 'wide', '-A'])).stdout, /^NAMESPACE +NAME +STATUS +NODE +IP +POLICY +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +<none> +best-effort +1 +0 /)
     }
 
     const y = parse((await run(['get', 'pod', 'hello', '-o', 'yaml'])).stdout)

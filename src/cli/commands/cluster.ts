@@ -7,8 +7,11 @@ import { Option } from 'commander'
 import { OrcError } from '../../model/index.ts'
 import type { StoredObject } from '../../store/index.ts'
 import { defaultDataDir, socketPathOf, startAgent, stopOnSignals, type Agent, type AgentOptions, type MeshSetup } from '../../agent/index.ts'
-import { formatTable, parseLabels, toYaml } from '../format.ts'
+import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
+import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
 import type { ApiCaller } from '../remote.ts'
+import { createProgress } from '../progress.ts'
+import { HTTP_LISTEN_HELP, httpOptionFromFlags, installLine } from './ops.ts'
 
 export interface ClusterCliIO {
   out(text: string): void
@@ -21,9 +24,6 @@ function collect(v: string, prev: string[]): string[] {
   return [...prev, ...v.split(',').map((x) => x.trim()).filter((x) => x !== '')]
 }
 
-function examples(lines: string): string {
-  return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
-}
 
 /** `90s`, `30m`, `1h`, `7d` → ms. */
 export function parseDuration(text: string): number {
@@ -80,6 +80,9 @@ export function meshBanner(agent: Agent, socketHint: string[]): string[] {
     ...socketHint.map((l) => `  ${l}`),
     '  orc token create --ttl 1h',
     `  orc join ${at} --token <token>`,
+    'or print a one-line installer for a bare machine (docs/install.md):',
+    ...socketHint.map((l) => `  ${l}`),
+    '  orc token create --print-install',
   ]
 }
 
@@ -102,13 +105,6 @@ interface Member {
   self: boolean
 }
 
-function ago(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000))
-  if (s < 120) return `${s}s ago`
-  if (s < 7200) return `${Math.floor(s / 60)}m ago`
-  if (s < 172800) return `${Math.floor(s / 3600)}h ago`
-  return `${Math.floor(s / 86400)}d ago`
-}
 
 function ageOf(iso: unknown, now: number): string {
   const t = typeof iso === 'string' ? Date.parse(iso) : NaN
@@ -133,9 +129,9 @@ export async function nodesWideTable(client: ApiCaller, items: StoredObject[], n
     const rtt = m === undefined || m.self || m.rttMs === null ? '-' : `${Math.round(m.rttMs * 10) / 10}ms`
     const addrs = (m && m.addresses.length > 0 ? m.addresses : ((st.addresses as string[] | undefined) ?? [])).join(',') || '<none>'
     const labels = Object.entries(o.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',') || '<none>'
-    return [o.metadata.name, String(st.state ?? 'Unknown'), state, seen, rtt, addrs, String(st.version ?? '<unknown>'), labels, ageOf(o.metadata.createdAt, now)]
+    return [o.metadata.name, String(st.state ?? 'Unknown'), state, seen, rtt, addrs, nodeNetworkCell(o), String(st.version ?? '<unknown>'), labels, ageOf(o.metadata.createdAt, now)]
   })
-  return formatTable(['NAME', 'STATUS', 'MEMBER', 'LAST SEEN', 'LATENCY', 'ADDRESSES', 'VERSION', 'LABELS', 'AGE'], rows)
+  return formatTable(['NAME', 'STATUS', 'MEMBER', 'LAST SEEN', 'LATENCY', 'ADDRESSES', 'NETWORK', 'VERSION', 'LABELS', 'AGE'], rows)
 }
 
 export function registerClusterCommands(program: Command, io: ClusterCliIO, client: (cmd: Command) => ApiCaller): void {
@@ -151,6 +147,9 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
     .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
     .option('--log-level <level>', 'trace, debug, info, warn or error', 'info')
+    .option('--http-listen <addr>', HTTP_LISTEN_HELP)
+    .option('--network <mode>', NETWORK_FLAG_HELP)
+    .option('--wg-port <port>', 'WireGuard UDP port (default 51820, a free one when taken)')
     .addHelpText('after', examples(`
   # On a member: make a token (one use, valid for an hour)
   orc token create
@@ -165,7 +164,9 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       const socketFlag = cmd.optsWithGlobals().socket as string | undefined
       const socketPath = socketFlag ?? socketPathOf(dataDir)
       const setup = await meshSetupFromFlags(opts, io.env)
-      setup.join = { token: opts.token, peer, onProgress: (line) => io.out(`${line}\n`) }
+      // A spinner on a terminal; the same lines as plain text anywhere else (scripts grep them).
+      const progress = createProgress({ write: (t) => io.out(t), isTTY: Boolean(process.stdout.isTTY) })
+      setup.join = { token: opts.token, peer, onProgress: (line) => (line.startsWith('ready') ? progress.done(line) : progress.update(line)) }
       try {
         await runForeground(
           io,
@@ -176,6 +177,8 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
             labels: opts.labels !== undefined ? parseLabels(opts.labels) : undefined,
             logLevel: opts.logLevel,
             mesh: setup,
+            http: httpOptionFromFlags(opts.httpListen, io.env),
+            network: networkSetupFromFlags(opts, io.env),
           },
           (agent) => [
             `orc ${agent.info.version}: node ${agent.info.name} joined cluster ${agent.info.cluster?.name} (id ${agent.info.cluster?.id})`,
@@ -201,9 +204,13 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .option('--ttl <duration>', 'how long the token is valid (90s, 30m, 1h, 7d)', '1h')
     .option('--uses <n>', 'how many nodes may join with it', '1')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['token', 'json']).default('token'))
+    .option('--print-install', 'print the one-line install command for a new machine (curl … | sudo sh) instead of the bare token')
     .addHelpText('after', examples(`
   # One node, within the hour
   orc token create
+
+  # The line to paste on a new machine: installs orc from this node, joins, starts it
+  orc token create --print-install
 
   # Three nodes, within ten minutes; keep the token in a variable
   T=$(orc token create --ttl 10m --uses 3)`))
@@ -211,9 +218,23 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       const ttlMs = parseDuration(opts.ttl)
       const uses = Number(opts.uses)
       if (!Number.isInteger(uses) || uses < 1) throw new OrcError('invalid', `--uses ${JSON.stringify(opts.uses)}: must be a positive whole number`)
+      let http: string | undefined
+      if (opts.printInstall) {
+        // Before the token exists: a node that serves no install script should not burn one.
+        const s = await client(cmd).call<{ http?: { address: string } | null }>('GET', '/v1/status')
+        if (!s.http) throw new OrcError('unavailable', "this node's HTTP listener is off, so it serves no install script (start it with --http-listen ADDR), or use orc join")
+        http = s.http.address
+      }
       const r = await client(cmd).call<{ token: string; id: string; expiresAt: number; uses: number; addresses: string[] }>('POST', '/v1/cluster/tokens', {
         body: { ttlMs, uses },
       })
+      if (http !== undefined) {
+        const line = installLine(http, joinAddressOf(r.addresses)?.replace(/^\[?([^\]]*?)\]?:[0-9]+$/, '$1'), r.token)
+        if (opts.output === 'json') return io.out(JSON.stringify({ ...r, install: line }, null, 2) + '\n')
+        io.out(line + '\n')
+        io.err(`token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or with sudo).\n`)
+        return
+      }
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
       io.out(r.token + '\n')
       const at = joinAddressOf(r.addresses) ?? '<this node’s address>'

@@ -19,8 +19,9 @@ import {
   parseWorkflowSnapshot,
   type WorkflowSnapshot,
 } from '../../workflow/index.ts'
-import { formatTable } from '../format.ts'
+import { examples, formatTable } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
+import { nodeWhyOutput } from './network.ts'
 
 export interface PodCliIO {
   out(text: string): void
@@ -29,9 +30,6 @@ export interface PodCliIO {
   now(): number
 }
 
-function examples(lines: string): string {
-  return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
-}
 
 function objectPath(ref: ObjectRef): string {
   return `/v1/objects/${encodeURIComponent(ref.kind)}/${ref.namespace === '' ? '_' : encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}`
@@ -70,7 +68,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   // ---- why
   program
     .command('why')
-    .description("Explain a pod's lifecycle: which unit holds it up, for how long, with what error")
+    .description("Explain a pod's lifecycle (or a node's network bring-up, node/NAME): which unit holds it up, for how long, with what error")
     .argument('<pod/NAME>', 'like pod/web')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--critical-chain', 'the chain of units that set the time to reach running, with start times and durations')
@@ -82,6 +80,11 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   # What took the time, systemd-analyze style
   orc why pod/web --critical-chain`))
     .action(async (target: string, opts, cmd: Command) => {
+      if (/^(node|nodes|no)\//i.test(target)) {
+        const name = target.slice(target.indexOf('/') + 1)
+        const { object: node } = await client(cmd).call<{ object: StoredObject }>('GET', objectPath({ kind: 'Node', namespace: '', name }))
+        return io.out(nodeWhyOutput(node, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
+      }
       const ref = podRef(target, opts.namespace)
       const { object: pod } = await client(cmd).call<{ object: StoredObject }>('GET', objectPath(ref))
       const raw = field(pod, 'status.workflow')
@@ -89,19 +92,20 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       let snap: WorkflowSnapshot | undefined
       if (raw !== undefined) snap = parseWorkflowSnapshot(raw)
       const subject = `pod/${pod.metadata.name}`
-      if (opts.output === 'json') {
-        const body: Record<string, unknown> = { pod: subject, namespace: ref.namespace, status: pod.status ?? {} }
-        if (snap) body.explanation = opts.criticalChain ? criticalChain(snap, 'running', { subject, now }) : explainWhy(snap, 'running', { subject, now })
-        return io.out(JSON.stringify(body, null, 2) + '\n')
-      }
-      const out = podSummary(pod)
       // Placement: for a pod with no node, or whose node is lost for it, say which node fits and why not.
-      let placement: { text: string; explanation: { status: string; summary: string } } | undefined
+      let placement: { text: string; explainedBy?: string; explanation: { status: string; summary: string } } | undefined
       try {
         placement = await client(cmd).call('GET', `/v1/pods/${encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}/placement`)
       } catch {
         placement = undefined // an older agent: no placement explanation
       }
+      if (opts.output === 'json') {
+        const body: Record<string, unknown> = { pod: subject, namespace: ref.namespace, status: pod.status ?? {} }
+        if (placement) body.placement = { explainedBy: placement.explainedBy, ...placement.explanation, text: placement.text }
+        if (snap) body.explanation = opts.criticalChain ? criticalChain(snap, 'running', { subject, now }) : explainWhy(snap, 'running', { subject, now })
+        return io.out(JSON.stringify(body, null, 2) + '\n')
+      }
+      const out = podSummary(pod)
       if (placement && placement.explanation.status !== 'bound') out.push('', 'Placement:', ...placement.text.split('\n').map((l) => `  ${l}`))
       else if (placement && (!snap || !placement.explanation.summary.startsWith('running on '))) out.push('', `Placement: ${placement.text.split('\n')[0]}`)
       if (!snap) {
