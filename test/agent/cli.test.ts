@@ -35,6 +35,11 @@ describe('orc CLI against a real agent', () => {
     if (!noSandbox) {
       const img = await orc(undefined, ['image', 'import-busybox', '--data-dir', dataDir])
       assert.equal(img.exitCode, 0, img.stderr)
+      // image import says what it is doing on stderr (plain lines when not a terminal)
+      const copy = await orc(undefined, ['image', 'import', join(dataDir, 'images', 'busybox'), '--name', 'copy', '--data-dir', dataDir])
+      assert.equal(copy.exitCode, 0, copy.stderr)
+      assert.match(copy.stderr, /^importing .*images\/busybox into .*images\/copy …$/m)
+      assert.match(copy.stdout, /^image copy imported \(rootfs\)/m)
     }
     agent = await startAgentProcess(dataDir, ['--name', 'n1', '--labels', 'zone=lab,disk=ssd'])
     sock = agent.socket

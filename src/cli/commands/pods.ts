@@ -20,6 +20,7 @@ import {
   type WorkflowSnapshot,
 } from '../../workflow/index.ts'
 import { examples, formatTable } from '../format.ts'
+import { createProgress } from '../progress.ts'
 import type { ApiCaller } from '../remote.ts'
 import { nodeWhyOutput } from './network.ts'
 
@@ -186,7 +187,14 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .action(async (src: string, opts) => {
       checkName(opts.name)
       const dest = join(dataDirOf(opts), 'images', opts.name)
-      const kind = importImage(resolve(src), dest)
+      const progress = createProgress({ write: (t) => io.err(t), isTTY: Boolean(process.stderr.isTTY) })
+      progress.update(`importing ${src} into ${dest} …`)
+      let kind: string
+      try {
+        kind = importImage(resolve(src), dest)
+      } finally {
+        progress.done()
+      }
       io.out(`image ${opts.name} imported (${kind}): use image: ${dest}\n`)
     })
 

@@ -6,6 +6,7 @@ import type { Command } from 'commander'
 import { Option } from 'commander'
 import { OrcError } from '../../model/index.ts'
 import { defaultAuthor, examples, formatTable } from '../format.ts'
+import { createProgress } from '../progress.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface RolloutCliIO {
@@ -156,14 +157,21 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
       if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new OrcError('invalid', `--timeout: must be a number of seconds, got ${JSON.stringify(opts.timeout)}`)
       const deadline = io.now() + timeoutMs
       let v = await c.call<RolloutView>('GET', path(opts.namespace, name))
+      // Progress on stderr (a spinner on a terminal, a line per change otherwise); stdout keeps
+      // only the final status, so `-o json` stays parseable.
+      const progress = opts.wait && !v.done ? createProgress({ write: (t) => io.err(t), isTTY: Boolean(process.stderr.isTTY) }) : undefined
+      const step = (x: RolloutView) => `pinneddeployment/${name}: ${formatRollout(x, false).split('\n').find((l) => l.startsWith('In progress:')) ?? 'waiting for status'}`
       while (opts.wait && !v.done) {
+        progress?.update(step(v))
         if (io.now() > deadline) {
+          progress?.done()
           io.out(opts.output === 'json' ? JSON.stringify(v, null, 2) + '\n' : formatRollout(v, true))
           throw new OrcError('timeout', `pinneddeployment/${name}: rollout not complete after ${opts.timeout}s`)
         }
         await new Promise((r) => setTimeout(r, 500))
         v = await c.call<RolloutView>('GET', path(opts.namespace, name))
       }
+      progress?.done(`pinneddeployment/${name}: rollout step complete`)
       io.out(opts.output === 'json' ? JSON.stringify(v, null, 2) + '\n' : formatRollout(v, Boolean(opts.pods)))
     })
 
