@@ -31,6 +31,7 @@ export type { HttpListenOption } from './ops/options.ts'
 export type { NodeOps, PeerRow } from './ops/node-ops.ts'
 export type { Finding, Severity } from './ops/doctor.ts'
 export type { ClusterEvent } from './ops/events.ts'
+export type { RolloutView } from './deployments/index.ts'
 export { parsePrometheusText, type Sample } from './ops/metrics.ts'
 
 /** `orc doctor` without an agent: what this machine can tell on its own. */

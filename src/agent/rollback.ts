@@ -6,25 +6,16 @@
  */
 import { OrcError, isPlainObject, type ObjectRef } from '../model/index.ts'
 import type { ObjectStore } from '../store/index.ts'
+import { canonicalJson } from '../sched/index.ts'
 
 const MAX_LOOKBACK = 200
 
-/** JSON with sorted keys: the store may hand back an object's keys in another order than it was written. */
-function canonical(v: unknown): string {
-  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null'
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`
-  const o = v as Record<string, unknown>
-  return `{${Object.keys(o)
-    .filter((k) => o[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
-    .join(',')}}`
-}
 
 function userContent(obj: Record<string, unknown>): string {
   const { status: _status, metadata, ...rest } = obj
   const md = isPlainObject(metadata) ? metadata : {}
-  return canonical({ ...rest, labels: md.labels ?? null, annotations: md.annotations ?? null })
+  // Sorted keys: the store may hand back an object's keys in another order than it was written.
+  return canonicalJson({ ...rest, labels: md.labels ?? null, annotations: md.annotations ?? null })
 }
 
 export async function previousUserRevision(store: ObjectStore, ref: ObjectRef): Promise<string | undefined> {

@@ -8,7 +8,7 @@
  *   `orc rollback` work on rollouts).
  */
 import { API_VERSION, OrcError, isPlainObject, type OrcObject } from '../../model/index.ts'
-import { DEPLOYMENT_LABEL, TEMPLATE_LABEL } from '../../sched/index.ts'
+import { DEPLOYMENT_LABEL, TEMPLATE_LABEL, type DeploymentStatus } from '../../sched/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from '../api.ts'
 import { observePod, statusOf } from './plan.ts'
@@ -27,8 +27,18 @@ function getDeployment(c: RolloutApiComponents, namespace: string, name: string)
   return d
 }
 
-/** The rollout as `orc rollout status` shows it. */
-export function rolloutView(c: RolloutApiComponents, d: StoredObject): Record<string, unknown> {
+/** The rollout as `orc rollout status` shows it (the body of GET /v1/rollouts/NS/NAME). */
+export interface RolloutView extends DeploymentStatus {
+  deployment: string
+  namespace: string
+  revision?: number
+  observedBy: string
+  everyNode: boolean
+  split: { replicas?: number; nextReplicas?: number; nextPercent?: number }
+  pods: { name: string; version: 'previous' | 'next' | 'old'; template: string | undefined; node: string | null; phase: string; ready: boolean }[]
+}
+
+export function rolloutView(c: RolloutApiComponents, d: StoredObject): RolloutView {
   const ns = d.metadata.namespace ?? 'default'
   const pods = c.store.list('Pod', ns).filter((p) => p.metadata.labels?.[DEPLOYMENT_LABEL] === d.metadata.name)
   const s = statusOf(d, c.store.list('Pod', ns), c.store.list('Node'))
@@ -50,7 +60,14 @@ export function rolloutView(c: RolloutApiComponents, d: StoredObject): Record<st
         const o = observePod(p)
         const st = (p.status ?? {}) as Record<string, unknown>
         const version = o.template === s.previous.template ? 'previous' : o.template === s.next?.template ? 'next' : 'old'
-        return { name: p.metadata.name, version, template: p.metadata.labels?.[TEMPLATE_LABEL], node: st.node ?? null, phase: st.phase ?? 'Pending', ready: o.ready === true }
+        return {
+          name: p.metadata.name,
+          version: version as RolloutView['pods'][number]['version'],
+          template: p.metadata.labels?.[TEMPLATE_LABEL],
+          node: typeof st.node === 'string' ? st.node : null,
+          phase: typeof st.phase === 'string' ? st.phase : 'Pending',
+          ready: o.ready === true,
+        }
       })
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
   }

@@ -8,6 +8,7 @@ import { API_VERSION, field, isPlainObject, type ObjectRef, type OrcObject } fro
 import {
   DEPLOYMENT_LABEL,
   TEMPLATE_LABEL,
+  canonicalJson,
   deploymentStatus,
   planDeploymentPods,
   type DeploymentPlanSpec,
@@ -50,20 +51,9 @@ export function podManifest(namespace: string, p: PlannedPod): OrcObject {
   return { apiVersion: API_VERSION, kind: 'Pod', metadata: { name: p.name, namespace, labels: p.labels }, spec: p.spec }
 }
 
-function canon(v: unknown): string {
-  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null'
-  if (Array.isArray(v)) return `[${v.map(canon).join(',')}]`
-  const o = v as Record<string, unknown>
-  return `{${Object.keys(o)
-    .filter((k) => o[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${canon(o[k])}`)
-    .join(',')}}`
-}
-
 /** The user-owned content the controller maintains on a pod: labels and spec. */
 function sameContent(have: OrcObject, want: OrcObject): boolean {
-  return canon(have.metadata.labels ?? {}) === canon(want.metadata.labels ?? {}) && canon(have.spec ?? {}) === canon(want.spec ?? {})
+  return canonicalJson(have.metadata.labels ?? {}) === canonicalJson(want.metadata.labels ?? {}) && canonicalJson(have.spec ?? {}) === canonicalJson(want.spec ?? {})
 }
 
 function podsByDeployment(pods: readonly StoredObject[]): Map<string, StoredObject[]> {

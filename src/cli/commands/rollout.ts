@@ -4,6 +4,7 @@
  */
 import type { Command } from 'commander'
 import { Option } from 'commander'
+import type { RolloutView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
 import { defaultAuthor, examples, formatTable } from '../format.ts'
 import { createProgress } from '../progress.ts'
@@ -16,28 +17,6 @@ export interface RolloutCliIO {
   now(): number
 }
 
-interface VersionCounts {
-  template: string
-  desired: number
-  created: number
-  running: number
-  ready: number
-}
-
-interface RolloutView {
-  deployment: string
-  namespace: string
-  revision?: number
-  everyNode: boolean
-  split: { replicas?: number; nextReplicas?: number; nextPercent?: number }
-  replicas: number
-  previous: VersionCounts
-  next?: VersionCounts
-  create: string[]
-  remove: string[]
-  done: boolean
-  pods: { name: string; version: string; node: string | null; phase: string; ready: boolean }[]
-}
 
 
 function author(io: RolloutCliIO, flag: string | undefined): string {
