@@ -891,7 +891,13 @@ export class Mesh {
           const tr = this.table.heard(p, this.clock.now())
           if (tr !== undefined) this.emitTransition(tr)
         })
-        .catch(() => undefined)
+        .catch(() => {
+          // A failed ping (a stream refused while the connection settles, a timeout on a loaded
+          // host) is retried within a few maintenance ticks, not a whole ping interval later:
+          // otherwise a member's RTT stays unknown for pingIntervalMs after one lost reply.
+          const retryIn = Math.min(this.tunables.pingIntervalMs, 4 * this.tunables.maintainIntervalMs)
+          if (this.lastPing.get(p) === now) this.lastPing.set(p, now - this.tunables.pingIntervalMs + retryIn)
+        })
     }
     for (const p of this.lastPing.keys()) if (!connected.has(p)) this.lastPing.delete(p)
     // Members back from suspect/dead: their gossip and ours was lost meanwhile; sync out of turn.
