@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { API_VERSION, OrcError, wrapError, type OrcObject } from '../model/index.ts'
 import { openStore, type ObjectStore, type StoreOptions } from '../store/index.ts'
+import { compactHeap, keepHeapCompact } from './heap.ts'
 import { createApiHandler, type ApiHandler, type NodeInfo } from './api.ts'
 import { serveOnSocket, type SocketServer } from './http.ts'
 import { createLogger } from './logger.ts'
@@ -190,6 +191,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     joinPrep?.undo()
     throw err
   }
+  // The load's garbage sits between the document's objects: give the fragmented pages back once.
+  const compacted = compactHeap()
+  if (compacted !== undefined) logger.debug(compacted, 'heap compacted after the store loaded')
+  const stopHeapKeeper = keepHeapCompact({ onCompact: (r) => logger.debug(r, 'heap compacted (idle slack)') })
   const pidFile = join(dataDir, PID_FILE)
   let server: SocketServer | undefined
   let cluster: ClusterNode | undefined
@@ -200,6 +205,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let pruneTimer: ReturnType<typeof setInterval> | undefined
   const cleanup = async (): Promise<void> => {
     if (pruneTimer) clearInterval(pruneTimer)
+    stopHeapKeeper()
     await ops?.stop().catch((err) => log.warn({ err }, 'stop ops listener'))
     await server?.close().catch((err) => log.warn({ err }, 'close API'))
     await deployments?.stop().catch((err) => log.warn({ err }, 'stop deployments'))

@@ -47,7 +47,7 @@ import type {
   WriteResult,
 } from './types.ts'
 import { GroupCommitWriter, type BatchOp } from './writer.ts'
-import { applyChangesToY, toY } from './ydoc.ts'
+import { applyChangesToY, compactDecoded, toY } from './ydoc.ts'
 import { countStructs, pruneStableTombstones, type PruneResult } from './prune.ts'
 
 /** System metadata kept beside each object in the document (key `~`). */
@@ -278,6 +278,7 @@ export class Store implements ObjectStore {
         if (snap !== undefined) Y.applyUpdate(this.doc, updates.shift()!)
         if (updates.length > 0) Y.applyUpdate(this.doc, updates.length === 1 ? updates[0]! : Y.mergeUpdates(updates))
         updates.length = 0
+        compactDecoded(this.doc)
       } catch (err) {
         throw new OrcError('corrupt', `open store ${this.opts.dir}: document log unreadable (${(err as Error).message})`, {}, err)
       }
@@ -984,7 +985,12 @@ export class Store implements ObjectStore {
     const touched = new Set<string>()
     this.capture = touched
     try {
-      if (yUpdate.byteLength > 0) Y.applyUpdate(this.doc, yUpdate, REMOTE)
+      if (yUpdate.byteLength > 0) {
+        // A large update (a joining node's first sync) gets the same compaction as a cold start.
+        const before = yUpdate.byteLength > 64 * 1024 ? Y.decodeStateVector(Y.encodeStateVector(this.doc)) : undefined
+        Y.applyUpdate(this.doc, yUpdate, REMOTE)
+        if (before !== undefined) compactDecoded(this.doc, before)
+      }
     } catch (err) {
       throw new OrcError('invalid', `replication message: Yjs update rejected: ${(err as Error).message}`)
     } finally {

@@ -4,11 +4,12 @@
 // process (bundled like the agent, plain node) opening it.
 import '../../src/polyfill.ts'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openStore } from '../../src/store/store.ts'
 import { pod, seededBytes } from '../helpers/store.ts'
+import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 
 const which = process.argv[2] ?? 'all'
 const tmp = () => mkdtempSync(join(tmpdir(), 'orc-bench-'))
@@ -95,7 +96,15 @@ async function writes(inflight: number, n = 10000): Promise<number> {
 
 async function coldstart() {
   const d = tmp()
-  const dir = join(d, 'db')
+  // ORC_BENCH_COLD_DB=<dir>: open that database (built by an earlier run, kept) instead of building one.
+  const reuse = process.env.ORC_BENCH_COLD_DB
+  const dir = reuse ?? join(d, 'db')
+  if (reuse === undefined || !existsSync(reuse)) await buildColdDb(dir)
+  await measureColdOpen(dir)
+  rmSync(d, { recursive: true, force: true })
+}
+
+async function buildColdDb(dir: string) {
   // A single-node store, as `orc up` runs one: it is the document's only replica, so it prunes the
   // tombstones of overwritten fields at every snapshot (docs/architecture.md, "Tombstone pruning").
   // ORC_BENCH_NO_PRUNE=1 measures the same database built without pruning.
@@ -115,6 +124,15 @@ async function coldstart() {
     await Promise.all(batch)
   }
   await s.close()
+}
+
+/** The node flags the agent runs with (bin/orc.mjs, install.sh); ORC_BENCH_NODE_FLAGS='' measures plain node. */
+function benchNodeFlags(): string[] {
+  const env = process.env.ORC_BENCH_NODE_FLAGS
+  return env === undefined ? [...NODE_FLAGS] : env.split(' ').filter(Boolean)
+}
+
+async function measureColdOpen(dir: string) {
   // The open is measured the way the agent runs: bundled, on plain node (no tsx loader).
   // (inside node_modules/.cache so the bundle's external packages resolve from the repo)
   const bundle = new URL('../../node_modules/.cache/orc-bench/coldstart-open.mjs', import.meta.url).pathname
@@ -125,13 +143,15 @@ async function coldstart() {
       contents: `
         import '../../src/polyfill.ts'
         import { openStore } from '../../src/store/store.ts'
+        import { compactHeap } from '../../src/agent/heap.ts'
         const t0 = performance.now()
         const s = await openStore({ dir: process.argv[2] })
+        compactHeap() // as the agent does after opening its store
         const n = s.list('Pod').length
         const ms = performance.now() - t0
-        globalThis.gc?.()
+        await new Promise((r) => setTimeout(r, 1000)) // V8 unmaps freed pages from a background thread
         console.log('cold start to serving reads, 10k objects x 50 revisions (ms): ' + Math.round(ms) + ' (' + n + ' objects listed, ' + s.docStats().structs + ' document structs)')
-        console.log('RSS after cold start (MB): ' + Math.round(process.memoryUsage().rss / 1e6) + ' (heap ' + Math.round(process.memoryUsage().heapUsed / 1e6) + ' MB)')
+        console.log('RSS after cold start (MB): ' + Math.round(process.memoryUsage().rss / 1e6) + ' (heap ' + Math.round(process.memoryUsage().heapUsed / 1e6) + ' MB; node flags: ' + (process.execArgv.join(' ') || 'none') + ')')
         await s.close()`,
       loader: 'ts',
     },
@@ -143,11 +163,10 @@ async function coldstart() {
     packages: 'external',
     logLevel: 'warning',
   })
-  const res = spawnSync(process.execPath, ['--expose-gc', bundle, dir], { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname })
+  const res = spawnSync(process.execPath, [...benchNodeFlags(), bundle, dir], { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname })
   process.stdout.write(res.stdout)
   process.stderr.write(res.stderr)
   console.log(`database size for 10k objects x 50 revisions (MB): ${(dirSize(dir) / 1e6).toFixed(1)}`)
-  rmSync(d, { recursive: true, force: true })
 }
 
 async function bytes() {

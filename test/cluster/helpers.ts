@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
 import { ApiClient } from '../../src/cli/client.ts'
 import { waitFor } from '../helpers/wait.ts'
+import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
 export const BIN = join(ROOT, 'bin/orc.mjs')
@@ -33,7 +34,7 @@ export interface CliResult {
 
 /** `orc ARGS…` against the agent at `socket` (or remote, when args say --node). */
 export async function orc(socket: string | undefined, args: string[], env: Record<string, string> = {}, input = ''): Promise<CliResult> {
-  const r = await execa(process.execPath, [BIN, ...args], {
+  const r = await execa(process.execPath, [...NODE_FLAGS, BIN, ...args], {
     cwd: ROOT,
     reject: false,
     input,
@@ -104,7 +105,7 @@ export class NodeProcess {
     this.stderr = ''
     this.exited = false
     this.exitCode = null
-    const proc = execa(process.execPath, [BIN, ...args], {
+    const proc = execa(process.execPath, [...NODE_FLAGS, BIN, ...args], {
       cwd: ROOT,
       reject: false,
       env: { ORC_LOG_LEVEL: 'warn', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ...this.env },

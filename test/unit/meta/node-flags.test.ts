@@ -1,0 +1,17 @@
+// The agent's V8 flags (src/agent/ops/node-flags.ts) are passed by every way orc is started: if one
+// launcher lost them, that launcher's agents would take ~30 MB more RSS and nothing else would say so.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { NODE_FLAGS } from '../../../src/agent/ops/node-flags.ts'
+
+const root = new URL('../../../', import.meta.url).pathname
+const read = (p: string) => readFileSync(root + p, 'utf8')
+const flags = NODE_FLAGS.join(' ')
+
+test('bin/orc.mjs, scripts/run.sh and the orc script install.sh writes start node with the agent flags', () => {
+  assert.ok(flags.length > 0)
+  assert.equal(read('bin/orc.mjs').split('\n')[0], `#!/usr/bin/env -S node ${flags}`)
+  assert.match(read('scripts/run.sh'), new RegExp(`^orc\\(\\) \\{ node ${flags} bin/orc\\.mjs "\\$@"; \\}$`, 'm'))
+  assert.match(read('src/agent/ops/install.sh'), new RegExp(`^exec "\\$NODE_BIN" ${flags} "\\$LIB/current/orc\\.mjs"`, 'm'))
+})
