@@ -67,6 +67,12 @@ export interface MeshOptions {
    * OrcError to refuse; its message is what the joiner sees.
    */
   vetJoiner?: (info: MemberInfo) => void | Promise<void>
+  /**
+   * Check a member learnt from another member (an announcement, or a sync session's member list)
+   * before admitting it; `via` is the peer that told us. Default: admit. A federation uses it so a
+   * cluster can only introduce its own nodes (docs/federation.md).
+   */
+  vetAdmission?: (info: MemberInfo, via: string) => boolean
 }
 
 export interface JoinOptions extends MeshOptions {
@@ -719,7 +725,7 @@ export class Mesh {
     const tr = this.table.heard(peerId, this.clock.now())
     if (tr !== undefined) this.emitTransition(tr)
     for (const m of r.remoteMembers) {
-      if (!this.directory.has(m.peerId)) await this.admit(m)
+      if (!this.directory.has(m.peerId) && (this.opts.vetAdmission?.(m, peerId) ?? true)) await this.admit(m)
     }
     // Revisions new here may be stranded on a few nodes (a partition, lost gossip): pass them on.
     if (this.planner.sessionDone(peerId, r, this.clock.now()) && relay && !this.stopped) {
@@ -778,8 +784,24 @@ export class Mesh {
       await this.misbehaved(source, `gossip message of ${msg.data.length} bytes`)
       return TopicValidatorResult.Reject
     }
+    // Accept (gossipsub forwards) once the update passed the store's checks and is merged in
+    // memory; its fsync goes on meanwhile. Waiting for it at every hop put the disk's latency tail
+    // on each hop of a two-hop path (docs/benchmarks.md). A failure to persist after that is this
+    // node's disk, not the sender's fault: logged, and anti-entropy brings the update again.
+    let merged!: () => void
+    let accepted = false
+    const inMemory = new Promise<void>((r) => (merged = r))
+    const durable = applyFromPeer(store, msg.data, 'a gossip update', {
+      onApplied: () => {
+        accepted = true
+        merged()
+      },
+    })
+    durable.catch((err) => {
+      if (accepted) this.log.warn({ err: shortError(err), scope }, 'gossip update merged but not persisted')
+    })
     try {
-      await applyFromPeer(store, msg.data, 'a gossip update')
+      await Promise.race([inMemory, durable])
       this.table.heard(msg.from.toString(), this.clock.now())
       return TopicValidatorResult.Accept
     } catch (err) {
@@ -808,7 +830,7 @@ export class Mesh {
       }
       if (tr !== undefined) this.emitTransition(tr)
     } else if (m.t === 'admit') {
-      await this.admit(m.member)
+      if (this.opts.vetAdmission?.(m.member, from) ?? true) await this.admit(m.member)
     }
     return TopicValidatorResult.Accept
   }

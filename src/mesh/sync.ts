@@ -11,7 +11,7 @@
  * ride along so that membership converges even if an admission announcement was lost.
  */
 import { OrcError } from '../model/index.ts'
-import type { Replicable } from '../store/index.ts'
+import type { ApplyRemoteOptions, Replicable } from '../store/index.ts'
 import { concatBytes, type FrameChannel } from './framing.ts'
 import { parseMemberInfo } from './join.ts'
 import type { MemberInfo } from './membership.ts'
@@ -84,10 +84,10 @@ async function receiveData(ch: FrameChannel, limits: SyncLimits): Promise<Uint8A
 }
 
 /** Apply a remote update; garbage is the peer's fault, a closed store is ours. */
-export async function applyFromPeer(store: Replicable, update: Uint8Array, what: string): Promise<number> {
+export async function applyFromPeer(store: Replicable, update: Uint8Array, what: string, opts?: ApplyRemoteOptions): Promise<number> {
   if (update.length === 0) return 0
   try {
-    return (await store.applyRemote(update)).revisions
+    return (await store.applyRemote(update, opts)).revisions
   } catch (err) {
     if (err instanceof OrcError && (err.code === 'unavailable' || err.code === 'locked')) throw err
     throw peerFault(`peer sent ${what} the store refused: ${(err as Error).message}`, err)

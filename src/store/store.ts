@@ -38,6 +38,7 @@ import {
 } from './codec.ts'
 import { DEFAULTS, DEFAULT_COMPACTION, type CompactionPolicy, type StoreOptions } from './options.ts'
 import type {
+  ApplyRemoteOptions,
   FieldSet,
   HistoryQuery,
   ObjectStore,
@@ -971,7 +972,7 @@ export class Store implements ObjectStore {
     return encodeUpdateMessage(yUpdate, records)
   }
 
-  async applyRemote(update: Uint8Array): Promise<{ revisions: number }> {
+  async applyRemote(update: Uint8Array, opts: ApplyRemoteOptions = {}): Promise<{ revisions: number }> {
     this.ensureOpen()
     const { yUpdate, records } = decodeUpdateMessage(update)
     const fresh: RevisionRecord[] = []
@@ -1007,6 +1008,7 @@ export class Store implements ObjectStore {
       if (r && head === r.i && (r.f !== undefined || this.contentRev.get(k) === r.p)) this.contentRev.set(k, r.i)
       else this.contentRev.delete(k)
     }
+    opts.onApplied?.()
     if (fresh.length === 0 && effective.length === 0) return { revisions: 0 }
     const ops: BatchOp[] = []
     for (const r of fresh) {

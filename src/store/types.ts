@@ -70,13 +70,21 @@ export interface FieldSet {
 }
 
 /** What the mesh uses: opaque, versioned byte strings. */
+export interface ApplyRemoteOptions {
+  onApplied?: () => void
+}
+
 export interface Replicable {
   /** Compact summary of what this store has (Yjs state vector + revision log vector). */
   encodeSyncState(): Uint8Array
   /** Everything this store has that a peer with `remoteState` lacks. */
   encodeMissing(remoteState: Uint8Array): Promise<Uint8Array>
-  /** Validate, persist and merge an update from a peer. Throws OrcError('invalid') on garbage. */
-  applyRemote(update: Uint8Array): Promise<{ revisions: number }>
+  /**
+   * Validate, persist and merge an update from a peer. Throws OrcError('invalid') on garbage.
+   * `onApplied` is called once the update has passed every check and is merged in memory, before
+   * it is durable: gossip forwards it from then on (the fsync is not paid again at every hop).
+   */
+  applyRemote(update: Uint8Array, opts?: ApplyRemoteOptions): Promise<{ revisions: number }>
   /** Called with each local change's update, after it is durable, for gossip. Returns unsubscribe. */
   onLocalUpdate(fn: (update: Uint8Array) => void): () => void
 }
