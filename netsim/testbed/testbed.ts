@@ -1,7 +1,7 @@
 /**
  * The network-namespace testbed: N hosts as Linux network namespaces on a shared "internet" bridge
  * (198.18.0.0/24, the benchmarking range: nothing outside the testbed is ever addressed), optional
- * hosts in a NAT'd "home" subnet (10.77.0.0/24) behind a router namespace, an "external" host for
+ * hosts in NAT'd "home" subnets (10.77.0.0/24, 10.78.0.0/24, …) behind router namespaces, an "external" host for
  * egress checks, latency/loss with `tc netem`; real `orc` agents (bin/orc.mjs) run in the hosts.
  *
  * Everything is torn down by `destroy()`, also after a failure: agents stopped (SIGTERM, then
@@ -53,14 +53,39 @@ export function testbedBin(): Promise<string> {
 
 export interface HostSpec {
   name: string
-  /** `internet` (default): on the shared bridge with a public address; `home`: behind the NAT router. */
+  /** `internet` (default): on the shared bridge with a public address; `home`: behind a NAT router. */
   site?: 'internet' | 'home'
+  /** Which home router (default `rtr`, the first); each router has its own LAN. Only with `site: 'home'`. */
+  router?: string
   /** Added to the host's uplink with tc netem. */
   netem?: { delayMs?: number; jitterMs?: number; lossPct?: number }
 }
 
+/**
+ * A home router's NAT: `preserve` (Linux masquerade's default: the source port is kept when free,
+ * so a mapping looks the same to every destination and hole punching can work) or `random` (a
+ * random port per connection, like a symmetric NAT: what one peer sees is useless to another).
+ */
+export type NatKind = 'preserve' | 'random'
+
+export interface RouterSpec {
+  name: string
+  nat?: NatKind
+}
+
+export interface TestbedRouter {
+  name: string
+  ns: string
+  wanIp: string
+  lanIp: string
+  lanPrefix: string
+  nat: NatKind
+}
+
 export interface TestbedOptions {
   hosts: HostSpec[]
+  /** Home routers (default: one, `rtr`, when any host is at home). Router i: WAN 198.18.0.(253-i), LAN 10.(77+i).0.0/24. */
+  routers?: RouterSpec[]
   /** Extra environment for the agents (e.g. ORC_POD_TUNABLES). */
   env?: Record<string, string>
   /** Log lines of agents go to `<workDir>/<host>.log`; kept when `keepWorkDir`. */
@@ -130,7 +155,9 @@ export class Testbed {
   /** A host on the internet bridge outside the cluster (egress target). */
   readonly external: { ns: string; ip: string }
   readonly inet: string
-  readonly router: { ns: string; wanIp: string; lanIp: string }
+  /** The first home router (`rtr`). */
+  readonly router: TestbedRouter
+  readonly routers = new Map<string, TestbedRouter>()
   private readonly namespaces: string[] = []
   private destroyed = false
   private bin = ORC_BIN
@@ -143,7 +170,23 @@ export class Testbed {
     chmodSync(this.workDir, 0o755)
     this.inet = `${this.prefix}-inet`
     this.external = { ns: `${this.prefix}-ext`, ip: '198.18.0.254' }
-    this.router = { ns: `${this.prefix}-rtr`, wanIp: '198.18.0.253', lanIp: '10.77.0.1' }
+    const specs = opts.routers ?? [{ name: 'rtr' }]
+    if (specs.length === 0 || specs.length > 8) throw new Error('testbed: 1 to 8 routers')
+    for (const [i, r] of specs.entries()) {
+      if (!/^[a-z][a-z0-9]{0,5}$/.test(r.name) || this.routers.has(r.name)) throw new Error(`testbed: bad or duplicate router name ${r.name}`)
+      this.routers.set(r.name, {
+        name: r.name,
+        ns: `${this.prefix}-${r.name}`,
+        wanIp: `198.18.0.${253 - i}`,
+        lanIp: `10.${77 + i}.0.1`,
+        lanPrefix: `10.${77 + i}.0.0/24`,
+        nat: r.nat ?? 'preserve',
+      })
+    }
+    this.router = [...this.routers.values()][0]!
+    for (const h of opts.hosts) {
+      if (h.router !== undefined && (h.site !== 'home' || !this.routers.has(h.router))) throw new Error(`testbed: host ${h.name}: no home router ${h.router}`)
+    }
   }
 
   /** Build the namespaces and links (no agents yet). Tears down what it built if a step fails. */
@@ -181,10 +224,10 @@ export class Testbed {
     await this.plug(this.external.ns, 'eth0', this.inet, 'br0', 'pext', `${this.external.ip}/24`)
 
     const home = this.opts.hosts.filter((h) => h.site === 'home')
-    if (home.length > 0) {
-      const r = this.router
+    for (const [i, r] of [...this.routers.values()].entries()) {
+      if (!home.some((h) => (h.router ?? this.router.name) === r.name)) continue
       await this.addNs(r.ns)
-      await this.plug(r.ns, 'wan', this.inet, 'br0', 'prtr', `${r.wanIp}/24`)
+      await this.plug(r.ns, 'wan', this.inet, 'br0', `pr${i}`, `${r.wanIp}/24`)
       await sh('ip', ['-n', r.ns, 'link', 'add', 'lan', 'type', 'bridge'])
       await sh('ip', ['-n', r.ns, 'addr', 'add', `${r.lanIp}/24`, 'dev', 'lan'])
       await sh('ip', ['-n', r.ns, 'link', 'set', 'lan', 'up'])
@@ -193,7 +236,7 @@ export class Testbed {
       await sh('ip', ['netns', 'exec', r.ns, 'nft', '-f', '-'], {
         input: [
           'table ip nat {',
-          '  chain postrouting { type nat hook postrouting priority srcnat; policy accept; oifname "wan" ip saddr 10.77.0.0/24 masquerade; }',
+          `  chain postrouting { type nat hook postrouting priority srcnat; policy accept; oifname "wan" ip saddr ${r.lanPrefix} masquerade${r.nat === 'random' ? ' random,fully-random' : ''}; }`,
           '}',
           'table ip filter {',
           '  chain forward { type filter hook forward priority filter; policy drop; ct state established,related accept; iifname "lan" accept; }',
@@ -204,7 +247,7 @@ export class Testbed {
     }
 
     let pub = 0
-    let lan = 1
+    const lan = new Map<string, number>()
     for (const [i, h] of this.opts.hosts.entries()) {
       const site = h.site ?? 'internet'
       const ns = `${this.prefix}-${h.name}`
@@ -214,9 +257,12 @@ export class Testbed {
         ip = `198.18.0.${++pub}`
         await this.plug(ns, 'eth0', this.inet, 'br0', `p${i}`, `${ip}/24`)
       } else {
-        ip = `10.77.0.${++lan}`
-        await this.plug(ns, 'eth0', this.router.ns, 'lan', `p${i}`, `${ip}/24`)
-        await sh('ip', ['-n', ns, 'route', 'add', 'default', 'via', this.router.lanIp])
+        const r = this.routers.get(h.router ?? this.router.name)!
+        const n = (lan.get(r.name) ?? 1) + 1
+        lan.set(r.name, n)
+        ip = `${r.lanIp.replace(/\.1$/, '')}.${n}`
+        await this.plug(ns, 'eth0', r.ns, 'lan', `p${i}`, `${ip}/24`)
+        await sh('ip', ['-n', ns, 'route', 'add', 'default', 'via', r.lanIp])
       }
       if (h.netem) {
         const args = ['-n', ns, 'qdisc', 'add', 'dev', 'eth0', 'root', 'netem']
@@ -253,6 +299,41 @@ export class Testbed {
     })
     if (r.exitCode !== 0) throw new Error(`orc ${args.join(' ')} on ${name}: ${String(r.stderr || r.stdout).trim()}`)
     return String(r.stdout)
+  }
+
+  /**
+   * `orc ARGS` run inside a host's network namespace (like an operator's shell on that machine:
+   * `orc down` also inspects and cleans the host), with the host's socket; never throws.
+   */
+  async orcOnHost(name: string, args: string[], opts: { timeoutMs?: number } = {}): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+    const h = this.host(name)
+    const r = await execa('nsenter', [`--net=/var/run/netns/${h.ns}`, '--', process.execPath, this.bin, '--socket', h.socket, ...args], {
+      reject: false,
+      timeout: opts.timeoutMs ?? 120_000,
+      env: { ...process.env, ORC_SOCKET: h.socket },
+    })
+    return { exitCode: r.exitCode ?? 1, stdout: String(r.stdout), stderr: String(r.stderr) }
+  }
+
+  /** Kill a host's agent with SIGKILL (a crash: nothing is cleaned up). */
+  async killAgent(name: string): Promise<void> {
+    const h = this.host(name)
+    h.agent?.kill('SIGKILL')
+    await h.agent
+    h.agent = undefined
+    h.logStream?.end()
+  }
+
+  /** Wait until a host's agent process has exited on its own (e.g. after `orc down`). */
+  async agentExited(name: string, timeoutMs = 60_000): Promise<number | undefined> {
+    const h = this.host(name)
+    const p = h.agent
+    if (p === undefined) return undefined
+    const done = await Promise.race([p.then((r) => r.exitCode ?? -1), sleep(timeoutMs).then(() => undefined)])
+    if (done === undefined) throw new Error(`agent ${name} still running after ${timeoutMs}ms`)
+    h.agent = undefined
+    h.logStream?.end()
+    return done
   }
 
   async orcJson<T = any>(name: string, args: string[]): Promise<T> {

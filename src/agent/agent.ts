@@ -317,7 +317,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       schedView: () => pods.schedView(),
     })
     const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
-    const netHandler = withNetworkRoutes(rolloutHandler, nodeNetwork)
+    // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
+    let stopSelf: (() => void) | undefined
+    const netHandler = withNetworkRoutes(rolloutHandler, nodeNetwork, { pid: process.pid, dataDir, shutdown: () => stopSelf?.() })
     ops = createNodeOps({
       store,
       nodeName,
@@ -389,7 +391,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     let resolveStopped!: () => void
     const stopped = new Promise<void>((r) => (resolveStopped = r))
     let stopping: Promise<void> | undefined
-    return {
+    const agent: Agent = {
       info,
       store,
       handler,
@@ -409,6 +411,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         return stopping
       },
     }
+    stopSelf = () => void agent.stop()
+    return agent
   } catch (err) {
     await cleanup()
     joinPrep?.undo()

@@ -19,6 +19,7 @@ export type { SocketServer } from './http.ts'
 export { defaultDataDir, resolveSocketPath, socketPathOf, systemClock, SOCKET_FILE, PID_FILE, DEFAULT_CLUSTER_NAME } from './options.ts'
 export type { AgentOptions, Clock, RandomBytes } from './options.ts'
 export { parseNetworkMode, type NetworkMode, type NetworkSetup } from './network/options.ts'
+export { removeNetworkLeftovers, NETWORK_DOWN_FILE, type DownResponse } from './network/index.ts'
 // Types only: cluster.ts loads libp2p, which the socket-only CLI commands must not pay for.
 export type { ClusterNode, MeshSetup } from './cluster.ts'
 // Pods: controller:lifecycle and what the CLI needs to explain pods.

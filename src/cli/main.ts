@@ -24,6 +24,7 @@ import { registerPodCommands } from './commands/pods.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { registerRolloutCommands } from './commands/rollout.ts'
+import { registerDownCommand } from './commands/down.ts'
 
 export interface CliIO {
   out(text: string): void
@@ -402,6 +403,7 @@ Use "orc COMMAND --help" for more about a command.`))
   registerPodCommands(program, io, client)
   registerOpsCommands(program, io, client)
   registerRolloutCommands(program, io, client)
+  registerDownCommand(program, io)
 
   return program
 }

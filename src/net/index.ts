@@ -80,6 +80,7 @@ export {
   type PodNetworkState,
   type PodNetworkSetResult,
   type PodNetworkDriver,
+  type PodNetworkDownOptions,
   NetnsPodNetworkDriver,
   hostVethName,
 } from './podnet.ts'

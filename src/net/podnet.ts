@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import { OrcError, wrapError } from '../model/index.ts'
 import { chooseEgressIPv4, EGRESS_IPV4_GATEWAY, EGRESS_IPV4_PREFIX } from './addressing.ts'
-import { ip, ipJson, nsCommand, runChecked, type Host } from './exec.ts'
+import { ip, ipJson, nsCommand, pollUntil, runChecked, type Host, type ProcessTable } from './exec.ts'
 import { canonicalIp, formatPrefix, parseIPv4, prefixContains } from './ip.ts'
 import { applyNftRuleset, deleteNftTable, listNftTable, renderEgressRuleset } from './nft.ts'
 import { defaultNetComponents, PODNET_DEFAULTS, type NetComponents, type PodNetworkDriverOptions } from './options.ts'
@@ -43,10 +43,15 @@ export interface PodNetworkSetResult {
   actions: string[]
 }
 
+export interface PodNetworkDownOptions {
+  /** Stop processes still in the pod namespaces first (SIGTERM, then SIGKILL): `orc down`. */
+  stopProcesses?: boolean
+}
+
 export interface PodNetworkDriver {
   set(config: PodNetworkConfig): Promise<PodNetworkSetResult>
   /** Remove every pod namespace, the NAT table, and forwarding settings this driver turned on. */
-  down(): Promise<{ changed: boolean }>
+  down(opts?: PodNetworkDownOptions): Promise<{ changed: boolean; removed?: string[] }>
 }
 
 /** Host-side veth name for a pod: prefix + 8 hex of a hash of the id (names max 15 chars). */
@@ -66,6 +71,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
   private readonly host: Host
   private readonly base: Host
   private readonly log: Logger
+  private readonly processes: ProcessTable
   private readonly o: Required<Omit<PodNetworkDriverOptions, 'netns' | 'allocateIPv4'>> & Pick<PodNetworkDriverOptions, 'netns'>
   private readonly allocate: (podId: string, taken: ReadonlySet<string>) => string
   private readonly ipv4s = new Map<string, string>()
@@ -77,6 +83,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
     const c = defaultNetComponents(components)
     this.host = { run: c.run, netns: options.netns }
     this.base = { run: c.run }
+    this.processes = c.processes
     this.log = c.logger.child({ module: 'net/podnet' })
     this.o = {
       netns: options.netns,
@@ -136,26 +143,50 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
     }
   }
 
-  async down(): Promise<{ changed: boolean }> {
-    let changed = false
+  async down(opts: PodNetworkDownOptions = {}): Promise<{ changed: boolean; removed: string[] }> {
+    const removed: string[] = []
     try {
       for (const ns of await this.listPodNetns()) {
+        if (opts.stopProcesses) {
+          const n = await this.stopProcessesIn(ns)
+          if (n > 0) removed.push(`${n} process(es) in ${ns}`)
+        }
         await runChecked(this.base.run, ['ip', ['netns', 'del', ns]], `delete pod netns ${ns}`)
-        changed = true
+        removed.push(`pod namespace ${ns}`)
       }
       this.ipv4s.clear()
-      if (await deleteNftTable(this.host, this.o.nftTable)) changed = true
+      if (await deleteNftTable(this.host, this.o.nftTable)) removed.push(`nftables table ip ${this.o.nftTable}`)
       this.nftListing = undefined
       for (const [key, old] of this.sysctlsChanged) {
         await runChecked(this.host.run, nsCommand(this.host, 'sysctl', ['-qw', `${key}=${old}`]), `restore ${key}`)
-        changed = true
+        removed.push(`${key}=1 (restored to ${old})`)
       }
       this.sysctlsChanged.clear()
     } catch (err) {
       throw wrapError('remove pod network', err)
     }
-    if (changed) this.log.info({ netns: this.o.netns }, 'pod network removed')
-    return { changed }
+    if (removed.length > 0) this.log.info({ netns: this.o.netns, removed }, 'pod network removed')
+    return { changed: removed.length > 0, removed }
+  }
+
+  /** SIGTERM every process in a pod namespace, SIGKILL what is left after a grace period. */
+  private async stopProcessesIn(ns: string): Promise<number> {
+    const pids = async () => {
+      const r = await this.base.run('ip', ['netns', 'pids', ns])
+      return r.exitCode === 0 ? r.stdout.split('\n').map(Number).filter((n) => Number.isInteger(n) && n > 1 && n !== process.pid) : []
+    }
+    const first = await pids()
+    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+      for (const pid of await pids()) {
+        try {
+          this.processes.kill(pid, signal)
+        } catch {
+          // gone already
+        }
+      }
+      if (await pollUntil(async () => (await pids()).length === 0, signal === 'SIGTERM' ? 5000 : 2000, 100)) break
+    }
+    return first.length
   }
 
   // ---- internals ----

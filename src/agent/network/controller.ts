@@ -38,12 +38,15 @@ import { WorkflowGraph, WorkflowRun, addNodeTargets, type Clock as WorkflowClock
 import { NODE_CONTROLLER } from '../node-info.ts'
 import {
   NETWORK_DEFAULTS,
+  NETWORK_DOWN_FILE,
   NETWORK_NAMES_FILE,
   WIREGUARD_KEY_FILE,
   type NetworkMode,
   type NetworkSetup,
 } from './options.ts'
 import {
+  MAX_REACH,
+  MAX_SEEN,
   decideSubnet,
   endpointsFromMultiaddrs,
   networkNamesFor,
@@ -107,7 +110,13 @@ export interface TunnelReport {
   publicKey: string
   endpoint?: string
   path: PeerPath
+  /** When relayed: the node whose tunnel carries this peer's traffic. */
+  via?: string
+  /** The endpoint is this peer's NAT mapping as another member sees it (hole punching). */
+  punched?: boolean
+  /** For a relayed peer, the state of the path (the relay's tunnel); `direct` is the direct tunnel's. */
   state: 'up' | 'waiting' | 'down'
+  direct?: 'up' | 'waiting' | 'down'
   latestHandshakeMs?: number
   rxBytes: number
   txBytes: number
@@ -127,6 +136,15 @@ export interface NetworkReport {
   egress?: string
   tunnels: TunnelReport[]
   pods: { uid: string; ipv6: string; netns: string }[]
+}
+
+/** What `orc down` will remove (host names this node made). */
+export interface DownPlan {
+  iface?: string
+  /** Pod network namespaces present now. */
+  pods: string[]
+  podNetnsPrefix?: string
+  nftTable?: string
 }
 
 const PORT_IN_USE = /address already in use|in use/i
@@ -157,6 +175,8 @@ export class NodeNetwork implements PodNetworkHooks {
   private unsubscribe: (() => void) | undefined
   private pendingChange = false
   private stopped = false
+  private teardown = false
+  private readonly removed: string[] = []
   private published: Record<string, unknown> = {}
   private publishedJson = ''
   private writes: Promise<void> = Promise.resolve()
@@ -177,6 +197,10 @@ export class NodeNetwork implements PodNetworkHooks {
     }
     this.listenPort = this.setup.listenPort
     this.prefixKnown.promise.catch(() => {})
+  }
+
+  get nodeName(): string {
+    return this.c.nodeName
   }
 
   get mode(): NetworkMode {
@@ -284,6 +308,25 @@ export class NodeNetwork implements PodNetworkHooks {
     return out
   }
 
+  /**
+   * `orc down`: make the coming stop remove everything this node made on the host — also the pod
+   * namespaces (stopping what still runs in them), the NAT table and the forwarding sysctls — and
+   * say what that is. What stop() removed is then in `removedOnStop`.
+   */
+  prepareDown(): DownPlan {
+    this.teardown = true
+    const plan: DownPlan = { pods: [...this.podStates.values()].map((p) => p.netns).sort() }
+    if (this.names !== undefined && this.ifaceUp) plan.iface = this.names.iface
+    if (this.names !== undefined && this.podnet !== undefined) plan.nftTable = this.names.nftTable
+    if (this.names !== undefined) plan.podNetnsPrefix = this.names.podNetnsPrefix
+    return plan
+  }
+
+  /** What the last stop removed (descriptions, for logs and `orc down`). */
+  get removedOnStop(): readonly string[] {
+    return this.removed
+  }
+
   /** Remove the interface (tunnels and routes). Pod namespaces stay while their containers run. */
   async stop(): Promise<void> {
     if (this.stopped) return
@@ -295,10 +338,21 @@ export class NodeNetwork implements PodNetworkHooks {
     this.prefixKnown.reject(new OrcError('unavailable', 'agent stopping'))
     await this.chain.catch(() => {})
     if (this.wg !== undefined) {
-      await this.wg.down().catch((err) => this.log.warn({ err: String(err) }, 'remove wireguard interface'))
+      const r = await this.wg.down().catch((err) => this.log.warn({ err: String(err) }, 'remove wireguard interface'))
+      if (r?.changed) this.removed.push(`wireguard interface ${this.names?.iface ?? ''} with its routes`)
     }
-    if (this.podnet !== undefined && this.pods.size === 0) {
-      await this.podnet.down().catch((err) => this.log.warn({ err: String(err) }, 'remove pod network'))
+    if (this.podnet !== undefined && (this.pods.size === 0 || this.teardown)) {
+      const r = await this.podnet.down({ stopProcesses: this.teardown }).catch((err) => this.log.warn({ err: String(err) }, 'remove pod network'))
+      if (r) this.removed.push(...(r.removed ?? []))
+    }
+    if (this.removed.length > 0) this.log.info({ removed: this.removed }, 'node network removed')
+    if (this.teardown && this.names !== undefined) {
+      // For `orc down`, which waits for this process to exit and then says what went.
+      try {
+        writeFileSync(join(this.c.dataDir, NETWORK_DOWN_FILE), JSON.stringify({ removed: this.removed }) + '\n', { mode: 0o644 })
+      } catch (err) {
+        this.log.warn({ err: String(err) }, 'write network down report')
+      }
     }
     this.state = 'Stopped'
     await this.writes.catch(() => {})
@@ -497,12 +551,15 @@ export class NodeNetwork implements PodNetworkHooks {
     await this.applyPods()
     const port = wg?.listenPort ?? this.listenPort
     const tunnels = this.tunnelReports(wg)
+    const { reach, seen } = this.reachability(tunnels)
     this.published = {
       ...this.published,
       mode: res.mode,
       listenPort: port,
       endpoints: this.endpoints(port),
       tunnels: { up: tunnels.filter((t) => t.state === 'up').length, total: tunnels.length },
+      reach,
+      seen,
       ...(this.egressError !== undefined ? { egress: `off: ${this.egressError}` } : { egress: 'masquerade' }),
     }
     await this.writeNodeStatus()
@@ -534,10 +591,16 @@ export class NodeNetwork implements PodNetworkHooks {
     const byKey = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p]))
     const alive = this.c.mesh?.alivePeers() ?? new Set<string>()
     const now = Date.now()
+    const stateOf = (publicKey: string): TunnelReport['state'] => {
+      const hs = byKey.get(publicKey)?.latestHandshakeMs
+      return hs !== undefined && now - hs < NETWORK_DEFAULTS.handshakeFreshMs ? 'up' : hs === undefined ? 'waiting' : 'down'
+    }
+    const keyOf = new Map(this.peers.map((p) => [p.peerId, p.wg.publicKey]))
     return this.peers.map((p) => {
       const s = byKey.get(p.wg.publicKey)
       const hs = s?.latestHandshakeMs
-      const state: TunnelReport['state'] = hs !== undefined && now - hs < NETWORK_DEFAULTS.handshakeFreshMs ? 'up' : hs === undefined ? 'waiting' : 'down'
+      const direct = stateOf(p.wg.publicKey)
+      const relayKey = p.via !== undefined ? keyOf.get(p.via.peerId) : undefined
       const endpoint = s?.endpoint ?? p.wg.endpoint
       return {
         node: p.name,
@@ -546,13 +609,35 @@ export class NodeNetwork implements PodNetworkHooks {
         publicKey: p.wg.publicKey,
         ...(endpoint !== undefined ? { endpoint } : {}),
         path: p.path,
-        state,
+        ...(p.via !== undefined ? { via: p.via.name } : {}),
+        ...(p.punched ? { punched: true } : {}),
+        state: relayKey !== undefined ? stateOf(relayKey) : direct,
+        ...(relayKey !== undefined ? { direct } : {}),
         ...(hs !== undefined ? { latestHandshakeMs: hs } : {}),
         rxBytes: s?.rxBytes ?? 0,
         txBytes: s?.txBytes ?? 0,
         alive: alive.has(p.peerId),
       }
     })
+  }
+
+  /**
+   * What this node publishes for relay decisions (sorted, so an unchanged view writes nothing):
+   * the subnets it has a fresh direct handshake with, and where it sees peers behind NAT.
+   */
+  private reachability(tunnels: TunnelReport[]): { reach: number[]; seen: Record<string, string> } {
+    const subnetOf = new Map([...(this.decision?.owners ?? [])].map(([s, p]) => [p, s]))
+    const reach: number[] = []
+    const seen: Record<string, string> = {}
+    for (const t of tunnels) {
+      const s = subnetOf.get(t.peerId)
+      const up = (t.direct ?? t.state) === 'up'
+      if (s === undefined || !up) continue
+      reach.push(s)
+      if (t.path === 'peer-dials' && t.endpoint !== undefined && Object.keys(seen).length < MAX_SEEN) seen[String(s)] = t.endpoint
+    }
+    reach.sort((a, b) => a - b)
+    return { reach: reach.slice(0, MAX_REACH), seen: Object.fromEntries(Object.entries(seen).sort(([a], [b]) => Number(a) - Number(b))) }
   }
 
   // ---- status ----

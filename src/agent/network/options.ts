@@ -38,3 +38,5 @@ export const NETWORK_DEFAULTS = {
 /** Key file (0600) and names file (for cleanup tools) in the data dir. */
 export const WIREGUARD_KEY_FILE = 'wireguard.key'
 export const NETWORK_NAMES_FILE = 'network.json'
+/** What the last `orc down` removed (written by the stopping agent, read and removed by `orc down`). */
+export const NETWORK_DOWN_FILE = 'network-down.json'

@@ -28,6 +28,10 @@ export interface PublishedNetwork {
   /** `ip:port` / `[ipv6]:port` where its WireGuard listens. */
   endpoints: string[]
   removed: boolean
+  /** Subnets of the peers it has a fresh direct WireGuard handshake with (relay candidates use it). */
+  reach?: ReadonlySet<SubnetId>
+  /** Subnet → the `ip:port` it sees a peer behind NAT at (what that peer's NAT maps it to). */
+  seen?: ReadonlyMap<SubnetId, string>
 }
 
 /** Names this node uses on its host: unique per node, so several agents can share one machine. */
@@ -61,7 +65,7 @@ export function readPublishedNetwork(node: OrcObject, removedPeers: ReadonlySet<
   }
   const key = str(net.publicKey, 64)
   if (key !== undefined && isWireGuardKey(key)) out.publicKey = key
-  if (typeof net.subnet === 'number' && Number.isInteger(net.subnet) && net.subnet > 0 && net.subnet < 0x10000) out.subnet = net.subnet
+  if (isSubnetId(net.subnet)) out.subnet = net.subnet
   if (typeof net.listenPort === 'number' && Number.isInteger(net.listenPort) && net.listenPort > 0 && net.listenPort < 65536) out.listenPort = net.listenPort
   if (Array.isArray(net.endpoints)) {
     for (const e of net.endpoints.slice(0, 16)) {
@@ -73,7 +77,29 @@ export function readPublishedNetwork(node: OrcObject, removedPeers: ReadonlySet<
       }
     }
   }
+  if (Array.isArray(net.reach)) out.reach = new Set(net.reach.slice(0, MAX_REACH).filter(isSubnetId))
+  if (isPlainObject(net.seen)) {
+    const seen = new Map<SubnetId, string>()
+    out.seen = seen
+    for (const [k, v] of Object.entries(net.seen).slice(0, MAX_SEEN)) {
+      const s = Number(k)
+      if (!isSubnetId(s) || String(s) !== k || typeof v !== 'string' || v.length > 64) continue
+      try {
+        seen.set(s, canonicalEndpoint(v))
+      } catch {
+        // garbage: skipped
+      }
+    }
+  }
   return out
+}
+
+/** Bounds on what a node publishes about its peers (and on what is read from others). */
+export const MAX_REACH = 4096
+export const MAX_SEEN = 1024
+
+function isSubnetId(v: unknown): v is SubnetId {
+  return typeof v === 'number' && Number.isInteger(v) && v > 0 && v < 0x10000
 }
 
 export interface SubnetDecision {
@@ -98,7 +124,12 @@ export function decideSubnet(cluster: IpPrefix, selfPeerId: string, nodes: reado
   return { ...chosen, claimChanged: true, owners }
 }
 
-export type PeerPath = 'direct' | 'peer-dials' | 'unknown'
+/**
+ * `direct`: to an endpoint we dial; `peer-dials`: the peer is behind NAT and dials us; `relayed`:
+ * neither side reaches the other, the peer's /64 goes through a member both reach (`via`);
+ * `unknown`: no endpoint known yet.
+ */
+export type PeerPath = 'direct' | 'peer-dials' | 'relayed' | 'unknown'
 
 /**
  * Which published endpoint to configure for a peer. libp2p's view decides: when we have a
@@ -126,6 +157,10 @@ export interface PlannedPeer {
   peerId: string
   prefix: string
   path: PeerPath
+  /** When relayed: the member whose tunnel carries this peer's /64. */
+  via?: { name: string; peerId: string }
+  /** The endpoint is where another member sees this peer's NAT map it (a hole-punching attempt). */
+  punched?: boolean
   wg: WireGuardPeer
 }
 
@@ -135,6 +170,16 @@ export const PERSISTENT_KEEPALIVE_S = 25
 /**
  * The WireGuard peers of this node: every other node that is not removed, publishes a key, and
  * owns (after settlement) the subnet it claims; allowed-ips its /64.
+ *
+ * NAT: when libp2p observes no address of a peer but a member publishes where it sees that peer's
+ * NAT (`seen`), the peer is behind NAT. A public node then waits for it to dial (`peer-dials`); a
+ * node itself behind NAT configures that mapping: both sides of a NAT'd pair then send to each
+ * other's mapping, which can open a path through NATs that keep one mapping per source port (hole
+ * punching). When neither side of a pair reaches the other (per their published `reach`), and both
+ * are known to be behind NAT, the peer's /64 moves to the allowed-ips of a relay: a member
+ * that reaches both, the same one on both sides (lowest hash of the pair and the candidate). The
+ * direct peer stays configured without allowed-ips, so its keepalives keep trying; once a
+ * handshake succeeds and is published, the pair goes direct again.
  */
 export function planPeers(
   cluster: IpPrefix,
@@ -144,19 +189,90 @@ export function planPeers(
   observedIps: ReadonlyMap<string, string>,
 ): PlannedPeer[] {
   const out: PlannedPeer[] = []
+  const eligible: PublishedNetwork[] = []
   const seenKeys = new Set<string>()
-  for (const n of [...nodes].sort((a, b) => (a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0))) {
+  const sorted = [...nodes].sort((a, b) => (a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0))
+  for (const n of sorted) {
     if (n.peerId === selfPeerId || n.removed || n.publicKey === undefined || n.subnet === undefined) continue
     if (owners.get(n.subnet) !== n.peerId) continue // lost a collision: not routed until it re-claims
     if (seenKeys.has(n.publicKey)) continue // two nodes publishing one key: only the first gets it
     seenKeys.add(n.publicKey)
-    const prefix = formatPrefix(nodePrefix(cluster, n.subnet))
-    const { endpoint, path } = chooseEndpoint(n.endpoints, observedIps.get(n.peerId))
-    const wg: WireGuardPeer = { publicKey: n.publicKey, allowedIps: [prefix], persistentKeepalive: PERSISTENT_KEEPALIVE_S }
+    eligible.push(n)
+  }
+  // Where members see NAT'd nodes (the lowest peer id's report wins, so every node picks the same).
+  const seenAt = new Map<SubnetId, string>()
+  for (const m of sorted) {
+    if (m.removed || m.subnet === undefined || owners.get(m.subnet) !== m.peerId) continue
+    for (const [s, e] of m.seen ?? []) if (s !== m.subnet && !seenAt.has(s)) seenAt.set(s, e)
+  }
+  const self = sorted.find((n) => n.peerId === selfPeerId && n.subnet !== undefined && owners.get(n.subnet) === selfPeerId)
+  const selfNatted = self !== undefined && seenAt.has(self.subnet!)
+  const byId = new Map<string, PlannedPeer>()
+  for (const n of eligible) {
+    const prefix = formatPrefix(nodePrefix(cluster, n.subnet!))
+    const observed = observedIps.get(n.peerId)
+    let { endpoint, path } = chooseEndpoint(n.endpoints, observed)
+    let punched = false
+    const natted = seenAt.get(n.subnet!)
+    if (observed === undefined && natted !== undefined) {
+      if (selfNatted) {
+        // Both behind NAT: send to its mapping (and it to ours) and hope the NATs let it through.
+        endpoint = natted
+        path = 'direct'
+        punched = true
+      } else {
+        // It dials us; a configured mapping would fight the one WireGuard learns from it.
+        endpoint = undefined
+        path = 'peer-dials'
+      }
+    }
+    const wg: WireGuardPeer = { publicKey: n.publicKey!, allowedIps: [prefix], persistentKeepalive: PERSISTENT_KEEPALIVE_S }
     if (endpoint !== undefined) wg.endpoint = endpoint
-    out.push({ name: n.name, peerId: n.peerId, prefix, path, wg })
+    const p: PlannedPeer = { name: n.name, peerId: n.peerId, prefix, path, wg, ...(punched ? { punched } : {}) }
+    byId.set(n.peerId, p)
+    out.push(p)
+  }
+  if (self === undefined) return out
+  for (const n of eligible) {
+    const relay = chooseRelay(self, n, eligible, seenAt)
+    if (relay === undefined) continue
+    const p = byId.get(n.peerId)!
+    const r = byId.get(relay.peerId)!
+    p.path = 'relayed'
+    p.via = { name: relay.name, peerId: relay.peerId }
+    p.wg.allowedIps = []
+    r.wg.allowedIps.push(p.prefix)
   }
   return out
+}
+
+/**
+ * The member that carries traffic between `a` and `b`, or undefined when they should talk
+ * directly. Only published facts are used, so both ends decide the same: the pair is relayed when
+ * neither reports a handshake with the other and both are seen behind NAT; the relay is,
+ * among members that report handshakes with both, the one with the lowest hash of (pair, member).
+ */
+export function chooseRelay(
+  a: PublishedNetwork,
+  b: PublishedNetwork,
+  members: readonly PublishedNetwork[],
+  seenAt: ReadonlyMap<SubnetId, string>,
+): PublishedNetwork | undefined {
+  const sa = a.subnet
+  const sb = b.subnet
+  if (sa === undefined || sb === undefined) return undefined
+  if (a.reach?.has(sb) || b.reach?.has(sa)) return undefined
+  // A public node is dialled by a NAT'd one: only two NAT'd nodes need a third.
+  if (!seenAt.has(sa) || !seenAt.has(sb)) return undefined
+  const [lo, hi] = a.peerId < b.peerId ? [a.peerId, b.peerId] : [b.peerId, a.peerId]
+  let best: { node: PublishedNetwork; hash: string } | undefined
+  for (const m of members) {
+    if (m.peerId === a.peerId || m.peerId === b.peerId || m.removed || m.subnet === undefined) continue
+    if (!m.reach?.has(sa) || !m.reach.has(sb)) continue
+    const hash = createHash('sha256').update(`orc-relay\0${lo}\0${hi}\0${m.peerId}`).digest('hex')
+    if (best === undefined || hash < best.hash) best = { node: m, hash }
+  }
+  return best?.node
 }
 
 /** This node's endpoints: the IPs it listens on (from libp2p's multiaddrs) with the WireGuard port. */

@@ -28,6 +28,8 @@ interface TunnelRow {
   prefix: string
   endpoint?: string
   path: string
+  via?: string
+  punched?: boolean
   state: string
   latestHandshakeMs?: number
   rxBytes: number
@@ -64,6 +66,12 @@ function bytes(n: number): string {
 
 const PATHS: Record<string, string> = { direct: 'direct', 'peer-dials': 'direct (peer behind NAT dials)', unknown: 'none (no endpoint known)' }
 
+function pathText(t: TunnelRow): string {
+  if (t.path === 'relayed') return `relay via ${t.via ?? '?'}`
+  if (t.path === 'direct' && t.punched) return 'direct (through its NAT)'
+  return PATHS[t.path] ?? t.path
+}
+
 /** `orc get routes`: the answering node's routes to every other node's /64, with tunnel state. */
 export async function routesOutput(client: ApiCaller, output: string, now: number): Promise<string> {
   const r = await client.call<NetworkReport>('GET', '/v1/network')
@@ -78,11 +86,11 @@ export async function routesOutput(client: ApiCaller, output: string, now: numbe
   if (r.tunnels.length === 0) return head.join('\n') + '\n' + (r.iface ? '\nNo other nodes publish a tunnel yet.\n' : '')
   const wide = output === 'wide'
   const rows = r.tunnels.map((t) => {
-    const row = [t.prefix, t.node, t.state, t.endpoint ?? '<learned when it dials>', t.latestHandshakeMs === undefined ? 'never' : ago(now - t.latestHandshakeMs)]
-    if (wide) row.push(PATHS[t.path] ?? t.path, bytes(t.rxBytes), bytes(t.txBytes))
+    const row = [t.prefix, t.node, t.state, t.endpoint ?? '<learned when it dials>', t.latestHandshakeMs === undefined ? 'never' : ago(now - t.latestHandshakeMs), pathText(t)]
+    if (wide) row.push(bytes(t.rxBytes), bytes(t.txBytes))
     return row
   })
-  const header = ['DESTINATION', 'NODE', 'TUNNEL', 'ENDPOINT', 'HANDSHAKE', ...(wide ? ['PATH', 'RX', 'TX'] : [])]
+  const header = ['DESTINATION', 'NODE', 'TUNNEL', 'ENDPOINT', 'HANDSHAKE', 'PATH', ...(wide ? ['RX', 'TX'] : [])]
   return head.join('\n') + '\n\n' + formatTable(header, rows)
 }
 

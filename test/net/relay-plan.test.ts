@@ -1,0 +1,147 @@
+/**
+ * NAT paths in the node network plan (pure): which peers are relayed, through whom, and what
+ * WireGuard is then told. Both ends of a relayed pair must pick the same relay, or the answers come
+ * back through a peer whose allowed-ips do not hold the sender and WireGuard drops them.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fc from 'fast-check'
+import { chooseRelay, endpointsFromMultiaddrs, planPeers, readPublishedNetwork, type PublishedNetwork } from '../../src/agent/network/plan.ts'
+import { decideSubnet } from '../../src/agent/network/index.ts'
+import { clusterPrefix, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
+import { seededBytes } from '../helpers/store.ts'
+
+const cluster = clusterPrefix('c0ffee00c0ffee00c0ffee00c0ffee00')
+const key = (peerId: string) => generateKeyPair(seededBytes([...peerId].reduce((a, c) => a * 31 + c.charCodeAt(0), 7) % 100_000)).publicKey
+const prefixOf = (subnet: number) => formatPrefix(nodePrefix(cluster, subnet))
+
+function node(peerId: string, subnet: number, extra: Partial<PublishedNetwork> = {}): PublishedNetwork {
+  return { name: peerId, peerId, publicKey: key(peerId), subnet, endpoints: [], removed: false, ...extra }
+}
+
+/** pub (10) reaches both NAT'd homes (20, 30) and sees their NAT mappings; the homes reach only pub. */
+function natPair(extra: { pub2?: boolean; homesReachEachOther?: boolean } = {}): PublishedNetwork[] {
+  const nodes = [
+    node('pub', 10, { endpoints: ['198.18.0.1:51820'], reach: new Set([20, 30, ...(extra.pub2 ? [40] : [])]), seen: new Map([[20, '198.18.0.253:51820'], [30, '198.18.0.252:41000']]) }),
+    node('home1', 20, { endpoints: ['10.77.0.2:51820'], reach: new Set([10, ...(extra.pub2 ? [40] : []), ...(extra.homesReachEachOther ? [30] : [])]) }),
+    node('home2', 30, { endpoints: ['10.78.0.2:51820'], reach: new Set([10, ...(extra.pub2 ? [40] : [])]) }),
+  ]
+  if (extra.pub2) nodes.push(node('pub2', 40, { endpoints: ['198.18.0.2:51820'], reach: new Set([10, 20, 30]) }))
+  return nodes
+}
+
+function plan(self: string, nodes: PublishedNetwork[], observed: Record<string, string> = {}) {
+  const { owners } = decideSubnet(cluster, self, nodes)
+  return planPeers(cluster, self, nodes, owners, new Map(Object.entries(observed)))
+}
+
+test('two NAT\'d nodes that do not reach each other route through the member both reach, on both sides', () => {
+  const nodes = natPair()
+  const fromHome1 = plan('home1', nodes, { pub: '198.18.0.1' })
+  const toHome2 = fromHome1.find((p) => p.peerId === 'home2')!
+  const toPub = fromHome1.find((p) => p.peerId === 'pub')!
+  assert.equal(toHome2.path, 'relayed')
+  assert.equal(toHome2.via?.name, 'pub')
+  // A /64 can be on one peer only: it moves to the relay; the direct peer keeps trying (keepalive).
+  assert.deepEqual(toHome2.wg.allowedIps, [])
+  assert.equal(toHome2.wg.persistentKeepalive, 25)
+  assert.deepEqual(toPub.wg.allowedIps, [prefixOf(10), prefixOf(30)])
+  assert.equal(toPub.path, 'direct')
+  // The other end decides the same.
+  const fromHome2 = plan('home2', nodes, { pub: '198.18.0.1' })
+  assert.equal(fromHome2.find((p) => p.peerId === 'home1')!.via?.name, 'pub')
+  assert.deepEqual(fromHome2.find((p) => p.peerId === 'pub')!.wg.allowedIps, [prefixOf(10), prefixOf(20)])
+  // The relay itself routes both directly: it forwards between its peers.
+  const fromPub = plan('pub', nodes, { home1: '198.18.0.253', home2: '198.18.0.252' })
+  assert.ok(fromPub.every((p) => p.path === 'peer-dials' && p.wg.allowedIps.length === 1))
+})
+
+test('each NAT\'d node is configured with the other\'s NAT mapping as a member sees it (hole punching)', () => {
+  const toHome2 = plan('home1', natPair(), { pub: '198.18.0.1' }).find((p) => p.peerId === 'home2')!
+  assert.equal(toHome2.wg.endpoint, '198.18.0.252:41000')
+  assert.equal(toHome2.punched, true)
+})
+
+test('a public node that does not see a NAT\'d peer on the mesh waits for it to dial, never fights its mapping', () => {
+  const nodes = natPair({ pub2: true })
+  const toHome1 = plan('pub2', nodes, {}).find((p) => p.peerId === 'home1')!
+  assert.equal(toHome1.path, 'peer-dials')
+  assert.equal(toHome1.wg.endpoint, undefined)
+})
+
+test('a handshake either side reports makes the pair direct again', () => {
+  const toHome2 = plan('home1', natPair({ homesReachEachOther: true }), { pub: '198.18.0.1' }).find((p) => p.peerId === 'home2')!
+  assert.equal(toHome2.path, 'direct')
+  assert.equal(toHome2.via, undefined)
+  assert.deepEqual(toHome2.wg.allowedIps, [prefixOf(30)])
+  assert.equal(toHome2.wg.endpoint, '198.18.0.252:41000', 'still the NAT mapping that worked')
+})
+
+test('public nodes still shaking hands are not relayed: only pairs with a node seen behind NAT are', () => {
+  const nodes = [
+    node('a', 10, { endpoints: ['198.18.0.1:51820'], reach: new Set([30]) }),
+    node('b', 20, { endpoints: ['198.18.0.2:51820'], reach: new Set([30]) }),
+    node('c', 30, { endpoints: ['198.18.0.3:51820'], reach: new Set([10, 20]) }),
+  ]
+  const peers = plan('a', nodes)
+  assert.ok(peers.every((p) => p.path === 'direct' && p.wg.allowedIps.length === 1))
+})
+
+test('a public node and a NAT\'d one are never relayed, even before their first handshake', () => {
+  const nodes = natPair({ pub2: true })
+  nodes.find((n) => n.peerId === 'pub2')!.reach = new Set([10, 30])
+  nodes.find((n) => n.peerId === 'home1')!.reach = new Set([10])
+  const fromPub2 = plan('pub2', nodes, { home1: '198.18.0.253' }).find((p) => p.peerId === 'home1')!
+  assert.equal(fromPub2.path, 'peer-dials')
+  const fromHome1 = plan('home1', nodes, { pub: '198.18.0.1', pub2: '198.18.0.2' }).find((p) => p.peerId === 'pub2')!
+  assert.equal(fromHome1.path, 'direct')
+  assert.equal(fromHome1.wg.endpoint, '198.18.0.2:51820')
+})
+
+test('no member reaches both: no relay, the direct attempt stays', () => {
+  const nodes = natPair()
+  nodes[0]!.reach = new Set([20])
+  const toHome2 = plan('home1', nodes, { pub: '198.18.0.1' }).find((p) => p.peerId === 'home2')!
+  assert.equal(toHome2.path, 'direct')
+  assert.deepEqual(toHome2.wg.allowedIps, [prefixOf(30)])
+})
+
+test('the relay choice is the same from both ends, whatever the member order', () => {
+  const nodes0 = natPair({ pub2: true })
+  const seenAt = new Map([[20, 'x'], [30, 'y']])
+  fc.assert(
+    fc.property(fc.shuffledSubarray(nodes0, { minLength: nodes0.length }), fc.shuffledSubarray(nodes0, { minLength: nodes0.length }), (o1, o2) => {
+      const home1 = nodes0.find((n) => n.peerId === 'home1')!
+      const home2 = nodes0.find((n) => n.peerId === 'home2')!
+      const a = chooseRelay(home1, home2, o1.filter((n) => n !== home1), seenAt)
+      const b = chooseRelay(home2, home1, o2.filter((n) => n !== home2), seenAt)
+      return a !== undefined && a.peerId === b?.peerId && (a.peerId === 'pub' || a.peerId === 'pub2')
+    }),
+  )
+  // Both ends of the planned tunnels agree too.
+  const nodes = natPair({ pub2: true })
+  const r1 = plan('home1', nodes).find((p) => p.peerId === 'home2')!.via!.peerId
+  const r2 = plan('home2', nodes).find((p) => p.peerId === 'home1')!.via!.peerId
+  assert.equal(r1, r2)
+})
+
+test('reach and seen from a peer\'s Node status are validated; garbage is dropped, never thrown', () => {
+  const obj = (network: unknown) => ({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'n' }, status: { peerId: 'p', network } }) as any
+  const p = readPublishedNetwork(obj({ reach: [1, 2, 0, -1, 70000, 'x', 2.5, 3], seen: { '5': '1.2.3.4:5', '06': '1.2.3.4:6', x: '1.2.3.4:7', '7': 'host:1', '8': 9 } }), new Set())!
+  assert.deepEqual([...p.reach!], [1, 2, 3])
+  assert.deepEqual([...p.seen!], [[5, '1.2.3.4:5']])
+  fc.assert(
+    fc.property(fc.anything(), fc.anything(), (reach, seen) => {
+      const r = readPublishedNetwork(obj({ reach, seen }), new Set())!
+      return [...(r.reach ?? [])].every((s) => Number.isInteger(s) && s > 0 && s < 0x10000)
+    }),
+  )
+})
+
+test('--announce addresses (what libp2p then reports instead of listen addresses) become endpoints when they are IPs', () => {
+  // mesh.addresses() is libp2p's getMultiaddrs(), which lists the announce addresses when given.
+  assert.deepEqual(endpointsFromMultiaddrs(['/ip4/203.0.113.5/tcp/7419', '/dns4/example.org/tcp/7419', '/ip6/2001:db8::5/tcp/7419'], 51820), [
+    '203.0.113.5:51820',
+    '[2001:db8::5]:51820',
+  ])
+})

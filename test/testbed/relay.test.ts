@@ -1,0 +1,164 @@
+/**
+ * Two nodes, each behind its own home router, and one public node. The routers masquerade with a
+ * random port per connection (like symmetric NATs), so neither home node can reach the other
+ * directly, and hole punching cannot work: each routes the other's /64 through the public member
+ * both reach (a relay over WireGuard, no relay server), and pods on the two home nodes talk over
+ * TCP by IPv6. `orc get routes` says which path each peer uses. Then `orc down` stops one agent
+ * and leaves its host clean, and cleans up after another that was killed.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Testbed, applyPod, podManifest, skipReason, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+
+test('testbed: two nodes behind separate NATs reach each other relayed through a public member', { timeout: 600_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const tb = await Testbed.create({
+    routers: [
+      { name: 'rtra', nat: 'random' },
+      { name: 'rtrb', nat: 'random' },
+    ],
+    hosts: [
+      { name: 'pub1' },
+      { name: 'home1', site: 'home', router: 'rtra' },
+      { name: 'home2', site: 'home', router: 'rtrb' },
+    ],
+  })
+  let failed = true
+  // Before destroy (hooks run in order), which removes the logs.
+  t.after(() => {
+    if (failed) for (const h of tb.hosts.values()) t.diagnostic(`--- ${h.name} log tail ---\n${tb.tail(h, 30)}`)
+  })
+  t.after(() => tb.destroy())
+  await tb.up('pub1')
+  await tb.join('home1', 'pub1')
+  await tb.join('home2', 'pub1')
+  // Every node Ready with all tunnels up: for home1 and home2 that includes the relayed path.
+  const nodes = await waitMesh(tb, 'pub1', ['pub1', 'home1', 'home2'])
+  const prefix = (n: string) => nodes.get(n).network.prefix as string
+
+  // Which path each peer uses: both home nodes relay the other through pub1, the same relay.
+  for (const [self, other] of [['home1', 'home2'], ['home2', 'home1']] as const) {
+    const r = JSON.parse(await tb.orc(self, ['get', 'routes', '-o', 'json']))
+    const peer = r.tunnels.find((x: any) => x.node === other)
+    assert.equal(peer.path, 'relayed', `${self} relays ${other}: ${JSON.stringify(peer)}`)
+    assert.equal(peer.via, 'pub1')
+    assert.equal(peer.state, 'up')
+    const pub = r.tunnels.find((x: any) => x.node === 'pub1')
+    assert.equal(pub.path, 'direct')
+    // WireGuard: the /64 is on the relay's peer (a prefix can be on one peer only), not the other's.
+    const dump = (await tb.exec(self, 'wg', ['show', r.iface, 'allowed-ips'])).stdout
+    const line = (key: string) => dump.split('\n').find((l) => l.startsWith(key)) ?? ''
+    assert.ok(line(pub.publicKey).includes(prefix(other)), `${self}: pub1 carries ${prefix(other)}:\n${dump}`)
+    assert.ok(!line(peer.publicKey).includes(prefix(other)), `${self}: ${other}'s direct peer does not:\n${dump}`)
+  }
+  const table = await tb.orc('home1', ['get', 'routes'])
+  assert.match(table, /home2 +up .*relay via pub1$/m)
+  t.diagnostic(table)
+  const fromPub = JSON.parse(await tb.orc('pub1', ['get', 'routes', '-o', 'json']))
+  assert.ok(fromPub.tunnels.every((x: any) => x.path === 'peer-dials' && x.state === 'up'), 'pub1 reaches both home nodes directly')
+
+  // Pods on the two home nodes reach each other over TCP, both ways.
+  await applyPod(tb, 'pub1', podManifest('srv1', 'home1', 'exec nc -ll -p 8080 -e echo hello-from-home1'))
+  await applyPod(tb, 'pub1', podManifest('srv2', 'home2', 'exec nc -ll -p 8080 -e echo hello-from-home2'))
+  const srv1 = await waitPodRunning(tb, 'pub1', 'srv1')
+  const srv2 = await waitPodRunning(tb, 'pub1', 'srv2')
+  const client = (addr: string) => `for i in $(seq 1 60); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
+  await applyPod(tb, 'pub1', podManifest('to-home2', 'home1', client(srv2.ipv6)))
+  await applyPod(tb, 'pub1', podManifest('to-home1', 'home2', client(srv1.ipv6)))
+  for (const [pod, want] of [['to-home2', 'hello-from-home2'], ['to-home1', 'hello-from-home1']] as const) {
+    const logs = await waitFor(`${pod} connected`, async () => {
+      const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
+      return l.includes('connected') ? l : undefined
+    }, 120_000)
+    assert.match(logs, new RegExp(want))
+  }
+
+  // Round trips between the nodes' own addresses: relayed (home1 → home2) against direct (home1 → pub1).
+  const gw = (n: string) => prefix(n).replace(/\/64$/, '1')
+  for (const [to, path] of [['pub1', 'direct'], ['home2', 'relayed']] as const) {
+    const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw(to)])
+    assert.equal(ping.exitCode, 0, `home1 pings ${to} (${path}): ${ping.stdout} ${ping.stderr}`)
+    t.diagnostic(`home1 → ${to} (${path}): ${ping.stdout.trim().split('\n').pop()}`)
+  }
+
+  // `orc down` on home1 (pods running): the agent exits and its host is as before it started.
+  const namesOf = (h: string) => JSON.parse(readFileSync(join(tb.host(h).dataDir, 'network.json'), 'utf8')) as { iface: string; podNetnsPrefix: string; nftTable: string }
+  const assertClean = async (h: string) => {
+    const n = namesOf(h)
+    assert.doesNotMatch((await tb.exec(h, 'ip', ['link'])).stdout, new RegExp(n.iface), `${h}: no WireGuard interface left`)
+    assert.equal((await tb.exec(h, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout.trim(), '', `${h}: no orc routes left`)
+    assert.ok(!(await tb.exec(h, 'ip', ['netns', 'list'])).stdout.includes(n.podNetnsPrefix), `${h}: no pod namespaces left`)
+    assert.notEqual((await tb.exec(h, 'nft', ['list', 'table', 'ip', n.nftTable])).exitCode, 0, `${h}: no nftables table left`)
+    assert.ok(!existsSync(`/var/run/wireguard/${n.iface}.sock`), `${h}: wireguard-go gone`)
+  }
+  const down1 = await tb.orcOnHost('home1', ['down'])
+  assert.equal(down1.exitCode, 0, down1.stderr)
+  t.diagnostic(down1.stdout)
+  assert.match(down1.stdout, /node home1 stopped/)
+  assert.match(down1.stdout, new RegExp(`wireguard interface ${namesOf('home1').iface}`))
+  assert.match(down1.stdout, new RegExp(`pod namespace ${namesOf('home1').podNetnsPrefix}`))
+  assert.match(down1.stdout, /kept: /)
+  assert.equal(await tb.agentExited('home1'), 0)
+  await assertClean('home1')
+  assert.equal((await tb.exec('home1', 'sysctl', ['-n', 'net.ipv6.conf.all.forwarding'])).stdout.trim(), '0', 'forwarding restored')
+  assert.ok(existsSync(join(tb.host('home1').dataDir, 'wireguard.key')), 'data is kept')
+  const again = await tb.orcOnHost('home1', ['down', '--data-dir', tb.host('home1').dataDir])
+  assert.equal(again.exitCode, 0, again.stderr)
+  assert.match(again.stdout, /nothing to do/)
+
+  // A crashed agent (SIGKILL) leaves its interface and pods behind: `orc down` finds them by the data dir.
+  await tb.killAgent('home2')
+  assert.match((await tb.exec('home2', 'ip', ['link'])).stdout, new RegExp(namesOf('home2').iface))
+  const down2 = await tb.orcOnHost('home2', ['down', '--data-dir', tb.host('home2').dataDir])
+  assert.equal(down2.exitCode, 0, down2.stderr)
+  t.diagnostic(down2.stdout)
+  assert.match(down2.stdout, /removed what it left behind/)
+  assert.match(down2.stdout, new RegExp(`pod namespace ${namesOf('home2').podNetnsPrefix}`))
+  await assertClean('home2')
+  failed = false
+})
+
+/**
+ * The same pair behind routers that keep the source port (Linux masquerade's default). Each home
+ * node is configured with the other's NAT mapping as the public node sees it (a hole-punching
+ * attempt: keepalives from both sides). Whether that opens a path depends on the NATs; with two
+ * Linux masquerading routers it does not (the first attempt to arrive creates an inbound conntrack
+ * entry on the far router that takes the very port the far side's mapping needs, so that mapping
+ * moves to another port), and the pair stays relayed. Either way pods' traffic flows, and
+ * `orc get routes` says which path is in use.
+ */
+test('testbed: behind port-preserving NATs a NAT\'d pair tries each other\'s mapping and falls back to the relay', { timeout: 600_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const tb = await Testbed.create({
+    routers: [{ name: 'rtra' }, { name: 'rtrb' }],
+    hosts: [
+      { name: 'pub1' },
+      { name: 'home1', site: 'home', router: 'rtra' },
+      { name: 'home2', site: 'home', router: 'rtrb' },
+    ],
+  })
+  let failed = true
+  // Before destroy (hooks run in order), which removes the logs.
+  t.after(() => {
+    if (failed) for (const h of tb.hosts.values()) t.diagnostic(`--- ${h.name} log tail ---\n${tb.tail(h, 30)}`)
+  })
+  t.after(() => tb.destroy())
+  await tb.up('pub1')
+  await tb.join('home1', 'pub1')
+  await tb.join('home2', 'pub1')
+  const nodes = await waitMesh(tb, 'pub1', ['pub1', 'home1', 'home2'])
+  const r = JSON.parse(await tb.orc('home1', ['get', 'routes', '-o', 'json']))
+  const peer = r.tunnels.find((x: any) => x.node === 'home2')
+  // The mapping pub1 sees home2 at, on router B's public address with home2's own port (kept).
+  assert.equal(peer.endpoint, `${tb.routers.get('rtrb')!.wanIp}:${nodes.get('home2').network.listenPort}`, JSON.stringify(peer))
+  assert.ok(peer.path === 'relayed' ? peer.via === 'pub1' : peer.punched === true, JSON.stringify(peer))
+  const gw = nodes.get('home2').network.prefix.replace(/\/64$/, '1')
+  const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw])
+  assert.equal(ping.exitCode, 0, ping.stdout + ping.stderr)
+  t.diagnostic(`home1 → home2 path ${peer.path === 'relayed' ? `relay via ${peer.via}` : 'direct through both NATs'}: ${ping.stdout.trim().split('\n').pop()}`)
+  failed = false
+})
