@@ -196,7 +196,8 @@ async function joinAndRss(): Promise<void> {
     s0.env = ENV
     await s0.up().ready()
     await applyMany(s0, 'idle', 1000)
-    await new Promise((r) => setTimeout(r, 5000)) // let start-up garbage be collected: this figure is "idle"
+    // Idle: 20 s without writes, so the agent's heap keeper (src/agent/heap.ts, every 15 s) has run.
+    await new Promise((r) => setTimeout(r, 20_000))
     console.log(`idle_rss_mb_1k_objects ${rssMb(s0.proc?.pid).toFixed(0)}`)
     await applyMany(s0, 'bulk', 9000)
     const token = await tokenFrom(s0)
