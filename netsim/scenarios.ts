@@ -4,7 +4,9 @@
  */
 import { checkAll, storesAgree } from './invariants.ts'
 import { mdTable, svgPlot, type Series } from './report.ts'
-import { LocalScheduler } from './scheduler.ts'
+import { LocalScheduler, type SchedNaming } from './scheduler.ts'
+import { routedStore, type FederatedScope } from '../src/agent/federation/routed-store.ts'
+import type { ObjectStore } from '../src/store/index.ts'
 import { Simulator, type SimNode, type SimOptions, type Violation } from './sim.ts'
 
 export interface ScenarioOptions {
@@ -494,8 +496,275 @@ const haFailover: Scenario = {
   },
 }
 
+// ---------------------------------------------------------------------- federation
+
+/** Clusters of the federation scenario (node K of the federation mesh is in cluster K mod 5). */
+export const FED_CLUSTERS = 5
+const SHARED = 'shared'
+const PRIVATE = 'private'
+
+/**
+ * A federation of 5 clusters. The federation document is one simulator (every node of every
+ * cluster replicates it; links inside a cluster are `local`, between clusters `wide`); each
+ * cluster's private scope is a simulator of its own (a separate document on a separate mesh, as in
+ * the agent). Writes go through the agent's real `routedStore`: the shared namespace to the
+ * federation document, everything else to the cluster's own. Pods of the shared namespace are
+ * scheduled on every node by the real `plan` over all clusters' nodes (`node-K@cluster-C`), with
+ * `placement.clusters` / `preferClusters`.
+ */
+const federation: Scenario = {
+  name: 'federation',
+  description: '5 clusters sharing a namespace: whole-cluster cuts and heals, a lost cluster, a 3-way split; convergence, no private leak, ha re-placed in allowed clusters, best-effort stays',
+  defaultNodes: 1000,
+  async run(o) {
+    const C = FED_CLUSTERS
+    const perCluster = Math.max(2, Math.floor(o.nodes / C))
+    const total = perCluster * C
+    const { sim, heapPerNodeKB, t0 } = await setup({ ...o, nodes: total }, { sites: C })
+    const clusterName = (c: number) => `cluster-${c}`
+    const clusterOfIdx = (k: number) => k % C
+    const naming: SchedNaming = {
+      namespace: SHARED,
+      name: (k) => `node-${k}@${clusterName(clusterOfIdx(k))}`,
+      index: (name) => Number(name.slice('node-'.length, name.indexOf('@'))),
+      cluster: (k) => clusterName(clusterOfIdx(k)),
+    }
+    const sched = new LocalScheduler(sim, {}, naming)
+    // Each cluster's private scope: its own simulator (oracle liveness: it only carries writes).
+    const privateSims: Simulator[] = []
+    for (let c = 0; c < C; c++) {
+      const ps = new Simulator({ ...o.sim, seed: o.seed * 31 + c + 1, nodes: perCluster, membership: 'oracle' })
+      await ps.start()
+      privateSims.push(ps)
+    }
+    const privNode = (k: number) => privateSims[clusterOfIdx(k)]!.nodes[Math.floor(k / C)]!
+    const membersOf = (c: number) => sim.nodes.filter((n) => clusterOfIdx(n.idx) === c).map((n) => n.idx)
+    /** The API's store on node K: the shared namespace in the federation document, the rest private. */
+    const apiOf = (k: number): ObjectStore | undefined => {
+      const fed = sim.nodes[k]!
+      const own = privNode(k)
+      if (!fed.up || !own.up || !fed.store || !own.store) return undefined
+      const scope: FederatedScope = { store: fed.store, cluster: clusterName(clusterOfIdx(k)), federation: 'lab' }
+      return routedStore(own.store, { scopeOf: (ns) => (ns === SHARED ? scope : undefined), scopes: () => [{ namespaces: [SHARED], scope }] })
+    }
+    const advance = async (ms: number) => {
+      await sim.runFor(ms)
+      for (const ps of privateSims) await ps.runUntil(sim.now)
+    }
+    let privSeq = 0
+    const writePrivate = async (k: number) => {
+      const api = apiOf(k)
+      if (!api) return
+      const c = clusterOfIdx(k)
+      const name = `p${privSeq++}`
+      const r = await api.apply(
+        { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name, namespace: PRIVATE, labels: { cluster: clusterName(c) } }, spec: { containers: [{ name: 'main', image: '/images/app' }] } } as never,
+        { author: 'user:netsim', now: sim.localNow(sim.nodes[k]!) },
+      )
+      const ps = privateSims[c]!
+      if (r.revision) ps.acked.push({ revisionId: r.revision.id, key: `${PRIVATE}/${name}`, node: Math.floor(k / C), at: ps.now })
+    }
+    const writeShared = async (k: number) => {
+      const n = sim.nodes[k]!
+      if (n.up) await sim.write(n)
+    }
+
+    // Pods of the shared namespace, created on cluster-0 through the API's routing: each allowed
+    // in two clusters (preferring the first); every 10th without placement.clusters (cluster-0 only).
+    await advance(10_000)
+    const pods = Math.min(200, Math.max(20, Math.floor(total / 5)))
+    const allowed = new Map<string, string[] | undefined>()
+    const via = membersOf(0)[0]!
+    for (let i = 0; i < pods; i++) {
+      const a = i % C
+      const b = (i + 1 + Math.floor(i / C)) % C === a ? (a + 1) % C : (i + 1 + Math.floor(i / C)) % C
+      const clusters = i % 10 === 9 ? undefined : [clusterName(a), clusterName(b)]
+      allowed.set(`app-${i}`, clusters ?? [clusterName(0)])
+      const spec: Record<string, unknown> = {
+        policy: i % 2 === 0 ? 'ha' : 'best-effort',
+        containers: [{ name: 'main', image: '/images/app', resources: { requests: { cpu: '100m', memory: '64Mi' } } }],
+      }
+      if (clusters) spec.placement = { clusters, preferClusters: [clusters[0]] }
+      const r = await apiOf(via)!.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: `app-${i}`, namespace: SHARED, labels: { app: `app-${i}` } }, spec } as never, {
+        author: 'user:netsim',
+        now: sim.localNow(sim.nodes[via]!),
+      })
+      if (r.revision) sim.acked.push({ revisionId: r.revision.id, key: `${SHARED}/app-${i}`, node: via, at: sim.now })
+    }
+    await advance(20_000)
+    sched.checkDoubles = true
+    await advance(3000)
+    sched.checkDoubles = false
+    const clusterOfNode = (name: string) => name.slice(name.indexOf('@') + 1)
+    const placedWrong = () => {
+      let wrong = 0
+      for (const [pod, nodes] of sched.runners()) {
+        const ok = allowed.get(pod)
+        for (const n of nodes) if (ok && !ok.includes(clusterOfNode(n))) {
+          wrong++
+          sim.violation(`pod ${pod} runs on ${n}, outside placement.clusters [${ok.join(', ')}]`)
+        }
+      }
+      return wrong
+    }
+    const runningBefore = sched.runners().size
+    placedWrong()
+    if (runningBefore < pods) sim.violation(`${pods - runningBefore} of ${pods} shared pods not running before any fault`)
+
+    const haAfter = (sched.opts.haAfterSeconds ?? 30) * 1000
+    const settle = sim.opts.suspectAfterMs + 3 * sim.opts.heartbeatMs
+    const during = async (ms: number, sides: number[][]) => {
+      const end = sim.now + ms
+      while (sim.now < end) {
+        for (const side of sides) {
+          await writeShared(sim.rng.pick(side))
+          await writePrivate(sim.rng.pick(side))
+        }
+        await advance(Math.min(10_000, end - sim.now))
+      }
+    }
+    const healAndConverge = async (label: string) => {
+      const at = sim.now
+      sim.net.heal(sim.now)
+      const conv = await converge(sim, at, 6 * sim.opts.syncIntervalMs)
+      for (const ps of privateSims) await ps.runUntil(sim.now)
+      if (conv === undefined) sim.violation(`${label}: federation document did not converge within ${(6 * sim.opts.syncIntervalMs) / 1000}s of the heal`)
+      await advance(settle)
+      sched.checkDoubles = true
+      await advance(5000)
+      sched.checkDoubles = false
+      return conv
+    }
+    const bestEffortBound = () => {
+      const out = new Map<string, string>()
+      const ref = sim.upNodes[0]!.store!
+      for (const p of ref.list('Pod', SHARED)) {
+        const st = p.status as { node?: string } | undefined
+        if ((p.spec as { policy?: string }).policy !== 'ha' && st?.node) out.set(p.metadata.name, st.node)
+      }
+      return out
+    }
+
+    // 1. Whole-cluster cut: cluster-0 alone against the other four, past haAfter; writes on both sides.
+    const c0 = membersOf(0)
+    const rest0 = sim.nodes.map((n) => n.idx).filter((k) => clusterOfIdx(k) !== 0)
+    const beBefore1 = bestEffortBound()
+    sim.net.split([c0, rest0], sim.now)
+    await during(haAfter + settle + 20_000, [c0, rest0])
+    const conv1 = await healAndConverge('cut of cluster-0')
+    const beAfter1 = bestEffortBound()
+    let beMoved = 0
+    for (const [pod, node] of beBefore1) if (beAfter1.get(pod) !== node) beMoved++
+
+    // 2. A cluster is lost: every node of cluster-1 (and its private scope) crashes.
+    const c1 = membersOf(1)
+    const beBefore2 = bestEffortBound()
+    for (const k of c1) sched.noteLost(sim.nodes[k]!)
+    const lostAt = sim.now
+    for (const k of c1) {
+      sim.crash(sim.nodes[k]!)
+      privateSims[1]!.crash(privNode(k))
+    }
+    const bound = sim.opts.suspectAfterMs + haAfter + 3 * sim.opts.heartbeatMs
+    await during(bound + 10_000, [sim.upNodes.map((n) => n.idx)])
+    let worst = 0
+    let notAllowed = 0
+    let stuck = 0
+    for (const f of sched.failovers) {
+      const ok = allowed.get(f.pod)!
+      const movable = ok.some((c) => c !== clusterName(1))
+      if (!movable) {
+        stuck++
+        continue
+      }
+      const took = f.runningAgainAt === undefined ? Infinity : f.runningAgainAt - f.lostAt
+      worst = Math.max(worst, took)
+      if (took > bound) sim.violation(`ha pod ${f.pod} (was on ${f.from}) not running again within ${bound / 1000}s of cluster-1's loss (took ${took / 1000}s)`)
+      if (f.to !== undefined && !ok.includes(clusterOfNode(f.to))) {
+        notAllowed++
+        sim.violation(`ha pod ${f.pod} re-placed on ${f.to}, outside placement.clusters [${ok.join(', ')}]`)
+      }
+    }
+    const beAfter2 = bestEffortBound()
+    for (const [pod, node] of beBefore2) if (c1.some((k) => naming.name(k) === node) && beAfter2.get(pod) !== node) {
+      beMoved++
+      sim.violation(`best-effort pod ${pod} moved off lost ${node} (goneAfter not reached)`)
+    }
+
+    // 3. Three-way split of the clusters still up: [cluster-2] [cluster-3] [cluster-0 + cluster-4].
+    const g2 = membersOf(2)
+    const g3 = membersOf(3)
+    const g04 = [...membersOf(0), ...membersOf(4)]
+    sim.net.split([g2, g3, g04], sim.now)
+    await during(haAfter + settle + 10_000, [g2, g3, g04])
+    const conv2 = await healAndConverge('three-way split')
+
+    // 4. cluster-1 comes back from its disks: it stops the copies that moved away.
+    const returnAt = sim.now
+    for (const k of c1) {
+      await sim.restart(sim.nodes[k]!)
+      await privateSims[1]!.restart(privNode(k))
+    }
+    const conv3 = await converge(sim, returnAt, 6 * sim.opts.syncIntervalMs)
+    for (const ps of privateSims) await ps.runUntil(sim.now)
+    await advance(settle)
+    sched.checkDoubles = true
+    await advance(5000)
+    placedWrong()
+    await checkAll(sim, 'federation document at the end')
+
+    // Private scopes: each converged within its cluster, and held nothing of another cluster's; the
+    // federation document held no private object.
+    let leaks = 0
+    for (let c = 0; c < C; c++) {
+      const ps = privateSims[c]!
+      await ps.runUntilTrue(() => storesAgree(ps), 6 * ps.opts.syncIntervalMs, 1000)
+      for (const v of await checkAll(ps, `private scope of ${clusterName(c)}`)) sim.violation(v)
+      for (const n of ps.upNodes) {
+        for (const p of n.store!.list('Pod')) {
+          if (p.metadata.namespace === SHARED || (p.metadata.namespace === PRIVATE && p.metadata.labels?.cluster !== clusterName(c))) {
+            leaks++
+            sim.violation(`private scope of ${clusterName(c)} on ${n.name} holds ${p.metadata.namespace}/${p.metadata.name} (${p.metadata.labels?.cluster ?? 'shared'})`)
+          }
+        }
+      }
+    }
+    for (const n of sim.upNodes) {
+      const leaked = n.store!.list('Pod', PRIVATE)
+      if (leaked.length > 0) {
+        leaks += leaked.length
+        sim.violation(`federation document on ${n.name} holds private object ${PRIVATE}/${leaked[0]!.metadata.name}`)
+      }
+    }
+    const privateWrites = privateSims.reduce((s, ps) => s + ps.acked.length, 0)
+    const took = sched.failovers.filter((f) => f.runningAgainAt !== undefined).map((f) => f.runningAgainAt! - f.lostAt).sort((a, b) => a - b)
+    const figures: Record<string, number | string> = {
+      clusters: C,
+      'nodes per cluster': perCluster,
+      'shared pods': pods,
+      'pods running before faults': runningBefore,
+      'converged after cut of cluster-0 healed (s)': conv1 === undefined ? 'no' : conv1 / 1000,
+      'converged after 3-way split healed (s)': conv2 === undefined ? 'no' : conv2 / 1000,
+      'converged after cluster-1 returned (s)': conv3 === undefined ? 'no' : conv3 / 1000,
+      'ha pods on lost cluster-1': sched.failovers.length,
+      'of them allowed only in cluster-1 (wait)': stuck,
+      'ha re-placement bound (s)': bound / 1000,
+      'median ha re-placement (s)': took.length ? took[Math.floor(took.length / 2)]! / 1000 : 0,
+      'worst ha re-placement (s)': worst / 1000,
+      'ha re-placed outside placement.clusters': notAllowed,
+      'best-effort pods moved': beMoved,
+      'private writes': privateWrites,
+      'private objects seen outside their cluster': leaks,
+      'pods running at end': sched.runners().size,
+      binds: sched.binds,
+    }
+    void lostAt
+    return finish('federation', { ...o, nodes: total }, sim, t0, heapPerNodeKB, figures, figuresTable(figures))
+  },
+}
+
 export const SCENARIOS: Record<string, Scenario> = Object.fromEntries(
-  [propagation, partition, churn, rollingRestart, siteDark, haFailover].map((s) => [s.name, s]),
+  [propagation, partition, churn, rollingRestart, siteDark, haFailover, federation].map((s) => [s.name, s]),
 )
 
 /** The command that replays a run exactly. */

@@ -14,6 +14,25 @@ export interface FailoverRecord {
   from: string
   lostAt: number
   runningAgainAt?: number
+  /** Where it runs again. */
+  to?: string
+}
+
+/**
+ * How simulated nodes are named and grouped. The default is one cluster (`node-K`, pods in `apps`);
+ * the federation scenario names nodes `node-K@cluster-C` and sets NodeView.cluster.
+ */
+export interface SchedNaming {
+  namespace: string
+  name(idx: number): string
+  index(name: string): number
+  cluster?(idx: number): string
+}
+
+export const CLUSTER_NAMING: SchedNaming = {
+  namespace: APPS,
+  name: (k) => `node-${k}`,
+  index: (name) => Number(name.slice('node-'.length)),
 }
 
 export class LocalScheduler {
@@ -37,6 +56,7 @@ export class LocalScheduler {
   constructor(
     readonly sim: Simulator,
     opts: SchedOptionsInput = {},
+    readonly naming: SchedNaming = CLUSTER_NAMING,
   ) {
     this.opts = { haAfterSeconds: 30, ...opts }
     const hook = (n: SimNode) => {
@@ -78,20 +98,26 @@ export class LocalScheduler {
       const alive = sim.isAlive(n, k)
       const since = n.notAlive.get(k)
       const state = alive ? 'alive' : since !== undefined && now - since >= sim.opts.deadAfterMs - sim.opts.suspectAfterMs ? 'dead' : 'suspect'
+      const cluster = this.naming.cluster?.(k)
       nodes.push({
-        name: `node-${k}`,
+        name: this.naming.name(k),
         labels: { site: `site-${sim.nodes[k]!.site}` },
+        ...(cluster !== undefined ? { cluster } : {}),
         allocatable: { cpu: '8', memory: '16Gi', pods: 110 },
         state,
         ...(alive ? {} : { since: since ?? now }),
       })
     }
     const pods: PodView[] = []
-    for (const o of n.store!.list('Pod', APPS)) {
-      const spec = o.spec as { policy?: 'ha' | 'best-effort'; placement?: { node?: string }; containers: never[] }
+    const ns = this.naming.namespace
+    for (const o of n.store!.list('Pod', ns)) {
+      const spec = o.spec as { policy?: 'ha' | 'best-effort'; placement?: { node?: string; clusters?: string[]; preferClusters?: string[] }; containers: never[] }
       const status = (o.status ?? {}) as { node?: string }
+      // As the agent's federated view: no placement.clusters → the cluster that created the pod.
+      const origin = o.metadata.annotations?.['orc/cluster']
+      const clusters = spec.placement?.clusters ?? (this.naming.cluster && origin !== undefined ? [origin] : undefined)
       pods.push({
-        namespace: APPS,
+        namespace: ns,
         name: o.metadata.name,
         labels: o.metadata.labels,
         requests: podRequests(spec.containers),
@@ -99,6 +125,8 @@ export class LocalScheduler {
         createdAt: Date.parse(o.metadata.createdAt),
         ...(status.node ? { node: status.node } : {}),
         ...(spec.placement?.node ? { pin: spec.placement.node } : {}),
+        ...(clusters !== undefined ? { clusters } : {}),
+        ...(spec.placement?.preferClusters ? { preferClusters: spec.placement.preferClusters } : {}),
       })
     }
     return { nodes, pods, now }
@@ -116,12 +144,13 @@ export class LocalScheduler {
     if (next === undefined) this.nextAt.delete(n.idx)
     else this.nextAt.set(n.idx, next)
     const pods = new Map(view.pods.map((p) => [`${p.namespace}/${p.name}`, p]))
+    const me = this.naming.name(n.idx)
     for (const op of plan(view, this.opts)) {
-      if (!(op instanceof BindOp) || op.node !== n.name) continue
+      if (!(op instanceof BindOp) || op.node !== me) continue
       const pod = pods.get(op.pod)!
       if (op.from !== undefined) this.checkMove(n, pod, op.from)
       const [namespace, name] = op.pod.split('/') as [string, string]
-      await n.store.patch({ kind: 'Pod', namespace, name }, [{ path: ['status', 'node'], value: n.name }], { author: 'controller:scheduler', now: sim.localNow(n) })
+      await n.store.patch({ kind: 'Pod', namespace, name }, [{ path: ['status', 'node'], value: me }], { author: 'controller:scheduler', now: sim.localNow(n) })
       this.binds++
       if (!n.up) return
     }
@@ -130,7 +159,7 @@ export class LocalScheduler {
   /** Ground truth for a move away from `fromName`: how long has it really been unreachable from `n`? */
   private checkMove(n: SimNode, pod: PodView, fromName: string): void {
     const sim = this.sim
-    const from = sim.nodes[Number(fromName.slice('node-'.length))]!
+    const from = sim.nodes[this.naming.index(fromName)]!
     let unreachableFor = -1
     if (!from.up) unreachableFor = sim.now - from.downSince
     else if (sim.net.blocked(from.idx, n.idx) || !sim.net.reaches(from.idx, n.idx)) unreachableFor = sim.now - sim.net.since
@@ -151,13 +180,14 @@ export class LocalScheduler {
     for (const n of this.sim.upNodes) {
       let mine = this.runs.get(n.idx)
       if (mine === undefined || this.runsDirty.has(n.idx)) {
-        mine = n.store!.list('Pod', APPS).filter((o) => (o.status as { node?: string } | undefined)?.node === n.name).map((o) => o.metadata.name)
+        const me = this.naming.name(n.idx)
+        mine = n.store!.list('Pod', this.naming.namespace).filter((o) => (o.status as { node?: string } | undefined)?.node === me).map((o) => o.metadata.name)
         this.runs.set(n.idx, mine)
         this.runsDirty.delete(n.idx)
       }
       for (const pod of mine) {
         const list = out.get(pod) ?? []
-        list.push(n.name)
+        list.push(this.naming.name(n.idx))
         out.set(pod, list)
       }
     }
@@ -166,10 +196,11 @@ export class LocalScheduler {
 
   /** Record a pod losing its node (for the failover bound). */
   noteLost(node: SimNode): void {
-    for (const o of node.store?.list('Pod', APPS) ?? []) {
+    const me = this.naming.name(node.idx)
+    for (const o of node.store?.list('Pod', this.naming.namespace) ?? []) {
       const s = o.status as { node?: string } | undefined
-      if (s?.node === node.name && (o.spec as { policy?: string }).policy === 'ha') {
-        this.failovers.push({ pod: o.metadata.name, from: node.name, lostAt: this.sim.now })
+      if (s?.node === me && (o.spec as { policy?: string }).policy === 'ha') {
+        this.failovers.push({ pod: o.metadata.name, from: me, lostAt: this.sim.now })
       }
     }
   }
@@ -183,8 +214,12 @@ export class LocalScheduler {
         if (this.checkDoubles) this.sim.violation(`pod ${pod} runs on ${nodes.join(', ')} after views converged`)
       }
     }
-    for (const f of this.failovers) if (f.runningAgainAt === undefined && run.has(f.pod)) f.runningAgainAt = this.sim.now
-    const total = this.total ?? (this.total = this.sim.upNodes[0]?.store!.list('Pod', APPS).length ?? 0)
+    for (const f of this.failovers) {
+      if (f.runningAgainAt !== undefined || !run.has(f.pod)) continue
+      f.runningAgainAt = this.sim.now
+      f.to = run.get(f.pod)![0]
+    }
+    const total = this.total ?? (this.total = this.sim.upNodes[0]?.store!.list('Pod', this.naming.namespace).length ?? 0)
     this.timeline.push({ t: this.sim.now, up: this.sim.upNodes.length, running: run.size, doubled, pending: total - run.size })
   }
 }

@@ -384,11 +384,35 @@ export class Testbed {
     }
   }
 
-  /** `orc up` on the first host of a cluster. */
-  async up(name: string): Promise<void> {
+  /** `orc up` on the first host of a cluster (`extra`: more flags, e.g. `--cluster home`); also restarts a stopped node. */
+  async up(name: string, extra: string[] = []): Promise<void> {
     const h = this.host(name)
-    this.spawnAgent(h, ['up', ...this.common(h)])
+    this.spawnAgent(h, ['up', ...this.common(h), ...extra])
     await this.waitAgent(h)
+  }
+
+  /**
+   * Cut every packet between two groups of hosts (both ways, IPv4 and IPv6) on the internet bridge,
+   * with an nftables bridge filter in the bridge's namespace; each group still reaches itself and
+   * the rest. Hosts behind a home router are cut by the router's WAN address (so the whole LAN).
+   * `heal()` removes every cut.
+   */
+  async partition(a: string[], b: string[]): Promise<void> {
+    const addr = (n: string) => {
+      const h = this.host(n)
+      return h.site === 'internet' ? h.ip : this.routers.get(this.opts.hosts.find((x) => x.name === n)?.router ?? this.router.name)!.wanIp
+    }
+    const set = (names: string[]) => `{ ${[...new Set(names.map(addr))].join(', ')} }`
+    const table = 'orc_testbed_partition'
+    const exists = (await execa('ip', ['netns', 'exec', this.inet, 'nft', 'list', 'table', 'bridge', table], { reject: false })).exitCode === 0
+    const lines = exists ? [] : [`table bridge ${table} {`, '  chain forward {', '    type filter hook forward priority 0; policy accept;', '  }', '}']
+    lines.push(`add rule bridge ${table} forward ip saddr ${set(a)} ip daddr ${set(b)} drop`, `add rule bridge ${table} forward ip saddr ${set(b)} ip daddr ${set(a)} drop`, '')
+    await sh('ip', ['netns', 'exec', this.inet, 'nft', '-f', '-'], { input: lines.join('\n') })
+  }
+
+  /** Undo every `partition()`. */
+  async heal(): Promise<void> {
+    await shQuiet('ip', ['netns', 'exec', this.inet, 'nft', 'delete', 'table', 'bridge', 'orc_testbed_partition'])
   }
 
   /** `orc join <via> --token T` on `name`, with a one-use token from `via`. */

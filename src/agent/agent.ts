@@ -26,10 +26,12 @@ import { previousUserRevision } from './rollback.ts'
 import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute } from './stability.ts'
 import { createNodeOps, type NodeOps } from './ops/node-ops.ts'
 import { NodeNetwork, meshViewOf, withNetworkRoutes } from './network/index.ts'
+import { FederationManager, federationRouteSource, routedStore, withFederationRoutes } from './federation/index.ts'
 import { systemClock as workflowSystemClock } from '../workflow/index.ts'
 import {
   DEFAULT_CLUSTER_NAME,
   PID_FILE,
+  readPid,
   socketPathOf,
   systemClock,
   type AgentOptions,
@@ -57,21 +59,14 @@ export interface Agent {
   readonly lifecycle: PodLifecycle
   /** Metrics, events, doctor and the HTTP listener (install script, /metrics). */
   readonly ops: NodeOps
+  /** The federations this node takes part in (docs/federation.md). */
+  readonly federation: FederationManager
   /** Orderly stop: API first (no new writes), then the store. Safe to call twice. */
   stop(): Promise<void>
   /** Resolves when the agent has stopped. */
   readonly stopped: Promise<void>
 }
 
-
-function readPid(dataDir: string): number | undefined {
-  try {
-    const n = Number(readFileSync(join(dataDir, PID_FILE), 'utf8').trim())
-    return Number.isInteger(n) && n > 0 ? n : undefined
-  } catch {
-    return undefined
-  }
-}
 
 function ensureDataDir(dir: string): void {
   try {
@@ -202,6 +197,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let deployments: DeploymentController | undefined
   let network: NodeNetwork | undefined
   let ops: NodeOps | undefined
+  let federation: FederationManager | undefined
   let pruneTimer: ReturnType<typeof setInterval> | undefined
   const cleanup = async (): Promise<void> => {
     if (pruneTimer) clearInterval(pruneTimer)
@@ -211,6 +207,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     await deployments?.stop().catch((err) => log.warn({ err }, 'stop deployments'))
     await lifecycle?.stop().catch((err) => log.warn({ err }, 'stop pod lifecycle'))
     await network?.stop().catch((err) => log.warn({ err }, 'stop node network'))
+    await federation?.stop().catch((err) => log.warn({ err }, 'stop federations'))
     await cluster?.stop().catch((err) => log.warn({ err }, 'stop mesh'))
     await store.close().catch((err) => log.warn({ err }, 'close store'))
     if (readPid(dataDir) === process.pid) {
@@ -294,8 +291,31 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       network: nodeNetwork,
     })
     const pods = lifecycle
-    const baseHandler = createApiHandler({
+    // Federations: objects in a federated namespace live in the federation's document (the API
+    // reads and writes them there); everything else stays in the cluster's own scope.
+    federation = new FederationManager({
+      dataDir,
+      nodeName,
       store,
+      cluster: () => clusterRef,
+      clusterMesh: cluster?.mesh,
+      listen: opts.mesh?.listen,
+      // The federation mesh keeps the cluster mesh's timers (heartbeats, suspicion).
+      tunables: opts.mesh?.tunables,
+      logger,
+      clock,
+    })
+    // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
+    // Before start(): federations reopened after a restart announce their pod scopes as they open
+    // (announce() runs once per federation; with no pod host yet their pods would never run again
+    // and the lifecycle would reap their containers as orphans).
+    await federation.runPodsWith(pods)
+    await federation.start()
+    // Their pods are routed to and from the other member clusters (/128s only, docs/federation.md).
+    nodeNetwork.useFederation(federationRouteSource(federation))
+    const apiStore = routedStore(store, federation)
+    const baseHandler = createApiHandler({
+      store: apiStore,
       node: () => info,
       clock,
       logger: logger.child({ module: 'api' }),
@@ -306,7 +326,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         const names = new Set(inBatch.map((o) => o.metadata.name))
         admitPod(obj, [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch])
       },
-      rollbackTarget: (ref) => previousUserRevision(store, ref),
+      rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     })
     const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })(baseHandler)
     const schedHandler = withSchedulingRoutes(podHandler, {
@@ -315,6 +335,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       now: () => clock.now(),
       members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
       schedView: () => pods.schedView(),
+      scopeView: (ns) => pods.schedViewFor(ns),
     })
     const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
     // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
@@ -369,7 +390,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         .finally(() => (pruning = false))
     }, pruneEvery)
     pruneTimer.unref()
-    const opsHandler = ops.wrap(stabilityHandler)
+    const opsHandler = ops.wrap(withFederationRoutes(stabilityHandler, federation))
     const handler = cluster ? cluster.wrap(opsHandler) : opsHandler
     server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
     await ops.start()
@@ -400,6 +421,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       cluster,
       lifecycle,
       ops,
+      federation,
       stopped,
       stop() {
         stopping ??= (async () => {

@@ -15,6 +15,9 @@ const MEMBER_ROUTES: ReadonlyArray<{ method: string; path: readonly string[] }> 
   { method: 'GET', path: ['v1', 'clock'] },
   // Its durable state vector and member list, for tombstone pruning (stability.ts).
   { method: 'GET', path: ['v1', 'stability'] },
+  // A single-use invite into a federation this cluster is in, so the asking node follows its
+  // cluster there (federation/manager.ts); the invite travels inside the cluster's own mesh.
+  { method: 'GET', path: ['v1', 'federation-invites', '*'] },
 ]
 
 function segments(path: string): string[] | undefined {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { MeshSetup } from './cluster.ts'
@@ -16,6 +17,16 @@ export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, uid: number
 
 export const SOCKET_FILE = 'orc.sock'
 export const PID_FILE = 'orc.pid'
+
+/** The pid recorded in a data dir's pid file, if it holds one. */
+export function readPid(dataDir: string): number | undefined {
+  try {
+    const n = Number(readFileSync(join(dataDir, PID_FILE), 'utf8').trim())
+    return Number.isInteger(n) && n > 0 ? n : undefined
+  } catch {
+    return undefined
+  }
+}
 
 export function socketPathOf(dataDir: string): string {
   return join(dataDir, SOCKET_FILE)

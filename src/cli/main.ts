@@ -25,6 +25,7 @@ import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands 
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { registerRolloutCommands } from './commands/rollout.ts'
 import { registerDownCommand } from './commands/down.ts'
+import { registerFederationCommands } from './commands/federation.ts'
 
 export interface CliIO {
   out(text: string): void
@@ -404,6 +405,7 @@ Use "orc COMMAND --help" for more about a command.`))
   registerOpsCommands(program, io, client)
   registerRolloutCommands(program, io, client)
   registerDownCommand(program, io)
+  registerFederationCommands(program, io, client)
 
   return program
 }

@@ -5,10 +5,11 @@ import { nodeKind } from './kinds/node.ts'
 import { podKind } from './kinds/pod.ts'
 import { securityPolicyKind } from './kinds/security-policy.ts'
 import { pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
+import { federationKind } from './kinds/federation.ts'
 import { OwnershipTable } from './ownership.ts'
 
 /** Every kind orc knows. Adding a kind: write `kinds/<kind>.ts` and list it here. */
-export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind, pinnedDeploymentKind]
+export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind, pinnedDeploymentKind, federationKind]
 
 const byName = new Map<string, KindDef>()
 for (const k of KINDS) {

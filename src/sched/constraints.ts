@@ -39,6 +39,7 @@ export const Reason = {
   podCount: 12,
   podAffinity: 13,
   podAntiAffinity: 14,
+  cluster: 15,
 } as const
 export type ReasonCode = (typeof Reason)[keyof typeof Reason]
 
@@ -59,6 +60,7 @@ export const REASON_SUMMARY: Record<ReasonCode, string> = {
   12: 'too many pods',
   13: 'pod affinity not met',
   14: 'pod anti-affinity',
+  15: 'cluster not allowed',
 }
 
 /** What is computed once per pod before its nodes are checked. */
@@ -76,6 +78,8 @@ export interface Turn {
   wLeast: number
   wBalanced: number
   wSpread100: number
+  /** Score bonus per node index of preferClusters rank (empty: no preference). */
+  wClusters100: number
 }
 
 export function prepareTurn(state: SchedState, pod: PodInfo): Turn {
@@ -101,6 +105,7 @@ export function prepareTurn(state: SchedState, pod: PodInfo): Turn {
     wLeast: state.opts.weights.leastAllocated,
     wBalanced: state.opts.weights.balanced,
     wSpread100: state.opts.weights.spread * 100,
+    wClusters100: state.opts.weights.clusters * 100,
   }
 }
 
@@ -146,6 +151,18 @@ export function checkNode(t: Turn, n: NodeInfo, out: string[] | null, now: numbe
     if (!out) return Reason.pinned
     first ||= Reason.pinned
     out.push(`pod is pinned to ${p.pin}`)
+  }
+  if (p.clusters !== undefined) {
+    const c = n.view.cluster
+    if (c === undefined || !p.clusters.includes(c)) {
+      if (!out) return Reason.cluster
+      first ||= Reason.cluster
+      out.push(
+        c === undefined
+          ? `placement.clusters applies in shared namespaces only (this node is in no federation's view)`
+          : `cluster ${c} is not in placement.clusters [${p.clusters.join(', ')}]`,
+      )
+    }
   }
   if (p.nodeSelector) {
     for (const [k, v] of p.nodeSelector) {
@@ -256,6 +273,12 @@ export function scoreNode(state: SchedState, t: Turn, n: NodeInfo): number {
       if (d === undefined || !a.counter.domains.has(d)) m += a.weight
     }
     s += (w.podAffinity * 100 * m) / t.preferredPodWeight
+  }
+  const pc = p.preferClusters
+  if (pc.length > 0) {
+    // First preferred cluster: the whole weight; the k-th of m: (m-k)/m of it; others nothing.
+    const rank = n.view.cluster === undefined ? -1 : pc.indexOf(n.view.cluster)
+    if (rank >= 0) s += (t.wClusters100 * (pc.length - rank)) / pc.length
   }
   if (n.softTaints.length > 0) {
     let u = 0

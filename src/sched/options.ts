@@ -14,7 +14,10 @@ export interface SchedOptions {
   percentageOfNodesToScore: number
   /** Never stop scanning before this many feasible nodes were found (unless all nodes were seen). */
   minFeasibleNodesToFind: number
-  /** Topology labels that replicas of one group (`PodView.group`) are spread across, besides nodes. */
+  /**
+   * Topology keys that replicas of one group (`PodView.group`) are spread across, besides nodes:
+   * node labels, and `cluster` (the node's cluster in a federation's view).
+   */
   spreadTopologyKeys: string[]
   weights: ScoreWeights
 }
@@ -32,6 +35,8 @@ export interface ScoreWeights {
   podAffinity: number
   /** Avoid untolerated PreferNoSchedule taints. */
   taints: number
+  /** `placement.preferClusters`: the first listed cluster gets the whole weight, later ones less. */
+  clusters: number
 }
 
 export const DEFAULT_SCHED_OPTIONS: Readonly<SchedOptions> = Object.freeze({
@@ -40,8 +45,8 @@ export const DEFAULT_SCHED_OPTIONS: Readonly<SchedOptions> = Object.freeze({
   goneAfterSeconds: 7 * 24 * 3600,
   percentageOfNodesToScore: 0,
   minFeasibleNodesToFind: 100,
-  spreadTopologyKeys: ['site'],
-  weights: Object.freeze({ leastAllocated: 1, balanced: 1, spread: 2, nodeAffinity: 2, podAffinity: 2, taints: 3 }),
+  spreadTopologyKeys: ['site', 'cluster'],
+  weights: Object.freeze({ leastAllocated: 1, balanced: 1, spread: 2, nodeAffinity: 2, podAffinity: 2, taints: 3, clusters: 4 }),
 })
 
 export type SchedOptionsInput = Partial<Omit<SchedOptions, 'weights'>> & { weights?: Partial<ScoreWeights> }

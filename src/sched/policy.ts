@@ -36,6 +36,11 @@ export function decideBoundPod(
     return node && node.state === 'alive' && !node.forgotten ? { action: 'evict', reason } : { action: 'unbind', reason }
   }
   if (!node) return { action: 'keep', reason: `node ${name} is not in this node's view yet` }
+  if (pod.clusters !== undefined && node.cluster !== undefined && !pod.clusters.includes(node.cluster)) {
+    // placement.clusters was changed: like a moved pin, the pod leaves (a live node stops it).
+    const reason = `cluster ${node.cluster} is no longer in placement.clusters [${[...pod.clusters].sort().join(', ')}]`
+    return node.state === 'alive' && !node.forgotten ? { action: 'evict', reason } : { action: 'unbind', reason }
+  }
   if (node.forgotten) {
     return pod.pin === undefined ? { action: 'unbind', reason: `node ${name} was forgotten` } : { action: 'keep', reason: `pinned to forgotten node ${name}` }
   }

@@ -13,6 +13,8 @@ import { podKey } from './view.ts'
 
 /** Topology key meaning "the node itself" (no label needed). */
 export const NODE_TOPOLOGY_KEY = 'node'
+/** Topology key meaning "the node's cluster" in a federation (NodeView.cluster; else a `cluster` label). */
+export const CLUSTER_TOPOLOGY_KEY = 'cluster'
 
 export interface NodeInfo {
   idx: number
@@ -68,6 +70,10 @@ export interface PodInfo {
   createdAt: number
   hash: number
   terminal: boolean
+  /** Allowed clusters (sorted), if constrained. */
+  clusters?: string[]
+  /** Preferred clusters, most preferred first. */
+  preferClusters: string[]
 }
 
 /** Counts of pods matching one term, per topology domain (label value, or node name). */
@@ -124,7 +130,9 @@ export function termSelects(term: CompiledTerm, namespace: string, labels: Recor
 }
 
 export function domainOf(node: NodeInfo, topologyKey: string): string | undefined {
-  return topologyKey === NODE_TOPOLOGY_KEY ? node.name : node.labels[topologyKey]
+  if (topologyKey === NODE_TOPOLOGY_KEY) return node.name
+  if (topologyKey === CLUSTER_TOPOLOGY_KEY) return node.view.cluster ?? node.labels[topologyKey]
+  return node.labels[topologyKey]
 }
 
 function compileTerm(t: PodAffinityTerm, ownNamespace: string): CompiledTerm {
@@ -211,6 +219,8 @@ export function compilePod(p: PodView, seed: number): PodInfo {
     createdAt: p.createdAt ?? 0,
     hash: hashString(key, seed),
     terminal: p.phase === 'Succeeded' || p.phase === 'Failed',
+    ...(p.clusters !== undefined ? { clusters: [...new Set(p.clusters)].sort() } : {}),
+    preferClusters: [...new Set(p.preferClusters ?? [])],
   }
 }
 
@@ -289,7 +299,7 @@ export class SchedState {
     const domainIds = new Map<string, number>()
     for (const n of this.nodes) {
       for (const k of opts.spreadTopologyKeys) {
-        const v = n.labels[k]
+        const v = domainOf(n, k)
         if (v === undefined) continue
         const dk = `${k}=${v}`
         let id = domainIds.get(dk)

@@ -49,6 +49,11 @@ export interface NodeView {
   since?: number
   /** `orc node forget`: the operator declared the node gone. */
   forgotten?: boolean
+  /**
+   * The cluster the node belongs to, in a federation's view (`h1@home` → `home`); also the
+   * topology domain of the key `cluster`. Absent in a cluster's own view.
+   */
+  cluster?: string
 }
 
 export type SelectorOperator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist' | 'Gt' | 'Lt'
@@ -130,6 +135,14 @@ export interface PodView {
   createdAt?: number
   /** Finished pods hold no resources and are never placed. */
   phase?: 'Pending' | 'Running' | 'Succeeded' | 'Failed'
+  /**
+   * The clusters the pod may run in (`spec.placement.clusters`, or the cluster that created a
+   * shared pod when absent). Absent: no cluster constraint (a pod of the cluster's own scope).
+   * A node without a cluster never matches a list.
+   */
+  clusters?: string[]
+  /** `spec.placement.preferClusters`: most preferred first; a soft preference among `clusters`. */
+  preferClusters?: string[]
 }
 
 /** `namespace/name`, the key operations refer to a pod by. */

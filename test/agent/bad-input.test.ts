@@ -70,7 +70,7 @@ describe('bad input', () => {
 
   it('unknown kind, unknown field, invalid values and oversized objects are refused before any write', async () => {
     const cases: [string, RegExp][] = [
-      [change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n', /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments\)$/m],
+      [change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n', /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments, federations\)$/m],
       [change + pod('x', '  colour: red\n'), /^error: stdin document 2 \(line 11\): pod\/x: spec\.colour: unknown field$/m],
       [change + pod('x', '  restartPolicy: Sometimes\n'), /pod\/x: spec\.restartPolicy: must be one of Always, OnFailure, Never; got "Sometimes"$/m],
       [change + pod('Bad_Name'), /metadata\.name: must be a DNS label/],

@@ -6,19 +6,18 @@
  * TCP by IPv6. `orc get routes` says which path each peer uses. Then `orc down` stops one agent
  * and leaves its host clean, and cleans up after another that was killed.
  */
-import { test } from 'node:test'
+import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Testbed, applyPod, podManifest, skipReason, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
 
-test('testbed: two nodes behind separate NATs reach each other relayed through a public member', { timeout: 600_000 }, async (t) => {
-  const why = await skipReason()
-  if (why) return t.skip(`skipped: ${why}`)
+/** pub1 plus home1 and home2, each behind its own router; agents up and joined through pub1. */
+async function twoNatSites(t: TestContext, nat?: 'random'): Promise<{ tb: Testbed; passed: () => void }> {
   const tb = await Testbed.create({
     routers: [
-      { name: 'rtra', nat: 'random' },
-      { name: 'rtrb', nat: 'random' },
+      { name: 'rtra', ...(nat ? { nat } : {}) },
+      { name: 'rtrb', ...(nat ? { nat } : {}) },
     ],
     hosts: [
       { name: 'pub1' },
@@ -35,6 +34,13 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
   await tb.up('pub1')
   await tb.join('home1', 'pub1')
   await tb.join('home2', 'pub1')
+  return { tb, passed: () => (failed = false) }
+}
+
+test('testbed: two nodes behind separate NATs reach each other relayed through a public member', { timeout: 600_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const { tb, passed } = await twoNatSites(t, 'random')
   // Every node Ready with all tunnels up: for home1 and home2 that includes the relayed path.
   const nodes = await waitMesh(tb, 'pub1', ['pub1', 'home1', 'home2'])
   const prefix = (n: string) => nodes.get(n).network.prefix as string
@@ -118,7 +124,7 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
   assert.match(down2.stdout, /removed what it left behind/)
   assert.match(down2.stdout, new RegExp(`pod namespace ${namesOf('home2').podNetnsPrefix}`))
   await assertClean('home2')
-  failed = false
+  passed()
 })
 
 /**
@@ -133,23 +139,7 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
 test('testbed: behind port-preserving NATs a NAT\'d pair tries each other\'s mapping and falls back to the relay', { timeout: 600_000 }, async (t) => {
   const why = await skipReason()
   if (why) return t.skip(`skipped: ${why}`)
-  const tb = await Testbed.create({
-    routers: [{ name: 'rtra' }, { name: 'rtrb' }],
-    hosts: [
-      { name: 'pub1' },
-      { name: 'home1', site: 'home', router: 'rtra' },
-      { name: 'home2', site: 'home', router: 'rtrb' },
-    ],
-  })
-  let failed = true
-  // Before destroy (hooks run in order), which removes the logs.
-  t.after(() => {
-    if (failed) for (const h of tb.hosts.values()) t.diagnostic(`--- ${h.name} log tail ---\n${tb.tail(h, 30)}`)
-  })
-  t.after(() => tb.destroy())
-  await tb.up('pub1')
-  await tb.join('home1', 'pub1')
-  await tb.join('home2', 'pub1')
+  const { tb, passed } = await twoNatSites(t)
   const nodes = await waitMesh(tb, 'pub1', ['pub1', 'home1', 'home2'])
   const r = JSON.parse(await tb.orc('home1', ['get', 'routes', '-o', 'json']))
   const peer = r.tunnels.find((x: any) => x.node === 'home2')
@@ -160,5 +150,5 @@ test('testbed: behind port-preserving NATs a NAT\'d pair tries each other\'s map
   const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw])
   assert.equal(ping.exitCode, 0, ping.stdout + ping.stderr)
   t.diagnostic(`home1 → home2 path ${peer.path === 'relayed' ? `relay via ${peer.via}` : 'direct through both NATs'}: ${ping.stdout.trim().split('\n').pop()}`)
-  failed = false
+  passed()
 })

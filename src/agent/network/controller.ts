@@ -40,6 +40,7 @@ import {
   NETWORK_DEFAULTS,
   NETWORK_DOWN_FILE,
   NETWORK_NAMES_FILE,
+  NETWORK_PODS_FILE,
   WIREGUARD_KEY_FILE,
   type NetworkMode,
   type NetworkSetup,
@@ -59,6 +60,7 @@ import {
   type SubnetDecision,
 } from './plan.ts'
 import { probeNetwork } from './probe.ts'
+import { planFederatedPeers, type FederatedPeer, type FederationRouteSource } from './federation.ts'
 
 /** What the node network needs of the mesh. */
 export interface MeshView {
@@ -123,6 +125,25 @@ export interface TunnelReport {
   alive: boolean
 }
 
+/** A WireGuard peer in another federated cluster: routes only to its federated pods' /128s. */
+export interface FederatedTunnelReport {
+  /** `node@cluster`. */
+  node: string
+  cluster: string
+  federations: string[]
+  /** The /128s routed to it (its federated pods). */
+  routes: string[]
+  /** Its /64 in its own cluster (not routed). */
+  nodePrefix: string
+  publicKey: string
+  endpoint?: string
+  path: PeerPath
+  state: 'up' | 'waiting' | 'down'
+  latestHandshakeMs?: number
+  rxBytes: number
+  txBytes: number
+}
+
 export interface NetworkReport {
   node: string
   state: NetworkState
@@ -135,6 +156,8 @@ export interface NetworkReport {
   endpoints?: string[]
   egress?: string
   tunnels: TunnelReport[]
+  /** Peers in other federated clusters (absent when there are none). */
+  federated?: FederatedTunnelReport[]
   pods: { uid: string; ipv6: string; netns: string }[]
 }
 
@@ -160,6 +183,11 @@ export class NodeNetwork implements PodNetworkHooks {
   private podnet: PodNetworkDriver | undefined
   private listenPort: number
   private peers: PlannedPeer[] = []
+  private fedPeers: FederatedPeer[] = []
+  private federation: FederationRouteSource | undefined
+  private offFederation: (() => void) | undefined
+  private fedPlanJson = ''
+  private fedSkippedJson = '[]'
   private lastWg: WireGuardStatus | undefined
   private ifaceUp = false
   private egressError: string | undefined
@@ -248,10 +276,40 @@ export class NodeNetwork implements PodNetworkHooks {
       const here = st.node === this.c.nodeName || (isPlainObject(p.spec) && isPlainObject(p.spec.placement) && p.spec.placement.node === this.c.nodeName)
       if (here && typeof net.ipv6 === 'string' && p.metadata.uid) this.pods.set(p.metadata.uid, { ipv6: net.ipv6, confirmed: false })
     }
+    // Pods of federations are not in this store (their documents open later): the last known table.
+    for (const [uid, ipv6] of this.readPodsFile()) if (!this.pods.has(uid)) this.pods.set(uid, { ipv6, confirmed: false })
     this.unsubscribe = this.c.store.onChange((keys) => {
       if (keys.some((k) => k.startsWith('Node/') || k.startsWith('Cluster/'))) this.changed()
     })
     this.startRun()
+  }
+
+  /**
+   * Route the federated pods of other clusters (docs/federation.md, "Routing"): peers for the
+   * nodes of other member clusters that run federated pods, allowed-ips their pods' /128s only.
+   * Re-planned on every change of the federations; re-applied only when the plan changes.
+   */
+  useFederation(source: FederationRouteSource): void {
+    this.offFederation?.()
+    this.federation = source
+    this.offFederation = source.onChange(() => {
+      if (this.stopped || !this.ifaceUp || this.decision === undefined || this.key === undefined) return
+      const next = JSON.stringify(this.planFederation().peers)
+      if (next !== this.fedPlanJson) this.changed()
+    })
+    this.changed()
+  }
+
+  private planFederation(): { peers: FederatedPeer[]; skipped: string[] } {
+    if (this.federation === undefined || this.cluster === undefined || this.key === undefined) return { peers: [], skipped: [] }
+    const ownKeys = new Set([this.key.publicKey, ...this.peers.map((p) => p.wg.publicKey)])
+    try {
+      return planFederatedPeers(this.federation.scopes(), { node: this.c.nodeName, ownCluster: this.cluster, ownKeys })
+    } catch (err) {
+      // A bug here must not take the cluster's own tunnels down with it.
+      this.log.warn({ err: String(err) }, 'plan federated routes')
+      return { peers: this.fedPeers, skipped: [] }
+    }
   }
 
   /** The lifecycle controller has re-adopted what it will: namespaces of other pods go. */
@@ -304,6 +362,7 @@ export class NodeNetwork implements PodNetworkHooks {
       egress: this.egressError === undefined ? 'masquerade' : `off: ${this.egressError}`,
     })
     out.tunnels = this.tunnelReports(wg)
+    if (this.fedPeers.length > 0) out.federated = this.federatedReports(wg)
     out.pods = [...this.podStates.values()].map((p) => ({ uid: p.id, ipv6: p.ipv6, netns: p.netns }))
     return out
   }
@@ -332,6 +391,7 @@ export class NodeNetwork implements PodNetworkHooks {
     if (this.stopped) return
     this.stopped = true
     this.unsubscribe?.()
+    this.offFederation?.()
     if (this.timer) clearInterval(this.timer)
     if (this.retryTimer !== undefined) this.c.workflowClock.clearTimeout(this.retryTimer)
     this.run?.cancel('agent stopping')
@@ -527,12 +587,20 @@ export class NodeNetwork implements PodNetworkHooks {
     const mesh = this.c.mesh!
     const d = this.decision!
     this.peers = planPeers(this.cluster!, mesh.peerId, this.publishedNodes(), d.owners, mesh.observedIps())
+    const fed = this.planFederation()
+    this.fedPeers = fed.peers
+    this.fedPlanJson = JSON.stringify(fed.peers)
+    const skippedJson = JSON.stringify(fed.skipped)
+    if (skippedJson !== this.fedSkippedJson) {
+      this.fedSkippedJson = skippedJson
+      if (fed.skipped.length > 0) this.log.warn({ skipped: fed.skipped.slice(0, 20), count: fed.skipped.length }, 'federated routes skipped (malformed or conflicting entries from other clusters)')
+    }
     const config = () => ({
       iface: this.names!.iface,
       privateKey: this.key!.privateKey,
       listenPort: this.listenPort,
       address: `${nodeGateway(d.prefix)}/64`,
-      peers: this.peers.map((p) => p.wg),
+      peers: [...this.peers.map((p) => p.wg), ...this.fedPeers.map((p) => p.wg)],
     })
     let res
     try {
@@ -547,7 +615,7 @@ export class NodeNetwork implements PodNetworkHooks {
     const wg = await this.wg!.status()
     if (this.listenPort === 0 && wg !== undefined && wg.listenPort > 0) this.listenPort = wg.listenPort
     this.lastWg = wg
-    if (res.changed) this.log.info({ actions: res.actions, peers: this.peers.length }, 'tunnels updated')
+    if (res.changed) this.log.info({ actions: res.actions, peers: this.peers.length, federated: this.fedPeers.length }, 'tunnels updated')
     await this.applyPods()
     const port = wg?.listenPort ?? this.listenPort
     const tunnels = this.tunnelReports(wg)
@@ -581,6 +649,31 @@ export class NodeNetwork implements PodNetworkHooks {
     }
     res ??= await this.podnet.set({ pods, egress: false })
     this.podStates = new Map(res.pods.map((p) => [p.id, p]))
+    this.writePodsFile()
+  }
+
+  private podsFileJson = ''
+
+  private readPodsFile(): Map<string, string> {
+    const out = new Map<string, string>()
+    try {
+      const raw = JSON.parse(readFileSync(join(this.c.dataDir, NETWORK_PODS_FILE), 'utf8')) as unknown
+      if (isPlainObject(raw)) for (const [uid, ipv6] of Object.entries(raw)) if (/^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/.test(uid) && typeof ipv6 === 'string' && ipv6.length <= 64) out.set(uid, ipv6)
+    } catch {
+      // none yet, or unreadable: only the store's pods are kept
+    }
+    return out
+  }
+
+  private writePodsFile(): void {
+    const json = JSON.stringify(Object.fromEntries([...this.podStates.values()].map((p) => [p.id, p.ipv6]).sort()))
+    if (json === this.podsFileJson) return
+    this.podsFileJson = json
+    try {
+      writeFileSync(join(this.c.dataDir, NETWORK_PODS_FILE), json + '\n', { mode: 0o600 })
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'write pod address table')
+    }
   }
 
   private endpoints(port: number): string[] {
@@ -617,6 +710,30 @@ export class NodeNetwork implements PodNetworkHooks {
         rxBytes: s?.rxBytes ?? 0,
         txBytes: s?.txBytes ?? 0,
         alive: alive.has(p.peerId),
+      }
+    })
+  }
+
+  private federatedReports(wg: WireGuardStatus | undefined): FederatedTunnelReport[] {
+    const byKey = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p]))
+    const now = Date.now()
+    return this.fedPeers.map((p) => {
+      const s = byKey.get(p.wg.publicKey)
+      const hs = s?.latestHandshakeMs
+      const endpoint = s?.endpoint ?? p.wg.endpoint
+      return {
+        node: p.name,
+        cluster: p.cluster,
+        federations: p.federations,
+        routes: p.routes,
+        nodePrefix: p.nodePrefix,
+        publicKey: p.wg.publicKey,
+        ...(endpoint !== undefined ? { endpoint } : {}),
+        path: p.path,
+        state: hs !== undefined && now - hs < NETWORK_DEFAULTS.handshakeFreshMs ? 'up' : hs === undefined ? 'waiting' : 'down',
+        ...(hs !== undefined ? { latestHandshakeMs: hs } : {}),
+        rxBytes: s?.rxBytes ?? 0,
+        txBytes: s?.txBytes ?? 0,
       }
     })
   }

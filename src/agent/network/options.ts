@@ -38,5 +38,11 @@ export const NETWORK_DEFAULTS = {
 /** Key file (0600) and names file (for cleanup tools) in the data dir. */
 export const WIREGUARD_KEY_FILE = 'wireguard.key'
 export const NETWORK_NAMES_FILE = 'network.json'
+/**
+ * This node's pods and their addresses (uid → IPv6), kept so that after an agent restart the pods
+ * of federations (whose documents open after the node network) keep their namespaces until the
+ * lifecycle controller has re-adopted them.
+ */
+export const NETWORK_PODS_FILE = 'network-pods.json'
 /** What the last `orc down` removed (written by the stopping agent, read and removed by `orc down`). */
 export const NETWORK_DOWN_FILE = 'network-down.json'

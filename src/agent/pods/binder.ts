@@ -34,7 +34,16 @@ export interface BinderComponents {
   tickMs?: number
   /** Least time between passes caused by store changes (default 250 ms). */
   minPassIntervalMs?: number
+  /**
+   * The nodes pods may be bound to (default: the store's Node objects). A federation's binder
+   * passes its member clusters' nodes, named `node@cluster`.
+   */
+  nodes?: () => StoredObject[]
+  /** How the view is built (default buildSchedView); a federation's binder adds clusters. */
+  buildView?: ViewBuilder
 }
+
+export type ViewBuilder = typeof buildSchedView
 
 export interface BindDecision {
   pod: StoredObject
@@ -62,10 +71,11 @@ export function decideBindings(
   opts: Partial<SchedOptions> = {},
   downSince?: (name: string) => number | undefined,
   taintSince?: TaintSince,
+  build: ViewBuilder = buildSchedView,
 ): BindDecision[] {
   const out: BindDecision[] = []
   const byKey = new Map(pods.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, p]))
-  const view = buildSchedView(pods, nodes, me, membersOf(members), now, downSince, taintSince)
+  const view = build(pods, nodes, me, membersOf(members), now, downSince, taintSince)
   const decided = new Set<string>()
   for (const op of plan(view, opts)) {
     const pod = byKey.get(op.pod)
@@ -190,11 +200,15 @@ export class Binder {
   /** The view and options the next pass plans with (`orc why`). */
   currentView(): { view: ClusterView; opts: SchedOptions } {
     const now = this.c.now()
-    const nodes = this.c.store.list('Node')
+    const nodes = this.nodes()
     const members = this.c.members()
     const down = this.trackDown(members, nodes, now)
     const taints = this.trackTaints(nodes, now)
-    return { view: buildSchedView(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down, taints), opts: this.options() }
+    return { view: (this.c.buildView ?? buildSchedView)(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down, taints), opts: this.options() }
+  }
+
+  private nodes(): StoredObject[] {
+    return this.c.nodes ? this.c.nodes() : this.c.store.list('Node')
   }
 
   /** Bind what should be bound here; coalesces calls made while a pass is running. */
@@ -211,15 +225,16 @@ export class Binder {
         const now = this.c.now()
         this.lastPassAt = now
         const pods = this.c.store.list('Pod')
-        const nodes = this.c.store.list('Node')
+        const nodes = this.nodes()
         const members = this.c.members()
         const opts = this.options()
         const down = this.trackDown(members, nodes, now)
         const taints = this.trackTaints(nodes, now)
         await this.clearOwnForgotten(nodes)
-        const decisions = decideBindings(pods, nodes, this.c.nodeName, members, now, opts, down, taints)
+        const build = this.c.buildView ?? buildSchedView
+        const decisions = decideBindings(pods, nodes, this.c.nodeName, members, now, opts, down, taints, build)
         for (const d of decisions) await this.write(d)
-        this.scheduleWake(buildAndNext(pods, nodes, this.c.nodeName, members, now, opts, down, taints))
+        this.scheduleWake(nextDecisionTime(build(pods, nodes, this.c.nodeName, members, now, down, taints), opts))
       } while (this.again)
     } finally {
       this.busy = false
@@ -317,17 +332,4 @@ export class Binder {
       )
       .catch((err) => this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'report stopped copy'))
   }
-}
-
-function buildAndNext(
-  pods: readonly StoredObject[],
-  nodes: readonly StoredObject[],
-  me: string,
-  members: readonly NodeMember[],
-  now: number,
-  opts: SchedOptions,
-  down: (name: string) => number | undefined,
-  taints: TaintSince,
-): number | undefined {
-  return nextDecisionTime(buildSchedView(pods, nodes, me, members, now, down, taints), opts)
 }

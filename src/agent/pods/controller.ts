@@ -10,8 +10,10 @@ import { field, type ObjectRef } from '../../model/index.ts'
 import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput } from '../../runtime/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import type { Clock as WorkflowClock } from '../../workflow/index.ts'
-import { Binder } from './binder.ts'
-import type { NodeMember } from '../sched/index.ts'
+import { Binder, type ViewBuilder } from './binder.ts'
+import type { StoredObject } from '../../store/index.ts'
+import { buildSchedView, podViewOf, type NodeMember } from '../sched/index.ts'
+import type { PodView } from '../../sched/index.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import { PodWorker } from './worker.ts'
@@ -36,6 +38,54 @@ export interface PodLifecycleComponents {
   network?: PodNetworkHooks
 }
 
+/**
+ * A second set of pods this node runs besides the cluster's own: a federation's shared namespaces
+ * (docs/federation.md). Its pods live in its own store, are bound by its own binder over its own
+ * nodes (`node@cluster`), and run here exactly like the cluster's.
+ */
+export interface PodScope {
+  /** Unique per scope, e.g. `federation/lab`. */
+  id: string
+  /** The scope's store, writing as this cluster (authors tagged `@cluster`). */
+  store: ObjectStore
+  /** This node's name in the scope (`h1@home`). */
+  nodeName: string
+  /** Namespaces the scope holds (pods in others are ignored). */
+  namespaces: readonly string[]
+  members(): readonly NodeMember[]
+  nodes(): StoredObject[]
+  buildView: ViewBuilder
+}
+
+interface ScopeRun {
+  id: string
+  store: ObjectStore
+  nodeName: string
+  namespaces: readonly string[] | undefined
+  binder: Binder
+  unsubscribe?: () => void
+  pendingKeys: Set<string>
+}
+
+/**
+ * Federated pods bound to nodes of this cluster, as the cluster's own scheduler must count them:
+ * pinned to the node (they are the federation's to move, never the cluster's), holding its
+ * resources. `suffix` is `@<this cluster's name in the federation>`; `scope` keeps keys apart.
+ */
+export function federatedLoad(scope: string, suffix: string, pods: readonly StoredObject[]): PodView[] {
+  const out: PodView[] = []
+  for (const p of pods) {
+    const node = p.status?.node
+    if (typeof node !== 'string' || !node.endsWith(suffix) || node.length === suffix.length) continue
+    const phase = p.status?.phase
+    if (phase === 'Succeeded' || phase === 'Failed') continue
+    const v = podViewOf(p)
+    const local = node.slice(0, -suffix.length)
+    out.push({ namespace: `${scope}:${v.namespace}`, name: v.name, node: local, pin: local, ...(v.requests ? { requests: v.requests } : {}), ...(v.createdAt !== undefined ? { createdAt: v.createdAt } : {}) })
+  }
+  return out
+}
+
 function keyOf(ref: ObjectRef): string {
   return `${ref.kind}/${ref.namespace}/${ref.name}`
 }
@@ -55,9 +105,11 @@ export class PodLifecycle {
   private readonly tunables: PodTunables
   private readonly binder: Binder
   private readonly log: Logger
-  private unsubscribe: (() => void) | undefined
   private exitUnsubs: (() => void)[] = []
   private stopped = false
+  private started = false
+  /** The cluster's own scope (id '') and any federation scopes, in the order they were added. */
+  private readonly scopes = new Map<string, ScopeRun>()
 
   constructor(private readonly c: PodLifecycleComponents) {
     this.tunables = { ...DEFAULT_POD_TUNABLES, ...c.tunables }
@@ -76,7 +128,74 @@ export class PodLifecycle {
       clearTimeout: (h) => c.clock.clearTimeout(h as Parameters<typeof c.clock.clearTimeout>[0]),
       log: c.logger.child({ module: 'scheduler' }),
       ...(c.schedTickMs !== undefined ? { tickMs: c.schedTickMs } : {}),
+      // The cluster's scheduler counts the federated pods running on the cluster's nodes.
+      buildView: (pods, nodes, me, members, now, down, taints) => {
+        const v = buildSchedView(pods, nodes, me, members, now, down, taints)
+        const extra: PodView[] = []
+        for (const run of this.scopes.values()) {
+          if (run.id === '') continue
+          extra.push(...federatedLoad(run.id, run.nodeName.slice(run.nodeName.lastIndexOf('@')), this.podsOf(run)))
+        }
+        return extra.length === 0 ? v : { ...v, pods: [...v.pods, ...extra] }
+      },
     })
+    this.scopes.set('', { id: '', store: c.store, nodeName: c.nodeName, namespaces: undefined, binder: this.binder, pendingKeys: new Set() })
+  }
+
+  /**
+   * Run a federation's pods on this node too (its own binder and store). Before start(), the
+   * scope's containers are re-adopted with the rest; after, its pods are reconciled at once.
+   */
+  async addScope(scope: PodScope): Promise<void> {
+    if (this.stopped || this.scopes.has(scope.id)) return
+    const binder = new Binder({
+      store: scope.store,
+      nodeName: scope.nodeName,
+      members: () => scope.members(),
+      nodes: () => scope.nodes(),
+      buildView: scope.buildView,
+      now: () => this.c.clock.now(),
+      setTimeout: (fn, ms) => this.c.clock.setTimeout(fn, ms),
+      clearTimeout: (h) => this.c.clock.clearTimeout(h as Parameters<typeof this.c.clock.clearTimeout>[0]),
+      log: this.c.logger.child({ module: 'scheduler', scope: scope.id }),
+      ...(this.c.schedTickMs !== undefined ? { tickMs: this.c.schedTickMs } : {}),
+    })
+    const run: ScopeRun = { id: scope.id, store: scope.store, nodeName: scope.nodeName, namespaces: scope.namespaces, binder, pendingKeys: new Set() }
+    this.scopes.set(scope.id, run)
+    this.log.info({ scope: scope.id, node: scope.nodeName, namespaces: scope.namespaces }, 'pod scope added')
+    if (this.started) await this.startScope(run)
+  }
+
+  /** Stop running a scope's pods here (its containers stop) and its binder. */
+  async removeScope(id: string, why: string): Promise<void> {
+    const run = this.scopes.get(id)
+    // Agent shutdown: containers keep running for the next agent to adopt.
+    if (!run || id === '' || this.stopped) return
+    this.scopes.delete(id)
+    run.binder.stop()
+    run.unsubscribe?.()
+    const mine = [...this.workers.entries()].filter(([k]) => k.startsWith(`${id}\0`))
+    for (const [k] of mine) this.workers.delete(k)
+    await Promise.all(mine.map(([, w]) => w.release(why).catch(() => undefined)))
+    this.log.info({ scope: id, pods: mine.length, why }, 'pod scope removed')
+  }
+
+  /** The scope holding namespace `ns` (a federation's, else the cluster's own). */
+  private scopeOfNs(ns: string): ScopeRun {
+    for (const r of this.scopes.values()) if (r.namespaces?.includes(ns)) return r
+    return this.scopes.get('')!
+  }
+
+  private async startScope(run: ScopeRun): Promise<void> {
+    run.unsubscribe = run.store.onChange((keys) => this.onStoreChange(run, keys))
+    await run.binder.pass()
+    run.binder.start()
+    await Promise.all(this.podsOf(run).map((p) => this.workerFor(run, { kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }).reconcile()))
+  }
+
+  private podsOf(run: ScopeRun): StoredObject[] {
+    const pods = run.store.list('Pod')
+    return run.namespaces === undefined ? pods : pods.filter((p) => run.namespaces!.includes(p.metadata.namespace ?? 'default'))
   }
 
   private runtimeDir(): string {
@@ -112,10 +231,8 @@ export class PodLifecycle {
       for (const g of r.gone) if (g.exit) this.gone.set(g.id, g.exit)
       if (r.adopted.length + r.gone.length > 0) this.log.info({ runtime: kind, adopted: r.adopted.length, gone: r.gone.length }, 'containers recovered')
     }
-    this.unsubscribe = this.c.store.onChange((keys) => this.onStoreChange(keys))
-    await this.binder.pass()
-    this.binder.start()
-    await Promise.all(this.c.store.list('Pod').map((p) => this.workerFor({ kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }).reconcile()))
+    this.started = true
+    for (const run of this.scopes.values()) await this.startScope(run)
     await this.reapOrphans()
   }
 
@@ -131,11 +248,13 @@ export class PodLifecycle {
           await rt.remove(s.id)
           this.log.info({ id: s.id, runtime: kind }, 'orphaned container removed')
           // A copy of a pod that moved to another node while this one was away: report it once.
-          const pod = this.c.store.list('Pod').find((p) => s.id.startsWith(`${p.metadata.uid}.`))
-          const to = pod?.status?.node
-          if (pod && typeof to === 'string' && to !== '' && to !== this.c.nodeName && !reported.has(pod.metadata.uid)) {
-            reported.add(pod.metadata.uid)
-            await this.binder.reportStoppedCopy({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }, `pod is bound to ${to}`)
+          for (const run of this.scopes.values()) {
+            const pod = this.podsOf(run).find((p) => s.id.startsWith(`${p.metadata.uid}.`))
+            const to = pod?.status?.node
+            if (pod && typeof to === 'string' && to !== '' && to !== run.nodeName && !reported.has(pod.metadata.uid)) {
+              reported.add(pod.metadata.uid)
+              await run.binder.reportStoppedCopy({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }, `pod is bound to ${to}`)
+            }
           }
         } catch (err) {
           this.log.warn({ id: s.id, err: String(err) }, 'remove orphaned container')
@@ -146,45 +265,45 @@ export class PodLifecycle {
     this.gone.clear()
   }
 
-  private pendingKeys = new Set<string>()
-
   /**
    * The store calls listeners inside its document transaction: collect the keys and react on the
    * next turn, so no write of ours ever starts inside another write.
    */
-  private onStoreChange(keys: string[]): void {
-    if (this.stopped) return
-    const first = this.pendingKeys.size === 0
-    for (const k of keys) this.pendingKeys.add(k)
-    if (first) setImmediate(() => this.react())
+  private onStoreChange(run: ScopeRun, keys: string[]): void {
+    if (this.stopped || this.scopes.get(run.id) !== run) return
+    const first = run.pendingKeys.size === 0
+    for (const k of keys) run.pendingKeys.add(k)
+    if (first) setImmediate(() => this.react(run))
   }
 
-  private react(): void {
-    const keys = [...this.pendingKeys]
-    this.pendingKeys.clear()
-    if (this.stopped) return
+  private react(run: ScopeRun): void {
+    const keys = [...run.pendingKeys]
+    run.pendingKeys.clear()
+    if (this.stopped || this.scopes.get(run.id) !== run) return
     let bind = false
     const policyNs = new Set<string>()
     for (const key of keys) {
       const ref = refOfKey(key)
       if (!ref) continue
       if (ref.kind === 'Pod') {
+        if (run.namespaces !== undefined && !run.namespaces.includes(ref.namespace)) continue
         // Only a change that can need a binding wakes the binder (a pod gone frees capacity; an
         // unbound pod needs a node); bindings on lost nodes are found by its periodic pass.
-        if (!bind) bind = this.mayNeedBinding(ref)
-        void this.workerFor(ref).reconcile().then(() => this.dropIfDone(key))
-      } else if (ref.kind === 'Node') bind = true
+        if (!bind) bind = this.mayNeedBinding(run, ref)
+        const wk = this.workerKey(run, ref)
+        void this.workerFor(run, ref).reconcile().then(() => this.dropIfDone(wk))
+      } else if (ref.kind === 'Node' || (run.id !== '' && ref.kind === 'Cluster')) bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
     }
-    if (bind) this.binder.request()
-    if (policyNs.size > 0) for (const w of this.workers.values()) if (policyNs.has(w.ref.namespace)) w.policiesChanged()
+    if (bind) run.binder.request()
+    if (policyNs.size > 0) for (const [k, w] of this.workers) if (k.startsWith(`${run.id}\0`) && policyNs.has(w.ref.namespace)) w.policiesChanged()
   }
 
-  private mayNeedBinding(ref: ObjectRef): boolean {
-    const pod = this.c.store.get(ref)
+  private mayNeedBinding(run: ScopeRun, ref: ObjectRef): boolean {
+    const pod = run.store.get(ref)
     if (!pod) return true
     const pin = field(pod, 'spec.placement.node')
-    if (typeof pin === 'string' && pin !== '' && pin !== this.c.nodeName) return false
+    if (typeof pin === 'string' && pin !== '' && pin !== run.nodeName) return false
     const node = field(pod, 'status.node')
     return typeof node !== 'string' || node === ''
   }
@@ -194,14 +313,18 @@ export class PodLifecycle {
     if (w?.done) this.workers.delete(key)
   }
 
-  private workerFor(ref: ObjectRef): PodWorker {
-    const key = keyOf(ref)
+  private workerKey(run: ScopeRun, ref: ObjectRef): string {
+    return `${run.id}\0${keyOf(ref)}`
+  }
+
+  private workerFor(run: ScopeRun, ref: ObjectRef): PodWorker {
+    const key = this.workerKey(run, ref)
     let w = this.workers.get(key)
     if (!w) {
       w = new PodWorker(
         {
-          store: this.c.store,
-          nodeName: this.c.nodeName,
+          store: run.store,
+          nodeName: run.nodeName,
           runtime: (k) => this.runtime(k),
           images: this.images,
           clock: this.c.clock,
@@ -210,7 +333,7 @@ export class PodLifecycle {
           podDir: (uid) => join(this.c.dataDir, 'pods', uid),
           adopted: (id) => this.adopted.get(id),
           gone: (id) => this.gone.get(id),
-          copyStopped: (r, why) => void this.binder.reportStoppedCopy(r, why),
+          copyStopped: (r, why) => void run.binder.reportStoppedCopy(r, why),
           ...(this.c.network ? { network: this.c.network } : {}),
           forgetRecovered: (id) => {
             this.adopted.delete(id)
@@ -233,6 +356,12 @@ export class PodLifecycle {
     return this.binder.currentView()
   }
 
+  /** The scheduler view of the scope holding namespace `ns` (a shared namespace: the federation's). */
+  schedViewFor(ns: string) {
+    const run = this.scopeOfNs(ns)
+    return { store: run.store, scope: run.id, nodeName: run.nodeName, ...run.binder.currentView() }
+  }
+
   /** Where a container's logs are on this node. */
   logDirOf(ref: ObjectRef, uid: string, container: string): string {
     return join(this.c.dataDir, 'pods', uid, 'logs', container)
@@ -246,8 +375,10 @@ export class PodLifecycle {
   /** Stop reacting; containers keep running for the next agent to adopt. */
   async stop(): Promise<void> {
     this.stopped = true
-    this.binder.stop()
-    this.unsubscribe?.()
+    for (const run of this.scopes.values()) {
+      run.binder.stop()
+      run.unsubscribe?.()
+    }
     for (const w of this.workers.values()) w.detach()
     await Promise.all([...this.workers.values()].map((w) => w.idle().catch(() => {})))
     for (const u of this.exitUnsubs) u()

@@ -167,6 +167,12 @@ export class PodWorker {
     for (const cs of this.containers.values()) if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
   }
 
+  /** Stop this node's copy and stop watching (the pod's scope went away: a federation was left). */
+  async release(why: string): Promise<void> {
+    await this.enqueue(() => this.teardown(why, false))
+    this.detach()
+  }
+
   owns(id: string): boolean {
     return this.uid !== undefined && id.startsWith(`${this.uid}.`)
   }
@@ -209,10 +215,15 @@ export class PodWorker {
 
   /** The number of the newest revision that set the spec (status writes add revisions too). */
   private async specRevision(obj: StoredObject): Promise<number> {
-    if (obj.metadata.updatedBy !== LIFECYCLE_CONTROLLER && obj.metadata.updatedBy !== SCHEDULER_CONTROLLER) return obj.metadata.revision
+    // In a federation's document controllers write as `controller:lifecycle@<cluster>`.
+    const ours = (a: string) => {
+      const bare = a.replace(/@[a-z0-9-]+$/, '')
+      return bare === LIFECYCLE_CONTROLLER || bare === SCHEDULER_CONTROLLER
+    }
+    if (!ours(obj.metadata.updatedBy)) return obj.metadata.revision
     // History always includes what the store shows (it waits for queued writes).
     const all = await this.c.store.history(this.ref).catch(() => [])
-    const user = all.filter((r) => r.author !== LIFECYCLE_CONTROLLER && r.author !== SCHEDULER_CONTROLLER && r.op !== 'delete')
+    const user = all.filter((r) => !ours(r.author) && r.op !== 'delete')
     const last = user[user.length - 1]
     if (last) return last.number
     return obj.metadata.revision

@@ -19,6 +19,8 @@ export interface SchedApiComponents {
   now(): number
   members(): readonly NodeMember[]
   schedView(): { view: ClusterView; opts: SchedOptions }
+  /** The store and view of the scope holding a namespace (a federation's shared namespace); absent: the cluster's. */
+  scopeView?(ns: string): { store: ObjectStore; view: ClusterView; opts: SchedOptions }
 }
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
@@ -27,8 +29,9 @@ async function route(c: SchedApiComponents, req: ApiRequest, seg: string[], m: s
   if (seg.length === 5 && seg[1] === 'pods' && seg[4] === 'placement' && m === 'GET') {
     const ns = seg[2]!
     const name = seg[3]!
-    if (c.store.get({ kind: 'Pod', namespace: ns, name }) === undefined) throw new OrcError('not_found', `pod/${name} not found in namespace ${ns}`, { kind: 'Pod', namespace: ns, name })
-    const { view, opts } = c.schedView()
+    const scoped = c.scopeView?.(ns)
+    if ((scoped?.store ?? c.store).get({ kind: 'Pod', namespace: ns, name }) === undefined) throw new OrcError('not_found', `pod/${name} not found in namespace ${ns}`, { kind: 'Pod', namespace: ns, name })
+    const { view, opts } = scoped ?? c.schedView()
     const e = explainPod(view, `${ns}/${name}`, opts)
     return { status: 200, body: { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e) } }
   }

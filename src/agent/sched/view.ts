@@ -45,6 +45,10 @@ export function podViewOf(p: StoredObject): PodView {
   if (typeof node === 'string' && node !== '') v.node = node
   const pin = field(p, 'spec.placement.node')
   if (typeof pin === 'string' && pin !== '') v.pin = pin
+  const clusters = field(p, 'spec.placement.clusters')
+  if (Array.isArray(clusters)) v.clusters = clusters.filter((c): c is string => typeof c === 'string')
+  const prefer = field(p, 'spec.placement.preferClusters')
+  if (Array.isArray(prefer)) v.preferClusters = prefer.filter((c): c is string => typeof c === 'string')
   const sel = field(p, 'spec.nodeSelector')
   if (isPlainObject(sel)) v.nodeSelector = sel as Record<string, string>
   const policy = field(p, 'spec.policy')

@@ -9,7 +9,7 @@ import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Command } from 'commander'
 import { OrcError } from '../../model/index.ts'
-import { NETWORK_DOWN_FILE, PID_FILE, defaultDataDir, removeNetworkLeftovers, resolveSocketPath, socketPathOf, type DownResponse } from '../../agent/index.ts'
+import { NETWORK_DOWN_FILE, defaultDataDir, readPid, removeNetworkLeftovers, resolveSocketPath, socketPathOf, type DownResponse } from '../../agent/index.ts'
 import { ApiClient } from '../client.ts'
 import { examples } from '../format.ts'
 
@@ -25,15 +25,6 @@ function alive(pid: number): boolean {
     return true
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
-
-function readPid(dataDir: string): number | undefined {
-  try {
-    const n = Number(readFileSync(join(dataDir, PID_FILE), 'utf8').trim())
-    return Number.isInteger(n) && n > 0 ? n : undefined
-  } catch {
-    return undefined
   }
 }
 

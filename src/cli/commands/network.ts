@@ -36,6 +36,19 @@ interface TunnelRow {
   txBytes: number
 }
 
+interface FederatedRow {
+  node: string
+  cluster: string
+  federations: string[]
+  routes: string[]
+  endpoint?: string
+  path: string
+  state: string
+  latestHandshakeMs?: number
+  rxBytes: number
+  txBytes: number
+}
+
 interface NetworkReport {
   node: string
   state: string
@@ -47,6 +60,7 @@ interface NetworkReport {
   endpoints?: string[]
   egress?: string
   tunnels: TunnelRow[]
+  federated?: FederatedRow[]
   pods: { uid: string; ipv6: string; netns: string }[]
 }
 
@@ -72,7 +86,10 @@ function pathText(t: TunnelRow): string {
   return PATHS[t.path] ?? t.path
 }
 
-/** `orc get routes`: the answering node's routes to every other node's /64, with tunnel state. */
+/**
+ * `orc get routes`: the answering node's routes to every other node's /64, with tunnel state, and
+ * the /128s of federated pods in other clusters (PATH `federation NAME`, NODE `node@cluster`).
+ */
 export async function routesOutput(client: ApiCaller, output: string, now: number): Promise<string> {
   const r = await client.call<NetworkReport>('GET', '/v1/network')
   if (output === 'json') return JSON.stringify(r, null, 2) + '\n'
@@ -83,13 +100,22 @@ export async function routesOutput(client: ApiCaller, output: string, now: numbe
       `  pods: ${r.pods.length}, IPv4 egress: ${r.egress ?? '-'}`,
     )
   }
-  if (r.tunnels.length === 0) return head.join('\n') + '\n' + (r.iface ? '\nNo other nodes publish a tunnel yet.\n' : '')
+  const federated = r.federated ?? []
+  if (r.tunnels.length === 0 && federated.length === 0) return head.join('\n') + '\n' + (r.iface ? '\nNo other nodes publish a tunnel yet.\n' : '')
   const wide = output === 'wide'
   const rows = r.tunnels.map((t) => {
     const row = [t.prefix, t.node, t.state, t.endpoint ?? '<learned when it dials>', t.latestHandshakeMs === undefined ? 'never' : ago(now - t.latestHandshakeMs), pathText(t)]
     if (wide) row.push(bytes(t.rxBytes), bytes(t.txBytes))
     return row
   })
+  // Other federated clusters' nodes: one row per federated pod /128 routed to them (NODE is node@cluster).
+  for (const f of federated) {
+    for (const dst of f.routes) {
+      const row = [dst, f.node, f.state, f.endpoint ?? '<learned when it dials>', f.latestHandshakeMs === undefined ? 'never' : ago(now - f.latestHandshakeMs), `federation ${f.federations.join(',')}`]
+      if (wide) row.push(bytes(f.rxBytes), bytes(f.txBytes))
+      rows.push(row)
+    }
+  }
   const header = ['DESTINATION', 'NODE', 'TUNNEL', 'ENDPOINT', 'HANDSHAKE', 'PATH', ...(wide ? ['RX', 'TX'] : [])]
   return head.join('\n') + '\n\n' + formatTable(header, rows)
 }

@@ -86,6 +86,19 @@ function schedulingIssues(spec: unknown, base: string): Issue[] {
     ;(a[kind]?.required ?? []).forEach((t: any, i: number) => checkSelector(t?.labelSelector, `${base}.affinity.${kind}.required[${i}].labelSelector`))
     ;(a[kind]?.preferred ?? []).forEach((w: any, i: number) => checkSelector(w?.term?.labelSelector, `${base}.affinity.${kind}.preferred[${i}].term.labelSelector`))
   }
+  const pl = sp.placement ?? {}
+  for (const key of ['clusters', 'preferClusters']) {
+    const list = Array.isArray(pl[key]) ? pl[key] : []
+    list.forEach((c: unknown, i: number) => {
+      if (list.indexOf(c) !== i) issues.push({ path: `${base}.placement.${key}[${i}]`, rule: `duplicate cluster ${JSON.stringify(c)}` })
+    })
+  }
+  if (Array.isArray(pl.clusters)) {
+    if (pl.clusters.length === 0) issues.push({ path: `${base}.placement.clusters`, rule: 'name at least one cluster (leave it out for the cluster that creates the pod)' })
+    ;(Array.isArray(pl.preferClusters) ? pl.preferClusters : []).forEach((c: unknown, i: number) => {
+      if (!pl.clusters.includes(c)) issues.push({ path: `${base}.placement.preferClusters[${i}]`, rule: `cluster ${JSON.stringify(c)} is not in placement.clusters` })
+    })
+  }
   ;(Array.isArray(sp.tolerations) ? sp.tolerations : []).forEach((t: any, i: number) => {
     const p = `${base}.tolerations[${i}]`
     if (t?.operator === 'Exists' && t.value !== undefined) issues.push({ path: `${p}.value`, rule: 'operator Exists takes no value' })
@@ -117,7 +130,16 @@ export const podKind: KindDef = {
     runtime: s.enum('sandbox', 'oci'),
     terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
     nodeSelector: labelsSchema,
-    placement: s.object({ node: dnsName }),
+    /**
+     * `node`: pin to one node. `clusters` (shared namespaces of a federation): the member clusters
+     * the pod may run in — absent, only the cluster that created it. `preferClusters`: most
+     * preferred first, among those allowed.
+     */
+    placement: s.object({
+      node: dnsName,
+      clusters: s.array(dnsName, { maxItems: 64 }),
+      preferClusters: s.array(dnsName, { maxItems: 64 }),
+    }),
     /** Node affinity, pod affinity and anti-affinity (spread across nodes or a label such as `site`). */
     affinity,
     /** Node taints (`Node.spec.taints`) this pod accepts. */

@@ -1,0 +1,700 @@
+/**
+ * Federations of this node (docs/federation.md): each is its own libp2p host (the federation's PSK,
+ * a gater admitting only the federated clusters' nodes) replicating one document, the federation's
+ * shared namespaces, kept in `<data>/federations/<id>/`. The cluster's own scope never goes there.
+ *
+ * Which federations the cluster is in is recorded in the cluster's private scope (a Federation
+ * object naming the id and this cluster's name in it); every node of the cluster follows that
+ * record: it joins with an invite minted by a node already in, and detaches when it goes.
+ */
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { API_VERSION, DNS_LABEL, OrcError, wrapError, type ObjectRef, type OrcObject } from '../../model/index.ts'
+import {
+  createCluster,
+  decodeToken,
+  joinMesh,
+  loadOrCreateIdentity,
+  resolvePeerAddress,
+  startMesh,
+  systemRandom,
+  type MemberInfo,
+  type MemberView,
+  type Mesh,
+  type MeshOptions,
+  type MeshTunables,
+} from '../../mesh/index.ts'
+import { openStore, type ObjectStore } from '../../store/index.ts'
+import { clusterOfMemberName, FederationDirectory, isClusterName, replicaBytesOfPeer } from './membership.ts'
+import { verifiedReplica } from './replica.ts'
+import type { FederatedScope, ScopeRouter } from './routed-store.ts'
+import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
+import type { PodScope } from '../pods/controller.ts'
+
+export const FEDERATION_CONTROLLER = 'controller:federation'
+/** The replication scope name of a federation document on its mesh. */
+export const FEDERATION_SCOPE = 'federation'
+const FED_TOKEN_PREFIX = 'orcfed1.'
+const JOIN_TOKEN_PREFIX = 'orcjoin1.'
+const STATE_FILE = 'federation.json'
+
+export interface FederationComponents {
+  dataDir: string
+  nodeName: string
+  /** The cluster's own (private) store. */
+  store: ObjectStore
+  cluster: () => { name: string; id: string }
+  /** The cluster mesh, to ask another node of this cluster for an invite. */
+  clusterMesh?: Pick<Mesh, 'members' | 'memberRequest' | 'peerId'>
+  /** Listen multiaddrs of the cluster mesh: the federation host listens on the same hosts. */
+  listen?: string[]
+  logger: Logger
+  clock: { now(): number }
+  tunables?: Partial<MeshTunables>
+  /** How often a node retries following a federation its cluster is in (default 3 s). */
+  followRetryMs?: number
+}
+
+interface LocalState {
+  id: string
+  name: string
+  /** This cluster's name in the federation. */
+  cluster: string
+  namespaces: string[]
+  state: 'joined' | 'left' | 'removed'
+  /** TCP port the federation host listens on (kept across restarts so peers find it again). */
+  port?: number
+}
+
+interface Running {
+  cfg: LocalState
+  dir: string
+  mesh: Mesh
+  store: ObjectStore
+  directory: FederationDirectory
+  off: () => void
+  publisher?: NodeSummaryPublisher
+  announced?: boolean
+}
+
+/** Who runs the pods of the federations' shared namespaces (the pod lifecycle controller). */
+export interface FederationPodHost {
+  addScope(scope: PodScope): Promise<void>
+  removeScope(id: string, why: string): Promise<void>
+}
+
+export interface FederationClusterView {
+  name: string
+  id: string
+  self: boolean
+  members: number
+  connected: number
+}
+
+export interface FederationView {
+  name: string
+  id: string
+  cluster: string
+  namespaces: string[]
+  state: LocalState['state']
+  peerId?: string
+  addresses?: string[]
+  clusters?: FederationClusterView[]
+  objects?: number
+}
+
+export function encodeFederationToken(joinToken: string): string {
+  return FED_TOKEN_PREFIX + joinToken.slice(JOIN_TOKEN_PREFIX.length)
+}
+
+export function decodeFederationToken(token: string): string {
+  const s = token.trim()
+  if (s.startsWith(JOIN_TOKEN_PREFIX)) throw new OrcError('invalid', 'this is a node join token (orcjoin1.…) for `orc join`; `orc federation join` takes a federation token (orcfed1.…) from `orc federation token`')
+  if (!s.startsWith(FED_TOKEN_PREFIX)) throw new OrcError('invalid', 'federation token is malformed (expected orcfed1.…)')
+  return JOIN_TOKEN_PREFIX + s.slice(FED_TOKEN_PREFIX.length)
+}
+
+function checkName(what: string, v: unknown): string {
+  if (typeof v !== 'string' || !DNS_LABEL.test(v)) throw new OrcError('invalid', `${what}: must be a DNS label (lowercase letters, digits and -, at most 63), got ${JSON.stringify(v ?? null)}`)
+  return v
+}
+
+const fedRef = (name: string): ObjectRef => ({ kind: 'Federation', namespace: '', name })
+const clusterRef = (name: string): ObjectRef => ({ kind: 'Cluster', namespace: '', name })
+
+export class FederationManager implements ScopeRouter {
+  private readonly running = new Map<string, Running>()
+  private readonly log: Logger
+  private readonly root: string
+  private queue: Promise<unknown> = Promise.resolve()
+  private offOwn: (() => void) | undefined
+  private followTimer: ReturnType<typeof setTimeout> | undefined
+  private stopped = false
+  /** Invites minted for nodes of this cluster, per federation id (see vetJoiner). */
+  private readonly invites = new Map<string, number>()
+  /** Federation ids whose local state is being set up or torn down right now. */
+  private readonly busy = new Set<string>()
+  private podHost: FederationPodHost | undefined
+  /** Told when a federation starts, is announced or stops here (the node network re-plans its routes). */
+  private readonly runningListeners = new Set<() => void>()
+
+  constructor(private readonly c: FederationComponents) {
+    this.log = c.logger.child({ module: 'federation' })
+    this.root = join(c.dataDir, 'federations')
+  }
+
+  // ---- routing (ScopeRouter) ------------------------------------------------------------------
+
+  scopeOf(ns: string): FederatedScope | undefined {
+    for (const r of this.running.values()) {
+      if (r.cfg.namespaces.includes(ns)) return { store: r.store, cluster: r.cfg.cluster, federation: r.cfg.name }
+    }
+    return undefined
+  }
+
+  scopes(): Array<{ namespaces: readonly string[]; scope: FederatedScope }> {
+    return [...this.running.values()].map((r) => ({ namespaces: r.cfg.namespaces, scope: { store: r.store, cluster: r.cfg.cluster, federation: r.cfg.name } }))
+  }
+
+  /** Listen for federations starting or stopping on this node (routes-export.ts). */
+  onRunningChange(listener: () => void): () => void {
+    this.runningListeners.add(listener)
+    return () => this.runningListeners.delete(listener)
+  }
+
+  private runningChanged(): void {
+    for (const l of this.runningListeners) {
+      try {
+        l()
+      } catch (err) {
+        this.log.warn({ err: String(err) }, 'federation change listener')
+      }
+    }
+  }
+
+  /** The running federation by name (tests, status). */
+  get(name: string): { mesh: Mesh; store: ObjectStore; cluster: string; id: string } | undefined {
+    const r = this.byName(name)
+    return r && { mesh: r.mesh, store: r.store, cluster: r.cfg.cluster, id: r.cfg.id }
+  }
+
+  /**
+   * Schedule and run the shared namespaces' pods on this node: each running federation becomes a
+   * pod scope of `host` (now, and whenever one starts or stops).
+   */
+  async runPodsWith(host: FederationPodHost): Promise<void> {
+    this.podHost = host
+    for (const r of this.running.values()) await this.announce(r)
+  }
+
+  private podScopeId(r: Running): string {
+    return `federation/${r.cfg.id}`
+  }
+
+  /** Start scheduling a running federation's pods here (once its namespaces are known). */
+  private async announce(r: Running): Promise<void> {
+    if (r.cfg.name === '' || r.announced || !this.running.has(r.cfg.id)) return
+    r.announced = true
+    this.runningChanged()
+    const cluster = r.cfg.cluster
+    const store = taggedStore(r.store, cluster)
+    r.publisher = new NodeSummaryPublisher({
+      own: this.c.store,
+      fed: store,
+      nodeName: this.c.nodeName,
+      cluster,
+      now: () => this.c.clock.now(),
+      log: this.log.child({ federation: r.cfg.name }),
+    })
+    r.publisher.start()
+    await this.podHost
+      ?.addScope({
+        id: this.podScopeId(r),
+        store,
+        nodeName: `${this.c.nodeName}@${cluster}`,
+        namespaces: r.cfg.namespaces,
+        members: () => r.mesh.members(),
+        nodes: () => {
+          const bound = r.store.list('Pod').map((p) => p.status?.node).filter((n): n is string => typeof n === 'string')
+          return federationNodesOf(r.store.list('Cluster'), bound, r.directory.removedClusters())
+        },
+        buildView: buildFederatedSchedView,
+      })
+      .catch((err) => this.log.error({ err, federation: r.cfg.name }, 'federated pods will not run on this node'))
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------
+
+  async start(): Promise<void> {
+    await mkdir(this.root, { recursive: true, mode: 0o700 })
+    for (const id of await readdir(this.root)) {
+      const cfg = await this.readState(id)
+      if (cfg?.state !== 'joined') continue
+      try {
+        await this.open(cfg, { mode: 'start' })
+      } catch (err) {
+        this.log.error({ err, federation: cfg.name, id }, 'federation did not start; the cluster runs without it')
+      }
+    }
+    this.offOwn = this.c.store.onChange((keys) => {
+      if (keys.some((k) => k.startsWith('Federation/'))) this.reconcileSoon(0)
+    })
+    this.reconcileSoon(0)
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    if (this.followTimer) clearTimeout(this.followTimer)
+    this.offOwn?.()
+    await this.queue.catch(() => undefined)
+    for (const r of [...this.running.values()]) await this.close(r)
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.queue.then(fn, fn)
+    this.queue = p.catch(() => undefined)
+    return p
+  }
+
+  // ---- operations -----------------------------------------------------------------------------
+
+  list(): FederationView[] {
+    const out: FederationView[] = []
+    for (const o of this.c.store.list('Federation')) {
+      const r = this.running.get(String(o.spec?.id ?? ''))
+      out.push(r ? this.view(r) : {
+        name: o.metadata.name,
+        id: String(o.spec?.id ?? ''),
+        cluster: String(o.spec?.cluster ?? ''),
+        namespaces: (o.spec?.namespaces as string[] | undefined) ?? [],
+        state: 'joined',
+      })
+    }
+    return out.sort((a, b) => a.name.localeCompare(b.name))
+  }
+
+  status(name: string): FederationView {
+    const r = this.byName(name)
+    if (r) return this.view(r)
+    const v = this.list().find((f) => f.name === name)
+    if (v) return v
+    throw new OrcError('not_found', `federation ${name} not found on this node (orc federation list)`, { name })
+  }
+
+  create(req: { name: unknown; namespaces: unknown; as?: unknown; author: string }): Promise<FederationView> {
+    return this.serial(async () => {
+      const name = checkName('federation name', req.name)
+      if (!Array.isArray(req.namespaces) || req.namespaces.length === 0) throw new OrcError('invalid', 'namespaces: name at least one namespace to share (--namespace NS)')
+      const namespaces = [...new Set(req.namespaces.map((n) => checkName('namespace', n)))]
+      const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
+      this.checkFree(name, namespaces)
+      const id = `pending-${Date.now()}`
+      const cfg: LocalState = { id, name, cluster, namespaces, state: 'joined' }
+      const r = await this.open(cfg, { mode: 'create' })
+      const now = this.c.clock.now()
+      const author = `${FEDERATION_CONTROLLER}@${cluster}`
+      await r.store.apply({ apiVersion: API_VERSION, kind: 'Federation', metadata: { name }, spec: { id: r.cfg.id, namespaces } }, { author, reason: 'federation created', now })
+      await r.store.apply({ apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: cluster }, spec: { id: this.c.cluster().id } }, { author, reason: 'cluster joined the federation', now })
+      await this.recordMembership(r.cfg, req.author, 'federation created')
+      this.log.info({ federation: name, id: r.cfg.id, cluster, namespaces }, 'federation created')
+      return this.view(r)
+    })
+  }
+
+  async token(name: string, opts: { ttlMs?: number } = {}): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
+    const r = this.mustRun(name)
+    const ttlMs = opts.ttlMs ?? 3600_000
+    if (!Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > 7 * 86400_000) throw new OrcError('invalid', 'ttl: must be between 1s and 7d')
+    const t = await r.mesh.createToken({ ttlMs, uses: 1 })
+    return { token: encodeFederationToken(t.token), expiresAt: t.expiresAt, federation: name, addresses: r.mesh.addresses() }
+  }
+
+  join(req: { token: unknown; peer?: unknown; as?: unknown; author: string }): Promise<FederationView> {
+    return this.serial(async () => {
+      if (typeof req.token !== 'string') throw new OrcError('invalid', 'token: required (from orc federation token on the other cluster)')
+      const joinToken = decodeFederationToken(req.token)
+      const claims = decodeToken(joinToken)
+      const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
+      if (this.running.has(claims.cluster)) throw new OrcError('conflict', `this cluster is already in federation ${this.running.get(claims.cluster)!.cfg.name}`)
+      const peerAddrs = typeof req.peer === 'string' && req.peer !== '' ? await resolvePeerAddress(req.peer) : undefined
+      const cfg: LocalState = { id: claims.cluster, name: '', cluster, namespaces: [], state: 'joined' }
+      const r = await this.open(cfg, { mode: 'join', token: joinToken, peerAddrs })
+      try {
+        const fed = r.store.list('Federation')[0]
+        if (fed === undefined) throw new OrcError('unavailable', 'joined, but the federation document holds no Federation object yet (did the issuer finish orc federation create?)')
+        const other = r.store.get(clusterRef(cluster))
+        if (other !== undefined && other.spec?.id !== this.c.cluster().id) {
+          throw new OrcError('conflict', `a cluster named ${cluster} is already in federation ${fed.metadata.name}; join under another name with --as NAME`, { cluster })
+        }
+        r.cfg.name = fed.metadata.name
+        r.cfg.namespaces = (fed.spec?.namespaces as string[] | undefined) ?? []
+        this.checkFree(r.cfg.name, r.cfg.namespaces, r.cfg.id)
+        const now = this.c.clock.now()
+        await r.store.apply(
+          { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: cluster }, spec: { id: this.c.cluster().id } },
+          { author: `${FEDERATION_CONTROLLER}@${cluster}`, reason: 'cluster joined the federation', now },
+        )
+        await this.saveState(r.cfg)
+        await this.recordMembership(r.cfg, req.author, 'joined federation')
+        await this.announce(r)
+      } catch (err) {
+        await this.close(r)
+        await rm(r.dir, { recursive: true, force: true })
+        throw err
+      }
+      this.log.info({ federation: r.cfg.name, id: r.cfg.id, cluster }, 'joined federation')
+      return this.view(r)
+    })
+  }
+
+  /** Leave: the other clusters stop accepting this one's nodes; local copies stay (in the cluster's own scope). */
+  leave(name: string, author: string): Promise<FederationView> {
+    return this.serial(async () => {
+      const r = this.mustRun(name)
+      const now = this.c.clock.now()
+      const ref = clusterRef(r.cfg.cluster)
+      if (r.store.get(ref) !== undefined) {
+        await r.store.delete(ref, { author: `${FEDERATION_CONTROLLER}@${r.cfg.cluster}`, reason: 'cluster left the federation', now })
+        // Hand the removal to the connected members before going (gossip already carries it).
+        await Promise.race([r.mesh.syncNow(), new Promise((res) => setTimeout(res, 3000).unref())]).catch(() => undefined)
+      }
+      const view = this.view(r)
+      await this.detach(r, 'left')
+      const own = this.c.store.get(fedRef(name))
+      if (own !== undefined) await this.c.store.delete(fedRef(name), { author, reason: 'left federation', now: this.c.clock.now() })
+      this.log.info({ federation: name }, 'left federation')
+      return { ...view, state: 'left' }
+    })
+  }
+
+  /** Remove another cluster: every member drops its nodes. */
+  remove(name: string, cluster: string, author: string): Promise<FederationView> {
+    return this.serial(async () => {
+      const r = this.mustRun(name)
+      checkName('cluster', cluster)
+      if (cluster === r.cfg.cluster) throw new OrcError('invalid', `${cluster} is this cluster: use orc federation leave ${name}`)
+      if (r.store.get(clusterRef(cluster)) === undefined) throw new OrcError('not_found', `cluster ${cluster} is not in federation ${name}`)
+      const tagged = /@[a-z0-9-]+$/.test(author) ? author : `${author}@${r.cfg.cluster}`
+      await r.store.delete(clusterRef(cluster), { author: tagged, reason: `cluster ${cluster} removed from the federation`, now: this.c.clock.now() })
+      await this.applyClusterRemovals(r)
+      return this.view(r)
+    })
+  }
+
+  /** Mint a single-use invite for another node of this cluster (served to cluster members only). */
+  async invite(id: string): Promise<{ token: string; cluster: string }> {
+    const r = this.running.get(id)
+    if (r === undefined) throw new OrcError('not_found', `this node is not in federation ${id}`)
+    const t = await r.mesh.createToken({ ttlMs: 120_000, uses: 1 })
+    this.invites.set(id, (this.invites.get(id) ?? 0) + 1)
+    return { token: encodeFederationToken(t.token), cluster: r.cfg.cluster }
+  }
+
+  // ---- internals ------------------------------------------------------------------------------
+
+  private byName(name: string): Running | undefined {
+    return [...this.running.values()].find((r) => r.cfg.name === name)
+  }
+
+  private mustRun(name: string): Running {
+    const r = this.byName(name)
+    if (r === undefined) throw new OrcError('not_found', `federation ${name} not found on this node (orc federation list)`, { name })
+    return r
+  }
+
+  private checkFree(name: string, namespaces: string[], exceptId?: string): void {
+    const own = this.c.store.get(fedRef(name))
+    if (own !== undefined && own.spec?.id !== exceptId) throw new OrcError('conflict', `this cluster is already in a federation named ${name}`, { name })
+    for (const r of this.running.values()) {
+      if (r.cfg.id === exceptId) continue
+      const shared = namespaces.filter((n) => r.cfg.namespaces.includes(n))
+      if (shared.length > 0) throw new OrcError('conflict', `namespace ${shared[0]} is already shared in federation ${r.cfg.name}`, { namespace: shared[0] })
+    }
+  }
+
+  private view(r: Running): FederationView {
+    const connected = new Set(r.mesh.members().filter((m) => m.self || m.state === 'alive').map((m) => m.peerId))
+    const byCluster = new Map<string, { members: number; connected: number }>()
+    for (const m of r.directory.list()) {
+      const c = clusterOfMemberName(m.name) ?? '?'
+      const e = byCluster.get(c) ?? { members: 0, connected: 0 }
+      e.members++
+      if (connected.has(m.peerId)) e.connected++
+      byCluster.set(c, e)
+    }
+    const clusters: FederationClusterView[] = r.store.list('Cluster').map((o) => ({
+      name: o.metadata.name,
+      id: String(o.spec?.id ?? ''),
+      self: o.metadata.name === r.cfg.cluster,
+      ...(byCluster.get(o.metadata.name) ?? { members: 0, connected: 0 }),
+    }))
+    return {
+      name: r.cfg.name,
+      id: r.cfg.id,
+      cluster: r.cfg.cluster,
+      namespaces: r.cfg.namespaces,
+      state: r.cfg.state,
+      peerId: r.mesh.peerId,
+      addresses: r.mesh.addresses(),
+      clusters,
+      objects: r.store.count(),
+    }
+  }
+
+  private async recordMembership(cfg: LocalState, author: string, reason: string): Promise<void> {
+    const manifest: OrcObject = {
+      apiVersion: API_VERSION,
+      kind: 'Federation',
+      metadata: { name: cfg.name },
+      spec: { id: cfg.id, namespaces: cfg.namespaces, cluster: cfg.cluster },
+    }
+    await this.c.store.apply(manifest, { author, reason, now: this.c.clock.now() })
+  }
+
+  private async readState(id: string): Promise<LocalState | undefined> {
+    try {
+      return JSON.parse(await readFile(join(this.root, id, STATE_FILE), 'utf8')) as LocalState
+    } catch {
+      return undefined
+    }
+  }
+
+  private async saveState(cfg: LocalState): Promise<void> {
+    const file = join(this.root, cfg.id, STATE_FILE)
+    await writeFile(`${file}.tmp`, JSON.stringify(cfg, null, 2) + '\n', { mode: 0o600 })
+    await rename(`${file}.tmp`, file)
+  }
+
+  private listenAddrs(port: number): string[] {
+    const base = this.c.listen ?? ['/ip4/0.0.0.0/tcp/0']
+    const out = base.filter((a) => /\/tcp\/\d+/.test(a)).map((a) => a.replace(/\/tcp\/\d+/, `/tcp/${port}`))
+    return out.length > 0 ? out : [`/ip4/0.0.0.0/tcp/${port}`]
+  }
+
+  /** Open the federation's store and host: a new federation, a restart, or a join. */
+  private async open(cfg: LocalState, how: { mode: 'create' } | { mode: 'start' } | { mode: 'join'; token: string; peerAddrs?: string[] }): Promise<Running> {
+    // A new federation's id is known only once its host state exists: build in a scratch dir.
+    let dir = join(this.root, how.mode === 'create' ? `.new-${process.pid}-${Date.now()}` : cfg.id)
+    const meshDir = () => join(dir, 'mesh')
+    const storeDir = () => join(dir, 'store')
+    if (how.mode !== 'start' && existsSync(dir)) {
+      if ((await this.readState(cfg.id))?.state === 'joined') throw new OrcError('conflict', `federation ${cfg.id} is already set up here`)
+      // A federation left before: its old copy stays aside, this join starts afresh.
+      await rename(dir, `${dir}.left-${Date.now()}`)
+    }
+    await mkdir(meshDir(), { recursive: true, mode: 0o700 })
+    this.busy.add(cfg.id)
+    let store: ObjectStore | undefined
+    let mesh: Mesh | undefined
+    try {
+      const key = await loadOrCreateIdentity(meshDir(), systemRandom)
+      const { peerIdFromPrivateKey } = await import('@libp2p/peer-id')
+      const peerId = peerIdFromPrivateKey(key).toString()
+      // The replica id of this node's federation document is derived from its federation peer id,
+      // so the other clusters can tell which cluster made each revision (membership.ts).
+      const fresh = !existsSync(storeDir())
+      let first = fresh
+      store = await openStore({
+        dir: storeDir(),
+        // Controllers of this cluster write as `controller:<name>@<cluster>` (scheduling.ts).
+        ownership: clusterOwnership(cfg.cluster),
+        randomBytes: (n) => {
+          if (first && n === 8) {
+            first = false
+            return replicaBytesOfPeer(peerId)
+          }
+          return new Uint8Array(systemRandom(n))
+        },
+        logger: this.c.logger.child({ module: 'store', federation: cfg.name || cfg.id }) as never,
+      })
+      const directory = new FederationDirectory(meshDir())
+      const ourStore = store
+      const opts: MeshOptions = {
+        dataDir: meshDir(),
+        name: `${this.c.nodeName}@${cfg.cluster}`,
+        listen: this.listenAddrs(cfg.port ?? 0),
+        scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory) },
+        members: directory,
+        logger: this.c.logger.child({ federation: cfg.name || cfg.id }),
+        tunables: this.c.tunables,
+        vetJoiner: (info) => this.vetJoiner(cfg, directory, info),
+        vetAdmission: (info, via) => directory.vetAdmission(info, via),
+      }
+      if (how.mode === 'create') {
+        const made = await createCluster(opts)
+        mesh = made.mesh
+        cfg.id = mesh.clusterId
+        await mesh.stop().catch(() => undefined)
+        mesh = undefined
+        await store.close()
+        store = undefined
+        const final = join(this.root, cfg.id)
+        await rename(dir, final)
+        dir = final
+        return await this.open(cfg, { mode: 'start' })
+      }
+      mesh = how.mode === 'join' ? await joinMesh({ ...opts, token: how.token, peerAddrs: how.peerAddrs }) : await startMesh(opts)
+      const port = Number(/\/tcp\/(\d+)/.exec(mesh.addresses()[0] ?? '')?.[1])
+      if (Number.isInteger(port) && port > 0) cfg.port = port
+      const r: Running = { cfg, dir, mesh, store, directory, off: () => {} }
+      const m = mesh
+      const onRemoved = m.on('member:removed', () => undefined)
+      const offChange = store.onChange((keys) => {
+        if (keys.some((k) => k.startsWith('Cluster/'))) void this.serial(() => this.applyClusterRemovals(r))
+      })
+      r.off = () => {
+        onRemoved()
+        offChange()
+      }
+      this.running.set(cfg.id, r)
+      this.runningChanged()
+      if (cfg.name !== '') {
+        await this.saveState(cfg)
+        await this.announce(r)
+      }
+      return r
+    } catch (err) {
+      await mesh?.stop().catch(() => undefined)
+      await store?.close().catch(() => undefined)
+      if (how.mode !== 'start') await rm(dir, { recursive: true, force: true }).catch(() => undefined)
+      if (err instanceof OrcError) throw err
+      throw wrapError(how.mode === 'join' ? 'join federation' : how.mode === 'create' ? 'create federation' : `start federation ${cfg.name}`, err)
+    } finally {
+      this.busy.delete(cfg.id)
+    }
+  }
+
+  /**
+   * Issuer side of a join. A federation token admits a new cluster; a node claiming this
+   * cluster's name needs an invite minted for it; a node of another cluster already in joins
+   * through its own cluster's members, and a removed cluster is refused.
+   */
+  private vetJoiner(cfg: LocalState, directory: FederationDirectory, info: MemberInfo): void {
+    const c = clusterOfMemberName(info.name)
+    if (c === undefined || !isClusterName(c)) throw new OrcError('invalid', `federation member name ${info.name} names no cluster (want node@cluster)`)
+    if (directory.isRemovedCluster(c)) throw new OrcError('forbidden', `cluster ${c} was removed from this federation`, { cluster: c })
+    if (c === cfg.cluster) {
+      const n = this.invites.get(cfg.id) ?? 0
+      if (n <= 0) throw new OrcError('conflict', `a cluster named ${c} is already in this federation; join under another name with --as NAME`, { cluster: c })
+      this.invites.set(cfg.id, n - 1)
+      return
+    }
+    if (directory.knownClusters().has(c)) {
+      throw new OrcError('conflict', `a cluster named ${c} is already in this federation (its nodes join through its own members; another cluster joins with --as NAME)`, { cluster: c })
+    }
+  }
+
+  /** Clusters whose Cluster object went: drop their nodes; if it is ours, we were removed. */
+  private async applyClusterRemovals(r: Running): Promise<void> {
+    if (!this.running.has(r.cfg.id)) return
+    for (const c of r.directory.knownClusters()) {
+      if (r.store.get(clusterRef(c)) !== undefined || r.directory.isRemovedCluster(c)) continue
+      // A member known but whose Cluster object never arrived yet is not removed: only a deletion counts.
+      const hist = await r.store.history(clusterRef(c)).catch(() => [])
+      if (!hist.some((h) => h.op === 'delete')) continue
+      if (c === r.cfg.cluster) {
+        this.log.warn({ federation: r.cfg.name }, 'this cluster was removed from the federation; keeping local copies')
+        await this.detach(r, 'removed')
+        return
+      }
+      const gone = await r.directory.removeCluster(c)
+      for (const m of gone) await r.mesh.removeMember(m.peerId).catch(() => undefined)
+      this.log.info({ federation: r.cfg.name, cluster: c, nodes: gone.length }, 'cluster removed from the federation')
+    }
+  }
+
+  /** Stop replicating; copy the shared namespaces into the cluster's own scope so they stay usable here. */
+  private async detach(r: Running, state: 'left' | 'removed'): Promise<void> {
+    const now = this.c.clock.now()
+    let copied = 0
+    for (const kind of ['Pod', 'PinnedDeployment', 'SecurityPolicy']) {
+      for (const o of r.store.list(kind)) {
+        if (!r.cfg.namespaces.includes(o.metadata.namespace ?? 'default')) continue
+        const { name, namespace, labels, annotations } = o.metadata
+        const copy: OrcObject = { apiVersion: o.apiVersion, kind: o.kind, metadata: { name, namespace, ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) }, spec: o.spec }
+        try {
+          const res = await this.c.store.apply(copy, { author: FEDERATION_CONTROLLER, reason: `kept from federation ${r.cfg.name} (${state})`, now })
+          if (res.revision) copied++
+        } catch (err) {
+          this.log.warn({ err: (err as Error).message, kind, namespace, name }, 'could not keep a federated object')
+        }
+      }
+    }
+    r.cfg.state = state
+    await this.saveState(r.cfg)
+    await this.close(r)
+    this.log.info({ federation: r.cfg.name, state, copied }, 'federation detached')
+  }
+
+  private async close(r: Running): Promise<void> {
+    this.running.delete(r.cfg.id)
+    this.runningChanged()
+    r.off()
+    r.publisher?.stop()
+    if (r.announced) await this.podHost?.removeScope(this.podScopeId(r), `federation ${r.cfg.name} ${r.cfg.state === 'joined' ? 'stopped' : r.cfg.state}`).catch(() => undefined)
+    await r.mesh.stop().catch((err) => this.log.warn({ err }, 'stop federation mesh'))
+    await r.store.close().catch((err) => this.log.warn({ err }, 'close federation store'))
+  }
+
+  private reconcileSoon(ms: number): void {
+    if (this.stopped) return
+    if (this.followTimer) clearTimeout(this.followTimer)
+    this.followTimer = setTimeout(() => {
+      this.followTimer = undefined
+      void this.serial(() => this.reconcile()).catch((err) => this.log.warn({ err: (err as Error).message }, 'federation follow failed; retrying'))
+    }, ms)
+    this.followTimer.unref?.()
+  }
+
+  /** Make this node's federations match the cluster's record of them. */
+  private async reconcile(): Promise<void> {
+    if (this.stopped) return
+    const wanted = new Map<string, OrcObject>()
+    for (const o of this.c.store.list('Federation')) wanted.set(String(o.spec?.id ?? ''), o)
+    for (const r of [...this.running.values()]) {
+      if (!wanted.has(r.cfg.id) && !this.busy.has(r.cfg.id)) {
+        this.log.info({ federation: r.cfg.name }, 'the cluster left this federation; detaching')
+        await this.detach(r, 'left')
+      }
+    }
+    let pending = false
+    for (const [id, o] of wanted) {
+      if (this.running.has(id)) continue
+      const local = await this.readState(id)
+      if (local?.state === 'removed') continue
+      if (!(await this.follow(id, o))) pending = true
+    }
+    if (pending) this.reconcileSoon(this.c.followRetryMs ?? 3000)
+  }
+
+  /** Join a federation the cluster is in, with an invite from a node that holds it. */
+  private async follow(id: string, o: OrcObject): Promise<boolean> {
+    const cm = this.c.clusterMesh
+    if (cm === undefined) return true
+    const cluster = String(o.spec?.cluster ?? '')
+    const peers = cm.members().filter((m) => !m.self && m.state === 'alive')
+    for (const p of peers) {
+      const res = await cm.memberRequest(p.peerId, { method: 'GET', path: `/v1/federation-invites/${id}` }, { timeoutMs: 10_000 }).catch(() => undefined)
+      if (res?.status !== 200) continue
+      const token = (res.body as { token?: unknown } | null)?.token
+      if (typeof token !== 'string') continue
+      const cfg: LocalState = {
+        id,
+        name: o.metadata.name,
+        cluster,
+        namespaces: (o.spec?.namespaces as string[] | undefined) ?? [],
+        state: 'joined',
+      }
+      try {
+        await this.open(cfg, { mode: 'join', token: decodeFederationToken(token) })
+        this.log.info({ federation: cfg.name, via: p.name }, 'following the cluster into the federation')
+        return true
+      } catch (err) {
+        this.log.info({ federation: cfg.name, via: p.name, err: (err as Error).message }, 'joining the federation with an invite failed')
+      }
+    }
+    return false
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * Who belongs to which cluster inside a federation, and what that allows.
+ *
+ * A federation member's mesh name is `<node>@<cluster>`. Each node's federation replica id is
+ * derived from its federation peer id (which Noise authenticates), so every revision record names,
+ * through its id, the peer that made it, and through that peer the cluster. A record whose author
+ * claims another cluster is a forgery and is refused.
+ */
+import { createHash } from 'node:crypto'
+import { join } from 'node:path'
+import { readFile, rename, writeFile } from 'node:fs/promises'
+import { OrcError } from '../../model/index.ts'
+import { JsonFileMemberDirectory, type MemberDirectory, type MemberInfo } from '../../mesh/index.ts'
+
+const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
+
+/** `web-1@home` → `home`; undefined when the name carries no (valid) cluster. */
+export function clusterOfMemberName(name: string): string | undefined {
+  const at = name.lastIndexOf('@')
+  if (at <= 0) return undefined
+  const c = name.slice(at + 1)
+  return CLUSTER_NAME.test(c) ? c : undefined
+}
+
+export function isClusterName(c: string): boolean {
+  return CLUSTER_NAME.test(c)
+}
+
+/** The federation store replica id of a federation peer: 8 bytes of a hash of its peer id. */
+export function replicaBytesOfPeer(peerId: string): Uint8Array {
+  return new Uint8Array(createHash('sha256').update(`orc/federation/replica/${peerId}`).digest().subarray(0, 8))
+}
+
+export function replicaOfPeer(peerId: string): string {
+  return Buffer.from(replicaBytesOfPeer(peerId)).toString('hex')
+}
+
+/** `user:alice@home` → `home`. */
+export function clusterOfAuthor(author: string): string | undefined {
+  const m = /@([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)$/.exec(author)
+  return m?.[1]
+}
+
+/** `user:alice` → `user:alice@home` (an author already tagged keeps its tag, checked by the caller). */
+export function tagAuthor(author: string, cluster: string): string {
+  return clusterOfAuthor(author) !== undefined ? author : `${author}@${cluster}`
+}
+
+interface Persisted {
+  /** replica id → cluster, for every member ever admitted (so old revisions stay verifiable). */
+  replicas: Record<string, string>
+  /** Clusters removed from the federation: their members are refused from then on. */
+  removed: string[]
+}
+
+/**
+ * The federation mesh's member directory: members of removed clusters are refused, and every
+ * admitted member's replica is bound to its cluster (kept on disk in `bindings.json`).
+ */
+export class FederationDirectory implements MemberDirectory {
+  private readonly inner: MemberDirectory
+  private state: Persisted = { replicas: {}, removed: [] }
+  private readonly file: string
+
+  constructor(private readonly dir: string) {
+    this.inner = JsonFileMemberDirectory.inDataDir(dir)
+    this.file = join(dir, 'bindings.json')
+  }
+
+  async load(): Promise<void> {
+    await this.inner.load()
+    try {
+      const raw = JSON.parse(await readFile(this.file, 'utf8')) as Persisted
+      this.state = { replicas: { ...(raw.replicas ?? {}) }, removed: [...(raw.removed ?? [])] }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new OrcError('corrupt', `read ${this.file}: ${(err as Error).message}`, {}, err)
+    }
+    for (const m of this.inner.list()) this.bind(m)
+  }
+
+  private async save(): Promise<void> {
+    const tmp = `${this.file}.tmp`
+    await writeFile(tmp, JSON.stringify(this.state), { mode: 0o600 })
+    await rename(tmp, this.file)
+  }
+
+  private bind(m: MemberInfo): boolean {
+    const c = clusterOfMemberName(m.name)
+    if (c === undefined) return false
+    const r = replicaOfPeer(m.peerId)
+    if (this.state.replicas[r] !== undefined && this.state.replicas[r] !== c) return false
+    const fresh = this.state.replicas[r] === undefined
+    this.state.replicas[r] = c
+    return fresh
+  }
+
+  /** Clusters removed from the federation. */
+  removedClusters(): Set<string> {
+    return new Set(this.state.removed)
+  }
+
+  isRemovedCluster(c: string): boolean {
+    return this.state.removed.includes(c)
+  }
+
+  /** The cluster a member belongs to (undefined: not a member, or a removed cluster's). */
+  clusterOf(peerId: string): string | undefined {
+    const m = this.inner.get(peerId)
+    const c = m === undefined ? undefined : clusterOfMemberName(m.name)
+    return c === undefined || this.isRemovedCluster(c) ? undefined : c
+  }
+
+  /** The cluster a replica id is bound to, if any member ever admitted had it. */
+  clusterOfReplica(replica: string): string | undefined {
+    return this.state.replicas[replica]
+  }
+
+  /** Clusters with at least one member bound (removed ones included). */
+  knownClusters(): Set<string> {
+    return new Set(Object.values(this.state.replicas))
+  }
+
+  /** Members of one cluster (current ones). */
+  membersOf(cluster: string): MemberInfo[] {
+    return this.inner.list().filter((m) => clusterOfMemberName(m.name) === cluster)
+  }
+
+  /** Mark a cluster removed; returns its members so the mesh can drop them. */
+  async removeCluster(c: string): Promise<MemberInfo[]> {
+    if (!this.state.removed.includes(c)) {
+      this.state.removed.push(c)
+      await this.save()
+    }
+    return this.inner.list().filter((m) => clusterOfMemberName(m.name) === c)
+  }
+
+  has(peerId: string): boolean {
+    return this.clusterOf(peerId) !== undefined
+  }
+
+  get(peerId: string): MemberInfo | undefined {
+    return this.has(peerId) ? this.inner.get(peerId) : undefined
+  }
+
+  list(): MemberInfo[] {
+    return this.inner.list().filter((m) => this.has(m.peerId))
+  }
+
+  async add(info: MemberInfo): Promise<void> {
+    const c = clusterOfMemberName(info.name)
+    if (c === undefined || this.isRemovedCluster(c)) return
+    const r = replicaOfPeer(info.peerId)
+    if (this.state.replicas[r] !== undefined && this.state.replicas[r] !== c) return
+    if (this.bind(info)) await this.save()
+    await this.inner.add(info)
+  }
+
+  remove(peerId: string): Promise<void> {
+    return this.inner.remove(peerId)
+  }
+
+  /**
+   * May `via` (a member) introduce `info`? A cluster introduces its own nodes; a cluster not yet
+   * known may be introduced by any member (that is what a federation token does); nobody may
+   * introduce a node into another known cluster, nor into a removed one.
+   */
+  vetAdmission(info: MemberInfo, via: string): boolean {
+    const c = clusterOfMemberName(info.name)
+    if (c === undefined || this.isRemovedCluster(c)) return false
+    const bound = this.state.replicas[replicaOfPeer(info.peerId)]
+    if (bound !== undefined && bound !== c) return false
+    const viaCluster = this.clusterOf(via)
+    if (viaCluster === undefined) return false
+    if (viaCluster === c) return true
+    return !this.knownClusters().has(c)
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The federation document as the federation mesh sees it: the store, with every revision a peer
+ * sends checked against the cluster of the replica that made it before anything is stored.
+ */
+import { OrcError } from '../../model/index.ts'
+import { decodeUpdateMessage, parseRevisionId, type Replicable } from '../../store/index.ts'
+import { clusterOfAuthor } from './membership.ts'
+
+export interface AuthorshipCheck {
+  /** The cluster a replica id belongs to, if known. */
+  clusterOfReplica(replica: string): string | undefined
+}
+
+/**
+ * Refuse (before the store sees it) an update holding a revision whose author does not carry the
+ * cluster of the replica that made it: a cluster cannot forge another's authorship. A revision of
+ * a replica not known yet (its admission has not reached us) makes the update wait: the error is
+ * not the sender's fault, and anti-entropy brings it again.
+ */
+export function checkAuthorship(update: Uint8Array, members: AuthorshipCheck): void {
+  const { records } = decodeUpdateMessage(update)
+  for (const r of records) {
+    const replica = parseRevisionId(r.i)?.replica
+    const bound = replica === undefined ? undefined : members.clusterOfReplica(replica)
+    if (bound === undefined) {
+      throw new OrcError('unavailable', `federation update: revision ${r.i} comes from a replica not (yet) admitted here`, { revision: r.i })
+    }
+    const claimed = clusterOfAuthor(r.a)
+    if (claimed !== bound) {
+      throw new OrcError('forbidden', `federation update: revision ${r.i} of ${r.k} claims author ${r.a} but was made by cluster ${bound}`, {
+        revision: r.i,
+        author: r.a,
+        cluster: bound,
+      })
+    }
+  }
+}
+
+export function verifiedReplica(store: Replicable, members: AuthorshipCheck): Replicable {
+  return {
+    encodeSyncState: () => store.encodeSyncState(),
+    encodeMissing: (remote) => store.encodeMissing(remote),
+    onLocalUpdate: (fn) => store.onLocalUpdate(fn),
+    async applyRemote(update, opts) {
+      checkAuthorship(update, members)
+      return store.applyRemote(update, opts)
+    },
+  }
+}

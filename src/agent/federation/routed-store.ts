@@ -1,0 +1,118 @@
+/**
+ * The object store the API sees: objects in a federated namespace live in that federation's
+ * document, everything else in the cluster's own. Writes to a federated namespace carry the
+ * cluster's name in their author (`user:alice@home`), which the other clusters verify.
+ */
+import { OrcError, getKind, type ObjectRef, type OrcObject } from '../../model/index.ts'
+import type { ObjectStore, StoredObject, WriteOptions } from '../../store/index.ts'
+import { clusterOfAuthor, tagAuthor } from './membership.ts'
+import { ORIGIN_CLUSTER_ANNOTATION } from './scheduling.ts'
+
+export interface FederatedScope {
+  store: ObjectStore
+  /** This cluster's name in the federation. */
+  cluster: string
+  federation: string
+}
+
+export interface ScopeRouter {
+  /** The federation holding namespace `ns` here, if it is federated. */
+  scopeOf(ns: string): FederatedScope | undefined
+  /** Every federated scope open here (for listings across namespaces). */
+  scopes(): Array<{ namespaces: readonly string[]; scope: FederatedScope }>
+}
+
+function nsOf(kind: string, ns: string | undefined): string | undefined {
+  return getKind(kind).namespaced ? (ns === undefined || ns === '' ? 'default' : ns) : undefined
+}
+
+export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore {
+  const pick = (kind: string, ns: string | undefined): { store: ObjectStore; scope?: FederatedScope } => {
+    const n = nsOf(kind, ns)
+    const scope = n === undefined ? undefined : router.scopeOf(n)
+    return scope ? { store: scope.store, scope } : { store: own }
+  }
+  const tag = <T extends WriteOptions>(opts: T, scope: FederatedScope | undefined): T => {
+    if (scope === undefined) return opts
+    const claimed = clusterOfAuthor(opts.author)
+    if (claimed !== undefined && claimed !== scope.cluster) {
+      throw new OrcError('forbidden', `author ${opts.author} names cluster ${claimed}, but this is cluster ${scope.cluster} of federation ${scope.federation}`, {
+        author: opts.author,
+      })
+    }
+    return { ...opts, author: tagAuthor(opts.author, scope.cluster) }
+  }
+  /**
+   * A pod created in a shared namespace records the cluster that created it: without
+   * `placement.clusters` it runs only there (scheduling.ts). The record is orc's: kept on updates
+   * that leave it out, and a different value is refused.
+   */
+  const withOrigin = (store: ObjectStore, manifest: OrcObject, scope: FederatedScope | undefined): OrcObject => {
+    if (scope === undefined || manifest.kind !== 'Pod') return manifest
+    const cur = store.get({ kind: 'Pod', namespace: manifest.metadata.namespace ?? 'default', name: manifest.metadata.name })
+    const origin = cur?.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION] ?? (cur === undefined ? scope.cluster : undefined)
+    const given = manifest.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
+    if (given !== undefined && given !== origin) {
+      throw new OrcError('invalid', `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the pod (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`, {
+        field: `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}`,
+      })
+    }
+    if (origin === undefined || given !== undefined) return manifest
+    return { ...manifest, metadata: { ...manifest.metadata, annotations: { ...manifest.metadata.annotations, [ORIGIN_CLUSTER_ANNOTATION]: origin } } }
+  }
+  const forRef = (ref: ObjectRef) => pick(ref.kind, ref.namespace)
+  const forObj = (o: OrcObject) => pick(o.kind, o.metadata.namespace)
+  const federatedNs = (): Set<string> => new Set(router.scopes().flatMap((s) => [...s.namespaces]))
+
+  return {
+    // Replication of the cluster scope is the mesh's business, on the cluster store itself.
+    encodeSyncState: () => own.encodeSyncState(),
+    encodeMissing: (r) => own.encodeMissing(r),
+    applyRemote: (u, opts) => own.applyRemote(u, opts),
+    onLocalUpdate: (fn) => own.onLocalUpdate(fn),
+    async apply(manifest, opts) {
+      const { store, scope } = forObj(manifest)
+      return store.apply(withOrigin(store, manifest, scope), tag(opts, scope))
+    },
+    planApply(manifest, opts) {
+      const { store, scope } = forObj(manifest)
+      return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope))
+    },
+    async patch(ref, fields, opts) {
+      const { store, scope } = forRef(ref)
+      return store.patch(ref, fields, tag(opts, scope))
+    },
+    async delete(ref, opts) {
+      const { store, scope } = forRef(ref)
+      return store.delete(ref, tag(opts, scope))
+    },
+    async rollback(ref, opts) {
+      const { store, scope } = forRef(ref)
+      return store.rollback(ref, tag(opts, scope))
+    },
+    get: (ref) => forRef(ref).store.get(ref),
+    history: (ref, q) => forRef(ref).store.history(ref, q),
+    at: (ref, rev) => forRef(ref).store.at(ref, rev),
+    diff: (ref, from, to) => forRef(ref).store.diff(ref, from, to),
+    list(kind, namespace) {
+      if (namespace !== undefined || !getKind(kind).namespaced) return pick(kind, namespace).store.list(kind, namespace)
+      // Across namespaces: the cluster's own objects outside federated namespaces, then each federation's.
+      const fed = federatedNs()
+      const out: StoredObject[] = own.list(kind).filter((o) => !fed.has(o.metadata.namespace ?? 'default'))
+      for (const { namespaces, scope } of router.scopes()) {
+        for (const o of scope.store.list(kind)) if (namespaces.includes(o.metadata.namespace ?? 'default')) out.push(o)
+      }
+      return out
+    },
+    count: () => own.count() + router.scopes().reduce((n, s) => n + s.scope.store.count(), 0),
+    onChange(fn) {
+      const offs = [own.onChange(fn), ...router.scopes().map((s) => s.scope.store.onChange(fn))]
+      return () => offs.forEach((off) => off())
+    },
+    setStability: (fn) => own.setStability(fn),
+    pruneTombstones: (reports) => own.pruneTombstones(reports),
+    encodeStabilityReport: () => own.encodeStabilityReport(),
+    docStats: () => own.docStats(),
+    close: () => own.close(),
+  }
+}

@@ -1,0 +1,320 @@
+/**
+ * Scheduling of the pods of a federation's shared namespaces (docs/federation.md, "Placement").
+ *
+ * Every node of every member cluster runs the same pure `plan()` over the same inputs: the pods of
+ * the federation document, the nodes of every member cluster (each node publishes a summary of
+ * itself in its cluster's `Cluster` object: `status.nodes.<node>`) and the federation mesh's
+ * membership (heartbeats across clusters). Nodes are named `node@cluster`; a pod may run only in
+ * the clusters of `spec.placement.clusters` (absent: the cluster that created it). A node binds
+ * only itself, as within a cluster, so an `ha` pod whose cluster is lost moves to another allowed
+ * cluster by the same rule that moves it between nodes.
+ *
+ * Summaries come from other clusters: untrusted input. Each is checked and bounded here; an
+ * unreadable entry is skipped (and the rest kept), never thrown at the scheduler.
+ */
+import type { Logger } from 'pino'
+import { API_VERSION, OwnershipTable, USERS, deepEqual, defaultOwnership, field, isPlainObject, type ObjectRef, type Owner } from '../../model/index.ts'
+import { parseCpu, parseMemory, podRequests, type ClusterView } from '../../sched/index.ts'
+import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
+import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
+
+/** Annotation the API puts on a pod created in a shared namespace: the cluster that created it. */
+export const ORIGIN_CLUSTER_ANNOTATION = 'orc/cluster'
+/** Who writes node summaries into `Cluster.status.nodes` (tagged `@cluster` in the document). */
+export const CLUSTER_CONTROLLER = 'controller:cluster'
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
+/** At most this many nodes per cluster are read from a summary (a bound on hostile input). */
+export const MAX_NODES_PER_CLUSTER = 10_000
+const MAX_LABELS = 64
+const MAX_TAINTS = 64
+
+/** What a node says about itself in the federation document. */
+export interface NodeSummary {
+  /** Total resources (`Node.status.capacity`). */
+  capacity: { cpu: string; memory: string }
+  /** What is left for federated pods: capacity minus the requests of this cluster's own pods bound here. */
+  allocatable: { cpu: string; memory: string }
+  labels?: Record<string, string>
+  taints?: { key: string; value?: string; effect: string }[]
+  unschedulable?: boolean
+  /** Ready in its own cluster (tunnels up); a NotReady node takes no new federated pods. */
+  ready: boolean
+  /** `orc node forget` in its own cluster (written by any node of that cluster). */
+  forgotten?: boolean
+  /**
+   * Where other clusters reach this node's federated pods (docs/federation.md, "Routing"): its
+   * WireGuard key, its /64 and endpoints, as in its Node status. Read by other clusters' node
+   * networks, which check it as untrusted input (`readSummaryNetwork`, src/agent/network/federation.ts).
+   */
+  network?: { publicKey: string; prefix: string; endpoints: string[] }
+}
+
+/** The summary this node publishes about itself, from its own cluster's store (pure). */
+export function nodeSummaryOf(self: StoredObject | undefined, ownPods: readonly StoredObject[], nodeName: string): NodeSummary | undefined {
+  if (!self) return undefined
+  const cap = field(self, 'status.capacity') as { cpu?: unknown; memory?: unknown } | undefined
+  let cpu = 0
+  let mem = 0
+  try {
+    cpu = parseCpu(typeof cap?.cpu === 'string' || typeof cap?.cpu === 'number' ? (cap.cpu as string) : undefined)
+    mem = parseMemory(typeof cap?.memory === 'string' || typeof cap?.memory === 'number' ? (cap.memory as string) : undefined)
+  } catch {
+    return undefined
+  }
+  let usedCpu = 0
+  let usedMem = 0
+  for (const p of ownPods) {
+    if (field(p, 'status.node') !== nodeName && field(p, 'spec.placement.node') !== nodeName) continue
+    const phase = field(p, 'status.phase')
+    if (phase === 'Succeeded' || phase === 'Failed') continue
+    try {
+      const r = podRequests((field(p, 'spec.containers') as never[] | undefined) ?? [])
+      usedCpu += parseCpu(r.cpu)
+      usedMem += parseMemory(r.memory)
+    } catch {
+      // an unreadable pod is refused by the cluster's own scheduler too
+    }
+  }
+  const out: NodeSummary = {
+    capacity: { cpu: `${cpu}m`, memory: String(mem) },
+    allocatable: { cpu: `${Math.max(0, cpu - usedCpu)}m`, memory: String(Math.max(0, mem - usedMem)) },
+    ready: field(self, 'status.state') === undefined || field(self, 'status.state') === 'Ready',
+  }
+  if (self.metadata.labels && Object.keys(self.metadata.labels).length > 0) out.labels = { ...self.metadata.labels }
+  const taints = field(self, 'spec.taints')
+  if (Array.isArray(taints) && taints.length > 0) out.taints = taints as NodeSummary['taints']
+  if (field(self, 'spec.unschedulable') === true) out.unschedulable = true
+  if (isForgotten(self)) out.forgotten = true
+  const net = field(self, 'status.network') as { publicKey?: unknown; prefix?: unknown; endpoints?: unknown } | undefined
+  if (typeof net?.publicKey === 'string' && typeof net.prefix === 'string') {
+    const endpoints = Array.isArray(net.endpoints) ? net.endpoints.filter((e): e is string => typeof e === 'string').slice(0, 16) : []
+    out.network = { publicKey: net.publicKey, prefix: net.prefix, endpoints }
+  }
+  return out
+}
+
+function stringRecord(v: unknown, max: number): Record<string, string> | undefined {
+  if (!isPlainObject(v)) return undefined
+  const out: Record<string, string> = {}
+  let n = 0
+  for (const [k, x] of Object.entries(v)) {
+    if (typeof x !== 'string' || k.length > 317 || x.length > 63) continue
+    if (++n > max) break
+    out[k] = x
+  }
+  return out
+}
+
+/**
+ * The nodes of every member cluster, as Node-shaped objects named `node@cluster` (what the binder
+ * and `nodeViewOf` read). `removedClusters`: nodes of clusters removed from the federation that
+ * pods are still bound to count as forgotten, so their pods move (by policy).
+ */
+export function federationNodesOf(clusters: readonly StoredObject[], boundTo: Iterable<string> = [], removedClusters: ReadonlySet<string> = new Set()): StoredObject[] {
+  const out: StoredObject[] = []
+  const seen = new Set<string>()
+  for (const c of clusters) {
+    const cluster = c.metadata.name
+    if (!isClusterName(cluster)) continue
+    const nodes = field(c, 'status.nodes')
+    if (!isPlainObject(nodes)) continue
+    let n = 0
+    for (const [node, raw] of Object.entries(nodes)) {
+      if (!DNS_LABEL.test(node) || !isPlainObject(raw)) continue
+      if (++n > MAX_NODES_PER_CLUSTER) break
+      const name = `${node}@${cluster}`
+      const alloc = isPlainObject(raw.allocatable) ? raw.allocatable : raw.capacity
+      const capacity = isPlainObject(alloc) ? { cpu: String(alloc.cpu ?? '0'), memory: String(alloc.memory ?? '0') } : { cpu: '0', memory: '0' }
+      const taints = Array.isArray(raw.taints)
+        ? raw.taints.slice(0, MAX_TAINTS).filter((t): t is { key: string; effect: string } => isPlainObject(t) && typeof t.key === 'string' && ['NoSchedule', 'PreferNoSchedule', 'NoExecute'].includes(t.effect as string))
+        : []
+      const obj = synthNode(name, stringRecord(raw.labels, MAX_LABELS), capacity, {
+        unschedulable: raw.unschedulable === true || raw.ready === false,
+        taints,
+        forgotten: raw.forgotten === true,
+      })
+      seen.add(name)
+      out.push(obj)
+    }
+  }
+  // Pods bound to a node of a removed cluster: that node is gone for good.
+  for (const name of boundTo) {
+    const c = clusterOfMemberName(name)
+    if (seen.has(name) || c === undefined || !removedClusters.has(c)) continue
+    seen.add(name)
+    out.push(synthNode(name, undefined, { cpu: '0', memory: '0' }, { unschedulable: true, taints: [], forgotten: true }))
+  }
+  return out
+}
+
+function synthNode(
+  name: string,
+  labels: Record<string, string> | undefined,
+  capacity: { cpu: string; memory: string },
+  o: { unschedulable: boolean; taints: unknown[]; forgotten: boolean },
+): StoredObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'Node',
+    metadata: { name, ...(labels ? { labels } : {}), uid: name, revision: 0, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'controller:federation' },
+    spec: { ...(o.unschedulable ? { unschedulable: true } : {}), ...(o.taints.length > 0 ? { taints: o.taints } : {}) },
+    // `Removed` counts as forgotten for scheduling (isForgotten) without a `status.forgotten`
+    // record that the binder would try to clear on a Node object that does not exist here.
+    status: { capacity, ...(o.forgotten ? { state: 'Removed' } : {}) },
+  } as StoredObject
+}
+
+/**
+ * The cluster-constraint defaults of shared pods: `placement.clusters` absent means the cluster
+ * that created the pod (its `orc/cluster` annotation). A pod without either may run nowhere — it
+ * stays pending with that reason rather than landing in a cluster nobody chose.
+ */
+export function federatedView(view: ClusterView, podObjects: readonly StoredObject[]): ClusterView {
+  const origin = new Map<string, string>()
+  for (const p of podObjects) {
+    const o = p.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
+    if (typeof o === 'string') origin.set(`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, o)
+  }
+  return {
+    now: view.now,
+    nodes: view.nodes.map((n) => {
+      const c = clusterOfMemberName(n.name)
+      return c === undefined ? n : { ...n, cluster: c }
+    }),
+    pods: view.pods.map((p) => {
+      if (p.clusters !== undefined) return p
+      const o = origin.get(`${p.namespace}/${p.name}`)
+      return { ...p, clusters: o !== undefined && isClusterName(o) ? [o] : [] }
+    }),
+  }
+}
+
+/** `buildSchedView` for a federation's binder (same signature, see Binder's `buildView`). */
+export function buildFederatedSchedView(
+  pods: readonly StoredObject[],
+  nodes: readonly StoredObject[],
+  me: string,
+  members: readonly NodeMember[],
+  now: number,
+  downSince?: (name: string) => number | undefined,
+  taintSince?: TaintSince,
+): ClusterView {
+  return federatedView(buildSchedView(pods, nodes, me, members, now, downSince, taintSince), pods)
+}
+
+/**
+ * The ownership table of a federation document as written from cluster `cluster`: the same fields,
+ * each owned by the controller *of this cluster* (`controller:scheduler@home`), which is the author
+ * every write from here carries (taggedStore) and the other clusters verify (replica.ts).
+ */
+export function clusterOwnership(cluster: string): OwnershipTable {
+  const suffix = `@${cluster}`
+  class Tagged extends OwnershipTable {
+    override ownerOf(kind: string, path: readonly (string | number)[]): Owner | typeof USERS {
+      const o = super.ownerOf(kind, path)
+      return o === USERS ? o : (`${o}${suffix}` as Owner)
+    }
+  }
+  return new Tagged(defaultOwnership().claims())
+}
+
+/** The store as this cluster's controllers write it: every author tagged `@cluster`. */
+export function taggedStore(store: ObjectStore, cluster: string): ObjectStore {
+  const tagged = new Set(['apply', 'planApply', 'patch', 'delete', 'rollback'])
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      const v = Reflect.get(target, prop, receiver)
+      if (typeof v !== 'function') return v
+      if (typeof prop === 'string' && tagged.has(prop)) {
+        return (a: unknown, b: unknown, opts?: { author: string }) => {
+          const o = prop === 'apply' || prop === 'planApply' || prop === 'rollback' || prop === 'delete' ? b : opts
+          const tag = (x: unknown) => (isPlainObject(x) && typeof x.author === 'string' ? { ...x, author: tagAuthor(x.author, cluster) } : x)
+          if (o === b) return (v as (...args: unknown[]) => unknown).call(target, a, tag(b))
+          return (v as (...args: unknown[]) => unknown).call(target, a, b, tag(opts))
+        }
+      }
+      return (v as (...args: unknown[]) => unknown).bind(target)
+    },
+  })
+}
+
+export interface SummaryPublisherComponents {
+  /** The cluster's own store (this node's Node object and the cluster's pods). */
+  own: ObjectStore
+  /** The federation document, written as this cluster. */
+  fed: ObjectStore
+  nodeName: string
+  cluster: string
+  now(): number
+  log: Logger
+  /** Re-check at least this often (default 2000 ms). */
+  everyMs?: number
+}
+
+/**
+ * Keeps `Cluster/<cluster>.status.nodes.<node>` of this node current in the federation document,
+ * and marks nodes of this cluster forgotten there once `orc node forget` forgot them here.
+ * Re-checks on a timer too: two nodes creating `status.nodes` at once keep only one map (Yjs), so
+ * an entry that was lost that way is written again.
+ */
+export class NodeSummaryPublisher {
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private busy = false
+  private stopped = false
+  private offOwn: (() => void) | undefined
+
+  constructor(private readonly c: SummaryPublisherComponents) {}
+
+  start(): void {
+    this.offOwn = this.c.own.onChange((keys) => {
+      if (keys.some((k) => k.startsWith('Node/') || k.startsWith('Pod/'))) this.soon(300)
+    })
+    this.soon(0)
+  }
+
+  stop(): void {
+    this.stopped = true
+    this.offOwn?.()
+    if (this.timer) clearTimeout(this.timer)
+  }
+
+  private soon(ms: number): void {
+    if (this.stopped) return
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      void this.publish().finally(() => this.soon(this.c.everyMs ?? 2000))
+    }, ms)
+    this.timer.unref?.()
+  }
+
+  /** One pass (tests call it directly). */
+  async publish(): Promise<void> {
+    if (this.busy || this.stopped) return
+    this.busy = true
+    try {
+      const ref: ObjectRef = { kind: 'Cluster', namespace: '', name: this.c.cluster }
+      const cur = this.c.fed.get(ref)
+      if (!cur) return // our Cluster object has not arrived yet
+      const nodes = field(cur, 'status.nodes')
+      const have = isPlainObject(nodes) ? nodes : {}
+      const self = this.c.own.get({ kind: 'Node', namespace: '', name: this.c.nodeName })
+      const want = nodeSummaryOf(self, this.c.own.list('Pod'), this.c.nodeName)
+      const patches: { path: string[]; value: unknown }[] = []
+      if (want && !deepEqual(have[this.c.nodeName], want)) patches.push({ path: ['status', 'nodes', this.c.nodeName], value: want })
+      for (const n of this.c.own.list('Node')) {
+        const e = have[n.metadata.name]
+        if (n.metadata.name !== this.c.nodeName && isForgotten(n) && isPlainObject(e) && e.forgotten !== true) {
+          patches.push({ path: ['status', 'nodes', n.metadata.name, 'forgotten'], value: true })
+        }
+      }
+      if (patches.length === 0) return
+      await this.c.fed.patch(ref, patches, { author: CLUSTER_CONTROLLER, reason: `node ${this.c.nodeName} of ${this.c.cluster}: resources, labels, readiness`, now: this.c.now() })
+    } catch (err) {
+      this.c.log.warn({ err: (err as Error).message }, 'publish node summary to the federation')
+    } finally {
+      this.busy = false
+    }
+  }
+}

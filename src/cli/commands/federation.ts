@@ -1,0 +1,175 @@
+/**
+ * `orc federation create|token|join|list|status|leave|remove`: link clusters and share namespaces
+ * between them (docs/federation.md).
+ */
+import type { Command } from 'commander'
+import { Option } from 'commander'
+import type { FederationView } from '../../agent/index.ts'
+import { OrcError } from '../../model/index.ts'
+import { defaultAuthor, examples, formatTable } from '../format.ts'
+import type { ApiCaller } from '../remote.ts'
+
+export interface FederationCliIO {
+  out(text: string): void
+  env: NodeJS.ProcessEnv
+}
+
+function author(io: FederationCliIO, flag: string | undefined): string {
+  if (flag !== undefined) return /^(user|controller):/.test(flag) ? flag : `user:${flag}`
+  return defaultAuthor(io.env)
+}
+
+function parseTtl(v: string): number {
+  const m = /^([0-9]+)(s|m|h|d)?$/.exec(v.trim())
+  if (!m) throw new OrcError('invalid', `--ttl: expected a duration like 30m, 1h or 2d, got ${JSON.stringify(v)}`)
+  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's']
+}
+
+function collect(v: string, prev: string[] = []): string[] {
+  return [...prev, ...v.split(',').filter(Boolean)]
+}
+
+/** The text of `orc federation status`. */
+export function formatFederation(f: FederationView): string {
+  const lines = [
+    `federation ${f.name} (${f.id})`,
+    `  this cluster:  ${f.cluster}`,
+    `  namespaces:    ${f.namespaces.join(', ') || '<none>'}`,
+    `  state:         ${f.state}`,
+  ]
+  if (f.peerId) lines.push(`  peer id:       ${f.peerId}`)
+  if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
+  if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
+  if (f.clusters) {
+    lines.push('', formatTable(['CLUSTER', 'ID', 'NODES', 'CONNECTED'], f.clusters.map((c) => [c.self ? `${c.name} (this)` : c.name, c.id, String(c.members), c.self ? '-' : String(c.connected)])).replace(/\n$/, ''))
+  } else lines.push('  (this node is not in it yet: it follows its cluster in shortly)')
+  return lines.join('\n') + '\n'
+}
+
+export function registerFederationCommands(program: Command, io: FederationCliIO, client: (cmd: Command) => ApiCaller): void {
+  const fed = program
+    .command('federation')
+    .alias('fed')
+    .description('Link clusters and share namespaces between them: create, token, join, list, status, leave, remove')
+    .addHelpText('after', examples(`
+  # On cluster "home": share the namespace "shared" in a federation "lab"
+  orc federation create lab --namespace shared
+  orc federation token lab
+
+  # On a node of cluster "cloud": join with that token (every node of "cloud" follows)
+  orc federation join 192.0.2.10:7946 --token orcfed1.…
+
+  # Then, on either cluster: objects in "shared" are replicated to both
+  orc apply -n shared -f web.yaml
+  orc history -n shared pod/web        # authors read user:alice@home, user:bob@cloud
+  orc federation status lab
+  orc federation leave lab             # stop replicating; local copies stay`))
+
+  const output = () => new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text')
+
+  fed
+    .command('create')
+    .description('Create a federation with this cluster as its first member, sharing the given namespaces')
+    .argument('<NAME>', 'federation name')
+    .requiredOption('--namespace <ns>', 'a namespace to share (repeat or comma-separate for several)', collect)
+    .option('--as <cluster>', "this cluster's name in the federation (default: the cluster's own name)")
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .addOption(output())
+    .addHelpText('after', examples(`
+  orc federation create lab --namespace shared
+  orc federation create lab --namespace web,db --as home`))
+    .action(async (name: string, opts, cmd: Command) => {
+      const r = await client(cmd).call<{ federation: FederationView }>('POST', '/v1/federations', {
+        body: { name, namespaces: opts.namespace, as: opts.as, author: author(io, opts.author) },
+      })
+      if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
+      io.out(`federation/${name} created (id ${r.federation.id}); cluster ${r.federation.cluster} shares ${r.federation.namespaces.join(', ')}\n`)
+      io.out(`Invite another cluster:  orc federation token ${name}\n`)
+    })
+
+  fed
+    .command('token')
+    .description('Create a single-use token that admits one other cluster (all of its nodes) to the federation')
+    .argument('<NAME>', 'federation name')
+    .option('--ttl <duration>', 'how long the token is valid (s, m, h, d)', '1h')
+    .addOption(output())
+    .addHelpText('after', examples(`
+  orc federation token lab
+  orc federation token lab --ttl 15m`))
+    .action(async (name: string, opts, cmd: Command) => {
+      const r = await client(cmd).call<{ token: string; expiresAt: number; addresses: string[] }>('POST', `/v1/federations/${encodeURIComponent(name)}/token`, {
+        body: { ttlSeconds: parseTtl(opts.ttl) },
+      })
+      if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
+      io.out(`${r.token}\n`)
+      io.out(`\n# valid until ${new Date(r.expiresAt).toISOString()}, for one cluster. On a node of the other cluster:\n#   orc federation join ${r.addresses[0] ?? '<this node>'} --token <token>\n`)
+    })
+
+  fed
+    .command('join')
+    .description("Join this cluster to another cluster's federation; every node of this cluster follows")
+    .argument('[PEER]', "the other cluster's federation address (host:port or multiaddr); default: the addresses in the token")
+    .requiredOption('--token <token>', 'federation token from `orc federation token` on the other cluster')
+    .option('--as <cluster>', "this cluster's name in the federation (default: the cluster's own name)")
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .addOption(output())
+    .addHelpText('after', examples(`
+  orc federation join 192.0.2.10:7946 --token orcfed1.…
+  orc federation join --token orcfed1.… --as cloud`))
+    .action(async (peer: string | undefined, opts, cmd: Command) => {
+      const r = await client(cmd).call<{ federation: FederationView }>('POST', '/v1/federations/join', {
+        body: { token: opts.token, peer, as: opts.as, author: author(io, opts.author) },
+      })
+      if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
+      io.out(`joined federation/${r.federation.name} as cluster ${r.federation.cluster}; shared namespaces: ${r.federation.namespaces.join(', ')}\n`)
+    })
+
+  fed
+    .command('list')
+    .alias('ls')
+    .description('List the federations this cluster is in')
+    .addOption(output())
+    .action(async (opts, cmd: Command) => {
+      const r = await client(cmd).call<{ federations: FederationView[] }>('GET', '/v1/federations')
+      if (opts.output === 'json') return io.out(JSON.stringify(r.federations, null, 2) + '\n')
+      if (r.federations.length === 0) return io.out('No federations. Create one: orc federation create NAME --namespace NS\n')
+      io.out(
+        formatTable(
+          ['NAME', 'AS', 'NAMESPACES', 'CLUSTERS', 'STATE'],
+          r.federations.map((f) => [f.name, f.cluster, f.namespaces.join(','), f.clusters ? f.clusters.map((c) => c.name).join(',') : '-', f.state]),
+        ),
+      )
+    })
+
+  fed
+    .command('status')
+    .description('Show a federation: its clusters, how many of their nodes this node is connected to, its addresses')
+    .argument('<NAME>', 'federation name')
+    .addOption(output())
+    .action(async (name: string, opts, cmd: Command) => {
+      const r = await client(cmd).call<{ federation: FederationView }>('GET', `/v1/federations/${encodeURIComponent(name)}`)
+      if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
+      io.out(formatFederation(r.federation))
+    })
+
+  fed
+    .command('leave')
+    .description('Leave a federation: replication stops both ways, the other clusters drop this one, local copies stay')
+    .argument('<NAME>', 'federation name')
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .action(async (name: string, opts, cmd: Command) => {
+      await client(cmd).call('POST', `/v1/federations/${encodeURIComponent(name)}/leave`, { body: { author: author(io, opts.author) } })
+      io.out(`left federation/${name}; its namespaces stay here as this cluster's own objects\n`)
+    })
+
+  fed
+    .command('remove')
+    .description('Remove another cluster from a federation: every member stops accepting its nodes')
+    .argument('<NAME>', 'federation name')
+    .argument('<CLUSTER>', 'the cluster to remove')
+    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .action(async (name: string, cluster: string, opts, cmd: Command) => {
+      await client(cmd).call('DELETE', `/v1/federations/${encodeURIComponent(name)}/clusters/${encodeURIComponent(cluster)}`, { body: { author: author(io, opts.author) } })
+      io.out(`cluster ${cluster} removed from federation/${name}\n`)
+    })
+}

@@ -1,0 +1,35 @@
+import { s } from '../schema.ts'
+import type { KindDef } from '../kind.ts'
+import { age, dnsName, field, text } from './common.ts'
+
+/**
+ * A link between clusters that replicates the namespaces it names (docs/federation.md).
+ *
+ * Two copies exist, with the same shape: one in the federation's own replicated document (what
+ * every member cluster sees: its id and shared namespaces), and one in each member cluster's
+ * private scope (which also says under which name this cluster takes part), so that every node of
+ * the cluster follows the federation.
+ */
+export const federationKind: KindDef = {
+  kind: 'Federation',
+  plural: 'federations',
+  aliases: ['federation', 'fed', 'feds'],
+  namespaced: false,
+  spec: s.object({
+    id: s.string({ pattern: /^[0-9a-f]{16,64}$/, patternName: 'a hex federation id' }),
+    /** The namespaces (scopes) the federated clusters share. */
+    namespaces: s.array(dnsName, { maxItems: 32 }),
+    /** In a cluster's private copy: this cluster's name inside the federation. */
+    cluster: dnsName,
+    description: s.string({ maxLength: 1024 }),
+  }),
+  status: s.object({}, { open: true }),
+  owned: [{ path: 'status', owner: 'controller:federation' }],
+  columns: [
+    { header: 'NAME', value: (o) => o.metadata.name },
+    { header: 'ID', value: (o) => text(field(o, 'spec.id')) },
+    { header: 'NAMESPACES', value: (o) => text((field(o, 'spec.namespaces') as string[] | undefined)?.join(',')) },
+    { header: 'AS', value: (o) => text(field(o, 'spec.cluster')) },
+    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+  ],
+}

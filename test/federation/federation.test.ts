@@ -1,0 +1,248 @@
+// In-process federation tests: two clusters (one node each, real LevelDB stores) federated over
+// real libp2p hosts on loopback. What a user would notice: shared objects show up on the other
+// cluster with who wrote them, private ones never do, forged authorship is refused, a used token
+// admits nobody else, a stranger cannot connect, and leaving stops replication but keeps copies.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { multiaddr } from '@multiformats/multiaddr'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { generateKeyPair } from '@libp2p/crypto/keys'
+import { openStore, type ObjectStore } from '../../src/store/index.ts'
+import { decodeToken } from '../../src/mesh/index.ts'
+import { createHost } from '../../src/mesh/host.ts'
+import { encodePsk } from '../../src/mesh/psk.ts'
+import { resolveTunables } from '../../src/mesh/options.ts'
+import { FederationManager, routedStore, decodeFederationToken, checkAuthorship } from '../../src/agent/federation/index.ts'
+import { fastTunables, waitFor } from '../mesh/helpers.ts'
+import { pod } from '../helpers/store.ts'
+
+const silent = pino({ level: 'silent' })
+
+interface Side {
+  dir: string
+  store: ObjectStore
+  fm: FederationManager
+  api: ObjectStore
+}
+
+async function side(t: { after(fn: () => Promise<void>): void }, node: string, cluster: string, tunables = {}): Promise<Side> {
+  const dir = await mkdtemp(join(tmpdir(), `orc-fed-${cluster}-`))
+  const store = await openStore({ dir: join(dir, 'db') })
+  const fm = new FederationManager({
+    dataDir: dir,
+    nodeName: node,
+    store,
+    cluster: () => ({ name: cluster, id: Buffer.from(cluster.padEnd(16, '0')).toString('hex').slice(0, 32) }),
+    listen: ['/ip4/127.0.0.1/tcp/0'],
+    logger: silent,
+    clock: { now: () => Date.now() },
+    tunables: { ...fastTunables, ...tunables },
+  })
+  await fm.start()
+  t.after(async () => {
+    await fm.stop()
+    await store.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  return { dir, store, fm, api: routedStore(store, fm) }
+}
+
+const inNs = (ns: string, o: any) => ({ ...o, metadata: { ...o.metadata, namespace: ns } })
+const ref = (ns: string, name: string) => ({ kind: 'Pod', namespace: ns, name })
+
+async function federated(t: { after(fn: () => Promise<void>): void }): Promise<{ a: Side; b: Side }> {
+  const a = await side(t, 'a1', 'home')
+  const b = await side(t, 'b1', 'cloud')
+  await a.fm.create({ name: 'shared', namespaces: ['shared'], author: 'user:alice' })
+  const { token } = await a.fm.token('shared')
+  const view = await b.fm.join({ token, author: 'user:bob' })
+  assert.equal(view.name, 'shared')
+  assert.deepEqual(view.namespaces, ['shared'])
+  await waitFor('home sees cloud in the federation', () => (a.fm.status('shared').clusters ?? []).some((c) => c.name === 'cloud'))
+  return { a, b }
+}
+
+test('a shared write reaches the other cluster with its cluster and author; private objects never do', async (t) => {
+  const { a, b } = await federated(t)
+  const t0 = Date.now()
+  await a.api.apply(inNs('shared', pod('web')), { author: 'user:alice', reason: 'deploy', now: Date.now() })
+  await a.api.apply(inNs('default', pod('secret')), { author: 'user:alice', now: Date.now() })
+  await waitFor('shared/web on cluster cloud', () => b.api.get(ref('shared', 'web')) !== undefined)
+  const ms = Date.now() - t0
+  t.diagnostic(`federated write visible on the other cluster after ${ms} ms`)
+  const hist = await b.api.history(ref('shared', 'web'))
+  assert.equal(hist[0]!.author, 'user:alice@home')
+  assert.equal(hist[0]!.reason, 'deploy')
+  // A few more, one at a time, for the figure (not asserted: tests never assert on speed).
+  const lat: number[] = []
+  for (let i = 0; i < 20; i++) {
+    const s = Date.now()
+    await a.api.apply(inNs('shared', pod(`w${i}`)), { author: 'user:alice', now: Date.now() })
+    await waitFor(`shared/w${i} on cloud`, () => b.api.get(ref('shared', `w${i}`)) !== undefined)
+    lat.push(Date.now() - s)
+  }
+  lat.sort((x, y) => x - y)
+  t.diagnostic(`federated write (apply on home → visible on cloud), 20 writes: median ${lat[10]} ms, max ${lat[19]} ms`)
+  for (let i = 0; i < 20; i++) await a.api.delete(ref('shared', `w${i}`), { author: 'user:alice', now: Date.now() })
+  // The other way: cloud writes, home sees `@cloud`.
+  await b.api.apply(inNs('shared', pod('api')), { author: 'user:bob', now: Date.now() })
+  await waitFor('shared/api on cluster home', () => a.api.get(ref('shared', 'api')) !== undefined)
+  assert.equal((await a.api.history(ref('shared', 'api')))[0]!.author, 'user:bob@cloud')
+  // The private object stays in home's own scope: not in the federation document, not on cloud.
+  assert.ok(a.store.get(ref('default', 'secret')))
+  assert.equal(b.api.get(ref('default', 'secret')), undefined)
+  assert.deepEqual(a.fm.get('shared')!.store.list('Pod').map((p) => p.metadata.name).sort(), ['api', 'web'])
+  // The shared objects are not in either cluster's own scope.
+  assert.equal(a.store.get(ref('shared', 'web')), undefined)
+  // Listing across namespaces shows both.
+  assert.deepEqual(a.api.list('Pod').map((p) => `${p.metadata.namespace}/${p.metadata.name}`).sort(), ['default/secret', 'shared/api', 'shared/web'])
+  // A user cannot claim another cluster's name through the API.
+  await assert.rejects(
+    a.api.apply(inNs('shared', pod('x')), { author: 'user:mallory@cloud', now: Date.now() }),
+    /names cluster cloud, but this is cluster home/,
+  )
+  // Both clusters list the federation with both clusters in it.
+  const st = a.fm.status('shared')
+  assert.deepEqual(st.clusters!.map((c) => c.name).sort(), ['cloud', 'home'])
+})
+
+test('a federation token admits one cluster: a second use is refused, and a stranger with the PSK cannot connect', async (t) => {
+  const a = await side(t, 'a1', 'home', { tokenGraceMs: 0 })
+  const b = await side(t, 'b1', 'cloud')
+  const c = await side(t, 'c1', 'edge')
+  await a.fm.create({ name: 'shared', namespaces: ['shared'], author: 'user:alice' })
+  const { token } = await a.fm.token('shared')
+  await b.fm.join({ token, author: 'user:bob' })
+  await assert.rejects(c.fm.join({ token, author: 'user:carol' }), /refused|used|revoked|expired/i)
+  assert.equal(c.fm.list().length, 0)
+  // A node joining as a cluster already in the federation is refused, even with a fresh token.
+  const t2 = await a.fm.token('shared')
+  await assert.rejects(c.fm.join({ token: t2.token, as: 'cloud', author: 'user:carol' }), /already in (this|federation)/)
+  assert.equal(c.fm.list().length, 0)
+  // A node join token is not a federation token.
+  await assert.rejects(c.fm.join({ token: 'orcjoin1.xyz', author: 'user:carol' }), /node join token/)
+
+  // A stranger holding the federation PSK (e.g. from an old token) is refused by the gater.
+  const claims = decodeToken(decodeFederationToken(t2.token))
+  const stranger = await createHost({
+    privateKey: await generateKeyPair('Ed25519'),
+    psk: encodePsk(new Uint8Array(Buffer.from(claims.psk, 'hex'))),
+    listen: ['/ip4/127.0.0.1/tcp/0'],
+    gater: {},
+    tunables: resolveTunables(fastTunables),
+    appSpecificScore: () => 0,
+  })
+  t.after(() => stranger.stop())
+  await stranger.start()
+  const home = a.fm.get('shared')!.mesh
+  // With no join open (revoke the fresh token), nobody but members gets a connection.
+  for (const tk of await home.listTokens()) if (tk.uses > 0) await home.revokeToken(tk.id).catch(() => undefined)
+  await stranger.peerStore.merge(peerIdFromString(home.peerId), { multiaddrs: home.addresses().map((x) => multiaddr(x)) })
+  await assert.rejects(
+    (async () => {
+      const conn = await stranger.dial(peerIdFromString(home.peerId), { signal: AbortSignal.timeout(3000) })
+      await stranger.dialProtocol(conn.remotePeer, '/orc/sync/1.0.0', { signal: AbortSignal.timeout(3000) })
+    })(),
+  )
+})
+
+test('a revision claiming another cluster is refused, and nothing of it is stored', async (t) => {
+  const { a, b } = await federated(t)
+  const fedB = b.fm.get('shared')!
+  const fedA = a.fm.get('shared')!
+  // Listen first: gossip carries the forged update to home as soon as it is written.
+  const misbehaved = new Promise<string>((res) => fedA.mesh.on('peer:misbehaved', (e) => res(e.reason)))
+  // A modified cloud agent writes straight into the federation document as if it were home.
+  let forged: Uint8Array | undefined
+  const off = fedB.store.onLocalUpdate((u) => (forged ??= u))
+  await fedB.store.apply(inNs('shared', pod('evil')), { author: 'user:alice@home', now: Date.now() })
+  off()
+  assert.ok(forged)
+  assert.throws(() => checkAuthorship(forged!, { clusterOfReplica: () => 'cloud' }), /claims author user:alice@home but was made by cluster cloud/)
+  await assert.rejects(fedA.store.applyRemote(new Uint8Array([1, 2, 3])), /./)
+  // Over the wire: home's mesh refuses it (and scores cloud's node down); nothing is stored.
+  await fedB.mesh.syncNow().catch(() => undefined)
+  assert.match(await Promise.race([misbehaved, new Promise<string>((r) => setTimeout(() => r('none'), 5000))]), /claims author/)
+  assert.equal(a.api.get(ref('shared', 'evil')), undefined)
+  assert.equal(fedA.store.list('Pod').length, 0)
+})
+
+test('leave stops replication both ways and keeps local copies; the others drop the leaver', async (t) => {
+  const { a, b } = await federated(t)
+  await a.api.apply(inNs('shared', pod('web')), { author: 'user:alice', now: Date.now() })
+  await waitFor('web on cloud', () => b.api.get(ref('shared', 'web')) !== undefined)
+  const homeMesh = a.fm.get('shared')!.mesh
+  const cloudPeer = b.fm.get('shared')!.mesh.peerId
+  await b.fm.leave('shared', 'user:bob')
+  assert.equal(b.fm.list().length, 0)
+  // cloud keeps its copy, now in its own scope (and its history says where it came from).
+  const kept = b.store.get(ref('shared', 'web'))
+  assert.ok(kept, 'the copy stays on the cluster that left')
+  assert.equal(b.api.get(ref('shared', 'web'))?.metadata.revisionId, kept.metadata.revisionId)
+  assert.match((await b.store.history(ref('shared', 'web')))[0]!.reason, /kept from federation shared/)
+  // home learns cloud left: its nodes are no longer members, their connection is refused.
+  await waitFor('home drops cloud', () => !homeMesh.isMember(cloudPeer) && homeMesh.libp2p.getConnections(peerIdFromString(cloudPeer)).length === 0)
+  assert.deepEqual(a.fm.status('shared').clusters!.map((c) => c.name), ['home'])
+  // Neither side's writes reach the other any more.
+  await a.api.apply(inNs('shared', pod('after-leave')), { author: 'user:alice', now: Date.now() })
+  await b.api.apply(inNs('shared', pod('private-now')), { author: 'user:bob', now: Date.now() })
+  await new Promise((r) => setTimeout(r, 1000))
+  assert.equal(b.api.get(ref('shared', 'after-leave')), undefined)
+  assert.equal(a.api.get(ref('shared', 'private-now')), undefined)
+})
+
+test('a cluster removed by the others stops receiving', async (t) => {
+  const { a, b } = await federated(t)
+  const cloudFed = b.fm.get('shared')!
+  await a.fm.remove('shared', 'cloud', 'user:alice')
+  const homeMesh = a.fm.get('shared')!.mesh
+  await waitFor('home refuses cloud', () => !homeMesh.isMember(cloudFed.mesh.peerId))
+  await a.api.apply(inNs('shared', pod('after-removal')), { author: 'user:alice', now: Date.now() })
+  await new Promise((r) => setTimeout(r, 1000))
+  assert.equal(b.api.get(ref('shared', 'after-removal')), undefined)
+  // The removed cluster cannot come back with a new token either.
+  const { token } = await a.fm.token('shared')
+  const c = await side(t, 'c1', 'cloud2')
+  void c
+  await assert.rejects(
+    (async () => {
+      const d = await side(t, 'b9', 'cloud')
+      await d.fm.join({ token, author: 'user:bob' })
+    })(),
+    /removed/,
+  )
+})
+
+test('who may introduce whom: a cluster its own nodes or a new cluster, never a node of another known cluster', async (t) => {
+  const { FederationDirectory } = await import('../../src/agent/federation/index.ts')
+  const dir = await mkdtemp(join(tmpdir(), 'orc-fed-dir-'))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const d = new FederationDirectory(dir)
+  await d.load()
+  const m = (peerId: string, name: string) => ({ peerId, name, addresses: [] })
+  await d.add(m('12D3KooWhomeA', 'a1@home'))
+  await d.add(m('12D3KooWcloudB', 'b1@cloud'))
+  assert.equal(d.vetAdmission(m('12D3KooWhomeA2', 'a2@home'), '12D3KooWhomeA'), true, 'home introduces its own node')
+  assert.equal(d.vetAdmission(m('12D3KooWfake', 'evil@home'), '12D3KooWcloudB'), false, 'cloud cannot introduce a node of home')
+  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWcloudB'), true, 'a new cluster may be introduced by any member')
+  assert.equal(d.vetAdmission(m('12D3KooWx', 'nocluster'), '12D3KooWhomeA'), false, 'a name without @cluster is refused')
+  assert.equal(d.vetAdmission(m('12D3KooWy', 'y@home'), '12D3KooWstranger'), false, 'a non-member introduces nobody')
+  // A peer already bound to one cluster cannot be re-introduced as another's.
+  assert.equal(d.vetAdmission(m('12D3KooWcloudB', 'b1@edge'), '12D3KooWcloudB'), false)
+  // Removing a cluster refuses its nodes from then on, and survives a reload.
+  await d.removeCluster('cloud')
+  assert.equal(d.has('12D3KooWcloudB'), false)
+  const again = new FederationDirectory(dir)
+  await again.load()
+  assert.equal(again.has('12D3KooWcloudB'), false)
+  assert.equal(again.vetAdmission(m('12D3KooWcloudC', 'b2@cloud'), '12D3KooWhomeA'), false)
+  assert.equal(again.has('12D3KooWhomeA'), true)
+})
+
+test('garbage from a peer is refused with a clear error before the store sees it', () => {
+  assert.throws(() => checkAuthorship(new Uint8Array([0xff, 0x01, 0x02]), { clusterOfReplica: () => 'home' }), (err: any) => err.code === 'invalid' || err.code === 'too_large')
+})

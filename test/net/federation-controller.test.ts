@@ -1,0 +1,86 @@
+/**
+ * The node network with federated routes, on fake drivers: what WireGuard is told when another
+ * cluster's node runs a shared pod and this node runs one too, what `orc get routes` reports, and
+ * that the peer goes when the federation does. Also: this node's pod addresses are kept in the
+ * data dir for the next agent (federation documents open after the node network).
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pino } from 'pino'
+import { NodeNetwork, type FederatedScopeInput, type FederationRouteSource, type MeshView } from '../../src/agent/network/index.ts'
+import { FakePodNetworkDriver, FakeWireGuardDriver, clusterPrefix, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
+import { systemClock } from '../../src/workflow/index.ts'
+import { tempStore, seededBytes } from '../helpers/store.ts'
+import { waitFor } from '../helpers/wait.ts'
+
+const HOME_ID = 'c0ffee00c0ffee00c0ffee00c0ffee00'
+const CLOUD_ID = 'beef0000beef0000beef0000beef0000'
+
+test('node network: a peer for the other cluster\'s node with its federated pods\' /128s only, gone with the federation', async (t) => {
+  const { store, cleanup } = await tempStore()
+  const dataDir = mkdtempSync(join(tmpdir(), 'orc-fednet-'))
+  const author = { author: 'controller:node', reason: 't', now: Date.now() }
+  await store.apply({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'default' }, spec: { id: HOME_ID } }, author)
+  await store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'self' }, spec: {} }, author)
+  await store.patch({ kind: 'Node', namespace: '', name: 'self' }, [{ path: ['status', 'peerId'], value: 'PSELF' }], author)
+  const wg = new FakeWireGuardDriver('wireguard-go')
+  const mesh: MeshView = { peerId: 'PSELF', clusterId: HOME_ID, addresses: () => ['/ip4/198.18.0.1/tcp/7419'], observedIps: () => new Map(), alivePeers: () => new Set() }
+  const net = new NodeNetwork(
+    { store, nodeName: 'self', dataDir, logger: pino({ level: 'silent' }), now: () => Date.now(), workflowClock: systemClock, random: seededBytes(9), mesh, wireguard: () => wg, podNetwork: () => new FakePodNetworkDriver(seededBytes(3)), probe: async () => undefined },
+    { mode: 'on', reconcileMs: 60_000, handshakeTimeoutMs: 2000 },
+  )
+  t.after(async () => {
+    await net.stop()
+    await cleanup()
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+  await net.start()
+  await waitFor('network Ready', async () => ((await net.report()).state === 'Ready' ? true : undefined))
+  const mine = await net.attachPod('uid-client')
+  assert.equal(mine.mode, 'ipv6')
+  const clientIp = (mine as { ipv6: string }).ipv6
+  assert.deepEqual(JSON.parse(readFileSync(join(dataDir, 'network-pods.json'), 'utf8')), { 'uid-client': clientIp })
+
+  const cloudKey = generateKeyPair(seededBytes(44)).publicKey
+  const c1Prefix = formatPrefix(nodePrefix(clusterPrefix(CLOUD_ID), 0x77))
+  const webIp = c1Prefix.replace('::/64', '::5')
+  let scopes: FederatedScopeInput[] = [
+    {
+      federation: 'lab',
+      cluster: 'home',
+      clusters: [
+        { metadata: { name: 'home' }, spec: { id: HOME_ID }, status: { nodes: {} } },
+        { metadata: { name: 'cloud' }, spec: { id: CLOUD_ID }, status: { nodes: { c1: { ready: true, network: { publicKey: cloudKey, prefix: c1Prefix, endpoints: ['198.18.0.3:51820'] } } } } },
+      ],
+      pods: [
+        { metadata: { namespace: 'shared', name: 'client' }, status: { node: 'self@home', phase: 'Running', network: { ipv6: clientIp } } },
+        { metadata: { namespace: 'shared', name: 'web' }, status: { node: 'c1@cloud', phase: 'Running', network: { ipv6: webIp } } },
+      ],
+      observedIps: new Map(),
+    },
+  ]
+  const listeners = new Set<() => void>()
+  const source: FederationRouteSource = {
+    scopes: () => scopes,
+    onChange: (l) => {
+      listeners.add(l)
+      return () => listeners.delete(l)
+    },
+  }
+  net.useFederation(source)
+  const peer = await waitFor('the cloud node as a peer', async () => wg.config?.peers.find((p) => p.publicKey === cloudKey))
+  assert.deepEqual(peer.allowedIps, [`${webIp}/128`])
+  assert.equal(peer.endpoint, '198.18.0.3:51820')
+  const report = await net.report()
+  assert.deepEqual(report.federated?.map((f) => [f.node, f.cluster, f.federations, f.routes, f.nodePrefix, f.path, f.state]), [['c1@cloud', 'cloud', ['lab'], [`${webIp}/128`], c1Prefix, 'direct', 'waiting']])
+  assert.deepEqual(report.tunnels, [], 'the cluster\'s own tunnel list (and its Ready count) is unchanged')
+
+  // The federation goes (left, or this cluster removed): its peer and routes go with it.
+  scopes = []
+  for (const l of listeners) l()
+  await waitFor('the cloud peer removed', async () => (wg.config?.peers.some((p) => p.publicKey === cloudKey) === false ? true : undefined))
+  assert.equal((await net.report()).federated, undefined)
+})
