@@ -108,7 +108,7 @@ export const meshDefaults: MeshTunables = {
   gossipPruneBackoffMs: 5_000,
   suspectAfterMs: 5_000,
   deadAfterMs: 30_000,
-  fullMeshMax: 32,
+  fullMeshMax: 16,
   partialMeshDegree: 8,
   maintainIntervalMs: 2_000,
   banThreshold: -100,
