@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
-orc() { node --max-semi-space-size=1 bin/orc.mjs "$@"; }
+orc() { node --max-semi-space-size=2 bin/orc.mjs "$@"; }
 
 # The sample pod's image: a tiny rootfs built from Debian's busybox-static (no registry).
 orc image import-busybox

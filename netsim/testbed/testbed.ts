@@ -14,6 +14,7 @@ import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rm
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
+import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 
 const ROOT = new URL('../..', import.meta.url).pathname
 export const ORC_BIN = join(ROOT, 'bin/orc.mjs')
@@ -343,7 +344,7 @@ export class Testbed {
   private spawnAgent(h: TestbedHost, args: string[]): void {
     mkdirSync(h.dataDir, { recursive: true, mode: 0o711 })
     const log = createWriteStream(h.log, { flags: 'a' })
-    const proc = execa('nsenter', [`--net=/var/run/netns/${h.ns}`, '--', process.execPath, this.bin, ...args], {
+    const proc = execa('nsenter', [`--net=/var/run/netns/${h.ns}`, '--', process.execPath, ...NODE_FLAGS, this.bin, ...args], {
       reject: false,
       env: { ...process.env, ORC_NETWORK: 'on', ...this.opts.env },
       stdin: 'ignore',

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
 import { ApiClient } from '../../src/cli/client.ts'
+import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
 const BIN = join(ROOT, 'bin/orc.mjs')
@@ -61,7 +62,7 @@ export interface RunningAgent {
 export async function startAgentProcess(dataDir: string, extra: string[] = []): Promise<RunningAgent> {
   const socket = join(dataDir, 'orc.sock')
   // Loopback, any free port: test agents must not collide on the default port 7419.
-  const proc = execa(process.execPath, [BIN, 'up', '--data-dir', dataDir, '--listen', '127.0.0.1:0', ...extra], {
+  const proc = execa(process.execPath, [...NODE_FLAGS, BIN, 'up', '--data-dir', dataDir, '--listen', '127.0.0.1:0', ...extra], {
     cwd: ROOT,
     reject: false,
     env: { ORC_LOG_LEVEL: 'warn', USER: 'tester' },

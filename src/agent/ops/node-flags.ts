@@ -2,9 +2,10 @@
  * V8 flags every `orc` process is started with: the `bin/orc.mjs` shebang, the `orc` script that
  * install.sh writes, and scripts/run.sh all pass exactly these (a test keeps them in step).
  *
- * `--max-semi-space-size=1`: V8's young generation otherwise grows to 2 × 16 MB during a store load
- * and stays committed for good; capped at 2 × 1 MB the agent's RSS after a 10k-object cold start is
- * ~30 MB lower, for more (short) scavenges (docs/benchmarks.md, docs/decisions.md). It can only be
- * set on the node command line: V8 sizes the young generation when the process starts.
+ * `--max-semi-space-size=2`: V8's young generation otherwise grows to 2 × 16 MB during a store load
+ * and stays committed for good; capped at 2 × 2 MB the agent's RSS after a 10k-object cold start is
+ * ~25 MB lower. 1 MB saved 2 MB more but cost ~40 % of single-write API throughput (more, earlier
+ * promotions); 2 MB measured level with no flag (docs/benchmarks.md, docs/decisions.md). It can
+ * only be set on the node command line: V8 sizes the young generation when the process starts.
  */
-export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=1']
+export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2']
