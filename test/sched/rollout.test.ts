@@ -25,7 +25,10 @@ async function status(a: TestAgent): Promise<any> {
 
 test('orc rollout on a real agent', { skip, timeout: 180_000 }, async (t) => {
   const a = await startTestAgent('n1')
-  const markers = ['4712101', '4712102']
+  // Sleep lengths unique to this run: processes are counted machine-wide by their command line, so
+  // another checkout running this test at the same time must not be counted.
+  const base = 4_700_000 + (process.pid % 100_000) * 2
+  const markers = [String(base), String(base + 1)]
   t.after(async () => {
     await a.orc(['delete', 'pinneddeployment/web'])
     await waitFor('pods of web to stop', async () => (markers.every((m) => pidsRunning(['sleep', m]).length === 0) ? true : undefined), 30_000).catch(() => {})
