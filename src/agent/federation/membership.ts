@@ -9,21 +9,19 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { readFile, rename, writeFile } from 'node:fs/promises'
-import { OrcError } from '../../model/index.ts'
+import { DNS_LABEL, OrcError } from '../../model/index.ts'
 import { JsonFileMemberDirectory, type MemberDirectory, type MemberInfo } from '../../mesh/index.ts'
-
-const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
 
 /** `web-1@home` → `home`; undefined when the name carries no (valid) cluster. */
 export function clusterOfMemberName(name: string): string | undefined {
   const at = name.lastIndexOf('@')
   if (at <= 0) return undefined
   const c = name.slice(at + 1)
-  return CLUSTER_NAME.test(c) ? c : undefined
+  return DNS_LABEL.test(c) ? c : undefined
 }
 
 export function isClusterName(c: string): boolean {
-  return CLUSTER_NAME.test(c)
+  return DNS_LABEL.test(c)
 }
 
 /** The federation store replica id of a federation peer: 8 bytes of a hash of its peer id. */

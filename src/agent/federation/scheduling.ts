@@ -13,7 +13,7 @@
  * unreadable entry is skipped (and the rest kept), never thrown at the scheduler.
  */
 import type { Logger } from 'pino'
-import { API_VERSION, OwnershipTable, USERS, deepEqual, defaultOwnership, field, isPlainObject, type ObjectRef, type Owner } from '../../model/index.ts'
+import { API_VERSION, DNS_LABEL, OwnershipTable, USERS, deepEqual, defaultOwnership, field, isPlainObject, type ObjectRef, type Owner } from '../../model/index.ts'
 import { parseCpu, parseMemory, podRequests, type ClusterView } from '../../sched/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
@@ -23,7 +23,6 @@ import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 export const ORIGIN_CLUSTER_ANNOTATION = 'orc/cluster'
 /** Who writes node summaries into `Cluster.status.nodes` (tagged `@cluster` in the document). */
 export const CLUSTER_CONTROLLER = 'controller:cluster'
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
 /** At most this many nodes per cluster are read from a summary (a bound on hostile input). */
 export const MAX_NODES_PER_CLUSTER = 10_000
 const MAX_LABELS = 64

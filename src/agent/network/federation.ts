@@ -23,7 +23,7 @@ import {
   type IpPrefix,
   type WireGuardPeer,
 } from '../../net/index.ts'
-import { isPlainObject } from '../../model/index.ts'
+import { DNS_LABEL, isPlainObject } from '../../model/index.ts'
 import { PERSISTENT_KEEPALIVE_S, chooseEndpoint, type PeerPath } from './plan.ts'
 
 /** One federation as the node network needs it (raw objects from the federation document). */
@@ -70,7 +70,6 @@ export interface FederatedPlan {
 export const MAX_FEDERATED_NODES = 4096
 export const MAX_FEDERATED_ROUTES = 16_384
 const MAX_ENDPOINTS = 16
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
 
 interface PublishedFedNode {
   node: string
