@@ -265,6 +265,7 @@ export async function startClusterMesh(c: {
   }
   await applyRemovals()
   const traceChanges = log.isLevelEnabled('trace') // replication latency is measured from these (test/bench/mesh.bench.ts)
+  const unmerged = traceChanges ? store.onRemoteMerged((keys) => log.trace({ keys: keys.slice(0, 100) }, 'objects merged')) : () => undefined
   const unsubscribe = store.onChange((keys) => {
     if (traceChanges) log.trace({ keys: keys.slice(0, 100) }, 'objects changed')
     if (keys.some((k) => k.startsWith('Cluster/'))) void applyRemovals()
@@ -293,6 +294,7 @@ export async function startClusterMesh(c: {
     },
     async stop() {
       unsubscribe()
+      unmerged()
       await mesh.stop()
     },
   }

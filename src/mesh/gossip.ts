@@ -17,6 +17,14 @@ export function membersTopic(clusterId: string): string {
 
 export const MAX_MEMBER_MESSAGE_BYTES = 64 * 1024
 
+/**
+ * Heartbeats sent straight to each connected member, one long-lived stream per connection, when a
+ * node is connected to every member that is not dead (mesh.ts, heartbeat): then everyone hears it
+ * directly, and gossip would only add copies (every member relays each heartbeat to its mesh peers,
+ * ~0.6 of a core across 20 agents). Otherwise heartbeats go on the members topic as before.
+ */
+export const HEARTBEAT_PROTOCOL = '/orc/heartbeat/1.0.0'
+
 export type MemberMessage =
   | { t: 'hb'; name: string; addresses: string[]; seq: number }
   | { t: 'admit'; member: MemberInfo }

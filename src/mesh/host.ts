@@ -11,6 +11,8 @@ import { ping, type Ping } from '@libp2p/ping'
 import { preSharedKey } from '@libp2p/pnet'
 import { gossipsub, type GossipSub, type GossipsubOpts } from '@libp2p/gossipsub'
 import type { ConnectionGater, Libp2p, PrivateKey, Stream } from '@libp2p/interface'
+import { createHash } from 'node:crypto'
+import { halfWindowUpdates } from './yamux-window.ts'
 import { FrameDecoder, encodeFrame, type FrameChannel } from './framing.ts'
 import type { MeshTunables } from './options.ts'
 
@@ -34,6 +36,7 @@ export interface HostInit {
 
 export async function createHost(init: HostInit): Promise<MeshLibp2p> {
   const t = init.tunables
+  halfWindowUpdates()
   const node = await createLibp2p({
     privateKey: init.privateKey,
     start: false,
@@ -43,6 +46,10 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
     streamMuxers: [yamux()],
     connectionProtector: preSharedKey({ psk: init.psk, timeout: Math.min(t.dialTimeoutMs, 5_000) }),
     connectionGater: init.gater,
+    // The mesh pings every member itself (RTT for `orc get nodes -o wide`, proof of life) and hangs
+    // up a connection whose pings fail twice in a row (mesh.ts, maintain). libp2p's own monitor
+    // pinged every connection again every 10 s: a stream each, ~0.25 of a core across 20 agents.
+    connectionMonitor: { enabled: false },
     connectionManager: {
       dialTimeout: t.dialTimeoutMs,
       addressDialTimeout: t.dialTimeoutMs,
@@ -59,15 +66,18 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
         emitSelf: false,
         // An RPC may batch a few messages; allow a little over one max-size message plus framing.
         maxInboundDataLength: t.maxGossipBytes + 64 * 1024,
-        heartbeatInterval: 700,
+        heartbeatInterval: 1_000,
         // Clusters are small and, up to fullMeshMax, fully connected: flood publishing already hands
-        // every message to every connected member, so the mesh only adds duplicates. A lower degree
-        // halves the relayed copies (and the CPU they cost every node) without adding a hop.
-        D: 4,
-        Dlo: 3,
-        Dhi: 8,
-        Dscore: 2,
-        Dout: 2,
+        // every message to every connected member, so the mesh mostly adds duplicates, and every copy
+        // is a frame to encrypt, send, receive and drop. Beyond fullMeshMax the mesh carries a message
+        // to the members its publisher is not connected to; three forwards per node still reach them
+        // in a hop or two (and IHAVE gossip repairs a miss). At 20 agents, D 3 / Dhi 4 against 4 / 8
+        // halved an agent's socket writes (docs/benchmarks.md, "Mesh").
+        D: 3,
+        Dlo: 2,
+        Dhi: 4,
+        Dscore: 1,
+        Dout: 1,
         Dlazy: 3,
         // A peer pruned while it was a stranger on probation (a joiner dialing members that have not
         // heard of its admission yet) is backed off for this long on both sides; gossipsub's 60 s
@@ -89,11 +99,35 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
           publishThreshold: -50,
           graylistThreshold: -80,
         },
+        // Every member forwards what it receives, so a message arrives several times; without this,
+        // gossipsub checks the Ed25519 signature of every copy before it looks for duplicates (18 % of
+        // an idle agent's CPU at 20 members). The id covers every signed byte, so a forged copy
+        // never shadows the real message: it is checked, rejected and not remembered.
+        fastMsgIdFn: gossipFastMsgId,
+        // IDONTWANT (gossipsub 1.2) goes to every mesh peer for each received message of at least
+        // this size. A store update is ~600 B, over the 512 B default: an extra frame per mesh peer
+        // per update that saves nothing here, where the copies it would stop are already in flight.
+        // Kept for large updates (up to maxGossipBytes), where a copy not sent is worth a frame.
+        idontwantMinDataSize: 16 * 1024,
         ...init.gossip,
       }),
     },
   })
   return node as unknown as MeshLibp2p
+}
+
+/** Identity of a received gossip message's bytes (duplicate detection before the signature check). */
+export function gossipFastMsgId(m: { from?: Uint8Array; seqno?: Uint8Array; topic: string; data?: Uint8Array; signature?: Uint8Array; key?: Uint8Array }): string {
+  const h = createHash('sha256')
+  // Length-prefix each field so two different splits of the same bytes differ.
+  for (const f of [m.from, m.seqno, new TextEncoder().encode(m.topic), m.data, m.signature, m.key]) {
+    const len = Buffer.allocUnsafe(5)
+    len.writeUInt8(f === undefined ? 0 : 1, 0)
+    len.writeUInt32BE(f?.byteLength ?? 0, 1)
+    h.update(len)
+    if (f !== undefined) h.update(f)
+  }
+  return h.digest('base64')
 }
 
 /** Adapt a libp2p v3 stream (message events + send/backpressure) to length-prefixed frames. */

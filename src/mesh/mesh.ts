@@ -15,8 +15,9 @@ import type { Replicable } from '../store/index.ts'
 import { initCluster, loadCluster, saveCluster, decodeAdminCredential, type ClusterState } from './cluster.ts'
 import { AntiEntropyPlanner, antiEntropyTunables } from './antientropy.ts'
 import { createGater, type GatePolicy } from './gater.ts'
-import { decodeMemberMessage, encodeMemberMessage, membersTopic, storeTopic } from './gossip.ts'
+import { HEARTBEAT_PROTOCOL, MAX_MEMBER_MESSAGE_BYTES, decodeMemberMessage, encodeMemberMessage, membersTopic, storeTopic, type MemberMessage } from './gossip.ts'
 import { createHost, streamChannel, type MeshLibp2p } from './host.ts'
+import type { FrameChannel } from './framing.ts'
 import { loadOrCreateIdentity, peerIdOf } from './identity.ts'
 import { JOIN_PROTOCOL, joinRequestFromToken, requestJoin, serveJoin, type JoinProgress, type JoinResponse } from './join.ts'
 import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
@@ -91,6 +92,8 @@ export interface MeshEvents {
   /** A peer sent garbage; `banned` when its score fell below the threshold. */
   'peer:misbehaved': [{ peerId: string; reason: string; score: number; banned: boolean }]
   'sync:done': [{ peerId: string } & SyncResult]
+  /** A heartbeat received from a member or sent: straight on its connection, or by gossip. */
+  heartbeat: [{ peerId: string; direction: 'in' | 'out'; path: 'direct' | 'gossip' }]
 }
 
 type Listener<K extends keyof MeshEvents> = (...args: MeshEvents[K]) => void
@@ -271,10 +274,7 @@ export class Mesh {
     this.table = new MembershipTable(this.peerId, this.tunables)
     this.planner = new AntiEntropyPlanner(
       antiEntropyTunables(this.tunables),
-      (n) => {
-        const b = this.random(4)
-        return (((b[0]! << 24) | (b[1]! << 16) | (b[2]! << 8) | b[3]!) >>> 0) % Math.max(1, n)
-      },
+      (n) => this.randomInt(n),
       this.clock.now(),
     )
     this.events.setMaxListeners(100)
@@ -508,7 +508,7 @@ export class Mesh {
     for (const [scope, store] of Object.entries(this.opts.scopes ?? {})) if (!this.scopes.has(scope)) this.addScope(scope, store)
     this.every(this.tunables.heartbeatIntervalMs, () => this.heartbeat())
     this.every(this.tunables.maintainIntervalMs, () => this.maintain())
-    this.every(this.tunables.syncIntervalMs, () => this.syncNow().then(() => undefined))
+    this.every(this.tunables.syncIntervalMs, () => this.syncRound())
     void this.maintain()
   }
 
@@ -550,6 +550,25 @@ export class Mesh {
     return true
   }
 
+  /** A uniform integer in [0, n) from the injected random source. */
+  private randomInt(n: number): number {
+    const b = this.random(4)
+    return (((b[0]! << 24) | (b[1]! << 16) | (b[2]! << 8) | b[3]!) >>> 0) % Math.max(1, n)
+  }
+
+  /**
+   * The periodic anti-entropy round: one session with one connected member picked at random, a
+   * push-pull epidemic as in Serf and as the simulator models it (netsim/sim.ts; heal within 3
+   * periods there, with what a session brings in relayed on gossip). Syncing with every connected
+   * member each period cost each node O(N) sessions per period, in a burst (docs/benchmarks.md).
+   * New connections still sync at once, and `syncNow()` still syncs with everyone.
+   */
+  private async syncRound(): Promise<void> {
+    const peers = this.connectedMembers()
+    if (peers.length === 0) return
+    await this.syncNow(peers[this.randomInt(peers.length)]!)
+  }
+
   private connectedMembers(): string[] {
     const out = new Set<string>()
     for (const c of this.libp2p.getConnections()) {
@@ -589,6 +608,40 @@ export class Mesh {
         } catch (err) {
           this.log.info({ peer: remote, err: shortError(err) }, 'join refused')
           if (!this.isMember(remote)) this.closeSoon(conn)
+        }
+      },
+      { maxInboundStreams: 4 },
+    )
+
+    await this.libp2p.handle(
+      HEARTBEAT_PROTOCOL,
+      async (stream, conn) => {
+        const remote = conn.remotePeer.toString()
+        if (!this.isMember(remote)) {
+          stream.abort(new Error('not a member'))
+          return
+        }
+        const ch = streamChannel(stream, MAX_MEMBER_MESSAGE_BYTES)
+        try {
+          for (;;) {
+            const frame = await ch.read()
+            if (frame === null) return
+            const m = decodeMemberMessage(frame)
+            if (m === undefined || m.t !== 'hb') {
+              ch.abort(new Error('not a heartbeat'))
+              await this.misbehaved(remote, 'undecodable heartbeat')
+              return
+            }
+            // Removed while the stream was open: its heartbeats no longer count.
+            if (!this.isMember(remote)) {
+              ch.abort(new Error('not a member'))
+              return
+            }
+            await this.onHeartbeat(remote, m, 'direct')
+          }
+        } catch (err) {
+          if (isPeerFault(err)) await this.misbehaved(remote, (err as Error).message)
+          else this.log.debug({ peer: remote, err: shortError(err) }, 'heartbeat stream ended')
         }
       },
       { maxInboundStreams: 4 },
@@ -821,14 +874,8 @@ export class Mesh {
     }
     // Membership views can briefly differ between members: ignore (don't punish) strangers.
     if (!this.isMember(from)) return TopicValidatorResult.Ignore
-    const now = this.clock.now()
     if (m.t === 'hb') {
-      const tr = this.table.heard(from, now, { name: m.name, addresses: m.addresses })
-      const cur = this.directory.get(from)
-      if (cur !== undefined && m.addresses.length > 0 && (cur.addresses.join() !== m.addresses.join() || cur.name !== m.name)) {
-        await this.directory.add({ peerId: from, name: m.name, addresses: m.addresses })
-      }
-      if (tr !== undefined) this.emitTransition(tr)
+      await this.onHeartbeat(from, m, 'gossip')
     } else if (m.t === 'admit') {
       if (this.opts.vetAdmission?.(m.member, from) ?? true) await this.admit(m.member)
     }
@@ -841,10 +888,74 @@ export class Mesh {
     this.events.emit('member:state', tr)
   }
 
+  /** A member's heartbeat, from gossip (signed by it) or its own connection (HEARTBEAT_PROTOCOL). */
+  private async onHeartbeat(from: string, m: Extract<MemberMessage, { t: 'hb' }>, path: 'direct' | 'gossip'): Promise<void> {
+    this.events.emit('heartbeat', { peerId: from, direction: 'in', path })
+    const tr = this.table.heard(from, this.clock.now(), { name: m.name, addresses: m.addresses })
+    const cur = this.directory.get(from)
+    if (cur !== undefined && m.addresses.length > 0 && (cur.addresses.join() !== m.addresses.join() || cur.name !== m.name)) {
+      await this.directory.add({ peerId: from, name: m.name, addresses: m.addresses })
+    }
+    if (tr !== undefined) this.emitTransition(tr)
+  }
+
   private async heartbeat(): Promise<void> {
     this.hbSeq += 1
-    await this.publishMembers({ t: 'hb', name: this.opts.name, addresses: this.opts.announce ?? this.addresses(), seq: this.hbSeq })
+    const hb: MemberMessage = { t: 'hb', name: this.opts.name, addresses: this.opts.announce ?? this.addresses(), seq: this.hbSeq }
+    const connected = this.connectedMembers()
+    if (this.connectedToAllLive(connected)) {
+      const frame = encodeMemberMessage(hb)
+      for (const p of connected) if (!this.noDirectHeartbeat.has(p)) void this.sendHeartbeat(p, frame)
+      // A member running an older orc (no heartbeat protocol) still hears us by gossip.
+      if (connected.some((p) => this.noDirectHeartbeat.has(p))) {
+        await this.publishMembers(hb)
+        this.events.emit('heartbeat', { peerId: this.peerId, direction: 'out', path: 'gossip' })
+      }
+    } else {
+      await this.publishMembers(hb)
+      this.events.emit('heartbeat', { peerId: this.peerId, direction: 'out', path: 'gossip' })
+    }
     for (const tr of this.table.tick(this.clock.now())) this.emitTransition(tr)
+  }
+
+  /**
+   * Whether every member not dead to us (nor banned) is connected to us: then each of them hears
+   * our heartbeat straight from us. A member we are not connected to may be connected to none of
+   * our neighbours' mesh either, so it needs the gossip copy.
+   */
+  private connectedToAllLive(connected: string[]): boolean {
+    const now = this.clock.now()
+    const set = new Set(connected)
+    for (const m of this.table.view(now)) {
+      if (m.self || m.state === 'dead' || this.scores.isBanned(m.peerId, now)) continue
+      if (!set.has(m.peerId)) return false
+    }
+    return true
+  }
+
+  /** One heartbeat frame on the member's heartbeat stream (opened on first use, reopened after an error). */
+  private async sendHeartbeat(peerId: string, frame: Uint8Array): Promise<void> {
+    const cur = this.hbStreams.get(peerId)
+    if (cur !== undefined && cur.busy) return // the previous one is still on its way: skip this beat
+    const s = cur ?? { ch: undefined as FrameChannel | undefined, busy: true }
+    s.busy = true
+    this.hbStreams.set(peerId, s)
+    try {
+      if (s.ch === undefined) {
+        const stream = await this.libp2p.dialProtocol(peerIdFromString(peerId), HEARTBEAT_PROTOCOL, {
+          signal: AbortSignal.timeout(this.tunables.dialTimeoutMs),
+        })
+        s.ch = streamChannel(stream, MAX_MEMBER_MESSAGE_BYTES)
+      }
+      await s.ch.write(frame)
+      s.busy = false
+      this.events.emit('heartbeat', { peerId, direction: 'out', path: 'direct' })
+    } catch (err) {
+      if ((err as Error).name === 'UnsupportedProtocolError') this.noDirectHeartbeat.add(peerId)
+      this.log.debug({ peer: peerId, err: shortError(err) }, 'heartbeat stream failed; reopening at the next beat')
+      s.ch?.abort(err instanceof Error ? err : new Error(String(err)))
+      if (this.hbStreams.get(peerId) === s) this.hbStreams.delete(peerId)
+    }
   }
 
   /**
@@ -872,7 +983,13 @@ export class Mesh {
   }
 
   private lastGossipState = ''
+  /** Outbound heartbeat stream per connected member (see sendHeartbeat). */
+  private readonly hbStreams = new Map<string, { ch: FrameChannel | undefined; busy: boolean }>()
+  /** Connected members that do not speak HEARTBEAT_PROTOCOL (an older orc): heartbeats by gossip. */
+  private readonly noDirectHeartbeat = new Set<string>()
   private readonly lastPing = new Map<string, number>()
+  /** Consecutive failed pings per connected member. */
+  private readonly pingFailures = new Map<string, number>()
   /** Senders whose gossip we ignored because they were not (yet) members. */
   private readonly ignoredSenders = new Set<string>()
 
@@ -909,6 +1026,7 @@ export class Mesh {
       void this.libp2p.services.ping
         .ping(peerIdFromString(p), { signal: AbortSignal.timeout(this.tunables.dialTimeoutMs) })
         .then((ms) => {
+          this.pingFailures.delete(p)
           this.table.setRtt(p, ms)
           const tr = this.table.heard(p, this.clock.now())
           if (tr !== undefined) this.emitTransition(tr)
@@ -919,9 +1037,25 @@ export class Mesh {
           // otherwise a member's RTT stays unknown for pingIntervalMs after one lost reply.
           const retryIn = Math.min(this.tunables.pingIntervalMs, 4 * this.tunables.maintainIntervalMs)
           if (this.lastPing.get(p) === now) this.lastPing.set(p, now - this.tunables.pingIntervalMs + retryIn)
+          // Twice in a row: the connection is likely dead without TCP knowing (a cut network); hang
+          // up so the next maintenance tick dials afresh.
+          const failures = (this.pingFailures.get(p) ?? 0) + 1
+          this.pingFailures.set(p, failures)
+          if (failures >= 2 && !this.stopped) {
+            this.pingFailures.delete(p)
+            this.log.debug({ peer: p }, 'pings failed twice; closing the connection')
+            void this.libp2p.hangUp(peerIdFromString(p)).catch(() => undefined)
+          }
         })
     }
     for (const p of this.lastPing.keys()) if (!connected.has(p)) this.lastPing.delete(p)
+    for (const p of this.pingFailures.keys()) if (!connected.has(p)) this.pingFailures.delete(p)
+    for (const p of this.noDirectHeartbeat) if (!connected.has(p)) this.noDirectHeartbeat.delete(p)
+    for (const [p, h] of this.hbStreams) {
+      if (connected.has(p) || h.busy) continue
+      h.ch?.abort(new Error('member disconnected'))
+      this.hbStreams.delete(p)
+    }
     // Members back from suspect/dead: their gossip and ours was lost meanwhile; sync out of turn.
     for (const p of this.planner.takeDue(now)) {
       if (connected.has(p)) void this.syncNow(p)

@@ -71,7 +71,10 @@ export interface MeshTunables {
   gossipPruneBackoffMs: number
   suspectAfterMs: number
   deadAfterMs: number
-  /** Up to this many members, every node connects to every other; beyond it, a random subset. */
+  /**
+   * Up to this many members, every node connects to every other (and heartbeats go straight to each
+   * member instead of by gossip); beyond it, a random subset of `partialMeshDegree`.
+   */
   fullMeshMax: number
   /** Number of peers to keep connected in partial-mesh mode. */
   partialMeshDegree: number
@@ -108,7 +111,7 @@ export const meshDefaults: MeshTunables = {
   gossipPruneBackoffMs: 5_000,
   suspectAfterMs: 5_000,
   deadAfterMs: 30_000,
-  fullMeshMax: 16,
+  fullMeshMax: 32,
   partialMeshDegree: 8,
   maintainIntervalMs: 2_000,
   banThreshold: -100,

@@ -172,6 +172,7 @@ export class Store implements ObjectStore {
   private readonly contentRev = new Map<string, string>()
   private pendingY: Uint8Array[] = []
   private readonly changeListeners = new Set<(keys: string[]) => void>()
+  private readonly mergeListeners = new Set<(keys: string[]) => void>()
   /** Keys changed in the document and not yet announced to change listeners. */
   private readonly changed = new Set<string>()
   private capture: Set<string> | undefined
@@ -1009,6 +1010,10 @@ export class Store implements ObjectStore {
       else this.contentRev.delete(k)
     }
     opts.onApplied?.()
+    if (touched.size > 0 && this.mergeListeners.size > 0) {
+      const keys = [...touched]
+      for (const fn of this.mergeListeners) fn(keys)
+    }
     if (fresh.length === 0 && effective.length === 0) return { revisions: 0 }
     const ops: BatchOp[] = []
     for (const r of fresh) {
@@ -1032,6 +1037,15 @@ export class Store implements ObjectStore {
   onChange(fn: (keys: string[]) => void): () => void {
     this.changeListeners.add(fn)
     return () => this.changeListeners.delete(fn)
+  }
+
+  /**
+   * Objects a remote update changed, as soon as it is merged in memory: readable here from then on
+   * (`get`, `list`), before this node's own synced write completes (`onChange` follows that).
+   */
+  onRemoteMerged(fn: (keys: string[]) => void): () => void {
+    this.mergeListeners.add(fn)
+    return () => this.mergeListeners.delete(fn)
   }
 
   /** Every revision of every object, in a total order all converged replicas share. For tests and `orc events`. */

@@ -107,6 +107,8 @@ export interface ObjectStore extends Replicable {
   rollback(ref: ObjectRef, opts: WriteOptions & { to?: number | string }): Promise<WriteResult>
   /** Subscribe to every change (local or remote) of current objects. */
   onChange(fn: (keys: string[]) => void): () => void
+  /** Objects a remote update changed, once merged in memory (readable from then on), before its synced write. */
+  onRemoteMerged(fn: (keys: string[]) => void): () => void
   /** Enable tombstone pruning: see Store.setStability and docs/architecture.md. */
   setStability(fn: (() => Uint8Array[] | null) | undefined): void
   /** Prune stable tombstones (see Store.pruneTombstones). */

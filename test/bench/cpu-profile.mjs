@@ -9,7 +9,10 @@ const session = new Session()
 session.connect()
 session.post('Profiler.enable')
 session.post('Profiler.setSamplingInterval', { interval: 1000 })
-session.post('Profiler.start')
+// CPU_PROFILE_DELAY_MS: start that long after the process starts (profile steady state, not start-up).
+const delay = Number(process.env.CPU_PROFILE_DELAY_MS ?? 0)
+if (delay > 0) setTimeout(() => session.post('Profiler.start'), delay).unref()
+else session.post('Profiler.start')
 process.on('exit', () => {
   // An in-thread inspector session answers synchronously, so this works inside 'exit'.
   session.post('Profiler.stop', (err, res) => {

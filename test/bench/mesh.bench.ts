@@ -2,7 +2,10 @@
  * Mesh benchmark with real agents (separate processes, real libp2p on 127.0.0.1, real LevelDB).
  * Prints one figure per line:
  *   propagation_ms_p50_n<N> / propagation_ms_p99_n<N>   apply on one node (API call started) →
- *       the object is in the store of every one of N agents (each agent's own log time; one clock)
+ *       the object is readable from the store of every one of N agents (merged in memory; each
+ *       agent's own log time; one clock)
+ *   propagation_durable_ms_p50_n<N> / …_p99_n<N>        …→ every agent's own synced write of it done
+ *   idle_cpu_cores_n<N>                                CPU (in cores) all N agents use together with no writes
  *   rss_mb_avg_n<N>                                    mean RSS of the N agents after the run
  *   gossip_payload_bytes_one_field_change              store update published for a one-field change
  *   gossip_wire_bytes_one_field_change                 that as a signed gossipsub RPC + yamux/noise framing
@@ -48,31 +51,48 @@ function agentCode(): 'bundle' | 'tsx' {
   return existsSync(bundle) && statSync(bundle).mtimeMs > newest(join(root, 'src')) ? 'bundle' : 'tsx'
 }
 
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSeconds(pid: number | undefined): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(f[11]) + Number(f[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
+}
+
 function rssMb(pid: number | undefined): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return Number(m?.[1] ?? 0) / 1024
 }
 
 let profiled: NodeProcess | undefined
-/** Per node: key → time (ms) it first changed in that node's store. */
+/**
+ * Per node: key → time (ms) the object became readable in that node's store (a remote update merged
+ * in memory, or the node's own write committed).
+ */
 const seen = new Map<NodeProcess, Map<string, number>>()
+/** Per node: key → time (ms) that node's synced write of it completed. */
+const durable = new Map<NodeProcess, Map<string, number>>()
 function traced(n: NodeProcess): NodeProcess {
   const m = new Map<string, number>()
+  const d = new Map<string, number>()
   seen.set(n, m)
+  durable.set(n, d)
   n.env = ENV
   if (process.env.BENCH_PROF_DIR && n.name === (process.env.BENCH_PROF_NODE ?? 'n5')) {
-    const preload = new URL('./cpu-profile.mjs', import.meta.url).pathname
-    n.env = { ...ENV, NODE_OPTIONS: `--import=${preload}`, CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR }
+    const preload = process.env.BENCH_PROF_PRELOAD ?? new URL('./cpu-profile.mjs', import.meta.url).pathname
+    n.env = { ...ENV, NODE_OPTIONS: `--import=${preload}`, CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR, CPU_PROFILE_DELAY_MS: process.env.BENCH_PROF_DELAY_MS ?? '0' }
     profiled = n
   }
   const logDir = process.env.BENCH_LOG_DIR // keep every agent's log (diagnosis)
   if (logDir) mkdirSync(logDir, { recursive: true })
   n.onStderrLine = (line) => {
     if (logDir) appendFileSync(join(logDir, `${n.name}.log`), line + '\n')
-    if (!line.includes('"objects changed"')) return
+    const changed = line.includes('"objects changed"')
+    if (!changed && !line.includes('"objects merged"')) return
     try {
       const e = JSON.parse(line) as { time: number; keys: string[] }
-      for (const k of e.keys) if (!m.has(k)) m.set(k, e.time)
+      for (const k of e.keys) {
+        if (!m.has(k)) m.set(k, e.time)
+        if (changed && !d.has(k)) d.set(k, e.time)
+      }
     } catch {
       // not a log line
     }
@@ -126,6 +146,15 @@ async function propagation(): Promise<void> {
         }
       }
       await allAlive(nodes)
+      // Idle CPU of the whole cluster: what every agent burns with no writes (heartbeats, pings,
+      // gossipsub's own heartbeat). All N share this machine's cores, so this is the floor under
+      // every latency figure below.
+      const cpu0 = nodes.map((n) => cpuSeconds(n.proc?.pid))
+      const idle0 = Date.now()
+      await new Promise((r) => setTimeout(r, Number(process.env.BENCH_IDLE_S ?? 10) * 1000))
+      const used = nodes.reduce((a, n, i) => a + cpuSeconds(n.proc?.pid) - cpu0[i]!, 0)
+      if (process.env.BENCH_VERBOSE) console.error('idle cpu s per agent:', nodes.map((n, i) => `${n.name}=${(cpuSeconds(n.proc?.pid) - cpu0[i]!).toFixed(2)}`).join(' '))
+      console.log(`idle_cpu_cores_n${size} ${(used / ((Date.now() - idle0) / 1000)).toFixed(2)}`)
       // Warm-up: one write from every node (a joiner's first publish may still find its gossip
       // mesh forming; that is join cost, reported by the join figures, not steady-state latency).
       for (const [i, w] of nodes.entries()) {
@@ -134,18 +163,26 @@ async function propagation(): Promise<void> {
         await waitFor(`${key} on all ${size}`, async () => nodes.every((n) => seen.get(n)!.has(key)), 30_000)
       }
       const lat: number[] = []
+      const latDurable: number[] = []
       for (let s = 0; s < SAMPLES; s++) {
         const writer = nodes[s % nodes.length]!
         const name = `lat-${size}-${s}`
         const key = `Pod/default/${name}`
         const t0 = Date.now()
         await writer.client.call('POST', '/v1/apply', { body: { objects: [pod(name)], author: 'user:bench' } })
-        await waitFor(`${key} on all ${size}`, async () => nodes.every((n) => seen.get(n)!.has(key)), 30_000)
+        await waitFor(`${key} durable on all ${size}`, async () => nodes.every((n) => durable.get(n)!.has(key)), 30_000)
         lat.push(Math.max(...nodes.map((n) => seen.get(n)!.get(key)!)) - t0)
+        latDurable.push(Math.max(...nodes.map((n) => durable.get(n)!.get(key)!)) - t0)
+        if (process.env.BENCH_VERBOSE) {
+          const last = nodes.reduce((a, n) => (seen.get(n)!.get(key)! > seen.get(a)!.get(key)! ? n : a))
+          console.error(`sample ${key} writer=${writer.name} t0=${t0} ${lat.at(-1)} ms, last=${last.name}`)
+        }
       }
       if (process.env.BENCH_VERBOSE) console.error(size, lat.join(" "))
       console.log(`propagation_ms_p50_n${size} ${pct(lat, 50)}`)
       console.log(`propagation_ms_p99_n${size} ${pct(lat, 99)}`)
+      console.log(`propagation_durable_ms_p50_n${size} ${pct(latDurable, 50)}`)
+      console.log(`propagation_durable_ms_p99_n${size} ${pct(latDurable, 99)}`)
       console.log(`rss_mb_avg_n${size} ${(nodes.reduce((a, n) => a + rssMb(n.proc?.pid), 0) / nodes.length).toFixed(0)}`)
     }
   } finally {

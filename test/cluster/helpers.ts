@@ -47,15 +47,22 @@ export async function orc(socket: string | undefined, args: string[], env: Recor
 
 export { waitFor }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
+/**
+ * A port free right now, below the kernel's ephemeral range (32768–60999 by default): a port the
+ * kernel handed out for `listen(0)` can be taken by any outgoing connection on the machine before
+ * the agent binds it, which showed as "address in use" when agents of other tests were dialing.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000)
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = createServer()
+      s.once('error', () => resolve(false))
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)))
     })
-  })
+    if (ok) return port
+    if (attempt > 50) throw new Error('no free port found in 20000–31999')
+  }
 }
 
 export class Workspace {

@@ -1,7 +1,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Fixture, waitFor, stateOf } from './helpers.ts'
-import type { MemberTransition } from '../../src/mesh/index.ts'
+import { peerIdFromString } from '@libp2p/peer-id'
+import type { Mesh, MemberTransition } from '../../src/mesh/index.ts'
+import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
 
 test('a stopped node becomes suspect, then dead, on the others; members() reports rtt and addresses', async (t) => {
   const fx = new Fixture()
@@ -32,4 +34,32 @@ test('a stopped node becomes suspect, then dead, on the others; members() report
   // The survivors still see each other alive.
   assert.equal(stateOf(a, b.peerId), 'alive')
   assert.equal(stateOf(b, a.peerId), 'alive')
+})
+
+test('heartbeats go straight to connected members; one without the heartbeat protocol (an older orc) hears them by gossip', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const { mesh: a } = await fx.create('a')
+  const b = await fx.join('b', a)
+  const c = await fx.join('c', a)
+  const heardBy = (m: Mesh, path: 'direct' | 'gossip') => {
+    const from = new Set<string>()
+    m.on('heartbeat', (h) => h.direction === 'in' && h.path === path && from.add(h.peerId))
+    return from
+  }
+  const directAtA = heardBy(a, 'direct')
+  await waitFor('A hears B and C directly', () => directAtA.has(b.peerId) && directAtA.has(c.peerId))
+
+  // C turns into an older orc: no heartbeat protocol. Its connections are cut so streams reopen.
+  await c.libp2p.unhandle(HEARTBEAT_PROTOCOL)
+  for (const o of [a, b]) await c.libp2p.hangUp(peerIdFromString(o.peerId))
+  const gossipAtC = heardBy(c, 'gossip')
+  const states: string[] = []
+  c.on('member:state', (tr) => states.push(`${tr.name}:${tr.to}`))
+  await waitFor('C hears A and B by gossip', () => gossipAtC.has(a.peerId) && gossipAtC.has(b.peerId))
+  // Over three suspect windows C never loses sight of A or B.
+  await new Promise((r) => setTimeout(r, 3 * 900))
+  assert.equal(stateOf(c, a.peerId), 'alive')
+  assert.equal(stateOf(c, b.peerId), 'alive')
+  assert.ok(!states.some((s) => s.endsWith(':suspect') || s.endsWith(':dead')), `C saw: ${states.join(', ')}`)
 })

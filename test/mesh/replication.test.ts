@@ -109,3 +109,23 @@ test('a write one node pulled by anti-entropy is relayed on gossip to nodes that
   await waitFor('C got the write from B relaying it', () => rc.get('stranded') === 'w', 5_000)
   assert.equal(cPulled, 0, 'the write reached C by gossip, not by a sync of its own')
 })
+
+test('each anti-entropy period a node syncs with one member, not with all of them', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const period = 300
+  const tunables = { syncIntervalMs: period }
+  const { mesh: a } = await fx.create('a', { scopes: { cluster: new DocReplica() }, tunables })
+  const others = []
+  for (const name of ['b', 'c', 'd']) others.push(await fx.join(name, a, { scopes: { cluster: new DocReplica() }, tunables }))
+  const all = [a, ...others]
+  await waitFor('full mesh', () => all.every((m) => m.libp2p.getConnections().length >= 3))
+  // Count sessions (each is reported on both sides) over 10 periods.
+  let sessions = 0
+  for (const m of all) m.on('sync:done', () => (sessions += 0.5))
+  const t0 = Date.now()
+  await new Promise((r) => setTimeout(r, 10 * period))
+  const perNodePerPeriod = sessions / all.length / ((Date.now() - t0) / period)
+  // One a period each (plus jitter); syncing with every member would be 3.
+  assert.ok(perNodePerPeriod > 0.5 && perNodePerPeriod < 1.6, `sessions per node per period: ${perNodePerPeriod.toFixed(2)}`)
+})

@@ -45,7 +45,9 @@ test('operator tools on a two-node cluster', async (t) => {
       const m = await scrape(addrA)
       return value(m, 'orc_store_objects', { kind: 'Node' }) === 2 ? m : undefined
     }, 30_000)
-    assert.ok((value(after, 'orc_gossip_messages_total', { direction: 'in', topic: 'members' }) ?? 0) > 0, 'heartbeats are counted')
+    // Two members, connected to each other: heartbeats go straight on the connection.
+    const beats = await waitFor('a to count b\'s heartbeats', async () => value(await scrape(addrA), 'orc_heartbeats_total', { direction: 'in', path: 'direct' }), 10_000)
+    assert.ok(beats > 0, 'heartbeats are counted')
     assert.ok((value(after, 'orc_peer_connections', { path: 'direct' }) ?? 0) >= 1)
     // The same text over the socket.
     const viaCli = await a.cli(['metrics'])

@@ -63,6 +63,11 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   const forRef = (ref: ObjectRef) => pick(ref.kind, ref.namespace)
   const forObj = (o: OrcObject) => pick(o.kind, o.metadata.namespace)
   const federatedNs = (): Set<string> => new Set(router.scopes().flatMap((s) => [...s.namespaces]))
+  /** One subscription on the cluster store and on every federation scope's store. */
+  const subscribeAll = (sub: (s: ObjectStore) => () => void): (() => void) => {
+    const offs = [sub(own), ...router.scopes().map((s) => sub(s.scope.store))]
+    return () => offs.forEach((off) => off())
+  }
 
   return {
     // Replication of the cluster scope is the mesh's business, on the cluster store itself.
@@ -105,10 +110,8 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
       return out
     },
     count: () => own.count() + router.scopes().reduce((n, s) => n + s.scope.store.count(), 0),
-    onChange(fn) {
-      const offs = [own.onChange(fn), ...router.scopes().map((s) => s.scope.store.onChange(fn))]
-      return () => offs.forEach((off) => off())
-    },
+    onChange: (fn) => subscribeAll((s) => s.onChange(fn)),
+    onRemoteMerged: (fn) => subscribeAll((s) => s.onRemoteMerged(fn)),
     setStability: (fn) => own.setStability(fn),
     pruneTombstones: (reports) => own.pruneTombstones(reports),
     encodeStabilityReport: () => own.encodeStabilityReport(),

@@ -93,6 +93,7 @@ export function createNodeOps(d: NodeOpsDeps): NodeOps {
   // ---- metrics ----
   const gossipMessages = metrics.counter('orc_gossip_messages_total', 'Gossip messages by direction (in: received, out: published) and topic (store, members).')
   const gossipBytes = metrics.counter('orc_gossip_bytes_total', 'Gossip payload bytes by direction and topic.')
+  const heartbeats = metrics.counter('orc_heartbeats_total', 'Member heartbeats by direction (in, out) and path (direct: on the connection; gossip: relayed).')
   const syncSessions = metrics.counter('orc_sync_sessions_total', 'Anti-entropy sessions this node initiated that completed.')
   const syncBytes = metrics.counter('orc_sync_bytes_total', 'Anti-entropy bytes by direction.')
   const lag = metrics.histogram(
@@ -478,6 +479,7 @@ export function createNodeOps(d: NodeOpsDeps): NodeOps {
         }
         pubsub.addEventListener('message', onMessage)
         unsubs.push(() => pubsub.removeEventListener('message', onMessage))
+        unsubs.push(mesh.on('heartbeat', (h) => heartbeats.inc({ direction: h.direction, path: h.path })))
         unsubs.push(
           mesh.on('sync:done', (r) => {
             syncSessions.inc()

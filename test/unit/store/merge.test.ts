@@ -128,3 +128,25 @@ test('history is never behind the objects: a replicated write is in history as s
   await A.cleanup()
   await B.cleanup()
 })
+
+test('a remote update is readable, and reported, as soon as it is merged, before its synced write', async () => {
+  const A = await tempStore({ randomBytes: seededBytes(21) })
+  const B = await tempStore({ randomBytes: seededBytes(22) })
+  try {
+    await A.store.apply(pod('web', '/img/1'), { author: 'user:alice', now: 1 })
+    const ref = { kind: 'Pod', namespace: 'default', name: 'web' }
+    const merged: Array<{ keys: string[]; readable: boolean; durableYet: boolean }> = []
+    let durableYet = false
+    B.store.onChange(() => (durableYet = true))
+    B.store.onRemoteMerged((keys) => merged.push({ keys, readable: B.store.get(ref) !== undefined, durableYet }))
+    await B.store.applyRemote(await A.store.encodeMissing(B.store.encodeSyncState()))
+    assert.deepEqual(merged, [{ keys: ['Pod/default/web'], readable: true, durableYet: false }])
+    assert.equal(durableYet, true)
+    // Nothing new: no report.
+    await B.store.applyRemote(await A.store.encodeMissing(B.store.encodeSyncState()))
+    assert.equal(merged.length, 1)
+  } finally {
+    await A.cleanup()
+    await B.cleanup()
+  }
+})
