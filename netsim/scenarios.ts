@@ -660,7 +660,6 @@ const federation: Scenario = {
     const c1 = membersOf(1)
     const beBefore2 = bestEffortBound()
     for (const k of c1) sched.noteLost(sim.nodes[k]!)
-    const lostAt = sim.now
     for (const k of c1) {
       sim.crash(sim.nodes[k]!)
       privateSims[1]!.crash(privNode(k))
@@ -758,7 +757,6 @@ const federation: Scenario = {
       'pods running at end': sched.runners().size,
       binds: sched.binds,
     }
-    void lostAt
     return finish('federation', { ...o, nodes: total }, sim, t0, heapPerNodeKB, figures, figuresTable(figures))
   },
 }

@@ -132,3 +132,13 @@ export function defaultAuthor(env: NodeJS.ProcessEnv): string {
   }
   return `user:${name.replace(/[^-A-Za-z0-9_.@]/g, '_') || 'unknown'}`
 }
+
+/** `alice` means `user:alice`; `controller:x` and `user:x` are taken as given. */
+export function normalizeAuthor(a: string): string {
+  return /^(user|controller):/.test(a) ? a : `user:${a}`
+}
+
+/** The author a command writes as: `--author` if given, else the invoking user. */
+export function authorFrom(env: NodeJS.ProcessEnv, flag: string | undefined): string {
+  return normalizeAuthor(flag ?? defaultAuthor(env))
+}

@@ -16,7 +16,7 @@ import {
   type PeerRow,
 } from '../agent/index.ts'
 import { ApiClient } from './client.ts'
-import { changeLines, defaultAuthor, examples, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
+import { authorFrom, changeLines, examples, normalizeAuthor, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
 import { describeDoc, readManifests } from './manifests.ts'
 import { RemoteApiClient, readCredential, type ApiCaller } from './remote.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
@@ -47,10 +47,6 @@ function collect(v: string, prev: string[]): string[] {
 
 
 
-/** `alice` means `user:alice`; `controller:x` and `user:x` are taken as given. */
-function normalizeAuthor(a: string): string {
-  return /^(user|controller):/.test(a) ? a : `user:${a}`
-}
 
 function nsSegment(ref: ObjectRef): string {
   return ref.namespace === '' ? '_' : encodeURIComponent(ref.namespace)
@@ -191,7 +187,7 @@ Use "orc COMMAND --help" for more about a command.`))
       if (files.length === 0) throw new OrcError('invalid', 'apply needs -f FILE (or -f - for stdin)')
       const docs = await readManifests(files)
       if (docs.length === 0) throw new OrcError('invalid', `no objects found in ${files.join(', ')}`)
-      const author = normalizeAuthor(opts.author ?? defaultAuthor(io.env))
+      const author = authorFrom(io.env, opts.author)
       try {
         const res = await client(cmd).call<{ results: ApplyResultItem[] }>('POST', '/v1/apply', {
           body: { objects: docs.map((d) => d.value), author, reason: opts.reason, namespace: opts.namespace },
@@ -269,7 +265,7 @@ Use "orc COMMAND --help" for more about a command.`))
   orc delete pod web db`))
     .action(async (args: string[], opts, cmd: Command) => {
       const c = client(cmd)
-      const author = normalizeAuthor(opts.author ?? defaultAuthor(io.env))
+      const author = authorFrom(io.env, opts.author)
       for (const ref of refsOf(args, opts.namespace)) {
         await c.call('DELETE', objectPath(ref), { body: { author, reason: opts.reason } })
         io.out(`${refText(ref)} deleted\n`)
@@ -344,7 +340,7 @@ Use "orc COMMAND --help" for more about a command.`))
   orc rollback pod/web --to 2 --reason "1.3 leaks memory"`))
     .action(async (target: string, opts, cmd: Command) => {
       const ref = parseRef(target, opts.namespace || undefined)
-      const author = normalizeAuthor(opts.author ?? defaultAuthor(io.env))
+      const author = authorFrom(io.env, opts.author)
       const r = await client(cmd).call<WriteResult>('POST', `${objectPath(ref)}/rollback`, {
         body: { to: opts.to, author, reason: opts.reason },
       })

@@ -119,14 +119,15 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
 /** Identity of a received gossip message's bytes (duplicate detection before the signature check). */
 export function gossipFastMsgId(m: { from?: Uint8Array; seqno?: Uint8Array; topic: string; data?: Uint8Array; signature?: Uint8Array; key?: Uint8Array }): string {
   const h = createHash('sha256')
-  // Length-prefix each field so two different splits of the same bytes differ.
-  for (const f of [m.from, m.seqno, new TextEncoder().encode(m.topic), m.data, m.signature, m.key]) {
-    const len = Buffer.allocUnsafe(5)
-    len.writeUInt8(f === undefined ? 0 : 1, 0)
-    len.writeUInt32BE(f?.byteLength ?? 0, 1)
-    h.update(len)
-    if (f !== undefined) h.update(f)
-  }
+  // Each field is prefixed with presence and length, so two different splits of the same bytes differ.
+  const fields = [m.from, m.seqno, Buffer.from(m.topic), m.data, m.signature, m.key]
+  const header = Buffer.alloc(5 * fields.length)
+  fields.forEach((f, i) => {
+    header.writeUInt8(f === undefined ? 0 : 1, 5 * i)
+    header.writeUInt32BE(f?.byteLength ?? 0, 5 * i + 1)
+  })
+  h.update(header)
+  for (const f of fields) if (f !== undefined) h.update(f)
   return h.digest('base64')
 }
 

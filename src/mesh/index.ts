@@ -23,7 +23,8 @@ export {
   type IssueTokenOptions,
 } from './token.ts'
 export { initCluster, loadCluster, decodeAdminCredential, type ClusterState, type ClusterConfig } from './cluster.ts'
-export { loadOrCreateIdentity } from './identity.ts'
+export { loadOrCreateIdentity, peerIdOf } from './identity.ts'
+export { writeFileAtomic } from './fsutil.ts'
 export { meshDefaults, systemClock, systemRandom, type Clock, type RandomSource, type MeshTunables } from './options.ts'
 export { storeTopic, membersTopic } from './gossip.ts'
 export { DEFAULT_PORT, DEFAULT_LISTEN, parseListenAddress, resolvePeerAddress, splitHostPort, systemResolver, type Resolver } from './address.ts'

@@ -903,15 +903,13 @@ export class Mesh {
     this.hbSeq += 1
     const hb: MemberMessage = { t: 'hb', name: this.opts.name, addresses: this.opts.announce ?? this.addresses(), seq: this.hbSeq }
     const connected = this.connectedMembers()
-    if (this.connectedToAllLive(connected)) {
+    const direct = this.connectedToAllLive(connected)
+    if (direct) {
       const frame = encodeMemberMessage(hb)
       for (const p of connected) if (!this.noDirectHeartbeat.has(p)) void this.sendHeartbeat(p, frame)
-      // A member running an older orc (no heartbeat protocol) still hears us by gossip.
-      if (connected.some((p) => this.noDirectHeartbeat.has(p))) {
-        await this.publishMembers(hb)
-        this.events.emit('heartbeat', { peerId: this.peerId, direction: 'out', path: 'gossip' })
-      }
-    } else {
+    }
+    // Gossip when some member may not be connected to us, or one runs an older orc (no heartbeat protocol).
+    if (!direct || connected.some((p) => this.noDirectHeartbeat.has(p))) {
       await this.publishMembers(hb)
       this.events.emit('heartbeat', { peerId: this.peerId, direction: 'out', path: 'gossip' })
     }

@@ -26,7 +26,7 @@ export { DEFAULT_SCHED_OPTIONS, resolveOptions, type SchedOptions, type SchedOpt
 export { BindOp, UnbindOp, EvictOp, formatPlan, type Operation } from './operations.ts'
 export { plan, planPlacements, feasibleToFind, type PlanResult, type PendingPod } from './placement.ts'
 export { Reason, REASON_SUMMARY, type ReasonCode } from './constraints.ts'
-export { NODE_TOPOLOGY_KEY, CLUSTER_TOPOLOGY_KEY } from './state.ts'
+export { NODE_TOPOLOGY_KEY } from './state.ts'
 export { canonicalJson } from './hash.ts'
 export { decideBoundPod, nextDecisionTime, haAfterMs, type BoundDecision } from './policy.ts'
 export { explainPod, formatExplanation, type PodExplanation, type NodeVerdict } from './explain.ts'

@@ -15,6 +15,8 @@ import { podKey } from './view.ts'
 export const NODE_TOPOLOGY_KEY = 'node'
 /** Topology key meaning "the node's cluster" in a federation (NodeView.cluster; else a `cluster` label). */
 export const CLUSTER_TOPOLOGY_KEY = 'cluster'
+/** Shared by every pod without a cluster preference (read only). */
+const NO_CLUSTERS: readonly string[] = []
 
 export interface NodeInfo {
   idx: number
@@ -73,7 +75,7 @@ export interface PodInfo {
   /** Allowed clusters (sorted), if constrained. */
   clusters?: string[]
   /** Preferred clusters, most preferred first. */
-  preferClusters: string[]
+  preferClusters: readonly string[]
 }
 
 /** Counts of pods matching one term, per topology domain (label value, or node name). */
@@ -220,7 +222,7 @@ export function compilePod(p: PodView, seed: number): PodInfo {
     hash: hashString(key, seed),
     terminal: p.phase === 'Succeeded' || p.phase === 'Failed',
     ...(p.clusters !== undefined ? { clusters: [...new Set(p.clusters)].sort() } : {}),
-    preferClusters: [...new Set(p.preferClusters ?? [])],
+    preferClusters: p.preferClusters?.length ? [...new Set(p.preferClusters)] : NO_CLUSTERS,
   }
 }
 

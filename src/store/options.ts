@@ -18,6 +18,11 @@ export interface StoreOptions {
   db?: AbstractLevel<any, string, Uint8Array>
   /** Field-ownership table; defaults to the model's table. */
   ownership?: OwnershipTable
+  /**
+   * This replica's id (16 hex digits) when the store is created, instead of a random one; an
+   * existing store keeps the id it has. A federation document derives it from the node's peer id.
+   */
+  replicaId?: string
   /** Random source (injected so tests and the simulator are deterministic): returns `n` random bytes. */
   randomBytes?: (n: number) => Uint8Array
   /** Fold the Yjs update log into one snapshot after this many updates. */

@@ -250,7 +250,7 @@ export class Store implements ObjectStore {
       throw new OrcError('corrupt', `open store ${this.opts.dir}: unsupported store format ${dec.decode(format)}`)
     }
     if (replica === undefined) {
-      this.replica = Buffer.from(this.random(8)).toString('hex')
+      this.replica = this.opts.replicaId ?? Buffer.from(this.random(8)).toString('hex')
       init.push({ type: 'put', key: K_REPLICA, value: enc.encode(this.replica) })
     } else {
       this.replica = dec.decode(replica)

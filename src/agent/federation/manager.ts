@@ -8,7 +8,7 @@
  * record: it joins with an invite minted by a node already in, and detaches when it goes.
  */
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { API_VERSION, DNS_LABEL, OrcError, wrapError, type ObjectRef, type OrcObject } from '../../model/index.ts'
@@ -20,6 +20,8 @@ import {
   resolvePeerAddress,
   startMesh,
   systemRandom,
+  peerIdOf,
+  writeFileAtomic,
   type MemberInfo,
   type MemberView,
   type Mesh,
@@ -27,7 +29,7 @@ import {
   type MeshTunables,
 } from '../../mesh/index.ts'
 import { openStore, type ObjectStore } from '../../store/index.ts'
-import { clusterOfMemberName, FederationDirectory, isClusterName, replicaBytesOfPeer } from './membership.ts'
+import { clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
 import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
@@ -376,8 +378,7 @@ export class FederationManager implements ScopeRouter {
       checkName('cluster', cluster)
       if (cluster === r.cfg.cluster) throw new OrcError('invalid', `${cluster} is this cluster: use orc federation leave ${name}`)
       if (r.store.get(clusterRef(cluster)) === undefined) throw new OrcError('not_found', `cluster ${cluster} is not in federation ${name}`)
-      const tagged = /@[a-z0-9-]+$/.test(author) ? author : `${author}@${r.cfg.cluster}`
-      await r.store.delete(clusterRef(cluster), { author: tagged, reason: `cluster ${cluster} removed from the federation`, now: this.c.clock.now() })
+      await r.store.delete(clusterRef(cluster), { author: tagAuthor(author, r.cfg.cluster), reason: `cluster ${cluster} removed from the federation`, now: this.c.clock.now() })
       await this.applyClusterRemovals(r)
       return this.view(r)
     })
@@ -462,9 +463,7 @@ export class FederationManager implements ScopeRouter {
   }
 
   private async saveState(cfg: LocalState): Promise<void> {
-    const file = join(this.root, cfg.id, STATE_FILE)
-    await writeFile(`${file}.tmp`, JSON.stringify(cfg, null, 2) + '\n', { mode: 0o600 })
-    await rename(`${file}.tmp`, file)
+    await writeFileAtomic(join(this.root, cfg.id, STATE_FILE), JSON.stringify(cfg, null, 2) + '\n')
   }
 
   private listenAddrs(port: number): string[] {
@@ -490,23 +489,13 @@ export class FederationManager implements ScopeRouter {
     let mesh: Mesh | undefined
     try {
       const key = await loadOrCreateIdentity(meshDir(), systemRandom)
-      const { peerIdFromPrivateKey } = await import('@libp2p/peer-id')
-      const peerId = peerIdFromPrivateKey(key).toString()
-      // The replica id of this node's federation document is derived from its federation peer id,
-      // so the other clusters can tell which cluster made each revision (membership.ts).
-      const fresh = !existsSync(storeDir())
-      let first = fresh
       store = await openStore({
         dir: storeDir(),
         // Controllers of this cluster write as `controller:<name>@<cluster>` (scheduling.ts).
         ownership: clusterOwnership(cfg.cluster),
-        randomBytes: (n) => {
-          if (first && n === 8) {
-            first = false
-            return replicaBytesOfPeer(peerId)
-          }
-          return new Uint8Array(systemRandom(n))
-        },
+        // Derived from the federation peer id, so the other clusters can tell which cluster made
+        // each revision (membership.ts).
+        replicaId: replicaOfPeer(peerIdOf(key)),
         logger: this.c.logger.child({ module: 'store', federation: cfg.name || cfg.id }) as never,
       })
       const directory = new FederationDirectory(meshDir())
@@ -539,15 +528,9 @@ export class FederationManager implements ScopeRouter {
       const port = Number(/\/tcp\/(\d+)/.exec(mesh.addresses()[0] ?? '')?.[1])
       if (Number.isInteger(port) && port > 0) cfg.port = port
       const r: Running = { cfg, dir, mesh, store, directory, off: () => {} }
-      const m = mesh
-      const onRemoved = m.on('member:removed', () => undefined)
-      const offChange = store.onChange((keys) => {
+      r.off = store.onChange((keys) => {
         if (keys.some((k) => k.startsWith('Cluster/'))) void this.serial(() => this.applyClusterRemovals(r))
       })
-      r.off = () => {
-        onRemoved()
-        offChange()
-      }
       this.running.set(cfg.id, r)
       this.runningChanged()
       if (cfg.name !== '') {

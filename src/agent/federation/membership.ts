@@ -8,9 +8,9 @@
  */
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
-import { readFile, rename, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { DNS_LABEL, OrcError } from '../../model/index.ts'
-import { JsonFileMemberDirectory, type MemberDirectory, type MemberInfo } from '../../mesh/index.ts'
+import { JsonFileMemberDirectory, writeFileAtomic, type MemberDirectory, type MemberInfo } from '../../mesh/index.ts'
 
 /** `web-1@home` → `home`; undefined when the name carries no (valid) cluster. */
 export function clusterOfMemberName(name: string): string | undefined {
@@ -37,6 +37,12 @@ export function replicaOfPeer(peerId: string): string {
 export function clusterOfAuthor(author: string): string | undefined {
   const m = /@([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)$/.exec(author)
   return m?.[1]
+}
+
+/** `user:alice@home` → `user:alice`; an untagged author as it is. */
+export function untaggedAuthor(author: string): string {
+  const c = clusterOfAuthor(author)
+  return c === undefined ? author : author.slice(0, -c.length - 1)
 }
 
 /** `user:alice` → `user:alice@home` (an author already tagged keeps its tag, checked by the caller). */
@@ -77,9 +83,7 @@ export class FederationDirectory implements MemberDirectory {
   }
 
   private async save(): Promise<void> {
-    const tmp = `${this.file}.tmp`
-    await writeFile(tmp, JSON.stringify(this.state), { mode: 0o600 })
-    await rename(tmp, this.file)
+    await writeFileAtomic(this.file, JSON.stringify(this.state))
   }
 
   private bind(m: MemberInfo): boolean {
@@ -129,7 +133,7 @@ export class FederationDirectory implements MemberDirectory {
       this.state.removed.push(c)
       await this.save()
     }
-    return this.inner.list().filter((m) => clusterOfMemberName(m.name) === c)
+    return this.membersOf(c)
   }
 
   has(peerId: string): boolean {

@@ -172,6 +172,12 @@ export interface DownPlan {
 
 const PORT_IN_USE = /address already in use|in use/i
 
+
+/** A tunnel's state from its latest WireGuard handshake: fresh, never yet, or stale. */
+function handshakeState(latestHandshakeMs: number | undefined, now: number): TunnelReport['state'] {
+  if (latestHandshakeMs === undefined) return 'waiting'
+  return now - latestHandshakeMs < NETWORK_DEFAULTS.handshakeFreshMs ? 'up' : 'down'
+}
 export class NodeNetwork implements PodNetworkHooks {
   private state: NetworkState = 'Starting'
   private reason: string | undefined
@@ -684,10 +690,7 @@ export class NodeNetwork implements PodNetworkHooks {
     const byKey = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p]))
     const alive = this.c.mesh?.alivePeers() ?? new Set<string>()
     const now = Date.now()
-    const stateOf = (publicKey: string): TunnelReport['state'] => {
-      const hs = byKey.get(publicKey)?.latestHandshakeMs
-      return hs !== undefined && now - hs < NETWORK_DEFAULTS.handshakeFreshMs ? 'up' : hs === undefined ? 'waiting' : 'down'
-    }
+    const stateOf = (publicKey: string) => handshakeState(byKey.get(publicKey)?.latestHandshakeMs, now)
     const keyOf = new Map(this.peers.map((p) => [p.peerId, p.wg.publicKey]))
     return this.peers.map((p) => {
       const s = byKey.get(p.wg.publicKey)
@@ -730,7 +733,7 @@ export class NodeNetwork implements PodNetworkHooks {
         publicKey: p.wg.publicKey,
         ...(endpoint !== undefined ? { endpoint } : {}),
         path: p.path,
-        state: hs !== undefined && now - hs < NETWORK_DEFAULTS.handshakeFreshMs ? 'up' : hs === undefined ? 'waiting' : 'down',
+        state: handshakeState(hs, now),
         ...(hs !== undefined ? { latestHandshakeMs: hs } : {}),
         rxBytes: s?.rxBytes ?? 0,
         txBytes: s?.txBytes ?? 0,

@@ -73,9 +73,13 @@ export function decideBindings(
   taintSince?: TaintSince,
   build: ViewBuilder = buildSchedView,
 ): BindDecision[] {
+  return decideFromView(build(pods, nodes, me, membersOf(members), now, downSince, taintSince), pods, me, opts)
+}
+
+/** `decideBindings` on a view already built from `pods`. */
+function decideFromView(view: ClusterView, pods: readonly StoredObject[], me: string, opts: Partial<SchedOptions>): BindDecision[] {
   const out: BindDecision[] = []
   const byKey = new Map(pods.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, p]))
-  const view = build(pods, nodes, me, membersOf(members), now, downSince, taintSince)
   const decided = new Set<string>()
   for (const op of plan(view, opts)) {
     const pod = byKey.get(op.pod)
@@ -100,6 +104,10 @@ export function decideBindings(
 }
 
 export class Binder {
+  /** Builds the scheduler's view (the federation binder adds the shared pods' view). */
+  private get build(): ViewBuilder {
+    return this.c.buildView ?? buildSchedView
+  }
   private busy = false
   private again = false
   private stopped = false
@@ -204,7 +212,7 @@ export class Binder {
     const members = this.c.members()
     const down = this.trackDown(members, nodes, now)
     const taints = this.trackTaints(nodes, now)
-    return { view: (this.c.buildView ?? buildSchedView)(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down, taints), opts: this.options() }
+    return { view: this.build(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down, taints), opts: this.options() }
   }
 
   private nodes(): StoredObject[] {
@@ -231,10 +239,10 @@ export class Binder {
         const down = this.trackDown(members, nodes, now)
         const taints = this.trackTaints(nodes, now)
         await this.clearOwnForgotten(nodes)
-        const build = this.c.buildView ?? buildSchedView
-        const decisions = decideBindings(pods, nodes, this.c.nodeName, members, now, opts, down, taints, build)
-        for (const d of decisions) await this.write(d)
-        this.scheduleWake(nextDecisionTime(build(pods, nodes, this.c.nodeName, members, now, down, taints), opts))
+        // One view per pass: plan() and nextDecisionTime() only read it.
+        const view = this.build(pods, nodes, this.c.nodeName, members, now, down, taints)
+        for (const d of decideFromView(view, pods, this.c.nodeName, opts)) await this.write(d)
+        this.scheduleWake(nextDecisionTime(view, opts))
       } while (this.again)
     } finally {
       this.busy = false

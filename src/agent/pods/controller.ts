@@ -61,6 +61,8 @@ interface ScopeRun {
   id: string
   store: ObjectStore
   nodeName: string
+  /** `@<cluster>` of a federation scope's node name; '' for the cluster's own scope. */
+  suffix: string
   namespaces: readonly string[] | undefined
   binder: Binder
   unsubscribe?: () => void
@@ -134,12 +136,12 @@ export class PodLifecycle {
         const extra: PodView[] = []
         for (const run of this.scopes.values()) {
           if (run.id === '') continue
-          extra.push(...federatedLoad(run.id, run.nodeName.slice(run.nodeName.lastIndexOf('@')), this.podsOf(run)))
+          extra.push(...federatedLoad(run.id, run.suffix, this.podsOf(run)))
         }
         return extra.length === 0 ? v : { ...v, pods: [...v.pods, ...extra] }
       },
     })
-    this.scopes.set('', { id: '', store: c.store, nodeName: c.nodeName, namespaces: undefined, binder: this.binder, pendingKeys: new Set() })
+    this.scopes.set('', { id: '', store: c.store, nodeName: c.nodeName, suffix: '', namespaces: undefined, binder: this.binder, pendingKeys: new Set() })
   }
 
   /**
@@ -160,7 +162,7 @@ export class PodLifecycle {
       log: this.c.logger.child({ module: 'scheduler', scope: scope.id }),
       ...(this.c.schedTickMs !== undefined ? { tickMs: this.c.schedTickMs } : {}),
     })
-    const run: ScopeRun = { id: scope.id, store: scope.store, nodeName: scope.nodeName, namespaces: scope.namespaces, binder, pendingKeys: new Set() }
+    const run: ScopeRun = { id: scope.id, store: scope.store, nodeName: scope.nodeName, suffix: scope.nodeName.slice(scope.nodeName.lastIndexOf('@')), namespaces: scope.namespaces, binder, pendingKeys: new Set() }
     this.scopes.set(scope.id, run)
     this.log.info({ scope: scope.id, node: scope.nodeName, namespaces: scope.namespaces }, 'pod scope added')
     if (this.started) await this.startScope(run)
@@ -359,7 +361,7 @@ export class PodLifecycle {
   /** The scheduler view of the scope holding namespace `ns` (a shared namespace: the federation's). */
   schedViewFor(ns: string) {
     const run = this.scopeOfNs(ns)
-    return { store: run.store, scope: run.id, nodeName: run.nodeName, ...run.binder.currentView() }
+    return { store: run.store, ...run.binder.currentView() }
   }
 
   /** Where a container's logs are on this node. */

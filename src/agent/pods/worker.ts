@@ -28,6 +28,7 @@ import { assignedTo, containerIdOf, podSpecOf, specHash, type PodContainerSpec, 
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
 import { SCHEDULER_CONTROLLER } from './binder.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
+import { untaggedAuthor } from '../federation/membership.ts'
 
 export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping'
 
@@ -87,6 +88,12 @@ export function containerCommand(c: PodContainerSpec, img: ResolvedImage): { arg
   return { argv, env: { ...img.config.env, ...c.env }, ...(workingDir !== undefined ? { workingDir } : {}) }
 }
 
+
+/** Written by this node's controllers (in a federation's document as `controller:lifecycle@<cluster>`). */
+function isControllerAuthor(author: string): boolean {
+  const bare = untaggedAuthor(author)
+  return bare === LIFECYCLE_CONTROLLER || bare === SCHEDULER_CONTROLLER
+}
 export class PodWorker {
   readonly ref: ObjectRef
   private uid: string | undefined
@@ -215,15 +222,10 @@ export class PodWorker {
 
   /** The number of the newest revision that set the spec (status writes add revisions too). */
   private async specRevision(obj: StoredObject): Promise<number> {
-    // In a federation's document controllers write as `controller:lifecycle@<cluster>`.
-    const ours = (a: string) => {
-      const bare = a.replace(/@[a-z0-9-]+$/, '')
-      return bare === LIFECYCLE_CONTROLLER || bare === SCHEDULER_CONTROLLER
-    }
-    if (!ours(obj.metadata.updatedBy)) return obj.metadata.revision
+    if (!isControllerAuthor(obj.metadata.updatedBy)) return obj.metadata.revision
     // History always includes what the store shows (it waits for queued writes).
     const all = await this.c.store.history(this.ref).catch(() => [])
-    const user = all.filter((r) => !ours(r.author) && r.op !== 'delete')
+    const user = all.filter((r) => !isControllerAuthor(r.author) && r.op !== 'delete')
     const last = user[user.length - 1]
     if (last) return last.number
     return obj.metadata.revision

@@ -6,7 +6,7 @@ import type { Command } from 'commander'
 import { Option } from 'commander'
 import type { FederationView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
-import { defaultAuthor, examples, formatTable } from '../format.ts'
+import { authorFrom, examples, formatTable } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface FederationCliIO {
@@ -14,10 +14,6 @@ export interface FederationCliIO {
   env: NodeJS.ProcessEnv
 }
 
-function author(io: FederationCliIO, flag: string | undefined): string {
-  if (flag !== undefined) return /^(user|controller):/.test(flag) ? flag : `user:${flag}`
-  return defaultAuthor(io.env)
-}
 
 function parseTtl(v: string): number {
   const m = /^([0-9]+)(s|m|h|d)?$/.exec(v.trim())
@@ -80,7 +76,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation create lab --namespace web,db --as home`))
     .action(async (name: string, opts, cmd: Command) => {
       const r = await client(cmd).call<{ federation: FederationView }>('POST', '/v1/federations', {
-        body: { name, namespaces: opts.namespace, as: opts.as, author: author(io, opts.author) },
+        body: { name, namespaces: opts.namespace, as: opts.as, author: authorFrom(io.env, opts.author) },
       })
       if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
       io.out(`federation/${name} created (id ${r.federation.id}); cluster ${r.federation.cluster} shares ${r.federation.namespaces.join(', ')}\n`)
@@ -118,7 +114,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation join --token orcfed1.… --as cloud`))
     .action(async (peer: string | undefined, opts, cmd: Command) => {
       const r = await client(cmd).call<{ federation: FederationView }>('POST', '/v1/federations/join', {
-        body: { token: opts.token, peer, as: opts.as, author: author(io, opts.author) },
+        body: { token: opts.token, peer, as: opts.as, author: authorFrom(io.env, opts.author) },
       })
       if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
       io.out(`joined federation/${r.federation.name} as cluster ${r.federation.cluster}; shared namespaces: ${r.federation.namespaces.join(', ')}\n`)
@@ -158,7 +154,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('<NAME>', 'federation name')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .action(async (name: string, opts, cmd: Command) => {
-      await client(cmd).call('POST', `/v1/federations/${encodeURIComponent(name)}/leave`, { body: { author: author(io, opts.author) } })
+      await client(cmd).call('POST', `/v1/federations/${encodeURIComponent(name)}/leave`, { body: { author: authorFrom(io.env, opts.author) } })
       io.out(`left federation/${name}; its namespaces stay here as this cluster's own objects\n`)
     })
 
@@ -169,7 +165,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('<CLUSTER>', 'the cluster to remove')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .action(async (name: string, cluster: string, opts, cmd: Command) => {
-      await client(cmd).call('DELETE', `/v1/federations/${encodeURIComponent(name)}/clusters/${encodeURIComponent(cluster)}`, { body: { author: author(io, opts.author) } })
+      await client(cmd).call('DELETE', `/v1/federations/${encodeURIComponent(name)}/clusters/${encodeURIComponent(cluster)}`, { body: { author: authorFrom(io.env, opts.author) } })
       io.out(`cluster ${cluster} removed from federation/${name}\n`)
     })
 }

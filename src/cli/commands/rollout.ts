@@ -6,7 +6,7 @@ import type { Command } from 'commander'
 import { Option } from 'commander'
 import type { RolloutView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
-import { defaultAuthor, examples, formatTable } from '../format.ts'
+import { authorFrom, examples, formatTable } from '../format.ts'
 import { createProgress } from '../progress.ts'
 import type { ApiCaller } from '../remote.ts'
 
@@ -19,10 +19,6 @@ export interface RolloutCliIO {
 
 
 
-function author(io: RolloutCliIO, flag: string | undefined): string {
-  if (flag !== undefined) return /^(user|controller):/.test(flag) ? flag : `user:${flag}`
-  return defaultAuthor(io.env)
-}
 
 /** `web` or `pinneddeployment/web` (or pd/web) → `web`. */
 function deploymentName(target: string): string {
@@ -93,7 +89,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
 
   const write = (action: 'set' | 'promote' | 'abort') => async (target: string, opts: Record<string, unknown>, cmd: Command) => {
     const name = deploymentName(target)
-    const body: Record<string, unknown> = { author: author(io, opts.author as string | undefined), reason: opts.reason }
+    const body: Record<string, unknown> = { author: authorFrom(io.env, opts.author as string | undefined), reason: opts.reason }
     if (action === 'set') {
       const num = (v: unknown, flag: string): number => {
         const n = Number(v)
