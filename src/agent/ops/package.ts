@@ -11,15 +11,18 @@ import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, cpSync, createReadStream } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { OrcError, wrapError } from '../../model/index.ts'
 
 const run = promisify(execFile)
 
-/** npm packages kept out of the bundle because they load native code from their own directory. */
-export const NATIVE_PACKAGES = ['classic-level']
+/** scripts/bundle-options.mjs (plain JS, so that scripts/build.mjs runs without tsx). */
+interface BundleOptionsModule {
+  NATIVE_PACKAGES: string[]
+  bundleOptions(o: { root: string; outfile: string; version: string }): import('esbuild').BuildOptions
+}
 
 /** Marker file at the root of an installed package (holds the package's sha256). */
 export const PACKAGE_MARKER = '.orc-package'
@@ -92,19 +95,9 @@ async function stageFromCheckout(root: string, stage: string, version: string): 
   } catch (err) {
     throw wrapError('load esbuild to bundle orc for the install package', err)
   }
-  await esbuild.build({
-    entryPoints: [join(root, 'src/cli/entry.ts')],
-    outfile: join(stage, 'dist/orc.mjs'),
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    external: NATIVE_PACKAGES,
-    // Bundled CommonJS dependencies call require() for Node's built-ins.
-    banner: { js: "import { createRequire as __orcRequire } from 'node:module'; const require = __orcRequire(import.meta.url);" },
-    define: { __ORC_VERSION__: JSON.stringify(version) },
-    logLevel: 'error',
-  })
+  // The same options as the checkout's dist/orc.mjs (scripts/build.mjs), so the package runs that code.
+  const { bundleOptions, NATIVE_PACKAGES } = (await import(pathToFileURL(join(root, 'scripts', 'bundle-options.mjs')).href)) as BundleOptionsModule
+  await esbuild.build(bundleOptions({ root, outfile: join(stage, 'dist/orc.mjs'), version }))
   for (const p of packageClosure(root, NATIVE_PACKAGES)) {
     cpSync(join(root, 'node_modules', p), join(stage, 'node_modules', p), { recursive: true, dereference: true })
   }

@@ -1,0 +1,31 @@
+// The esbuild options of orc's one bundle, shared by `scripts/build.mjs` (dist/orc.mjs of a checkout)
+// and the install package a node serves (src/agent/ops/package.ts), so both run the same code.
+//
+// Every pure-JS npm package goes inside: Node then loads one file instead of ~700 ES modules, which
+// takes a CLI call from ~1.3 s to ~0.4 s and an idle agent's RSS down by ~5 MB (docs/benchmarks.md,
+// docs/decisions.md "One bundle"). Kept out:
+// - NATIVE: packages that load native code from their own directory (travel with the install package);
+// - esbuild: only a checkout uses it (to build the install package), and it runs its own binary.
+// Whitespace and syntax are minified, identifiers are not: stack traces keep readable names.
+
+/** npm packages kept out of the bundle because they load native code from their own directory. */
+export const NATIVE_PACKAGES = ['classic-level']
+
+/** esbuild options for a bundle of `root`'s sources at `outfile`. */
+export function bundleOptions({ root, outfile, version }) {
+  return {
+    entryPoints: [`${root}/src/cli/entry.ts`],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    external: [...NATIVE_PACKAGES, 'esbuild'],
+    minifyWhitespace: true,
+    minifySyntax: true,
+    // Bundled CommonJS dependencies call require() for Node's built-ins.
+    banner: { js: "import { createRequire as __orcRequire } from 'node:module'; const require = __orcRequire(import.meta.url);" },
+    define: { __ORC_VERSION__: JSON.stringify(version) },
+    logLevel: 'error',
+  }
+}
