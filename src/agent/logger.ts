@@ -1,5 +1,8 @@
 import { pino, type Logger } from 'pino'
 import pretty from 'pino-pretty'
+import { OrcError } from '../model/index.ts'
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']
 
 /**
  * The agent's logger: JSON lines on stderr (so `orc up`'s stdout stays for people), pretty when
@@ -7,7 +10,11 @@ import pretty from 'pino-pretty'
  * (`jq 'select(.name=="web")'`) finds everything about an object.
  */
 export function createLogger(opts: { level?: string; pretty?: boolean } = {}): Logger {
-  const level = opts.level ?? process.env.ORC_LOG_LEVEL ?? 'info'
+  const level = opts.level ?? (process.env.ORC_LOG_LEVEL || 'info')
+  if (!LOG_LEVELS.includes(level)) {
+    const from = opts.level !== undefined ? '--log-level' : 'ORC_LOG_LEVEL'
+    throw new OrcError('invalid', `log level ${JSON.stringify(level)} (${from}) is not one of ${LOG_LEVELS.join(', ')}`)
+  }
   const usePretty = opts.pretty ?? Boolean(process.stderr.isTTY)
   if (usePretty) {
     return pino({ level }, pretty({ destination: 2, sync: true, ignore: 'pid,hostname', translateTime: 'SYS:HH:MM:ss.l' }))

@@ -130,6 +130,13 @@ describe('bad input', () => {
     assert.equal((await run(['get', 'pods', '-o', 'name'])).stdout, 'pod/keep\n', 'the first agent still answers')
   })
 
+  it('an unknown log level, from the flag or ORC_LOG_LEVEL, is named in one line and nothing starts', async () => {
+    const fresh = join(tmp.path, 'loglevel')
+    oneLineError(await orc(undefined, ['up', '--data-dir', fresh, '--log-level', 'loud']), /^error: log level "loud" \(--log-level\) is not one of trace, debug, info, warn, error/)
+    oneLineError(await orc(undefined, ['up', '--data-dir', fresh], { env: { ORC_LOG_LEVEL: 'chatty' } }), /^error: log level "chatty" \(ORC_LOG_LEVEL\) is not one of/)
+    assert.equal(existsSync(join(fresh, 'orc.sock')), false)
+  })
+
   it('no agent, and a socket the user may not open, give one line each', async () => {
     const none = await orc(join(tmp.path, 'nope.sock'), ['get', 'pods'])
     oneLineError(none, /no orc agent is listening at .*nope\.sock/)

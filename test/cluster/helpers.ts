@@ -115,7 +115,7 @@ export class NodeProcess {
     const proc = execa(process.execPath, [...NODE_FLAGS, BIN, ...args], {
       cwd: ROOT,
       reject: false,
-      env: { ORC_LOG_LEVEL: 'warn', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ...this.env },
+      env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ...this.env },
       buffer: false,
     })
     proc.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()))
