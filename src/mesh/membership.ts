@@ -17,6 +17,11 @@ export interface MemberView extends MemberInfo {
   lastSeen: number | null
   rttMs: number | null
   self: boolean
+  /**
+   * Whether this node holds a connection to it (Mesh.members()). Beyond `fullMeshMax` members most
+   * are not connected: they are heard through gossip, relayed by others.
+   */
+  connected?: boolean
 }
 
 export interface MemberTransition {

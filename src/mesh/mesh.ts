@@ -31,6 +31,9 @@ import { SYNC_PROTOCOL, applyFromPeer, initiateSync, respondSync, type SyncResul
 import { JsonFileTokenBook, TokenAuthority, checkTokenFresh, decodeToken, type IssueTokenOptions, type TokenBook, type TokenRecord } from './token.ts'
 import { isPeerFault } from './wire.ts'
 
+/** Anti-entropy sessions tried in a row for updates that wait for missing ones (Mesh.repairSoon). */
+const REPAIR_ATTEMPTS = 5
+
 export interface MeshOptions {
   dataDir: string
   /** Human name of this node (hostname by default in the agent). */
@@ -332,7 +335,8 @@ export class Mesh {
   }
 
   members(): MemberView[] {
-    return this.table.view(this.clock.now())
+    const connected = new Set(this.connectedMembers())
+    return this.table.view(this.clock.now()).map((m) => (m.self ? m : { ...m, connected: connected.has(m.peerId) }))
   }
 
   isMember(peerId: string): boolean {
@@ -757,12 +761,10 @@ export class Mesh {
   private syncSoon(peerId: string): void {
     if (this.syncPending.has(peerId) || this.stopped) return
     this.syncPending.add(peerId)
-    const h = this.clock.setTimeout(() => {
-      this.timers.delete(h)
+    this.later(() => {
       this.syncPending.delete(peerId)
-      if (!this.stopped) void this.syncNow(peerId)
+      void this.syncNow(peerId)
     }, 100)
-    this.timers.add(h)
   }
 
   private closeSoon(conn: Connection): void {
@@ -788,6 +790,7 @@ export class Mesh {
         void this.publishUpdate(r.scope, storeTopic(this.clusterId, r.scope), r.received)
       }
     }
+    if (r.incomplete) this.repairSoon(r.scope, [])
     this.events.emit('sync:done', { peerId, ...r })
   }
 
@@ -808,10 +811,62 @@ export class Mesh {
       return
     }
     try {
-      await this.libp2p.services.pubsub.publish(topic, update)
+      const { recipients } = await this.libp2p.services.pubsub.publish(topic, update)
+      if (recipients.length === 0) {
+        // No connected member listens on the topic yet (right after a join or a reconnect, before
+        // subscriptions are exchanged): the update reached nobody. Hand it over by anti-entropy;
+        // otherwise every later update of ours waits, on every other node, for this one.
+        for (const p of this.connectedMembers()) this.syncSoon(p)
+      }
     } catch (err) {
       this.log.debug({ scope, err: shortError(err) }, 'publish failed; anti-entropy will carry it')
     }
+  }
+
+  /** Scopes being repaired (see repairSoon), with the attempts made. */
+  private readonly repairs = new Map<string, { attempts: number; until?: number }>()
+
+  /**
+   * Our store holds updates of `scope` that wait for earlier ones we never received (published
+   * before anyone listened, or lost): they stay invisible until those arrive. Rather than wait for
+   * the next anti-entropy period (and in a partial mesh, for a session with a member that has
+   * them), sync now: first with the first of `prefer` we are connected to (the update's author has
+   * all of its own updates; the forwarder had it), then with random connected members, a few
+   * times, until nothing is missing. A gap that outlasts that is left to the periodic rounds.
+   */
+  private repairSoon(scope: string, prefer: readonly string[]): void {
+    const now = this.clock.now()
+    const current = this.repairs.get(scope)
+    if (this.stopped || (current !== undefined && (current.until === undefined || current.until > now))) return
+    const state: { attempts: number; until?: number } = { attempts: 0 }
+    this.repairs.set(scope, state)
+    const attempt = async (candidates: readonly string[]): Promise<void> => {
+      const connected = this.connectedMembers()
+      const peer = candidates.find((p) => connected.includes(p)) ?? connected[this.randomInt(connected.length)]
+      const r = peer === undefined || this.stopped ? undefined : await this.syncWith(peer, scope).catch(() => undefined)
+      state.attempts++
+      if (r !== undefined && !r.incomplete) {
+        this.repairs.delete(scope)
+        return
+      }
+      if (state.attempts >= REPAIR_ATTEMPTS || this.stopped) {
+        // Give the periodic rounds a period before trying again.
+        state.until = this.clock.now() + this.tunables.syncIntervalMs
+        this.log.debug({ scope, attempts: state.attempts }, 'updates still missing; left to periodic anti-entropy')
+        return
+      }
+      this.later(() => attempt([]), this.tunables.maintainIntervalMs)
+    }
+    this.later(() => attempt(prefer), 50)
+  }
+
+  /** Run `fn` after `ms` unless the mesh stops first. */
+  private later(fn: () => Promise<void> | void, ms: number): void {
+    const h = this.clock.setTimeout(() => {
+      this.timers.delete(h)
+      if (!this.stopped) void fn()
+    }, ms)
+    this.timers.add(h)
   }
 
   private async publishMembers(m: Parameters<typeof encodeMemberMessage>[0]): Promise<void> {
@@ -850,9 +905,15 @@ export class Mesh {
         merged()
       },
     })
-    durable.catch((err) => {
-      if (accepted) this.log.warn({ err: shortError(err), scope }, 'gossip update merged but not persisted')
-    })
+    durable.then(
+      (applied) => {
+        // It builds on updates we never got: fetch them from its author (or the forwarder) now.
+        if (applied.incomplete === true) this.repairSoon(scope, [msg.from.toString(), source])
+      },
+      (err) => {
+        if (accepted) this.log.warn({ err: shortError(err), scope }, 'gossip update merged but not persisted')
+      },
+    )
     try {
       await Promise.race([inMemory, durable])
       this.table.heard(msg.from.toString(), this.clock.now())

@@ -11,7 +11,7 @@
  * ride along so that membership converges even if an admission announcement was lost.
  */
 import { OrcError } from '../model/index.ts'
-import type { ApplyRemoteOptions, Replicable } from '../store/index.ts'
+import type { ApplyRemoteOptions, RemoteApplied, Replicable } from '../store/index.ts'
 import { concatBytes, type FrameChannel } from './framing.ts'
 import { parseMemberInfo } from './join.ts'
 import type { MemberInfo } from './membership.ts'
@@ -30,6 +30,8 @@ export interface SyncResult {
   receivedBytes: number
   /** Revisions the local store recorded from what it received. */
   revisions: number
+  /** The local store still waits for updates it lacks (RemoteApplied.incomplete) after the session. */
+  incomplete: boolean
   /** What the peer sent (empty when it had nothing we lacked); relayed on gossip when it was new here. */
   received: Uint8Array
   /** Members the remote listed. */
@@ -84,10 +86,10 @@ async function receiveData(ch: FrameChannel, limits: SyncLimits): Promise<Uint8A
 }
 
 /** Apply a remote update; garbage is the peer's fault, a closed store is ours. */
-export async function applyFromPeer(store: Replicable, update: Uint8Array, what: string, opts?: ApplyRemoteOptions): Promise<number> {
-  if (update.length === 0) return 0
+export async function applyFromPeer(store: Replicable, update: Uint8Array, what: string, opts?: ApplyRemoteOptions): Promise<RemoteApplied> {
+  if (update.length === 0) return { revisions: 0 }
   try {
-    return (await store.applyRemote(update, opts)).revisions
+    return await store.applyRemote(update, opts)
   } catch (err) {
     if (err instanceof OrcError && (err.code === 'unavailable' || err.code === 'locked')) throw err
     throw peerFault(`peer sent ${what} the store refused: ${(err as Error).message}`, err)
@@ -107,13 +109,13 @@ export async function initiateSync(
   if (hello.scope !== scope) throw peerFault(`peer answered sync for scope ${hello.scope}, asked ${scope}`)
   const remoteState = await readTagged(ch, Tag.state, 'sync state')
   const incoming = await receiveData(ch, limits)
-  const revisions = await applyFromPeer(store, incoming, 'a sync update')
+  const applied = await applyFromPeer(store, incoming, 'a sync update')
   const missing = await store.encodeMissing(remoteState).catch((err) => {
     throw peerFault(`peer sent a sync state the store cannot read: ${(err as Error).message}`, err)
   })
   const sent = await sendData(ch, missing, limits)
   await ch.close()
-  return { scope, sentBytes: sent, receivedBytes: incoming.length, revisions, received: incoming, remoteMembers: hello.members }
+  return { scope, sentBytes: sent, receivedBytes: incoming.length, revisions: applied.revisions, incomplete: applied.incomplete === true, received: incoming, remoteMembers: hello.members }
 }
 
 export async function respondSync(
@@ -137,7 +139,15 @@ export async function respondSync(
   await writeBytes(ch, Tag.state, store.encodeSyncState())
   const sent = await sendData(ch, missing, limits)
   const incoming = await receiveData(ch, limits)
-  const revisions = await applyFromPeer(store, incoming, 'a sync update')
+  const applied = await applyFromPeer(store, incoming, 'a sync update')
   await ch.close()
-  return { scope: hello.scope, sentBytes: sent, receivedBytes: incoming.length, revisions, received: incoming, remoteMembers: hello.members }
+  return {
+    scope: hello.scope,
+    sentBytes: sent,
+    receivedBytes: incoming.length,
+    revisions: applied.revisions,
+    incomplete: applied.incomplete === true,
+    received: incoming,
+    remoteMembers: hello.members,
+  }
 }

@@ -39,6 +39,7 @@ import {
 import { DEFAULTS, DEFAULT_COMPACTION, type CompactionPolicy, type StoreOptions } from './options.ts'
 import type {
   ApplyRemoteOptions,
+  RemoteApplied,
   FieldSet,
   HistoryQuery,
   ObjectStore,
@@ -973,7 +974,7 @@ export class Store implements ObjectStore {
     return encodeUpdateMessage(yUpdate, records)
   }
 
-  async applyRemote(update: Uint8Array, opts: ApplyRemoteOptions = {}): Promise<{ revisions: number }> {
+  async applyRemote(update: Uint8Array, opts: ApplyRemoteOptions = {}): Promise<RemoteApplied> {
     this.ensureOpen()
     const { yUpdate, records } = decodeUpdateMessage(update)
     const fresh: RevisionRecord[] = []
@@ -1014,7 +1015,7 @@ export class Store implements ObjectStore {
       const keys = [...touched]
       for (const fn of this.mergeListeners) fn(keys)
     }
-    if (fresh.length === 0 && effective.length === 0) return { revisions: 0 }
+    if (fresh.length === 0 && effective.length === 0) return { revisions: 0, incomplete: this.incomplete() }
     const ops: BatchOp[] = []
     for (const r of fresh) {
       const p = parseRevisionId(r.i)!
@@ -1026,7 +1027,12 @@ export class Store implements ObjectStore {
     await this.persist(ops)
     this.notifyChanges()
     this.maybeSnapshot()
-    return { revisions: fresh.length }
+    return { revisions: fresh.length, incomplete: this.incomplete() }
+  }
+
+  /** Yjs holds updates (or deletions) back until the ones they build on arrive. */
+  private incomplete(): boolean {
+    return this.doc.store.pendingStructs !== null || this.doc.store.pendingDs !== null
   }
 
   onLocalUpdate(fn: (update: Uint8Array) => void): () => void {

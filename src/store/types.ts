@@ -74,6 +74,18 @@ export interface ApplyRemoteOptions {
   onApplied?: () => void
 }
 
+/** What a peer's update did to the store. */
+export interface RemoteApplied {
+  /** Revision records it added. */
+  revisions: number
+  /**
+   * Part of what this store holds waits for updates it has not received (an author's earlier ones,
+   * published before any peer listened, or lost): it becomes visible once they arrive. The mesh
+   * then fetches them by anti-entropy instead of waiting for the next period.
+   */
+  incomplete?: boolean
+}
+
 export interface Replicable {
   /** Compact summary of what this store has (Yjs state vector + revision log vector). */
   encodeSyncState(): Uint8Array
@@ -84,7 +96,7 @@ export interface Replicable {
    * `onApplied` is called once the update has passed every check and is merged in memory, before
    * it is durable: gossip forwards it from then on (the fsync is not paid again at every hop).
    */
-  applyRemote(update: Uint8Array, opts?: ApplyRemoteOptions): Promise<{ revisions: number }>
+  applyRemote(update: Uint8Array, opts?: ApplyRemoteOptions): Promise<RemoteApplied>
   /** Called with each local change's update, after it is durable, for gossip. Returns unsubscribe. */
   onLocalUpdate(fn: (update: Uint8Array) => void): () => void
 }

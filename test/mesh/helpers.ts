@@ -67,7 +67,7 @@ export class DocReplica implements Replicable {
       throw new OrcError('invalid', 'state vector is malformed', {}, err)
     }
   }
-  async applyRemote(update: Uint8Array): Promise<{ revisions: number }> {
+  async applyRemote(update: Uint8Array): Promise<{ revisions: number; incomplete: boolean }> {
     try {
       Y.decodeUpdate(update)
     } catch (err) {
@@ -75,7 +75,8 @@ export class DocReplica implements Replicable {
     }
     const before = this.map.size
     Y.applyUpdate(this.doc, update, 'remote')
-    return { revisions: Math.max(0, this.map.size - before) }
+    const incomplete = this.doc.store.pendingStructs !== null || this.doc.store.pendingDs !== null
+    return { revisions: Math.max(0, this.map.size - before), incomplete }
   }
   onLocalUpdate(fn: (u: Uint8Array) => void): () => void {
     this.listeners.add(fn)

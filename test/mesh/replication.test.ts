@@ -129,3 +129,29 @@ test('each anti-entropy period a node syncs with one member, not with all of the
   // One a period each (plus jitter); syncing with every member would be 3.
   assert.ok(perNodePerPeriod > 0.5 && perNodePerPeriod < 1.6, `sessions per node per period: ${perNodePerPeriod.toFixed(2)}`)
 })
+
+test('an update that arrives before the one it builds on is repaired from its author at once, not at the next anti-entropy period', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+  let dropping = false
+  // fastTunables: anti-entropy only every 60 s, so within the test only the repair can fill the gap.
+  const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
+  const b = await fx.join('b', a, { scopes: { cluster: rb } })
+  const c = await fx.join('c', a, { scopes: { cluster: rc }, dropStoreGossip: () => dropping })
+  await waitFor('full mesh', () => [a, b, c].every((m) => m.libp2p.getConnections().length >= 2))
+  await new Promise((r) => setTimeout(r, 1000)) // the anti-entropy sessions of the new connections are over
+  // C loses every copy of B's first write (from B and forwarded by A) …
+  dropping = true
+  rb.set('pod/first', 1)
+  await waitFor('A has the first write', () => ra.get('pod/first') === 1)
+  await new Promise((r) => setTimeout(r, 300))
+  assert.equal(rc.get('pod/first'), undefined)
+  dropping = false
+  // … then gets the second, which builds on it: held back by Yjs, so C syncs with B straight away.
+  const synced: string[] = []
+  c.on('sync:done', (r) => synced.push(r.peerId))
+  rb.set('pod/second', 2)
+  await waitFor('C has both writes', () => rc.get('pod/first') === 1 && rc.get('pod/second') === 2, 5000)
+  assert.ok(synced.includes(b.peerId), `C synced with ${synced.join(', ') || 'nobody'}, not with the author B`)
+})

@@ -103,6 +103,7 @@ interface Member {
   lastSeen: number | null
   rttMs: number | null
   self: boolean
+  connected?: boolean
 }
 
 
@@ -124,7 +125,8 @@ export async function nodesWideTable(client: ApiCaller, items: StoredObject[], n
     const st = (o.status ?? {}) as Record<string, unknown>
     const m = typeof st.peerId === 'string' ? byPeer.get(st.peerId) : undefined
     const removed = st.state === 'Removed'
-    const state = removed ? 'removed' : m === undefined ? '<unknown>' : m.self ? 'alive (self)' : m.state
+    // `indirect`: no connection to it (a partial mesh, beyond fullMeshMax members): heard through gossip.
+    const state = removed ? 'removed' : m === undefined ? '<unknown>' : m.self ? 'alive (self)' : m.connected === false ? `${m.state} (indirect)` : m.state
     const seen = m === undefined ? '-' : m.self ? 'now' : m.lastSeen === null ? 'never' : ago(now - m.lastSeen)
     const rtt = m === undefined || m.self || m.rttMs === null ? '-' : `${Math.round(m.rttMs * 10) / 10}ms`
     const addrs = (m && m.addresses.length > 0 ? m.addresses : ((st.addresses as string[] | undefined) ?? [])).join(',') || '<none>'
@@ -146,7 +148,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .option('--labels <k=v,...>', 'labels of this node\'s Node object')
     .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
     .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
-    .option('--log-level <level>', 'trace, debug, info, warn or error', 'info')
+    .option('--log-level <level>', 'trace, debug, info, warn or error (default: $ORC_LOG_LEVEL, else info)')
     .option('--http-listen <addr>', HTTP_LISTEN_HELP)
     .option('--network <mode>', NETWORK_FLAG_HELP)
     .option('--wg-port <port>', 'WireGuard UDP port (default 51820, a free one when taken)')

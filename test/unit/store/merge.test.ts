@@ -150,3 +150,28 @@ test('a remote update is readable, and reported, as soon as it is merged, before
     await B.cleanup()
   }
 })
+
+test('an update that builds on one not received yet is reported incomplete and shows once the gap is filled', async () => {
+  const A = await tempStore({ randomBytes: seededBytes(31) })
+  const B = await tempStore({ randomBytes: seededBytes(32) })
+  try {
+    const msgs: Uint8Array[] = []
+    A.store.onLocalUpdate((u) => msgs.push(u))
+    await A.store.apply(pod('first'), { author: 'user:alice', now: 1 })
+    await A.store.apply(pod('second'), { author: 'user:alice', now: 2 })
+    assert.equal(msgs.length, 2)
+    const second = { kind: 'Pod', namespace: 'default', name: 'second' }
+    // The second update alone: A's earlier one is missing, so Yjs holds it back.
+    const r = await B.store.applyRemote(msgs[1]!)
+    assert.equal(r.incomplete, true)
+    assert.equal(B.store.get(second), undefined)
+    // Anti-entropy from A fills the gap: both objects show and nothing waits any more.
+    const filled = await B.store.applyRemote(await A.store.encodeMissing(B.store.encodeSyncState()))
+    assert.equal(filled.incomplete, false)
+    assert.ok(B.store.get(second))
+    assert.ok(B.store.get({ kind: 'Pod', namespace: 'default', name: 'first' }))
+  } finally {
+    await A.cleanup()
+    await B.cleanup()
+  }
+})
