@@ -397,6 +397,7 @@ export class Mesh {
   async removeMember(peerId: string): Promise<void> {
     if (peerId === this.peerId) throw new OrcError('invalid', 'a node cannot remove itself from the mesh')
     await this.directory.remove(peerId)
+    this.directHeartbeatAt.delete(peerId)
     if (this.table.remove(peerId)) this.events.emit('member:removed', peerId)
     await this.libp2p.hangUp(peerIdFromString(peerId)).catch(() => undefined)
   }
@@ -812,12 +813,12 @@ export class Mesh {
     }
     try {
       const { recipients } = await this.libp2p.services.pubsub.publish(topic, update)
-      if (recipients.length === 0) {
-        // No connected member listens on the topic yet (right after a join or a reconnect, before
-        // subscriptions are exchanged): the update reached nobody. Hand it over by anti-entropy;
-        // otherwise every later update of ours waits, on every other node, for this one.
-        for (const p of this.connectedMembers()) this.syncSoon(p)
-      }
+      // A connected member the publish did not go to (it has not told us its subscriptions yet:
+      // right after a join or a reconnect) gets the update by anti-entropy. Otherwise it may get it
+      // from nobody (members do not forward what its author sent them directly, see forwards()),
+      // and every later update of ours would wait there for this one.
+      const reached = new Set(recipients.map((p) => p.toString()))
+      for (const p of this.connectedMembers()) if (!reached.has(p)) this.syncSoon(p)
     } catch (err) {
       this.log.debug({ scope, err: shortError(err) }, 'publish failed; anti-entropy will carry it')
     }
@@ -916,8 +917,10 @@ export class Mesh {
     )
     try {
       await Promise.race([inMemory, durable])
-      this.table.heard(msg.from.toString(), this.clock.now())
-      return TopicValidatorResult.Accept
+      const from = msg.from.toString()
+      this.table.heard(from, this.clock.now())
+      // Merged either way; Ignore only tells gossipsub not to forward it (no penalty, see forwards()).
+      return this.forwards(from, source) ? TopicValidatorResult.Accept : TopicValidatorResult.Ignore
     } catch (err) {
       if (!isPeerFault(err)) return TopicValidatorResult.Ignore
       await this.misbehaved(source, (err as Error).message)
@@ -950,8 +953,27 @@ export class Mesh {
   }
 
   /** A member's heartbeat, from gossip (signed by it) or its own connection (HEARTBEAT_PROTOCOL). */
+  /** When each member's last direct heartbeat arrived: it was then connected to every live member. */
+  private readonly directHeartbeatAt = new Map<string, number>()
+
+  /**
+   * Whether gossipsub should forward a store update we merged. Not when it came straight from its
+   * author and the author's heartbeats reach us directly: the author then holds a connection to
+   * every member it does not believe dead and its publish went to each of them (a member that was
+   * connected but not yet subscribed gets the update by sync, see publishUpdate). Forwarding then
+   * only makes duplicates: at 20 members, 57 extra frames per write on top of the 19 the author
+   * sends, each encrypted, sent, received and dropped. Otherwise (a partial mesh, an author we hear
+   * by gossip, a relayed copy) it is forwarded as usual.
+   */
+  private forwards(from: string, source: string): boolean {
+    if (from !== source) return true
+    const at = this.directHeartbeatAt.get(from)
+    return at === undefined || this.clock.now() - at > this.tunables.suspectAfterMs
+  }
+
   private async onHeartbeat(from: string, m: Extract<MemberMessage, { t: 'hb' }>, path: 'direct' | 'gossip'): Promise<void> {
     this.events.emit('heartbeat', { peerId: from, direction: 'in', path })
+    if (path === 'direct') this.directHeartbeatAt.set(from, this.clock.now())
     const tr = this.table.heard(from, this.clock.now(), { name: m.name, addresses: m.addresses })
     const cur = this.directory.get(from)
     if (cur !== undefined && m.addresses.length > 0 && (cur.addresses.join() !== m.addresses.join() || cur.name !== m.name)) {

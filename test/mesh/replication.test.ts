@@ -4,6 +4,9 @@ import { join } from 'node:path'
 import { Fixture, DocReplica, waitFor } from './helpers.ts'
 import { openStore } from '../../src/store/index.ts'
 import { pod, seededBytes } from '../helpers/store.ts'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { storeTopic } from '../../src/mesh/index.ts'
+import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
 
 test('writes replicate both ways between three nodes over gossip', async (t) => {
   const fx = new Fixture()
@@ -154,4 +157,39 @@ test('an update that arrives before the one it builds on is repaired from its au
   rb.set('pod/second', 2)
   await waitFor('C has both writes', () => rc.get('pod/first') === 1 && rc.get('pod/second') === 2, 5000)
   assert.ok(synced.includes(b.peerId), `C synced with ${synced.join(', ') || 'nobody'}, not with the author B`)
+})
+
+test('a member does not forward an update it got straight from an author connected to everyone; it does when the author is heard by gossip', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+  const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
+  const b = await fx.join('b', a, { scopes: { cluster: rb } })
+  await fx.join('c', a, { scopes: { cluster: rc } })
+  const topic = storeTopic(a.clusterId, 'cluster')
+  let forwarded = 0
+  const pubsub = b.libp2p.services.pubsub as unknown as { forwardMessage: (id: string, raw: { topic: string }, ...rest: unknown[]) => unknown }
+  const forward = pubsub.forwardMessage.bind(pubsub)
+  pubsub.forwardMessage = (id, raw, ...rest) => {
+    if (raw.topic === topic) forwarded++
+    return forward(id, raw, ...rest)
+  }
+  const directFromA = new Set<string>()
+  b.on('heartbeat', (h) => h.direction === 'in' && h.path === 'direct' && directFromA.add(h.peerId))
+  await waitFor('B hears A directly', () => directFromA.has(a.peerId))
+
+  ra.set('pod/one', 1)
+  await waitFor('B and C have the first write', () => rb.get('pod/one') === 1 && rc.get('pod/one') === 1)
+  await new Promise((r) => setTimeout(r, 300))
+  assert.equal(forwarded, 0, 'B forwarded what A had sent to every member itself')
+
+  // B turns into a member A cannot send heartbeats to directly: A's heartbeats reach it by gossip,
+  // and once the last direct one is older than suspectAfterMs B forwards A's updates again.
+  await b.libp2p.unhandle(HEARTBEAT_PROTOCOL)
+  await b.libp2p.hangUp(peerIdFromString(a.peerId))
+  await waitFor('B and A connected again', () => b.libp2p.getConnections(peerIdFromString(a.peerId)).length > 0)
+  await new Promise((r) => setTimeout(r, 1200))
+  ra.set('pod/two', 2)
+  await waitFor('B has the second write', () => rb.get('pod/two') === 2)
+  await waitFor('B forwarded it', () => forwarded > 0)
 })
