@@ -14,7 +14,7 @@
  *   join_10k_command_ms                                 `orc join` process start → "ready" (includes tsx start-up)
  *   agent_code                                          bundle (dist/orc.mjs) or tsx (sources): what the agents ran
  * Run: node --import tsx --import ./test/setup.ts test/bench/mesh.bench.ts [SIZES=5,10,20] [SAMPLES=60]
- * BENCH_PROF_DIR=DIR writes a CPU profile of agent BENCH_PROF_NODE (default n5) there (cpu-profile.mjs).
+ * BENCH_PROF_DIR=DIR writes a CPU profile of agent BENCH_PROF_NODE (default n5; `joiner` / `issuer`: the two sides of the 10k join) there (cpu-profile.mjs).
  * Run `node scripts/build.mjs` first: bin/orc.mjs runs the bundle only when it is newer than src/.
  */
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
@@ -63,6 +63,12 @@ function rssMb(pid: number | undefined): number {
 }
 
 let profiled: NodeProcess | undefined
+
+/** Environment that CPU-profiles an agent (BENCH_PROF_DIR; see cpu-profile.mjs). */
+function profileEnv(): Record<string, string> {
+  const preload = process.env.BENCH_PROF_PRELOAD ?? new URL('./cpu-profile.mjs', import.meta.url).pathname
+  return { NODE_OPTIONS: `--import=${preload}`, CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR!, CPU_PROFILE_DELAY_MS: process.env.BENCH_PROF_DELAY_MS ?? '0' }
+}
 /**
  * Per node: key → time (ms) the object became readable in that node's store (a remote update merged
  * in memory, or the node's own write committed).
@@ -77,8 +83,7 @@ function traced(n: NodeProcess): NodeProcess {
   durable.set(n, d)
   n.env = ENV
   if (process.env.BENCH_PROF_DIR && n.name === (process.env.BENCH_PROF_NODE ?? 'n5')) {
-    const preload = process.env.BENCH_PROF_PRELOAD ?? new URL('./cpu-profile.mjs', import.meta.url).pathname
-    n.env = { ...ENV, NODE_OPTIONS: `--import=${preload}`, CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR, CPU_PROFILE_DELAY_MS: process.env.BENCH_PROF_DELAY_MS ?? '0' }
+    n.env = { ...ENV, ...profileEnv() }
     profiled = n
   }
   const logDir = process.env.BENCH_LOG_DIR // keep every agent's log (diagnosis)
@@ -230,7 +235,7 @@ async function joinAndRss(): Promise<void> {
   const ws = new Workspace()
   try {
     const s0 = await newNode(ws, 's0')
-    s0.env = ENV
+    s0.env = process.env.BENCH_PROF_DIR && process.env.BENCH_PROF_NODE === 'issuer' ? { ...ENV, ...profileEnv() } : ENV
     await s0.up().ready()
     await applyMany(s0, 'idle', 1000)
     // Idle: 20 s without writes, so the agent's heap keeper (src/agent/heap.ts, every 15 s) has run.
@@ -239,7 +244,9 @@ async function joinAndRss(): Promise<void> {
     await applyMany(s0, 'bulk', 9000)
     const token = await tokenFrom(s0)
     const j = await newNode(ws, 'j')
-    j.env = ENV
+    // BENCH_VERBOSE: the joiner logs its join phases (debug), printed below.
+    j.env = process.env.BENCH_VERBOSE ? { ...ENV, ORC_LOG_LEVEL: 'debug' } : ENV
+    if (process.env.BENCH_PROF_DIR && process.env.BENCH_PROF_NODE === 'joiner') j.env = { ...j.env, ...profileEnv() }
     const t0 = Date.now()
     let connecting = 0
     let ready = 0
@@ -253,8 +260,12 @@ async function joinAndRss(): Promise<void> {
     await j.ready()
     const count = (await j.client.call<{ objects: number }>('GET', '/v1/status')).objects
     if (count < 10_000) throw new Error(`joiner has ${count} objects`)
+    if (process.env.BENCH_VERBOSE) for (const l of j.stderr.split('\n')) if (/join progress|sync done|heap compacted/.test(l)) console.error(l.slice(0, 300))
     console.log(`join_10k_ready_ms ${ready - connecting}`)
     console.log(`join_10k_command_ms ${ready - t0}`)
+    // A clean exit writes the profile.
+    if (process.env.BENCH_PROF_NODE === 'joiner') await j.kill('SIGTERM')
+    if (process.env.BENCH_PROF_NODE === 'issuer') await s0.kill('SIGTERM')
   } finally {
     await ws.close()
   }
