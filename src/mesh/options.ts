@@ -67,6 +67,12 @@ export interface MeshTunables {
   heartbeatIntervalMs: number
   /** Each connected member is pinged (round trip, and proof it is alive) at most this often. */
   pingIntervalMs: number
+  /**
+   * A connected member whose heartbeats arrive straight from it (within suspectAfterMs) needs no
+   * proof of life: it is pinged only this often, for its round-trip time. Once its heartbeats stop,
+   * pingIntervalMs applies again (and two failed pings close the connection).
+   */
+  directPingIntervalMs: number
   /** Gossipsub PRUNE backoff (gossipsub's default is 60 s; see host.ts). */
   gossipPruneBackoffMs: number
   suspectAfterMs: number
@@ -108,6 +114,7 @@ export const meshDefaults: MeshTunables = {
   maxGossipBytes: 1024 * 1024,
   heartbeatIntervalMs: 2_000,
   pingIntervalMs: 10_000,
+  directPingIntervalMs: 60_000,
   gossipPruneBackoffMs: 5_000,
   suspectAfterMs: 5_000,
   deadAfterMs: 30_000,

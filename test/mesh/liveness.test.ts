@@ -63,3 +63,36 @@ test('heartbeats go straight to connected members; one without the heartbeat pro
   assert.equal(stateOf(c, b.peerId), 'alive')
   assert.ok(!states.some((s) => s.endsWith(':suspect') || s.endsWith(':dead')), `C saw: ${states.join(', ')}`)
 })
+
+test('a member whose heartbeats arrive directly is pinged only for its round trip; one heard by gossip is pinged on the short interval', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const tunables = { pingIntervalMs: 300, directPingIntervalMs: 60_000 }
+  const { mesh: a } = await fx.create('a', { tunables })
+  const b = await fx.join('b', a, { tunables })
+  const c = await fx.join('c', a, { tunables })
+  const pinged = new Map<string, number>()
+  for (const m of [a, c]) {
+    const ping = m.libp2p.services.ping as unknown as { ping: (peer: { toString(): string }, ...rest: unknown[]) => Promise<number> }
+    const orig = ping.ping.bind(ping)
+    ping.ping = (peer, ...rest) => {
+      const k = `${m.peerId}>${peer.toString()}`
+      pinged.set(k, (pinged.get(k) ?? 0) + 1)
+      return orig(peer, ...rest)
+    }
+  }
+  const direct = new Set<string>()
+  a.on('heartbeat', (h) => h.direction === 'in' && h.path === 'direct' && direct.add(h.peerId))
+  await waitFor('A hears B directly', () => direct.has(b.peerId))
+  // C turns into an older orc (no heartbeat protocol): it hears A and B by gossip from then on.
+  await c.libp2p.unhandle(HEARTBEAT_PROTOCOL)
+  for (const o of [a, b]) await c.libp2p.hangUp(peerIdFromString(o.peerId))
+  await waitFor('C connected to A again', () => c.libp2p.getConnections(peerIdFromString(a.peerId)).length > 0)
+  await new Promise((r) => setTimeout(r, 1200)) // any direct heartbeat C had from A is now stale
+  pinged.clear()
+  await new Promise((r) => setTimeout(r, 2000))
+  assert.equal(pinged.get(`${a.peerId}>${b.peerId}`) ?? 0, 0, 'A pinged B, which it hears directly, on the short interval')
+  const cToA = pinged.get(`${c.peerId}>${a.peerId}`) ?? 0
+  assert.ok(cToA >= 3, `C, hearing A by gossip, pinged it ${cToA} times in 2 s`)
+  assert.notEqual(a.members().find((m) => m.peerId === b.peerId)?.rttMs, null, 'B still has a round-trip time at A')
+})
