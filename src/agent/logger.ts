@@ -2,7 +2,7 @@ import { pino, type Logger } from 'pino'
 import pretty from 'pino-pretty'
 import { OrcError } from '../model/index.ts'
 
-export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']
 
 /**
  * The agent's logger: JSON lines on stderr (so `orc up`'s stdout stays for people), pretty when

@@ -952,7 +952,6 @@ export class Mesh {
     this.events.emit('member:state', tr)
   }
 
-  /** A member's heartbeat, from gossip (signed by it) or its own connection (HEARTBEAT_PROTOCOL). */
   /** When each member's last direct heartbeat arrived: it was then connected to every live member. */
   private readonly directHeartbeatAt = new Map<string, number>()
 
@@ -971,6 +970,7 @@ export class Mesh {
     return at === undefined || this.clock.now() - at > this.tunables.suspectAfterMs
   }
 
+  /** A member's heartbeat, from gossip (signed by it) or its own connection (HEARTBEAT_PROTOCOL). */
   private async onHeartbeat(from: string, m: Extract<MemberMessage, { t: 'hb' }>, path: 'direct' | 'gossip'): Promise<void> {
     this.events.emit('heartbeat', { peerId: from, direction: 'in', path })
     if (path === 'direct') this.directHeartbeatAt.set(from, this.clock.now())
@@ -1107,8 +1107,8 @@ export class Mesh {
     for (const p of connected) {
       const direct = this.directHeartbeatAt.get(p)
       // (A failed ping is retried on the short schedule below, whatever the heartbeats say.)
-      const quiet = direct !== undefined && now - direct <= this.tunables.suspectAfterMs && !this.pingFailures.has(p)
-      const every = quiet ? this.tunables.directPingIntervalMs : this.tunables.pingIntervalMs
+      const heardDirectly = direct !== undefined && now - direct <= this.tunables.suspectAfterMs && !this.pingFailures.has(p)
+      const every = heardDirectly ? this.tunables.directPingIntervalMs : this.tunables.pingIntervalMs
       if ((this.lastPing.get(p) ?? 0) + every > now) continue
       this.lastPing.set(p, now)
       void this.libp2p.services.ping
