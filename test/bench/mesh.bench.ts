@@ -17,13 +17,14 @@
  * BENCH_PROF_DIR=DIR writes a CPU profile of agent BENCH_PROF_NODE (default n5; `joiner` / `issuer`: the two sides of the 10k join) there (cpu-profile.mjs).
  * Run `node scripts/build.mjs` first: bin/orc.mjs runs the bundle only when it is newer than src/.
  */
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Workspace, newNode, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
 import { openStore } from '../../src/store/index.ts'
 import { storeTopic } from '../../src/mesh/index.ts'
 import { RPC } from '@libp2p/gossipsub/message'
+import { cpuSeconds, pct, rssMb } from './proc.ts'
 
 const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
 const SAMPLES = Number(process.argv[3] ?? 60)
@@ -37,10 +38,6 @@ const pod = (name: string, i = 0) => ({
   spec: { nodeSelector: { 'orc-test': 'nowhere' }, containers: [{ name: 'main', image: '/var/lib/orc/images/busybox', command: ['sh', '-c', 'sleep 3600'] }] },
 })
 
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!
-}
 
 /** What bin/orc.mjs runs right now: the bundle when it is newer than every source file. */
 function agentCode(): 'bundle' | 'tsx' {
@@ -51,16 +48,7 @@ function agentCode(): 'bundle' | 'tsx' {
   return existsSync(bundle) && statSync(bundle).mtimeMs > newest(join(root, 'src')) ? 'bundle' : 'tsx'
 }
 
-/** CPU seconds (user + system) a process has used so far. */
-function cpuSeconds(pid: number | undefined): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-  return (Number(f[11]) + Number(f[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
-}
 
-function rssMb(pid: number | undefined): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return Number(m?.[1] ?? 0) / 1024
-}
 
 let profiled: NodeProcess | undefined
 

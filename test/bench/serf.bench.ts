@@ -17,21 +17,10 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, waitFor } from '../cluster/helpers.ts'
+import { cpuSeconds, pct, rssMb } from './proc.ts'
 
 const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
 const SAMPLES = Number(process.argv[3] ?? 100)
-
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-  return (Number(f[11]) + Number(f[12])) / 100
-}
-function rssMb(pid: number): number {
-  return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
-}
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!
-}
 
 interface SerfAgent {
   name: string
