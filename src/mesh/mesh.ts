@@ -555,6 +555,14 @@ export class Mesh {
     return true
   }
 
+  /** The remote peer of an inbound stream when it is a member; a stranger's stream is refused. */
+  private memberOf(stream: Stream, conn: Connection): string | undefined {
+    const remote = conn.remotePeer.toString()
+    if (this.isMember(remote)) return remote
+    stream.abort(new Error('not a member'))
+    return undefined
+  }
+
   /** A uniform integer in [0, n) from the injected random source. */
   private randomInt(n: number): number {
     const b = this.random(4)
@@ -621,11 +629,8 @@ export class Mesh {
     await this.libp2p.handle(
       HEARTBEAT_PROTOCOL,
       async (stream, conn) => {
-        const remote = conn.remotePeer.toString()
-        if (!this.isMember(remote)) {
-          stream.abort(new Error('not a member'))
-          return
-        }
+        const remote = this.memberOf(stream, conn)
+        if (remote === undefined) return
         const ch = streamChannel(stream, MAX_MEMBER_MESSAGE_BYTES)
         try {
           for (;;) {
@@ -655,11 +660,8 @@ export class Mesh {
     await this.libp2p.handle(
       SYNC_PROTOCOL,
       async (stream, conn) => {
-        const remote = conn.remotePeer.toString()
-        if (!this.isMember(remote)) {
-          stream.abort(new Error('not a member'))
-          return
-        }
+        const remote = this.memberOf(stream, conn)
+        if (remote === undefined) return
         const ch = streamChannel(stream, t.maxFrameBytes)
         const signal = AbortSignal.timeout(t.syncTimeoutMs)
         try {

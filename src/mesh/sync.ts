@@ -115,7 +115,7 @@ export async function initiateSync(
   })
   const sent = await sendData(ch, missing, limits)
   await ch.close()
-  return { scope, sentBytes: sent, receivedBytes: incoming.length, revisions: applied.revisions, incomplete: applied.incomplete === true, received: incoming, remoteMembers: hello.members }
+  return resultOf(scope, sent, incoming, applied, hello.members)
 }
 
 export async function respondSync(
@@ -141,13 +141,9 @@ export async function respondSync(
   const incoming = await receiveData(ch, limits)
   const applied = await applyFromPeer(store, incoming, 'a sync update')
   await ch.close()
-  return {
-    scope: hello.scope,
-    sentBytes: sent,
-    receivedBytes: incoming.length,
-    revisions: applied.revisions,
-    incomplete: applied.incomplete === true,
-    received: incoming,
-    remoteMembers: hello.members,
-  }
+  return resultOf(hello.scope, sent, incoming, applied, hello.members)
+}
+
+function resultOf(scope: string, sentBytes: number, received: Uint8Array, applied: RemoteApplied, remoteMembers: MemberInfo[]): SyncResult {
+  return { scope, sentBytes, receivedBytes: received.length, revisions: applied.revisions, incomplete: applied.incomplete === true, received, remoteMembers }
 }
