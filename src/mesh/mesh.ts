@@ -833,8 +833,8 @@ export class Mesh {
    * Our store holds updates of `scope` that wait for earlier ones we never received (published
    * before anyone listened, or lost): they stay invisible until those arrive. Rather than wait for
    * the next anti-entropy period (and in a partial mesh, for a session with a member that has
-   * them), sync now: first with the first of `prefer` we are connected to (the update's author has
-   * all of its own updates; the forwarder had it), then with random connected members, a few
+   * them), sync now: first with each of `prefer` in turn, connected or not (the update's author has
+   * everything it built on; the forwarder had it), then with random connected members, a few
    * times, until nothing is missing. A gap that outlasts that is left to the periodic rounds.
    */
   private repairSoon(scope: string, prefer: readonly string[]): void {
@@ -844,8 +844,11 @@ export class Mesh {
     const state: { attempts: number; until?: number } = { attempts: 0 }
     this.repairs.set(scope, state)
     const attempt = async (candidates: readonly string[]): Promise<void> => {
+      // The preferred peers first, connected or not (syncWith dials a member we are not connected
+      // to: in a partial mesh the author is often one of those), then random connected members.
+      const [first, ...rest] = candidates.filter((p) => p !== this.peerId && this.isMember(p))
       const connected = this.connectedMembers()
-      const peer = candidates.find((p) => connected.includes(p)) ?? connected[this.randomInt(connected.length)]
+      const peer = first ?? connected[this.randomInt(connected.length)]
       const r = peer === undefined || this.stopped ? undefined : await this.syncWith(peer, scope).catch(() => undefined)
       state.attempts++
       if (r !== undefined && !r.incomplete) {
@@ -858,7 +861,7 @@ export class Mesh {
         this.log.debug({ scope, attempts: state.attempts }, 'updates still missing; left to periodic anti-entropy')
         return
       }
-      this.later(() => attempt([]), this.tunables.maintainIntervalMs)
+      this.later(() => attempt(rest), this.tunables.maintainIntervalMs)
     }
     this.later(() => attempt(prefer), 50)
   }
