@@ -67,3 +67,18 @@ export {
 } from './rollout.ts'
 export { matchSelector, formatSelector } from './selector.ts'
 export { formatDuration } from './duration.ts'
+export {
+  DEFAULT_FENCING,
+  MIN_FENCE_WINDOW_MS,
+  MIN_FENCE_TERM_MS,
+  decideFence,
+  fenceTermMs,
+  fenceWindowMs,
+  quorumNeeded,
+  quorumState,
+  resolveFencing,
+  type FenceDecision,
+  type FencingOptions,
+  type QuorumMember,
+  type QuorumState,
+} from './fencing.ts'

@@ -78,7 +78,7 @@ export function runPlan(view: ClusterView, opts: SchedOptions, watch?: PlanWatch
       continue
     }
     const node = state.nodeByName.get(nodeName)
-    const d = decideBoundPod(p.view, node?.view, now, opts)
+    const d = decideBoundPod(p.view, node?.view, now, opts, view.noQuorum)
     decisions.set(p.key, d)
     if (d.action === 'keep') {
       if (node) state.place(p, node)

@@ -29,6 +29,7 @@ export function decideBoundPod(
   node: NodeView | undefined,
   now: number,
   opts: Pick<SchedOptions, 'haAfterSeconds' | 'goneAfterSeconds'>,
+  noQuorum?: string,
 ): BoundDecision {
   const name = pod.node!
   if (pod.pin !== undefined && pod.pin !== name) {
@@ -50,6 +51,7 @@ export function decideBoundPod(
     if (pod.pin !== undefined) return { action: 'keep', reason: `pinned to ${node.state} node ${name}` }
     if (pod.policy === 'ha') {
       const after = haAfterMs(pod, opts)
+      if (down >= after && noQuorum !== undefined) return { action: 'keep', reason: `node ${name} ${node.state} for ${formatDuration(down)}, but this node does not move ha pods: ${noQuorum}` }
       if (down >= after) return { action: 'unbind', reason: `node ${name} ${node.state} for ${formatDuration(down)} (ha: moves after ${formatDuration(after)})` }
       return { action: 'keep', reason: `node ${name} ${node.state} for ${formatDuration(down)}; ha pod moves after ${formatDuration(after)}`, until: since + after }
     }
@@ -81,14 +83,14 @@ export function decideBoundPod(
  * view (an ha timer or goneAfter runs out): the agent re-plans then. Undefined if nothing is waiting.
  */
 export function nextDecisionTime(
-  view: { pods: readonly PodView[]; nodes: readonly NodeView[]; now: number },
+  view: { pods: readonly PodView[]; nodes: readonly NodeView[]; now: number; noQuorum?: string },
   opts: Pick<SchedOptions, 'haAfterSeconds' | 'goneAfterSeconds'>,
 ): number | undefined {
   const nodes = new Map(view.nodes.map((n) => [n.name, n]))
   let next: number | undefined
   for (const p of view.pods) {
     if (p.node === undefined || p.phase === 'Succeeded' || p.phase === 'Failed') continue
-    const d = decideBoundPod(p, nodes.get(p.node), view.now, opts)
+    const d = decideBoundPod(p, nodes.get(p.node), view.now, opts, view.noQuorum)
     if (d.action === 'keep' && d.until !== undefined && d.until > view.now) next = next === undefined ? d.until : Math.min(next, d.until)
   }
   return next

@@ -10,6 +10,12 @@ export interface ClusterView {
   pods: PodView[]
   /** Milliseconds since the epoch, from the injected clock. */
   now: number
+  /**
+   * Set when the planning node does not hear a quorum of its cluster (src/sched/fencing.ts): why.
+   * Such a node moves no `ha` pod off a lost node — it may be the one cut off, and its own `ha`
+   * pods are being fenced.
+   */
+  noQuorum?: string
 }
 
 export type MemberState = 'alive' | 'suspect' | 'dead'
