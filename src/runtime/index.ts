@@ -1,13 +1,13 @@
 /** Pod runtimes: the public surface of src/runtime. */
 export type {
   ContainerHandle, ContainerResources, ContainerRunSpec, ContainerState, ContainerStatus, EnforcedLimits, ExitListener,
-  ExitStatus, RecoverResult, Runtime, StopOptions, Spawner, SpawnRequest, SpawnedProcess, CommandRunner, Clock,
+  ExitStatus, RecoverResult, Runtime, StopOptions, Spawner, SpawnRequest, SpawnedProcess, CommandRunner, Clock, ContainerFence,
 } from './types.ts'
 export type { RuntimeOptions, RuntimeOptionsInput, LogRotation } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { SandboxRuntime, buildBwrapArgs, buildLaunchPrefix } from './sandbox.ts'
 export { OciRuntime, buildOciConfig, MASKED_PATHS, READONLY_PATHS } from './oci.ts'
-export { resolveOptions, containerArgv, decodeExitCode } from './supervisor.ts'
+export { resolveOptions, containerArgv, decodeExitCode, wrapperScript } from './supervisor.ts'
 export { detectCapabilities, type RuntimeCapabilities, type Capability, type LimitCapability } from './capabilities.ts'
 export { detectCgroupLayout, type CgroupLayout } from './cgroups.ts'
 export { resolveImage, writeOciLayout, packDirToTar, applyLayer, MOUNTPOINTS, type ResolvedImage, type ImageConfig, type LayoutImage } from './image.ts'

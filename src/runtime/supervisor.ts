@@ -100,6 +100,28 @@ export function containerEnv(spec: ContainerRunSpec, image: ResolvedImage): Reco
   return { PATH: DEFAULT_PATH, HOME: '/', ...image.config.env, ...spec.env }
 }
 
+/**
+ * The `sh` script every container runs under: its child joins the container's cgroups and execs the
+ * runtime; the script writes the exit status to a file, so an agent that restarted still learns how
+ * an adopted container ended. With a fence, the payload runs in the background beside a watchdog
+ * loop that checks the lease once a second (ContainerRunSpec.fence): past ORC_FENCE_TERM seconds
+ * it sends SIGTERM (once) to what is in the container's cgroups, or the payload when there are
+ * none; past ORC_FENCE_KILL, SIGKILL to the payload's whole process tree and the cgroups. Either
+ * leaves an `exit.fenced` file (the lease's age) beside the exit file.
+ */
+export function wrapperScript(shPath: string, fenced: boolean): string {
+  const payload = `ORC_CGROUPS="$c" ${shPath} -c 'for f in $ORC_CGROUPS; do echo $$ > "$f" || exit 125; done; unset ORC_CGROUPS; exec "$@"' orc-payload "$@"`
+  const head = `x="$ORC_EXIT"; c="$ORC_CGROUPS"; l="$ORC_LEASE"; ft="$ORC_FENCE_TERM"; fk="$ORC_FENCE_KILL"; unset ORC_EXIT ORC_CGROUPS ORC_LEASE ORC_FENCE_TERM ORC_FENCE_KILL; `
+  if (!fenced) return `${head}${payload}; code=$?; echo "$code" > "$x"; exit "$code"`
+  const watchdog =
+    `kt() { for k in $(pgrep -P "$1"); do kt "$k" "$2"; done; kill -"$2" "$1" 2>/dev/null; }; ` +
+    `cg() { for f in $c; do for q in $(cat "$f" 2>/dev/null); do kill -"$1" "$q" 2>/dev/null; done; done; }; ` +
+    `(termed=; while sleep 1; do t=0; { read -r t < "$l"; } 2>/dev/null || t=0; case "$t" in ''|*[!0-9]*) t=0;; esac; a=$(( $(date +%s) - t )); ` +
+    `if [ "$a" -ge "$fk" ]; then echo "$a" > "$x.fenced"; cg KILL; kt "$p" KILL; exit 0; fi; ` +
+    `if [ "$a" -ge "$ft" ] && [ -z "$termed" ]; then termed=1; echo "$a" > "$x.fenced"; if [ -n "$c" ]; then cg TERM; else kill -TERM "$p" 2>/dev/null; fi; fi; done) & w=$!; `
+  return `${head}${payload} & p=$!; ${watchdog}wait "$p"; code=$?; kill "$w" 2>/dev/null; echo "$code" > "$x"; exit "$code"`
+}
+
 /** Decode the wrapper's exit status (sh reports death by signal N as 128+N). */
 export function decodeExitCode(code: number): { code: number | null; signal: NodeJS.Signals | null } {
   if (code > 128 && code < 128 + 65) {
@@ -197,14 +219,14 @@ export abstract class SupervisedRuntime implements Runtime {
     const logFd = openLogFile(spec.logDir, revision)
     const exitFile = join(dir, 'exit')
     // The wrapper stays outside the container's cgroups; its child joins them, then execs.
-    const script =
-      `x="$ORC_EXIT"; c="$ORC_CGROUPS"; unset ORC_EXIT ORC_CGROUPS; ` +
-      `ORC_CGROUPS="$c" ${this.opts.shPath} -c 'for f in $ORC_CGROUPS; do echo $$ > "$f" || exit 125; done; unset ORC_CGROUPS; exec "$@"' orc-payload "$@"; ` +
-      `code=$?; echo "$code" > "$x"; exit "$code"`
+    const script = wrapperScript(this.opts.shPath, spec.fence !== undefined)
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? DEFAULT_PATH,
       ORC_EXIT: exitFile,
       ORC_CGROUPS: plan.cgroupProcs.join(' '),
+      ...(spec.fence
+        ? { ORC_LEASE: spec.fence.leaseFile, ORC_FENCE_TERM: String(Math.max(0, Math.floor(spec.fence.termAfterSeconds))), ORC_FENCE_KILL: String(Math.max(0, Math.floor(spec.fence.killAfterSeconds))) }
+        : {}),
     }
     let spawned
     try {

@@ -53,6 +53,20 @@ export interface ContainerRunSpec {
   rootInside?: boolean
   /** Hostname inside the container (UTS namespace). Default: the id, truncated to 63 chars. */
   hostname?: string
+  /**
+   * A watchdog beside the container stops it when the agent stops renewing a lease: the file holds
+   * the last time (epoch seconds) the agent heard a quorum of its cluster. Once that time is
+   * `termAfterSeconds` old the container gets SIGTERM, at `killAfterSeconds` SIGKILL (the whole
+   * tree). A missing or unreadable lease counts as expired. This is how the `ha` pods of an agent
+   * that died or was cut off stop before another node may start them (src/sched/fencing.ts).
+   */
+  fence?: ContainerFence
+}
+
+export interface ContainerFence {
+  leaseFile: string
+  termAfterSeconds: number
+  killAfterSeconds: number
 }
 
 export type ContainerState = 'running' | 'exited' | 'unknown'

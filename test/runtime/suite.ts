@@ -167,6 +167,29 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     assert.notEqual(gone[0]?.state, 'running')
   })
 
+  it('a fenced container dies once its lease is stale, even with no runtime watching (dead agent)', async ({ dir, rt }) => {
+    const r = rt()
+    const lease = join(dir, 'lease')
+    const nowS = () => Math.floor(Date.now() / 1000)
+    writeFileSync(lease, `${nowS()}\n`)
+    const fence = { leaseFile: lease, termAfterSeconds: 3, killAfterSeconds: 4 }
+    const h = await r.start({ id: 'fenced', image: busyboxImages().rootfs, command: ['/bin/sh', '-c', 'trap "" TERM; sleep 600 & wait'], logDir: join(dir, 'logs'), fence })
+    // A fresh lease keeps it running; the agent renews it.
+    for (let i = 0; i < 4; i++) {
+      await new Promise((res) => setTimeout(res, 1000))
+      writeFileSync(lease, `${nowS()}\n`)
+    }
+    assert.equal(r.status('fenced')?.state, 'running', 'a renewed lease keeps the container')
+    // The agent dies (stops watching and renewing): the watchdog kills the container (it ignores SIGTERM) by itself.
+    const tree = [h.pid, ...descendants(h.pid)]
+    await r.close()
+    const stopped = Date.now()
+    await waitFor('every process of the fenced container gone', () => (tree.every((pid) => !existsSync(`/proc/${pid}/stat`)) ? true : undefined), 20_000)
+    const took = Date.now() - stopped
+    assert.ok(took >= 2_000, `killed ${took} ms after the last renewal, not before the lease ran out`)
+    assert.ok(existsSync(join(dir, 'state', kind, 'containers', 'fenced', 'exit.fenced')), 'the watchdog leaves a fenced mark')
+  })
+
   it('captures logs per revision, rotates them and follows new lines', async ({ dir, rt }) => {
     const r = rt({ logs: { maxBytes: 16 * 1024, maxFiles: 3, checkIntervalMs: 50 } })
     const image = busyboxImages().rootfs

@@ -7,7 +7,8 @@
  * - `evict` from this node (untolerated NoExecute taint, pin moved away): clear `status.node`.
  * Every node computes the same plan from the same view, so only the chosen node binds. Partial views
  * can still produce concurrent bindings; the store keeps one value of `status.node` on every node,
- * and the lifecycle controller of any other node stops its copy (`assignedTo`) — and reports it.
+ * and the lifecycle controller of any other node stops its copy (`assignedTo`) — and reports it in
+ * its own Node (`status.stoppedCopies`), never in the pod's status.
  *
  * Membership is not in the store, so besides store changes the binder re-plans on a short tick and
  * at `nextDecisionTime` (when an ha timer or goneAfter runs out).
@@ -319,25 +320,5 @@ export class Binder {
       // deleted meanwhile, or refused: the next pass sees the new state
       this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'bind pod')
     }
-  }
-
-  /**
-   * This node stopped its copy of a pod now bound to another node (a conflicting binding lost, or
-   * the pod moved away while this node was unreachable): say so in the pod's status and the log.
-   */
-  async reportStoppedCopy(ref: { namespace: string; name: string }, why: string): Promise<void> {
-    const me = this.c.nodeName
-    const pod = this.c.store.get({ kind: 'Pod', ...ref })
-    if (!pod) return
-    const boundTo = field(pod, 'status.node')
-    this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, node: me, boundTo, why }, 'stopped the copy of a pod bound elsewhere')
-    const now = this.c.now()
-    await this.c.store
-      .patch(
-        { kind: 'Pod', ...ref },
-        [{ path: ['status', 'scheduling', 'stoppedCopies', me], value: { at: new Date(now).toISOString(), boundTo: typeof boundTo === 'string' ? boundTo : null, why } }],
-        { author: SCHEDULER_CONTROLLER, reason: `stopped the copy on ${me}: ${why}`, now },
-      )
-      .catch((err) => this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'report stopped copy'))
   }
 }

@@ -17,6 +17,7 @@ import type { PodView } from '../../sched/index.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import { PodWorker } from './worker.ts'
+import { NODE_CONTROLLER } from '../node-info.ts'
 import type { PodNetworkHooks } from '../network/index.ts'
 
 export interface PodLifecycleComponents {
@@ -87,6 +88,9 @@ export function federatedLoad(scope: string, suffix: string, pods: readonly Stor
   }
   return out
 }
+
+/** How many stopped copies a Node keeps in `status.stoppedCopies`. */
+export const STOPPED_COPIES_KEPT = 20
 
 function keyOf(ref: ObjectRef): string {
   return `${ref.kind}/${ref.namespace}/${ref.name}`
@@ -255,7 +259,7 @@ export class PodLifecycle {
             const to = pod?.status?.node
             if (pod && typeof to === 'string' && to !== '' && to !== run.nodeName && !reported.has(pod.metadata.uid)) {
               reported.add(pod.metadata.uid)
-              await run.binder.reportStoppedCopy({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }, `pod is bound to ${to}`)
+              await this.reportStoppedCopy(run, { namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }, to, `pod is bound to ${to}`)
             }
           }
         } catch (err) {
@@ -335,7 +339,7 @@ export class PodLifecycle {
           podDir: (uid) => join(this.c.dataDir, 'pods', uid),
           adopted: (id) => this.adopted.get(id),
           gone: (id) => this.gone.get(id),
-          copyStopped: (r, why) => void run.binder.reportStoppedCopy(r, why),
+          copyStopped: (r, to, why) => void this.reportStoppedCopy(run, r, to, why),
           ...(this.c.network ? { network: this.c.network } : {}),
           forgetRecovered: (id) => {
             this.adopted.delete(id)
@@ -351,6 +355,26 @@ export class PodLifecycle {
 
   private onExit(id: string, exit: ExitStatus): void {
     for (const w of this.workers.values()) if (w.owns(id)) return w.containerExited(id, exit)
+  }
+
+  /**
+   * This node stopped its copy of a pod bound to another node (a conflicting binding lost, or the
+   * pod moved away while this node was unreachable). The pod's status belongs to the node running
+   * it, so this goes in this node's own Node object (`status.stoppedCopies`, the newest
+   * STOPPED_COPIES_KEPT), where `orc why` and `orc events` find it, and in the log.
+   */
+  private async reportStoppedCopy(run: ScopeRun, ref: { namespace: string; name: string }, boundTo: string, why: string): Promise<void> {
+    const pod = `${run.id === '' ? '' : `${run.id}:`}${ref.namespace}/${ref.name}`
+    this.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, scope: run.id || undefined, node: run.nodeName, boundTo, why }, 'stopped the copy of a pod bound elsewhere')
+    const nodeRef = { kind: 'Node', namespace: '', name: this.c.nodeName }
+    const self = this.c.store.get(nodeRef)
+    if (!self) return
+    const now = this.c.clock.now()
+    const prior = Array.isArray(self.status?.stoppedCopies) ? (self.status.stoppedCopies as unknown[]) : []
+    const entry = { pod, boundTo, at: new Date(now).toISOString(), why }
+    await this.c.store
+      .patch(nodeRef, [{ path: ['status', 'stoppedCopies'], value: [...prior, entry].slice(-STOPPED_COPIES_KEPT) }], { author: NODE_CONTROLLER, reason: `stopped the copy of pod ${pod}: ${why}`, now })
+      .catch((err) => this.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'report stopped copy'))
   }
 
   /** The scheduler's current view of the cluster (what `orc why` explains placement with). */

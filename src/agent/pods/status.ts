@@ -2,9 +2,15 @@
  * Writes a pod's status as controller:lifecycle. One write at a time; what is asked for while a
  * write is in flight is merged into the next one, so a burst of transitions costs one or two
  * revisions, and an unchanged status costs none (the store records no revision for a no-op patch).
+ *
+ * One writer per copy: only the node the pod is bound to (or pinned to) writes its status. A node
+ * stopping a copy of a pod bound elsewhere writes nothing here (it reports that in its own Node,
+ * see PodLifecycle.reportStoppedCopy). And the bound node re-asserts what it wrote when a merge brought
+ * in a concurrent write of another node (one that ran the pod before it learned of the move).
  */
+import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
-import type { ObjectRef } from '../../model/index.ts'
+import type { ObjectRef, OrcObject } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 
 export const LIFECYCLE_CONTROLLER = 'controller:lifecycle'
@@ -12,18 +18,38 @@ export const LIFECYCLE_CONTROLLER = 'controller:lifecycle'
 export class StatusWriter {
   private pending: { status: Record<string, unknown>; reason: string } | undefined
   private inflight: Promise<void> | undefined
+  /** The last status written (or skipped because the pod is not ours). */
+  private last: Record<string, unknown> | undefined
 
   constructor(
     private readonly store: ObjectStore,
     private readonly ref: ObjectRef,
     private readonly now: () => number,
     private readonly log: Logger,
+    /** Whether this node runs the pod (bound or pinned here): only then is its status ours. */
+    private readonly mine: (obj: OrcObject) => boolean,
   ) {}
 
   /** Desired status (every lifecycle-owned field; undefined removes one). */
   set(status: Record<string, unknown>, reason: string): void {
     this.pending = { status, reason }
+    this.last = status
     this.inflight ??= this.flush().finally(() => (this.inflight = undefined))
+  }
+
+  /**
+   * The stored status differs from what this node last wrote (a merge of another node's concurrent
+   * write won a field): write ours again. Only while the pod is ours; a no-op otherwise.
+   */
+  reassert(): void {
+    if (this.last === undefined || this.pending !== undefined || this.inflight !== undefined) return
+    const cur = this.store.get(this.ref)
+    if (!cur || !this.mine(cur)) return
+    const st = (cur.status ?? {}) as Record<string, unknown>
+    const drift = Object.entries(this.last).filter(([k, v]) => !isDeepStrictEqual(st[k], v === undefined ? undefined : JSON.parse(JSON.stringify(v))))
+    if (drift.length === 0) return
+    this.log.info({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, fields: drift.map(([k]) => k) }, 'pod status overwritten by a concurrent write; writing it again')
+    this.set(this.last, `status of the running copy restored (${drift.map(([k]) => k).join(', ')} had a concurrent write)`)
   }
 
   /** Resolves once everything asked for so far is written. */
@@ -37,6 +63,10 @@ export class StatusWriter {
       this.pending = undefined
       const cur = this.store.get(this.ref)
       if (!cur) return
+      if (!this.mine(cur)) {
+        this.log.debug({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, reason }, 'pod status not written: the pod is bound to another node')
+        continue
+      }
       try {
         const fields = Object.entries(status).map(([k, v]) => ({ path: ['status', k], value: v }))
         const res = await this.store.patch(this.ref, fields, { author: LIFECYCLE_CONTROLLER, reason, now: this.now() })

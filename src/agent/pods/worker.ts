@@ -49,7 +49,7 @@ export interface PodWorkerComponents {
   /** Forget what recover() found about this id (it has been dealt with). */
   forgetRecovered(id: string): void
   /** This node stopped its copy because the pod is bound to another node. */
-  copyStopped?(ref: { namespace: string; name: string }, why: string): void
+  copyStopped?(ref: { namespace: string; name: string }, boundTo: string, why: string): void
   /** The node network (pod netns + IPv6); absent: containers get loopback only. */
   network?: PodNetworkHooks
 }
@@ -125,7 +125,7 @@ export class PodWorker {
     this.ref = ref
     this.log = c.log
     this.runRetryMs = c.tunables.runRetryMs
-    this.writer = new StatusWriter(c.store, ref, () => c.clock.now(), c.log)
+    this.writer = new StatusWriter(c.store, ref, () => c.clock.now(), c.log, (obj) => assignedTo(obj, c.nodeName))
   }
 
   private fields(rev = this.revision): Record<string, unknown> {
@@ -208,12 +208,15 @@ export class PodWorker {
         const why = typeof to === 'string' && to !== '' ? `pod is bound to ${to}` : `pod is no longer bound to ${this.c.nodeName}`
         await this.teardown(why, false)
         // Bound to another node (a move while this node was away, or a lost binding conflict): report it.
-        if (typeof to === 'string' && to !== '') this.c.copyStopped?.({ namespace: this.ref.namespace, name: this.ref.name }, why)
+        if (typeof to === 'string' && to !== '') this.c.copyStopped?.({ namespace: this.ref.namespace, name: this.ref.name }, to, why)
       }
       return
     }
     const hash = specHash(obj)
-    if (hash === this.hash) return
+    if (hash === this.hash) {
+      this.writer.reassert()
+      return
+    }
     const first = this.uid === undefined
     this.uid = obj.metadata.uid
     if (first && (await this.tryAdopt(obj, hash))) return
