@@ -64,6 +64,17 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
     }, 30_000)
   }
   const byName = new Map(nodes.map((n) => [n.name, n]))
+  // One survivor of three is left below, which hears no majority: this test opts out of quorum
+  // fencing (fenceQuorum 1), as a two-machine lab would. test/sched/fencing.test.ts tests fencing.
+  const clusters = JSON.parse((await a.cli(['get', 'clusters', '-o', 'json'])).stdout)
+  const cluster = (clusters.items ?? clusters)[0]
+  await apply(a, JSON.stringify({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: cluster.metadata.name }, spec: { ...cluster.spec, scheduling: { ...cluster.spec.scheduling, fenceQuorum: 1 } } }))
+  for (const n of nodes) {
+    await waitFor(`${n.name} to have fencing off`, async () => {
+      const r = JSON.parse((await n.cli(['get', 'clusters', '-o', 'json'])).stdout)
+      return (r.items ?? r)[0]?.spec?.scheduling?.fenceQuorum === 1 ? true : undefined
+    }, 30_000)
+  }
 
   await t.test('a nodeSelector pod lands on the labelled node; an impossible one is explained', async () => {
     await apply(a, manifest('ssd', image, markers[0]!, { nodeSelector: { disk: 'ssd' } }))
@@ -149,11 +160,14 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
       const r = JSON.parse((await lost.cli(['get', 'node', lost.name, '-o', 'json'])).stdout)
       return r.status?.forgotten === undefined
     })
-    const p = await waitFor('keeper to report the stopped copy', async () => {
-      const p = await pod(lost, 'keeper')
-      return p?.status?.scheduling?.stoppedCopies?.[lost.name] ? p : undefined
+    const report = await waitFor('the lost node to report the copy it stopped in its own Node', async () => {
+      const r = JSON.parse((await lost.cli(['get', 'node', lost.name, '-o', 'json'])).stdout)
+      return (r.status?.stoppedCopies ?? []).find((c: { pod: string }) => c.pod === 'default/keeper')
     }, 30_000)
+    const p = (await pod(lost, 'keeper'))!
     assert.notEqual(p.status.node, lost.name)
+    assert.equal(report.boundTo, p.status.node)
+    assert.equal(p.status.scheduling?.stoppedCopies, undefined, "the pod's status is left to the node running it")
     await waitFor('one copy of keeper on this machine', async () => pidsRunning(['sleep', markers[1]!]).length === 1)
   })
 })

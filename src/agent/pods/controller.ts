@@ -12,11 +12,12 @@ import type { ObjectStore } from '../../store/index.ts'
 import type { Clock as WorkflowClock } from '../../workflow/index.ts'
 import { Binder, type ViewBuilder } from './binder.ts'
 import type { StoredObject } from '../../store/index.ts'
-import { buildSchedView, podViewOf, type NodeMember } from '../sched/index.ts'
-import type { PodView } from '../../sched/index.ts'
+import { buildSchedView, podViewOf, schedOptionsOf, type NodeMember } from '../sched/index.ts'
+import { DEFAULT_SCHED_OPTIONS, type PodView } from '../../sched/index.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import { PodWorker } from './worker.ts'
+import { Fence } from './fence.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
 import type { PodNetworkHooks } from '../network/index.ts'
 
@@ -116,12 +117,25 @@ export class PodLifecycle {
   private started = false
   /** The cluster's own scope (id '') and any federation scopes, in the order they were added. */
   private readonly scopes = new Map<string, ScopeRun>()
+  /** Self-fencing of ha pods: this node's quorum and the lease their watchdogs read. */
+  readonly fence: Fence
+  private fenceTimer: unknown
 
   constructor(private readonly c: PodLifecycleComponents) {
     this.tunables = { ...DEFAULT_POD_TUNABLES, ...c.tunables }
     this.log = c.logger.child({ module: 'lifecycle' })
     mkdirSync(this.runtimeDir(), { recursive: true, mode: 0o711 })
     chmodSync(this.runtimeDir(), 0o711)
+    this.fence = new Fence({
+      nodeName: c.nodeName,
+      // Without a mesh's membership (tests), a node believed alive counts as heard just now.
+      members: c.members ?? (() => c.aliveNodes().map((name) => ({ name, state: 'alive' as const, lastSeen: c.clock.now() }))),
+      nodes: () => c.store.list('Node'),
+      clusters: () => c.store.list('Cluster'),
+      now: () => c.clock.now(),
+      leaseFile: join(this.runtimeDir(), 'lease'),
+      log: this.log,
+    })
     mkdirSync(join(c.dataDir, 'pods'), { recursive: true, mode: 0o700 })
     this.images = new PodImages(join(this.runtimeDir(), 'images'), join(this.runtimeDir(), 'image-pins.json'), this.tunables.keepImageRevisions)
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
@@ -136,7 +150,8 @@ export class PodLifecycle {
       ...(c.schedTickMs !== undefined ? { tickMs: c.schedTickMs } : {}),
       // The cluster's scheduler counts the federated pods running on the cluster's nodes.
       buildView: (pods, nodes, me, members, now, down, taints) => {
-        const v = buildSchedView(pods, nodes, me, members, now, down, taints)
+        const noQuorum = this.fence.noQuorum()
+        const v = { ...buildSchedView(pods, nodes, me, members, now, down, taints), ...(noQuorum !== undefined ? { noQuorum } : {}) }
         const extra: PodView[] = []
         for (const run of this.scopes.values()) {
           if (run.id === '') continue
@@ -222,8 +237,20 @@ export class PodLifecycle {
     return rt
   }
 
+  /**
+   * Once a second: recompute the quorum (renewing the lease) and let the workers of ha pods stop
+   * or start their copy when the fence decision changed.
+   */
+  private fenceLoop(): void {
+    if (this.stopped) return
+    this.fence.refresh()
+    for (const w of this.workers.values()) w.fenceTick()
+    this.fenceTimer = this.c.clock.setTimeout(() => this.fenceLoop(), 1000)
+  }
+
   /** Re-adopt containers, subscribe to the store, reconcile every pod. */
   async start(): Promise<void> {
+    this.fence.refresh()
     for (const kind of ['sandbox', 'oci'] as const) {
       let rt: Runtime
       try {
@@ -240,6 +267,7 @@ export class PodLifecycle {
     this.started = true
     for (const run of this.scopes.values()) await this.startScope(run)
     await this.reapOrphans()
+    this.fenceTimer = this.c.clock.setTimeout(() => this.fenceLoop(), 1000)
   }
 
   /** Containers of a previous agent that belong to no pod of this node any more. */
@@ -340,6 +368,8 @@ export class PodLifecycle {
           adopted: (id) => this.adopted.get(id),
           gone: (id) => this.gone.get(id),
           copyStopped: (r, to, why) => void this.reportStoppedCopy(run, r, to, why),
+          fence: this.fence,
+          haAfterSeconds: () => schedOptionsOf(this.c.store.list('Cluster')).haAfterSeconds ?? DEFAULT_SCHED_OPTIONS.haAfterSeconds,
           ...(this.c.network ? { network: this.c.network } : {}),
           forgetRecovered: (id) => {
             this.adopted.delete(id)
@@ -401,6 +431,7 @@ export class PodLifecycle {
   /** Stop reacting; containers keep running for the next agent to adopt. */
   async stop(): Promise<void> {
     this.stopped = true
+    if (this.fenceTimer !== undefined) this.c.clock.clearTimeout(this.fenceTimer as Parameters<typeof this.c.clock.clearTimeout>[0])
     for (const run of this.scopes.values()) {
       run.binder.stop()
       run.unsubscribe?.()

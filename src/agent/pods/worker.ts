@@ -10,7 +10,8 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { OrcError, field, type ObjectRef, type OrcObject } from '../../model/index.ts'
-import type { ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
+import type { ContainerFence, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
+import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
 import {
   WorkflowGraph,
@@ -30,7 +31,13 @@ import { SCHEDULER_CONTROLLER } from './binder.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { untaggedAuthor } from '../federation/membership.ts'
 
-export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping'
+export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping' | 'Fenced'
+
+/** What a worker asks of self-fencing (PodLifecycle.fence). */
+export interface PodFence {
+  decide(haAfterMs: number, graceMs: number): FenceDecision
+  containerFence(haAfterMs: number, graceMs: number): ContainerFence
+}
 
 export interface PodWorkerComponents {
   store: ObjectStore
@@ -52,6 +59,10 @@ export interface PodWorkerComponents {
   copyStopped?(ref: { namespace: string; name: string }, boundTo: string, why: string): void
   /** The node network (pod netns + IPv6); absent: containers get loopback only. */
   network?: PodNetworkHooks
+  /** Self-fencing of ha pods; absent: ha pods are never fenced (unit tests). */
+  fence?: PodFence
+  /** The cluster's default haAfterSeconds. */
+  haAfterSeconds?(): number
 }
 
 interface ContainerState {
@@ -117,6 +128,8 @@ export class PodWorker {
   private net: PodAttachment | undefined
   /** Set once the pod is gone for good: the controller drops the worker. */
   done = false
+  /** Why this node's copy is fenced (an ha pod on a node that has not heard a quorum), if it is. */
+  private fenced: string | undefined
 
   constructor(
     private readonly c: PodWorkerComponents,
@@ -158,6 +171,45 @@ export class PodWorker {
       this.clearRunRetry()
       await this.startRun(obj as StoredObject, this.gen)
     })
+  }
+
+  /**
+   * The lifecycle's once-a-second fence check: an ha pod that ran (or was fenced) here is stopped
+   * or started again when the fence decision changed.
+   */
+  fenceTick(): void {
+    if (this.uid === undefined || this.c.fence === undefined) return
+    void this.enqueue(async () => {
+      const obj = this.c.store.get(this.ref)
+      if (!obj || !assignedTo(obj, this.c.nodeName)) return
+      const ha = this.haOf(obj)
+      const run = ha === undefined || this.c.fence!.decide(ha.haAfterMs, ha.graceMs).run
+      if (run === (this.fenced === undefined)) return
+      await this.reconcileNow()
+    })
+  }
+
+  /**
+   * haAfter and stop grace of an ha pod; undefined for a best-effort one, and for a pinned one (it
+   * never moves, so no other node can start a second copy).
+   */
+  private haOf(obj: OrcObject): { haAfterMs: number; graceMs: number } | undefined {
+    if (field(obj, 'spec.policy') !== 'ha' || this.c.fence === undefined) return undefined
+    const pin = field(obj, 'spec.placement.node')
+    if (typeof pin === 'string' && pin !== '') return undefined
+    const own = field(obj, 'spec.haAfterSeconds')
+    const seconds = typeof own === 'number' ? own : (this.c.haAfterSeconds?.() ?? 30)
+    return { haAfterMs: seconds * 1000, graceMs: podSpecOf(obj).graceMs }
+  }
+
+  /** Stop this node's copy of an ha pod: the node has not heard a quorum for too long. */
+  private async fenceStop(reason: string): Promise<void> {
+    const running = this.hash !== undefined || this.podContainerIds().length > 0
+    if (running) this.log.warn({ ...this.fields(), reason }, 'ha pod fenced: stopping this copy')
+    else if (this.fenced === undefined) this.log.warn({ ...this.fields(), reason }, 'ha pod fenced: not starting it')
+    if (running) await this.teardown(reason, false)
+    this.fenced = reason
+    this.writeStatus(reason)
   }
 
   /** Resolves once queued work and status writes are done (tests, shutdown). */
@@ -212,6 +264,19 @@ export class PodWorker {
       }
       return
     }
+    const ha = this.haOf(obj)
+    if (ha !== undefined) {
+      const d = this.c.fence!.decide(ha.haAfterMs, ha.graceMs)
+      if (!d.run) {
+        this.uid ??= obj.metadata.uid
+        if (this.fenced === undefined || this.hash !== undefined || this.podContainerIds().length > 0) await this.fenceStop(d.reason)
+        return
+      }
+      if (this.fenced !== undefined) {
+        this.log.info({ ...this.fields(), reason: d.reason }, 'ha pod no longer fenced: starting it')
+        this.fenced = undefined
+      }
+    } else if (this.fenced !== undefined) this.fenced = undefined
     const hash = specHash(obj)
     if (hash === this.hash) {
       this.writer.reassert()
@@ -542,6 +607,7 @@ export class PodWorker {
       ...(cs.spec.resources ? { resources: cs.spec.resources } : {}),
       ...(spec.unsafe.includes('root') ? { rootInside: true } : {}),
       ...(this.net?.mode === 'ipv6' ? { netnsPath: this.net.netnsPath } : {}),
+      ...this.fenceOf(),
     }
     cs.stopping = false
     const h = await rt.start(run)
@@ -554,6 +620,13 @@ export class PodWorker {
     cs.finishedAt = undefined
     this.log.info({ ...this.fields(), container: cs.spec.name, pid: h.pid, restarts: cs.restarts }, 'container started')
     this.writeStatus(`container ${cs.spec.name} started`)
+  }
+
+  /** The watchdog of an ha pod's container (ContainerRunSpec.fence). */
+  private fenceOf(): { fence?: ContainerFence } {
+    const obj = this.c.store.get(this.ref)
+    const ha = obj ? this.haOf(obj) : undefined
+    return ha === undefined ? {} : { fence: this.c.fence!.containerFence(ha.haAfterMs, ha.graceMs) }
   }
 
   private async onExit(id: string, exit: ExitStatus, whileAway = false): Promise<void> {
@@ -602,6 +675,7 @@ export class PodWorker {
 
   phase(): PodPhase {
     if (this.stopping) return 'Stopping'
+    if (this.fenced !== undefined) return 'Fenced'
     if (this.runState === 'none') return 'Pending'
     if (this.runState === 'running') return 'Starting'
     if (this.runState === 'failed') return 'Failed'
@@ -614,7 +688,7 @@ export class PodWorker {
     const phase = this.phase()
     const status: Record<string, unknown> = {
       phase,
-      reason: this.runState === 'failed' ? this.runReason : undefined,
+      reason: this.fenced ?? (this.runState === 'failed' ? this.runReason : undefined),
       runningRevision: this.runningRevision,
       targetRevision: this.revision,
       specHash: this.hash,

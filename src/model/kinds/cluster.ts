@@ -14,6 +14,10 @@ export const clusterKind: KindDef = {
     scheduling: s.object({
       haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
       goneAfterSeconds: s.int({ min: 1, max: 365 * 24 * 3600 }),
+      /** Nodes (this one included) a node must hear to run ha pods; 0 = a majority, 1 = no fencing. */
+      fenceQuorum: s.int({ min: 0, max: 10_000 }),
+      /** An ha pod's copy is dead this long before another node may start one (src/sched/fencing.ts). */
+      fenceMarginSeconds: s.int({ min: 0, max: 3600 }),
     }),
   }),
   status: s.object({}, { open: true }),

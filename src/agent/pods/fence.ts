@@ -1,0 +1,144 @@
+/**
+ * This node's side of self-fencing (src/sched/fencing.ts): how long since it last heard a quorum of
+ * its cluster, kept in a lease file that every `ha` container's watchdog reads (the runtime's
+ * ContainerRunSpec.fence), and whether an `ha` pod may run here now.
+ *
+ * The lease only moves forward, and a new agent starts from the previous agent's lease: an agent
+ * restart that takes less than the fence window keeps the adopted `ha` pods.
+ */
+import { readFileSync, renameSync, writeFileSync } from 'node:fs'
+import type { Logger } from 'pino'
+import { field, isPlainObject } from '../../model/index.ts'
+import {
+  MIN_FENCE_TERM_MS,
+  decideFence,
+  fenceTermMs,
+  fenceWindowMs,
+  quorumState,
+  resolveFencing,
+  type FenceDecision,
+  type FencingOptions,
+  type QuorumState,
+} from '../../sched/index.ts'
+import type { StoredObject } from '../../store/index.ts'
+import { isForgotten, type NodeMember } from '../sched/index.ts'
+
+export interface FenceComponents {
+  nodeName: string
+  /** Membership with last-heard times (the mesh's members()). */
+  members(): readonly NodeMember[]
+  /** The cluster's Node objects. */
+  nodes(): StoredObject[]
+  /** The cluster's Cluster objects (fencing options in spec.scheduling). */
+  clusters(): StoredObject[]
+  now(): number
+  /** `<dataDir>/runtime/lease`. */
+  leaseFile: string
+  log: Logger
+}
+
+/** `Cluster.spec.scheduling.fenceQuorum` / `fenceMarginSeconds`. */
+export function fencingOptionsOf(clusters: readonly StoredObject[]): FencingOptions {
+  const out: Partial<FencingOptions> = {}
+  for (const c of clusters) {
+    const s = field(c, 'spec.scheduling')
+    if (!isPlainObject(s)) continue
+    if (typeof s.fenceQuorum === 'number') out.fenceQuorum = s.fenceQuorum
+    if (typeof s.fenceMarginSeconds === 'number') out.fenceMarginSeconds = s.fenceMarginSeconds
+  }
+  return resolveFencing(out)
+}
+
+export class Fence {
+  private lastQuorumAt: number
+  private leaseWritten = Number.NEGATIVE_INFINITY
+  private lastState: QuorumState | undefined
+  private hadQuorum: boolean | undefined
+
+  constructor(private readonly c: FenceComponents) {
+    this.lastQuorumAt = readLease(c.leaseFile)
+  }
+
+  options(): FencingOptions {
+    return fencingOptionsOf(this.c.clusters())
+  }
+
+  /** Recompute from membership now; renews the lease when the last quorum moved on. */
+  refresh(): QuorumState {
+    const now = this.c.now()
+    const opts = this.options()
+    const byName = new Map(this.c.members().map((m) => [m.name, m]))
+    const others = this.c
+      .nodes()
+      .filter((n) => n.metadata.name !== this.c.nodeName)
+      .map((n) => {
+        const m = byName.get(n.metadata.name)
+        const seen = typeof m?.lastSeen === 'number' ? m.lastSeen : undefined
+        return { name: n.metadata.name, forgotten: isForgotten(n), ...(seen !== undefined ? { lastSeen: seen } : {}) }
+      })
+    const q = quorumState(others, now, opts)
+    // The lease only moves forward: a fresh agent that has heard no one yet keeps its predecessor's.
+    this.lastQuorumAt = Math.max(this.lastQuorumAt, q.lastQuorumAt)
+    const state = { ...q, lastQuorumAt: this.lastQuorumAt }
+    this.lastState = state
+    const seconds = Math.floor(this.lastQuorumAt / 1000)
+    if (Number.isFinite(seconds) && seconds > this.leaseWritten) {
+      try {
+        writeFileSync(`${this.c.leaseFile}.tmp`, `${seconds}\n`, { mode: 0o644 })
+        renameSync(`${this.c.leaseFile}.tmp`, this.c.leaseFile)
+        this.leaseWritten = seconds
+      } catch (err) {
+        this.c.log.warn({ err: String(err), file: this.c.leaseFile }, 'write fence lease')
+      }
+    }
+    const has = now - this.lastQuorumAt < MIN_FENCE_TERM_MS
+    if (has !== this.hadQuorum) {
+      if (this.hadQuorum !== undefined || !has) {
+        const fields = { heard: state.heard, size: state.size, needed: state.needed, lastQuorumAt: Number.isFinite(this.lastQuorumAt) ? new Date(this.lastQuorumAt).toISOString() : null }
+        if (has) this.c.log.info(fields, 'quorum heard again')
+        else this.c.log.warn(fields, 'quorum not heard: ha pods will be fenced')
+      }
+      this.hadQuorum = has
+    }
+    return state
+  }
+
+  private state(): QuorumState {
+    return this.lastState ?? this.refresh()
+  }
+
+  /** May an `ha` pod run here now? */
+  decide(haAfterMs: number, graceMs: number): FenceDecision {
+    return decideFence(this.state(), this.c.now(), haAfterMs, graceMs, this.options())
+  }
+
+  /** The watchdog settings of an `ha` container (seconds after the lease's time). */
+  containerFence(haAfterMs: number, graceMs: number): { leaseFile: string; termAfterSeconds: number; killAfterSeconds: number } {
+    const window = fenceWindowMs(haAfterMs, this.options())
+    return { leaseFile: this.c.leaseFile, termAfterSeconds: Math.floor(fenceTermMs(window, graceMs) / 1000), killAfterSeconds: Math.floor(window / 1000) }
+  }
+
+  /**
+   * Why this node moves no `ha` pod now (it has not heard a quorum for a heartbeat or two), for the
+   * scheduler's view; undefined when it hears one.
+   */
+  noQuorum(): string | undefined {
+    const s = this.state()
+    if (this.c.now() - s.lastQuorumAt < MIN_FENCE_TERM_MS) return undefined
+    return `it hears ${s.heard} of ${s.size} nodes, fewer than the quorum of ${s.needed}`
+  }
+
+  /** For `orc why` and status: the state as last computed. */
+  snapshot(): QuorumState {
+    return this.state()
+  }
+}
+
+function readLease(file: string): number {
+  try {
+    const s = Number(readFileSync(file, 'utf8').trim())
+    return Number.isFinite(s) && s > 0 ? s * 1000 : Number.NEGATIVE_INFINITY
+  } catch {
+    return Number.NEGATIVE_INFINITY
+  }
+}
