@@ -20,6 +20,7 @@ import { authorFrom, changeLines, examples, normalizeAuthor, historyTable, objec
 import { describeDoc, readManifests } from './manifests.ts'
 import { RemoteApiClient, readCredential, type ApiCaller } from './remote.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
+import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { registerPodCommands } from './commands/pods.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
@@ -246,6 +247,10 @@ Use "orc COMMAND --help" for more about a command.`))
         items = r.items
       }
       if (def.kind === 'Node' && opts.output === 'wide' && items.length > 0) return io.out(await nodesWideTable(c, items, io.now()))
+      if ((def.kind === 'Node' || def.kind === 'Pod') && (opts.output === 'table' || opts.output === 'wide') && items.length > 0) {
+        const members = await fetchMembers(c)
+        if (members) items = withLiveness(def.kind, items, unreachableNodes(members, io.now()))
+      }
       printObjects(io, def, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
     })
 

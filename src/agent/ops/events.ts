@@ -14,7 +14,7 @@ export interface ClusterEvent {
   /** `pod/web` style. */
   object: string
   namespace: string
-  /** `Created`, `Updated`, `Deleted`, `RolledBack`, `UnitStarted`, `UnitDone`, `UnitFailed`, `UnitSkipped`. */
+  /** `Created`, `Updated`, `Deleted`, `RolledBack`, `UnitStarted`, `UnitDone`, `UnitFailed`, `UnitSkipped`, `CopyStopped`. */
   type: string
   /** Who: the revision's author, or the node that ran the unit. */
   source: string
@@ -75,6 +75,26 @@ function unitEvents(obj: StoredObject, since: number): ClusterEvent[] {
   return out
 }
 
+/** `CopyStopped`: a node stopped its copy of a pod bound elsewhere (its Node's status.stoppedCopies). */
+function stoppedCopyEvents(nodes: readonly StoredObject[], since: number, ref: ObjectRef | undefined, namespace: string | undefined): ClusterEvent[] {
+  const out: ClusterEvent[] = []
+  for (const n of nodes) {
+    const list = (n.status as Record<string, unknown> | undefined)?.stoppedCopies
+    if (!Array.isArray(list)) continue
+    for (const e of list as Record<string, unknown>[]) {
+      const pod = typeof e?.pod === 'string' ? e.pod : ''
+      const time = Date.parse(String(e?.at))
+      const slash = pod.indexOf('/')
+      if (slash < 0 || pod.includes(':') || !(time >= since)) continue
+      const [ns, name] = [pod.slice(0, slash), pod.slice(slash + 1)]
+      if (ref !== undefined && (ref.namespace !== ns || ref.name !== name)) continue
+      if (namespace !== undefined && namespace !== ns) continue
+      out.push({ id: `${n.metadata.uid}:copy:${pod}:${time}`, time, object: refText('Pod', name), namespace: ns, type: 'CopyStopped', source: `node/${n.metadata.name}`, message: `copy on ${n.metadata.name} stopped: ${String(e.why)}` })
+    }
+  }
+  return out
+}
+
 function formatMs(ms: number): string {
   return ms < 1000 ? `${Math.max(0, Math.round(ms))}ms` : `${(ms / 1000).toFixed(1)}s`
 }
@@ -111,6 +131,7 @@ export async function collectEvents(store: ObjectStore, q: EventQuery): Promise<
     }
   }
   for (const o of objects) out.push(...unitEvents(o, since))
+  if (q.ref === undefined ? q.kind === undefined || q.kind === 'Pod' : q.ref.kind === 'Pod') out.push(...stoppedCopyEvents(store.list('Node'), since, q.ref, q.namespace))
   out.sort((a, b) => a.time - b.time || a.id.localeCompare(b.id))
   const limit = q.limit ?? 500
   return out.length > limit ? out.slice(out.length - limit) : out

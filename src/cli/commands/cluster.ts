@@ -11,6 +11,7 @@ import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
 import type { ApiCaller } from '../remote.ts'
 import { createProgress } from '../progress.ts'
+import { fetchMembers, unreachableNodes } from '../liveness.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, installLine } from './ops.ts'
 
 export interface ClusterCliIO {
@@ -95,16 +96,6 @@ async function runForeground(io: ClusterCliIO, opts: AgentOptions, banner: (a: A
   removeSignals()
 }
 
-interface Member {
-  peerId: string
-  name: string
-  addresses: string[]
-  state: 'alive' | 'suspect' | 'dead'
-  lastSeen: number | null
-  rttMs: number | null
-  self: boolean
-  connected?: boolean
-}
 
 
 function ageOf(iso: unknown, now: number): string {
@@ -114,12 +105,8 @@ function ageOf(iso: unknown, now: number): string {
 
 /** `orc get nodes -o wide`: the stored Node objects joined with this node's live view of the mesh. */
 export async function nodesWideTable(client: ApiCaller, items: StoredObject[], now: number): Promise<string> {
-  let members: Member[] = []
-  try {
-    members = (await client.call<{ members: Member[] }>('GET', '/v1/members')).members
-  } catch (err) {
-    if (!(err instanceof OrcError && err.code === 'not_found')) throw err // an agent without the mesh
-  }
+  const members = (await fetchMembers(client)) ?? [] // an agent without the mesh: none
+  const down = unreachableNodes(members, now)
   const byPeer = new Map(members.map((m) => [m.peerId, m]))
   const rows = items.map((o) => {
     const st = (o.status ?? {}) as Record<string, unknown>
@@ -131,7 +118,8 @@ export async function nodesWideTable(client: ApiCaller, items: StoredObject[], n
     const rtt = m === undefined || m.self || m.rttMs === null ? '-' : `${Math.round(m.rttMs * 10) / 10}ms`
     const addrs = (m && m.addresses.length > 0 ? m.addresses : ((st.addresses as string[] | undefined) ?? [])).join(',') || '<none>'
     const labels = Object.entries(o.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',') || '<none>'
-    return [o.metadata.name, String(st.state ?? 'Unknown'), state, seen, rtt, addrs, nodeNetworkCell(o), String(st.version ?? '<unknown>'), labels, ageOf(o.metadata.createdAt, now)]
+    const status = !removed && m !== undefined && !m.self ? (down.get(m.name)?.text ?? String(st.state ?? 'Unknown')) : String(st.state ?? 'Unknown')
+    return [o.metadata.name, status, state, seen, rtt, addrs, nodeNetworkCell(o), String(st.version ?? '<unknown>'), labels, ageOf(o.metadata.createdAt, now)]
   })
   return formatTable(['NAME', 'STATUS', 'MEMBER', 'LAST SEEN', 'LATENCY', 'ADDRESSES', 'NETWORK', 'VERSION', 'LABELS', 'AGE'], rows)
 }

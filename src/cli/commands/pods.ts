@@ -6,6 +6,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, r
 import { join, resolve } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import type { Command } from 'commander'
+import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { Option } from 'commander'
 import { OrcError, field, parseRef, type ObjectRef } from '../../model/index.ts'
 import type { StoredObject } from '../../store/index.ts'
@@ -43,6 +44,19 @@ function podRef(target: string, namespace: string | undefined): ObjectRef {
 }
 
 /** The header of `orc why`: where the pod is and what runs, before the workflow explanation. */
+/** What nodes report of the copies of a pod they stopped (Node.status.stoppedCopies), oldest first. */
+async function stoppedCopiesOf(c: ApiCaller, ref: { namespace: string; name: string }): Promise<{ node: string; at: string; why: string }[]> {
+  const key = `${ref.namespace}/${ref.name}`
+  const r = await c.call<{ items: StoredObject[] }>('GET', '/v1/objects/Node').catch(() => ({ items: [] as StoredObject[] }))
+  const out: { node: string; at: string; why: string }[] = []
+  for (const n of r.items) {
+    const list = field(n, 'status.stoppedCopies')
+    if (!Array.isArray(list)) continue
+    for (const e of list as Record<string, unknown>[]) if (e?.pod === key) out.push({ node: n.metadata.name, at: String(e.at), why: String(e.why) })
+  }
+  return out.sort((a, b) => a.at.localeCompare(b.at))
+}
+
 function podSummary(pod: StoredObject): string[] {
   const st = (pod.status ?? {}) as Record<string, unknown>
   const node = (st.node ?? field(pod, 'spec.placement.node')) as string | undefined
@@ -106,7 +120,14 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
         if (snap) body.explanation = opts.criticalChain ? criticalChain(snap, 'running', { subject, now }) : explainWhy(snap, 'running', { subject, now })
         return io.out(JSON.stringify(body, null, 2) + '\n')
       }
-      const out = podSummary(pod)
+      // The node it is bound to is unreachable from here: what the status says is its last report.
+      const members = await fetchMembers(client(cmd)).catch(() => undefined)
+      const node = podNodeOf(pod)
+      const lost = node === undefined || !members ? undefined : unreachableNodes(members, now).get(node)
+      const out = podSummary(lost ? withLiveness('Pod', [pod], new Map([[node!, lost]]))[0]! : pod)
+      if (lost) out.push(`  node ${node} is ${lost.text} as this node sees it: the status below is its last report (phase ${String(field(pod, 'status.phase') ?? 'Pending')})`)
+      const stopped = await stoppedCopiesOf(client(cmd), ref)
+      if (stopped.length > 0) out.push('', 'Copies stopped on other nodes:', ...stopped.map((s) => `  ${s.node} at ${s.at}: ${s.why}`))
       if (placement && placement.explanation.status !== 'bound') out.push('', 'Placement:', ...placement.text.split('\n').map((l) => `  ${l}`))
       else if (placement && (!snap || !placement.explanation.summary.startsWith('running on '))) out.push('', `Placement: ${placement.text.split('\n')[0]}`)
       if (!snap) {

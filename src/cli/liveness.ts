@@ -1,0 +1,75 @@
+/**
+ * What the CLI shows of liveness. Membership is ephemeral (not in the store), so a Node's stored
+ * `status.state` says Ready and a pod's `status.phase` says Running for as long as their node is
+ * unreachable: nobody else may write them. Tables join them with the answering node's live view of
+ * the mesh (`/v1/members`): an unreachable node shows `NotReady` (suspect) or `Unreachable` (dead)
+ * with how long, and the pods bound to it show `Unknown`. Only the display changes; `-o yaml/json`
+ * print the stored objects.
+ */
+import { OrcError, field } from '../model/index.ts'
+import type { StoredObject } from '../store/index.ts'
+import { ago } from './format.ts'
+import type { ApiCaller } from './remote.ts'
+
+export interface Member {
+  peerId: string
+  name: string
+  addresses: string[]
+  state: 'alive' | 'suspect' | 'dead'
+  lastSeen: number | null
+  rttMs: number | null
+  self: boolean
+  connected?: boolean
+}
+
+/** This node's view of the mesh; undefined from an agent without one. */
+export async function fetchMembers(client: ApiCaller): Promise<Member[] | undefined> {
+  try {
+    return (await client.call<{ members: Member[] }>('GET', '/v1/members')).members
+  } catch (err) {
+    if (err instanceof OrcError && err.code === 'not_found') return undefined
+    throw err
+  }
+}
+
+export interface Liveness {
+  state: 'NotReady' | 'Unreachable'
+  /** `NotReady (for 12s)`. */
+  text: string
+  lastSeen: number | null
+}
+
+/** Unreachable nodes by name, as the answering node sees them. */
+export function unreachableNodes(members: readonly Member[], now: number): Map<string, Liveness> {
+  const out = new Map<string, Liveness>()
+  for (const m of members) {
+    if (m.self || m.state === 'alive') continue
+    const state = m.state === 'suspect' ? 'NotReady' : 'Unreachable'
+    const since = m.lastSeen === null ? 'never heard' : `for ${ago(now - m.lastSeen).replace(' ago', '')}`
+    out.set(m.name, { state, text: `${state} (${since})`, lastSeen: m.lastSeen })
+  }
+  return out
+}
+
+/** The node a pod runs on: its binding, else its pin. */
+export function podNodeOf(pod: StoredObject): string | undefined {
+  const n = field(pod, 'status.node') ?? field(pod, 'spec.placement.node')
+  return typeof n === 'string' && n !== '' ? n : undefined
+}
+
+/** Display copies of `items` (Nodes or Pods) with liveness joined in; other kinds unchanged. */
+export function withLiveness(kind: string, items: StoredObject[], down: ReadonlyMap<string, Liveness>): StoredObject[] {
+  if (down.size === 0 || (kind !== 'Node' && kind !== 'Pod')) return items
+  return items.map((o) => {
+    if (kind === 'Node') {
+      const l = down.get(o.metadata.name)
+      if (!l || field(o, 'status.state') === 'Removed') return o
+      return { ...o, status: { ...o.status, state: l.text } }
+    }
+    const node = podNodeOf(o)
+    const l = node === undefined ? undefined : down.get(node)
+    const phase = field(o, 'status.phase')
+    if (!l || phase === 'Succeeded' || phase === 'Failed') return o
+    return { ...o, status: { ...o.status, phase: 'Unknown' } }
+  })
+}
