@@ -33,6 +33,12 @@ export const DEFAULT_FENCING: Readonly<FencingOptions> = Object.freeze({ fenceQu
 export const MIN_FENCE_WINDOW_MS = 6_000
 /** The SIGTERM of a fence is never sent sooner than this after the last quorum was heard. */
 export const MIN_FENCE_TERM_MS = 5_000
+/**
+ * An `ha` pod that is not running here (fenced, or new to this node) starts only once this node
+ * has heard a quorum continuously for this long: after a partition heals, the bindings written on
+ * the other side arrive first, so a node does not restart a copy that has moved away meanwhile.
+ */
+export const FENCE_SETTLE_MS = 5_000
 
 /** One other node as this node's membership sees it. */
 export interface QuorumMember {
@@ -54,6 +60,8 @@ export interface QuorumState {
    * `now` when this node alone is a quorum; -Infinity when it never heard one.
    */
   lastQuorumAt: number
+  /** Since when this node has heard a quorum without a gap (undefined: it does not hear one now). */
+  heardSince?: number
 }
 
 export function quorumNeeded(size: number, opts: Pick<FencingOptions, 'fenceQuorum'>): number {
@@ -91,12 +99,18 @@ export interface FenceDecision {
 }
 
 /**
- * May an `ha` pod (its `haAfter` in ms, stop grace in ms) run on this node now? Best-effort pods
- * always may: moving only when told is their contract, and so is running through a partition.
+ * May an `ha` pod (its `haAfter` in ms, stop grace in ms) run on this node now? `starting`: the
+ * pod does not run here yet (FENCE_SETTLE_MS applies). Best-effort pods always may run: moving only
+ * when told is their contract, and so is running through a partition.
  */
-export function decideFence(q: QuorumState, now: number, haAfter: number, graceMs: number, opts: Pick<FencingOptions, 'fenceMarginSeconds'>): FenceDecision {
+export function decideFence(q: QuorumState, now: number, haAfter: number, graceMs: number, opts: Pick<FencingOptions, 'fenceMarginSeconds'>, starting = false): FenceDecision {
   const window = fenceWindowMs(haAfter, opts)
   const term = q.lastQuorumAt + fenceTermMs(window, graceMs)
+  if (starting && q.needed > 1 && now < term) {
+    if (q.heardSince === undefined || now - q.heardSince < FENCE_SETTLE_MS) {
+      return { run: false, reason: `fenced: this node waits to hear a quorum (${q.needed} of ${q.size} nodes) for ${FENCE_SETTLE_MS / 1000}s before it starts an ha pod` }
+    }
+  }
   if (now < term) return { run: true, at: term, reason: `hears ${q.heard} of ${q.size} nodes (quorum ${q.needed})` }
   const last = Number.isFinite(q.lastQuorumAt) ? `not heard a quorum (${q.needed} of ${q.size} nodes) for ${Math.round((now - q.lastQuorumAt) / 1000)}s` : `not heard a quorum (${q.needed} of ${q.size} nodes) since the agent started`
   return { run: false, reason: `fenced: this node has ${last}; ha pods stop after ${Math.round(window / 1000)}s without one` }

@@ -71,6 +71,7 @@ export {
   DEFAULT_FENCING,
   MIN_FENCE_WINDOW_MS,
   MIN_FENCE_TERM_MS,
+  FENCE_SETTLE_MS,
   decideFence,
   fenceTermMs,
   fenceWindowMs,

@@ -49,11 +49,15 @@ export function fencingOptionsOf(clusters: readonly StoredObject[]): FencingOpti
   return resolveFencing(out)
 }
 
+/** A quorum heard this recently counts as heard now (two heartbeat intervals). */
+const HEARD_MS = 4_000
+
 export class Fence {
   private lastQuorumAt: number
   private leaseWritten = Number.NEGATIVE_INFINITY
   private lastState: QuorumState | undefined
   private hadQuorum: boolean | undefined
+  private heardSince: number | undefined
 
   constructor(private readonly c: FenceComponents) {
     this.lastQuorumAt = readLease(c.leaseFile)
@@ -77,9 +81,12 @@ export class Fence {
         return { name: n.metadata.name, forgotten: isForgotten(n), ...(seen !== undefined ? { lastSeen: seen } : {}) }
       })
     const q = quorumState(others, now, opts)
+    // Heard now (not through the predecessor's lease): since when, without a gap.
+    if (now - q.lastQuorumAt < HEARD_MS) this.heardSince ??= now
+    else this.heardSince = undefined
     // The lease only moves forward: a fresh agent that has heard no one yet keeps its predecessor's.
     this.lastQuorumAt = Math.max(this.lastQuorumAt, q.lastQuorumAt)
-    const state = { ...q, lastQuorumAt: this.lastQuorumAt }
+    const state: QuorumState = { ...q, lastQuorumAt: this.lastQuorumAt, ...(this.heardSince !== undefined ? { heardSince: this.heardSince } : {}) }
     this.lastState = state
     const seconds = Math.floor(this.lastQuorumAt / 1000)
     if (Number.isFinite(seconds) && seconds > this.leaseWritten) {
@@ -107,9 +114,9 @@ export class Fence {
     return this.lastState ?? this.refresh()
   }
 
-  /** May an `ha` pod run here now? */
-  decide(haAfterMs: number, graceMs: number): FenceDecision {
-    return decideFence(this.state(), this.c.now(), haAfterMs, graceMs, this.options())
+  /** May an `ha` pod run here now? `starting`: it does not run here yet. */
+  decide(haAfterMs: number, graceMs: number, starting = false): FenceDecision {
+    return decideFence(this.state(), this.c.now(), haAfterMs, graceMs, this.options(), starting)
   }
 
   /** The watchdog settings of an `ha` container (seconds after the lease's time). */

@@ -35,7 +35,7 @@ export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Faile
 
 /** What a worker asks of self-fencing (PodLifecycle.fence). */
 export interface PodFence {
-  decide(haAfterMs: number, graceMs: number): FenceDecision
+  decide(haAfterMs: number, graceMs: number, starting?: boolean): FenceDecision
   containerFence(haAfterMs: number, graceMs: number): ContainerFence
 }
 
@@ -183,7 +183,7 @@ export class PodWorker {
       const obj = this.c.store.get(this.ref)
       if (!obj || !assignedTo(obj, this.c.nodeName)) return
       const ha = this.haOf(obj)
-      const run = ha === undefined || this.c.fence!.decide(ha.haAfterMs, ha.graceMs).run
+      const run = ha === undefined || this.c.fence!.decide(ha.haAfterMs, ha.graceMs, this.hash === undefined).run
       if (run === (this.fenced === undefined)) return
       await this.reconcileNow()
     })
@@ -200,6 +200,11 @@ export class PodWorker {
     const own = field(obj, 'spec.haAfterSeconds')
     const seconds = typeof own === 'number' ? own : (this.c.haAfterSeconds?.() ?? 30)
     return { haAfterMs: seconds * 1000, graceMs: podSpecOf(obj).graceMs }
+  }
+
+  /** After an agent restart, containers of this pod that still run (kept if the lease allows). */
+  private adoptable(obj: StoredObject): boolean {
+    return this.uid === undefined && podSpecOf(obj).containers.some((c) => this.c.adopted(containerIdOf(obj.metadata.uid, c.name)) !== undefined)
   }
 
   /** Stop this node's copy of an ha pod: the node has not heard a quorum for too long. */
@@ -266,7 +271,8 @@ export class PodWorker {
     }
     const ha = this.haOf(obj)
     if (ha !== undefined) {
-      const d = this.c.fence!.decide(ha.haAfterMs, ha.graceMs)
+      // Not running here yet (new here, fenced, or adopted after an agent restart): the start rule.
+      const d = this.c.fence!.decide(ha.haAfterMs, ha.graceMs, this.hash === undefined && !this.adoptable(obj))
       if (!d.run) {
         this.uid ??= obj.metadata.uid
         if (this.fenced === undefined || this.hash !== undefined || this.podContainerIds().length > 0) await this.fenceStop(d.reason)

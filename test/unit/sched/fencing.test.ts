@@ -67,3 +67,14 @@ test('a node without a quorum moves no ha pod off a lost node; with one it does'
   const ops = plan({ ...v, noQuorum: 'hears 1 of 3 nodes' })
   assert.deepEqual(ops, [])
 })
+
+test('fence: a pod not running here starts only after a quorum was heard for the settle time; a running one keeps running', () => {
+  const q = (heardSince?: number) => ({ size: 3, needed: 2, heard: 2, lastQuorumAt: NOW - 1 * SEC, ...(heardSince !== undefined ? { heardSince } : {}) })
+  assert.equal(decideFence(q(NOW - 2 * SEC), NOW, 30 * SEC, 10 * SEC, margin, true).run, false)
+  assert.match(decideFence(q(NOW - 2 * SEC), NOW, 30 * SEC, 10 * SEC, margin, true).reason, /waits to hear a quorum/)
+  assert.equal(decideFence(q(NOW - 5 * SEC), NOW, 30 * SEC, 10 * SEC, margin, true).run, true)
+  assert.equal(decideFence(q(undefined), NOW, 30 * SEC, 10 * SEC, margin, true).run, false)
+  assert.equal(decideFence(q(NOW - 2 * SEC), NOW, 30 * SEC, 10 * SEC, margin, false).run, true, 'a running copy is not stopped for it')
+  // alone in its cluster: nothing to wait for
+  assert.equal(decideFence({ size: 1, needed: 1, heard: 1, lastQuorumAt: NOW }, NOW, 30 * SEC, 10 * SEC, margin, true).run, true)
+})
