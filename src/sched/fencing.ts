@@ -16,13 +16,14 @@ export interface FencingOptions {
    */
   fenceQuorum: number
   /**
-   * Taken off `haAfter`: heartbeat interval + the lease check's granularity + clock rate drift. The
-   * copy is killed `margin` before another node may start one.
+   * Taken off `haAfter`: the heartbeat interval (2 s: the others may have heard this node up to 2 s
+   * before it last heard them) + the lease check's granularity (1 s) + what is left for clock rate
+   * drift and the kill itself. The copy is dead `margin − 3 s` before another node may start one.
    */
   fenceMarginSeconds: number
 }
 
-export const DEFAULT_FENCING: Readonly<FencingOptions> = Object.freeze({ fenceQuorum: 0, fenceMarginSeconds: 3 })
+export const DEFAULT_FENCING: Readonly<FencingOptions> = Object.freeze({ fenceQuorum: 0, fenceMarginSeconds: 5 })
 
 /**
  * Shortest fence window: a node that heard a quorum this recently is never fenced, whatever the

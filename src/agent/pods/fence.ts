@@ -49,6 +49,8 @@ export function fencingOptionsOf(clusters: readonly StoredObject[]): FencingOpti
   return resolveFencing(out)
 }
 
+/** How long a quorum must be heard after start before this node writes pod status. */
+const CATCH_UP_MS = 2_000
 /** A quorum heard this recently counts as heard now (two heartbeat intervals). */
 const HEARD_MS = 4_000
 
@@ -58,6 +60,7 @@ export class Fence {
   private lastState: QuorumState | undefined
   private hadQuorum: boolean | undefined
   private heardSince: number | undefined
+  private caughtUpAt: number | undefined
 
   constructor(private readonly c: FenceComponents) {
     this.lastQuorumAt = readLease(c.leaseFile)
@@ -86,6 +89,7 @@ export class Fence {
     else this.heardSince = undefined
     // The lease only moves forward: a fresh agent that has heard no one yet keeps its predecessor's.
     this.lastQuorumAt = Math.max(this.lastQuorumAt, q.lastQuorumAt)
+    if (this.caughtUpAt === undefined && (q.needed <= 1 || (this.heardSince !== undefined && now - this.heardSince >= CATCH_UP_MS))) this.caughtUpAt = now
     const state: QuorumState = { ...q, lastQuorumAt: this.lastQuorumAt, ...(this.heardSince !== undefined ? { heardSince: this.heardSince } : {}) }
     this.lastState = state
     const seconds = Math.floor(this.lastQuorumAt / 1000)
@@ -133,6 +137,16 @@ export class Fence {
     const s = this.state()
     if (this.c.now() - s.lastQuorumAt < MIN_FENCE_TERM_MS) return undefined
     return `it hears ${s.heard} of ${s.size} nodes, fewer than the quorum of ${s.needed}`
+  }
+
+  /**
+   * Whether this agent has caught up with its cluster since it started: it has heard a quorum for
+   * CATCH_UP_MS (connections made, anti-entropy run), or it is a quorum alone. Until then it writes
+   * no pod status: its replica may be days old, and what it would say about a pod that moved away
+   * meanwhile would be a concurrent write over the status of the node running it.
+   */
+  caughtUp(): boolean {
+    return this.caughtUpAt !== undefined
   }
 
   /** For `orc why` and status: the state as last computed. */

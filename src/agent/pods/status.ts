@@ -18,8 +18,10 @@ export const LIFECYCLE_CONTROLLER = 'controller:lifecycle'
 export class StatusWriter {
   private pending: { status: Record<string, unknown>; reason: string } | undefined
   private inflight: Promise<void> | undefined
-  /** The last status written (or skipped because the pod is not ours). */
+  /** The last status asked for. */
   private last: Record<string, unknown> | undefined
+  /** Asked for while the pod was not ours to write (yet): written by reassert() once it is. */
+  private held: { status: Record<string, unknown>; reason: string } | undefined
 
   constructor(
     private readonly store: ObjectStore,
@@ -34,6 +36,7 @@ export class StatusWriter {
   set(status: Record<string, unknown>, reason: string): void {
     this.pending = { status, reason }
     this.last = status
+    this.held = undefined
     this.inflight ??= this.flush().finally(() => (this.inflight = undefined))
   }
 
@@ -45,6 +48,7 @@ export class StatusWriter {
     if (this.last === undefined || this.pending !== undefined || this.inflight !== undefined) return
     const cur = this.store.get(this.ref)
     if (!cur || !this.mine(cur)) return
+    if (this.held !== undefined) return this.set(this.held.status, this.held.reason)
     const st = (cur.status ?? {}) as Record<string, unknown>
     const drift = Object.entries(this.last).filter(([k, v]) => !isDeepStrictEqual(st[k], v === undefined ? undefined : JSON.parse(JSON.stringify(v))))
     if (drift.length === 0) return
@@ -64,7 +68,8 @@ export class StatusWriter {
       const cur = this.store.get(this.ref)
       if (!cur) return
       if (!this.mine(cur)) {
-        this.log.debug({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, reason }, 'pod status not written: the pod is bound to another node')
+        this.held = { status, reason }
+        this.log.debug({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, reason }, 'pod status held back: the pod is bound to another node, or this agent has not caught up with its cluster')
         continue
       }
       try {

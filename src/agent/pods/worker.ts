@@ -37,6 +37,8 @@ export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Faile
 export interface PodFence {
   decide(haAfterMs: number, graceMs: number, starting?: boolean): FenceDecision
   containerFence(haAfterMs: number, graceMs: number): ContainerFence
+  /** This agent has caught up with its cluster since it started (until then it writes no status). */
+  caughtUp(): boolean
 }
 
 export interface PodWorkerComponents {
@@ -138,7 +140,7 @@ export class PodWorker {
     this.ref = ref
     this.log = c.log
     this.runRetryMs = c.tunables.runRetryMs
-    this.writer = new StatusWriter(c.store, ref, () => c.clock.now(), c.log, (obj) => assignedTo(obj, c.nodeName))
+    this.writer = new StatusWriter(c.store, ref, () => c.clock.now(), c.log, (obj) => assignedTo(obj, c.nodeName) && (c.fence?.caughtUp() ?? true))
   }
 
   private fields(rev = this.revision): Record<string, unknown> {
@@ -180,6 +182,8 @@ export class PodWorker {
   fenceTick(): void {
     if (this.uid === undefined || this.c.fence === undefined) return
     void this.enqueue(async () => {
+      // A status held back until this agent caught up with its cluster is written now (if still ours).
+      this.writer.reassert()
       const obj = this.c.store.get(this.ref)
       if (!obj || !assignedTo(obj, this.c.nodeName)) return
       const ha = this.haOf(obj)
@@ -209,7 +213,7 @@ export class PodWorker {
 
   /** Stop this node's copy of an ha pod: the node has not heard a quorum for too long. */
   private async fenceStop(reason: string): Promise<void> {
-    const running = this.hash !== undefined || this.podContainerIds().length > 0
+    const running = this.hash !== undefined || this.runningContainers() > 0
     if (running) this.log.warn({ ...this.fields(), reason }, 'ha pod fenced: stopping this copy')
     else if (this.fenced === undefined) this.log.warn({ ...this.fields(), reason }, 'ha pod fenced: not starting it')
     if (running) await this.teardown(reason, false)
@@ -260,7 +264,8 @@ export class PodWorker {
       return
     }
     if (!assignedTo(obj, this.c.nodeName)) {
-      if (this.hash !== undefined) {
+      // A copy here: running, or what a previous agent left (adopted, or ended while none watched).
+      if (this.hash !== undefined || (this.uid !== undefined && this.podContainerIds().length > 0)) {
         const to = field(obj, 'status.node')
         const why = typeof to === 'string' && to !== '' ? `pod is bound to ${to}` : `pod is no longer bound to ${this.c.nodeName}`
         await this.teardown(why, false)
@@ -275,7 +280,7 @@ export class PodWorker {
       const d = this.c.fence!.decide(ha.haAfterMs, ha.graceMs, this.hash === undefined && !this.adoptable(obj))
       if (!d.run) {
         this.uid ??= obj.metadata.uid
-        if (this.fenced === undefined || this.hash !== undefined || this.podContainerIds().length > 0) await this.fenceStop(d.reason)
+        if (this.fenced === undefined || this.hash !== undefined || this.runningContainers() > 0) await this.fenceStop(d.reason)
         return
       }
       if (this.fenced !== undefined) {
@@ -389,6 +394,21 @@ export class PodWorker {
     )
     this.log.info({ ...this.fields(), inPlace }, inPlace ? 'pod spec changed, restarting in place' : 'pod assigned, starting')
     await this.startRun(obj, gen)
+  }
+
+  /** Containers of this pod still running here (adopted after a restart, or started). */
+  private runningContainers(): number {
+    let n = 0
+    for (const kind of ['sandbox', 'oci'] as const) {
+      let rt: Runtime
+      try {
+        rt = this.c.runtime(kind)
+      } catch {
+        continue
+      }
+      for (const s of rt.list()) if (this.owns(s.id) && s.state === 'running') n++
+    }
+    return n
   }
 
   private podContainerIds(): string[] {
