@@ -12,7 +12,7 @@ import { checkControllers, type ControllerDecl, type ControllerGraph } from '../
 export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   {
     name: 'controller:node',
-    description: 'records this node: labels, capacity, addresses, version; its network: WireGuard key, /64 claim, tunnels (Node.status.network)',
+    description: 'records this node: labels, capacity, addresses, version; its network: WireGuard key, /64 claim, tunnels (Node.status.network); the copies of pods bound elsewhere it stopped (Node.status.stoppedCopies)',
     reads: ['Cluster.spec', 'Cluster.status.removedPeers', 'Node.status.network', 'Node.status.peerId'],
     writes: ['Node.status'],
   },
@@ -36,8 +36,9 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   },
   {
     name: 'controller:lifecycle',
-    description: 'runs the pods bound to this node: image, sandbox, containers, restarts',
-    reads: ['Pod.spec', 'Pod.metadata.uid', 'Pod.status.node', 'SecurityPolicy.spec'],
+    description: 'runs the pods bound to this node: image, sandbox, containers, restarts; fences its ha pods when it hears no quorum',
+    // Node and Cluster: the quorum (nodes not forgotten) and the fencing options.
+    reads: ['Pod.spec', 'Pod.metadata.uid', 'Pod.status.node', 'SecurityPolicy.spec', 'Node.status.forgotten', 'Node.status.state', 'Cluster.spec'],
     writes: [
       'Pod.status.phase',
       'Pod.status.reason',
