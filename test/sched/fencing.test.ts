@@ -6,32 +6,14 @@
 // quorum again. A sampler counts the pod's processes on this machine every 100 ms throughout.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { chmodSync, mkdirSync } from 'node:fs'
-import { join } from 'node:path'
-import { execa } from 'execa'
 import { Workspace, newNode, orc, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
+import { podOn, sharedBusybox, sleepPod } from './helpers.ts'
 import { pidsRunning, skipReason } from '../pods/helpers.ts'
 
-const ROOT = new URL('../..', import.meta.url).pathname
 const skip = skipReason()
 const MARKER = '4712201'
 
-function manifest(name: string, image: string, marker: string, spec: Record<string, unknown> = {}): string {
-  return JSON.stringify({
-    apiVersion: 'orc/v1',
-    kind: 'Pod',
-    metadata: { name },
-    spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sleep', marker] }], ...spec },
-  })
-}
 
-async function podOn(node: NodeProcess, name: string): Promise<Record<string, any> | undefined> {
-  try {
-    return ((await node.client.call('GET', `/v1/objects/Pod/default/${name}`)) as { object: Record<string, any> }).object
-  } catch {
-    return undefined
-  }
-}
 
 /** The row of `name` in a table printed by the CLI, split on runs of spaces. */
 async function row(node: NodeProcess, args: string[], name: string): Promise<string[] | undefined> {
@@ -80,13 +62,7 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
     await ws.close()
     for (const pid of pidsRunning(['sleep', MARKER])) try { process.kill(pid, 'SIGKILL') } catch {}
   })
-  chmodSync(ws.root, 0o711)
-  const shared = join(ws.root, 'shared')
-  mkdirSync(shared, { mode: 0o711 })
-  const imp = await execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'image', 'import-busybox', '--data-dir', shared], { cwd: ROOT, reject: false })
-  assert.equal(imp.exitCode, 0, String(imp.stderr))
-  chmodSync(shared, 0o711)
-  const image = join(shared, 'images', 'busybox')
+  const image = await sharedBusybox(ws)
 
   const nodes = [await newNode(ws, 'a'), await newNode(ws, 'b'), await newNode(ws, 'c')]
   const [a] = nodes as [NodeProcess, NodeProcess, NodeProcess]
@@ -101,7 +77,7 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
     assert.equal(r.exitCode, 0, r.stderr)
   }
 
-  await apply(manifest('web', image, MARKER, { policy: 'ha', haAfterSeconds: 10 }))
+  await apply(sleepPod('web', image, MARKER, { policy: 'ha', haAfterSeconds: 10 }))
   const first = await waitFor('web to run', async () => {
     const p = await podOn(a, 'web')
     return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined

@@ -4,36 +4,18 @@
 // comes back stops the copy that moved away and reports it.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { chmodSync, mkdirSync } from 'node:fs'
-import { join } from 'node:path'
-import { execa } from 'execa'
 import { Workspace, newNode, orc, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
+import { podOn, sharedBusybox, sleepPod } from './helpers.ts'
 import { pidsRunning, skipReason, TEST_TUNABLES as POD_TUNABLES } from '../pods/helpers.ts'
 
-const ROOT = new URL('../..', import.meta.url).pathname
 const skip = skipReason()
 
-function manifest(name: string, image: string, marker: string, spec: Record<string, unknown> = {}): string {
-  return JSON.stringify({
-    apiVersion: 'orc/v1',
-    kind: 'Pod',
-    metadata: { name },
-    spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sleep', marker] }], ...spec },
-  })
-}
 
 async function apply(node: NodeProcess, text: string): Promise<void> {
   const r = await orc(node.socket, ['apply', '-f', '-'], {}, text)
   assert.equal(r.exitCode, 0, r.stderr)
 }
 
-async function pod(node: NodeProcess, name: string): Promise<Record<string, any> | undefined> {
-  try {
-    return ((await node.client.call('GET', `/v1/objects/Pod/default/${name}`)) as { object: Record<string, any> }).object
-  } catch {
-    return undefined
-  }
-}
 
 test('local scheduling on three real agents', { skip, timeout: 240_000 }, async (t) => {
   const ws = new Workspace()
@@ -43,13 +25,7 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
     for (const m of markers) for (const pid of pidsRunning(['sleep', m])) try { process.kill(pid, 'SIGKILL') } catch {}
   })
   // One image every node can read (the nodes share this machine; a join needs an empty data dir).
-  chmodSync(ws.root, 0o711)
-  const shared = join(ws.root, 'shared')
-  mkdirSync(shared, { mode: 0o711 })
-  const imp = await execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'image', 'import-busybox', '--data-dir', shared], { cwd: ROOT, reject: false })
-  assert.equal(imp.exitCode, 0, String(imp.stderr))
-  chmodSync(shared, 0o711)
-  const image = join(shared, 'images', 'busybox')
+  const image = await sharedBusybox(ws)
 
   const nodes = [await newNode(ws, 'a'), await newNode(ws, 'b'), await newNode(ws, 'c')]
   const [a, b, c] = nodes as [NodeProcess, NodeProcess, NodeProcess]
@@ -77,12 +53,12 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
   }
 
   await t.test('a nodeSelector pod lands on the labelled node; an impossible one is explained', async () => {
-    await apply(a, manifest('ssd', image, markers[0]!, { nodeSelector: { disk: 'ssd' } }))
+    await apply(a, sleepPod('ssd', image, markers[0]!, { nodeSelector: { disk: 'ssd' } }))
     await waitFor('pod ssd to run on c', async () => {
-      const p = await pod(a, 'ssd')
+      const p = await podOn(a, 'ssd')
       return p?.status?.node === 'c' && p.status.phase === 'Running'
     }, 30_000)
-    await apply(a, manifest('nowhere', image, 'x', { nodeSelector: { disk: 'tape' } }))
+    await apply(a, sleepPod('nowhere', image, 'x', { nodeSelector: { disk: 'tape' } }))
     const why = await waitFor('orc why to explain the pending pod', async () => {
       const r = await a.cli(['why', 'pod/nowhere'])
       return /pending/.test(r.stdout) && /a: .*disk=tape/i.test(r.stdout) ? r.stdout : undefined
@@ -96,7 +72,7 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
     await apply(b, JSON.stringify({ apiVersion: 'orc/v1', kind: 'PinnedDeployment', metadata: { name: 'agent' }, spec: { placement: { everyNode: true }, previous: tpl('4711104') } }))
     await waitFor('a copy running on each node', async () => {
       for (const n of ['a', 'b', 'c']) {
-        const p = await pod(c, `agent-${n}`)
+        const p = await podOn(c, `agent-${n}`)
         if (p?.status?.phase !== 'Running' || p.status.node !== n) return undefined
       }
       return true
@@ -107,21 +83,21 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
     assert.equal(s.everyNode, true)
     assert.deepEqual([s.previous.desired, s.previous.created], [3, 3])
     assert.equal((await a.cli(['delete', 'pinneddeployment/agent'])).exitCode, 0)
-    await waitFor('its pods to be deleted', async () => ((await pod(a, 'agent-a')) === undefined && (await pod(a, 'agent-c')) === undefined ? true : undefined), 30_000)
+    await waitFor('its pods to be deleted', async () => ((await podOn(a, 'agent-a')) === undefined && (await podOn(a, 'agent-c')) === undefined ? true : undefined), 30_000)
     await waitFor('its copies to stop', async () => (pidsRunning(['sleep', '4711104']).length === 0 ? true : undefined), 30_000)
   })
 
   let lost: NodeProcess
   await t.test('an ha pod moves when its node is killed; a best-effort pod stays until orc node forget', async () => {
     // Both pods avoid c (the ssd pod's node stays up): the one left on a or b is killed.
-    await apply(a, manifest('keeper', image, markers[1]!, { policy: 'best-effort' }))
+    await apply(a, sleepPod('keeper', image, markers[1]!, { policy: 'best-effort' }))
     const keeperNode = await waitFor('keeper to run', async () => {
-      const p = await pod(a, 'keeper')
+      const p = await podOn(a, 'keeper')
       return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined
     }, 30_000)
-    await apply(a, manifest('mover', image, markers[2]!, { policy: 'ha', haAfterSeconds: 2 }))
+    await apply(a, sleepPod('mover', image, markers[2]!, { policy: 'ha', haAfterSeconds: 2 }))
     const moverNode = await waitFor('mover to run', async () => {
-      const p = await pod(a, 'mover')
+      const p = await podOn(a, 'mover')
       return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined
     }, 30_000)
     // Kill the keeper's node; if the mover is elsewhere, kill the mover's node as well (one survivor).
@@ -130,7 +106,7 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
     for (const name of killed) await byName.get(name)!.kill('SIGKILL')
     const survivor = nodes.find((n) => !killed.has(n.name))!
     const moved = await waitFor('the ha pod to be rebound and run on a live node', async () => {
-      const p = await pod(survivor, 'mover')
+      const p = await podOn(survivor, 'mover')
       return p?.status?.phase === 'Running' && !killed.has(p.status.node) ? p : undefined
     }, 40_000)
     assert.equal(moved.status.scheduling.from, moverNode, 'the binding says where it came from')
@@ -141,13 +117,13 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
       return /best-effort pod moves when the node is forgotten/.test(r.stdout) ? r.stdout : undefined
     }).catch((err) => assert.fail(`${err.message}\n${last}`))
     assert.match(why, new RegExp(`on node ${keeperNode}`))
-    assert.equal((await pod(survivor, 'keeper'))!.status.node, keeperNode, 'still bound to the lost node')
+    assert.equal((await podOn(survivor, 'keeper'))!.status.node, keeperNode, 'still bound to the lost node')
 
     const f = await survivor.cli(['node', 'forget', keeperNode, '--reason', 'test'])
     assert.equal(f.exitCode, 0, f.stderr)
     assert.match(f.stdout, new RegExp(`node/${keeperNode} forgotten`))
     await waitFor('the best-effort pod to move after forget', async () => {
-      const p = await pod(survivor, 'keeper')
+      const p = await podOn(survivor, 'keeper')
       return p?.status?.phase === 'Running' && !killed.has(p.status.node)
     }, 30_000)
     // Bring the other killed node back first (if any) so the cluster has its members again.
@@ -164,7 +140,7 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
       const r = JSON.parse((await lost.cli(['get', 'node', lost.name, '-o', 'json'])).stdout)
       return (r.status?.stoppedCopies ?? []).find((c: { pod: string }) => c.pod === 'default/keeper')
     }, 30_000)
-    const p = (await pod(lost, 'keeper'))!
+    const p = (await podOn(lost, 'keeper'))!
     assert.notEqual(p.status.node, lost.name)
     assert.equal(report.boundTo, p.status.node)
     assert.equal(p.status.scheduling?.stoppedCopies, undefined, "the pod's status is left to the node running it")

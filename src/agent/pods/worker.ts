@@ -398,20 +398,11 @@ export class PodWorker {
 
   /** Containers of this pod still running here (adopted after a restart, or started). */
   private runningContainers(): number {
-    let n = 0
-    for (const kind of ['sandbox', 'oci'] as const) {
-      let rt: Runtime
-      try {
-        rt = this.c.runtime(kind)
-      } catch {
-        continue
-      }
-      for (const s of rt.list()) if (this.owns(s.id) && s.state === 'running') n++
-    }
-    return n
+    return this.podContainerIds(true).length
   }
 
-  private podContainerIds(): string[] {
+  /** `<runtime>:<id>` of this pod's containers here: all (exited ones too), or the running ones. */
+  private podContainerIds(runningOnly = false): string[] {
     const out = new Set<string>()
     for (const kind of ['sandbox', 'oci'] as const) {
       let rt: Runtime
@@ -420,7 +411,7 @@ export class PodWorker {
       } catch {
         continue
       }
-      for (const s of rt.list()) if (this.owns(s.id)) out.add(`${kind}:${s.id}`)
+      for (const s of rt.list()) if (this.owns(s.id) && (!runningOnly || s.state === 'running')) out.add(`${kind}:${s.id}`)
     }
     return [...out]
   }
