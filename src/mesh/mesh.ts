@@ -1119,8 +1119,11 @@ export class Mesh {
     // were a third of the idle cluster's CPU (docs/benchmarks.md).
     for (const p of connected) {
       const direct = this.directHeartbeatAt.get(p)
-      // (A failed ping is retried on the short schedule below, whatever the heartbeats say.)
-      const heardDirectly = direct !== undefined && now - direct <= this.tunables.suspectAfterMs && !this.pingFailures.has(p)
+      // (A failed ping is retried on the short schedule below, whatever the heartbeats say; so is
+      // a member with no round trip yet — after two failed pings hung up its connection, the new
+      // one would otherwise wait a whole directPingIntervalMs for its first ping.)
+      const heardDirectly =
+        direct !== undefined && now - direct <= this.tunables.suspectAfterMs && !this.pingFailures.has(p) && this.table.rttOf(p) !== null
       const every = heardDirectly ? this.tunables.directPingIntervalMs : this.tunables.pingIntervalMs
       if ((this.lastPing.get(p) ?? 0) + every > now) continue
       this.lastPing.set(p, now)
