@@ -9,6 +9,44 @@ cd "$(dirname "$0")/.."
 DEB_PACKAGES=(bubblewrap runc busybox-static wireguard-tools wireguard-go iproute2 nftables iputils-ping procps curl)
 BENCH_PACKAGES=(etcd-server serf)
 
+APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
+LOCK_WAIT_S=300
+
+# Who holds one of apt's and dpkg's locks, as "PID (NAME)", or nothing when they are free. They
+# are POSIX (fcntl) locks, which `flock` cannot see; /proc/locks lists them by device and inode.
+apt_lock_holder() {
+  local f dev key pid
+  for f in "${APT_LOCKS[@]}"; do
+    [ -e "$f" ] || continue
+    dev=$(stat -c %d "$f")
+    key=$(printf '%02x:%02x:%s' $(((dev >> 8) & 0xfff)) $(((dev & 0xff) | ((dev >> 12) & 0xfff00))) "$(stat -c %i "$f")")
+    pid=$(awk -v key="$key" '$2 != "->" && $6 == key { print $5; exit }' /proc/locks)
+    [ -n "$pid" ] || continue
+    if [ "$pid" -gt 0 ] 2>/dev/null; then
+      echo "$pid ($(cat "/proc/$pid/comm" 2>/dev/null || echo '?'))"
+    else
+      echo "an unknown process"
+    fi
+    return
+  done
+}
+
+# Waits up to LOCK_WAIT_S for the locks to be free, saying once whom it waits for.
+wait_for_apt_locks() {
+  local holder said='' deadline=$((SECONDS + LOCK_WAIT_S))
+  while holder=$(apt_lock_holder) && [ -n "$holder" ]; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "setup: the dpkg lock is still held by $holder after ${LOCK_WAIT_S}s; run setup again once it is free" >&2
+      return 1
+    fi
+    if [ -z "$said" ]; then
+      echo "setup: waiting up to ${LOCK_WAIT_S}s for the dpkg lock, held by $holder" >&2
+      said=1
+    fi
+    sleep 1
+  done
+}
+
 missing=()
 for p in "${DEB_PACKAGES[@]}" ${ORC_SETUP_BENCH:+"${BENCH_PACKAGES[@]}"}; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -19,8 +57,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     echo "setup: installing ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null || true
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Another apt or dpkg (unattended-upgrades on a fresh machine) may hold the locks: wait for
+    # it, bounded. `apt-get update` ignores DPkg::Lock::Timeout for the lists lock (apt 2.6), hence
+    # the wait here; the option still covers a lock taken between the wait and apt-get's own.
+    wait_for_apt_locks
+    apt-get -o DPkg::Lock::Timeout="$LOCK_WAIT_S" update -qq >/dev/null || true
+    wait_for_apt_locks
+    apt-get -o DPkg::Lock::Timeout="$LOCK_WAIT_S" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 fi
 

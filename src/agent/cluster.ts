@@ -34,6 +34,7 @@ import {
 } from '../mesh/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from './api.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
+import { unadvertisedRanges } from './network/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
 import { withLogsProxy } from './pods/logs-proxy.ts'
 
@@ -193,6 +194,7 @@ export async function startClusterMesh(c: {
     name: c.nodeName,
     listen: c.setup.listen,
     announce: c.setup.announce,
+    privateRanges: unadvertisedRanges,
     scopes: { cluster: store },
     members: directory,
     logger: c.logger,

@@ -4,7 +4,7 @@
  * injected resolver) so a dial never depends on libp2p's DNS support.
  */
 import { lookup } from 'node:dns/promises'
-import { isIP } from 'node:net'
+import { BlockList, isIP } from 'node:net'
 import { multiaddr } from '@multiformats/multiaddr'
 import { OrcError } from '../model/index.ts'
 
@@ -73,4 +73,58 @@ export async function resolvePeerAddress(input: string, resolve: Resolver = syst
   }
   if (ips.length === 0) throw new OrcError('unavailable', `resolve ${host}: no addresses`, { host })
   return ips.map((ip) => ipMultiaddr(ip, port))
+}
+
+/** Addresses no other machine can reach this node at: loopback, link-local, unspecified. */
+const LOCAL_ONLY: Array<[string, number, 'ipv4' | 'ipv6']> = [
+  ['127.0.0.0', 8, 'ipv4'],
+  ['169.254.0.0', 16, 'ipv4'],
+  ['0.0.0.0', 32, 'ipv4'],
+  ['::1', 128, 'ipv6'],
+  ['fe80::', 10, 'ipv6'],
+  ['::', 128, 'ipv6'],
+  ['::ffff:127.0.0.0', 104, 'ipv6'],
+]
+const LOOPBACK = new BlockList()
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4')
+LOOPBACK.addSubnet('::1', 128, 'ipv6')
+
+function ipOfMultiaddr(ma: string): { ip: string; family: 'ipv4' | 'ipv6' } | undefined {
+  const m = /^\/(ip4|ip6)\/([^/]+)/.exec(ma)
+  if (m === null || isIP(m[2]!) === 0) return undefined
+  return { ip: m[2]!, family: m[1] === 'ip4' ? 'ipv4' : 'ipv6' }
+}
+
+/**
+ * The addresses a node advertises to members — heartbeats, join requests, tokens, WireGuard
+ * endpoints — out of the multiaddrs it listens on (`addrs`; a wildcard listener expands to every
+ * interface's). Left out: loopback, link-local and unspecified addresses, and any in
+ * `privateRanges` (CIDRs: the node's pod egress network and the cluster's ULA, which orc's own
+ * WireGuard interface and pod gateways carry). Another node cannot reach this one there, and a
+ * member dialing 127.0.0.1 or 10.88.0.1 reaches itself. An address `named` explicitly (--listen,
+ * --announce) is kept whatever it is (loopback tests, a chosen interface). When nothing else is
+ * left the loopback addresses stay: a machine without a network still advertises something it can
+ * be dialed at. Addresses that are not IP (a simulator's transport) pass through.
+ */
+export function advertisableAddresses(addrs: readonly string[], named: readonly string[], privateRanges: readonly string[] = []): string[] {
+  const hidden = new BlockList()
+  for (const [net, len, family] of LOCAL_ONLY) hidden.addSubnet(net, len, family)
+  for (const cidr of privateRanges) {
+    const [net, len] = cidr.split('/')
+    const family = isIP(net ?? '') === 6 ? 'ipv6' : 'ipv4'
+    hidden.addSubnet(net!, Number(len ?? (family === 'ipv6' ? 128 : 32)), family)
+  }
+  const chosen = new BlockList()
+  for (const l of named) {
+    const a = ipOfMultiaddr(l)
+    if (a !== undefined && a.ip !== '0.0.0.0' && a.ip !== '::') chosen.addAddress(a.ip, a.family)
+  }
+  const out: string[] = []
+  const loopback: string[] = []
+  for (const ma of addrs) {
+    const a = ipOfMultiaddr(ma)
+    if (a === undefined || chosen.check(a.ip, a.family) || !hidden.check(a.ip, a.family)) out.push(ma)
+    else if (LOOPBACK.check(a.ip, a.family)) loopback.push(ma)
+  }
+  return out.length > 0 ? out : loopback
 }

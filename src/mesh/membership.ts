@@ -89,6 +89,11 @@ export class MembershipTable {
     if (e !== undefined) e.rttMs = ms
   }
 
+  /** The member's last measured round trip, or null when none is known. */
+  rttOf(peerId: string): number | null {
+    return this.entries.get(peerId)?.rttMs ?? null
+  }
+
   stateAt(e: Entry, now: number): MemberState {
     const ref = Math.max(e.lastHeard ?? 0, e.since)
     const quiet = now - ref

@@ -14,6 +14,7 @@ import { OrcError, wrapError } from '../model/index.ts'
 import type { Replicable } from '../store/index.ts'
 import { initCluster, loadCluster, saveCluster, decodeAdminCredential, type ClusterState } from './cluster.ts'
 import { AntiEntropyPlanner, antiEntropyTunables } from './antientropy.ts'
+import { advertisableAddresses } from './address.ts'
 import { createGater, type GatePolicy } from './gater.ts'
 import { HEARTBEAT_PROTOCOL, MAX_MEMBER_MESSAGE_BYTES, decodeMemberMessage, encodeMemberMessage, membersTopic, storeTopic, type MemberMessage } from './gossip.ts'
 import { createHost, streamChannel, type MeshLibp2p } from './host.ts'
@@ -42,6 +43,12 @@ export interface MeshOptions {
   listen?: string[]
   /** Addresses to advertise instead of the listen addresses (NAT, public IP). */
   announce?: string[]
+  /**
+   * Address ranges (CIDRs) of this node that other nodes cannot reach it at — its pod and tunnel
+   * networks — never advertised (advertisableAddresses). A function of the cluster id: a joining
+   * node learns the id from its token.
+   */
+  privateRanges?: (clusterId: string) => string[]
   /** Replicated stores by scope name (e.g. `{ cluster: store }`). More can be added with addScope. */
   scopes?: Record<string, Replicable>
   /** Who is admitted. Default: `<dataDir>/members.json`. */
@@ -327,11 +334,12 @@ export class Mesh {
     return this.cluster.clusterId
   }
 
-  /** Dialable addresses of this node (multiaddrs without /p2p). */
+  /** Addresses other nodes can dial this node at (multiaddrs without /p2p; advertisableAddresses). */
   addresses(): string[] {
     const out = new Set<string>()
     for (const ma of this.libp2p.getMultiaddrs()) out.add(ma.toString().replace(/\/p2p\/[^/]+$/, ''))
-    return [...out]
+    const named = [...(this.opts.listen ?? []), ...(this.opts.announce ?? [])]
+    return advertisableAddresses([...out], named, this.opts.privateRanges?.(this.clusterId) ?? [])
   }
 
   members(): MemberView[] {
@@ -1111,8 +1119,11 @@ export class Mesh {
     // were a third of the idle cluster's CPU (docs/benchmarks.md).
     for (const p of connected) {
       const direct = this.directHeartbeatAt.get(p)
-      // (A failed ping is retried on the short schedule below, whatever the heartbeats say.)
-      const heardDirectly = direct !== undefined && now - direct <= this.tunables.suspectAfterMs && !this.pingFailures.has(p)
+      // (A failed ping is retried on the short schedule below, whatever the heartbeats say; so is
+      // a member with no round trip yet — after two failed pings hung up its connection, the new
+      // one would otherwise wait a whole directPingIntervalMs for its first ping.)
+      const heardDirectly =
+        direct !== undefined && now - direct <= this.tunables.suspectAfterMs && !this.pingFailures.has(p) && this.table.rttOf(p) !== null
       const every = heardDirectly ? this.tunables.directPingIntervalMs : this.tunables.pingIntervalMs
       if ((this.lastPing.get(p) ?? 0) + every > now) continue
       this.lastPing.set(p, now)

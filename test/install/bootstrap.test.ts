@@ -34,7 +34,7 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
   const prefix = join(machineB, 'usr/local')
   const dataB = join(machineB, 'var/lib/orc')
   const units = join(machineB, 'etc/systemd/system')
-  const shims = join(ws, 'shims')
+  const shims = mkdtempSync(join(tmpdir(), 'orc-install-shims-')) // outside ws (0700): nobody runs from it
   const procs: ResultPromise[] = []
   // Agents run without the pod network (another test tier covers it) and with quick mesh timers.
   const env = { ORC_NETWORK: 'off', ORC_MESH_TUNABLES: TEST_TUNABLES, ORC_LOG_LEVEL: 'warn', USER: 'tester' }
@@ -49,7 +49,7 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
   async function inB(script: string, extraEnv: Record<string, string> = {}): Promise<{ exitCode: number; out: string }> {
     const r = await execa('ip', ['netns', 'exec', nsB, 'sh', '-c', script], {
       reject: false,
-      env: { ...env, PATH: `${shims}:${process.env.PATH}`, ...extraEnv },
+      env: { ...env, ...extraEnv },
       all: true,
       timeout: 240_000,
     })
@@ -65,12 +65,11 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     await addNetns(nsA)
     await addNetns(nsB)
     await linkNetns({ ns: nsA, dev: 'eth0', addr: `${ipA}/30` }, { ns: nsB, dev: 'eth0', addr: `${ipB}/30` })
-    // The one-liner says `sudo`; this host has no sudo, and the test already runs as root.
-    mkdirSync(shims, { recursive: true })
-    if (!existsSync('/usr/bin/sudo')) {
-      writeFileSync(join(shims, 'sudo'), '#!/bin/sh\nexec "$@"\n')
-      chmodSync(join(shims, 'sudo'), 0o755)
-    }
+    // A sudo that only says it ran (the user stays who they were), for the not-root case: the
+    // one-liner itself has no sudo and runs as root on a machine without one.
+    chmodSync(shims, 0o755)
+    writeFileSync(join(shims, 'sudo'), '#!/bin/sh\necho "sudo ran: $*" >&2\nexec "$@"\n')
+    chmodSync(join(shims, 'sudo'), 0o755)
     spawnIn(nsA, process.execPath, [BIN, 'up', '--data-dir', dataA, '--name', 'a', '--listen', `${ipA}:7419`, '--http-listen', `${ipA}:7418`])
     await waitFor('agent a to answer', () => new ApiClient(join(dataA, 'orc.sock')).call('GET', '/v1/status'), 60_000)
   })
@@ -81,13 +80,14 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     await delNetns(nsA)
     await delNetns(nsB)
     rmSync(ws, { recursive: true, force: true })
+    rmSync(shims, { recursive: true, force: true })
   })
 
   it('prints the one-liner, which installs orc on B and joins it to the cluster', async () => {
     const r = await orcAt(join(dataA, 'orc.sock'), ['token', 'create', '--ttl', '10m', '--print-install'])
     assert.equal(r.exitCode, 0, r.stderr)
     line = r.stdout.trim()
-    assert.match(line, new RegExp(`^curl -fsSL http://${ipA.replace(/\./g, '\\.')}:7418/install\\.sh \\| sudo sh -s -- --token orcjoin1\\.[A-Za-z0-9_-]+$`))
+    assert.match(line, new RegExp(`^curl -fsSL http://${ipA.replace(/\./g, '\\.')}:7418/install\\.sh \\| sh -s -- --token orcjoin1\\.[A-Za-z0-9_-]+$`))
 
     const flags = `--prefix ${prefix} --data-dir ${dataB} --systemd-dir ${units} --name b --listen ${ipB}:7419 --no-start`
     const run = await inB(`${line} ${flags}`)
@@ -176,8 +176,8 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     const flags = `--prefix ${fresh}/usr --data-dir ${fresh}/data --systemd-dir ${fresh}/units --no-start`
     const cases: Array<[string, string, RegExp, Record<string, string>?]> = [
       ['damaged token', `curl -fsSL ${url} | sh -s -- --token orcjoin1.bm90IGEgdG9rZW4 ${flags}`, /^orc-install: error: bad token: it is damaged/m],
-      ['used token', `${line.replace('sudo ', '')} ${flags}`, /^orc-install: error: bad token: token already used$/m],
-      ['not root', `curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --token x ${flags}`, /^orc-install: error: must run as root/m],
+      ['used token', `${line} ${flags}`, /^orc-install: error: bad token: token already used$/m],
+      ['not root', `curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --no-sudo --token x ${flags}`, /^orc-install: error: must run as root/m],
     ]
     const fakeRoot = join(ws, 'gentoo')
     mkdirSync(join(fakeRoot, 'etc'), { recursive: true })
@@ -190,5 +190,21 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
       assert.equal(r.out.trim().split('\n').length, 1, `${what}: one line: ${r.out}`)
       assert.ok(!existsSync(fresh), `${what}: nothing was created`)
     }
+  })
+
+  it('not root, runs itself again once with sudo, with the same arguments', async () => {
+    assert.ok(line !== '', 'needs the install above')
+    const url = /http:\/\/\S+\/install\.sh/.exec(line)![0]
+    const fresh = join(ws, 'fresh')
+    const flags = `--prefix ${fresh}/usr --data-dir ${fresh}/data --systemd-dir ${fresh}/units --no-start`
+    // The fake sudo leaves the user as it was, so the second run (--no-sudo) refuses.
+    const r = await inB(`curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --token x ${flags}`, { PATH: `${shims}:${process.env.PATH}` })
+    assert.equal(r.exitCode, 1, r.out)
+    assert.deepEqual(r.out.trim().split('\n'), [
+      'orc-install: not root: running again with sudo',
+      `sudo ran: sh ${/sudo ran: sh (\S+)/.exec(r.out)?.[1]} --no-sudo --token x ${flags}`,
+      'orc-install: error: must run as root (--no-sudo)',
+    ])
+    assert.ok(!existsSync(fresh), 'nothing was created')
   })
 })

@@ -1,9 +1,27 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Fixture, waitFor, stateOf } from './helpers.ts'
+import { Fixture, waitFor, stateOf, fastTunables } from './helpers.ts'
 import { peerIdFromString } from '@libp2p/peer-id'
 import type { Mesh, MemberTransition } from '../../src/mesh/index.ts'
 import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
+
+// Failure detection runs on the wall clock, so on a loaded machine (2 cores, other test files) a
+// stalled event loop looks like a quiet member. Each test waits on conditions with deadlines derived
+// from the intervals it configures, and the tests that must see no suspicion give the detector a
+// window of many heartbeats (the fast fixtures' 900 ms is six; one failed under load).
+
+/** Tunables with a suspect window of `heartbeats` heartbeat intervals (dead at twice that). */
+function patientTunables(heartbeats: number) {
+  const suspectAfterMs = heartbeats * fastTunables.heartbeatIntervalMs!
+  return { suspectAfterMs, deadAfterMs: 2 * suspectAfterMs }
+}
+
+/** Every transition `m` reports about `peerId`, as a list of the states it went to. */
+function transitionsOf(m: Mesh, peerId: string): string[] {
+  const out: string[] = []
+  m.on('member:state', (tr: MemberTransition) => tr.peerId === peerId && out.push(tr.to))
+  return out
+}
 
 test('a stopped node becomes suspect, then dead, on the others; members() reports rtt and addresses', async (t) => {
   const fx = new Fixture()
@@ -19,32 +37,36 @@ test('a stopped node becomes suspect, then dead, on the others; members() report
   assert.ok(cView.addresses.some((ad) => ad.startsWith('/ip4/127.0.0.1/tcp/')))
   assert.ok(cView.lastSeen !== null)
 
-  const seen: MemberTransition[] = []
-  a.on('member:state', (tr) => seen.push(tr))
+  // Transitions are recorded as they happen: polling for "both suspect" could miss the window
+  // between suspect and dead on a slow machine.
+  const cAt = new Map([a, b].map((m) => [m, transitionsOf(m, c.peerId)]))
+  const deadAt = [a, b].map((m) => transitionsOf(m, m === a ? b.peerId : a.peerId))
   await c.stop()
-  await waitFor('A and B suspect C', () => stateOf(a, c.peerId) === 'suspect' && stateOf(b, c.peerId) === 'suspect')
-  await waitFor('A and B declare C dead', () => stateOf(a, c.peerId) === 'dead' && stateOf(b, c.peerId) === 'dead')
+  const deadline = 5 * fastTunables.deadAfterMs!
+  await waitFor('A and B declare C dead', () => stateOf(a, c.peerId) === 'dead' && stateOf(b, c.peerId) === 'dead', deadline)
   // Events follow on the next heartbeat tick.
-  await waitFor('A emitted the dead event', () => seen.some((x) => x.peerId === c.peerId && x.to === 'dead'))
+  await waitFor('A and B emitted the dead event', () => [...cAt.values()].every((path) => path.includes('dead')), deadline)
   // C goes suspect before dead and is never declared dead early. (While it is stopping, a late
   // heartbeat or ping reply may briefly bring it back from suspect to alive on a loaded machine.)
-  const path = seen.filter((x) => x.peerId === c.peerId).map((x) => x.to)
-  assert.deepEqual(path.slice(-2), ['suspect', 'dead'], `transitions: ${path.join(' → ')}`)
-  assert.equal(path.filter((s) => s === 'dead').length, 1, `transitions: ${path.join(' → ')}`)
-  // The survivors still see each other alive.
-  assert.equal(stateOf(a, b.peerId), 'alive')
-  assert.equal(stateOf(b, a.peerId), 'alive')
+  for (const [m, path] of cAt) {
+    assert.deepEqual(path.slice(-2), ['suspect', 'dead'], `${m.peerId === a.peerId ? 'A' : 'B'}: ${path.join(' → ')}`)
+    assert.equal(path.filter((s) => s === 'dead').length, 1, `${m.peerId === a.peerId ? 'A' : 'B'}: ${path.join(' → ')}`)
+  }
+  // The survivors still see each other alive, and never thought each other dead.
+  await waitFor('A and B see each other alive', () => stateOf(a, b.peerId) === 'alive' && stateOf(b, a.peerId) === 'alive', deadline)
+  assert.ok(deadAt.every((path) => !path.includes('dead')), `survivors: ${deadAt.map((p) => p.join(' → ')).join('; ')}`)
 })
 
 test('heartbeats go straight to connected members; one without the heartbeat protocol (an older orc) hears them by gossip', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const { mesh: a } = await fx.create('a')
-  const b = await fx.join('b', a)
-  const c = await fx.join('c', a)
+  const tunables = patientTunables(20)
+  const { mesh: a } = await fx.create('a', { tunables })
+  const b = await fx.join('b', a, { tunables })
+  const c = await fx.join('c', a, { tunables })
   const heardBy = (m: Mesh, path: 'direct' | 'gossip') => {
-    const from = new Set<string>()
-    m.on('heartbeat', (h) => h.direction === 'in' && h.path === path && from.add(h.peerId))
+    const from = new Map<string, number>()
+    m.on('heartbeat', (h) => h.direction === 'in' && h.path === path && from.set(h.peerId, (from.get(h.peerId) ?? 0) + 1))
     return from
   }
   const directAtA = heardBy(a, 'direct')
@@ -54,11 +76,15 @@ test('heartbeats go straight to connected members; one without the heartbeat pro
   await c.libp2p.unhandle(HEARTBEAT_PROTOCOL)
   for (const o of [a, b]) await c.libp2p.hangUp(peerIdFromString(o.peerId))
   const gossipAtC = heardBy(c, 'gossip')
+  await waitFor('C hears A and B by gossip', () => gossipAtC.has(a.peerId) && gossipAtC.has(b.peerId), 4 * tunables.suspectAfterMs)
+  // From then on, for more than a whole suspect window counted in heartbeats heard (not in wall
+  // time, which a loaded machine stretches), C never loses sight of A or B.
   const states: string[] = []
   c.on('member:state', (tr) => states.push(`${tr.name}:${tr.to}`))
-  await waitFor('C hears A and B by gossip', () => gossipAtC.has(a.peerId) && gossipAtC.has(b.peerId))
-  // Over three suspect windows C never loses sight of A or B.
-  await new Promise((r) => setTimeout(r, 3 * 900))
+  const window = tunables.suspectAfterMs / fastTunables.heartbeatIntervalMs! + 2
+  const start = new Map(gossipAtC)
+  const heardSince = (p: string) => (gossipAtC.get(p) ?? 0) - (start.get(p) ?? 0)
+  await waitFor(`C hears ${window} more heartbeats of A and of B by gossip`, () => heardSince(a.peerId) >= window && heardSince(b.peerId) >= window, 10 * tunables.suspectAfterMs)
   assert.equal(stateOf(c, a.peerId), 'alive')
   assert.equal(stateOf(c, b.peerId), 'alive')
   assert.ok(!states.some((s) => s.endsWith(':suspect') || s.endsWith(':dead')), `C saw: ${states.join(', ')}`)
@@ -67,7 +93,9 @@ test('heartbeats go straight to connected members; one without the heartbeat pro
 test('a member whose heartbeats arrive directly is pinged only for its round trip; one heard by gossip is pinged on the short interval', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const tunables = { pingIntervalMs: 300, directPingIntervalMs: 60_000 }
+  // "Heard directly" means within suspectAfterMs: twenty heartbeats, so a stalled event loop does
+  // not send A back to pinging B.
+  const tunables = { pingIntervalMs: 300, directPingIntervalMs: 60_000, ...patientTunables(20) }
   const { mesh: a } = await fx.create('a', { tunables })
   const b = await fx.join('b', a, { tunables })
   const c = await fx.join('c', a, { tunables })
@@ -84,15 +112,17 @@ test('a member whose heartbeats arrive directly is pinged only for its round tri
   const direct = new Set<string>()
   a.on('heartbeat', (h) => h.direction === 'in' && h.path === 'direct' && direct.add(h.peerId))
   await waitFor('A hears B directly', () => direct.has(b.peerId))
+  // A's one ping for B's round-trip time is done.
+  await waitFor('A knows its round trip to B', () => a.members().find((m) => m.peerId === b.peerId)?.rttMs != null)
   // C turns into an older orc (no heartbeat protocol): it hears A and B by gossip from then on.
   await c.libp2p.unhandle(HEARTBEAT_PROTOCOL)
   for (const o of [a, b]) await c.libp2p.hangUp(peerIdFromString(o.peerId))
   await waitFor('C connected to A again', () => c.libp2p.getConnections(peerIdFromString(a.peerId)).length > 0)
-  await new Promise((r) => setTimeout(r, 1200)) // any direct heartbeat C had from A is now stale
   pinged.clear()
-  await new Promise((r) => setTimeout(r, 2000))
-  assert.equal(pinged.get(`${a.peerId}>${b.peerId}`) ?? 0, 0, 'A pinged B, which it hears directly, on the short interval')
-  const cToA = pinged.get(`${c.peerId}>${a.peerId}`) ?? 0
-  assert.ok(cToA >= 3, `C, hearing A by gossip, pinged it ${cToA} times in 2 s`)
+  // Once the last direct heartbeat C had from A is older than suspectAfterMs, C pings A every
+  // pingIntervalMs; all that time A hears B directly and does not ping it.
+  const cToA = () => pinged.get(`${c.peerId}>${a.peerId}`) ?? 0
+  await waitFor('C pings A, which it hears by gossip, three times', () => cToA() >= 3, 10 * (tunables.suspectAfterMs + 3 * tunables.pingIntervalMs))
+  assert.equal(pinged.get(`${a.peerId}>${b.peerId}`) ?? 0, 0, `A pinged B, which it hears directly, on the short interval (C pinged A ${cToA()} times meanwhile)`)
   assert.notEqual(a.members().find((m) => m.peerId === b.peerId)?.rttMs, null, 'B still has a round-trip time at A')
 })

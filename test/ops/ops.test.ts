@@ -157,7 +157,7 @@ test('operator tools on a two-node cluster', async (t) => {
   await t.test('orc token create --print-install prints the line, and refuses when nothing serves it', async () => {
     const r = await a.cli(['token', 'create', '--print-install'])
     assert.equal(r.exitCode, 0, r.stderr)
-    assert.match(r.stdout, new RegExp(`^curl -fsSL http://${addrA.replace(/\./g, '\\.')}/install\\.sh \\| sudo sh -s -- --token orcjoin1\\.\\S+\\n$`))
+    assert.match(r.stdout, new RegExp(`^curl -fsSL http://${addrA.replace(/\./g, '\\.')}/install\\.sh \\| sh -s -- --token orcjoin1\\.\\S+\\n$`))
     const script = await fetch(`http://${addrA}/install.sh`)
     assert.equal(script.status, 200)
     const body = await script.text()

@@ -29,6 +29,7 @@ import {
   type MeshTunables,
 } from '../../mesh/index.ts'
 import { openStore, type ObjectStore } from '../../store/index.ts'
+import { unadvertisedRanges } from '../network/index.ts'
 import { clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
@@ -504,6 +505,8 @@ export class FederationManager implements ScopeRouter {
         dataDir: meshDir(),
         name: `${this.c.nodeName}@${cfg.cluster}`,
         listen: this.listenAddrs(cfg.port ?? 0),
+        // The host's own pod and tunnel networks: those of this node's cluster, not the federation's.
+        privateRanges: () => unadvertisedRanges(this.c.cluster().id),
         scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory) },
         members: directory,
         logger: this.c.logger.child({ federation: cfg.name || cfg.id }),

@@ -7,8 +7,10 @@
 import { createHash } from 'node:crypto'
 import { isPlainObject, type OrcObject } from '../../model/index.ts'
 import {
+  EGRESS_IPV4_PREFIX,
   canonicalEndpoint,
   chooseNodeSubnet,
+  clusterPrefix,
   formatPrefix,
   isWireGuardKey,
   nodePrefix,
@@ -273,6 +275,16 @@ export function chooseRelay(
     if (best === undefined || hash < best.hash) best = { node: m, hash }
   }
   return best?.node
+}
+
+/**
+ * Address ranges on this node that no other node reaches it at, so its mesh never advertises them:
+ * the pod egress IPv4 network (10.88.0.1 is on every node) and the cluster's ULA /48, which holds
+ * the pods, their gateways and orc's WireGuard interface address.
+ */
+export function unadvertisedRanges(clusterId: string): string[] {
+  const egress = formatPrefix(EGRESS_IPV4_PREFIX)
+  return clusterId === '' ? [egress] : [egress, formatPrefix(clusterPrefix(clusterId))]
 }
 
 /** This node's endpoints: the IPs it listens on (from libp2p's multiaddrs) with the WireGuard port. */

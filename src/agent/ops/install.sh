@@ -2,10 +2,10 @@
 # orc bootstrap. Every orc node serves this script at http://NODE:7418/install.sh together with its
 # own package, so a new machine installs exactly the version the cluster runs:
 #
-#   curl -fsSL http://NODE:7418/install.sh | sudo sh -s -- --token T
+#   curl -fsSL http://NODE:7418/install.sh | sh -s -- --token T
 #
 # It checks everything first (Linux, a known package manager, root, the token) and changes nothing
-# when a check fails; then it installs what is missing with the distribution's package manager,
+# when a check fails; not root, it runs again with sudo (or doas) when the machine has it; then it installs what is missing with the distribution's package manager,
 # installs orc under PREFIX, writes a systemd unit, joins the cluster and starts the agent.
 # Running it again is safe: an existing member is upgraded in place and never joins twice.
 # The script holds nothing secret; the token is what you pass. `--help` lists the options.
@@ -35,6 +35,11 @@ SYSTEMD=1
 PACKAGES=1
 DRY_RUN=0
 UNINSTALL=0
+SUDO_OK=1
+
+# The arguments as given, quoted for `eval set --`: the script runs again with them under sudo.
+ARGS=''
+for a in "$@"; do ARGS="$ARGS '$(printf '%s' "$a" | sed "s/'/'\\\\''/g")'"; done
 
 say() { printf 'orc-install: %s\n' "$*" >&2; }
 die() {
@@ -46,7 +51,7 @@ usage() {
   cat <<EOF
 Install orc $ORC_VERSION from $ORC_SERVER and join this machine to its cluster.
 
-Usage: curl -fsSL $ORC_SERVER/install.sh | sudo sh -s -- --token T [options]
+Usage: curl -fsSL $ORC_SERVER/install.sh | sh -s -- --token T [options]
 
   --token T            join token (orc token create on a member); not needed to upgrade a member
   --name N             node name (default: the host name)
@@ -59,6 +64,7 @@ Usage: curl -fsSL $ORC_SERVER/install.sh | sudo sh -s -- --token T [options]
   --no-start           install and join, but do not start the agent (start it with: orc up)
   --skip-packages      do not install distribution packages (report what is missing)
   --dry-run            print what would be done and change nothing
+  --no-sudo            not root: fail instead of running again with sudo (or doas)
   --uninstall          stop and remove orc (the data dir is kept)
   -h, --help           this help
 EOF
@@ -88,6 +94,7 @@ while [ $# -gt 0 ]; do
     --no-start) START=0; shift ;;
     --skip-packages) PACKAGES=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
+    --no-sudo) SUDO_OK=0; shift ;;
     --uninstall) UNINSTALL=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -95,7 +102,7 @@ while [ $# -gt 0 ]; do
 done
 
 case "$PREFIX$DATA_DIR$SYSTEMD_DIR$NAME$LISTEN$HTTP_LISTEN" in
-  *"'"* | *'"'* | *'\'* | *'$'* | *'`'*) die "options may not contain quotes, backslashes, \$ or backticks" ;;
+  *"'"* | *'"'* | *\\* | *'$'* | *'`'*) die "options may not contain quotes, backslashes, \$ or backticks" ;;
 esac
 case "$PREFIX" in /*) ;; *) die "--prefix must be an absolute path" ;; esac
 case "$DATA_DIR" in /*) ;; *) die "--data-dir must be an absolute path" ;; esac
@@ -132,10 +139,6 @@ case "$ARCH" in
   *) die "unsupported CPU architecture $ARCH (orc supports x86_64, aarch64, armv7l)" ;;
 esac
 
-if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then
-  die "must run as root: pipe it to sudo (curl -fsSL $ORC_SERVER/install.sh | sudo sh -s -- --token T)"
-fi
-
 fetch() { # URL FILE
   if command -v curl >/dev/null 2>&1; then
     curl -fsSL --retry 3 -o "$2" "$1"
@@ -149,6 +152,30 @@ fetch() { # URL FILE
 fetch_text() { # URL
   if command -v curl >/dev/null 2>&1; then curl -fsS "$1"; else wget -q -O - "$1"; fi
 }
+
+# Not root: run again as root with sudo or doas. The script came through a pipe, so it is fetched
+# again from the node that served it (into a file, so that a failed download is not an empty run).
+if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then
+  SUDO=''
+  if [ "$SUDO_OK" = 1 ]; then
+    for s in sudo doas; do
+      if command -v "$s" >/dev/null 2>&1; then
+        SUDO=$s
+        break
+      fi
+    done
+  fi
+  [ "$SUDO_OK" = 1 ] || die "must run as root (--no-sudo)"
+  [ -n "$SUDO" ] || die "must run as root, and there is no sudo or doas here to become root: run it again as root"
+  self=$(mktemp)
+  fetch "$ORC_SERVER/install.sh" "$self" || die "cannot fetch $ORC_SERVER/install.sh again to run it with $SUDO"
+  say "not root: running again with $SUDO"
+  eval "set -- $ARGS"
+  rc=0
+  "$SUDO" sh "$self" --no-sudo "$@" || rc=$?
+  rm -f "$self"
+  exit "$rc"
+fi
 
 sha256_of() {
   if command -v sha256sum >/dev/null 2>&1; then
@@ -189,7 +216,7 @@ if [ "$UNINSTALL" = 0 ]; then
     claims=$(b64url_decode "$payload") || die "bad token: it is damaged (not base64url); copy it again"
     TOKEN_ID=$(json_string id "$claims")
     secret=$(json_string secret "$claims")
-    [ -n "$TOKEN_ID" ] && [ -n "$secret" ] || die "bad token: it is damaged (fields missing); copy it again"
+    { [ -n "$TOKEN_ID" ] && [ -n "$secret" ]; } || die "bad token: it is damaged (fields missing); copy it again"
     hashfile=$(mktemp)
     printf '%s' "$secret" >"$hashfile"
     hash=$(sha256_of "$hashfile")
@@ -301,18 +328,16 @@ fi
 
 install_packages() {
   say "installing$1 with $PM"
+  # $1 is a list of package names: split on purpose.
+  # shellcheck disable=SC2086
   case "$PM" in
     apt)
       export DEBIAN_FRONTEND=noninteractive
       apt-get update -qq >/dev/null || true
-      # shellcheck disable=SC2086
       apt-get install -y -qq --no-install-recommends $1 >/dev/null
       ;;
-    # shellcheck disable=SC2086
     dnf) dnf install -y -q $1 ;;
-    # shellcheck disable=SC2086
     yum) yum install -y -q $1 ;;
-    # shellcheck disable=SC2086
     pacman) pacman -Sy --noconfirm --needed $1 ;;
   esac
 }
@@ -340,7 +365,7 @@ if [ -z "$NODE_BIN" ] || [ ! -x "$NODE_BIN" ]; then
     mv -f "$TMP/node" "$LIB/node/bin/node"
   else
     NODE_BIN=$(command -v node || true)
-    [ -n "$NODE_BIN" ] && version_ge "$(node -p process.versions.node)" "$NODE_MIN" ||
+    { [ -n "$NODE_BIN" ] && version_ge "$(node -p process.versions.node)" "$NODE_MIN"; } ||
       die "Node.js >= $NODE_MIN is needed and $PM offers none; install it (https://nodejs.org) and run this again"
   fi
 fi

@@ -194,7 +194,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .option('--ttl <duration>', 'how long the token is valid (90s, 30m, 1h, 7d)', '1h')
     .option('--uses <n>', 'how many nodes may join with it', '1')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['token', 'json']).default('token'))
-    .option('--print-install', 'print the one-line install command for a new machine (curl … | sudo sh) instead of the bare token')
+    .option('--print-install', 'print the one-line install command for a new machine (curl … | sh) instead of the bare token')
     .addHelpText('after', examples(`
   # One node, within the hour
   orc token create
@@ -222,7 +222,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
         const line = installLine(http, joinAddressOf(r.addresses)?.replace(/^\[?([^\]]*?)\]?:[0-9]+$/, '$1'), r.token)
         if (opts.output === 'json') return io.out(JSON.stringify({ ...r, install: line }, null, 2) + '\n')
         io.out(line + '\n')
-        io.err(`token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or with sudo).\n`)
+        io.err(`token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or as a user who may use sudo).\n`)
         return
       }
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')

@@ -189,8 +189,10 @@ export function fishCompletion(program: Command): string {
 // ---- the install one-liner ---------------------------------------------------------------------
 
 /**
- * `curl -fsSL http://HOST:PORT/install.sh | sudo sh -s -- --token T`. HOST: the listener's own IP
- * when it is bound to one, else the address peers dial this node at.
+ * `curl -fsSL http://HOST:PORT/install.sh | sh -s -- --token T`. HOST: the listener's own IP
+ * when it is bound to one, else the address peers dial this node at. No `sudo`: a root shell on a
+ * machine without sudo (a fresh Debian) could not run that; the script runs itself again with sudo
+ * when it is not root.
  */
 export function installLine(httpAddress: string, joinHost: string | undefined, token: string): string {
   const m = /^\[?([^\]]+?)\]?:([0-9]+)$/.exec(httpAddress)
@@ -198,7 +200,7 @@ export function installLine(httpAddress: string, joinHost: string | undefined, t
   const wildcard = m[1] === '0.0.0.0' || m[1] === '::'
   const host = wildcard ? (joinHost ?? m[1]!) : m[1]!
   const hostText = host.includes(':') ? `[${host}]` : host
-  return `curl -fsSL http://${hostText}:${m[2]}/install.sh | sudo sh -s -- --token ${token}`
+  return `curl -fsSL http://${hostText}:${m[2]}/install.sh | sh -s -- --token ${token}`
 }
 
 // ---- commands ----------------------------------------------------------------------------------

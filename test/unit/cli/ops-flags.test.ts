@@ -15,9 +15,9 @@ test('--http-listen: default, explicit, env, off, and one clear error', () => {
 })
 
 test('the install line names the listener, or the join address when it listens on every interface', () => {
-  assert.equal(installLine('0.0.0.0:7418', '192.168.1.10', 'orcjoin1.abc'), 'curl -fsSL http://192.168.1.10:7418/install.sh | sudo sh -s -- --token orcjoin1.abc')
-  assert.equal(installLine('10.0.0.5:8080', '192.168.1.10', 'T'), 'curl -fsSL http://10.0.0.5:8080/install.sh | sudo sh -s -- --token T')
-  assert.equal(installLine('[::]:7418', 'fd00::5', 'T'), 'curl -fsSL http://[fd00::5]:7418/install.sh | sudo sh -s -- --token T')
+  assert.equal(installLine('0.0.0.0:7418', '192.168.1.10', 'orcjoin1.abc'), 'curl -fsSL http://192.168.1.10:7418/install.sh | sh -s -- --token orcjoin1.abc')
+  assert.equal(installLine('10.0.0.5:8080', '192.168.1.10', 'T'), 'curl -fsSL http://10.0.0.5:8080/install.sh | sh -s -- --token T')
+  assert.equal(installLine('[::]:7418', 'fd00::5', 'T'), 'curl -fsSL http://[fd00::5]:7418/install.sh | sh -s -- --token T')
 })
 
 test('the peers table puts this node first and shows what is unknown as -', () => {

@@ -16,3 +16,41 @@ test('what users type for an address becomes TCP multiaddrs', async () => {
   assert.deepEqual(await resolvePeerAddress('n1.lab:7000', async () => ['192.0.2.1', '2001:db8::1']), ['/ip4/192.0.2.1/tcp/7000', '/ip6/2001:db8::1/tcp/7000'])
   await assert.rejects(resolvePeerAddress('nope.invalid', async () => { throw Object.assign(new Error('x'), { code: 'ENOTFOUND' }) }), /resolve nope.invalid: ENOTFOUND/)
 })
+
+test('a node advertises only the addresses other machines can dial it at', async (t) => {
+  const { advertisableAddresses } = await import('../../../src/mesh/index.ts')
+  const WILDCARD = ['/ip4/0.0.0.0/tcp/7419', '/ip6/::/tcp/7419']
+  const POD_RANGES = ['10.88.0.0/16', 'fd12:3456:789a::/48']
+  // What a wildcard listener expands to on a node with pods and its WireGuard interface up.
+  const host = [
+    '/ip4/127.0.0.1/tcp/7419',
+    '/ip4/192.168.1.10/tcp/7419',
+    '/ip4/10.88.0.1/tcp/7419',
+    '/ip4/169.254.3.4/tcp/7419',
+    '/ip6/::1/tcp/7419',
+    '/ip6/fe80::1c2:3ff:fe04:506/tcp/7419',
+    '/ip6/fd12:3456:789a:1::1/tcp/7419',
+    '/ip6/2001:db8:1::10/tcp/7419',
+    '/ip6/fd00:aaaa::5/tcp/7419',
+  ]
+
+  await t.test('no loopback, link-local, pod egress or cluster ULA address; routable ones kept in order', () => {
+    assert.deepEqual(advertisableAddresses(host, WILDCARD, POD_RANGES), ['/ip4/192.168.1.10/tcp/7419', '/ip6/2001:db8:1::10/tcp/7419', '/ip6/fd00:aaaa::5/tcp/7419'])
+  })
+
+  await t.test('an address --listen names is advertised whatever it is', () => {
+    assert.deepEqual(advertisableAddresses(['/ip4/127.0.0.1/tcp/7420'], ['/ip4/127.0.0.1/tcp/7420'], POD_RANGES), ['/ip4/127.0.0.1/tcp/7420'])
+    const both = ['/ip4/192.168.1.10/tcp/7419', '/ip4/10.88.0.1/tcp/7419']
+    assert.deepEqual(advertisableAddresses(both, ['/ip4/10.88.0.1/tcp/7419', '/ip4/192.168.1.10/tcp/7419'], POD_RANGES), both)
+    assert.deepEqual(advertisableAddresses(['/ip6/::1/tcp/7419'], ['/ip6/0:0::1/tcp/7419']), ['/ip6/::1/tcp/7419'])
+  })
+
+  await t.test('a machine with nothing routable still advertises its loopback addresses, never a pod address', () => {
+    const offline = ['/ip4/127.0.0.1/tcp/7419', '/ip4/10.88.0.1/tcp/7419', '/ip6/::1/tcp/7419', '/ip6/fd12:3456:789a:1::1/tcp/7419']
+    assert.deepEqual(advertisableAddresses(offline, WILDCARD, POD_RANGES), ['/ip4/127.0.0.1/tcp/7419', '/ip6/::1/tcp/7419'])
+  })
+
+  await t.test('addresses that are not IP pass through', () => {
+    assert.deepEqual(advertisableAddresses(['/memory/a', '/ip4/127.0.0.1/tcp/1'], []), ['/memory/a'])
+  })
+})

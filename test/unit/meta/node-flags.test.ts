@@ -12,6 +12,14 @@ const flags = NODE_FLAGS.join(' ')
 test('bin/orc.mjs, scripts/run.sh and the orc script install.sh writes start node with the agent flags', () => {
   assert.ok(flags.length > 0)
   assert.equal(read('bin/orc.mjs').split('\n')[0], `#!/usr/bin/env -S node ${flags}`)
-  assert.match(read('scripts/run.sh'), new RegExp(`^orc\\(\\) \\{ node ${flags} bin/orc\\.mjs "\\$@"; \\}$`, 'm'))
+  assert.match(read('scripts/run.sh'), new RegExp(`^ORC=\\(node ${flags} bin/orc\\.mjs\\)$`, 'm'))
+  assert.match(read('scripts/run.sh'), /^orc\(\) \{ "\$\{ORC\[@\]\}" "\$@"; \}$/m)
   assert.match(read('src/agent/ops/install.sh'), new RegExp(`^exec "\\$NODE_BIN" ${flags} "\\$LIB/current/orc\\.mjs"`, 'm'))
+})
+
+test('scripts/run.sh starts the agent as its own child, so that its pid is the agent\'s', () => {
+  // Through the orc shell function, $! was a subshell's pid: a TERM to the script reached the
+  // subshell and left the agent running with its pods and NAT table.
+  assert.match(read('scripts/run.sh'), /^"\$\{ORC\[@\]\}" up &\nagent=\$!$/m)
+  assert.doesNotMatch(read('scripts/run.sh'), /^orc up &/m)
 })
