@@ -396,9 +396,10 @@ export class Testbed {
    * Cut every packet between two groups of hosts (both ways, IPv4 and IPv6) on the internet bridge,
    * with an nftables bridge filter in the bridge's namespace; each group still reaches itself and
    * the rest. Hosts behind a home router are cut by the router's WAN address (so the whole LAN).
-   * `heal()` removes every cut.
+   * `oneWay`: only packets from `a` to `b` are dropped (an asymmetric partition: `b` still reaches
+   * `a`, whose answers are lost). `heal()` removes every cut.
    */
-  async partition(a: string[], b: string[]): Promise<void> {
+  async partition(a: string[], b: string[], opts: { oneWay?: boolean } = {}): Promise<void> {
     const addr = (n: string) => {
       const h = this.host(n)
       return h.site === 'internet' ? h.ip : this.routers.get(this.opts.hosts.find((x) => x.name === n)?.router ?? this.router.name)!.wanIp
@@ -407,7 +408,9 @@ export class Testbed {
     const table = 'orc_testbed_partition'
     const exists = (await execa('ip', ['netns', 'exec', this.inet, 'nft', 'list', 'table', 'bridge', table], { reject: false })).exitCode === 0
     const lines = exists ? [] : [`table bridge ${table} {`, '  chain forward {', '    type filter hook forward priority 0; policy accept;', '  }', '}']
-    lines.push(`add rule bridge ${table} forward ip saddr ${set(a)} ip daddr ${set(b)} drop`, `add rule bridge ${table} forward ip saddr ${set(b)} ip daddr ${set(a)} drop`, '')
+    lines.push(`add rule bridge ${table} forward ip saddr ${set(a)} ip daddr ${set(b)} drop`)
+    if (!opts.oneWay) lines.push(`add rule bridge ${table} forward ip saddr ${set(b)} ip daddr ${set(a)} drop`)
+    lines.push('')
     await sh('ip', ['netns', 'exec', this.inet, 'nft', '-f', '-'], { input: lines.join('\n') })
   }
 
