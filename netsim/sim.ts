@@ -219,6 +219,12 @@ export class Simulator {
    */
   heartbeatMs: number
   syncIntervalMs: number
+  /**
+   * Heartbeats reach a member through relays (true, as gossip carries them in the agent: the
+   * transitive closure over partitions) or only over a direct link that is not cut (false: the
+   * worst case for a pairwise drop, where A and B suspect each other while both hear C).
+   */
+  heartbeatRelay = true
   /** Extra work per node after each heartbeat round (the scheduler loop hooks in here). */
   onRound: ((n: SimNode) => void | Promise<void>) | null = null
   /** Called when a node's process starts (first boot, restart, join). */
@@ -526,7 +532,7 @@ export class Simulator {
     const partitioned = this.net.active
     for (const src of upNodes) {
       if (src === node) continue
-      if (partitioned && !this.net.reaches(src.idx, node.idx)) continue
+      if (partitioned && (this.heartbeatRelay ? !this.net.reaches(src.idx, node.idx) : this.net.blocked(src.idx, node.idx))) continue
       const link = this.link(src, node)
       if (link.loss > 0 && this.netRng.chance(link.loss)) continue
       const t = table.heard(src.id, now)
