@@ -20,6 +20,7 @@ import {
   type FencingOptions,
   type NodeView,
   type PodView,
+  type QuorumMember,
   type QuorumState,
   type SchedOptionsInput,
 } from '../src/sched/index.ts'
@@ -212,14 +213,16 @@ export class LocalScheduler {
     return this.fencing !== false && q.heard < q.needed
   }
 
-  /** Recompute `n`'s quorum state from its own membership table (every heartbeat round). */
+  /** Recompute `n`'s quorum state from its membership's last-heard times (every heartbeat round; netsim forgets no member). */
   private updateQuorum(n: SimNode): void {
     if (this.fencing === false || !n.table) return
     const now = this.sim.localNow(n)
-    const others = n.table
-      .view(now)
-      .filter((m) => !m.self)
-      .map((m) => ({ name: m.name, ...(m.lastSeen !== null ? { lastSeen: m.lastSeen } : {}) }))
+    const others: QuorumMember[] = []
+    for (const k of n.known) {
+      if (k === n.idx) continue
+      const seen = n.lastHeard.get(k)
+      others.push(seen === undefined ? { name: this.naming.name(k) } : { name: this.naming.name(k), lastSeen: seen })
+    }
     const before = this.quorum.get(n.idx)
     const q = quorumState(others, now, this.fencing)
     this.quorum.set(n.idx, q)

@@ -109,6 +109,11 @@ export class SimNode {
   table: MembershipTable | null = null
   /** Out-of-turn anti-entropy (the real planner from src/mesh); lost on a crash like the table. */
   planner: AntiEntropyPlanner | null = null
+  /**
+   * Members this process heard → its local time it last did: exactly what the heartbeat rounds fed
+   * into `table.heard` (MembershipTable.view() gives the same, but sorts by name: 3× the site-dark run).
+   */
+  lastHeard = new Map<number, number>()
   /** Members this node considers suspect or dead → its local time when they stopped being alive. */
   notAlive = new Map<number, number>()
   mesh = new Set<number>()
@@ -536,6 +541,7 @@ export class Simulator {
       const link = this.link(src, node)
       if (link.loss > 0 && this.netRng.chance(link.loss)) continue
       const t = table.heard(src.id, now)
+      if (table.has(src.id)) node.lastHeard.set(src.idx, Math.max(node.lastHeard.get(src.idx) ?? now, now))
       if (t !== undefined) {
         node.notAlive.delete(src.idx)
         node.dirty = true
@@ -653,6 +659,7 @@ export class Simulator {
     node.table = null
     node.planner = null
     node.notAlive.clear()
+    node.lastHeard.clear()
     node.mesh.clear()
     node.seen = new Set()
     node.seenOld = new Set()
