@@ -50,6 +50,8 @@ async function main(): Promise<void> {
     const k = Number(seedsArg)
     const t0 = performance.now()
     let ok = 0
+    // Each numeric figure's largest value over the seeds, and the seed that gave it.
+    const max = new Map<string, { v: number; seed: number }>()
     for (let i = 0; i < k; i++) {
       const seed = arg('seed') !== undefined ? Number(arg('seed')) + i : randomSeed()
       const r = await scenario.run({ nodes, seed })
@@ -58,9 +60,14 @@ async function main(): Promise<void> {
         process.exit(1)
       }
       ok++
+      for (const [f, v] of Object.entries(r.figures)) {
+        const cur = max.get(f)
+        if (typeof v === 'number' && (cur === undefined || v > cur.v)) max.set(f, { v, seed })
+      }
       console.log(`seed ${seed}: ok (${(r.wallMs / 1000).toFixed(1)} s wall)`)
     }
     console.log(`${ok}/${k} seeds of ${name} at ${nodes} nodes without violations in ${((performance.now() - t0) / 1000).toFixed(0)} s`)
+    for (const [f, { v, seed }] of max) console.log(`max ${f}: ${Number(v.toFixed(3))} (seed ${seed})`)
     return
   }
   const seed = Number(arg('seed') ?? randomSeed())

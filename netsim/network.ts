@@ -52,6 +52,8 @@ export function medianLatency(d: LatencyDist): number {
  * Who can send to whom. Nodes carry a partition label (0 when healed); `cut` holds blocked
  * directed label pairs. A symmetric split blocks both directions, an asymmetric one only one.
  * Reachability for gossip relayed through other nodes is the transitive closure over labels.
+ * Besides groups, single directed node pairs can be dropped (`dropPairs`: A cannot reach B, both
+ * reach C); such a pair still reaches through one third node both ends can reach.
  */
 export class Partitions {
   label: number[] = []
@@ -60,13 +62,26 @@ export class Partitions {
   since = 0
   private closure: boolean[][] | null = null
   private labels = 1
+  /** Dropped directed node pairs `from>to`, and the memo of their one-relay reachability. */
+  private pairs = new Set<string>()
+  private pairReach = new Map<string, boolean>()
 
   ensure(n: number): void {
     while (this.label.length < n) this.label.push(0)
   }
 
   get active(): boolean {
-    return this.cut.size > 0
+    return this.cut.size > 0 || this.pairs.size > 0
+  }
+
+  /** Drop direct traffic between node pairs (both directions unless `oneWay`); groups are unchanged. */
+  dropPairs(pairs: [number, number][], now: number, oneWay = false): void {
+    for (const [a, b] of pairs) {
+      this.pairs.add(`${a}>${b}`)
+      if (!oneWay) this.pairs.add(`${b}>${a}`)
+    }
+    this.pairReach.clear()
+    this.since = now
   }
 
   /** Split into groups (node indexes); nodes not listed stay with label 0 (their own group). */
@@ -80,17 +95,21 @@ export class Partitions {
     // Label 0 (unlisted nodes) with an explicit group list: keep it cut off from the groups too.
     this.since = now
     this.closure = null
+    this.pairReach.clear()
   }
 
   heal(now: number): void {
     this.label.fill(0)
     this.cut.clear()
+    this.pairs.clear()
+    this.pairReach.clear()
     this.labels = 1
     this.since = now
     this.closure = null
   }
 
   blocked(from: number, to: number): boolean {
+    if (this.pairs.size > 0 && this.pairs.has(`${from}>${to}`)) return true
     if (this.cut.size === 0) return false
     const a = this.label[from]!
     const b = this.label[to]!
@@ -99,6 +118,22 @@ export class Partitions {
 
   /** Can anything `from` sends reach `to`, possibly relayed by others? */
   reaches(from: number, to: number): boolean {
+    if (!this.labelReaches(from, to)) return false
+    if (this.pairs.size === 0 || !this.pairs.has(`${from}>${to}`)) return true
+    const key = `${from}>${to}`
+    let r = this.pairReach.get(key)
+    if (r === undefined) {
+      r = false
+      for (let k = 0; k < this.label.length && !r; k++) {
+        if (k === from || k === to || this.pairs.has(`${from}>${k}`) || this.pairs.has(`${k}>${to}`)) continue
+        r = this.labelReaches(from, k) && this.labelReaches(k, to)
+      }
+      this.pairReach.set(key, r)
+    }
+    return r
+  }
+
+  private labelReaches(from: number, to: number): boolean {
     if (this.cut.size === 0) return true
     if (!this.closure) this.closure = this.computeClosure()
     return this.closure[this.label[from]!]![this.label[to]!]!

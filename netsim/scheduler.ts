@@ -2,10 +2,36 @@
  * Local scheduling on every simulated node: each node builds a ClusterView from its own store and
  * its own membership table, runs the real `plan` from src/sched, and executes only the binds that
  * name itself (as `controller:scheduler` patches of `status.node`). A node "runs" a pod when its own
- * store binds the pod to it. The checks here are the scheduler invariants.
+ * store binds the pod to it and, for an `ha` pod, while the real self-fencing rule
+ * (src/sched/fencing.ts) lets it: every heartbeat round each node computes its quorum state from its
+ * own membership table's last-heard times. The checks here are the scheduler invariants.
  */
-import { plan, podRequests, BindOp, nextDecisionTime, type ClusterView, type NodeView, type PodView, type SchedOptionsInput } from '../src/sched/index.ts'
-import type { SimNode, Simulator } from './sim.ts'
+import {
+  plan,
+  podRequests,
+  BindOp,
+  nextDecisionTime,
+  decideFence,
+  DEFAULT_FENCING,
+  fenceWindowMs,
+  quorumState,
+  resolveFencing,
+  type ClusterView,
+  type FencingOptions,
+  type NodeView,
+  type PodView,
+  type QuorumMember,
+  type QuorumState,
+  type SchedOptionsInput,
+} from '../src/sched/index.ts'
+import { EPOCH, type SimNode, type Simulator } from './sim.ts'
+
+/**
+ * Stop grace passed to `decideFence`: 0, so a fenced copy counts as running until the SIGKILL
+ * deadline (lastQuorumAt + fenceWindow) — a container that ignores SIGTERM, the worst case. The
+ * stop itself is instantaneous, seen at the first heartbeat round at or after the deadline.
+ */
+export const FENCE_GRACE_MS = 0
 
 export const APPS = 'apps'
 
@@ -35,11 +61,34 @@ export const CLUSTER_NAMING: SchedNaming = {
   index: (name) => Number(name.slice('node-'.length)),
 }
 
+interface RunningPod {
+  name: string
+  ha: boolean
+}
+
+/** One fault and its heal: the worst ha pod's figures (ms). */
+export interface HaEpisode {
+  label: string
+  start: number
+  /** False for a fault fencing is known not to cover: measured, not a violation. */
+  checked: boolean
+  healedAt?: number
+  end?: number
+  /** Longest total time one ha pod ran on two or more nodes while the fault lasted, and after the heal. */
+  overlapFault: number
+  overlapAfter: number
+  /** Longest total time one ha pod ran nowhere. */
+  down: number
+  /** Observations of two copies once the fault had lasted haAfter + margin (violations). */
+  late: number
+  byPod: Map<string, { fault: number; after: number; down: number }>
+}
+
 export class LocalScheduler {
   readonly opts: SchedOptionsInput
   private nextAt = new Map<number, number>()
   /** Pods each node runs, recomputed only when its store changed. */
-  private runs = new Map<number, string[]>()
+  private runs = new Map<number, RunningPod[]>()
   private runsDirty = new Set<number>()
   /** Pods whose node was lost (ha), waiting to run again. */
   readonly failovers: FailoverRecord[] = []
@@ -47,6 +96,19 @@ export class LocalScheduler {
   binds = 0
   /** ha pods moved away from a node that was in fact up and reachable (a false suspicion). */
   spuriousHaMoves = 0
+  /** One fault (partition or crash) and its heal, as the ha overlap invariant measures it. */
+  episode: HaEpisode | undefined
+  readonly episodes: HaEpisode[] = []
+  /** Fencing rules in force, or false (ha pods run wherever the store binds them). */
+  readonly fencing: FencingOptions | false
+  /** Each node's quorum state at its last heartbeat round. */
+  private quorum = new Map<number, QuorumState>()
+  /** Copies of a crashed agent that outlive it: its ha containers' watchdogs stop them at the lease deadline. */
+  private orphans = new Map<number, { pods: RunningPod[]; until: number }>()
+  /** The ha pods (from createPods), and how many copies each had at the last observation. */
+  readonly haPods = new Set<string>()
+  private copies = new Map<string, number>()
+  private lastObserved = 0
   /** Time series for the timeline plot. */
   readonly timeline: { t: number; up: number; running: number; doubled: number; pending: number }[] = []
   /** Once views have converged, a pod running on two nodes is a violation. */
@@ -57,11 +119,15 @@ export class LocalScheduler {
     readonly sim: Simulator,
     opts: SchedOptionsInput = {},
     readonly naming: SchedNaming = CLUSTER_NAMING,
+    fencing: Partial<FencingOptions> | false = {},
   ) {
     this.opts = { haAfterSeconds: 30, ...opts }
+    this.fencing = fencing === false ? false : resolveFencing(fencing)
     const hook = (n: SimNode) => {
       n.dirty = true
       this.runsDirty.add(n.idx)
+      this.quorum.delete(n.idx)
+      this.orphans.delete(n.idx)
       n.store!.onChange(() => {
         n.dirty = true
         this.runsDirty.add(n.idx)
@@ -82,6 +148,7 @@ export class LocalScheduler {
         metadata: { name: `app-${i}`, namespace: APPS, labels: { app: `app-${i}` } },
         spec: { policy: policy(i), containers: [{ name: 'main', image: '/images/app', resources: { requests: { cpu: '100m', memory: '64Mi' } } }] },
       }
+      if (policy(i) === 'ha') this.haPods.add(`app-${i}`)
       const r = await via.store!.apply(manifest as never, { author: 'user:netsim', now: this.sim.localNow(via) })
       if (r.revision) {
         this.sim.acked.push({ revisionId: r.revision.id, key: `${APPS}/app-${i}`, node: via.idx, at: this.sim.now })
@@ -129,12 +196,68 @@ export class LocalScheduler {
         ...(spec.placement?.preferClusters ? { preferClusters: spec.placement.preferClusters } : {}),
       })
     }
-    return { nodes, pods, now }
+    const q = this.quorum.get(n.idx)
+    return { nodes, pods, now, ...(q !== undefined && this.lacksQuorum(q) ? { noQuorum: `hears ${q.heard} of ${q.size} nodes (quorum ${q.needed})` } : {}) }
+  }
+
+  get haAfterMs(): number {
+    return (this.opts.haAfterSeconds ?? 30) * 1000
+  }
+
+  /** haAfter + the fencing margin: the longest two copies of an ha pod may run after a fault (checked with fencing off too). */
+  get overlapBoundMs(): number {
+    return this.haAfterMs + (this.fencing === false ? DEFAULT_FENCING : this.fencing).fenceMarginSeconds * 1000
+  }
+
+  private lacksQuorum(q: QuorumState): boolean {
+    return this.fencing !== false && q.heard < q.needed
+  }
+
+  /** Recompute `n`'s quorum state from its membership's last-heard times (every heartbeat round; netsim forgets no member). */
+  private updateQuorum(n: SimNode): void {
+    if (this.fencing === false || !n.table) return
+    const now = this.sim.localNow(n)
+    const others: QuorumMember[] = []
+    for (const k of n.known) {
+      if (k === n.idx) continue
+      const seen = n.lastHeard.get(k)
+      others.push(seen === undefined ? { name: this.naming.name(k) } : { name: this.naming.name(k), lastSeen: seen })
+    }
+    const before = this.quorum.get(n.idx)
+    const q = quorumState(others, now, this.fencing)
+    this.quorum.set(n.idx, q)
+    // Gaining or losing the quorum changes the plan (a node without one moves no ha pod).
+    if (before === undefined || this.lacksQuorum(before) !== this.lacksQuorum(q)) n.dirty = true
+  }
+
+  /** Is `n` fenced now: may it not run its ha pods? */
+  fenced(n: SimNode): boolean {
+    if (this.fencing === false) return false
+    const q = this.quorum.get(n.idx)
+    if (q === undefined) return true // not a heartbeat round since the process started: no quorum heard yet
+    return !decideFence(q, this.sim.localNow(n), this.haAfterMs, FENCE_GRACE_MS, this.fencing).run
+  }
+
+  /**
+   * The agent process of `n` crashes but the machine stays up: its ha containers run on until the
+   * lease deadline their watchdog checks (lastQuorumAt + fence window, written at the last round),
+   * best-effort ones until the agent is back. Without fencing this is a plain crash (all stop).
+   */
+  crashAgent(n: SimNode): void {
+    const q = this.quorum.get(n.idx)
+    if (this.fencing !== false && q !== undefined && n.store) {
+      const me = this.naming.name(n.idx)
+      const pods = n.store.list('Pod', this.naming.namespace).filter((o) => (o.status as { node?: string } | undefined)?.node === me)
+      const lease = q.lastQuorumAt + fenceWindowMs(this.haAfterMs, this.fencing) - EPOCH - n.skew
+      if (pods.length > 0) this.orphans.set(n.idx, { pods: pods.map((o) => ({ name: o.metadata.name, ha: (o.spec as { policy?: string }).policy === 'ha' })), until: lease })
+    }
+    this.sim.crash(n)
   }
 
   private async round(n: SimNode): Promise<void> {
     const sim = this.sim
     if (sim.opts.membership !== 'full' || !n.store) return
+    this.updateQuorum(n)
     const now = sim.localNow(n)
     const due = this.nextAt.get(n.idx)
     if (!n.dirty && (due === undefined || now < due)) return
@@ -174,22 +297,33 @@ export class LocalScheduler {
     }
   }
 
-  /** Who runs what: node X runs pod P when X is up and its own store binds P to X. */
+  /**
+   * Who runs what: node X runs pod P when X is up and its own store binds P to X — an ha pod only
+   * while X is not fenced. A crashed agent's containers run on until their lease deadline.
+   */
   runners(): Map<string, string[]> {
     const out = new Map<string, string[]>()
+    const add = (pod: string, node: string) => {
+      const list = out.get(pod) ?? []
+      list.push(node)
+      out.set(pod, list)
+    }
     for (const n of this.sim.upNodes) {
       let mine = this.runs.get(n.idx)
       if (mine === undefined || this.runsDirty.has(n.idx)) {
         const me = this.naming.name(n.idx)
-        mine = n.store!.list('Pod', this.naming.namespace).filter((o) => (o.status as { node?: string } | undefined)?.node === me).map((o) => o.metadata.name)
+        mine = n
+          .store!.list('Pod', this.naming.namespace)
+          .filter((o) => (o.status as { node?: string } | undefined)?.node === me)
+          .map((o) => ({ name: o.metadata.name, ha: (o.spec as { policy?: string }).policy === 'ha' }))
         this.runs.set(n.idx, mine)
         this.runsDirty.delete(n.idx)
       }
-      for (const pod of mine) {
-        const list = out.get(pod) ?? []
-        list.push(this.naming.name(n.idx))
-        out.set(pod, list)
-      }
+      const fenced = mine.some((p) => p.ha) && this.fenced(n)
+      for (const pod of mine) if (!(pod.ha && fenced)) add(pod.name, this.naming.name(n.idx))
+    }
+    for (const [idx, o] of this.orphans) {
+      for (const pod of o.pods) if (!pod.ha || this.sim.now < o.until) add(pod.name, this.naming.name(idx))
     }
     return out
   }
@@ -205,8 +339,66 @@ export class LocalScheduler {
     }
   }
 
+  /** A fault begins now (call right after it is applied): ha overlap and downtime are measured from here. */
+  beginFault(label: string, opts: { checked?: boolean } = {}): void {
+    this.closeEpisode()
+    this.episode = { label, start: this.sim.now, checked: opts.checked ?? true, overlapFault: 0, overlapAfter: 0, down: 0, late: 0, byPod: new Map() }
+  }
+
+  /** The fault is over (healed, or the crashed nodes are back): overlap from now on counts as after the heal. */
+  endFault(): void {
+    if (this.episode && this.episode.healedAt === undefined) this.episode.healedAt = this.sim.now
+  }
+
+  /** Close the current episode: its worst per-pod figures, checked against haAfter + margin. */
+  closeEpisode(): HaEpisode | undefined {
+    const ep = this.episode
+    if (!ep) return undefined
+    this.episode = undefined
+    ep.end = this.sim.now
+    for (const [pod, t] of ep.byPod) {
+      ep.overlapFault = Math.max(ep.overlapFault, t.fault)
+      ep.overlapAfter = Math.max(ep.overlapAfter, t.after)
+      ep.down = Math.max(ep.down, t.down)
+      if (ep.checked && t.fault + t.after > this.overlapBoundMs) {
+        this.sim.violation(`${ep.label}: ha pod ${pod} ran on two or more nodes for ${((t.fault + t.after) / 1000).toFixed(0)}s in all (bound haAfter + margin = ${this.overlapBoundMs / 1000}s)`)
+      }
+    }
+    this.episodes.push(ep)
+    return ep
+  }
+
+  /** Credit the time since the last observation to the copies counted then (stops are seen at rounds). */
+  private account(run: Map<string, string[]>): void {
+    const now = this.sim.now
+    const dt = now - this.lastObserved
+    this.lastObserved = now
+    const ep = this.episode
+    if (ep) {
+      for (const pod of this.haPods) {
+        const before = this.copies.get(pod) ?? 0
+        let t = ep.byPod.get(pod)
+        if (t === undefined) ep.byPod.set(pod, (t = { fault: 0, after: 0, down: 0 }))
+        const from = Math.max(now - dt, ep.start)
+        const span = Math.max(0, now - from)
+        if (before >= 2) {
+          if (ep.healedAt === undefined) t.fault += span
+          else t.after += span
+        } else if (before === 0) t.down += span
+        const copies = run.get(pod)?.length ?? 0
+        // The stronger form: once the fault has lasted haAfter + margin, at most one copy.
+        if (copies >= 2 && ep.healedAt === undefined && now - ep.start >= this.overlapBoundMs) {
+          ep.late++
+          if (ep.late === 1 && ep.checked) this.sim.violation(`${ep.label}: ha pod ${pod} runs on ${run.get(pod)!.join(', ')} ${((now - ep.start) / 1000).toFixed(0)}s into the fault (bound haAfter + margin = ${this.overlapBoundMs / 1000}s)`)
+        }
+      }
+    }
+    for (const pod of this.haPods) this.copies.set(pod, run.get(pod)?.length ?? 0)
+  }
+
   private observe(): void {
     const run = this.runners()
+    this.account(run)
     let doubled = 0
     for (const [pod, nodes] of run) {
       if (nodes.length > 1) {

@@ -109,6 +109,11 @@ export class SimNode {
   table: MembershipTable | null = null
   /** Out-of-turn anti-entropy (the real planner from src/mesh); lost on a crash like the table. */
   planner: AntiEntropyPlanner | null = null
+  /**
+   * Members this process heard → its local time it last did: exactly what the heartbeat rounds fed
+   * into `table.heard` (MembershipTable.view() gives the same, but sorts by name: 3× the site-dark run).
+   */
+  lastHeard = new Map<number, number>()
   /** Members this node considers suspect or dead → its local time when they stopped being alive. */
   notAlive = new Map<number, number>()
   mesh = new Set<number>()
@@ -219,6 +224,12 @@ export class Simulator {
    */
   heartbeatMs: number
   syncIntervalMs: number
+  /**
+   * Heartbeats reach a member through relays (true, as gossip carries them in the agent: the
+   * transitive closure over partitions) or only over a direct link that is not cut (false: the
+   * worst case for a pairwise drop, where A and B suspect each other while both hear C).
+   */
+  heartbeatRelay = true
   /** Extra work per node after each heartbeat round (the scheduler loop hooks in here). */
   onRound: ((n: SimNode) => void | Promise<void>) | null = null
   /** Called when a node's process starts (first boot, restart, join). */
@@ -526,10 +537,11 @@ export class Simulator {
     const partitioned = this.net.active
     for (const src of upNodes) {
       if (src === node) continue
-      if (partitioned && !this.net.reaches(src.idx, node.idx)) continue
+      if (partitioned && (this.heartbeatRelay ? !this.net.reaches(src.idx, node.idx) : this.net.blocked(src.idx, node.idx))) continue
       const link = this.link(src, node)
       if (link.loss > 0 && this.netRng.chance(link.loss)) continue
       const t = table.heard(src.id, now)
+      if (table.has(src.id)) node.lastHeard.set(src.idx, Math.max(node.lastHeard.get(src.idx) ?? now, now))
       if (t !== undefined) {
         node.notAlive.delete(src.idx)
         node.dirty = true
@@ -647,6 +659,7 @@ export class Simulator {
     node.table = null
     node.planner = null
     node.notAlive.clear()
+    node.lastHeard.clear()
     node.mesh.clear()
     node.seen = new Set()
     node.seenOld = new Set()

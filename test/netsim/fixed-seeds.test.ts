@@ -49,3 +49,17 @@ test('ha failover at 40 nodes: ha pods move within the bound, best-effort pods s
 test('a site dark for a week at 30 nodes: best-effort pods move only after goneAfter, all converge', async () => {
   await runChecked('site-dark', 30, 6)
 })
+
+// Self-fencing (src/sched/fencing.ts): splits with and without a majority, an isolated node,
+// pairwise drops, agent crashes of a minority and a majority. Two copies of an ha pod must not run
+// for longer than haAfter + margin (33 s), nor at all once a fault has lasted that long.
+for (const [nodes, seed] of [[4, 8], [5, 9], [10, 10]] as const) {
+  test(`ha fencing at ${nodes} nodes: no ha pod runs twice beyond haAfter + margin`, async () => {
+    const r = await runChecked('ha-fencing', nodes, seed)
+    assert.ok((r.figures['worst ha overlap in all (s)'] as number) <= (r.figures['overlap bound haAfter + margin (s)'] as number))
+    assert.ok((r.figures['minority cut off: ha downtime (s)'] as number) > 0, 'the minority held no ha pod: fencing was not tested')
+    // No majority anywhere: ha pods stop everywhere (no copy rather than two).
+    assert.ok((r.figures['three-way split: ha downtime (s)'] as number) > 20)
+    if (nodes % 2 === 0) assert.ok((r.figures['even split: ha downtime (s)'] as number) > 20)
+  })
+}

@@ -6,6 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { digest, storesAgree } from '../../netsim/invariants.ts'
 import { Simulator } from '../../netsim/sim.ts'
+import { LocalScheduler } from '../../netsim/scheduler.ts'
 
 test('stores holding the same objects but not the same revisions do not count as converged', async () => {
   const sim = new Simulator({ seed: 1, nodes: 4 })
@@ -37,3 +38,35 @@ test('stores holding the same objects but not the same revisions do not count as
   await d!.applyRemote(lose)
   assert.equal(storesAgree(sim), true)
 })
+
+// The ha overlap invariant must see two copies: without fencing, a minority cut off keeps running its
+// ha pods after the majority moved them (35 s in), so a 60 s split must be reported; with fencing the
+// minority stops them at 27 s and no pod runs twice.
+for (const fencing of [false, {}] as const) {
+  test(`ha overlap invariant, 3|2 split for 60 s, fencing ${fencing === false ? 'off: reported' : 'on: holds'}`, async () => {
+    const sim = new Simulator({ seed: 3, nodes: 5 })
+    await sim.start()
+    const sched = new LocalScheduler(sim, {}, undefined, fencing)
+    await sched.createPods(sim.nodes[0]!, 10, () => 'ha')
+    await sim.runFor(20_000)
+    // Cut off two nodes that run ha pods.
+    const run = sched.runners()
+    const holders = [...new Set([...run.values()].flat())].map((name) => Number(name.slice('node-'.length)))
+    const minority = holders.slice(0, 2)
+    sim.net.split([minority, sim.nodes.map((n) => n.idx).filter((k) => !minority.includes(k))], sim.now)
+    sched.beginFault('3|2 split')
+    await sim.runFor(60_000)
+    sim.net.heal(sim.now)
+    sched.endFault()
+    await sim.runFor(15_000)
+    const ep = sched.closeEpisode()!
+    if (fencing === false) {
+      assert.ok(ep.overlapFault >= 20_000, `overlap ${ep.overlapFault} ms: the minority's copies should have run on after the move`)
+      assert.ok(sim.violations.some((v) => /runs on .* into the fault/.test(v.what)), sim.violations.map((v) => v.what).join('\n'))
+    } else {
+      assert.equal(ep.overlapFault, 0)
+      assert.ok(ep.down > 0 && ep.down <= 10_000, `ha pods of the minority down ${ep.down} ms (fenced at 27 s, moved at 35 s)`)
+      assert.deepEqual(sim.violations, [])
+    }
+  })
+}

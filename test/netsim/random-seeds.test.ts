@@ -16,6 +16,9 @@ for (const seed of seeds) {
   test(`churn at 60 nodes, random seed ${seed}`, async () => {
     await runChecked('churn', 60, seed)
   })
+  test(`ha fencing at 5 nodes, random seed ${seed}`, async () => {
+    await runChecked('ha-fencing', 5, seed)
+  })
 }
 
 test('one seed reproduces a run exactly', async () => {
