@@ -103,6 +103,10 @@ export class LocalScheduler {
   readonly fencing: FencingOptions | false
   /** Each node's quorum state at its last heartbeat round. */
   private quorum = new Map<number, QuorumState>()
+  /** Since when each node has heard a quorum without a gap (its local time). */
+  private heardSince = new Map<number, number>()
+  /** Nodes whose ha pods were fenced: they start them again only after FENCE_SETTLE_MS of quorum, as the agent does. */
+  private wasFenced = new Set<number>()
   /** Copies of a crashed agent that outlive it: its ha containers' watchdogs stop them at the lease deadline. */
   private orphans = new Map<number, { pods: RunningPod[]; until: number }>()
   /** The ha pods (from createPods), and how many copies each had at the last observation. */
@@ -127,6 +131,10 @@ export class LocalScheduler {
       n.dirty = true
       this.runsDirty.add(n.idx)
       this.quorum.delete(n.idx)
+      this.heardSince.delete(n.idx)
+      // A booted agent whose ha containers were killed by their lease starts them like a fenced node.
+      const o = this.orphans.get(n.idx)
+      if (o !== undefined && this.sim.now >= o.until) this.wasFenced.add(n.idx)
       this.orphans.delete(n.idx)
       n.store!.onChange(() => {
         n.dirty = true
@@ -226,6 +234,8 @@ export class LocalScheduler {
     const before = this.quorum.get(n.idx)
     const q = quorumState(others, now, this.fencing)
     this.quorum.set(n.idx, q)
+    if (this.lacksQuorum(q)) this.heardSince.delete(n.idx)
+    else if (!this.heardSince.has(n.idx)) this.heardSince.set(n.idx, now)
     // Gaining or losing the quorum changes the plan (a node without one moves no ha pod).
     if (before === undefined || this.lacksQuorum(before) !== this.lacksQuorum(q)) n.dirty = true
   }
@@ -235,7 +245,12 @@ export class LocalScheduler {
     if (this.fencing === false) return false
     const q = this.quorum.get(n.idx)
     if (q === undefined) return true // not a heartbeat round since the process started: no quorum heard yet
-    return !decideFence(q, this.sim.localNow(n), this.haAfterMs, FENCE_GRACE_MS, this.fencing).run
+    const since = this.heardSince.get(n.idx)
+    // A node that fenced its ha pods starts them again like the agent: after a quorum heard for FENCE_SETTLE_MS.
+    const run = decideFence(since === undefined ? q : { ...q, heardSince: since }, this.sim.localNow(n), this.haAfterMs, FENCE_GRACE_MS, this.fencing, this.wasFenced.has(n.idx)).run
+    if (run) this.wasFenced.delete(n.idx)
+    else this.wasFenced.add(n.idx)
+    return !run
   }
 
   /**
