@@ -146,6 +146,34 @@ function hashSecret(secret: string): string {
   return createHash('sha256').update(secret).digest('hex')
 }
 
+/** Longest a token may live (`orc token create --ttl`): a week. */
+export const MAX_TOKEN_TTL_MS = 7 * 24 * 3_600_000
+/** Most nodes one token may admit (`orc token create --uses`). */
+export const MAX_TOKEN_USES = 1_000
+
+/**
+ * Refuse a TTL or a number of uses beyond the caps, naming the flag the user set. Checked by the
+ * issuer (TokenAuthority.issue), whoever asks: the CLI, the API, a federation.
+ */
+export function checkTokenLimits(opts: IssueTokenOptions): void {
+  if (!(opts.ttlMs > 0) || !Number.isFinite(opts.ttlMs)) {
+    throw new OrcError('invalid', `--ttl: a token's lifetime must be positive, got ${opts.ttlMs}ms`, { flag: '--ttl', ttlMs: opts.ttlMs })
+  }
+  if (opts.ttlMs > MAX_TOKEN_TTL_MS) {
+    throw new OrcError('invalid', `--ttl: a token may live at most ${formatDuration(MAX_TOKEN_TTL_MS)} (${MAX_TOKEN_TTL_MS}ms), got ${formatDuration(opts.ttlMs)}`, {
+      flag: '--ttl',
+      ttlMs: opts.ttlMs,
+      max: MAX_TOKEN_TTL_MS,
+    })
+  }
+  if (!Number.isInteger(opts.uses) || opts.uses < 1) {
+    throw new OrcError('invalid', `--uses: must be a positive whole number, got ${opts.uses}`, { flag: '--uses', uses: opts.uses })
+  }
+  if (opts.uses > MAX_TOKEN_USES) {
+    throw new OrcError('invalid', `--uses: a token may admit at most ${MAX_TOKEN_USES} nodes, got ${opts.uses}`, { flag: '--uses', uses: opts.uses, max: MAX_TOKEN_USES })
+  }
+}
+
 export interface IssueTokenOptions {
   ttlMs: number
   uses: number
@@ -177,8 +205,7 @@ export class TokenAuthority {
   }
 
   async issue(opts: IssueTokenOptions, ctx: TokenContext): Promise<{ token: string; record: TokenRecord }> {
-    if (!(opts.ttlMs > 0)) throw new OrcError('invalid', `token ttl must be positive, got ${opts.ttlMs}ms`)
-    if (!Number.isInteger(opts.uses) || opts.uses < 1) throw new OrcError('invalid', `token uses must be a positive integer, got ${opts.uses}`)
+    checkTokenLimits(opts)
     const now = this.clock.now()
     // hex, not base64url: an id starting with '-' would read as a flag in `orc token revoke ID`
     const id = Buffer.from(this.random(9)).toString('hex')
@@ -234,10 +261,12 @@ export class TokenAuthority {
     const a = Buffer.from(rec.secretHash, 'hex')
     const b = Buffer.from(hashSecret(presented.secret), 'hex')
     if (a.length !== b.length || !timingSafeEqual(a, b)) throw notRecognised()
+    // Revocation and expiry before anything else: a peer that used the token before (in usedBy)
+    // gets no retry once it is revoked or expired — a removed node replayed its token that way.
     if (rec.revoked) throw new OrcError('forbidden', 'token revoked', { reason: 'revoked', id: rec.id })
     const now = this.clock.now()
-    if (rec.usedBy.includes(peerId)) return rec // a retry after a lost response
     if (now >= rec.expiresAt) throw expiredError(rec.expiresAt, now)
+    if (rec.usedBy.includes(peerId)) return rec // a retry after a lost response
     if (rec.usesLeft <= 0) throw new OrcError('forbidden', 'token already used', { reason: 'used', id: rec.id })
     return rec
   }
@@ -250,6 +279,24 @@ export class TokenAuthority {
       rec.revokedAt = this.clock.now()
       await this.book.put(rec)
       return rec
+    })
+  }
+
+  /**
+   * Revoke every token `peerId` was admitted with (its removal from the cluster: a token a removed
+   * node held may have leaked with it). Returns the ids revoked.
+   */
+  revokeUsedBy(peerId: string): Promise<string[]> {
+    return this.serial(async () => {
+      const out: string[] = []
+      for (const rec of await this.book.list()) {
+        if (rec.revoked || !rec.usedBy.includes(peerId)) continue
+        rec.revoked = true
+        rec.revokedAt = this.clock.now()
+        await this.book.put(rec)
+        out.push(rec.id)
+      }
+      return out
     })
   }
 

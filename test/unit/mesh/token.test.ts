@@ -3,7 +3,16 @@ import assert from 'node:assert/strict'
 import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { TokenAuthority, MemoryTokenBook, type TokenBook, JsonFileTokenBook, decodeToken, formatDuration } from '../../../src/mesh/index.ts'
+import {
+  TokenAuthority,
+  MemoryTokenBook,
+  type TokenBook,
+  JsonFileTokenBook,
+  decodeToken,
+  formatDuration,
+  MAX_TOKEN_TTL_MS,
+  MAX_TOKEN_USES,
+} from '../../../src/mesh/index.ts'
 import { seededRandom } from '../../mesh/helpers.ts'
 
 const ctx = { clusterId: 'c1', psk: new Uint8Array(32).fill(7), issuer: '12D3KooWissuer', addrs: ['/ip4/10.0.0.1/tcp/4001'] }
@@ -46,8 +55,42 @@ test('expired, revoked, forged and foreign tokens are refused with one clear lin
   const d = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)).token)
   await auth.revoke(d.id)
   await assert.rejects(auth.redeem(d, 'c1', 'p'), { message: 'token revoked' })
-  await assert.rejects(auth.issue({ ttlMs: 0, uses: 1 }, ctx), /ttl must be positive/)
-  await assert.rejects(auth.issue({ ttlMs: 1, uses: 0 }, ctx), /uses must be a positive integer/)
+  await assert.rejects(auth.issue({ ttlMs: 0, uses: 1 }, ctx), /--ttl: a token's lifetime must be positive/)
+  await assert.rejects(auth.issue({ ttlMs: 1, uses: 0 }, ctx), /--uses: must be a positive whole number/)
+})
+
+test('a TTL over 7 days or more than 1,000 uses is refused by the issuer, naming the flag and the cap', async () => {
+  const { auth } = setup()
+  await assert.rejects(auth.issue({ ttlMs: 1e20, uses: 1 }, ctx), (err: any) =>
+    err.code === 'invalid' && /^--ttl: a token may live at most 7d \(604800000ms\)/.test(err.message),
+  )
+  await assert.rejects(auth.issue({ ttlMs: MAX_TOKEN_TTL_MS + 1, uses: 1 }, ctx), /--ttl: a token may live at most 7d/)
+  await assert.rejects(auth.issue({ ttlMs: Infinity, uses: 1 }, ctx), /--ttl/)
+  await assert.rejects(auth.issue({ ttlMs: 60_000, uses: 1e9 }, ctx), (err: any) =>
+    err.code === 'invalid' && err.message === '--uses: a token may admit at most 1000 nodes, got 1000000000',
+  )
+  // The caps themselves are allowed.
+  await auth.issue({ ttlMs: MAX_TOKEN_TTL_MS, uses: MAX_TOKEN_USES }, ctx)
+  assert.equal((await auth.list()).length, 1, 'nothing was recorded for the refused ones')
+})
+
+test('expiry and revocation come before anything else: a peer that used the token gets no retry after', async () => {
+  const { auth, advance } = setup()
+  const c = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 2 }, ctx)).token)
+  await auth.redeem(c, 'c1', 'p1')
+  await auth.redeem(c, 'c1', 'p1') // a retry while live still works
+  advance(60_000 + 2 * 60_000)
+  await assert.rejects(auth.check(c, 'c1', 'p1'), { code: 'forbidden', message: 'token expired 2m ago' })
+  await assert.rejects(auth.redeem(c, 'c1', 'p1'), { code: 'forbidden', message: 'token expired 2m ago' })
+
+  // Removing a member revokes the tokens it was admitted with, and only those.
+  const d = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 3 }, ctx)).token)
+  const e = decodeToken((await auth.issue({ ttlMs: 60_000, uses: 3 }, ctx)).token)
+  await auth.redeem(d, 'c1', 'p2')
+  assert.deepEqual(await auth.revokeUsedBy('p2'), [d.id])
+  await assert.rejects(auth.redeem(d, 'c1', 'p2'), { message: 'token revoked' })
+  await assert.rejects(auth.redeem(d, 'c1', 'p3'), { message: 'token revoked' })
+  await auth.redeem(e, 'c1', 'p3')
 })
 
 test('the join window is open while a token is live and for the grace period after', async () => {
