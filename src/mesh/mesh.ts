@@ -405,6 +405,9 @@ export class Mesh {
   async removeMember(peerId: string): Promise<void> {
     if (peerId === this.peerId) throw new OrcError('invalid', 'a node cannot remove itself from the mesh')
     await this.directory.remove(peerId)
+    // Its join tokens go too: a removed node replaying the token it joined with is refused.
+    const revoked = await this.authority.revokeUsedBy(peerId)
+    if (revoked.length > 0) this.log.info({ peer: peerId, tokens: revoked }, 'revoked the join tokens of a removed member')
     this.directHeartbeatAt.delete(peerId)
     if (this.table.remove(peerId)) this.events.emit('member:removed', peerId)
     await this.libp2p.hangUp(peerIdFromString(peerId)).catch(() => undefined)

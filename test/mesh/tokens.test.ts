@@ -63,3 +63,19 @@ test('expired, used, revoked, forged and malformed tokens are refused with clear
   // The one-use token admits nobody else even after B is gone.
   assert.equal((await a.listTokens()).find((r) => r.id === once.id)?.usesLeft, 0)
 })
+
+test('removing a node revokes the tokens it joined with, and only those', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const { mesh: a } = await fx.create('a')
+  // A multi-use token B joins with: before this, B could replay it after its removal.
+  const multi = await a.createToken({ ttlMs: 10 * 60_000, uses: 5 })
+  const untouched = await a.createToken({ ttlMs: 10 * 60_000, uses: 5 })
+  const b = fx.track(await joinMesh({ ...(await fx.base('b')), token: multi.token }))
+  await a.removeMember(b.peerId)
+  const tokens = await a.listTokens()
+  assert.equal(tokens.find((r) => r.id === multi.id)?.revoked, true, 'the token B joined with is revoked')
+  assert.equal(tokens.find((r) => r.id === untouched.id)?.revoked, false, 'tokens B did not use are left alone')
+  // B (or anyone holding its token) is refused with the reason.
+  await assert.rejects(joinMesh({ ...(await fx.base('b2')), token: multi.token }), /token revoked/)
+})
