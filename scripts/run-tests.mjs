@@ -4,7 +4,7 @@
 // Usage: node scripts/run-tests.mjs [substring...]   (only files whose path contains one of them)
 import { readdirSync, statSync } from 'node:fs'
 import { join, relative } from 'node:path'
-import { spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 
 const root = new URL('..', import.meta.url).pathname
 function walk(dir) {
@@ -31,13 +31,33 @@ if (files.length === 0) {
 const alone = files.filter((f) => f.startsWith('test/chaos/'))
 const together = files.filter((f) => !alone.includes(f))
 let status = 0
+const totals = { pass: 0, fail: 0, skipped: 0 }
+/** Run one `node --test` over `list`, streaming its output, adding its closing counts to `totals`. */
+function runTests(list, concurrency) {
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--import', './test/setup.ts', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=240000', '--test-force-exit', ...list],
+      { cwd: root, stdio: ['inherit', 'pipe', 'inherit'] },
+    )
+    let partial = ''
+    child.stdout.on('data', (d) => {
+      process.stdout.write(d)
+      const lines = (partial + d.toString()).split('\n')
+      partial = lines.pop()
+      for (const l of lines) {
+        const m = /^# (pass|fail|skipped) (\d+)$/.exec(l)
+        if (m) totals[m[1]] += Number(m[2])
+      }
+    })
+    child.on('close', (code) => resolve(code ?? 1))
+  })
+}
 for (const [list, concurrency] of [[together, 2], [alone, 1]]) {
   if (list.length === 0) continue
-  const res = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', '--import', './test/setup.ts', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=240000', '--test-force-exit', ...list],
-    { cwd: root, stdio: 'inherit' },
-  )
-  if (res.status !== 0) status = res.status ?? 1
+  const code = await runTests(list, concurrency)
+  if (code !== 0) status = code
 }
+// One closing line for both runs (each prints its own summary).
+console.log(`${totals.pass} passed, ${totals.fail} failed, ${totals.skipped} skipped`)
 process.exit(status)
