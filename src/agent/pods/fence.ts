@@ -20,6 +20,7 @@ import {
   type FencingOptions,
   type QuorumState,
 } from '../../sched/index.ts'
+import type { ContainerFence } from '../../runtime/index.ts'
 import type { StoredObject } from '../../store/index.ts'
 import { isForgotten, type NodeMember } from '../sched/index.ts'
 
@@ -61,19 +62,21 @@ export class Fence {
   private hadQuorum: boolean | undefined
   private heardSince: number | undefined
   private caughtUpAt: number | undefined
+  /** The Cluster's fencing options as of the last refresh (once a second; decide() runs per pod). */
+  private opts: FencingOptions | undefined
 
   constructor(private readonly c: FenceComponents) {
     this.lastQuorumAt = readLease(c.leaseFile)
   }
 
   options(): FencingOptions {
-    return fencingOptionsOf(this.c.clusters())
+    return (this.opts ??= fencingOptionsOf(this.c.clusters()))
   }
 
   /** Recompute from membership now; renews the lease when the last quorum moved on. */
   refresh(): QuorumState {
     const now = this.c.now()
-    const opts = this.options()
+    const opts = (this.opts = fencingOptionsOf(this.c.clusters()))
     const byName = new Map(this.c.members().map((m) => [m.name, m]))
     const others = this.c
       .nodes()
@@ -124,7 +127,7 @@ export class Fence {
   }
 
   /** The watchdog settings of an `ha` container (seconds after the lease's time). */
-  containerFence(haAfterMs: number, graceMs: number): { leaseFile: string; termAfterSeconds: number; killAfterSeconds: number } {
+  containerFence(haAfterMs: number, graceMs: number): ContainerFence {
     const window = fenceWindowMs(haAfterMs, this.options())
     return { leaseFile: this.c.leaseFile, termAfterSeconds: Math.floor(fenceTermMs(window, graceMs) / 1000), killAfterSeconds: Math.floor(window / 1000) }
   }
@@ -149,10 +152,6 @@ export class Fence {
     return this.caughtUpAt !== undefined
   }
 
-  /** For `orc why` and status: the state as last computed. */
-  snapshot(): QuorumState {
-    return this.state()
-  }
 }
 
 function readLease(file: string): number {

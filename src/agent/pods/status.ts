@@ -43,12 +43,15 @@ export class StatusWriter {
   /**
    * The stored status differs from what this node last wrote (a merge of another node's concurrent
    * write won a field): write ours again. Only while the pod is ours; a no-op otherwise.
+   * `onlyHeld`: just write a status held back while the pod was not ours yet (cheap: no compare).
    */
-  reassert(): void {
+  reassert(onlyHeld = false): void {
     if (this.last === undefined || this.pending !== undefined || this.inflight !== undefined) return
+    if (onlyHeld && this.held === undefined) return
     const cur = this.store.get(this.ref)
     if (!cur || !this.mine(cur)) return
     if (this.held !== undefined) return this.set(this.held.status, this.held.reason)
+    if (onlyHeld) return
     const st = (cur.status ?? {}) as Record<string, unknown>
     const drift = Object.entries(this.last).filter(([k, v]) => !isDeepStrictEqual(st[k], v === undefined ? undefined : JSON.parse(JSON.stringify(v))))
     if (drift.length === 0) return

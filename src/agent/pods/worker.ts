@@ -183,7 +183,7 @@ export class PodWorker {
     if (this.uid === undefined || this.c.fence === undefined) return
     void this.enqueue(async () => {
       // A status held back until this agent caught up with its cluster is written now (if still ours).
-      this.writer.reassert()
+      this.writer.reassert(true)
       const obj = this.c.store.get(this.ref)
       if (!obj || !assignedTo(obj, this.c.nodeName)) return
       const ha = this.haOf(obj)

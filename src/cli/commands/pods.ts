@@ -6,6 +6,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, r
 import { join, resolve } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import type { Command } from 'commander'
+import type { ClusterEvent } from '../../agent/index.ts'
 import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { Option } from 'commander'
 import { OrcError, field, parseRef, type ObjectRef } from '../../model/index.ts'
@@ -44,17 +45,12 @@ function podRef(target: string, namespace: string | undefined): ObjectRef {
 }
 
 /** The header of `orc why`: where the pod is and what runs, before the workflow explanation. */
-/** What nodes report of the copies of a pod they stopped (Node.status.stoppedCopies), oldest first. */
+/** The copies of a pod other nodes stopped: the `CopyStopped` events (from their Nodes' stoppedCopies), oldest first. */
 async function stoppedCopiesOf(c: ApiCaller, ref: { namespace: string; name: string }): Promise<{ node: string; at: string; why: string }[]> {
-  const key = `${ref.namespace}/${ref.name}`
-  const r = await c.call<{ items: StoredObject[] }>('GET', '/v1/objects/Node').catch(() => ({ items: [] as StoredObject[] }))
-  const out: { node: string; at: string; why: string }[] = []
-  for (const n of r.items) {
-    const list = field(n, 'status.stoppedCopies')
-    if (!Array.isArray(list)) continue
-    for (const e of list as Record<string, unknown>[]) if (e?.pod === key) out.push({ node: n.metadata.name, at: String(e.at), why: String(e.why) })
-  }
-  return out.sort((a, b) => a.at.localeCompare(b.at))
+  const r = await c.call<{ events: ClusterEvent[] }>('GET', '/v1/events', { query: { target: `pod/${ref.name}`, namespace: ref.namespace } }).catch(() => ({ events: [] as ClusterEvent[] }))
+  return r.events
+    .filter((e) => e.type === 'CopyStopped')
+    .map((e) => ({ node: e.source.replace(/^node\//, ''), at: new Date(e.time).toISOString(), why: e.message.replace(/^copy on [^ ]+ stopped: /, '') }))
 }
 
 function podSummary(pod: StoredObject): string[] {
