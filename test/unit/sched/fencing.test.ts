@@ -78,3 +78,11 @@ test('fence: a pod not running here starts only after a quorum was heard for the
   // alone in its cluster: nothing to wait for
   assert.equal(decideFence({ size: 1, needed: 1, heard: 1, lastQuorumAt: NOW }, NOW, 30 * SEC, 10 * SEC, margin, true).run, true)
 })
+
+test('bad fencing options in a Cluster are refused with the field named', async () => {
+  const { normalizeManifest } = await import('../../../src/model/index.ts')
+  const cluster = (scheduling: Record<string, unknown>) => ({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'default' }, spec: { id: 'ab'.repeat(8), scheduling } })
+  assert.throws(() => normalizeManifest(cluster({ fenceQuorum: -1 })), /spec\.scheduling\.fenceQuorum: must be >= 0/)
+  assert.throws(() => normalizeManifest(cluster({ fenceMarginSeconds: 'soon' })), /spec\.scheduling\.fenceMarginSeconds/)
+  assert.doesNotThrow(() => normalizeManifest(cluster({ fenceQuorum: 1, fenceMarginSeconds: 5 })))
+})
