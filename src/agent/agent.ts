@@ -8,7 +8,7 @@ import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { NODE_CONTROLLER, ORC_VERSION, nodeNameFromHostname } from './node-info.ts'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { API_VERSION, OrcError, wrapError, type OrcObject } from '../model/index.ts'
+import { API_VERSION, OrcError, wrapError, type OrcObject, type SecurityPolicy } from '../model/index.ts'
 import { openStore, type ObjectStore, type StoreOptions } from '../store/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { createApiHandler, type ApiHandler, type NodeInfo } from './api.ts'
@@ -322,7 +322,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       admit: (obj, batch) => {
         if (obj.kind !== 'Pod') return
         const ns = obj.metadata.namespace ?? 'default'
-        const inBatch = batch.filter((o) => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
+        const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
         const names = new Set(inBatch.map((o) => o.metadata.name))
         admitPod(obj, [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch])
       },

@@ -6,8 +6,8 @@
  * with how long, and the pods bound to it show `Unknown`. Only the display changes; `-o yaml/json`
  * print the stored objects.
  */
-import { OrcError, field } from '../model/index.ts'
-import type { StoredObject } from '../store/index.ts'
+import { OrcError, type Node, type Pod } from '../model/index.ts'
+import type { Stored, StoredObject } from '../store/index.ts'
 import { ago } from './format.ts'
 import type { ApiCaller } from './remote.ts'
 
@@ -52,8 +52,8 @@ export function unreachableNodes(members: readonly Member[], now: number): Map<s
 }
 
 /** The node a pod runs on: its binding, else its pin. */
-export function podNodeOf(pod: StoredObject): string | undefined {
-  const n = field(pod, 'status.node') ?? field(pod, 'spec.placement.node')
+export function podNodeOf(pod: Stored<Pod>): string | undefined {
+  const n = pod.status?.node ?? pod.spec?.placement?.node
   return typeof n === 'string' && n !== '' ? n : undefined
 }
 
@@ -63,12 +63,13 @@ export function withLiveness(kind: string, items: StoredObject[], down: Readonly
   return items.map((o) => {
     if (kind === 'Node') {
       const l = down.get(o.metadata.name)
-      if (!l || field(o, 'status.state') === 'Removed') return o
+      if (!l || (o as Stored<Node>).status?.state === 'Removed') return o
       return { ...o, status: { ...o.status, state: l.text } }
     }
-    const node = podNodeOf(o)
+    const pod = o as Stored<Pod>
+    const node = podNodeOf(pod)
     const l = node === undefined ? undefined : down.get(node)
-    const phase = field(o, 'status.phase')
+    const phase = pod.status?.phase
     if (!l || phase === 'Succeeded' || phase === 'Failed') return o
     return { ...o, status: { ...o.status, phase: 'Unknown' } }
   })

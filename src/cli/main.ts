@@ -3,8 +3,8 @@
  * agent. Errors print as one line (`error: …`) and exit non-zero; `--debug` adds the cause chain.
  */
 import { Command, CommanderError, Option } from 'commander'
-import { OrcError, findKind, getKind, parseRef, type KindDef, type ObjectRef, type OrcObject, type Change } from '../model/index.ts'
-import type { Revision, StoredObject, WriteResult } from '../store/index.ts'
+import { OrcError, findKind, getKind, parseRef, type KindDef, type ObjectRef, type OrcObject, type Change, type Node } from '../model/index.ts'
+import type { Revision, Stored, StoredObject, WriteResult } from '../store/index.ts'
 import {
   defaultDataDir,
   resolveSocketPath,
@@ -246,7 +246,7 @@ Use "orc COMMAND --help" for more about a command.`))
         })
         items = r.items
       }
-      if (def.kind === 'Node' && opts.output === 'wide' && items.length > 0) return io.out(await nodesWideTable(c, items, io.now()))
+      if (def.kind === 'Node' && opts.output === 'wide' && items.length > 0) return io.out(await nodesWideTable(c, items as Stored<Node>[], io.now()))
       if ((def.kind === 'Node' || def.kind === 'Pod') && (opts.output === 'table' || opts.output === 'wide') && items.length > 0) {
         const members = await fetchMembers(c)
         if (members) items = withLiveness(def.kind, items, unreachableNodes(members, io.now()))

@@ -20,10 +20,15 @@ export interface OrcObject {
 /** Metadata the store adds when it returns an object; accepted on input and ignored. */
 export const SYSTEM_METADATA = ['uid', 'revision', 'revisionId', 'createdAt', 'updatedAt', 'updatedBy'] as const
 
-export interface ObjectRef {
-  kind: string
+export interface ObjectRef<K extends string = string> {
+  kind: K
   namespace: string // '' for cluster-scoped kinds
   name: string
+}
+
+/** Narrows a ref to one kind: `if (isRefOf(ref, 'Pod')) store.get(ref)` is then a Pod. */
+export function isRefOf<K extends string>(ref: ObjectRef, kind: K): ref is ObjectRef<K> {
+  return ref.kind === kind
 }
 
 /** The store key of an object: `Kind/namespace/name` (namespace empty for cluster-scoped kinds). */

@@ -1,15 +1,29 @@
 import { OrcError } from './errors.ts'
 import type { KindDef } from './kind.ts'
-import { clusterKind } from './kinds/cluster.ts'
-import { nodeKind } from './kinds/node.ts'
-import { podKind } from './kinds/pod.ts'
-import { securityPolicyKind } from './kinds/security-policy.ts'
-import { pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
-import { federationKind } from './kinds/federation.ts'
+import type { OrcObject } from './object.ts'
+import { clusterKind, type Cluster } from './kinds/cluster.ts'
+import { nodeKind, type Node } from './kinds/node.ts'
+import { podKind, type Pod } from './kinds/pod.ts'
+import { securityPolicyKind, type SecurityPolicy } from './kinds/security-policy.ts'
+import { pinnedDeploymentKind, type PinnedDeployment } from './kinds/pinned-deployment.ts'
+import { federationKind, type Federation } from './kinds/federation.ts'
 import { OwnershipTable } from './ownership.ts'
 
 /** Every kind orc knows. Adding a kind: write `kinds/<kind>.ts` and list it here. */
-export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind, pinnedDeploymentKind, federationKind]
+export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind, pinnedDeploymentKind, federationKind] as readonly KindDef[]
+
+/** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
+export interface KindTypes {
+  Pod: Pod
+  Node: Node
+  Cluster: Cluster
+  SecurityPolicy: SecurityPolicy
+  PinnedDeployment: PinnedDeployment
+  Federation: Federation
+}
+export type KindName = keyof KindTypes
+/** The object type of a kind name; a name not known at compile time gives the generic OrcObject. */
+export type ObjectOf<K extends string> = K extends KindName ? KindTypes[K] : OrcObject
 
 const byName = new Map<string, KindDef>()
 for (const k of KINDS) {

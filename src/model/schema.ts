@@ -24,28 +24,55 @@ export interface Field {
   required?: boolean
 }
 
+/**
+ * A schema that also carries, for the type checker only, the TypeScript type of the values it
+ * accepts: `Infer<typeof x>`. Each kind is written once, as a schema, and its type is derived from
+ * it (docs/decisions.md: "Typed kinds from our own schema builder"). The property never exists at
+ * run time; the builders below are the only way to make one.
+ */
+declare const TYPE: unique symbol
+declare const REQUIRED: unique symbol
+export type Typed<V> = Schema & { readonly [TYPE]: V }
+/** A required object field of type V. */
+export type Req<V> = Field & { readonly [TYPE]: V; readonly [REQUIRED]: true }
+/** The type a typed schema (or field) accepts. */
+export type Infer<S> = S extends { readonly [TYPE]: infer V } ? V : unknown
+
+type Simplify<T> = { [K in keyof T]: T[K] } & {}
+type FieldsOf = Record<string, Typed<unknown> | Req<unknown>>
+/** `{ a: required(int) , b: string }` → `{ a: number; b?: string }`. */
+export type ObjectType<F extends FieldsOf> = Simplify<
+  { -readonly [K in keyof F as F[K] extends Req<unknown> ? K : never]: Infer<F[K]> } & {
+    -readonly [K in keyof F as F[K] extends Req<unknown> ? never : K]?: Infer<F[K]>
+  }
+>
+
+const typed = <V>(schema: Schema): Typed<V> => schema as Typed<V>
+
 export const s = {
-  string: (o: Omit<Extract<Schema, { t: 'string' }>, 't'> = {}): Schema => ({ t: 'string', ...o }),
-  enum: (...values: string[]): Schema => ({ t: 'string', enum: values }),
-  int: (o: { min?: number; max?: number } = {}): Schema => ({ t: 'int', ...o }),
-  number: (o: { min?: number; max?: number } = {}): Schema => ({ t: 'number', ...o }),
-  bool: (): Schema => ({ t: 'bool' }),
-  array: (items: Schema, o: { maxItems?: number; uniqueBy?: string } = {}): Schema => ({ t: 'array', items, ...o }),
-  map: (values: Schema, o: { keyPattern?: RegExp; keyPatternName?: string; maxEntries?: number } = {}): Schema => ({
-    t: 'map',
-    values,
-    ...o,
-  }),
-  object: (fields: Record<string, Field | Schema>, o: { open?: boolean } = {}): Schema => ({
-    t: 'object',
-    fields: Object.fromEntries(
-      Object.entries(fields).map(([k, v]) => [k, 'schema' in v ? (v as Field) : { schema: v as Schema }]),
-    ),
-    ...o,
-  }),
-  quantity: (): Schema => ({ t: 'quantity' }),
-  any: (): Schema => ({ t: 'any' }),
-  required: (schema: Schema): Field => ({ schema, required: true }),
+  string: (o: Omit<Extract<Schema, { t: 'string' }>, 't' | 'enum'> = {}): Typed<string> => typed({ t: 'string', ...o }),
+  enum: <const V extends readonly string[]>(...values: V): Typed<V[number]> => typed({ t: 'string', enum: values }),
+  int: (o: { min?: number; max?: number } = {}): Typed<number> => typed({ t: 'int', ...o }),
+  number: (o: { min?: number; max?: number } = {}): Typed<number> => typed({ t: 'number', ...o }),
+  bool: (): Typed<boolean> => typed({ t: 'bool' }),
+  array: <V>(items: Typed<V>, o: { maxItems?: number; uniqueBy?: string } = {}): Typed<V[]> => typed({ t: 'array', items, ...o }),
+  map: <V>(values: Typed<V>, o: { keyPattern?: RegExp; keyPatternName?: string; maxEntries?: number } = {}): Typed<Record<string, V>> =>
+    typed({ t: 'map', values, ...o }),
+  object: <F extends FieldsOf>(fields: F, o: { open?: boolean } = {}): Typed<ObjectType<F>> =>
+    typed({
+      t: 'object',
+      fields: Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, 'schema' in v ? (v as Field) : { schema: v as Schema }])),
+      ...o,
+    }),
+  /**
+   * An object any field of which is accepted (`status`: written by controllers, not by users). Its
+   * type is declared by the kind, next to the schema.
+   */
+  open: <V>(): Typed<V> => typed({ t: 'object', fields: {}, open: true }),
+  /** Resource quantities: `500m`, `2`, `128Mi` (or a plain number). */
+  quantity: (): Typed<string | number> => typed({ t: 'quantity' }),
+  any: (): Typed<unknown> => typed({ t: 'any' }),
+  required: <V>(schema: Typed<V>): Req<V> => ({ schema, required: true }) as unknown as Req<V>,
 }
 
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/

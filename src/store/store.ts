@@ -45,6 +45,7 @@ import type {
   ObjectStore,
   Revision,
   StoredObject,
+  StoredOf,
   WriteOptions,
   WriteResult,
 } from './types.ts'
@@ -398,13 +399,15 @@ export class Store implements ObjectStore {
     } as StoredObject
   }
 
-  get(ref: ObjectRef): StoredObject | undefined {
+  // The kinds' types are the schemas' (src/model/kinds): everything stored passed them on write or
+  // on receipt, so the casts to the kind's type below are the one place that trust is taken.
+  get<K extends string>(ref: ObjectRef<K>): StoredOf<K> | undefined {
     const key = keyOf(ref)
     const c = this.content(key)
-    return c ? this.withMeta(c, this.sysOf(key)!) : undefined
+    return c ? (this.withMeta(c, this.sysOf(key)!) as StoredOf<K>) : undefined
   }
 
-  list(kind: string, namespace?: string): StoredObject[] {
+  list<K extends string>(kind: K, namespace?: string): StoredOf<K>[] {
     const prefix = namespace === undefined ? `${kind}/` : `${kind}/${namespace}/`
     const out: StoredObject[] = []
     for (const key of this.objects.keys()) {
@@ -414,7 +417,7 @@ export class Store implements ObjectStore {
     }
     return out.sort((a, b) =>
       (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
-    )
+    ) as StoredOf<K>[]
   }
 
   count(): number {

@@ -1,4 +1,4 @@
-import type { Change, ObjectMeta, ObjectRef, OrcObject } from '../model/index.ts'
+import type { Change, ObjectMeta, ObjectOf, ObjectRef, OrcObject } from '../model/index.ts'
 
 /** `user:<name>` or `controller:<name>`. */
 export type Author = string
@@ -21,9 +21,11 @@ export interface StoredMeta extends ObjectMeta {
   updatedBy: Author
 }
 
-export interface StoredObject extends OrcObject {
-  metadata: StoredMeta
-}
+/** An object as the store returns it: with the metadata the store keeps. */
+export type Stored<O = OrcObject> = Omit<O, 'metadata'> & { metadata: StoredMeta }
+export type StoredObject = Stored<OrcObject>
+/** A stored object of kind K (`StoredOf<'Pod'>`). */
+export type StoredOf<K extends string> = Stored<ObjectOf<K>>
 
 export type RevisionOp = 'create' | 'update' | 'delete' | 'rollback'
 
@@ -109,8 +111,10 @@ export interface ObjectStore extends Replicable {
   /** Controller write: set or remove fields; every field touched must be owned by the author. */
   patch(ref: ObjectRef, fields: FieldSet[], opts: WriteOptions): Promise<WriteResult>
   delete(ref: ObjectRef, opts: WriteOptions): Promise<Revision>
-  get(ref: ObjectRef): StoredObject | undefined
-  list(kind: string, namespace?: string): StoredObject[]
+  /** Typed by the ref's kind: `get({ kind: 'Pod', … })` is a stored Pod. */
+  get<K extends string>(ref: ObjectRef<K>): StoredOf<K> | undefined
+  /** Typed by the kind: `list('Pod')` gives stored Pods. */
+  list<K extends string>(kind: K, namespace?: string): StoredOf<K>[]
   count(): number
   history(ref: ObjectRef, q?: HistoryQuery): Promise<Revision[]>
   /** The object as it was at a revision (display number or id). */

@@ -7,9 +7,9 @@
  *   of the PinnedDeployment's spec (author and reason recorded like any apply, so `orc history` and
  *   `orc rollback` work on rollouts).
  */
-import { API_VERSION, OrcError, isPlainObject, type OrcObject } from '../../model/index.ts'
+import { API_VERSION, OrcError, isPlainObject, type OrcObject, type PinnedDeployment } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL, TEMPLATE_LABEL, type DeploymentStatus } from '../../sched/index.ts'
-import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from '../api.ts'
 import { observePod, statusOf } from './plan.ts'
 
@@ -21,7 +21,7 @@ export interface RolloutApiComponents {
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
 
-function getDeployment(c: RolloutApiComponents, namespace: string, name: string): StoredObject {
+function getDeployment(c: RolloutApiComponents, namespace: string, name: string): Stored<PinnedDeployment> {
   const d = c.store.get({ kind: 'PinnedDeployment', namespace, name })
   if (!d) throw new OrcError('not_found', `pinneddeployment/${name} not found in namespace ${namespace}`, { kind: 'PinnedDeployment', namespace, name })
   return d
@@ -38,17 +38,17 @@ export interface RolloutView extends DeploymentStatus {
   pods: { name: string; version: 'previous' | 'next' | 'old'; template: string | undefined; node: string | null; phase: string; ready: boolean }[]
 }
 
-export function rolloutView(c: RolloutApiComponents, d: StoredObject): RolloutView {
+export function rolloutView(c: RolloutApiComponents, d: Stored<PinnedDeployment>): RolloutView {
   const ns = d.metadata.namespace ?? 'default'
   const pods = c.store.list('Pod', ns).filter((p) => p.metadata.labels?.[DEPLOYMENT_LABEL] === d.metadata.name)
   const s = statusOf(d, c.store.list('Pod', ns), c.store.list('Node'))
-  const spec = d.spec ?? {}
+  const spec: Partial<NonNullable<PinnedDeployment['spec']>> = d.spec ?? {}
   return {
     deployment: d.metadata.name,
     namespace: ns,
     revision: d.metadata.revision,
     observedBy: c.nodeName,
-    everyNode: (spec.placement as { everyNode?: boolean } | undefined)?.everyNode === true,
+    everyNode: spec.placement?.everyNode === true,
     split: {
       ...(typeof spec.replicas === 'number' ? { replicas: spec.replicas } : {}),
       ...(typeof spec.nextReplicas === 'number' ? { nextReplicas: spec.nextReplicas } : {}),
@@ -58,7 +58,7 @@ export function rolloutView(c: RolloutApiComponents, d: StoredObject): RolloutVi
     pods: pods
       .map((p) => {
         const o = observePod(p)
-        const st = (p.status ?? {}) as Record<string, unknown>
+        const st = p.status ?? {}
         const version = o.template === s.previous.template ? 'previous' : o.template === s.next?.template ? 'next' : 'old'
         return {
           name: p.metadata.name,
@@ -73,7 +73,7 @@ export function rolloutView(c: RolloutApiComponents, d: StoredObject): RolloutVi
   }
 }
 
-function manifestWith(d: StoredObject, spec: Record<string, unknown>): OrcObject {
+function manifestWith(d: Stored<PinnedDeployment>, spec: Record<string, unknown>): OrcObject {
   const metadata: OrcObject['metadata'] = { name: d.metadata.name, namespace: d.metadata.namespace ?? 'default' }
   if (d.metadata.labels) metadata.labels = d.metadata.labels
   if (d.metadata.annotations) metadata.annotations = d.metadata.annotations

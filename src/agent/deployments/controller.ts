@@ -13,9 +13,9 @@
  * `Pod.status.phase` and wrote `Pod.spec` would form a read/write loop with controller:lifecycle.
  */
 import type { Logger } from 'pino'
-import { OrcError } from '../../model/index.ts'
+import { OrcError, type Pod } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
-import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
 import { isForgotten, type NodeMember } from '../sched/index.ts'
 import { DEPLOYMENT_CONTROLLER, ROLLOUT_CONTROLLER, planDeploymentWrites, statusOf, storedStatus, type DeploymentWrite } from './plan.ts'
 
@@ -150,7 +150,7 @@ export class DeploymentController {
         await this.write(w)
       }
       // Pods per deployment, once: a pass runs after every status change of a deployment's pod.
-      const byDeployment = new Map<string, StoredObject[]>()
+      const byDeployment = new Map<string, Stored<Pod>[]>()
       for (const p of this.c.store.list('Pod')) {
         const dep = p.metadata.labels?.[DEPLOYMENT_LABEL]
         if (dep === undefined) continue

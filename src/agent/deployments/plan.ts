@@ -4,7 +4,7 @@
  * each deployment's status. Every node computes the same writes from the same objects, so two nodes
  * that both believe they are the writer write identical content and the store's merge converges.
  */
-import { API_VERSION, field, isPlainObject, type ObjectRef, type OrcObject } from '../../model/index.ts'
+import { API_VERSION, isPlainObject, type Node, type ObjectRef, type OrcObject, type PinnedDeployment, type Pod } from '../../model/index.ts'
 import {
   DEPLOYMENT_LABEL,
   TEMPLATE_LABEL,
@@ -17,7 +17,7 @@ import {
   type PlannedPod,
   type PodTemplate,
 } from '../../sched/index.ts'
-import type { StoredObject } from '../../store/index.ts'
+import type { Stored } from '../../store/index.ts'
 import { nodeViewOf } from '../sched/index.ts'
 
 export const DEPLOYMENT_CONTROLLER = 'controller:deployment'
@@ -33,17 +33,17 @@ function templateOf(t: unknown): PodTemplate {
 }
 
 /** The planner's spec of a stored PinnedDeployment. */
-export function deploymentSpecOf(d: OrcObject): DeploymentPlanSpec {
-  const s = (d.spec ?? {}) as Record<string, unknown>
+export function deploymentSpecOf(d: PinnedDeployment): DeploymentPlanSpec {
+  const s: Partial<NonNullable<PinnedDeployment['spec']>> = d.spec ?? {}
   const out: DeploymentPlanSpec = { replicas: typeof s.replicas === 'number' ? s.replicas : 0, previous: templateOf(s.previous) }
   if (s.next !== undefined) out.next = templateOf(s.next)
   if (typeof s.nextReplicas === 'number') out.nextReplicas = s.nextReplicas
   if (typeof s.nextPercent === 'number') out.nextPercent = s.nextPercent
-  if (field(d, 'spec.placement.everyNode') === true) out.everyNode = true
+  if (s.placement?.everyNode === true) out.everyNode = true
   return out
 }
 
-export function plannedPods(d: OrcObject, nodes: readonly StoredObject[]): PlannedPod[] {
+export function plannedPods(d: PinnedDeployment, nodes: readonly Stored<Node>[]): PlannedPod[] {
   return planDeploymentPods(d.metadata.name, deploymentSpecOf(d), nodes.map((n) => nodeViewOf(n, undefined, undefined)))
 }
 
@@ -56,8 +56,8 @@ function sameContent(have: OrcObject, want: OrcObject): boolean {
   return canonicalJson(have.metadata.labels ?? {}) === canonicalJson(want.metadata.labels ?? {}) && canonicalJson(have.spec ?? {}) === canonicalJson(want.spec ?? {})
 }
 
-function podsByDeployment(pods: readonly StoredObject[]): Map<string, StoredObject[]> {
-  const out = new Map<string, StoredObject[]>()
+function podsByDeployment(pods: readonly Stored<Pod>[]): Map<string, Stored<Pod>[]> {
+  const out = new Map<string, Stored<Pod>[]>()
   for (const p of pods) {
     const d = p.metadata.labels?.[DEPLOYMENT_LABEL]
     if (d === undefined) continue
@@ -74,7 +74,7 @@ function podsByDeployment(pods: readonly StoredObject[]): Map<string, StoredObje
  * delete pods labelled for a deployment that no longer wants them (or no longer exists). Pods are
  * created before pods are deleted, so a rollout step never leaves fewer copies than asked for.
  */
-export function planDeploymentWrites(deployments: readonly StoredObject[], pods: readonly StoredObject[], nodes: readonly StoredObject[]): DeploymentWrite[] {
+export function planDeploymentWrites(deployments: readonly Stored<PinnedDeployment>[], pods: readonly Stored<Pod>[], nodes: readonly Stored<Node>[]): DeploymentWrite[] {
   const owned = podsByDeployment(pods)
   const applies: DeploymentWrite[] = []
   const deletes: DeploymentWrite[] = []
@@ -113,18 +113,18 @@ export function planDeploymentWrites(deployments: readonly StoredObject[], pods:
   return [...applies, ...deletes]
 }
 
-function cmpKey(a: OrcObject, b: OrcObject): number {
+function cmpKey(a: { metadata: OrcObject['metadata'] }, b: { metadata: OrcObject['metadata'] }): number {
   const x = `${a.metadata.namespace ?? ''}/${a.metadata.name}`
   const y = `${b.metadata.namespace ?? ''}/${b.metadata.name}`
   return x < y ? -1 : x > y ? 1 : 0
 }
 
 /** How a pod of a deployment is doing, for the per-version counts. */
-export function observePod(p: OrcObject): ObservedPod {
-  const st = (p.status ?? {}) as Record<string, unknown>
-  const node = st.node ?? field(p, 'spec.placement.node')
+export function observePod(p: Pod): ObservedPod {
+  const st = p.status ?? {}
+  const node = st.node ?? p.spec?.placement?.node
   const phase = st.phase
-  const containers = Array.isArray(st.containers) ? (st.containers as { state?: string }[]) : []
+  const containers = Array.isArray(st.containers) ? st.containers : []
   const running = typeof node === 'string' && node !== '' && (phase === 'Running' || phase === 'Starting')
   const o: ObservedPod = { name: p.metadata.name, running, ready: running && phase === 'Running' && containers.length > 0 && containers.every((c) => c.state === 'running') }
   const t = p.metadata.labels?.[TEMPLATE_LABEL]
@@ -133,7 +133,7 @@ export function observePod(p: OrcObject): ObservedPod {
 }
 
 /** A deployment's status now: desired, created, running and ready per version. */
-export function statusOf(d: OrcObject, pods: readonly StoredObject[], nodes: readonly StoredObject[]): DeploymentStatus {
+export function statusOf(d: PinnedDeployment, pods: readonly Stored<Pod>[], nodes: readonly Stored<Node>[]): DeploymentStatus {
   const ns = d.metadata.namespace ?? 'default'
   const mine = pods.filter((p) => (p.metadata.namespace ?? 'default') === ns && p.metadata.labels?.[DEPLOYMENT_LABEL] === d.metadata.name)
   return deploymentStatus(deploymentSpecOf(d), plannedPods(d, nodes), mine.map(observePod))

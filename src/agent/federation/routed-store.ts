@@ -103,7 +103,7 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
       if (namespace !== undefined || !getKind(kind).namespaced) return pick(kind, namespace).store.list(kind, namespace)
       // Across namespaces: the cluster's own objects outside federated namespaces, then each federation's.
       const fed = federatedNs()
-      const out: StoredObject[] = own.list(kind).filter((o) => !fed.has(o.metadata.namespace ?? 'default'))
+      const out = own.list(kind).filter((o) => !fed.has(o.metadata.namespace ?? 'default'))
       for (const { namespaces, scope } of router.scopes()) {
         for (const o of scope.store.list(kind)) if (namespaces.includes(o.metadata.namespace ?? 'default')) out.push(o)
       }

@@ -13,9 +13,9 @@
  * unreadable entry is skipped (and the rest kept), never thrown at the scheduler.
  */
 import type { Logger } from 'pino'
-import { API_VERSION, DNS_LABEL, OwnershipTable, USERS, deepEqual, defaultOwnership, field, isPlainObject, type ObjectRef, type Owner } from '../../model/index.ts'
+import { API_VERSION, DNS_LABEL, OwnershipTable, USERS, deepEqual, defaultOwnership, isPlainObject, type Cluster, type Node, type ObjectRef, type Owner, type Pod, type Taint } from '../../model/index.ts'
 import { parseCpu, parseMemory, podRequests, type ClusterView } from '../../sched/index.ts'
-import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
@@ -50,9 +50,9 @@ export interface NodeSummary {
 }
 
 /** The summary this node publishes about itself, from its own cluster's store (pure). */
-export function nodeSummaryOf(self: StoredObject | undefined, ownPods: readonly StoredObject[], nodeName: string): NodeSummary | undefined {
+export function nodeSummaryOf(self: Stored<Node> | undefined, ownPods: readonly Stored<Pod>[], nodeName: string): NodeSummary | undefined {
   if (!self) return undefined
-  const cap = field(self, 'status.capacity') as { cpu?: unknown; memory?: unknown } | undefined
+  const cap: { cpu?: unknown; memory?: unknown } | undefined = self.status?.capacity
   let cpu = 0
   let mem = 0
   try {
@@ -64,11 +64,11 @@ export function nodeSummaryOf(self: StoredObject | undefined, ownPods: readonly 
   let usedCpu = 0
   let usedMem = 0
   for (const p of ownPods) {
-    if (field(p, 'status.node') !== nodeName && field(p, 'spec.placement.node') !== nodeName) continue
-    const phase = field(p, 'status.phase')
+    if (p.status?.node !== nodeName && p.spec?.placement?.node !== nodeName) continue
+    const phase = p.status?.phase
     if (phase === 'Succeeded' || phase === 'Failed') continue
     try {
-      const r = podRequests((field(p, 'spec.containers') as never[] | undefined) ?? [])
+      const r = podRequests(p.spec?.containers ?? [])
       usedCpu += parseCpu(r.cpu)
       usedMem += parseMemory(r.memory)
     } catch {
@@ -78,14 +78,14 @@ export function nodeSummaryOf(self: StoredObject | undefined, ownPods: readonly 
   const out: NodeSummary = {
     capacity: { cpu: `${cpu}m`, memory: String(mem) },
     allocatable: { cpu: `${Math.max(0, cpu - usedCpu)}m`, memory: String(Math.max(0, mem - usedMem)) },
-    ready: field(self, 'status.state') === undefined || field(self, 'status.state') === 'Ready',
+    ready: self.status?.state === undefined || self.status.state === 'Ready',
   }
   if (self.metadata.labels && Object.keys(self.metadata.labels).length > 0) out.labels = { ...self.metadata.labels }
-  const taints = field(self, 'spec.taints')
-  if (Array.isArray(taints) && taints.length > 0) out.taints = taints as NodeSummary['taints']
-  if (field(self, 'spec.unschedulable') === true) out.unschedulable = true
+  const taints = self.spec?.taints
+  if (Array.isArray(taints) && taints.length > 0) out.taints = taints
+  if (self.spec?.unschedulable === true) out.unschedulable = true
   if (isForgotten(self)) out.forgotten = true
-  const net = field(self, 'status.network') as { publicKey?: unknown; prefix?: unknown; endpoints?: unknown } | undefined
+  const net: { publicKey?: unknown; prefix?: unknown; endpoints?: unknown } | undefined = self.status?.network
   if (typeof net?.publicKey === 'string' && typeof net.prefix === 'string') {
     const endpoints = Array.isArray(net.endpoints) ? net.endpoints.filter((e): e is string => typeof e === 'string').slice(0, 16) : []
     out.network = { publicKey: net.publicKey, prefix: net.prefix, endpoints }
@@ -110,13 +110,13 @@ function stringRecord(v: unknown, max: number): Record<string, string> | undefin
  * and `nodeViewOf` read). `removedClusters`: nodes of clusters removed from the federation that
  * pods are still bound to count as forgotten, so their pods move (by policy).
  */
-export function federationNodesOf(clusters: readonly StoredObject[], boundTo: Iterable<string> = [], removedClusters: ReadonlySet<string> = new Set()): StoredObject[] {
-  const out: StoredObject[] = []
+export function federationNodesOf(clusters: readonly Stored<Cluster>[], boundTo: Iterable<string> = [], removedClusters: ReadonlySet<string> = new Set()): Stored<Node>[] {
+  const out: Stored<Node>[] = []
   const seen = new Set<string>()
   for (const c of clusters) {
     const cluster = c.metadata.name
     if (!isClusterName(cluster)) continue
-    const nodes = field(c, 'status.nodes')
+    const nodes = c.status?.nodes
     if (!isPlainObject(nodes)) continue
     let n = 0
     for (const [node, raw] of Object.entries(nodes)) {
@@ -126,7 +126,7 @@ export function federationNodesOf(clusters: readonly StoredObject[], boundTo: It
       const alloc = isPlainObject(raw.allocatable) ? raw.allocatable : raw.capacity
       const capacity = isPlainObject(alloc) ? { cpu: String(alloc.cpu ?? '0'), memory: String(alloc.memory ?? '0') } : { cpu: '0', memory: '0' }
       const taints = Array.isArray(raw.taints)
-        ? raw.taints.slice(0, MAX_TAINTS).filter((t): t is { key: string; effect: string } => isPlainObject(t) && typeof t.key === 'string' && ['NoSchedule', 'PreferNoSchedule', 'NoExecute'].includes(t.effect as string))
+        ? raw.taints.slice(0, MAX_TAINTS).filter((t): t is Taint => isPlainObject(t) && typeof t.key === 'string' && ['NoSchedule', 'PreferNoSchedule', 'NoExecute'].includes(t.effect as string))
         : []
       const obj = synthNode(name, stringRecord(raw.labels, MAX_LABELS), capacity, {
         unschedulable: raw.unschedulable === true || raw.ready === false,
@@ -151,8 +151,8 @@ function synthNode(
   name: string,
   labels: Record<string, string> | undefined,
   capacity: { cpu: string; memory: string },
-  o: { unschedulable: boolean; taints: unknown[]; forgotten: boolean },
-): StoredObject {
+  o: { unschedulable: boolean; taints: Taint[]; forgotten: boolean },
+): Stored<Node> {
   return {
     apiVersion: API_VERSION,
     kind: 'Node',
@@ -160,8 +160,8 @@ function synthNode(
     spec: { ...(o.unschedulable ? { unschedulable: true } : {}), ...(o.taints.length > 0 ? { taints: o.taints } : {}) },
     // `Removed` counts as forgotten for scheduling (isForgotten) without a `status.forgotten`
     // record that the binder would try to clear on a Node object that does not exist here.
-    status: { capacity, ...(o.forgotten ? { state: 'Removed' } : {}) },
-  } as StoredObject
+    status: { capacity, ...(o.forgotten ? { state: 'Removed' as const } : {}) },
+  }
 }
 
 /**
@@ -169,7 +169,7 @@ function synthNode(
  * that created the pod (its `orc/cluster` annotation). A pod without either may run nowhere — it
  * stays pending with that reason rather than landing in a cluster nobody chose.
  */
-export function federatedView(view: ClusterView, podObjects: readonly StoredObject[]): ClusterView {
+export function federatedView(view: ClusterView, podObjects: readonly Stored<Pod>[]): ClusterView {
   const origin = new Map<string, string>()
   for (const p of podObjects) {
     const o = p.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
@@ -191,8 +191,8 @@ export function federatedView(view: ClusterView, podObjects: readonly StoredObje
 
 /** `buildSchedView` for a federation's binder (same signature, see Binder's `buildView`). */
 export function buildFederatedSchedView(
-  pods: readonly StoredObject[],
-  nodes: readonly StoredObject[],
+  pods: readonly Stored<Pod>[],
+  nodes: readonly Stored<Node>[],
   me: string,
   members: readonly NodeMember[],
   now: number,
@@ -296,7 +296,7 @@ export class NodeSummaryPublisher {
       const ref: ObjectRef = { kind: 'Cluster', namespace: '', name: this.c.cluster }
       const cur = this.c.fed.get(ref)
       if (!cur) return // our Cluster object has not arrived yet
-      const nodes = field(cur, 'status.nodes')
+      const nodes = cur.status?.nodes
       const have = isPlainObject(nodes) ? nodes : {}
       const self = this.c.own.get({ kind: 'Node', namespace: '', name: this.c.nodeName })
       const want = nodeSummaryOf(self, this.c.own.list('Pod'), this.c.nodeName)

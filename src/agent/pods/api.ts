@@ -6,9 +6,9 @@
  * Long-polling instead of a streaming response keeps the handler transport-independent.
  */
 import { readFileSync, statSync } from 'node:fs'
-import { OrcError, field, type ObjectRef } from '../../model/index.ts'
+import { OrcError, type ObjectRef, type Pod } from '../../model/index.ts'
 import { listLogRevisions, logFilePath, readLogLines } from '../../runtime/index.ts'
-import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildControllerGraph, formatControllerGraph, type ControllerDecl } from '../../workflow/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse, type Query } from '../api.ts'
 
@@ -64,21 +64,21 @@ function completeLines(buf: Buffer): { lines: string[]; bytes: number } {
 export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHandler {
   const sleep = c.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)))
 
-  function podOf(ns: string, name: string): StoredObject {
-    const ref = { kind: 'Pod', namespace: ns, name }
+  function podOf(ns: string, name: string): Stored<Pod> {
+    const ref = { kind: 'Pod' as const, namespace: ns, name }
     const pod = c.store.get(ref)
     if (!pod) throw new OrcError('not_found', `pod/${name} in namespace ${ns} not found`, { ...ref })
     return pod
   }
 
-  function target(pod: StoredObject, q: Query): { dir: string; container: string; revision: number | undefined; ref: ObjectRef } {
+  function target(pod: Stored<Pod>, q: Query): { dir: string; container: string; revision: number | undefined; ref: ObjectRef } {
     const ref = { kind: 'Pod', namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
-    const node = (field(pod, 'spec.placement.node') ?? field(pod, 'status.node')) as string | undefined
+    const node = pod.spec?.placement?.node ?? pod.status?.node
     if (node === undefined) throw new OrcError('unavailable', `pod/${ref.name} is not bound to a node yet, so it has no logs`, { ...ref })
     if (node !== c.nodeName) {
       throw new OrcError('unavailable', `pod/${ref.name} runs on node ${node}; its logs are there (orc --node ${node} logs pod/${ref.name})`, { ...ref, node })
     }
-    const names = ((field(pod, 'spec.containers') as { name: string }[] | undefined) ?? []).map((x) => x.name)
+    const names = (pod.spec?.containers ?? []).map((x) => x.name)
     let container = one(q, 'container')
     if (container === undefined || container === '') {
       if (names.length !== 1) throw new OrcError('invalid', `pod/${ref.name} has containers ${names.join(', ')}: choose one with -c`, { ...ref, containers: names })
@@ -89,7 +89,7 @@ export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHand
     const dir = c.logDirOf(ref, pod.metadata.uid, container)
     let revision = intParam(q, 'revision', 1)
     if (revision === undefined) {
-      const running = field(pod, 'status.runningRevision') ?? field(pod, 'status.targetRevision')
+      const running = pod.status?.runningRevision ?? pod.status?.targetRevision
       const revs = listLogRevisions(dir)
       revision = typeof running === 'number' && revs.includes(running) ? running : revs[revs.length - 1]
     } else if (!listLogRevisions(dir).includes(revision)) {
@@ -99,11 +99,11 @@ export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHand
     return { dir, container, revision, ref }
   }
 
-  function ended(pod: StoredObject | undefined, container: string): boolean {
+  function ended(pod: Stored<Pod> | undefined, container: string): boolean {
     if (!pod) return true
-    const phase = field(pod, 'status.phase')
+    const phase = pod.status?.phase
     if (phase === 'Succeeded' || phase === 'Failed') return true
-    const cs = ((field(pod, 'status.containers') as { name: string; state: string }[] | undefined) ?? []).find((x) => x.name === container)
+    const cs = (pod.status?.containers ?? []).find((x) => x.name === container)
     return cs?.state === 'exited'
   }
 

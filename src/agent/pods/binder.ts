@@ -14,9 +14,9 @@
  * at `nextDecisionTime` (when an ha timer or goneAfter runs out).
  */
 import type { Logger } from 'pino'
-import { field, type OrcObject } from '../../model/index.ts'
+import type { Node, Pod } from '../../model/index.ts'
 import { nextDecisionTime, plan, resolveOptions, type ClusterView, type SchedOptions } from '../../sched/index.ts'
-import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildSchedView, schedOptionsOf, type NodeMember, type TaintSince } from '../sched/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
 
@@ -39,7 +39,7 @@ export interface BinderComponents {
    * The nodes pods may be bound to (default: the store's Node objects). A federation's binder
    * passes its member clusters' nodes, named `node@cluster`.
    */
-  nodes?: () => StoredObject[]
+  nodes?: () => Stored<Node>[]
   /** How the view is built (default buildSchedView); a federation's binder adds clusters. */
   buildView?: ViewBuilder
 }
@@ -47,7 +47,7 @@ export interface BinderComponents {
 export type ViewBuilder = typeof buildSchedView
 
 export interface BindDecision {
-  pod: StoredObject
+  pod: Stored<Pod>
   /** `bind`: set status.node to this node; `evict`: clear it. */
   action: 'bind' | 'evict'
   reason: string
@@ -64,8 +64,8 @@ function membersOf(alive: readonly (string | NodeMember)[]): NodeMember[] {
  * plain names (all alive) or membership entries; `downSince` says since when a node is unreachable.
  */
 export function decideBindings(
-  pods: readonly StoredObject[],
-  nodes: readonly StoredObject[],
+  pods: readonly Stored<Pod>[],
+  nodes: readonly Stored<Node>[],
   me: string,
   members: readonly (string | NodeMember)[],
   now: number,
@@ -78,7 +78,7 @@ export function decideBindings(
 }
 
 /** `decideBindings` on a view already built from `pods`. */
-function decideFromView(view: ClusterView, pods: readonly StoredObject[], me: string, opts: Partial<SchedOptions>): BindDecision[] {
+function decideFromView(view: ClusterView, pods: readonly Stored<Pod>[], me: string, opts: Partial<SchedOptions>): BindDecision[] {
   const out: BindDecision[] = []
   const byKey = new Map(pods.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, p]))
   const decided = new Set<string>()
@@ -96,9 +96,9 @@ function decideFromView(view: ClusterView, pods: readonly StoredObject[], me: st
   }
   // A pod pinned here runs here whatever its binding says (assignedTo); keep status.node honest.
   for (const p of pods) {
-    const pin = field(p, 'spec.placement.node')
+    const pin = p.spec?.placement?.node
     const key = `${p.metadata.namespace ?? 'default'}/${p.metadata.name}`
-    if (pin === me && field(p, 'status.node') !== me && !decided.has(key)) out.push({ pod: p, action: 'bind', reason: 'pinned to this node' })
+    if (pin === me && p.status?.node !== me && !decided.has(key)) out.push({ pod: p, action: 'bind', reason: 'pinned to this node' })
   }
   // An evict followed by a bind here in one plan is a no-op for status.node.
   return out.filter((d) => !(d.action === 'evict' && out.some((o) => o.pod === d.pod && o.action === 'bind')))
@@ -175,7 +175,7 @@ export class Binder {
   }
 
   /** Since when `name` has been unreachable as this node sees it; tracks first observations. */
-  private trackDown(members: readonly NodeMember[], nodes: readonly StoredObject[], now: number): (name: string) => number | undefined {
+  private trackDown(members: readonly NodeMember[], nodes: readonly Stored<Node>[], now: number): (name: string) => number | undefined {
     const byName = new Map(members.map((m) => [m.name, m]))
     for (const n of nodes) {
       const name = n.metadata.name
@@ -190,12 +190,12 @@ export class Binder {
   }
 
   /** First sight of each NoExecute taint; taints that went away are forgotten. */
-  private trackTaints(nodes: readonly StoredObject[], now: number): TaintSince {
+  private trackTaints(nodes: readonly Stored<Node>[], now: number): TaintSince {
     const present = new Set<string>()
     for (const n of nodes) {
-      const taints = field(n, 'spec.taints')
+      const taints = n.spec?.taints
       if (!Array.isArray(taints)) continue
-      for (const t of taints as { key: string; value?: string; effect: string }[]) {
+      for (const t of taints) {
         if (t.effect !== 'NoExecute') continue
         const k = `${n.metadata.name}|${t.key}=${t.value ?? ''}`
         present.add(k)
@@ -216,7 +216,7 @@ export class Binder {
     return { view: this.build(this.c.store.list('Pod'), nodes, this.c.nodeName, members, now, down, taints), opts: this.options() }
   }
 
-  private nodes(): StoredObject[] {
+  private nodes(): Stored<Node>[] {
     return this.c.nodes ? this.c.nodes() : this.c.store.list('Node')
   }
 
@@ -257,11 +257,11 @@ export class Binder {
    * syncs after coming back): this node is back, so the mark goes. A mark written while this agent
    * runs (a partition; the operator chose) stays until the agent restarts.
    */
-  private async clearOwnForgotten(nodes: readonly StoredObject[]): Promise<void> {
+  private async clearOwnForgotten(nodes: readonly Stored<Node>[]): Promise<void> {
     const self = nodes.find((n) => n.metadata.name === this.c.nodeName)
-    const f = self ? field(self, 'status.forgotten') : undefined
+    const f = self?.status?.forgotten
     if (!f || typeof f !== 'object') return
-    const at = Date.parse(String((f as Record<string, unknown>).at))
+    const at = Date.parse(String(f.at))
     if (!(at < this.startedAt)) return
     const now = this.c.now()
     await this.c.store
@@ -286,14 +286,14 @@ export class Binder {
   }
 
   private async write(d: BindDecision): Promise<void> {
-    const pod: OrcObject = d.pod
+    const pod = d.pod
     const ref = { kind: 'Pod', namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
     const me = this.c.nodeName
     const now = this.c.now()
     const at = new Date(now).toISOString()
     try {
       if (d.action === 'bind') {
-        const previous = field(pod, 'status.node')
+        const previous = pod.status?.node
         const scheduling: Record<string, unknown> = { node: me, at, by: me, reason: d.reason }
         if (typeof previous === 'string' && previous !== '' && previous !== me) scheduling.from = previous
         const res = await this.c.store.patch(

@@ -6,12 +6,12 @@
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { field, type ObjectRef } from '../../model/index.ts'
+import { isRefOf, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
 import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput } from '../../runtime/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import type { Clock as WorkflowClock } from '../../workflow/index.ts'
 import { Binder, type ViewBuilder } from './binder.ts'
-import type { StoredObject } from '../../store/index.ts'
+import type { Stored } from '../../store/index.ts'
 import { buildSchedView, podViewOf, schedOptionsOf, type NodeMember } from '../sched/index.ts'
 import { DEFAULT_SCHED_OPTIONS, type PodView } from '../../sched/index.ts'
 import { PodImages } from './images.ts'
@@ -55,7 +55,7 @@ export interface PodScope {
   /** Namespaces the scope holds (pods in others are ignored). */
   namespaces: readonly string[]
   members(): readonly NodeMember[]
-  nodes(): StoredObject[]
+  nodes(): Stored<Node>[]
   buildView: ViewBuilder
 }
 
@@ -76,7 +76,7 @@ interface ScopeRun {
  * pinned to the node (they are the federation's to move, never the cluster's), holding its
  * resources. `suffix` is `@<this cluster's name in the federation>`; `scope` keeps keys apart.
  */
-export function federatedLoad(scope: string, suffix: string, pods: readonly StoredObject[]): PodView[] {
+export function federatedLoad(scope: string, suffix: string, pods: readonly Stored<Pod>[]): PodView[] {
   const out: PodView[] = []
   for (const p of pods) {
     const node = p.status?.node
@@ -214,7 +214,7 @@ export class PodLifecycle {
     await Promise.all(this.podsOf(run).map((p) => this.workerFor(run, { kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }).reconcile()))
   }
 
-  private podsOf(run: ScopeRun): StoredObject[] {
+  private podsOf(run: ScopeRun): Stored<Pod>[] {
     const pods = run.store.list('Pod')
     return run.namespaces === undefined ? pods : pods.filter((p) => run.namespaces!.includes(p.metadata.namespace ?? 'default'))
   }
@@ -319,7 +319,7 @@ export class PodLifecycle {
     for (const key of keys) {
       const ref = refOfKey(key)
       if (!ref) continue
-      if (ref.kind === 'Pod') {
+      if (isRefOf(ref, 'Pod')) {
         if (run.namespaces !== undefined && !run.namespaces.includes(ref.namespace)) continue
         // Only a change that can need a binding wakes the binder (a pod gone frees capacity; an
         // unbound pod needs a node); bindings on lost nodes are found by its periodic pass.
@@ -334,11 +334,11 @@ export class PodLifecycle {
   }
 
   private mayNeedBinding(run: ScopeRun, ref: ObjectRef): boolean {
-    const pod = run.store.get(ref)
+    const pod = run.store.get({ ...ref, kind: 'Pod' })
     if (!pod) return true
-    const pin = field(pod, 'spec.placement.node')
+    const pin = pod.spec?.placement?.node
     if (typeof pin === 'string' && pin !== '' && pin !== run.nodeName) return false
-    const node = field(pod, 'status.node')
+    const node = pod.status?.node
     return typeof node !== 'string' || node === ''
   }
 
@@ -351,7 +351,7 @@ export class PodLifecycle {
     return `${run.id}\0${keyOf(ref)}`
   }
 
-  private workerFor(run: ScopeRun, ref: ObjectRef): PodWorker {
+  private workerFor(run: ScopeRun, ref: ObjectRef<'Pod'>): PodWorker {
     const key = this.workerKey(run, ref)
     let w = this.workers.get(key)
     if (!w) {

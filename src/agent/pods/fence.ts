@@ -8,7 +8,7 @@
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { field, isPlainObject } from '../../model/index.ts'
+import type { Cluster, Node } from '../../model/index.ts'
 import {
   MIN_FENCE_TERM_MS,
   decideFence,
@@ -21,17 +21,17 @@ import {
   type QuorumState,
 } from '../../sched/index.ts'
 import type { ContainerFence } from '../../runtime/index.ts'
-import type { StoredObject } from '../../store/index.ts'
-import { isForgotten, type NodeMember } from '../sched/index.ts'
+import type { Stored } from '../../store/index.ts'
+import { clusterSchedulingOf, isForgotten, type NodeMember } from '../sched/index.ts'
 
 export interface FenceComponents {
   nodeName: string
   /** Membership with last-heard times (the mesh's members()). */
   members(): readonly NodeMember[]
   /** The cluster's Node objects. */
-  nodes(): StoredObject[]
+  nodes(): Stored<Node>[]
   /** The cluster's Cluster objects (fencing options in spec.scheduling). */
-  clusters(): StoredObject[]
+  clusters(): Stored<Cluster>[]
   now(): number
   /** `<dataDir>/runtime/lease`. */
   leaseFile: string
@@ -39,14 +39,11 @@ export interface FenceComponents {
 }
 
 /** `Cluster.spec.scheduling.fenceQuorum` / `fenceMarginSeconds`. */
-export function fencingOptionsOf(clusters: readonly StoredObject[]): FencingOptions {
+export function fencingOptionsOf(clusters: readonly Stored<Cluster>[]): FencingOptions {
+  const s = clusterSchedulingOf(clusters)
   const out: Partial<FencingOptions> = {}
-  for (const c of clusters) {
-    const s = field(c, 'spec.scheduling')
-    if (!isPlainObject(s)) continue
-    if (typeof s.fenceQuorum === 'number') out.fenceQuorum = s.fenceQuorum
-    if (typeof s.fenceMarginSeconds === 'number') out.fenceMarginSeconds = s.fenceMarginSeconds
-  }
+  if (s.fenceQuorum !== undefined) out.fenceQuorum = s.fenceQuorum
+  if (s.fenceMarginSeconds !== undefined) out.fenceMarginSeconds = s.fenceMarginSeconds
   return resolveFencing(out)
 }
 

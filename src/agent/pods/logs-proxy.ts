@@ -7,7 +7,7 @@
  * When the pod's node cannot answer, the error names it and its liveness as this node sees it:
  * `pod/web runs on node n2, which is dead (last seen 2m ago)`.
  */
-import { OrcError, field } from '../../model/index.ts'
+import { OrcError } from '../../model/index.ts'
 import { formatDuration } from '../../mesh/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse, type Query } from '../api.ts'
@@ -59,16 +59,15 @@ export function withLogsProxy(next: ApiHandler, c: LogsProxyComponents): ApiHand
   async function forward(req: ApiRequest, ns: string, name: string): Promise<ApiResponse | undefined> {
     const pod = c.store.get({ kind: 'Pod', namespace: ns, name })
     if (pod === undefined) return undefined
-    const node = (field(pod, 'spec.placement.node') ?? field(pod, 'status.node')) as string | undefined
+    const node = pod.spec?.placement?.node ?? pod.status?.node
     if (node === undefined || node === c.nodeName) return undefined
     const details = { kind: 'Pod', namespace: ns, name, node }
     const nodeObj = c.store.get({ kind: 'Node', namespace: '', name: node })
-    const nodeStatus = (nodeObj?.status ?? {}) as Record<string, unknown>
-    if (nodeStatus.state === 'Removed') {
+    if (nodeObj?.status?.state === 'Removed') {
       throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which was removed from the cluster; its logs are not reachable`, { ...details, state: 'removed' })
     }
     const members = c.members().filter((m) => !m.self)
-    const recorded = typeof nodeStatus.peerId === 'string' ? nodeStatus.peerId : undefined
+    const recorded = typeof nodeObj?.status?.peerId === 'string' ? nodeObj.status.peerId : undefined
     const member = (recorded !== undefined ? members.find((m) => m.peerId === recorded) : undefined) ?? members.find((m) => m.name === node)
     if (member === undefined) {
       throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; its logs are not reachable from here`, {

@@ -4,27 +4,27 @@
  * whose selector matches the pod). Checked by the API before a pod is stored, and again by the
  * lifecycle controller before it runs one (pods also arrive by replication from other nodes).
  */
-import { OrcError, field, type OrcObject, type UnsafeFeature } from '../../model/index.ts'
+import { OrcError, type OrcObject, type Pod, type SecurityPolicy, type UnsafeFeature } from '../../model/index.ts'
 
 /** Unsafe features this agent can actually provide; the others are refused when a pod runs. */
 export const IMPLEMENTED_UNSAFE: ReadonlySet<UnsafeFeature> = new Set<UnsafeFeature>(['root'])
 
-function selects(policy: OrcObject, pod: OrcObject): boolean {
-  const want = field(policy, 'spec.selector.matchLabels') as Record<string, string> | undefined
+function selects(policy: SecurityPolicy, pod: Pod): boolean {
+  const want = policy.spec?.selector?.matchLabels
   if (!want) return true
   const have = pod.metadata.labels ?? {}
   return Object.entries(want).every(([k, v]) => have[k] === v)
 }
 
 /** What the pod asks for that no policy of its namespace grants it. */
-export function ungranted(pod: OrcObject, policies: readonly OrcObject[]): UnsafeFeature[] {
-  const asks = (field(pod, 'spec.security.unsafe') as UnsafeFeature[] | undefined) ?? []
+export function ungranted(pod: Pod, policies: readonly SecurityPolicy[]): UnsafeFeature[] {
+  const asks = pod.spec?.security?.unsafe ?? []
   if (asks.length === 0) return []
   const ns = pod.metadata.namespace ?? 'default'
   const granted = new Set<string>()
   for (const p of policies) {
     if ((p.metadata.namespace ?? 'default') !== ns || !selects(p, pod)) continue
-    for (const a of (field(p, 'spec.allow') as string[] | undefined) ?? []) granted.add(a)
+    for (const a of p.spec?.allow ?? []) granted.add(a)
   }
   return [...new Set(asks)].filter((a) => !granted.has(a))
 }
@@ -34,7 +34,7 @@ function list(items: string[]): string {
 }
 
 /** The refusal, naming what is missing and from whom. */
-export function ungrantedError(pod: OrcObject, missing: UnsafeFeature[]): OrcError {
+export function ungrantedError(pod: Pod, missing: UnsafeFeature[]): OrcError {
   const ns = pod.metadata.namespace ?? 'default'
   return new OrcError(
     'forbidden',
@@ -44,8 +44,9 @@ export function ungrantedError(pod: OrcObject, missing: UnsafeFeature[]): OrcErr
 }
 
 /** Throw unless every unsafe feature the pod asks for is granted. */
-export function admitPod(pod: OrcObject, policies: readonly OrcObject[]): void {
-  if (pod.kind !== 'Pod') return
+export function admitPod(obj: OrcObject, policies: readonly SecurityPolicy[]): void {
+  if (obj.kind !== 'Pod') return
+  const pod = obj as Pod // normalizeManifest checked it against the Pod schema
   const missing = ungranted(pod, policies)
   if (missing.length > 0) throw ungrantedError(pod, missing)
 }

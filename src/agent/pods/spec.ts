@@ -4,20 +4,16 @@
  * object, so they are tested without a store.
  */
 import { createHash } from 'node:crypto'
-import { field, type OrcObject, type UnsafeFeature } from '../../model/index.ts'
-import { resourcesFromLimits, type ContainerResources } from '../../runtime/index.ts'
+import type { Pod, PodSpec, UnsafeFeature } from '../../model/index.ts'
+import { resourcesFromLimits, type ContainerRunSpec } from '../../runtime/index.ts'
 
-export type RestartPolicy = 'Always' | 'OnFailure' | 'Never'
+export type RestartPolicy = NonNullable<PodSpec['restartPolicy']>
 
-export interface PodContainerSpec {
-  name: string
-  image: string
-  command?: string[]
-  args?: string[]
-  env?: Record<string, string>
-  workingDir?: string
-  resources?: ContainerResources
-}
+/**
+ * A manifest's container (model `Container`) as the runtime takes it: the runtime's own run spec,
+ * less what the agent adds per start (id, log dir, network, uid, fence …).
+ */
+export type PodContainerSpec = { name: string } & Pick<ContainerRunSpec, 'image' | 'command' | 'args' | 'env' | 'workingDir' | 'resources'>
 
 export interface PodSpecView {
   containers: PodContainerSpec[]
@@ -34,34 +30,35 @@ function strings(v: unknown): string[] | undefined {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined
 }
 
-export function podSpecOf(obj: OrcObject): PodSpecView {
-  const containers = (field(obj, 'spec.containers') as Record<string, unknown>[] | undefined) ?? []
-  const grace = field(obj, 'spec.terminationGracePeriodSeconds')
+// The pod may come from another node, unchecked against its schema (#17): lists are filtered for
+// strings and numbers tested, as before the kinds were typed, so garbage cannot reach the runtime.
+export function podSpecOf(obj: Pod): PodSpecView {
+  const spec: Partial<PodSpec> = obj.spec ?? {}
+  const grace = spec.terminationGracePeriodSeconds
+  const pin = spec.placement?.node
   return {
-    containers: containers.map((c) => {
+    containers: (spec.containers ?? []).map((c) => {
       const out: PodContainerSpec = { name: String(c.name), image: String(c.image) }
       const command = strings(c.command)
       const args = strings(c.args)
       if (command && command.length > 0) out.command = command
       if (args && args.length > 0) out.args = args
-      if (Array.isArray(c.env)) {
-        out.env = Object.fromEntries((c.env as { name: string; value?: string }[]).map((e) => [e.name, e.value ?? '']))
-      }
+      if (Array.isArray(c.env)) out.env = Object.fromEntries(c.env.map((e) => [e.name, e.value ?? '']))
       if (typeof c.workingDir === 'string') out.workingDir = c.workingDir
-      const limits = (c.resources as { limits?: Record<string, unknown> } | undefined)?.limits
-      if (limits) out.resources = resourcesFromLimits(limits as Parameters<typeof resourcesFromLimits>[0])
+      const limits = c.resources?.limits
+      if (limits) out.resources = resourcesFromLimits(limits)
       return out
     }),
-    restartPolicy: (field(obj, 'spec.restartPolicy') as RestartPolicy | undefined) ?? 'Always',
-    runtime: (field(obj, 'spec.runtime') as 'sandbox' | 'oci' | undefined) ?? 'sandbox',
+    restartPolicy: spec.restartPolicy ?? 'Always',
+    runtime: spec.runtime ?? 'sandbox',
     graceMs: (typeof grace === 'number' ? grace : DEFAULT_GRACE_SECONDS) * 1000,
-    unsafe: (strings(field(obj, 'spec.security.unsafe')) ?? []) as UnsafeFeature[],
-    ...(typeof field(obj, 'spec.placement.node') === 'string' ? { pin: field(obj, 'spec.placement.node') as string } : {}),
+    unsafe: (strings(spec.security?.unsafe) ?? []) as UnsafeFeature[],
+    ...(typeof pin === 'string' ? { pin } : {}),
   }
 }
 
 /** Identity of a spec: a change of it restarts the pod in place. */
-export function specHash(obj: OrcObject): string {
+export function specHash(obj: Pod): string {
   return createHash('sha256').update(JSON.stringify(obj.spec ?? {})).digest('hex').slice(0, 16)
 }
 
@@ -74,10 +71,10 @@ export function containerIdOf(podUid: string, container: string): string {
  * Does this pod run on `node`? A pin (`spec.placement.node`) decides alone; otherwise the
  * scheduler's binding (`status.node`).
  */
-export function assignedTo(obj: OrcObject, node: string): boolean {
-  const pin = field(obj, 'spec.placement.node')
+export function assignedTo(obj: Pod, node: string): boolean {
+  const pin = obj.spec?.placement?.node
   if (typeof pin === 'string' && pin !== '') return pin === node
-  return field(obj, 'status.node') === node
+  return obj.status?.node === node
 }
 
 

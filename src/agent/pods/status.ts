@@ -10,7 +10,7 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
-import type { ObjectRef, OrcObject } from '../../model/index.ts'
+import type { ObjectRef, Pod } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 
 export const LIFECYCLE_CONTROLLER = 'controller:lifecycle'
@@ -25,11 +25,11 @@ export class StatusWriter {
 
   constructor(
     private readonly store: ObjectStore,
-    private readonly ref: ObjectRef,
+    private readonly ref: ObjectRef<'Pod'>,
     private readonly now: () => number,
     private readonly log: Logger,
     /** Whether this node runs the pod (bound or pinned here): only then is its status ours. */
-    private readonly mine: (obj: OrcObject) => boolean,
+    private readonly mine: (obj: Pod) => boolean,
   ) {}
 
   /** Desired status (every lifecycle-owned field; undefined removes one). */

@@ -9,10 +9,10 @@
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { OrcError, field, type ObjectRef, type OrcObject } from '../../model/index.ts'
+import { OrcError, type ObjectRef, type Pod, type PodStatus } from '../../model/index.ts'
 import type { ContainerFence, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
-import type { ObjectStore, StoredObject } from '../../store/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
 import {
   WorkflowGraph,
   WorkflowRun,
@@ -108,7 +108,7 @@ function isControllerAuthor(author: string): boolean {
   return bare === LIFECYCLE_CONTROLLER || bare === SCHEDULER_CONTROLLER
 }
 export class PodWorker {
-  readonly ref: ObjectRef
+  readonly ref: ObjectRef<'Pod'>
   private uid: string | undefined
   private chain: Promise<void> = Promise.resolve()
   private gen = 0
@@ -135,7 +135,7 @@ export class PodWorker {
 
   constructor(
     private readonly c: PodWorkerComponents,
-    ref: ObjectRef,
+    ref: ObjectRef<'Pod'>,
   ) {
     this.ref = ref
     this.log = c.log
@@ -171,7 +171,7 @@ export class PodWorker {
       if (!obj || !assignedTo(obj, this.c.nodeName)) return
       this.gen++
       this.clearRunRetry()
-      await this.startRun(obj as StoredObject, this.gen)
+      await this.startRun(obj, this.gen)
     })
   }
 
@@ -197,17 +197,17 @@ export class PodWorker {
    * haAfter and stop grace of an ha pod; undefined for a best-effort one, and for a pinned one (it
    * never moves, so no other node can start a second copy).
    */
-  private haOf(obj: OrcObject): { haAfterMs: number; graceMs: number } | undefined {
-    if (field(obj, 'spec.policy') !== 'ha' || this.c.fence === undefined) return undefined
-    const pin = field(obj, 'spec.placement.node')
+  private haOf(obj: Pod): { haAfterMs: number; graceMs: number } | undefined {
+    if (obj.spec?.policy !== 'ha' || this.c.fence === undefined) return undefined
+    const pin = obj.spec.placement?.node
     if (typeof pin === 'string' && pin !== '') return undefined
-    const own = field(obj, 'spec.haAfterSeconds')
+    const own = obj.spec.haAfterSeconds
     const seconds = typeof own === 'number' ? own : (this.c.haAfterSeconds?.() ?? 30)
     return { haAfterMs: seconds * 1000, graceMs: podSpecOf(obj).graceMs }
   }
 
   /** After an agent restart, containers of this pod that still run (kept if the lease allows). */
-  private adoptable(obj: StoredObject): boolean {
+  private adoptable(obj: Stored<Pod>): boolean {
     return this.uid === undefined && podSpecOf(obj).containers.some((c) => this.c.adopted(containerIdOf(obj.metadata.uid, c.name)) !== undefined)
   }
 
@@ -266,7 +266,7 @@ export class PodWorker {
     if (!assignedTo(obj, this.c.nodeName)) {
       // A copy here: running, or what a previous agent left (adopted, or ended while none watched).
       if (this.hash !== undefined || (this.uid !== undefined && this.podContainerIds().length > 0)) {
-        const to = field(obj, 'status.node')
+        const to = obj.status?.node
         const why = typeof to === 'string' && to !== '' ? `pod is bound to ${to}` : `pod is no longer bound to ${this.c.nodeName}`
         await this.teardown(why, false)
         // Bound to another node (a move while this node was away, or a lost binding conflict): report it.
@@ -300,7 +300,7 @@ export class PodWorker {
   }
 
   /** The number of the newest revision that set the spec (status writes add revisions too). */
-  private async specRevision(obj: StoredObject): Promise<number> {
+  private async specRevision(obj: Stored<Pod>): Promise<number> {
     if (!isControllerAuthor(obj.metadata.updatedBy)) return obj.metadata.revision
     // History always includes what the store shows (it waits for queued writes).
     const all = await this.c.store.history(this.ref).catch(() => [])
@@ -315,12 +315,12 @@ export class PodWorker {
    * back (recover() found them) instead of starting them again; ones that ended while no agent
    * watched go through the restart policy like any exit.
    */
-  private async tryAdopt(obj: StoredObject, hash: string): Promise<boolean> {
-    const st = (obj.status ?? {}) as Record<string, unknown>
+  private async tryAdopt(obj: Stored<Pod>, hash: string): Promise<boolean> {
+    const st: PodStatus = obj.status ?? {}
     const phase = st.phase
     if (st.specHash !== hash || typeof st.runningRevision !== 'number' || !['Running', 'Succeeded', 'Failed'].includes(phase as string)) return false
     const spec = podSpecOf(obj)
-    const prior = new Map(((st.containers as Record<string, unknown>[] | undefined) ?? []).map((c) => [String(c.name), c]))
+    const prior = new Map<string, Partial<NonNullable<PodStatus['containers']>[number]>>((st.containers ?? []).map((c) => [String(c.name), c]))
     const anyAdopted = spec.containers.some((c) => this.c.adopted(containerIdOf(obj.metadata.uid, c.name)) !== undefined)
     if (phase === 'Running' && !anyAdopted && spec.containers.some((c) => prior.get(c.name)?.state === 'running' && this.c.gone(containerIdOf(obj.metadata.uid, c.name)) === undefined)) {
       return false // nothing of it survived and nothing says how it ended: start afresh
@@ -373,7 +373,7 @@ export class PodWorker {
     return true
   }
 
-  private async restartWith(obj: StoredObject, hash: string): Promise<void> {
+  private async restartWith(obj: Stored<Pod>, hash: string): Promise<void> {
     this.gen++
     const gen = this.gen
     this.clearRunRetry()
@@ -472,7 +472,7 @@ export class PodWorker {
 
   // ---- the lifecycle workflow ----
 
-  private buildGraph(obj: StoredObject, gen: number): WorkflowGraph {
+  private buildGraph(obj: Stored<Pod>, gen: number): WorkflowGraph {
     const spec = this.spec!
     const t = this.c.tunables
     const g = addPodTargets(new WorkflowGraph())
@@ -539,7 +539,7 @@ export class PodWorker {
     return g
   }
 
-  private async startRun(obj: StoredObject, gen: number): Promise<void> {
+  private async startRun(obj: Stored<Pod>, gen: number): Promise<void> {
     const graph = this.buildGraph(obj, gen)
     const run = new WorkflowRun(graph, {
       clock: this.c.clock,

@@ -2,9 +2,9 @@
  * The scheduler's view, built from this node's replica of the store and its membership table. Pure:
  * the binder passes in `now` and the moments it first saw each node unreachable.
  */
-import { field, isPlainObject } from '../../model/index.ts'
+import { isPlainObject, type Cluster, type ClusterSpec, type Node, type Pod } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL, podRequests, type ClusterView, type MemberState, type NodeView, type PodView, type SchedOptionsInput, type Taint } from '../../sched/index.ts'
-import type { StoredObject } from '../../store/index.ts'
+import type { Stored } from '../../store/index.ts'
 
 /** One node as this node's membership sees it (the mesh's MemberView, or a name believed alive). */
 export interface NodeMember {
@@ -16,24 +16,38 @@ export interface NodeMember {
 }
 
 /** `status.forgotten` of a Node (`orc node forget`), or a node removed with `orc node remove`. */
-export function isForgotten(node: StoredObject): boolean {
-  return isPlainObject(field(node, 'status.forgotten')) || field(node, 'status.state') === 'Removed'
+export function isForgotten(node: Stored<Node>): boolean {
+  return isPlainObject(node.status?.forgotten) || node.status?.state === 'Removed'
 }
 
 /** Cluster-wide scheduler defaults: `Cluster.spec.scheduling` (haAfterSeconds, goneAfterSeconds). */
-export function schedOptionsOf(clusters: readonly StoredObject[]): SchedOptionsInput {
+export function schedOptionsOf(clusters: readonly Stored<Cluster>[]): SchedOptionsInput {
+  const s = clusterSchedulingOf(clusters)
   const out: SchedOptionsInput = {}
+  if (s.haAfterSeconds !== undefined) out.haAfterSeconds = s.haAfterSeconds
+  if (s.goneAfterSeconds !== undefined) out.goneAfterSeconds = s.goneAfterSeconds
+  return out
+}
+
+/**
+ * `Cluster.spec.scheduling`, the numeric fields only (the scheduler's and the fence's options are
+ * read from it); with several Cluster objects (a merge), a later one's fields win.
+ */
+export function clusterSchedulingOf(clusters: readonly Stored<Cluster>[]): NonNullable<ClusterSpec['scheduling']> {
+  const out: NonNullable<ClusterSpec['scheduling']> = {}
   for (const c of clusters) {
-    const s = field(c, 'spec.scheduling')
+    const s = c.spec?.scheduling
     if (!isPlainObject(s)) continue
-    if (typeof s.haAfterSeconds === 'number') out.haAfterSeconds = s.haAfterSeconds
-    if (typeof s.goneAfterSeconds === 'number') out.goneAfterSeconds = s.goneAfterSeconds
+    for (const k of ['haAfterSeconds', 'goneAfterSeconds', 'fenceQuorum', 'fenceMarginSeconds'] as const) if (typeof s[k] === 'number') out[k] = s[k]
   }
   return out
 }
 
-export function podViewOf(p: StoredObject): PodView {
-  const containers = (field(p, 'spec.containers') as { resources?: { requests?: { cpu?: string; memory?: string } } }[] | undefined) ?? []
+// Objects from other nodes are not checked against their schema on receipt yet (the trust issue,
+// #17), so fields are still tested for their type before use: garbage must not stop the binder.
+export function podViewOf(p: Stored<Pod>): PodView {
+  const spec = p.spec ?? ({} as Partial<NonNullable<Pod['spec']>>)
+  const containers = spec.containers ?? []
   const v: PodView = {
     namespace: p.metadata.namespace ?? 'default',
     name: p.metadata.name,
@@ -41,26 +55,20 @@ export function podViewOf(p: StoredObject): PodView {
     createdAt: Date.parse(p.metadata.createdAt),
   }
   if (p.metadata.labels) v.labels = p.metadata.labels
-  const node = field(p, 'status.node')
+  const node = p.status?.node
   if (typeof node === 'string' && node !== '') v.node = node
-  const pin = field(p, 'spec.placement.node')
+  const pin = spec.placement?.node
   if (typeof pin === 'string' && pin !== '') v.pin = pin
-  const clusters = field(p, 'spec.placement.clusters')
+  const clusters = spec.placement?.clusters
   if (Array.isArray(clusters)) v.clusters = clusters.filter((c): c is string => typeof c === 'string')
-  const prefer = field(p, 'spec.placement.preferClusters')
+  const prefer = spec.placement?.preferClusters
   if (Array.isArray(prefer)) v.preferClusters = prefer.filter((c): c is string => typeof c === 'string')
-  const sel = field(p, 'spec.nodeSelector')
-  if (isPlainObject(sel)) v.nodeSelector = sel as Record<string, string>
-  const policy = field(p, 'spec.policy')
-  if (policy === 'ha' || policy === 'best-effort') v.policy = policy
-  const ha = field(p, 'spec.haAfterSeconds')
-  if (typeof ha === 'number') v.haAfterSeconds = ha
-  const affinity = field(p, 'spec.affinity')
-  if (isPlainObject(affinity)) v.affinity = affinity as PodView['affinity']
-  const tolerations = field(p, 'spec.tolerations')
-  if (Array.isArray(tolerations)) v.tolerations = tolerations as PodView['tolerations']
-  const priority = field(p, 'spec.priority')
-  if (typeof priority === 'number') v.priority = priority
+  if (isPlainObject(spec.nodeSelector)) v.nodeSelector = spec.nodeSelector
+  if (spec.policy === 'ha' || spec.policy === 'best-effort') v.policy = spec.policy
+  if (typeof spec.haAfterSeconds === 'number') v.haAfterSeconds = spec.haAfterSeconds
+  if (isPlainObject(spec.affinity)) v.affinity = spec.affinity
+  if (Array.isArray(spec.tolerations)) v.tolerations = spec.tolerations
+  if (typeof spec.priority === 'number') v.priority = spec.priority
   // Replicas of one PinnedDeployment are spread across nodes and sites.
   const deployment = p.metadata.labels?.[DEPLOYMENT_LABEL]
   if (deployment !== undefined) v.group = `${v.namespace}/${deployment}`
@@ -72,17 +80,17 @@ export function podViewOf(p: StoredObject): PodView {
 /** Since when this node has seen a taint on a node (the taint itself carries no time). */
 export type TaintSince = (node: string, taint: Taint) => number | undefined
 
-export function nodeViewOf(n: StoredObject, member: NodeMember | undefined, downSince: number | undefined, taintSince?: TaintSince): NodeView {
+export function nodeViewOf(n: Stored<Node>, member: NodeMember | undefined, downSince: number | undefined, taintSince?: TaintSince): NodeView {
   const state: MemberState = member?.state ?? 'dead'
   const v: NodeView = { name: n.metadata.name, state }
   if (state !== 'alive' && downSince !== undefined) v.since = downSince
   if (n.metadata.labels) v.labels = n.metadata.labels
-  const cap = field(n, 'status.capacity') as { cpu?: string; memory?: string } | undefined
-  if (cap) v.capacity = { ...(cap.cpu !== undefined ? { cpu: cap.cpu } : {}), ...(cap.memory !== undefined ? { memory: cap.memory } : {}) }
-  if (field(n, 'spec.unschedulable') === true) v.unschedulable = true
-  const taints = field(n, 'spec.taints')
+  const cap = n.status?.capacity
+  if (cap) v.capacity = { ...(cap.cpu !== undefined ? { cpu: cap.cpu as string } : {}), ...(cap.memory !== undefined ? { memory: cap.memory as string } : {}) }
+  if (n.spec?.unschedulable === true) v.unschedulable = true
+  const taints = n.spec?.taints
   if (Array.isArray(taints)) {
-    v.taints = taints as Taint[]
+    v.taints = taints
     // NoExecute tolerationSeconds count from when the taint appeared; this node's first sight of it.
     if (taintSince) {
       v.taints = v.taints.map((t) => {
@@ -101,8 +109,8 @@ export function nodeViewOf(n: StoredObject, member: NodeMember | undefined, down
  * dead; this node is always alive); `downSince(name)` says since when a node has been unreachable.
  */
 export function buildSchedView(
-  pods: readonly StoredObject[],
-  nodes: readonly StoredObject[],
+  pods: readonly Stored<Pod>[],
+  nodes: readonly Stored<Node>[],
   me: string,
   members: readonly NodeMember[],
   now: number,

@@ -4,8 +4,8 @@
  */
 import type { Command } from 'commander'
 import { Option } from 'commander'
-import { OrcError } from '../../model/index.ts'
-import type { StoredObject } from '../../store/index.ts'
+import { OrcError, type Node, type NodeStatus } from '../../model/index.ts'
+import type { Stored, StoredObject } from '../../store/index.ts'
 import { defaultDataDir, socketPathOf, startAgent, stopOnSignals, type Agent, type AgentOptions, type MeshSetup } from '../../agent/index.ts'
 import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
@@ -104,19 +104,19 @@ function ageOf(iso: unknown, now: number): string {
 }
 
 /** `orc get nodes -o wide`: the stored Node objects joined with this node's live view of the mesh. */
-export async function nodesWideTable(client: ApiCaller, items: StoredObject[], now: number): Promise<string> {
+export async function nodesWideTable(client: ApiCaller, items: Stored<Node>[], now: number): Promise<string> {
   const members = (await fetchMembers(client)) ?? [] // an agent without the mesh: none
   const down = unreachableNodes(members, now)
   const byPeer = new Map(members.map((m) => [m.peerId, m]))
   const rows = items.map((o) => {
-    const st = (o.status ?? {}) as Record<string, unknown>
+    const st: NodeStatus = o.status ?? {}
     const m = typeof st.peerId === 'string' ? byPeer.get(st.peerId) : undefined
     const removed = st.state === 'Removed'
     // `indirect`: no connection to it (a partial mesh, beyond fullMeshMax members): heard through gossip.
     const state = removed ? 'removed' : m === undefined ? '<unknown>' : m.self ? 'alive (self)' : m.connected === false ? `${m.state} (indirect)` : m.state
     const seen = m === undefined ? '-' : m.self ? 'now' : m.lastSeen === null ? 'never' : ago(now - m.lastSeen)
     const rtt = m === undefined || m.self || m.rttMs === null ? '-' : `${Math.round(m.rttMs * 10) / 10}ms`
-    const addrs = (m && m.addresses.length > 0 ? m.addresses : ((st.addresses as string[] | undefined) ?? [])).join(',') || '<none>'
+    const addrs = (m && m.addresses.length > 0 ? m.addresses : (st.addresses ?? [])).join(',') || '<none>'
     const labels = Object.entries(o.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',') || '<none>'
     const status = !removed && m !== undefined && !m.self ? (down.get(m.name)?.text ?? String(st.state ?? 'Unknown')) : String(st.state ?? 'Unknown')
     return [o.metadata.name, status, state, seen, rtt, addrs, nodeNetworkCell(o), String(st.version ?? '<unknown>'), labels, ageOf(o.metadata.createdAt, now)]

@@ -2,8 +2,8 @@
  * Network commands: `orc get routes` (this node's tunnels, live), the `--network` flag of
  * `orc up`/`orc join`, the network columns of `orc get nodes -o wide`, and `orc why node/NAME`.
  */
-import { OrcError, field } from '../../model/index.ts'
-import type { StoredObject } from '../../store/index.ts'
+import { OrcError, type Node, type NodeNetworkStatus, type NodeStatus } from '../../model/index.ts'
+import type { Stored } from '../../store/index.ts'
 import { parseNetworkMode, type NetworkSetup } from '../../agent/index.ts'
 import { explainWhy, formatWhy, parseWorkflowSnapshot, criticalChain, formatCriticalChain } from '../../workflow/index.ts'
 import { formatTable } from '../format.ts'
@@ -121,8 +121,8 @@ export async function routesOutput(client: ApiCaller, output: string, now: numbe
 }
 
 /** NETWORK column of `orc get nodes -o wide`: state, prefix, tunnels up/total. */
-export function nodeNetworkCell(o: StoredObject): string {
-  const n = field(o, 'status.network') as Record<string, unknown> | undefined
+export function nodeNetworkCell(o: Stored<Node>): string {
+  const n = o.status?.network
   if (n === undefined) return '<none>'
   const t = n.tunnels as { up?: number; total?: number } | undefined
   const bits = [String(n.state ?? 'Unknown')]
@@ -132,9 +132,9 @@ export function nodeNetworkCell(o: StoredObject): string {
 }
 
 /** `orc why node/NAME`: the node's bring-up (network-online → ready) from its replicated status. */
-export function nodeWhyOutput(node: StoredObject, opts: { output: string; criticalChain?: boolean }, now: number): string {
-  const st = (node.status ?? {}) as Record<string, unknown>
-  const net = (st.network ?? {}) as Record<string, unknown>
+export function nodeWhyOutput(node: Stored<Node>, opts: { output: string; criticalChain?: boolean }, now: number): string {
+  const st: NodeStatus = node.status ?? {}
+  const net: NodeNetworkStatus = st.network ?? {}
   const subject = `node/${node.metadata.name}`
   const raw = st.workflow
   const snap = raw === undefined ? undefined : parseWorkflowSnapshot(raw)

@@ -9,8 +9,8 @@ import type { Command } from 'commander'
 import type { ClusterEvent } from '../../agent/index.ts'
 import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { Option } from 'commander'
-import { OrcError, field, parseRef, type ObjectRef } from '../../model/index.ts'
-import type { StoredObject } from '../../store/index.ts'
+import { OrcError, parseRef, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
+import type { Stored, StoredObject } from '../../store/index.ts'
 import { defaultDataDir } from '../../agent/index.ts'
 import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
 import {
@@ -53,9 +53,9 @@ async function stoppedCopiesOf(c: ApiCaller, ref: { namespace: string; name: str
     .map((e) => ({ node: e.source.replace(/^node\//, ''), at: new Date(e.time).toISOString(), why: e.message.replace(/^copy on [^ ]+ stopped: /, '') }))
 }
 
-function podSummary(pod: StoredObject): string[] {
-  const st = (pod.status ?? {}) as Record<string, unknown>
-  const node = (st.node ?? field(pod, 'spec.placement.node')) as string | undefined
+function podSummary(pod: Stored<Pod>): string[] {
+  const st = pod.status ?? {}
+  const node = st.node ?? pod.spec?.placement?.node
   const lines = [
     `pod/${pod.metadata.name}: ${String(st.phase ?? 'Pending')}` +
       (node ? ` on node ${node}` : ', not bound to a node yet') +
@@ -93,12 +93,12 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .action(async (target: string, opts, cmd: Command) => {
       if (/^(node|nodes|no)\//i.test(target)) {
         const name = target.slice(target.indexOf('/') + 1)
-        const { object: node } = await client(cmd).call<{ object: StoredObject }>('GET', objectPath({ kind: 'Node', namespace: '', name }))
+        const { object: node } = await client(cmd).call<{ object: Stored<Node> }>('GET', objectPath({ kind: 'Node', namespace: '', name }))
         return io.out(nodeWhyOutput(node, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
       }
       const ref = podRef(target, opts.namespace)
-      const { object: pod } = await client(cmd).call<{ object: StoredObject }>('GET', objectPath(ref))
-      const raw = field(pod, 'status.workflow')
+      const { object: pod } = await client(cmd).call<{ object: Stored<Pod> }>('GET', objectPath(ref))
+      const raw = pod.status?.workflow
       const now = io.now()
       let snap: WorkflowSnapshot | undefined
       if (raw !== undefined) snap = parseWorkflowSnapshot(raw)
@@ -120,8 +120,8 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       const members = await fetchMembers(client(cmd)).catch(() => undefined)
       const node = podNodeOf(pod)
       const lost = node === undefined || !members ? undefined : unreachableNodes(members, now).get(node)
-      const out = podSummary(lost ? withLiveness('Pod', [pod], new Map([[node!, lost]]))[0]! : pod)
-      if (lost) out.push(`  node ${node} is ${lost.text} as this node sees it: the status below is its last report (phase ${String(field(pod, 'status.phase') ?? 'Pending')})`)
+      const out = podSummary(lost ? (withLiveness('Pod', [pod], new Map([[node!, lost]]))[0] as Stored<Pod>) : pod)
+      if (lost) out.push(`  node ${node} is ${lost.text} as this node sees it: the status below is its last report (phase ${String(pod.status?.phase ?? 'Pending')})`)
       const stopped = await stoppedCopiesOf(client(cmd), ref)
       if (stopped.length > 0) out.push('', 'Copies stopped on other nodes:', ...stopped.map((s) => `  ${s.node} at ${s.at}: ${s.why}`))
       if (placement && placement.explanation.status !== 'bound') out.push('', 'Placement:', ...placement.text.split('\n').map((l) => `  ${l}`))

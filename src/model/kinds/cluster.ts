@@ -1,8 +1,17 @@
 import { s } from '../schema.ts'
-import type { KindDef } from '../kind.ts'
-import { age, field, text } from './common.ts'
+import { defineKind, type ObjectOfKind } from '../kind.ts'
+import { age, createdAt, text } from './common.ts'
 
-export const clusterKind: KindDef = {
+/** Written by controller:cluster on any node of the cluster. */
+export type ClusterStatus = {
+  /** Peers removed with `orc node remove`, by peer id. */
+  removedPeers?: Record<string, { name: string; at: string; by: string; reason?: string }>
+  /** In a federation's document: a summary of each node of this member cluster (src/agent/federation/scheduling.ts). */
+  nodes?: Record<string, unknown>
+  [field: string]: unknown
+}
+
+export const clusterKind = defineKind({
   kind: 'Cluster',
   plural: 'clusters',
   aliases: ['cluster'],
@@ -20,11 +29,15 @@ export const clusterKind: KindDef = {
       fenceMarginSeconds: s.int({ min: 0, max: 3600 }),
     }),
   }),
-  status: s.object({}, { open: true }),
+  status: s.open<ClusterStatus>(),
   owned: [{ path: 'status', owner: 'controller:cluster' }],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
-    { header: 'ID', value: (o) => text(field(o, 'spec.id')) },
-    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+    { header: 'ID', value: (o) => text(o.spec?.id) },
+    { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
-}
+})
+
+// An interface (not an alias) so that type errors name it.
+export interface Cluster extends ObjectOfKind<typeof clusterKind> {}
+export type ClusterSpec = NonNullable<Cluster['spec']>

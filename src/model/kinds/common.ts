@@ -24,13 +24,9 @@ export function age(iso: unknown, now: number): string {
   return `${Math.floor(sec / 86400)}d`
 }
 
-export function field(obj: OrcObject, path: string): unknown {
-  let cur: unknown = obj
-  for (const seg of path.split('.')) {
-    if (cur === null || typeof cur !== 'object') return undefined
-    cur = (cur as Record<string, unknown>)[seg]
-  }
-  return cur
+/** When the store created the object (stored objects only). */
+export function createdAt(o: { metadata: object }): unknown {
+  return (o.metadata as { createdAt?: unknown }).createdAt
 }
 
 export function text(v: unknown, dflt = '<none>'): string {

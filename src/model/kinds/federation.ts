@@ -1,6 +1,6 @@
 import { s } from '../schema.ts'
-import type { KindDef } from '../kind.ts'
-import { age, dnsName, field, text } from './common.ts'
+import { defineKind, type ObjectOfKind } from '../kind.ts'
+import { age, createdAt, dnsName, text } from './common.ts'
 
 /**
  * A link between clusters that replicates the namespaces it names (docs/federation.md).
@@ -10,7 +10,7 @@ import { age, dnsName, field, text } from './common.ts'
  * private scope (which also says under which name this cluster takes part), so that every node of
  * the cluster follows the federation.
  */
-export const federationKind: KindDef = {
+export const federationKind = defineKind({
   kind: 'Federation',
   plural: 'federations',
   aliases: ['federation', 'fed', 'feds'],
@@ -23,13 +23,16 @@ export const federationKind: KindDef = {
     cluster: dnsName,
     description: s.string({ maxLength: 1024 }),
   }),
-  status: s.object({}, { open: true }),
+  status: s.open<Record<string, unknown>>(),
   owned: [{ path: 'status', owner: 'controller:federation' }],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
-    { header: 'ID', value: (o) => text(field(o, 'spec.id')) },
-    { header: 'NAMESPACES', value: (o) => text((field(o, 'spec.namespaces') as string[] | undefined)?.join(',')) },
-    { header: 'AS', value: (o) => text(field(o, 'spec.cluster')) },
-    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+    { header: 'ID', value: (o) => text(o.spec?.id) },
+    { header: 'NAMESPACES', value: (o) => text(o.spec?.namespaces?.join(',')) },
+    { header: 'AS', value: (o) => text(o.spec?.cluster) },
+    { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
-}
+})
+
+// An interface (not an alias) so that type errors name it.
+export interface Federation extends ObjectOfKind<typeof federationKind> {}

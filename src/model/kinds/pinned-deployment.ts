@@ -1,7 +1,7 @@
 import { s } from '../schema.ts'
-import type { KindDef } from '../kind.ts'
+import { defineKind, type ObjectOfKind } from '../kind.ts'
 import type { Issue } from '../schema.ts'
-import { age, field, labelsSchema, text } from './common.ts'
+import { age, createdAt, labelsSchema, text } from './common.ts'
 import { podKind, podSpecIssues } from './pod.ts'
 
 /**
@@ -20,7 +20,15 @@ const template = s.object({
 export const MAX_DEPLOYMENT_NAME = 50
 export const MAX_REPLICAS = 1000
 
-export const pinnedDeploymentKind: KindDef = {
+/** Written by controller:rollout (src/sched/rollout.ts, DeploymentStatus). */
+export type PinnedDeploymentStatus = {
+  replicas?: number
+  previous?: { ready?: number; [field: string]: unknown }
+  next?: { ready?: number; [field: string]: unknown }
+  [field: string]: unknown
+}
+
+export const pinnedDeploymentKind = defineKind({
   kind: 'PinnedDeployment',
   plural: 'pinneddeployments',
   aliases: ['pinneddeployment', 'pdeploy', 'pd'],
@@ -36,54 +44,59 @@ export const pinnedDeploymentKind: KindDef = {
     nextPercent: s.int({ min: 0, max: 100 }),
     placement: s.object({ everyNode: s.bool() }),
   }),
-  status: s.object({}, { open: true }),
+  status: s.open<PinnedDeploymentStatus>(),
   owned: [{ path: 'status', owner: 'controller:rollout' }],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
     {
       header: 'READY',
       value: (o) => {
-        const st = (o.status ?? {}) as Record<string, { ready?: number } | number | undefined>
-        const ready = ((st.previous as { ready?: number } | undefined)?.ready ?? 0) + ((st.next as { ready?: number } | undefined)?.ready ?? 0)
-        return `${ready}/${typeof st.replicas === 'number' ? st.replicas : text(field(o, 'spec.replicas'), '?')}`
+        const st = o.status ?? {}
+        const ready = (st.previous?.ready ?? 0) + (st.next?.ready ?? 0)
+        return `${ready}/${typeof st.replicas === 'number' ? st.replicas : text(o.spec?.replicas, '?')}`
       },
     },
     {
       header: 'NEXT',
       value: (o) => {
-        if (field(o, 'spec.next') === undefined) return '-'
-        const r = field(o, 'spec.nextReplicas')
-        const p = field(o, 'spec.nextPercent')
+        if (o.spec?.next === undefined) return '-'
+        const r = o.spec.nextReplicas
+        const p = o.spec.nextPercent
         return r !== undefined ? String(r) : p !== undefined ? `${String(p)}%` : '0'
       },
     },
-    { header: 'MODE', value: (o) => (field(o, 'spec.placement.everyNode') === true ? 'every-node' : 'replicas'), wide: true },
-    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+    { header: 'MODE', value: (o) => (o.spec?.placement?.everyNode === true ? 'every-node' : 'replicas'), wide: true },
+    { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
   check(obj) {
     const issues: Issue[] = []
-    const spec = (obj.spec ?? {}) as Record<string, unknown>
-    const everyNode = field(obj, 'spec.placement.everyNode') === true
+    const spec = obj.spec ?? ({} as PinnedDeploymentSpec)
+    const everyNode = spec.placement?.everyNode === true
     if (obj.metadata.name.length > MAX_DEPLOYMENT_NAME) {
       issues.push({ path: 'metadata.name', rule: `must be at most ${MAX_DEPLOYMENT_NAME} characters (pod names add a template hash and an ordinal)` })
     }
     if (!everyNode && spec.replicas === undefined) issues.push({ path: 'spec.replicas', rule: 'required (or set spec.placement.everyNode: true)' })
     if (spec.nextReplicas !== undefined && spec.nextPercent !== undefined) issues.push({ path: 'spec.nextPercent', rule: 'set either nextReplicas or nextPercent, not both' })
     if (spec.next === undefined) {
-      for (const f of ['nextReplicas', 'nextPercent']) if (spec[f] !== undefined && spec[f] !== 0) issues.push({ path: `spec.${f}`, rule: 'needs spec.next (the template to roll out)' })
+      for (const f of ['nextReplicas', 'nextPercent'] as const) if (spec[f] !== undefined && spec[f] !== 0) issues.push({ path: `spec.${f}`, rule: 'needs spec.next (the template to roll out)' })
     }
     if (!everyNode && typeof spec.nextReplicas === 'number' && typeof spec.replicas === 'number' && spec.nextReplicas > spec.replicas) {
       issues.push({ path: 'spec.nextReplicas', rule: `must be <= spec.replicas (${spec.replicas})` })
     }
-    for (const v of ['previous', 'next']) {
-      const t = spec[v] as Record<string, unknown> | undefined
+    for (const v of ['previous', 'next'] as const) {
+      const t = spec[v]
       if (t === undefined) continue
       issues.push(...podSpecIssues(t.spec, `spec.${v}.spec`))
-      const labels = (t.metadata as { labels?: Record<string, string> } | undefined)?.labels ?? {}
+      const labels = t.metadata?.labels ?? {}
       for (const k of ['orc/deployment', 'orc/template']) if (k in labels) issues.push({ path: `spec.${v}.metadata.labels[${JSON.stringify(k)}]`, rule: 'is set by orc' })
-      const pin = (t.spec as { placement?: { node?: unknown } } | undefined)?.placement?.node
+      const pin = t.spec.placement?.node
       if (everyNode && pin !== undefined) issues.push({ path: `spec.${v}.spec.placement.node`, rule: 'cannot be set with placement.everyNode (each copy is pinned to its node)' })
     }
     return issues
   },
-}
+})
+
+// An interface (not an alias) so that type errors name it.
+export interface PinnedDeployment extends ObjectOfKind<typeof pinnedDeploymentKind> {}
+export type PinnedDeploymentSpec = NonNullable<PinnedDeployment['spec']>
+export type PodTemplate = PinnedDeploymentSpec['previous']

@@ -1,7 +1,7 @@
 import { s } from '../schema.ts'
-import type { KindDef } from '../kind.ts'
-import type { Issue } from '../schema.ts'
-import { age, dnsName, field, labelsSchema, text } from './common.ts'
+import { defineKind, type ObjectOfKind } from '../kind.ts'
+import type { Infer, Issue } from '../schema.ts'
+import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
 
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
 
@@ -116,12 +116,43 @@ export function podSpecIssues(spec: unknown, base: string): Issue[] {
   return [...issues, ...schedulingIssues(spec, base)]
 }
 
-export const podKind: KindDef = {
-  kind: 'Pod',
-  plural: 'pods',
-  aliases: ['pod', 'po'],
-  namespaced: true,
-  spec: s.object({
+/** The one container spec of a manifest (the runtime's `ContainerRunSpec` is what the agent makes of it). */
+export type Container = Infer<typeof container>
+export type LabelSelector = Infer<typeof labelSelector>
+export type PodAffinityTerm = Infer<typeof podAffinityTerm>
+export type Toleration = Infer<typeof toleration>
+
+/** What a pod's lifecycle reports (src/agent/pods/worker.ts). `Unknown` is only shown, never stored. */
+export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping' | 'Fenced'
+
+export type ContainerStatusEntry = {
+  name: string
+  state: 'waiting' | 'running' | 'exited' | 'unknown'
+  restarts: number
+  pid?: number
+  exitCode?: number
+  signal?: string
+  startedAt?: string
+  finishedAt?: string
+  reason?: string
+}
+
+/** Written by controller:lifecycle (the node running the pod) and controller:scheduler (`node`, `scheduling`). */
+export type PodStatus = {
+  phase?: PodPhase
+  reason?: string
+  node?: string
+  scheduling?: { node: string; at: string; by: string; reason: string; from?: string }
+  runningRevision?: number
+  targetRevision?: number
+  specHash?: string
+  containers?: ContainerStatusEntry[]
+  /** The lifecycle's unit graph (src/workflow/snapshot.ts). */
+  workflow?: unknown
+  network?: { ipv6?: string; loopbackOnly?: boolean; reason?: string }
+}
+
+const podSpec = s.object({
     containers: s.required(s.array(container, { maxItems: 32, uniqueBy: 'name' })),
     restartPolicy: s.enum('Always', 'OnFailure', 'Never'),
     policy: s.enum('ha', 'best-effort'),
@@ -147,8 +178,15 @@ export const podKind: KindDef = {
     /** Higher is placed first when capacity is short (default 0). */
     priority: s.int({ min: -1_000_000, max: 1_000_000 }),
     security: s.object({ unsafe: s.array(s.enum('root', 'hostNetwork', 'devices', 'hostPath', 'capabilities'), { maxItems: 8 }) }),
-  }),
-  status: s.object({}, { open: true }),
+})
+
+export const podKind = defineKind({
+  kind: 'Pod',
+  plural: 'pods',
+  aliases: ['pod', 'po'],
+  namespaced: true,
+  spec: podSpec,
+  status: s.open<PodStatus>(),
   owned: [
     { path: 'status', owner: 'controller:lifecycle' },
     { path: 'status.node', owner: 'controller:scheduler' },
@@ -156,23 +194,27 @@ export const podKind: KindDef = {
   ],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
-    { header: 'STATUS', value: (o) => text(field(o, 'status.phase'), 'Pending') },
-    { header: 'NODE', value: (o) => text(field(o, 'status.node') ?? field(o, 'spec.placement.node')) },
-    { header: 'IP', value: (o) => text(field(o, 'status.network.ipv6'), '<none>'), wide: true },
-    { header: 'POLICY', value: (o) => text(field(o, 'spec.policy'), 'best-effort'), wide: true },
+    { header: 'STATUS', value: (o) => text(o.status?.phase, 'Pending') },
+    { header: 'NODE', value: (o) => text(o.status?.node ?? o.spec?.placement?.node) },
+    { header: 'IP', value: (o) => text(o.status?.network?.ipv6, '<none>'), wide: true },
+    { header: 'POLICY', value: (o) => text(o.spec?.policy, 'best-effort'), wide: true },
     // The spec revision running (or being started): status writes add revisions too; this is the
     // number users compare with `orc history`.
-    { header: 'REV', value: (o) => text(field(o, 'status.runningRevision') ?? field(o, 'status.targetRevision') ?? field(o, 'metadata.revision'), '') },
+    { header: 'REV', value: (o) => text(o.status?.runningRevision ?? o.status?.targetRevision ?? (o.metadata as { revision?: number }).revision, '') },
     {
       header: 'RESTARTS',
       value: (o) => {
-        const cs = field(o, 'status.containers')
+        const cs: unknown = o.status?.containers
         return String(Array.isArray(cs) ? cs.reduce((n: number, c) => n + (typeof c?.restarts === 'number' ? c.restarts : 0), 0) : 0)
       },
     },
-    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+    { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
   check(obj) {
-    return podSpecIssues(field(obj, 'spec'), 'spec')
+    return podSpecIssues(obj.spec, 'spec')
   },
-}
+})
+
+// An interface (not an alias) so that type errors name it.
+export interface Pod extends ObjectOfKind<typeof podKind> {}
+export type PodSpec = NonNullable<Pod['spec']>

@@ -1,6 +1,6 @@
 import { s } from '../schema.ts'
-import type { KindDef } from '../kind.ts'
-import { age, field, labelsSchema, text } from './common.ts'
+import { defineKind, type ObjectOfKind } from '../kind.ts'
+import { age, createdAt, labelsSchema, text } from './common.ts'
 
 /** The unsafe features a pod may ask for in `spec.security.unsafe` and an operator may grant. */
 export const UNSAFE_FEATURES = ['root', 'hostNetwork', 'devices', 'hostPath', 'capabilities'] as const
@@ -11,7 +11,7 @@ export type UnsafeFeature = (typeof UNSAFE_FEATURES)[number]
  * (`spec.security.unsafe`) and a SecurityPolicy in its namespace allows it (for pods its selector
  * matches; no selector = every pod of the namespace).
  */
-export const securityPolicyKind: KindDef = {
+export const securityPolicyKind = defineKind({
   kind: 'SecurityPolicy',
   plural: 'securitypolicies',
   aliases: ['securitypolicy', 'secpol', 'sp'],
@@ -24,8 +24,11 @@ export const securityPolicyKind: KindDef = {
   owned: [],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
-    { header: 'ALLOW', value: (o) => text((field(o, 'spec.allow') as string[] | undefined)?.join(',')) },
-    { header: 'SELECTOR', value: (o) => text(field(o, 'spec.selector.matchLabels'), '<all pods>') },
-    { header: 'AGE', value: (o, now) => age(field(o, 'metadata.createdAt'), now) },
+    { header: 'ALLOW', value: (o) => text(o.spec?.allow.join(',')) },
+    { header: 'SELECTOR', value: (o) => text(o.spec?.selector?.matchLabels, '<all pods>') },
+    { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
-}
+})
+
+// An interface (not an alias) so that type errors name it.
+export interface SecurityPolicy extends ObjectOfKind<typeof securityPolicyKind> {}

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import type { OrcObject } from '../../../src/model/index.ts'
+import type { SecurityPolicy, UnsafeFeature } from '../../../src/model/index.ts'
 import { admitPod, ungranted } from '../../../src/agent/pods/security.ts'
 import { decideBindings } from '../../../src/agent/pods/binder.ts'
 import { assignedTo } from '../../../src/agent/pods/spec.ts'
@@ -10,7 +10,7 @@ const pod = (name: string, extra: Record<string, unknown> = {}, labels?: Record<
   apiVersion: 'orc/v1', kind: 'Pod', metadata: { name, namespace: 'default', createdAt: '2026-01-01T00:00:00Z', ...(labels ? { labels } : {}) },
   spec: { containers: [{ name: 'main', image: '/img' }], ...extra },
 })
-const policy = (allow: string[], ns = 'default', matchLabels?: Record<string, string>): OrcObject => ({
+const policy = (allow: UnsafeFeature[], ns = 'default', matchLabels?: Record<string, string>): SecurityPolicy => ({
   apiVersion: 'orc/v1', kind: 'SecurityPolicy', metadata: { name: 'p', namespace: ns }, spec: { allow, ...(matchLabels ? { selector: { matchLabels } } : {}) },
 })
 
