@@ -15,12 +15,17 @@ const metadataSchema = s.object({
   annotations: s.map(s.string({ maxLength: 65536 }), { maxEntries: 128 }),
 })
 
+/** What normalizeManifest returned: passed to it again (the API, then the store), it is not re-checked. */
+const NORMALIZED = new WeakSet<object>()
+
 /**
  * Validate a manifest and return it normalized: namespace defaulted for namespaced kinds (removed
  * for cluster-scoped ones), store-added metadata stripped. Throws OrcError('invalid') listing every
- * problem as `path: rule`.
+ * problem as `path: rule`. Its result is a new object that callers must not change: given back to
+ * this function it is returned as is, so a write is validated once however many layers it crosses.
  */
 export function normalizeManifest(input: unknown, opts: { defaultNamespace?: string } = {}): OrcObject {
+  if (isPlainObject(input) && NORMALIZED.has(input)) return input as unknown as OrcObject
   if (!isPlainObject(input)) throw new OrcError('invalid', 'manifest must be an object with apiVersion, kind and metadata')
   if (input.apiVersion !== API_VERSION) {
     throw new OrcError('invalid', `apiVersion: must be ${API_VERSION}; got ${JSON.stringify(input.apiVersion ?? null)}`, {
@@ -68,6 +73,7 @@ export function normalizeManifest(input: unknown, opts: { defaultNamespace?: str
       limit: MAX_OBJECT_BYTES,
     })
   }
+  NORMALIZED.add(obj)
   return obj as unknown as OrcObject
 }
 

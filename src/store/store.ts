@@ -38,6 +38,7 @@ import {
 } from './codec.ts'
 import { DEFAULTS, DEFAULT_COMPACTION, type CompactionPolicy, type StoreOptions } from './options.ts'
 import type {
+  ApplyPlan,
   ApplyRemoteOptions,
   RemoteApplied,
   FieldSet,
@@ -170,6 +171,7 @@ export class Store implements ObjectStore {
   private readonly have = new Map<string, { upTo: number; extra: Set<number> }>()
   /** Cached JSON content of objects (without `~`), invalidated on every document change. */
   private readonly cache = new Map<string, Record<string, unknown>>()
+  private readonly plans = new WeakMap<object, { plan: ApplyPlan | null; rev: string | undefined; author: string }>()
   /** For each object: the revision whose reconstructed content equals the current content. */
   private readonly contentRev = new Map<string, string>()
   private pendingY: Uint8Array[] = []
@@ -459,10 +461,18 @@ export class Store implements ObjectStore {
    * Everything `apply` would do, without writing: validation, the changes, and the ownership
    * check. Throws what `apply` would throw; returns null when the apply would change nothing.
    */
-  planApply(manifest: OrcObject, opts: WriteOptions): { key: string; op: 'create' | 'update'; changes: Change[]; desired: Record<string, unknown> } | null {
+  planApply(manifest: OrcObject, opts: WriteOptions): ApplyPlan | null {
     this.ensureOpen()
     this.checkAuthor(opts.author)
     const obj = normalizeManifest(manifest)
+    const plan = this.plan(obj, opts)
+    // Kept for apply() of the same manifest (the API plans a whole batch, then applies it): if the
+    // object has not changed since, the plan is committed as is — one diff per write.
+    this.plans.set(obj, { plan, rev: this.sysOf(keyOf(refOf(obj)))?.rev, author: opts.author })
+    return plan
+  }
+
+  private plan(obj: OrcObject, opts: WriteOptions): ApplyPlan | null {
     const ref = refOf(obj)
     const key = keyOf(ref)
     const cur = this.content(key)
@@ -486,7 +496,10 @@ export class Store implements ObjectStore {
   }
 
   async apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult> {
-    const plan = this.planApply(manifest, opts)
+    this.ensureOpen()
+    const memo = this.plans.get(manifest)
+    const plan = memo !== undefined && memo.author === opts.author && memo.rev === this.sysOf(keyOf(refOf(manifest)))?.rev ? memo.plan : this.planApply(manifest, opts)
+    this.plans.delete(manifest)
     if (!plan) return { object: this.get(refOf(manifest as OrcObject)), revision: null }
     return this.commit(plan.key, plan.op, plan.changes, plan.desired, opts)
   }

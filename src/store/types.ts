@@ -65,6 +65,14 @@ export interface WriteResult {
   revision: Revision | null
 }
 
+/** What an apply would write (Store.planApply). */
+export interface ApplyPlan {
+  key: string
+  op: 'create' | 'update'
+  changes: Change[]
+  desired: Record<string, unknown>
+}
+
 export interface FieldSet {
   path: string[]
   /** undefined removes the field. */
@@ -107,7 +115,7 @@ export interface ObjectStore extends Replicable {
   /** User apply: create or replace the user-owned fields; controller-owned fields are kept. */
   apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult>
   /** Dry run of apply: validation and ownership checks, no write. null when nothing would change. */
-  planApply(manifest: OrcObject, opts: WriteOptions): { op: 'create' | 'update'; changes: Change[] } | null
+  planApply(manifest: OrcObject, opts: WriteOptions): ApplyPlan | null
   /** Controller write: set or remove fields; every field touched must be owned by the author. */
   patch(ref: ObjectRef, fields: FieldSet[], opts: WriteOptions): Promise<WriteResult>
   delete(ref: ObjectRef, opts: WriteOptions): Promise<Revision>

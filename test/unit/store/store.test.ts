@@ -286,3 +286,28 @@ test('change listeners hear of a write after it is durable and may write from th
   assert.ok(seen.length >= 2)
   await cleanup()
 })
+
+test('a plan is applied as planned only while the object is unchanged: a write in between is planned again', async () => {
+  const { store: s, cleanup } = await tempStore()
+  try {
+    await s.apply(pod('web', '/images/v1'), alice(1000))
+    const { normalizeManifest } = await import('../../../src/model/index.ts')
+    const a = normalizeManifest(pod('web', '/images/v2'))
+    assert.equal(s.planApply(a, alice(2000))?.op, 'update')
+    // Another write lands between the plan and the apply (another request, or a merge).
+    await s.apply(pod('web', '/images/v2'), alice(2500))
+    const res = await s.apply(a, alice(3000))
+    assert.equal(res.revision, null, 'the stale plan (v1 → v2) was not committed over the newer write: planned again, nothing to change')
+    const b = normalizeManifest(pod('web', '/images/v3'))
+    assert.equal(s.planApply(b, alice(4000))?.changes.length, 1)
+    const r = await s.apply(b, alice(4000))
+    assert.equal(r.revision?.number, 3)
+    assert.equal((s.get(web)!.spec as any).containers[0].image, '/images/v3')
+    // A plan is kept for its author only.
+    const c = normalizeManifest(pod('web', '/images/v4'))
+    s.planApply(c, alice(5000))
+    await assert.rejects(s.apply({ ...c, status: { phase: 'Running' } } as any, alice(5000)), rejectsWith('forbidden', /status.phase is owned by controller:lifecycle/))
+  } finally {
+    await cleanup()
+  }
+})
