@@ -5,7 +5,7 @@
 import { checkAll, storesAgree } from './invariants.ts'
 import { mdTable, svgPlot, type Series } from './report.ts'
 import { LocalScheduler, type HaEpisode, type SchedNaming } from './scheduler.ts'
-import { routedStore, type FederatedScope } from '../src/agent/federation/routed-store.ts'
+import { routedStore, type FederatedScope } from '../src/agent/index.ts'
 import type { ObjectStore } from '../src/store/index.ts'
 import { Simulator, type SimNode, type SimOptions, type Violation } from './sim.ts'
 

@@ -14,7 +14,7 @@ import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rm
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
-import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
+import { NODE_FLAGS } from '../../src/agent/index.ts'
 
 const ROOT = new URL('../..', import.meta.url).pathname
 export const ORC_BIN = join(ROOT, 'bin/orc.mjs')

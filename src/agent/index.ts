@@ -47,3 +47,6 @@ export async function localDoctorFindings(dataDir: string): Promise<import('./op
     ])),
   ]
 }
+// netsim runs the federation's store routing and the testbed the node flags, as the agent does.
+export { routedStore, type FederatedScope } from './federation/routed-store.ts'
+export { NODE_FLAGS } from './ops/node-flags.ts'
