@@ -26,7 +26,13 @@ import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
 import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute, type StabilityDeps } from './stability.ts'
 import { startComponents, type Component, type StartedComponents } from './component.ts'
-import { createNodeOps, type NodeOps } from './ops/node-ops.ts'
+import type { NodeOps } from './ops/node-ops.ts'
+import { MetricsRegistry } from './ops/metrics.ts'
+import { peerRows } from './ops/peers.ts'
+import { nodeMetrics } from './ops/node-metrics.ts'
+import { nodeDoctor } from './ops/node-doctor.ts'
+import { withOpsRoutes, type OpsRoutesComponents } from './ops/routes.ts'
+import { installListener, type InstallListener } from './ops/install-listener.ts'
 import { NodeNetwork, meshViewOf, withNetworkRoutes } from './network/index.ts'
 import { FederationManager, federationRouteSource, routedStore, withFederationRoutes } from './federation/index.ts'
 import { systemClock as workflowSystemClock } from '../workflow/index.ts'
@@ -188,7 +194,6 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let clusterRef!: { name: string; id: string }
   let network!: NodeNetwork
   let federation!: FederationManager
-  let ops!: NodeOps
   let handler!: ApiHandler
   let server: SocketServer | undefined
   // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
@@ -196,6 +201,12 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const info: NodeInfo = { name: nodeName, version: ORC_VERSION, dataDir, socket: socketPath, pid: process.pid, startedAt: 0 }
   const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
   const podClock = opts.pods?.clock ?? workflowSystemClock
+  let listener: InstallListener | undefined
+  const ops: NodeOps = {
+    metrics: new MetricsRegistry(),
+    httpAddress: () => listener?.address(),
+    peers: () => peerRows({ store, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh }),
+  }
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
   let lifecycle: PodLifecycle | undefined
   const pods = (): PodLifecycle =>
@@ -274,35 +285,32 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       stop: () => federation.stop(),
     },
     federationRoutes(() => network, () => federation),
+    // Its metrics exist before the API can be asked for them.
+    later('node-metrics', () =>
+      nodeMetrics({ metrics: ops.metrics, store, nodeName, dataDir, version: ORC_VERSION, clusterId: () => clusterRef.id, now: () => clock.now(), mesh: cluster?.mesh, peers: ops.peers }),
+    ),
     {
       name: 'api',
       async start() {
-        ops = createNodeOps({
+        const opsRoutes: OpsRoutesComponents = {
           store,
-          nodeName,
-          dataDir,
-          version: ORC_VERSION,
-          clusterId: () => clusterRef.id,
-          mesh: cluster?.mesh,
-          logger,
           now: () => clock.now(),
-          http: opts.http,
-        })
-        handler = buildApiHandler({ store, nodeName, clock, logger, info: () => info, pods, members, network, federation, cluster, ops, dataDir, shutdown: () => stopSelf?.() })
+          metrics: ops.metrics,
+          doctor: () => nodeDoctor({ dataDir, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh, peers: ops.peers, httpAddress: ops.httpAddress }),
+          peers: ops.peers,
+          httpAddress: ops.httpAddress,
+        }
+        handler = buildApiHandler({ store, nodeName, clock, logger, info: () => info, pods, members, network, federation, cluster, opsRoutes, dataDir, shutdown: () => stopSelf?.() })
         server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
       },
       // First of all: no new writes while the parts behind the API stop.
       beforeStop: () => server?.close(),
       stop() {},
     },
-    {
-      // Metrics subscriptions and the HTTP listener (install script, /metrics).
-      name: 'ops',
-      start: () => ops.start(),
-      // With the API: no request is served while the parts behind it stop.
-      beforeStop: () => ops.stop(),
-      stop() {},
-    },
+    // The install script and /metrics over HTTP; closes with the API (beforeStop).
+    later('install-listener', () =>
+      (listener = installListener({ nodeName, dataDir, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh, metrics: ops.metrics, logger, http: opts.http })),
+    ),
     {
       // Re-adopts the containers still running, then reconciles every pod.
       name: 'pods',
@@ -312,21 +320,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => pods().stop(),
     },
-    {
-      name: 'deployments',
-      ...startedLater(
-        () =>
-          new DeploymentController({
-            store,
-            nodeName,
-            members,
-            now: () => podClock.now(),
-            setTimeout: (fn, ms) => podClock.setTimeout(fn, ms),
-            clearTimeout: (h) => podClock.clearTimeout(h as Parameters<typeof podClock.clearTimeout>[0]),
-            log: logger.child({ module: 'deployments' }),
-          }),
-      ),
-    },
+    later('deployments', () =>
+      new DeploymentController({
+        store,
+        nodeName,
+        members,
+        now: () => podClock.now(),
+        setTimeout: (fn, ms) => podClock.setTimeout(fn, ms),
+        clearTimeout: (h) => podClock.clearTimeout(h as Parameters<typeof podClock.clearTimeout>[0]),
+        log: logger.child({ module: 'deployments' }),
+      }),
+    ),
     tombstonePruning(() => store, () => cluster, () => ops.metrics, log, opts.pruneIntervalMs ?? (Number(process.env.ORC_PRUNE_INTERVAL_MS) || 120_000)),
     heapKeeper(logger),
   ]
@@ -430,7 +434,7 @@ interface ApiHandlerComponents {
   network: NodeNetwork
   federation: FederationManager
   cluster: ClusterNode | undefined
-  ops: NodeOps
+  opsRoutes: OpsRoutesComponents
   shutdown: () => void
 }
 
@@ -464,15 +468,17 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
   const netHandler = withNetworkRoutes(rolloutHandler, c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown })
   const stabilityHandler = withStabilityRoute(netHandler, clusterStability(store, c.cluster))
-  const opsHandler = c.ops.wrap(withFederationRoutes(stabilityHandler, c.federation))
+  const opsHandler = withOpsRoutes(withFederationRoutes(stabilityHandler, c.federation), c.opsRoutes)
   return c.cluster ? c.cluster.wrap(opsHandler) : opsHandler
 }
 
-/** A component whose object is built when it starts (it reads parts started before it). */
-function startedLater(build: () => { start(): void | Promise<void>; stop(): void | Promise<void> }): Pick<Component, 'start' | 'stop'> {
+/** A component whose object is built when it starts: it reads parts that started before it. */
+function later(name: string, build: () => Pick<Component, 'start' | 'stop' | 'beforeStop'>): Component {
   let built: ReturnType<typeof build> | undefined
   return {
+    name,
     start: () => (built = build()).start(),
+    beforeStop: () => built?.beforeStop?.(),
     stop: () => built?.stop(),
   }
 }
