@@ -1,6 +1,7 @@
 /**
  * The composition root of a node: opens the store, records this node (and, on a fresh data dir,
- * the cluster), serves the local API, and stops all of it in reverse order.
+ * the cluster), serves the local API. Its parts are components (component.ts) listed once, in
+ * dependency order: they start in that order and stop in the reverse one.
  */
 import { randomBytes as cryptoRandomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync, chmodSync, statSync } from 'node:fs'
@@ -23,8 +24,15 @@ import { createPodApi } from './pods/api.ts'
 import { podTunablesFromEnv } from './pods/options.ts'
 import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
-import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute } from './stability.ts'
-import { createNodeOps, type NodeOps } from './ops/node-ops.ts'
+import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute, type StabilityDeps } from './stability.ts'
+import { startComponents, type Component, type StartedComponents } from './component.ts'
+import type { NodeOps } from './ops/node-ops.ts'
+import { MetricsRegistry } from './ops/metrics.ts'
+import { peerRows } from './ops/peers.ts'
+import { nodeMetrics } from './ops/node-metrics.ts'
+import { nodeDoctor } from './ops/node-doctor.ts'
+import { withOpsRoutes, type OpsRoutesComponents } from './ops/routes.ts'
+import { installListener, type InstallListener } from './ops/install-listener.ts'
 import { NodeNetwork, meshViewOf, withNetworkRoutes } from './network/index.ts'
 import { FederationManager, federationRouteSource, routedStore, withFederationRoutes } from './federation/index.ts'
 import { systemClock as workflowSystemClock } from '../workflow/index.ts'
@@ -179,266 +187,413 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   // A join that fails leaves no half-initialised data dir behind.
   const joinPrep = opts.mesh?.join ? prepareJoin(dataDir, opts.mesh.join.token, clock.now()) : undefined
   ensureDataDir(dataDir)
-  let store: ObjectStore
+
+  // Each part is set by its component's start, which runs after the parts it reads.
+  let store!: ObjectStore
+  let cluster: ClusterNode | undefined
+  let clusterRef!: { name: string; id: string }
+  let network!: NodeNetwork
+  let federation!: FederationManager
+  let handler!: ApiHandler
+  let server: SocketServer | undefined
+  // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
+  let stopSelf: (() => void) | undefined
+  const info: NodeInfo = { name: nodeName, version: ORC_VERSION, dataDir, socket: socketPath, pid: process.pid, startedAt: 0 }
+  const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
+  const podClock = opts.pods?.clock ?? workflowSystemClock
+  let listener: InstallListener | undefined
+  const ops: NodeOps = {
+    metrics: new MetricsRegistry(),
+    httpAddress: () => listener?.address(),
+    peers: () => peerRows({ store, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh }),
+  }
+  // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
+  let lifecycle: PodLifecycle | undefined
+  const pods = (): PodLifecycle =>
+    (lifecycle ??= new PodLifecycle({
+      store,
+      nodeName,
+      dataDir,
+      clock: podClock,
+      logger,
+      tunables: opts.pods?.tunables ?? podTunablesFromEnv(process.env),
+      aliveNodes: () => members().filter((m) => m.self || m.state === 'alive').map((m) => m.name),
+      members,
+      network,
+    }))
+
+  // The node's parts in dependency order: each starts after what it reads and stops before it.
+  const parts: Component[] = [
+    {
+      name: 'store',
+      start: async () => void (store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random)),
+      // The pid file goes last: while it is there, the data dir is in use.
+      stop: () => closeDataDir(store, dataDir),
+    },
+    ...(opts.mesh
+      ? [{
+          name: 'mesh',
+          start: async () => void (cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh!, clock })),
+          stop: () => cluster!.stop(),
+        }]
+      : []),
+    {
+      name: 'node',
+      async start() {
+        clusterRef = await recordNode(store, cluster, opts, nodeName, clock, random)
+        info.cluster = clusterRef
+      },
+      stop() {},
+    },
+    {
+      // The node network: tunnels, the node /64, pod namespaces (docs/networking.md).
+      name: 'network',
+      async start() {
+        network = new NodeNetwork(
+          { store, nodeName, dataDir, logger, now: () => clock.now(), workflowClock: workflowSystemClock, random, ...(cluster ? { mesh: meshViewOf(cluster.mesh) } : {}) },
+          opts.network ?? { mode: 'off' },
+        )
+        await network.start()
+        info.startedAt = clock.now()
+      },
+      stop: () => network.stop(),
+    },
+    {
+      // Federations: objects in a federated namespace live in the federation's document (the API
+      // reads and writes them there); everything else stays in the cluster's own scope.
+      name: 'federation',
+      async start() {
+        federation = new FederationManager({
+          dataDir,
+          nodeName,
+          store,
+          cluster: () => clusterRef,
+          clusterMesh: cluster?.mesh,
+          listen: opts.mesh?.listen,
+          // The federation mesh keeps the cluster mesh's timers (heartbeats, suspicion).
+          tunables: opts.mesh?.tunables,
+          logger,
+          clock,
+        })
+        // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
+        // Before start(): federations reopened after a restart announce their pod scopes as they open
+        // (announce() runs once per federation; with no pod host yet their pods would never run again
+        // and the lifecycle would reap their containers as orphans).
+        await federation.runPodsWith(pods())
+        await federation.start()
+      },
+      stop: () => federation.stop(),
+    },
+    federationRoutes(() => network, () => federation),
+    // Its metrics exist before the API can be asked for them.
+    later('node-metrics', () =>
+      nodeMetrics({ metrics: ops.metrics, store, nodeName, dataDir, version: ORC_VERSION, clusterId: () => clusterRef.id, now: () => clock.now(), mesh: cluster?.mesh, peers: ops.peers }),
+    ),
+    {
+      name: 'api',
+      async start() {
+        const opsRoutes: OpsRoutesComponents = {
+          store,
+          now: () => clock.now(),
+          metrics: ops.metrics,
+          doctor: () => nodeDoctor({ dataDir, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh, peers: ops.peers, httpAddress: ops.httpAddress }),
+          peers: ops.peers,
+          httpAddress: ops.httpAddress,
+        }
+        handler = buildApiHandler({ store, nodeName, clock, logger, info: () => info, pods, members, network, federation, cluster, opsRoutes, dataDir, shutdown: () => stopSelf?.() })
+        server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
+      },
+      // First of all: no new writes while the parts behind the API stop.
+      beforeStop: () => server?.close(),
+      stop() {},
+    },
+    // The install script and /metrics over HTTP; closes with the API (beforeStop).
+    later('install-listener', () =>
+      (listener = installListener({ nodeName, dataDir, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh, metrics: ops.metrics, logger, http: opts.http })),
+    ),
+    {
+      // Re-adopts the containers still running, then reconciles every pod.
+      name: 'pods',
+      async start() {
+        await pods().start()
+        network.podsAdopted()
+      },
+      stop: () => pods().stop(),
+    },
+    later('deployments', () =>
+      new DeploymentController({
+        store,
+        nodeName,
+        members,
+        now: () => podClock.now(),
+        setTimeout: (fn, ms) => podClock.setTimeout(fn, ms),
+        clearTimeout: (h) => podClock.clearTimeout(h as Parameters<typeof podClock.clearTimeout>[0]),
+        log: logger.child({ module: 'deployments' }),
+      }),
+    ),
+    tombstonePruning(() => store, () => cluster, () => ops.metrics, log, opts.pruneIntervalMs ?? (Number(process.env.ORC_PRUNE_INTERVAL_MS) || 120_000)),
+    heapKeeper(logger),
+  ]
+
+  let running: StartedComponents
   try {
-    store = await openStoreIn(dataDir, components.openStore ?? defaultOpenStore, logger, random)
+    running = await startComponents(parts, { onStopError: (name, err) => log.warn({ err, component: name }, 'stop component') })
   } catch (err) {
     joinPrep?.undo()
     throw err
   }
-  // The load's garbage sits between the document's objects: give the fragmented pages back once.
-  const compacted = compactHeap()
-  if (compacted !== undefined) logger.debug(compacted, 'heap compacted after the store loaded')
-  const stopHeapKeeper = keepHeapCompact({ onCompact: (r) => logger.debug(r, 'heap compacted (idle slack)') })
-  const pidFile = join(dataDir, PID_FILE)
-  let server: SocketServer | undefined
-  let cluster: ClusterNode | undefined
-  let lifecycle: PodLifecycle | undefined
-  let deployments: DeploymentController | undefined
-  let network: NodeNetwork | undefined
-  let ops: NodeOps | undefined
-  let federation: FederationManager | undefined
-  let pruneTimer: ReturnType<typeof setInterval> | undefined
-  const cleanup = async (): Promise<void> => {
-    if (pruneTimer) clearInterval(pruneTimer)
-    stopHeapKeeper()
-    await ops?.stop().catch((err) => log.warn({ err }, 'stop ops listener'))
-    await server?.close().catch((err) => log.warn({ err }, 'close API'))
-    await deployments?.stop().catch((err) => log.warn({ err }, 'stop deployments'))
-    await lifecycle?.stop().catch((err) => log.warn({ err }, 'stop pod lifecycle'))
-    await network?.stop().catch((err) => log.warn({ err }, 'stop node network'))
-    await federation?.stop().catch((err) => log.warn({ err }, 'stop federations'))
-    await cluster?.stop().catch((err) => log.warn({ err }, 'stop mesh'))
-    await store.close().catch((err) => log.warn({ err }, 'close store'))
+  log.info({ node: nodeName, cluster: clusterRef.name, clusterId: clusterRef.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')
+
+  let resolveStopped!: () => void
+  const stopped = new Promise<void>((r) => (resolveStopped = r))
+  let stopping: Promise<void> | undefined
+  const agent: Agent = {
+    info,
+    store,
+    handler,
+    socketPath,
+    logger,
+    cluster,
+    lifecycle: pods(),
+    ops,
+    federation,
+    stopped,
+    stop() {
+      stopping ??= (async () => {
+        log.info({ node: nodeName }, 'agent stopping')
+        await running.stop()
+        log.info({ node: nodeName }, 'agent stopped')
+        resolveStopped()
+      })()
+      return stopping
+    },
+  }
+  stopSelf = () => void agent.stop()
+  return agent
+}
+
+/** Open the store in the data dir, then mark the data dir in use (pid file) and open it to sandboxes. */
+async function openDataDir(dataDir: string, open: OpenStore, logger: Logger, random: RandomBytes): Promise<ObjectStore> {
+  const store = await openStoreIn(dataDir, open, logger, random)
+  try {
+    // The load's garbage sits between the document's objects: give the fragmented pages back once.
+    const compacted = compactHeap()
+    if (compacted !== undefined) logger.debug(compacted, 'heap compacted after the store loaded')
+    writePidFile(dataDir, logger)
+  } catch (err) {
+    await closeDataDir(store, dataDir)
+    throw err
+  }
+  return store
+}
+
+/** Record the cluster (on a fresh data dir) and this node; returns the cluster's name and id. */
+async function recordNode(
+  store: ObjectStore,
+  cluster: ClusterNode | undefined,
+  opts: AgentOptions,
+  nodeName: string,
+  clock: Clock,
+  random: RandomBytes,
+): Promise<{ name: string; id: string }> {
+  // Tombstone pruning is proven safe only while no other replica holds the document: a node
+  // that is its cluster's only member and knows no other Node (docs/architecture.md).
+  store.setStability(() =>
+    (cluster === undefined || cluster.mesh.members().every((m) => m.peerId === cluster.peerId)) && store.list('Node').length <= 1 ? [] : null,
+  )
+  const clusterRef = await ensureCluster(
+    store,
+    opts.clusterName ?? DEFAULT_CLUSTER_NAME,
+    clock,
+    random,
+    cluster ? { id: cluster.clusterId, joined: opts.mesh?.join !== undefined } : undefined,
+  )
+  const networkMode = opts.network?.mode ?? 'off'
+  await registerNode(
+    store,
+    nodeName,
+    opts.labels,
+    clock,
+    cluster ? { peerId: cluster.peerId, addresses: cluster.mesh.addresses() } : undefined,
+    cluster && networkMode !== 'off' ? 'NotReady' : 'Ready',
+  )
+  return clusterRef
+}
+
+type MemberView = { name: string; state: 'alive' | 'suspect' | 'dead'; self: boolean }
+
+interface ApiHandlerComponents {
+  store: ObjectStore
+  nodeName: string
+  dataDir: string
+  clock: Clock
+  logger: Logger
+  info: () => NodeInfo
+  pods: () => PodLifecycle
+  members: () => MemberView[]
+  network: NodeNetwork
+  federation: FederationManager
+  cluster: ClusterNode | undefined
+  opsRoutes: OpsRoutesComponents
+  shutdown: () => void
+}
+
+/** The local API: the store's routes, then each part's (pods, scheduling, rollouts, network, ops, …). */
+function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
+  const { store, nodeName, clock } = c
+  const apiStore = routedStore(store, c.federation)
+  const baseHandler = createApiHandler({
+    store: apiStore,
+    node: c.info,
+    clock,
+    logger: c.logger.child({ module: 'api' }),
+    admit: (obj, batch) => {
+      if (obj.kind !== 'Pod') return
+      const ns = obj.metadata.namespace ?? 'default'
+      const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
+      const names = new Set(inBatch.map((o) => o.metadata.name))
+      admitPod(obj, [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch])
+    },
+    rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
+  })
+  const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) })(baseHandler)
+  const schedHandler = withSchedulingRoutes(podHandler, {
+    store,
+    nodeName,
+    now: () => clock.now(),
+    members: c.members,
+    schedView: () => c.pods().schedView(),
+    scopeView: (ns) => c.pods().schedViewFor(ns),
+  })
+  const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
+  const netHandler = withNetworkRoutes(rolloutHandler, c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown })
+  const stabilityHandler = withStabilityRoute(netHandler, clusterStability(store, c.cluster))
+  const opsHandler = withOpsRoutes(withFederationRoutes(stabilityHandler, c.federation), c.opsRoutes)
+  return c.cluster ? c.cluster.wrap(opsHandler) : opsHandler
+}
+
+/** A component whose object is built when it starts: it reads parts that started before it. */
+function later(name: string, build: () => Pick<Component, 'start' | 'stop' | 'beforeStop'>): Component {
+  let built: ReturnType<typeof build> | undefined
+  return {
+    name,
+    start: () => (built = build()).start(),
+    beforeStop: () => built?.beforeStop?.(),
+    stop: () => built?.stop(),
+  }
+}
+
+/** Federated pods are routed to and from the other member clusters (/128s only, docs/federation.md). */
+function federationRoutes(network: () => NodeNetwork, federation: () => FederationManager): Component {
+  let unlink: (() => void) | undefined
+  return {
+    name: 'federation-routes',
+    start() {
+      unlink = network().useFederation(federationRouteSource(federation()))
+    },
+    // Before the federations close: their routes going away must not reconfigure a network that is stopping next.
+    stop: () => unlink?.(),
+  }
+}
+
+/** Tombstone pruning across members (stability.ts); alone, the store's own source suffices. */
+function clusterStability(store: ObjectStore, cluster: ClusterNode | undefined): StabilityDeps | undefined {
+  if (cluster === undefined) return undefined
+  return {
+    store,
+    selfPeerId: cluster.peerId,
+    members: () => cluster.mesh.members().map((m) => m.peerId),
+    ask: async (peer: string) => {
+      const r = await cluster.mesh.memberRequest(peer, { method: 'GET', path: STABILITY_PATH }, { timeoutMs: 5000 })
+      if (r.status !== 200) throw new Error(`HTTP ${r.status}`)
+      return r.body
+    },
+  }
+}
+
+/** A pruning pass every `every` ms, counted on /metrics. */
+function tombstonePruning(
+  storeOf: () => ObjectStore,
+  clusterOf: () => ClusterNode | undefined,
+  metricsOf: () => NodeOps['metrics'],
+  log: Logger,
+  every: number,
+): Component {
+  let timer: ReturnType<typeof setInterval> | undefined
+  return {
+    name: 'tombstone-pruning',
+    start() {
+      const store = storeOf()
+      const stability = clusterStability(store, clusterOf())
+      const metrics = metricsOf()
+      const structsGauge = metrics.gauge('orc_store_document_structs', 'Structs (items and GC ranges) the in-memory replicated document holds; pruning keeps it proportional to live data.')
+      metrics.onCollect(() => structsGauge.set({}, store.docStats().structs))
+      const prunePasses = metrics.counter('orc_store_prune_passes_total', 'Tombstone pruning passes, by outcome (pruned, nothing, waiting: a member did not vouch).')
+      const prunedTotal = metrics.counter('orc_store_pruned_tombstones_total', 'Tombstones of overwritten fields pruned from the replicated document.')
+      let pruning = false
+      let lastWait: string | undefined
+      timer = setInterval(() => {
+        if (pruning) return
+        pruning = true
+        const pass = stability ? pruneClusterTombstones(stability) : Promise.resolve(store.pruneTombstones())
+        pass
+          .then((res) => {
+            prunePasses.inc({ outcome: res.pruned > 0 ? 'pruned' : res.skipped ? 'waiting' : 'nothing' })
+            if (res.pruned > 0) prunedTotal.inc({}, res.pruned)
+            // Say once why pruning waits (memory grows meanwhile), and once when it stops waiting.
+            if (res.skipped !== lastWait) log.info({ reason: res.skipped ?? null }, res.skipped ? 'tombstone pruning waits' : 'tombstone pruning resumed')
+            lastWait = res.skipped
+            log.debug({ ...res, structs: store.docStats().structs }, 'tombstone pruning pass')
+          })
+          .catch((err) => log.warn({ err }, 'tombstone pruning pass failed'))
+          .finally(() => (pruning = false))
+      }, every)
+      timer.unref()
+    },
+    stop() {
+      if (timer) clearInterval(timer)
+    },
+  }
+}
+
+/** Gives idle heap slack back to the system while the agent runs. */
+function heapKeeper(logger: Logger): Component {
+  let stop: (() => void) | undefined
+  return {
+    name: 'heap-keeper',
+    start() {
+      stop = keepHeapCompact({ onCompact: (r) => logger.debug(r, 'heap compacted (idle slack)') })
+    },
+    stop: () => stop?.(),
+  }
+}
+
+function writePidFile(dataDir: string, logger: Logger): void {
+  writeFileSync(join(dataDir, PID_FILE), `${process.pid}\n`, { mode: 0o644 })
+  // 0711: others may pass through (pod sandboxes run unprivileged and must reach images/ and
+  // runtime/), not list; everything private inside (db/, keys, socket) has its own 0700/0600.
+  chmodSync(dataDir, 0o711)
+  const closed = closedAncestor(dataDir)
+  if (closed) {
+    logger.warn(
+      { dataDir, dir: closed },
+      'pods cannot start: sandboxed pods run as an unprivileged user and cannot pass through this directory above the data dir (give it o+x, or use a data dir elsewhere)',
+    )
+  }
+}
+
+/** Close the store, then remove the pid file if it is this process's. */
+async function closeDataDir(store: ObjectStore, dataDir: string): Promise<void> {
+  try {
+    await store.close()
+  } finally {
     if (readPid(dataDir) === process.pid) {
       try {
-        unlinkSync(pidFile)
+        unlinkSync(join(dataDir, PID_FILE))
       } catch {
         // already gone
       }
     }
-  }
-  try {
-    writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o644 })
-    // 0711: others may pass through (pod sandboxes run unprivileged and must reach images/ and
-    // runtime/), not list; everything private inside (db/, keys, socket) has its own 0700/0600.
-    chmodSync(dataDir, 0o711)
-    const closed = closedAncestor(dataDir)
-    if (closed) {
-      logger.warn(
-        { dataDir, dir: closed },
-        'pods cannot start: sandboxed pods run as an unprivileged user and cannot pass through this directory above the data dir (give it o+x, or use a data dir elsewhere)',
-      )
-    }
-    if (opts.mesh) cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh, clock })
-    // Tombstone pruning is proven safe only while no other replica holds the document: a node
-    // that is its cluster's only member and knows no other Node (docs/architecture.md).
-    const meshOf = cluster
-    store.setStability(() =>
-      (meshOf === undefined || meshOf.mesh.members().every((m) => m.peerId === meshOf.peerId)) && store.list('Node').length <= 1 ? [] : null,
-    )
-    const clusterRef = await ensureCluster(
-      store,
-      opts.clusterName ?? DEFAULT_CLUSTER_NAME,
-      clock,
-      random,
-      cluster ? { id: cluster.clusterId, joined: opts.mesh?.join !== undefined } : undefined,
-    )
-    const networkMode = opts.network?.mode ?? 'off'
-    await registerNode(
-      store,
-      nodeName,
-      opts.labels,
-      clock,
-      cluster ? { peerId: cluster.peerId, addresses: cluster.mesh.addresses() } : undefined,
-      cluster && networkMode !== 'off' ? 'NotReady' : 'Ready',
-    )
-    // The node network: tunnels, the node /64, pod namespaces (docs/networking.md).
-    network = new NodeNetwork(
-      {
-        store,
-        nodeName,
-        dataDir,
-        logger,
-        now: () => clock.now(),
-        workflowClock: workflowSystemClock,
-        random,
-        ...(cluster ? { mesh: meshViewOf(cluster.mesh) } : {}),
-      },
-      opts.network ?? { mode: 'off' },
-    )
-    await network.start()
-    const nodeNetwork = network
-    const info: NodeInfo = {
-      name: nodeName,
-      version: ORC_VERSION,
-      dataDir,
-      socket: socketPath,
-      pid: process.pid,
-      startedAt: clock.now(),
-      cluster: clusterRef,
-    }
-    const meshNode = cluster
-    lifecycle = new PodLifecycle({
-      store,
-      nodeName,
-      dataDir,
-      clock: opts.pods?.clock ?? workflowSystemClock,
-      logger,
-      tunables: opts.pods?.tunables ?? podTunablesFromEnv(process.env),
-      aliveNodes: () => (meshNode ? meshNode.mesh.members().filter((m) => m.self || m.state === 'alive').map((m) => m.name) : [nodeName]),
-      members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
-      network: nodeNetwork,
-    })
-    const pods = lifecycle
-    // Federations: objects in a federated namespace live in the federation's document (the API
-    // reads and writes them there); everything else stays in the cluster's own scope.
-    federation = new FederationManager({
-      dataDir,
-      nodeName,
-      store,
-      cluster: () => clusterRef,
-      clusterMesh: cluster?.mesh,
-      listen: opts.mesh?.listen,
-      // The federation mesh keeps the cluster mesh's timers (heartbeats, suspicion).
-      tunables: opts.mesh?.tunables,
-      logger,
-      clock,
-    })
-    // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
-    // Before start(): federations reopened after a restart announce their pod scopes as they open
-    // (announce() runs once per federation; with no pod host yet their pods would never run again
-    // and the lifecycle would reap their containers as orphans).
-    await federation.runPodsWith(pods)
-    await federation.start()
-    // Their pods are routed to and from the other member clusters (/128s only, docs/federation.md).
-    nodeNetwork.useFederation(federationRouteSource(federation))
-    const apiStore = routedStore(store, federation)
-    const baseHandler = createApiHandler({
-      store: apiStore,
-      node: () => info,
-      clock,
-      logger: logger.child({ module: 'api' }),
-      admit: (obj, batch) => {
-        if (obj.kind !== 'Pod') return
-        const ns = obj.metadata.namespace ?? 'default'
-        const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
-        const names = new Set(inBatch.map((o) => o.metadata.name))
-        admitPod(obj, [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch])
-      },
-      rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
-    })
-    const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })(baseHandler)
-    const schedHandler = withSchedulingRoutes(podHandler, {
-      store,
-      nodeName,
-      now: () => clock.now(),
-      members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
-      schedView: () => pods.schedView(),
-      scopeView: (ns) => pods.schedViewFor(ns),
-    })
-    const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
-    // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
-    let stopSelf: (() => void) | undefined
-    const netHandler = withNetworkRoutes(rolloutHandler, nodeNetwork, { pid: process.pid, dataDir, shutdown: () => stopSelf?.() })
-    ops = createNodeOps({
-      store,
-      nodeName,
-      dataDir,
-      version: ORC_VERSION,
-      clusterId: () => clusterRef.id,
-      mesh: cluster?.mesh,
-      logger,
-      now: () => clock.now(),
-      http: opts.http,
-    })
-    // Tombstone pruning across members (stability.ts); alone, the store's own source suffices.
-    const stability = cluster
-      ? {
-          store,
-          selfPeerId: cluster.peerId,
-          members: () => cluster!.mesh.members().map((m) => m.peerId),
-          ask: async (peer: string) => {
-            const r = await cluster!.mesh.memberRequest(peer, { method: 'GET', path: STABILITY_PATH }, { timeoutMs: 5000 })
-            if (r.status !== 200) throw new Error(`HTTP ${r.status}`)
-            return r.body
-          },
-        }
-      : undefined
-    const stabilityHandler = withStabilityRoute(netHandler, stability)
-    const pruneEvery = opts.pruneIntervalMs ?? (Number(process.env.ORC_PRUNE_INTERVAL_MS) || 120_000)
-    const structsGauge = ops.metrics.gauge('orc_store_document_structs', 'Structs (items and GC ranges) the in-memory replicated document holds; pruning keeps it proportional to live data.')
-    ops.metrics.onCollect(() => structsGauge.set({}, store.docStats().structs))
-    const prunePasses = ops.metrics.counter('orc_store_prune_passes_total', 'Tombstone pruning passes, by outcome (pruned, nothing, waiting: a member did not vouch).')
-    const prunedTotal = ops.metrics.counter('orc_store_pruned_tombstones_total', 'Tombstones of overwritten fields pruned from the replicated document.')
-    let pruning = false
-    let lastWait: string | undefined
-    pruneTimer = setInterval(() => {
-      if (pruning) return
-      pruning = true
-      const pass = stability ? pruneClusterTombstones(stability) : Promise.resolve(store.pruneTombstones())
-      pass
-        .then((res) => {
-          prunePasses.inc({ outcome: res.pruned > 0 ? 'pruned' : res.skipped ? 'waiting' : 'nothing' })
-          if (res.pruned > 0) prunedTotal.inc({}, res.pruned)
-          // Say once why pruning waits (memory grows meanwhile), and once when it stops waiting.
-          if (res.skipped !== lastWait) log.info({ reason: res.skipped ?? null }, res.skipped ? 'tombstone pruning waits' : 'tombstone pruning resumed')
-          lastWait = res.skipped
-          log.debug({ ...res, structs: store.docStats().structs }, 'tombstone pruning pass')
-        })
-        .catch((err) => log.warn({ err }, 'tombstone pruning pass failed'))
-        .finally(() => (pruning = false))
-    }, pruneEvery)
-    pruneTimer.unref()
-    const opsHandler = ops.wrap(withFederationRoutes(stabilityHandler, federation))
-    const handler = cluster ? cluster.wrap(opsHandler) : opsHandler
-    server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
-    await ops.start()
-    await lifecycle.start()
-    nodeNetwork.podsAdopted()
-    const podClock = opts.pods?.clock ?? workflowSystemClock
-    deployments = new DeploymentController({
-      store,
-      nodeName,
-      members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
-      now: () => podClock.now(),
-      setTimeout: (fn, ms) => podClock.setTimeout(fn, ms),
-      clearTimeout: (h) => podClock.clearTimeout(h as Parameters<typeof podClock.clearTimeout>[0]),
-      log: logger.child({ module: 'deployments' }),
-    })
-    deployments.start()
-    log.info({ node: nodeName, cluster: clusterRef.name, clusterId: clusterRef.id, socket: socketPath, dataDir, version: ORC_VERSION }, 'agent started')
-
-    let resolveStopped!: () => void
-    const stopped = new Promise<void>((r) => (resolveStopped = r))
-    let stopping: Promise<void> | undefined
-    const agent: Agent = {
-      info,
-      store,
-      handler,
-      socketPath,
-      logger,
-      cluster,
-      lifecycle,
-      ops,
-      federation,
-      stopped,
-      stop() {
-        stopping ??= (async () => {
-          log.info({ node: nodeName }, 'agent stopping')
-          await cleanup()
-          log.info({ node: nodeName }, 'agent stopped')
-          resolveStopped()
-        })()
-        return stopping
-      },
-    }
-    stopSelf = () => void agent.stop()
-    return agent
-  } catch (err) {
-    await cleanup()
-    joinPrep?.undo()
-    throw err
   }
 }
 

@@ -1,7 +1,7 @@
 import { userInfo } from 'node:os'
 /** Text output of the CLI: kubectl-style tables, YAML, history and diff listings. Pure functions. */
 import { stringify } from 'yaml'
-import { OrcError, formatPath, type Change, type KindDef, type OrcObject } from '../model/index.ts'
+import { OrcError, formatDuration, formatPath, type Change, type DurationFormat, type KindDef, type OrcObject } from '../model/index.ts'
 import type { Revision } from '../store/index.ts'
 
 /** Left-aligned columns separated by three spaces, like kubectl. */
@@ -111,13 +111,12 @@ export function examples(lines: string): string {
   return `\nExamples:\n${lines.replace(/^\n/, '').replace(/\s+$/, '')}\n`
 }
 
-/** How long ago, in the largest unit that keeps it short (`90s ago`, `3h ago`). */
-export function ago(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000))
-  if (s < 120) return `${s}s ago`
-  if (s < 7200) return `${Math.floor(s / 60)}m ago`
-  if (s < 172800) return `${Math.floor(s / 3600)}h ago`
-  return `${Math.floor(s / 86400)}d ago`
+/**
+ * How long ago, in the largest unit that keeps it short (`90s ago`, `3h ago`): to the nearest
+ * second, then down, unless the caller's table says otherwise.
+ */
+export function ago(ms: number, f: DurationFormat = { rounding: 'seconds' }): string {
+  return `${formatDuration(ms, f)} ago`
 }
 
 /** `user:$USER` (or the login name), made safe as an author. */

@@ -3,7 +3,7 @@
  * agent. Errors print as one line (`error: …`) and exit non-zero; `--debug` adds the cause chain.
  */
 import { Command, CommanderError, Option } from 'commander'
-import { OrcError, findKind, getKind, parseRef, type KindDef, type ObjectRef, type OrcObject, type Change, type Node } from '../model/index.ts'
+import { OrcError, findKind, formatDuration, getKind, parseRef, type KindDef, type ObjectRef, type OrcObject, type Change, type Node } from '../model/index.ts'
 import type { Revision, Stored, StoredObject, WriteResult } from '../store/index.ts'
 import {
   defaultDataDir,
@@ -382,7 +382,7 @@ Use "orc COMMAND --help" for more about a command.`))
         .join(', ')
       io.out(
         [
-          `Node:      ${s.node.name} (orc ${s.node.version}, pid ${s.node.pid}, up ${formatDuration(s.uptimeSeconds)})`,
+          `Node:      ${s.node.name} (orc ${s.node.version}, pid ${s.node.pid}, up ${formatDuration(s.uptimeSeconds * 1000)})`,
           `Cluster:   ${s.node.cluster?.name ?? '<none>'} (id ${s.node.cluster?.id ?? '<none>'})`,
           `Data dir:  ${s.node.dataDir}`,
           `Socket:    ${s.node.socket}`,
@@ -409,13 +409,6 @@ Use "orc COMMAND --help" for more about a command.`))
   registerFederationCommands(program, io, client)
 
   return program
-}
-
-function formatDuration(sec: number): string {
-  if (sec < 120) return `${sec}s`
-  if (sec < 7200) return `${Math.floor(sec / 60)}m`
-  if (sec < 172800) return `${Math.floor(sec / 3600)}h`
-  return `${Math.floor(sec / 86400)}d`
 }
 
 function printObjects(

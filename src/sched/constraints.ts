@@ -14,7 +14,7 @@ import {
   type SymmetricAnti,
   type TermCounter,
 } from './state.ts'
-import { formatDuration } from './duration.ts'
+import { reasonDuration } from './duration.ts'
 
 /**
  * Filters and scores. One function decides whether a node can take a pod — the placement loop calls
@@ -129,7 +129,7 @@ export function checkNode(t: Turn, n: NodeInfo, out: string[] | null, now: numbe
     } else if (v.state !== 'alive') {
       if (!out) return Reason.nodeUnreachable
       first ||= Reason.nodeUnreachable
-      out.push(v.since === undefined ? `node ${v.state}` : `node ${v.state} (unreachable for ${formatDuration(now - v.since)})`)
+      out.push(v.since === undefined ? `node ${v.state}` : `node ${v.state} (unreachable for ${reasonDuration(now - v.since)})`)
     }
     if (n.invalid !== undefined) {
       if (!out) return Reason.nodeInvalid

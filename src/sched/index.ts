@@ -66,7 +66,7 @@ export {
   type ObservedPod,
 } from './rollout.ts'
 export { matchSelector, formatSelector } from './selector.ts'
-export { formatDuration } from './duration.ts'
+export { reasonDuration } from './duration.ts'
 export {
   DEFAULT_FENCING,
   MIN_FENCE_WINDOW_MS,

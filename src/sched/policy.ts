@@ -1,5 +1,5 @@
 import type { SchedOptions } from './options.ts'
-import { formatDuration } from './duration.ts'
+import { reasonDuration } from './duration.ts'
 import { formatTaint, taintOrder, tolerationFor } from './state.ts'
 import type { NodeView, PodView } from './view.ts'
 
@@ -51,15 +51,15 @@ export function decideBoundPod(
     if (pod.pin !== undefined) return { action: 'keep', reason: `pinned to ${node.state} node ${name}` }
     if (pod.policy === 'ha') {
       const after = haAfterMs(pod, opts)
-      if (down >= after && noQuorum !== undefined) return { action: 'keep', reason: `node ${name} ${node.state} for ${formatDuration(down)}, but this node does not move ha pods: ${noQuorum}` }
-      if (down >= after) return { action: 'unbind', reason: `node ${name} ${node.state} for ${formatDuration(down)} (ha: moves after ${formatDuration(after)})` }
-      return { action: 'keep', reason: `node ${name} ${node.state} for ${formatDuration(down)}; ha pod moves after ${formatDuration(after)}`, until: since + after }
+      if (down >= after && noQuorum !== undefined) return { action: 'keep', reason: `node ${name} ${node.state} for ${reasonDuration(down)}, but this node does not move ha pods: ${noQuorum}` }
+      if (down >= after) return { action: 'unbind', reason: `node ${name} ${node.state} for ${reasonDuration(down)} (ha: moves after ${reasonDuration(after)})` }
+      return { action: 'keep', reason: `node ${name} ${node.state} for ${reasonDuration(down)}; ha pod moves after ${reasonDuration(after)}`, until: since + after }
     }
     const after = opts.goneAfterSeconds * 1000
-    if (down >= after) return { action: 'unbind', reason: `node ${name} ${node.state} for ${formatDuration(down)} (best-effort: moves after ${formatDuration(after)})` }
+    if (down >= after) return { action: 'unbind', reason: `node ${name} ${node.state} for ${reasonDuration(down)} (best-effort: moves after ${reasonDuration(after)})` }
     return {
       action: 'keep',
-      reason: `node ${name} ${node.state} for ${formatDuration(down)}; best-effort pod moves when the node is forgotten or after ${formatDuration(after)}`,
+      reason: `node ${name} ${node.state} for ${reasonDuration(down)}; best-effort pod moves when the node is forgotten or after ${reasonDuration(after)}`,
       until: since + after,
     }
   }

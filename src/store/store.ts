@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { AbstractLevel } from 'abstract-level'
 import { ClassicLevel } from 'classic-level'
-import * as Y from 'yjs'
+import { mergeUpdates } from 'yjs'
 import {
   OrcError,
   USERS,
@@ -25,11 +25,8 @@ import {
 } from '../model/index.ts'
 import {
   checkRecord,
-  decodeChanges,
-  decodeSyncState,
   decodeUpdateMessage,
   encodeChanges,
-  encodeSyncState,
   encodeUpdateMessage,
   isValidAuthor,
   parseRevisionId,
@@ -51,43 +48,11 @@ import type {
   WriteResult,
 } from './types.ts'
 import { GroupCommitWriter, type BatchOp } from './writer.ts'
-import { applyChangesToY, compactDecoded, toY } from './ydoc.ts'
-import { countStructs, pruneStableTombstones, type PruneResult } from './prune.ts'
-
-/** System metadata kept beside each object in the document (key `~`). */
-interface Sys {
-  uid: string
-  seq: number
-  rev: string
-  createdAt: string
-  createdBy: string
-  updatedAt: string
-  updatedBy: string
-  deleted?: true
-}
-
-const FORMAT = 1
-const SYS = '~'
-const LOCAL = Symbol('local')
-const REMOTE = Symbol('remote')
-const enc = new TextEncoder()
-const dec = new TextDecoder()
-
-// On-disk keys (see docs/architecture.md).
-const K_FORMAT = 'm:format'
-const K_REPLICA = 'm:replica'
-const K_VECTOR = 'm:vector'
-const K_YCOUNTER = 'm:ycounter'
-const K_SNAPSHOT = 'y:snapshot'
-const Y_LOG = 'y:u:'
-const REV = 'r:'
-const IDX = 'o:'
-const pad = (n: number, w: number) => String(n).padStart(w, '0')
-const revKey = (replica: string, seq: number) => `${REV}${replica}:${pad(seq, 15)}`
-const idxKey = (key: string, id: string) => `${IDX}${key}\x00${id}`
-const yLogKey = (n: number) => `${Y_LOG}${pad(n, 15)}`
-const json = (v: unknown) => enc.encode(JSON.stringify(v))
-const unjson = <T>(b: Uint8Array): T => JSON.parse(dec.decode(b)) as T
+import type { PruneResult } from './prune.ts'
+import { ObjectDocument, SYS, withMeta, type Sys } from './document.ts'
+import { RevisionLog, resolveRevision, toRevision } from './revision-log.ts'
+import { DurableSyncState, encodeMissingFor, stateVectorsOf, syncDigestOf, syncStateOf } from './sync.ts'
+import { FORMAT, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, Y_LOG, dec, enc, json, unjson, yLogKey } from './keys.ts'
 
 function getPathValue(obj: unknown, path: readonly string[]): unknown {
   let cur = obj
@@ -135,14 +100,6 @@ function pooledRandomBytes(): (n: number) => Uint8Array {
   }
 }
 
-function deepFreeze<T>(v: T): T {
-  if (v && typeof v === 'object' && !Object.isFrozen(v)) {
-    Object.freeze(v)
-    for (const x of Object.values(v)) deepFreeze(x)
-  }
-  return v
-}
-
 function iso(ms: number): string {
   return new Date(ms).toISOString()
 }
@@ -153,6 +110,11 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
   return s
 }
 
+/**
+ * The versioned object store. Its parts: the replicated document (document.ts), the revision log
+ * (revision-log.ts) and what replicas exchange (sync.ts); this class checks and orders writes,
+ * keeps them durable (one synced LevelDB batch per group of writes) and tells listeners.
+ */
 export class Store implements ObjectStore {
   private readonly db: AbstractLevel<any, string, Uint8Array>
   private readonly ownership: OwnershipTable
@@ -161,31 +123,21 @@ export class Store implements ObjectStore {
   private readonly snapshotEvery: number
   private readonly fullEvery: number
   private writer!: GroupCommitWriter
-  private doc!: Y.Doc
-  private objects!: Y.Map<Y.Map<unknown>>
+  private doc!: ObjectDocument
+  private readonly log: RevisionLog
   private replica = ''
   private nextSeq = 1
   private yCounter = 0
   private ySinceSnapshot = 0
-  /** Revision log positions per replica: contiguous prefix plus stragglers. */
-  private readonly have = new Map<string, { upTo: number; extra: Set<number> }>()
-  /** Cached JSON content of objects (without `~`), invalidated on every document change. */
-  private readonly cache = new Map<string, Record<string, unknown>>()
   private readonly plans = new WeakMap<object, { plan: ApplyPlan | null; rev: string | undefined; author: string }>()
   /** For each object: the revision whose reconstructed content equals the current content. */
   private readonly contentRev = new Map<string, string>()
-  private pendingY: Uint8Array[] = []
   private readonly changeListeners = new Set<(keys: string[]) => void>()
   private readonly mergeListeners = new Set<(keys: string[]) => void>()
-  /** Keys changed in the document and not yet announced to change listeners. */
-  private readonly changed = new Set<string>()
-  private capture: Set<string> | undefined
   private readonly updateListeners = new Set<(u: Uint8Array) => void>()
   private closed = true
   private snapshotting = false
-  /** Document writes queued and not yet on disk; when it drops to 0, durableSv catches up. */
-  private inFlight = 0
-  private durableSv: Uint8Array | undefined
+  private readonly durable = new DurableSyncState(() => syncStateOf(this.doc, this.log))
   private stability: (() => Uint8Array[] | null) | undefined
 
   constructor(private readonly opts: StoreOptions) {
@@ -196,6 +148,9 @@ export class Store implements ObjectStore {
     this.snapshotEvery = opts.snapshotEvery ?? DEFAULTS.snapshotEvery
     this.fullEvery = opts.fullEvery ?? DEFAULTS.fullEvery
     this.stability = opts.stability
+    // What a reader can see in the document may still be in the write queue; history waits for
+    // it, so it is never behind the objects.
+    this.log = new RevisionLog(this.db, () => this.writer.drain())
   }
 
   get replicaId(): string {
@@ -226,7 +181,7 @@ export class Store implements ObjectStore {
       throw new OrcError('corrupt', `open store ${this.opts.dir}: ${(err as Error).message}; restore the data dir from a backup or re-join the cluster`, { dir: this.opts.dir }, err)
     }
     this.writer = new GroupCommitWriter(this.db, this.opts.sync ?? true, () => [
-      { type: 'put', key: K_VECTOR, value: json(this.logVector()) },
+      { type: 'put', key: K_VECTOR, value: json(this.log.vector()) },
       { type: 'put', key: K_YCOUNTER, value: json(this.yCounter) },
     ])
     this.closed = false
@@ -259,51 +214,24 @@ export class Store implements ObjectStore {
     } else {
       this.replica = dec.decode(replica)
     }
-    if (vector !== undefined) {
-      for (const [r, v] of Object.entries(unjson<LogVector>(vector))) {
-        this.have.set(r, { upTo: v.upTo, extra: new Set(v.extra ?? []) })
-      }
-    }
-    this.nextSeq = (this.have.get(this.replica)?.upTo ?? 0) + 1
+    if (vector !== undefined) this.log.load(unjson<LogVector>(vector))
+    this.nextSeq = this.log.upTo(this.replica) + 1
     this.yCounter = ycounter === undefined ? 0 : unjson<number>(ycounter)
 
     await this.checkContinuity()
 
-    this.doc = new Y.Doc({ gc: true })
-    this.doc.clientID = new DataView(this.random(4).buffer.slice(0)).getUint32(0) >>> 1
-    this.objects = this.doc.getMap('objects')
-    const updates: Uint8Array[] = []
+    this.doc = new ObjectDocument(new DataView(this.random(4).buffer.slice(0)).getUint32(0) >>> 1)
     const snap = await this.db.get(K_SNAPSHOT)
-    if (snap !== undefined) updates.push(snap)
+    const updates: Uint8Array[] = []
     for await (const v of this.db.values({ gte: Y_LOG, lt: `${Y_LOG}~` })) updates.push(v)
-    this.ySinceSnapshot = updates.length - (snap ? 1 : 0)
-    if (updates.length > 0) {
-      try {
-        // The snapshot on its own, then the log merged: no re-encoded copy of the whole document
-        // at the peak of a cold start.
-        if (snap !== undefined) Y.applyUpdate(this.doc, updates.shift()!)
-        if (updates.length > 0) Y.applyUpdate(this.doc, updates.length === 1 ? updates[0]! : Y.mergeUpdates(updates))
-        updates.length = 0
-        compactDecoded(this.doc)
-      } catch (err) {
-        throw new OrcError('corrupt', `open store ${this.opts.dir}: document log unreadable (${(err as Error).message})`, {}, err)
-      }
+    this.ySinceSnapshot = updates.length
+    try {
+      this.doc.load(snap, updates)
+    } catch (err) {
+      throw new OrcError('corrupt', `open store ${this.opts.dir}: document log unreadable (${(err as Error).message})`, {}, err)
     }
     if (init.length > 0) await this.db.batch(init, { sync: true } as never)
-
-    this.doc.on('update', (u: Uint8Array) => this.pendingY.push(u))
-    this.objects.observeDeep((events) => {
-      const keys = new Set<string>()
-      for (const e of events) {
-        if (e.target === this.objects) for (const k of e.keys.keys()) keys.add(k)
-        else keys.add(String(e.path[0]))
-      }
-      for (const k of keys) {
-        this.cache.delete(k)
-        this.changed.add(k)
-        this.capture?.add(k)
-      }
-    })
+    this.doc.observe()
   }
 
   /**
@@ -312,9 +240,8 @@ export class Store implements ObjectStore {
    * a change) and sees history that already holds the change.
    */
   private notifyChanges(): void {
-    if (this.changed.size === 0) return
-    const list = [...this.changed]
-    this.changed.clear()
+    if (!this.doc.hasChanges()) return
+    const list = this.doc.takeChanged()
     for (const fn of this.changeListeners) {
       try {
         fn(list)
@@ -339,10 +266,10 @@ export class Store implements ObjectStore {
       expect = n + 1
     }
     if (expect !== undefined && expect - 1 !== this.yCounter) missing.push(`document log entries after ${expect - 1} (counter says ${this.yCounter})`)
-    const heads = [...this.have].filter(([, h]) => h.upTo > 0)
-    const got = heads.length ? await this.db.getMany(heads.map(([r, h]) => revKey(r, h.upTo))) : []
+    const heads = this.log.heads()
+    const got = heads.length ? await this.db.getMany(heads.map((h) => h.key)) : []
     got.forEach((v, i) => {
-      if (v === undefined) missing.push(`revision ${heads[i]![0]}.${heads[i]![1].upTo}`)
+      if (v === undefined) missing.push(`revision ${heads[i]!.replica}.${heads[i]!.seq}`)
     })
     if (missing.length > 0) {
       throw new OrcError('corrupt', `open store ${this.opts.dir}: records are missing (${missing.slice(0, 3).join('; ')}); the database was damaged — restore the data dir from a backup or re-join the cluster`)
@@ -366,66 +293,18 @@ export class Store implements ObjectStore {
 
   // ---------------------------------------------------------------- reads
 
-  private sysOf(key: string): Sys | undefined {
-    return this.objects.get(key)?.get(SYS) as Sys | undefined
-  }
-
-  /** Current content (without system metadata), frozen; undefined when absent or deleted. */
-  private content(key: string): Record<string, unknown> | undefined {
-    const cached = this.cache.get(key)
-    if (cached) return cached
-    const m = this.objects.get(key)
-    if (!m) return undefined
-    const sys = m.get(SYS) as Sys | undefined
-    if (!sys || sys.deleted) return undefined
-    const obj = m.toJSON() as Record<string, unknown>
-    delete obj[SYS]
-    deepFreeze(obj)
-    this.cache.set(key, obj)
-    return obj
-  }
-
-  private withMeta(content: Record<string, unknown>, sys: Sys): StoredObject {
-    const o = content as unknown as OrcObject
-    return {
-      ...o,
-      metadata: {
-        ...o.metadata,
-        uid: sys.uid,
-        revision: sys.seq,
-        revisionId: sys.rev,
-        createdAt: sys.createdAt,
-        updatedAt: sys.updatedAt,
-        updatedBy: sys.updatedBy,
-      },
-    } as StoredObject
-  }
-
   // The kinds' types are the schemas' (src/model/kinds): everything stored passed them on write or
   // on receipt, so the casts to the kind's type below are the one place that trust is taken.
   get<K extends string>(ref: ObjectRef<K>): StoredOf<K> | undefined {
-    const key = keyOf(ref)
-    const c = this.content(key)
-    return c ? (this.withMeta(c, this.sysOf(key)!) as StoredOf<K>) : undefined
+    return this.doc.get(keyOf(ref)) as StoredOf<K> | undefined
   }
 
   list<K extends string>(kind: K, namespace?: string): StoredOf<K>[] {
-    const prefix = namespace === undefined ? `${kind}/` : `${kind}/${namespace}/`
-    const out: StoredObject[] = []
-    for (const key of this.objects.keys()) {
-      if (!key.startsWith(prefix)) continue
-      const c = this.content(key)
-      if (c) out.push(this.withMeta(c, this.sysOf(key)!))
-    }
-    return out.sort((a, b) =>
-      (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
-    ) as StoredOf<K>[]
+    return this.doc.list(kind, namespace) as StoredOf<K>[]
   }
 
   count(): number {
-    let n = 0
-    for (const m of this.objects.values()) if (!(m.get(SYS) as Sys | undefined)?.deleted) n++
-    return n
+    return this.doc.count()
   }
 
   // ---------------------------------------------------------------- writes
@@ -468,14 +347,14 @@ export class Store implements ObjectStore {
     const plan = this.plan(obj, opts)
     // Kept for apply() of the same manifest (the API plans a whole batch, then applies it): if the
     // object has not changed since, the plan is committed as is — one diff per write.
-    this.plans.set(obj, { plan, rev: this.sysOf(keyOf(refOf(obj)))?.rev, author: opts.author })
+    this.plans.set(obj, { plan, rev: this.doc.sysOf(keyOf(refOf(obj)))?.rev, author: opts.author })
     return plan
   }
 
   private plan(obj: OrcObject, opts: WriteOptions): ApplyPlan | null {
     const ref = refOf(obj)
     const key = keyOf(ref)
-    const cur = this.content(key)
+    const cur = this.doc.content(key)
     const desired = structuredClone(obj) as unknown as Record<string, unknown>
     if (cur) {
       // A user apply never clobbers controller-owned fields it does not mention.
@@ -491,14 +370,14 @@ export class Store implements ObjectStore {
     }
     const changes = diffValues(cur ?? {}, desired)
     if (cur && changes.length === 0) return null
-    this.checkOwnership(key, changes, opts.author, cur ? this.sysOf(key)!.createdBy : opts.author)
+    this.checkOwnership(key, changes, opts.author, cur ? this.doc.sysOf(key)!.createdBy : opts.author)
     return { key, op: cur ? 'update' : 'create', changes, desired }
   }
 
   async apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult> {
     this.ensureOpen()
     const memo = this.plans.get(manifest)
-    const plan = memo !== undefined && memo.author === opts.author && memo.rev === this.sysOf(keyOf(refOf(manifest)))?.rev ? memo.plan : this.planApply(manifest, opts)
+    const plan = memo !== undefined && memo.author === opts.author && memo.rev === this.doc.sysOf(keyOf(refOf(manifest)))?.rev ? memo.plan : this.planApply(manifest, opts)
     this.plans.delete(manifest)
     if (!plan) return { object: this.get(refOf(manifest as OrcObject)), revision: null }
     return this.commit(plan.key, plan.op, plan.changes, plan.desired, opts)
@@ -509,7 +388,7 @@ export class Store implements ObjectStore {
     this.checkAuthor(opts.author)
     getKind(ref.kind)
     const key = keyOf(ref)
-    const cur = this.content(key)
+    const cur = this.doc.content(key)
     if (!cur) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} not found`, { ...ref })
     for (const f of fields) {
       if (f.path.length === 0 || f.path.some((s) => typeof s !== 'string' || s === '' || s === SYS)) {
@@ -522,7 +401,7 @@ export class Store implements ObjectStore {
     )
     const changes = diffValues(cur, desired)
     if (changes.length === 0) return { object: this.get(ref), revision: null }
-    this.checkOwnership(key, changes, opts.author, this.sysOf(key)!.createdBy)
+    this.checkOwnership(key, changes, opts.author, this.doc.sysOf(key)!.createdBy)
     const normalized = normalizeManifest(desired) as unknown as Record<string, unknown>
     return this.commit(key, 'update', diffValues(cur, normalized), normalized, opts)
   }
@@ -531,7 +410,7 @@ export class Store implements ObjectStore {
     this.ensureOpen()
     this.checkAuthor(opts.author)
     const key = keyOf(ref)
-    const cur = this.content(key)
+    const cur = this.doc.content(key)
     if (!cur) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} not found`, { ...ref })
     const res = await this.commit(key, 'delete', [], undefined, opts)
     return res.revision!
@@ -541,22 +420,22 @@ export class Store implements ObjectStore {
     this.ensureOpen()
     this.checkAuthor(opts.author)
     const key = keyOf(ref)
-    const history = await this.records(key)
+    const history = await this.log.records(key)
     if (history.length === 0) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} has no history`, { ...ref })
-    const sys = this.sysOf(key)
+    const sys = this.doc.sysOf(key)
     let target: RevisionRecord | undefined
     if (opts.to === undefined) {
       const headIdx = history.findIndex((r) => r.i === sys?.rev)
       target = history.slice(0, headIdx < 0 ? history.length : headIdx).reverse().find((r) => r.o !== 'delete')
       if (!target) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} has no earlier revision to roll back to`)
     } else {
-      target = this.resolveRevision(ref, history, opts.to)
+      target = resolveRevision(ref, history, opts.to)
     }
     if (target.o === 'delete') {
       throw new OrcError('invalid', `revision ${target.s} of ${ref.kind.toLowerCase()}/${ref.name} is a delete; roll back to a revision with content`)
     }
-    const old = await this.contentOf(target)
-    const cur = this.content(key)
+    const old = await this.log.contentOf(target, this.policy)
+    const cur = this.doc.content(key)
     // User-owned content comes from the old revision; controller-owned fields stay as they are.
     let desired = structuredClone(old) as Record<string, unknown>
     for (const claim of this.ownership.claims(ref.kind)) {
@@ -579,7 +458,7 @@ export class Store implements ObjectStore {
     opts: WriteOptions,
     extra: { rt?: string; rf?: string } = {},
   ): Promise<WriteResult> {
-    const prev = this.sysOf(key)
+    const prev = this.doc.sysOf(key)
     const live = prev !== undefined && !prev.deleted
     const seq = (prev?.seq ?? 0) + 1
     const localSeq = this.nextSeq++
@@ -609,63 +488,23 @@ export class Store implements ObjectStore {
       else record.c = encodeChanges(changes)
     }
 
-    this.pendingY = []
-    this.doc.transact(() => {
-      if (op === 'delete') {
-        const tomb = new Y.Map<unknown>()
-        tomb.set(SYS, sys)
-        this.objects.set(key, tomb)
-      } else if (!live) {
-        const m = toY(content) as Y.Map<unknown>
-        m.set(SYS, sys)
-        this.objects.set(key, m)
-      } else {
-        const m = this.objects.get(key)!
-        applyChangesToY(m, changes)
-        m.set(SYS, sys)
-      }
-    }, LOCAL)
-    const yUpdate = this.pendingY.length === 1 ? this.pendingY[0]! : Y.mergeUpdates(this.pendingY)
-    this.pendingY = []
+    const yUpdate = this.doc.writeLocal(key, { op: op === 'delete' ? 'delete' : live ? 'update' : 'create', sys, content, changes })
     this.contentRev.set(key, id)
-    // A local write's result is exactly the content it computed: cache it instead of reading the
-    // document back (the observer above has just invalidated the key).
-    if (content !== undefined) this.cache.set(key, deepFreeze(content))
     const recordJson = JSON.stringify(record)
-    this.noteSeen(this.replica, localSeq)
+    this.log.noteSeen(this.replica, localSeq)
 
-    const ops: BatchOp[] = [
-      { type: 'put', key: revKey(this.replica, localSeq), value: enc.encode(recordJson) },
-      { type: 'put', key: idxKey(key, id), value: new Uint8Array(0) },
-      ...this.yLogOps(yUpdate),
-    ]
-    await this.persist(ops)
+    await this.persist([...this.log.putOps(record, recordJson), ...this.yLogOps(yUpdate)])
     this.notifyChanges()
     const msg = encodeUpdateMessage(yUpdate, `[${recordJson}]`)
     for (const fn of this.updateListeners) fn(msg)
     this.maybeSnapshot()
     const ref = refOfKey(key)
-    return { object: op === 'delete' ? undefined : this.get(ref), revision: this.toRevision(record, seq) }
+    return { object: op === 'delete' ? undefined : this.get(ref), revision: toRevision(record, seq) }
   }
 
   /** A document write: on disk before it resolves; tracks what is durable for stability reports. */
-  private async persist(ops: BatchOp[]): Promise<void> {
-    this.inFlight++
-    try {
-      await this.writer.write(ops)
-    } finally {
-      // Everything in the document is on disk now: capture it (every 32 writes), so a busy replica
-      // whose queue is rarely empty still has a recent durable report to give.
-      this.writesSinceCapture++
-      if (--this.inFlight === 0 && (this.durableSv === undefined || this.writesSinceCapture >= 32)) this.captureDurable()
-    }
-  }
-
-  private writesSinceCapture = 0
-  private captureDurable(): Uint8Array {
-    this.durableSv = encodeSyncState(Y.encodeStateVector(this.doc), this.logVector())
-    this.writesSinceCapture = 0
-    return this.durableSv
+  private persist(ops: BatchOp[]): Promise<void> {
+    return this.durable.persist(() => this.writer.write(ops))
   }
 
   /**
@@ -674,8 +513,7 @@ export class Store implements ObjectStore {
    * Null while writes are in flight and nothing durable has been captured since.
    */
   encodeStabilityReport(): Uint8Array | null {
-    if (this.inFlight > 0) return this.durableSv ?? null
-    return this.captureDurable()
+    return this.durable.report()
   }
 
   private yLogOps(update: Uint8Array): BatchOp[] {
@@ -697,7 +535,7 @@ export class Store implements ObjectStore {
     try {
       const upTo = this.yCounter
       this.pruneTombstones()
-      const state = Y.encodeStateAsUpdate(this.doc)
+      const state = this.doc.encodeUpdate()
       this.ySinceSnapshot = 0
       // Goes through the same queue, so every log entry it replaces is on disk before it. The
       // log is cleared only after the snapshot is durable; a crash in between leaves both, and
@@ -728,154 +566,40 @@ export class Store implements ObjectStore {
     const reports = given ?? this.stability?.()
     if (reports === undefined) return { pruned: 0, skipped: 'no stability source' }
     if (reports === null) return { pruned: 0, skipped: 'replica states unknown' }
-    const svs: Map<number, number>[] = []
-    for (const r of reports) {
-      try {
-        svs.push(Y.decodeStateVector(decodeSyncState(r).sv))
-      } catch {
-        return { pruned: 0, skipped: 'a replica state is unreadable' }
-      }
-    }
-    const res = pruneStableTombstones(this.doc, this.objects as Y.Map<unknown>, svs)
+    const svs = stateVectorsOf(reports)
+    if (typeof svs === 'string') return { pruned: 0, skipped: svs }
+    const res = this.doc.prune(svs)
     if (res.pruned > 0) this.opts.logger?.debug({ pruned: res.pruned }, 'pruned stable tombstones')
     return res
   }
 
   /** Size of the in-memory document, for metrics and tests. */
   docStats(): { structs: number } {
-    return { structs: countStructs(this.doc) }
+    return { structs: this.doc.structs() }
   }
 
-  // ---------------------------------------------------------------- revision log
-
-  private noteSeen(replica: string, seq: number): void {
-    let h = this.have.get(replica)
-    if (!h) this.have.set(replica, (h = { upTo: 0, extra: new Set() }))
-    if (seq <= h.upTo) return
-    if (seq === h.upTo + 1) {
-      h.upTo = seq
-      while (h.extra.delete(h.upTo + 1)) h.upTo++
-    } else {
-      h.extra.add(seq)
-    }
-  }
-
-  private hasRevision(id: string): boolean {
-    const p = parseRevisionId(id)
-    if (!p) return false
-    const h = this.have.get(p.replica)
-    return h !== undefined && (p.seq <= h.upTo || h.extra.has(p.seq))
-  }
-
-  private logVector(): LogVector {
-    const out: LogVector = {}
-    for (const [r, h] of this.have) out[r] = h.extra.size > 0 ? { upTo: h.upTo, extra: [...h.extra].sort((a, b) => a - b) } : { upTo: h.upTo }
-    return out
-  }
-
-  private async getRecord(id: string): Promise<RevisionRecord | undefined> {
-    const p = parseRevisionId(id)
-    if (!p) return undefined
-    const v = await this.db.get(revKey(p.replica, p.seq))
-    return v === undefined ? undefined : unjson<RevisionRecord>(v)
-  }
-
-  /** All revision records of an object, in history order: (sequence, time, id). */
-  private async records(key: string): Promise<RevisionRecord[]> {
-    // What a reader can see in the document may still be in the write queue; history waits for
-    // it, so it is never behind the objects.
-    await this.writer.drain()
-    const ids: string[] = []
-    const prefix = `${IDX}${key}\x00`
-    for await (const k of this.db.keys({ gte: prefix, lt: `${prefix}\xff` })) ids.push(k.slice(prefix.length))
-    const keys = ids.map((id) => {
-      const p = parseRevisionId(id)!
-      return revKey(p.replica, p.seq)
-    })
-    const vals = keys.length ? await this.db.getMany(keys) : []
-    const out = vals.filter((v): v is Uint8Array => v !== undefined).map((v) => unjson<RevisionRecord>(v))
-    return out.sort((a, b) => a.s - b.s || a.t - b.t || (a.i < b.i ? -1 : a.i > b.i ? 1 : 0))
-  }
-
-  private toRevision(r: RevisionRecord, number: number): Revision {
-    const rev: Revision = {
-      id: r.i,
-      key: r.k,
-      ref: refOfKey(r.k),
-      number,
-      op: r.o,
-      author: r.a,
-      reason: r.r,
-      time: r.t,
-      compacted: r.x === 1,
-    }
-    if (r.rt) rev.rollbackTo = r.rt
-    if (r.rf) rev.rollbackFrom = r.rf
-    if (r.c) rev.changes = decodeChanges(r.c)
-    return rev
-  }
+  // ---------------------------------------------------------------- history
 
   async history(ref: ObjectRef, q: HistoryQuery = {}): Promise<Revision[]> {
-    const records = await this.records(keyOf(ref))
+    const records = await this.log.records(keyOf(ref))
     const match = (a: string, pats: string[]) => pats.some((p) => (p.endsWith(':') ? a.startsWith(p) : a === p))
     return records
       .filter((r) => !q.authors?.length || match(r.a, q.authors))
       .filter((r) => !q.excludeAuthors?.length || !match(r.a, q.excludeAuthors))
       .filter((r) => q.since === undefined || r.t >= q.since)
       .filter((r) => q.until === undefined || r.t <= q.until)
-      .map((r) => this.toRevision(r, r.s))
-  }
-
-  private resolveRevision(ref: ObjectRef, history: RevisionRecord[], rev: number | string): RevisionRecord {
-    const name = `${ref.kind.toLowerCase()}/${ref.name}`
-    let hits: RevisionRecord[]
-    if (typeof rev === 'number' || /^[0-9]+$/.test(rev)) {
-      const n = Number(rev)
-      hits = history.filter((r) => r.s === n)
-    } else {
-      hits = history.filter((r) => r.i === rev || r.i.startsWith(rev))
-    }
-    if (hits.length === 0) {
-      const range = history.length ? ` (it has revisions ${history[0]!.s}–${history[history.length - 1]!.s})` : ''
-      throw new OrcError('not_found', `${name} has no revision ${rev}${range}`, { ref: name, revision: rev })
-    }
-    if (hits.length > 1) {
-      throw new OrcError('conflict', `revision ${rev} of ${name} is ambiguous (concurrent writes): ${hits.map((h) => `${h.i} by ${h.a}`).join(', ')}; name it by id`, {
-        candidates: hits.map((h) => h.i),
-      })
-    }
-    return hits[0]!
-  }
-
-  /** Reconstruct an object's content as it was right after a revision. */
-  private async contentOf(r: RevisionRecord): Promise<Record<string, unknown>> {
-    const chain: RevisionRecord[] = []
-    let cur: RevisionRecord | undefined = r
-    while (cur && cur.f === undefined) {
-      if (cur.x === 1) {
-        throw new OrcError('not_found', `revision ${r.s} (${r.i}) of ${refOfKey(r.k).kind.toLowerCase()}/${refOfKey(r.k).name} was compacted: its author, reason and time remain, its content does not (policy keeps the last ${this.policy.keepRevisions} revisions and those newer than ${Math.round(this.policy.keepNewerThanMs / 86400000)}d)`, { revision: r.i, compacted: true })
-      }
-      if (cur.o === 'delete') return {}
-      chain.push(cur)
-      if (!cur.p) break
-      const parent: RevisionRecord | undefined = await this.getRecord(cur.p)
-      if (!parent) throw new OrcError('not_found', `revision ${r.i}: its history is incomplete on this node (missing ${cur.p}); it arrives with replication`)
-      cur = parent
-    }
-    let content: Record<string, unknown> = cur?.f ? structuredClone(cur.f) : {}
-    for (const c of chain.reverse()) content = applyChanges(content, decodeChanges(c.c ?? []))
-    return content
+      .map((r) => toRevision(r, r.s))
   }
 
   async at(ref: ObjectRef, rev: number | string): Promise<StoredObject> {
     const key = keyOf(ref)
-    const history = await this.records(key)
-    const r = this.resolveRevision(ref, history, rev)
+    const history = await this.log.records(key)
+    const r = resolveRevision(ref, history, rev)
     if (r.o === 'delete') throw new OrcError('not_found', `revision ${r.s} of ${ref.kind.toLowerCase()}/${ref.name} is its deletion; it has no content`)
-    const content = await this.contentOf(r)
+    const content = await this.log.contentOf(r, this.policy)
     const first = history[0]!
-    return this.withMeta(content, {
-      uid: this.sysOf(key)?.uid ?? '',
+    return withMeta(content, {
+      uid: this.doc.sysOf(key)?.uid ?? '',
       seq: r.s,
       rev: r.i,
       createdAt: iso(first.t),
@@ -886,10 +610,10 @@ export class Store implements ObjectStore {
   }
 
   async diff(ref: ObjectRef, from: number | string, to: number | string): Promise<Change[]> {
-    const history = await this.records(keyOf(ref))
-    const a = this.resolveRevision(ref, history, from)
-    const b = this.resolveRevision(ref, history, to)
-    return diffValues(a.o === 'delete' ? {} : await this.contentOf(a), b.o === 'delete' ? {} : await this.contentOf(b))
+    const history = await this.log.records(keyOf(ref))
+    const a = resolveRevision(ref, history, from)
+    const b = resolveRevision(ref, history, to)
+    return diffValues(a.o === 'delete' ? {} : await this.log.contentOf(a, this.policy), b.o === 'delete' ? {} : await this.log.contentOf(b, this.policy))
   }
 
   // ---------------------------------------------------------------- compaction
@@ -906,14 +630,8 @@ export class Store implements ObjectStore {
     const p = { ...this.policy, ...policy }
     let n = 0
     let ops: BatchOp[] = []
-    let currentKey: string | undefined
-    const keys: string[] = []
-    for await (const k of this.db.keys({ gte: IDX, lt: `${IDX}\xff` })) {
-      const objKey = k.slice(IDX.length, k.indexOf('\x00'))
-      if (objKey !== currentKey) keys.push((currentKey = objKey))
-    }
-    for (const key of keys) {
-      const history = await this.records(key)
+    for (const key of await this.log.objectKeys()) {
+      const history = await this.log.records(key)
       if (history.length <= p.keepRevisions) continue
       const cut = history.length - p.keepRevisions
       let firstKept = cut
@@ -921,19 +639,17 @@ export class Store implements ObjectStore {
       if (firstKept === 0) continue
       const kept = history[firstKept]!
       if (kept.f === undefined && kept.o !== 'delete' && kept.x !== 1) {
-        const full = await this.contentOf(kept)
+        const full = await this.log.contentOf(kept, this.policy)
         const k2 = { ...kept, f: full }
         delete k2.c
-        const pr = parseRevisionId(kept.i)!
-        ops.push({ type: 'put', key: revKey(pr.replica, pr.seq), value: json(k2) })
+        ops.push(this.log.replaceOp(k2))
       }
       for (const r of history.slice(0, firstKept)) {
         if (r.x === 1) continue
         const slim: RevisionRecord = { ...r, x: 1 }
         delete slim.c
         delete slim.f
-        const pr = parseRevisionId(r.i)!
-        ops.push({ type: 'put', key: revKey(pr.replica, pr.seq), value: json(slim) })
+        ops.push(this.log.replaceOp(slim))
         n++
       }
       if (ops.length > 5000) {
@@ -950,7 +666,7 @@ export class Store implements ObjectStore {
   // ---------------------------------------------------------------- replication
 
   encodeSyncState(): Uint8Array {
-    return encodeSyncState(Y.encodeStateVector(this.doc), this.logVector())
+    return syncStateOf(this.doc, this.log)
   }
 
   /**
@@ -960,34 +676,12 @@ export class Store implements ObjectStore {
    * no trace in the current objects, but its update and its revision must still reach everyone.
    */
   syncDigest(): string {
-    const sv = [...Y.decodeStateVector(Y.encodeStateVector(this.doc))].sort((a, b) => a[0] - b[0])
-    const log = [...this.have]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([r, h]) => [r, h.upTo, [...h.extra].sort((a, b) => a - b)])
-    return JSON.stringify({ sv, log })
+    return syncDigestOf(this.doc, this.log)
   }
 
   async encodeMissing(remoteState: Uint8Array, opts: { maxRecords?: number } = {}): Promise<Uint8Array> {
     this.ensureOpen()
-    const { sv, log } = decodeSyncState(remoteState)
-    const yUpdate = Y.encodeStateAsUpdate(this.doc, sv)
-    const max = opts.maxRecords ?? 20000
-    const records: RevisionRecord[] = []
-    for (const [replica, ours] of this.have) {
-      const theirs = log[replica]
-      const from = theirs?.upTo ?? 0
-      const theirExtra = new Set(theirs?.extra ?? [])
-      const last = Math.max(ours.upTo, ...ours.extra)
-      if (last <= from) continue
-      for await (const v of this.db.values({ gt: revKey(replica, from), lte: revKey(replica, last) })) {
-        const r = unjson<RevisionRecord>(v)
-        if (theirExtra.has(parseRevisionId(r.i)!.seq)) continue
-        records.push(r)
-        if (records.length >= max) break
-      }
-      if (records.length >= max) break
-    }
-    return encodeUpdateMessage(yUpdate, records)
+    return encodeMissingFor(this.doc, this.log, remoteState, opts.maxRecords ?? 20000)
   }
 
   async applyRemote(update: Uint8Array, opts: ApplyRemoteOptions = {}): Promise<RemoteApplied> {
@@ -996,33 +690,17 @@ export class Store implements ObjectStore {
     const fresh: RevisionRecord[] = []
     const seen = new Set<string>()
     for (const r of records) {
-      if (this.hasRevision(r.i) || seen.has(r.i)) continue
+      if (this.log.has(r.i) || seen.has(r.i)) continue
       seen.add(r.i)
       fresh.push(r)
     }
-    this.pendingY = []
-    const touched = new Set<string>()
-    this.capture = touched
-    try {
-      if (yUpdate.byteLength > 0) {
-        // A large update (a joining node's first sync) gets the same compaction as a cold start.
-        const before = yUpdate.byteLength > 64 * 1024 ? Y.decodeStateVector(Y.encodeStateVector(this.doc)) : undefined
-        Y.applyUpdate(this.doc, yUpdate, REMOTE)
-        if (before !== undefined) compactDecoded(this.doc, before)
-      }
-    } catch (err) {
-      throw new OrcError('invalid', `replication message: Yjs update rejected: ${(err as Error).message}`)
-    } finally {
-      this.capture = undefined
-    }
-    const effective = this.pendingY
-    this.pendingY = []
+    const { effective, touched } = this.doc.applyRemote(yUpdate)
     // Track which objects still hold exactly one revision's content (see commit()).
     const byKey = new Map<string, RevisionRecord>()
     for (const r of fresh) byKey.set(r.k, r)
     for (const k of touched) {
       const r = byKey.get(k)
-      const head = this.sysOf(k)?.rev
+      const head = this.doc.sysOf(k)?.rev
       if (r && head === r.i && (r.f !== undefined || this.contentRev.get(k) === r.p)) this.contentRev.set(k, r.i)
       else this.contentRev.delete(k)
     }
@@ -1031,24 +709,18 @@ export class Store implements ObjectStore {
       const keys = [...touched]
       for (const fn of this.mergeListeners) fn(keys)
     }
-    if (fresh.length === 0 && effective.length === 0) return { revisions: 0, incomplete: this.incomplete() }
+    if (fresh.length === 0 && effective.length === 0) return { revisions: 0, incomplete: this.doc.incomplete() }
     const ops: BatchOp[] = []
     for (const r of fresh) {
       const p = parseRevisionId(r.i)!
-      ops.push({ type: 'put', key: revKey(p.replica, p.seq), value: json(r) })
-      ops.push({ type: 'put', key: idxKey(r.k, r.i), value: new Uint8Array(0) })
-      this.noteSeen(p.replica, p.seq)
+      ops.push(...this.log.putOps(r))
+      this.log.noteSeen(p.replica, p.seq)
     }
-    if (effective.length > 0) ops.push(...this.yLogOps(effective.length === 1 ? effective[0]! : Y.mergeUpdates(effective)))
+    if (effective.length > 0) ops.push(...this.yLogOps(effective.length === 1 ? effective[0]! : mergeUpdates(effective)))
     await this.persist(ops)
     this.notifyChanges()
     this.maybeSnapshot()
-    return { revisions: fresh.length, incomplete: this.incomplete() }
-  }
-
-  /** Yjs holds updates (or deletions) back until the ones they build on arrive. */
-  private incomplete(): boolean {
-    return this.doc.store.pendingStructs !== null || this.doc.store.pendingDs !== null
+    return { revisions: fresh.length, incomplete: this.doc.incomplete() }
   }
 
   onLocalUpdate(fn: (update: Uint8Array) => void): () => void {
@@ -1072,11 +744,7 @@ export class Store implements ObjectStore {
 
   /** Every revision of every object, in a total order all converged replicas share. For tests and `orc events`. */
   async allRevisions(): Promise<Revision[]> {
-    const out: RevisionRecord[] = []
-    for await (const v of this.db.values({ gte: REV, lt: `${REV}\xff` })) out.push(unjson<RevisionRecord>(v))
-    return out
-      .sort((a, b) => a.t - b.t || (a.i < b.i ? -1 : a.i > b.i ? 1 : 0))
-      .map((r) => this.toRevision(r, r.s))
+    return (await this.log.all()).map((r) => toRevision(r, r.s))
   }
 
   /**
@@ -1084,10 +752,7 @@ export class Store implements ObjectStore {
    * level (Y.Map iteration order depends on the order a replica integrated updates).
    */
   stateDigest(): string {
-    const canon = (v: unknown): unknown =>
-      isPlainObject(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])])) : Array.isArray(v) ? v.map(canon) : v
-    const keys = [...this.objects.keys()].sort()
-    return JSON.stringify(keys.map((k) => [k, canon(this.objects.get(k)!.toJSON())]))
+    return this.doc.stateDigest()
   }
 }
 

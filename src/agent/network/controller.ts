@@ -295,15 +295,18 @@ export class NodeNetwork implements PodNetworkHooks {
    * nodes of other member clusters that run federated pods, allowed-ips their pods' /128s only.
    * Re-planned on every change of the federations; re-applied only when the plan changes.
    */
-  useFederation(source: FederationRouteSource): void {
+  useFederation(source: FederationRouteSource): () => void {
     this.offFederation?.()
     this.federation = source
-    this.offFederation = source.onChange(() => {
+    const off = source.onChange(() => {
       if (this.stopped || !this.ifaceUp || this.decision === undefined || this.key === undefined) return
       const next = JSON.stringify(this.planFederation().peers)
       if (next !== this.fedPlanJson) this.changed()
     })
+    this.offFederation = off
     this.changed()
+    // Stop following the source (the routes already planned stay until the next change).
+    return off
   }
 
   private planFederation(): { peers: FederatedPeer[]; skipped: string[] } {

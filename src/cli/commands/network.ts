@@ -6,7 +6,7 @@ import { OrcError, type Node, type NodeNetworkStatus, type NodeStatus } from '..
 import type { Stored } from '../../store/index.ts'
 import { parseNetworkMode, type NetworkSetup } from '../../agent/index.ts'
 import { explainWhy, formatWhy, parseWorkflowSnapshot, criticalChain, formatCriticalChain } from '../../workflow/index.ts'
-import { formatTable } from '../format.ts'
+import { ago, formatTable } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export const NETWORK_FLAG_HELP = 'pod network: auto (use WireGuard and pod namespaces when root and WireGuard are available), on (required), off (loopback-only pods); default $ORC_NETWORK or auto'
@@ -64,12 +64,9 @@ interface NetworkReport {
   pods: { uid: string; ipv6: string; netns: string }[]
 }
 
-function ago(ms: number): string {
-  if (ms < 1000) return 'now'
-  const s = Math.round(ms / 1000)
-  if (s < 120) return `${s}s ago`
-  if (s < 7200) return `${Math.round(s / 60)}m ago`
-  return `${Math.round(s / 3600)}h ago`
+/** A handshake's age: to the nearest unit, in hours at most (a tunnel re-handshakes every few minutes). */
+function handshakeAge(ms: number): string {
+  return ms < 1000 ? 'now' : ago(ms, { rounding: 'nearest', largest: 'h' })
 }
 
 function bytes(n: number): string {
@@ -104,14 +101,14 @@ export async function routesOutput(client: ApiCaller, output: string, now: numbe
   if (r.tunnels.length === 0 && federated.length === 0) return head.join('\n') + '\n' + (r.iface ? '\nNo other nodes publish a tunnel yet.\n' : '')
   const wide = output === 'wide'
   const rows = r.tunnels.map((t) => {
-    const row = [t.prefix, t.node, t.state, t.endpoint ?? '<learned when it dials>', t.latestHandshakeMs === undefined ? 'never' : ago(now - t.latestHandshakeMs), pathText(t)]
+    const row = [t.prefix, t.node, t.state, t.endpoint ?? '<learned when it dials>', t.latestHandshakeMs === undefined ? 'never' : handshakeAge(now - t.latestHandshakeMs), pathText(t)]
     if (wide) row.push(bytes(t.rxBytes), bytes(t.txBytes))
     return row
   })
   // Other federated clusters' nodes: one row per federated pod /128 routed to them (NODE is node@cluster).
   for (const f of federated) {
     for (const dst of f.routes) {
-      const row = [dst, f.node, f.state, f.endpoint ?? '<learned when it dials>', f.latestHandshakeMs === undefined ? 'never' : ago(now - f.latestHandshakeMs), `federation ${f.federations.join(',')}`]
+      const row = [dst, f.node, f.state, f.endpoint ?? '<learned when it dials>', f.latestHandshakeMs === undefined ? 'never' : handshakeAge(now - f.latestHandshakeMs), `federation ${f.federations.join(',')}`]
       if (wide) row.push(bytes(f.rxBytes), bytes(f.txBytes))
       rows.push(row)
     }

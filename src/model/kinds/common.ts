@@ -1,5 +1,6 @@
 import { s, DNS_LABEL } from '../schema.ts'
 import type { OrcObject } from '../object.ts'
+import { formatDuration } from '../duration.ts'
 
 export const labelKey = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/
 export const labelValue = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/
@@ -17,11 +18,7 @@ export function age(iso: unknown, now: number): string {
   if (typeof iso !== 'string') return '<unknown>'
   const t = Date.parse(iso)
   if (Number.isNaN(t)) return '<unknown>'
-  const sec = Math.max(0, Math.floor((now - t) / 1000))
-  if (sec < 120) return `${sec}s`
-  if (sec < 7200) return `${Math.floor(sec / 60)}m`
-  if (sec < 172800) return `${Math.floor(sec / 3600)}h`
-  return `${Math.floor(sec / 86400)}d`
+  return formatDuration(now - t)
 }
 
 /** When the store created the object (stored objects only). */

@@ -1,0 +1,194 @@
+/**
+ * The node's HTTP listener: the bootstrap script (`curl … | sh`), the package and Node.js runtime it
+ * installs, the token check it makes first, /metrics and /healthz.
+ */
+import { timingSafeEqual } from 'node:crypto'
+import { createReadStream, statSync } from 'node:fs'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { isIP } from 'node:net'
+import { join } from 'node:path'
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import type { Logger } from 'pino'
+import { OrcError } from '../../model/index.ts'
+import { formatDuration, splitHostPort, type Mesh } from '../../mesh/index.ts'
+import type { Component } from '../component.ts'
+import type { MetricsRegistry } from './metrics.ts'
+import { buildPackage, renderInstallScript, unameArch, type OrcPackage } from './package.ts'
+import { parseHttpListen, type HttpListenOption } from './options.ts'
+
+const run = promisify(execFile)
+
+export interface InstallListenerComponents {
+  nodeName: string
+  dataDir: string
+  version: string
+  now: () => number
+  mesh?: Mesh
+  metrics: MetricsRegistry
+  logger: Logger
+  http?: HttpListenOption
+}
+
+export interface InstallListener extends Component {
+  /** `host:port` the listener is bound to, while it runs. */
+  address(): string | undefined
+}
+
+function text(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
+  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' })
+  res.end(body)
+}
+
+export function installListener(d: InstallListenerComponents): InstallListener {
+  const log = d.logger.child({ module: 'ops' })
+  let server: Server | undefined
+  let boundAddress: string | undefined
+  let pkg: Promise<OrcPackage> | undefined
+  let nodeBinaryOk: Promise<boolean> | undefined
+
+  function servedPackage(): Promise<OrcPackage> {
+    pkg ??= buildPackage({ version: d.version, outDir: join(d.dataDir, 'install') }).catch((err) => {
+      pkg = undefined
+      throw err
+    })
+    return pkg
+  }
+
+  function canServeNode(): Promise<boolean> {
+    // A Node.js linked against shared libnode/libuv (distribution builds) does not run elsewhere.
+    nodeBinaryOk ??= process.platform !== 'linux'
+      ? Promise.resolve(false)
+      : run('ldd', [process.execPath]).then(
+          (r) => !/libnode|libuv|libv8/.test(r.stdout),
+          () => true,
+        )
+    return nodeBinaryOk
+  }
+
+  function meshPort(): number | undefined {
+    for (const a of d.mesh?.addresses() ?? []) {
+      const m = /\/tcp\/([0-9]+)/.exec(a)
+      if (m) return Number(m[1])
+    }
+    return undefined
+  }
+
+  async function tokenVerdict(id: string, hash: string): Promise<string> {
+    const mesh = d.mesh
+    if (mesh === undefined) return 'refused: this node does not run the mesh, so nobody can join through it'
+    const rec = (await mesh.listTokens()).find((t) => t.id === id)
+    const a = Buffer.from(rec?.secretHash ?? '', 'hex')
+    const b = Buffer.from(/^[0-9a-f]{64}$/.test(hash) ? hash : '', 'hex')
+    if (rec === undefined || a.length !== 32 || a.length !== b.length || !timingSafeEqual(a, b)) {
+      return `refused: token not recognised by node ${d.nodeName}; fetch the script from the node that created the token (orc token create --print-install prints the right line), or the token is forged`
+    }
+    const now = d.now()
+    if (rec.revoked) return 'refused: token revoked'
+    if (now >= rec.expiresAt) return `refused: token expired ${formatDuration(now - rec.expiresAt)} ago`
+    if (rec.usesLeft <= 0) return 'refused: token already used'
+    return `ok: ${rec.usesLeft} use(s) left, expires in ${formatDuration(rec.expiresAt - now)}`
+  }
+
+  async function serveHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://orc')
+    if (req.method !== 'GET' && req.method !== 'HEAD') return text(res, 405, 'only GET\n')
+    const p = url.pathname
+    if (p === '/metrics') return text(res, 200, d.metrics.render(), 'text/plain; version=0.0.4; charset=utf-8')
+    if (p === '/healthz') return text(res, 200, 'ok\n')
+    if (p === '/install.sh') {
+      const host = (req.headers.host ?? '').trim()
+      if (!/^[-A-Za-z0-9.:[\]]+$/.test(host)) return text(res, 400, 'missing or bad Host header\n')
+      const pk = await servedPackage()
+      const { host: hostname } = splitHostPort(host, 80)
+      const port = meshPort()
+      const peer = port === undefined ? '' : isIP(hostname) === 6 ? `[${hostname}]:${port}` : `${hostname}:${port}`
+      const script = await renderInstallScript({
+        server: `http://${host}`,
+        version: d.version,
+        peer,
+        sha256: pk.sha256,
+        nodeArch: (await canServeNode()) ? unameArch() : '',
+        nodeVersion: process.versions.node,
+      })
+      return text(res, 200, script, 'text/x-shellscript; charset=utf-8')
+    }
+    if (p === '/install/token') {
+      return text(res, 200, (await tokenVerdict(url.searchParams.get('id') ?? '', url.searchParams.get('hash') ?? '')) + '\n')
+    }
+    if (p === `/install/orc-${d.version}.tar.gz` || p === '/install/orc.tar.gz') {
+      const pk = await servedPackage()
+      res.writeHead(200, { 'content-type': 'application/gzip', 'content-length': pk.bytes, 'x-orc-sha256': pk.sha256 })
+      if (req.method === 'HEAD') return void res.end()
+      createReadStream(pk.path).pipe(res)
+      return
+    }
+    if (p === '/install/node') {
+      if (!(await canServeNode())) return text(res, 404, 'this node cannot serve its Node.js runtime (not a self-contained build)\n')
+      const size = statSync(process.execPath).size
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size })
+      if (req.method === 'HEAD') return void res.end()
+      createReadStream(process.execPath).pipe(res)
+      return
+    }
+    return text(res, 404, 'not found: this node serves /install.sh, /metrics and /healthz\n')
+  }
+
+  async function listen(host: string, port: number): Promise<Server> {
+    const s = createServer((req, res) => {
+      serveHttp(req, res).catch((err) => {
+        log.warn({ err: (err as Error).message, path: req.url }, 'http request failed')
+        if (!res.headersSent) text(res, 500, `error: ${(err as Error).message.split('\n')[0]}\n`)
+        else res.destroy()
+      })
+    })
+    s.keepAliveTimeout = 5000
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject)
+      s.listen(port, host, () => {
+        s.off('error', reject)
+        resolve()
+      })
+    })
+    return s
+  }
+
+  async function close(): Promise<void> {
+    const s = server
+    server = undefined
+    boundAddress = undefined
+    if (s !== undefined) {
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve())
+        s.closeAllConnections()
+      })
+    }
+  }
+
+  return {
+    name: 'install-listener',
+    address: () => boundAddress,
+    async start() {
+      if (d.http === undefined) return
+      const want = parseHttpListen(d.http.listen)
+      if (want === undefined) return
+      try {
+        server = await listen(want.host, want.port)
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code
+        if (d.http.explicit || code !== 'EADDRINUSE') {
+          throw new OrcError('unavailable', `listen on ${d.http.listen} for HTTP: ${code ?? (err as Error).message} (choose another with --http-listen, or --http-listen off)`, {}, err)
+        }
+        // Several agents on one machine (tests, experiments): the default port goes to the first.
+        server = await listen(want.host, 0)
+        log.warn({ wanted: d.http.listen }, 'default HTTP port in use; serving install script and metrics on a free port instead')
+      }
+      const a = server.address()
+      if (a !== null && typeof a === 'object') boundAddress = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`
+      log.info({ address: boundAddress }, 'http listener started (install.sh, /metrics)')
+    },
+    // With the local API, before the parts behind it stop.
+    beforeStop: close,
+    stop() {},
+  }
+}

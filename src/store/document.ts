@@ -1,0 +1,243 @@
+/**
+ * The replicated document: one Y.Doc whose map `objects` holds each object as nested Y.Maps, with
+ * its system metadata under `~` (docs/architecture.md, "In memory"). Reads come from a cache of
+ * frozen JSON, invalidated by the document's own observer, so local and remote changes alike keep
+ * it true.
+ */
+import * as Y from 'yjs'
+import { OrcError, isPlainObject, type Change, type OrcObject } from '../model/index.ts'
+import type { StoredObject } from './types.ts'
+import { applyChangesToY, compactDecoded, toY } from './ydoc.ts'
+import { countStructs, pruneStableTombstones, type PruneResult } from './prune.ts'
+
+/** System metadata kept beside each object in the document (key `~`). */
+export interface Sys {
+  uid: string
+  seq: number
+  rev: string
+  createdAt: string
+  createdBy: string
+  updatedAt: string
+  updatedBy: string
+  deleted?: true
+}
+
+export const SYS = '~'
+const LOCAL = Symbol('local')
+const REMOTE = Symbol('remote')
+
+export function deepFreeze<T>(v: T): T {
+  if (v && typeof v === 'object' && !Object.isFrozen(v)) {
+    Object.freeze(v)
+    for (const x of Object.values(v)) deepFreeze(x)
+  }
+  return v
+}
+
+/** Content plus system metadata: the object as the store returns it. */
+export function withMeta(content: Record<string, unknown>, sys: Sys): StoredObject {
+  const o = content as unknown as OrcObject
+  return {
+    ...o,
+    metadata: {
+      ...o.metadata,
+      uid: sys.uid,
+      revision: sys.seq,
+      revisionId: sys.rev,
+      createdAt: sys.createdAt,
+      updatedAt: sys.updatedAt,
+      updatedBy: sys.updatedBy,
+    },
+  } as StoredObject
+}
+
+export class ObjectDocument {
+  readonly doc: Y.Doc
+  private readonly objects: Y.Map<Y.Map<unknown>>
+  /** Cached JSON content of objects (without `~`), invalidated on every document change. */
+  private readonly cache = new Map<string, Record<string, unknown>>()
+  private pending: Uint8Array[] = []
+  /** Keys changed in the document and not yet announced to change listeners. */
+  private readonly changed = new Set<string>()
+  private capture: Set<string> | undefined
+
+  constructor(clientId: number) {
+    this.doc = new Y.Doc({ gc: true })
+    this.doc.clientID = clientId
+    this.objects = this.doc.getMap('objects')
+  }
+
+  /** Cold start: the snapshot on its own, then the log merged; then follow changes. */
+  load(snapshot: Uint8Array | undefined, log: Uint8Array[]): void {
+    if (snapshot !== undefined || log.length > 0) {
+      // No re-encoded copy of the whole document at the peak of a cold start.
+      if (snapshot !== undefined) Y.applyUpdate(this.doc, snapshot)
+      if (log.length > 0) Y.applyUpdate(this.doc, log.length === 1 ? log[0]! : Y.mergeUpdates(log))
+      log.length = 0
+      compactDecoded(this.doc)
+    }
+  }
+
+  /** Start recording what changes: the Yjs updates of a write, and the keys it touched. */
+  observe(): void {
+    this.doc.on('update', (u: Uint8Array) => this.pending.push(u))
+    this.objects.observeDeep((events) => {
+      const keys = new Set<string>()
+      for (const e of events) {
+        if (e.target === this.objects) for (const k of e.keys.keys()) keys.add(k)
+        else keys.add(String(e.path[0]))
+      }
+      for (const k of keys) {
+        this.cache.delete(k)
+        this.changed.add(k)
+        this.capture?.add(k)
+      }
+    })
+  }
+
+  destroy(): void {
+    this.doc.destroy()
+  }
+
+  sysOf(key: string): Sys | undefined {
+    return this.objects.get(key)?.get(SYS) as Sys | undefined
+  }
+
+  /** Current content (without system metadata), frozen; undefined when absent or deleted. */
+  content(key: string): Record<string, unknown> | undefined {
+    const cached = this.cache.get(key)
+    if (cached) return cached
+    const m = this.objects.get(key)
+    if (!m) return undefined
+    const sys = m.get(SYS) as Sys | undefined
+    if (!sys || sys.deleted) return undefined
+    const obj = m.toJSON() as Record<string, unknown>
+    delete obj[SYS]
+    deepFreeze(obj)
+    this.cache.set(key, obj)
+    return obj
+  }
+
+  get(key: string): StoredObject | undefined {
+    const c = this.content(key)
+    return c ? withMeta(c, this.sysOf(key)!) : undefined
+  }
+
+  list(kind: string, namespace?: string): StoredObject[] {
+    const prefix = namespace === undefined ? `${kind}/` : `${kind}/${namespace}/`
+    const out: StoredObject[] = []
+    for (const key of this.objects.keys()) {
+      if (!key.startsWith(prefix)) continue
+      const c = this.content(key)
+      if (c) out.push(withMeta(c, this.sysOf(key)!))
+    }
+    return out.sort((a, b) =>
+      (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
+    )
+  }
+
+  count(): number {
+    let n = 0
+    for (const m of this.objects.values()) if (!(m.get(SYS) as Sys | undefined)?.deleted) n++
+    return n
+  }
+
+  /**
+   * One local write in one transaction: a tombstone for a delete, a new map on (re-)create, the
+   * changes in place otherwise. Returns the write's Yjs update; a given `content` becomes the
+   * cached value (it is exactly what the write produced).
+   */
+  writeLocal(key: string, w: { op: 'delete' | 'create' | 'update'; sys: Sys; content?: Record<string, unknown>; changes: readonly Change[] }): Uint8Array {
+    this.pending = []
+    this.doc.transact(() => {
+      if (w.op === 'delete') {
+        const tomb = new Y.Map<unknown>()
+        tomb.set(SYS, w.sys)
+        this.objects.set(key, tomb)
+      } else if (w.op === 'create') {
+        const m = toY(w.content) as Y.Map<unknown>
+        m.set(SYS, w.sys)
+        this.objects.set(key, m)
+      } else {
+        const m = this.objects.get(key)!
+        applyChangesToY(m, w.changes)
+        m.set(SYS, w.sys)
+      }
+    }, LOCAL)
+    const update = this.pending.length === 1 ? this.pending[0]! : Y.mergeUpdates(this.pending)
+    this.pending = []
+    // The observer has just invalidated the key: no need to read the document back.
+    if (w.content !== undefined) this.cache.set(key, deepFreeze(w.content))
+    return update
+  }
+
+  /**
+   * Merge a peer's Yjs update. Returns the updates it effectively added (empty when it held
+   * nothing new) and the keys it touched.
+   */
+  applyRemote(yUpdate: Uint8Array): { effective: Uint8Array[]; touched: Set<string> } {
+    this.pending = []
+    const touched = new Set<string>()
+    this.capture = touched
+    try {
+      if (yUpdate.byteLength > 0) {
+        // A large update (a joining node's first sync) gets the same compaction as a cold start.
+        const before = yUpdate.byteLength > 64 * 1024 ? Y.decodeStateVector(Y.encodeStateVector(this.doc)) : undefined
+        Y.applyUpdate(this.doc, yUpdate, REMOTE)
+        if (before !== undefined) compactDecoded(this.doc, before)
+      }
+    } catch (err) {
+      throw new OrcError('invalid', `replication message: Yjs update rejected: ${(err as Error).message}`)
+    } finally {
+      this.capture = undefined
+    }
+    const effective = this.pending
+    this.pending = []
+    return { effective, touched }
+  }
+
+  /** The keys changed since the last call. */
+  takeChanged(): string[] {
+    const list = [...this.changed]
+    this.changed.clear()
+    return list
+  }
+
+  hasChanges(): boolean {
+    return this.changed.size > 0
+  }
+
+  /** Yjs holds updates (or deletions) back until the ones they build on arrive. */
+  incomplete(): boolean {
+    return this.doc.store.pendingStructs !== null || this.doc.store.pendingDs !== null
+  }
+
+  stateVector(): Uint8Array {
+    return Y.encodeStateVector(this.doc)
+  }
+
+  /** What a replica with state vector `sv` lacks (everything without one). */
+  encodeUpdate(sv?: Uint8Array): Uint8Array {
+    return sv === undefined ? Y.encodeStateAsUpdate(this.doc) : Y.encodeStateAsUpdate(this.doc, sv)
+  }
+
+  structs(): number {
+    return countStructs(this.doc)
+  }
+
+  /** Drop the tombstones every replica in `reports` (state vectors) is past (prune.ts). */
+  prune(reports: readonly Map<number, number>[]): PruneResult {
+    return pruneStableTombstones(this.doc, this.objects as Y.Map<unknown>, reports)
+  }
+
+  /**
+   * A canonical JSON of the whole current state, for convergence checks: keys sorted at every
+   * level (Y.Map iteration order depends on the order a replica integrated updates).
+   */
+  stateDigest(): string {
+    const canon = (v: unknown): unknown =>
+      isPlainObject(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])])) : Array.isArray(v) ? v.map(canon) : v
+    const keys = [...this.objects.keys()].sort()
+    return JSON.stringify(keys.map((k) => [k, canon(this.objects.get(k)!.toJSON())]))
+  }
+}
