@@ -19,7 +19,7 @@ export const MAX_MEMBER_MESSAGE_BYTES = 64 * 1024
 
 /**
  * Heartbeats sent straight to each connected member, one long-lived stream per connection, when a
- * node is connected to every member that is not dead (mesh.ts, heartbeat): then everyone hears it
+ * node is connected to every member that is not dead (liveness.ts, heartbeat): then everyone hears it
  * directly, and gossip would only add copies (every member relays each heartbeat to its mesh peers,
  * ~0.6 of a core across 20 agents). Otherwise heartbeats go on the members topic as before.
  */

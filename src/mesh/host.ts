@@ -47,7 +47,7 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
     connectionProtector: preSharedKey({ psk: init.psk, timeout: Math.min(t.dialTimeoutMs, 5_000) }),
     connectionGater: init.gater,
     // The mesh pings every member itself (RTT for `orc get nodes -o wide`, proof of life) and hangs
-    // up a connection whose pings fail twice in a row (mesh.ts, maintain). libp2p's own monitor
+    // up a connection whose pings fail twice in a row (liveness.ts, ping). libp2p's own monitor
     // pinged every connection again every 10 s: a stream each, ~0.25 of a core across 20 agents.
     connectionMonitor: { enabled: false },
     connectionManager: {
@@ -114,6 +114,30 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
     },
   })
   return node as unknown as MeshLibp2p
+}
+
+/** Gossipsub's view per topic: members in our mesh for it, and connected peers subscribed to it. */
+export function gossipMeshState(pubsub: GossipSub): Record<string, { mesh: number; subscribers: number }> {
+  // getMeshPeers is on the implementation, not on the exported GossipSub interface.
+  const g = pubsub as GossipSub & { getMeshPeers(topic: string): string[] }
+  const out: Record<string, { mesh: number; subscribers: number }> = {}
+  for (const topic of g.getTopics()) {
+    out[topic.split('/').slice(-2, -1)[0] ?? topic] = { mesh: g.getMeshPeers(topic).length, subscribers: g.getSubscribers(topic).length }
+  }
+  return out
+}
+
+/**
+ * Gossipsub caches a peer's score for a heartbeat: a member admitted a moment ago would still be
+ * scored as a stranger (below zero) and its GRAFT refused with a PRUNE and a backoff. Drop the
+ * cached score so the next one is computed as a member's. (Reaches into gossipsub's internals, no
+ * public API for it; should they change, the short prune backoff still bounds the delay.)
+ * The backoff of a peer pruned while it really was a stranger is kept: the peer obeys the same
+ * backoff for us, and GRAFTing it before that ends would only be refused and penalised.
+ */
+export function forgetCachedScore(pubsub: GossipSub, peerId: string): void {
+  const g = pubsub as unknown as { score?: { scoreCache?: Map<string, unknown> } }
+  if (g.score?.scoreCache instanceof Map) g.score.scoreCache.delete(peerId)
 }
 
 /** Identity of a received gossip message's bytes (duplicate detection before the signature check). */

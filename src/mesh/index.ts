@@ -1,5 +1,6 @@
 // Public surface of the mesh layer. Other modules (the agent) import only from here.
-export { createCluster, startMesh, joinMesh, Mesh, type MeshOptions, type JoinOptions, type MeshEvents } from './mesh.ts'
+export { createCluster, startMesh, joinMesh, Mesh, type MeshOptions, type JoinOptions } from './mesh.ts'
+export type { MeshEvents } from './events.ts'
 export type { JoinProgress } from './join.ts'
 export { JOIN_PROTOCOL } from './join.ts'
 export { SYNC_PROTOCOL, type SyncResult } from './sync.ts'
