@@ -11,22 +11,24 @@ import type { Logger } from 'pino'
 import { API_VERSION, OrcError, wrapError, type OrcObject } from '../model/index.ts'
 import { openStore, type ObjectStore, type StoreOptions } from '../store/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
-import { createApiHandler, type ApiHandler, type NodeInfo } from './api.ts'
+import { objectRoutes, routeNotFound, type NodeInfo } from './api.ts'
+import { combineHandlers, createRouter, type ApiHandler } from './router.ts'
+import { pathOf } from './routes.ts'
 import { serveOnSocket, type SocketServer } from './http.ts'
 import { createLogger } from './logger.ts'
 import { prepareJoin, startClusterMesh, type ClusterNode } from './cluster.ts'
 import { checkAgentControllers, AGENT_CONTROLLERS } from './controllers.ts'
-import { withSchedulingRoutes } from './sched/index.ts'
-import { DeploymentController, withRolloutRoutes } from './deployments/index.ts'
+import { schedRoutes } from './sched/index.ts'
+import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
 import { PodLifecycle } from './pods/controller.ts'
-import { createPodApi } from './pods/api.ts'
+import { podRoutes } from './pods/api.ts'
 import { podTunablesFromEnv } from './pods/options.ts'
 import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
-import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute } from './stability.ts'
+import { pruneClusterTombstones, stabilityRoutes } from './stability.ts'
 import { createNodeOps, type NodeOps } from './ops/node-ops.ts'
-import { NodeNetwork, meshViewOf, withNetworkRoutes } from './network/index.ts'
-import { FederationManager, federationRouteSource, routedStore, withFederationRoutes } from './federation/index.ts'
+import { NodeNetwork, meshViewOf, networkRoutes } from './network/index.ts'
+import { FederationManager, federationRouteSource, routedStore, federationRoutes } from './federation/index.ts'
 import { systemClock as workflowSystemClock } from '../workflow/index.ts'
 import {
   DEFAULT_CLUSTER_NAME,
@@ -314,11 +316,12 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     // Their pods are routed to and from the other member clusters (/128s only, docs/federation.md).
     nodeNetwork.useFederation(federationRouteSource(federation))
     const apiStore = routedStore(store, federation)
-    const baseHandler = createApiHandler({
+    const apiLogger = logger.child({ module: 'api' })
+    const { status: storeStatus, ...objectHandlers } = objectRoutes({
       store: apiStore,
       node: () => info,
       clock,
-      logger: logger.child({ module: 'api' }),
+      logger: apiLogger,
       admit: (obj, batch) => {
         if (obj.kind !== 'Pod') return
         const ns = obj.metadata.namespace ?? 'default'
@@ -328,8 +331,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     })
-    const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })(baseHandler)
-    const schedHandler = withSchedulingRoutes(podHandler, {
+    const podHandlers = podRoutes({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })
+    const schedHandlers = schedRoutes({
       store,
       nodeName,
       now: () => clock.now(),
@@ -337,10 +340,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       schedView: () => pods.schedView(),
       scopeView: (ns) => pods.schedViewFor(ns),
     })
-    const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
+    const rolloutHandlers = rolloutRoutes({ store, nodeName, now: () => clock.now() })
     // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
     let stopSelf: (() => void) | undefined
-    const netHandler = withNetworkRoutes(rolloutHandler, nodeNetwork, { pid: process.pid, dataDir, shutdown: () => stopSelf?.() })
+    const networkHandlers = networkRoutes(nodeNetwork, { pid: process.pid, dataDir, shutdown: () => stopSelf?.() })
     ops = createNodeOps({
       store,
       nodeName,
@@ -359,13 +362,12 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           selfPeerId: cluster.peerId,
           members: () => cluster!.mesh.members().map((m) => m.peerId),
           ask: async (peer: string) => {
-            const r = await cluster!.mesh.memberRequest(peer, { method: 'GET', path: STABILITY_PATH }, { timeoutMs: 5000 })
+            const r = await cluster!.mesh.memberRequest(peer, { method: 'GET', path: pathOf('stability', {}) }, { timeoutMs: 5000 })
             if (r.status !== 200) throw new Error(`HTTP ${r.status}`)
             return r.body
           },
         }
       : undefined
-    const stabilityHandler = withStabilityRoute(netHandler, stability)
     const pruneEvery = opts.pruneIntervalMs ?? (Number(process.env.ORC_PRUNE_INTERVAL_MS) || 120_000)
     const structsGauge = ops.metrics.gauge('orc_store_document_structs', 'Structs (items and GC ranges) the in-memory replicated document holds; pruning keeps it proportional to live data.')
     ops.metrics.onCollect(() => structsGauge.set({}, store.docStats().structs))
@@ -390,8 +392,25 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         .finally(() => (pruning = false))
     }, pruneEvery)
     pruneTimer.unref()
-    const opsHandler = ops.wrap(withFederationRoutes(stabilityHandler, federation))
-    const handler = cluster ? cluster.wrap(opsHandler) : opsHandler
+    // The route table's handlers, by route name (routes.ts): one router serves them all.
+    const nodeOps = ops
+    const own = combineHandlers(
+      objectHandlers,
+      podHandlers,
+      schedHandlers,
+      rolloutHandlers,
+      networkHandlers,
+      stabilityRoutes(stability),
+      nodeOps.routes(),
+      federationRoutes(federation),
+      // The node's status: its store, then what ops and the mesh see of it.
+      { status: () => ({ ...storeStatus(), ...nodeOps.statusFields(), ...cluster?.statusFields() }) },
+    )
+    const routing = { logger: apiLogger, notFound: routeNotFound }
+    const local = createRouter(own, routing)
+    // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
+    const handler = cluster ? createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!) }, cluster.routes()), routing) : local
+    cluster?.serve(handler, local)
     server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
     await ops.start()
     await lifecycle.start()

@@ -14,7 +14,9 @@ import { OrcError } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import { formatDuration, membersTopic, splitHostPort, storeTopic, type Mesh } from '../../mesh/index.ts'
 import { parseWorkflowSnapshot } from '../../workflow/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiResponse } from '../api.ts'
+import type { Query } from '../../model/index.ts'
+import type { RouteHandlers } from '../router.ts'
+import type { StatusView } from '../routes.ts'
 import { MetricsRegistry } from './metrics.ts'
 import { buildPackage, renderInstallScript, unameArch, type OrcPackage } from './package.ts'
 import { collectEvents, eventTarget } from './events.ts'
@@ -53,8 +55,10 @@ export interface PeerRow {
 
 export interface NodeOps {
   metrics: MetricsRegistry
-  /** The API with the ops routes added. */
-  wrap(base: ApiHandler): ApiHandler
+  /** The ops routes: clock, metrics, doctor, events. */
+  routes(): RouteHandlers
+  /** What the node's status answer gains from ops: the HTTP listener and the peers table. */
+  statusFields(): Pick<StatusView, 'http' | 'peers'>
   /** `host:port` the HTTP listener is bound to, when it runs. */
   httpAddress(): string | undefined
   peers(): PeerRow[]
@@ -297,43 +301,34 @@ export function createNodeOps(d: NodeOpsDeps): NodeOps {
   }
 
   // ---- API routes ----
-  function wrap(base: ApiHandler): ApiHandler {
-    return async (req) => {
-      const path = req.path.split('?')[0]!
-      const m = req.method.toUpperCase()
-      const one = (k: string): string | undefined => {
-        const v = req.query?.[k]
-        return Array.isArray(v) ? v[v.length - 1] : v
-      }
-      try {
-        if (m === 'GET' && path === '/v1/clock') return { status: 200, body: { now: Date.now() } }
-        if (m === 'GET' && path === '/v1/ops/metrics') return { status: 200, body: { text: metrics.render() } }
-        if (m === 'GET' && path === '/v1/ops/doctor') return { status: 200, body: { findings: await doctor() } }
-        if (m === 'GET' && path === '/v1/events') {
-          const since = one('since')
-          const limit = one('limit')
-          const target = eventTarget(one('target'), one('namespace') || undefined)
-          const events = await collectEvents(d.store, {
-            ...target,
-            since: since !== undefined ? Number(since) : undefined,
-            limit: limit !== undefined ? Math.min(10_000, Math.max(1, Number(limit) || 500)) : undefined,
-            namespace: target.ref === undefined ? one('namespace') || undefined : undefined,
-          })
-          return { status: 200, body: { events, now: d.now() } }
-        }
-      } catch (err) {
-        const body = errorBody(err)
-        return { status: httpStatusOf(body.error.code), body }
-      }
-      const res: ApiResponse = await base(req)
-      if (m === 'GET' && path === '/v1/status' && res.status === 200 && res.body !== null && typeof res.body === 'object') {
-        const h = httpAddress()
-        ;(res.body as Record<string, unknown>).http = h === undefined ? null : { address: h }
-        // In the status answer itself: one round trip, which matters for `orc --node` (a libp2p dial per call).
-        ;(res.body as Record<string, unknown>).peers = peerRows()
-      }
-      return res
+  function routes() {
+    const one = (q: Query, k: string): string | undefined => {
+      const v = q[k]
+      return Array.isArray(v) ? v[v.length - 1] : v
     }
+    return {
+      clock: () => ({ now: Date.now() }),
+      metrics: () => ({ text: metrics.render() }),
+      doctor: async () => ({ findings: await doctor() }),
+      events: async ({ query: q }) => {
+        const since = one(q, 'since')
+        const limit = one(q, 'limit')
+        const target = eventTarget(one(q, 'target'), one(q, 'namespace') || undefined)
+        const events = await collectEvents(d.store, {
+          ...target,
+          since: since !== undefined ? Number(since) : undefined,
+          limit: limit !== undefined ? Math.min(10_000, Math.max(1, Number(limit) || 500)) : undefined,
+          namespace: target.ref === undefined ? one(q, 'namespace') || undefined : undefined,
+        })
+        return { events, now: d.now() }
+      },
+    } satisfies RouteHandlers
+  }
+
+  function statusFields(): Pick<StatusView, 'http' | 'peers'> {
+    const h = httpAddress()
+    // In the status answer itself: one round trip, which matters for `orc --node` (a libp2p dial per call).
+    return { http: h === undefined ? null : { address: h }, peers: peerRows() }
   }
 
   // ---- HTTP listener ----
@@ -449,7 +444,8 @@ export function createNodeOps(d: NodeOpsDeps): NodeOps {
 
   return {
     metrics,
-    wrap,
+    routes,
+    statusFields,
     httpAddress,
     peers: peerRows,
     async start() {
