@@ -132,7 +132,7 @@ export const ROUTES = {
     path: '/v1/objects/:kind/:ns/:name',
     permission: { verb: 'delete', kind: ':kind' },
   }),
-  history: route<{ query: { author?: string[]; excludeAuthor?: string[]; since?: string }; response: { revisions: Revision[] } }>()({
+  history: route<{ query: { author?: string[]; excludeAuthor?: string[]; since?: string | number }; response: { revisions: Revision[] } }>()({
     method: 'GET',
     path: '/v1/objects/:kind/:ns/:name/history',
     permission: { verb: 'get', kind: ':kind', sub: 'history' },
