@@ -9,8 +9,6 @@
 import type { ObjectStore } from '../store/index.ts'
 import type { RouteHandlers } from './router.ts'
 
-export const STABILITY_PATH = '/v1/stability'
-
 export interface StabilityAnswer {
   /** base64 of the store's encodeStabilityReport(), or null while unknown. */
   report: string | null
