@@ -393,7 +393,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     }, pruneEvery)
     pruneTimer.unref()
     // The route table's handlers, by route name (routes.ts): one router serves them all.
-    const nodeOps = ops
+    const nodeOps = ops // `ops` is a let (cleanup reads it); the status route needs it as it is now
     const own = combineHandlers(
       objectHandlers,
       podHandlers,

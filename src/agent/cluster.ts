@@ -1,7 +1,7 @@
 /**
  * Mesh wiring of a node: creates, restarts or joins the cluster's mesh in the data dir, replicates
- * the store as the `cluster` scope, keeps membership decisions in the replicated store, and adds
- * the cluster routes (tokens, members, node removal, credential) to the API handler.
+ * the store as the `cluster` scope, keeps membership decisions in the replicated store, provides
+ * the cluster routes (tokens, members, node removal, credential) and serves the API on the mesh.
  *
  * Membership: the mesh admits peers (join, announcements, anti-entropy member lists) into a
  * grow-only directory. Removal must win over that everywhere, so it is a tombstone in the store —
