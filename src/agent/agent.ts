@@ -12,29 +12,31 @@ import type { Logger } from 'pino'
 import { API_VERSION, OrcError, wrapError, type OrcObject, type SecurityPolicy } from '../model/index.ts'
 import { openStore, type ObjectStore, type StoreOptions } from '../store/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
-import { createApiHandler, type ApiHandler, type NodeInfo } from './api.ts'
+import { objectRoutes, routeNotFound, type NodeInfo } from './api.ts'
+import { combineHandlers, createRouter, type ApiHandler } from './router.ts'
+import { pathOf } from './routes.ts'
 import { serveOnSocket, type SocketServer } from './http.ts'
 import { createLogger } from './logger.ts'
 import { prepareJoin, startClusterMesh, type ClusterNode } from './cluster.ts'
 import { checkAgentControllers, AGENT_CONTROLLERS } from './controllers.ts'
-import { withSchedulingRoutes } from './sched/index.ts'
-import { DeploymentController, withRolloutRoutes } from './deployments/index.ts'
+import { schedRoutes } from './sched/index.ts'
+import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
 import { PodLifecycle } from './pods/controller.ts'
-import { createPodApi } from './pods/api.ts'
+import { podRoutes } from './pods/api.ts'
 import { podTunablesFromEnv } from './pods/options.ts'
 import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
-import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute, type StabilityDeps } from './stability.ts'
+import { pruneClusterTombstones, stabilityRoutes, type StabilityDeps } from './stability.ts'
 import { startComponents, type Component, type StartedComponents } from './component.ts'
 import type { NodeOps } from './ops/node-ops.ts'
 import { MetricsRegistry } from './ops/metrics.ts'
 import { peerRows } from './ops/peers.ts'
 import { nodeMetrics } from './ops/node-metrics.ts'
 import { nodeDoctor } from './ops/node-doctor.ts'
-import { withOpsRoutes, type OpsRoutesComponents } from './ops/routes.ts'
+import { opsRoutes, opsStatusFields, type OpsRoutesComponents } from './ops/routes.ts'
 import { installListener, type InstallListener } from './ops/install-listener.ts'
-import { NodeNetwork, meshViewOf, withNetworkRoutes } from './network/index.ts'
-import { FederationManager, federationRouteSource, routedStore, withFederationRoutes } from './federation/index.ts'
+import { NodeNetwork, meshViewOf, networkRoutes } from './network/index.ts'
+import { FederationManager, federationRouteSource, routedStore, federationRoutes } from './federation/index.ts'
 import { systemClock as workflowSystemClock } from '../workflow/index.ts'
 import {
   DEFAULT_CLUSTER_NAME,
@@ -284,7 +286,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => federation.stop(),
     },
-    federationRoutes(() => network, () => federation),
+    federationRouteLink(() => network, () => federation),
     // Its metrics exist before the API can be asked for them.
     later('node-metrics', () =>
       nodeMetrics({ metrics: ops.metrics, store, nodeName, dataDir, version: ORC_VERSION, clusterId: () => clusterRef.id, now: () => clock.now(), mesh: cluster?.mesh, peers: ops.peers }),
@@ -438,15 +440,16 @@ interface ApiHandlerComponents {
   shutdown: () => void
 }
 
-/** The local API: the store's routes, then each part's (pods, scheduling, rollouts, network, ops, …). */
+/** The local API: one router over the route table's handlers (routes.ts), each part's by route name. */
 function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   const { store, nodeName, clock } = c
   const apiStore = routedStore(store, c.federation)
-  const baseHandler = createApiHandler({
+  const apiLogger = c.logger.child({ module: 'api' })
+  const { status: storeStatus, ...objectHandlers } = objectRoutes({
     store: apiStore,
     node: c.info,
     clock,
-    logger: c.logger.child({ module: 'api' }),
+    logger: apiLogger,
     admit: (obj, batch) => {
       if (obj.kind !== 'Pod') return
       const ns = obj.metadata.namespace ?? 'default'
@@ -456,20 +459,33 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
   })
-  const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) })(baseHandler)
-  const schedHandler = withSchedulingRoutes(podHandler, {
-    store,
-    nodeName,
-    now: () => clock.now(),
-    members: c.members,
-    schedView: () => c.pods().schedView(),
-    scopeView: (ns) => c.pods().schedViewFor(ns),
-  })
-  const rolloutHandler = withRolloutRoutes(schedHandler, { store, nodeName, now: () => clock.now() })
-  const netHandler = withNetworkRoutes(rolloutHandler, c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown })
-  const stabilityHandler = withStabilityRoute(netHandler, clusterStability(store, c.cluster))
-  const opsHandler = withOpsRoutes(withFederationRoutes(stabilityHandler, c.federation), c.opsRoutes)
-  return c.cluster ? c.cluster.wrap(opsHandler) : opsHandler
+  const own = combineHandlers(
+    objectHandlers,
+    podRoutes({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
+    schedRoutes({
+      store,
+      nodeName,
+      now: () => clock.now(),
+      members: c.members,
+      schedView: () => c.pods().schedView(),
+      scopeView: (ns) => c.pods().schedViewFor(ns),
+    }),
+    rolloutRoutes({ store, nodeName, now: () => clock.now() }),
+    networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
+    stabilityRoutes(clusterStability(store, c.cluster)),
+    opsRoutes(c.opsRoutes),
+    federationRoutes(c.federation),
+    // The node's status: its store, then what ops and the mesh see of it.
+    { status: () => ({ ...storeStatus(), ...opsStatusFields(c.opsRoutes), ...c.cluster?.statusFields() }) },
+  )
+  const routing = { logger: apiLogger, notFound: routeNotFound }
+  const local = createRouter(own, routing)
+  // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
+  const cluster = c.cluster
+  if (!cluster) return local
+  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!) }, cluster.routes()), routing)
+  cluster.serve(handler, local)
+  return handler
 }
 
 /** A component whose object is built when it starts: it reads parts that started before it. */
@@ -484,7 +500,7 @@ function later(name: string, build: () => Pick<Component, 'start' | 'stop' | 'be
 }
 
 /** Federated pods are routed to and from the other member clusters (/128s only, docs/federation.md). */
-function federationRoutes(network: () => NodeNetwork, federation: () => FederationManager): Component {
+function federationRouteLink(network: () => NodeNetwork, federation: () => FederationManager): Component {
   let unlink: (() => void) | undefined
   return {
     name: 'federation-routes',
@@ -504,7 +520,7 @@ function clusterStability(store: ObjectStore, cluster: ClusterNode | undefined):
     selfPeerId: cluster.peerId,
     members: () => cluster.mesh.members().map((m) => m.peerId),
     ask: async (peer: string) => {
-      const r = await cluster.mesh.memberRequest(peer, { method: 'GET', path: STABILITY_PATH }, { timeoutMs: 5000 })
+      const r = await cluster.mesh.memberRequest(peer, { method: 'GET', path: pathOf('stability', {}) }, { timeoutMs: 5000 })
       if (r.status !== 200) throw new Error(`HTTP ${r.status}`)
       return r.body
     },

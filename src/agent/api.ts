@@ -14,25 +14,13 @@ import {
   refOf,
   type ObjectRef,
   type OrcObject,
+  type Query,
 } from '../model/index.ts'
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
-import type { Clock } from './options.ts'
+import { createRouter, type ApiHandler, type RouteHandlers } from './router.ts'
 
-export type Query = Record<string, string | string[] | undefined>
-
-export interface ApiRequest {
-  method: string
-  path: string
-  query?: Query
-  body?: unknown
-}
-
-export interface ApiResponse {
-  status: number
-  body: unknown
-}
-
-export type ApiHandler = (req: ApiRequest) => Promise<ApiResponse>
+export type { ApiHandler } from './router.ts'
+export { errorBody, httpStatusOf, type ApiErrorBody, type ApiRequest, type ApiResponse, type Query } from '../model/index.ts'
 
 export interface NodeInfo {
   name: string
@@ -55,11 +43,6 @@ export interface ApiComponents {
   rollbackTarget?: (ref: ObjectRef) => Promise<string | undefined>
 }
 
-/** The wire form of an error: `{ error: { code, message, details, causes } }`. */
-export interface ApiErrorBody {
-  error: { code: string; message: string; details: Record<string, unknown>; causes?: string[] }
-}
-
 export type ApplyOutcome = 'created' | 'configured' | 'unchanged'
 
 export interface ApplyResultItem {
@@ -68,38 +51,6 @@ export interface ApplyResultItem {
   name: string
   outcome: ApplyOutcome
   revision: number | null
-}
-
-const STATUS_BY_CODE: Record<string, number> = {
-  invalid: 400,
-  parse: 400,
-  not_found: 404,
-  conflict: 409,
-  forbidden: 403,
-  too_large: 413,
-  locked: 423,
-  corrupt: 500,
-  unavailable: 503,
-  internal: 500,
-}
-
-export function httpStatusOf(code: string): number {
-  return STATUS_BY_CODE[code] ?? 500
-}
-
-/** Error → wire body; the cause chain travels along so `orc --debug` can show it. */
-export function errorBody(err: unknown): ApiErrorBody {
-  const causes: string[] = []
-  let c = err instanceof Error ? err.cause : undefined
-  for (let i = 0; c !== undefined && i < 10; i++) {
-    causes.push(c instanceof Error ? `${c.name}: ${c.message}` : String(c))
-    c = c instanceof Error ? c.cause : undefined
-  }
-  if (err instanceof OrcError) {
-    return { error: { code: err.code, message: err.message, details: err.details, ...(causes.length ? { causes } : {}) } }
-  }
-  const message = err instanceof Error ? err.message : String(err)
-  return { error: { code: 'internal', message: `internal error: ${message}`, details: {}, causes: [err instanceof Error ? (err.stack ?? message) : message, ...causes] } }
 }
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
@@ -151,7 +102,20 @@ function describe(ref: ObjectRef): string {
   return ref.namespace ? `${formatRef(ref)} in namespace ${ref.namespace}` : formatRef(ref)
 }
 
-export function createApiHandler(c: ApiComponents): ApiHandler {
+/**
+ * The error for a request no route matches. Each case keeps the answer the API gave before the
+ * route table: an unknown kind is reported before an unknown object sub-route, and federation
+ * paths name themselves.
+ */
+export function routeNotFound(m: string, path: string, seg: string[]): OrcError {
+  if (seg[0] !== 'v1') return new OrcError('not_found', `no such API path ${path}`)
+  if (seg[1] === 'objects' && seg.length >= 5) refFromPath(seg[2]!, seg[3]!, seg[4]!)
+  if (seg[1] === 'federations' && seg.length >= 3) return new OrcError('not_found', `no such federation route: ${m} /${seg.join('/')}`)
+  return new OrcError('not_found', `no such API route: ${m} ${path}`)
+}
+
+/** The object routes: status, apply, list, get, delete, history, revisions, diff, rollback. */
+export function objectRoutes(c: ApiComponents) {
   const log = c.logger
 
   function logWrite(ref: ObjectRef, res: WriteResult | { revision: { number: number; op: string } | null }, author: string): void {
@@ -160,142 +124,128 @@ export function createApiHandler(c: ApiComponents): ApiHandler {
     else log.debug({ kind: ref.kind, ns: ref.namespace, name: ref.name, author }, 'object unchanged')
   }
 
-  async function apply(body: unknown): Promise<ApiResponse> {
-    if (!isPlainObject(body) || !Array.isArray(body.objects)) {
-      throw new OrcError('invalid', 'apply: body must be { objects: [...], author, reason }')
-    }
-    const author = parseAuthor(body.author)
-    const reason = parseReason(body.reason)
-    const defaultNamespace = typeof body.namespace === 'string' && body.namespace !== '' ? body.namespace : undefined
-    // Validate everything first: one bad document must not leave half a batch applied.
-    const objects = body.objects.map((raw, index) => {
-      try {
-        const obj = normalizeManifest(raw, { defaultNamespace })
-        c.store.planApply(obj, { author, reason, now: c.clock.now() })
-        return obj
-      } catch (err) {
-        if (err instanceof OrcError) throw new OrcError(err.code, err.message, { ...err.details, index }, err.cause)
-        throw err
-      }
-    })
-    for (const [index, obj] of objects.entries()) {
-      try {
-        c.admit?.(obj, objects)
-      } catch (err) {
-        if (err instanceof OrcError) throw new OrcError(err.code, err.message, { ...err.details, index }, err.cause)
-        throw err
-      }
-    }
-    const results: ApplyResultItem[] = []
-    for (const [index, obj] of objects.entries()) {
-      const ref = refOf(obj)
-      const existed = c.store.get(ref) !== undefined
-      let res: WriteResult
-      try {
-        res = await c.store.apply(obj, { author, reason, now: c.clock.now() })
-      } catch (err) {
-        if (err instanceof OrcError) {
-          throw new OrcError(err.code, err.message, { ...err.details, index, applied: results }, err.cause)
-        }
-        throw err
-      }
-      logWrite(ref, res, author)
-      results.push({
-        kind: ref.kind,
-        namespace: ref.namespace,
-        name: ref.name,
-        outcome: res.revision === null ? 'unchanged' : existed ? 'configured' : 'created',
-        revision: res.revision?.number ?? res.object?.metadata.revision ?? null,
-      })
-    }
-    return { status: 200, body: { results } }
-  }
-
   function getObject(ref: ObjectRef): StoredObject {
     const obj = c.store.get(ref)
     if (!obj) throw new OrcError('not_found', `${describe(ref)} not found`, { ...ref })
     return obj
   }
 
-  async function route(req: ApiRequest): Promise<ApiResponse> {
-    const q = req.query ?? {}
-    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
-    const m = req.method.toUpperCase()
-    if (seg[0] !== 'v1') throw new OrcError('not_found', `no such API path ${req.path}`)
-    if (seg.length === 2 && seg[1] === 'status' && m === 'GET') {
+  const refOfParams = (p: { kind: string; ns: string; name: string }) => refFromPath(p.kind, p.ns, p.name)
+  const bodyOf = (b: unknown) => (isPlainObject(b) ? b : {})
+
+  return {
+    status: () => {
       const counts: Record<string, number> = {}
       for (const kind of ['Pod', 'Node', 'Cluster']) counts[kind] = c.store.list(kind).length
       const node = c.node()
-      return {
-        status: 200,
-        body: { node, objects: c.store.count(), counts, uptimeSeconds: Math.max(0, Math.round((c.clock.now() - node.startedAt) / 1000)) },
+      return { node, objects: c.store.count(), counts, uptimeSeconds: Math.max(0, Math.round((c.clock.now() - node.startedAt) / 1000)) }
+    },
+    apply: async ({ body }) => {
+      if (!isPlainObject(body) || !Array.isArray(body.objects)) {
+        throw new OrcError('invalid', 'apply: body must be { objects: [...], author, reason }')
       }
-    }
-    if (seg.length === 2 && seg[1] === 'apply' && m === 'POST') return apply(req.body)
-    if (seg[1] === 'objects' && seg.length === 3 && m === 'GET') {
-      const def = getKind(seg[2]!)
+      const author = parseAuthor(body.author)
+      const reason = parseReason(body.reason)
+      const defaultNamespace = typeof body.namespace === 'string' && body.namespace !== '' ? body.namespace : undefined
+      // Validate everything first: one bad document must not leave half a batch applied.
+      const objects = body.objects.map((raw, index) => {
+        try {
+          const obj = normalizeManifest(raw, { defaultNamespace })
+          c.store.planApply(obj, { author, reason, now: c.clock.now() })
+          return obj
+        } catch (err) {
+          if (err instanceof OrcError) throw new OrcError(err.code, err.message, { ...err.details, index }, err.cause)
+          throw err
+        }
+      })
+      for (const [index, obj] of objects.entries()) {
+        try {
+          c.admit?.(obj, objects)
+        } catch (err) {
+          if (err instanceof OrcError) throw new OrcError(err.code, err.message, { ...err.details, index }, err.cause)
+          throw err
+        }
+      }
+      const results: ApplyResultItem[] = []
+      for (const [index, obj] of objects.entries()) {
+        const ref = refOf(obj)
+        const existed = c.store.get(ref) !== undefined
+        let res: WriteResult
+        try {
+          res = await c.store.apply(obj, { author, reason, now: c.clock.now() })
+        } catch (err) {
+          if (err instanceof OrcError) {
+            throw new OrcError(err.code, err.message, { ...err.details, index, applied: results }, err.cause)
+          }
+          throw err
+        }
+        logWrite(ref, res, author)
+        results.push({
+          kind: ref.kind,
+          namespace: ref.namespace,
+          name: ref.name,
+          outcome: res.revision === null ? 'unchanged' : existed ? 'configured' : 'created',
+          revision: res.revision?.number ?? res.object?.metadata.revision ?? null,
+        })
+      }
+      return { results }
+    },
+    listObjects: ({ params, query: q }) => {
+      const def = getKind(params.kind)
       const all = one(q, 'all') === '1' || one(q, 'all') === 'true'
       const ns = def.namespaced && !all ? (one(q, 'namespace') || 'default') : undefined
       const items = c.store.list(def.kind, ns).sort((a, b) =>
         (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
       )
-      return { status: 200, body: { kind: def.kind, items } }
-    }
-    if (seg[1] === 'objects' && seg.length >= 5) {
-      const ref = refFromPath(seg[2]!, seg[3]!, seg[4]!)
-      const sub = seg.slice(5)
-      const body = isPlainObject(req.body) ? req.body : {}
-      if (sub.length === 0 && m === 'GET') return { status: 200, body: { object: getObject(ref) } }
-      if (sub.length === 0 && m === 'DELETE') {
-        getObject(ref)
-        const author = parseAuthor(body.author)
-        const revision = await c.store.delete(ref, { author, reason: parseReason(body.reason), now: c.clock.now() })
-        logWrite(ref, { revision }, author)
-        return { status: 200, body: { revision } }
+      return { kind: def.kind, items }
+    },
+    getObject: ({ params }) => ({ object: getObject(refOfParams(params)) }),
+    deleteObject: async ({ params, body }) => {
+      const ref = refOfParams(params)
+      const b = bodyOf(body)
+      getObject(ref)
+      const author = parseAuthor(b.author)
+      const revision = await c.store.delete(ref, { author, reason: parseReason(b.reason), now: c.clock.now() })
+      logWrite(ref, { revision }, author)
+      return { revision }
+    },
+    history: async ({ params, query: q }) => {
+      const ref = refOfParams(params)
+      const hq: HistoryQuery = {}
+      const authors = list(q, 'author')
+      const excl = list(q, 'excludeAuthor')
+      if (authors.length) hq.authors = authors
+      if (excl.length) hq.excludeAuthors = excl
+      const since = one(q, 'since')
+      if (since !== undefined) {
+        const n = Number(since)
+        if (!Number.isFinite(n)) throw new OrcError('invalid', `since: must be a time in ms since the epoch; got ${JSON.stringify(since)}`)
+        hq.since = n
       }
-      if (sub.length === 1 && sub[0] === 'history' && m === 'GET') {
-        const hq: HistoryQuery = {}
-        const authors = list(q, 'author')
-        const excl = list(q, 'excludeAuthor')
-        if (authors.length) hq.authors = authors
-        if (excl.length) hq.excludeAuthors = excl
-        const since = one(q, 'since')
-        if (since !== undefined) {
-          const n = Number(since)
-          if (!Number.isFinite(n)) throw new OrcError('invalid', `since: must be a time in ms since the epoch; got ${JSON.stringify(since)}`)
-          hq.since = n
-        }
-        const revisions = await c.store.history(ref, hq)
-        return { status: 200, body: { revisions } }
-      }
-      if (sub.length === 2 && sub[0] === 'revisions' && m === 'GET') {
-        return { status: 200, body: { object: await c.store.at(ref, parseRev(sub[1])) } }
-      }
-      if (sub.length === 1 && sub[0] === 'diff' && m === 'GET') {
-        const changes = await c.store.diff(ref, parseRev(one(q, 'from'), 'from'), parseRev(one(q, 'to'), 'to'))
-        return { status: 200, body: { changes } }
-      }
-      if (sub.length === 1 && sub[0] === 'rollback' && m === 'POST') {
-        getObject(ref)
-        const author = parseAuthor(body.author)
-        const to = body.to === undefined || body.to === null || body.to === '' ? await c.rollbackTarget?.(ref) : parseRev(body.to, 'to')
-        const res = await c.store.rollback(ref, { author, reason: parseReason(body.reason), now: c.clock.now(), ...(to !== undefined ? { to } : {}) })
-        logWrite(ref, res, author)
-        return { status: 200, body: res }
-      }
-    }
-    throw new OrcError('not_found', `no such API route: ${m} ${req.path}`)
-  }
+      return { revisions: await c.store.history(ref, hq) }
+    },
+    revision: async ({ params }) => {
+      const ref = refOfParams(params)
+      return { object: await c.store.at(ref, parseRev(params.rev)) }
+    },
+    diff: async ({ params, query: q }) => {
+      const ref = refOfParams(params)
+      return { changes: await c.store.diff(ref, parseRev(one(q, 'from'), 'from'), parseRev(one(q, 'to'), 'to')) }
+    },
+    rollback: async ({ params, body }) => {
+      const ref = refOfParams(params)
+      const b = bodyOf(body)
+      getObject(ref)
+      const author = parseAuthor(b.author)
+      const to = b.to === undefined || b.to === null || b.to === '' ? await c.rollbackTarget?.(ref) : parseRev(b.to, 'to')
+      const res = await c.store.rollback(ref, { author, reason: parseReason(b.reason), now: c.clock.now(), ...(to !== undefined ? { to } : {}) })
+      logWrite(ref, res, author)
+      return res
+    },
+  } satisfies RouteHandlers
+}
 
-  return async (req) => {
-    try {
-      return await route(req)
-    } catch (err) {
-      const body = errorBody(err)
-      const status = httpStatusOf(body.error.code)
-      if (status >= 500) log.error({ err, method: req.method, path: req.path }, 'request failed')
-      else log.debug({ code: body.error.code, method: req.method, path: req.path, msg2: body.error.message }, 'request refused')
-      return { status, body }
-    }
-  }
+/** The object routes alone, as one handler (tests, and an agent's core). */
+export function createApiHandler(c: ApiComponents): ApiHandler {
+  return createRouter(objectRoutes(c), { logger: c.logger, notFound: routeNotFound })
 }

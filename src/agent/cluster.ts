@@ -1,7 +1,7 @@
 /**
  * Mesh wiring of a node: creates, restarts or joins the cluster's mesh in the data dir, replicates
- * the store as the `cluster` scope, keeps membership decisions in the replicated store, and adds
- * the cluster routes (tokens, members, node removal, credential) to the API handler.
+ * the store as the `cluster` scope, keeps membership decisions in the replicated store, provides
+ * the cluster routes (tokens, members, node removal, credential) and serves the API on the mesh.
  *
  * Membership: the mesh admits peers (join, announcements, anti-entropy member lists) into a
  * grow-only directory. Removal must win over that everywhere, so it is a tombstone in the store —
@@ -12,7 +12,7 @@ import { existsSync, readdirSync, rmSync } from 'node:fs'
 import { open, readFile, chmod } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { OrcError, isPlainObject } from '../model/index.ts'
+import { OrcError, errorBody, isPlainObject, type Query } from '../model/index.ts'
 import type { ObjectStore, StoredObject } from '../store/index.ts'
 import {
   JsonFileMemberDirectory,
@@ -32,11 +32,12 @@ import {
   type MeshOptions,
   type MeshTunables,
 } from '../mesh/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from './api.ts'
+import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
+import type { StatusView } from './routes.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
-import { withLogsProxy } from './pods/logs-proxy.ts'
+import { proxiedLogs } from './pods/logs-proxy.ts'
 
 export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** The admin credential (orcadmin1.…) of a cluster created here, mode 0600. */
@@ -124,8 +125,18 @@ export interface ClusterNode {
   readonly mesh: Mesh
   readonly clusterId: string
   readonly peerId: string
-  /** The API handler with the cluster routes added (serve this on the socket and the mesh). */
-  wrap(base: ApiHandler): ApiHandler
+  /** The cluster routes: members, tokens, credential export, node removal. */
+  routes(): RouteHandlers
+  /** The logs route of a clustered node: forwarded to the member running the pod, else `local`. */
+  logsRoute(local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'>
+  /** What the node's status answer gains from the mesh. */
+  statusFields(): Pick<StatusView, 'mesh'>
+  /**
+   * Serve `handler` (the whole API) on the remote API, and `local` to members: this node's own
+   * routes without forwarding (a forwarded request is answered here or refused, never forwarded
+   * again) and without the cluster routes, behind the member allowlist.
+   */
+  serve(handler: ApiHandler, local: ApiHandler): void
   stop(): Promise<void>
 }
 
@@ -277,22 +288,38 @@ export async function startClusterMesh(c: {
     mesh,
     clusterId: mesh.clusterId,
     peerId: mesh.peerId,
-    wrap(base) {
-      // Members reach `base` itself (never forwarded again, no cluster routes), through the allowlist.
-      memberHandler = createMemberApiHandler(base, log)
-      const proxied = withLogsProxy(base, {
-        store,
-        nodeName: c.nodeName,
-        members: () => mesh.members(),
-        forward: async (peer, req, timeoutMs) => {
-          const r = await mesh.memberRequest(peer, { method: req.method, path: req.path, query: flatQuery(req.query) }, { timeoutMs })
-          return { status: r.status, body: r.body ?? null }
+    routes: () => clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
+    logsRoute: (local) =>
+      proxiedLogs(
+        {
+          store,
+          nodeName: c.nodeName,
+          members: () => mesh.members(),
+          forward: async (peer, req, timeoutMs) => {
+            const r = await mesh.memberRequest(peer, { method: req.method, path: req.path, query: flatQuery(req.query) }, { timeoutMs })
+            return { status: r.status, body: r.body ?? null }
+          },
+          now: () => c.clock.now(),
+          log,
         },
-        now: () => c.clock.now(),
-        log,
-      })
-      handler = withClusterRoutes(proxied, { mesh, store, dataDir, clock: c.clock, applyRemovals })
-      return handler
+        local,
+      ),
+    statusFields: () => {
+      const members = mesh.members()
+      const count = (s: string) => members.filter((x) => !x.self && x.state === s).length
+      return {
+        mesh: {
+          peerId: mesh.peerId,
+          clusterId: mesh.clusterId,
+          addresses: mesh.addresses(),
+          state: 'running',
+          members: { total: members.length, alive: count('alive') + 1, suspect: count('suspect'), dead: count('dead') },
+        },
+      }
+    },
+    serve(api, local) {
+      memberHandler = createMemberApiHandler(local, log)
+      handler = api
     },
     async stop() {
       unsubscribe()
@@ -304,7 +331,7 @@ export async function startClusterMesh(c: {
 }
 
 /** The mesh carries one value per query key (the last one, as the API reads them). */
-function flatQuery(q: ApiRequest['query']): Record<string, string> | undefined {
+function flatQuery(q: Query | undefined): Record<string, string> | undefined {
   if (q === undefined) return undefined
   const out: Record<string, string> = {}
   for (const [k, v] of Object.entries(q)) {
@@ -326,52 +353,44 @@ interface RouteDeps {
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
 
-function bodyOf(req: ApiRequest): Record<string, unknown> {
-  return isPlainObject(req.body) ? req.body : {}
+const bodyOf = (b: unknown): Record<string, unknown> => (isPlainObject(b) ? b : {})
+
+function clusterRoutes(d: RouteDeps) {
+  const { mesh } = d
+  return {
+    members: () => ({ self: mesh.peerId, members: mesh.members() }),
+    createToken: async ({ body }) => {
+      const b = bodyOf(body)
+      const ttlMs = b.ttlMs === undefined ? 3_600_000 : Number(b.ttlMs)
+      const uses = b.uses === undefined ? 1 : Number(b.uses)
+      const t = await mesh.createToken({ ttlMs, uses })
+      return { ...t, issuer: mesh.peerId, addresses: mesh.addresses() }
+    },
+    tokens: async () => ({ tokens: (await mesh.listTokens()).map(({ secretHash: _s, ...r }) => r) }),
+    revokeToken: async ({ params }) => {
+      const { secretHash: _s, ...r } = await mesh.revokeToken(params.id)
+      return { token: r }
+    },
+    credential: async () => {
+      let admin: string
+      try {
+        admin = (await readFile(join(d.dataDir, ADMIN_CREDENTIAL_FILE), 'utf8')).trim()
+      } catch {
+        throw new OrcError('not_found', 'this node does not hold the admin credential: export it on the node that created the cluster (orc up on a fresh data dir)')
+      }
+      return { credential: encodeRemoteCredential(mesh.cluster, admin) }
+    },
+    removeNode: async ({ params, body }) => {
+      const b = bodyOf(body)
+      const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
+      if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
+      const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : undefined
+      return removeNode(d, params.name, author, reason)
+    },
+  } satisfies RouteHandlers
 }
 
-async function route(d: RouteDeps, req: ApiRequest, seg: string[], m: string): Promise<ApiResponse | undefined> {
-  const { mesh, store } = d
-  if (seg.length === 2 && seg[1] === 'members' && m === 'GET') {
-    return { status: 200, body: { self: mesh.peerId, members: mesh.members() } }
-  }
-  if (seg[1] !== 'cluster') return undefined
-  const rest = seg.slice(2)
-  if (rest.length === 1 && rest[0] === 'tokens' && m === 'POST') {
-    const b = bodyOf(req)
-    const ttlMs = b.ttlMs === undefined ? 3_600_000 : Number(b.ttlMs)
-    const uses = b.uses === undefined ? 1 : Number(b.uses)
-    const t = await mesh.createToken({ ttlMs, uses })
-    return { status: 200, body: { ...t, issuer: mesh.peerId, addresses: mesh.addresses() } }
-  }
-  if (rest.length === 1 && rest[0] === 'tokens' && m === 'GET') {
-    const tokens = (await mesh.listTokens()).map(({ secretHash: _s, ...r }) => r)
-    return { status: 200, body: { tokens } }
-  }
-  if (rest.length === 2 && rest[0] === 'tokens' && m === 'DELETE') {
-    const { secretHash: _s, ...r } = await mesh.revokeToken(rest[1]!)
-    return { status: 200, body: { token: r } }
-  }
-  if (rest.length === 1 && rest[0] === 'credential' && m === 'GET') {
-    let admin: string
-    try {
-      admin = (await readFile(join(d.dataDir, ADMIN_CREDENTIAL_FILE), 'utf8')).trim()
-    } catch {
-      throw new OrcError('not_found', 'this node does not hold the admin credential: export it on the node that created the cluster (orc up on a fresh data dir)')
-    }
-    return { status: 200, body: { credential: encodeRemoteCredential(mesh.cluster, admin) } }
-  }
-  if (rest.length === 3 && rest[0] === 'nodes' && rest[2] === 'remove' && m === 'POST') {
-    const b = bodyOf(req)
-    const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
-    if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
-    const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : undefined
-    return { status: 200, body: await removeNode(d, rest[1]!, author, reason) }
-  }
-  return undefined
-}
-
-async function removeNode(d: RouteDeps, name: string, author: string, reason: string | undefined): Promise<unknown> {
+async function removeNode(d: RouteDeps, name: string, author: string, reason: string | undefined): Promise<{ node: string; peerId: string; removed: true }> {
   const { store, mesh } = d
   const ref = { kind: 'Node', namespace: '', name }
   const node = store.get(ref)
@@ -399,35 +418,5 @@ async function removeNode(d: RouteDeps, name: string, author: string, reason: st
     { author: NODE_CONTROLLER, reason: why, now },
   )
   await d.applyRemovals()
-  return { node: name, peerId, removed: true }
-}
-
-/** `base` plus the cluster routes; `/v1/status` gains the mesh's view of this node. */
-export function withClusterRoutes(base: ApiHandler, d: RouteDeps): ApiHandler {
-  return async (req) => {
-    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
-    const m = req.method.toUpperCase()
-    if (seg[0] === 'v1') {
-      try {
-        const r = await route(d, req, seg, m)
-        if (r !== undefined) return r
-      } catch (err) {
-        const body = errorBody(err)
-        return { status: httpStatusOf(body.error.code), body }
-      }
-    }
-    const res = await base(req)
-    if (seg.length === 2 && seg[0] === 'v1' && seg[1] === 'status' && m === 'GET' && res.status === 200 && isPlainObject(res.body)) {
-      const members = d.mesh.members()
-      const count = (s: string) => members.filter((x) => !x.self && x.state === s).length
-      res.body.mesh = {
-        peerId: d.mesh.peerId,
-        clusterId: d.mesh.clusterId,
-        addresses: d.mesh.addresses(),
-        state: 'running',
-        members: { total: members.length, alive: count('alive') + 1, suspect: count('suspect'), dead: count('dead') },
-      }
-    }
-    return res
-  }
+  return { node: name, peerId, removed: true as const }
 }

@@ -7,8 +7,8 @@ import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs'
 import { createConnection } from 'node:net'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { OrcError } from '../model/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type Query } from './api.ts'
+import { OrcError, errorResponse, type Query } from '../model/index.ts'
+import type { ApiHandler } from './router.ts'
 
 /** Largest request body: a batch apply of many objects (each at most 256 KiB). */
 export const MAX_REQUEST_BYTES = 64 * 1024 * 1024
@@ -86,9 +86,10 @@ export async function serveOnSocket(
       .then((body) => handler({ method: req.method ?? 'GET', path: url.pathname, query: queryOf(url), body }))
       .then(
         (r) => send(res, r.status, r.body),
+        // The body could not be read (too large, not JSON): the router never saw the request.
         (err) => {
-          const b = errorBody(err)
-          send(res, httpStatusOf(b.error.code), b)
+          const e = errorResponse(err)
+          send(res, e.status, e.body)
         },
       )
       .catch((err) => opts.logger.error({ err }, 'send response'))

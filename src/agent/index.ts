@@ -13,13 +13,14 @@ export type { Agent, AgentComponents, OpenStore } from './agent.ts'
 export { stopOnSignals } from './signals.ts'
 export { nodeNameFromHostname, ORC_VERSION, NODE_CONTROLLER } from './node-info.ts'
 export { createApiHandler, errorBody, httpStatusOf, parseRev } from './api.ts'
+export type { RouteHandlers, RouteHandler, RouteCall } from './router.ts'
 export type { ApiHandler, ApiRequest, ApiResponse, ApiComponents, ApiErrorBody, ApplyResultItem, ApplyOutcome, NodeInfo, Query } from './api.ts'
 export { serveOnSocket, MAX_REQUEST_BYTES } from './http.ts'
 export type { SocketServer } from './http.ts'
 export { defaultDataDir, readPid, resolveSocketPath, socketPathOf, systemClock, SOCKET_FILE, PID_FILE, DEFAULT_CLUSTER_NAME } from './options.ts'
 export type { AgentOptions, Clock, RandomBytes } from './options.ts'
 export { parseNetworkMode, type NetworkMode, type NetworkSetup } from './network/options.ts'
-export { removeNetworkLeftovers, NETWORK_DOWN_FILE, type DownResponse } from './network/index.ts'
+export { removeNetworkLeftovers, NETWORK_DOWN_FILE, type DownResponse, type NetworkReport, type TunnelReport } from './network/index.ts'
 // Types only: cluster.ts loads libp2p, which the socket-only CLI commands must not pay for.
 export type { ClusterNode, MeshSetup } from './cluster.ts'
 // Pods: controller:lifecycle and what the CLI needs to explain pods.
@@ -50,3 +51,6 @@ export async function localDoctorFindings(dataDir: string): Promise<import('./op
 // netsim runs the federation's store routing and the testbed the node flags, as the agent does.
 export { routedStore, type FederatedScope } from './federation/routed-store.ts'
 export { NODE_FLAGS } from './ops/node-flags.ts'
+// The route table (data and types only): the CLI builds its calls from it.
+export { ROUTES, MEMBER_ROUTES, pathOf, objectParams } from './routes.ts'
+export type { RouteName, RouteSpec, Permission, ParamsOf, QueryOf, BodyOf, ResponseOf, StatusView, MeshStatus, LogsAnswer, LogsQuery, TokenView } from './routes.ts'

@@ -5,35 +5,22 @@
  * routes that need the admin credential (tokens, credential export, node removal), no object reads
  * beyond what it already replicates. Today that is the logs of a pod this node runs.
  */
-import { OrcError } from '../model/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from './api.ts'
+import { OrcError, errorResponse, type ApiRequest, type ApiResponse } from '../model/index.ts'
+import type { ApiHandler } from './router.ts'
+import { MEMBER_ROUTES, ROUTES, matchPattern, patternOf, splitPath } from './routes.ts'
 
-/** Routes a member may call: method and path segments (`*` = any one segment). */
-const MEMBER_ROUTES: ReadonlyArray<{ method: string; path: readonly string[] }> = [
-  { method: 'GET', path: ['v1', 'pods', '*', '*', 'logs'] },
-  // The node's clock, for `orc doctor`'s skew check.
-  { method: 'GET', path: ['v1', 'clock'] },
-  // Its durable state vector and member list, for tombstone pruning (stability.ts).
-  { method: 'GET', path: ['v1', 'stability'] },
-  // A single-use invite into a federation this cluster is in, so the asking node follows its
-  // cluster there (federation/manager.ts); the invite travels inside the cluster's own mesh.
-  { method: 'GET', path: ['v1', 'federation-invites', '*'] },
-]
-
-function segments(path: string): string[] | undefined {
-  try {
-    return path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
-  } catch {
-    return undefined
-  }
-}
+const ALLOWED = MEMBER_ROUTES.map((name) => ({ method: ROUTES[name].method as string, pattern: patternOf(ROUTES[name].path) }))
 
 /** True when a member-forwarded request may run here. */
 export function memberRouteAllowed(req: Pick<ApiRequest, 'method' | 'path'>): boolean {
-  const seg = segments(req.path)
-  if (seg === undefined) return false
+  let seg: string[]
+  try {
+    seg = splitPath(req.path).segments()
+  } catch {
+    return false
+  }
   const m = req.method.toUpperCase()
-  return MEMBER_ROUTES.some((r) => r.method === m && r.path.length === seg.length && r.path.every((p, i) => p === '*' || p === seg[i]))
+  return ALLOWED.some((r) => r.method === m && matchPattern(r.pattern, seg) !== undefined)
 }
 
 /**
@@ -45,12 +32,11 @@ export function createMemberApiHandler(local: ApiHandler, log?: { info(o: object
   return async (req, ctx) => {
     if (!memberRouteAllowed(req)) {
       log?.info({ peer: ctx.peerId, method: req.method, path: req.path.slice(0, 200) }, 'member request refused')
-      const body = errorBody(
-        new OrcError('forbidden', `node-to-node request refused: members may only read pod logs, not ${req.method.toUpperCase()} ${req.path.split('?')[0]!.slice(0, 200)}`, {
+      return errorResponse(
+        new OrcError('forbidden', `node-to-node request refused: members may only read pod logs, not ${req.method.toUpperCase()} ${splitPath(req.path).pathname.slice(0, 200)}`, {
           peer: ctx.peerId,
         }),
       )
-      return { status: httpStatusOf(body.error.code), body }
     }
     // Only what a read needs travels on: no body.
     return local({ method: 'GET', path: req.path, query: req.query })

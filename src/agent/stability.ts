@@ -7,9 +7,7 @@
  * this node has not heard of may hold an old copy, and would be left out of the reports.
  */
 import type { ObjectStore } from '../store/index.ts'
-import type { ApiHandler } from './api.ts'
-
-export const STABILITY_PATH = '/v1/stability'
+import type { RouteHandlers } from './router.ts'
 
 export interface StabilityAnswer {
   /** base64 of the store's encodeStabilityReport(), or null while unknown. */
@@ -81,12 +79,9 @@ export async function pruneClusterTombstones(deps: StabilityDeps): Promise<{ pru
   return deps.store.pruneTombstones(reports)
 }
 
-/** Serve GET /v1/stability (to members through the member API, and locally). */
-export function withStabilityRoute(base: ApiHandler, deps: Pick<StabilityDeps, 'store' | 'selfPeerId' | 'members'> | undefined): ApiHandler {
-  return async (req) => {
-    if (req.method.toUpperCase() === 'GET' && req.path.split('?')[0] === STABILITY_PATH) {
-      return { status: 200, body: deps ? stabilityAnswer(deps) : { report: null, members: [] } }
-    }
-    return base(req)
-  }
+/** GET /v1/stability (to members through the member API, and locally). */
+export function stabilityRoutes(deps: Pick<StabilityDeps, 'store' | 'selfPeerId' | 'members'> | undefined) {
+  return {
+    stability: () => (deps ? stabilityAnswer(deps) : { report: null, members: [] }),
+  } satisfies RouteHandlers
 }

@@ -3,7 +3,7 @@
  * as OrcErrors with the agent's code, message and details, so the CLI reports them unchanged.
  */
 import { request } from 'node:http'
-import { OrcError, type OrcErrorCode } from '../model/index.ts'
+import { OrcError, errorOfResponse } from '../model/index.ts'
 
 export interface ClientRequest {
   query?: Record<string, string | number | boolean | string[] | undefined>
@@ -51,12 +51,7 @@ export class ApiClient {
     } catch {
       throw new OrcError('internal', `agent at ${this.socketPath} sent a response that is not JSON (HTTP ${status})`)
     }
-    if (status >= 400) {
-      const e = (body as { error?: { code?: string; message?: string; details?: Record<string, unknown>; causes?: string[] } })?.error
-      const err = new OrcError((e?.code as OrcErrorCode) ?? 'internal', e?.message ?? `agent answered HTTP ${status}`, e?.details ?? {})
-      if (e?.causes?.length) (err.details as Record<string, unknown>).causes = e.causes
-      throw err
-    }
+    if (status >= 400) throw errorOfResponse(status, body, `agent answered HTTP ${status}`)
     return body as T
   }
 

@@ -7,25 +7,19 @@
  * print the stored objects.
  */
 import { OrcError, type Node, type Pod } from '../model/index.ts'
+import type { MemberView } from '../mesh/index.ts'
 import type { Stored, StoredObject } from '../store/index.ts'
 import { ago } from './format.ts'
 import type { ApiCaller } from './remote.ts'
+import { callRoute } from './call.ts'
 
-export interface Member {
-  peerId: string
-  name: string
-  addresses: string[]
-  state: 'alive' | 'suspect' | 'dead'
-  lastSeen: number | null
-  rttMs: number | null
-  self: boolean
-  connected?: boolean
-}
+/** A member as `/v1/members` lists it. */
+export type Member = MemberView
 
 /** This node's view of the mesh; undefined from an agent without one. */
 export async function fetchMembers(client: ApiCaller): Promise<Member[] | undefined> {
   try {
-    return (await client.call<{ members: Member[] }>('GET', '/v1/members')).members
+    return (await callRoute(client, 'members')).members
   } catch (err) {
     if (err instanceof OrcError && err.code === 'not_found') return undefined
     throw err

@@ -3,19 +3,19 @@
  * agent. Errors print as one line (`error: …`) and exit non-zero; `--debug` adds the cause chain.
  */
 import { Command, CommanderError, Option } from 'commander'
-import { OrcError, findKind, formatDuration, getKind, parseRef, type KindDef, type ObjectRef, type OrcObject, type Change, type Node } from '../model/index.ts'
-import type { Revision, Stored, StoredObject, WriteResult } from '../store/index.ts'
+import { OrcError, findKind, formatDuration, getKind, parseRef, type KindDef, type ObjectRef, type Node } from '../model/index.ts'
+import type { Stored, StoredObject } from '../store/index.ts'
 import {
   defaultDataDir,
   resolveSocketPath,
   socketPathOf,
   startAgent,
   stopOnSignals,
+  objectParams,
   type ApplyResultItem,
-  type NodeInfo,
-  type PeerRow,
 } from '../agent/index.ts'
 import { ApiClient } from './client.ts'
+import { callRoute } from './call.ts'
 import { authorFrom, changeLines, examples, normalizeAuthor, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
 import { describeDoc, readManifests } from './manifests.ts'
 import { RemoteApiClient, readCredential, type ApiCaller } from './remote.ts'
@@ -48,14 +48,6 @@ function collect(v: string, prev: string[]): string[] {
 
 
 
-
-function nsSegment(ref: ObjectRef): string {
-  return ref.namespace === '' ? '_' : encodeURIComponent(ref.namespace)
-}
-
-function objectPath(ref: ObjectRef): string {
-  return `/v1/objects/${encodeURIComponent(ref.kind)}/${nsSegment(ref)}/${encodeURIComponent(ref.name)}`
-}
 
 function refText(ref: { kind: string; name: string }): string {
   return `${ref.kind.toLowerCase()}/${ref.name}`
@@ -190,7 +182,7 @@ Use "orc COMMAND --help" for more about a command.`))
       if (docs.length === 0) throw new OrcError('invalid', `no objects found in ${files.join(', ')}`)
       const author = authorFrom(io.env, opts.author)
       try {
-        const res = await client(cmd).call<{ results: ApplyResultItem[] }>('POST', '/v1/apply', {
+        const res = await callRoute(client(cmd), 'apply', {}, {
           body: { objects: docs.map((d) => d.value), author, reason: opts.reason, namespace: opts.namespace },
         })
         for (const r of res.results) io.out(`${refText(r)} ${r.outcome}\n`)
@@ -238,10 +230,10 @@ Use "orc COMMAND --help" for more about a command.`))
       let items: StoredObject[]
       if (name !== undefined) {
         const ref = parseRef(`${def.kind}/${name}`, opts.namespace || undefined)
-        const r = await c.call<{ object: StoredObject }>('GET', objectPath(ref))
+        const r = await callRoute(c, 'getObject', objectParams(ref))
         items = [r.object]
       } else {
-        const r = await c.call<{ items: StoredObject[] }>('GET', `/v1/objects/${def.kind}`, {
+        const r = await callRoute(c, 'listObjects', { kind: def.kind }, {
           query: { namespace: opts.namespace, all: opts.allNamespaces ? 1 : undefined },
         })
         items = r.items
@@ -272,7 +264,7 @@ Use "orc COMMAND --help" for more about a command.`))
       const c = client(cmd)
       const author = authorFrom(io.env, opts.author)
       for (const ref of refsOf(args, opts.namespace)) {
-        await c.call('DELETE', objectPath(ref), { body: { author, reason: opts.reason } })
+        await callRoute(c, 'deleteObject', objectParams(ref), { body: { author, reason: opts.reason } })
         io.out(`${refText(ref)} deleted\n`)
       }
     })
@@ -303,7 +295,7 @@ Use "orc COMMAND --help" for more about a command.`))
         excludeAuthor: (opts.excludeAuthor as string[]).map((a) => (a.endsWith(':') ? a : normalizeAuthor(a))),
         since: opts.since !== undefined ? parseSince(opts.since, io.now()) : undefined,
       }
-      const r = await client(cmd).call<{ revisions: Revision[] }>('GET', `${objectPath(ref)}/history`, { query: q })
+      const r = await callRoute(client(cmd), 'history', objectParams(ref), { query: q })
       if (opts.output === 'json') return io.out(JSON.stringify(r.revisions, null, 2) + '\n')
       if (opts.output === 'yaml') return io.out(toYaml(r.revisions))
       if (r.revisions.length === 0) return io.err(`No revisions of ${refText(ref)} match.\n`)
@@ -324,7 +316,7 @@ Use "orc COMMAND --help" for more about a command.`))
   orc diff pod/web 1 3`))
     .action(async (target: string, rev1: string, rev2: string, opts, cmd: Command) => {
       const ref = parseRef(target, opts.namespace || undefined)
-      const r = await client(cmd).call<{ changes: Change[] }>('GET', `${objectPath(ref)}/diff`, { query: { from: rev1, to: rev2 } })
+      const r = await callRoute(client(cmd), 'diff', objectParams(ref), { query: { from: rev1, to: rev2 } })
       io.out(opts.output === 'json' ? JSON.stringify(r.changes, null, 2) + '\n' : changeLines(r.changes))
     })
 
@@ -346,7 +338,7 @@ Use "orc COMMAND --help" for more about a command.`))
     .action(async (target: string, opts, cmd: Command) => {
       const ref = parseRef(target, opts.namespace || undefined)
       const author = authorFrom(io.env, opts.author)
-      const r = await client(cmd).call<WriteResult>('POST', `${objectPath(ref)}/rollback`, {
+      const r = await callRoute(client(cmd), 'rollback', objectParams(ref), {
         body: { to: opts.to, author, reason: opts.reason },
       })
       const to = opts.to !== undefined ? `revision ${opts.to}` : 'the previous revision'
@@ -366,15 +358,7 @@ Use "orc COMMAND --help" for more about a command.`))
     .action(async (opts, cmd: Command) => {
       if (opts.json) opts.output = 'json'
       const c = client(cmd)
-      const s = await c.call<{
-        node: NodeInfo
-        objects: number
-        counts: Record<string, number>
-        uptimeSeconds: number
-        mesh?: { state: string; peerId: string; addresses: string[]; members: { total: number; alive: number; suspect: number; dead: number } }
-        http?: { address: string } | null
-        peers?: PeerRow[]
-      }>('GET', '/v1/status')
+      const s = await callRoute(c, 'status')
       if (opts.output === 'json') return io.out(JSON.stringify(s, null, 2) + '\n')
       if (opts.output === 'yaml') return io.out(toYaml(s))
       const counts = Object.entries(s.counts)

@@ -4,7 +4,7 @@
  * only when a command actually goes remote.
  */
 import { existsSync, readFileSync } from 'node:fs'
-import { OrcError, type OrcErrorCode } from '../model/index.ts'
+import { OrcError, errorOfResponse } from '../model/index.ts'
 import type { ClientRequest } from './client.ts'
 
 /** What every command needs from a client: one API call. */
@@ -49,12 +49,7 @@ export class RemoteApiClient implements ApiCaller {
       query[k] = Array.isArray(v) ? v.join(',') : String(v)
     }
     const res = await callRemoteApi({ addrs, credential, req: { method, path, query, body: req.body } })
-    if (res.status >= 400) {
-      const e = (res.body as { error?: { code?: string; message?: string; details?: Record<string, unknown>; causes?: string[] } } | undefined)?.error
-      const err = new OrcError((e?.code as OrcErrorCode) ?? 'internal', e?.message ?? `node ${this.node} answered ${res.status}`, e?.details ?? {})
-      if (e?.causes?.length) (err.details as Record<string, unknown>).causes = e.causes
-      throw err
-    }
+    if (res.status >= 400) throw errorOfResponse(res.status, res.body, `node ${this.node} answered ${res.status}`)
     return res.body as T
   }
 }

@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto'
 import type { PrivateKey } from '@libp2p/interface'
-import { OrcError } from '../model/index.ts'
+import { OrcError, type ApiRequest as Request, type ApiResponse, type FlatQuery } from '../model/index.ts'
 import { b64url, decodeAdminKey, fromB64url } from './cluster.ts'
 import type { FrameChannel } from './framing.ts'
 import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
@@ -16,17 +16,9 @@ import { Tag, isRecord, peerFault, readJson, writeError, writeJson } from './wir
 
 export const API_PROTOCOL = '/orc/api/1.0.0'
 
-export interface ApiRequest {
-  method: string
-  path: string
-  query?: Record<string, string>
-  body?: unknown
-}
-
-export interface ApiResponse {
-  status: number
-  body?: unknown
-}
+/** The API's request (model/api.ts) as the mesh carries it: one value per query key. */
+export type ApiRequest = Request<FlatQuery>
+export type { ApiResponse }
 
 export interface ApiCallContext {
   /** Peer id of the node that forwarded the request. */

@@ -16,3 +16,4 @@ export { pinnedDeploymentKind, type PinnedDeployment, type PinnedDeploymentSpec,
 export { UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
 export { formatDuration, type DurationFormat, type DurationRounding } from './duration.ts'
 export { parseQuantity, type Quantity } from './quantity.ts'
+export * from './api.ts'

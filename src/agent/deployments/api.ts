@@ -10,7 +10,7 @@
 import { API_VERSION, OrcError, isPlainObject, type OrcObject, type PinnedDeployment } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL, TEMPLATE_LABEL, type DeploymentStatus } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from '../api.ts'
+import type { RouteHandlers } from '../router.ts'
 import { observePod, statusOf } from './plan.ts'
 
 export interface RolloutApiComponents {
@@ -127,38 +127,20 @@ export function changedSpec(d: OrcObject, action: string, body: Record<string, u
   }
 }
 
-async function route(c: RolloutApiComponents, req: ApiRequest, seg: string[], m: string): Promise<ApiResponse | undefined> {
-  if (seg[1] !== 'rollouts' || seg.length < 4) return undefined
-  const ns = seg[2]!
-  const name = seg[3]!
-  if (seg.length === 4 && m === 'GET') return { status: 200, body: rolloutView(c, getDeployment(c, ns, name)) }
-  if (seg.length === 5 && m === 'POST') {
-    const b = isPlainObject(req.body) ? req.body : {}
-    const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
-    if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
-    const d = getDeployment(c, ns, name)
-    const { spec, summary } = changedSpec(d, seg[4]!, b)
-    const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : `rollout ${seg[4]}: ${summary}`
-    const res = await c.store.apply(manifestWith(d, spec), { author, reason, now: c.now() })
-    const after = c.store.get({ kind: 'PinnedDeployment', namespace: ns, name }) ?? d
-    return { status: 200, body: { summary, changed: res.revision !== null, revision: res.revision?.number ?? d.metadata.revision, rollout: rolloutView(c, after) } }
-  }
-  return undefined
-}
-
-/** `base` plus the rollout routes. */
-export function withRolloutRoutes(base: ApiHandler, c: RolloutApiComponents): ApiHandler {
-  return async (req) => {
-    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
-    if (seg[0] === 'v1' && seg[1] === 'rollouts') {
-      try {
-        const r = await route(c, req, seg, req.method.toUpperCase())
-        if (r !== undefined) return r
-      } catch (err) {
-        const body = errorBody(err)
-        return { status: httpStatusOf(body.error.code), body }
-      }
-    }
-    return base(req)
-  }
+/** `orc rollout`'s routes. */
+export function rolloutRoutes(c: RolloutApiComponents) {
+  return {
+    rollout: ({ params }) => rolloutView(c, getDeployment(c, params.ns, params.name)),
+    rolloutAction: async ({ params: { ns, name, action }, body }) => {
+      const b = isPlainObject(body) ? body : {}
+      const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
+      if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
+      const d = getDeployment(c, ns, name)
+      const { spec, summary } = changedSpec(d, action, b)
+      const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : `rollout ${action}: ${summary}`
+      const res = await c.store.apply(manifestWith(d, spec), { author, reason, now: c.now() })
+      const after = c.store.get({ kind: 'PinnedDeployment', namespace: ns, name }) ?? d
+      return { summary, changed: res.revision !== null, revision: res.revision?.number ?? d.metadata.revision, rollout: rolloutView(c, after) }
+    },
+  } satisfies RouteHandlers
 }

@@ -3,7 +3,7 @@
  * node of this cluster asks (over the member API) to follow the cluster into a federation.
  */
 import { OrcError, isPlainObject } from '../../model/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiResponse } from '../api.ts'
+import type { RouteHandlers } from '../router.ts'
 import type { FederationManager } from './manager.ts'
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.]{0,127}$/
@@ -14,40 +14,26 @@ function authorOf(body: Record<string, unknown>): string {
   return a
 }
 
-export function withFederationRoutes(base: ApiHandler, fm: FederationManager): ApiHandler {
-  const route = async (method: string, seg: string[], body: Record<string, unknown>): Promise<ApiResponse | undefined> => {
-    if (seg[1] === 'federation-invites' && seg.length === 3 && method === 'GET') return { status: 200, body: await fm.invite(seg[2]!) }
-    if (seg[1] !== 'federations') return undefined
-    if (seg.length === 2 && method === 'GET') return { status: 200, body: { federations: fm.list() } }
-    if (seg.length === 2 && method === 'POST') {
-      return { status: 200, body: { federation: await fm.create({ name: body.name, namespaces: body.namespaces, as: body.as, author: authorOf(body) }) } }
-    }
-    if (seg.length === 3 && seg[2] === 'join' && method === 'POST') {
-      return { status: 200, body: { federation: await fm.join({ token: body.token, peer: body.peer, as: body.as, author: authorOf(body) }) } }
-    }
-    const name = seg[2]
-    if (name === undefined) return undefined
-    if (seg.length === 3 && method === 'GET') return { status: 200, body: { federation: fm.status(name) } }
-    if (seg.length === 4 && seg[3] === 'token' && method === 'POST') {
-      const ttl = body.ttlSeconds === undefined ? undefined : Number(body.ttlSeconds) * 1000
-      return { status: 200, body: await fm.token(name, ttl === undefined ? {} : { ttlMs: ttl }) }
-    }
-    if (seg.length === 4 && seg[3] === 'leave' && method === 'POST') return { status: 200, body: { federation: await fm.leave(name, authorOf(body)) } }
-    if (seg.length === 5 && seg[3] === 'clusters' && method === 'DELETE') {
-      return { status: 200, body: { federation: await fm.remove(name, seg[4]!, authorOf(body)) } }
-    }
-    throw new OrcError('not_found', `no such federation route: ${method} /${seg.join('/')}`)
-  }
-  return async (req) => {
-    const seg = req.path.split('?')[0]!.split('/').filter(Boolean)
-    if (seg[0] !== 'v1' || (seg[1] !== 'federations' && seg[1] !== 'federation-invites')) return base(req)
-    try {
-      const decoded = seg.map((s) => decodeURIComponent(s))
-      const r = await route(req.method.toUpperCase(), decoded, isPlainObject(req.body) ? req.body : {})
-      return r ?? base(req)
-    } catch (err) {
-      const body = errorBody(err)
-      return { status: httpStatusOf(body.error.code), body }
-    }
-  }
+export function federationRoutes(fm: FederationManager) {
+  const bodyOf = (b: unknown) => (isPlainObject(b) ? b : {})
+  return {
+    federationInvite: ({ params }) => fm.invite(params.id),
+    federations: () => ({ federations: fm.list() }),
+    createFederation: async ({ body }) => {
+      const b = bodyOf(body)
+      return { federation: await fm.create({ name: b.name, namespaces: b.namespaces, as: b.as, author: authorOf(b) }) }
+    },
+    joinFederation: async ({ body }) => {
+      const b = bodyOf(body)
+      return { federation: await fm.join({ token: b.token, peer: b.peer, as: b.as, author: authorOf(b) }) }
+    },
+    federation: ({ params }) => ({ federation: fm.status(params.name) }),
+    federationToken: ({ params, body }) => {
+      const b = bodyOf(body)
+      const ttl = b.ttlSeconds === undefined ? undefined : Number(b.ttlSeconds) * 1000
+      return fm.token(params.name, ttl === undefined ? {} : { ttlMs: ttl })
+    },
+    leaveFederation: async ({ params, body }) => ({ federation: await fm.leave(params.name, authorOf(bodyOf(body))) }),
+    removeFederationCluster: async ({ params, body }) => ({ federation: await fm.remove(params.name, params.cluster, authorOf(bodyOf(body))) }),
+  } satisfies RouteHandlers
 }

@@ -6,11 +6,12 @@
  * Long-polling instead of a streaming response keeps the handler transport-independent.
  */
 import { readFileSync, statSync } from 'node:fs'
-import { OrcError, type ObjectRef, type Pod } from '../../model/index.ts'
+import { OrcError, type ObjectRef, type Pod, type Query } from '../../model/index.ts'
 import { listLogRevisions, logFilePath, readLogLines } from '../../runtime/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildControllerGraph, formatControllerGraph, type ControllerDecl } from '../../workflow/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse, type Query } from '../api.ts'
+import type { LogsAnswer } from '../routes.ts'
+import type { RouteHandlers } from '../router.ts'
 
 export interface PodApiComponents {
   store: ObjectStore
@@ -61,7 +62,8 @@ function completeLines(buf: Buffer): { lines: string[]; bytes: number } {
   return { lines: buf.subarray(0, end).toString('utf8').split('\n'), bytes: end + 1 }
 }
 
-export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHandler {
+/** The pod routes this node answers itself: logs of the pods it runs, the controller graph. */
+export function podRoutes(c: PodApiComponents) {
   const sleep = c.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)))
 
   function podOf(ns: string, name: string): Stored<Pod> {
@@ -107,14 +109,14 @@ export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHand
     return cs?.state === 'exited'
   }
 
-  async function logs(ns: string, name: string, q: Query): Promise<ApiResponse> {
+  async function logs(ns: string, name: string, q: Query): Promise<LogsAnswer> {
     const pod = podOf(ns, name)
     const t = target(pod, q)
     const tail = intParam(q, 'tail', 0)
     const follow = one(q, 'follow') === '1' || one(q, 'follow') === 'true'
     if (!follow) {
       const lines = t.revision === undefined ? [] : readLogLines(t.dir, { revision: t.revision, ...(tail !== undefined ? { tail } : {}) })
-      return { status: 200, body: { container: t.container, revision: t.revision ?? null, lines: lines.slice(-MAX_LINES) } }
+      return { container: t.container, revision: t.revision ?? null, lines: lines.slice(-MAX_LINES) }
     }
     const rev = t.revision ?? 0
     const live = logFilePath(t.dir, rev)
@@ -125,10 +127,7 @@ export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHand
       const all = readLogLines(t.dir, { revision: rev })
       const partial = sizeOf(live) > head.bytes ? 1 : 0
       const lines = all.slice(0, all.length - partial)
-      return {
-        status: 200,
-        body: { container: t.container, revision: rev, lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES), cursor: head.bytes, ended: false },
-      }
+      return { container: t.container, revision: rev, lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES), cursor: head.bytes, ended: false }
     }
     const waitMs = Math.min(intParam(q, 'waitMs', 0) ?? 10_000, MAX_WAIT_MS)
     const deadline = Date.now() + waitMs
@@ -142,40 +141,25 @@ export function createPodApi(c: PodApiComponents): (next: ApiHandler) => ApiHand
         cursor = 0
         const got = completeLines(data)
         const fromLive = Math.max(0, got.bytes - Math.max(0, data.length - sizeOf(live)))
-        return { status: 200, body: { container: t.container, revision: rev, lines: got.lines, cursor: fromLive, ended: false } }
+        return { container: t.container, revision: rev, lines: got.lines, cursor: fromLive, ended: false }
       }
       data = readFrom(live, cursor)
       const got = completeLines(data)
-      if (got.lines.length > 0) return { status: 200, body: { container: t.container, revision: rev, lines: got.lines, cursor: cursor + got.bytes, ended: false } }
+      if (got.lines.length > 0) return { container: t.container, revision: rev, lines: got.lines, cursor: cursor + got.bytes, ended: false }
       const now = c.store.get({ kind: 'Pod', namespace: ns, name })
       if (!now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container) || Date.now() >= deadline) {
         const done = !now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container)
-        return { status: 200, body: { container: t.container, revision: rev, lines: [], cursor, ended: done } }
+        return { container: t.container, revision: rev, lines: [], cursor, ended: done }
       }
       await sleep(100)
     }
   }
 
-  async function route(req: ApiRequest, next: ApiHandler): Promise<ApiResponse> {
-    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
-    const m = req.method.toUpperCase()
-    if (seg[0] === 'v1' && seg[1] === 'pods' && seg.length === 5 && seg[4] === 'logs' && m === 'GET') {
-      return logs(seg[2]!, seg[3]!, req.query ?? {})
-    }
-    if (seg[0] === 'v1' && seg[1] === 'controllers' && seg.length === 2 && m === 'GET') {
+  return {
+    podLogs: ({ params, query }) => logs(params.ns, params.name, query),
+    controllers: () => {
       const g = buildControllerGraph(c.controllers)
-      return { status: 200, body: { ...g, text: formatControllerGraph(g) } }
-    }
-    return next(req)
-  }
-
-  return (next) => async (req) => {
-    try {
-      return await route(req, next)
-    } catch (err) {
-      const body = errorBody(err)
-      return { status: httpStatusOf(body.error.code), body }
-    }
-  }
+      return { ...g, text: formatControllerGraph(g) }
+    },
+  } satisfies RouteHandlers
 }
-

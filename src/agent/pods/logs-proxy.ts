@@ -10,7 +10,8 @@
 import { OrcError } from '../../model/index.ts'
 import { formatDuration } from '../../mesh/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse, type Query } from '../api.ts'
+import type { ApiRequest, ApiResponse, Query } from '../../model/index.ts'
+import { Passthrough, type RouteHandler } from '../router.ts'
 
 export interface LogsProxyMember {
   peerId: string
@@ -54,8 +55,8 @@ function seen(m: LogsProxyMember | undefined, now: number): string {
   return `last seen ${formatDuration(now - m.lastSeen)} ago`
 }
 
-/** `next` plus forwarding of `GET /v1/pods/NS/NAME/logs` for pods that run on another member. */
-export function withLogsProxy(next: ApiHandler, c: LogsProxyComponents): ApiHandler {
+/** The logs route of a node in a cluster: forwarded for pods that run on another member, else `local`. */
+export function proxiedLogs(c: LogsProxyComponents, local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'> {
   async function forward(req: ApiRequest, ns: string, name: string): Promise<ApiResponse | undefined> {
     const pod = c.store.get({ kind: 'Pod', namespace: ns, name })
     if (pod === undefined) return undefined
@@ -93,17 +94,8 @@ export function withLogsProxy(next: ApiHandler, c: LogsProxyComponents): ApiHand
     }
   }
 
-  return async (req) => {
-    const seg = req.path.split('?')[0]!.split('/').filter(Boolean)
-    if (seg.length === 5 && seg[0] === 'v1' && seg[1] === 'pods' && seg[4] === 'logs' && req.method.toUpperCase() === 'GET') {
-      try {
-        const res = await forward(req, decodeURIComponent(seg[2]!), decodeURIComponent(seg[3]!))
-        if (res !== undefined) return res
-      } catch (err) {
-        const body = errorBody(err)
-        return { status: httpStatusOf(body.error.code), body }
-      }
-    }
-    return next(req)
+  return async (call) => {
+    const res = await forward(call.req, call.params.ns, call.params.name)
+    return res !== undefined ? new Passthrough(res) : local(call)
   }
 }

@@ -9,7 +9,7 @@
 import { OrcError, isPlainObject } from '../../model/index.ts'
 import { explainPod, formatExplanation, type ClusterView, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from '../api.ts'
+import type { RouteHandlers } from '../router.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
 import type { NodeMember } from './view.ts'
 
@@ -25,27 +25,7 @@ export interface SchedApiComponents {
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
 
-async function route(c: SchedApiComponents, req: ApiRequest, seg: string[], m: string): Promise<ApiResponse | undefined> {
-  if (seg.length === 5 && seg[1] === 'pods' && seg[4] === 'placement' && m === 'GET') {
-    const ns = seg[2]!
-    const name = seg[3]!
-    const scoped = c.scopeView?.(ns)
-    if ((scoped?.store ?? c.store).get({ kind: 'Pod', namespace: ns, name }) === undefined) throw new OrcError('not_found', `pod/${name} not found in namespace ${ns}`, { kind: 'Pod', namespace: ns, name })
-    const { view, opts } = scoped ?? c.schedView()
-    const e = explainPod(view, `${ns}/${name}`, opts)
-    return { status: 200, body: { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e) } }
-  }
-  if (seg.length === 4 && seg[1] === 'nodes' && seg[3] === 'forget' && m === 'POST') {
-    const b = isPlainObject(req.body) ? req.body : {}
-    const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
-    if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
-    const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : undefined
-    return { status: 200, body: await forgetNode(c, seg[2]!, author, reason, b.force === true) }
-  }
-  return undefined
-}
-
-async function forgetNode(c: SchedApiComponents, name: string, author: string, reason: string | undefined, force: boolean): Promise<unknown> {
+async function forgetNode(c: SchedApiComponents, name: string, author: string, reason: string | undefined, force: boolean): Promise<{ node: string; forgotten: true; pods: number }> {
   const ref = { kind: 'Node', namespace: '', name }
   const node = c.store.get(ref)
   if (node === undefined) throw new OrcError('not_found', `node/${name} not found`, { ...ref })
@@ -61,23 +41,25 @@ async function forgetNode(c: SchedApiComponents, name: string, author: string, r
     [{ path: ['status', 'forgotten'], value: { at: new Date(now).toISOString(), by: author, ...(reason ? { reason } : {}) } }],
     { author: NODE_CONTROLLER, reason: `${author} forgot node ${name}${reason ? `: ${reason}` : ''}`, now },
   )
-  return { node: name, forgotten: true, pods }
+  return { node: name, forgotten: true as const, pods }
 }
 
-/** `base` plus the scheduling routes. */
-export function withSchedulingRoutes(base: ApiHandler, c: SchedApiComponents): ApiHandler {
-  return async (req) => {
-    const seg = req.path.split('?')[0]!.split('/').filter(Boolean).map((s) => decodeURIComponent(s))
-    const m = req.method.toUpperCase()
-    if (seg[0] === 'v1') {
-      try {
-        const r = await route(c, req, seg, m)
-        if (r !== undefined) return r
-      } catch (err) {
-        const body = errorBody(err)
-        return { status: httpStatusOf(body.error.code), body }
-      }
-    }
-    return base(req)
-  }
+/** The scheduling routes. */
+export function schedRoutes(c: SchedApiComponents) {
+  return {
+    podPlacement: ({ params: { ns, name } }) => {
+      const scoped = c.scopeView?.(ns)
+      if ((scoped?.store ?? c.store).get({ kind: 'Pod', namespace: ns, name }) === undefined) throw new OrcError('not_found', `pod/${name} not found in namespace ${ns}`, { kind: 'Pod', namespace: ns, name })
+      const { view, opts } = scoped ?? c.schedView()
+      const e = explainPod(view, `${ns}/${name}`, opts)
+      return { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e) }
+    },
+    forgetNode: async ({ params, body }) => {
+      const b = isPlainObject(body) ? body : {}
+      const author = typeof b.author === 'string' && AUTHOR.test(b.author) ? b.author : undefined
+      if (author === undefined) throw new OrcError('invalid', 'author: must be user:<name> or controller:<name>')
+      const reason = typeof b.reason === 'string' && b.reason !== '' ? b.reason.slice(0, 1024) : undefined
+      return forgetNode(c, params.name, author, reason, b.force === true)
+    },
+  } satisfies RouteHandlers
 }

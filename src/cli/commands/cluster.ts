@@ -10,6 +10,7 @@ import { defaultDataDir, socketPathOf, startAgent, stopOnSignals, type Agent, ty
 import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
 import type { ApiCaller } from '../remote.ts'
+import { callRoute } from '../call.ts'
 import { createProgress } from '../progress.ts'
 import { fetchMembers, unreachableNodes } from '../liveness.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, installLine } from './ops.ts'
@@ -211,11 +212,11 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       let http: string | undefined
       if (opts.printInstall) {
         // Before the token exists: a node that serves no install script should not burn one.
-        const s = await client(cmd).call<{ http?: { address: string } | null }>('GET', '/v1/status')
+        const s = await callRoute(client(cmd), 'status')
         if (!s.http) throw new OrcError('unavailable', "this node's HTTP listener is off, so it serves no install script (start it with --http-listen ADDR), or use orc join")
         http = s.http.address
       }
-      const r = await client(cmd).call<{ token: string; id: string; expiresAt: number; uses: number; addresses: string[] }>('POST', '/v1/cluster/tokens', {
+      const r = await callRoute(client(cmd), 'createToken', {}, {
         body: { ttlMs, uses },
       })
       if (http !== undefined) {
@@ -238,10 +239,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .description('List the join tokens this node issued')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
     .action(async (opts, cmd: Command) => {
-      const r = await client(cmd).call<{ tokens: Array<{ id: string; createdAt: number; expiresAt: number; uses: number; usesLeft: number; revoked: boolean; usedBy: string[] }> }>(
-        'GET',
-        '/v1/cluster/tokens',
-      )
+      const r = await callRoute(client(cmd), 'tokens')
       if (opts.output === 'json') return io.out(JSON.stringify(r.tokens, null, 2) + '\n')
       if (opts.output === 'yaml') return io.out(toYaml(r.tokens))
       if (r.tokens.length === 0) return io.err('No tokens.\n')
@@ -264,7 +262,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .description('Revoke a join token (nodes that already joined stay members)')
     .argument('<ID>', 'token id from `orc token list` or `orc token create`')
     .action(async (id: string, _opts, cmd: Command) => {
-      await client(cmd).call('DELETE', `/v1/cluster/tokens/${encodeURIComponent(id)}`)
+      await callRoute(client(cmd), 'revokeToken', { id })
       io.out(`token ${id} revoked\n`)
     })
 
@@ -281,7 +279,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .action(async (name: string, opts, cmd: Command) => {
       const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
       const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
-      const r = await client(cmd).call<{ peerId: string }>('POST', `/v1/cluster/nodes/${encodeURIComponent(name)}/remove`, {
+      const r = await callRoute(client(cmd), 'removeNode', { name }, {
         body: { author, reason: opts.reason },
       })
       io.out(`node/${name} removed (peer ${r.peerId} is refused by every node)\n`)
@@ -299,7 +297,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .action(async (name: string, opts, cmd: Command) => {
       const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
       const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
-      const r = await client(cmd).call<{ pods: number }>('POST', `/v1/nodes/${encodeURIComponent(name)}/forget`, {
+      const r = await callRoute(client(cmd), 'forgetNode', { name }, {
         body: { author, reason: opts.reason, force: opts.force === true },
       })
       io.out(`node/${name} forgotten: its ${r.pods} pod(s) may move to other nodes; the mark is cleared when its agent starts again\n`)
@@ -318,7 +316,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   # Anywhere that can reach a node
   orc --node 192.168.1.10:7419 --credential ~/.orc-credential get nodes`))
     .action(async (_opts, cmd: Command) => {
-      const r = await client(cmd).call<{ credential: string }>('GET', '/v1/cluster/credential')
+      const r = await callRoute(client(cmd), 'credential')
       io.out(r.credential + '\n')
     })
 }

@@ -11,6 +11,7 @@ import type { Command } from 'commander'
 import { OrcError } from '../../model/index.ts'
 import { NETWORK_DOWN_FILE, defaultDataDir, readPid, removeNetworkLeftovers, resolveSocketPath, socketPathOf, type DownResponse } from '../../agent/index.ts'
 import { ApiClient } from '../client.ts'
+import { callRoute } from '../call.ts'
 import { examples } from '../format.ts'
 
 export interface DownCliIO {
@@ -76,7 +77,7 @@ running, \`orc down\` removes what a killed agent left behind, as named in <data
       const socket = socketFlag !== undefined || opts.dataDir === undefined ? resolveSocketPath(socketFlag, io.env) : socketPathOf(opts.dataDir)
       let res: DownResponse | undefined
       try {
-        res = await new ApiClient(socket).call<DownResponse>('POST', '/v1/down')
+        res = await callRoute(new ApiClient(socket), 'down')
       } catch (err) {
         if (err instanceof OrcError && err.code === 'not_found') {
           throw new OrcError('unavailable', `the agent at ${socket} does not know orc down (an older version): stop it with SIGTERM (systemctl stop orc, or Ctrl-C)`, {}, err)

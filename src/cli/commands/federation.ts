@@ -5,6 +5,7 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
 import type { FederationView } from '../../agent/index.ts'
+import { callRoute } from '../call.ts'
 import { OrcError } from '../../model/index.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
@@ -75,7 +76,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation create lab --namespace shared
   orc federation create lab --namespace web,db --as home`))
     .action(async (name: string, opts, cmd: Command) => {
-      const r = await client(cmd).call<{ federation: FederationView }>('POST', '/v1/federations', {
+      const r = await callRoute(client(cmd), 'createFederation', {}, {
         body: { name, namespaces: opts.namespace, as: opts.as, author: authorFrom(io.env, opts.author) },
       })
       if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
@@ -93,7 +94,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation token lab
   orc federation token lab --ttl 15m`))
     .action(async (name: string, opts, cmd: Command) => {
-      const r = await client(cmd).call<{ token: string; expiresAt: number; addresses: string[] }>('POST', `/v1/federations/${encodeURIComponent(name)}/token`, {
+      const r = await callRoute(client(cmd), 'federationToken', { name }, {
         body: { ttlSeconds: parseTtl(opts.ttl) },
       })
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
@@ -113,7 +114,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation join 192.0.2.10:7946 --token orcfed1.…
   orc federation join --token orcfed1.… --as cloud`))
     .action(async (peer: string | undefined, opts, cmd: Command) => {
-      const r = await client(cmd).call<{ federation: FederationView }>('POST', '/v1/federations/join', {
+      const r = await callRoute(client(cmd), 'joinFederation', {}, {
         body: { token: opts.token, peer, as: opts.as, author: authorFrom(io.env, opts.author) },
       })
       if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
@@ -126,7 +127,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .description('List the federations this cluster is in')
     .addOption(output())
     .action(async (opts, cmd: Command) => {
-      const r = await client(cmd).call<{ federations: FederationView[] }>('GET', '/v1/federations')
+      const r = await callRoute(client(cmd), 'federations')
       if (opts.output === 'json') return io.out(JSON.stringify(r.federations, null, 2) + '\n')
       if (r.federations.length === 0) return io.out('No federations. Create one: orc federation create NAME --namespace NS\n')
       io.out(
@@ -143,7 +144,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('<NAME>', 'federation name')
     .addOption(output())
     .action(async (name: string, opts, cmd: Command) => {
-      const r = await client(cmd).call<{ federation: FederationView }>('GET', `/v1/federations/${encodeURIComponent(name)}`)
+      const r = await callRoute(client(cmd), 'federation', { name })
       if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
       io.out(formatFederation(r.federation))
     })
@@ -154,7 +155,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('<NAME>', 'federation name')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .action(async (name: string, opts, cmd: Command) => {
-      await client(cmd).call('POST', `/v1/federations/${encodeURIComponent(name)}/leave`, { body: { author: authorFrom(io.env, opts.author) } })
+      await callRoute(client(cmd), 'leaveFederation', { name }, { body: { author: authorFrom(io.env, opts.author) } })
       io.out(`left federation/${name}; its namespaces stay here as this cluster's own objects\n`)
     })
 
@@ -165,7 +166,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('<CLUSTER>', 'the cluster to remove')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .action(async (name: string, cluster: string, opts, cmd: Command) => {
-      await client(cmd).call('DELETE', `/v1/federations/${encodeURIComponent(name)}/clusters/${encodeURIComponent(cluster)}`, { body: { author: authorFrom(io.env, opts.author) } })
+      await callRoute(client(cmd), 'removeFederationCluster', { name, cluster }, { body: { author: authorFrom(io.env, opts.author) } })
       io.out(`cluster ${cluster} removed from federation/${name}\n`)
     })
 }

@@ -4,10 +4,11 @@
  */
 import { OrcError, type Node, type NodeNetworkStatus, type NodeStatus } from '../../model/index.ts'
 import type { Stored } from '../../store/index.ts'
-import { parseNetworkMode, type NetworkSetup } from '../../agent/index.ts'
+import { parseNetworkMode, type NetworkSetup, type TunnelReport } from '../../agent/index.ts'
 import { explainWhy, formatWhy, parseWorkflowSnapshot, criticalChain, formatCriticalChain } from '../../workflow/index.ts'
 import { ago, formatTable } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
+import { callRoute } from '../call.ts'
 
 export const NETWORK_FLAG_HELP = 'pod network: auto (use WireGuard and pod namespaces when root and WireGuard are available), on (required), off (loopback-only pods); default $ORC_NETWORK or auto'
 
@@ -23,47 +24,6 @@ export function networkSetupFromFlags(opts: { network?: string; wgPort?: string 
   return setup
 }
 
-interface TunnelRow {
-  node: string
-  prefix: string
-  endpoint?: string
-  path: string
-  via?: string
-  punched?: boolean
-  state: string
-  latestHandshakeMs?: number
-  rxBytes: number
-  txBytes: number
-}
-
-interface FederatedRow {
-  node: string
-  cluster: string
-  federations: string[]
-  routes: string[]
-  endpoint?: string
-  path: string
-  state: string
-  latestHandshakeMs?: number
-  rxBytes: number
-  txBytes: number
-}
-
-interface NetworkReport {
-  node: string
-  state: string
-  reason?: string
-  mode?: string
-  iface?: string
-  prefix?: string
-  listenPort?: number
-  endpoints?: string[]
-  egress?: string
-  tunnels: TunnelRow[]
-  federated?: FederatedRow[]
-  pods: { uid: string; ipv6: string; netns: string }[]
-}
-
 /** A handshake's age: to the nearest unit, in hours at most (a tunnel re-handshakes every few minutes). */
 function handshakeAge(ms: number): string {
   return ms < 1000 ? 'now' : ago(ms, { rounding: 'nearest', largest: 'h' })
@@ -77,7 +37,7 @@ function bytes(n: number): string {
 
 const PATHS: Record<string, string> = { direct: 'direct', 'peer-dials': 'direct (peer behind NAT dials)', unknown: 'none (no endpoint known)' }
 
-function pathText(t: TunnelRow): string {
+function pathText(t: TunnelReport): string {
   if (t.path === 'relayed') return `relay via ${t.via ?? '?'}`
   if (t.path === 'direct' && t.punched) return 'direct (through its NAT)'
   return PATHS[t.path] ?? t.path
@@ -88,7 +48,7 @@ function pathText(t: TunnelRow): string {
  * the /128s of federated pods in other clusters (PATH `federation NAME`, NODE `node@cluster`).
  */
 export async function routesOutput(client: ApiCaller, output: string, now: number): Promise<string> {
-  const r = await client.call<NetworkReport>('GET', '/v1/network')
+  const r = await callRoute(client, 'network')
   if (output === 'json') return JSON.stringify(r, null, 2) + '\n'
   const head = [`node ${r.node}: network ${r.state}${r.reason ? ` (${r.reason})` : ''}`]
   if (r.iface) {

@@ -19,6 +19,7 @@ import {
 } from '../../agent/index.ts'
 import { ago, examples, formatTable, parseSince, toYaml } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
+import { callRoute } from '../call.ts'
 
 export interface OpsCliIO {
   out(text: string): void
@@ -223,7 +224,7 @@ export function registerOpsCommands(program: Command, io: OpsCliIO, client: (cmd
     .action(async (opts: OutputOpts & { dataDir?: string }, cmd: Command) => {
       let findings: Finding[]
       try {
-        findings = (await client(cmd).call<{ findings: Finding[] }>('GET', '/v1/ops/doctor')).findings
+        findings = (await callRoute(client(cmd), 'doctor')).findings
       } catch (err) {
         if (!(err instanceof OrcError) || (err.code !== 'unavailable' && err.code !== 'not_found')) throw err
         findings = await localDoctorFindings(opts.dataDir ?? defaultDataDir(io.env))
@@ -260,7 +261,7 @@ export function registerOpsCommands(program: Command, io: OpsCliIO, client: (cmd
       let since = opts.since === 'all' ? 0 : parseSince(opts.since, io.now())
       const c = client(cmd)
       const fetch = async () =>
-        c.call<{ events: ClusterEvent[]; now: number }>('GET', '/v1/events', { query: { target, namespace: opts.namespace, since, limit } })
+        callRoute(c, 'events', {}, { query: { target, namespace: opts.namespace, since, limit } })
       const first = await fetch()
       if (!opts.follow) {
         if (opts.output === 'json') return io.out(JSON.stringify(first.events, null, 2) + '\n')
@@ -297,10 +298,10 @@ export function registerOpsCommands(program: Command, io: OpsCliIO, client: (cmd
       if (!opts.client) {
         try {
           const c = client(cmd)
-          const s = await c.call<{ node: { name: string; version: string } }>('GET', '/v1/status')
+          const s = await callRoute(c, 'status')
           out.node = { name: s.node.name, version: s.node.version }
-          const nodes = await c.call<{ items: Array<{ metadata: { name: string }; status?: { version?: string } }> }>('GET', '/v1/objects/Node')
-          out.nodes = Object.fromEntries(nodes.items.map((n) => [n.metadata.name, n.status?.version ?? 'unknown']))
+          const nodes = await callRoute(c, 'listObjects', { kind: 'Node' })
+          out.nodes = Object.fromEntries(nodes.items.map((n) => [n.metadata.name, (n.status?.version as string | undefined) ?? 'unknown']))
           const skew: string[] = []
           if (s.node.version !== ORC_VERSION) skew.push(`client ${ORC_VERSION} and node ${s.node.name} ${s.node.version} differ`)
           for (const [name, v] of Object.entries(out.nodes)) if (v !== s.node.version) skew.push(`node ${name} runs ${v}, node ${s.node.name} runs ${s.node.version}`)
@@ -328,7 +329,7 @@ export function registerOpsCommands(program: Command, io: OpsCliIO, client: (cmd
     .command('metrics')
     .description('Print the node\'s Prometheus metrics (what http://NODE:7418/metrics serves)')
     .action(async (_opts, cmd: Command) => {
-      io.out((await client(cmd).call<{ text: string }>('GET', '/v1/ops/metrics')).text)
+      io.out((await callRoute(client(cmd), 'metrics')).text)
     })
 
   // ---- completion

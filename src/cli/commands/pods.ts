@@ -6,12 +6,13 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, r
 import { join, resolve } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import type { Command } from 'commander'
-import type { ClusterEvent } from '../../agent/index.ts'
+import type { ClusterEvent, LogsQuery, ResponseOf } from '../../agent/index.ts'
+import { callRoute } from '../call.ts'
 import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { Option } from 'commander'
 import { OrcError, parseRef, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
 import type { Stored, StoredObject } from '../../store/index.ts'
-import { defaultDataDir } from '../../agent/index.ts'
+import { defaultDataDir, objectParams } from '../../agent/index.ts'
 import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
 import {
   criticalChain,
@@ -34,10 +35,6 @@ export interface PodCliIO {
 }
 
 
-function objectPath(ref: ObjectRef): string {
-  return `/v1/objects/${encodeURIComponent(ref.kind)}/${ref.namespace === '' ? '_' : encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}`
-}
-
 function podRef(target: string, namespace: string | undefined): ObjectRef {
   const ref = parseRef(target.includes('/') ? target : `pod/${target}`, namespace || undefined)
   if (ref.kind !== 'Pod') throw new OrcError('invalid', `${target}: only pods have a lifecycle to explain (try pod/NAME)`)
@@ -47,7 +44,7 @@ function podRef(target: string, namespace: string | undefined): ObjectRef {
 /** The header of `orc why`: where the pod is and what runs, before the workflow explanation. */
 /** The copies of a pod other nodes stopped: the `CopyStopped` events (from their Nodes' stoppedCopies), oldest first. */
 async function stoppedCopiesOf(c: ApiCaller, ref: { namespace: string; name: string }): Promise<{ node: string; at: string; why: string }[]> {
-  const r = await c.call<{ events: ClusterEvent[] }>('GET', '/v1/events', { query: { target: `pod/${ref.name}`, namespace: ref.namespace } }).catch(() => ({ events: [] as ClusterEvent[] }))
+  const r = await callRoute(c, 'events', {}, { query: { target: `pod/${ref.name}`, namespace: ref.namespace } }).catch(() => ({ events: [] as ClusterEvent[] }))
   return r.events
     .filter((e) => e.type === 'CopyStopped')
     .map((e) => ({ node: e.source.replace(/^node\//, ''), at: new Date(e.time).toISOString(), why: e.message.replace(/^copy on [^ ]+ stopped: /, '') }))
@@ -93,20 +90,20 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .action(async (target: string, opts, cmd: Command) => {
       if (/^(node|nodes|no)\//i.test(target)) {
         const name = target.slice(target.indexOf('/') + 1)
-        const { object: node } = await client(cmd).call<{ object: Stored<Node> }>('GET', objectPath({ kind: 'Node', namespace: '', name }))
+        const { object: node } = await callRoute(client(cmd), 'getObject', objectParams({ kind: 'Node', namespace: '', name })) as { object: Stored<Node> }
         return io.out(nodeWhyOutput(node, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
       }
       const ref = podRef(target, opts.namespace)
-      const { object: pod } = await client(cmd).call<{ object: Stored<Pod> }>('GET', objectPath(ref))
+      const { object: pod } = await callRoute(client(cmd), 'getObject', objectParams(ref)) as { object: Stored<Pod> }
       const raw = pod.status?.workflow
       const now = io.now()
       let snap: WorkflowSnapshot | undefined
       if (raw !== undefined) snap = parseWorkflowSnapshot(raw)
       const subject = `pod/${pod.metadata.name}`
       // Placement: for a pod with no node, or whose node is lost for it, say which node fits and why not.
-      let placement: { text: string; explainedBy?: string; explanation: { status: string; summary: string } } | undefined
+      let placement: ResponseOf<'podPlacement'> | undefined
       try {
-        placement = await client(cmd).call('GET', `/v1/pods/${encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}/placement`)
+        placement = await callRoute(client(cmd), 'podPlacement', { ns: ref.namespace, name: ref.name })
       } catch {
         placement = undefined // an older agent: no placement explanation
       }
@@ -156,18 +153,18 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .action(async (target: string, opts, cmd: Command) => {
       const ref = podRef(target, opts.namespace)
       const c = client(cmd)
-      const path = `/v1/pods/${encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}/logs`
-      const query: Record<string, string | undefined> = { container: opts.container, revision: opts.revision, tail: opts.tail }
+      const pod = { ns: ref.namespace, name: ref.name }
+      const query: LogsQuery = { container: opts.container, revision: opts.revision, tail: opts.tail }
       if (!opts.follow) {
-        const r = await c.call<{ lines: string[] }>('GET', path, { query })
+        const r = await callRoute(c, 'podLogs', pod, { query })
         if (r.lines.length > 0) io.out(r.lines.join('\n') + '\n')
         return
       }
-      let r = await c.call<{ lines: string[]; cursor: number; ended: boolean; revision: number }>('GET', path, { query: { ...query, follow: '1' } })
+      let r = await callRoute(c, 'podLogs', pod, { query: { ...query, follow: '1' } })
       for (;;) {
         if (r.lines.length > 0) io.out(r.lines.join('\n') + '\n')
         if (r.ended) return
-        r = await c.call('GET', path, { query: { container: opts.container, revision: String(r.revision), follow: '1', cursor: String(r.cursor), waitMs: '10000' } })
+        r = await callRoute(c, 'podLogs', pod, { query: { container: opts.container, revision: String(r.revision), follow: '1', cursor: String(r.cursor), waitMs: '10000' } })
       }
     })
 
@@ -177,7 +174,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .description('Show the controllers of this agent: the fields each reads and writes, and who feeds whom')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .action(async (opts, cmd: Command) => {
-      const r = await client(cmd).call<{ text: string } & Record<string, unknown>>('GET', '/v1/controllers')
+      const r = await callRoute(client(cmd), 'controllers')
       if (opts.output === 'json') {
         const { text: _t, ...rest } = r
         return io.out(JSON.stringify(rest, null, 2) + '\n')

@@ -4,7 +4,8 @@
  */
 import type { Command } from 'commander'
 import { Option } from 'commander'
-import type { RolloutView } from '../../agent/index.ts'
+import type { BodyOf, RolloutView } from '../../agent/index.ts'
+import { callRoute } from '../call.ts'
 import { OrcError } from '../../model/index.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
 import { createProgress } from '../progress.ts'
@@ -31,8 +32,8 @@ function deploymentName(target: string): string {
   return target.slice(slash + 1)
 }
 
-function path(ns: string | undefined, name: string, action?: string): string {
-  return `/v1/rollouts/${encodeURIComponent(ns || 'default')}/${encodeURIComponent(name)}${action ? `/${action}` : ''}`
+function params(ns: string | undefined, name: string): { ns: string; name: string } {
+  return { ns: ns || 'default', name }
 }
 
 function splitText(v: RolloutView): string {
@@ -89,7 +90,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
 
   const write = (action: 'set' | 'promote' | 'abort') => async (target: string, opts: Record<string, unknown>, cmd: Command) => {
     const name = deploymentName(target)
-    const body: Record<string, unknown> = { author: authorFrom(io.env, opts.author as string | undefined), reason: opts.reason }
+    const body: BodyOf<'rolloutAction'> = { author: authorFrom(io.env, opts.author as string | undefined), reason: opts.reason as string | undefined }
     if (action === 'set') {
       const num = (v: unknown, flag: string): number => {
         const n = Number(v)
@@ -100,7 +101,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
       if (opts.nextReplicas !== undefined) body.nextReplicas = num(opts.nextReplicas, '--next-replicas')
       else body.nextPercent = num(String(opts.nextPercent).replace(/%$/, ''), '--next-percent')
     }
-    const r = await client(cmd).call<{ summary: string; changed: boolean; revision: number; rollout: RolloutView }>('POST', path(opts.namespace as string | undefined, name, action), { body })
+    const r = await callRoute(client(cmd), 'rolloutAction', { ...params(opts.namespace as string | undefined, name), action }, { body })
     if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
     io.out(r.changed ? `pinneddeployment/${name}: ${r.summary} (revision ${r.revision})\n` : `pinneddeployment/${name} unchanged: ${r.summary} already\n`)
   }
@@ -131,7 +132,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
       const timeoutMs = Number(opts.timeout) * 1000
       if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new OrcError('invalid', `--timeout: must be a number of seconds, got ${JSON.stringify(opts.timeout)}`)
       const deadline = io.now() + timeoutMs
-      let v = await c.call<RolloutView>('GET', path(opts.namespace, name))
+      let v = await callRoute(c, 'rollout', params(opts.namespace, name))
       // Progress on stderr (a spinner on a terminal, a line per change otherwise); stdout keeps
       // only the final status, so `-o json` stays parseable.
       const progress = opts.wait && !v.done ? createProgress({ write: (t) => io.err(t), isTTY: Boolean(process.stderr.isTTY) }) : undefined
@@ -144,7 +145,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
           throw new OrcError('timeout', `pinneddeployment/${name}: rollout not complete after ${opts.timeout}s`)
         }
         await new Promise((r) => setTimeout(r, 500))
-        v = await c.call<RolloutView>('GET', path(opts.namespace, name))
+        v = await callRoute(c, 'rollout', params(opts.namespace, name))
       }
       progress?.done(`pinneddeployment/${name}: rollout step complete`)
       io.out(opts.output === 'json' ? JSON.stringify(v, null, 2) + '\n' : formatRollout(v, Boolean(opts.pods)))

@@ -1,7 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createMemberApiHandler, memberRouteAllowed } from '../../../src/agent/member-api.ts'
-import { forwardTimeoutMs, withLogsProxy, type LogsProxyMember } from '../../../src/agent/pods/logs-proxy.ts'
+import { forwardTimeoutMs, proxiedLogs, type LogsProxyMember } from '../../../src/agent/pods/logs-proxy.ts'
+import { createRouter } from '../../../src/agent/router.ts'
 import type { ApiRequest } from '../../../src/agent/api.ts'
 
 test('a member-forwarded request may only read pod logs: writes and admin routes are refused before any handler runs', async () => {
@@ -49,11 +50,7 @@ function proxy(members: LogsProxyMember[], opts: { removed?: boolean; fail?: Err
   ])
   const forwarded: Array<{ peer: string; req: ApiRequest; timeoutMs: number }> = []
   const local: ApiRequest[] = []
-  const h = withLogsProxy(
-    async (req) => {
-      local.push(req)
-      return { status: 200, body: { local: true } }
-    },
+  const logs = proxiedLogs(
     {
       store: { get: (ref: any) => objects.get(`${ref.kind}/${ref.namespace}/${ref.name}`) } as any,
       nodeName: 'n1',
@@ -65,7 +62,12 @@ function proxy(members: LogsProxyMember[], opts: { removed?: boolean; fail?: Err
       },
       now: () => 1_000_000,
     },
+    async ({ req }) => {
+      local.push(req)
+      return { container: 'main', revision: 1, lines: ['local'] }
+    },
   )
+  const h = createRouter({ podLogs: logs })
   return { h, forwarded, local }
 }
 
@@ -78,8 +80,8 @@ test('logs of a pod on another member are forwarded to it; local pods and other 
   assert.deepEqual(forwarded, [{ peer: 'P2', req: { method: 'GET', path: '/v1/pods/default/web/logs', query: { tail: '1' } }, timeoutMs: 30_000 }])
   await h({ method: 'GET', path: '/v1/pods/default/here/logs' })
   await h({ method: 'GET', path: '/v1/pods/default/missing/logs' })
-  await h({ method: 'POST', path: '/v1/pods/default/web/logs' })
-  assert.equal(local.length, 3)
+  assert.equal((await h({ method: 'POST', path: '/v1/pods/default/web/logs' })).status, 404, 'not the logs route')
+  assert.equal(local.length, 2)
   assert.equal(forwarded.length, 1)
   assert.equal(forwardTimeoutMs({ follow: '1', cursor: '10', waitMs: '10000' }), 25_000, 'a poll waits on the remote first')
   assert.equal(forwardTimeoutMs({ follow: '1', cursor: '10', waitMs: '999999' }), 45_000)

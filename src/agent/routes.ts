@@ -1,0 +1,289 @@
+/**
+ * The local API's route table: every route once, with its method, path pattern, the permission it
+ * requires, what a client sends and what it answers. The agent binds a handler to each name
+ * (router.ts); the CLI builds its calls from the same entries (cli/call.ts), so a path or a response
+ * shape is written in one place. The same table serves the remote API (`orc --node`, mesh/rpc.ts)
+ * and, for the names in MEMBER_ROUTES, the member API between nodes.
+ *
+ * This file holds data and types only: the CLI imports it without loading any handler.
+ */
+import type { Change, ObjectRef } from '../model/index.ts'
+import type { MemberView, TokenRecord } from '../mesh/index.ts'
+import type { PodExplanation } from '../sched/index.ts'
+import type { Revision, StoredObject, WriteResult } from '../store/index.ts'
+import type { ControllerGraph } from '../workflow/index.ts'
+import type { ApplyResultItem, NodeInfo } from './api.ts'
+import type { RolloutView } from './deployments/api.ts'
+import type { FederationView } from './federation/manager.ts'
+import type { DownResponse } from './network/api.ts'
+import type { NetworkReport } from './network/controller.ts'
+import type { Finding } from './ops/doctor.ts'
+import type { ClusterEvent } from './ops/events.ts'
+import type { PeerRow } from './ops/node-ops.ts'
+import type { StabilityAnswer } from './stability.ts'
+
+/**
+ * What a route requires of its caller. Not enforced yet: it is what the coming RBAC checks.
+ * `kind` names the object kind the route touches: a kind, `:kind` for the kind named in the path,
+ * `*` for the kinds in the body (apply); absent when the route touches no stored object.
+ * `sub` is a part of an object with its own right, as Kubernetes' `pods/log`.
+ */
+export interface Permission {
+  verb: 'get' | 'list' | 'apply' | 'delete' | 'admin'
+  kind?: string
+  sub?: 'logs' | 'history'
+}
+
+export type Method = 'GET' | 'POST' | 'DELETE'
+
+export interface RouteSpec {
+  method: Method
+  /** Literal segments and `:param`s, e.g. `/v1/objects/:kind/:ns/:name`. */
+  path: string
+  permission: Permission
+  /** Status of a successful answer; default 200. */
+  status?: number
+}
+
+/** A value a client may put in a query; the transports turn it into text. */
+export type QueryValue = string | number | boolean | string[] | undefined
+
+interface Shape {
+  response: unknown
+  body?: unknown
+  query?: Record<string, QueryValue>
+}
+
+/** The types ride on the entry as an absent field, so each route says them beside its path. */
+const route =
+  <T extends Shape>() =>
+  <const S extends RouteSpec>(spec: S): S & { readonly types?: T } =>
+    spec
+
+// ---- shapes shared by several routes -----------------------------------------------------------
+
+/** `GET /v1/status`: the agent itself, plus what ops (http, peers) and the mesh (mesh) add. */
+export interface StatusView {
+  node: NodeInfo
+  objects: number
+  counts: Record<string, number>
+  uptimeSeconds: number
+  http?: { address: string } | null
+  peers?: PeerRow[]
+  mesh?: MeshStatus
+}
+
+export interface MeshStatus {
+  peerId: string
+  clusterId: string
+  addresses: string[]
+  state: string
+  members: { total: number; alive: number; suspect: number; dead: number }
+}
+
+/** A write by a user: who and why (recorded in history). */
+interface Authored {
+  author: string
+  reason?: string
+}
+
+/** `GET /v1/pods/NS/NAME/logs`: the lines; a follow poll adds where to continue and whether the container ended. */
+export interface LogsAnswer {
+  container: string
+  revision: number | null
+  lines: string[]
+  cursor?: number
+  ended?: boolean
+}
+
+export interface LogsQuery extends Record<string, QueryValue> {
+  container?: string
+  revision?: string
+  tail?: string
+  follow?: string
+  cursor?: string
+  waitMs?: string
+}
+
+export type TokenView = Omit<TokenRecord, 'secretHash'>
+
+export interface FederationAnswer {
+  federation: FederationView
+}
+
+// ---- the table ---------------------------------------------------------------------------------
+
+export const ROUTES = {
+  // objects (api.ts)
+  status: route<{ response: StatusView }>()({ method: 'GET', path: '/v1/status', permission: { verb: 'get' } }),
+  apply: route<{ body: Authored & { objects: unknown[]; namespace?: string }; response: { results: ApplyResultItem[] } }>()({
+    method: 'POST',
+    path: '/v1/apply',
+    permission: { verb: 'apply', kind: '*' },
+  }),
+  listObjects: route<{ query: { namespace?: string; all?: string | number | boolean }; response: { kind: string; items: StoredObject[] } }>()({
+    method: 'GET',
+    path: '/v1/objects/:kind',
+    permission: { verb: 'list', kind: ':kind' },
+  }),
+  getObject: route<{ response: { object: StoredObject } }>()({ method: 'GET', path: '/v1/objects/:kind/:ns/:name', permission: { verb: 'get', kind: ':kind' } }),
+  deleteObject: route<{ body: Authored; response: { revision: Revision } }>()({
+    method: 'DELETE',
+    path: '/v1/objects/:kind/:ns/:name',
+    permission: { verb: 'delete', kind: ':kind' },
+  }),
+  history: route<{ query: { author?: string[]; excludeAuthor?: string[]; since?: string | number }; response: { revisions: Revision[] } }>()({
+    method: 'GET',
+    path: '/v1/objects/:kind/:ns/:name/history',
+    permission: { verb: 'get', kind: ':kind', sub: 'history' },
+  }),
+  revision: route<{ response: { object: StoredObject } }>()({
+    method: 'GET',
+    path: '/v1/objects/:kind/:ns/:name/revisions/:rev',
+    permission: { verb: 'get', kind: ':kind', sub: 'history' },
+  }),
+  diff: route<{ query: { from: string | number; to: string | number }; response: { changes: Change[] } }>()({
+    method: 'GET',
+    path: '/v1/objects/:kind/:ns/:name/diff',
+    permission: { verb: 'get', kind: ':kind', sub: 'history' },
+  }),
+  rollback: route<{ body: Authored & { to?: string | number }; response: WriteResult }>()({
+    method: 'POST',
+    path: '/v1/objects/:kind/:ns/:name/rollback',
+    permission: { verb: 'apply', kind: ':kind' },
+  }),
+
+  // pods (pods/api.ts, pods/logs-proxy.ts, sched/api.ts)
+  podLogs: route<{ query: LogsQuery; response: LogsAnswer }>()({ method: 'GET', path: '/v1/pods/:ns/:name/logs', permission: { verb: 'get', kind: 'Pod', sub: 'logs' } }),
+  podPlacement: route<{ response: { explainedBy: string; explanation: PodExplanation; text: string } }>()({
+    method: 'GET',
+    path: '/v1/pods/:ns/:name/placement',
+    permission: { verb: 'get', kind: 'Pod' },
+  }),
+  controllers: route<{ response: ControllerGraph & { text: string } }>()({ method: 'GET', path: '/v1/controllers', permission: { verb: 'get' } }),
+  forgetNode: route<{ body: Authored & { force?: boolean }; response: { node: string; forgotten: true; pods: number } }>()({
+    method: 'POST',
+    path: '/v1/nodes/:name/forget',
+    permission: { verb: 'admin', kind: 'Node' },
+  }),
+
+  // rollouts (deployments/api.ts)
+  rollout: route<{ response: RolloutView }>()({ method: 'GET', path: '/v1/rollouts/:ns/:name', permission: { verb: 'get', kind: 'PinnedDeployment' } }),
+  rolloutAction: route<{
+    body: Authored & { nextReplicas?: number; nextPercent?: number }
+    response: { summary: string; changed: boolean; revision: number | undefined; rollout: RolloutView }
+  }>()({ method: 'POST', path: '/v1/rollouts/:ns/:name/:action', permission: { verb: 'apply', kind: 'PinnedDeployment' } }),
+
+  // the node (network/api.ts, stability.ts, ops/node-ops.ts)
+  network: route<{ response: NetworkReport }>()({ method: 'GET', path: '/v1/network', permission: { verb: 'get' } }),
+  down: route<{ response: DownResponse }>()({ method: 'POST', path: '/v1/down', permission: { verb: 'admin' }, status: 202 }),
+  stability: route<{ response: StabilityAnswer }>()({ method: 'GET', path: '/v1/stability', permission: { verb: 'get' } }),
+  clock: route<{ response: { now: number } }>()({ method: 'GET', path: '/v1/clock', permission: { verb: 'get' } }),
+  metrics: route<{ response: { text: string } }>()({ method: 'GET', path: '/v1/ops/metrics', permission: { verb: 'get' } }),
+  doctor: route<{ response: { findings: Finding[] } }>()({ method: 'GET', path: '/v1/ops/doctor', permission: { verb: 'get' } }),
+  events: route<{ query: { target?: string; namespace?: string; since?: string | number; limit?: string | number }; response: { events: ClusterEvent[]; now: number } }>()({
+    method: 'GET',
+    path: '/v1/events',
+    permission: { verb: 'list', kind: '*', sub: 'history' },
+  }),
+
+  // the cluster (cluster.ts)
+  members: route<{ response: { self: string; members: MemberView[] } }>()({ method: 'GET', path: '/v1/members', permission: { verb: 'list' } }),
+  createToken: route<{
+    body: { ttlMs?: number; uses?: number }
+    response: { token: string; id: string; expiresAt: number; uses: number; issuer: string; addresses: string[] }
+  }>()({ method: 'POST', path: '/v1/cluster/tokens', permission: { verb: 'admin' } }),
+  tokens: route<{ response: { tokens: TokenView[] } }>()({ method: 'GET', path: '/v1/cluster/tokens', permission: { verb: 'admin' } }),
+  revokeToken: route<{ response: { token: TokenView } }>()({ method: 'DELETE', path: '/v1/cluster/tokens/:id', permission: { verb: 'admin' } }),
+  credential: route<{ response: { credential: string } }>()({ method: 'GET', path: '/v1/cluster/credential', permission: { verb: 'admin' } }),
+  removeNode: route<{ body: Authored; response: { node: string; peerId: string; removed: true } }>()({
+    method: 'POST',
+    path: '/v1/cluster/nodes/:name/remove',
+    permission: { verb: 'admin', kind: 'Node' },
+  }),
+
+  // federations (federation/routes.ts)
+  federations: route<{ response: { federations: FederationView[] } }>()({ method: 'GET', path: '/v1/federations', permission: { verb: 'list' } }),
+  createFederation: route<{ body: { name: string; namespaces: string[]; as?: string; author: string }; response: FederationAnswer }>()({
+    method: 'POST',
+    path: '/v1/federations',
+    permission: { verb: 'admin' },
+  }),
+  joinFederation: route<{ body: { token: string; peer?: string; as?: string; author: string }; response: FederationAnswer }>()({
+    method: 'POST',
+    path: '/v1/federations/join',
+    permission: { verb: 'admin' },
+  }),
+  federation: route<{ response: FederationAnswer }>()({ method: 'GET', path: '/v1/federations/:name', permission: { verb: 'get' } }),
+  federationToken: route<{ body: { ttlSeconds?: number }; response: { token: string; expiresAt: number; federation: string; addresses: string[] } }>()({
+    method: 'POST',
+    path: '/v1/federations/:name/token',
+    permission: { verb: 'admin' },
+  }),
+  leaveFederation: route<{ body: { author: string }; response: FederationAnswer }>()({ method: 'POST', path: '/v1/federations/:name/leave', permission: { verb: 'admin' } }),
+  removeFederationCluster: route<{ body: { author: string }; response: FederationAnswer }>()({
+    method: 'DELETE',
+    path: '/v1/federations/:name/clusters/:cluster',
+    permission: { verb: 'admin' },
+  }),
+  federationInvite: route<{ response: { token: string; cluster: string } }>()({ method: 'GET', path: '/v1/federation-invites/:id', permission: { verb: 'admin' } }),
+} as const
+
+export type RouteName = keyof typeof ROUTES
+
+/**
+ * What another member may ask over the member API (member-api.ts). Membership proves only that the
+ * peer is one of ours, not that an operator is behind the request: read-only internal routes only.
+ */
+export const MEMBER_ROUTES: readonly RouteName[] = [
+  'podLogs',
+  // The node's clock, for `orc doctor`'s skew check.
+  'clock',
+  // Its durable state vector and member list, for tombstone pruning (stability.ts).
+  'stability',
+  // A single-use invite into a federation this cluster is in, so the asking node follows its
+  // cluster there (federation/manager.ts); the invite travels inside the cluster's own mesh.
+  'federationInvite',
+]
+
+type Types<N extends RouteName> = NonNullable<(typeof ROUTES)[N]['types']>
+type ParamNames<P extends string> = P extends `${string}:${infer N}/${infer R}` ? N | ParamNames<`/${R}`> : P extends `${string}:${infer N}` ? N : never
+
+export type ResponseOf<N extends RouteName> = Types<N>['response']
+export type BodyOf<N extends RouteName> = Types<N> extends { body: infer B } ? B : undefined
+export type QueryOf<N extends RouteName> = Types<N> extends { query: infer Q } ? Q : Record<string, never>
+export type ParamsOf<N extends RouteName> = { [K in ParamNames<(typeof ROUTES)[N]['path']>]: string }
+
+// ---- paths -------------------------------------------------------------------------------------
+
+/** The path part of a request path (before `?`), and its segments decoded; throws URIError on bad escapes. */
+export function splitPath(path: string): { pathname: string; segments: () => string[] } {
+  const pathname = path.split('?')[0]!
+  return { pathname, segments: () => pathname.split('/').filter(Boolean).map((s) => decodeURIComponent(s)) }
+}
+
+/** `route`'s path with its params filled in (each encoded as one segment). */
+export function pathOf<N extends RouteName>(name: N, params: ParamsOf<N>): string {
+  const p = params as Record<string, string>
+  return ROUTES[name].path.replace(/:([A-Za-z]+)/g, (_, k: string) => encodeURIComponent(p[k]!))
+}
+
+/** The params of `pattern` in `segments`, or undefined when it does not match. */
+export function matchPattern(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {
+  if (pattern.length !== segments.length) return undefined
+  const params: Record<string, string> = {}
+  for (const [i, p] of pattern.entries()) {
+    if (p.startsWith(':')) params[p.slice(1)] = segments[i]!
+    else if (p !== segments[i]) return undefined
+  }
+  return params
+}
+
+export function patternOf(path: string): string[] {
+  return path.split('/').filter(Boolean)
+}
+
+/** The object-route params of a ref: cluster-scoped objects live under namespace `_`. */
+export function objectParams(ref: ObjectRef): { kind: string; ns: string; name: string } {
+  return { kind: ref.kind, ns: ref.namespace === '' ? '_' : ref.namespace, name: ref.name }
+}
