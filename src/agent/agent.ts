@@ -2,7 +2,6 @@
  * The composition root of a node: opens the store, records this node (and, on a fresh data dir,
  * the cluster), serves the local API, and stops all of it in reverse order.
  */
-import { randomBytes as cryptoRandomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync, chmodSync, statSync } from 'node:fs'
 import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { NODE_CONTROLLER, ORC_VERSION, nodeNameFromHostname } from './node-info.ts'
@@ -20,26 +19,22 @@ import { withSchedulingRoutes } from './sched/index.ts'
 import { DeploymentController, withRolloutRoutes } from './deployments/index.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { createPodApi } from './pods/api.ts'
-import { podTunablesFromEnv } from './pods/options.ts'
 import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
 import { STABILITY_PATH, pruneClusterTombstones, withStabilityRoute } from './stability.ts'
 import { createNodeOps, type NodeOps } from './ops/node-ops.ts'
 import { NodeNetwork, meshViewOf, withNetworkRoutes } from './network/index.ts'
 import { FederationManager, federationRouteSource, routedStore, withFederationRoutes } from './federation/index.ts'
-import { systemClock as workflowSystemClock } from '../workflow/index.ts'
+import { every, systemClock, unrefTimers, systemRandom, type Clock, type Random } from '../effects/index.ts'
 import {
   DEFAULT_CLUSTER_NAME,
   PID_FILE,
   readPid,
   socketPathOf,
-  systemClock,
   type AgentOptions,
-  type Clock,
-  type RandomBytes,
 } from './options.ts'
 
-export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: RandomBytes }) => Promise<ObjectStore>
+export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random }) => Promise<ObjectStore>
 
 export interface AgentComponents {
   /** Opens the store; the real one unless a test injects another. */
@@ -87,7 +82,7 @@ function defaultOpenStore(opts: Parameters<OpenStore>[0]): Promise<ObjectStore> 
   return openStore({ dir: opts.dir, randomBytes: opts.randomBytes, logger: opts.logger as StoreOptions['logger'] })
 }
 
-async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: RandomBytes): Promise<ObjectStore> {
+async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: Random): Promise<ObjectStore> {
   try {
     return await open({ dir: join(dataDir, 'db'), logger: logger.child({ module: 'store' }), randomBytes: random })
   } catch (err) {
@@ -117,7 +112,7 @@ async function ensureCluster(
   store: ObjectStore,
   name: string,
   clock: Clock,
-  random: RandomBytes,
+  random: Random,
   mesh?: { id: string; joined: boolean },
 ): Promise<{ name: string; id: string }> {
   const existing = store.list('Cluster')[0]
@@ -167,7 +162,7 @@ async function registerNode(
 
 export async function startAgent(opts: AgentOptions, components: AgentComponents = {}): Promise<Agent> {
   const clock = opts.clock ?? systemClock
-  const random = opts.random ?? ((n: number) => new Uint8Array(cryptoRandomBytes(n)))
+  const random = opts.random ?? systemRandom
   const logger = components.logger ?? createLogger({ level: opts.logLevel, pretty: opts.prettyLogs })
   const log = logger.child({ module: 'agent' })
   const dataDir = opts.dataDir
@@ -198,9 +193,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let network: NodeNetwork | undefined
   let ops: NodeOps | undefined
   let federation: FederationManager | undefined
-  let pruneTimer: ReturnType<typeof setInterval> | undefined
+  let stopPruning: (() => void) | undefined
   const cleanup = async (): Promise<void> => {
-    if (pruneTimer) clearInterval(pruneTimer)
+    stopPruning?.()
     stopHeapKeeper()
     await ops?.stop().catch((err) => log.warn({ err }, 'stop ops listener'))
     await server?.close().catch((err) => log.warn({ err }, 'close API'))
@@ -230,7 +225,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         'pods cannot start: sandboxed pods run as an unprivileged user and cannot pass through this directory above the data dir (give it o+x, or use a data dir elsewhere)',
       )
     }
-    if (opts.mesh) cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh, clock })
+    if (opts.mesh) cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh, clock, random })
     // Tombstone pruning is proven safe only while no other replica holds the document: a node
     // that is its cluster's only member and knows no other Node (docs/architecture.md).
     const meshOf = cluster
@@ -260,8 +255,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         nodeName,
         dataDir,
         logger,
-        now: () => clock.now(),
-        workflowClock: workflowSystemClock,
+        clock,
         random,
         ...(cluster ? { mesh: meshViewOf(cluster.mesh) } : {}),
       },
@@ -283,9 +277,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       store,
       nodeName,
       dataDir,
-      clock: opts.pods?.clock ?? workflowSystemClock,
+      clock,
+      random,
       logger,
-      tunables: opts.pods?.tunables ?? podTunablesFromEnv(process.env),
+      tunables: opts.pods?.tunables ?? {},
       aliveNodes: () => (meshNode ? meshNode.mesh.members().filter((m) => m.self || m.state === 'alive').map((m) => m.name) : [nodeName]),
       members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
       network: nodeNetwork,
@@ -304,6 +299,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       tunables: opts.mesh?.tunables,
       logger,
       clock,
+      random,
     })
     // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
     // Before start(): federations reopened after a restart announce their pod scopes as they open
@@ -328,7 +324,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     })
-    const podHandler = createPodApi({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })(baseHandler)
+    const podHandler = createPodApi({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, c) => pods.logDirOf(ref, uid, c) })(baseHandler)
     const schedHandler = withSchedulingRoutes(podHandler, {
       store,
       nodeName,
@@ -366,14 +362,15 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         }
       : undefined
     const stabilityHandler = withStabilityRoute(netHandler, stability)
-    const pruneEvery = opts.pruneIntervalMs ?? (Number(process.env.ORC_PRUNE_INTERVAL_MS) || 120_000)
+    const pruneEvery = opts.pruneIntervalMs ?? 120_000
     const structsGauge = ops.metrics.gauge('orc_store_document_structs', 'Structs (items and GC ranges) the in-memory replicated document holds; pruning keeps it proportional to live data.')
     ops.metrics.onCollect(() => structsGauge.set({}, store.docStats().structs))
     const prunePasses = ops.metrics.counter('orc_store_prune_passes_total', 'Tombstone pruning passes, by outcome (pruned, nothing, waiting: a member did not vouch).')
     const prunedTotal = ops.metrics.counter('orc_store_pruned_tombstones_total', 'Tombstones of overwritten fields pruned from the replicated document.')
     let pruning = false
     let lastWait: string | undefined
-    pruneTimer = setInterval(() => {
+    // Unref'd: pruning is housekeeping and must not keep a stopping agent's process up.
+    stopPruning = every(unrefTimers(clock), pruneEvery, () => {
       if (pruning) return
       pruning = true
       const pass = stability ? pruneClusterTombstones(stability) : Promise.resolve(store.pruneTombstones())
@@ -388,22 +385,20 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         })
         .catch((err) => log.warn({ err }, 'tombstone pruning pass failed'))
         .finally(() => (pruning = false))
-    }, pruneEvery)
-    pruneTimer.unref()
+    })
     const opsHandler = ops.wrap(withFederationRoutes(stabilityHandler, federation))
     const handler = cluster ? cluster.wrap(opsHandler) : opsHandler
     server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
     await ops.start()
     await lifecycle.start()
     nodeNetwork.podsAdopted()
-    const podClock = opts.pods?.clock ?? workflowSystemClock
     deployments = new DeploymentController({
       store,
       nodeName,
       members: () => (meshNode ? meshNode.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }]),
-      now: () => podClock.now(),
-      setTimeout: (fn, ms) => podClock.setTimeout(fn, ms),
-      clearTimeout: (h) => podClock.clearTimeout(h as Parameters<typeof podClock.clearTimeout>[0]),
+      now: () => clock.now(),
+      setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+      clearTimeout: (h) => clock.clearTimeout(h),
       log: logger.child({ module: 'deployments' }),
     })
     deployments.start()

@@ -16,7 +16,7 @@ import {
   type OrcObject,
 } from '../model/index.ts'
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
-import type { Clock } from './options.ts'
+import type { Clock } from '../effects/index.ts'
 
 export type Query = Record<string, string | string[] | undefined>
 

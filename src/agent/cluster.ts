@@ -24,7 +24,6 @@ import {
   loadCluster,
   resolvePeerAddress,
   startMesh,
-  systemRandom,
   type JoinProgress,
   type MemberDirectory,
   type MemberInfo,
@@ -32,6 +31,7 @@ import {
   type MeshOptions,
   type MeshTunables,
 } from '../mesh/index.ts'
+import type { Clock, Random } from '../effects/index.ts'
 import { errorBody, httpStatusOf, type ApiHandler, type ApiRequest, type ApiResponse } from './api.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import { unadvertisedRanges } from './network/index.ts'
@@ -165,7 +165,8 @@ export async function startClusterMesh(c: {
   store: ObjectStore
   logger: Logger
   setup: MeshSetup
-  clock: { now(): number }
+  clock: Clock
+  random: Random
 }): Promise<ClusterNode> {
   const { store, dataDir } = c
   const log = c.logger.child({ module: 'cluster' })
@@ -198,6 +199,8 @@ export async function startClusterMesh(c: {
     scopes: { cluster: store },
     members: directory,
     logger: c.logger,
+    clock: c.clock,
+    random: c.random,
     tunables: c.setup.tunables,
     acceptApiFromStrangers: true,
     vetJoiner,
@@ -242,7 +245,7 @@ export async function startClusterMesh(c: {
     const existing = store.list('Cluster')[0]?.spec?.id
     const { adminCredential } = await initCluster({
       dataDir,
-      random: systemRandom,
+      random: c.random,
       now: c.clock.now(),
       clusterId: typeof existing === 'string' && existing !== '' ? existing : undefined,
     })

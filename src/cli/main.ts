@@ -10,6 +10,7 @@ import {
   resolveSocketPath,
   socketPathOf,
   startAgent,
+  agentOptionsFromEnv,
   stopOnSignals,
   type ApplyResultItem,
   type NodeInfo,
@@ -131,6 +132,7 @@ Use "orc COMMAND --help" for more about a command.`))
       const socketFlag = cmd.optsWithGlobals().socket as string | undefined
       const socketPath = socketFlag ?? socketPathOf(dataDir)
       const agent = await startAgent({
+        ...agentOptionsFromEnv(io.env),
         dataDir,
         socketPath,
         nodeName: opts.name,

@@ -23,7 +23,8 @@ import { loadOrCreateIdentity, peerIdOf } from './identity.ts'
 import { JOIN_PROTOCOL, joinRequestFromToken, requestJoin, serveJoin, type JoinProgress, type JoinResponse } from './join.ts'
 import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
 import { MembershipTable, chooseConnections, type MemberInfo, type MemberTransition, type MemberView } from './membership.ts'
-import { defaultLogger, resolveTunables, systemClock, systemRandom, type Clock, type MeshTunables, type RandomSource } from './options.ts'
+import { systemClock, systemRandom, unrefTimers, type Clock, type Random } from '../effects/index.ts'
+import { defaultLogger, resolveTunables, type MeshTunables } from './options.ts'
 import { API_PROTOCOL, callApi, serveApi, type ApiHandler, type ApiRequest, type ApiResponse } from './rpc.ts'
 import { MEMBER_API_PROTOCOL, MEMBER_API_SERVE_MS, callMemberApi, serveMemberApi, type MemberApiHandler } from './member-api.ts'
 import { encodePsk } from './psk.ts'
@@ -67,7 +68,7 @@ export interface MeshOptions {
   /** Let non-members holding the PSK call the api on probation (remote CLI). Default false. */
   acceptApiFromStrangers?: boolean
   clock?: Clock
-  random?: RandomSource
+  random?: Random
   transports?: Libp2pOptions['transports']
   logger?: Logger
   tunables?: Partial<MeshTunables>
@@ -110,7 +111,7 @@ type Listener<K extends keyof MeshEvents> = (...args: MeshEvents[K]) => void
 
 /** Create a cluster in `dataDir` (`orc up`) and start its first node. */
 export async function createCluster(opts: MeshOptions & { clusterId?: string }): Promise<{ mesh: Mesh; adminCredential: string }> {
-  const clock = opts.clock ?? systemClock
+  const clock = unrefTimers(opts.clock ?? systemClock)
   const random = opts.random ?? systemRandom
   const { adminCredential } = await initCluster({ dataDir: opts.dataDir, random, now: clock.now(), clusterId: opts.clusterId })
   const mesh = await startMesh(opts)
@@ -132,7 +133,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
 
 /** Join the cluster a token invites to (`orc join`): dial the issuer, present the token, sync. */
 export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
-  const clock = opts.clock ?? systemClock
+  const clock = unrefTimers(opts.clock ?? systemClock)
   const claims = decodeToken(opts.token)
   checkTokenFresh(claims, clock.now())
   const existing = await loadCluster(opts.dataDir)
@@ -249,7 +250,7 @@ export class Mesh {
   cluster: ClusterState
   private readonly events = new EventEmitter()
   private readonly clock: Clock
-  private readonly random: RandomSource
+  private readonly random: Random
   private readonly directory: MemberDirectory
   private readonly table: MembershipTable
   private readonly scores: PeerScores
@@ -270,7 +271,7 @@ export class Mesh {
     privateKey: PrivateKey,
     cluster: ClusterState,
     private readonly joiningIssuer: string | undefined,
-    deps: { clock: Clock; random: RandomSource; tunables: MeshTunables; directory: MemberDirectory; authority: TokenAuthority; log: Logger; scores: PeerScores },
+    deps: { clock: Clock; random: Random; tunables: MeshTunables; directory: MemberDirectory; authority: TokenAuthority; log: Logger; scores: PeerScores },
   ) {
     this.peerId = peerIdOf(privateKey)
     this.cluster = cluster
@@ -291,7 +292,7 @@ export class Mesh {
   }
 
   static async create(opts: MeshOptions, cluster: ClusterState, joiningIssuer?: string): Promise<Mesh> {
-    const clock = opts.clock ?? systemClock
+    const clock = unrefTimers(opts.clock ?? systemClock)
     const random = opts.random ?? systemRandom
     const tunables = resolveTunables(opts.tunables)
     const log = (opts.logger ?? defaultLogger()).child({ module: 'mesh' })

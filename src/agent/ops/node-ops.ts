@@ -250,10 +250,10 @@ export function createNodeOps(d: NodeOpsDeps): NodeOps {
     const peers = mesh.members().filter((m) => !m.self && m.state === 'alive')
     return Promise.all(
       peers.map(async (m) => {
-        const t0 = Date.now()
+        const t0 = d.now()
         try {
           const r = await mesh.memberRequest(m.peerId, { method: 'GET', path: '/v1/clock' }, { timeoutMs: 5000 })
-          const t1 = Date.now()
+          const t1 = d.now()
           const remote = (r.body as { now?: unknown } | null)?.now
           if (r.status !== 200 || typeof remote !== 'number') return { peer: m.name, skewMs: null, error: `answered HTTP ${r.status} (an older orc without /v1/clock?)` }
           return { peer: m.name, skewMs: remote - (t0 + t1) / 2 }
@@ -306,7 +306,7 @@ export function createNodeOps(d: NodeOpsDeps): NodeOps {
         return Array.isArray(v) ? v[v.length - 1] : v
       }
       try {
-        if (m === 'GET' && path === '/v1/clock') return { status: 200, body: { now: Date.now() } }
+        if (m === 'GET' && path === '/v1/clock') return { status: 200, body: { now: d.now() } }
         if (m === 'GET' && path === '/v1/ops/metrics') return { status: 200, body: { text: metrics.render() } }
         if (m === 'GET' && path === '/v1/ops/doctor') return { status: 200, body: { findings: await doctor() } }
         if (m === 'GET' && path === '/v1/events') {

@@ -14,6 +14,7 @@
  * at `nextDecisionTime` (when an ha timer or goneAfter runs out).
  */
 import type { Logger } from 'pino'
+import type { Clock } from '../../effects/index.ts'
 import { field, type OrcObject } from '../../model/index.ts'
 import { nextDecisionTime, plan, resolveOptions, type ClusterView, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
@@ -22,14 +23,15 @@ import { NODE_CONTROLLER } from '../node-info.ts'
 
 export const SCHEDULER_CONTROLLER = 'controller:scheduler'
 
-export interface BinderComponents {
+/**
+ * The clock's methods are the binder's time and timers: the agent's clock, a manual one in tests,
+ * the simulator's virtual time in netsim (which awaits the passes the timers start).
+ */
+export interface BinderComponents extends Clock {
   store: ObjectStore
   nodeName: string
   /** This node's membership view (the mesh's members()); a node missing from it counts as dead. */
   members(): readonly NodeMember[]
-  now(): number
-  setTimeout(fn: () => void, ms: number): unknown
-  clearTimeout(handle: unknown): void
   log: Logger
   /** Re-plan at least this often (membership changes are not store changes). Default 1000 ms. */
   tickMs?: number
@@ -137,11 +139,13 @@ export class Binder {
         .map((m) => `${m.name}:${m.state}`)
         .sort()
         .join(',')
+      let pass: Promise<void> | undefined
       if (membership !== lastMembership || ++ticks % 10 === 0) {
         lastMembership = membership
-        void this.pass()
+        pass = this.pass()
       }
       this.tick = this.c.setTimeout(loop, every)
+      return pass
     }
     this.tick = this.c.setTimeout(loop, every)
   }
@@ -159,7 +163,7 @@ export class Binder {
     const wait = Math.max(0, this.lastPassAt + (this.c.minPassIntervalMs ?? 250) - this.c.now())
     this.requested = this.c.setTimeout(() => {
       this.requested = undefined
-      void this.pass()
+      return this.pass()
     }, wait)
   }
 
@@ -280,7 +284,7 @@ export class Binder {
     if (this.wake) this.c.clearTimeout(this.wake.handle)
     const handle = this.c.setTimeout(() => {
       this.wake = undefined
-      void this.pass()
+      return this.pass()
     }, Math.max(0, at - this.c.now()) + 5)
     this.wake = { at, handle }
   }
