@@ -127,27 +127,34 @@ export class Binder {
 
   start(): void {
     const every = this.c.tickMs ?? 1000
-    let ticks = 0
-    let lastMembership = ''
     const loop = () => {
       if (this.stopped) return
-      // Membership is not in the store, so the tick watches it; a full pass runs only when some
-      // member changed state (and every 10th tick as a safety net): planning over every pod each
-      // second would cost the writes a share of the CPU.
-      const membership = this.c
-        .members()
-        .map((m) => `${m.name}:${m.state}`)
-        .sort()
-        .join(',')
-      let pass: Promise<void> | undefined
-      if (membership !== lastMembership || ++ticks % 10 === 0) {
-        lastMembership = membership
-        pass = this.pass()
-      }
+      const pass = this.watchMembership()
       this.tick = this.c.setTimeout(loop, every)
       return pass
     }
     this.tick = this.c.setTimeout(loop, every)
+  }
+
+  private ticks = 0
+  private lastMembership = ''
+
+  /**
+   * One tick of the membership watch (`start` runs it every `tickMs`; the simulator once per
+   * heartbeat round, when membership can change). Membership is not in the store, so the tick
+   * watches it; a full pass runs only when some member changed state (and every 10th tick as a
+   * safety net): planning over every pod each second would cost the writes a share of the CPU.
+   */
+  watchMembership(): Promise<void> | undefined {
+    if (this.stopped) return undefined
+    const membership = this.c
+      .members()
+      .map((m) => `${m.name}:${m.state}`)
+      .sort()
+      .join(',')
+    if (membership === this.lastMembership && ++this.ticks % 10 !== 0) return undefined
+    this.lastMembership = membership
+    return this.pass()
   }
 
   private requested: unknown
