@@ -1,30 +1,58 @@
 /**
- * Local scheduling on every simulated node: each node builds a ClusterView from its own store and
- * its own membership table, runs the real `plan` from src/sched, and executes only the binds that
- * name itself (as `controller:scheduler` patches of `status.node`). A node "runs" a pod when its own
- * store binds the pod to it and, for an `ha` pod, while the real self-fencing rule
- * (src/sched/fencing.ts) lets it: every heartbeat round each node computes its quorum state from its
- * own membership table's last-heard times. The checks here are the scheduler invariants.
+ * Local scheduling on every simulated node: each node process runs the agent's own binder
+ * (src/agent/pods/binder.ts: its view from the node's store and membership, the real `plan`, binds
+ * to itself as `controller:scheduler` patches) on the node's virtual clock. What is the simulator's
+ * here: the binder's clock, its membership (the node's MembershipTable as the heartbeat rounds fed
+ * it), the Node objects (synthesised: netsim stores hold no Node objects), the namespace it
+ * schedules, and the model of the agent's fence. A node "runs" a pod when its own store binds the
+ * pod to it and, for an `ha` pod, while the real self-fencing rule (src/sched/fencing.ts) lets it:
+ * every heartbeat round each node computes its quorum state from its own membership table's
+ * last-heard times. The checks here are the scheduler invariants.
  */
+import { pino } from 'pino'
+import type { Clock, TimerHandle } from '../src/effects/index.ts'
+import { isRefOf, type Cluster, type Node } from '../src/model/index.ts'
 import {
-  plan,
-  podRequests,
-  BindOp,
-  nextDecisionTime,
   decideFence,
   DEFAULT_FENCING,
   fenceWindowMs,
   quorumState,
   resolveFencing,
-  type ClusterView,
   type FencingOptions,
-  type NodeView,
-  type PodView,
   type QuorumMember,
   type QuorumState,
   type SchedOptionsInput,
 } from '../src/sched/index.ts'
+import type { ObjectStore, Stored } from '../src/store/index.ts'
+import { Binder, type ViewBuilder } from '../src/agent/pods/binder.ts'
+import { buildSchedView, type NodeMember } from '../src/agent/sched/index.ts'
+import { buildFederatedSchedView } from '../src/agent/federation/scheduling.ts'
 import { EPOCH, type SimNode, type Simulator } from './sim.ts'
+
+const silent = pino({ level: 'silent' })
+
+/**
+ * A node process's clock on the simulator's virtual time: its own skewed `now`; timers are events
+ * the simulator awaits (so a binder pass a timer starts completes before time moves on), dropped
+ * once the process crashed.
+ */
+export function processClock(sim: Simulator, n: SimNode): Clock {
+  const gen = n.gen
+  return {
+    now: () => sim.localNow(n),
+    setTimeout: (fn, ms) => {
+      const timer = { cancelled: false }
+      sim.at(sim.now + Math.max(0, ms), async () => {
+        if (timer.cancelled || n.gen !== gen) return
+        await fn()
+      })
+      return timer
+    },
+    clearTimeout: (handle: TimerHandle) => {
+      if (handle !== undefined) (handle as { cancelled: boolean }).cancelled = true
+    },
+  }
+}
 
 /**
  * Stop grace passed to `decideFence`: 0, so a fenced copy counts as running until the SIGKILL
@@ -85,8 +113,13 @@ export interface HaEpisode {
 }
 
 export class LocalScheduler {
+  /** Scheduler options: haAfter/goneAfter reach the binders as a Cluster object's spec.scheduling (the only ones the agent reads there). */
   readonly opts: SchedOptionsInput
-  private nextAt = new Map<number, number>()
+  private readonly clusterObjects: Stored<Cluster>[]
+  /** Each live node process's binder (the agent's). */
+  private binders = new Map<number, Binder>()
+  /** Synthesised Node objects, one per node index. */
+  private nodeObjects = new Map<number, Stored<Node>>()
   /** Pods each node runs, recomputed only when its store changed. */
   private runs = new Map<number, RunningPod[]>()
   private runsDirty = new Set<number>()
@@ -126,9 +159,15 @@ export class LocalScheduler {
     fencing: Partial<FencingOptions> | false = {},
   ) {
     this.opts = { haAfterSeconds: 30, ...opts }
+    const scheduling = {
+      haAfterSeconds: this.opts.haAfterSeconds,
+      ...(this.opts.goneAfterSeconds !== undefined ? { goneAfterSeconds: this.opts.goneAfterSeconds } : {}),
+    }
+    this.clusterObjects = [
+      { apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'netsim', uid: 'netsim', revision: 0, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'netsim' }, spec: { scheduling } },
+    ]
     this.fencing = fencing === false ? false : resolveFencing(fencing)
     const hook = (n: SimNode) => {
-      n.dirty = true
       this.runsDirty.add(n.idx)
       this.quorum.delete(n.idx)
       this.heardSince.delete(n.idx)
@@ -136,9 +175,14 @@ export class LocalScheduler {
       const o = this.orphans.get(n.idx)
       if (o !== undefined && this.sim.now >= o.until) this.wasFenced.add(n.idx)
       this.orphans.delete(n.idx)
-      n.store!.onChange(() => {
-        n.dirty = true
+      const binder = sim.opts.membership === 'full' ? this.binderFor(n) : undefined
+      if (binder) this.binders.set(n.idx, binder)
+      else this.binders.delete(n.idx)
+      const store = n.store!
+      store.onChange((keys) => {
         this.runsDirty.add(n.idx)
+        // As the agent's lifecycle controller: only a change that can need a binding wakes the binder.
+        if (binder && keys.some((k) => this.mayNeedBinding(store, k, n))) binder.request()
       })
     }
     sim.onBoot = hook
@@ -165,47 +209,93 @@ export class LocalScheduler {
     }
   }
 
-  viewOf(n: SimNode): ClusterView {
+  /** The agent's binder for a node process that just started, on its virtual clock. */
+  private binderFor(n: SimNode): Binder {
+    const gen = n.gen
+    const store = n.store!
+    const ns = this.naming.namespace
+    const me = this.naming.name(n.idx)
+    // The binder schedules the scenario's namespace only (sim.write's objects are Pods too), and
+    // its writes are counted and checked here; a crashed process's writes go nowhere.
+    const scoped = {
+      list: (kind: string, namespace?: string) => (kind === 'Pod' ? store.list('Pod', ns) : kind === 'Cluster' ? this.clusterObjects : store.list(kind, namespace)),
+      get: (ref: Parameters<ObjectStore['get']>[0]) => store.get(ref),
+      patch: async (...args: Parameters<ObjectStore['patch']>) => {
+        if (n.gen !== gen || !n.up) throw new Error('the process crashed')
+        const [ref, ops] = args
+        const bound = ops.find((o) => o.path.join('.') === 'status.node')?.value
+        if (isRefOf(ref, 'Pod') && bound === me) {
+          const from = (ops.find((o) => o.path.join('.') === 'status.scheduling')?.value as { from?: string } | undefined)?.from
+          const pod = store.get(ref)
+          if (from !== undefined && pod) this.checkMove(n, ref.name, pod.spec?.policy === 'ha' ? 'ha' : 'best-effort', from)
+          this.binds++
+        }
+        return store.patch(...args)
+      },
+    } as unknown as ObjectStore
+    const base: ViewBuilder = this.naming.cluster ? buildFederatedSchedView : buildSchedView
+    const clock = processClock(this.sim, n)
+    return new Binder({
+      store: scoped,
+      nodeName: me,
+      members: () => this.membersOf(n),
+      nodes: () => n.known.map((k) => this.nodeObject(k)),
+      // As the agent's lifecycle controller: a node without a quorum moves no ha pod (view.noQuorum).
+      buildView: (...args) => {
+        const v = base(...args)
+        const q = this.quorum.get(n.idx)
+        return q !== undefined && this.lacksQuorum(q) ? { ...v, noQuorum: `hears ${q.heard} of ${q.size} nodes (quorum ${q.needed})` } : v
+      },
+      now: () => clock.now(),
+      setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+      clearTimeout: (h) => clock.clearTimeout(h),
+      log: silent,
+    })
+  }
+
+  /** `n`'s membership as the mesh's members() would give it: state, and when it last heard each. */
+  private membersOf(n: SimNode): NodeMember[] {
     const sim = this.sim
     const now = sim.localNow(n)
-    const nodes: NodeView[] = []
+    const out: NodeMember[] = []
     for (const k of n.known) {
       const alive = sim.isAlive(n, k)
       const since = n.notAlive.get(k)
       const state = alive ? 'alive' : since !== undefined && now - since >= sim.opts.deadAfterMs - sim.opts.suspectAfterMs ? 'dead' : 'suspect'
-      const cluster = this.naming.cluster?.(k)
-      nodes.push({
-        name: this.naming.name(k),
-        labels: { site: `site-${sim.nodes[k]!.site}` },
-        ...(cluster !== undefined ? { cluster } : {}),
-        allocatable: { cpu: '8', memory: '16Gi', pods: 110 },
-        state,
-        ...(alive ? {} : { since: since ?? now }),
-      })
+      const seen = n.lastHeard.get(k)
+      out.push({ name: this.naming.name(k), state, ...(seen !== undefined ? { lastSeen: seen } : {}), ...(k === n.idx ? { self: true } : {}) })
     }
-    const pods: PodView[] = []
-    const ns = this.naming.namespace
-    for (const o of n.store!.list('Pod', ns)) {
-      const spec = o.spec as { policy?: 'ha' | 'best-effort'; placement?: { node?: string; clusters?: string[]; preferClusters?: string[] }; containers: never[] }
-      const status = (o.status ?? {}) as { node?: string }
-      // As the agent's federated view: no placement.clusters → the cluster that created the pod.
-      const origin = o.metadata.annotations?.['orc/cluster']
-      const clusters = spec.placement?.clusters ?? (this.naming.cluster && origin !== undefined ? [origin] : undefined)
-      pods.push({
-        namespace: ns,
-        name: o.metadata.name,
-        labels: o.metadata.labels,
-        requests: podRequests(spec.containers),
-        policy: spec.policy ?? 'best-effort',
-        createdAt: Date.parse(o.metadata.createdAt),
-        ...(status.node ? { node: status.node } : {}),
-        ...(spec.placement?.node ? { pin: spec.placement.node } : {}),
-        ...(clusters !== undefined ? { clusters } : {}),
-        ...(spec.placement?.preferClusters ? { preferClusters: spec.placement.preferClusters } : {}),
-      })
+    return out
+  }
+
+  /** The Node object of node `k` as the binder reads it (labels, capacity). */
+  private nodeObject(k: number): Stored<Node> {
+    let o = this.nodeObjects.get(k)
+    if (o === undefined) {
+      const name = this.naming.name(k)
+      o = {
+        apiVersion: 'orc/v1',
+        kind: 'Node',
+        metadata: { name, labels: { site: `site-${this.sim.nodes[k]!.site}` }, uid: name, revision: 0, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'netsim' },
+        spec: {},
+        status: { capacity: { cpu: '8', memory: '16Gi' } },
+      }
+      this.nodeObjects.set(k, o)
     }
-    const q = this.quorum.get(n.idx)
-    return { nodes, pods, now, ...(q !== undefined && this.lacksQuorum(q) ? { noQuorum: `hears ${q.heard} of ${q.size} nodes (quorum ${q.needed})` } : {}) }
+    return o
+  }
+
+  /** The lifecycle controller's wake-up rule: a pod gone, or one with no node (and not pinned elsewhere). */
+  private mayNeedBinding(store: ObjectStore, key: string, n: SimNode): boolean {
+    if (!key.startsWith('Pod/')) return key.startsWith('Node/')
+    const [, namespace, name] = key.split('/') as [string, string, string]
+    if (namespace !== this.naming.namespace) return false
+    const pod = store.get({ kind: 'Pod', namespace, name })
+    if (!pod) return true
+    const pin = pod.spec?.placement?.node
+    if (typeof pin === 'string' && pin !== '' && pin !== this.naming.name(n.idx)) return false
+    const node = pod.status?.node
+    return typeof node !== 'string' || node === ''
   }
 
   get haAfterMs(): number {
@@ -231,13 +321,10 @@ export class LocalScheduler {
       const seen = n.lastHeard.get(k)
       others.push(seen === undefined ? { name: this.naming.name(k) } : { name: this.naming.name(k), lastSeen: seen })
     }
-    const before = this.quorum.get(n.idx)
     const q = quorumState(others, now, this.fencing)
     this.quorum.set(n.idx, q)
     if (this.lacksQuorum(q)) this.heardSince.delete(n.idx)
     else if (!this.heardSince.has(n.idx)) this.heardSince.set(n.idx, now)
-    // Gaining or losing the quorum changes the plan (a node without one moves no ha pod).
-    if (before === undefined || this.lacksQuorum(before) !== this.lacksQuorum(q)) n.dirty = true
   }
 
   /** Is `n` fenced now: may it not run its ha pods? */
@@ -269,46 +356,28 @@ export class LocalScheduler {
     this.sim.crash(n)
   }
 
+  /** A heartbeat round on `n`: its quorum, then the binder's membership watch (membership changes only at rounds). */
   private async round(n: SimNode): Promise<void> {
-    const sim = this.sim
-    if (sim.opts.membership !== 'full' || !n.store) return
+    if (this.sim.opts.membership !== 'full' || !n.store) return
     this.updateQuorum(n)
-    const now = sim.localNow(n)
-    const due = this.nextAt.get(n.idx)
-    if (!n.dirty && (due === undefined || now < due)) return
-    n.dirty = false
-    const view = this.viewOf(n)
-    const next = nextDecisionTime(view, { haAfterSeconds: this.opts.haAfterSeconds ?? 30, goneAfterSeconds: this.opts.goneAfterSeconds ?? 7 * 24 * 3600 })
-    if (next === undefined) this.nextAt.delete(n.idx)
-    else this.nextAt.set(n.idx, next)
-    const pods = new Map(view.pods.map((p) => [`${p.namespace}/${p.name}`, p]))
-    const me = this.naming.name(n.idx)
-    for (const op of plan(view, this.opts)) {
-      if (!(op instanceof BindOp) || op.node !== me) continue
-      const pod = pods.get(op.pod)!
-      if (op.from !== undefined) this.checkMove(n, pod, op.from)
-      const [namespace, name] = op.pod.split('/') as [string, string]
-      await n.store.patch({ kind: 'Pod', namespace, name }, [{ path: ['status', 'node'], value: me }], { author: 'controller:scheduler', now: sim.localNow(n) })
-      this.binds++
-      if (!n.up) return
-    }
+    await this.binders.get(n.idx)?.watchMembership()
   }
 
   /** Ground truth for a move away from `fromName`: how long has it really been unreachable from `n`? */
-  private checkMove(n: SimNode, pod: PodView, fromName: string): void {
+  private checkMove(n: SimNode, pod: string, policy: 'ha' | 'best-effort', fromName: string): void {
     const sim = this.sim
     const from = sim.nodes[this.naming.index(fromName)]!
     let unreachableFor = -1
     if (!from.up) unreachableFor = sim.now - from.downSince
     else if (sim.net.blocked(from.idx, n.idx) || !sim.net.reaches(from.idx, n.idx)) unreachableFor = sim.now - sim.net.since
-    if (pod.policy === 'ha') {
+    if (policy === 'ha') {
       if (unreachableFor < 0) this.spuriousHaMoves++
       return
     }
     const gone = (this.opts.goneAfterSeconds ?? 7 * 24 * 3600) * 1000
     // Detection needs up to a heartbeat round; skew does not enter (each node uses its own clock).
     if (unreachableFor < gone - sim.heartbeatMs) {
-      sim.violation(`best-effort pod ${pod.name} moved early by ${n.name} from ${fromName} (unreachable for ${(unreachableFor / 1000).toFixed(0)}s, goneAfter ${gone / 1000}s)`)
+      sim.violation(`best-effort pod ${pod} moved early by ${n.name} from ${fromName} (unreachable for ${(unreachableFor / 1000).toFixed(0)}s, goneAfter ${gone / 1000}s)`)
     }
   }
 

@@ -1,7 +1,7 @@
 /**
  * The simulator: many orc nodes in one process on virtual time. Each node runs the real store
  * (src/store over memory-level), the real liveness state machine (src/mesh MembershipTable) and,
- * when enabled, the real scheduler (src/sched); only the transport, the clock and randomness are
+ * when enabled, the agent's binder (src/agent/pods/binder.ts over src/sched); only the transport, the clock and randomness are
  * the simulator's. Events run one at a time in (time, order) sequence and each is awaited to
  * completion, so one seed reproduces a whole run exactly.
  */
@@ -130,8 +130,6 @@ export class SimNode {
   /** The anti-entropy planner's own stream, so that turning its rules off leaves every other choice unchanged. */
   readonly plannerRng: Rng
   private msgSeq = 0
-  /** Hook for the scheduler loop: set when this node's view may have changed. */
-  dirty = true
 
   constructor(
     readonly idx: number,
@@ -287,7 +285,6 @@ export class Simulator {
     node.store = await openStore({ dir: node.name, db: db as never, randomBytes: (k) => node.storeRng.bytes(k), snapshotEvery: this.opts.storeSnapshotEvery })
     node.up = true
     node.gone = false
-    node.dirty = true
     const now = this.localNow(node)
     if (this.opts.membership === 'full') {
       const table = new MembershipTable(node.id, { suspectAfterMs: this.opts.suspectAfterMs, deadAfterMs: this.opts.deadAfterMs })
@@ -544,7 +541,6 @@ export class Simulator {
       if (table.has(src.id)) node.lastHeard.set(src.idx, Math.max(node.lastHeard.get(src.idx) ?? now, now))
       if (t !== undefined) {
         node.notAlive.delete(src.idx)
-        node.dirty = true
         node.planner?.memberChanged(t.peerId, t.from, t.to, now)
       }
     }
@@ -553,7 +549,6 @@ export class Simulator {
       node.planner?.memberChanged(t.peerId, t.from, t.to, now)
       if (t.to === 'alive') node.notAlive.delete(idx)
       else if (!node.notAlive.has(idx)) node.notAlive.set(idx, now)
-      node.dirty = true
     }
   }
 

@@ -3,7 +3,6 @@
  * the cluster), serves the local API. Its parts are components (component.ts) listed once, in
  * dependency order: they start in that order and stop in the reverse one.
  */
-import { randomBytes as cryptoRandomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync, chmodSync, statSync } from 'node:fs'
 import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { NODE_CONTROLLER, ORC_VERSION, nodeNameFromHostname } from './node-info.ts'
@@ -23,7 +22,6 @@ import { schedRoutes } from './sched/index.ts'
 import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { podRoutes } from './pods/api.ts'
-import { podTunablesFromEnv } from './pods/options.ts'
 import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
 import { pruneClusterTombstones, stabilityRoutes, type StabilityDeps } from './stability.ts'
@@ -37,19 +35,16 @@ import { opsRoutes, opsStatusFields, type OpsRoutesComponents } from './ops/rout
 import { installListener, type InstallListener } from './ops/install-listener.ts'
 import { NodeNetwork, meshViewOf, networkRoutes } from './network/index.ts'
 import { FederationManager, federationRouteSource, routedStore, federationRoutes } from './federation/index.ts'
-import { systemClock as workflowSystemClock } from '../workflow/index.ts'
+import { every, systemClock, unrefTimers, systemRandom, type Clock, type Random } from '../effects/index.ts'
 import {
   DEFAULT_CLUSTER_NAME,
   PID_FILE,
   readPid,
   socketPathOf,
-  systemClock,
   type AgentOptions,
-  type Clock,
-  type RandomBytes,
 } from './options.ts'
 
-export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: RandomBytes }) => Promise<ObjectStore>
+export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random }) => Promise<ObjectStore>
 
 export interface AgentComponents {
   /** Opens the store; the real one unless a test injects another. */
@@ -97,7 +92,7 @@ function defaultOpenStore(opts: Parameters<OpenStore>[0]): Promise<ObjectStore> 
   return openStore({ dir: opts.dir, randomBytes: opts.randomBytes, logger: opts.logger as StoreOptions['logger'] })
 }
 
-async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: RandomBytes): Promise<ObjectStore> {
+async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: Random): Promise<ObjectStore> {
   try {
     return await open({ dir: join(dataDir, 'db'), logger: logger.child({ module: 'store' }), randomBytes: random })
   } catch (err) {
@@ -127,7 +122,7 @@ async function ensureCluster(
   store: ObjectStore,
   name: string,
   clock: Clock,
-  random: RandomBytes,
+  random: Random,
   mesh?: { id: string; joined: boolean },
 ): Promise<{ name: string; id: string }> {
   const existing = store.list('Cluster')[0]
@@ -177,7 +172,7 @@ async function registerNode(
 
 export async function startAgent(opts: AgentOptions, components: AgentComponents = {}): Promise<Agent> {
   const clock = opts.clock ?? systemClock
-  const random = opts.random ?? ((n: number) => new Uint8Array(cryptoRandomBytes(n)))
+  const random = opts.random ?? systemRandom
   const logger = components.logger ?? createLogger({ level: opts.logLevel, pretty: opts.prettyLogs })
   const log = logger.child({ module: 'agent' })
   const dataDir = opts.dataDir
@@ -202,7 +197,6 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let stopSelf: (() => void) | undefined
   const info: NodeInfo = { name: nodeName, version: ORC_VERSION, dataDir, socket: socketPath, pid: process.pid, startedAt: 0 }
   const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
-  const podClock = opts.pods?.clock ?? workflowSystemClock
   let listener: InstallListener | undefined
   const ops: NodeOps = {
     metrics: new MetricsRegistry(),
@@ -216,9 +210,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       store,
       nodeName,
       dataDir,
-      clock: podClock,
+      clock,
+      random,
       logger,
-      tunables: opts.pods?.tunables ?? podTunablesFromEnv(process.env),
+      tunables: opts.pods?.tunables ?? {},
       aliveNodes: () => members().filter((m) => m.self || m.state === 'alive').map((m) => m.name),
       members,
       network,
@@ -235,7 +230,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     ...(opts.mesh
       ? [{
           name: 'mesh',
-          start: async () => void (cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh!, clock })),
+          start: async () => void (cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh!, clock, random })),
           stop: () => cluster!.stop(),
         }]
       : []),
@@ -252,7 +247,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       name: 'network',
       async start() {
         network = new NodeNetwork(
-          { store, nodeName, dataDir, logger, now: () => clock.now(), workflowClock: workflowSystemClock, random, ...(cluster ? { mesh: meshViewOf(cluster.mesh) } : {}) },
+          { store, nodeName, dataDir, logger, clock, random, ...(cluster ? { mesh: meshViewOf(cluster.mesh) } : {}) },
           opts.network ?? { mode: 'off' },
         )
         await network.start()
@@ -327,13 +322,13 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         store,
         nodeName,
         members,
-        now: () => podClock.now(),
-        setTimeout: (fn, ms) => podClock.setTimeout(fn, ms),
-        clearTimeout: (h) => podClock.clearTimeout(h as Parameters<typeof podClock.clearTimeout>[0]),
+        now: () => clock.now(),
+        setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+        clearTimeout: (h) => clock.clearTimeout(h),
         log: logger.child({ module: 'deployments' }),
       }),
     ),
-    tombstonePruning(() => store, () => cluster, () => ops.metrics, log, opts.pruneIntervalMs ?? (Number(process.env.ORC_PRUNE_INTERVAL_MS) || 120_000)),
+    tombstonePruning(() => store, () => cluster, () => ops.metrics, log, clock, opts.pruneIntervalMs ?? 120_000),
     heapKeeper(logger),
   ]
 
@@ -375,7 +370,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
 }
 
 /** Open the store in the data dir, then mark the data dir in use (pid file) and open it to sandboxes. */
-async function openDataDir(dataDir: string, open: OpenStore, logger: Logger, random: RandomBytes): Promise<ObjectStore> {
+async function openDataDir(dataDir: string, open: OpenStore, logger: Logger, random: Random): Promise<ObjectStore> {
   const store = await openStoreIn(dataDir, open, logger, random)
   try {
     // The load's garbage sits between the document's objects: give the fragmented pages back once.
@@ -396,7 +391,7 @@ async function recordNode(
   opts: AgentOptions,
   nodeName: string,
   clock: Clock,
-  random: RandomBytes,
+  random: Random,
 ): Promise<{ name: string; id: string }> {
   // Tombstone pruning is proven safe only while no other replica holds the document: a node
   // that is its cluster's only member and knows no other Node (docs/architecture.md).
@@ -461,7 +456,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   })
   const own = combineHandlers(
     objectHandlers,
-    podRoutes({ store, nodeName, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
+    podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
     schedRoutes({
       store,
       nodeName,
@@ -533,9 +528,10 @@ function tombstonePruning(
   clusterOf: () => ClusterNode | undefined,
   metricsOf: () => NodeOps['metrics'],
   log: Logger,
-  every: number,
+  clock: Clock,
+  everyMs: number,
 ): Component {
-  let timer: ReturnType<typeof setInterval> | undefined
+  let stopPruning: (() => void) | undefined
   return {
     name: 'tombstone-pruning',
     start() {
@@ -548,7 +544,8 @@ function tombstonePruning(
       const prunedTotal = metrics.counter('orc_store_pruned_tombstones_total', 'Tombstones of overwritten fields pruned from the replicated document.')
       let pruning = false
       let lastWait: string | undefined
-      timer = setInterval(() => {
+      // Unref'd: pruning is housekeeping and must not keep a stopping agent's process up.
+      stopPruning = every(unrefTimers(clock), everyMs, () => {
         if (pruning) return
         pruning = true
         const pass = stability ? pruneClusterTombstones(stability) : Promise.resolve(store.pruneTombstones())
@@ -563,11 +560,10 @@ function tombstonePruning(
           })
           .catch((err) => log.warn({ err }, 'tombstone pruning pass failed'))
           .finally(() => (pruning = false))
-      }, every)
-      timer.unref()
+      })
     },
     stop() {
-      if (timer) clearInterval(timer)
+      stopPruning?.()
     },
   }
 }

@@ -18,6 +18,7 @@ import {
 } from '../model/index.ts'
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
 import { createRouter, type ApiHandler, type RouteHandlers } from './router.ts'
+import type { Clock } from '../effects/index.ts'
 
 export type { ApiHandler } from './router.ts'
 export { errorBody, httpStatusOf, type ApiErrorBody, type ApiRequest, type ApiResponse, type Query } from '../model/index.ts'

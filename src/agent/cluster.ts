@@ -24,7 +24,6 @@ import {
   loadCluster,
   resolvePeerAddress,
   startMesh,
-  systemRandom,
   type JoinProgress,
   type MemberDirectory,
   type MemberInfo,
@@ -34,6 +33,7 @@ import {
 } from '../mesh/index.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
+import type { Clock, Random } from '../effects/index.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
@@ -176,7 +176,8 @@ export async function startClusterMesh(c: {
   store: ObjectStore
   logger: Logger
   setup: MeshSetup
-  clock: { now(): number }
+  clock: Clock
+  random: Random
 }): Promise<ClusterNode> {
   const { store, dataDir } = c
   const log = c.logger.child({ module: 'cluster' })
@@ -209,6 +210,8 @@ export async function startClusterMesh(c: {
     scopes: { cluster: store },
     members: directory,
     logger: c.logger,
+    clock: c.clock,
+    random: c.random,
     tunables: c.setup.tunables,
     acceptApiFromStrangers: true,
     vetJoiner,
@@ -253,7 +256,7 @@ export async function startClusterMesh(c: {
     const existing = store.list('Cluster')[0]?.spec?.id
     const { adminCredential } = await initCluster({
       dataDir,
-      random: systemRandom,
+      random: c.random,
       now: c.clock.now(),
       clusterId: typeof existing === 'string' && existing !== '' ? existing : undefined,
     })

@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { MeshSetup } from './cluster.ts'
-import type { PodTunables } from './pods/options.ts'
+import { podTunablesFromEnv, type PodTunables } from './pods/options.ts'
 import type { NetworkSetup } from './network/options.ts'
-import type { Clock as WorkflowClock } from '../workflow/index.ts'
+import type { Clock, Random } from '../effects/index.ts'
 import type { HttpListenOption } from './ops/options.ts'
 
 /** Where an agent keeps its state when no `--data-dir` is given: system-wide as root, per user otherwise. */
@@ -37,14 +37,14 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
   return flag || env.ORC_SOCKET || socketPathOf(defaultDataDir(env))
 }
 
-export interface Clock {
-  now(): number
+/**
+ * What `startAgent` takes from the environment, read here at the edge (the CLI) rather than inside
+ * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests) and `ORC_PRUNE_INTERVAL_MS`.
+ */
+export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs'> {
+  const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
+  return { pods: { tunables: podTunablesFromEnv(env) }, ...(prune !== undefined ? { pruneIntervalMs: prune } : {}) }
 }
-
-export const systemClock: Clock = { now: () => Date.now() }
-
-/** Random bytes; injected so cluster ids are reproducible in tests. */
-export type RandomBytes = (n: number) => Uint8Array
 
 export interface AgentOptions {
   dataDir: string
@@ -56,19 +56,21 @@ export interface AgentOptions {
   clusterName?: string
   /** Socket path; defaults to `<dataDir>/orc.sock`. */
   socketPath?: string
+  /** Time and timers of every component (the system clock unless given). */
   clock?: Clock
-  random?: RandomBytes
+  /** Random bytes of every component: cluster ids, store replica ids, keys (system unless given). */
+  random?: Random
   /** Log level (`info` unless given). */
   logLevel?: string
   /** Pretty logs (default: when stderr is a TTY). */
   prettyLogs?: boolean
   /** Run the mesh (create, restart or join the cluster; see cluster.ts). Off when absent. */
   mesh?: MeshSetup
-  /** Pod lifecycle: timers (default from `ORC_POD_TUNABLES`, else production values) and clock. */
-  pods?: { tunables?: Partial<PodTunables>; clock?: WorkflowClock }
+  /** Pod lifecycle timers (production values unless given; the CLI reads `ORC_POD_TUNABLES`). */
+  pods?: { tunables?: Partial<PodTunables> }
   /** HTTP listener for the install script, the package and /metrics (`--http-listen`). Off when absent. */
   http?: HttpListenOption
-  /** How often the agent prunes stable Yjs tombstones (ms; env ORC_PRUNE_INTERVAL_MS; default 2 min). */
+  /** How often the agent prunes stable Yjs tombstones (ms; default 2 min; the CLI reads ORC_PRUNE_INTERVAL_MS). */
   pruneIntervalMs?: number
   /** Node network (WireGuard, pod namespaces): `off` when absent; the CLI defaults to `auto`. */
   network?: NetworkSetup

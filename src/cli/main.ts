@@ -10,6 +10,7 @@ import {
   resolveSocketPath,
   socketPathOf,
   startAgent,
+  agentOptionsFromEnv,
   stopOnSignals,
   objectParams,
   type ApplyResultItem,
@@ -123,6 +124,7 @@ Use "orc COMMAND --help" for more about a command.`))
       const socketFlag = cmd.optsWithGlobals().socket as string | undefined
       const socketPath = socketFlag ?? socketPathOf(dataDir)
       const agent = await startAgent({
+        ...agentOptionsFromEnv(io.env),
         dataDir,
         socketPath,
         nodeName: opts.name,

@@ -12,7 +12,8 @@ import { decodeAdminCredential, type ClusterState } from './cluster.ts'
 import { shortError, withDeadline } from './deadline.ts'
 import { streamChannel, type MeshLibp2p } from './host.ts'
 import { MEMBER_API_PROTOCOL, MEMBER_API_SERVE_MS, callMemberApi, serveMemberApi, type MemberApiHandler } from './member-api.ts'
-import type { MeshTunables, RandomSource } from './options.ts'
+import type { Random } from '../effects/index.ts'
+import type { MeshTunables } from './options.ts'
 import { API_PROTOCOL, callApi, serveApi, type ApiHandler, type ApiRequest, type ApiResponse } from './rpc.ts'
 import { isPeerFault } from './wire.ts'
 
@@ -21,7 +22,7 @@ export interface ApiServiceComponents {
   peerId: string
   /** Read at each call: the admin keys arrive with admission on a joining node. */
   cluster: () => ClusterState
-  random: RandomSource
+  random: Random
   tunables: MeshTunables
   log: Logger
   isMember: (peerId: string) => boolean

@@ -9,7 +9,7 @@ import type { PrivateKey, PublicKey } from '@libp2p/interface'
 import { OrcError } from '../model/index.ts'
 import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
 import { generatePskKey, loadPsk, savePsk } from './psk.ts'
-import type { RandomSource } from './options.ts'
+import type { Random } from '../effects/index.ts'
 
 export const CLUSTER_FILE = 'cluster.json'
 const CREDENTIAL_PREFIX = 'orcadmin1.'
@@ -33,12 +33,12 @@ export function fromB64url(s: string): Uint8Array {
   return new Uint8Array(Buffer.from(s, 'base64url'))
 }
 
-export function newClusterId(random: RandomSource): string {
+export function newClusterId(random: Random): string {
   return Buffer.from(random(16)).toString('hex')
 }
 
 /** Create a new cluster in `dataDir` (`orc up`): id, PSK, admin key. Refuses if one exists. */
-export async function initCluster(opts: { dataDir: string; random: RandomSource; now: number; clusterId?: string }): Promise<{
+export async function initCluster(opts: { dataDir: string; random: Random; now: number; clusterId?: string }): Promise<{
   cluster: ClusterState
   adminCredential: string
 }> {

@@ -10,13 +10,14 @@ import { shortError } from './deadline.ts'
 import type { MeshLibp2p } from './host.ts'
 import type { MemberDirectory } from './members.ts'
 import { chooseConnections } from './membership.ts'
-import type { Clock, MeshTunables, RandomSource } from './options.ts'
+import type { Clock, Random } from '../effects/index.ts'
+import type { MeshTunables } from './options.ts'
 
 export interface ConnectionsComponents {
   libp2p: Pick<MeshLibp2p, 'getConnections' | 'peerStore' | 'dial'>
   peerId: string
   clock: Clock
-  random: RandomSource
+  random: Random
   tunables: MeshTunables
   log: Logger
   directory: Pick<MemberDirectory, 'list' | 'get'>

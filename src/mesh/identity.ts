@@ -5,16 +5,16 @@ import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import type { PrivateKey } from '@libp2p/interface'
 import { OrcError } from '../model/index.ts'
 import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
-import type { RandomSource } from './options.ts'
+import type { Random } from '../effects/index.ts'
 
 export const IDENTITY_FILE = 'peer.key'
 
-export async function generateIdentity(random: RandomSource): Promise<PrivateKey> {
+export async function generateIdentity(random: Random): Promise<PrivateKey> {
   return generateKeyPairFromSeed('Ed25519', random(32))
 }
 
 /** Load the node key from `<dataDir>/peer.key`, creating it on first start. */
-export async function loadOrCreateIdentity(dataDir: string, random: RandomSource): Promise<PrivateKey> {
+export async function loadOrCreateIdentity(dataDir: string, random: Random): Promise<PrivateKey> {
   const path = join(dataDir, IDENTITY_FILE)
   const existing = await readFileIfExists(path)
   if (existing !== undefined) {

@@ -29,7 +29,7 @@ export {
 export { initCluster, loadCluster, decodeAdminCredential, type ClusterState, type ClusterConfig } from './cluster.ts'
 export { loadOrCreateIdentity, peerIdOf } from './identity.ts'
 export { writeFileAtomic } from './fsutil.ts'
-export { meshDefaults, systemClock, systemRandom, type Clock, type RandomSource, type MeshTunables } from './options.ts'
+export { meshDefaults, type MeshTunables } from './options.ts'
 export { storeTopic, membersTopic } from './gossip.ts'
 export { DEFAULT_PORT, DEFAULT_LISTEN, advertisableAddresses, parseListenAddress, resolvePeerAddress, splitHostPort, systemResolver, type Resolver } from './address.ts'
 export { callRemoteApi, decodeRemoteCredential, encodeRemoteCredential, type RemoteCredential } from './remote.ts'

@@ -17,7 +17,8 @@ import { HEARTBEAT_PROTOCOL, MAX_MEMBER_MESSAGE_BYTES, decodeMemberMessage, enco
 import { gossipMeshState, streamChannel, type MeshLibp2p } from './host.ts'
 import type { MemberDirectory } from './members.ts'
 import { MembershipTable, type MemberInfo, type MemberTransition, type MemberView } from './membership.ts'
-import type { Clock, MeshTunables } from './options.ts'
+import type { Clock } from '../effects/index.ts'
+import type { MeshTunables } from './options.ts'
 import { Timers } from './timers.ts'
 import { isPeerFault } from './wire.ts'
 

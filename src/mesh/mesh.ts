@@ -26,7 +26,8 @@ import { Liveness } from './liveness.ts'
 import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
 import type { MemberInfo, MemberView } from './membership.ts'
 import type { MemberApiHandler } from './member-api.ts'
-import { defaultLogger, resolveTunables, systemClock, systemRandom, type Clock, type MeshTunables, type RandomSource } from './options.ts'
+import { systemClock, systemRandom, unrefTimers, type Clock, type Random } from '../effects/index.ts'
+import { defaultLogger, resolveTunables, type MeshTunables } from './options.ts'
 import { Replication } from './replication.ts'
 import type { ApiHandler, ApiRequest, ApiResponse } from './rpc.ts'
 import { encodePsk } from './psk.ts'
@@ -66,7 +67,7 @@ export interface MeshOptions {
   /** Let non-members holding the PSK call the api on probation (remote CLI). Default false. */
   acceptApiFromStrangers?: boolean
   clock?: Clock
-  random?: RandomSource
+  random?: Random
   transports?: Libp2pOptions['transports']
   logger?: Logger
   tunables?: Partial<MeshTunables>
@@ -94,7 +95,7 @@ export interface JoinOptions extends MeshOptions {
 
 /** Create a cluster in `dataDir` (`orc up`) and start its first node. */
 export async function createCluster(opts: MeshOptions & { clusterId?: string }): Promise<{ mesh: Mesh; adminCredential: string }> {
-  const clock = opts.clock ?? systemClock
+  const clock = unrefTimers(opts.clock ?? systemClock)
   const random = opts.random ?? systemRandom
   const { adminCredential } = await initCluster({ dataDir: opts.dataDir, random, now: clock.now(), clusterId: opts.clusterId })
   const mesh = await startMesh(opts)
@@ -116,7 +117,7 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
 
 /** Join the cluster a token invites to (`orc join`): dial the issuer, present the token, sync. */
 export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
-  const clock = opts.clock ?? systemClock
+  const clock = unrefTimers(opts.clock ?? systemClock)
   const claims = decodeToken(opts.token)
   checkTokenFresh(claims, clock.now())
   const existing = await loadCluster(opts.dataDir)
@@ -213,7 +214,7 @@ export class Mesh {
     privateKey: PrivateKey,
     cluster: ClusterState,
     joiningIssuer: string | undefined,
-    deps: { clock: Clock; random: RandomSource; tunables: MeshTunables; directory: MemberDirectory; authority: TokenAuthority; log: Logger; scores: PeerScores },
+    deps: { clock: Clock; random: Random; tunables: MeshTunables; directory: MemberDirectory; authority: TokenAuthority; log: Logger; scores: PeerScores },
   ) {
     const { clock, random, tunables, directory, authority, log } = deps
     this.peerId = peerIdOf(privateKey)
@@ -282,7 +283,7 @@ export class Mesh {
   }
 
   static async create(opts: MeshOptions, cluster: ClusterState, joiningIssuer?: string): Promise<Mesh> {
-    const clock = opts.clock ?? systemClock
+    const clock = unrefTimers(opts.clock ?? systemClock)
     const random = opts.random ?? systemRandom
     const tunables = resolveTunables(opts.tunables)
     const log = (opts.logger ?? defaultLogger()).child({ module: 'mesh' })

@@ -1,28 +1,5 @@
-import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import { pino } from 'pino'
-
-/** Wall clock and timers, injected so tests and the simulator can drive time. */
-export interface Clock {
-  now(): number
-  setTimeout(fn: () => void, ms: number): unknown
-  clearTimeout(handle: unknown): void
-}
-
-/** Source of random bytes (identity seed, PSK, token secrets, nonces, peer sampling). */
-export type RandomSource = (n: number) => Uint8Array
-
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms)
-    t.unref?.()
-    return t
-  },
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-}
-
-export const systemRandom: RandomSource = (n) => new Uint8Array(randomBytes(n))
 
 /** Tunables of the mesh. Every field has a default (see `meshDefaults`). */
 export interface MeshTunables {

@@ -5,12 +5,12 @@
 import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
 import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
-import type { RandomSource } from './options.ts'
+import type { Random } from '../effects/index.ts'
 
 export const PSK_FILE = 'swarm.key'
 const HEADER = '/key/swarm/psk/1.0.0/\n/base16/\n'
 
-export function generatePskKey(random: RandomSource): Uint8Array {
+export function generatePskKey(random: Random): Uint8Array {
   return random(32)
 }
 

@@ -20,7 +20,8 @@ import { streamChannel, type MeshLibp2p } from './host.ts'
 import type { Liveness } from './liveness.ts'
 import type { MemberDirectory } from './members.ts'
 import type { MemberInfo, MemberTransition } from './membership.ts'
-import type { Clock, MeshTunables, RandomSource } from './options.ts'
+import type { Clock, Random } from '../effects/index.ts'
+import type { MeshTunables } from './options.ts'
 import { SYNC_PROTOCOL, applyFromPeer, initiateSync, respondSync, type SyncResult } from './sync.ts'
 import { Timers } from './timers.ts'
 import { isPeerFault } from './wire.ts'
@@ -33,7 +34,7 @@ export interface ReplicationComponents {
   peerId: string
   clusterId: () => string
   clock: Clock
-  random: RandomSource
+  random: Random
   tunables: MeshTunables
   log: Logger
   events: MeshEventBus

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino'
 import { shortError } from './deadline.ts'
-import type { Clock } from './options.ts'
+import type { Clock } from '../effects/index.ts'
 
 export class Timers {
   private readonly handles = new Set<unknown>()

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
 import { b64url, fromB64url } from './cluster.ts'
 import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
-import type { Clock, RandomSource } from './options.ts'
+import type { Clock, Random } from '../effects/index.ts'
 
 const TOKEN_PREFIX = 'orcjoin1.'
 export const TOKENS_FILE = 'tokens.json'
@@ -195,7 +195,7 @@ export class TokenAuthority {
   constructor(
     readonly book: TokenBook,
     private readonly clock: Clock,
-    private readonly random: RandomSource,
+    private readonly random: Random,
   ) {}
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {

@@ -5,11 +5,9 @@
  * is passed in), so every node computes the same answers from the same store snapshot.
  */
 import { createHash } from 'node:crypto'
+import type { Random } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { formatIPv4, formatIPv6, formatPrefix, parseIPv4, parseIPv6, prefixContains, type IpPrefix } from './ip.ts'
-
-/** Source of random bytes (node:crypto.randomBytes in production, seeded in tests). */
-export type RandomBytes = (n: number) => Uint8Array
 
 /** A 16-bit subnet id within the cluster /48 (RFC 4193 "Subnet ID"). */
 export type SubnetId = number
@@ -141,7 +139,7 @@ export function nodeGateway(node: IpPrefix): string {
   return formatIPv6(node.addr | 1n)
 }
 
-function randomBigInt(random: RandomBytes, bytes: number): bigint {
+function randomBigInt(random: Random, bytes: number): bigint {
   const b = random(bytes)
   if (b.length < bytes) throw new OrcError('internal', 'random source returned too few bytes')
   let v = 0n
@@ -154,7 +152,7 @@ function randomBigInt(random: RandomBytes, bytes: number): bigint {
  * gateway), nor one in `taken` (canonical text). 64 random bits make a clash vanishingly rare; the
  * retry bound only guards a broken random source.
  */
-export function randomPodAddress(node: IpPrefix, random: RandomBytes, taken: ReadonlySet<string> = new Set()): string {
+export function randomPodAddress(node: IpPrefix, random: Random, taken: ReadonlySet<string> = new Set()): string {
   if (node.family !== 6 || node.len !== 64) {
     throw new OrcError('invalid', `node prefix must be an IPv6 /64, got ${formatPrefix(node)}`)
   }
@@ -177,7 +175,7 @@ export const EGRESS_IPV4_GATEWAY = '10.88.0.1'
  * Choose a free egress IPv4 address in 10.88.0.0/16 (not .0.0, the gateway .0.1, nor broadcast
  * .255.255): a random start, then the next free address, so it terminates when the range is full.
  */
-export function chooseEgressIPv4(taken: ReadonlySet<string>, random: RandomBytes): string {
+export function chooseEgressIPv4(taken: ReadonlySet<string>, random: Random): string {
   const base = EGRESS_IPV4_PREFIX.addr
   const size = 1n << 16n
   const start = randomBigInt(random, 2)

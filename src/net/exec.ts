@@ -1,56 +1,11 @@
 /**
- * The I/O edge of the net drivers: an injected command runner (execa in production, a fake in unit
- * tests), helpers to aim `ip`/`wg`/`nft` at a network namespace, and a tiny process table for
+ * The I/O edge of the net drivers: helpers over the injected command runner (src/effects; execa in
+ * production, a fake in unit tests) to aim `ip`/`wg`/`nft` at a network namespace, and a tiny process table for
  * finding the wireguard-go daemon (which forks away from whoever started it).
  */
 import { readdir, readFile } from 'node:fs/promises'
-import { execa } from 'execa'
+import { sleep, type Clock, type CommandOptions, type CommandResult, type CommandRunner } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
-
-export interface CommandResult {
-  stdout: string
-  stderr: string
-  exitCode: number
-}
-
-export interface CommandOptions {
-  /** Written to the command's stdin (configs carrying private keys go here, never in argv). */
-  input?: string
-  /** Added to the inherited environment; `undefined` removes a variable. */
-  env?: Record<string, string | undefined>
-  timeoutMs?: number
-}
-
-/** Runs a command to completion. Resolves with a non-zero exitCode rather than rejecting. */
-export type CommandRunner = (cmd: string, args: readonly string[], opts?: CommandOptions) => Promise<CommandResult>
-
-/** The production runner: execa, no shell, bounded time, never rejects on exit status. */
-export function createExecaRunner(defaults: { timeoutMs?: number } = {}): CommandRunner {
-  return async (cmd, args, opts = {}) => {
-    let env: Record<string, string> | undefined
-    if (opts.env !== undefined) {
-      env = {}
-      for (const [k, v] of Object.entries({ ...process.env, ...opts.env })) if (v !== undefined) env[k] = v
-    }
-    const r = await execa(cmd, [...args], {
-      reject: false,
-      input: opts.input,
-      env,
-      extendEnv: env === undefined,
-      timeout: opts.timeoutMs ?? defaults.timeoutMs ?? 30_000,
-      stripFinalNewline: true,
-      // wireguard-go daemonises; its child must not hold our pipes open.
-      stdin: opts.input === undefined ? 'ignore' : 'pipe',
-    })
-    const exitCode = typeof r.exitCode === 'number' ? r.exitCode : r.failed ? 127 : 0
-    const stderr = typeof r.stderr === 'string' ? r.stderr : ''
-    return {
-      stdout: typeof r.stdout === 'string' ? r.stdout : '',
-      stderr: r.exitCode === undefined && r.message ? `${stderr}${stderr ? '\n' : ''}${r.shortMessage}` : stderr,
-      exitCode,
-    }
-  }
-}
 
 /** Where commands run: the current network namespace, or a named one (`ip netns`). */
 export interface Host {
@@ -141,11 +96,11 @@ export const procfsProcessTable: ProcessTable = {
 }
 
 /** Poll `check` until it returns true or `timeoutMs` passes; returns the last result. */
-export async function pollUntil(check: () => Promise<boolean>, timeoutMs: number, intervalMs = 20): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
+export async function pollUntil(clock: Clock, check: () => Promise<boolean>, timeoutMs: number, intervalMs = 20): Promise<boolean> {
+  const deadline = clock.now() + timeoutMs
   for (;;) {
     if (await check()) return true
-    if (Date.now() >= deadline) return false
-    await new Promise((r) => setTimeout(r, intervalMs))
+    if (clock.now() >= deadline) return false
+    await sleep(clock, intervalMs)
   }
 }

@@ -2,8 +2,8 @@
  * Fakes of the net drivers for other modules' unit tests: same interfaces, in-memory state, the
  * same `changed` semantics (a repeated identical `set` reports false), no processes.
  */
-import { chooseEgressIPv4, type RandomBytes } from './addressing.ts'
-import type { CommandOptions, CommandResult, CommandRunner } from './exec.ts'
+import type { CommandOptions, CommandResult, CommandRunner, Random } from '../effects/index.ts'
+import { chooseEgressIPv4 } from './addressing.ts'
 import { canonicalIp } from './ip.ts'
 import { publicKeyOf } from './keys.ts'
 import type { PodNetworkConfig, PodNetworkDriver, PodNetworkSetResult, PodNetworkState } from './podnet.ts'
@@ -53,7 +53,7 @@ export class FakePodNetworkDriver implements PodNetworkDriver {
   readonly pods = new Map<string, PodNetworkState>()
   egress = false
 
-  constructor(private readonly random: RandomBytes, private readonly netnsPrefix = 'orc-pod-') {}
+  constructor(private readonly random: Random, private readonly netnsPrefix = 'orc-pod-') {}
 
   async set(config: PodNetworkConfig): Promise<PodNetworkSetResult> {
     const actions: string[] = []

@@ -19,7 +19,6 @@ export {
   prefixCovers,
 } from './ip.ts'
 export {
-  type RandomBytes,
   type SubnetId,
   RESERVED_SUBNETS,
   clusterPrefix,
@@ -46,11 +45,7 @@ export {
   isEmptyDiff,
 } from './routes.ts'
 export {
-  type CommandRunner,
-  type CommandResult,
-  type CommandOptions,
   type ProcessTable,
-  createExecaRunner,
   procfsProcessTable,
 } from './exec.ts'
 export { type WireGuardKeyPair, generateKeyPair, publicKeyOf, isWireGuardKey } from './keys.ts'

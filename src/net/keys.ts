@@ -2,9 +2,9 @@
  * WireGuard keys (Curve25519) with node:crypto: no `wg genkey` process, and the same base64 text
  * `wg` uses, so keys round-trip through `wg show dump` and configs.
  */
-import { createPrivateKey, createPublicKey, randomBytes as cryptoRandomBytes } from 'node:crypto'
+import { createPrivateKey, createPublicKey } from 'node:crypto'
 import { OrcError } from '../model/index.ts'
-import type { RandomBytes } from './addressing.ts'
+import { systemRandom, type Random } from '../effects/index.ts'
 
 export interface WireGuardKeyPair {
   privateKey: string
@@ -41,7 +41,7 @@ export function publicKeyOf(privateKey: string): string {
 }
 
 /** A new key pair, clamped like `wg genkey` (X25519 clamps anyway; this keeps the text equal). */
-export function generateKeyPair(random: RandomBytes = cryptoRandomBytes): WireGuardKeyPair {
+export function generateKeyPair(random: Random = systemRandom): WireGuardKeyPair {
   const raw = Buffer.from(random(32).subarray(0, 32))
   if (raw.length !== 32) throw new OrcError('internal', 'random source returned too few bytes')
   raw[0] &= 248

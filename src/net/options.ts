@@ -1,8 +1,7 @@
 /** Typed options of the net drivers, with defaults. */
-import { randomBytes } from 'node:crypto'
 import { pino, type Logger } from 'pino'
-import type { RandomBytes } from './addressing.ts'
-import { createExecaRunner, procfsProcessTable, type CommandRunner, type ProcessTable } from './exec.ts'
+import { execaRunner, systemClock, systemRandom, type Clock, type CommandRunner, type Random } from '../effects/index.ts'
+import { procfsProcessTable, type ProcessTable } from './exec.ts'
 
 /**
  * Routes orc installs carry this `proto` number, so it can list and remove exactly its own routes
@@ -14,13 +13,16 @@ export const ORC_ROUTE_PROTOCOL = 79
 export interface NetComponents {
   /** Command runner (execa by default; a fake in unit tests). */
   run: CommandRunner
+  /** Waits for daemons to come up or go away (the system clock by default). */
+  clock: Clock
   logger: Logger
   processes: ProcessTable
 }
 
 export function defaultNetComponents(partial: Partial<NetComponents> = {}): NetComponents {
   return {
-    run: partial.run ?? createExecaRunner(),
+    run: partial.run ?? execaRunner,
+    clock: partial.clock ?? systemClock,
     logger: partial.logger ?? pino({ level: 'silent' }),
     processes: partial.processes ?? procfsProcessTable,
   }
@@ -59,7 +61,7 @@ export interface PodNetworkDriverOptions {
   routeProtocol?: number
   /** Chooses a pod's egress IPv4 given the ones in use; default: random free one in 10.88/16. */
   allocateIPv4?: (podId: string, taken: ReadonlySet<string>) => string
-  random?: RandomBytes
+  random?: Random
 }
 
 export const PODNET_DEFAULTS = {
@@ -67,7 +69,7 @@ export const PODNET_DEFAULTS = {
   vethPrefix: 'orcv',
   nftTable: 'orc',
   routeProtocol: ORC_ROUTE_PROTOCOL,
-  random: randomBytes as RandomBytes,
+  random: systemRandom,
   /** Interface name inside every pod. */
   podIface: 'eth0',
   /** Link-local address of the host side of every pod veth: the pods' IPv6 next hop. */

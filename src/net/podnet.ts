@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
+import type { Clock } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
 import { chooseEgressIPv4, EGRESS_IPV4_GATEWAY, EGRESS_IPV4_PREFIX } from './addressing.ts'
 import { ip, ipJson, nsCommand, pollUntil, runChecked, type Host, type ProcessTable } from './exec.ts'
@@ -72,6 +73,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
   private readonly base: Host
   private readonly log: Logger
   private readonly processes: ProcessTable
+  private readonly clock: Clock
   private readonly o: Required<Omit<PodNetworkDriverOptions, 'netns' | 'allocateIPv4'>> & Pick<PodNetworkDriverOptions, 'netns'>
   private readonly allocate: (podId: string, taken: ReadonlySet<string>) => string
   private readonly ipv4s = new Map<string, string>()
@@ -84,6 +86,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
     this.host = { run: c.run, netns: options.netns }
     this.base = { run: c.run }
     this.processes = c.processes
+    this.clock = c.clock
     this.log = c.logger.child({ module: 'net/podnet' })
     this.o = {
       netns: options.netns,
@@ -184,7 +187,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
           // gone already
         }
       }
-      if (await pollUntil(async () => (await pids()).length === 0, signal === 'SIGTERM' ? 5000 : 2000, 100)) break
+      if (await pollUntil(this.clock, async () => (await pids()).length === 0, signal === 'SIGTERM' ? 5000 : 2000, 100)) break
     }
     return first.length
   }

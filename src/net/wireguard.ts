@@ -4,6 +4,7 @@
  * match the config, touching only what differs, and says whether anything did.
  */
 import type { Logger } from 'pino'
+import type { Clock } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
 import { canonicalIp, canonicalPrefix, parsePrefix, prefixNetwork, formatPrefix } from './ip.ts'
 import { ip, ipCommand, ipJson, nsCommand, pollUntil, runChecked, type Host, type ProcessTable } from './exec.ts'
@@ -200,6 +201,7 @@ export class WireGuardLinkDriver implements WireGuardDriver {
   private readonly host: Host
   private readonly log: Logger
   private readonly processes: ProcessTable
+  private readonly clock: Clock
   private readonly proto: number
   private readonly timeoutMs: number
   private mode: WireGuardMode | undefined
@@ -213,6 +215,7 @@ export class WireGuardLinkDriver implements WireGuardDriver {
     this.host = { run: c.run, netns: options.netns }
     this.log = c.logger.child({ module: 'net/wireguard' })
     this.processes = c.processes
+    this.clock = c.clock
     this.proto = options.routeProtocol ?? WIREGUARD_DEFAULTS.routeProtocol
     this.timeoutMs = options.processTimeoutMs ?? WIREGUARD_DEFAULTS.processTimeoutMs
     this.mode = options.mode === 'kernel' || options.mode === 'wireguard-go' ? options.mode : undefined
@@ -325,11 +328,11 @@ export class WireGuardLinkDriver implements WireGuardDriver {
     const argv = this.wgGoArgv(iface)
     let pids = await this.processes.find(argv)
     if (pids.length === 0) return false
-    if (await pollUntil(async () => (await this.processes.find(argv)).length === 0, Math.min(this.timeoutMs, 2000))) return true
+    if (await pollUntil(this.clock, async () => (await this.processes.find(argv)).length === 0, Math.min(this.timeoutMs, 2000))) return true
     for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
       pids = await this.processes.find(argv)
       for (const pid of pids) this.processes.kill(pid, signal)
-      if (await pollUntil(async () => (await this.processes.find(argv)).length === 0, this.timeoutMs)) return true
+      if (await pollUntil(this.clock, async () => (await this.processes.find(argv)).length === 0, this.timeoutMs)) return true
     }
     throw new OrcError('internal', `wireguard-go for ${iface} does not exit`, { pids })
   }
@@ -354,7 +357,7 @@ export class WireGuardLinkDriver implements WireGuardDriver {
       env: { LOG_LEVEL: undefined, WG_PROCESS_FOREGROUND: undefined },
     })
     const [cmd, args] = nsCommand(this.host, 'wg', ['show', iface, 'dump'])
-    const up = await pollUntil(async () => (await this.host.run(cmd, args)).exitCode === 0, this.timeoutMs)
+    const up = await pollUntil(this.clock, async () => (await this.host.run(cmd, args)).exitCode === 0, this.timeoutMs)
     if (!up) throw new OrcError('unavailable', `wireguard-go ${iface} did not come up`)
   }
 

@@ -4,8 +4,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { detectCgroupLayout, type CgroupLayout } from './cgroups.ts'
-import { runCommand } from './host.ts'
-import type { CommandRunner } from './types.ts'
+import { execaRunner, type CommandRunner } from '../effects/index.ts'
 
 export interface Capability {
   ok: boolean
@@ -40,9 +39,10 @@ export interface DetectOptions {
 
 async function version(run: CommandRunner, file: string): Promise<{ ok: boolean; text: string }> {
   try {
-    const r = await run(file, ['--version'], { reject: false, timeoutMs: 5000 })
+    const r = await run(file, ['--version'], { timeoutMs: 5000 })
     const line = (r.stdout || r.stderr).split('\n')[0]?.trim() ?? ''
-    return { ok: r.exitCode === 0, text: r.exitCode === 0 ? line : `${file} --version exited ${r.exitCode}` }
+    // 127: the runner could not start it (the runner resolves rather than throws).
+    return { ok: r.exitCode === 0, text: r.exitCode === 0 ? line : r.exitCode === 127 ? `${file} not found` : `${file} --version exited ${r.exitCode}` }
   } catch (err) {
     return { ok: false, text: `${file} not found` }
   }
@@ -56,7 +56,7 @@ function limitFromLayout(layout: CgroupLayout, c: 'cpu' | 'memory' | 'pids', fal
 }
 
 export async function detectCapabilities(o: DetectOptions = {}): Promise<RuntimeCapabilities> {
-  const run = o.run ?? runCommand
+  const run = o.run ?? execaRunner
   const root = process.getuid?.() === 0
   const bwrapPath = o.bwrapPath ?? 'bwrap'
   const uid = o.uid ?? 65534
@@ -71,7 +71,7 @@ export async function detectCapabilities(o: DetectOptions = {}): Promise<Runtime
       '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '--', 'true',
     ]
     try {
-      const r = await run(argv[0]!, argv.slice(1), { reject: false, timeoutMs: 10_000 })
+      const r = await run(argv[0]!, argv.slice(1), { timeoutMs: 10_000 })
       sandbox =
         r.exitCode === 0
           ? { ok: true, version: bw.text, detail: `${bw.text}; unprivileged user namespaces work` }

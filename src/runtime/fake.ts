@@ -2,8 +2,9 @@
  * An in-memory Runtime for unit tests of the agent and controllers: no processes; the test decides
  * when a container exits (`exit(id, code)`) and what a recover() after a "restart" finds.
  */
+import type { Clock } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
-import type { ContainerHandle, ContainerRunSpec, ContainerStatus, ExitListener, ExitStatus, RecoverResult, Runtime, StopOptions, Clock } from './types.ts'
+import type { ContainerHandle, ContainerRunSpec, ContainerStatus, ExitListener, ExitStatus, RecoverResult, Runtime, StopOptions } from './types.ts'
 
 interface FakeContainer {
   spec: ContainerRunSpec
@@ -24,7 +25,7 @@ export class FakeRuntime implements Runtime {
   /** Make the next start() of this id fail with the given error. */
   readonly failNext = new Map<string, Error>()
 
-  constructor(private readonly clock: Clock = { now: () => 0 }) {}
+  constructor(private readonly clock: Pick<Clock, 'now'> = { now: () => 0 }) {}
 
   async start(spec: ContainerRunSpec): Promise<ContainerHandle> {
     const err = this.failNext.get(spec.id)

@@ -1,7 +1,6 @@
-/** The real process edges: a detached spawner and a command runner (execa). */
+/** The real process edge: a detached spawner (commands run through the injected CommandRunner). */
 import { spawn } from 'node:child_process'
-import { execa } from 'execa'
-import type { CommandRunner, SpawnRequest, SpawnedProcess, Spawner } from './types.ts'
+import type { SpawnRequest, SpawnedProcess, Spawner } from './types.ts'
 
 /** Spawn in its own session, fds wired as given; the agent does not keep it alive nor die with it. */
 export const spawnDetached: Spawner = (req: SpawnRequest): SpawnedProcess => {
@@ -17,19 +16,4 @@ export const spawnDetached: Spawner = (req: SpawnRequest): SpawnedProcess => {
     return { pid: 0, exit }
   }
   return { pid: child.pid, exit }
-}
-
-export const runCommand: CommandRunner = async (file, args, opts = {}) => {
-  const r = await execa(file, args, {
-    input: opts.input,
-    timeout: opts.timeoutMs ?? 30_000,
-    reject: false,
-    stripFinalNewline: false,
-  })
-  const exitCode = typeof r.exitCode === 'number' ? r.exitCode : 1
-  if (opts.reject !== false && exitCode !== 0) {
-    const err = new Error(`${file} ${args[0] ?? ''} exited ${exitCode}: ${String(r.stderr).trim().split('\n').pop() ?? ''}`)
-    throw err
-  }
-  return { exitCode, stdout: String(r.stdout ?? ''), stderr: String(r.stderr ?? '') }
 }

@@ -1,7 +1,7 @@
 /** Pod runtimes: the public surface of src/runtime. */
 export type {
   ContainerHandle, ContainerResources, ContainerRunSpec, ContainerState, ContainerStatus, EnforcedLimits, ExitListener,
-  ExitStatus, RecoverResult, Runtime, StopOptions, Spawner, SpawnRequest, SpawnedProcess, CommandRunner, Clock, ContainerFence,
+  ExitStatus, RecoverResult, Runtime, StopOptions, Spawner, SpawnRequest, SpawnedProcess, ContainerFence,
 } from './types.ts'
 export type { RuntimeOptions, RuntimeOptionsInput, LogRotation } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
@@ -16,7 +16,7 @@ export { followLog, readLogLines, listLogRevisions, logFilePath, logFilesOf, rot
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
 export { FakeRuntime } from './fake.ts'
-export { spawnDetached, runCommand } from './host.ts'
+export { spawnDetached } from './host.ts'
 
 import type { RuntimeOptionsInput } from './options.ts'
 import type { Runtime } from './types.ts'

@@ -8,6 +8,7 @@
  */
 import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, truncateSync, watch } from 'node:fs'
 import { join } from 'node:path'
+import { every, systemClock, unrefTimers, type Clock } from '../effects/index.ts'
 import type { LogRotation } from './options.ts'
 
 export function logFilePath(logDir: string, revision: number): string {
@@ -122,6 +123,8 @@ export interface FollowLogOptions extends ReadLogOptions {
   signal?: AbortSignal
   /** Fallback poll period besides inotify. Default 250 ms. */
   pollMs?: number
+  /** Clock of the poll timer (default the system clock). */
+  clock?: Clock
 }
 
 function readRange(path: string, from: number): { data: string; end: number } {
@@ -185,12 +188,11 @@ export async function* followLog(logDir: string, opts: FollowLogOptions = {}): A
     mkdirSync(logDir, { recursive: true })
     watcher = watch(logDir, () => kick())
   } catch {}
-  const timer = setInterval(kick, pollMs)
   // an abandoned follower must not keep the process alive; abort releases it even if never resumed
-  timer.unref()
+  const stopPolling = every(unrefTimers(opts.clock ?? systemClock), pollMs, kick)
   watcher?.unref()
   const onAbort = () => {
-    clearInterval(timer)
+    stopPolling()
     watcher?.close()
     kick()
   }
@@ -232,7 +234,7 @@ export async function* followLog(logDir: string, opts: FollowLogOptions = {}): A
       await new Promise<void>((resolve) => (wake = resolve))
     }
   } finally {
-    clearInterval(timer)
+    stopPolling()
     watcher?.close()
     opts.signal?.removeEventListener('abort', onAbort)
   }

@@ -146,16 +146,16 @@ export class OciRuntime extends SupervisedRuntime {
   protected async signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void> {
     // The command is pid 1 of its namespace: like Docker, a SIGTERM it does not handle is ignored
     // and the grace period ends in SIGKILL.
-    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', rec.id, signal.replace(/^SIG/, '')], { reject: false })
+    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', rec.id, signal.replace(/^SIG/, '')])
   }
 
   protected override killTree(rec: ContainerRecord): void {
-    void this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', '--all', rec.id, 'KILL'], { reject: false })
+    void this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', '--all', rec.id, 'KILL'])
     super.killTree(rec)
   }
 
   protected override async cleanup(rec: ContainerRecord): Promise<void> {
-    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'delete', '--force', rec.id], { reject: false })
+    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'delete', '--force', rec.id])
     removeRuntimeParents(this.cgroupName())
   }
 }

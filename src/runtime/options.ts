@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
-import type { Clock, CommandRunner, Spawner } from './types.ts'
+import type { Clock, CommandRunner } from '../effects/index.ts'
+import type { Spawner } from './types.ts'
 
 export interface LogRotation {
   /** Rotate the live file once it exceeds this size. Default 1 MiB. */

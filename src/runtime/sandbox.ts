@@ -13,6 +13,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { sleep } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { createContainerCgroups } from './cgroups.ts'
 import { descendants, listProcs, signalPid } from './procfs.ts'
@@ -131,10 +132,11 @@ export class SandboxRuntime extends SupervisedRuntime {
    * bwrap's pid-1 init) is signalled directly; its exit ends the namespace and bwrap.
    */
   protected async signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void> {
-    const deadline = Date.now() + 2000
+    const clock = this.opts.clock
+    const deadline = clock.now() + 2000
     let init = this.nsInit(rec)
-    while (init === undefined && Date.now() < deadline && rec.exit === undefined) {
-      await new Promise((r) => setTimeout(r, 20))
+    while (init === undefined && clock.now() < deadline && rec.exit === undefined) {
+      await sleep(clock, 20)
       init = this.nsInit(rec)
     }
     if (init === undefined) return

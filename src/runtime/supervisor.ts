@@ -12,7 +12,8 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { OrcError, wrapError } from '../model/index.ts'
 import { cgroupPids, detectCgroupLayout, removeContainerCgroups, type CgroupLayout } from './cgroups.ts'
-import { runCommand, spawnDetached } from './host.ts'
+import { every, execaRunner, sleep, systemClock, unrefTimers, type Clock } from '../effects/index.ts'
+import { spawnDetached } from './host.ts'
 import { resolveImage, type ResolvedImage } from './image.ts'
 import { openLogFile, rotateIfNeeded } from './logs.ts'
 import { DEFAULT_LOG_ROTATION, type RuntimeOptions, type RuntimeOptionsInput } from './options.ts'
@@ -40,9 +41,9 @@ export function resolveOptions(input: RuntimeOptionsInput): RuntimeOptions {
     setprivPath: input.setprivPath ?? 'setpriv',
     nsenterPath: input.nsenterPath ?? 'nsenter',
     prlimitPath: input.prlimitPath ?? 'prlimit',
-    clock: input.clock ?? { now: () => Date.now() },
+    clock: input.clock ?? systemClock,
     spawn: input.spawn ?? spawnDetached,
-    run: input.run ?? runCommand,
+    run: input.run ?? execaRunner,
     logger: input.logger ?? pino({ level: 'silent' }),
   }
 }
@@ -136,7 +137,8 @@ interface Live {
   rec: ContainerRecord
   exited: Promise<ExitStatus>
   resolve: (e: ExitStatus) => void
-  poll?: NodeJS.Timeout
+  /** Stops the liveness poll of an adopted process. */
+  poll?: () => void
   watcher?: FSWatcher
 }
 
@@ -146,7 +148,7 @@ export abstract class SupervisedRuntime implements Runtime {
   protected readonly log: RuntimeOptions['logger']
   private readonly live = new Map<string, Live>()
   private readonly listeners = new Set<ExitListener>()
-  private rotateTimer: NodeJS.Timeout | undefined
+  private rotateTimer: (() => void) | undefined
   private layoutCache: CgroupLayout | undefined
   private closed = false
 
@@ -299,10 +301,10 @@ export abstract class SupervisedRuntime implements Runtime {
 
   private ensureRotateTimer(): void {
     if (this.rotateTimer || this.closed) return
-    this.rotateTimer = setInterval(() => {
+    // Watching must not keep the agent's process alive.
+    this.rotateTimer = every(unrefTimers(this.opts.clock), this.opts.logs.checkIntervalMs, () => {
       for (const l of this.live.values()) if (!l.rec.exit) this.rotate(l)
-    }, this.opts.logs.checkIntervalMs)
-    this.rotateTimer.unref()
+    })
   }
 
   /** Poll /proc for an adopted process: it is not our child, so no exit event reaches us. */
@@ -310,8 +312,7 @@ export abstract class SupervisedRuntime implements Runtime {
     const tick = () => {
       if (!isSameProcessAlive(live.rec.pid, live.rec.startTicks)) void this.finish(live, this.readExitFile(live.rec.id))
     }
-    live.poll = setInterval(tick, this.opts.pollIntervalMs)
-    live.poll.unref()
+    live.poll = every(unrefTimers(this.opts.clock), this.opts.pollIntervalMs, tick)
   }
 
   private readExitFile(id: string): { code: number | null; signal: NodeJS.Signals | null } | undefined {
@@ -329,7 +330,7 @@ export abstract class SupervisedRuntime implements Runtime {
     if (live.rec.exit || this.closed) return
     const exit: ExitStatus = { code: raw?.code ?? null, signal: raw?.signal ?? null, finishedAt: this.opts.clock.now() }
     live.rec.exit = exit
-    if (live.poll) clearInterval(live.poll)
+    live.poll?.()
     // a last rotation check, then stop watching
     this.rotate(live)
     live.watcher?.close()
@@ -342,7 +343,7 @@ export abstract class SupervisedRuntime implements Runtime {
       this.log.warn({ id: live.rec.id, err: String(err) }, 'container cleanup failed')
     }
     // processes leave a cgroup a moment after they are reaped: retry briefly
-    for (let i = 0; i < 50 && removeContainerCgroups(live.rec.cgroupDirs).length > 0; i++) await new Promise((r) => setTimeout(r, 10))
+    for (let i = 0; i < 50 && removeContainerCgroups(live.rec.cgroupDirs).length > 0; i++) await sleep(this.opts.clock, 10)
     try {
       if (existsSync(this.containerDir(live.rec.id))) this.persist(live.rec)
     } catch {}
@@ -397,10 +398,10 @@ export abstract class SupervisedRuntime implements Runtime {
     } catch (err) {
       this.log.warn({ id, err: String(err) }, 'graceful signal failed')
     }
-    if (await settlesWithin(live.exited, graceMs)) return live.exited
+    if (await settlesWithin(this.opts.clock, live.exited, graceMs)) return live.exited
     this.log.info({ id, graceMs }, 'container ignored SIGTERM, killing')
     this.killTree(live.rec)
-    if (await settlesWithin(live.exited, 10_000)) return live.exited
+    if (await settlesWithin(this.opts.clock, live.exited, 10_000)) return live.exited
     throw new OrcError('internal', `stop container ${id}: still running 10 s after SIGKILL`, { id, pid: live.rec.pid })
   }
 
@@ -460,9 +461,9 @@ export abstract class SupervisedRuntime implements Runtime {
 
   async close(): Promise<void> {
     this.closed = true
-    if (this.rotateTimer) clearInterval(this.rotateTimer)
+    this.rotateTimer?.()
     for (const l of this.live.values()) {
-      if (l.poll) clearInterval(l.poll)
+      l.poll?.()
       l.watcher?.close()
     }
   }
@@ -473,11 +474,11 @@ export abstract class SupervisedRuntime implements Runtime {
   }
 }
 
-function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+function settlesWithin(clock: Clock, p: Promise<unknown>, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(false), ms)
+    const t = clock.setTimeout(() => resolve(false), ms)
     p.then(() => {
-      clearTimeout(t)
+      clock.clearTimeout(t)
       resolve(true)
     })
   })

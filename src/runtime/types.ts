@@ -159,14 +159,3 @@ export interface SpawnRequest {
 
 /** Starts a detached child (own session) that survives the agent. */
 export type Spawner = (req: SpawnRequest) => SpawnedProcess
-
-/** Runs a short helper command to completion (runc kill/delete/state, tar…). */
-export type CommandRunner = (
-  file: string,
-  args: string[],
-  opts?: { input?: string; timeoutMs?: number; reject?: boolean },
-) => Promise<{ exitCode: number; stdout: string; stderr: string }>
-
-export interface Clock {
-  now(): number
-}

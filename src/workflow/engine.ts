@@ -1,5 +1,5 @@
 import { OrcError } from '../model/index.ts'
-import type { Clock, TimerHandle } from './clock.ts'
+import type { Clock, TimerHandle } from '../effects/index.ts'
 import { formatDuration } from './format.ts'
 import { dependencyMaps, type UnitDef, type WorkflowGraph } from './graph.ts'
 import { backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, type WorkflowLogger, type WorkflowRunOptions } from './options.ts'

@@ -14,7 +14,6 @@
  * - Controllers declare reads/writes; `checkControllers` refuses duplicate writers and read/write
  *   loops of two or more controllers.
  */
-export { systemClock, ManualClock, type Clock, type TimerHandle } from './clock.ts'
 export { WorkflowGraph, type UnitDef } from './graph.ts'
 export { WorkflowRun } from './engine.ts'
 export {

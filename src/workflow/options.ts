@@ -1,4 +1,4 @@
-import type { Clock } from './clock.ts'
+import type { Clock } from '../effects/index.ts'
 import type { RetryPolicy } from './types.ts'
 
 /** The only logging the engine does; a pino logger fits (`logger.child({ module: 'workflow' })`). */

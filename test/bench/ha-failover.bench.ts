@@ -1,39 +1,21 @@
 // Node loss → every ha pod running elsewhere, in the simulator (virtual time, real store, membership
 // and scheduler code): N nodes (default 50), 10 % crash at once, per seed the worst and median time
 // from the crash until each ha pod of a lost node runs on a live node (its new node's own store
-// binds it there). haAfter counts, as in the agent's binder, from when a node last heard the lost
-// one (`MemberView.lastSeen`), not from when it started suspecting it.
+// binds it there). Each node runs the agent's binder, so haAfter counts from when a node last heard
+// the lost one (`MemberView.lastSeen`), not from when it started suspecting it.
 // Usage: node --expose-gc --import tsx --import ./test/setup.ts test/bench/ha-failover.bench.ts [nodes] [seeds] [haAfterSeconds]
 // Prints one figure per line.
 import { Simulator, type SimNode } from '../../netsim/sim.ts'
 import { LocalScheduler } from '../../netsim/scheduler.ts'
-import type { ClusterView } from '../../src/sched/index.ts'
 
 const nodes = Number(process.argv[2] ?? 50)
 const seeds = Number(process.argv[3] ?? 5)
 const haAfterSeconds = Number(process.argv[4] ?? 30)
 
-/** The agent's view: a lost node is unreachable since this node last heard from it. */
-class AgentLikeScheduler extends LocalScheduler {
-  override viewOf(n: SimNode): ClusterView {
-    const v = super.viewOf(n)
-    const now = v.now
-    const lastSeen = new Map<string, number | null>()
-    for (const m of n.table!.view(now)) lastSeen.set(m.peerId, m.lastSeen)
-    for (const nv of v.nodes) {
-      if (nv.state === 'alive') continue
-      const peer = this.sim.nodes[Number(nv.name.slice('node-'.length))]!
-      const heard = lastSeen.get(peer.id)
-      if (typeof heard === 'number') nv.since = Math.min(heard, now)
-    }
-    return v
-  }
-}
-
 async function runSeed(seed: number): Promise<{ took: number[]; haPods: number; doubles: number }> {
   const sim = new Simulator({ seed, nodes })
   await sim.start()
-  const sched = new AgentLikeScheduler(sim, { haAfterSeconds })
+  const sched = new LocalScheduler(sim, { haAfterSeconds })
   await sched.createPods(sim.nodes[0]!, Math.min(100, nodes * 2), (i) => (i % 2 === 0 ? 'ha' : 'best-effort'))
   await sim.runFor(20_000)
   const lost: SimNode[] = []

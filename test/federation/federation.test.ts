@@ -19,6 +19,7 @@ import { resolveTunables } from '../../src/mesh/options.ts'
 import { FederationManager, routedStore, decodeFederationToken, checkAuthorship } from '../../src/agent/federation/index.ts'
 import { fastTunables, waitFor } from '../mesh/helpers.ts'
 import { pod } from '../helpers/store.ts'
+import { systemClock } from '../../src/effects/index.ts'
 
 const silent = pino({ level: 'silent' })
 
@@ -39,7 +40,7 @@ async function side(t: { after(fn: () => Promise<void>): void }, node: string, c
     cluster: () => ({ name: cluster, id: Buffer.from(cluster.padEnd(16, '0')).toString('hex').slice(0, 32) }),
     listen: ['/ip4/127.0.0.1/tcp/0'],
     logger: silent,
-    clock: { now: () => Date.now() },
+    clock: systemClock,
     tunables: { ...fastTunables, ...tunables },
   })
   await fm.start()

@@ -10,6 +10,7 @@ import pino from 'pino'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { systemClock } from '../../src/effects/index.ts'
 
 const now = Date.parse('2026-06-01T00:00:00Z')
 const silent = pino({ level: 'silent' })
@@ -67,7 +68,7 @@ test('the federation document as written from home: controllers write as control
   // Node summary publishing into Cluster/home.status.nodes.
   await own.store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'h1' } } as never, { author: 'controller:node', now })
   await own.store.patch({ kind: 'Node', namespace: '', name: 'h1' }, [{ path: ['status', 'capacity'], value: { cpu: '2', memory: '4Gi' } }], { author: 'controller:node', now })
-  const pub = new NodeSummaryPublisher({ own: own.store, fed: asHome, nodeName: 'h1', cluster: 'home', now: () => now, log: silent })
+  const pub = new NodeSummaryPublisher({ own: own.store, fed: asHome, nodeName: 'h1', cluster: 'home', clock: { ...systemClock, now: () => now }, log: silent })
   await pub.publish()
   const c = fed.get({ kind: 'Cluster', namespace: '', name: 'home' })!
   assert.equal((c.status as any).nodes.h1.capacity.cpu, '2000m')

@@ -1,7 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Fixture } from './helpers.ts'
-import { joinMesh, decodeToken, type Clock } from '../../src/mesh/index.ts'
+import { joinMesh, decodeToken } from '../../src/mesh/index.ts'
+import type { Clock } from '../../src/effects/index.ts'
 
 function manualClock(start = Date.now()): Clock & { advance(ms: number): void } {
   let now = start

@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { pino } from 'pino'
 import { NodeNetwork, type FederatedScopeInput, type FederationRouteSource, type MeshView } from '../../src/agent/network/index.ts'
 import { FakePodNetworkDriver, FakeWireGuardDriver, clusterPrefix, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
-import { systemClock } from '../../src/workflow/index.ts'
+import { systemClock } from '../../src/effects/index.ts'
 import { tempStore, seededBytes } from '../helpers/store.ts'
 import { waitFor } from '../helpers/wait.ts'
 
@@ -29,7 +29,7 @@ test('node network: a peer for the other cluster\'s node with its federated pods
   const wg = new FakeWireGuardDriver('wireguard-go')
   const mesh: MeshView = { peerId: 'PSELF', clusterId: HOME_ID, addresses: () => ['/ip4/198.18.0.1/tcp/7419'], observedIps: () => new Map(), alivePeers: () => new Set() }
   const net = new NodeNetwork(
-    { store, nodeName: 'self', dataDir, logger: pino({ level: 'silent' }), now: () => Date.now(), workflowClock: systemClock, random: seededBytes(9), mesh, wireguard: () => wg, podNetwork: () => new FakePodNetworkDriver(seededBytes(3)), probe: async () => undefined },
+    { store, nodeName: 'self', dataDir, logger: pino({ level: 'silent' }), clock: systemClock, random: seededBytes(9), mesh, wireguard: () => wg, podNetwork: () => new FakePodNetworkDriver(seededBytes(3)), probe: async () => undefined },
     { mode: 'on', reconcileMs: 60_000, handshakeTimeoutMs: 2000 },
   )
   t.after(async () => {

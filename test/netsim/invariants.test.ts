@@ -40,8 +40,8 @@ test('stores holding the same objects but not the same revisions do not count as
 })
 
 // The ha overlap invariant must see two copies: without fencing, a minority cut off keeps running its
-// ha pods after the majority moved them (35 s in), so a 60 s split must be reported; with fencing the
-// minority stops them at 27 s and no pod runs twice.
+// ha pods after the majority moved them (~30 s in: haAfter after it last heard them), so a 60 s split
+// must be reported; with fencing the minority stops them at 25–27 s and no pod runs twice.
 for (const fencing of [false, {}] as const) {
   test(`ha overlap invariant, 3|2 split for 60 s, fencing ${fencing === false ? 'off: reported' : 'on: holds'}`, async () => {
     const sim = new Simulator({ seed: 3, nodes: 5 })
@@ -65,7 +65,7 @@ for (const fencing of [false, {}] as const) {
       assert.ok(sim.violations.some((v) => /runs on .* into the fault/.test(v.what)), sim.violations.map((v) => v.what).join('\n'))
     } else {
       assert.equal(ep.overlapFault, 0)
-      assert.ok(ep.down > 0 && ep.down <= 10_000, `ha pods of the minority down ${ep.down} ms (fenced at 27 s, moved at 35 s)`)
+      assert.ok(ep.down > 0 && ep.down <= 10_000, `ha pods of the minority down ${ep.down} ms (fenced at 25–27 s, moved at ~30 s)`)
       assert.deepEqual(sim.violations, [])
     }
   })

@@ -13,20 +13,19 @@
  * `Pod.status.phase` and wrote `Pod.spec` would form a read/write loop with controller:lifecycle.
  */
 import type { Logger } from 'pino'
+import type { Clock } from '../../effects/index.ts'
 import { OrcError, type Pod } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { isForgotten, type NodeMember } from '../sched/index.ts'
 import { DEPLOYMENT_CONTROLLER, ROLLOUT_CONTROLLER, planDeploymentWrites, statusOf, storedStatus, type DeploymentWrite } from './plan.ts'
 
-export interface DeploymentComponents {
+/** The clock's methods are its time and timers (the agent's clock, a manual one in tests). */
+export interface DeploymentComponents extends Clock {
   store: ObjectStore
   nodeName: string
   /** This node's membership view; a node missing from it is not a candidate writer. */
   members(): readonly NodeMember[]
-  now(): number
-  setTimeout(fn: () => void, ms: number): unknown
-  clearTimeout(handle: unknown): void
   log: Logger
   /** Least time between passes caused by store changes (default 200 ms). */
   minPassIntervalMs?: number

@@ -19,7 +19,6 @@ import {
   loadOrCreateIdentity,
   resolvePeerAddress,
   startMesh,
-  systemRandom,
   peerIdOf,
   writeFileAtomic,
   type MemberInfo,
@@ -28,6 +27,7 @@ import {
   type MeshOptions,
   type MeshTunables,
 } from '../../mesh/index.ts'
+import { sleep, systemRandom, unrefTimers, type Clock, type Random, type TimerHandle } from '../../effects/index.ts'
 import { openStore, type ObjectStore } from '../../store/index.ts'
 import { unadvertisedRanges } from '../network/index.ts'
 import { clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
@@ -54,7 +54,9 @@ export interface FederationComponents {
   /** Listen multiaddrs of the cluster mesh: the federation host listens on the same hosts. */
   listen?: string[]
   logger: Logger
-  clock: { now(): number }
+  clock: Clock
+  /** Keys of the federation hosts (the system's randomness unless given). */
+  random?: Random
   tunables?: Partial<MeshTunables>
   /** How often a node retries following a federation its cluster is in (default 3 s). */
   followRetryMs?: number
@@ -133,7 +135,7 @@ export class FederationManager implements ScopeRouter {
   private readonly root: string
   private queue: Promise<unknown> = Promise.resolve()
   private offOwn: (() => void) | undefined
-  private followTimer: ReturnType<typeof setTimeout> | undefined
+  private followTimer: TimerHandle | undefined
   private stopped = false
   /** Invites minted for nodes of this cluster, per federation id (see vetJoiner). */
   private readonly invites = new Map<string, number>()
@@ -208,7 +210,7 @@ export class FederationManager implements ScopeRouter {
       fed: store,
       nodeName: this.c.nodeName,
       cluster,
-      now: () => this.c.clock.now(),
+      clock: this.c.clock,
       log: this.log.child({ federation: r.cfg.name }),
     })
     r.publisher.start()
@@ -249,7 +251,7 @@ export class FederationManager implements ScopeRouter {
 
   async stop(): Promise<void> {
     this.stopped = true
-    if (this.followTimer) clearTimeout(this.followTimer)
+    if (this.followTimer !== undefined) this.c.clock.clearTimeout(this.followTimer)
     this.offOwn?.()
     await this.queue.catch(() => undefined)
     for (const r of [...this.running.values()]) await this.close(r)
@@ -293,7 +295,7 @@ export class FederationManager implements ScopeRouter {
       const namespaces = [...new Set(req.namespaces.map((n) => checkName('namespace', n)))]
       const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
       this.checkFree(name, namespaces)
-      const id = `pending-${Date.now()}`
+      const id = `pending-${this.c.clock.now()}`
       const cfg: LocalState = { id, name, cluster, namespaces, state: 'joined' }
       const r = await this.open(cfg, { mode: 'create' })
       const now = this.c.clock.now()
@@ -361,7 +363,7 @@ export class FederationManager implements ScopeRouter {
       if (r.store.get(ref) !== undefined) {
         await r.store.delete(ref, { author: `${FEDERATION_CONTROLLER}@${r.cfg.cluster}`, reason: 'cluster left the federation', now })
         // Hand the removal to the connected members before going (gossip already carries it).
-        await Promise.race([r.mesh.syncNow(), new Promise((res) => setTimeout(res, 3000).unref())]).catch(() => undefined)
+        await Promise.race([r.mesh.syncNow(), sleep(unrefTimers(this.c.clock), 3000)]).catch(() => undefined)
       }
       const view = this.view(r)
       await this.detach(r, 'left')
@@ -476,20 +478,20 @@ export class FederationManager implements ScopeRouter {
   /** Open the federation's store and host: a new federation, a restart, or a join. */
   private async open(cfg: LocalState, how: { mode: 'create' } | { mode: 'start' } | { mode: 'join'; token: string; peerAddrs?: string[] }): Promise<Running> {
     // A new federation's id is known only once its host state exists: build in a scratch dir.
-    let dir = join(this.root, how.mode === 'create' ? `.new-${process.pid}-${Date.now()}` : cfg.id)
+    let dir = join(this.root, how.mode === 'create' ? `.new-${process.pid}-${this.c.clock.now()}` : cfg.id)
     const meshDir = () => join(dir, 'mesh')
     const storeDir = () => join(dir, 'store')
     if (how.mode !== 'start' && existsSync(dir)) {
       if ((await this.readState(cfg.id))?.state === 'joined') throw new OrcError('conflict', `federation ${cfg.id} is already set up here`)
       // A federation left before: its old copy stays aside, this join starts afresh.
-      await rename(dir, `${dir}.left-${Date.now()}`)
+      await rename(dir, `${dir}.left-${this.c.clock.now()}`)
     }
     await mkdir(meshDir(), { recursive: true, mode: 0o700 })
     this.busy.add(cfg.id)
     let store: ObjectStore | undefined
     let mesh: Mesh | undefined
     try {
-      const key = await loadOrCreateIdentity(meshDir(), systemRandom)
+      const key = await loadOrCreateIdentity(meshDir(), this.c.random ?? systemRandom)
       store = await openStore({
         dir: storeDir(),
         // Controllers of this cluster write as `controller:<name>@<cluster>` (scheduling.ts).
@@ -510,6 +512,8 @@ export class FederationManager implements ScopeRouter {
         scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory) },
         members: directory,
         logger: this.c.logger.child({ federation: cfg.name || cfg.id }),
+        clock: this.c.clock,
+        ...(this.c.random !== undefined ? { random: this.c.random } : {}),
         tunables: this.c.tunables,
         vetJoiner: (info) => this.vetJoiner(cfg, directory, info),
         vetAdmission: (info, via) => directory.vetAdmission(info, via),
@@ -626,12 +630,11 @@ export class FederationManager implements ScopeRouter {
 
   private reconcileSoon(ms: number): void {
     if (this.stopped) return
-    if (this.followTimer) clearTimeout(this.followTimer)
-    this.followTimer = setTimeout(() => {
+    if (this.followTimer !== undefined) this.c.clock.clearTimeout(this.followTimer)
+    this.followTimer = unrefTimers(this.c.clock).setTimeout(() => {
       this.followTimer = undefined
       void this.serial(() => this.reconcile()).catch((err) => this.log.warn({ err: (err as Error).message }, 'federation follow failed; retrying'))
     }, ms)
-    this.followTimer.unref?.()
   }
 
   /** Make this node's federations match the cluster's record of them. */

@@ -17,6 +17,7 @@ import { API_VERSION, DNS_LABEL, OwnershipTable, USERS, deepEqual, defaultOwners
 import { parseCpu, parseMemory, podRequests, type ClusterView } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
+import { unrefTimers, type Clock, type TimerHandle } from '../../effects/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
 /** Annotation the API puts on a pod created in a shared namespace: the cluster that created it. */
@@ -245,7 +246,8 @@ export interface SummaryPublisherComponents {
   fed: ObjectStore
   nodeName: string
   cluster: string
-  now(): number
+  /** Time and the re-check timer (not keeping the process up). */
+  clock: Clock
   log: Logger
   /** Re-check at least this often (default 2000 ms). */
   everyMs?: number
@@ -258,7 +260,7 @@ export interface SummaryPublisherComponents {
  * an entry that was lost that way is written again.
  */
 export class NodeSummaryPublisher {
-  private timer: ReturnType<typeof setTimeout> | undefined
+  private timer: TimerHandle | undefined
   private busy = false
   private stopped = false
   private offOwn: (() => void) | undefined
@@ -275,17 +277,16 @@ export class NodeSummaryPublisher {
   stop(): void {
     this.stopped = true
     this.offOwn?.()
-    if (this.timer) clearTimeout(this.timer)
+    if (this.timer !== undefined) this.c.clock.clearTimeout(this.timer)
   }
 
   private soon(ms: number): void {
     if (this.stopped) return
-    if (this.timer) clearTimeout(this.timer)
-    this.timer = setTimeout(() => {
+    if (this.timer !== undefined) this.c.clock.clearTimeout(this.timer)
+    this.timer = unrefTimers(this.c.clock).setTimeout(() => {
       this.timer = undefined
       void this.publish().finally(() => this.soon(this.c.everyMs ?? 2000))
     }, ms)
-    this.timer.unref?.()
   }
 
   /** One pass (tests call it directly). */
@@ -309,7 +310,7 @@ export class NodeSummaryPublisher {
         }
       }
       if (patches.length === 0) return
-      await this.c.fed.patch(ref, patches, { author: CLUSTER_CONTROLLER, reason: `node ${this.c.nodeName} of ${this.c.cluster}: resources, labels, readiness`, now: this.c.now() })
+      await this.c.fed.patch(ref, patches, { author: CLUSTER_CONTROLLER, reason: `node ${this.c.nodeName} of ${this.c.cluster}: resources, labels, readiness`, now: this.c.clock.now() })
     } catch (err) {
       this.c.log.warn({ err: (err as Error).message }, 'publish node summary to the federation')
     } finally {

@@ -29,12 +29,12 @@ import {
   type IpPrefix,
   type PodNetworkDriver,
   type PodNetworkState,
-  type RandomBytes,
   type WireGuardDriver,
   type WireGuardKeyPair,
   type WireGuardStatus,
 } from '../../net/index.ts'
-import { WorkflowGraph, WorkflowRun, addNodeTargets, type Clock as WorkflowClock, type TimerHandle, type WorkflowSnapshot } from '../../workflow/index.ts'
+import { every, sleep, unrefTimers, type Clock, type Random, type TimerHandle } from '../../effects/index.ts'
+import { WorkflowGraph, WorkflowRun, addNodeTargets, type WorkflowSnapshot } from '../../workflow/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
 import {
   NETWORK_DEFAULTS,
@@ -79,10 +79,10 @@ export interface NodeNetworkComponents {
   nodeName: string
   dataDir: string
   logger: Logger
-  now(): number
-  workflowClock: WorkflowClock
+  /** Time and timers: store writes, the node workflow's timeouts, the reconcile loop. */
+  clock: Clock
   mesh?: MeshView
-  random: RandomBytes
+  random: Random
   /** Drivers; the real ones (ip/wg/nft via execa) unless a test injects fakes. */
   wireguard?: (names: NetworkNames) => WireGuardDriver
   podNetwork?: (names: NetworkNames) => PodNetworkDriver
@@ -201,7 +201,7 @@ export class NodeNetwork implements PodNetworkHooks {
   private podStates = new Map<string, PodNetworkState>()
   private chain: Promise<unknown> = Promise.resolve()
   private readonly prefixKnown = deferred()
-  private timer: NodeJS.Timeout | undefined
+  private stopReconcile: (() => void) | undefined
   private retryTimer: TimerHandle | undefined
   private retryMs = 10_000
   private run: WorkflowRun | undefined
@@ -401,8 +401,8 @@ export class NodeNetwork implements PodNetworkHooks {
     this.stopped = true
     this.unsubscribe?.()
     this.offFederation?.()
-    if (this.timer) clearInterval(this.timer)
-    if (this.retryTimer !== undefined) this.c.workflowClock.clearTimeout(this.retryTimer)
+    this.stopReconcile?.()
+    if (this.retryTimer !== undefined) this.c.clock.clearTimeout(this.retryTimer)
     this.run?.cancel('agent stopping')
     this.prefixKnown.reject(new OrcError('unavailable', 'agent stopping'))
     await this.chain.catch(() => {})
@@ -460,9 +460,8 @@ export class NodeNetwork implements PodNetworkHooks {
       retry: { attempts: 3, backoffMs: 1000 },
       run: async () => {
         await this.enqueue(() => this.reconcileNow())
-        if (this.timer === undefined && !this.stopped) {
-          this.timer = setInterval(() => this.changed(), this.setup.reconcileMs)
-          this.timer.unref?.()
+        if (this.stopReconcile === undefined && !this.stopped) {
+          this.stopReconcile = every(unrefTimers(this.c.clock), this.setup.reconcileMs, () => this.changed())
         }
       },
     })
@@ -476,19 +475,20 @@ export class NodeNetwork implements PodNetworkHooks {
       run: async ({ signal }) => {
         let missing: string[] = []
         // Give up just before the unit's timeout, so the error names the silent peers.
-        const deadline = Date.now() + Math.max(this.setup.handshakeTimeoutMs - 1000, this.setup.handshakeTimeoutMs * 0.8)
-        while (!signal.aborted && Date.now() < deadline) {
+        const clock = this.c.clock
+        const deadline = clock.now() + Math.max(this.setup.handshakeTimeoutMs - 1000, this.setup.handshakeTimeoutMs * 0.8)
+        while (!signal.aborted && clock.now() < deadline) {
           const wg = await this.wg!.status()
           missing = this.tunnelReports(wg)
             .filter((t) => t.alive && t.state !== 'up')
             .map((t) => `${t.node} (${t.endpoint ?? 'waiting for it to dial'})`)
           if (missing.length === 0) return
-          await new Promise((r) => setTimeout(r, 200))
+          await sleep(clock, 200)
         }
         throw new OrcError('unavailable', `no handshake yet from ${missing.join(', ')}`)
       },
     })
-    const run = new WorkflowRun(g, { clock: this.c.workflowClock, id: `node/${this.c.nodeName}`, log: this.log })
+    const run = new WorkflowRun(g, { clock: this.c.clock, id: `node/${this.c.nodeName}`, log: this.log })
     this.run = run
     run.onChange(() => {
       if (this.run !== run) return
@@ -510,7 +510,7 @@ export class NodeNetwork implements PodNetworkHooks {
         this.log.warn({ reason: res.reason }, 'node network not ready; retrying')
         const delay = this.retryMs
         this.retryMs = Math.min(this.retryMs * 2, 120_000)
-        this.retryTimer = this.c.workflowClock.setTimeout(() => {
+        this.retryTimer = this.c.clock.setTimeout(() => {
           this.retryTimer = undefined
           this.startRun()
         }, delay)
@@ -692,7 +692,7 @@ export class NodeNetwork implements PodNetworkHooks {
   private tunnelReports(wg: WireGuardStatus | undefined): TunnelReport[] {
     const byKey = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p]))
     const alive = this.c.mesh?.alivePeers() ?? new Set<string>()
-    const now = Date.now()
+    const now = this.c.clock.now()
     const stateOf = (publicKey: string) => handshakeState(byKey.get(publicKey)?.latestHandshakeMs, now)
     const keyOf = new Map(this.peers.map((p) => [p.peerId, p.wg.publicKey]))
     return this.peers.map((p) => {
@@ -722,7 +722,7 @@ export class NodeNetwork implements PodNetworkHooks {
 
   private federatedReports(wg: WireGuardStatus | undefined): FederatedTunnelReport[] {
     const byKey = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p]))
-    const now = Date.now()
+    const now = this.c.clock.now()
     return this.fedPeers.map((p) => {
       const s = byKey.get(p.wg.publicKey)
       const hs = s?.latestHandshakeMs
@@ -791,7 +791,7 @@ export class NodeNetwork implements PodNetworkHooks {
         { path: ['status', 'state'], value: gated ? 'NotReady' : 'Ready' },
       ]
       await this.c.store
-        .patch(ref, fields, { author: NODE_CONTROLLER, reason: `network ${this.state.toLowerCase()}`, now: this.c.now() })
+        .patch(ref, fields, { author: NODE_CONTROLLER, reason: `network ${this.state.toLowerCase()}`, now: this.c.clock.now() })
         .catch((err) => this.log.debug({ err: String(err) }, 'write node network status'))
     })
     return this.writes

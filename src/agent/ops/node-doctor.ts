@@ -14,15 +14,15 @@ export interface NodeDoctorComponents {
 }
 
 /** Each alive peer's clock against ours, from the midpoint of one round trip. */
-async function clockSkews(mesh: Mesh | undefined): Promise<Array<{ peer: string; skewMs: number | null; error?: string }>> {
+async function clockSkews(mesh: Mesh | undefined, now: () => number): Promise<Array<{ peer: string; skewMs: number | null; error?: string }>> {
   if (mesh === undefined) return []
   const peers = mesh.members().filter((m) => !m.self && m.state === 'alive')
   return Promise.all(
     peers.map(async (m) => {
-      const t0 = Date.now()
+      const t0 = now()
       try {
         const r = await mesh.memberRequest(m.peerId, { method: 'GET', path: '/v1/clock' }, { timeoutMs: 5000 })
-        const t1 = Date.now()
+        const t1 = now()
         const remote = (r.body as { now?: unknown } | null)?.now
         if (r.status !== 200 || typeof remote !== 'number') return { peer: m.name, skewMs: null, error: `answered HTTP ${r.status} (an older orc without /v1/clock?)` }
         return { peer: m.name, skewMs: remote - (t0 + t1) / 2 }
@@ -48,7 +48,7 @@ export async function nodeDoctor(d: NodeDoctorComponents): Promise<Finding[]> {
         fix: `check that ${m.addresses[0] ?? 'its address'} is reachable on TCP from here, or remove it: orc node remove ${m.name}`,
       })
     }
-    out.push(...clockFindings(await clockSkews(mesh)))
+    out.push(...clockFindings(await clockSkews(mesh, d.now)))
     const skewed = d.peers().filter((p) => !p.self && p.version !== null && p.version !== d.version)
     for (const p of skewed) {
       out.push({ check: 'versions', status: 'warn', message: `${p.name} runs orc ${p.version}, this node ${d.version}`, fix: 'upgrade every node to one version (re-run the install one-liner from an upgraded node)' })

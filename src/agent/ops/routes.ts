@@ -24,7 +24,7 @@ export function opsRoutes(d: OpsRoutesComponents) {
     return Array.isArray(v) ? v[v.length - 1] : v
   }
   return {
-    clock: () => ({ now: Date.now() }),
+    clock: () => ({ now: d.now() }),
     metrics: () => ({ text: d.metrics.render() }),
     doctor: async () => ({ findings: await d.doctor() }),
     events: async ({ query: q }) => {

@@ -6,6 +6,7 @@
  * Long-polling instead of a streaming response keeps the handler transport-independent.
  */
 import { readFileSync, statSync } from 'node:fs'
+import { sleep, systemClock, type Clock } from '../../effects/index.ts'
 import { OrcError, type ObjectRef, type Pod, type Query } from '../../model/index.ts'
 import { listLogRevisions, logFilePath, readLogLines } from '../../runtime/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -18,7 +19,9 @@ export interface PodApiComponents {
   nodeName: string
   logDirOf(ref: ObjectRef, uid: string, container: string): string
   controllers: readonly ControllerDecl[]
-  /** Injected wait (tests); default a timer. */
+  /** Time of the log-follow deadline (the system clock unless given). */
+  clock?: Clock
+  /** Injected wait (tests); default a timer on `clock`. */
   sleep?: (ms: number) => Promise<void>
 }
 
@@ -64,7 +67,8 @@ function completeLines(buf: Buffer): { lines: string[]; bytes: number } {
 
 /** The pod routes this node answers itself: logs of the pods it runs, the controller graph. */
 export function podRoutes(c: PodApiComponents) {
-  const sleep = c.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)))
+  const clock = c.clock ?? systemClock
+  const wait = c.sleep ?? ((ms: number) => sleep(clock, ms))
 
   function podOf(ns: string, name: string): Stored<Pod> {
     const ref = { kind: 'Pod' as const, namespace: ns, name }
@@ -130,7 +134,7 @@ export function podRoutes(c: PodApiComponents) {
       return { container: t.container, revision: rev, lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES), cursor: head.bytes, ended: false }
     }
     const waitMs = Math.min(intParam(q, 'waitMs', 0) ?? 10_000, MAX_WAIT_MS)
-    const deadline = Date.now() + waitMs
+    const deadline = clock.now() + waitMs
     let cursor = cursorParam
     for (;;) {
       const size = sizeOf(live)
@@ -147,11 +151,11 @@ export function podRoutes(c: PodApiComponents) {
       const got = completeLines(data)
       if (got.lines.length > 0) return { container: t.container, revision: rev, lines: got.lines, cursor: cursor + got.bytes, ended: false }
       const now = c.store.get({ kind: 'Pod', namespace: ns, name })
-      if (!now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container) || Date.now() >= deadline) {
+      if (!now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container) || clock.now() >= deadline) {
         const done = !now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container)
         return { container: t.container, revision: rev, lines: [], cursor, ended: done }
       }
-      await sleep(100)
+      await wait(100)
     }
   }
 

@@ -14,6 +14,7 @@
  * at `nextDecisionTime` (when an ha timer or goneAfter runs out).
  */
 import type { Logger } from 'pino'
+import type { Clock } from '../../effects/index.ts'
 import type { Node, Pod } from '../../model/index.ts'
 import { nextDecisionTime, plan, resolveOptions, type ClusterView, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -22,14 +23,15 @@ import { NODE_CONTROLLER } from '../node-info.ts'
 
 export const SCHEDULER_CONTROLLER = 'controller:scheduler'
 
-export interface BinderComponents {
+/**
+ * The clock's methods are the binder's time and timers: the agent's clock, a manual one in tests,
+ * the simulator's virtual time in netsim (which awaits the passes the timers start).
+ */
+export interface BinderComponents extends Clock {
   store: ObjectStore
   nodeName: string
   /** This node's membership view (the mesh's members()); a node missing from it counts as dead. */
   members(): readonly NodeMember[]
-  now(): number
-  setTimeout(fn: () => void, ms: number): unknown
-  clearTimeout(handle: unknown): void
   log: Logger
   /** Re-plan at least this often (membership changes are not store changes). Default 1000 ms. */
   tickMs?: number
@@ -125,25 +127,34 @@ export class Binder {
 
   start(): void {
     const every = this.c.tickMs ?? 1000
-    let ticks = 0
-    let lastMembership = ''
     const loop = () => {
       if (this.stopped) return
-      // Membership is not in the store, so the tick watches it; a full pass runs only when some
-      // member changed state (and every 10th tick as a safety net): planning over every pod each
-      // second would cost the writes a share of the CPU.
-      const membership = this.c
-        .members()
-        .map((m) => `${m.name}:${m.state}`)
-        .sort()
-        .join(',')
-      if (membership !== lastMembership || ++ticks % 10 === 0) {
-        lastMembership = membership
-        void this.pass()
-      }
+      const pass = this.watchMembership()
       this.tick = this.c.setTimeout(loop, every)
+      return pass
     }
     this.tick = this.c.setTimeout(loop, every)
+  }
+
+  private ticks = 0
+  private lastMembership = ''
+
+  /**
+   * One tick of the membership watch (`start` runs it every `tickMs`; the simulator once per
+   * heartbeat round, when membership can change). Membership is not in the store, so the tick
+   * watches it; a full pass runs only when some member changed state (and every 10th tick as a
+   * safety net): planning over every pod each second would cost the writes a share of the CPU.
+   */
+  watchMembership(): Promise<void> | undefined {
+    if (this.stopped) return undefined
+    const membership = this.c
+      .members()
+      .map((m) => `${m.name}:${m.state}`)
+      .sort()
+      .join(',')
+    if (membership === this.lastMembership && ++this.ticks % 10 !== 0) return undefined
+    this.lastMembership = membership
+    return this.pass()
   }
 
   private requested: unknown
@@ -159,7 +170,7 @@ export class Binder {
     const wait = Math.max(0, this.lastPassAt + (this.c.minPassIntervalMs ?? 250) - this.c.now())
     this.requested = this.c.setTimeout(() => {
       this.requested = undefined
-      void this.pass()
+      return this.pass()
     }, wait)
   }
 
@@ -280,7 +291,7 @@ export class Binder {
     if (this.wake) this.c.clearTimeout(this.wake.handle)
     const handle = this.c.setTimeout(() => {
       this.wake = undefined
-      void this.pass()
+      return this.pass()
     }, Math.max(0, at - this.c.now()) + 5)
     this.wake = { at, handle }
   }

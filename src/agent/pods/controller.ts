@@ -9,7 +9,7 @@ import type { Logger } from 'pino'
 import { isRefOf, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
 import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput } from '../../runtime/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import type { Clock as WorkflowClock } from '../../workflow/index.ts'
+import { systemRandom, type Clock, type Random } from '../../effects/index.ts'
 import { Binder, type ViewBuilder } from './binder.ts'
 import type { Stored } from '../../store/index.ts'
 import { buildSchedView, podViewOf, schedOptionsOf, type NodeMember } from '../sched/index.ts'
@@ -25,7 +25,9 @@ export interface PodLifecycleComponents {
   store: ObjectStore
   nodeName: string
   dataDir: string
-  clock: WorkflowClock
+  clock: Clock
+  /** Random bytes (temporary file names); the system's unless given. */
+  random?: Random
   logger: Logger
   tunables?: Partial<PodTunables>
   /** Names of the nodes believed alive, this one included (membership). */
@@ -137,7 +139,7 @@ export class PodLifecycle {
       log: this.log,
     })
     mkdirSync(join(c.dataDir, 'pods'), { recursive: true, mode: 0o700 })
-    this.images = new PodImages(join(this.runtimeDir(), 'images'), join(this.runtimeDir(), 'image-pins.json'), this.tunables.keepImageRevisions)
+    this.images = new PodImages(join(this.runtimeDir(), 'images'), join(this.runtimeDir(), 'image-pins.json'), this.tunables.keepImageRevisions, c.random ?? systemRandom)
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
     this.binder = new Binder({
       store: c.store,
@@ -145,7 +147,7 @@ export class PodLifecycle {
       members: c.members ?? (() => c.aliveNodes().map((name) => ({ name, state: 'alive' as const }))),
       now: () => c.clock.now(),
       setTimeout: (fn, ms) => c.clock.setTimeout(fn, ms),
-      clearTimeout: (h) => c.clock.clearTimeout(h as Parameters<typeof c.clock.clearTimeout>[0]),
+      clearTimeout: (h) => c.clock.clearTimeout(h),
       log: c.logger.child({ module: 'scheduler' }),
       ...(c.schedTickMs !== undefined ? { tickMs: c.schedTickMs } : {}),
       // The cluster's scheduler counts the federated pods running on the cluster's nodes.
@@ -177,7 +179,7 @@ export class PodLifecycle {
       buildView: scope.buildView,
       now: () => this.c.clock.now(),
       setTimeout: (fn, ms) => this.c.clock.setTimeout(fn, ms),
-      clearTimeout: (h) => this.c.clock.clearTimeout(h as Parameters<typeof this.c.clock.clearTimeout>[0]),
+      clearTimeout: (h) => this.c.clock.clearTimeout(h),
       log: this.c.logger.child({ module: 'scheduler', scope: scope.id }),
       ...(this.c.schedTickMs !== undefined ? { tickMs: this.c.schedTickMs } : {}),
     })
@@ -228,7 +230,7 @@ export class PodLifecycle {
     if (!rt) {
       if (this.c.runtime) rt = this.c.runtime(kind)
       else {
-        const opts: RuntimeOptionsInput = { stateDir: this.runtimeDir(), logger: this.c.logger, clock: { now: () => this.c.clock.now() } }
+        const opts: RuntimeOptionsInput = { stateDir: this.runtimeDir(), logger: this.c.logger, clock: this.c.clock }
         rt = createRuntime(kind, opts)
       }
       this.runtimes.set(kind, rt)

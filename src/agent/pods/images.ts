@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process'
 import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
+import { randomHex, systemRandom, type Random } from '../../effects/index.ts'
 import { OrcError, wrapError } from '../../model/index.ts'
 import { resolveImage, type ResolvedImage } from '../../runtime/index.ts'
 
@@ -50,6 +51,8 @@ export class PodImages {
     readonly cacheDir: string,
     private readonly pinsFile: string,
     private readonly keepRevisions: number,
+    /** Names the temporary copy of an image tar (unique per import). */
+    private readonly random: Random = systemRandom,
   ) {
     try {
       this.pins = JSON.parse(readFileSync(pinsFile, 'utf8')) as Pins
@@ -69,7 +72,7 @@ export class PodImages {
     if (st.isDirectory()) return resolveImage(image, this.cacheDir)
     const data = await readWithCat(image, signal)
     signal.throwIfAborted()
-    const tmp = join(this.cacheDir, `incoming-${process.pid}-${Date.now()}-${Math.random().toString(16).slice(2)}.tar`)
+    const tmp = join(this.cacheDir, `incoming-${process.pid}-${randomHex(this.random, 8)}.tar`)
     try {
       writeFileSync(tmp, data, { mode: 0o600 })
       return resolveImage(tmp, this.cacheDir)

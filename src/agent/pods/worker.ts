@@ -17,11 +17,10 @@ import {
   WorkflowGraph,
   WorkflowRun,
   addPodTargets,
-  type Clock as WorkflowClock,
   type ReachResult,
-  type TimerHandle,
   type WorkflowSnapshot,
 } from '../../workflow/index.ts'
+import type { Clock, TimerHandle } from '../../effects/index.ts'
 import type { PodImages } from './images.ts'
 import type { PodTunables } from './options.ts'
 import { IMPLEMENTED_UNSAFE, ungranted, ungrantedError } from './security.ts'
@@ -46,7 +45,7 @@ export interface PodWorkerComponents {
   nodeName: string
   runtime(kind: 'sandbox' | 'oci'): Runtime
   images: PodImages
-  clock: WorkflowClock
+  clock: Clock
   log: Logger
   tunables: PodTunables
   /** `<dataDir>/pods/<uid>`: logs and anything else the pod keeps on this node. */

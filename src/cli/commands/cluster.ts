@@ -6,7 +6,7 @@ import type { Command } from 'commander'
 import { Option } from 'commander'
 import { OrcError, type Node, type NodeStatus } from '../../model/index.ts'
 import type { Stored, StoredObject } from '../../store/index.ts'
-import { defaultDataDir, socketPathOf, startAgent, stopOnSignals, type Agent, type AgentOptions, type MeshSetup } from '../../agent/index.ts'
+import { agentOptionsFromEnv, defaultDataDir, socketPathOf, startAgent, stopOnSignals, type Agent, type AgentOptions, type MeshSetup } from '../../agent/index.ts'
 import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
 import type { ApiCaller } from '../remote.ts'
@@ -162,6 +162,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
         await runForeground(
           io,
           {
+            ...agentOptionsFromEnv(io.env),
             dataDir,
             socketPath,
             nodeName: opts.name,

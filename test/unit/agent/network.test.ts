@@ -26,7 +26,7 @@ import {
   candidateSubnet,
   addressInPrefix,
 } from '../../../src/net/index.ts'
-import { systemClock } from '../../../src/workflow/index.ts'
+import { systemClock } from '../../../src/effects/index.ts'
 import { tempStore, seededBytes } from '../../helpers/store.ts'
 import { waitFor } from '../../helpers/wait.ts'
 
@@ -150,8 +150,7 @@ async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: {
       nodeName: 'self',
       dataDir,
       logger: pino({ level: 'silent' }),
-      now,
-      workflowClock: systemClock,
+      clock: { ...systemClock, now },
       random: seededBytes(9),
       mesh,
       wireguard: () => wg,

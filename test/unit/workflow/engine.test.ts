@@ -2,13 +2,12 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { isOrcError } from '../../../src/model/index.ts'
 import {
-  ManualClock,
   WorkflowGraph,
   WorkflowRun,
   parseWorkflowSnapshot,
-  systemClock,
   type UnitChangeEvent,
 } from '../../../src/workflow/index.ts'
+import { ManualClock, systemClock } from '../../../src/effects/index.ts'
 import { hang, podGraph, sleep, timed } from './helpers.ts'
 
 function deferred() {

@@ -2,7 +2,6 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { isOrcError } from '../../../src/model/index.ts'
 import {
-  ManualClock,
   WorkflowRun,
   criticalChain,
   explainWhy,
@@ -13,6 +12,7 @@ import {
   renderWhy,
   type WorkflowSnapshot,
 } from '../../../src/workflow/index.ts'
+import { ManualClock } from '../../../src/effects/index.ts'
 import { hang, podGraph, sleep } from './helpers.ts'
 
 /** What another node sees: the snapshot after a trip through JSON (the pod's replicated status). */

@@ -1,7 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fc from 'fast-check'
-import { ManualClock, WorkflowGraph, WorkflowRun } from '../../../src/workflow/index.ts'
+import { WorkflowGraph, WorkflowRun } from '../../../src/workflow/index.ts'
+import { ManualClock } from '../../../src/effects/index.ts'
 import { sleep } from './helpers.ts'
 
 type Rel = 'after' | 'requires' | 'before'

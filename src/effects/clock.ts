@@ -1,32 +1,82 @@
 /**
- * The clock the workflow engine (and anything else that waits) is given. `systemClock` is the only
- * place in src/workflow that touches real time; tests and the simulator use `ManualClock`, whose
- * time moves only when told to.
+ * Time, as every component is given it. `systemClock` is the only place in src that reads the wall
+ * clock or arms a real timer; tests use `ManualClock` and the simulator its own event heap, so the
+ * same component runs on virtual time.
  */
-import { OrcError } from '../model/index.ts'
 
 export type TimerHandle = unknown
 
 export interface Clock {
   /** Milliseconds; epoch-based for the system clock, arbitrary origin for a manual one. */
   now(): number
-  setTimeout(fn: () => void, ms: number): TimerHandle
+  /**
+   * Run `fn` once after `ms`. A virtual clock may await what `fn` returns before it moves time on,
+   * so a callback that starts async work should return its promise.
+   */
+  setTimeout(fn: () => void | Promise<void>, ms: number): TimerHandle
   clearTimeout(handle: TimerHandle): void
 }
 
 export const systemClock: Clock = {
   now: () => Date.now(),
   // Not unref'd: a run waiting out a timeout or backoff is work in progress, and the process must
-  // stay up for it (cancel the run to let go).
+  // stay up for it (cancel it to let go). Background loops that must not hold the process use
+  // `unrefTimers`.
   setTimeout: (fn, ms) => setTimeout(fn, Math.max(0, ms)),
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+}
+
+/** The same clock, its timers not keeping the process alive (background loops of a long-lived host). */
+export function unrefTimers(clock: Clock): Clock {
+  return {
+    now: () => clock.now(),
+    setTimeout: (fn, ms) => {
+      const handle = clock.setTimeout(fn, ms)
+      ;(handle as { unref?: () => void } | null)?.unref?.()
+      return handle
+    },
+    clearTimeout: (handle) => clock.clearTimeout(handle),
+  }
+}
+
+/** Resolves after `ms` on `clock`; early (without rejecting) when `signal` aborts. */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve()
+    const done = () => {
+      signal?.removeEventListener('abort', abort)
+      resolve()
+    }
+    const handle = clock.setTimeout(done, ms)
+    const abort = () => {
+      clock.clearTimeout(handle)
+      done()
+    }
+    signal?.addEventListener('abort', abort, { once: true })
+  })
+}
+
+/** Run `fn` every `ms` on `clock` until the returned function is called. */
+export function every(clock: Clock, ms: number, fn: () => void): () => void {
+  let stopped = false
+  let handle: TimerHandle
+  const tick = () => {
+    if (stopped) return
+    handle = clock.setTimeout(tick, ms)
+    fn()
+  }
+  handle = clock.setTimeout(tick, ms)
+  return () => {
+    stopped = true
+    clock.clearTimeout(handle)
+  }
 }
 
 interface ManualTimer {
   id: number
   at: number
   seq: number
-  fn: () => void
+  fn: () => void | Promise<void>
 }
 
 /** Lets every pending promise callback run (one macrotask turn); does not move virtual time. */
@@ -52,7 +102,7 @@ export class ManualClock implements Clock {
     return this.t
   }
 
-  setTimeout(fn: () => void, ms: number): TimerHandle {
+  setTimeout(fn: () => void | Promise<void>, ms: number): TimerHandle {
     const id = ++this.seq
     this.timers.set(id, { id, at: this.t + Math.max(0, ms), seq: id, fn })
     return id
@@ -83,7 +133,7 @@ export class ManualClock implements Clock {
       if (next === undefined || next.at > end) break
       this.timers.delete(next.id)
       this.t = next.at
-      next.fn()
+      void next.fn()
       await settleMicrotasks()
     }
     this.t = end
@@ -96,10 +146,11 @@ export class ManualClock implements Clock {
     for (;;) {
       const next = this.earliest()
       if (next === undefined) return fired
-      if (++fired > maxTimers) throw new OrcError('internal', `manual clock: more than ${maxTimers} timers fired (a retry or timer loop?)`, { maxTimers })
+      // A plain Error: this module imports nothing of the project (and this only guards tests).
+      if (++fired > maxTimers) throw new Error(`manual clock: more than ${maxTimers} timers fired (a retry or timer loop?)`)
       this.timers.delete(next.id)
       this.t = Math.max(this.t, next.at)
-      next.fn()
+      void next.fn()
       await settleMicrotasks()
     }
   }
