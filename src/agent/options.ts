@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import type { MeshSetup } from './cluster.ts'
+import type { MeshTunables } from '../mesh/index.ts'
 import type { PodTunables } from './pods/options.ts'
 import type { NetworkSetup } from './network/options.ts'
 import type { Clock as WorkflowClock } from '../workflow/index.ts'
@@ -35,6 +35,17 @@ export function socketPathOf(dataDir: string): string {
 /** The socket the CLI talks to: `--socket`, then `ORC_SOCKET`, then the default data dir's socket. */
 export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   return flag || env.ORC_SOCKET || socketPathOf(defaultDataDir(env))
+}
+
+/** How the agent's mesh listens, announces and joins (`orc start`, `orc join`; see cluster.ts). */
+export interface MeshSetup {
+  /** Listen multiaddrs (already parsed). Default: DEFAULT_LISTEN of the mesh. */
+  listen?: string[]
+  /** Addresses to advertise instead of the listen addresses. */
+  announce?: string[]
+  /** `orc join`: the token, the peer named on the command line, progress lines. */
+  join?: { token: string; peer?: string; onProgress?: (line: string) => void }
+  tunables?: Partial<MeshTunables>
 }
 
 export interface Clock {
