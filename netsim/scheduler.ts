@@ -24,9 +24,7 @@ import {
   type SchedOptionsInput,
 } from '../src/sched/index.ts'
 import type { ObjectStore, Stored } from '../src/store/index.ts'
-import { Binder, type ViewBuilder } from '../src/agent/pods/binder.ts'
-import { buildSchedView, type NodeMember } from '../src/agent/sched/index.ts'
-import { buildFederatedSchedView } from '../src/agent/federation/scheduling.ts'
+import { Binder, buildFederatedSchedView, buildSchedView, type NodeMember, type ViewBuilder } from '../src/agent/index.ts'
 import { EPOCH, type SimNode, type Simulator } from './sim.ts'
 
 const silent = pino({ level: 'silent' })

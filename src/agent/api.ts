@@ -19,19 +19,12 @@ import {
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
 import { createRouter, type ApiHandler, type RouteHandlers } from './router.ts'
 import type { Clock } from '../effects/index.ts'
+import type { ApplyResultItem, NodeInfo } from './api-types.ts'
+
+export type { ApplyOutcome, ApplyResultItem, NodeInfo } from './api-types.ts'
 
 export type { ApiHandler } from './router.ts'
 export { errorBody, httpStatusOf, type ApiErrorBody, type ApiRequest, type ApiResponse, type Query } from '../model/index.ts'
-
-export interface NodeInfo {
-  name: string
-  version: string
-  dataDir: string
-  socket: string
-  pid: number
-  startedAt: number
-  cluster?: { name: string; id: string }
-}
 
 export interface ApiComponents {
   store: ObjectStore
@@ -42,16 +35,6 @@ export interface ApiComponents {
   admit?: (obj: OrcObject, batch: readonly OrcObject[]) => void
   /** The revision `rollback` restores when none is named (default: the store's, the one before the head). */
   rollbackTarget?: (ref: ObjectRef) => Promise<string | undefined>
-}
-
-export type ApplyOutcome = 'created' | 'configured' | 'unchanged'
-
-export interface ApplyResultItem {
-  kind: string
-  namespace: string
-  name: string
-  outcome: ApplyOutcome
-  revision: number | null
 }
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/

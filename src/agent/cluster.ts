@@ -29,11 +29,11 @@ import {
   type MemberInfo,
   type Mesh,
   type MeshOptions,
-  type MeshTunables,
 } from '../mesh/index.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
 import type { Clock, Random } from '../effects/index.ts'
+import type { MeshSetup } from './options.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
@@ -43,15 +43,7 @@ export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** The admin credential (orcadmin1.…) of a cluster created here, mode 0600. */
 export const ADMIN_CREDENTIAL_FILE = 'admin.credential'
 
-export interface MeshSetup {
-  /** Listen multiaddrs (already parsed). Default: DEFAULT_LISTEN of the mesh. */
-  listen?: string[]
-  /** Addresses to advertise instead of the listen addresses. */
-  announce?: string[]
-  /** `orc join`: the token, the peer named on the command line, progress lines. */
-  join?: { token: string; peer?: string; onProgress?: (line: string) => void }
-  tunables?: Partial<MeshTunables>
-}
+export type { MeshSetup } from './options.ts'
 
 // ---- join preconditions (before anything is written) -------------------------------------------
 

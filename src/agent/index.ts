@@ -54,3 +54,7 @@ export { NODE_FLAGS } from './ops/node-flags.ts'
 // The route table (data and types only): the CLI builds its calls from it.
 export { ROUTES, MEMBER_ROUTES, pathOf, objectParams } from './routes.ts'
 export type { RouteName, RouteSpec, Permission, ParamsOf, QueryOf, BodyOf, ResponseOf, StatusView, MeshStatus, LogsAnswer, LogsQuery, TokenView } from './routes.ts'
+// netsim runs each simulated node's real binder on virtual time.
+export { Binder, type ViewBuilder } from './pods/binder.ts'
+export { buildSchedView, type NodeMember } from './sched/index.ts'
+export { buildFederatedSchedView } from './federation/scheduling.ts'

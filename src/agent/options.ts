@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import type { MeshSetup } from './cluster.ts'
+import type { MeshTunables } from '../mesh/index.ts'
 import { podTunablesFromEnv, type PodTunables } from './pods/options.ts'
 import type { NetworkSetup } from './network/options.ts'
 import type { Clock, Random } from '../effects/index.ts'
@@ -44,6 +44,17 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
 export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   return { pods: { tunables: podTunablesFromEnv(env) }, ...(prune !== undefined ? { pruneIntervalMs: prune } : {}) }
+}
+
+/** How the agent's mesh listens, announces and joins (`orc start`, `orc join`; see cluster.ts). */
+export interface MeshSetup {
+  /** Listen multiaddrs (already parsed). Default: DEFAULT_LISTEN of the mesh. */
+  listen?: string[]
+  /** Addresses to advertise instead of the listen addresses. */
+  announce?: string[]
+  /** `orc join`: the token, the peer named on the command line, progress lines. */
+  join?: { token: string; peer?: string; onProgress?: (line: string) => void }
+  tunables?: Partial<MeshTunables>
 }
 
 export interface AgentOptions {

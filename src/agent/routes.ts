@@ -5,22 +5,27 @@
  * shape is written in one place. The same table serves the remote API (`orc --node`, mesh/rpc.ts)
  * and, for the names in MEMBER_ROUTES, the member API between nodes.
  *
- * This file holds data and types only: the CLI imports it without loading any handler.
+ * This file holds data and types only: the CLI imports it without loading any handler. The response
+ * types the feature modules produce are declared in api-types.ts, which both import, so the table
+ * imports no feature module, not even for a type.
  */
 import type { Change, ObjectRef } from '../model/index.ts'
 import type { MemberView, TokenRecord } from '../mesh/index.ts'
 import type { PodExplanation } from '../sched/index.ts'
 import type { Revision, StoredObject, WriteResult } from '../store/index.ts'
 import type { ControllerGraph } from '../workflow/index.ts'
-import type { ApplyResultItem, NodeInfo } from './api.ts'
-import type { RolloutView } from './deployments/api.ts'
-import type { FederationView } from './federation/manager.ts'
-import type { DownResponse } from './network/api.ts'
-import type { NetworkReport } from './network/controller.ts'
-import type { Finding } from './ops/doctor.ts'
-import type { ClusterEvent } from './ops/events.ts'
-import type { PeerRow } from './ops/node-ops.ts'
-import type { StabilityAnswer } from './stability.ts'
+import type {
+  ApplyResultItem,
+  ClusterEvent,
+  DownResponse,
+  FederationView,
+  Finding,
+  NetworkReport,
+  NodeInfo,
+  PeerRow,
+  RolloutView,
+  StabilityAnswer,
+} from './api-types.ts'
 
 /**
  * What a route requires of its caller. Not enforced yet: it is what the coming RBAC checks.

@@ -8,13 +8,9 @@
  */
 import type { ObjectStore } from '../store/index.ts'
 import type { RouteHandlers } from './router.ts'
+import type { StabilityAnswer } from './api-types.ts'
 
-export interface StabilityAnswer {
-  /** base64 of the store's encodeStabilityReport(), or null while unknown. */
-  report: string | null
-  /** Peer ids in the answering node's member directory, itself included. */
-  members: string[]
-}
+export type { StabilityAnswer } from './api-types.ts'
 
 export interface StabilityDeps {
   store: Pick<ObjectStore, 'pruneTombstones' | 'encodeStabilityReport'>

@@ -8,10 +8,13 @@
  *   `orc rollback` work on rollouts).
  */
 import { API_VERSION, OrcError, isPlainObject, type OrcObject, type PinnedDeployment } from '../../model/index.ts'
-import { DEPLOYMENT_LABEL, TEMPLATE_LABEL, type DeploymentStatus } from '../../sched/index.ts'
+import { DEPLOYMENT_LABEL, TEMPLATE_LABEL } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import type { RouteHandlers } from '../router.ts'
 import { observePod, statusOf } from './plan.ts'
+import type { RolloutView } from '../api-types.ts'
+
+export type { RolloutView } from '../api-types.ts'
 
 export interface RolloutApiComponents {
   store: ObjectStore
@@ -25,17 +28,6 @@ function getDeployment(c: RolloutApiComponents, namespace: string, name: string)
   const d = c.store.get({ kind: 'PinnedDeployment', namespace, name })
   if (!d) throw new OrcError('not_found', `pinneddeployment/${name} not found in namespace ${namespace}`, { kind: 'PinnedDeployment', namespace, name })
   return d
-}
-
-/** The rollout as `orc rollout status` shows it (the body of GET /v1/rollouts/NS/NAME). */
-export interface RolloutView extends DeploymentStatus {
-  deployment: string
-  namespace: string
-  revision?: number
-  observedBy: string
-  everyNode: boolean
-  split: { replicas?: number; nextReplicas?: number; nextPercent?: number }
-  pods: { name: string; version: 'previous' | 'next' | 'old'; template: string | undefined; node: string | null; phase: string; ready: boolean }[]
 }
 
 export function rolloutView(c: RolloutApiComponents, d: Stored<PinnedDeployment>): RolloutView {

@@ -35,6 +35,9 @@ import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
 import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
 import type { PodScope } from '../pods/controller.ts'
+import type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
+
+export type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
 
 export const FEDERATION_CONTROLLER = 'controller:federation'
 /** The replication scope name of a federation document on its mesh. */
@@ -68,7 +71,7 @@ interface LocalState {
   /** This cluster's name in the federation. */
   cluster: string
   namespaces: string[]
-  state: 'joined' | 'left' | 'removed'
+  state: FederationState
   /** TCP port the federation host listens on (kept across restarts so peers find it again). */
   port?: number
 }
@@ -88,26 +91,6 @@ interface Running {
 export interface FederationPodHost {
   addScope(scope: PodScope): Promise<void>
   removeScope(id: string, why: string): Promise<void>
-}
-
-export interface FederationClusterView {
-  name: string
-  id: string
-  self: boolean
-  members: number
-  connected: number
-}
-
-export interface FederationView {
-  name: string
-  id: string
-  cluster: string
-  namespaces: string[]
-  state: LocalState['state']
-  peerId?: string
-  addresses?: string[]
-  clusters?: FederationClusterView[]
-  objects?: number
 }
 
 export function encodeFederationToken(joinToken: string): string {

@@ -5,14 +5,10 @@
  * agent's pid (to wait for) and what will be removed.
  */
 import type { RouteHandlers } from '../router.ts'
-import type { DownPlan, NodeNetwork } from './controller.ts'
+import type { NodeNetwork } from './controller.ts'
+import type { DownResponse } from '../api-types.ts'
 
-export interface DownResponse {
-  node: string
-  pid: number
-  dataDir?: string
-  network: DownPlan
-}
+export type { DownResponse } from '../api-types.ts'
 
 export interface NetworkRoutesOptions {
   /** Stop the agent (the same path as SIGTERM); called after the answer is sent. */

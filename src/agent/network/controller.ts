@@ -54,13 +54,15 @@ import {
   planPeers,
   readPublishedNetwork,
   type NetworkNames,
-  type PeerPath,
   type PlannedPeer,
   type PublishedNetwork,
   type SubnetDecision,
 } from './plan.ts'
 import { probeNetwork } from './probe.ts'
 import { planFederatedPeers, type FederatedPeer, type FederationRouteSource } from './federation.ts'
+import type { DownPlan, FederatedTunnelReport, NetworkReport, NetworkState, TunnelReport } from '../api-types.ts'
+
+export type { DownPlan, FederatedTunnelReport, NetworkReport, NetworkState, TunnelReport } from '../api-types.ts'
 
 /** What the node network needs of the mesh. */
 export interface MeshView {
@@ -90,8 +92,6 @@ export interface NodeNetworkComponents {
   probe?: () => Promise<string | undefined>
 }
 
-export type NetworkState = 'Off' | 'Unavailable' | 'Starting' | 'Ready' | 'Degraded' | 'Stopped'
-
 /** What the lifecycle controller gets for a pod. */
 export type PodAttachment =
   | { mode: 'ipv6'; ipv6: string; netnsPath: string }
@@ -103,71 +103,6 @@ export interface PodNetworkHooks {
   attachPod(uid: string, hint?: string): Promise<PodAttachment>
   /** The pod left this node: remove its netns. */
   detachPod(uid: string): Promise<void>
-}
-
-export interface TunnelReport {
-  node: string
-  peerId: string
-  prefix: string
-  publicKey: string
-  endpoint?: string
-  path: PeerPath
-  /** When relayed: the node whose tunnel carries this peer's traffic. */
-  via?: string
-  /** The endpoint is this peer's NAT mapping as another member sees it (hole punching). */
-  punched?: boolean
-  /** For a relayed peer, the state of the path (the relay's tunnel); `direct` is the direct tunnel's. */
-  state: 'up' | 'waiting' | 'down'
-  direct?: 'up' | 'waiting' | 'down'
-  latestHandshakeMs?: number
-  rxBytes: number
-  txBytes: number
-  alive: boolean
-}
-
-/** A WireGuard peer in another federated cluster: routes only to its federated pods' /128s. */
-export interface FederatedTunnelReport {
-  /** `node@cluster`. */
-  node: string
-  cluster: string
-  federations: string[]
-  /** The /128s routed to it (its federated pods). */
-  routes: string[]
-  /** Its /64 in its own cluster (not routed). */
-  nodePrefix: string
-  publicKey: string
-  endpoint?: string
-  path: PeerPath
-  state: 'up' | 'waiting' | 'down'
-  latestHandshakeMs?: number
-  rxBytes: number
-  txBytes: number
-}
-
-export interface NetworkReport {
-  node: string
-  state: NetworkState
-  reason?: string
-  mode?: string
-  iface?: string
-  publicKey?: string
-  prefix?: string
-  listenPort?: number
-  endpoints?: string[]
-  egress?: string
-  tunnels: TunnelReport[]
-  /** Peers in other federated clusters (absent when there are none). */
-  federated?: FederatedTunnelReport[]
-  pods: { uid: string; ipv6: string; netns: string }[]
-}
-
-/** What `orc down` will remove (host names this node made). */
-export interface DownPlan {
-  iface?: string
-  /** Pod network namespaces present now. */
-  pods: string[]
-  podNetnsPrefix?: string
-  nftTable?: string
 }
 
 const PORT_IN_USE = /address already in use|in use/i

@@ -19,6 +19,9 @@ import {
   type SubnetId,
   type WireGuardPeer,
 } from '../../net/index.ts'
+import type { PeerPath } from '../api-types.ts'
+
+export type { PeerPath } from '../api-types.ts'
 
 /** What a node publishes about its network in `Node.status.network` (validated). */
 export interface PublishedNetwork {
@@ -125,13 +128,6 @@ export function decideSubnet(cluster: IpPrefix, selfPeerId: string, nodes: reado
   const chosen = chooseNodeSubnet(cluster, selfPeerId, owners)
   return { ...chosen, claimChanged: true, owners }
 }
-
-/**
- * `direct`: to an endpoint we dial; `peer-dials`: the peer is behind NAT and dials us; `relayed`:
- * neither side reaches the other, the peer's /64 goes through a member both reach (`via`);
- * `unknown`: no endpoint known yet.
- */
-export type PeerPath = 'direct' | 'peer-dials' | 'relayed' | 'unknown'
 
 /**
  * Which published endpoint to configure for a peer. libp2p's view decides: when we have a

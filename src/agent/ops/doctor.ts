@@ -8,17 +8,9 @@ import { accessSync, constants, existsSync, readFileSync, statSync, statfsSync }
 import { delimiter, join } from 'node:path'
 import { release } from 'node:os'
 import { detectCapabilities } from '../../runtime/index.ts'
+import type { Finding, Severity } from '../api-types.ts'
 
-export type Severity = 'ok' | 'info' | 'warn' | 'error'
-
-export interface Finding {
-  /** Short check name: `kernel`, `wireguard`, `sandbox`, `clock`, `ports`, `disk`, `data-dir`, … */
-  check: string
-  status: Severity
-  message: string
-  /** What to run or change; absent when nothing is wrong. */
-  fix?: string
-}
+export type { Finding, Severity } from '../api-types.ts'
 
 export interface DoctorHost {
   read(path: string): string | undefined

@@ -6,22 +6,9 @@
 import { KINDS, getKind, parseRef, type ObjectRef } from '../../model/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
 import { parseWorkflowSnapshot } from '../../workflow/index.ts'
+import type { ClusterEvent } from '../api-types.ts'
 
-export interface ClusterEvent {
-  /** Stable id, so a follower can skip what it already printed. */
-  id: string
-  time: number
-  /** `pod/web` style. */
-  object: string
-  namespace: string
-  /** `Created`, `Updated`, `Deleted`, `RolledBack`, `UnitStarted`, `UnitDone`, `UnitFailed`, `UnitSkipped`, `CopyStopped`. */
-  type: string
-  /** Who: the revision's author, or the node that ran the unit. */
-  source: string
-  message: string
-  /** Revision number the event belongs to (revisions) or runs for (units). */
-  revision?: number
-}
+export type { ClusterEvent } from '../api-types.ts'
 
 export interface EventQuery {
   since?: number

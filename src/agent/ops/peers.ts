@@ -1,22 +1,9 @@
 /** The peers table of `orc status` and `orc doctor`: each member, how this node reaches it, what it runs. */
 import type { ObjectStore } from '../../store/index.ts'
 import type { Mesh } from '../../mesh/index.ts'
+import type { PeerRow } from '../api-types.ts'
 
-export interface PeerRow {
-  name: string
-  peerId: string
-  self: boolean
-  state: string
-  /** direct (a mesh connection of its own), relayed (through a relay), gossip (no connection; heard through others). */
-  path: 'self' | 'direct' | 'relayed' | 'gossip'
-  latencyMs: number | null
-  lastSeen: number | null
-  /** When the current mesh connection's handshake completed (ms since epoch). */
-  handshakeAt: number | null
-  addresses: string[]
-  version: string | null
-  pods: number
-}
+export type { PeerRow } from '../api-types.ts'
 
 export interface PeersComponents {
   store: ObjectStore

@@ -67,10 +67,12 @@ test('imports follow the dependency direction and go through index.ts', () => {
   assert.deepEqual(problems, [])
 })
 
-test('no import cycles between source files', () => {
+// Type-only imports count too: a type cycle is still two modules that cannot be understood (or
+// moved) one without the other.
+test('no import cycles between source files, type-only imports included', () => {
   const files = walk(src)
   const graph = new Map<string, string[]>()
-  for (const f of files) graph.set(f, importsOf(f).filter((e) => !e.typeOnly).map((e) => e.to))
+  for (const f of files) graph.set(f, importsOf(f).map((e) => e.to))
   const state = new Map<string, 'visiting' | 'done'>()
   const cycles: string[] = []
   const visit = (f: string, stack: string[]) => {
@@ -85,4 +87,19 @@ test('no import cycles between source files', () => {
   }
   for (const f of files) visit(f, [])
   assert.deepEqual(cycles, [])
+})
+
+// netsim and the tests use a module through its index.ts, as the other modules do, so that what a
+// module exports is its interface (a test may reach inside the module it tests: its own files).
+test('netsim imports src modules only through their index.ts', () => {
+  const problems: string[] = []
+  for (const file of walk(join(root, 'netsim'))) {
+    for (const e of importsOf(file)) {
+      if (!e.to.startsWith(src)) continue
+      const to = moduleOf(e.to)
+      if (to.endsWith('.ts')) continue
+      if (relative(join(src, to), e.to) !== 'index.ts') problems.push(`${relative(root, file)} imports ${relative(root, e.to)}; import ${to}/index.ts instead`)
+    }
+  }
+  assert.deepEqual(problems, [])
 })
