@@ -82,6 +82,8 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
     const p = await podOn(a, 'web')
     return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined
   }, 60_000)
+  // Running means the container was started; its process execs a moment later.
+  await waitFor('the pod\'s process to run', async () => (pidsRunning(['sleep', MARKER]).length >= 1 ? true : undefined), 10_000)
   assert.equal(pidsRunning(['sleep', MARKER]).length, 1)
   copies.arm()
 
@@ -105,7 +107,12 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
       return r && r[1] === 'Unknown' ? r : undefined
     }, 20_000)
     assert.equal(podRow[2], victim.name)
-    const why = await s.cli(['why', 'pod/web'])
+    // Each command asks the node anew; a gossip message of the lost node still in flight can make it
+    // look alive for a moment, so the same display is awaited as for get pods above.
+    const why = await waitFor('orc why to show web Unknown', async () => {
+      const r = await s.cli(['why', 'pod/web'])
+      return /^pod\/web: Unknown on node/m.test(r.stdout) ? r : undefined
+    }, 20_000)
     assert.match(why.stdout, /^pod\/web: Unknown on node/m)
     assert.match(why.stdout, new RegExp(`node ${victim.name} is (NotReady|Unreachable) .*its last report \\(phase Running\\)`))
     // The watchdog stops the copy with no agent watching it, before anyone may start another.
