@@ -12,7 +12,13 @@ import type { SimNode, Simulator } from './sim.ts'
  */
 export function digest(store: Store): string {
   return JSON.stringify(JSON.parse(store.stateDigest()), (_k, v) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, v[k]])) : v,
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.keys(v)
+            .sort()
+            .map((k) => [k, v[k]]),
+        )
+      : v,
   )
 }
 
@@ -46,7 +52,13 @@ export async function checkStores(sim: Simulator): Promise<string[]> {
   }
   if (digests.size > 1) {
     const groups = [...digests.values()].sort((a, b) => b.length - a.length)
-    out.push(`stores differ: ${digests.size} distinct states (largest group ${groups[0]!.length}, e.g. ${groups.slice(1).map((g) => g[0]).slice(0, 3).join(', ')} differ)`)
+    out.push(
+      `stores differ: ${digests.size} distinct states (largest group ${groups[0]!.length}, e.g. ${groups
+        .slice(1)
+        .map((g) => g[0])
+        .slice(0, 3)
+        .join(', ')} differ)`,
+    )
   }
   const orders = new Map<string, string>()
   let refIds: Set<string> | undefined

@@ -28,7 +28,16 @@ function niceTicks(min: number, max: number, n = 5): number[] {
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
 
-export function svgPlot(opts: { title: string; xLabel: string; yLabel: string; series: Series[]; logX?: boolean; width?: number; height?: number; vlines?: { x: number; label: string }[] }): string {
+export function svgPlot(opts: {
+  title: string
+  xLabel: string
+  yLabel: string
+  series: Series[]
+  logX?: boolean
+  width?: number
+  height?: number
+  vlines?: { x: number; label: string }[]
+}): string {
   const W = opts.width ?? 720
   const H = opts.height ?? 420
   const m = { l: 70, r: 20, t: 40, b: 90 }
@@ -75,11 +84,13 @@ export function svgPlot(opts: { title: string; xLabel: string; yLabel: string; s
   opts.series.forEach((s, i) => {
     const color = s.color ?? PALETTE[i % PALETTE.length]
     const pts = s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`)
-    if (!s.markers && pts.length > 1) out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''} points="${pts.join(' ')}"/>`)
-    if (s.markers || s.points.length <= 12) for (const p of pts) {
-      const [x, y] = p.split(',')
-      out.push(`<circle cx="${x}" cy="${y}" r="3.5" fill="${color}"/>`)
-    }
+    if (!s.markers && pts.length > 1)
+      out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''} points="${pts.join(' ')}"/>`)
+    if (s.markers || s.points.length <= 12)
+      for (const p of pts) {
+        const [x, y] = p.split(',')
+        out.push(`<circle cx="${x}" cy="${y}" r="3.5" fill="${color}"/>`)
+      }
     // Legend below the plot.
     const lx = m.l + (i % 3) * 210
     const ly = H - 28 + Math.floor(i / 3) * 16

@@ -2,12 +2,13 @@
  * Scenarios: each builds a simulator, drives faults and writes on virtual time, checks the
  * invariants, and returns its figures as a markdown table and an SVG plot.
  */
-import { checkAll, storesAgree } from './invariants.ts'
-import { mdTable, svgPlot, type Series } from './report.ts'
-import { LocalScheduler, type HaEpisode, type SchedNaming } from './scheduler.ts'
-import { routedStore, type FederatedScope } from '../src/agent/index.ts'
+
+import { type FederatedScope, routedStore } from '../src/agent/federation/index.ts'
 import type { ObjectStore } from '../src/store/index.ts'
-import { Simulator, type SimNode, type SimOptions, type Violation } from './sim.ts'
+import { checkAll, storesAgree } from './invariants.ts'
+import { mdTable, svgPlot } from './report.ts'
+import { type HaEpisode, LocalScheduler, type SchedNaming } from './scheduler.ts'
+import { type SimNode, type SimOptions, Simulator, type Violation } from './sim.ts'
 
 export interface ScenarioOptions {
   nodes: number
@@ -57,18 +58,27 @@ async function setup(o: ScenarioOptions, extra: Partial<SimOptions> = {}): Promi
   return { sim, heapPerNodeKB, t0 }
 }
 
-function finish(name: string, o: ScenarioOptions, sim: Simulator, t0: number, heapPerNodeKB: number, figures: Record<string, number | string>, markdown: string, svg?: string): ScenarioResult {
+function finish(
+  name: string,
+  o: ScenarioOptions,
+  sim: Simulator,
+  t0: number,
+  heapPerNodeKB: number,
+  figures: Record<string, number | string>,
+  markdown: string,
+  svg?: string,
+): ScenarioResult {
   const wallMs = performance.now() - t0
   figures['sim seconds'] = sim.now / 1000
   figures['wall seconds'] = wallMs / 1000
   figures['sim-seconds per wall-second'] = sim.now / wallMs
   figures['heap per node (KB)'] = heapPerNodeKB
-  figures['events'] = sim.stats.events
-  figures['messages'] = sim.stats.sent
+  figures.events = sim.stats.events
+  figures.messages = sim.stats.sent
   figures['sync sessions'] = sim.stats.syncSessions
   figures['sync results relayed on gossip'] = sim.stats.relays
   figures['out-of-turn syncs with recovered members'] = sim.stats.recoverySyncs
-  figures['violations'] = sim.violations.length
+  figures.violations = sim.violations.length
   return { scenario: name, seed: o.seed, nodes: o.nodes, violations: sim.violations, figures, markdown, svg, simMs: sim.now, wallMs, heapPerNodeKB }
 }
 
@@ -79,7 +89,10 @@ async function converge(sim: Simulator, from: number, maxMs: number, stepMs = 10
 }
 
 function figuresTable(f: Record<string, number | string>): string {
-  return mdTable(['figure', 'value'], Object.entries(f).map(([k, v]) => [k, v]))
+  return mdTable(
+    ['figure', 'value'],
+    Object.entries(f).map(([k, v]) => [k, v]),
+  )
 }
 
 // ---------------------------------------------------------------------- propagation
@@ -156,7 +169,10 @@ const propagation: Scenario = {
   },
 }
 
-export function propagationReport(points: PropagationPoint[], meta: { seed: number; wall: { nodes: number; heapKB: number; rate: number }[] }): { markdown: string; svg: string } {
+export function propagationReport(
+  points: PropagationPoint[],
+  meta: { seed: number; wall: { nodes: number; heapKB: number; rate: number }[] },
+): { markdown: string; svg: string } {
   const rows = points.map((p, i) => [
     p.nodes,
     p.membership,
@@ -169,7 +185,21 @@ export function propagationReport(points: PropagationPoint[], meta: { seed: numb
     Math.round(meta.wall[i]!.heapKB),
     meta.wall[i]!.rate,
   ])
-  const markdown = mdTable(['nodes', 'membership', 'max hops to all', 'bound log2N+lnN', 'hops / bound', 'median reach (ms)', 'all reached (ms)', 'via anti-entropy', 'heap/node (KB)', 'sim-s per wall-s'], rows)
+  const markdown = mdTable(
+    [
+      'nodes',
+      'membership',
+      'max hops to all',
+      'bound log2N+lnN',
+      'hops / bound',
+      'median reach (ms)',
+      'all reached (ms)',
+      'via anti-entropy',
+      'heap/node (KB)',
+      'sim-s per wall-s',
+    ],
+    rows,
+  )
   const svg = svgPlot({
     title: `Write propagation vs cluster size (seed ${meta.seed})`,
     xLabel: 'nodes (log scale)',
@@ -235,10 +265,14 @@ const partition: Scenario = {
     const healAt = sim.now
     sim.net.heal(sim.now)
     const curve: [number, number][] = [[0, coverage(sim)]]
-    const conv = await sim.runUntilTrue(async () => {
-      curve.push([(sim.now - healAt) / 1000, coverage(sim)])
-      return storesAgree(sim)
-    }, 6 * period, 1000)
+    const conv = await sim.runUntilTrue(
+      async () => {
+        curve.push([(sim.now - healAt) / 1000, coverage(sim)])
+        return storesAgree(sim)
+      },
+      6 * period,
+      1000,
+    )
     const symPeriods = conv === undefined ? Infinity : (conv - healAt) / period
     if (symPeriods > 3) sim.violation(`stores converged ${symPeriods.toFixed(2)} anti-entropy periods after heal (bound 3)`)
     await sim.runFor(2 * sim.opts.suspectAfterMs)
@@ -283,7 +317,9 @@ const churn: Scenario = {
   description: 'nodes crash, leave for good, return and join continuously while writes go on; then quiet and check',
   defaultNodes: 1000,
   async run(o) {
-    const { sim, heapPerNodeKB, t0 } = await setup(o, { network: { ...defaultNet(), local: { ...defaultNet().local, loss: 0.01, duplicate: 0.01, reorder: 0.02, reorderMs: 50 } } })
+    const { sim, heapPerNodeKB, t0 } = await setup(o, {
+      network: { ...defaultNet(), local: { ...defaultNet().local, loss: 0.01, duplicate: 0.01, reorder: 0.02, reorderMs: 50 } },
+    })
     const duration = 120_000
     const end = sim.now + duration
     let crashes = 0
@@ -314,7 +350,8 @@ const churn: Scenario = {
     }
     const quietAt = sim.now
     const conv = await converge(sim, quietAt, 6 * sim.opts.syncIntervalMs)
-    if (conv === undefined || conv > 3 * sim.opts.syncIntervalMs) sim.violation(`stores did not converge within 3 anti-entropy periods after churn stopped (${conv})`)
+    if (conv === undefined || conv > 3 * sim.opts.syncIntervalMs)
+      sim.violation(`stores did not converge within 3 anti-entropy periods after churn stopped (${conv})`)
     await sim.runFor(sim.opts.suspectAfterMs + 3 * sim.opts.heartbeatMs)
     await checkAll(sim, 'after churn')
     const figures: Record<string, number | string> = {
@@ -328,7 +365,12 @@ const churn: Scenario = {
       'messages lost': sim.stats.lost,
       'messages duplicated': sim.stats.duplicated,
     }
-    const svg = svgPlot({ title: `Churn: live nodes over time (N=${o.nodes}, seed ${o.seed})`, xLabel: 'seconds', yLabel: 'live nodes', series: [{ name: 'live nodes', points: series }] })
+    const svg = svgPlot({
+      title: `Churn: live nodes over time (N=${o.nodes}, seed ${o.seed})`,
+      xLabel: 'seconds',
+      yLabel: 'live nodes',
+      series: [{ name: 'live nodes', points: series }],
+    })
     return finish('churn', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures), svg)
   },
 }
@@ -360,12 +402,13 @@ const rollingRestart: Scenario = {
     }
     const quietAt = sim.now
     const conv = await converge(sim, quietAt, 6 * sim.opts.syncIntervalMs)
-    if (conv === undefined || conv > 3 * sim.opts.syncIntervalMs) sim.violation(`stores did not converge within 3 anti-entropy periods after the rolling restart (${conv})`)
+    if (conv === undefined || conv > 3 * sim.opts.syncIntervalMs)
+      sim.violation(`stores did not converge within 3 anti-entropy periods after the rolling restart (${conv})`)
     await sim.runFor(sim.opts.suspectAfterMs + 3 * sim.opts.heartbeatMs)
     await checkAll(sim, 'after rolling restart')
     const figures: Record<string, number | string> = {
       'batch size': batch,
-      'restarts': o.nodes,
+      restarts: o.nodes,
       'acknowledged writes': sim.acked.length,
       'converged after last restart (s)': conv === undefined ? 'no' : conv / 1000,
     }
@@ -586,7 +629,9 @@ const haFencing: Scenario = {
       return order
     }
     const crashPhase = async (label: string, k: number) => {
-      const lost = haFirst().slice(0, k).map((i) => sim.nodes[i]!)
+      const lost = haFirst()
+        .slice(0, k)
+        .map((i) => sim.nodes[i]!)
       for (const n of lost) sched.crashAgent(n)
       sched.beginFault(label)
       await sim.runFor(faultMs)
@@ -628,7 +673,10 @@ const haFencing: Scenario = {
       'worst ha overlap during a fault (s)': worst(checked, (e) => e.overlapFault),
       'worst ha overlap after a heal (s)': worst(checked, (e) => e.overlapAfter),
       'worst ha overlap in all (s)': worst(checked, total),
-      'worst ha overlap, pairwise drop with direct heartbeats (not covered) (s)': worst(sched.episodes.filter((e) => !e.checked), total),
+      'worst ha overlap, pairwise drop with direct heartbeats (not covered) (s)': worst(
+        sched.episodes.filter((e) => !e.checked),
+        total,
+      ),
       'worst ha downtime in one episode (s)': worst(sched.episodes, (e) => e.down),
       'spurious ha moves': sched.spuriousHaMoves,
       'slowest convergence after a heal (s)': worstConv / 1000,
@@ -664,7 +712,8 @@ const PRIVATE = 'private'
  */
 const federation: Scenario = {
   name: 'federation',
-  description: '5 clusters sharing a namespace: whole-cluster cuts and heals, a lost cluster, a 3-way split; convergence, no private leak, ha re-placed in allowed clusters, best-effort stays',
+  description:
+    '5 clusters sharing a namespace: whole-cluster cuts and heals, a lost cluster, a 3-way split; convergence, no private leak, ha re-placed in allowed clusters, best-effort stays',
   defaultNodes: 1000,
   async run(o) {
     const C = FED_CLUSTERS
@@ -709,7 +758,12 @@ const federation: Scenario = {
       const c = clusterOfIdx(k)
       const name = `p${privSeq++}`
       const r = await api.apply(
-        { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name, namespace: PRIVATE, labels: { cluster: clusterName(c) } }, spec: { containers: [{ name: 'main', image: '/images/app' }] } } as never,
+        {
+          apiVersion: 'orc/v1',
+          kind: 'Pod',
+          metadata: { name, namespace: PRIVATE, labels: { cluster: clusterName(c) } },
+          spec: { containers: [{ name: 'main', image: '/images/app' }] },
+        } as never,
         { author: 'user:netsim', now: sim.localNow(sim.nodes[k]!) },
       )
       const ps = privateSims[c]!
@@ -736,10 +790,13 @@ const federation: Scenario = {
         containers: [{ name: 'main', image: '/images/app', resources: { requests: { cpu: '100m', memory: '64Mi' } } }],
       }
       if (clusters) spec.placement = { clusters, preferClusters: [clusters[0]] }
-      const r = await apiOf(via)!.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: `app-${i}`, namespace: SHARED, labels: { app: `app-${i}` } }, spec } as never, {
-        author: 'user:netsim',
-        now: sim.localNow(sim.nodes[via]!),
-      })
+      const r = await apiOf(via)!.apply(
+        { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: `app-${i}`, namespace: SHARED, labels: { app: `app-${i}` } }, spec } as never,
+        {
+          author: 'user:netsim',
+          now: sim.localNow(sim.nodes[via]!),
+        },
+      )
       if (r.revision) sim.acked.push({ revisionId: r.revision.id, key: `${SHARED}/app-${i}`, node: via, at: sim.now })
     }
     await advance(20_000)
@@ -751,10 +808,11 @@ const federation: Scenario = {
       let wrong = 0
       for (const [pod, nodes] of sched.runners()) {
         const ok = allowed.get(pod)
-        for (const n of nodes) if (ok && !ok.includes(clusterOfNode(n))) {
-          wrong++
-          sim.violation(`pod ${pod} runs on ${n}, outside placement.clusters [${ok.join(', ')}]`)
-        }
+        for (const n of nodes)
+          if (ok && !ok.includes(clusterOfNode(n))) {
+            wrong++
+            sim.violation(`pod ${pod} runs on ${n}, outside placement.clusters [${ok.join(', ')}]`)
+          }
       }
       return wrong
     }
@@ -836,10 +894,11 @@ const federation: Scenario = {
       }
     }
     const beAfter2 = bestEffortBound()
-    for (const [pod, node] of beBefore2) if (c1.some((k) => naming.name(k) === node) && beAfter2.get(pod) !== node) {
-      beMoved++
-      sim.violation(`best-effort pod ${pod} moved off lost ${node} (goneAfter not reached)`)
-    }
+    for (const [pod, node] of beBefore2)
+      if (c1.some((k) => naming.name(k) === node) && beAfter2.get(pod) !== node) {
+        beMoved++
+        sim.violation(`best-effort pod ${pod} moved off lost ${node} (goneAfter not reached)`)
+      }
 
     // 3. Three-way split of the clusters still up: [cluster-2] [cluster-3] [cluster-0 + cluster-4].
     const g2 = membersOf(2)
@@ -874,7 +933,9 @@ const federation: Scenario = {
         for (const p of n.store!.list('Pod')) {
           if (p.metadata.namespace === SHARED || (p.metadata.namespace === PRIVATE && p.metadata.labels?.cluster !== clusterName(c))) {
             leaks++
-            sim.violation(`private scope of ${clusterName(c)} on ${n.name} holds ${p.metadata.namespace}/${p.metadata.name} (${p.metadata.labels?.cluster ?? 'shared'})`)
+            sim.violation(
+              `private scope of ${clusterName(c)} on ${n.name} holds ${p.metadata.namespace}/${p.metadata.name} (${p.metadata.labels?.cluster ?? 'shared'})`,
+            )
           }
         }
       }
@@ -887,7 +948,10 @@ const federation: Scenario = {
       }
     }
     const privateWrites = privateSims.reduce((s, ps) => s + ps.acked.length, 0)
-    const took = sched.failovers.filter((f) => f.runningAgainAt !== undefined).map((f) => f.runningAgainAt! - f.lostAt).sort((a, b) => a - b)
+    const took = sched.failovers
+      .filter((f) => f.runningAgainAt !== undefined)
+      .map((f) => f.runningAgainAt! - f.lostAt)
+      .sort((a, b) => a - b)
     const figures: Record<string, number | string> = {
       clusters: C,
       'nodes per cluster': perCluster,

@@ -10,21 +10,23 @@
  * last-heard times. The checks here are the scheduler invariants.
  */
 import { pino } from 'pino'
+import { buildFederatedSchedView } from '../src/agent/federation/index.ts'
+import { Binder, type ViewBuilder } from '../src/agent/pods/index.ts'
+import { buildSchedView, type NodeMember } from '../src/agent/sched/index.ts'
 import type { Clock, TimerHandle } from '../src/effects/index.ts'
-import { isRefOf, type Cluster, type Node } from '../src/model/index.ts'
+import { type Cluster, isRefOf, type Node } from '../src/model/index.ts'
 import {
-  decideFence,
   DEFAULT_FENCING,
-  fenceWindowMs,
-  quorumState,
-  resolveFencing,
+  decideFence,
   type FencingOptions,
+  fenceWindowMs,
   type QuorumMember,
   type QuorumState,
+  quorumState,
+  resolveFencing,
   type SchedOptionsInput,
 } from '../src/sched/index.ts'
 import type { ObjectStore, Stored } from '../src/store/index.ts'
-import { Binder, buildFederatedSchedView, buildSchedView, type NodeMember, type ViewBuilder } from '../src/agent/index.ts'
 import { EPOCH, type SimNode, type Simulator } from './sim.ts'
 
 const silent = pino({ level: 'silent' })
@@ -162,7 +164,12 @@ export class LocalScheduler {
       ...(this.opts.goneAfterSeconds !== undefined ? { goneAfterSeconds: this.opts.goneAfterSeconds } : {}),
     }
     this.clusterObjects = [
-      { apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'netsim', uid: 'netsim', revision: 0, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'netsim' }, spec: { scheduling } },
+      {
+        apiVersion: 'orc/v1',
+        kind: 'Cluster',
+        metadata: { name: 'netsim', uid: 'netsim', revision: 0, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'netsim' },
+        spec: { scheduling },
+      },
     ]
     this.fencing = fencing === false ? false : resolveFencing(fencing)
     const hook = (n: SimNode) => {
@@ -216,7 +223,8 @@ export class LocalScheduler {
     // The binder schedules the scenario's namespace only (sim.write's objects are Pods too), and
     // its writes are counted and checked here; a crashed process's writes go nowhere.
     const scoped = {
-      list: (kind: string, namespace?: string) => (kind === 'Pod' ? store.list('Pod', ns) : kind === 'Cluster' ? this.clusterObjects : store.list(kind, namespace)),
+      list: (kind: string, namespace?: string) =>
+        kind === 'Pod' ? store.list('Pod', ns) : kind === 'Cluster' ? this.clusterObjects : store.list(kind, namespace),
       get: (ref: Parameters<ObjectStore['get']>[0]) => store.get(ref),
       patch: async (...args: Parameters<ObjectStore['patch']>) => {
         if (n.gen !== gen || !n.up) throw new Error('the process crashed')
@@ -274,7 +282,16 @@ export class LocalScheduler {
       o = {
         apiVersion: 'orc/v1',
         kind: 'Node',
-        metadata: { name, labels: { site: `site-${this.sim.nodes[k]!.site}` }, uid: name, revision: 0, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'netsim' },
+        metadata: {
+          name,
+          labels: { site: `site-${this.sim.nodes[k]!.site}` },
+          uid: name,
+          revision: 0,
+          revisionId: '',
+          createdAt: '',
+          updatedAt: '',
+          updatedBy: 'netsim',
+        },
         spec: {},
         status: { capacity: { cpu: '8', memory: '16Gi' } },
       }
@@ -332,7 +349,14 @@ export class LocalScheduler {
     if (q === undefined) return true // not a heartbeat round since the process started: no quorum heard yet
     const since = this.heardSince.get(n.idx)
     // A node that fenced its ha pods starts them again like the agent: after a quorum heard for FENCE_SETTLE_MS.
-    const run = decideFence(since === undefined ? q : { ...q, heardSince: since }, this.sim.localNow(n), this.haAfterMs, FENCE_GRACE_MS, this.fencing, this.wasFenced.has(n.idx)).run
+    const run = decideFence(
+      since === undefined ? q : { ...q, heardSince: since },
+      this.sim.localNow(n),
+      this.haAfterMs,
+      FENCE_GRACE_MS,
+      this.fencing,
+      this.wasFenced.has(n.idx),
+    ).run
     if (run) this.wasFenced.delete(n.idx)
     else this.wasFenced.add(n.idx)
     return !run
@@ -349,7 +373,8 @@ export class LocalScheduler {
       const me = this.naming.name(n.idx)
       const pods = n.store.list('Pod', this.naming.namespace).filter((o) => (o.status as { node?: string } | undefined)?.node === me)
       const lease = q.lastQuorumAt + fenceWindowMs(this.haAfterMs, this.fencing) - EPOCH - n.skew
-      if (pods.length > 0) this.orphans.set(n.idx, { pods: pods.map((o) => ({ name: o.metadata.name, ha: (o.spec as { policy?: string }).policy === 'ha' })), until: lease })
+      if (pods.length > 0)
+        this.orphans.set(n.idx, { pods: pods.map((o) => ({ name: o.metadata.name, ha: (o.spec as { policy?: string }).policy === 'ha' })), until: lease })
     }
     this.sim.crash(n)
   }
@@ -375,7 +400,9 @@ export class LocalScheduler {
     const gone = (this.opts.goneAfterSeconds ?? 7 * 24 * 3600) * 1000
     // Detection needs up to a heartbeat round; skew does not enter (each node uses its own clock).
     if (unreachableFor < gone - sim.heartbeatMs) {
-      sim.violation(`best-effort pod ${pod} moved early by ${n.name} from ${fromName} (unreachable for ${(unreachableFor / 1000).toFixed(0)}s, goneAfter ${gone / 1000}s)`)
+      sim.violation(
+        `best-effort pod ${pod} moved early by ${n.name} from ${fromName} (unreachable for ${(unreachableFor / 1000).toFixed(0)}s, goneAfter ${gone / 1000}s)`,
+      )
     }
   }
 
@@ -443,7 +470,9 @@ export class LocalScheduler {
       ep.overlapAfter = Math.max(ep.overlapAfter, t.after)
       ep.down = Math.max(ep.down, t.down)
       if (ep.checked && t.fault + t.after > this.overlapBoundMs) {
-        this.sim.violation(`${ep.label}: ha pod ${pod} ran on two or more nodes for ${((t.fault + t.after) / 1000).toFixed(0)}s in all (bound haAfter + margin = ${this.overlapBoundMs / 1000}s)`)
+        this.sim.violation(
+          `${ep.label}: ha pod ${pod} ran on two or more nodes for ${((t.fault + t.after) / 1000).toFixed(0)}s in all (bound haAfter + margin = ${this.overlapBoundMs / 1000}s)`,
+        )
       }
     }
     this.episodes.push(ep)
@@ -471,7 +500,10 @@ export class LocalScheduler {
         // The stronger form: once the fault has lasted haAfter + margin, at most one copy.
         if (copies >= 2 && ep.healedAt === undefined && now - ep.start >= this.overlapBoundMs) {
           ep.late++
-          if (ep.late === 1 && ep.checked) this.sim.violation(`${ep.label}: ha pod ${pod} runs on ${run.get(pod)!.join(', ')} ${((now - ep.start) / 1000).toFixed(0)}s into the fault (bound haAfter + margin = ${this.overlapBoundMs / 1000}s)`)
+          if (ep.late === 1 && ep.checked)
+            this.sim.violation(
+              `${ep.label}: ha pod ${pod} runs on ${run.get(pod)!.join(', ')} ${((now - ep.start) / 1000).toFixed(0)}s into the fault (bound haAfter + margin = ${this.overlapBoundMs / 1000}s)`,
+            )
         }
       }
     }
@@ -493,7 +525,7 @@ export class LocalScheduler {
       f.runningAgainAt = this.sim.now
       f.to = run.get(f.pod)![0]
     }
-    const total = this.total ?? (this.total = this.sim.upNodes[0]?.store!.list('Pod', this.naming.namespace).length ?? 0)
+    const total = this.total ?? (this.total = this.sim.upNodes[0]?.store?.list('Pod', this.naming.namespace).length ?? 0)
     this.timeline.push({ t: this.sim.now, up: this.sim.upNodes.length, running: run.size, doubled, pending: total - run.size })
   }
 }

@@ -6,10 +6,10 @@
  * completion, so one seed reproduces a whole run exactly.
  */
 import { MemoryLevel } from 'memory-level'
+import { AntiEntropyPlanner, antiEntropyTunables, MembershipTable, meshDefaults } from '../src/mesh/index.ts'
 import { openStore, type Store } from '../src/store/index.ts'
-import { AntiEntropyPlanner, MembershipTable, antiEntropyTunables, meshDefaults } from '../src/mesh/index.ts'
 import { EventHeap } from './heap.ts'
-import { DEFAULT_NETWORK, Partitions, sampleLatency, type LinkModel, type NetworkModel } from './network.ts'
+import { DEFAULT_NETWORK, type LinkModel, type NetworkModel, Partitions, sampleLatency } from './network.ts'
 import { Rng } from './rng.ts'
 
 /** Virtual time 0 is this wall-clock instant (so store timestamps look like real ones). */
@@ -211,7 +211,19 @@ export class Simulator {
   now = 0
   readonly violations: Violation[] = []
   readonly acked: AckedWrite[] = []
-  readonly stats: SimStats = { sent: 0, bytes: 0, lost: 0, blocked: 0, duplicated: 0, gossipDuplicates: 0, applies: 0, syncSessions: 0, relays: 0, recoverySyncs: 0, events: 0 }
+  readonly stats: SimStats = {
+    sent: 0,
+    bytes: 0,
+    lost: 0,
+    blocked: 0,
+    duplicated: 0,
+    gossipDuplicates: 0,
+    applies: 0,
+    syncSessions: 0,
+    relays: 0,
+    recoverySyncs: 0,
+    events: 0,
+  }
   readonly tracked = new Map<string, Tracked>()
   private writeSeq = 0
   /**
@@ -260,7 +272,11 @@ export class Simulator {
         this.nodes[p]!.mesh.add(node.idx)
       }
     }
-    this.every(() => this.heartbeatMs, 0, () => this.heartbeatRound())
+    this.every(
+      () => this.heartbeatMs,
+      0,
+      () => this.heartbeatRound(),
+    )
     this.every(this.opts.seenTtlMs, 0, () => {
       for (const nd of this.nodes) {
         nd.seenOld = nd.seen
@@ -292,7 +308,10 @@ export class Simulator {
       node.table = table
     }
     node.planner = new AntiEntropyPlanner(
-      antiEntropyTunables({ ...meshDefaults, syncIntervalMs: this.opts.syncIntervalMs, recoverySyncsPerPeriod: this.opts.antiEntropyRecovery ? 3 : 0 }), (k) => node.plannerRng.int(k), now)
+      antiEntropyTunables({ ...meshDefaults, syncIntervalMs: this.opts.syncIntervalMs, recoverySyncsPerPeriod: this.opts.antiEntropyRecovery ? 3 : 0 }),
+      (k) => node.plannerRng.int(k),
+      now,
+    )
     const gen = node.gen
     this.onBoot?.(node)
     node.store.onLocalUpdate((update) => {
@@ -304,11 +323,15 @@ export class Simulator {
     })
     // Anti-entropy loop, at a random phase per process start.
     const first = node.rng.int(this.opts.syncIntervalMs)
-    this.every(() => this.syncIntervalMs, first, () => {
-      if (!node.up || node.gen !== gen) return false
-      const peer = this.randomAlivePeer(node)
-      if (peer !== undefined) this.startSync(node, peer)
-    })
+    this.every(
+      () => this.syncIntervalMs,
+      first,
+      () => {
+        if (!node.up || node.gen !== gen) return false
+        const peer = this.randomAlivePeer(node)
+        if (peer !== undefined) this.startSync(node, peer)
+      },
+    )
   }
 
   localNow(node: SimNode): number {

@@ -29,7 +29,7 @@ export async function renderCliDocs() {
   return [
     '# orc command reference',
     '',
-    'Generated from the CLI\'s own help by `node scripts/gen-cli-docs.mjs`; do not edit by hand',
+    "Generated from the CLI's own help by `node scripts/gen-cli-docs.mjs`; do not edit by hand",
     '(`test/unit/cli/cli-docs.test.ts` fails when this file is stale). Defaults that depend on the',
     'machine are shown as they are for root.',
     '',

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
+import { spawn } from 'node:child_process'
 // Runs every test file under test/ (Node 20's test runner does not expand globs, and with no file
 // arguments it runs nothing and exits 0 — so the files are listed here explicitly).
 // Usage: node scripts/run-tests.mjs [substring...]   (only files whose path contains one of them)
 import { readdirSync, statSync } from 'node:fs'
 import { join, relative } from 'node:path'
-import { spawn } from 'node:child_process'
 
 const root = new URL('..', import.meta.url).pathname
 function walk(dir) {
@@ -53,7 +53,10 @@ function runTests(list, concurrency) {
     child.on('close', (code) => resolve(code ?? 1))
   })
 }
-for (const [list, concurrency] of [[together, 2], [alone, 1]]) {
+for (const [list, concurrency] of [
+  [together, 2],
+  [alone, 1],
+]) {
   if (list.length === 0) continue
   const code = await runTests(list, concurrency)
   if (code !== 0) status = code

@@ -12,4 +12,5 @@ if (typeof (Promise as any).withResolvers !== 'function') {
     return { promise, resolve, reject }
   }
 }
+
 export {}

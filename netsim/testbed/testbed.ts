@@ -10,11 +10,11 @@
  * `ip netns exec`) so the pod namespaces they create are visible to the teardown.
  */
 import { randomBytes } from 'node:crypto'
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, chmodSync, type WriteStream } from 'node:fs'
+import { chmodSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, type WriteStream } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
-import { NODE_FLAGS } from '../../src/agent/index.ts'
+import { NODE_FLAGS } from '../../src/agent/ops/index.ts'
 
 const ROOT = new URL('../..', import.meta.url).pathname
 export const ORC_BIN = join(ROOT, 'bin/orc.mjs')
@@ -128,7 +128,10 @@ export function netemUnavailable(): Promise<string | undefined> {
       await sh('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'd0', 'root', 'netem', 'delay', '1ms'])
       return undefined
     } catch (err) {
-      return `tc netem unavailable (${String((err as Error).message).split('\n')[0]!.split(': ').pop()}; the kernel lacks sch_netem)`
+      return `tc netem unavailable (${String((err as Error).message)
+        .split('\n')[0]!
+        .split(': ')
+        .pop()}; the kernel lacks sch_netem)`
     } finally {
       await shQuiet('ip', ['netns', 'del', ns])
     }
@@ -460,7 +463,10 @@ export class Testbed {
 
   private async killNamespace(ns: string): Promise<void> {
     const r = await execa('ip', ['netns', 'pids', ns], { reject: false })
-    const pids = String(r.stdout).split('\n').map(Number).filter((n) => Number.isInteger(n) && n > 0 && n !== process.pid)
+    const pids = String(r.stdout)
+      .split('\n')
+      .map(Number)
+      .filter((n) => Number.isInteger(n) && n > 0 && n !== process.pid)
     for (const pid of pids) {
       try {
         process.kill(pid, 'SIGKILL')

@@ -3,46 +3,40 @@
  * the cluster), serves the local API. Its parts are components (component.ts) listed once, in
  * dependency order: they start in that order and stop in the reverse one.
  */
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync, chmodSync, statSync } from 'node:fs'
+import { chmodSync, mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
 import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
-import { NODE_CONTROLLER, ORC_VERSION, nodeNameFromHostname } from './node-info.ts'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { API_VERSION, OrcError, wrapError, type OrcObject, type SecurityPolicy } from '../model/index.ts'
-import { openStore, type ObjectStore, type StoreOptions } from '../store/index.ts'
-import { compactHeap, keepHeapCompact } from './heap.ts'
-import { objectRoutes, routeNotFound, type NodeInfo } from './api.ts'
-import { combineHandlers, createRouter, type ApiHandler } from './router.ts'
-import { pathOf } from './routes.ts'
-import { serveOnSocket, type SocketServer } from './http.ts'
-import { createLogger } from './logger.ts'
-import { prepareJoin, startClusterMesh, type ClusterNode } from './cluster.ts'
-import { checkAgentControllers, AGENT_CONTROLLERS } from './controllers.ts'
-import { schedRoutes } from './sched/index.ts'
+import { type Clock, every, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
+import { API_VERSION, OrcError, type OrcObject, type SecurityPolicy, wrapError } from '../model/index.ts'
+import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
+import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
+import { type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
+import { type Component, type StartedComponents, startComponents } from './component.ts'
+import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
-import { PodLifecycle } from './pods/controller.ts'
+import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
+import { compactHeap, keepHeapCompact } from './heap.ts'
+import { type SocketServer, serveOnSocket } from './http.ts'
+import { createLogger } from './logger.ts'
+import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
+import { NODE_CONTROLLER, nodeNameFromHostname, ORC_VERSION } from './node-info.ts'
+import { type InstallListener, installListener } from './ops/install-listener.ts'
+import { MetricsRegistry } from './ops/metrics.ts'
+import { nodeDoctor } from './ops/node-doctor.ts'
+import { nodeMetrics } from './ops/node-metrics.ts'
+import type { NodeOps } from './ops/node-ops.ts'
+import { peerRows } from './ops/peers.ts'
+import { type OpsRoutesComponents, opsRoutes, opsStatusFields } from './ops/routes.ts'
+import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathOf } from './options.ts'
 import { podRoutes } from './pods/api.ts'
+import { PodLifecycle } from './pods/controller.ts'
 import { admitPod } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
-import { pruneClusterTombstones, stabilityRoutes, type StabilityDeps } from './stability.ts'
-import { startComponents, type Component, type StartedComponents } from './component.ts'
-import type { NodeOps } from './ops/node-ops.ts'
-import { MetricsRegistry } from './ops/metrics.ts'
-import { peerRows } from './ops/peers.ts'
-import { nodeMetrics } from './ops/node-metrics.ts'
-import { nodeDoctor } from './ops/node-doctor.ts'
-import { opsRoutes, opsStatusFields, type OpsRoutesComponents } from './ops/routes.ts'
-import { installListener, type InstallListener } from './ops/install-listener.ts'
-import { NodeNetwork, meshViewOf, networkRoutes } from './network/index.ts'
-import { FederationManager, federationRouteSource, routedStore, federationRoutes } from './federation/index.ts'
-import { every, systemClock, unrefTimers, systemRandom, type Clock, type Random } from '../effects/index.ts'
-import {
-  DEFAULT_CLUSTER_NAME,
-  PID_FILE,
-  readPid,
-  socketPathOf,
-  type AgentOptions,
-} from './options.ts'
+import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
+import { pathOf } from './routes.ts'
+import { schedRoutes } from './sched/index.ts'
+import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 
 export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random }) => Promise<ObjectStore>
 
@@ -71,7 +65,6 @@ export interface Agent {
   /** Resolves when the agent has stopped. */
   readonly stopped: Promise<void>
 }
-
 
 function ensureDataDir(dir: string): void {
   try {
@@ -214,7 +207,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       random,
       logger,
       tunables: opts.pods?.tunables ?? {},
-      aliveNodes: () => members().filter((m) => m.self || m.state === 'alive').map((m) => m.name),
+      aliveNodes: () =>
+        members()
+          .filter((m) => m.self || m.state === 'alive')
+          .map((m) => m.name),
       members,
       network,
     }))
@@ -228,11 +224,13 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       stop: () => closeDataDir(store, dataDir),
     },
     ...(opts.mesh
-      ? [{
-          name: 'mesh',
-          start: async () => void (cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh!, clock, random })),
-          stop: () => cluster!.stop(),
-        }]
+      ? [
+          {
+            name: 'mesh',
+            start: async () => void (cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh!, clock, random })),
+            stop: () => cluster!.stop(),
+          },
+        ]
       : []),
     {
       name: 'node',
@@ -281,10 +279,23 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => federation.stop(),
     },
-    federationRouteLink(() => network, () => federation),
+    federationRouteLink(
+      () => network,
+      () => federation,
+    ),
     // Its metrics exist before the API can be asked for them.
     later('node-metrics', () =>
-      nodeMetrics({ metrics: ops.metrics, store, nodeName, dataDir, version: ORC_VERSION, clusterId: () => clusterRef.id, now: () => clock.now(), mesh: cluster?.mesh, peers: ops.peers }),
+      nodeMetrics({
+        metrics: ops.metrics,
+        store,
+        nodeName,
+        dataDir,
+        version: ORC_VERSION,
+        clusterId: () => clusterRef.id,
+        now: () => clock.now(),
+        mesh: cluster?.mesh,
+        peers: ops.peers,
+      }),
     ),
     {
       name: 'api',
@@ -293,11 +304,34 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           store,
           now: () => clock.now(),
           metrics: ops.metrics,
-          doctor: () => nodeDoctor({ dataDir, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh, peers: ops.peers, httpAddress: ops.httpAddress }),
+          doctor: () =>
+            nodeDoctor({
+              dataDir,
+              nodeName,
+              version: ORC_VERSION,
+              now: () => clock.now(),
+              mesh: cluster?.mesh,
+              peers: ops.peers,
+              httpAddress: ops.httpAddress,
+            }),
           peers: ops.peers,
           httpAddress: ops.httpAddress,
         }
-        handler = buildApiHandler({ store, nodeName, clock, logger, info: () => info, pods, members, network, federation, cluster, opsRoutes, dataDir, shutdown: () => stopSelf?.() })
+        handler = buildApiHandler({
+          store,
+          nodeName,
+          clock,
+          logger,
+          info: () => info,
+          pods,
+          members,
+          network,
+          federation,
+          cluster,
+          opsRoutes,
+          dataDir,
+          shutdown: () => stopSelf?.(),
+        })
         server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
       },
       // First of all: no new writes while the parts behind the API stop.
@@ -305,8 +339,19 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       stop() {},
     },
     // The install script and /metrics over HTTP; closes with the API (beforeStop).
-    later('install-listener', () =>
-      (listener = installListener({ nodeName, dataDir, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh, metrics: ops.metrics, logger, http: opts.http })),
+    later(
+      'install-listener',
+      () =>
+        (listener = installListener({
+          nodeName,
+          dataDir,
+          version: ORC_VERSION,
+          now: () => clock.now(),
+          mesh: cluster?.mesh,
+          metrics: ops.metrics,
+          logger,
+          http: opts.http,
+        })),
     ),
     {
       // Re-adopts the containers still running, then reconciles every pod.
@@ -317,18 +362,27 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => pods().stop(),
     },
-    later('deployments', () =>
-      new DeploymentController({
-        store,
-        nodeName,
-        members,
-        now: () => clock.now(),
-        setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
-        clearTimeout: (h) => clock.clearTimeout(h),
-        log: logger.child({ module: 'deployments' }),
-      }),
+    later(
+      'deployments',
+      () =>
+        new DeploymentController({
+          store,
+          nodeName,
+          members,
+          now: () => clock.now(),
+          setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+          clearTimeout: (h) => clock.clearTimeout(h),
+          log: logger.child({ module: 'deployments' }),
+        }),
     ),
-    tombstonePruning(() => store, () => cluster, () => ops.metrics, log, clock, opts.pruneIntervalMs ?? 120_000),
+    tombstonePruning(
+      () => store,
+      () => cluster,
+      () => ops.metrics,
+      log,
+      clock,
+      opts.pruneIntervalMs ?? 120_000,
+    ),
     heapKeeper(logger),
   ]
 
@@ -538,9 +592,15 @@ function tombstonePruning(
       const store = storeOf()
       const stability = clusterStability(store, clusterOf())
       const metrics = metricsOf()
-      const structsGauge = metrics.gauge('orc_store_document_structs', 'Structs (items and GC ranges) the in-memory replicated document holds; pruning keeps it proportional to live data.')
+      const structsGauge = metrics.gauge(
+        'orc_store_document_structs',
+        'Structs (items and GC ranges) the in-memory replicated document holds; pruning keeps it proportional to live data.',
+      )
       metrics.onCollect(() => structsGauge.set({}, store.docStats().structs))
-      const prunePasses = metrics.counter('orc_store_prune_passes_total', 'Tombstone pruning passes, by outcome (pruned, nothing, waiting: a member did not vouch).')
+      const prunePasses = metrics.counter(
+        'orc_store_prune_passes_total',
+        'Tombstone pruning passes, by outcome (pruned, nothing, waiting: a member did not vouch).',
+      )
       const prunedTotal = metrics.counter('orc_store_pruned_tombstones_total', 'Tombstones of overwritten fields pruned from the replicated document.')
       let pruning = false
       let lastWait: string | undefined

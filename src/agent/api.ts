@@ -5,26 +5,14 @@
  * leaves the store untouched.
  */
 import type { Logger } from 'pino'
-import {
-  OrcError,
-  formatRef,
-  getKind,
-  isPlainObject,
-  normalizeManifest,
-  refOf,
-  type ObjectRef,
-  type OrcObject,
-  type Query,
-} from '../model/index.ts'
+import { formatRef, getKind, isPlainObject, normalizeManifest, type ObjectRef, OrcError, type OrcObject, type Query, refOf } from '../model/index.ts'
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
-import { createRouter, type ApiHandler, type RouteHandlers } from './router.ts'
-import type { Clock } from '../effects/index.ts'
 import type { ApplyResultItem, NodeInfo } from './api-types.ts'
+import { type ApiHandler, createRouter, type RouteHandlers } from './router.ts'
 
+export { type ApiErrorBody, type ApiRequest, type ApiResponse, errorBody, httpStatusOf, type Query } from '../model/index.ts'
 export type { ApplyOutcome, ApplyResultItem, NodeInfo } from './api-types.ts'
-
 export type { ApiHandler } from './router.ts'
-export { errorBody, httpStatusOf, type ApiErrorBody, type ApiRequest, type ApiResponse, type Query } from '../model/index.ts'
 
 export interface ApiComponents {
   store: ObjectStore
@@ -177,10 +165,10 @@ export function objectRoutes(c: ApiComponents) {
     listObjects: ({ params, query: q }) => {
       const def = getKind(params.kind)
       const all = one(q, 'all') === '1' || one(q, 'all') === 'true'
-      const ns = def.namespaced && !all ? (one(q, 'namespace') || 'default') : undefined
-      const items = c.store.list(def.kind, ns).sort((a, b) =>
-        (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
-      )
+      const ns = def.namespaced && !all ? one(q, 'namespace') || 'default' : undefined
+      const items = c.store
+        .list(def.kind, ns)
+        .sort((a, b) => (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name))
       return { kind: def.kind, items }
     },
     getObject: ({ params }) => ({ object: getObject(refOfParams(params)) }),

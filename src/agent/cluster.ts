@@ -9,35 +9,35 @@
  * the gater reads answers "not a member" for every removed peer id, forever.
  */
 import { existsSync, readdirSync, rmSync } from 'node:fs'
-import { open, readFile, chmod } from 'node:fs/promises'
+import { chmod, open, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { OrcError, errorBody, isPlainObject, type Query } from '../model/index.ts'
-import type { ObjectStore, StoredObject } from '../store/index.ts'
+import type { Clock, Random } from '../effects/index.ts'
 import {
-  JsonFileMemberDirectory,
   decodeToken,
   encodeRemoteCredential,
   formatDuration,
   initCluster,
+  type JoinProgress,
+  JsonFileMemberDirectory,
   joinMesh,
   loadCluster,
-  resolvePeerAddress,
-  startMesh,
-  type JoinProgress,
   type MemberDirectory,
   type MemberInfo,
   type Mesh,
   type MeshOptions,
+  resolvePeerAddress,
+  startMesh,
 } from '../mesh/index.ts'
+import { errorBody, isPlainObject, OrcError, type Query } from '../model/index.ts'
+import type { ObjectStore, StoredObject } from '../store/index.ts'
+import { createMemberApiHandler } from './member-api.ts'
+import { unadvertisedRanges } from './network/index.ts'
+import { NODE_CONTROLLER } from './node-info.ts'
+import type { MeshSetup } from './options.ts'
+import { proxiedLogs } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
-import type { Clock, Random } from '../effects/index.ts'
-import type { MeshSetup } from './options.ts'
-import { NODE_CONTROLLER } from './node-info.ts'
-import { unadvertisedRanges } from './network/index.ts'
-import { createMemberApiHandler } from './member-api.ts'
-import { proxiedLogs } from './pods/logs-proxy.ts'
 
 export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** The admin credential (orcadmin1.…) of a cluster created here, mode 0600. */
@@ -60,9 +60,13 @@ export function prepareJoin(dataDir: string, token: string, now: number): { undo
   }
   const existed = existsSync(dataDir)
   if (existed && readdirSync(dataDir).length > 0) {
-    throw new OrcError('conflict', `data dir ${dataDir} is not empty: orc join needs a new data dir (this one may already belong to a cluster; start it with orc up)`, {
-      dataDir,
-    })
+    throw new OrcError(
+      'conflict',
+      `data dir ${dataDir} is not empty: orc join needs a new data dir (this one may already belong to a cluster; start it with orc up)`,
+      {
+        dataDir,
+      },
+    )
   }
   return {
     undo() {
@@ -226,9 +230,14 @@ export async function startClusterMesh(c: {
     mesh = await openMesh()
   } catch (err) {
     if (err instanceof Error && /listened on|EADDRINUSE|EADDRNOTAVAIL/.test(err.message)) {
-      throw new OrcError('unavailable', `listen on ${opts.listen!.join(', ')}: address in use or not on this machine (another orc agent? choose another with --listen)`, {
-        listen: opts.listen,
-      }, err)
+      throw new OrcError(
+        'unavailable',
+        `listen on ${opts.listen!.join(', ')}: address in use or not on this machine (another orc agent? choose another with --listen)`,
+        {
+          listen: opts.listen,
+        },
+        err,
+      )
     }
     throw err
   }
@@ -371,7 +380,10 @@ function clusterRoutes(d: RouteDeps) {
       try {
         admin = (await readFile(join(d.dataDir, ADMIN_CREDENTIAL_FILE), 'utf8')).trim()
       } catch {
-        throw new OrcError('not_found', 'this node does not hold the admin credential: export it on the node that created the cluster (orc up on a fresh data dir)')
+        throw new OrcError(
+          'not_found',
+          'this node does not hold the admin credential: export it on the node that created the cluster (orc up on a fresh data dir)',
+        )
       }
       return { credential: encodeRemoteCredential(mesh.cluster, admin) }
     },

@@ -40,9 +40,16 @@ export async function startComponents(list: readonly Component[], hooks: RunnerH
       const order = [...started].reverse()
       for (const c of order) {
         if (c.beforeStop === undefined) continue
-        await call(() => c.beforeStop!(), (err) => hooks.onStopError?.(c.name, err))
+        await call(
+          () => c.beforeStop!(),
+          (err) => hooks.onStopError?.(c.name, err),
+        )
       }
-      for (const c of order) await call(() => c.stop(), (err) => hooks.onStopError?.(c.name, err))
+      for (const c of order)
+        await call(
+          () => c.stop(),
+          (err) => hooks.onStopError?.(c.name, err),
+        )
     })()
     return stopping
   }

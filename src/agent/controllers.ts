@@ -7,19 +7,29 @@
  * writes `Pod.status.node`, and declaring the prefix would make the checker see a loop with the
  * scheduler that cannot happen.
  */
-import { checkControllers, type ControllerDecl, type ControllerGraph } from '../workflow/index.ts'
+import { type ControllerDecl, type ControllerGraph, checkControllers } from '../workflow/index.ts'
 
 export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   {
     name: 'controller:node',
-    description: 'records this node: labels, capacity, addresses, version; its network: WireGuard key, /64 claim, tunnels (Node.status.network); the copies of pods bound elsewhere it stopped (Node.status.stoppedCopies)',
+    description:
+      'records this node: labels, capacity, addresses, version; its network: WireGuard key, /64 claim, tunnels (Node.status.network); the copies of pods bound elsewhere it stopped (Node.status.stoppedCopies)',
     reads: ['Cluster.spec', 'Cluster.status.removedPeers', 'Node.status.network', 'Node.status.peerId'],
     writes: ['Node.status'],
   },
   {
     name: 'controller:scheduler',
     description: 'local scheduling: every node runs plan() on its view and binds to itself what plan() gives it (ha/best-effort policies)',
-    reads: ['Pod.spec', 'Pod.metadata.labels', 'Pod.status.node', 'Node.spec', 'Node.status.capacity', 'Node.status.forgotten', 'Node.metadata.labels', 'Cluster.spec'],
+    reads: [
+      'Pod.spec',
+      'Pod.metadata.labels',
+      'Pod.status.node',
+      'Node.spec',
+      'Node.status.capacity',
+      'Node.status.forgotten',
+      'Node.metadata.labels',
+      'Cluster.spec',
+    ],
     writes: ['Pod.status.node', 'Pod.status.scheduling'],
   },
   {
@@ -31,7 +41,16 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   {
     name: 'controller:rollout',
     description: 'PinnedDeployments: desired, created, running and ready pods per version',
-    reads: ['PinnedDeployment.spec', 'Pod.metadata.labels', 'Pod.status.node', 'Pod.status.phase', 'Pod.status.containers', 'Node.metadata.labels', 'Node.spec', 'Node.status.forgotten'],
+    reads: [
+      'PinnedDeployment.spec',
+      'Pod.metadata.labels',
+      'Pod.status.node',
+      'Pod.status.phase',
+      'Pod.status.containers',
+      'Node.metadata.labels',
+      'Node.spec',
+      'Node.status.forgotten',
+    ],
     writes: ['PinnedDeployment.status'],
   },
   {

@@ -4,10 +4,10 @@
  * owner — root for a system agent — can talk to the agent.
  */
 import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs'
-import { createConnection } from 'node:net'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import { createConnection } from 'node:net'
 import type { Logger } from 'pino'
-import { OrcError, errorResponse, type Query } from '../model/index.ts'
+import { errorResponse, OrcError, type Query } from '../model/index.ts'
 import type { ApiHandler } from './router.ts'
 
 /** Largest request body: a batch apply of many objects (each at most 256 KiB). */
@@ -69,11 +69,7 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-export async function serveOnSocket(
-  handler: ApiHandler,
-  path: string,
-  opts: { logger: Logger; maxBodyBytes?: number },
-): Promise<SocketServer> {
+export async function serveOnSocket(handler: ApiHandler, path: string, opts: { logger: Logger; maxBodyBytes?: number }): Promise<SocketServer> {
   const limit = opts.maxBodyBytes ?? MAX_REQUEST_BYTES
   if (existsSync(path)) {
     if (!lstatSync(path).isSocket()) throw new OrcError('conflict', `${path} exists and is not a socket; remove it or choose another --socket`)

@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino'
+import { type Logger, pino } from 'pino'
 import pretty from 'pino-pretty'
 import { OrcError } from '../model/index.ts'
 

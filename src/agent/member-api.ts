@@ -5,9 +5,9 @@
  * routes that need the admin credential (tokens, credential export, node removal), no object reads
  * beyond what it already replicates. Today that is the logs of a pod this node runs.
  */
-import { OrcError, errorResponse, type ApiRequest, type ApiResponse } from '../model/index.ts'
+import { type ApiRequest, type ApiResponse, errorResponse, OrcError } from '../model/index.ts'
 import type { ApiHandler } from './router.ts'
-import { MEMBER_ROUTES, ROUTES, matchPattern, patternOf, splitPath } from './routes.ts'
+import { MEMBER_ROUTES, matchPattern, patternOf, ROUTES, splitPath } from './routes.ts'
 
 const ALLOWED = MEMBER_ROUTES.map((name) => ({ method: ROUTES[name].method as string, pattern: patternOf(ROUTES[name].path) }))
 
@@ -28,14 +28,21 @@ export function memberRouteAllowed(req: Pick<ApiRequest, 'method' | 'path'>): bo
  * a forwarded request is answered here or refused, never forwarded again) and without the cluster
  * routes.
  */
-export function createMemberApiHandler(local: ApiHandler, log?: { info(o: object, msg: string): void }): (req: ApiRequest, ctx: { peerId: string }) => Promise<ApiResponse> {
+export function createMemberApiHandler(
+  local: ApiHandler,
+  log?: { info(o: object, msg: string): void },
+): (req: ApiRequest, ctx: { peerId: string }) => Promise<ApiResponse> {
   return async (req, ctx) => {
     if (!memberRouteAllowed(req)) {
       log?.info({ peer: ctx.peerId, method: req.method, path: req.path.slice(0, 200) }, 'member request refused')
       return errorResponse(
-        new OrcError('forbidden', `node-to-node request refused: members may only read pod logs, not ${req.method.toUpperCase()} ${splitPath(req.path).pathname.slice(0, 200)}`, {
-          peer: ctx.peerId,
-        }),
+        new OrcError(
+          'forbidden',
+          `node-to-node request refused: members may only read pod logs, not ${req.method.toUpperCase()} ${splitPath(req.path).pathname.slice(0, 200)}`,
+          {
+            peer: ctx.peerId,
+          },
+        ),
       )
     }
     // Only what a read needs travels on: no body.

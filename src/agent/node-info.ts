@@ -14,7 +14,13 @@ export const ORC_VERSION: string = (() => {
 
 /** A host name made into a DNS label (`My_Host.local` → `my-host`). */
 export function nodeNameFromHostname(h: string): string {
-  const label = h.split('.')[0]!.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63).replace(/-+$/, '')
+  const label = h
+    .split('.')[0]!
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 63)
+    .replace(/-+$/, '')
   return label || 'node'
 }
 

@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import type { MeshTunables } from '../mesh/index.ts'
-import { podTunablesFromEnv, type PodTunables } from './pods/options.ts'
-import type { NetworkSetup } from './network/options.ts'
 import type { Clock, Random } from '../effects/index.ts'
+import type { MeshTunables } from '../mesh/index.ts'
+import type { NetworkSetup } from './network/options.ts'
 import type { HttpListenOption } from './ops/options.ts'
+import { type PodTunables, podTunablesFromEnv } from './pods/options.ts'
 
 /** Where an agent keeps its state when no `--data-dir` is given: system-wide as root, per user otherwise. */
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env, uid: number = process.getuid?.() ?? -1): string {

@@ -4,12 +4,11 @@
  * which for a pod is almost always a status write by a controller — restoring it would change
  * nothing the user wrote.
  */
-import { OrcError, isPlainObject, type ObjectRef } from '../model/index.ts'
-import type { ObjectStore } from '../store/index.ts'
+import { isPlainObject, type ObjectRef, OrcError } from '../model/index.ts'
 import { canonicalJson } from '../sched/index.ts'
+import type { ObjectStore } from '../store/index.ts'
 
 const MAX_LOOKBACK = 200
-
 
 function userContent(obj: Record<string, unknown>): string {
   const { status: _status, metadata, ...rest } = obj
@@ -24,7 +23,10 @@ export async function previousUserRevision(store: ObjectStore, ref: ObjectRef): 
   const now = userContent(cur as unknown as Record<string, unknown>)
   const revs = await store.history(ref)
   const headIdx = revs.findIndex((r) => r.id === cur.metadata.revisionId)
-  const earlier = revs.slice(0, headIdx < 0 ? revs.length : headIdx).reverse().slice(0, MAX_LOOKBACK)
+  const earlier = revs
+    .slice(0, headIdx < 0 ? revs.length : headIdx)
+    .reverse()
+    .slice(0, MAX_LOOKBACK)
   for (const r of earlier) {
     if (r.op === 'delete' || r.compacted) continue
     const old = await store.at(ref, r.id)

@@ -4,8 +4,8 @@
  * a route without a handler is not served here (an agent without the mesh has no `/v1/members`).
  */
 import type { Logger } from 'pino'
-import { OrcError, errorResponse, type ApiRequest, type ApiResponse, type Query } from '../model/index.ts'
-import { ROUTES, matchPattern, patternOf, splitPath, type Method, type ParamsOf, type ResponseOf, type RouteName } from './routes.ts'
+import { type ApiRequest, type ApiResponse, errorResponse, OrcError, type Query } from '../model/index.ts'
+import { type Method, matchPattern, type ParamsOf, patternOf, type ResponseOf, ROUTES, type RouteName, splitPath } from './routes.ts'
 
 export type ApiHandler = (req: ApiRequest) => Promise<ApiResponse>
 

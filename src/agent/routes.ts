@@ -9,8 +9,9 @@
  * types the feature modules produce are declared in api-types.ts, which both import, so the table
  * imports no feature module, not even for a type.
  */
-import type { Change, ObjectRef } from '../model/index.ts'
+
 import type { MemberView, TokenRecord } from '../mesh/index.ts'
+import type { Change, ObjectRef } from '../model/index.ts'
 import type { PodExplanation } from '../sched/index.ts'
 import type { Revision, StoredObject, WriteResult } from '../store/index.ts'
 import type { ControllerGraph } from '../workflow/index.ts'
@@ -131,7 +132,11 @@ export const ROUTES = {
     path: '/v1/objects/:kind',
     permission: { verb: 'list', kind: ':kind' },
   }),
-  getObject: route<{ response: { object: StoredObject } }>()({ method: 'GET', path: '/v1/objects/:kind/:ns/:name', permission: { verb: 'get', kind: ':kind' } }),
+  getObject: route<{ response: { object: StoredObject } }>()({
+    method: 'GET',
+    path: '/v1/objects/:kind/:ns/:name',
+    permission: { verb: 'get', kind: ':kind' },
+  }),
   deleteObject: route<{ body: Authored; response: { revision: Revision } }>()({
     method: 'DELETE',
     path: '/v1/objects/:kind/:ns/:name',
@@ -159,7 +164,11 @@ export const ROUTES = {
   }),
 
   // pods (pods/api.ts, pods/logs-proxy.ts, sched/api.ts)
-  podLogs: route<{ query: LogsQuery; response: LogsAnswer }>()({ method: 'GET', path: '/v1/pods/:ns/:name/logs', permission: { verb: 'get', kind: 'Pod', sub: 'logs' } }),
+  podLogs: route<{ query: LogsQuery; response: LogsAnswer }>()({
+    method: 'GET',
+    path: '/v1/pods/:ns/:name/logs',
+    permission: { verb: 'get', kind: 'Pod', sub: 'logs' },
+  }),
   podPlacement: route<{ response: { explainedBy: string; explanation: PodExplanation; text: string } }>()({
     method: 'GET',
     path: '/v1/pods/:ns/:name/placement',
@@ -186,7 +195,10 @@ export const ROUTES = {
   clock: route<{ response: { now: number } }>()({ method: 'GET', path: '/v1/clock', permission: { verb: 'get' } }),
   metrics: route<{ response: { text: string } }>()({ method: 'GET', path: '/v1/ops/metrics', permission: { verb: 'get' } }),
   doctor: route<{ response: { findings: Finding[] } }>()({ method: 'GET', path: '/v1/ops/doctor', permission: { verb: 'get' } }),
-  events: route<{ query: { target?: string; namespace?: string; since?: string | number; limit?: string | number }; response: { events: ClusterEvent[]; now: number } }>()({
+  events: route<{
+    query: { target?: string; namespace?: string; since?: string | number; limit?: string | number }
+    response: { events: ClusterEvent[]; now: number }
+  }>()({
     method: 'GET',
     path: '/v1/events',
     permission: { verb: 'list', kind: '*', sub: 'history' },
@@ -225,13 +237,21 @@ export const ROUTES = {
     path: '/v1/federations/:name/token',
     permission: { verb: 'admin' },
   }),
-  leaveFederation: route<{ body: { author: string }; response: FederationAnswer }>()({ method: 'POST', path: '/v1/federations/:name/leave', permission: { verb: 'admin' } }),
+  leaveFederation: route<{ body: { author: string }; response: FederationAnswer }>()({
+    method: 'POST',
+    path: '/v1/federations/:name/leave',
+    permission: { verb: 'admin' },
+  }),
   removeFederationCluster: route<{ body: { author: string }; response: FederationAnswer }>()({
     method: 'DELETE',
     path: '/v1/federations/:name/clusters/:cluster',
     permission: { verb: 'admin' },
   }),
-  federationInvite: route<{ response: { token: string; cluster: string } }>()({ method: 'GET', path: '/v1/federation-invites/:id', permission: { verb: 'admin' } }),
+  federationInvite: route<{ response: { token: string; cluster: string } }>()({
+    method: 'GET',
+    path: '/v1/federation-invites/:id',
+    permission: { verb: 'admin' },
+  }),
 } as const
 
 export type RouteName = keyof typeof ROUTES
@@ -264,7 +284,14 @@ export type ParamsOf<N extends RouteName> = { [K in ParamNames<(typeof ROUTES)[N
 /** The path part of a request path (before `?`), and its segments decoded; throws URIError on bad escapes. */
 export function splitPath(path: string): { pathname: string; segments: () => string[] } {
   const pathname = path.split('?')[0]!
-  return { pathname, segments: () => pathname.split('/').filter(Boolean).map((s) => decodeURIComponent(s)) }
+  return {
+    pathname,
+    segments: () =>
+      pathname
+        .split('/')
+        .filter(Boolean)
+        .map((s) => decodeURIComponent(s)),
+  }
 }
 
 /** `route`'s path with its params filled in (each encoded as one segment). */

@@ -7,8 +7,8 @@
  * this node has not heard of may hold an old copy, and would be left out of the reports.
  */
 import type { ObjectStore } from '../store/index.ts'
-import type { RouteHandlers } from './router.ts'
 import type { StabilityAnswer } from './api-types.ts'
+import type { RouteHandlers } from './router.ts'
 
 export type { StabilityAnswer } from './api-types.ts'
 

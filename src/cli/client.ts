@@ -3,7 +3,7 @@
  * as OrcErrors with the agent's code, message and details, so the CLI reports them unchanged.
  */
 import { request } from 'node:http'
-import { OrcError, errorOfResponse } from '../model/index.ts'
+import { errorOfResponse, OrcError } from '../model/index.ts'
 
 export interface ClientRequest {
   query?: Record<string, string | number | boolean | string[] | undefined>

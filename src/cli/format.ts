@@ -1,7 +1,7 @@
 import { userInfo } from 'node:os'
 /** Text output of the CLI: kubectl-style tables, YAML, history and diff listings. Pure functions. */
 import { stringify } from 'yaml'
-import { OrcError, formatDuration, formatPath, type Change, type DurationFormat, type KindDef, type OrcObject } from '../model/index.ts'
+import { type Change, type DurationFormat, formatDuration, formatPath, type KindDef, OrcError, type OrcObject } from '../model/index.ts'
 import type { Revision } from '../store/index.ts'
 
 /** Left-aligned columns separated by three spaces, like kubectl. */
@@ -98,7 +98,10 @@ export function parseSince(text: string, now: number): number {
 /** `--labels a=b,c=d` */
 export function parseLabels(text: string): Record<string, string> {
   const out: Record<string, string> = {}
-  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const eq = part.indexOf('=')
     if (eq <= 0) throw new OrcError('invalid', `--labels ${JSON.stringify(part)}: expected key=value`)
     out[part.slice(0, eq)] = part.slice(eq + 1)

@@ -6,12 +6,13 @@
  * with how long, and the pods bound to it show `Unknown`. Only the display changes; `-o yaml/json`
  * print the stored objects.
  */
-import { OrcError, type Node, type Pod } from '../model/index.ts'
+
 import type { MemberView } from '../mesh/index.ts'
+import { type Node, OrcError, type Pod } from '../model/index.ts'
 import type { Stored, StoredObject } from '../store/index.ts'
+import { callRoute } from './call.ts'
 import { ago } from './format.ts'
 import type { ApiCaller } from './remote.ts'
-import { callRoute } from './call.ts'
 
 /** A member as `/v1/members` lists it. */
 export type Member = MemberView

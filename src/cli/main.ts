@@ -3,31 +3,31 @@
  * agent. Errors print as one line (`error: …`) and exit non-zero; `--debug` adds the cause chain.
  */
 import { Command, CommanderError, Option } from 'commander'
-import { OrcError, findKind, formatDuration, getKind, parseRef, type KindDef, type ObjectRef, type Node } from '../model/index.ts'
-import type { Stored, StoredObject } from '../store/index.ts'
 import {
+  type ApplyResultItem,
+  agentOptionsFromEnv,
   defaultDataDir,
+  objectParams,
   resolveSocketPath,
   socketPathOf,
   startAgent,
-  agentOptionsFromEnv,
   stopOnSignals,
-  objectParams,
-  type ApplyResultItem,
 } from '../agent/index.ts'
-import { ApiClient } from './client.ts'
+import { findKind, formatDuration, getKind, type KindDef, type Node, type ObjectRef, OrcError, parseRef } from '../model/index.ts'
+import type { Stored, StoredObject } from '../store/index.ts'
 import { callRoute } from './call.ts'
-import { authorFrom, changeLines, examples, normalizeAuthor, historyTable, objectTable, objectsYaml, parseLabels, parseSince, toYaml } from './format.ts'
-import { describeDoc, readManifests } from './manifests.ts'
-import { RemoteApiClient, readCredential, type ApiCaller } from './remote.ts'
+import { ApiClient } from './client.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
-import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
-import { registerPodCommands } from './commands/pods.ts'
-import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
-import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
-import { registerRolloutCommands } from './commands/rollout.ts'
 import { registerDownCommand } from './commands/down.ts'
 import { registerFederationCommands } from './commands/federation.ts'
+import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
+import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
+import { registerPodCommands } from './commands/pods.ts'
+import { registerRolloutCommands } from './commands/rollout.ts'
+import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
+import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
+import { describeDoc, readManifests } from './manifests.ts'
+import { type ApiCaller, RemoteApiClient, readCredential } from './remote.ts'
 
 export interface CliIO {
   out(text: string): void
@@ -46,9 +46,6 @@ const processIO: CliIO = {
 function collect(v: string, prev: string[]): string[] {
   return [...prev, v]
 }
-
-
-
 
 function refText(ref: { kind: string; name: string }): string {
   return `${ref.kind.toLowerCase()}/${ref.name}`
@@ -75,7 +72,9 @@ export function buildProgram(io: CliIO = processIO): Command {
   }
 
   program
-    .description('orc controls a peer-to-peer cluster: no control plane, every node holds the whole state.\nRun `orc up` on a machine, then use these commands against its local socket.')
+    .description(
+      'orc controls a peer-to-peer cluster: no control plane, every node holds the whole state.\nRun `orc up` on a machine, then use these commands against its local socket.',
+    )
     .usage('[flags] COMMAND')
     .option('--socket <path>', 'agent socket (default: $ORC_SOCKET, else orc.sock in the default data dir)')
     .option('--debug', 'on error, show the error code, details and cause chain')
@@ -85,7 +84,9 @@ export function buildProgram(io: CliIO = processIO): Command {
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
     .showSuggestionAfterError(true)
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Start a node in the foreground (data in ~/.local/share/orc, or /var/lib/orc as root)
   orc up
 
@@ -97,15 +98,16 @@ export function buildProgram(io: CliIO = processIO): Command {
   orc history pod/hello
   orc rollback pod/hello
 
-Use "orc COMMAND --help" for more about a command.`))
+Use "orc COMMAND --help" for more about a command.`),
+    )
 
   // ---- up
   program
     .command('up')
-    .description('Run this node\'s agent in the foreground')
+    .description("Run this node's agent in the foreground")
     .option('--data-dir <dir>', `where the node keeps its state (default: ${defaultDataDir(io.env)})`)
     .option('--name <name>', 'node name (default: the host name)')
-    .option('--labels <k=v,...>', 'labels of this node\'s Node object')
+    .option('--labels <k=v,...>', "labels of this node's Node object")
     .option('--cluster <name>', 'name of the cluster created on a fresh data dir', 'default')
     .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
     .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
@@ -113,12 +115,15 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('--network <mode>', NETWORK_FLAG_HELP)
     .option('--wg-port <port>', 'WireGuard UDP port (default 51820, a free one when taken)')
     .option('--http-listen <addr>', HTTP_LISTEN_HELP)
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Start a node with the default data dir
   orc up
 
   # A second node on the same machine, for experiments
-  orc up --data-dir /tmp/orc2 --name node2 --labels zone=lab,disk=ssd`))
+  orc up --data-dir /tmp/orc2 --name node2 --labels zone=lab,disk=ssd`),
+    )
     .action(async (opts, cmd: Command) => {
       const dataDir: string = opts.dataDir ?? defaultDataDir(io.env)
       const socketFlag = cmd.optsWithGlobals().socket as string | undefined
@@ -168,7 +173,9 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('-n, --namespace <ns>', 'namespace for objects that name none (default: default)')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .option('--reason <text>', 'why; recorded in the history')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Apply the objects in a file
   orc apply -f examples/pod.yaml
 
@@ -176,7 +183,8 @@ Use "orc COMMAND --help" for more about a command.`))
   orc apply -f web.yaml -f db.yaml --reason "bump image to 1.2"
 
   # From stdin
-  cat pod.json | orc apply -f -`))
+  cat pod.json | orc apply -f -`),
+    )
     .action(async (opts, cmd: Command) => {
       const files = opts.filename as string[]
       if (files.length === 0) throw new OrcError('invalid', 'apply needs -f FILE (or -f - for stdin)')
@@ -184,9 +192,14 @@ Use "orc COMMAND --help" for more about a command.`))
       if (docs.length === 0) throw new OrcError('invalid', `no objects found in ${files.join(', ')}`)
       const author = authorFrom(io.env, opts.author)
       try {
-        const res = await callRoute(client(cmd), 'apply', {}, {
-          body: { objects: docs.map((d) => d.value), author, reason: opts.reason, namespace: opts.namespace },
-        })
+        const res = await callRoute(
+          client(cmd),
+          'apply',
+          {},
+          {
+            body: { objects: docs.map((d) => d.value), author, reason: opts.reason, namespace: opts.namespace },
+          },
+        )
         for (const r of res.results) io.out(`${refText(r)} ${r.outcome}\n`)
       } catch (err) {
         if (err instanceof OrcError && typeof err.details.index === 'number' && docs[err.details.index]) {
@@ -207,7 +220,9 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-A, --all-namespaces', 'list objects in every namespace')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'wide', 'yaml', 'json', 'name']).default('table'))
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # List pods in the default namespace
   orc get pods
 
@@ -218,7 +233,8 @@ Use "orc COMMAND --help" for more about a command.`))
   orc get pod hello -o yaml
 
   # This node and its neighbours
-  orc get nodes`))
+  orc get nodes`),
+    )
     .action(async (kindArg: string, nameArg: string | undefined, opts, cmd: Command) => {
       let kindText = kindArg
       let name = nameArg
@@ -235,9 +251,14 @@ Use "orc COMMAND --help" for more about a command.`))
         const r = await callRoute(c, 'getObject', objectParams(ref))
         items = [r.object]
       } else {
-        const r = await callRoute(c, 'listObjects', { kind: def.kind }, {
-          query: { namespace: opts.namespace, all: opts.allNamespaces ? 1 : undefined },
-        })
+        const r = await callRoute(
+          c,
+          'listObjects',
+          { kind: def.kind },
+          {
+            query: { namespace: opts.namespace, all: opts.allNamespaces ? 1 : undefined },
+          },
+        )
         items = r.items
       }
       if (def.kind === 'Node' && opts.output === 'wide' && items.length > 0) return io.out(await nodesWideTable(c, items as Stored<Node>[], io.now()))
@@ -256,12 +277,15 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .option('--reason <text>', 'why; recorded in the history')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Delete a pod
   orc delete pod/web
 
   # Same, kubectl style, two pods
-  orc delete pod web db`))
+  orc delete pod web db`),
+    )
     .action(async (args: string[], opts, cmd: Command) => {
       const c = client(cmd)
       const author = authorFrom(io.env, opts.author)
@@ -281,7 +305,9 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('--exclude-author <author>', 'hide revisions by this author or prefix; may repeat', collect, [] as string[])
     .option('--since <time>', 'only revisions newer than a duration (30m, 2h, 7d) or a time (2024-05-01T10:00:00Z)')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Every change to a pod
   orc history pod/web
 
@@ -289,7 +315,8 @@ Use "orc COMMAND --help" for more about a command.`))
   orc history pod/web --exclude-author controller:
 
   # What alice changed in the last day, as JSON
-  orc history pod/web --author alice --since 24h -o json`))
+  orc history pod/web --author alice --since 24h -o json`),
+    )
     .action(async (target: string, opts, cmd: Command) => {
       const ref = parseRef(target, opts.namespace || undefined)
       const q = {
@@ -313,9 +340,12 @@ Use "orc COMMAND --help" for more about a command.`))
     .argument('<REV2>', 'revision number (or id) to compare to')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # What changed from revision 1 to 3 (+ added, - removed, ~ changed)
-  orc diff pod/web 1 3`))
+  orc diff pod/web 1 3`),
+    )
     .action(async (target: string, rev1: string, rev2: string, opts, cmd: Command) => {
       const ref = parseRef(target, opts.namespace || undefined)
       const r = await callRoute(client(cmd), 'diff', objectParams(ref), { query: { from: rev1, to: rev2 } })
@@ -331,12 +361,15 @@ Use "orc COMMAND --help" for more about a command.`))
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .option('--reason <text>', 'why; recorded in the history')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Undo the last change to a pod
   orc rollback pod/web
 
   # Go back to revision 2, saying why
-  orc rollback pod/web --to 2 --reason "1.3 leaks memory"`))
+  orc rollback pod/web --to 2 --reason "1.3 leaks memory"`),
+    )
     .action(async (target: string, opts, cmd: Command) => {
       const ref = parseRef(target, opts.namespace || undefined)
       const author = authorFrom(io.env, opts.author)
@@ -354,9 +387,12 @@ Use "orc COMMAND --help" for more about a command.`))
     .description('Show this node, its cluster, its store and every peer: state, path, latency, last handshake, pods')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json', 'yaml']).default('text'))
     .option('--json', 'same as -o json')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc status
-  orc status -o json`))
+  orc status -o json`),
+    )
     .action(async (opts, cmd: Command) => {
       if (opts.json) opts.output = 'json'
       const c = client(cmd)
@@ -397,13 +433,7 @@ Use "orc COMMAND --help" for more about a command.`))
   return program
 }
 
-function printObjects(
-  io: CliIO,
-  def: KindDef,
-  items: StoredObject[],
-  output: string,
-  o: { single: boolean; all: boolean; namespace: string },
-): void {
+function printObjects(io: CliIO, def: KindDef, items: StoredObject[], output: string, o: { single: boolean; all: boolean; namespace: string }): void {
   switch (output) {
     case 'yaml':
       io.out(o.single ? toYaml(items[0]) : objectsYaml(items))

@@ -3,10 +3,10 @@
  * directories or stdin. Every document remembers where it came from, so an error can say
  * `web.yaml document 2 (line 14): …`.
  */
-import { readFileSync, readdirSync, statSync } from 'node:fs'
+import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { LineCounter, parseAllDocuments } from 'yaml'
-import { OrcError, isPlainObject } from '../model/index.ts'
+import { isPlainObject, OrcError } from '../model/index.ts'
 
 export interface ManifestDoc {
   value: unknown
@@ -55,7 +55,11 @@ export function parseManifests(text: string, source: string): ManifestDoc[] {
       return
     }
     if (!isPlainObject(value)) {
-      throw new OrcError('invalid', `${source} document ${document} (line ${line}): expected a manifest (a mapping with apiVersion, kind, metadata), got ${Array.isArray(value) ? 'a list' : typeof value}`, { source, document, line })
+      throw new OrcError(
+        'invalid',
+        `${source} document ${document} (line ${line}): expected a manifest (a mapping with apiVersion, kind, metadata), got ${Array.isArray(value) ? 'a list' : typeof value}`,
+        { source, document, line },
+      )
     }
     out.push({ value, source, document, line })
   })
@@ -68,7 +72,12 @@ function filesOf(path: string): string[] {
     st = statSync(path)
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
-    throw new OrcError(code === 'ENOENT' ? 'not_found' : 'invalid', `read ${path}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`, { path }, err)
+    throw new OrcError(
+      code === 'ENOENT' ? 'not_found' : 'invalid',
+      `read ${path}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`,
+      { path },
+      err,
+    )
   }
   if (!st.isDirectory()) return [path]
   return readdirSync(path)

@@ -4,7 +4,7 @@
  * only when a command actually goes remote.
  */
 import { existsSync, readFileSync } from 'node:fs'
-import { OrcError, errorOfResponse } from '../model/index.ts'
+import { errorOfResponse, OrcError } from '../model/index.ts'
 import type { ClientRequest } from './client.ts'
 
 /** What every command needs from a client: one API call. */

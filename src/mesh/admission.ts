@@ -7,14 +7,14 @@
 import type { Connection, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import type { Logger } from 'pino'
+import type { Clock } from '../effects/index.ts'
 import type { ClusterState } from './cluster.ts'
 import { shortError } from './deadline.ts'
 import type { MeshEventBus } from './events.ts'
-import { streamChannel, type MeshLibp2p } from './host.ts'
+import { type MeshLibp2p, streamChannel } from './host.ts'
 import { JOIN_PROTOCOL, serveJoin } from './join.ts'
 import type { MemberDirectory } from './members.ts'
 import type { MemberInfo } from './membership.ts'
-import type { Clock } from '../effects/index.ts'
 import type { MeshTunables } from './options.ts'
 import type { PeerScores } from './score.ts'
 import { Timers } from './timers.ts'
@@ -164,12 +164,15 @@ export class Admission {
     const remote = conn.remotePeer.toString()
     if (this.c.isMember(remote) || remote === this.c.joiningIssuer) return
     const until = this.probation.get(remote) ?? this.c.clock.now() + this.c.tunables.probationMs
-    this.timers.later(() => {
-      if (!this.c.isMember(remote)) {
-        this.probation.delete(remote)
-        this.c.log.debug({ peer: remote }, 'probation over; closing')
-        conn.abort(new Error('probation over'))
-      }
-    }, Math.max(0, until - this.c.clock.now()))
+    this.timers.later(
+      () => {
+        if (!this.c.isMember(remote)) {
+          this.probation.delete(remote)
+          this.c.log.debug({ peer: remote }, 'probation over; closing')
+          conn.abort(new Error('probation over'))
+        }
+      },
+      Math.max(0, until - this.c.clock.now()),
+    )
   }
 }

@@ -6,10 +6,10 @@
 import { join } from 'node:path'
 import { generateKeyPairFromSeed, privateKeyFromProtobuf, privateKeyToProtobuf, publicKeyFromProtobuf, publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import type { PrivateKey, PublicKey } from '@libp2p/interface'
+import type { Random } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
 import { generatePskKey, loadPsk, savePsk } from './psk.ts'
-import type { Random } from '../effects/index.ts'
 
 export const CLUSTER_FILE = 'cluster.json'
 const CREDENTIAL_PREFIX = 'orcadmin1.'

@@ -6,11 +6,11 @@
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import type { Logger } from 'pino'
+import type { Clock, Random } from '../effects/index.ts'
 import { shortError } from './deadline.ts'
 import type { MeshLibp2p } from './host.ts'
 import type { MemberDirectory } from './members.ts'
 import { chooseConnections } from './membership.ts'
-import type { Clock, Random } from '../effects/index.ts'
 import type { MeshTunables } from './options.ts'
 
 export interface ConnectionsComponents {

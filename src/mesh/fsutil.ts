@@ -1,4 +1,4 @@
-import { mkdir, open, readFile, rename, chmod } from 'node:fs/promises'
+import { chmod, mkdir, open, readFile, rename } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { OrcError } from '../model/index.ts'
 

@@ -25,9 +25,7 @@ export const MAX_MEMBER_MESSAGE_BYTES = 64 * 1024
  */
 export const HEARTBEAT_PROTOCOL = '/orc/heartbeat/1.0.0'
 
-export type MemberMessage =
-  | { t: 'hb'; name: string; addresses: string[]; seq: number }
-  | { t: 'admit'; member: MemberInfo }
+export type MemberMessage = { t: 'hb'; name: string; addresses: string[]; seq: number } | { t: 'admit'; member: MemberInfo }
 
 export function encodeMemberMessage(m: MemberMessage): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(m))

@@ -2,19 +2,20 @@
  * libp2p plumbing: builds the host (TCP, Noise, Yamux, pnet, identify, ping, gossipsub) and adapts
  * libp2p streams to `FrameChannel`. No protocol decisions live here.
  */
-import { createLibp2p, type Libp2pOptions } from 'libp2p'
-import { tcp } from '@libp2p/tcp'
+
+import { createHash } from 'node:crypto'
 import { noise } from '@chainsafe/libp2p-noise'
 import { yamux } from '@chainsafe/libp2p-yamux'
+import { type GossipSub, type GossipsubOpts, gossipsub } from '@libp2p/gossipsub'
 import { identify } from '@libp2p/identify'
-import { ping, type Ping } from '@libp2p/ping'
-import { preSharedKey } from '@libp2p/pnet'
-import { gossipsub, type GossipSub, type GossipsubOpts } from '@libp2p/gossipsub'
 import type { ConnectionGater, Libp2p, PrivateKey, Stream } from '@libp2p/interface'
-import { createHash } from 'node:crypto'
-import { halfWindowUpdates } from './yamux-window.ts'
-import { FrameDecoder, encodeFrame, type FrameChannel } from './framing.ts'
+import { type Ping, ping } from '@libp2p/ping'
+import { preSharedKey } from '@libp2p/pnet'
+import { tcp } from '@libp2p/tcp'
+import { createLibp2p, type Libp2pOptions } from 'libp2p'
+import { encodeFrame, type FrameChannel, FrameDecoder } from './framing.ts'
 import type { MeshTunables } from './options.ts'
+import { halfWindowUpdates } from './yamux-window.ts'
 
 export type MeshServices = { ping: Ping; identify: unknown; pubsub: GossipSub }
 export type MeshLibp2p = Libp2p<MeshServices>
@@ -141,7 +142,14 @@ export function forgetCachedScore(pubsub: GossipSub, peerId: string): void {
 }
 
 /** Identity of a received gossip message's bytes (duplicate detection before the signature check). */
-export function gossipFastMsgId(m: { from?: Uint8Array; seqno?: Uint8Array; topic: string; data?: Uint8Array; signature?: Uint8Array; key?: Uint8Array }): string {
+export function gossipFastMsgId(m: {
+  from?: Uint8Array
+  seqno?: Uint8Array
+  topic: string
+  data?: Uint8Array
+  signature?: Uint8Array
+  key?: Uint8Array
+}): string {
   const h = createHash('sha256')
   // Each field is prefixed with presence and length, so two different splits of the same bytes differ.
   const fields = [m.from, m.seqno, Buffer.from(m.topic), m.data, m.signature, m.key]

@@ -1,11 +1,11 @@
 /** The node's libp2p identity: an Ed25519 key kept in the data dir (mode 0600). */
 import { join } from 'node:path'
 import { generateKeyPairFromSeed, privateKeyFromProtobuf, privateKeyToProtobuf } from '@libp2p/crypto/keys'
-import { peerIdFromPrivateKey } from '@libp2p/peer-id'
 import type { PrivateKey } from '@libp2p/interface'
+import { peerIdFromPrivateKey } from '@libp2p/peer-id'
+import type { Random } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
-import type { Random } from '../effects/index.ts'
 
 export const IDENTITY_FILE = 'peer.key'
 

@@ -29,7 +29,7 @@ import { OrcError } from '../model/index.ts'
 import type { FrameChannel } from './framing.ts'
 import type { MemberInfo } from './membership.ts'
 import type { TokenAuthority, TokenClaims } from './token.ts'
-import { Tag, isRecord, peerFault, readJson, writeError, writeJson } from './wire.ts'
+import { isRecord, peerFault, readJson, Tag, writeError, writeJson } from './wire.ts'
 
 export const JOIN_PROTOCOL = '/orc/join/1.0.0'
 

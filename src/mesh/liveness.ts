@@ -4,20 +4,21 @@
  * the members topic, and the upkeep tick that keeps connections to members (MemberConnections).
  * Timers: a heartbeat every heartbeatIntervalMs and an upkeep every maintainIntervalMs.
  */
+
+import { type Message, TopicValidatorResult } from '@libp2p/gossipsub'
 import type { PeerId } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
-import { TopicValidatorResult, type Message } from '@libp2p/gossipsub'
 import type { Logger } from 'pino'
+import type { Clock } from '../effects/index.ts'
 import { memberOf } from './admission.ts'
 import type { MemberConnections } from './connections.ts'
 import { shortError } from './deadline.ts'
 import type { MeshEventBus } from './events.ts'
 import type { FrameChannel } from './framing.ts'
-import { HEARTBEAT_PROTOCOL, MAX_MEMBER_MESSAGE_BYTES, decodeMemberMessage, encodeMemberMessage, membersTopic, type MemberMessage } from './gossip.ts'
-import { gossipMeshState, streamChannel, type MeshLibp2p } from './host.ts'
+import { decodeMemberMessage, encodeMemberMessage, HEARTBEAT_PROTOCOL, MAX_MEMBER_MESSAGE_BYTES, type MemberMessage, membersTopic } from './gossip.ts'
+import { gossipMeshState, type MeshLibp2p, streamChannel } from './host.ts'
 import type { MemberDirectory } from './members.ts'
-import { MembershipTable, type MemberInfo, type MemberTransition, type MemberView } from './membership.ts'
-import type { Clock } from '../effects/index.ts'
+import { type MemberInfo, MembershipTable, type MemberTransition, type MemberView } from './membership.ts'
 import type { MeshTunables } from './options.ts'
 import { Timers } from './timers.ts'
 import { isPeerFault } from './wire.ts'
@@ -314,7 +315,7 @@ export class Liveness {
   /** One heartbeat frame on the member's heartbeat stream (opened on first use, reopened after an error). */
   private async sendHeartbeat(peerId: string, frame: Uint8Array): Promise<void> {
     const cur = this.hbStreams.get(peerId)
-    if (cur !== undefined && cur.busy) return // the previous one is still on its way: skip this beat
+    if (cur?.busy) return // the previous one is still on its way: skip this beat
     const s = cur ?? { ch: undefined as FrameChannel | undefined, busy: true }
     s.busy = true
     this.hbStreams.set(peerId, s)

@@ -11,10 +11,10 @@
  * The answer travels as JSON split into frames (`chunk`… then `end`), so a large log fits no matter
  * the frame limit; the total is bounded by `maxBytes` on both sides.
  */
-import { OrcError, type ApiResponse } from '../model/index.ts'
+import { type ApiResponse, OrcError } from '../model/index.ts'
 import type { FrameChannel } from './framing.ts'
 import type { ApiRequest } from './rpc.ts'
-import { Tag, isRecord, peerFault, readJson, remoteError, writeBytes, writeJson } from './wire.ts'
+import { isRecord, peerFault, readJson, remoteError, Tag, writeBytes, writeJson } from './wire.ts'
 
 export const MEMBER_API_PROTOCOL = '/orc/member-api/1.0.0'
 

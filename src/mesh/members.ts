@@ -68,9 +68,7 @@ export class JsonFileMemberDirectory extends MemoryMemberDirectory {
     await this.persist()
   }
   private persist(): Promise<void> {
-    const run = this.writing.then(() =>
-      writeFileAtomic(this.path, JSON.stringify({ members: this.list() }, null, 2) + '\n', 0o600),
-    )
+    const run = this.writing.then(() => writeFileAtomic(this.path, JSON.stringify({ members: this.list() }, null, 2) + '\n', 0o600))
     this.writing = run.catch(() => undefined)
     return run
   }

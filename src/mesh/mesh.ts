@@ -4,36 +4,37 @@
  * (gossip, anti-entropy, repair) and the request protocols (api-service.ts). Each part owns its
  * state and timers; Mesh builds them, wires them to each other and keeps the public surface.
  */
-import type { Libp2pOptions } from 'libp2p'
+
 import type { PeerId, PrivateKey, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
+import type { Libp2pOptions } from 'libp2p'
 import type { Logger } from 'pino'
+import { type Clock, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
 import type { Replicable } from '../store/index.ts'
-import { Admission } from './admission.ts'
 import { advertisableAddresses } from './address.ts'
+import { Admission } from './admission.ts'
 import { ApiService } from './api-service.ts'
-import { initCluster, loadCluster, saveCluster, type ClusterState } from './cluster.ts'
+import { type ClusterState, initCluster, loadCluster, saveCluster } from './cluster.ts'
 import { MemberConnections } from './connections.ts'
 import { shortError, withDeadline } from './deadline.ts'
 import { MeshEventBus, type MeshEvents, type MeshListener } from './events.ts'
 import { createGater, type GatePolicy } from './gater.ts'
-import { createHost, forgetCachedScore, gossipMeshState, streamChannel, type MeshLibp2p } from './host.ts'
+import { createHost, forgetCachedScore, gossipMeshState, type MeshLibp2p, streamChannel } from './host.ts'
 import { loadOrCreateIdentity, peerIdOf } from './identity.ts'
-import { JOIN_PROTOCOL, joinRequestFromToken, requestJoin, type JoinProgress, type JoinResponse } from './join.ts'
+import { JOIN_PROTOCOL, type JoinProgress, type JoinResponse, joinRequestFromToken, requestJoin } from './join.ts'
 import { Liveness } from './liveness.ts'
+import type { MemberApiHandler } from './member-api.ts'
 import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
 import type { MemberInfo, MemberView } from './membership.ts'
-import type { MemberApiHandler } from './member-api.ts'
-import { systemClock, systemRandom, unrefTimers, type Clock, type Random } from '../effects/index.ts'
-import { defaultLogger, resolveTunables, type MeshTunables } from './options.ts'
+import { defaultLogger, type MeshTunables, resolveTunables } from './options.ts'
+import { encodePsk } from './psk.ts'
 import { Replication } from './replication.ts'
 import type { ApiHandler, ApiRequest, ApiResponse } from './rpc.ts'
-import { encodePsk } from './psk.ts'
 import { PeerScores } from './score.ts'
 import type { SyncResult } from './sync.ts'
-import { JsonFileTokenBook, TokenAuthority, checkTokenFresh, decodeToken, type IssueTokenOptions, type TokenBook, type TokenRecord } from './token.ts'
+import { checkTokenFresh, decodeToken, type IssueTokenOptions, JsonFileTokenBook, TokenAuthority, type TokenBook, type TokenRecord } from './token.ts'
 
 export interface MeshOptions {
   dataDir: string
@@ -158,9 +159,14 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
       const why = /EOF|reset|closed/i.test(shortError(err))
         ? 'the issuer refused the connection (it has no join open: token used up, expired or revoked — or the token is from another cluster)'
         : shortError(err)
-      throw new OrcError('unavailable', `dial ${claims.issuer} at ${addrs.join(', ') || '(no address)'}: ${why}`, {
-        peer: claims.issuer,
-      }, err)
+      throw new OrcError(
+        'unavailable',
+        `dial ${claims.issuer} at ${addrs.join(', ') || '(no address)'}: ${why}`,
+        {
+          peer: claims.issuer,
+        },
+        err,
+      )
     }
     progress({ phase: 'joining', peer: claims.issuer })
     const ch = streamChannel(stream, t.maxFrameBytes)

@@ -3,9 +3,9 @@
  * bytes, stored in the libp2p v1 swarm-key text format in `<dataDir>/swarm.key` (mode 0600).
  */
 import { join } from 'node:path'
+import type { Random } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
-import type { Random } from '../effects/index.ts'
 
 export const PSK_FILE = 'swarm.key'
 const HEADER = '/key/swarm/psk/1.0.0/\n/base16/\n'

@@ -6,19 +6,20 @@
  * strangers in on probation only when it serves the api to strangers (`acceptApiFromStrangers`);
  * without a valid admin signature every request is refused.
  */
-import { createLibp2p } from 'libp2p'
-import { tcp } from '@libp2p/tcp'
+
 import { noise } from '@chainsafe/libp2p-noise'
 import { yamux } from '@chainsafe/libp2p-yamux'
-import { preSharedKey } from '@libp2p/pnet'
-import { multiaddr } from '@multiformats/multiaddr'
-import { OrcError } from '../model/index.ts'
-import { decodeAdminCredential, encodeAdminCredential, type ClusterState } from './cluster.ts'
-import { streamChannel } from './host.ts'
-import { encodePsk } from './psk.ts'
-import { API_PROTOCOL, callApi, type ApiRequest, type ApiResponse } from './rpc.ts'
-import { meshDefaults } from './options.ts'
 import type { PrivateKey } from '@libp2p/interface'
+import { preSharedKey } from '@libp2p/pnet'
+import { tcp } from '@libp2p/tcp'
+import { multiaddr } from '@multiformats/multiaddr'
+import { createLibp2p } from 'libp2p'
+import { OrcError } from '../model/index.ts'
+import { type ClusterState, decodeAdminCredential, encodeAdminCredential } from './cluster.ts'
+import { streamChannel } from './host.ts'
+import { meshDefaults } from './options.ts'
+import { encodePsk } from './psk.ts'
+import { API_PROTOCOL, type ApiRequest, type ApiResponse, callApi } from './rpc.ts'
 
 const PREFIX = 'orccred1.'
 
@@ -36,7 +37,8 @@ export function encodeRemoteCredential(cluster: Pick<ClusterState, 'clusterId' |
 
 export function decodeRemoteCredential(text: string): RemoteCredential {
   const s = text.trim()
-  const bad = (why: string) => new OrcError('invalid', `credential is malformed (${why}); get one with 'orc credential export' on the node that created the cluster`)
+  const bad = (why: string) =>
+    new OrcError('invalid', `credential is malformed (${why}); get one with 'orc credential export' on the node that created the cluster`)
   if (!s.startsWith(PREFIX)) throw bad('expected orccred1.…')
   let c: any
   try {

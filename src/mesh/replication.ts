@@ -4,10 +4,12 @@
  * what a session brought in, and repair of updates that wait for missing ones.
  * Timers: one anti-entropy round every syncIntervalMs, plus short delays for debounced syncs and repairs.
  */
+
+import { type Message, TopicValidatorResult } from '@libp2p/gossipsub'
 import type { PeerId, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
-import { TopicValidatorResult, type Message } from '@libp2p/gossipsub'
 import type { Logger } from 'pino'
+import type { Clock, Random } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import type { Replicable } from '../store/index.ts'
 import { memberOf } from './admission.ts'
@@ -16,13 +18,12 @@ import type { MemberConnections } from './connections.ts'
 import { shortError, withDeadline } from './deadline.ts'
 import type { MeshEventBus } from './events.ts'
 import { storeTopic } from './gossip.ts'
-import { streamChannel, type MeshLibp2p } from './host.ts'
+import { type MeshLibp2p, streamChannel } from './host.ts'
 import type { Liveness } from './liveness.ts'
 import type { MemberDirectory } from './members.ts'
 import type { MemberInfo, MemberTransition } from './membership.ts'
-import type { Clock, Random } from '../effects/index.ts'
 import type { MeshTunables } from './options.ts'
-import { SYNC_PROTOCOL, applyFromPeer, initiateSync, respondSync, type SyncResult } from './sync.ts'
+import { applyFromPeer, initiateSync, respondSync, SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 import { Timers } from './timers.ts'
 import { isPeerFault } from './wire.ts'
 
@@ -158,9 +159,7 @@ export class Replication {
         signal: AbortSignal.any([signal, AbortSignal.timeout(t.dialTimeoutMs)]),
       })
       const ch = streamChannel(stream, t.maxFrameBytes)
-      const r = await withDeadline(initiateSync(ch, scope, entry.store, this.c.directory.list(), t), signal, () =>
-        ch.abort(new Error('sync timed out')),
-      )
+      const r = await withDeadline(initiateSync(ch, scope, entry.store, this.c.directory.list(), t), signal, () => ch.abort(new Error('sync timed out')))
       await this.afterSync(peerId, r, opts.relay ?? true)
       this.c.log.debug({ peer: peerId, scope, ms: this.c.clock.now() - t0, sent: r.sentBytes, received: r.receivedBytes }, 'sync done')
       return r

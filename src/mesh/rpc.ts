@@ -7,12 +7,12 @@
  * binding the server's peer id makes it useless against another node.
  */
 import { createHash } from 'node:crypto'
+import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
-import { OrcError, type ApiRequest as Request, type ApiResponse, type FlatQuery } from '../model/index.ts'
+import { type ApiResponse, type FlatQuery, OrcError, type ApiRequest as Request } from '../model/index.ts'
 import { b64url, decodeAdminKey, fromB64url } from './cluster.ts'
 import type { FrameChannel } from './framing.ts'
-import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
-import { Tag, isRecord, peerFault, readJson, writeError, writeJson } from './wire.ts'
+import { isRecord, peerFault, readJson, Tag, writeError, writeJson } from './wire.ts'
 
 export const API_PROTOCOL = '/orc/api/1.0.0'
 
@@ -96,12 +96,7 @@ export async function serveApi(ch: FrameChannel, deps: ApiServerDeps, remotePeer
  * Client side: sign with `credential` (or send unsigned, to be refused, when absent). `serverPeer` is
  * the Noise-authenticated peer id we dialed, not what the server claims.
  */
-export async function callApi(
-  ch: FrameChannel,
-  req: ApiRequest,
-  credential: PrivateKey | undefined,
-  serverPeer: string,
-): Promise<ApiResponse> {
+export async function callApi(ch: FrameChannel, req: ApiRequest, credential: PrivateKey | undefined, serverPeer: string): Promise<ApiResponse> {
   const hello = await readJson(ch, Tag.hello, 'api challenge')
   if (!isRecord(hello) || typeof hello.nonce !== 'string' || typeof hello.peer !== 'string') throw peerFault('api challenge is malformed')
   const msg: { req: ApiRequest; key?: string; sig?: string } = { req }

@@ -15,7 +15,7 @@ import type { ApplyRemoteOptions, RemoteApplied, Replicable } from '../store/ind
 import { concatBytes, type FrameChannel } from './framing.ts'
 import { parseMemberInfo } from './join.ts'
 import type { MemberInfo } from './membership.ts'
-import { Tag, isRecord, remoteError, peerFault, readJson, readTagged, writeBytes, writeError, writeJson } from './wire.ts'
+import { isRecord, peerFault, readJson, readTagged, remoteError, Tag, writeBytes, writeError, writeJson } from './wire.ts'
 
 export const SYNC_PROTOCOL = '/orc/sync/1.0.0'
 
@@ -96,13 +96,7 @@ export async function applyFromPeer(store: Replicable, update: Uint8Array, what:
   }
 }
 
-export async function initiateSync(
-  ch: FrameChannel,
-  scope: string,
-  store: Replicable,
-  members: MemberInfo[],
-  limits: SyncLimits,
-): Promise<SyncResult> {
+export async function initiateSync(ch: FrameChannel, scope: string, store: Replicable, members: MemberInfo[], limits: SyncLimits): Promise<SyncResult> {
   await writeJson(ch, Tag.hello, { v: 1, scope, members } satisfies Hello)
   await writeBytes(ch, Tag.state, store.encodeSyncState())
   const hello = parseHello(await readJson(ch, Tag.hello, 'sync hello'))

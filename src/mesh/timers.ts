@@ -4,8 +4,8 @@
  * simulator drive them.
  */
 import type { Logger } from 'pino'
-import { shortError } from './deadline.ts'
 import type { Clock } from '../effects/index.ts'
+import { shortError } from './deadline.ts'
 
 export class Timers {
   private readonly handles = new Set<unknown>()

@@ -6,10 +6,10 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { join } from 'node:path'
-import { OrcError } from '../model/index.ts'
-import { b64url, fromB64url } from './cluster.ts'
-import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
 import type { Clock, Random } from '../effects/index.ts'
+import { OrcError } from '../model/index.ts'
+import { b64url } from './cluster.ts'
+import { readFileIfExists, writeFileAtomic } from './fsutil.ts'
 
 const TOKEN_PREFIX = 'orcjoin1.'
 export const TOKENS_FILE = 'tokens.json'
@@ -160,17 +160,25 @@ export function checkTokenLimits(opts: IssueTokenOptions): void {
     throw new OrcError('invalid', `--ttl: a token's lifetime must be positive, got ${opts.ttlMs}ms`, { flag: '--ttl', ttlMs: opts.ttlMs })
   }
   if (opts.ttlMs > MAX_TOKEN_TTL_MS) {
-    throw new OrcError('invalid', `--ttl: a token may live at most ${formatDuration(MAX_TOKEN_TTL_MS)} (${MAX_TOKEN_TTL_MS}ms), got ${formatDuration(opts.ttlMs)}`, {
-      flag: '--ttl',
-      ttlMs: opts.ttlMs,
-      max: MAX_TOKEN_TTL_MS,
-    })
+    throw new OrcError(
+      'invalid',
+      `--ttl: a token may live at most ${formatDuration(MAX_TOKEN_TTL_MS)} (${MAX_TOKEN_TTL_MS}ms), got ${formatDuration(opts.ttlMs)}`,
+      {
+        flag: '--ttl',
+        ttlMs: opts.ttlMs,
+        max: MAX_TOKEN_TTL_MS,
+      },
+    )
   }
   if (!Number.isInteger(opts.uses) || opts.uses < 1) {
     throw new OrcError('invalid', `--uses: must be a positive whole number, got ${opts.uses}`, { flag: '--uses', uses: opts.uses })
   }
   if (opts.uses > MAX_TOKEN_USES) {
-    throw new OrcError('invalid', `--uses: a token may admit at most ${MAX_TOKEN_USES} nodes, got ${opts.uses}`, { flag: '--uses', uses: opts.uses, max: MAX_TOKEN_USES })
+    throw new OrcError('invalid', `--uses: a token may admit at most ${MAX_TOKEN_USES} nodes, got ${opts.uses}`, {
+      flag: '--uses',
+      uses: opts.uses,
+      max: MAX_TOKEN_USES,
+    })
   }
 }
 
@@ -253,8 +261,7 @@ export class TokenAuthority {
   }
 
   private async verify(presented: { id: string; secret: string; cluster: string }, clusterId: string, peerId: string): Promise<TokenRecord> {
-    const notRecognised = () =>
-      new OrcError('forbidden', 'token not recognised (forged, or issued by another node or cluster)', { reason: 'unknown' })
+    const notRecognised = () => new OrcError('forbidden', 'token not recognised (forged, or issued by another node or cluster)', { reason: 'unknown' })
     if (presented.cluster !== clusterId) throw notRecognised()
     const rec = await this.book.get(presented.id)
     if (rec === undefined) throw notRecognised()

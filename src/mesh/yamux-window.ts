@@ -6,7 +6,7 @@
  * at 20 members (docs/benchmarks.md, "Mesh"). Streams that must send a flag (SYN/ACK) and every
  * state other than Established keep the library's behaviour.
  */
-import { YamuxStream, StreamState } from '@chainsafe/libp2p-yamux/stream'
+import { StreamState, YamuxStream } from '@chainsafe/libp2p-yamux/stream'
 
 interface WindowFields {
   state: StreamState

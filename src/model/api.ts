@@ -58,7 +58,14 @@ export function errorBody(err: unknown): ApiErrorBody {
     return { error: { code: err.code, message: err.message, details: err.details, ...(causes.length ? { causes } : {}) } }
   }
   const message = err instanceof Error ? err.message : String(err)
-  return { error: { code: 'internal', message: `internal error: ${message}`, details: {}, causes: [err instanceof Error ? (err.stack ?? message) : message, ...causes] } }
+  return {
+    error: {
+      code: 'internal',
+      message: `internal error: ${message}`,
+      details: {},
+      causes: [err instanceof Error ? (err.stack ?? message) : message, ...causes],
+    },
+  }
 }
 
 /** An error as its `{status, body}` answer. */
@@ -68,7 +75,7 @@ export function errorResponse(err: unknown): ApiResponse<ApiErrorBody> {
 }
 
 /** The OrcError an error answer stands for, as a client raises it (code, message, details unchanged). */
-export function errorOfResponse(status: number, body: unknown, fallback: string): OrcError {
+export function errorOfResponse(_status: number, body: unknown, fallback: string): OrcError {
   const e = (body as Partial<ApiErrorBody> | undefined)?.error
   const err = new OrcError((e?.code as OrcError['code']) ?? 'internal', e?.message ?? fallback, e?.details ?? {})
   if (e?.causes?.length) (err.details as Record<string, unknown>).causes = e.causes

@@ -53,7 +53,10 @@ export function applyChanges<T>(base: T, changes: readonly Change[]): T {
     let cur = root as Record<string, unknown>
     for (const seg of c.path.slice(0, -1)) {
       if (!isPlainObject(cur[seg])) {
-        if (c.op === 'unset') { cur = undefined as never; break }
+        if (c.op === 'unset') {
+          cur = undefined as never
+          break
+        }
         cur[seg] = {}
       }
       cur = cur[seg] as Record<string, unknown>

@@ -1,19 +1,35 @@
-export * from './errors.ts'
-export * from './object.ts'
-export * from './schema.ts'
-export * from './ownership.ts'
-export * from './kind.ts'
-export * from './registry.ts'
-export * from './validate.ts'
-export * from './diff.ts'
-export { age, text, labelsText } from './kinds/common.ts'
-export { podKind, type Pod, type PodSpec, type PodStatus, type PodPhase, type Container, type ContainerStatusEntry, type LabelSelector, type Toleration, type PodAffinityTerm } from './kinds/pod.ts'
-export { nodeKind, type Node, type NodeSpec, type NodeStatus, type NodeNetworkStatus, type Taint } from './kinds/node.ts'
-export { clusterKind, type Cluster, type ClusterSpec, type ClusterStatus } from './kinds/cluster.ts'
-export { federationKind, type Federation } from './kinds/federation.ts'
-export { securityPolicyKind, type SecurityPolicy } from './kinds/security-policy.ts'
-export { pinnedDeploymentKind, type PinnedDeployment, type PinnedDeploymentSpec, type PinnedDeploymentStatus, type PodTemplate } from './kinds/pinned-deployment.ts'
-export { UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
-export { formatDuration, type DurationFormat, type DurationRounding } from './duration.ts'
-export { parseQuantity, type Quantity } from './quantity.ts'
 export * from './api.ts'
+export * from './diff.ts'
+export { type DurationFormat, type DurationRounding, formatDuration } from './duration.ts'
+export * from './errors.ts'
+export * from './kind.ts'
+export { type Cluster, type ClusterSpec, type ClusterStatus, clusterKind } from './kinds/cluster.ts'
+export { age, labelsText, text } from './kinds/common.ts'
+export { type Federation, federationKind } from './kinds/federation.ts'
+export { type Node, type NodeNetworkStatus, type NodeSpec, type NodeStatus, nodeKind, type Taint } from './kinds/node.ts'
+export {
+  type PinnedDeployment,
+  type PinnedDeploymentSpec,
+  type PinnedDeploymentStatus,
+  type PodTemplate,
+  pinnedDeploymentKind,
+} from './kinds/pinned-deployment.ts'
+export {
+  type Container,
+  type ContainerStatusEntry,
+  type LabelSelector,
+  type Pod,
+  type PodAffinityTerm,
+  type PodPhase,
+  type PodSpec,
+  type PodStatus,
+  podKind,
+  type Toleration,
+} from './kinds/pod.ts'
+export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
+export * from './object.ts'
+export * from './ownership.ts'
+export { parseQuantity, type Quantity } from './quantity.ts'
+export * from './registry.ts'
+export * from './schema.ts'
+export * from './validate.ts'

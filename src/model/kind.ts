@@ -1,6 +1,6 @@
-import type { Issue, Typed } from './schema.ts'
-import type { Owner } from './ownership.ts'
 import type { ObjectMeta, OrcObject } from './object.ts'
+import type { Owner } from './ownership.ts'
+import type { Issue, Typed } from './schema.ts'
 
 /** An object of one kind, typed from its kind's schema (`Pod`, `Node`, …). */
 export interface TypedObject<K extends string = string, Spec = unknown, Status = unknown> {

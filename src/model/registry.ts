@@ -1,12 +1,12 @@
 import { OrcError } from './errors.ts'
 import type { KindDef } from './kind.ts'
+import { type Cluster, clusterKind } from './kinds/cluster.ts'
+import { type Federation, federationKind } from './kinds/federation.ts'
+import { type Node, nodeKind } from './kinds/node.ts'
+import { type PinnedDeployment, pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
+import { type Pod, podKind } from './kinds/pod.ts'
+import { type SecurityPolicy, securityPolicyKind } from './kinds/security-policy.ts'
 import type { OrcObject } from './object.ts'
-import { clusterKind, type Cluster } from './kinds/cluster.ts'
-import { nodeKind, type Node } from './kinds/node.ts'
-import { podKind, type Pod } from './kinds/pod.ts'
-import { securityPolicyKind, type SecurityPolicy } from './kinds/security-policy.ts'
-import { pinnedDeploymentKind, type PinnedDeployment } from './kinds/pinned-deployment.ts'
-import { federationKind, type Federation } from './kinds/federation.ts'
 import { OwnershipTable } from './ownership.ts'
 
 /** Every kind orc knows. Adding a kind: write `kinds/<kind>.ts` and list it here. */

@@ -117,7 +117,10 @@ export function validate(value: unknown, schema: Schema, path = '', out: Issue[]
     case 'int':
     case 'number': {
       if (typeof value !== 'number' || !Number.isFinite(value) || (schema.t === 'int' && !Number.isInteger(value))) {
-        out.push({ path: here, rule: `must be ${schema.t === 'int' ? 'an integer' : 'a number'}, got ${typeName(value) === 'number' ? value : typeName(value)}` })
+        out.push({
+          path: here,
+          rule: `must be ${schema.t === 'int' ? 'an integer' : 'a number'}, got ${typeName(value) === 'number' ? value : typeName(value)}`,
+        })
         return out
       }
       if (schema.min !== undefined && value < schema.min) out.push({ path: here, rule: `must be >= ${schema.min}` })

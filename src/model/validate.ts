@@ -1,8 +1,8 @@
 import { OrcError } from './errors.ts'
-import { API_VERSION, DEFAULT_NAMESPACE, SYSTEM_METADATA, type OrcObject, type ObjectRef } from './object.ts'
-import { getKind } from './registry.ts'
-import { isPlainObject, s, validate, type Issue } from './schema.ts'
 import { dnsName, labelsSchema } from './kinds/common.ts'
+import { API_VERSION, DEFAULT_NAMESPACE, type ObjectRef, type OrcObject, SYSTEM_METADATA } from './object.ts'
+import { getKind } from './registry.ts'
+import { type Issue, isPlainObject, s, validate } from './schema.ts'
 
 /** Largest object the store accepts, serialized as JSON. etcd's default request limit is 1.5 MiB;
  * orc replicates every object to every node, so it is stricter. See docs/architecture.md. */
@@ -54,13 +54,18 @@ export function normalizeManifest(input: unknown, opts: { defaultNamespace?: str
   }
   const obj: Record<string, unknown> = { ...input, metadata: meta }
   const issues: Issue[] = []
-  validate(obj, s.object({
-    apiVersion: s.required(s.string()),
-    kind: s.required(s.string()),
-    metadata: s.required(metadataSchema),
-    spec: def.spec,
-    status: def.status ?? s.object({}),
-  }), '', issues)
+  validate(
+    obj,
+    s.object({
+      apiVersion: s.required(s.string()),
+      kind: s.required(s.string()),
+      metadata: s.required(metadataSchema),
+      spec: def.spec,
+      status: def.status ?? s.object({}),
+    }),
+    '',
+    issues,
+  )
   if (issues.length === 0 && def.check) issues.push(...def.check(obj as unknown as OrcObject))
   if (issues.length > 0) {
     const name = isPlainObject(meta) && typeof meta.name === 'string' ? `${def.kind.toLowerCase()}/${meta.name}` : def.kind

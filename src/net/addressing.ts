@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto'
 import type { Random } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
-import { formatIPv4, formatIPv6, formatPrefix, parseIPv4, parseIPv6, prefixContains, type IpPrefix } from './ip.ts'
+import { formatIPv4, formatIPv6, formatPrefix, type IpPrefix, parseIPv4, parseIPv6, prefixContains } from './ip.ts'
 
 /** A 16-bit subnet id within the cluster /48 (RFC 4193 "Subnet ID"). */
 export type SubnetId = number
@@ -67,11 +67,7 @@ export function candidateSubnet(peerId: string, attempt: number): SubnetId {
  * while it is uncontested. Otherwise the first free candidate in hash order wins; after 64 hash
  * tries we scan linearly from the natural candidate so the search ends even in a nearly full /48.
  */
-export function chooseNodeSubnet(
-  cluster: IpPrefix,
-  peerId: string,
-  claimed: ReadonlyMap<SubnetId, string>,
-): { subnet: SubnetId; prefix: IpPrefix } {
+export function chooseNodeSubnet(cluster: IpPrefix, peerId: string, claimed: ReadonlyMap<SubnetId, string>): { subnet: SubnetId; prefix: IpPrefix } {
   checkCluster(cluster)
   const own = [...claimed].filter(([s, p]) => p === peerId && !RESERVED_SUBNETS.has(s)).map(([s]) => s)
   if (own.length > 0) {

@@ -4,7 +4,7 @@
  * finding the wireguard-go daemon (which forks away from whoever started it).
  */
 import { readdir, readFile } from 'node:fs/promises'
-import { sleep, type Clock, type CommandOptions, type CommandResult, type CommandRunner } from '../effects/index.ts'
+import { type Clock, type CommandOptions, type CommandResult, type CommandRunner, sleep } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 
 /** Where commands run: the current network namespace, or a named one (`ip netns`). */
@@ -25,16 +25,16 @@ export function nsCommand(host: Host, cmd: string, args: readonly string[]): [st
 }
 
 function firstLine(s: string): string {
-  return s.split('\n').find((l) => l.trim() !== '')?.trim() ?? ''
+  return (
+    s
+      .split('\n')
+      .find((l) => l.trim() !== '')
+      ?.trim() ?? ''
+  )
 }
 
 /** Run and throw OrcError(`action: <first stderr line>`) on a non-zero exit. */
-export async function runChecked(
-  run: CommandRunner,
-  [cmd, args]: [string, string[]],
-  action: string,
-  opts?: CommandOptions,
-): Promise<CommandResult> {
+export async function runChecked(run: CommandRunner, [cmd, args]: [string, string[]], action: string, opts?: CommandOptions): Promise<CommandResult> {
   const r = await run(cmd, args, opts)
   if (r.exitCode !== 0) {
     const why = firstLine(r.stderr) || firstLine(r.stdout) || `exit status ${r.exitCode}`

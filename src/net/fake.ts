@@ -53,7 +53,10 @@ export class FakePodNetworkDriver implements PodNetworkDriver {
   readonly pods = new Map<string, PodNetworkState>()
   egress = false
 
-  constructor(private readonly random: Random, private readonly netnsPrefix = 'orc-pod-') {}
+  constructor(
+    private readonly random: Random,
+    private readonly netnsPrefix = 'orc-pod-',
+  ) {}
 
   async set(config: PodNetworkConfig): Promise<PodNetworkSetResult> {
     const actions: string[] = []

@@ -3,8 +3,8 @@
  * `wg` uses, so keys round-trip through `wg show dump` and configs.
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto'
+import { type Random, systemRandom } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
-import { systemRandom, type Random } from '../effects/index.ts'
 
 export interface WireGuardKeyPair {
   privateKey: string

@@ -2,7 +2,7 @@
  * The node's egress NAT: one nftables table (family ip) masquerading pods' node-local IPv4
  * addresses, applied atomically with `nft -f` and replaced whole, so applying it twice is harmless.
  */
-import { nsCommand, runChecked, type Host } from './exec.ts'
+import { type Host, nsCommand, runChecked } from './exec.ts'
 import { canonicalPrefix } from './ip.ts'
 
 export interface EgressRulesetOptions {

@@ -1,7 +1,7 @@
 /** Typed options of the net drivers, with defaults. */
-import { pino, type Logger } from 'pino'
-import { execaRunner, systemClock, systemRandom, type Clock, type CommandRunner, type Random } from '../effects/index.ts'
-import { procfsProcessTable, type ProcessTable } from './exec.ts'
+import { type Logger, pino } from 'pino'
+import { type Clock, type CommandRunner, execaRunner, type Random, systemClock, systemRandom } from '../effects/index.ts'
+import { type ProcessTable, procfsProcessTable } from './exec.ts'
 
 /**
  * Routes orc installs carry this `proto` number, so it can list and remove exactly its own routes

@@ -8,11 +8,11 @@ import type { Logger } from 'pino'
 import type { Clock } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
 import { chooseEgressIPv4, EGRESS_IPV4_GATEWAY, EGRESS_IPV4_PREFIX } from './addressing.ts'
-import { ip, ipJson, nsCommand, pollUntil, runChecked, type Host, type ProcessTable } from './exec.ts'
+import { type Host, ip, ipJson, nsCommand, type ProcessTable, pollUntil, runChecked } from './exec.ts'
 import { canonicalIp, formatPrefix, parseIPv4, prefixContains } from './ip.ts'
 import { applyNftRuleset, deleteNftTable, listNftTable, renderEgressRuleset } from './nft.ts'
-import { defaultNetComponents, PODNET_DEFAULTS, type NetComponents, type PodNetworkDriverOptions } from './options.ts'
-import { diffRoutes, normalizeRoute, routeArgs, routesFromIpJson, type IpRouteJson, type Route } from './routes.ts'
+import { defaultNetComponents, type NetComponents, PODNET_DEFAULTS, type PodNetworkDriverOptions } from './options.ts'
+import { diffRoutes, type IpRouteJson, normalizeRoute, type Route, routeArgs, routesFromIpJson } from './routes.ts'
 
 export interface PodNetwork {
   /** Pod id, unique on the node: letters, digits, `_.-`, at most 48 chars. */
@@ -176,7 +176,12 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
   private async stopProcessesIn(ns: string): Promise<number> {
     const pids = async () => {
       const r = await this.base.run('ip', ['netns', 'pids', ns])
-      return r.exitCode === 0 ? r.stdout.split('\n').map(Number).filter((n) => Number.isInteger(n) && n > 1 && n !== process.pid) : []
+      return r.exitCode === 0
+        ? r.stdout
+            .split('\n')
+            .map(Number)
+            .filter((n) => Number.isInteger(n) && n > 1 && n !== process.pid)
+        : []
     }
     const first = await pids()
     for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
@@ -272,8 +277,8 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
       { dst: '0.0.0.0/0', dev: podIf, via: EGRESS_IPV4_GATEWAY },
     ]
     const havePodRoutes = [
-      ...routesFromIpJson(((await ipJson<IpRouteJson[]>(podHost, ['-4', 'route', 'show'])) ?? []), 4),
-      ...routesFromIpJson(((await ipJson<IpRouteJson[]>(podHost, ['-6', 'route', 'show', 'default'])) ?? []), 6),
+      ...routesFromIpJson((await ipJson<IpRouteJson[]>(podHost, ['-4', 'route', 'show'])) ?? [], 4),
+      ...routesFromIpJson((await ipJson<IpRouteJson[]>(podHost, ['-6', 'route', 'show', 'default'])) ?? [], 6),
     ]
     const podDiff = diffRoutes(podRoutes, havePodRoutes)
     // Order matters: the gateway's /32 before the default route through it.

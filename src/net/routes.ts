@@ -2,7 +2,7 @@
  * Route tables as data (pure): normalisation, diffing desired against actual, and applying a diff.
  * Drivers read the kernel's routes (`ip -j route show`), diff, and issue only the needed commands.
  */
-import { canonicalIp, canonicalPrefix, parsePrefix, type IpFamily } from './ip.ts'
+import { canonicalIp, canonicalPrefix, type IpFamily, parsePrefix } from './ip.ts'
 
 export interface Route {
   /** Destination prefix (`fd12::/64`, `10.0.0.0/8`, `fd12::5` = /128). Host bits are ignored. */

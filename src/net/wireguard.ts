@@ -6,11 +6,11 @@
 import type { Logger } from 'pino'
 import type { Clock } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
-import { canonicalIp, canonicalPrefix, parsePrefix, prefixNetwork, formatPrefix } from './ip.ts'
-import { ip, ipCommand, ipJson, nsCommand, pollUntil, runChecked, type Host, type ProcessTable } from './exec.ts'
+import { type Host, ip, ipCommand, ipJson, nsCommand, type ProcessTable, pollUntil, runChecked } from './exec.ts'
+import { canonicalIp, canonicalPrefix, formatPrefix, parsePrefix, prefixNetwork } from './ip.ts'
 import { isWireGuardKey } from './keys.ts'
-import { defaultNetComponents, WIREGUARD_DEFAULTS, type NetComponents, type WireGuardDriverOptions } from './options.ts'
-import { diffRoutes, isEmptyDiff, routeArgs, routesFromIpJson, type IpRouteJson, type Route } from './routes.ts'
+import { defaultNetComponents, type NetComponents, WIREGUARD_DEFAULTS, type WireGuardDriverOptions } from './options.ts'
+import { diffRoutes, type IpRouteJson, isEmptyDiff, type Route, routeArgs, routesFromIpJson } from './routes.ts'
 
 export type WireGuardMode = 'kernel' | 'wireguard-go'
 
@@ -250,12 +250,9 @@ export class WireGuardLinkDriver implements WireGuardDriver {
       if (!wgDumpMatches(dump, config)) {
         // The config (with the private key) goes through stdin, never argv. `cat |` because wg
         // fopen()s /dev/stdin, which fails on the socket node gives a child as stdin.
-        await runChecked(
-          this.host.run,
-          nsCommand(this.host, 'sh', ['-c', 'cat | wg syncconf "$1" /dev/stdin', 'sh', iface]),
-          `configure wireguard ${iface}`,
-          { input: renderWgConfig(config) },
-        )
+        await runChecked(this.host.run, nsCommand(this.host, 'sh', ['-c', 'cat | wg syncconf "$1" /dev/stdin', 'sh', iface]), `configure wireguard ${iface}`, {
+          input: renderWgConfig(config),
+        })
         actions.push('sync keys and peers')
       }
 

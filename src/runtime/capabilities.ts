@@ -3,8 +3,8 @@
  * object and refuses (or warns about) what a pod asks for but the host cannot enforce.
  */
 import { readFileSync } from 'node:fs'
-import { detectCgroupLayout, type CgroupLayout } from './cgroups.ts'
-import { execaRunner, type CommandRunner } from '../effects/index.ts'
+import { type CommandRunner, execaRunner } from '../effects/index.ts'
+import { type CgroupLayout, detectCgroupLayout } from './cgroups.ts'
 
 export interface Capability {
   ok: boolean
@@ -43,7 +43,7 @@ async function version(run: CommandRunner, file: string): Promise<{ ok: boolean;
     const line = (r.stdout || r.stderr).split('\n')[0]?.trim() ?? ''
     // 127: the runner could not start it (the runner resolves rather than throws).
     return { ok: r.exitCode === 0, text: r.exitCode === 0 ? line : r.exitCode === 127 ? `${file} not found` : `${file} --version exited ${r.exitCode}` }
-  } catch (err) {
+  } catch (_err) {
     return { ok: false, text: `${file} not found` }
   }
 }
@@ -67,8 +67,21 @@ export async function detectCapabilities(o: DetectOptions = {}): Promise<Runtime
     // the real test: can bwrap, as the unprivileged uid, make its namespaces here?
     const argv = [
       ...(root ? [o.setprivPath ?? 'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--'] : []),
-      bwrapPath, '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts',
-      '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '--', 'true',
+      bwrapPath,
+      '--unshare-user',
+      '--unshare-pid',
+      '--unshare-net',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--ro-bind',
+      '/',
+      '/',
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      '--',
+      'true',
     ]
     try {
       const r = await run(argv[0]!, argv.slice(1), { timeoutMs: 10_000 })
@@ -98,14 +111,22 @@ export async function detectCapabilities(o: DetectOptions = {}): Promise<Runtime
   else seccomp = { ok: true, detail: 'default denylist (bwrap --seccomp, runc linux.seccomp)' }
 
   const ns = await version(run, o.nsenterPath ?? 'nsenter')
-  const podNetns: Capability = !root ? { ok: false, detail: 'joining a network namespace needs root' } : ns.ok ? { ok: true, detail: ns.text } : { ok: false, detail: ns.text }
+  const podNetns: Capability = !root
+    ? { ok: false, detail: 'joining a network namespace needs root' }
+    : ns.ok
+      ? { ok: true, detail: ns.text }
+      : { ok: false, detail: ns.text }
 
   const layout = detectCgroupLayout(o.cgroupRoot)
   const pl = await version(run, o.prlimitPath ?? 'prlimit')
   const limits = {
     cpu: limitFromLayout(layout, 'cpu', undefined),
     memory: limitFromLayout(layout, 'memory', pl.ok ? { ok: true, via: 'rlimit-as', detail: 'RLIMIT_AS (address space, coarse)' } : undefined),
-    pids: limitFromLayout(layout, 'pids', pl.ok ? { ok: true, via: 'rlimit-nproc', detail: 'RLIMIT_NPROC (per uid, shared by pods with the same uid)' } : undefined),
+    pids: limitFromLayout(
+      layout,
+      'pids',
+      pl.ok ? { ok: true, via: 'rlimit-nproc', detail: 'RLIMIT_NPROC (per uid, shared by pods with the same uid)' } : undefined,
+    ),
   }
   return { root, sandbox, oci, seccomp, podNetns, limits }
 }

@@ -53,12 +53,16 @@ export function detectCgroupLayout(root = '/sys/fs/cgroup', selfFile = '/proc/se
   let lines: SelfLine[] = []
   try {
     lines = parseSelfCgroup(readFileSync(selfFile, 'utf8'))
-  } catch (err) {
+  } catch (_err) {
     for (const c of CONTROLLERS) reasons[c] = `cannot read ${selfFile}`
     return { places, reasons }
   }
   const unified = lines.find((l) => l.controllers.length === 0)
-  const v2root = existsSync(join(root, 'cgroup.controllers')) ? root : existsSync(join(root, 'unified', 'cgroup.controllers')) ? join(root, 'unified') : undefined
+  const v2root = existsSync(join(root, 'cgroup.controllers'))
+    ? root
+    : existsSync(join(root, 'unified', 'cgroup.controllers'))
+      ? join(root, 'unified')
+      : undefined
   for (const c of CONTROLLERS) {
     const v1 = lines.find((l) => l.controllers.includes(c))
     if (v1) {

@@ -58,7 +58,7 @@ export class FakeRuntime implements Runtime {
   /** Test control: the container ends with `code` (or `signal`). */
   exit(id: string, code: number | null, signal: NodeJS.Signals | null = null): void {
     const c = this.containers.get(id)
-    if (!c || c.status.state !== 'running') return
+    if (c?.status.state !== 'running') return
     const exit: ExitStatus = { code, signal, finishedAt: this.clock.now() }
     c.status = { ...c.status, state: 'exited', exit }
     c.resolve(exit)

@@ -1,6 +1,6 @@
 /** The real process edge: a detached spawner (commands run through the injected CommandRunner). */
 import { spawn } from 'node:child_process'
-import type { SpawnRequest, SpawnedProcess, Spawner } from './types.ts'
+import type { SpawnedProcess, Spawner, SpawnRequest } from './types.ts'
 
 /** Spawn in its own session, fds wired as given; the agent does not keep it alive nor die with it. */
 export const spawnDetached: Spawner = (req: SpawnRequest): SpawnedProcess => {

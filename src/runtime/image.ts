@@ -6,13 +6,26 @@
  */
 import { createHash } from 'node:crypto'
 import {
-  chmodSync, existsSync, lchownSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync,
-  renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync,
+  chmodSync,
+  existsSync,
+  lchownSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
 } from 'node:fs'
 import { dirname, join, posix } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import { OrcError, wrapError } from '../model/index.ts'
-import { readTar, writeTar, type TarEntry } from './tar.ts'
+import { readTar, type TarEntry, writeTar } from './tar.ts'
 
 export interface ImageConfig {
   entrypoint: string[]
@@ -79,9 +92,7 @@ function pickManifest(src: LayoutSource, index: { manifests?: Descriptor[] }, de
   if (list.length === 0) throw new OrcError('invalid', 'OCI index lists no manifests')
   const arch = GOARCH[process.arch] ?? process.arch
   const chosen =
-    list.find((d) => d.platform?.architecture === arch && (d.platform.os ?? 'linux') === 'linux') ??
-    list.find((d) => d.platform === undefined) ??
-    list[0]!
+    list.find((d) => d.platform?.architecture === arch && (d.platform.os ?? 'linux') === 'linux') ?? list.find((d) => d.platform === undefined) ?? list[0]!
   if (chosen.mediaType === MT_INDEX || chosen.mediaType === 'application/vnd.docker.distribution.manifest.list.v2+json') {
     if (depth > 4) throw new OrcError('invalid', 'OCI index nesting too deep')
     return pickManifest(src, parseJson(readBlob(src, chosen), 'nested index'), depth + 1)
@@ -100,7 +111,10 @@ function envRecord(list: string[] | undefined): Record<string, string> {
 
 /** Normalize a layer path to a relative POSIX path; refuses `..` and empty names. */
 export function cleanLayerPath(p: string): string {
-  const norm = posix.normalize('/' + p).slice(1).replace(/\/$/, '')
+  const norm = posix
+    .normalize('/' + p)
+    .slice(1)
+    .replace(/\/$/, '')
   if (norm.split('/').includes('..')) throw new OrcError('invalid', `layer path escapes the root: ${p}`)
   return norm
 }
@@ -325,7 +339,13 @@ export function writeOciLayout(dir: string, img: LayoutImage): { manifestDigest:
   const index = {
     schemaVersion: 2,
     mediaType: MT_INDEX,
-    manifests: [{ ...manifest, platform: { architecture: arch, os: 'linux' }, annotations: img.refName ? { 'org.opencontainers.image.ref.name': img.refName } : undefined }],
+    manifests: [
+      {
+        ...manifest,
+        platform: { architecture: arch, os: 'linux' },
+        annotations: img.refName ? { 'org.opencontainers.image.ref.name': img.refName } : undefined,
+      },
+    ],
   }
   writeFileSync(join(dir, 'index.json'), JSON.stringify(index))
   writeFileSync(join(dir, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }))

@@ -1,30 +1,44 @@
 /** Pod runtimes: the public surface of src/runtime. */
-export type {
-  ContainerHandle, ContainerResources, ContainerRunSpec, ContainerState, ContainerStatus, EnforcedLimits, ExitListener,
-  ExitStatus, RecoverResult, Runtime, StopOptions, Spawner, SpawnRequest, SpawnedProcess, ContainerFence,
-} from './types.ts'
-export type { RuntimeOptions, RuntimeOptionsInput, LogRotation } from './options.ts'
-export { DEFAULT_LOG_ROTATION } from './options.ts'
-export { SandboxRuntime, buildBwrapArgs, buildLaunchPrefix } from './sandbox.ts'
-export { OciRuntime, buildOciConfig, MASKED_PATHS, READONLY_PATHS } from './oci.ts'
-export { resolveOptions, containerArgv, decodeExitCode, wrapperScript } from './supervisor.ts'
-export { detectCapabilities, type RuntimeCapabilities, type Capability, type LimitCapability } from './capabilities.ts'
-export { detectCgroupLayout, type CgroupLayout } from './cgroups.ts'
-export { resolveImage, writeOciLayout, packDirToTar, applyLayer, MOUNTPOINTS, type ResolvedImage, type ImageConfig, type LayoutImage } from './image.ts'
-export { readTar, writeTar, type TarEntry } from './tar.ts'
-export { followLog, readLogLines, listLogRevisions, logFilePath, logFilesOf, rotateIfNeeded, type ReadLogOptions, type FollowLogOptions } from './logs.ts'
-export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'
-export { parseQuantity, resourcesFromLimits } from './quantity.ts'
+
+export { type Capability, detectCapabilities, type LimitCapability, type RuntimeCapabilities } from './capabilities.ts'
+export { type CgroupLayout, detectCgroupLayout } from './cgroups.ts'
 export { FakeRuntime } from './fake.ts'
 export { spawnDetached } from './host.ts'
+export { applyLayer, type ImageConfig, type LayoutImage, MOUNTPOINTS, packDirToTar, type ResolvedImage, resolveImage, writeOciLayout } from './image.ts'
+export { type FollowLogOptions, followLog, listLogRevisions, logFilePath, logFilesOf, type ReadLogOptions, readLogLines, rotateIfNeeded } from './logs.ts'
+export { buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.ts'
+export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
+export { DEFAULT_LOG_ROTATION } from './options.ts'
+export { parseQuantity, resourcesFromLimits } from './quantity.ts'
+export { buildBwrapArgs, buildLaunchPrefix, SandboxRuntime } from './sandbox.ts'
+export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'
+export { containerArgv, decodeExitCode, resolveOptions, wrapperScript } from './supervisor.ts'
+export { readTar, type TarEntry, writeTar } from './tar.ts'
+export type {
+  ContainerFence,
+  ContainerHandle,
+  ContainerResources,
+  ContainerRunSpec,
+  ContainerState,
+  ContainerStatus,
+  EnforcedLimits,
+  ExitListener,
+  ExitStatus,
+  RecoverResult,
+  Runtime,
+  SpawnedProcess,
+  Spawner,
+  SpawnRequest,
+  StopOptions,
+} from './types.ts'
 
-import type { RuntimeOptionsInput } from './options.ts'
-import type { Runtime } from './types.ts'
-import { SandboxRuntime } from './sandbox.ts'
 import { OciRuntime } from './oci.ts'
+import type { RuntimeOptionsInput } from './options.ts'
+import { SandboxRuntime } from './sandbox.ts'
+import type { Runtime } from './types.ts'
 
 /** Construct the runtime a pod asks for (`spec.runtime`, default sandbox). */
 export function createRuntime(kind: 'sandbox' | 'oci', opts: RuntimeOptionsInput): Runtime {
   return kind === 'oci' ? new OciRuntime(opts) : new SandboxRuntime(opts)
 }
-export { buildBusyboxRootfs, busyboxApplets, busyboxUnavailable, BUSYBOX_GROUP, BUSYBOX_PASSWD, BUSYBOX_PATH } from './busybox.ts'
+export { BUSYBOX_GROUP, BUSYBOX_PASSWD, BUSYBOX_PATH, buildBusyboxRootfs, busyboxApplets, busyboxUnavailable } from './busybox.ts'

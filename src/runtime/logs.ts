@@ -6,9 +6,24 @@
  * O_APPEND descriptor and continues at offset 0. The price: bytes written between the copy and the
  * truncate (microseconds) can be lost, and a file may overshoot maxBytes until the next check.
  */
-import { closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, truncateSync, watch } from 'node:fs'
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  watch,
+} from 'node:fs'
 import { join } from 'node:path'
-import { every, systemClock, unrefTimers, type Clock } from '../effects/index.ts'
+import { type Clock, every, systemClock, unrefTimers } from '../effects/index.ts'
 import type { LogRotation } from './options.ts'
 
 export function logFilePath(logDir: string, revision: number): string {

@@ -12,15 +12,24 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
-import { ociSeccompProfile } from './seccomp.ts'
-import { containerArgv, containerEnv, SupervisedRuntime, type ContainerRecord, type LaunchPlan, type PlanContext } from './supervisor.ts'
+import { type CgroupLayout, removeRuntimeParents } from './cgroups.ts'
 import type { ResolvedImage } from './image.ts'
+import { ociSeccompProfile } from './seccomp.ts'
+import { type ContainerRecord, containerArgv, containerEnv, type LaunchPlan, type PlanContext, SupervisedRuntime } from './supervisor.ts'
 import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
-import { removeRuntimeParents, type CgroupLayout } from './cgroups.ts'
 
 export const MASKED_PATHS = [
-  '/proc/acpi', '/proc/asound', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list',
-  '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware', '/sys/devices/virtual/powercap',
+  '/proc/acpi',
+  '/proc/asound',
+  '/proc/kcore',
+  '/proc/keys',
+  '/proc/latency_stats',
+  '/proc/timer_list',
+  '/proc/timer_stats',
+  '/proc/sched_debug',
+  '/proc/scsi',
+  '/sys/firmware',
+  '/sys/devices/virtual/powercap',
 ]
 export const READONLY_PATHS = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger']
 

@@ -45,6 +45,7 @@ export interface RuntimeOptions {
 
 export const DEFAULT_LOG_ROTATION: LogRotation = { maxBytes: 1 << 20, maxFiles: 3, checkIntervalMs: 1000 }
 
-export type RuntimeOptionsInput = Pick<RuntimeOptions, 'stateDir'> & Partial<Omit<RuntimeOptions, 'logs'>> & {
-  logs?: Partial<LogRotation>
-}
+export type RuntimeOptionsInput = Pick<RuntimeOptions, 'stateDir'> &
+  Partial<Omit<RuntimeOptions, 'logs'>> & {
+    logs?: Partial<LogRotation>
+  }

@@ -1,5 +1,5 @@
 /** Reading /proc: process identity (pid + start time), trees and pid namespaces. */
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 
 export interface ProcStat {
   pid: number

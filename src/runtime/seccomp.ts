@@ -9,15 +9,55 @@
 
 /** x86_64 syscall numbers of the denylist. */
 export const DENIED_SYSCALLS_X86_64: Readonly<Record<string, number>> = {
-  _sysctl: 156, acct: 163, add_key: 248, bpf: 321, clock_adjtime: 305, clock_settime: 227,
-  create_module: 174, delete_module: 176, finit_module: 313, get_kernel_syms: 177, init_module: 175,
-  ioperm: 173, iopl: 172, kcmp: 312, kexec_file_load: 320, kexec_load: 246, keyctl: 250,
-  lookup_dcookie: 212, mount: 165, move_pages: 279, name_to_handle_at: 303, nfsservctl: 180,
-  open_by_handle_at: 304, perf_event_open: 298, pivot_root: 155, process_vm_readv: 310,
-  process_vm_writev: 311, ptrace: 101, query_module: 178, quotactl: 179, reboot: 169,
-  request_key: 249, setns: 308, settimeofday: 164, swapoff: 168, swapon: 167, syslog: 103,
-  umount2: 166, unshare: 272, uselib: 134, userfaultfd: 323, ustat: 136,
-  open_tree: 428, move_mount: 429, fsopen: 430, fsconfig: 431, fsmount: 432, fspick: 433, mount_setattr: 442,
+  _sysctl: 156,
+  acct: 163,
+  add_key: 248,
+  bpf: 321,
+  clock_adjtime: 305,
+  clock_settime: 227,
+  create_module: 174,
+  delete_module: 176,
+  finit_module: 313,
+  get_kernel_syms: 177,
+  init_module: 175,
+  ioperm: 173,
+  iopl: 172,
+  kcmp: 312,
+  kexec_file_load: 320,
+  kexec_load: 246,
+  keyctl: 250,
+  lookup_dcookie: 212,
+  mount: 165,
+  move_pages: 279,
+  name_to_handle_at: 303,
+  nfsservctl: 180,
+  open_by_handle_at: 304,
+  perf_event_open: 298,
+  pivot_root: 155,
+  process_vm_readv: 310,
+  process_vm_writev: 311,
+  ptrace: 101,
+  query_module: 178,
+  quotactl: 179,
+  reboot: 169,
+  request_key: 249,
+  setns: 308,
+  settimeofday: 164,
+  swapoff: 168,
+  swapon: 167,
+  syslog: 103,
+  umount2: 166,
+  unshare: 272,
+  uselib: 134,
+  userfaultfd: 323,
+  ustat: 136,
+  open_tree: 428,
+  move_mount: 429,
+  fsopen: 430,
+  fsconfig: 431,
+  fsmount: 432,
+  fspick: 433,
+  mount_setattr: 442,
 }
 const NR_CLONE = 56
 const NR_CLONE3 = 435
@@ -43,8 +83,7 @@ type Ins = { code: number; jt: number | string; jf: number | string; k: number; 
 /** Compile the denylist into a classic BPF program (struct sock_filter[], little endian). */
 export function buildSeccompBpf(): Buffer {
   const prog: Ins[] = []
-  const add = (code: number, k: number, jt: number | string = 0, jf: number | string = 0, label?: string) =>
-    prog.push({ code, k, jt, jf, label })
+  const add = (code: number, k: number, jt: number | string = 0, jf: number | string = 0, label?: string) => prog.push({ code, k, jt, jf, label })
   add(LD_W_ABS, 4) // arch
   add(JEQ_K, AUDIT_ARCH_X86_64, 0, 'kill')
   add(LD_W_ABS, 0) // nr

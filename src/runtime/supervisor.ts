@@ -5,21 +5,43 @@
  * exit observation (child exit event, or /proc polling for adopted processes identified by pid +
  * start time), graceful stop and log rotation.
  */
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs'
+
 import { createHash } from 'node:crypto'
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  type FSWatcher,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  watch,
+  writeFileSync,
+} from 'node:fs'
 import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
+import { type Clock, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
-import { cgroupPids, detectCgroupLayout, removeContainerCgroups, type CgroupLayout } from './cgroups.ts'
-import { every, execaRunner, sleep, systemClock, unrefTimers, type Clock } from '../effects/index.ts'
+import { type CgroupLayout, cgroupPids, detectCgroupLayout, removeContainerCgroups } from './cgroups.ts'
 import { spawnDetached } from './host.ts'
-import { resolveImage, type ResolvedImage } from './image.ts'
+import { type ResolvedImage, resolveImage } from './image.ts'
 import { openLogFile, rotateIfNeeded } from './logs.ts'
 import { DEFAULT_LOG_ROTATION, type RuntimeOptions, type RuntimeOptionsInput } from './options.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
 import type {
-  ContainerHandle, ContainerRunSpec, ContainerStatus, EnforcedLimits, ExitListener, ExitStatus, RecoverResult, Runtime, StopOptions,
+  ContainerHandle,
+  ContainerRunSpec,
+  ContainerStatus,
+  EnforcedLimits,
+  ExitListener,
+  ExitStatus,
+  RecoverResult,
+  Runtime,
+  StopOptions,
 } from './types.ts'
 
 export const ID_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,127}$/
@@ -132,7 +154,6 @@ export function decodeExitCode(code: number): { code: number | null; signal: Nod
   return { code, signal: null }
 }
 
-
 interface Live {
   rec: ContainerRecord
   exited: Promise<ExitStatus>
@@ -227,7 +248,11 @@ export abstract class SupervisedRuntime implements Runtime {
       ORC_EXIT: exitFile,
       ORC_CGROUPS: plan.cgroupProcs.join(' '),
       ...(spec.fence
-        ? { ORC_LEASE: spec.fence.leaseFile, ORC_FENCE_TERM: String(Math.max(0, Math.floor(spec.fence.termAfterSeconds))), ORC_FENCE_KILL: String(Math.max(0, Math.floor(spec.fence.killAfterSeconds))) }
+        ? {
+            ORC_LEASE: spec.fence.leaseFile,
+            ORC_FENCE_TERM: String(Math.max(0, Math.floor(spec.fence.termAfterSeconds))),
+            ORC_FENCE_KILL: String(Math.max(0, Math.floor(spec.fence.killAfterSeconds))),
+          }
         : {}),
     }
     let spawned
@@ -483,4 +508,3 @@ function settlesWithin(clock: Clock, p: Promise<unknown>, ms: number): Promise<b
     })
   })
 }
-

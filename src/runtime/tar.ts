@@ -86,7 +86,15 @@ export function readTar(buf: Buffer): TarEntry[] {
     path = pax.path ?? longName ?? path
     const linkname = pax.linkpath ?? longLink ?? readString(h, 157, 100)
     const type: TarEntryType =
-      typeflag === '0' || typeflag === '\0' || typeflag === '7' ? 'file' : typeflag === '5' ? 'dir' : typeflag === '2' ? 'symlink' : typeflag === '1' ? 'hardlink' : 'other'
+      typeflag === '0' || typeflag === '\0' || typeflag === '7'
+        ? 'file'
+        : typeflag === '5'
+          ? 'dir'
+          : typeflag === '2'
+            ? 'symlink'
+            : typeflag === '1'
+              ? 'hardlink'
+              : 'other'
     out.push({
       path,
       type,
@@ -143,7 +151,7 @@ function pad(data: Buffer): Buffer[] {
 export function writeTar(entries: TarEntry[]): Buffer {
   const parts: Buffer[] = []
   for (const e of entries) {
-    const data = e.type === 'file' ? e.data ?? Buffer.alloc(0) : Buffer.alloc(0)
+    const data = e.type === 'file' ? (e.data ?? Buffer.alloc(0)) : Buffer.alloc(0)
     const link = e.linkname ?? ''
     const records: string[] = []
     if (Buffer.byteLength(e.path) > 99) records.push(paxRecord('path', e.path))

@@ -1,20 +1,20 @@
+import { reasonDuration } from './duration.ts'
 import { formatCpu, formatMemory } from './quantity.ts'
-import { matchSelector, formatSelector } from './selector.ts'
+import { formatSelector, matchSelector } from './selector.ts'
 import {
+  type CompiledTerm,
   domainOf,
   formatTaint,
-  NODE_TOPOLOGY_KEY,
-  termSelects,
-  tolerationFor,
-  type CompiledTerm,
   type GroupCounts,
+  NODE_TOPOLOGY_KEY,
   type NodeInfo,
   type PodInfo,
   type SchedState,
   type SymmetricAnti,
   type TermCounter,
+  termSelects,
+  tolerationFor,
 } from './state.ts'
-import { reasonDuration } from './duration.ts'
 
 /**
  * Filters and scores. One function decides whether a node can take a pod — the placement loop calls
@@ -181,7 +181,11 @@ export function checkNode(t: Turn, n: NodeInfo, out: string[] | null, now: numbe
   for (const taint of n.hardTaints) {
     const tol = tolerationFor(p.tolerations, taint)
     // A NoExecute toleration that has run out would be evicted again at once (see policy.ts).
-    const expired = tol !== undefined && taint.effect === 'NoExecute' && tol.tolerationSeconds !== undefined && now >= (taint.since ?? -Infinity) + tol.tolerationSeconds * 1000
+    const expired =
+      tol !== undefined &&
+      taint.effect === 'NoExecute' &&
+      tol.tolerationSeconds !== undefined &&
+      now >= (taint.since ?? -Infinity) + tol.tolerationSeconds * 1000
     if (!tol || expired) {
       if (!out) return Reason.taint
       first ||= Reason.taint

@@ -1,5 +1,5 @@
 import { OrcError } from '../model/index.ts'
-import { checkNode, scoreNode, type ReasonCode } from './constraints.ts'
+import { checkNode, type ReasonCode, scoreNode } from './constraints.ts'
 import { resolveOptions, type SchedOptionsInput } from './options.ts'
 import { runPlan, summarize } from './placement.ts'
 import type { ClusterView } from './view.ts'

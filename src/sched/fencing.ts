@@ -71,7 +71,12 @@ export function quorumNeeded(size: number, opts: Pick<FencingOptions, 'fenceQuor
 }
 
 /** What this node knows of its quorum now. `others` excludes this node. */
-export function quorumState(others: readonly QuorumMember[], now: number, opts: Pick<FencingOptions, 'fenceQuorum'>, freshMs = MIN_FENCE_WINDOW_MS / 2): QuorumState {
+export function quorumState(
+  others: readonly QuorumMember[],
+  now: number,
+  opts: Pick<FencingOptions, 'fenceQuorum'>,
+  freshMs = MIN_FENCE_WINDOW_MS / 2,
+): QuorumState {
   const counted = others.filter((m) => !m.forgotten)
   const size = counted.length + 1
   const needed = quorumNeeded(size, opts)
@@ -104,16 +109,28 @@ export interface FenceDecision {
  * pod does not run here yet (FENCE_SETTLE_MS applies). Best-effort pods always may run: moving only
  * when told is their contract, and so is running through a partition.
  */
-export function decideFence(q: QuorumState, now: number, haAfter: number, graceMs: number, opts: Pick<FencingOptions, 'fenceMarginSeconds'>, starting = false): FenceDecision {
+export function decideFence(
+  q: QuorumState,
+  now: number,
+  haAfter: number,
+  graceMs: number,
+  opts: Pick<FencingOptions, 'fenceMarginSeconds'>,
+  starting = false,
+): FenceDecision {
   const window = fenceWindowMs(haAfter, opts)
   const term = q.lastQuorumAt + fenceTermMs(window, graceMs)
   if (starting && q.needed > 1 && now < term) {
     if (q.heardSince === undefined || now - q.heardSince < FENCE_SETTLE_MS) {
-      return { run: false, reason: `fenced: this node waits to hear a quorum (${q.needed} of ${q.size} nodes) for ${FENCE_SETTLE_MS / 1000}s before it starts an ha pod` }
+      return {
+        run: false,
+        reason: `fenced: this node waits to hear a quorum (${q.needed} of ${q.size} nodes) for ${FENCE_SETTLE_MS / 1000}s before it starts an ha pod`,
+      }
     }
   }
   if (now < term) return { run: true, at: term, reason: `hears ${q.heard} of ${q.size} nodes (quorum ${q.needed})` }
-  const last = Number.isFinite(q.lastQuorumAt) ? `not heard a quorum (${q.needed} of ${q.size} nodes) for ${Math.round((now - q.lastQuorumAt) / 1000)}s` : `not heard a quorum (${q.needed} of ${q.size} nodes) since the agent started`
+  const last = Number.isFinite(q.lastQuorumAt)
+    ? `not heard a quorum (${q.needed} of ${q.size} nodes) for ${Math.round((now - q.lastQuorumAt) / 1000)}s`
+    : `not heard a quorum (${q.needed} of ${q.size} nodes) since the agent started`
   return { run: false, reason: `fenced: this node has ${last}; ha pods stop after ${Math.round(window / 1000)}s without one` }
 }
 

@@ -1,9 +1,9 @@
-import { checkNode, prepareTurn, Reason, REASON_SUMMARY, scoreNode, type ReasonCode, type Turn } from './constraints.ts'
+import { checkNode, prepareTurn, REASON_SUMMARY, Reason, type ReasonCode, scoreNode, type Turn } from './constraints.ts'
 import { mix32 } from './hash.ts'
+import { BindOp, EvictOp, type Operation, UnbindOp } from './operations.ts'
 import { resolveOptions, type SchedOptions, type SchedOptionsInput } from './options.ts'
-import { BindOp, EvictOp, UnbindOp, type Operation } from './operations.ts'
-import { decideBoundPod, type BoundDecision } from './policy.ts'
-import { podOrder, SchedState, type NodeInfo, type PodInfo } from './state.ts'
+import { type BoundDecision, decideBoundPod } from './policy.ts'
+import { type NodeInfo, type PodInfo, podOrder, SchedState } from './state.ts'
 import type { ClusterView } from './view.ts'
 
 /**

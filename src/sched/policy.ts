@@ -1,5 +1,5 @@
-import type { SchedOptions } from './options.ts'
 import { reasonDuration } from './duration.ts'
+import type { SchedOptions } from './options.ts'
 import { formatTaint, taintOrder, tolerationFor } from './state.ts'
 import type { NodeView, PodView } from './view.ts'
 
@@ -16,7 +16,7 @@ import type { NodeView, PodView } from './view.ts'
  *   not have arrived yet, and `orc node forget` marks nodes forgotten rather than deleting them.
  */
 export type BoundDecision =
-  | { action: 'keep'; reason: string; /** When this decision may change without a new view (ms). */ until?: number }
+  | { action: 'keep'; reason: string /** When this decision may change without a new view (ms). */; until?: number }
   | { action: 'unbind'; reason: string }
   | { action: 'evict'; reason: string }
 
@@ -51,12 +51,19 @@ export function decideBoundPod(
     if (pod.pin !== undefined) return { action: 'keep', reason: `pinned to ${node.state} node ${name}` }
     if (pod.policy === 'ha') {
       const after = haAfterMs(pod, opts)
-      if (down >= after && noQuorum !== undefined) return { action: 'keep', reason: `node ${name} ${node.state} for ${reasonDuration(down)}, but this node does not move ha pods: ${noQuorum}` }
-      if (down >= after) return { action: 'unbind', reason: `node ${name} ${node.state} for ${reasonDuration(down)} (ha: moves after ${reasonDuration(after)})` }
-      return { action: 'keep', reason: `node ${name} ${node.state} for ${reasonDuration(down)}; ha pod moves after ${reasonDuration(after)}`, until: since + after }
+      if (down >= after && noQuorum !== undefined)
+        return { action: 'keep', reason: `node ${name} ${node.state} for ${reasonDuration(down)}, but this node does not move ha pods: ${noQuorum}` }
+      if (down >= after)
+        return { action: 'unbind', reason: `node ${name} ${node.state} for ${reasonDuration(down)} (ha: moves after ${reasonDuration(after)})` }
+      return {
+        action: 'keep',
+        reason: `node ${name} ${node.state} for ${reasonDuration(down)}; ha pod moves after ${reasonDuration(after)}`,
+        until: since + after,
+      }
     }
     const after = opts.goneAfterSeconds * 1000
-    if (down >= after) return { action: 'unbind', reason: `node ${name} ${node.state} for ${reasonDuration(down)} (best-effort: moves after ${reasonDuration(after)})` }
+    if (down >= after)
+      return { action: 'unbind', reason: `node ${name} ${node.state} for ${reasonDuration(down)} (best-effort: moves after ${reasonDuration(after)})` }
     return {
       action: 'keep',
       reason: `node ${name} ${node.state} for ${reasonDuration(down)}; best-effort pod moves when the node is forgotten or after ${reasonDuration(after)}`,

@@ -125,7 +125,10 @@ export function rolloutStatus(deployment: string, spec: PinnedDeploymentSpec, ex
     if (e.ready) current.ready[v]++
   }
   const create = desired.filter((d) => !have.has(d.name)).map((d) => d.name)
-  const remove = existing.filter((e) => !want.has(e.name)).map((e) => e.name).sort()
+  const remove = existing
+    .filter((e) => !want.has(e.name))
+    .map((e) => e.name)
+    .sort()
   const counts = rolloutCounts(spec)
   return {
     replicas: spec.replicas,
@@ -169,7 +172,11 @@ export interface EveryNodePod {
  * unreachable nodes keep theirs (like DaemonSets); resources are checked by placement, which leaves
  * a pod that does not fit pending with the reason.
  */
-export function everyNodePods(workload: string, template: Pick<PodView, 'nodeSelector' | 'tolerations' | 'affinity'>, nodes: readonly NodeView[]): EveryNodePod[] {
+export function everyNodePods(
+  workload: string,
+  template: Pick<PodView, 'nodeSelector' | 'tolerations' | 'affinity'>,
+  nodes: readonly NodeView[],
+): EveryNodePod[] {
   const out: EveryNodePod[] = []
   for (const n of nodes) {
     if (n.forgotten) continue
@@ -296,8 +303,14 @@ export function deploymentStatus(spec: DeploymentPlanSpec, planned: readonly Pla
   }
   const want = new Set(planned.map((p) => p.name))
   const have = new Set(existing.map((e) => e.name))
-  const create = planned.filter((p) => !have.has(p.name)).map((p) => p.name).sort()
-  const remove = existing.filter((e) => !want.has(e.name)).map((e) => e.name).sort()
+  const create = planned
+    .filter((p) => !have.has(p.name))
+    .map((p) => p.name)
+    .sort()
+  const remove = existing
+    .filter((e) => !want.has(e.name))
+    .map((e) => e.name)
+    .sort()
   const previous = count(prevHash)
   const next = nextHash !== undefined && nextHash !== prevHash ? count(nextHash) : undefined
   const readyOk = previous.ready === previous.desired && (next === undefined || next.ready === next.desired)
@@ -309,6 +322,7 @@ export function deploymentStatus(spec: DeploymentPlanSpec, planned: readonly Pla
     ...(next ? { next } : {}),
     create,
     remove,
-    done: create.length === 0 && remove.length === 0 && readyOk && previous.created === previous.desired && (next === undefined || next.created === next.desired),
+    done:
+      create.length === 0 && remove.length === 0 && readyOk && previous.created === previous.desired && (next === undefined || next.created === next.desired),
   }
 }

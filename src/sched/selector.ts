@@ -1,9 +1,9 @@
-import type { LabelSelector, SelectorRequirement } from './view.ts'
 import { canonicalJson } from './hash.ts'
+import type { LabelSelector, SelectorRequirement } from './view.ts'
 
 type Labels = Record<string, string> | undefined
 
-const has = (labels: Labels, key: string): boolean => labels !== undefined && Object.prototype.hasOwnProperty.call(labels, key)
+const has = (labels: Labels, key: string): boolean => labels !== undefined && Object.hasOwn(labels, key)
 
 function matchRequirement(labels: Labels, r: SelectorRequirement): boolean {
   const present = has(labels, r.key)

@@ -1,7 +1,7 @@
 import { OrcError } from '../model/index.ts'
+import { hashString } from './hash.ts'
 import type { SchedOptions } from './options.ts'
 import { parseCpu, parseMemory } from './quantity.ts'
-import { hashString } from './hash.ts'
 import { matchSelector, selectorKey } from './selector.ts'
 import type { ClusterView, LabelSelector, NodeView, PodAffinityTerm, PodView, Taint, Toleration } from './view.ts'
 import { podKey } from './view.ts'
@@ -139,7 +139,12 @@ export function domainOf(node: NodeInfo, topologyKey: string): string | undefine
 
 function compileTerm(t: PodAffinityTerm, ownNamespace: string): CompiledTerm {
   const namespaces = [...new Set(t.namespaces && t.namespaces.length > 0 ? t.namespaces : [ownNamespace])].sort()
-  return { sel: t.labelSelector ?? {}, topologyKey: t.topologyKey, namespaces, id: `${selectorKey(t.labelSelector ?? {})}|${t.topologyKey}|${namespaces.join(',')}` }
+  return {
+    sel: t.labelSelector ?? {},
+    topologyKey: t.topologyKey,
+    namespaces,
+    id: `${selectorKey(t.labelSelector ?? {})}|${t.topologyKey}|${namespaces.join(',')}`,
+  }
 }
 
 function resourcesOf(n: NodeView): { cpu: number; mem: number; pods: number } {

@@ -1,7 +1,7 @@
-import * as encoding from 'lib0/encoding'
 import * as decoding from 'lib0/decoding'
+import * as encoding from 'lib0/encoding'
 import * as Y from 'yjs'
-import { OrcError, isPlainObject, type Change } from '../model/index.ts'
+import { type Change, isPlainObject, OrcError } from '../model/index.ts'
 import { MAX_REMOTE_UPDATE_BYTES } from './options.ts'
 import type { RevisionOp } from './types.ts'
 

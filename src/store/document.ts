@@ -5,10 +5,10 @@
  * it true.
  */
 import * as Y from 'yjs'
-import { OrcError, isPlainObject, type Change, type OrcObject } from '../model/index.ts'
+import { type Change, isPlainObject, OrcError, type OrcObject } from '../model/index.ts'
+import { countStructs, type PruneResult, pruneStableTombstones } from './prune.ts'
 import type { StoredObject } from './types.ts'
 import { applyChangesToY, compactDecoded, toY } from './ydoc.ts'
-import { countStructs, pruneStableTombstones, type PruneResult } from './prune.ts'
 
 /** System metadata kept beside each object in the document (key `~`). */
 export interface Sys {
@@ -131,9 +131,7 @@ export class ObjectDocument {
       const c = this.content(key)
       if (c) out.push(withMeta(c, this.sysOf(key)!))
     }
-    return out.sort((a, b) =>
-      (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name),
-    )
+    return out.sort((a, b) => (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name))
   }
 
   count(): number {
@@ -236,7 +234,15 @@ export class ObjectDocument {
    */
   stateDigest(): string {
     const canon = (v: unknown): unknown =>
-      isPlainObject(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon(v[k])])) : Array.isArray(v) ? v.map(canon) : v
+      isPlainObject(v)
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, canon(v[k])]),
+          )
+        : Array.isArray(v)
+          ? v.map(canon)
+          : v
     const keys = [...this.objects.keys()].sort()
     return JSON.stringify(keys.map((k) => [k, canon(this.objects.get(k)!.toJSON())]))
   }

@@ -4,12 +4,12 @@
  * this replica holds — per replica, the contiguous sequence prefix plus stragglers.
  */
 import type { AbstractLevel } from 'abstract-level'
-import { OrcError, applyChanges, refOfKey, type ObjectRef } from '../model/index.ts'
-import { decodeChanges, parseRevisionId, type LogVector, type RevisionRecord } from './codec.ts'
+import { applyChanges, type ObjectRef, OrcError, refOfKey } from '../model/index.ts'
+import { decodeChanges, type LogVector, parseRevisionId, type RevisionRecord } from './codec.ts'
+import { enc, IDX, idxKey, json, REV, revKey, unjson } from './keys.ts'
 import type { CompactionPolicy } from './options.ts'
 import type { Revision } from './types.ts'
 import type { BatchOp } from './writer.ts'
-import { IDX, REV, enc, idxKey, json, revKey, unjson } from './keys.ts'
 
 const byHistory = (a: RevisionRecord, b: RevisionRecord) => a.s - b.s || a.t - b.t || (a.i < b.i ? -1 : a.i > b.i ? 1 : 0)
 
@@ -60,9 +60,7 @@ export class RevisionLog {
 
   /** The vector, canonically (replicas and stragglers sorted), for syncDigest. */
   digest(): Array<[string, number, number[]]> {
-    return [...this.have]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([r, h]) => [r, h.upTo, [...h.extra].sort((a, b) => a - b)])
+    return [...this.have].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([r, h]) => [r, h.upTo, [...h.extra].sort((a, b) => a - b)])
   }
 
   /** The latest record of each replica, which must be on disk (a skipped LevelDB block shows here). */
@@ -151,7 +149,11 @@ export class RevisionLog {
     let cur: RevisionRecord | undefined = r
     while (cur && cur.f === undefined) {
       if (cur.x === 1) {
-        throw new OrcError('not_found', `revision ${r.s} (${r.i}) of ${refOfKey(r.k).kind.toLowerCase()}/${refOfKey(r.k).name} was compacted: its author, reason and time remain, its content does not (policy keeps the last ${policy.keepRevisions} revisions and those newer than ${Math.round(policy.keepNewerThanMs / 86400000)}d)`, { revision: r.i, compacted: true })
+        throw new OrcError(
+          'not_found',
+          `revision ${r.s} (${r.i}) of ${refOfKey(r.k).kind.toLowerCase()}/${refOfKey(r.k).name} was compacted: its author, reason and time remain, its content does not (policy keeps the last ${policy.keepRevisions} revisions and those newer than ${Math.round(policy.keepNewerThanMs / 86400000)}d)`,
+          { revision: r.i, compacted: true },
+        )
       }
       if (cur.o === 'delete') return {}
       chain.push(cur)
@@ -199,9 +201,13 @@ export function resolveRevision(ref: ObjectRef, history: RevisionRecord[], rev: 
     throw new OrcError('not_found', `${name} has no revision ${rev}${range}`, { ref: name, revision: rev })
   }
   if (hits.length > 1) {
-    throw new OrcError('conflict', `revision ${rev} of ${name} is ambiguous (concurrent writes): ${hits.map((h) => `${h.i} by ${h.a}`).join(', ')}; name it by id`, {
-      candidates: hits.map((h) => h.i),
-    })
+    throw new OrcError(
+      'conflict',
+      `revision ${rev} of ${name} is ambiguous (concurrent writes): ${hits.map((h) => `${h.i} by ${h.a}`).join(', ')}; name it by id`,
+      {
+        candidates: hits.map((h) => h.i),
+      },
+    )
   }
   return hits[0]!
 }

@@ -5,9 +5,8 @@ import type { AbstractLevel } from 'abstract-level'
 import { ClassicLevel } from 'classic-level'
 import { mergeUpdates } from 'yjs'
 import {
-  OrcError,
-  USERS,
   applyChanges,
+  type Change,
   deepEqual,
   defaultOwnership,
   diffValues,
@@ -16,12 +15,13 @@ import {
   isPlainObject,
   keyOf,
   normalizeManifest,
-  refOf,
-  refOfKey,
-  type Change,
   type ObjectRef,
+  OrcError,
   type OrcObject,
   type OwnershipTable,
+  refOf,
+  refOfKey,
+  USERS,
 } from '../model/index.ts'
 import {
   checkRecord,
@@ -29,30 +29,30 @@ import {
   encodeChanges,
   encodeUpdateMessage,
   isValidAuthor,
-  parseRevisionId,
   type LogVector,
+  parseRevisionId,
   type RevisionRecord,
 } from './codec.ts'
-import { DEFAULTS, DEFAULT_COMPACTION, type CompactionPolicy, type StoreOptions } from './options.ts'
+import { ObjectDocument, SYS, type Sys, withMeta } from './document.ts'
+import { dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
+import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions } from './options.ts'
+import type { PruneResult } from './prune.ts'
+import { RevisionLog, resolveRevision, toRevision } from './revision-log.ts'
+import { DurableSyncState, encodeMissingFor, stateVectorsOf, syncDigestOf, syncStateOf } from './sync.ts'
 import type {
   ApplyPlan,
   ApplyRemoteOptions,
-  RemoteApplied,
   FieldSet,
   HistoryQuery,
   ObjectStore,
+  RemoteApplied,
   Revision,
   StoredObject,
   StoredOf,
   WriteOptions,
   WriteResult,
 } from './types.ts'
-import { GroupCommitWriter, type BatchOp } from './writer.ts'
-import type { PruneResult } from './prune.ts'
-import { ObjectDocument, SYS, withMeta, type Sys } from './document.ts'
-import { RevisionLog, resolveRevision, toRevision } from './revision-log.ts'
-import { DurableSyncState, encodeMissingFor, stateVectorsOf, syncDigestOf, syncStateOf } from './sync.ts'
-import { FORMAT, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, Y_LOG, dec, enc, json, unjson, yLogKey } from './keys.ts'
+import { type BatchOp, GroupCommitWriter } from './writer.ts'
 
 function getPathValue(obj: unknown, path: readonly string[]): unknown {
   let cur = obj
@@ -169,7 +169,12 @@ export class Store implements ObjectStore {
         throw new OrcError('locked', `open store ${this.opts.dir}: the data dir is in use by another orc process`, { dir: this.opts.dir }, err)
       }
       if (cause?.code === 'LEVEL_CORRUPTION') {
-        throw new OrcError('corrupt', `open store ${this.opts.dir}: database is corrupted (${cause.message}); restore the data dir from a backup or re-join the cluster`, { dir: this.opts.dir }, err)
+        throw new OrcError(
+          'corrupt',
+          `open store ${this.opts.dir}: database is corrupted (${cause.message}); restore the data dir from a backup or re-join the cluster`,
+          { dir: this.opts.dir },
+          err,
+        )
       }
       throw new OrcError('corrupt', `open store ${this.opts.dir}: ${cause?.message ?? (err as Error).message}`, { dir: this.opts.dir }, err)
     }
@@ -178,7 +183,12 @@ export class Store implements ObjectStore {
     } catch (err) {
       await this.db.close().catch(() => {})
       if (err instanceof OrcError) throw err
-      throw new OrcError('corrupt', `open store ${this.opts.dir}: ${(err as Error).message}; restore the data dir from a backup or re-join the cluster`, { dir: this.opts.dir }, err)
+      throw new OrcError(
+        'corrupt',
+        `open store ${this.opts.dir}: ${(err as Error).message}; restore the data dir from a backup or re-join the cluster`,
+        { dir: this.opts.dir },
+        err,
+      )
     }
     this.writer = new GroupCommitWriter(this.db, this.opts.sync ?? true, () => [
       { type: 'put', key: K_VECTOR, value: json(this.log.vector()) },
@@ -199,8 +209,8 @@ export class Store implements ObjectStore {
       const dataBytes = this.opts.db
         ? 0
         : readdirSync(this.opts.dir)
-        .filter((f) => /^[0-9]+\.(log|ldb|sst)$/.test(f))
-        .reduce((n, f) => n + statSync(join(this.opts.dir, f)).size, 0)
+            .filter((f) => /^[0-9]+\.(log|ldb|sst)$/.test(f))
+            .reduce((n, f) => n + statSync(join(this.opts.dir, f)).size, 0)
       if (dataBytes > 0) {
         throw new OrcError('corrupt', `open store ${this.opts.dir}: database files hold ${dataBytes} bytes but no readable records (damaged log)`)
       }
@@ -272,7 +282,10 @@ export class Store implements ObjectStore {
       if (v === undefined) missing.push(`revision ${heads[i]!.replica}.${heads[i]!.seq}`)
     })
     if (missing.length > 0) {
-      throw new OrcError('corrupt', `open store ${this.opts.dir}: records are missing (${missing.slice(0, 3).join('; ')}); the database was damaged — restore the data dir from a backup or re-join the cluster`)
+      throw new OrcError(
+        'corrupt',
+        `open store ${this.opts.dir}: records are missing (${missing.slice(0, 3).join('; ')}); the database was damaged — restore the data dir from a backup or re-join the cluster`,
+      )
     }
   }
 
@@ -377,7 +390,8 @@ export class Store implements ObjectStore {
   async apply(manifest: OrcObject, opts: WriteOptions): Promise<WriteResult> {
     this.ensureOpen()
     const memo = this.plans.get(manifest)
-    const plan = memo !== undefined && memo.author === opts.author && memo.rev === this.doc.sysOf(keyOf(refOf(manifest)))?.rev ? memo.plan : this.planApply(manifest, opts)
+    const plan =
+      memo !== undefined && memo.author === opts.author && memo.rev === this.doc.sysOf(keyOf(refOf(manifest)))?.rev ? memo.plan : this.planApply(manifest, opts)
     this.plans.delete(manifest)
     if (!plan) return { object: this.get(refOf(manifest as OrcObject)), revision: null }
     return this.commit(plan.key, plan.op, plan.changes, plan.desired, opts)
@@ -426,7 +440,10 @@ export class Store implements ObjectStore {
     let target: RevisionRecord | undefined
     if (opts.to === undefined) {
       const headIdx = history.findIndex((r) => r.i === sys?.rev)
-      target = history.slice(0, headIdx < 0 ? history.length : headIdx).reverse().find((r) => r.o !== 'delete')
+      target = history
+        .slice(0, headIdx < 0 ? history.length : headIdx)
+        .reverse()
+        .find((r) => r.o !== 'delete')
       if (!target) throw new OrcError('not_found', `${ref.kind.toLowerCase()}/${ref.name} has no earlier revision to roll back to`)
     } else {
       target = resolveRevision(ref, history, opts.to)

@@ -1,5 +1,5 @@
 import * as Y from 'yjs'
-import { isPlainObject, type Change } from '../model/index.ts'
+import { type Change, isPlainObject } from '../model/index.ts'
 
 /**
  * How objects live in the Yjs document: every JSON object is a nested Y.Map, so a one-field change

@@ -1,5 +1,5 @@
-import { OrcError } from '../model/index.ts'
 import type { Claim, Owner } from '../model/index.ts'
+import { OrcError } from '../model/index.ts'
 
 /**
  * Controllers declare the fields they read and write (`Pod.spec`, `Node.status`, `Pod.status.node`).

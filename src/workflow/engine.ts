@@ -1,5 +1,5 @@
-import { OrcError } from '../model/index.ts'
 import type { Clock, TimerHandle } from '../effects/index.ts'
+import { OrcError } from '../model/index.ts'
 import { formatDuration } from './format.ts'
 import { dependencyMaps, type UnitDef, type WorkflowGraph } from './graph.ts'
 import { backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, type WorkflowLogger, type WorkflowRunOptions } from './options.ts'
@@ -390,7 +390,7 @@ export class WorkflowRun {
 
 /** One line for the record: the message's first line, bounded. */
 function errorLine(err: unknown): string {
-  const msg = err instanceof Error ? err.message : typeof err === 'string' ? err : JSON.stringify(err) ?? String(err)
+  const msg = err instanceof Error ? err.message : typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err))
   const line = (msg.split('\n')[0] ?? '').trim() || (err instanceof Error ? err.name : 'error')
   return line.length > 300 ? `${line.slice(0, 297)}...` : line
 }

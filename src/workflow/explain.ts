@@ -249,7 +249,8 @@ export function explainWhy(snap: WorkflowSnapshot, target: string, opts: Explain
     if (last === undefined) cause = t.state
     else if (last.state === 'undefined') cause = `${last.unit} is not defined`
     else if (last.unit === target) cause = describeUnit(t, snap, now)
-    else if (lastUnit && (lastUnit.state === 'running' || lastUnit.state === 'waiting')) cause = `waiting for ${last.unit}, ${describeUnit(lastUnit, snap, now)}`
+    else if (lastUnit && (lastUnit.state === 'running' || lastUnit.state === 'waiting'))
+      cause = `waiting for ${last.unit}, ${describeUnit(lastUnit, snap, now)}`
     else cause = last.line
     out.summary = `${prefix}${what} not reached: ${cause}`
     if (snap.cancelled !== undefined) out.summary += ` [run cancelled: ${snap.cancelled}]`
@@ -306,9 +307,7 @@ export function criticalChain(snap: WorkflowSnapshot, target: string, opts: Expl
     let bestEnd = -Infinity
     // A skipped unit was decided by the requirement that did not finish: follow that one.
     const candidates =
-      u.state === 'skipped'
-        ? u.requires.filter((d) => units.get(d)?.state === 'failed' || units.get(d)?.state === 'skipped').slice(0, 1)
-        : u.after
+      u.state === 'skipped' ? u.requires.filter((d) => units.get(d)?.state === 'failed' || units.get(d)?.state === 'skipped').slice(0, 1) : u.after
     for (const d of candidates) {
       const dep = units.get(d)
       if (!dep) continue
@@ -334,10 +333,7 @@ export function criticalChain(snap: WorkflowSnapshot, target: string, opts: Expl
 
 /** The text of `orc why --critical-chain`. */
 export function formatCriticalChain(c: CriticalChain): string {
-  const lines = [
-    'The time when a unit started (a target: was reached) is printed after "@", the time it took after "+".',
-    '',
-  ]
+  const lines = ['The time when a unit started (a target: was reached) is printed after "@", the time it took after "+".', '']
   for (const s of c.steps) {
     let line = s.unit
     if (s.atMs !== undefined) line += ` @${formatSeconds(s.atMs)}`

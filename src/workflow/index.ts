@@ -14,50 +14,51 @@
  * - Controllers declare reads/writes; `checkControllers` refuses duplicate writers and read/write
  *   loops of two or more controllers.
  */
-export { WorkflowGraph, type UnitDef } from './graph.ts'
-export { WorkflowRun } from './engine.ts'
-export {
-  DEFAULT_RETRY,
-  DEFAULT_TIMEOUT_MS,
-  backoffDelay,
-  type WorkflowLogger,
-  type WorkflowRunOptions,
-} from './options.ts'
-export { addNodeTargets, addPodTargets, NODE_TARGETS, POD_TARGETS } from './targets.ts'
-export { parseWorkflowSnapshot } from './snapshot.ts'
-export {
-  criticalChain,
-  describeUnit,
-  explainWhy,
-  formatCriticalChain,
-  formatWhy,
-  renderCriticalChain,
-  renderWhy,
-  type CriticalChain,
-  type CriticalStep,
-  type ExplainOptions,
-  type WhyExplanation,
-  type WhyStep,
-  type WhyUnit,
-} from './explain.ts'
+
 export {
   buildControllerGraph,
-  checkControllers,
-  controllerClaims,
-  formatControllerGraph,
   type ControllerDecl,
   type ControllerEdge,
   type ControllerGraph,
   type ControllerLink,
   type ControllerLoop,
+  checkControllers,
+  controllerClaims,
+  formatControllerGraph,
   type WriterConflict,
 } from './controllers.ts'
-export { formatDuration, formatSeconds } from './format.ts'
+export { WorkflowRun } from './engine.ts'
 export {
-  UNIT_STATES,
+  type CriticalChain,
+  type CriticalStep,
+  criticalChain,
+  describeUnit,
+  type ExplainOptions,
+  explainWhy,
+  formatCriticalChain,
+  formatWhy,
+  renderCriticalChain,
+  renderWhy,
+  type WhyExplanation,
+  type WhyStep,
+  type WhyUnit,
+} from './explain.ts'
+export { formatDuration, formatSeconds } from './format.ts'
+export { type UnitDef, WorkflowGraph } from './graph.ts'
+export {
+  backoffDelay,
+  DEFAULT_RETRY,
+  DEFAULT_TIMEOUT_MS,
+  type WorkflowLogger,
+  type WorkflowRunOptions,
+} from './options.ts'
+export { parseWorkflowSnapshot } from './snapshot.ts'
+export { addNodeTargets, addPodTargets, NODE_TARGETS, POD_TARGETS } from './targets.ts'
+export {
   type ReachResult,
   type RetryPolicy,
   type TargetSpec,
+  UNIT_STATES,
   type UnitChangeEvent,
   type UnitContext,
   type UnitKind,

@@ -1,13 +1,14 @@
 /** The API handler and its unix-socket server, in process, over the real store. */
-import { after, before, describe, it } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
 import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
 import { pino } from 'pino'
-import { createApiHandler, serveOnSocket, type ApiHandler, type SocketServer } from '../../src/agent/index.ts'
-import { openStore, type ObjectStore } from '../../src/store/index.ts'
+import { type ApiHandler, createApiHandler, type SocketServer, serveOnSocket } from '../../src/agent/index.ts'
 import { ApiClient } from '../../src/cli/client.ts'
 import { isOrcError } from '../../src/model/index.ts'
+import { type ObjectStore, openStore } from '../../src/store/index.ts'
 import { tempDir } from './helpers.ts'
 
 const pod = (name: string, labels: Record<string, string> = {}) => ({
@@ -50,12 +51,21 @@ describe('agent API', () => {
       { kind: 'Pod', namespace: 'default', name: 'a', outcome: 'created', revision: 1 },
       { kind: 'Pod', namespace: 'default', name: 'b', outcome: 'created', revision: 1 },
     ])
-    const again = await client.call<{ results: { outcome: string }[] }>('POST', '/v1/apply', { body: { objects: [pod('a'), pod('b', { x: 'y' })], author: 'user:t' } })
-    assert.deepEqual(again.results.map((x) => x.outcome), ['unchanged', 'configured'])
+    const again = await client.call<{ results: { outcome: string }[] }>('POST', '/v1/apply', {
+      body: { objects: [pod('a'), pod('b', { x: 'y' })], author: 'user:t' },
+    })
+    assert.deepEqual(
+      again.results.map((x) => x.outcome),
+      ['unchanged', 'configured'],
+    )
   })
 
   it('validates the whole batch before writing any of it, and says which object failed', async () => {
-    const r = await handle({ method: 'POST', path: '/v1/apply', body: { objects: [pod('a', { changed: 'yes' }), { ...pod('c'), spec: { containers: [] } }], author: 'user:t' } })
+    const r = await handle({
+      method: 'POST',
+      path: '/v1/apply',
+      body: { objects: [pod('a', { changed: 'yes' }), { ...pod('c'), spec: { containers: [] } }], author: 'user:t' },
+    })
     assert.equal(r.status, 400)
     const e = (r.body as { error: { code: string; message: string; details: { index: number } } }).error
     assert.equal(e.code, 'invalid')
@@ -86,7 +96,10 @@ describe('agent API', () => {
     assert.equal(node.object.metadata.name, 'n1')
     await handle({ method: 'POST', path: '/v1/apply', body: { objects: [pod('z')], author: 'user:t', namespace: 'other' } })
     const all = await client.call<{ items: { metadata: { namespace: string; name: string } }[] }>('GET', '/v1/objects/pods', { query: { all: 1 } })
-    assert.deepEqual(all.items.map((i) => `${i.metadata.namespace}/${i.metadata.name}`), ['default/a', 'default/b', 'other/z'])
+    assert.deepEqual(
+      all.items.map((i) => `${i.metadata.namespace}/${i.metadata.name}`),
+      ['default/a', 'default/b', 'other/z'],
+    )
     const h = await client.call<{ revisions: { number: number }[] }>('GET', '/v1/objects/pods/default/b/history', { query: { excludeAuthor: 'user:t' } })
     assert.deepEqual(h.revisions, [])
     const d = await client.call<{ changes: unknown[] }>('GET', '/v1/objects/pods/default/b/diff', { query: { from: 1, to: 2 } })

@@ -2,12 +2,13 @@
  * Bad input through the real CLI: each case is one clear `error: …` line and a non-zero exit,
  * and nothing already stored changes.
  */
-import { after, before, describe, it } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { createHash } from 'node:crypto'
-import { orc, startAgentProcess, tempDir, waitFor, type CliResult, type RunningAgent } from './helpers.ts'
+import { after, before, describe, it } from 'node:test'
+import { type CliResult, orc, type RunningAgent, startAgentProcess, tempDir, waitFor } from './helpers.ts'
 
 const pod = (name: string, extra = '') =>
   `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ${name}\n  labels: {v: "1"}\nspec:\n  containers:\n    - name: main\n      image: /img\n${extra}`
@@ -24,7 +25,12 @@ function dbFiles(dir: string): Record<string, string> {
   return Object.fromEntries(
     readdirSync(dir)
       .filter((f) => !f.startsWith('LOG'))
-      .map((f) => [f, createHash('sha256').update(readFileSync(join(dir, f))).digest('hex')]),
+      .map((f) => [
+        f,
+        createHash('sha256')
+          .update(readFileSync(join(dir, f)))
+          .digest('hex'),
+      ]),
   )
 }
 
@@ -70,12 +76,21 @@ describe('bad input', () => {
 
   it('unknown kind, unknown field, invalid values and oversized objects are refused before any write', async () => {
     const cases: [string, RegExp][] = [
-      [change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n', /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments, federations\)$/m],
+      [
+        change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n',
+        /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments, federations\)$/m,
+      ],
       [change + pod('x', '  colour: red\n'), /^error: stdin document 2 \(line 11\): pod\/x: spec\.colour: unknown field$/m],
       [change + pod('x', '  restartPolicy: Sometimes\n'), /pod\/x: spec\.restartPolicy: must be one of Always, OnFailure, Never; got "Sometimes"$/m],
       [change + pod('Bad_Name'), /metadata\.name: must be a DNS label/],
-      [change + pod('big').replace('labels: {v: "1"}', `annotations: {a: "${'x'.repeat(60000)}", b: "${'x'.repeat(60000)}", c: "${'x'.repeat(60000)}", d: "${'x'.repeat(60000)}", e: "${'x'.repeat(60000)}"}`),
-        /pod\/big: object is \d+ bytes; the limit is 262144$/m],
+      [
+        change +
+          pod('big').replace(
+            'labels: {v: "1"}',
+            `annotations: {a: "${'x'.repeat(60000)}", b: "${'x'.repeat(60000)}", c: "${'x'.repeat(60000)}", d: "${'x'.repeat(60000)}", e: "${'x'.repeat(60000)}"}`,
+          ),
+        /pod\/big: object is \d+ bytes; the limit is 262144$/m,
+      ],
       [change + pod('x', 'status:\n  phase: Running\n'), /pod\/x: status\.phase is owned by controller:lifecycle; user:tester may not change it/],
     ]
     for (const [input, pattern] of cases) oneLineError(await run(['apply', '-f', '-'], input), pattern)
@@ -86,13 +101,19 @@ describe('bad input', () => {
   it('a user cannot write a controller-owned field of an existing object', async () => {
     // keep is bound and run here: its status holds both controllers' fields; the first changed leaf is named.
     await waitFor('pod/keep bound and started', async () => ((await keepObject()).status?.phase ? true : undefined))
-    oneLineError(await run(['apply', '-f', '-'], pod('keep', 'status:\n  node: n9\n')), /^error: stdin document 1 \(line 1\): pod\/keep: status\.phase is owned by controller:lifecycle; user:tester may not change it$/)
+    oneLineError(
+      await run(['apply', '-f', '-'], pod('keep', 'status:\n  node: n9\n')),
+      /^error: stdin document 1 \(line 1\): pod\/keep: status\.phase is owned by controller:lifecycle; user:tester may not change it$/,
+    )
     await assertKeepUnchanged()
     assert.notEqual((await keepObject()).status.node, 'n9')
     // A pod pinned to another node gets no status here, so status.node is the only field changed.
     const away = pod('away', '  placement: {node: elsewhere}\n')
     assert.equal((await run(['apply', '-f', '-'], away)).stdout, 'pod/away created\n')
-    oneLineError(await run(['apply', '-f', '-'], away + 'status:\n  node: n9\n'), /pod\/away: status\.node is owned by controller:scheduler; user:tester may not change it$/)
+    oneLineError(
+      await run(['apply', '-f', '-'], away + 'status:\n  node: n9\n'),
+      /pod\/away: status\.node is owned by controller:scheduler; user:tester may not change it$/,
+    )
     const stored = JSON.parse((await run(['get', 'pod', 'away', '-o', 'json'])).stdout)
     assert.equal(stored.metadata.revision, 1)
     assert.equal(stored.status, undefined)
@@ -123,7 +144,7 @@ describe('bad input', () => {
     assert.match(r.stderr, /^error: pod\/keep has no revision 999.*\n {2}code: not_found\n/)
   })
 
-  it('a second agent on the same data dir is refused with the first one\'s pid; the first keeps running', async () => {
+  it("a second agent on the same data dir is refused with the first one's pid; the first keeps running", async () => {
     const second = await orc(undefined, ['up', '--data-dir', dataDir], { env: { ORC_LOG_LEVEL: 'warn' } })
     oneLineError(second, new RegExp(`^error: data dir ${dataDir} is in use by another orc agent \\(pid ${agent.proc.pid}\\); stop it first`))
     assert.equal(Number(readFileSync(join(dataDir, 'orc.pid'), 'utf8')), agent.proc.pid)
@@ -132,8 +153,14 @@ describe('bad input', () => {
 
   it('an unknown log level, from the flag or ORC_LOG_LEVEL, is named in one line and nothing starts', async () => {
     const fresh = join(tmp.path, 'loglevel')
-    oneLineError(await orc(undefined, ['up', '--data-dir', fresh, '--log-level', 'loud']), /^error: log level "loud" \(--log-level\) is not one of trace, debug, info, warn, error/)
-    oneLineError(await orc(undefined, ['up', '--data-dir', fresh], { env: { ORC_LOG_LEVEL: 'chatty' } }), /^error: log level "chatty" \(ORC_LOG_LEVEL\) is not one of/)
+    oneLineError(
+      await orc(undefined, ['up', '--data-dir', fresh, '--log-level', 'loud']),
+      /^error: log level "loud" \(--log-level\) is not one of trace, debug, info, warn, error/,
+    )
+    oneLineError(
+      await orc(undefined, ['up', '--data-dir', fresh], { env: { ORC_LOG_LEVEL: 'chatty' } }),
+      /^error: log level "chatty" \(ORC_LOG_LEVEL\) is not one of/,
+    )
     assert.equal(existsSync(join(fresh, 'orc.sock')), false)
   })
 
@@ -143,9 +170,18 @@ describe('bad input', () => {
     if (process.getuid?.() === 0) {
       // As root, check the socket refuses another user: run the CLI as nobody.
       const { execa } = await import('execa')
-      const r = await execa('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e',
-        `require('node:net').createConnection(${JSON.stringify(agent.socket)}).on('error', (e) => { console.log(e.code); process.exit(0) }).on('connect', () => { console.log('connected'); process.exit(0) })`],
-        { reject: false })
+      const r = await execa(
+        'setpriv',
+        [
+          '--reuid=65534',
+          '--regid=65534',
+          '--clear-groups',
+          process.execPath,
+          '-e',
+          `require('node:net').createConnection(${JSON.stringify(agent.socket)}).on('error', (e) => { console.log(e.code); process.exit(0) }).on('connect', () => { console.log('connected'); process.exit(0) })`,
+        ],
+        { reject: false },
+      )
       assert.match(String(r.stdout), /EACCES/, `another user must not connect: ${r.stdout}${r.stderr}`)
     }
   })

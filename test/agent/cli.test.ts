@@ -2,13 +2,14 @@
  * The single-node agent driven through the real `orc` CLI: apply/get/delete, history with author
  * filters, diff, rollback, status, restart on the same data dir.
  */
-import { after, before, describe, it } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
 import { parse, parseAllDocuments } from 'yaml'
-import { orc, startAgentProcess, tempDir, waitFor, ROOT, type RunningAgent } from './helpers.ts'
 import { skipReason } from '../pods/helpers.ts'
+import { orc, ROOT, type RunningAgent, startAgentProcess, tempDir, waitFor } from './helpers.ts'
 
 const EXAMPLE = readFileSync(join(ROOT, 'examples/pod.yaml'), 'utf8')
 /** Without bwrap or a static busybox the example pod cannot run; it then ends Starting/Failed. */
@@ -105,7 +106,10 @@ describe('orc CLI against a real agent', () => {
       // REV is the revision whose spec runs: alice's relabel did not change the spec.
       const table = await run(['get', 'pods'])
       assert.match(table.stdout, /^NAME +STATUS +NODE +REV +RESTARTS +AGE\nhello +Running +n1 +1 +0 +\d+s\n$/)
-      assert.match((await run(['get', 'pods', '-o', 'wide', '-A'])).stdout, /^NAMESPACE +NAME +STATUS +NODE +IP +POLICY +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +<none> +best-effort +1 +0 /)
+      assert.match(
+        (await run(['get', 'pods', '-o', 'wide', '-A'])).stdout,
+        /^NAMESPACE +NAME +STATUS +NODE +IP +POLICY +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +<none> +best-effort +1 +0 /,
+      )
     }
 
     const y = parse((await run(['get', 'pod', 'hello', '-o', 'yaml'])).stdout)
@@ -113,7 +117,13 @@ describe('orc CLI against a real agent', () => {
     assert.deepEqual(y.spec.containers[0].command, ['sh', '-c', 'echo hello from orc, running as uid $(id -u); sleep 3600'])
     assert.equal(y.status.node, 'n1')
     const users = await userHistory('pod/hello')
-    assert.deepEqual(users.map((r) => [r.author, r.op]), [['user:tester', 'create'], ['user:alice', 'update']])
+    assert.deepEqual(
+      users.map((r) => [r.author, r.op]),
+      [
+        ['user:tester', 'create'],
+        ['user:alice', 'update'],
+      ],
+    )
     const j = JSON.parse((await run(['get', 'pod/hello', '-o', 'json'])).stdout)
     assert.ok(j.metadata.revision >= users[1]!.number, 'the object revision counts the user revisions and the status writes')
     assert.equal(j.metadata.createdAt, y.metadata.createdAt)
@@ -121,18 +131,29 @@ describe('orc CLI against a real agent', () => {
 
   it('history filters by author, diff shows what changed, rollback restores an old revision', async () => {
     const byUsers = await run(['history', 'pod/hello', '--exclude-author', 'controller:'])
-    const m = byUsers.stdout.match(/^REV +TIME +AUTHOR +OP +REASON +CHANGES\n1 +\S+ +user:tester +create\n(\d+) +\S+ +user:alice +update +relabel +metadata\.labels\.app\n$/)
+    const m = byUsers.stdout.match(
+      /^REV +TIME +AUTHOR +OP +REASON +CHANGES\n1 +\S+ +user:tester +create\n(\d+) +\S+ +user:alice +update +relabel +metadata\.labels\.app\n$/,
+    )
     assert.ok(m, `user revisions: ${byUsers.stdout}`)
     const alice = Number(m[1])
     // The controllers' writes are in the full history: the binding first, then the lifecycle's.
     const byControllers = JSON.parse((await run(['history', 'pod/hello', '--author', 'controller:', '-o', 'json'])).stdout)
     assert.equal(byControllers[0].author, 'controller:scheduler')
     assert.match(byControllers[0].reason, /^bind to n1/)
-    assert.ok(byControllers.slice(1).every((r: { author: string }) => r.author === 'controller:lifecycle'), 'only the lifecycle controller writes after the binding')
+    assert.ok(
+      byControllers.slice(1).every((r: { author: string }) => r.author === 'controller:lifecycle'),
+      'only the lifecycle controller writes after the binding',
+    )
     const onlyAlice = JSON.parse((await run(['history', 'pod/hello', '--author', 'alice', '-o', 'json'])).stdout)
-    assert.deepEqual(onlyAlice.map((r: { number: number }) => r.number), [alice])
+    assert.deepEqual(
+      onlyAlice.map((r: { number: number }) => r.number),
+      [alice],
+    )
     const notAlice = JSON.parse((await run(['history', 'pod/hello', '--exclude-author', 'user:alice', '--exclude-author', 'controller:', '-o', 'json'])).stdout)
-    assert.deepEqual(notAlice.map((r: { author: string }) => r.author), ['user:tester'])
+    assert.deepEqual(
+      notAlice.map((r: { author: string }) => r.author),
+      ['user:tester'],
+    )
     const future = await run(['history', 'pod/hello', '--since', '2999-01-01T00:00:00Z'])
     assert.equal(future.stdout, '')
 
@@ -147,7 +168,7 @@ describe('orc CLI against a real agent', () => {
     assert.ok(rbm, rb.stdout)
     const after = JSON.parse((await run(['get', 'pod', 'hello', '-o', 'json'])).stdout)
     assert.equal(after.metadata.labels.app, 'hello')
-    assert.equal(after.status.node, 'n1', 'a rollback keeps the controllers\' fields')
+    assert.equal(after.status.node, 'n1', "a rollback keeps the controllers' fields")
     assert.match(
       (await run(['history', 'pod/hello', '--exclude-author', 'controller:'])).stdout,
       new RegExp(`\n${rbm[1]} +\\S+ +user:tester +rollback to 1 +web label was wrong +metadata\\.labels\\.app\n$`),
@@ -175,7 +196,10 @@ describe('orc CLI against a real agent', () => {
     const empty = await run(['get', 'pods', '-A'])
     assert.equal(empty.stdout, '')
     assert.equal(empty.stderr, 'No resources found.\n')
-    assert.deepEqual((await userHistory('pod/hello')).map((r) => r.op), ['create', 'update', 'rollback', 'rollback', 'delete'])
+    assert.deepEqual(
+      (await userHistory('pod/hello')).map((r) => r.op),
+      ['create', 'update', 'rollback', 'rollback', 'delete'],
+    )
   })
 
   it('stops on SIGTERM, removes its socket and pid file, and restarts with its state', async () => {
@@ -190,7 +214,10 @@ describe('orc CLI against a real agent', () => {
 
     agent = await startAgentProcess(dataDir, ['--name', 'n1'])
     const pods = parseAllDocuments((await run(['get', 'pods', '-o', 'yaml'])).stdout).map((d) => d.toJS())
-    assert.deepEqual(pods.map((p) => p.metadata.name), ['hello'])
+    assert.deepEqual(
+      pods.map((p) => p.metadata.name),
+      ['hello'],
+    )
     const again = JSON.parse((await run(['get', 'clusters', '-o', 'json'])).stdout)
     assert.equal(again.items[0].spec.id, clusterId, 'a restart keeps the cluster')
     const node = JSON.parse((await run(['get', 'node', 'n1', '-o', 'json'])).stdout)

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
-import { ApiClient } from '../../src/cli/client.ts'
 import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
+import { ApiClient } from '../../src/cli/client.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
 const BIN = join(ROOT, 'bin/orc.mjs')

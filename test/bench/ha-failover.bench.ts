@@ -5,8 +5,9 @@
 // the lost one (`MemberView.lastSeen`), not from when it started suspecting it.
 // Usage: node --expose-gc --import tsx --import ./test/setup.ts test/bench/ha-failover.bench.ts [nodes] [seeds] [haAfterSeconds]
 // Prints one figure per line.
-import { Simulator, type SimNode } from '../../netsim/sim.ts'
+
 import { LocalScheduler } from '../../netsim/scheduler.ts'
+import { type SimNode, Simulator } from '../../netsim/sim.ts'
 
 const nodes = Number(process.argv[2] ?? 50)
 const seeds = Number(process.argv[3] ?? 5)

@@ -20,10 +20,10 @@
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Workspace, newNode, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
-import { openStore } from '../../src/store/index.ts'
-import { storeTopic } from '../../src/mesh/index.ts'
 import { RPC } from '@libp2p/gossipsub/message'
+import { storeTopic } from '../../src/mesh/index.ts'
+import { openStore } from '../../src/store/index.ts'
+import { type NodeProcess, newNode, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
 import { cpuSeconds, pct, rssMb } from './proc.ts'
 
 const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
@@ -38,7 +38,6 @@ const pod = (name: string, i = 0) => ({
   spec: { nodeSelector: { 'orc-test': 'nowhere' }, containers: [{ name: 'main', image: '/var/lib/orc/images/busybox', command: ['sh', '-c', 'sleep 3600'] }] },
 })
 
-
 /** What bin/orc.mjs runs right now: the bundle when it is newer than every source file. */
 function agentCode(): 'bundle' | 'tsx' {
   const root = new URL('../..', import.meta.url).pathname
@@ -47,8 +46,6 @@ function agentCode(): 'bundle' | 'tsx' {
     Math.max(0, ...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs)))
   return existsSync(bundle) && statSync(bundle).mtimeMs > newest(join(root, 'src')) ? 'bundle' : 'tsx'
 }
-
-
 
 let profiled: NodeProcess | undefined
 
@@ -146,7 +143,8 @@ async function propagation(): Promise<void> {
       const idle0 = Date.now()
       await new Promise((r) => setTimeout(r, Number(process.env.BENCH_IDLE_S ?? 10) * 1000))
       const used = nodes.reduce((a, n, i) => a + cpuSeconds(n.proc?.pid) - cpu0[i]!, 0)
-      if (process.env.BENCH_VERBOSE) console.error('idle cpu s per agent:', nodes.map((n, i) => `${n.name}=${(cpuSeconds(n.proc?.pid) - cpu0[i]!).toFixed(2)}`).join(' '))
+      if (process.env.BENCH_VERBOSE)
+        console.error('idle cpu s per agent:', nodes.map((n, i) => `${n.name}=${(cpuSeconds(n.proc?.pid) - cpu0[i]!).toFixed(2)}`).join(' '))
       console.log(`idle_cpu_cores_n${size} ${(used / ((Date.now() - idle0) / 1000)).toFixed(2)}`)
       // Warm-up: one write from every node (a joiner's first publish may still find its gossip
       // mesh forming; that is join cost, reported by the join figures, not steady-state latency).
@@ -171,7 +169,7 @@ async function propagation(): Promise<void> {
           console.error(`sample ${key} writer=${writer.name} t0=${t0} ${lat.at(-1)} ms, last=${last.name}`)
         }
       }
-      if (process.env.BENCH_VERBOSE) console.error(size, lat.join(" "))
+      if (process.env.BENCH_VERBOSE) console.error(size, lat.join(' '))
       console.log(`propagation_ms_p50_n${size} ${pct(lat, 50)}`)
       console.log(`propagation_ms_p99_n${size} ${pct(lat, 99)}`)
       console.log(`propagation_durable_ms_p50_n${size} ${pct(latDurable, 50)}`)
@@ -202,7 +200,15 @@ async function gossipBytes(): Promise<void> {
     // RPC, length-prefixed, in one yamux frame (12 B header) inside one noise frame (2 B length + 16 B tag).
     const rpc = RPC.encode({
       subscriptions: [],
-      messages: [{ from: new Uint8Array(38), data: new Uint8Array(payload), seqno: new Uint8Array(8), topic: storeTopic('0'.repeat(32), 'cluster'), signature: new Uint8Array(64) }],
+      messages: [
+        {
+          from: new Uint8Array(38),
+          data: new Uint8Array(payload),
+          seqno: new Uint8Array(8),
+          topic: storeTopic('0'.repeat(32), 'cluster'),
+          signature: new Uint8Array(64),
+        },
+      ],
     })
     const varint = rpc.length < 128 ? 1 : rpc.length < 16384 ? 2 : 3
     console.log(`gossip_wire_bytes_one_field_change ${rpc.length + varint + 12 + 18}`)
@@ -239,12 +245,16 @@ async function joinAndRss(): Promise<void> {
     let connecting = 0
     let ready = 0
     j.join(s0.addr, token)
-    await waitFor('the joiner to print ready', async () => {
-      if (connecting === 0 && j.stdout.includes('connecting to')) connecting = Date.now()
-      if (j.stdout.includes('\nready: ') || j.stdout.startsWith('ready: ')) ready = Date.now()
-      if (j.exited) throw new Error(j.stderr)
-      return ready > 0
-    }, 120_000)
+    await waitFor(
+      'the joiner to print ready',
+      async () => {
+        if (connecting === 0 && j.stdout.includes('connecting to')) connecting = Date.now()
+        if (j.stdout.includes('\nready: ') || j.stdout.startsWith('ready: ')) ready = Date.now()
+        if (j.exited) throw new Error(j.stderr)
+        return ready > 0
+      },
+      120_000,
+    )
     await j.ready()
     const count = (await j.client.call<{ objects: number }>('GET', '/v1/status')).objects
     if (count < 10_000) throw new Error(`joiner has ${count} objects`)

@@ -76,9 +76,17 @@ try {
   console.log(`${pct(upd, 50).toFixed(1)} ms in-place update→Running p50 (${U} updates)`)
   console.log(`${pct(upd, 99).toFixed(1)} ms in-place update→Running p99`)
 } finally {
-  for (let i = 0; i < N; i++) await store.delete({ kind: 'Pod', namespace: 'default', name: `b${i}` }, { author: 'user:bench', now: Date.now() }).catch(() => {})
+  for (let i = 0; i < N; i++)
+    await store.delete({ kind: 'Pod', namespace: 'default', name: `b${i}` }, { author: 'user:bench', now: Date.now() }).catch(() => {})
   const deadline = Date.now() + 60_000
-  while (agent.lifecycle.runtime('sandbox').list().some((c) => c.state === 'running') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+  while (
+    agent.lifecycle
+      .runtime('sandbox')
+      .list()
+      .some((c) => c.state === 'running') &&
+    Date.now() < deadline
+  )
+    await new Promise((r) => setTimeout(r, 100))
   await agent.lifecycle.idle()
   await agent.stop()
   rmSync(dir, { recursive: true, force: true })

@@ -4,7 +4,7 @@
  * Run: node --import tsx test/bench/runtime-start.bench.ts   (needs bwrap and busybox-static)
  * Prints: p50 ms, p99 ms, mean ms (one figure per line).
  */
-import { mkdtempSync, rmSync, statSync, chmodSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SandboxRuntime } from '../../src/runtime/index.ts'

@@ -1,7 +1,7 @@
 // Placement throughput of the pure scheduler (one core: the plan runs on the main thread).
 // Usage: node --import tsx test/bench/sched.bench.ts
 // Prints one figure per line: placements per second for 10k pending pods over 5k and 1k nodes.
-import { planPlacements, type ClusterView, type NodeView, type PodView } from '../../src/sched/index.ts'
+import { type ClusterView, type NodeView, type PodView, planPlacements } from '../../src/sched/index.ts'
 
 function rng(seed: number): () => number {
   let a = seed >>> 0
@@ -45,7 +45,8 @@ export function benchView(nodeCount: number, podCount: number, seed = 1): Cluste
     if (y < 0.1) pod.nodeSelector = { disktype: 'ssd' }
     else if (y < 0.15) pod.tolerations = [{ key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' }]
     else if (y < 0.2) pod.affinity = { podAntiAffinity: { required: [{ labelSelector: { matchLabels: { app: group } }, topologyKey: 'node' }] } }
-    else if (y < 0.22) pod.affinity = { podAntiAffinity: { preferred: [{ weight: 50, term: { labelSelector: { matchLabels: { app: group } }, topologyKey: 'site' } }] } }
+    else if (y < 0.22)
+      pod.affinity = { podAntiAffinity: { preferred: [{ weight: 50, term: { labelSelector: { matchLabels: { app: group } }, topologyKey: 'site' } }] } }
     pods.push(pod)
   }
   return { nodes, pods, now: 60_000 }

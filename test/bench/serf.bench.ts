@@ -12,8 +12,8 @@
  * spreading a small message to everyone, not of equal work.
  * Run: node --import tsx --import ./test/setup.ts test/bench/serf.bench.ts [SIZES=5,10,20] [SAMPLES=100]
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, waitFor } from '../cluster/helpers.ts'
@@ -50,14 +50,18 @@ for (const size of SIZES) {
       if (i > 0) args.push(`-retry-join=${agents[0]!.bind}`, '-retry-interval=1s')
       agents.push({ name, bind, rpc, proc: spawn('serf', args, { stdio: 'ignore' }) })
     }
-    await waitFor(`${size} serf agents alive`, async () => {
-      try {
-        const out = execFileSync('serf', ['members', `-rpc-addr=${agents[0]!.rpc}`, '-status=alive'], { encoding: 'utf8' })
-        return out.trim().split('\n').length === size
-      } catch {
-        return false
-      }
-    }, 60_000)
+    await waitFor(
+      `${size} serf agents alive`,
+      async () => {
+        try {
+          const out = execFileSync('serf', ['members', `-rpc-addr=${agents[0]!.rpc}`, '-status=alive'], { encoding: 'utf8' })
+          return out.trim().split('\n').length === size
+        } catch {
+          return false
+        }
+      },
+      60_000,
+    )
     const pids = agents.map((a) => a.proc.pid!)
     const cpu0 = pids.map(cpuSeconds)
     const t0 = Date.now()
@@ -72,11 +76,19 @@ for (const size of SIZES) {
       const start = Date.now()
       execFileSync('serf', ['event', `-rpc-addr=${writer.rpc}`, '-coalesce=false', 'bench', payload])
       let times: number[] = []
-      await waitFor(`${payload} on all ${size}`, async () => {
-        const lines = existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l.split(' ')[1] === payload) : []
-        times = lines.map((l) => Number(l.split(' ')[2]))
-        return new Set(lines.map((l) => l.split(' ')[0])).size === size
-      }, 30_000)
+      await waitFor(
+        `${payload} on all ${size}`,
+        async () => {
+          const lines = existsSync(log)
+            ? readFileSync(log, 'utf8')
+                .split('\n')
+                .filter((l) => l.split(' ')[1] === payload)
+            : []
+          times = lines.map((l) => Number(l.split(' ')[2]))
+          return new Set(lines.map((l) => l.split(' ')[0])).size === size
+        },
+        30_000,
+      )
       if (s >= 0) lat.push(Math.max(...times) - start)
     }
     console.log(`serf_propagation_ms_p50_n${size} ${pct(lat, 50)}`)

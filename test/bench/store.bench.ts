@@ -7,9 +7,9 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import { openStore } from '../../src/store/store.ts'
 import { pod, seededBytes } from '../helpers/store.ts'
-import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 
 const which = process.argv[2] ?? 'all'
 const tmp = () => mkdtempSync(join(tmpdir(), 'orc-bench-'))
@@ -28,7 +28,24 @@ async function etcdWrites(inflights: number[], n = 10000): Promise<Map<number, n
   const { spawn } = await import('node:child_process')
   const d = tmp()
   const port = 23790 + Math.floor(Math.random() * 100)
-  const etcd = spawn('etcd', ['--data-dir', d, '--listen-client-urls', `http://127.0.0.1:${port}`, '--advertise-client-urls', `http://127.0.0.1:${port}`, '--listen-peer-urls', `http://127.0.0.1:${port + 1000}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${port + 1000}`, '--initial-cluster', `default=http://127.0.0.1:${port + 1000}`], { stdio: 'ignore' })
+  const etcd = spawn(
+    'etcd',
+    [
+      '--data-dir',
+      d,
+      '--listen-client-urls',
+      `http://127.0.0.1:${port}`,
+      '--advertise-client-urls',
+      `http://127.0.0.1:${port}`,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${port + 1000}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${port + 1000}`,
+      '--initial-cluster',
+      `default=http://127.0.0.1:${port + 1000}`,
+    ],
+    { stdio: 'ignore' },
+  )
   const value = Buffer.from(JSON.stringify(pod('p0'))).toString('base64')
   try {
     const req = (agent: InstanceType<typeof http.Agent>, path: string, body: string) =>
@@ -64,7 +81,9 @@ async function etcdWrites(inflights: number[], n = 10000): Promise<Map<number, n
       )
       const rate = Math.round(count / ((performance.now() - t0) / 1000))
       out.set(inflight, rate)
-      console.log(`etcd ${execFileSync('etcd', ['--version'], { encoding: 'utf8' }).split('\n')[0]!.replace('etcd Version: ', 'v')} durable writes/s (${count} puts, ${inflight} in flight, same machine): ${rate}`)
+      console.log(
+        `etcd ${execFileSync('etcd', ['--version'], { encoding: 'utf8' }).split('\n')[0]!.replace('etcd Version: ', 'v')} durable writes/s (${count} puts, ${inflight} in flight, same machine): ${rate}`,
+      )
     }
   } finally {
     etcd.kill('SIGTERM')
@@ -182,7 +201,12 @@ async function bytes() {
   const batch: Promise<unknown>[] = []
   for (let r = 0; r < revs; r++) {
     const i = r % objects
-    batch.push(s.patch({ kind: 'Pod', namespace: 'default', name: `p${i}` }, [{ path: ['status', 'phase'], value: `phase-${r}` }], { author: 'controller:lifecycle', now: ++t }))
+    batch.push(
+      s.patch({ kind: 'Pod', namespace: 'default', name: `p${i}` }, [{ path: ['status', 'phase'], value: `phase-${r}` }], {
+        author: 'controller:lifecycle',
+        now: ++t,
+      }),
+    )
     if (batch.length >= 200) await Promise.all(batch.splice(0))
   }
   await Promise.all(batch)
@@ -190,7 +214,9 @@ async function bytes() {
   const res = await s.compact(t + 31 * 86400000)
   const after = dirSize(dir)
   await s.close()
-  console.log(`stored bytes per one-field revision after compaction (default policy, ${res.revisionsCompacted} of ${revs} folded): ${Math.round((after - base) / revs)}`)
+  console.log(
+    `stored bytes per one-field revision after compaction (default policy, ${res.revisionsCompacted} of ${revs} folded): ${Math.round((after - base) / revs)}`,
+  )
   // with every revision's content kept (compaction of the document log only)
   const d2 = tmp()
   const s2 = await openStore({ dir: join(d2, 'db'), randomBytes: seededBytes(3) })
@@ -198,7 +224,12 @@ async function bytes() {
   await s2.compact(1)
   const base2 = dirSize(join(d2, 'db'))
   for (let r = 0; r < revs; r++) {
-    batch.push(s2.patch({ kind: 'Pod', namespace: 'default', name: `p${r % objects}` }, [{ path: ['status', 'phase'], value: `phase-${r}` }], { author: 'controller:lifecycle', now: ++t }))
+    batch.push(
+      s2.patch({ kind: 'Pod', namespace: 'default', name: `p${r % objects}` }, [{ path: ['status', 'phase'], value: `phase-${r}` }], {
+        author: 'controller:lifecycle',
+        now: ++t,
+      }),
+    )
     if (batch.length >= 200) await Promise.all(batch.splice(0))
   }
   await Promise.all(batch)

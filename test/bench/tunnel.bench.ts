@@ -10,16 +10,27 @@
 import '../../src/polyfill.ts'
 import { execa } from 'execa'
 import {
-  NetnsPodNetworkDriver,
-  WireGuardLinkDriver,
   chooseNodeSubnet,
   clusterPrefix,
   formatPrefix,
   generateKeyPair,
+  NetnsPodNetworkDriver,
   nodeGateway,
   randomPodAddress,
+  WireGuardLinkDriver,
 } from '../../src/net/index.ts'
-import { addNetns, delNetns, linkNetns, missingPrerequisite, pingOnce, runSuffix, seededRandom, startTcpServer, tcpRequest, type TcpServer } from '../net/netns.ts'
+import {
+  addNetns,
+  delNetns,
+  linkNetns,
+  missingPrerequisite,
+  pingOnce,
+  runSuffix,
+  seededRandom,
+  startTcpServer,
+  type TcpServer,
+  tcpRequest,
+} from '../net/netns.ts'
 
 const mib = Number(process.argv[2] ?? 64)
 const missing = missingPrerequisite(['ip', 'wg', 'wireguard-go', 'nft', 'sysctl'])
@@ -62,11 +73,17 @@ try {
   const t0 = process.hrtime.bigint()
   await Promise.all([
     wgA.set({
-      iface: `wgb${s}a`, privateKey: kA.privateKey, listenPort: 51820, address: `${nodeGateway(a.prefix)}/64`,
+      iface: `wgb${s}a`,
+      privateKey: kA.privateKey,
+      listenPort: 51820,
+      address: `${nodeGateway(a.prefix)}/64`,
       peers: [{ publicKey: kB.publicKey, endpoint: '198.18.0.2:51820', allowedIps: [formatPrefix(b.prefix)] }],
     }),
     wgB.set({
-      iface: `wgb${s}b`, privateKey: kB.privateKey, listenPort: 51820, address: `${nodeGateway(b.prefix)}/64`,
+      iface: `wgb${s}b`,
+      privateKey: kB.privateKey,
+      listenPort: 51820,
+      address: `${nodeGateway(b.prefix)}/64`,
       peers: [{ publicKey: kA.publicKey, endpoint: '198.18.0.1:51820', allowedIps: [formatPrefix(a.prefix)] }],
     }),
   ])

@@ -10,14 +10,15 @@
  * CHAOS_SEED=<n> replays a run's fault schedule (the seed is printed); CHAOS_FAULT_SECONDS sets how
  * long faults go on (default 60).
  */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { randomInt } from 'node:crypto'
-import { ApiClient } from '../../src/cli/client.ts'
+import { test } from 'node:test'
 import { Rng } from '../../netsim/rng.ts'
+import { ApiClient } from '../../src/cli/client.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { pidsRunning } from '../pods/helpers.ts'
-import { Testbed, skipReason, waitFor, waitMesh } from '../testbed/helpers.ts'
+import { skipReason, Testbed, waitFor, waitMesh } from '../testbed/helpers.ts'
 
 /**
  * At most one running copy of the ha pod once haAfter + 15 s have passed since the last fault was
@@ -178,11 +179,15 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
   await waitMesh(tb, 'a', NODES, 180_000)
   phase('mesh')
   // On a loaded machine a pod can take a minute to start: faults begin anyway after 30 s.
-  const haRunning = await until('the ha pod running once', async () => (pidsRunning(['sleep', marker]).length === 1 ? true : undefined), 30_000).catch(() => false)
+  const haRunning = await until('the ha pod running once', async () => (pidsRunning(['sleep', marker]).length === 1 ? true : undefined), 30_000).catch(
+    () => false,
+  )
   phase(haRunning ? 'ha-pod' : 'ha-pod(not yet running)')
   const setupMs = Date.now() - started
   const faultWindow = Math.max(MIN_FAULT_MS, Math.min(FAULT_MS, BUDGET_MS - setupMs - RESERVE_MS))
-  progress(`set up in ${(setupMs / 1000).toFixed(0)}s (${phases.join(' ')}); faults for ${(faultWindow / 1000).toFixed(0)}s${faultWindow < FAULT_MS ? ` (shortened from ${FAULT_MS / 1000}s to fit the time budget)` : ''}`)
+  progress(
+    `set up in ${(setupMs / 1000).toFixed(0)}s (${phases.join(' ')}); faults for ${(faultWindow / 1000).toFixed(0)}s${faultWindow < FAULT_MS ? ` (shortened from ${FAULT_MS / 1000}s to fit the time budget)` : ''}`,
+  )
 
   // ---- client: writes on random nodes until the faults end
   let writing = true
@@ -201,7 +206,8 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
         w.error = e.message
         // Refused before the request was sent (agent down): certainly not applied. Anything
         // else (reset mid-request, no answer in time) may or may not have been.
-        const refused = e.cause?.code === 'ECONNREFUSED' || e.cause?.code === 'ENOENT' || (e.code !== undefined && e.code !== 'unavailable' && e.code !== 'internal')
+        const refused =
+          e.cause?.code === 'ECONNREFUSED' || e.cause?.code === 'ENOENT' || (e.code !== undefined && e.code !== 'unavailable' && e.code !== 'internal')
         w.outcome = refused ? 'fail' : 'info'
       }
       await sleep(50 + clientRng.int(150))
@@ -268,11 +274,16 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
       const pick = nemesisRng.pick(NODES)
       const x = aim ?? pick
       await tb.heal()
-      await tb.partition([x], NODES.filter((n) => n !== x))
+      await tb.partition(
+        [x],
+        NODES.filter((n) => n !== x),
+      )
       counts.isolate++
       log(`isolate ${x}${x === aim ? ' (ha)' : ''}`)
     } else if (r < 0.75) {
-      const order = NODES.map((n) => [nemesisRng.next(), n] as const).sort((p, q) => p[0] - q[0]).map((p) => p[1])
+      const order = NODES.map((n) => [nemesisRng.next(), n] as const)
+        .sort((p, q) => p[0] - q[0])
+        .map((p) => p[1])
       const [two, three] = [order.slice(0, 2), order.slice(2)]
       await tb.heal()
       await tb.partition(two, three)
@@ -310,7 +321,11 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
       const n = ++counter
       const name = `after-${node}`
       const body = { objects: [policy(name, n)], author: AUTHOR, reason: reasonOf(n) }
-      await until(`a write on ${node} after the heal`, () => within(WRITE_TIMEOUT_MS, client(node).call('POST', '/v1/apply', { body })).then(() => true), 30_000)
+      await until(
+        `a write on ${node} after the heal`,
+        () => within(WRITE_TIMEOUT_MS, client(node).call('POST', '/v1/apply', { body })).then(() => true),
+        30_000,
+      )
       writes.push({ n, name, node, outcome: 'ok' })
     }),
   )
@@ -325,7 +340,8 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
   for (const w of acked) if (!w.name.startsWith('hot-')) created.set(w.name, w.n)
 
   // ---- convergence: every node holds the same objects, with every acknowledged create
-  const list = async (node: string) => (await within(20_000, client(node).call<{ items: any[] }>('GET', '/v1/objects/securitypolicies', { query: { namespace: NS } }))).items
+  const list = async (node: string) =>
+    (await within(20_000, client(node).call<{ items: any[] }>('GET', '/v1/objects/securitypolicies', { query: { namespace: NS } }))).items
   const stores = await until(
     'every node to hold the same chaos objects, with every acknowledged one',
     async () => {
@@ -371,9 +387,11 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
     concurrent += histories[0]!.length - new Set(histories[0]!.map((r) => r.number)).size
   }
   const queue = [...objectNames]
-  await Promise.all(Array.from({ length: 4 }, async () => {
-    for (let name = queue.shift(); name !== undefined; name = queue.shift()) await checkObject(name)
-  }))
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (let name = queue.shift(); name !== undefined; name = queue.shift()) await checkObject(name)
+    }),
+  )
   // A torn object: its label and description come from different writes (no revision wrote that).
   if (Array.isArray(stores)) for (const o of stores[0]!) if (`w${o.metadata.labels?.w}` !== o.spec.description) torn++
 
@@ -414,11 +432,19 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
   assert.deepEqual(lost, [], `acknowledged writes missing (${lost.length}): ${lost.slice(0, 20).join(', ')}`)
   for (const [i, s] of cliStores.entries()) assert.deepEqual(s, cliStores[0], `orc get securitypolicies on ${NODES[i]} equals a's`)
   const listed = new Set<string>((cliStores[0].items ?? cliStores[0]).map((o: any) => o.metadata.name as string))
-  assert.deepEqual([...objectNames].filter((n) => !listed.has(n)), [], 'orc get lists every object written')
+  assert.deepEqual(
+    [...objectNames].filter((n) => !listed.has(n)),
+    [],
+    'orc get lists every object written',
+  )
   assert.deepEqual(gaps, [], 'revision numbers run 1..n without a gap')
   assert.deepEqual(diverged, [], 'every node has the same history of each object')
   // With no copy running after the heal the check says nothing about fencing: say so.
-  if (haMax === 0) t.diagnostic(`the ha pod ran on no node from haAfter + 15 s after the heal (bound to ${(await haNodeNow()) ?? 'no node'}): the at-most-one check is inconclusive`)
-  if (CHECK_HA_COPIES) assert.ok(haMax <= 1, `at most one running copy of the ha pod from haAfter + 15 s after the heal (saw ${haMax}; samples ${haAfterHeal().join(',')})`)
+  if (haMax === 0)
+    t.diagnostic(
+      `the ha pod ran on no node from haAfter + 15 s after the heal (bound to ${(await haNodeNow()) ?? 'no node'}): the at-most-one check is inconclusive`,
+    )
+  if (CHECK_HA_COPIES)
+    assert.ok(haMax <= 1, `at most one running copy of the ha pod from haAfter + 15 s after the heal (saw ${haMax}; samples ${haAfterHeal().join(',')})`)
   failed = false
 })

@@ -1,11 +1,12 @@
 // A three-node cluster of real agents (separate processes, real libp2p on 127.0.0.1, real LevelDB):
 // join through two different members, replication both ways, kill -9 and restart, a node alone,
 // remote CLI with and without the credential, and removing a node.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { existsSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Workspace, applyPod, hasPod, newNode, nodeNames, orc, podManifest, tokenFrom, waitFor, type NodeProcess } from './helpers.ts'
+import { test } from 'node:test'
+import { applyPod, hasPod, type NodeProcess, newNode, nodeNames, orc, podManifest, tokenFrom, Workspace, waitFor } from './helpers.ts'
 
 interface WideRow {
   name: string

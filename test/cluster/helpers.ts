@@ -7,9 +7,9 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
+import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import { ApiClient } from '../../src/cli/client.ts'
 import { waitFor } from '../helpers/wait.ts'
-import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
 export const BIN = join(ROOT, 'bin/orc.mjs')
@@ -138,11 +138,15 @@ export class NodeProcess {
 
   /** Resolves when the API answers; rejects (with the output) if the process exits first. */
   async ready(): Promise<this> {
-    await waitFor(`${this.name} to answer on its socket`, async () => {
-      if (this.exited) throw new Error(`${this.name} exited (${this.exitCode}): ${this.stdout}\n${this.stderr}`)
-      await this.client.call('GET', '/v1/status')
-      return true
-    }, 30_000)
+    await waitFor(
+      `${this.name} to answer on its socket`,
+      async () => {
+        if (this.exited) throw new Error(`${this.name} exited (${this.exitCode}): ${this.stdout}\n${this.stderr}`)
+        await this.client.call('GET', '/v1/status')
+        return true
+      },
+      30_000,
+    )
     return this
   }
 
@@ -193,7 +197,12 @@ export async function tokenFrom(node: NodeProcess, args: string[] = []): Promise
 export async function nodeNames(node: NodeProcess): Promise<string[]> {
   const r = await node.cli(['get', 'nodes', '-o', 'name'])
   if (r.exitCode !== 0) throw new Error(r.stderr)
-  return r.stdout.trim().split('\n').filter(Boolean).map((l) => l.replace(/^node\//, '')).sort()
+  return r.stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.replace(/^node\//, ''))
+    .sort()
 }
 
 export function podManifest(name: string, image = 'busybox:1.36'): string {

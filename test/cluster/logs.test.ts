@@ -1,12 +1,13 @@
 // `orc logs` from any node: two real agents, a pod pinned to b, its logs read through a (the
 // request is forwarded over the mesh), with --tail, -f, and the error when b stops answering.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { chmodSync } from 'node:fs'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import { execa } from 'execa'
-import { ROOT, Workspace, newNode, orc, tokenFrom, waitFor } from './helpers.ts'
 import { TEST_TUNABLES as POD_TUNABLES, pidsRunning, podManifest, skipReason } from '../pods/helpers.ts'
+import { newNode, orc, ROOT, tokenFrom, Workspace, waitFor } from './helpers.ts'
 
 const skip = skipReason()
 // The comment makes the pod's command line this run's own (cleanup finds it by its argv).
@@ -41,7 +42,7 @@ test('orc logs on node a shows a pod that runs on node b: plain, --tail, -f; a d
     return p?.status?.phase === 'Running' && p.status.node === 'b'
   })
 
-  const lines = await waitFor('a to show b\'s lines', async () => {
+  const lines = await waitFor("a to show b's lines", async () => {
     const r = await a.cli(['logs', 'pod/x'])
     if (r.exitCode !== 0) throw new Error(r.stderr)
     const l = r.stdout.split('\n').filter(Boolean)
@@ -59,17 +60,36 @@ test('orc logs on node a shows a pod that runs on node b: plain, --tail, -f; a d
 
   // -f on a: the retained lines, then lines b's pod prints after the follow started.
   const before = Number(tailLines[0]!.slice(5))
-  const f = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'logs', 'pod/x', '-f'], { cwd: ROOT, reject: false, env: { ORC_SOCKET: a.socket, USER: 'tester' }, buffer: false })
+  const f = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'logs', 'pod/x', '-f'], {
+    cwd: ROOT,
+    reject: false,
+    env: { ORC_SOCKET: a.socket, USER: 'tester' },
+    buffer: false,
+  })
   let out = ''
   f.stdout?.on('data', (d: Buffer) => (out += d.toString()))
   try {
-    await waitFor('-f on a to print a line b prints later', async () => {
-      const ticks = out.split('\n').filter((l) => /^tick \d+$/.test(l)).map((l) => Number(l.slice(5)))
-      return ticks.some((n) => n > before + 2)
-    }, 15_000)
+    await waitFor(
+      '-f on a to print a line b prints later',
+      async () => {
+        const ticks = out
+          .split('\n')
+          .filter((l) => /^tick \d+$/.test(l))
+          .map((l) => Number(l.slice(5)))
+        return ticks.some((n) => n > before + 2)
+      },
+      15_000,
+    )
     assert.ok(out.startsWith('hello from b\nsecond line\n'), out.slice(0, 200))
-    const ticks = out.split('\n').filter((l) => /^tick \d+$/.test(l)).map((l) => Number(l.slice(5)))
-    assert.deepEqual(ticks, ticks.map((_, i) => i + 1), 'no line lost or repeated across polls')
+    const ticks = out
+      .split('\n')
+      .filter((l) => /^tick \d+$/.test(l))
+      .map((l) => Number(l.slice(5)))
+    assert.deepEqual(
+      ticks,
+      ticks.map((_, i) => i + 1),
+      'no line lost or repeated across polls',
+    )
   } finally {
     f.kill('SIGTERM')
     await f
@@ -78,10 +98,14 @@ test('orc logs on node a shows a pod that runs on node b: plain, --tail, -f; a d
   // b stops answering (paused, so its pod keeps running): a names the node and its state.
   b.signal('SIGSTOP')
   try {
-    const err = await waitFor('a to report b dead', async () => {
-      const r = await a.cli(['logs', 'pod/x'])
-      return r.exitCode !== 0 && /dead/.test(r.stderr) ? r.stderr : undefined
-    }, 15_000)
+    const err = await waitFor(
+      'a to report b dead',
+      async () => {
+        const r = await a.cli(['logs', 'pod/x'])
+        return r.exitCode !== 0 && /dead/.test(r.stderr) ? r.stderr : undefined
+      },
+      15_000,
+    )
     // (when the dial was already under way as b turned dead, the dial error follows)
     assert.match(err, /^error: pod\/x runs on node b, which is dead \(last seen \d+s ago\)( and did not answer: .*)?\n$/)
   } finally {

@@ -1,9 +1,10 @@
 // Beyond `fullMeshMax` members a node keeps connections to only `partialMeshDegree` of them and hears
 // the rest through gossip. Seven real agents (separate processes, real libp2p and LevelDB) with
 // fullMeshMax 3 and degree 2: membership, liveness and replication must still reach everyone.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { TEST_TUNABLES, Workspace, applyPod, hasPod, newNode, tokenFrom, waitFor, type NodeProcess } from './helpers.ts'
+import { test } from 'node:test'
+import { applyPod, hasPod, type NodeProcess, newNode, TEST_TUNABLES, tokenFrom, Workspace, waitFor } from './helpers.ts'
 
 interface Member {
   name: string
@@ -55,7 +56,10 @@ test('a partial mesh of seven agents: everyone alive to everyone through gossip,
     // All-to-all would be 7 × 6 = 42 connected entries; degree 2 leaves most members unconnected.
     assert.ok(missing > 0, 'every node is connected to every other: the mesh is not partial')
     const indirect = await Promise.all(nodes.map((n) => n.cli(['get', 'nodes', '-o', 'wide'])))
-    assert.ok(indirect.some((r) => r.exitCode === 0 && /alive \(indirect\)/.test(r.stdout)), indirect.map((r) => r.stdout + r.stderr).join('\n'))
+    assert.ok(
+      indirect.some((r) => r.exitCode === 0 && /alive \(indirect\)/.test(r.stdout)),
+      indirect.map((r) => r.stdout + r.stderr).join('\n'),
+    )
   })
 
   await t.test('nobody loses sight of anybody over several suspect windows', async () => {
@@ -64,7 +68,11 @@ test('a partial mesh of seven agents: everyone alive to everyone through gossip,
     while (Date.now() < until) {
       for (const n of nodes) {
         const notAlive = (await members(n)).filter((m) => !m.self && m.state !== 'alive')
-        assert.deepEqual(notAlive.map((m) => `${m.name}:${m.state}`), [], `${n.name} lost sight of members`)
+        assert.deepEqual(
+          notAlive.map((m) => `${m.name}:${m.state}`),
+          [],
+          `${n.name} lost sight of members`,
+        )
       }
       await new Promise((r) => setTimeout(r, 300))
     }
@@ -79,6 +87,11 @@ test('a partial mesh of seven agents: everyone alive to everyone through gossip,
     await d.kill('SIGKILL')
     const rest = nodes.filter((n) => n !== d)
     for (const n of rest) await waitFor(`${n.name} to declare d dead`, async () => (await seen(n, 'dead')).join() === 'd', 20_000)
-    for (const n of rest) assert.deepEqual(await seen(n, 'alive'), others(n).filter((x) => x !== 'd'), `${n.name}'s alive members`)
+    for (const n of rest)
+      assert.deepEqual(
+        await seen(n, 'alive'),
+        others(n).filter((x) => x !== 'd'),
+        `${n.name}'s alive members`,
+      )
   })
 })

@@ -1,9 +1,10 @@
 // A partition as the others see it: one real agent is frozen (SIGSTOP) past the suspect and dead
 // timeouts while the rest keep writing, then thawed (SIGCONT). It must catch up on what it missed,
 // be seen alive again by everyone, and its own writes must replicate again.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { Workspace, applyPod, hasPod, newNode, tokenFrom, waitFor, type NodeProcess } from './helpers.ts'
+import { test } from 'node:test'
+import { applyPod, hasPod, type NodeProcess, newNode, tokenFrom, Workspace, waitFor } from './helpers.ts'
 
 type Members = { members: Array<{ name: string; state: string; self: boolean }> }
 
@@ -19,7 +20,12 @@ test('an agent frozen past the dead timeout catches up and is alive again after 
   await a.up().ready()
   const token = await tokenFrom(a, ['--uses', '2'])
   await Promise.all([b.join(a.addr, token).ready(), c.join(a.addr, token).ready()])
-  for (const [obs, who] of [[a, 'c'], [b, 'c'], [c, 'a'], [c, 'b']] as const) {
+  for (const [obs, who] of [
+    [a, 'c'],
+    [b, 'c'],
+    [c, 'a'],
+    [c, 'b'],
+  ] as const) {
     await waitFor(`${obs.name} to see ${who} alive`, async () => (await stateOf(obs, who)) === 'alive')
   }
 
@@ -36,8 +42,16 @@ test('an agent frozen past the dead timeout catches up and is alive again after 
     c.signal('SIGCONT')
   }
 
-  await waitFor('c to get both writes made while it was frozen', async () => (await hasPod(c, 'while-frozen')) && (await hasPod(c, 'also-while-frozen', 'busybox:1.37')))
-  for (const [obs, who] of [[a, 'c'], [b, 'c'], [c, 'a'], [c, 'b']] as const) {
+  await waitFor(
+    'c to get both writes made while it was frozen',
+    async () => (await hasPod(c, 'while-frozen')) && (await hasPod(c, 'also-while-frozen', 'busybox:1.37')),
+  )
+  for (const [obs, who] of [
+    [a, 'c'],
+    [b, 'c'],
+    [c, 'a'],
+    [c, 'b'],
+  ] as const) {
     await waitFor(`${obs.name} to see ${who} alive again`, async () => (await stateOf(obs, who)) === 'alive')
   }
   await applyPod(c, 'after-thaw')

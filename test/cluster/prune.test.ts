@@ -1,10 +1,11 @@
 // Tombstone pruning on real agents (docs/architecture.md, "Tombstone pruning"): the replicated
 // document stays proportional to live data — alone and in a cluster — a member that cannot vouch
 // for what it holds holds everyone's pruning back, and nothing a user reads changes on the way.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { execa } from 'execa'
-import { BIN, ROOT, Workspace, newNode, tokenFrom, waitFor, type NodeProcess } from './helpers.ts'
+import { BIN, type NodeProcess, newNode, ROOT, tokenFrom, Workspace, waitFor } from './helpers.ts'
 
 async function metric(n: NodeProcess, name: string, labels = ''): Promise<number> {
   const r = await n.client.call<{ text: string }>('GET', '/v1/ops/metrics')
@@ -14,7 +15,12 @@ async function metric(n: NodeProcess, name: string, labels = ''): Promise<number
 
 async function relabel(n: NodeProcess, v: number): Promise<void> {
   const manifest = `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: churn\n  labels:\n    v: "${v}"\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n`
-  const r = await execa(process.execPath, [BIN, 'apply', '-f', '-'], { cwd: ROOT, reject: false, input: manifest, env: { ORC_SOCKET: n.socket, USER: 'tester' } })
+  const r = await execa(process.execPath, [BIN, 'apply', '-f', '-'], {
+    cwd: ROOT,
+    reject: false,
+    input: manifest,
+    env: { ORC_SOCKET: n.socket, USER: 'tester' },
+  })
   if (r.exitCode !== 0) throw new Error(`apply on ${n.name}: ${r.stderr}`)
 }
 
@@ -54,7 +60,11 @@ test('agents prune stable tombstones alone and as a cluster, and wait for a memb
     await waitFor('b to have a’s writes', async () => (await labelOn(b)) === '219')
     const pruned = await metric(a, 'orc_store_pruned_tombstones_total')
     const waiting = await metric(a, 'orc_store_prune_passes_total', '{outcome="waiting"}')
-    await waitFor('a to run passes that wait for c', async () => (await metric(a, 'orc_store_prune_passes_total', '{outcome="waiting"}')) >= waiting + 2, 60_000)
+    await waitFor(
+      'a to run passes that wait for c',
+      async () => (await metric(a, 'orc_store_prune_passes_total', '{outcome="waiting"}')) >= waiting + 2,
+      60_000,
+    )
     assert.equal(await metric(a, 'orc_store_pruned_tombstones_total'), pruned, 'nothing pruned while c could not answer')
     prunedWhileFrozen = pruned
   } finally {

@@ -1,15 +1,19 @@
 // Join tokens misused against a real agent: expired, used up, revoked, forged, name taken. Each
 // refused join exits non-zero with one clear line and leaves no data dir behind; the issuer logs it.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
-import { Workspace, newNode, nodeNames, tokenFrom, waitFor, type NodeProcess } from './helpers.ts'
+import { test } from 'node:test'
+import { type NodeProcess, newNode, nodeNames, tokenFrom, Workspace, waitFor } from './helpers.ts'
 
 async function refusedJoin(joiner: NodeProcess, peer: NodeProcess, token: string): Promise<string> {
   joiner.join(peer.addr, token)
   const code = await joiner.ended()
   assert.notEqual(code, 0, `join should fail: ${joiner.stdout}`)
-  const lines = joiner.stderr.trim().split('\n').filter((l) => l.startsWith('error:'))
+  const lines = joiner.stderr
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('error:'))
   assert.equal(lines.length, 1, `one error line: ${joiner.stderr}`)
   assert.equal(existsSync(joiner.dataDir), false, 'no half-initialised data dir is left behind')
   return lines[0]!

@@ -2,10 +2,11 @@
 // the real CLI: `orc federation create/token/join/status/leave`. Shared objects reach every node
 // of both clusters with their cluster and author in the history; private ones stay home; after
 // `leave` nothing crosses any more and the copies stay.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { execa } from 'execa'
-import { BIN, ROOT, Workspace, newNode, podManifest, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
+import { BIN, type NodeProcess, newNode, podManifest, ROOT, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
 
 async function ok(n: NodeProcess, args: string[]): Promise<string> {
   const r = await n.cli(args)
@@ -49,15 +50,19 @@ test('two clusters of two agents: federate, share a namespace, see who wrote wha
   const joined = await ok(c1, ['federation', 'join', '--token', token])
   assert.match(joined, /joined federation\/lab as cluster cloud; shared namespaces: shared/)
   // The token admitted the cluster: c2 (never given a token) follows, and so does h2.
-  await waitFor('every node of both clusters in the federation, seeing both clusters', async () => {
-    for (const n of [h1, h2, c1, c2]) {
-      const r = await n.cli(['federation', 'status', 'lab', '-o', 'json'])
-      if (r.exitCode !== 0) return false
-      const v = JSON.parse(r.stdout)
-      if (v.clusters === undefined || v.clusters.length !== 2) return false
-    }
-    return true
-  }, 40_000)
+  await waitFor(
+    'every node of both clusters in the federation, seeing both clusters',
+    async () => {
+      for (const n of [h1, h2, c1, c2]) {
+        const r = await n.cli(['federation', 'status', 'lab', '-o', 'json'])
+        if (r.exitCode !== 0) return false
+        const v = JSON.parse(r.stdout)
+        if (v.clusters === undefined || v.clusters.length !== 2) return false
+      }
+      return true
+    },
+    40_000,
+  )
   t.diagnostic(`four nodes of two clusters federated ${Date.now() - t0} ms after create`)
 
   // A shared write on h2 reaches every node of cloud; a private one does not.
@@ -85,11 +90,15 @@ test('two clusters of two agents: federate, share a namespace, see who wrote wha
 
   // Leave from c1: every cloud node stops, home drops cloud, cloud keeps its copies.
   assert.match(await ok(c1, ['federation', 'leave', 'lab']), /left federation\/lab/)
-  await waitFor('cloud out of the federation on every node', async () => {
-    for (const n of [c1, c2]) if (JSON.parse(await ok(n, ['federation', 'list', '-o', 'json'])).length !== 0) return false
-    for (const n of [h1, h2]) if (JSON.parse(await ok(n, ['federation', 'status', 'lab', '-o', 'json'])).clusters.length !== 1) return false
-    return true
-  }, 20_000)
+  await waitFor(
+    'cloud out of the federation on every node',
+    async () => {
+      for (const n of [c1, c2]) if (JSON.parse(await ok(n, ['federation', 'list', '-o', 'json'])).length !== 0) return false
+      for (const n of [h1, h2]) if (JSON.parse(await ok(n, ['federation', 'status', 'lab', '-o', 'json'])).clusters.length !== 1) return false
+      return true
+    },
+    20_000,
+  )
   assert.equal(await has(c2, 'shared', 'web'), true, 'cloud keeps its copy of shared/web')
   await applyIn(h1, 'shared', 'after-leave')
   await applyIn(c1, 'shared', 'cloud-only')

@@ -2,24 +2,25 @@
 // real libp2p hosts on loopback. What a user would notice: shared objects show up on the other
 // cluster with who wrote them, private ones never do, forged authorship is refused, a used token
 // admits nobody else, a stranger cannot connect, and leaving stops replication but keeps copies.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pino from 'pino'
-import { multiaddr } from '@multiformats/multiaddr'
-import { peerIdFromString } from '@libp2p/peer-id'
+import { test } from 'node:test'
 import { generateKeyPair } from '@libp2p/crypto/keys'
-import { openStore, type ObjectStore } from '../../src/store/index.ts'
-import { decodeToken } from '../../src/mesh/index.ts'
-import { createHost } from '../../src/mesh/host.ts'
-import { encodePsk } from '../../src/mesh/psk.ts'
-import { resolveTunables } from '../../src/mesh/options.ts'
-import { FederationManager, routedStore, decodeFederationToken, checkAuthorship } from '../../src/agent/federation/index.ts'
-import { fastTunables, waitFor } from '../mesh/helpers.ts'
-import { pod } from '../helpers/store.ts'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { multiaddr } from '@multiformats/multiaddr'
+import pino from 'pino'
+import { checkAuthorship, decodeFederationToken, FederationManager, routedStore } from '../../src/agent/federation/index.ts'
 import { systemClock } from '../../src/effects/index.ts'
+import { createHost } from '../../src/mesh/host.ts'
+import { decodeToken } from '../../src/mesh/index.ts'
+import { resolveTunables } from '../../src/mesh/options.ts'
+import { encodePsk } from '../../src/mesh/psk.ts'
+import { type ObjectStore, openStore } from '../../src/store/index.ts'
+import { pod } from '../helpers/store.ts'
+import { fastTunables, waitFor } from '../mesh/helpers.ts'
 
 const silent = pino({ level: 'silent' })
 
@@ -96,11 +97,24 @@ test('a shared write reaches the other cluster with its cluster and author; priv
   // The private object stays in home's own scope: not in the federation document, not on cloud.
   assert.ok(a.store.get(ref('default', 'secret')))
   assert.equal(b.api.get(ref('default', 'secret')), undefined)
-  assert.deepEqual(a.fm.get('shared')!.store.list('Pod').map((p) => p.metadata.name).sort(), ['api', 'web'])
+  assert.deepEqual(
+    a.fm
+      .get('shared')!
+      .store.list('Pod')
+      .map((p) => p.metadata.name)
+      .sort(),
+    ['api', 'web'],
+  )
   // The shared objects are not in either cluster's own scope.
   assert.equal(a.store.get(ref('shared', 'web')), undefined)
   // Listing across namespaces shows both.
-  assert.deepEqual(a.api.list('Pod').map((p) => `${p.metadata.namespace}/${p.metadata.name}`).sort(), ['default/secret', 'shared/api', 'shared/web'])
+  assert.deepEqual(
+    a.api
+      .list('Pod')
+      .map((p) => `${p.metadata.namespace}/${p.metadata.name}`)
+      .sort(),
+    ['default/secret', 'shared/api', 'shared/web'],
+  )
   // A user cannot claim another cluster's name through the API.
   await assert.rejects(
     a.api.apply(inNs('shared', pod('x')), { author: 'user:mallory@cloud', now: Date.now() }),
@@ -187,7 +201,10 @@ test('leave stops replication both ways and keeps local copies; the others drop 
   assert.match((await b.store.history(ref('shared', 'web')))[0]!.reason, /kept from federation shared/)
   // home learns cloud left: its nodes are no longer members, their connection is refused.
   await waitFor('home drops cloud', () => !homeMesh.isMember(cloudPeer) && homeMesh.libp2p.getConnections(peerIdFromString(cloudPeer)).length === 0)
-  assert.deepEqual(a.fm.status('shared').clusters!.map((c) => c.name), ['home'])
+  assert.deepEqual(
+    a.fm.status('shared').clusters!.map((c) => c.name),
+    ['home'],
+  )
   // Neither side's writes reach the other any more.
   await a.api.apply(inNs('shared', pod('after-leave')), { author: 'user:alice', now: Date.now() })
   await b.api.apply(inNs('shared', pod('private-now')), { author: 'user:bob', now: Date.now() })
@@ -245,5 +262,8 @@ test('who may introduce whom: a cluster its own nodes or a new cluster, never a 
 })
 
 test('garbage from a peer is refused with a clear error before the store sees it', () => {
-  assert.throws(() => checkAuthorship(new Uint8Array([0xff, 0x01, 0x02]), { clusterOfReplica: () => 'home' }), (err: any) => err.code === 'invalid' || err.code === 'too_large')
+  assert.throws(
+    () => checkAuthorship(new Uint8Array([0xff, 0x01, 0x02]), { clusterOfReplica: () => 'home' }),
+    (err: any) => err.code === 'invalid' || err.code === 'too_large',
+  )
 })

@@ -1,36 +1,58 @@
 // The agent's side of federated scheduling, without a network: node summaries (what a node says
 // about itself, and how summaries from other clusters are read: untrusted input), the origin
 // annotation the API records on shared pods, and writes as `controller:<name>@<cluster>`.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { tempStore } from '../helpers/store.ts'
-import { clusterOwnership, federationNodesOf, NodeSummaryPublisher, nodeSummaryOf, routedStore, taggedStore } from '../../src/agent/federation/index.ts'
-import { openStore } from '../../src/store/index.ts'
-import pino from 'pino'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { test } from 'node:test'
+import pino from 'pino'
+import { clusterOwnership, federationNodesOf, NodeSummaryPublisher, nodeSummaryOf, routedStore, taggedStore } from '../../src/agent/federation/index.ts'
 import { systemClock } from '../../src/effects/index.ts'
+import { openStore } from '../../src/store/index.ts'
+import { tempStore } from '../helpers/store.ts'
 
 const now = Date.parse('2026-06-01T00:00:00Z')
 const silent = pino({ level: 'silent' })
 
 function cluster(name: string, nodes: unknown): any {
-  return { apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name, uid: name, revision: 1, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'x' }, spec: {}, status: { nodes } }
+  return {
+    apiVersion: 'orc/v1',
+    kind: 'Cluster',
+    metadata: { name, uid: name, revision: 1, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'x' },
+    spec: {},
+    status: { nodes },
+  }
 }
 
 test('summaries from other clusters are untrusted: bad entries are skipped, the rest kept', () => {
   const nodes = federationNodesOf([
     cluster('home', {
-      h1: { capacity: { cpu: '4000m', memory: '8589934592' }, allocatable: { cpu: '3000m', memory: '4294967296' }, labels: { disk: 'ssd', big: 'x'.repeat(100) }, ready: true },
+      h1: {
+        capacity: { cpu: '4000m', memory: '8589934592' },
+        allocatable: { cpu: '3000m', memory: '4294967296' },
+        labels: { disk: 'ssd', big: 'x'.repeat(100) },
+        ready: true,
+      },
       'BAD NAME': { capacity: { cpu: '1', memory: '1Gi' }, ready: true },
       h2: 'not an object',
-      h3: { capacity: { cpu: 'lots', memory: '1Gi' }, ready: false, taints: [{ key: 'k', effect: 'Evil' }, { key: 'gpu', effect: 'NoSchedule' }] },
+      h3: {
+        capacity: { cpu: 'lots', memory: '1Gi' },
+        ready: false,
+        taints: [
+          { key: 'k', effect: 'Evil' },
+          { key: 'gpu', effect: 'NoSchedule' },
+        ],
+      },
     }),
     cluster('Not-A-Cluster', { x: { capacity: { cpu: '1', memory: '1Gi' }, ready: true } }),
     cluster('cloud', ['array, not a map']),
   ])
-  assert.deepEqual(nodes.map((n) => n.metadata.name), ['h1@home', 'h3@home'])
+  assert.deepEqual(
+    nodes.map((n) => n.metadata.name),
+    ['h1@home', 'h3@home'],
+  )
   const h1 = nodes[0]!
   assert.deepEqual(h1.status!.capacity, { cpu: '3000m', memory: '4294967296' }, 'allocatable (after the cluster’s own pods) is what federated pods may use')
   assert.deepEqual(h1.metadata.labels, { disk: 'ssd' }, 'over-long label values are dropped')
@@ -41,12 +63,23 @@ test('summaries from other clusters are untrusted: bad entries are skipped, the 
 
 test('nodes of a removed cluster that pods are still bound to count as forgotten (their pods may move)', () => {
   const nodes = federationNodesOf([cluster('home', {})], ['c1@cloud', 'h9@home', 'x'], new Set(['cloud']))
-  assert.deepEqual(nodes.map((n) => [n.metadata.name, n.status!.state]), [['c1@cloud', 'Removed']])
+  assert.deepEqual(
+    nodes.map((n) => [n.metadata.name, n.status!.state]),
+    [['c1@cloud', 'Removed']],
+  )
 })
 
 test('a node summary: capacity less the cluster’s own pods bound here; labels, taints, readiness', () => {
-  const self: any = { metadata: { name: 'h1', labels: { site: 'lab' } }, spec: { taints: [{ key: 'gpu', effect: 'NoSchedule' }] }, status: { state: 'Ready', capacity: { cpu: '4', memory: '8Gi' } } }
-  const pod = (node: string, cpu: string, phase?: string): any => ({ metadata: { name: 'p' }, spec: { containers: [{ name: 'm', image: 'i', resources: { requests: { cpu, memory: '1Gi' } } }] }, status: { node, ...(phase ? { phase } : {}) } })
+  const self: any = {
+    metadata: { name: 'h1', labels: { site: 'lab' } },
+    spec: { taints: [{ key: 'gpu', effect: 'NoSchedule' }] },
+    status: { state: 'Ready', capacity: { cpu: '4', memory: '8Gi' } },
+  }
+  const pod = (node: string, cpu: string, phase?: string): any => ({
+    metadata: { name: 'p' },
+    spec: { containers: [{ name: 'm', image: 'i', resources: { requests: { cpu, memory: '1Gi' } } }] },
+    status: { node, ...(phase ? { phase } : {}) },
+  })
   const s = nodeSummaryOf(self, [pod('h1', '500m'), pod('h1', '1', 'Succeeded'), pod('h2', '2')], 'h1')!
   assert.deepEqual(s.capacity, { cpu: '4000m', memory: String(8 * 1024 ** 3) })
   assert.deepEqual(s.allocatable, { cpu: '3500m', memory: String(7 * 1024 ** 3) })
@@ -64,10 +97,16 @@ test('the federation document as written from home: controllers write as control
   const own = await tempStore()
   t.after(own.cleanup)
   const asHome = taggedStore(fed, 'home')
-  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'home' }, spec: { id: 'aa'.repeat(8) } } as never, { author: 'controller:federation', now })
+  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'home' }, spec: { id: 'aa'.repeat(8) } } as never, {
+    author: 'controller:federation',
+    now,
+  })
   // Node summary publishing into Cluster/home.status.nodes.
   await own.store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'h1' } } as never, { author: 'controller:node', now })
-  await own.store.patch({ kind: 'Node', namespace: '', name: 'h1' }, [{ path: ['status', 'capacity'], value: { cpu: '2', memory: '4Gi' } }], { author: 'controller:node', now })
+  await own.store.patch({ kind: 'Node', namespace: '', name: 'h1' }, [{ path: ['status', 'capacity'], value: { cpu: '2', memory: '4Gi' } }], {
+    author: 'controller:node',
+    now,
+  })
   const pub = new NodeSummaryPublisher({ own: own.store, fed: asHome, nodeName: 'h1', cluster: 'home', clock: { ...systemClock, now: () => now }, log: silent })
   await pub.publish()
   const c = fed.get({ kind: 'Cluster', namespace: '', name: 'home' })!
@@ -77,11 +116,20 @@ test('the federation document as written from home: controllers write as control
   await pub.publish()
   assert.equal((await fed.history({ kind: 'Cluster', namespace: '', name: 'home' })).length, revs, 'an unchanged summary is not written again')
   // Only the owning controller of this cluster may write a pod's binding.
-  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'web', namespace: 'shared' }, spec: { containers: [{ name: 'm', image: 'i' }] } } as never, { author: 'user:alice', now })
+  await asHome.apply(
+    { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'web', namespace: 'shared' }, spec: { containers: [{ name: 'm', image: 'i' }] } } as never,
+    { author: 'user:alice', now },
+  )
   const ref = { kind: 'Pod', namespace: 'shared', name: 'web' }
   await asHome.patch(ref, [{ path: ['status', 'node'], value: 'h1@home' }], { author: 'controller:scheduler', now })
-  await assert.rejects(asHome.patch(ref, [{ path: ['status', 'node'], value: 'x@home' }], { author: 'controller:lifecycle', now }), /owned by controller:scheduler@home/)
-  await assert.rejects(fed.patch(ref, [{ path: ['status', 'node'], value: 'x@home' }], { author: 'controller:scheduler@cloud', now }), /owned by controller:scheduler@home/)
+  await assert.rejects(
+    asHome.patch(ref, [{ path: ['status', 'node'], value: 'x@home' }], { author: 'controller:lifecycle', now }),
+    /owned by controller:scheduler@home/,
+  )
+  await assert.rejects(
+    fed.patch(ref, [{ path: ['status', 'node'], value: 'x@home' }], { author: 'controller:scheduler@cloud', now }),
+    /owned by controller:scheduler@home/,
+  )
 })
 
 test('the API records which cluster created a shared pod (orc/cluster), keeps it, and refuses another value', async (t) => {
@@ -116,8 +164,15 @@ test('the cluster’s own scheduler counts federated pods on its nodes (no overs
     status: { node, ...(phase ? { phase } : {}) },
   })
   const load = federatedLoad('federation/x', '@home', [fedPod('a', 'h1@home', '800m'), fedPod('b', 'c1@cloud', '2'), fedPod('c', 'h1@home', '2', 'Failed')])
-  assert.deepEqual(load.map((p) => [p.namespace, p.name, p.node, p.pin]), [['federation/x:shared', 'a', 'h1', 'h1']])
-  const view = { now, nodes: [{ name: 'h1', state: 'alive' as const, capacity: { cpu: '1', memory: '1Gi' } }], pods: [{ namespace: 'default', name: 'local', requests: { cpu: '500m', memory: '0' } }, ...load] }
+  assert.deepEqual(
+    load.map((p) => [p.namespace, p.name, p.node, p.pin]),
+    [['federation/x:shared', 'a', 'h1', 'h1']],
+  )
+  const view = {
+    now,
+    nodes: [{ name: 'h1', state: 'alive' as const, capacity: { cpu: '1', memory: '1Gi' } }],
+    pods: [{ namespace: 'default', name: 'local', requests: { cpu: '500m', memory: '0' } }, ...load],
+  }
   const e = explainPod(view, 'default/local')
   assert.equal(e.status, 'pending')
   assert.match(e.nodes[0]!.reasons.join(), /insufficient cpu \(requests 500m, free 200m\)/)

@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { openStore, type Store } from '../../src/store/store.ts'
 import type { StoreOptions } from '../../src/store/options.ts'
+import { openStore, type Store } from '../../src/store/store.ts'
 
 export { seededBytes } from './random.ts'
 

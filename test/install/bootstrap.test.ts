@@ -6,16 +6,17 @@
  * the package over HTTP from A. Then B's installed agent starts from the unit's own ExecStart line
  * and both nodes list two members. Re-running the line is a no-op upgrade; bad input changes nothing.
  */
-import { after, before, describe, it } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
 import { execa, type ResultPromise } from 'execa'
 import { ApiClient } from '../../src/cli/client.ts'
-import { addNetns, delNetns, linkNetns, missingPrerequisite, runSuffix } from '../net/netns.ts'
-import { waitFor } from '../helpers/wait.ts'
 import { TEST_TUNABLES } from '../cluster/helpers.ts'
+import { waitFor } from '../helpers/wait.ts'
+import { addNetns, delNetns, linkNetns, missingPrerequisite, runSuffix } from '../net/netns.ts'
 
 const ROOT = new URL('../..', import.meta.url).pathname
 const BIN = join(ROOT, 'bin/orc.mjs')
@@ -166,7 +167,10 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     // An upgrade that names no flags keeps the node's own (its name above all).
     const bare = await inB(`${line.replace(/--token \S+/, '')} --prefix ${prefix} --data-dir ${dataB} --systemd-dir ${units} --no-start`)
     assert.equal(bare.exitCode, 0, bare.out)
-    assert.match(readFileSync(join(units, 'orc.service'), 'utf8'), new RegExp(`^ExecStart=${prefix}/bin/orc up --data-dir ${dataB} --name b --listen ${ipB}:7419$`, 'm'))
+    assert.match(
+      readFileSync(join(units, 'orc.service'), 'utf8'),
+      new RegExp(`^ExecStart=${prefix}/bin/orc up --data-dir ${dataB} --name b --listen ${ipB}:7419$`, 'm'),
+    )
   })
 
   it('refuses a bad token, no root, or an unsupported OS, and changes nothing', async () => {
@@ -177,12 +181,21 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     const cases: Array<[string, string, RegExp, Record<string, string>?]> = [
       ['damaged token', `curl -fsSL ${url} | sh -s -- --token orcjoin1.bm90IGEgdG9rZW4 ${flags}`, /^orc-install: error: bad token: it is damaged/m],
       ['used token', `${line} ${flags}`, /^orc-install: error: bad token: token already used$/m],
-      ['not root', `curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --no-sudo --token x ${flags}`, /^orc-install: error: must run as root/m],
+      [
+        'not root',
+        `curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --no-sudo --token x ${flags}`,
+        /^orc-install: error: must run as root/m,
+      ],
     ]
     const fakeRoot = join(ws, 'gentoo')
     mkdirSync(join(fakeRoot, 'etc'), { recursive: true })
     writeFileSync(join(fakeRoot, 'etc/os-release'), 'ID=gentoo\nPRETTY_NAME="Gentoo Linux"\n')
-    cases.push(['unsupported OS', `curl -fsSL ${url} | sh -s -- --token x ${flags}`, /^orc-install: error: unsupported OS: Gentoo Linux/m, { ORC_INSTALL_SYSROOT: fakeRoot }])
+    cases.push([
+      'unsupported OS',
+      `curl -fsSL ${url} | sh -s -- --token x ${flags}`,
+      /^orc-install: error: unsupported OS: Gentoo Linux/m,
+      { ORC_INSTALL_SYSROOT: fakeRoot },
+    ])
     for (const [what, script, want, extra] of cases) {
       const r = await inB(script, extra)
       assert.equal(r.exitCode, 1, `${what}: ${r.out}`)
@@ -198,7 +211,9 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     const fresh = join(ws, 'fresh')
     const flags = `--prefix ${fresh}/usr --data-dir ${fresh}/data --systemd-dir ${fresh}/units --no-start`
     // The fake sudo leaves the user as it was, so the second run (--no-sudo) refuses.
-    const r = await inB(`curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --token x ${flags}`, { PATH: `${shims}:${process.env.PATH}` })
+    const r = await inB(`curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --token x ${flags}`, {
+      PATH: `${shims}:${process.env.PATH}`,
+    })
     assert.equal(r.exitCode, 1, r.out)
     assert.deepEqual(r.out.trim().split('\n'), [
       'orc-install: not root: running again with sudo',

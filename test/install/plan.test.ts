@@ -3,11 +3,12 @@
  * A machine is a fake /etc/os-release (and /sys/module) under ORC_INSTALL_SYSROOT plus a PATH
  * that holds only the basic tools and whichever of orc's tools the machine "has".
  */
-import { describe, it, before, after } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
 import { execa } from 'execa'
 import { renderInstallScript, unameArch } from '../../src/agent/ops/package.ts'
 
@@ -36,7 +37,14 @@ describe('install script plan (--dry-run)', () => {
     script = join(ws, 'install.sh')
     writeFileSync(
       script,
-      await renderInstallScript({ server: 'http://192.0.2.1:7418', version: '9.9.9', peer: '192.0.2.1:7419', sha256: 'ab'.repeat(32), nodeArch: unameArch(), nodeVersion: '20.20.0' }),
+      await renderInstallScript({
+        server: 'http://192.0.2.1:7418',
+        version: '9.9.9',
+        peer: '192.0.2.1:7419',
+        sha256: 'ab'.repeat(32),
+        nodeArch: unameArch(),
+        nodeVersion: '20.20.0',
+      }),
     )
   })
   after(() => rmSync(ws, { recursive: true, force: true }))
@@ -67,7 +75,12 @@ describe('install script plan (--dry-run)', () => {
     })
     assert.equal(r.exitCode, 0, `${r.stdout}\n${r.stderr}`)
     assert.ok(!existsSync(join(dir, 'usr')) && !existsSync(join(dir, 'data')), 'a dry run creates nothing')
-    return Object.fromEntries(String(r.stdout).split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]))
+    return Object.fromEntries(
+      String(r.stdout)
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
+    )
   }
 
   it('finds nothing missing on a Debian machine that has every tool and a recent Node.js', async () => {
@@ -117,7 +130,17 @@ describe('install script plan (--dry-run)', () => {
 
   it('falls back to the distribution nodejs when the serving node has another CPU', async () => {
     const other = join(ws, 'other-arch.sh')
-    writeFileSync(other, await renderInstallScript({ server: 'http://192.0.2.1:7418', version: '9.9.9', peer: '192.0.2.1:7419', sha256: 'ab'.repeat(32), nodeArch: 'riscv64', nodeVersion: '20.20.0' }))
+    writeFileSync(
+      other,
+      await renderInstallScript({
+        server: 'http://192.0.2.1:7418',
+        version: '9.9.9',
+        peer: '192.0.2.1:7419',
+        sha256: 'ab'.repeat(32),
+        nodeArch: 'riscv64',
+        nodeVersion: '20.20.0',
+      }),
+    )
     const saved = script
     script = other
     try {

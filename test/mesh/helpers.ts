@@ -4,17 +4,23 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as Y from 'yjs'
+import { createCluster, joinMesh, type Mesh, type MeshOptions, type MeshTunables } from '../../src/mesh/index.ts'
 import { OrcError } from '../../src/model/index.ts'
 import type { Replicable } from '../../src/store/types.ts'
-import { createCluster, joinMesh, type Mesh, type MeshOptions, type MeshTunables } from '../../src/mesh/index.ts'
 
 export const SEED = Number(process.env.ORC_TEST_SEED ?? 1)
 
 /** sfc32 seeded byte source; each node gets its own stream. */
 export function seededRandom(seed: number): (n: number) => Uint8Array {
-  let a = 0x9e3779b9 ^ seed, b = 0x243f6a88 + seed, c = 0xb7e15162 ^ (seed * 31), d = 1
+  let a = 0x9e3779b9 ^ seed,
+    b = 0x243f6a88 + seed,
+    c = 0xb7e15162 ^ (seed * 31),
+    d = 1
   const next = () => {
-    a >>>= 0; b >>>= 0; c >>>= 0; d >>>= 0
+    a >>>= 0
+    b >>>= 0
+    c >>>= 0
+    d >>>= 0
     const t = (a + b + d) | 0
     d = (d + 1) | 0
     a = b ^ (b >>> 9)

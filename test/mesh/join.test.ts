@@ -1,6 +1,6 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Fixture, DocReplica, waitFor, stateOf } from './helpers.ts'
+import { test } from 'node:test'
+import { Fixture, waitFor } from './helpers.ts'
 
 test('A creates a cluster, B joins with a token, C joins through B: all see each other alive', async (t) => {
   const fx = new Fixture()
@@ -16,7 +16,10 @@ test('A creates a cluster, B joins with a token, C joins through B: all see each
     all.every((m) => m.members().length === 3 && m.members().every((x) => x.state === 'alive' && x.lastSeen !== null)),
   )
   for (const m of all) {
-    assert.deepEqual(m.members().map((x) => x.name), ['a', 'b', 'c'])
+    assert.deepEqual(
+      m.members().map((x) => x.name),
+      ['a', 'b', 'c'],
+    )
   }
   // C learned A transitively and connected to it.
   await waitFor('C connected to A', () => c.libp2p.getConnections().some((x) => x.remotePeer.toString() === a.peerId))

@@ -1,9 +1,9 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Fixture, waitFor, stateOf, fastTunables } from './helpers.ts'
+import { test } from 'node:test'
 import { peerIdFromString } from '@libp2p/peer-id'
-import type { Mesh, MemberTransition } from '../../src/mesh/index.ts'
 import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
+import type { MemberTransition, Mesh } from '../../src/mesh/index.ts'
+import { Fixture, fastTunables, stateOf, waitFor } from './helpers.ts'
 
 // Failure detection runs on the wall clock, so on a loaded machine (2 cores, other test files) a
 // stalled event loop looks like a quiet member. Each test waits on conditions with deadlines derived
@@ -32,9 +32,7 @@ test('a stopped node becomes suspect, then dead, on the others; members() report
   await waitFor('all alive', () => [a, b].every((m) => [a, b, c].every((o) => stateOf(m, o.peerId) === 'alive')))
   // A ping of each member must have come back: on a loaded machine (a full suite, two files at
   // once) pings time out and are retried on the short schedule, so this gets a generous deadline.
-  await waitFor('rtt measured and heartbeats heard', () =>
-    a.members().every((x) => x.rttMs !== null && x.lastSeen !== null),
-  30_000)
+  await waitFor('rtt measured and heartbeats heard', () => a.members().every((x) => x.rttMs !== null && x.lastSeen !== null), 30_000)
   const cView = a.members().find((x) => x.peerId === c.peerId)!
   assert.ok(cView.addresses.some((ad) => ad.startsWith('/ip4/127.0.0.1/tcp/')))
   assert.ok(cView.lastSeen !== null)
@@ -56,7 +54,10 @@ test('a stopped node becomes suspect, then dead, on the others; members() report
   }
   // The survivors still see each other alive, and never thought each other dead.
   await waitFor('A and B see each other alive', () => stateOf(a, b.peerId) === 'alive' && stateOf(b, a.peerId) === 'alive', deadline)
-  assert.ok(deadAt.every((path) => !path.includes('dead')), `survivors: ${deadAt.map((p) => p.join(' → ')).join('; ')}`)
+  assert.ok(
+    deadAt.every((path) => !path.includes('dead')),
+    `survivors: ${deadAt.map((p) => p.join(' → ')).join('; ')}`,
+  )
 })
 
 test('heartbeats go straight to connected members; one without the heartbeat protocol (an older orc) hears them by gossip', async (t) => {
@@ -86,7 +87,11 @@ test('heartbeats go straight to connected members; one without the heartbeat pro
   const window = tunables.suspectAfterMs / fastTunables.heartbeatIntervalMs! + 2
   const start = new Map(gossipAtC)
   const heardSince = (p: string) => (gossipAtC.get(p) ?? 0) - (start.get(p) ?? 0)
-  await waitFor(`C hears ${window} more heartbeats of A and of B by gossip`, () => heardSince(a.peerId) >= window && heardSince(b.peerId) >= window, 10 * tunables.suspectAfterMs)
+  await waitFor(
+    `C hears ${window} more heartbeats of A and of B by gossip`,
+    () => heardSince(a.peerId) >= window && heardSince(b.peerId) >= window,
+    10 * tunables.suspectAfterMs,
+  )
   assert.equal(stateOf(c, a.peerId), 'alive')
   assert.equal(stateOf(c, b.peerId), 'alive')
   assert.ok(!states.some((s) => s.endsWith(':suspect') || s.endsWith(':dead')), `C saw: ${states.join(', ')}`)
@@ -125,6 +130,10 @@ test('a member whose heartbeats arrive directly is pinged only for its round tri
   // pingIntervalMs; all that time A hears B directly and does not ping it.
   const cToA = () => pinged.get(`${c.peerId}>${a.peerId}`) ?? 0
   await waitFor('C pings A, which it hears by gossip, three times', () => cToA() >= 3, 10 * (tunables.suspectAfterMs + 3 * tunables.pingIntervalMs))
-  assert.equal(pinged.get(`${a.peerId}>${b.peerId}`) ?? 0, 0, `A pinged B, which it hears directly, on the short interval (C pinged A ${cToA()} times meanwhile)`)
+  assert.equal(
+    pinged.get(`${a.peerId}>${b.peerId}`) ?? 0,
+    0,
+    `A pinged B, which it hears directly, on the short interval (C pinged A ${cToA()} times meanwhile)`,
+  )
   assert.notEqual(a.members().find((m) => m.peerId === b.peerId)?.rttMs, null, 'B still has a round-trip time at A')
 })

@@ -1,10 +1,11 @@
 // Node-to-node requests over a real libp2p mesh: members get the allowlisted read, writes are
 // refused by the serving node, and a removed member cannot reach it at all.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { Fixture, waitFor } from './helpers.ts'
-import { createMemberApiHandler } from '../../src/agent/member-api.ts'
+import { test } from 'node:test'
 import type { ApiRequest } from '../../src/agent/api.ts'
+import { createMemberApiHandler } from '../../src/agent/member-api.ts'
+import { Fixture, waitFor } from './helpers.ts'
 
 test('member api: a member reads logs, a member-forwarded write is refused, a removed member is cut off', async (t) => {
   const fx = new Fixture()
@@ -20,7 +21,11 @@ test('member api: a member reads logs, a member-forwarded write is refused, a re
 
   const ok = await b.memberRequest(a.peerId, { method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '1' } })
   assert.deepEqual(ok, { status: 200, body: { lines: ['hi'] } })
-  for (const req of [{ method: 'POST', path: '/v1/apply', body: { kind: 'Pod' } }, { method: 'GET', path: '/v1/cluster/credential' }, { method: 'DELETE', path: '/v1/objects/Pod/default/x' }]) {
+  for (const req of [
+    { method: 'POST', path: '/v1/apply', body: { kind: 'Pod' } },
+    { method: 'GET', path: '/v1/cluster/credential' },
+    { method: 'DELETE', path: '/v1/objects/Pod/default/x' },
+  ]) {
     const r = await b.memberRequest(a.peerId, req)
     assert.equal(r.status, 403, `${req.method} ${req.path}`)
     assert.match((r.body as any).error.message, /node-to-node request refused/)

@@ -1,26 +1,26 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
-import { Fixture, DocReplica, waitFor } from './helpers.ts'
+import { test } from 'node:test'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
+import { storeTopic } from '../../src/mesh/index.ts'
 import { openStore } from '../../src/store/index.ts'
 import { pod, seededBytes } from '../helpers/store.ts'
-import { peerIdFromString } from '@libp2p/peer-id'
-import { storeTopic } from '../../src/mesh/index.ts'
-import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
+import { DocReplica, Fixture, waitFor } from './helpers.ts'
 
 test('writes replicate both ways between three nodes over gossip', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+  const ra = new DocReplica(),
+    rb = new DocReplica(),
+    rc = new DocReplica()
   const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
   const b = await fx.join('b', a, { scopes: { cluster: rb } })
   const c = await fx.join('c', b, { scopes: { cluster: rc } })
   await waitFor('full mesh', () => [a, b, c].every((m) => m.libp2p.getConnections().length >= 2))
   ra.set('pod/web', { image: 'nginx' })
   rc.set('pod/db', { image: 'postgres' })
-  await waitFor('all replicas have both writes', () =>
-    [ra, rb, rc].every((r) => r.get('pod/web') !== undefined && r.get('pod/db') !== undefined),
-  )
+  await waitFor('all replicas have both writes', () => [ra, rb, rc].every((r) => r.get('pod/web') !== undefined && r.get('pod/db') !== undefined))
   assert.deepEqual(rb.get('pod/web'), { image: 'nginx' })
   assert.deepEqual(ra.get('pod/db'), { image: 'postgres' })
 })
@@ -28,7 +28,8 @@ test('writes replicate both ways between three nodes over gossip', async (t) => 
 test('a joiner receives existing state on join (anti-entropy on connect)', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const ra = new DocReplica(), rb = new DocReplica()
+  const ra = new DocReplica(),
+    rb = new DocReplica()
   for (let i = 0; i < 50; i++) ra.set(`obj/${i}`, { i })
   const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
   const progress: any[] = []
@@ -44,7 +45,8 @@ test('lost gossip is repaired by periodic anti-entropy; oversized updates go by 
   const fx = new Fixture()
   t.after(() => fx.close())
   let dropped = 0
-  const ra = new DocReplica(), rb = new DocReplica()
+  const ra = new DocReplica(),
+    rb = new DocReplica()
   const tunables = { syncIntervalMs: 400, maxGossipBytes: 1024, maxFrameBytes: 4096 }
   const { mesh: a } = await fx.create('a', { scopes: { cluster: ra }, tunables })
   await fx.join('b', a, {
@@ -77,7 +79,7 @@ test('replicates the real store (openStore) between nodes', async (t) => {
   await fx.join('b', a, { scopes: { cluster: sb } })
   assert.equal(sb.get({ kind: 'Pod', namespace: 'default', name: 'web' } as any)?.metadata.name, 'web')
   await sb.apply(pod('db'), { author: 'user:bob', now: 2_000 })
-  await waitFor('A sees B\'s pod', () => sa.list('Pod').some((p) => p.metadata.name === 'db'))
+  await waitFor("A sees B's pod", () => sa.list('Pod').some((p) => p.metadata.name === 'db'))
   const hist = await sa.history({ kind: 'Pod', namespace: 'default', name: 'db' } as any)
   assert.equal(hist[0].author, 'user:bob')
 })
@@ -85,7 +87,9 @@ test('replicates the real store (openStore) between nodes', async (t) => {
 test('a write one node pulled by anti-entropy is relayed on gossip to nodes that never synced', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+  const ra = new DocReplica(),
+    rb = new DocReplica(),
+    rc = new DocReplica()
   let aPeer = ''
   let cDropped = 0
   // B and C lose A's store gossip (as if A were cut off one way); periodic anti-entropy is 60 s away.
@@ -136,7 +140,9 @@ test('each anti-entropy period a node syncs with one member, not with all of the
 test('an update that arrives before the one it builds on is repaired from its author at once, not at the next anti-entropy period', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+  const ra = new DocReplica(),
+    rb = new DocReplica(),
+    rc = new DocReplica()
   let dropping = false
   // fastTunables: anti-entropy only every 60 s, so within the test only the repair can fill the gap.
   const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
@@ -162,7 +168,9 @@ test('an update that arrives before the one it builds on is repaired from its au
 test('a member does not forward an update it got straight from an author connected to everyone; it does when the author is heard by gossip', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+  const ra = new DocReplica(),
+    rb = new DocReplica(),
+    rc = new DocReplica()
   const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
   const b = await fx.join('b', a, { scopes: { cluster: rb } })
   await fx.join('c', a, { scopes: { cluster: rc } })

@@ -1,11 +1,11 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
-import { Fixture, DocReplica, waitFor, seededRandom } from './helpers.ts'
-import { Mesh, SYNC_PROTOCOL, storeTopic, initCluster, type ApiHandler } from '../../src/mesh/index.ts'
 import { streamChannel } from '../../src/mesh/host.ts'
+import { type ApiHandler, initCluster, Mesh, SYNC_PROTOCOL, storeTopic } from '../../src/mesh/index.ts'
 import { Tag, writeBytes, writeJson } from '../../src/mesh/wire.ts'
+import { DocReplica, Fixture, seededRandom, waitFor } from './helpers.ts'
 
 async function dialOutcome(m: Mesh, target: Mesh): Promise<'connected' | 'refused'> {
   const id = peerIdFromString(target.peerId)
@@ -33,13 +33,13 @@ async function stranger(fx: Fixture, a: Mesh, psk = a.cluster.psk, extra = {}): 
 test('a member sending garbage on gossip and sync is disconnected, then banned; the others keep working', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const ra = new DocReplica(), rb = new DocReplica(), rr = new DocReplica()
+  const ra = new DocReplica(),
+    rb = new DocReplica(),
+    rr = new DocReplica()
   const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
   const b = await fx.join('b', a, { scopes: { cluster: rb } })
   const rogue = await fx.join('rogue', a, { scopes: { cluster: rr } })
-  await waitFor('rogue connected to A and B', () =>
-    [a, b].every((m) => m.libp2p.getConnections().some((c) => c.remotePeer.toString() === rogue.peerId)),
-  )
+  await waitFor('rogue connected to A and B', () => [a, b].every((m) => m.libp2p.getConnections().some((c) => c.remotePeer.toString() === rogue.peerId)))
   await waitFor('A and B know rogue subscribes', () =>
     [a, b].every((m) => m.libp2p.services.pubsub.getSubscribers(storeTopic(a.clusterId, 'cluster')).some((p) => p.toString() === rogue.peerId)),
   )
@@ -130,12 +130,14 @@ test('remote API requests need the admin credential', async (t) => {
   // The joiner learned the admin key at join, so it serves the API too.
   assert.equal((await a.request(b.peerId, { method: 'GET', path: '/v1/nodes' }, adminCredential)).status, 200)
 
-  await assert.rejects(b.request(a.peerId, { method: 'GET', path: '/v1/pods' }), (err: any) =>
-    err.code === 'forbidden' && err.message === 'remote API request refused: no admin credential presented',
+  await assert.rejects(
+    b.request(a.peerId, { method: 'GET', path: '/v1/pods' }),
+    (err: any) => err.code === 'forbidden' && err.message === 'remote API request refused: no admin credential presented',
   )
   const other = await initCluster({ dataDir: await fx.dir(), random: seededRandom(7), now: 0 })
-  await assert.rejects(b.request(a.peerId, { method: 'DELETE', path: '/v1/pods/web' }, other.adminCredential), (err: any) =>
-    err.code === 'forbidden' && /credential is not an admin of this cluster/.test(err.message),
+  await assert.rejects(
+    b.request(a.peerId, { method: 'DELETE', path: '/v1/pods/web' }, other.adminCredential),
+    (err: any) => err.code === 'forbidden' && /credential is not an admin of this cluster/.test(err.message),
   )
   await assert.rejects(b.request(a.peerId, { method: 'GET', path: '/' }, 'orcadmin1.nonsense'), /admin credential is malformed/)
 })

@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Fixture } from './helpers.ts'
-import { joinMesh, decodeToken } from '../../src/mesh/index.ts'
+import { test } from 'node:test'
 import type { Clock } from '../../src/effects/index.ts'
+import { decodeToken, joinMesh } from '../../src/mesh/index.ts'
+import { Fixture } from './helpers.ts'
 
 function manualClock(start = Date.now()): Clock & { advance(ms: number): void } {
   let now = start
@@ -41,26 +41,47 @@ test('expired, used, revoked, forged and malformed tokens are refused with clear
 
   // Forged: a made-up secret, or an id the issuer never issued.
   const real = await a.createToken({ ttlMs: 10 * 60_000, uses: 5 })
-  await assert.rejects(join('e', retoken(real.token, (c) => (c.secret = 'A'.repeat(43)))), /token not recognised/)
-  await assert.rejects(join('e', retoken(real.token, (c) => (c.id = 'nope'))), /token not recognised/)
+  await assert.rejects(
+    join(
+      'e',
+      retoken(real.token, (c) => (c.secret = 'A'.repeat(43))),
+    ),
+    /token not recognised/,
+  )
+  await assert.rejects(
+    join(
+      'e',
+      retoken(real.token, (c) => (c.id = 'nope')),
+    ),
+    /token not recognised/,
+  )
 
   // Expired on the issuer: the issuer's clock has moved on; the token's own expiry claim is
   // forged forward, so only the issuer's record can refuse it.
   const short = await a.createToken({ ttlMs: 60_000, uses: 1 })
   clock.advance(4 * 60_000)
   await assert.rejects(
-    join('f', retoken(short.token, (c) => (c.exp = Date.now() + 3_600_000))),
+    join(
+      'f',
+      retoken(short.token, (c) => (c.exp = Date.now() + 3_600_000)),
+    ),
     (err: any) => err.code === 'forbidden' && /token expired 3m ago/.test(err.message),
   )
   // Expired on the joiner: refused before dialing.
   await assert.rejects(
-    join('g', retoken(short.token, (c) => (c.exp = Date.now() - 120_000))),
+    join(
+      'g',
+      retoken(short.token, (c) => (c.exp = Date.now() - 120_000)),
+    ),
     (err: any) => err.code === 'forbidden' && err.message === 'token expired 2m ago',
   )
   await assert.rejects(join('h', 'orcjoin1.garbage'), /join token is malformed/)
 
   // The refused joiners were not admitted; B was.
-  assert.deepEqual(a.members().map((m) => m.name), ['a', 'b'])
+  assert.deepEqual(
+    a.members().map((m) => m.name),
+    ['a', 'b'],
+  )
   // The one-use token admits nobody else even after B is gone.
   assert.equal((await a.listTokens()).find((r) => r.id === once.id)?.usesLeft, 0)
 })

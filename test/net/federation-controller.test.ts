@@ -4,22 +4,23 @@
  * that the peer goes when the federation does. Also: this node's pod addresses are kept in the
  * data dir for the next agent (federation documents open after the node network).
  */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import { pino } from 'pino'
-import { NodeNetwork, type FederatedScopeInput, type FederationRouteSource, type MeshView } from '../../src/agent/network/index.ts'
-import { FakePodNetworkDriver, FakeWireGuardDriver, clusterPrefix, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
+import { type FederatedScopeInput, type FederationRouteSource, type MeshView, NodeNetwork } from '../../src/agent/network/index.ts'
 import { systemClock } from '../../src/effects/index.ts'
-import { tempStore, seededBytes } from '../helpers/store.ts'
+import { clusterPrefix, FakePodNetworkDriver, FakeWireGuardDriver, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
+import { seededBytes, tempStore } from '../helpers/store.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 const HOME_ID = 'c0ffee00c0ffee00c0ffee00c0ffee00'
 const CLOUD_ID = 'beef0000beef0000beef0000beef0000'
 
-test('node network: a peer for the other cluster\'s node with its federated pods\' /128s only, gone with the federation', async (t) => {
+test("node network: a peer for the other cluster's node with its federated pods' /128s only, gone with the federation", async (t) => {
   const { store, cleanup } = await tempStore()
   const dataDir = mkdtempSync(join(tmpdir(), 'orc-fednet-'))
   const author = { author: 'controller:node', reason: 't', now: Date.now() }
@@ -27,9 +28,26 @@ test('node network: a peer for the other cluster\'s node with its federated pods
   await store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'self' }, spec: {} }, author)
   await store.patch({ kind: 'Node', namespace: '', name: 'self' }, [{ path: ['status', 'peerId'], value: 'PSELF' }], author)
   const wg = new FakeWireGuardDriver('wireguard-go')
-  const mesh: MeshView = { peerId: 'PSELF', clusterId: HOME_ID, addresses: () => ['/ip4/198.18.0.1/tcp/7419'], observedIps: () => new Map(), alivePeers: () => new Set() }
+  const mesh: MeshView = {
+    peerId: 'PSELF',
+    clusterId: HOME_ID,
+    addresses: () => ['/ip4/198.18.0.1/tcp/7419'],
+    observedIps: () => new Map(),
+    alivePeers: () => new Set(),
+  }
   const net = new NodeNetwork(
-    { store, nodeName: 'self', dataDir, logger: pino({ level: 'silent' }), clock: systemClock, random: seededBytes(9), mesh, wireguard: () => wg, podNetwork: () => new FakePodNetworkDriver(seededBytes(3)), probe: async () => undefined },
+    {
+      store,
+      nodeName: 'self',
+      dataDir,
+      logger: pino({ level: 'silent' }),
+      clock: systemClock,
+      random: seededBytes(9),
+      mesh,
+      wireguard: () => wg,
+      podNetwork: () => new FakePodNetworkDriver(seededBytes(3)),
+      probe: async () => undefined,
+    },
     { mode: 'on', reconcileMs: 60_000, handshakeTimeoutMs: 2000 },
   )
   t.after(async () => {
@@ -53,7 +71,11 @@ test('node network: a peer for the other cluster\'s node with its federated pods
       cluster: 'home',
       clusters: [
         { metadata: { name: 'home' }, spec: { id: HOME_ID }, status: { nodes: {} } },
-        { metadata: { name: 'cloud' }, spec: { id: CLOUD_ID }, status: { nodes: { c1: { ready: true, network: { publicKey: cloudKey, prefix: c1Prefix, endpoints: ['198.18.0.3:51820'] } } } } },
+        {
+          metadata: { name: 'cloud' },
+          spec: { id: CLOUD_ID },
+          status: { nodes: { c1: { ready: true, network: { publicKey: cloudKey, prefix: c1Prefix, endpoints: ['198.18.0.3:51820'] } } } },
+        },
       ],
       pods: [
         { metadata: { namespace: 'shared', name: 'client' }, status: { node: 'self@home', phase: 'Running', network: { ipv6: clientIp } } },
@@ -75,8 +97,11 @@ test('node network: a peer for the other cluster\'s node with its federated pods
   assert.deepEqual(peer.allowedIps, [`${webIp}/128`])
   assert.equal(peer.endpoint, '198.18.0.3:51820')
   const report = await net.report()
-  assert.deepEqual(report.federated?.map((f) => [f.node, f.cluster, f.federations, f.routes, f.nodePrefix, f.path, f.state]), [['c1@cloud', 'cloud', ['lab'], [`${webIp}/128`], c1Prefix, 'direct', 'waiting']])
-  assert.deepEqual(report.tunnels, [], 'the cluster\'s own tunnel list (and its Ready count) is unchanged')
+  assert.deepEqual(
+    report.federated?.map((f) => [f.node, f.cluster, f.federations, f.routes, f.nodePrefix, f.path, f.state]),
+    [['c1@cloud', 'cloud', ['lab'], [`${webIp}/128`], c1Prefix, 'direct', 'waiting']],
+  )
+  assert.deepEqual(report.tunnels, [], "the cluster's own tunnel list (and its Ready count) is unchanged")
 
   // The federation goes (left, or this cluster removed): its peer and routes go with it.
   scopes = []

@@ -5,10 +5,11 @@
  * across the federation although nothing there is federated, or another cluster hijacking
  * addresses (ours, a third cluster's, another node's) by publishing them.
  */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { planFederatedPeers, type FederatedScopeInput } from '../../src/agent/network/federation.ts'
+import { type FederatedScopeInput, planFederatedPeers } from '../../src/agent/network/federation.ts'
 import { clusterPrefix, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
 import { seededBytes } from '../helpers/store.ts'
 
@@ -23,7 +24,12 @@ function clusterObj(name: string, id: string, nodes: Record<string, unknown>) {
   return { metadata: { name }, spec: { id }, status: { nodes } }
 }
 function summary(key: string, c: keyof typeof ids, subnet: number, endpoints = [`198.18.0.${subnet}:51820`]) {
-  return { capacity: { cpu: '1000m', memory: '1' }, allocatable: { cpu: '1000m', memory: '1' }, ready: true, network: { publicKey: key, prefix: prefix(c, subnet), endpoints } }
+  return {
+    capacity: { cpu: '1000m', memory: '1' },
+    allocatable: { cpu: '1000m', memory: '1' },
+    ready: true,
+    network: { publicKey: key, prefix: prefix(c, subnet), endpoints },
+  }
 }
 function pod(name: string, node: string, ipv6: unknown, phase = 'Running') {
   return { metadata: { name, namespace: 'shared' }, status: { node, phase, network: { ipv6 } } }
@@ -41,15 +47,18 @@ function lab(pods: unknown[], extra: unknown[] = []): { home: FederatedScopeInpu
 }
 const selfOf = (node: string, c: keyof typeof ids, ownKeys: string[] = []) => ({ node, ownCluster: net(c), ownKeys: new Set(ownKeys) })
 
-test('both ends of a cross-cluster pair route exactly the other\'s federated pods (/128), nothing else', () => {
+test("both ends of a cross-cluster pair route exactly the other's federated pods (/128), nothing else", () => {
   const pods = [pod('web', 'c1@cloud', podIp('cloud', 3, 5)), pod('client', 'h1@home', podIp('home', 1, 7)), pod('idle', 'c2@cloud', podIp('cloud', 4, 9))]
   const { home, cloud } = lab(pods)
   const onH1 = planFederatedPeers([home], selfOf('h1', 'home'))
   assert.deepEqual(onH1.skipped, [])
-  assert.deepEqual(onH1.peers.map((p) => [p.name, p.routes, p.wg.endpoint, p.path]), [
-    ['c1@cloud', [`${podIp('cloud', 3, 5)}/128`], '198.18.0.3:51820', 'direct'],
-    ['c2@cloud', [`${podIp('cloud', 4, 9)}/128`], '198.18.0.4:51820', 'direct'],
-  ])
+  assert.deepEqual(
+    onH1.peers.map((p) => [p.name, p.routes, p.wg.endpoint, p.path]),
+    [
+      ['c1@cloud', [`${podIp('cloud', 3, 5)}/128`], '198.18.0.3:51820', 'direct'],
+      ['c2@cloud', [`${podIp('cloud', 4, 9)}/128`], '198.18.0.4:51820', 'direct'],
+    ],
+  )
   for (const p of onH1.peers) {
     assert.deepEqual(p.wg.allowedIps, p.routes, 'allowed-ips are the /128s only')
     assert.ok(p.wg.allowedIps.every((a) => a.endsWith('/128')))
@@ -57,14 +66,22 @@ test('both ends of a cross-cluster pair route exactly the other\'s federated pod
   }
   // The reverse path: c1 accepts (and routes to) the home pod's address on h1's peer.
   const onC1 = planFederatedPeers([cloud], selfOf('c1', 'cloud'))
-  assert.deepEqual(onC1.peers.map((p) => [p.name, p.routes]), [['h1@home', [`${podIp('home', 1, 7)}/128`]]])
+  assert.deepEqual(
+    onC1.peers.map((p) => [p.name, p.routes]),
+    [['h1@home', [`${podIp('home', 1, 7)}/128`]]],
+  )
   // h2 runs no federated pod: nothing of the other cluster is routed there (and nobody peers with it).
   assert.deepEqual(planFederatedPeers([home], selfOf('h2', 'home')).peers, [])
   assert.ok(!onC1.peers.some((p) => p.name === 'h2@home'))
 })
 
 test('finished pods, pods without an address and pods of this cluster are not routed; a federation gone takes its routes', () => {
-  const pods = [pod('done', 'c1@cloud', podIp('cloud', 3, 5), 'Succeeded'), pod('pending', 'c2@cloud', undefined, 'Pending'), pod('mine', 'h2@home', podIp('home', 2, 3)), pod('client', 'h1@home', podIp('home', 1, 7))]
+  const pods = [
+    pod('done', 'c1@cloud', podIp('cloud', 3, 5), 'Succeeded'),
+    pod('pending', 'c2@cloud', undefined, 'Pending'),
+    pod('mine', 'h2@home', podIp('home', 2, 3)),
+    pod('client', 'h1@home', podIp('home', 1, 7)),
+  ]
   const { home } = lab(pods)
   assert.deepEqual(planFederatedPeers([home], selfOf('h1', 'home')).peers, [])
   assert.deepEqual(planFederatedPeers([], selfOf('h1', 'home')).peers, [])
@@ -85,12 +102,25 @@ test('hostile or broken entries from other clusters are skipped, the rest routed
   const { home } = lab(pods, [
     // A cluster claiming our cluster id (our /48) and one whose node publishes garbage.
     clusterObj('evil', ids.home, { x1: summary(KEYS.e1, 'home', 9) }),
-    clusterObj('edge', ids.edge, { e1: { network: { publicKey: 'nope', prefix: prefix('edge', 1) } }, e2: { network: { publicKey: KEYS.e1, prefix: prefix('cloud', 3) } } }),
+    clusterObj('edge', ids.edge, {
+      e1: { network: { publicKey: 'nope', prefix: prefix('edge', 1) } },
+      e2: { network: { publicKey: KEYS.e1, prefix: prefix('cloud', 3) } },
+    }),
   ])
   const r = planFederatedPeers([home], selfOf('h1', 'home'))
-  assert.deepEqual(r.peers.map((p) => [p.name, p.routes]), [['c1@cloud', [`${podIp('cloud', 3, 5)}/128`]]])
-  assert.ok(r.skipped.some((s) => s.includes('evil') && s.includes("this cluster's prefix")), r.skipped.join('\n'))
-  const has = (...words: string[]) => assert.ok(r.skipped.some((s) => words.every((w) => s.includes(w))), `${words.join(' ')} in:\n${r.skipped.join('\n')}`)
+  assert.deepEqual(
+    r.peers.map((p) => [p.name, p.routes]),
+    [['c1@cloud', [`${podIp('cloud', 3, 5)}/128`]]],
+  )
+  assert.ok(
+    r.skipped.some((s) => s.includes('evil') && s.includes("this cluster's prefix")),
+    r.skipped.join('\n'),
+  )
+  const has = (...words: string[]) =>
+    assert.ok(
+      r.skipped.some((s) => words.every((w) => s.includes(w))),
+      `${words.join(' ')} in:\n${r.skipped.join('\n')}`,
+    )
   has('e1@edge', 'publicKey')
   has('e2@edge', 'not a /64')
   has('hijack-ours')
@@ -128,7 +158,7 @@ test('the endpoint follows where the federation mesh sees the node (behind NAT: 
   assert.equal(natted.peers[0]!.wg.endpoint, undefined)
 })
 
-test('garbage federation documents never throw and never route outside the publishing node\'s /64 (property)', () => {
+test("garbage federation documents never throw and never route outside the publishing node's /64 (property)", () => {
   const anyJson = fc.jsonValue({ maxDepth: 4 })
   fc.assert(
     fc.property(fc.array(anyJson, { maxLength: 6 }), fc.array(anyJson, { maxLength: 12 }), (clusters, pods) => {

@@ -6,7 +6,6 @@
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { execa, type ResultPromise } from 'execa'
-import type { Random } from '../../src/effects/index.ts'
 
 export function missingPrerequisite(bins: string[]): string | undefined {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces)'

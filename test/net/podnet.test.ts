@@ -1,18 +1,18 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { execa } from 'execa'
 import {
-  NetnsPodNetworkDriver,
-  WireGuardLinkDriver,
+  addressInPrefix,
   chooseNodeSubnet,
   clusterPrefix,
   formatPrefix,
   generateKeyPair,
+  NetnsPodNetworkDriver,
   nodeGateway,
   randomPodAddress,
-  addressInPrefix,
+  WireGuardLinkDriver,
 } from '../../src/net/index.ts'
-import { addNetns, delNetns, linkNetns, missingPrerequisite, runSuffix, seededRandom, sh, startTcpServer, tcpRequest, type TcpServer } from './netns.ts'
+import { addNetns, delNetns, linkNetns, missingPrerequisite, runSuffix, seededRandom, sh, startTcpServer, type TcpServer, tcpRequest } from './netns.ts'
 
 test('pods on two nodes talk IPv6 over the tunnel; IPv4 egress is masqueraded', async (t) => {
   const missing = missingPrerequisite(['ip', 'wg', 'wireguard-go', 'nft', 'sysctl'])
@@ -51,11 +51,17 @@ test('pods on two nodes talk IPv6 over the tunnel; IPv4 egress is masqueraded', 
   const kA = generateKeyPair()
   const kB = generateKeyPair()
   await wgA.set({
-    iface: `wgp${s}a`, privateKey: kA.privateKey, listenPort: 51820, address: `${nodeGateway(a.prefix)}/64`,
+    iface: `wgp${s}a`,
+    privateKey: kA.privateKey,
+    listenPort: 51820,
+    address: `${nodeGateway(a.prefix)}/64`,
     peers: [{ publicKey: kB.publicKey, endpoint: '198.18.0.2:51820', allowedIps: [formatPrefix(b.prefix)] }],
   })
   await wgB.set({
-    iface: `wgp${s}b`, privateKey: kB.privateKey, listenPort: 51820, address: `${nodeGateway(b.prefix)}/64`,
+    iface: `wgp${s}b`,
+    privateKey: kB.privateKey,
+    listenPort: 51820,
+    address: `${nodeGateway(b.prefix)}/64`,
     peers: [{ publicKey: kA.publicKey, endpoint: '198.18.0.1:51820', allowedIps: [formatPrefix(a.prefix)] }],
   })
 

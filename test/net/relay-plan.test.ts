@@ -3,11 +3,12 @@
  * WireGuard is then told. Both ends of a relayed pair must pick the same relay, or the answers come
  * back through a peer whose allowed-ips do not hold the sender and WireGuard drops them.
  */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { chooseRelay, endpointsFromMultiaddrs, planPeers, readPublishedNetwork, type PublishedNetwork } from '../../src/agent/network/plan.ts'
 import { decideSubnet } from '../../src/agent/network/index.ts'
+import { chooseRelay, endpointsFromMultiaddrs, type PublishedNetwork, planPeers, readPublishedNetwork } from '../../src/agent/network/plan.ts'
 import { clusterPrefix, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
 import { seededBytes } from '../helpers/store.ts'
 
@@ -22,7 +23,14 @@ function node(peerId: string, subnet: number, extra: Partial<PublishedNetwork> =
 /** pub (10) reaches both NAT'd homes (20, 30) and sees their NAT mappings; the homes reach only pub. */
 function natPair(extra: { pub2?: boolean; homesReachEachOther?: boolean } = {}): PublishedNetwork[] {
   const nodes = [
-    node('pub', 10, { endpoints: ['198.18.0.1:51820'], reach: new Set([20, 30, ...(extra.pub2 ? [40] : [])]), seen: new Map([[20, '198.18.0.253:51820'], [30, '198.18.0.252:41000']]) }),
+    node('pub', 10, {
+      endpoints: ['198.18.0.1:51820'],
+      reach: new Set([20, 30, ...(extra.pub2 ? [40] : [])]),
+      seen: new Map([
+        [20, '198.18.0.253:51820'],
+        [30, '198.18.0.252:41000'],
+      ]),
+    }),
     node('home1', 20, { endpoints: ['10.77.0.2:51820'], reach: new Set([10, ...(extra.pub2 ? [40] : []), ...(extra.homesReachEachOther ? [30] : [])]) }),
     node('home2', 30, { endpoints: ['10.78.0.2:51820'], reach: new Set([10, ...(extra.pub2 ? [40] : [])]) }),
   ]
@@ -35,7 +43,7 @@ function plan(self: string, nodes: PublishedNetwork[], observed: Record<string, 
   return planPeers(cluster, self, nodes, owners, new Map(Object.entries(observed)))
 }
 
-test('two NAT\'d nodes that do not reach each other route through the member both reach, on both sides', () => {
+test("two NAT'd nodes that do not reach each other route through the member both reach, on both sides", () => {
   const nodes = natPair()
   const fromHome1 = plan('home1', nodes, { pub: '198.18.0.1' })
   const toHome2 = fromHome1.find((p) => p.peerId === 'home2')!
@@ -56,13 +64,13 @@ test('two NAT\'d nodes that do not reach each other route through the member bot
   assert.ok(fromPub.every((p) => p.path === 'peer-dials' && p.wg.allowedIps.length === 1))
 })
 
-test('each NAT\'d node is configured with the other\'s NAT mapping as a member sees it (hole punching)', () => {
+test("each NAT'd node is configured with the other's NAT mapping as a member sees it (hole punching)", () => {
   const toHome2 = plan('home1', natPair(), { pub: '198.18.0.1' }).find((p) => p.peerId === 'home2')!
   assert.equal(toHome2.wg.endpoint, '198.18.0.252:41000')
   assert.equal(toHome2.punched, true)
 })
 
-test('a public node that does not see a NAT\'d peer on the mesh waits for it to dial, never fights its mapping', () => {
+test("a public node that does not see a NAT'd peer on the mesh waits for it to dial, never fights its mapping", () => {
   const nodes = natPair({ pub2: true })
   const toHome1 = plan('pub2', nodes, {}).find((p) => p.peerId === 'home1')!
   assert.equal(toHome1.path, 'peer-dials')
@@ -87,7 +95,7 @@ test('public nodes still shaking hands are not relayed: only pairs with a node s
   assert.ok(peers.every((p) => p.path === 'direct' && p.wg.allowedIps.length === 1))
 })
 
-test('a public node and a NAT\'d one are never relayed, even before their first handshake', () => {
+test("a public node and a NAT'd one are never relayed, even before their first handshake", () => {
   const nodes = natPair({ pub2: true })
   nodes.find((n) => n.peerId === 'pub2')!.reach = new Set([10, 30])
   nodes.find((n) => n.peerId === 'home1')!.reach = new Set([10])
@@ -108,13 +116,26 @@ test('no member reaches both: no relay, the direct attempt stays', () => {
 
 test('the relay choice is the same from both ends, whatever the member order', () => {
   const nodes0 = natPair({ pub2: true })
-  const seenAt = new Map([[20, 'x'], [30, 'y']])
+  const seenAt = new Map([
+    [20, 'x'],
+    [30, 'y'],
+  ])
   fc.assert(
     fc.property(fc.shuffledSubarray(nodes0, { minLength: nodes0.length }), fc.shuffledSubarray(nodes0, { minLength: nodes0.length }), (o1, o2) => {
       const home1 = nodes0.find((n) => n.peerId === 'home1')!
       const home2 = nodes0.find((n) => n.peerId === 'home2')!
-      const a = chooseRelay(home1, home2, o1.filter((n) => n !== home1), seenAt)
-      const b = chooseRelay(home2, home1, o2.filter((n) => n !== home2), seenAt)
+      const a = chooseRelay(
+        home1,
+        home2,
+        o1.filter((n) => n !== home1),
+        seenAt,
+      )
+      const b = chooseRelay(
+        home2,
+        home1,
+        o2.filter((n) => n !== home2),
+        seenAt,
+      )
       return a !== undefined && a.peerId === b?.peerId && (a.peerId === 'pub' || a.peerId === 'pub2')
     }),
   )
@@ -125,9 +146,12 @@ test('the relay choice is the same from both ends, whatever the member order', (
   assert.equal(r1, r2)
 })
 
-test('reach and seen from a peer\'s Node status are validated; garbage is dropped, never thrown', () => {
+test("reach and seen from a peer's Node status are validated; garbage is dropped, never thrown", () => {
   const obj = (network: unknown) => ({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'n' }, status: { peerId: 'p', network } }) as any
-  const p = readPublishedNetwork(obj({ reach: [1, 2, 0, -1, 70000, 'x', 2.5, 3], seen: { '5': '1.2.3.4:5', '06': '1.2.3.4:6', x: '1.2.3.4:7', '7': 'host:1', '8': 9 } }), new Set())!
+  const p = readPublishedNetwork(
+    obj({ reach: [1, 2, 0, -1, 70000, 'x', 2.5, 3], seen: { '5': '1.2.3.4:5', '06': '1.2.3.4:6', x: '1.2.3.4:7', '7': 'host:1', '8': 9 } }),
+    new Set(),
+  )!
   assert.deepEqual([...p.reach!], [1, 2, 3])
   assert.deepEqual([...p.seen!], [[5, '1.2.3.4:5']])
   fc.assert(

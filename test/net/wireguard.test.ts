@@ -1,16 +1,16 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
+import { test } from 'node:test'
 import { execa } from 'execa'
 import {
-  WireGuardLinkDriver,
   clusterPrefix,
-  nodePrefix,
-  nodeGateway,
   formatPrefix,
   generateKeyPair,
+  nodeGateway,
+  nodePrefix,
   procfsProcessTable,
   type WireGuardConfig,
+  WireGuardLinkDriver,
 } from '../../src/net/index.ts'
 import { addNetns, delNetns, inNs, linkNetns, missingPrerequisite, pingOnce, pingUntil, runSuffix, sh } from './netns.ts'
 
@@ -90,7 +90,10 @@ test('wireguard tunnel between two namespaces: ping, idempotent set, drift repai
   assert.equal(await pingOnce(nsA, bAddr), false, 'no route, no ping')
   const r2 = await drvA.set(cfgA)
   assert.equal(r2.changed, true)
-  assert.ok(r2.actions.some((a) => a.startsWith('route')), r2.actions.join(','))
+  assert.ok(
+    r2.actions.some((a) => a.startsWith('route')),
+    r2.actions.join(','),
+  )
   assert.ok(await pingUntil(nsA, bAddr), 'ping after route restored')
 
   // Interface deleted by hand: recreated with keys, peers, address and route.
@@ -109,7 +112,10 @@ test('wireguard tunnel between two namespaces: ping, idempotent set, drift repai
   assert.deepEqual(await drvA.down(), { changed: true })
   assert.deepEqual(await drvB.down(), { changed: true })
   assert.deepEqual(await drvA.down(), { changed: false })
-  for (const [ns, iface] of [[nsA, ifA], [nsB, ifB]] as const) {
+  for (const [ns, iface] of [
+    [nsA, ifA],
+    [nsB, ifB],
+  ] as const) {
     const link = await execa('ip', ['-n', ns, 'link', 'show', 'dev', iface], { reject: false })
     assert.notEqual(link.exitCode, 0, `${iface} removed`)
     assert.deepEqual(await procfsProcessTable.find(['wireguard-go', iface]), [], `no wireguard-go for ${iface}`)

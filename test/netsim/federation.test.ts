@@ -3,8 +3,9 @@
 // after each heal, no private object leaves its cluster, no shared pod runs twice once views
 // agree, every ha pod of the lost cluster is re-placed in a cluster its placement.clusters allows
 // (within suspectAfter + haAfter + 3 heartbeats), and no best-effort pod moves.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { runChecked } from './helpers.ts'
 
 test('federation of 5 clusters × 20 nodes, seed 7: partitions between clusters, invariants hold', async () => {

@@ -1,7 +1,8 @@
 // The simulator's CI seed set: every scenario at a fixed seed, up to 1,000 nodes, checked by the
 // invariants (stores identical, acknowledged writes everywhere, membership agreement, scheduler).
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { pushGossipBound } from '../../netsim/scenarios.ts'
 import { runChecked } from './helpers.ts'
 
@@ -53,7 +54,11 @@ test('a site dark for a week at 30 nodes: best-effort pods move only after goneA
 // Self-fencing (src/sched/fencing.ts): splits with and without a majority, an isolated node,
 // pairwise drops, agent crashes of a minority and a majority. Two copies of an ha pod must not run
 // for longer than haAfter + margin (33 s), nor at all once a fault has lasted that long.
-for (const [nodes, seed] of [[4, 8], [5, 9], [10, 10]] as const) {
+for (const [nodes, seed] of [
+  [4, 8],
+  [5, 9],
+  [10, 10],
+] as const) {
   test(`ha fencing at ${nodes} nodes: no ha pod runs twice beyond haAfter + margin`, async () => {
     const r = await runChecked('ha-fencing', nodes, seed)
     assert.ok((r.figures['worst ha overlap in all (s)'] as number) <= (r.figures['overlap bound haAfter + margin (s)'] as number))

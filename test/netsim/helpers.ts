@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { SCENARIOS, replayCommand, type ScenarioResult } from '../../netsim/scenarios.ts'
+import { replayCommand, SCENARIOS, type ScenarioResult } from '../../netsim/scenarios.ts'
 
 /** Run a scenario and fail with its seed, its violations and the command that replays it. */
 export async function runChecked(scenario: string, nodes: number, seed: number): Promise<ScenarioResult> {

@@ -2,11 +2,12 @@
 // that lost a concurrent-edit conflict leaves no trace in the objects, yet its Yjs update and its
 // revision record must still reach every replica (netsim partition --nodes 30 --seed 1009 was
 // declared converged while one acknowledged revision was still spreading by anti-entropy).
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { digest, storesAgree } from '../../netsim/invariants.ts'
-import { Simulator } from '../../netsim/sim.ts'
 import { LocalScheduler } from '../../netsim/scheduler.ts'
+import { Simulator } from '../../netsim/sim.ts'
 
 test('stores holding the same objects but not the same revisions do not count as converged', async () => {
   const sim = new Simulator({ seed: 1, nodes: 4 })
@@ -62,7 +63,10 @@ for (const fencing of [false, {}] as const) {
     const ep = sched.closeEpisode()!
     if (fencing === false) {
       assert.ok(ep.overlapFault >= 20_000, `overlap ${ep.overlapFault} ms: the minority's copies should have run on after the move`)
-      assert.ok(sim.violations.some((v) => /runs on .* into the fault/.test(v.what)), sim.violations.map((v) => v.what).join('\n'))
+      assert.ok(
+        sim.violations.some((v) => /runs on .* into the fault/.test(v.what)),
+        sim.violations.map((v) => v.what).join('\n'),
+      )
     } else {
       assert.equal(ep.overlapFault, 0)
       assert.ok(ep.down > 0 && ep.down <= 10_000, `ha pods of the minority down ${ep.down} ms (fenced at 25–27 s, moved at ~30 s)`)

@@ -1,7 +1,8 @@
 // A handful of fresh random seeds per run (printed, so a failure can be replayed), and a check that
 // one seed reproduces a run exactly.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { randomSeed } from '../../netsim/rng.ts'
 import { SCENARIOS } from '../../netsim/scenarios.ts'
 import { runChecked } from './helpers.ts'

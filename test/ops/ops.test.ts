@@ -1,13 +1,14 @@
 // The operator's tools against two real agents on 127.0.0.1: /metrics (Prometheus text, the peers
 // gauge follows a join), `orc status` peers table, `orc events`, `orc doctor`, `orc version`,
 // and `orc token create --print-install` (on, and refused when the HTTP listener is off).
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import { execa } from 'execa'
-import { ROOT, Workspace, newNode, orc, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
 import { parsePrometheusText, type Sample } from '../../src/agent/index.ts'
+import { type NodeProcess, newNode, orc, ROOT, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
 
 async function httpAddress(n: NodeProcess): Promise<string> {
   const s = await n.client.call<{ http: { address: string } | null }>('GET', '/v1/status')
@@ -41,12 +42,20 @@ test('operator tools on a two-node cluster', async (t) => {
     assert.equal(value(before, 'orc_info', { node: 'a' }), 1)
     await b.join(a.addr, await tokenFrom(a), ['--http-listen', 'off']).ready()
     await waitFor('a to count b alive in /metrics', async () => value(await scrape(addrA), 'orc_peers', { state: 'alive' }) === 1, 60_000)
-    const after = await waitFor('b\'s Node object to reach a', async () => {
-      const m = await scrape(addrA)
-      return value(m, 'orc_store_objects', { kind: 'Node' }) === 2 ? m : undefined
-    }, 30_000)
+    const after = await waitFor(
+      "b's Node object to reach a",
+      async () => {
+        const m = await scrape(addrA)
+        return value(m, 'orc_store_objects', { kind: 'Node' }) === 2 ? m : undefined
+      },
+      30_000,
+    )
     // Two members, connected to each other: heartbeats go straight on the connection.
-    const beats = await waitFor('a to count b\'s heartbeats', async () => value(await scrape(addrA), 'orc_heartbeats_total', { direction: 'in', path: 'direct' }), 10_000)
+    const beats = await waitFor(
+      "a to count b's heartbeats",
+      async () => value(await scrape(addrA), 'orc_heartbeats_total', { direction: 'in', path: 'direct' }),
+      10_000,
+    )
     assert.ok(beats > 0, 'heartbeats are counted')
     assert.ok((value(after, 'orc_peer_connections', { path: 'direct' }) ?? 0) >= 1)
     // The same text over the socket.
@@ -56,28 +65,40 @@ test('operator tools on a two-node cluster', async (t) => {
   })
 
   await t.test('orc status lists every node with state, path, latency and pods', async () => {
-    await waitFor('a to have pinged b', async () => {
-      const r = await a.cli(['status'])
-      return /^b +alive +direct +[0-9.]+ms /m.test(r.stdout) ? r : undefined
-    }, 60_000)
+    await waitFor(
+      'a to have pinged b',
+      async () => {
+        const r = await a.cli(['status'])
+        return /^b +alive +direct +[0-9.]+ms /m.test(r.stdout) ? r : undefined
+      },
+      60_000,
+    )
     const r = await a.cli(['status'])
     assert.match(r.stdout, /^NODE +STATE +PATH +LATENCY +LAST SEEN +HANDSHAKE +PODS +VERSION +ADDRESS$/m)
     assert.match(r.stdout, /^a \(this node\) +alive +- +- +now +- +0 /m)
     assert.match(r.stdout, new RegExp(`^HTTP: +http://${addrA.replace(/\./g, '\\.')} `, 'm'))
     const j = JSON.parse((await a.cli(['status', '--json'])).stdout)
-    assert.deepEqual(j.peers.map((p: { name: string }) => p.name), ['a', 'b'])
+    assert.deepEqual(
+      j.peers.map((p: { name: string }) => p.name),
+      ['a', 'b'],
+    )
     assert.equal(j.peers[1].path, 'direct')
   })
 
   await t.test('orc events shows who changed what and why, on any node', async () => {
-    const manifest = 'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ev\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n'
+    const manifest =
+      'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ev\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n'
     const applied = await orc(a.socket, ['apply', '-f', '-', '--reason', 'first try'], {}, manifest)
     assert.equal(applied.exitCode, 0, applied.stderr)
-    const ev = await waitFor('b to have the pod event', async () => {
-      const r = await b.cli(['events', 'pod/ev', '-o', 'json'])
-      const events = JSON.parse(r.stdout) as Array<{ type: string; source: string; message: string; object: string }>
-      return events.find((e) => e.type === 'Created') ? events : undefined
-    }, 30_000)
+    const ev = await waitFor(
+      'b to have the pod event',
+      async () => {
+        const r = await b.cli(['events', 'pod/ev', '-o', 'json'])
+        const events = JSON.parse(r.stdout) as Array<{ type: string; source: string; message: string; object: string }>
+        return events.find((e) => e.type === 'Created') ? events : undefined
+      },
+      30_000,
+    )
     const created = ev.find((e) => e.type === 'Created')!
     assert.equal(created.object, 'pod/ev')
     assert.equal(created.source, 'user:tester')
@@ -101,12 +122,17 @@ test('operator tools on a two-node cluster', async (t) => {
     let out = ''
     follower.stdout!.on('data', (d: Buffer) => (out += d.toString()))
     try {
-      const manifest = 'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: followed\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n'
+      const manifest =
+        'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: followed\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n'
       // Started once it has printed what was there already (the earlier pod).
       await waitFor('the follower to print past events', () => out.includes('"pod/ev"'), 60_000)
       const applied = await orc(a.socket, ['apply', '-f', '-', '--reason', 'watch me'], {}, manifest)
       assert.equal(applied.exitCode, 0, applied.stderr)
-      const line = await waitFor('the event on b\'s follower', () => out.split('\n').find((l) => l.includes('"pod/followed"') && l.includes('"Created"')), 30_000)
+      const line = await waitFor(
+        "the event on b's follower",
+        () => out.split('\n').find((l) => l.includes('"pod/followed"') && l.includes('"Created"')),
+        30_000,
+      )
       const ev = JSON.parse(line)
       assert.equal(ev.message, 'watch me')
       assert.equal(out.split('\n').filter((l) => l.includes('"pod/followed"') && l.includes('"Created"')).length, 1, 'printed once')
@@ -124,7 +150,10 @@ test('operator tools on a two-node cluster', async (t) => {
     assert.match(wg.message, kernel ? /WireGuard mode: kernel module/ : /WireGuard mode: wireguard-go/)
     assert.ok(findings.some((f) => f.check === 'sandbox'))
     assert.ok(findings.some((f) => f.check === 'disk' && /GiB free/.test(f.message)))
-    assert.ok(findings.some((f) => f.check === 'data-dir' && f.status === 'ok'), JSON.stringify(findings))
+    assert.ok(
+      findings.some((f) => f.check === 'data-dir' && f.status === 'ok'),
+      JSON.stringify(findings),
+    )
     const clock = findings.find((f) => f.check === 'clock')!
     assert.match(clock.message, /^clock (behind|ahead of) b by [0-9.]+m?s$/)
     assert.equal(clock.status, 'ok', 'one machine, one clock')

@@ -2,11 +2,12 @@
  * Pods that run: a real agent process, real bubblewrap sandboxes, everything checked through the
  * CLI a user would type (`orc apply/get/logs/why/rollback/delete`).
  */
-import { after, before, test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
-import { pidsRunning, podManifest, skipReason, startTestAgent, waitFor, type TestAgent } from './helpers.ts'
+import { after, before, test } from 'node:test'
+import { pidsRunning, podManifest, skipReason, startTestAgent, type TestAgent, waitFor } from './helpers.ts'
 
 const skip = skipReason()
 let a: TestAgent
@@ -35,7 +36,8 @@ async function running(name: string, pred: (p: Record<string, any>) => boolean =
   })
 }
 
-const PROBE = 'echo uid=$(id -u); echo procs=$(ls /proc | grep -cE "^[0-9]+$"); if touch /bin/x 2>/dev/null; then echo rootfs=rw; else echo rootfs=ro; fi; echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\\n" " "); echo done'
+const PROBE =
+  'echo uid=$(id -u); echo procs=$(ls /proc | grep -cE "^[0-9]+$"); if touch /bin/x 2>/dev/null; then echo rootfs=rw; else echo rootfs=ro; fi; echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\\n" " "); echo done'
 
 test('a pod runs confined: unprivileged, own pid namespace, read-only image, loopback only; get shows Running and the revision', { skip }, async () => {
   const ap = await a.orc(['apply', '-f', '-'], podManifest('probe', a.image, `${PROBE}; exec sleep 4700`))
@@ -120,7 +122,10 @@ test('a hanging unit is named by orc why, with its attempt and timeout', { skip 
     return /last error: timed out after 1\.5s/.test(r.stdout) ? r.stdout : undefined
   })
   assert.match(why, /^pod\/stuck: Starting on node n1/)
-  assert.match(why, /target running not reached: waiting for resolve-image, running [0-9.]+m?s \(attempt 2\/2, timeout 1\.5s, last error: timed out after 1\.5s\)/)
+  assert.match(
+    why,
+    /target running not reached: waiting for resolve-image, running [0-9.]+m?s \(attempt 2\/2, timeout 1\.5s, last error: timed out after 1\.5s\)/,
+  )
   assert.match(why, /start-containers\s+waits for storage/)
   const json = JSON.parse((await a.orc(['why', 'pod/stuck', '-o', 'json'])).stdout)
   assert.equal(json.explanation.reached, false)
@@ -140,7 +145,12 @@ test('an unsafe pod is refused at apply until an operator grants it; then it run
   assert.equal(refused.exitCode, 1)
   assert.match(refused.stderr, /pod\/rooty asks for root, but no SecurityPolicy in namespace default allows it \(an operator must grant it\)/)
   assert.equal(await a.pod('rooty'), undefined, 'nothing was stored')
-  const policy = JSON.stringify({ apiVersion: 'orc/v1', kind: 'SecurityPolicy', metadata: { name: 'builders' }, spec: { allow: ['root'], selector: { matchLabels: { app: 'builder' } } } })
+  const policy = JSON.stringify({
+    apiVersion: 'orc/v1',
+    kind: 'SecurityPolicy',
+    metadata: { name: 'builders' },
+    spec: { allow: ['root'], selector: { matchLabels: { app: 'builder' } } },
+  })
   assert.equal((await a.orc(['apply', '-f', '-'], policy)).exitCode, 0)
   const ok = await a.orc(['apply', '-f', '-'], manifest)
   assert.equal(ok.exitCode, 0, ok.stderr)

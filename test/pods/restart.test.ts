@@ -1,6 +1,7 @@
 /** An agent restart re-adopts the containers it left running: no duplicates, no restarts. */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { pidsRunning, podManifest, skipReason, startTestAgent, waitFor } from './helpers.ts'
 
 test('after an agent restart, running pods are adopted, not started twice; a pod deleted meanwhile is stopped', { skip: skipReason() }, async () => {

@@ -68,7 +68,9 @@ export function parseProbe(lines: string[]): Record<string, string> {
 
 export function hostUidOf(pid: number): number | undefined {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('Uid:'))
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Uid:'))
     return line ? Number(line.split(/\s+/)[1]) : undefined
   } catch {
     return undefined

@@ -1,2 +1,3 @@
 import { runtimeSuite } from './suite.ts'
+
 runtimeSuite('sandbox')

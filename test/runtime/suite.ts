@@ -1,11 +1,12 @@
 /** The behaviour every real runtime must show; run by sandbox.test.ts and oci.test.ts. */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { busyboxImages } from '../fixtures/busybox-image.ts'
-import { createRuntime, readLogLines, followLog, type Runtime } from '../../src/runtime/index.ts'
+import { test } from 'node:test'
+import { createRuntime, followLog, type Runtime, readLogLines } from '../../src/runtime/index.ts'
 import { descendants } from '../../src/runtime/procfs.ts'
+import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor } from './harness.ts'
 
 export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
@@ -92,7 +93,12 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     const r = rt()
     const image = busyboxImages().rootfs
     const logA = join(dir, 'a')
-    await r.start({ id: 'trap', image, command: ['/bin/sh', '-c', "trap 'echo got-term; exit 0' TERM; echo ready; while true; do sleep 0.05; done"], logDir: logA })
+    await r.start({
+      id: 'trap',
+      image,
+      command: ['/bin/sh', '-c', "trap 'echo got-term; exit 0' TERM; echo ready; while true; do sleep 0.05; done"],
+      logDir: logA,
+    })
     await waitFor('ready', () => readLogLines(logA).includes('ready'))
     const e1 = await r.stop('trap', { graceMs: 10_000 })
     assert.equal(e1.code, 0)
@@ -120,11 +126,17 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
 
     const b = rt()
     const { adopted, gone } = await b.recover()
-    assert.deepEqual(adopted.map((x) => x.id), ['long'])
+    assert.deepEqual(
+      adopted.map((x) => x.id),
+      ['long'],
+    )
     assert.equal(adopted[0]!.pid, h.pid)
     assert.equal(b.status('long')?.state, 'running')
     assert.equal(b.status('long')?.revision, 4)
-    assert.deepEqual(gone.map((g) => [g.id, g.state, g.exit?.code]), [['short', 'exited', 7]])
+    assert.deepEqual(
+      gone.map((g) => [g.id, g.state, g.exit?.code]),
+      [['short', 'exited', 7]],
+    )
 
     const exits: string[] = []
     b.onExit((id) => exits.push(id))
@@ -173,7 +185,13 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     const nowS = () => Math.floor(Date.now() / 1000)
     writeFileSync(lease, `${nowS()}\n`)
     const fence = { leaseFile: lease, termAfterSeconds: 3, killAfterSeconds: 4 }
-    const h = await r.start({ id: 'fenced', image: busyboxImages().rootfs, command: ['/bin/sh', '-c', 'trap "" TERM; sleep 600 & wait'], logDir: join(dir, 'logs'), fence })
+    const h = await r.start({
+      id: 'fenced',
+      image: busyboxImages().rootfs,
+      command: ['/bin/sh', '-c', 'trap "" TERM; sleep 600 & wait'],
+      logDir: join(dir, 'logs'),
+      fence,
+    })
     // A fresh lease keeps it running; the agent renews it.
     for (let i = 0; i < 4; i++) {
       await new Promise((res) => setTimeout(res, 1000))
@@ -195,8 +213,15 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     const image = busyboxImages().rootfs
     const logDir = join(dir, 'logs')
     const big = await r.start({
-      id: 'big', image, logDir, revision: 1,
-      command: ['/bin/sh', '-c', 'i=0; while [ $i -lt 3000 ]; do echo "line $i ................................"; i=$((i+1)); if [ $((i % 200)) = 0 ]; then sleep 0.05; fi; done; echo err-line >&2'],
+      id: 'big',
+      image,
+      logDir,
+      revision: 1,
+      command: [
+        '/bin/sh',
+        '-c',
+        'i=0; while [ $i -lt 3000 ]; do echo "line $i ................................"; i=$((i+1)); if [ $((i % 200)) = 0 ]; then sleep 0.05; fi; done; echo err-line >&2',
+      ],
     })
     await big.exited
     const files = readdirSync(logDir).filter((f) => f.startsWith('1.log'))
@@ -227,7 +252,9 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     assert.deepEqual(readLogLines(logDir), ['hello-from-layout', 'hello-from-layer-2'])
     const logDir2 = join(dir, 'logs2')
     const h2 = await r.start({
-      id: 'layout2', image: busyboxImages().layoutTar, logDir: logDir2,
+      id: 'layout2',
+      image: busyboxImages().layoutTar,
+      logDir: logDir2,
       args: ['ls /opq; test -e /etc/removed && echo removed-still-there; echo "g=$GREETING"'],
     })
     assert.equal((await h2.exited).code, 0)
@@ -238,14 +265,20 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     const r = rt()
     const logDir = join(dir, 'logs')
     const h = await r.start({
-      id: 'forky', image: busyboxImages().rootfs, logDir, resources: { pids: 8 },
+      id: 'forky',
+      image: busyboxImages().rootfs,
+      logDir,
+      resources: { pids: 8 },
       command: ['/bin/sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do sleep 1 & done; wait; echo done'],
     })
     await h.exited
     const st = r.status('forky')!
     assert.ok(st.enforced.pids, 'the host enforces pids here')
     const out = readLogLines(logDir)
-    assert.ok(out.some((l) => /can't fork|resource temporarily unavailable/i.test(l)), `forks were refused: ${out.join(' | ')}`)
+    assert.ok(
+      out.some((l) => /can't fork|resource temporarily unavailable/i.test(l)),
+      `forks were refused: ${out.join(' | ')}`,
+    )
     assert.ok(st.enforced.pids === 'oci' || st.enforced.pids === 'cgroup-v1' || st.enforced.pids === 'cgroup-v2')
   })
 }

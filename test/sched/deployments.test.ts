@@ -2,15 +2,16 @@
 // mesh: updates are carried by hand, so partitions and heals are exact). What a user would notice:
 // concurrent creation from several nodes never duplicates a pod, a rollout keeps the requested split,
 // everyNode runs one copy per eligible node, and conflicting bindings end with one node running a pod.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import pino from 'pino'
-import { tempStore, seededBytes } from '../helpers/store.ts'
-import type { Store } from '../../src/store/store.ts'
 import { DeploymentController, deploymentWriter } from '../../src/agent/deployments/index.ts'
 import { Binder } from '../../src/agent/pods/binder.ts'
 import { assignedTo } from '../../src/agent/pods/spec.ts'
 import type { NodeMember } from '../../src/agent/sched/index.ts'
+import type { Store } from '../../src/store/store.ts'
+import { seededBytes, tempStore } from '../helpers/store.ts'
 
 const log = pino({ level: 'silent' })
 
@@ -32,12 +33,24 @@ async function cluster(names: string[], seed: number, nodeExtra: Record<string, 
     stores.set(n, t.store)
     cleanups.push(t.cleanup)
   }
-  const sim: Sim = { names, stores, alive: new Map(names.map((n) => [n, new Set(names)])), now: Date.parse('2026-06-01T00:00:00Z'), cleanup: async () => void (await Promise.all(cleanups.map((c) => c()))) }
+  const sim: Sim = {
+    names,
+    stores,
+    alive: new Map(names.map((n) => [n, new Set(names)])),
+    now: Date.parse('2026-06-01T00:00:00Z'),
+    cleanup: async () => void (await Promise.all(cleanups.map((c) => c()))),
+  }
   for (const n of names) {
     const s = stores.get(n)!
     const x = nodeExtra[n] ?? {}
-    await s.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: n, ...(x.labels ? { labels: x.labels } : {}) }, spec: x.taints ? { taints: x.taints } : {} }, { author: 'controller:node', now: sim.now })
-    await s.patch({ kind: 'Node', namespace: '', name: n }, [{ path: ['status', 'capacity'], value: { cpu: '4', memory: '8Gi' } }], { author: 'controller:node', now: sim.now })
+    await s.apply(
+      { apiVersion: 'orc/v1', kind: 'Node', metadata: { name: n, ...(x.labels ? { labels: x.labels } : {}) }, spec: x.taints ? { taints: x.taints } : {} },
+      { author: 'controller:node', now: sim.now },
+    )
+    await s.patch({ kind: 'Node', namespace: '', name: n }, [{ path: ['status', 'capacity'], value: { cpu: '4', memory: '8Gi' } }], {
+      author: 'controller:node',
+      now: sim.now,
+    })
   }
   await sync(sim)
   return sim
@@ -60,7 +73,12 @@ async function sync(sim: Sim, groups: string[][] = [sim.names]): Promise<void> {
 }
 
 function members(sim: Sim, me: string): NodeMember[] {
-  return sim.names.map((n) => ({ name: n, state: n === me || sim.alive.get(me)!.has(n) ? ('alive' as const) : ('dead' as const), ...(n === me ? { self: true } : {}), lastSeen: sim.now - 60_000 }))
+  return sim.names.map((n) => ({
+    name: n,
+    state: n === me || sim.alive.get(me)!.has(n) ? ('alive' as const) : ('dead' as const),
+    ...(n === me ? { self: true } : {}),
+    lastSeen: sim.now - 60_000,
+  }))
 }
 
 function controller(sim: Sim, me: string): DeploymentController {
@@ -76,7 +94,15 @@ function controller(sim: Sim, me: string): DeploymentController {
 }
 
 function binder(sim: Sim, me: string): Binder {
-  return new Binder({ store: sim.stores.get(me)!, nodeName: me, members: () => members(sim, me), now: () => sim.now, setTimeout: () => 0, clearTimeout: () => {}, log })
+  return new Binder({
+    store: sim.stores.get(me)!,
+    nodeName: me,
+    members: () => members(sim, me),
+    now: () => sim.now,
+    setTimeout: () => 0,
+    clearTimeout: () => {},
+    log,
+  })
 }
 
 function partition(sim: Sim, groups: string[][]): void {
@@ -101,7 +127,9 @@ function podsOf(s: Store, d = 'web') {
 }
 
 function names(s: Store, d = 'web'): string[] {
-  return podsOf(s, d).map((p) => p.metadata.name).sort()
+  return podsOf(s, d)
+    .map((p) => p.metadata.name)
+    .sort()
 }
 
 test('concurrent creation on both sides of a partition converges to one set of pods, never duplicates', async () => {
@@ -111,7 +139,11 @@ test('concurrent creation on both sides of a partition converges to one set of p
     await sync(sim)
     // A partition: every node sees only itself, so every node believes it is the writer.
     partition(sim, [['a'], ['b'], ['c']])
-    for (const n of sim.names) assert.equal(deploymentWriter(n, members(sim, n), sim.stores.get(n)!.list('Node'), () => false), n)
+    for (const n of sim.names)
+      assert.equal(
+        deploymentWriter(n, members(sim, n), sim.stores.get(n)!.list('Node'), () => false),
+        n,
+      )
     for (const n of sim.names) await controller(sim, n).pass()
     for (const n of sim.names) assert.equal(names(sim.stores.get(n)!).length, 4, `${n} created the 4 pods on its own`)
     // Meanwhile a user on b starts a rollout.
@@ -124,7 +156,11 @@ test('concurrent creation on both sides of a partition converges to one set of p
     const digest = sim.stores.get('a')!.stateDigest()
     for (const n of sim.names) assert.equal(sim.stores.get(n)!.stateDigest(), digest, `${n} converged`)
     // One writer again (a); a pass makes the merged state exactly the desired set.
-    for (const n of sim.names) assert.equal(deploymentWriter(n, members(sim, n), sim.stores.get(n)!.list('Node'), () => false), 'a')
+    for (const n of sim.names)
+      assert.equal(
+        deploymentWriter(n, members(sim, n), sim.stores.get(n)!.list('Node'), () => false),
+        'a',
+      )
     for (const n of sim.names) await controller(sim, n).pass()
     await sync(sim)
     const a = sim.stores.get('a')!
@@ -159,7 +195,9 @@ test('promote keeps the next pods and removes the previous ones; deleting the de
     const a = sim.stores.get('a')!
     await a.apply(deployment({ replicas: 3, previous: template('1'), next: template('2'), nextPercent: 50 }), { author: 'user:alice', now: sim.now })
     await controller(sim, 'a').pass()
-    const nextPods = podsOf(a).filter((p) => (p.spec as any).containers[0].command[1] === '2').map((p) => p.metadata.name)
+    const nextPods = podsOf(a)
+      .filter((p) => (p.spec as any).containers[0].command[1] === '2')
+      .map((p) => p.metadata.name)
     assert.equal(nextPods.length, 2, '50 % of 3 rounds up to 2')
     await a.apply(deployment({ replicas: 3, previous: template('2') }), { author: 'user:alice', now: sim.now })
     await controller(sim, 'a').pass()
@@ -191,15 +229,27 @@ test('everyNode: one pinned copy per eligible node; a rollout switches copies in
     for (const p of podsOf(a, 'logs')) assert.equal((p.spec as any).placement.node, p.metadata.name.slice(5))
     // Tolerate the taint, roll out next on one node.
     const tol = { tolerations: [{ key: 'gpu', operator: 'Exists' }] }
-    await a.apply(deployment({ placement: { everyNode: true }, previous: template('1', tol), next: template('2', tol), nextReplicas: 1 }, 'logs'), { author: 'user:alice', now: sim.now })
+    await a.apply(deployment({ placement: { everyNode: true }, previous: template('1', tol), next: template('2', tol), nextReplicas: 1 }, 'logs'), {
+      author: 'user:alice',
+      now: sim.now,
+    })
     await controller(sim, 'a').pass()
     assert.deepEqual(names(a, 'logs'), ['logs-a', 'logs-b', 'logs-c', 'logs-d'])
-    const onNext = podsOf(a, 'logs').filter((p) => (p.spec as any).containers[0].command[1] === '2').map((p) => p.metadata.name)
+    const onNext = podsOf(a, 'logs')
+      .filter((p) => (p.spec as any).containers[0].command[1] === '2')
+      .map((p) => p.metadata.name)
     assert.deepEqual(onNext, ['logs-a'], 'the first node by name runs next')
     const h = await a.history({ kind: 'Pod', namespace: 'default', name: 'logs-a' })
-    assert.ok(h.some((r) => r.author === 'controller:deployment' && /update next copy for node a/.test(r.reason ?? '')), 'the switch is a revision of the same pod')
+    assert.ok(
+      h.some((r) => r.author === 'controller:deployment' && /update next copy for node a/.test(r.reason ?? '')),
+      'the switch is a revision of the same pod',
+    )
     // Forgetting a node removes its copy.
-    await a.patch({ kind: 'Node', namespace: '', name: 'd' }, [{ path: ['status', 'forgotten'], value: { at: new Date(sim.now).toISOString(), by: 'user:alice' } }], { author: 'controller:node', now: sim.now })
+    await a.patch(
+      { kind: 'Node', namespace: '', name: 'd' },
+      [{ path: ['status', 'forgotten'], value: { at: new Date(sim.now).toISOString(), by: 'user:alice' } }],
+      { author: 'controller:node', now: sim.now },
+    )
     await controller(sim, 'a').pass()
     assert.deepEqual(names(a, 'logs'), ['logs-a', 'logs-b', 'logs-c'])
   } finally {
@@ -213,7 +263,15 @@ test('conflicting bindings from a partition converge: after the heal exactly one
     // Pods applied on a and replicated everywhere, then a three-way partition before anyone binds.
     const a = sim.stores.get('a')!
     for (let i = 0; i < 6; i++) {
-      await a.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: `p${i}` }, spec: { policy: i % 2 ? 'ha' : 'best-effort', containers: [{ name: 'main', image: '/img' }] } }, { author: 'user:alice', now: sim.now })
+      await a.apply(
+        {
+          apiVersion: 'orc/v1',
+          kind: 'Pod',
+          metadata: { name: `p${i}` },
+          spec: { policy: i % 2 ? 'ha' : 'best-effort', containers: [{ name: 'main', image: '/img' }] },
+        },
+        { author: 'user:alice', now: sim.now },
+      )
     }
     await sync(sim)
     partition(sim, [['a'], ['b'], ['c']])
@@ -246,12 +304,26 @@ test('a NoExecute taint evicts at once without a toleration, after tolerationSec
   try {
     const a = sim.stores.get('a')!
     // Two pods bound to a: one tolerates the coming taint for 10 s, one not at all.
-    for (const [name, tol] of [['patient', [{ key: 'maint', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 10 }]], ['plain', undefined]] as const) {
-      await a.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name }, spec: { containers: [{ name: 'main', image: '/img' }], ...(tol ? { tolerations: tol } : {}) } }, { author: 'user:alice', now: sim.now })
+    for (const [name, tol] of [
+      ['patient', [{ key: 'maint', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 10 }]],
+      ['plain', undefined],
+    ] as const) {
+      await a.apply(
+        {
+          apiVersion: 'orc/v1',
+          kind: 'Pod',
+          metadata: { name },
+          spec: { containers: [{ name: 'main', image: '/img' }], ...(tol ? { tolerations: tol } : {}) },
+        },
+        { author: 'user:alice', now: sim.now },
+      )
       await a.patch({ kind: 'Pod', namespace: 'default', name }, [{ path: ['status', 'node'], value: 'a' }], { author: 'controller:scheduler', now: sim.now })
     }
     const node = a.get({ kind: 'Node', namespace: '', name: 'a' })!
-    await a.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'a' }, spec: { ...node.spec, taints: [{ key: 'maint', effect: 'NoExecute' }] } }, { author: 'user:alice', now: sim.now })
+    await a.apply(
+      { apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'a' }, spec: { ...node.spec, taints: [{ key: 'maint', effect: 'NoExecute' }] } },
+      { author: 'user:alice', now: sim.now },
+    )
     const bA = binder(sim, 'a')
     await bA.pass()
     const at = (n: string) => a.get({ kind: 'Pod', namespace: 'default', name: n })!.status?.node
@@ -290,26 +362,63 @@ test('chaos: partitions, kills and heals keep capacity and policies; converged v
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!
   const heard = new Map(names5.map((n) => [n, new Map(names5.map((m) => [m, sim.now]))]))
   const up = new Set(names5)
-  const binders = new Map(names5.map((n) => [n, new Binder({
-    store: sim.stores.get(n)!,
-    nodeName: n,
-    members: () => names5.map((m) => ({ name: m, state: m === n || sim.alive.get(n)!.has(m) ? ('alive' as const) : ('dead' as const), lastSeen: heard.get(n)!.get(m)!, ...(m === n ? { self: true } : {}) })),
-    now: () => sim.now,
-    setTimeout: () => 0,
-    clearTimeout: () => {},
-    log,
-  })]))
+  const binders = new Map(
+    names5.map((n) => [
+      n,
+      new Binder({
+        store: sim.stores.get(n)!,
+        nodeName: n,
+        members: () =>
+          names5.map((m) => ({
+            name: m,
+            state: m === n || sim.alive.get(n)!.has(m) ? ('alive' as const) : ('dead' as const),
+            lastSeen: heard.get(n)!.get(m)!,
+            ...(m === n ? { self: true } : {}),
+          })),
+        now: () => sim.now,
+        setTimeout: () => 0,
+        clearTimeout: () => {},
+        log,
+      }),
+    ]),
+  )
   try {
     for (const n of names5) {
-      await sim.stores.get(n)!.patch({ kind: 'Node', namespace: '', name: n }, [{ path: ['status', 'capacity'], value: { cpu: '1', memory: '8Gi' } }], { author: 'controller:node', now: sim.now })
+      await sim.stores.get(n)!.patch({ kind: 'Node', namespace: '', name: n }, [{ path: ['status', 'capacity'], value: { cpu: '1', memory: '8Gi' } }], {
+        author: 'controller:node',
+        now: sim.now,
+      })
     }
     // 12 pods of 200m (5 fit a node), applied concurrently on different nodes.
     for (let i = 0; i < 12; i++) {
       const via = sim.stores.get(names5[i % 5]!)!
-      await via.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: `p${i}` }, spec: { policy: i % 3 === 0 ? 'best-effort' : 'ha', haAfterSeconds: 10, containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: '200m' } } }] } }, { author: 'user:alice', now: sim.now })
+      await via.apply(
+        {
+          apiVersion: 'orc/v1',
+          kind: 'Pod',
+          metadata: { name: `p${i}` },
+          spec: {
+            policy: i % 3 === 0 ? 'best-effort' : 'ha',
+            haAfterSeconds: 10,
+            containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: '200m' } } }],
+          },
+        },
+        { author: 'user:alice', now: sim.now },
+      )
     }
     // And one PinnedDeployment, applied concurrently on two nodes with different replica counts.
-    const svc = (replicas: number) => deployment({ replicas, previous: template('9', { policy: 'ha', haAfterSeconds: 10, containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: '200m' } } }] }) }, 'svc')
+    const svc = (replicas: number) =>
+      deployment(
+        {
+          replicas,
+          previous: template('9', {
+            policy: 'ha',
+            haAfterSeconds: 10,
+            containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: '200m' } } }],
+          }),
+        },
+        'svc',
+      )
     await sim.stores.get('a')!.apply(svc(3), { author: 'user:alice', now: sim.now })
     await sim.stores.get('c')!.apply(svc(2), { author: 'user:carol', now: sim.now })
     const controllers = new Map(names5.map((n) => [n, controller(sim, n)]))
@@ -327,7 +436,11 @@ test('chaos: partitions, kills and heals keep capacity and policies; converged v
         assert.ok(mine.length <= 5, `seed ${seed} ${when}: ${n} runs ${mine.length} pods of 200m on 1 cpu`)
         for (const p of s.list('Pod')) {
           if ((p.spec as any).policy !== 'best-effort') continue
-          assert.equal((p.status as any)?.scheduling?.from, undefined, `seed ${seed} ${when}: best-effort ${p.metadata.name} moved (${JSON.stringify(p.status)})`)
+          assert.equal(
+            (p.status as any)?.scheduling?.from,
+            undefined,
+            `seed ${seed} ${when}: best-effort ${p.metadata.name} moved (${JSON.stringify(p.status)})`,
+          )
         }
       }
     }

@@ -4,16 +4,15 @@
 // back and leaves the pod's status, `orc why` and history to the node running it; a node that
 // hears no one (the other two agents paused) fences its ha pod and takes it back once it hears a
 // quorum again. A sampler counts the pod's processes on this machine every 100 ms throughout.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { Workspace, newNode, orc, tokenFrom, waitFor, type NodeProcess } from '../cluster/helpers.ts'
-import { podOn, sharedBusybox, sleepPod } from './helpers.ts'
+import { test } from 'node:test'
+import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
 import { pidsRunning, skipReason } from '../pods/helpers.ts'
+import { podOn, sharedBusybox, sleepPod } from './helpers.ts'
 
 const skip = skipReason()
 const MARKER = '4712201'
-
-
 
 /** The row of `name` in a table printed by the CLI, split on runs of spaces. */
 async function row(node: NodeProcess, args: string[], name: string): Promise<string[] | undefined> {
@@ -60,7 +59,10 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
   t.after(async () => {
     copies.stop()
     await ws.close()
-    for (const pid of pidsRunning(['sleep', MARKER])) try { process.kill(pid, 'SIGKILL') } catch {}
+    for (const pid of pidsRunning(['sleep', MARKER]))
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
   })
   const image = await sharedBusybox(ws)
 
@@ -69,7 +71,11 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
   await a.up().ready()
   for (const n of nodes.slice(1)) await n.join(a.addr, await tokenFrom(a)).ready()
   for (const n of nodes) {
-    await waitFor(`${n.name} to see three alive members`, async () => JSON.parse((await n.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3, 30_000)
+    await waitFor(
+      `${n.name} to see three alive members`,
+      async () => JSON.parse((await n.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3,
+      30_000,
+    )
   }
   const byName = new Map(nodes.map((n) => [n.name, n]))
   const apply = async (text: string) => {
@@ -78,12 +84,16 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
   }
 
   await apply(sleepPod('web', image, MARKER, { policy: 'ha', haAfterSeconds: 10 }))
-  const first = await waitFor('web to run', async () => {
-    const p = await podOn(a, 'web')
-    return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined
-  }, 60_000)
+  const first = await waitFor(
+    'web to run',
+    async () => {
+      const p = await podOn(a, 'web')
+      return p?.status?.phase === 'Running' ? (p.status.node as string) : undefined
+    },
+    60_000,
+  )
   // Running means the container was started; its process execs a moment later.
-  await waitFor('the pod\'s process to run', async () => (pidsRunning(['sleep', MARKER]).length >= 1 ? true : undefined), 10_000)
+  await waitFor("the pod's process to run", async () => (pidsRunning(['sleep', MARKER]).length >= 1 ? true : undefined), 10_000)
   assert.equal(pidsRunning(['sleep', MARKER]).length, 1)
   copies.arm()
 
@@ -96,32 +106,48 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
     const killedAt = Date.now()
     const [s] = others as [NodeProcess, NodeProcess]
     // The stored status still says Running on the lost node; the tables say what this node knows.
-    const nodeRow = await waitFor('get nodes to show the lost node NotReady or Unreachable', async () => {
-      const r = await row(s, ['get', 'nodes'], victim.name)
-      return r && /^(NotReady|Unreachable) \(for /.test(r[1] ?? '') ? r : undefined
-    }, 20_000)
+    const nodeRow = await waitFor(
+      'get nodes to show the lost node NotReady or Unreachable',
+      async () => {
+        const r = await row(s, ['get', 'nodes'], victim.name)
+        return r && /^(NotReady|Unreachable) \(for /.test(r[1] ?? '') ? r : undefined
+      },
+      20_000,
+    )
     assert.ok(nodeRow)
-    const podRow = await waitFor('get pods to show web Unknown on the lost node', async () => {
-      const r = await row(s, ['get', 'pods'], 'web')
-      if (r && r[1] !== 'Unknown' && r[2] !== victim.name) throw new Error(`web moved before Unknown was seen: ${r.join(' | ')}`)
-      return r && r[1] === 'Unknown' ? r : undefined
-    }, 20_000)
+    const podRow = await waitFor(
+      'get pods to show web Unknown on the lost node',
+      async () => {
+        const r = await row(s, ['get', 'pods'], 'web')
+        if (r && r[1] !== 'Unknown' && r[2] !== victim.name) throw new Error(`web moved before Unknown was seen: ${r.join(' | ')}`)
+        return r && r[1] === 'Unknown' ? r : undefined
+      },
+      20_000,
+    )
     assert.equal(podRow[2], victim.name)
     // Each command asks the node anew; a gossip message of the lost node still in flight can make it
     // look alive for a moment, so the same display is awaited as for get pods above.
-    const why = await waitFor('orc why to show web Unknown', async () => {
-      const r = await s.cli(['why', 'pod/web'])
-      return /^pod\/web: Unknown on node/m.test(r.stdout) ? r : undefined
-    }, 20_000)
+    const why = await waitFor(
+      'orc why to show web Unknown',
+      async () => {
+        const r = await s.cli(['why', 'pod/web'])
+        return /^pod\/web: Unknown on node/m.test(r.stdout) ? r : undefined
+      },
+      20_000,
+    )
     assert.match(why.stdout, /^pod\/web: Unknown on node/m)
     assert.match(why.stdout, new RegExp(`node ${victim.name} is (NotReady|Unreachable) .*its last report \\(phase Running\\)`))
     // The watchdog stops the copy with no agent watching it, before anyone may start another.
-    await waitFor('the dead agent\'s copy to be stopped by its watchdog', async () => (pidsRunning(['sleep', MARKER]).length === 0 ? true : undefined), 20_000)
+    await waitFor("the dead agent's copy to be stopped by its watchdog", async () => (pidsRunning(['sleep', MARKER]).length === 0 ? true : undefined), 20_000)
     const stoppedAfter = (copies.goneAt ?? Date.now()) - killedAt
-    moved = await waitFor('web to run on another node', async () => {
-      const p = await podOn(s, 'web')
-      return p?.status?.phase === 'Running' && p.status.node !== victim.name ? p : undefined
-    }, 40_000)
+    moved = await waitFor(
+      'web to run on another node',
+      async () => {
+        const p = await podOn(s, 'web')
+        return p?.status?.phase === 'Running' && p.status.node !== victim.name ? p : undefined
+      },
+      40_000,
+    )
     assert.equal(moved.status.scheduling.from, victim.name)
     assert.equal(copies.max, 1, `two copies ran at once (at ${copies.worst})`)
     t.diagnostic(`copy stopped ${stoppedAfter} ms after kill -9; pod running on ${moved.status.node} ${Date.now() - killedAt} ms after`)
@@ -130,11 +156,19 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
   await t.test('the node comes back: the status, orc why and history stay with the node running the pod', async () => {
     returnedAt = Date.now()
     await victim.up().ready()
-    await waitFor(`${victim.name} to see three alive members`, async () => JSON.parse((await victim.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3, 30_000)
-    const report = await waitFor('the returning node to report the stopped copy in its own Node', async () => {
-      const r = JSON.parse((await victim.cli(['get', 'node', victim.name, '-o', 'json'])).stdout)
-      return (r.status?.stoppedCopies ?? []).find((c: { pod: string }) => c.pod === 'default/web')
-    }, 30_000)
+    await waitFor(
+      `${victim.name} to see three alive members`,
+      async () => JSON.parse((await victim.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3,
+      30_000,
+    )
+    const report = await waitFor(
+      'the returning node to report the stopped copy in its own Node',
+      async () => {
+        const r = JSON.parse((await victim.cli(['get', 'node', victim.name, '-o', 'json'])).stdout)
+        return (r.status?.stoppedCopies ?? []).find((c: { pod: string }) => c.pod === 'default/web')
+      },
+      30_000,
+    )
     assert.equal(report.boundTo, moved.status.node)
     // Give a wrong write every chance to show: anti-entropy, the binder's passes, the fence ticks.
     const settleUntil = Date.now() + 8_000
@@ -152,11 +186,20 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
     assert.match(why.stdout, new RegExp(`^pod/web: Running on node ${moved.status.node}`, 'm'))
     assert.match(why.stdout, new RegExp(`Copies stopped on other nodes:\\n  ${victim.name} at `))
     assert.equal(p.status.scheduling?.stoppedCopies, undefined)
-    const hist = JSON.parse((await victim.cli(['history', 'pod/web', '-o', 'json'])).stdout) as { number: number; time: number; author: string; reason: string }[]
+    const hist = JSON.parse((await victim.cli(['history', 'pod/web', '-o', 'json'])).stdout) as {
+      number: number
+      time: number
+      author: string
+      reason: string
+    }[]
     const since = hist.filter((r) => r.time >= returnedAt)
     const wrong = since.filter((r) => /adopted after agent restart|\(phase Stopping\)|is bound to/.test(r.reason))
     assert.deepEqual(wrong, [], 'no revision from the returning node about its old copy')
-    assert.deepEqual(hist.map((r) => r.number), hist.map((_, i) => i + 1), 'history is contiguous')
+    assert.deepEqual(
+      hist.map((r) => r.number),
+      hist.map((_, i) => i + 1),
+      'history is contiguous',
+    )
     assert.equal(copies.max, 1, `two copies ran at once (at ${copies.worst})`)
   })
 
@@ -166,10 +209,14 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
     for (const n of rest) n.signal('SIGSTOP')
     const pausedAt = Date.now()
     try {
-      const fenced = await waitFor('the holder to fence web', async () => {
-        const p = await podOn(holder, 'web')
-        return p?.status?.phase === 'Fenced' ? p : undefined
-      }, 30_000)
+      const fenced = await waitFor(
+        'the holder to fence web',
+        async () => {
+          const p = await podOn(holder, 'web')
+          return p?.status?.phase === 'Fenced' ? p : undefined
+        },
+        30_000,
+      )
       assert.match(fenced.status.reason, /fenced: this node has not heard a quorum \(2 of 3 nodes\)/)
       await waitFor('its copy to stop', async () => (pidsRunning(['sleep', MARKER]).length === 0 ? true : undefined), 10_000)
       const r = await row(holder, ['get', 'pods'], 'web')
@@ -178,10 +225,14 @@ test('ha pods: at most one copy through an agent crash and a node that hears no 
     } finally {
       for (const n of rest) n.signal('SIGCONT')
     }
-    const back = await waitFor('web to run again once a quorum is heard', async () => {
-      const p = await podOn(holder, 'web')
-      return p?.status?.phase === 'Running' ? p : undefined
-    }, 60_000)
+    const back = await waitFor(
+      'web to run again once a quorum is heard',
+      async () => {
+        const p = await podOn(holder, 'web')
+        return p?.status?.phase === 'Running' ? p : undefined
+      },
+      60_000,
+    )
     await waitFor('one copy running', async () => (pidsRunning(['sleep', MARKER]).length === 1 ? true : undefined), 20_000)
     t.diagnostic(`running again on ${back.status.node}`)
     assert.equal(copies.max, 1, `two copies ran at once (at ${copies.worst})`)

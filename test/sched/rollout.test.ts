@@ -1,14 +1,18 @@
 // `orc rollout` against a real agent with real sandboxed pods: a PinnedDeployment's replicas run, a
 // canary split runs exactly the requested pods of each template, promote and abort converge, every
 // step is in the history with its author, and `orc rollback` undoes a step.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { pidsRunning, skipReason, startTestAgent, waitFor, type TestAgent } from '../pods/helpers.ts'
+import { test } from 'node:test'
+import { pidsRunning, skipReason, startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
 const skip = skipReason()
 
 function deployment(image: string, prevMarker: string, nextMarker?: string, extra: Record<string, unknown> = {}): string {
-  const tpl = (m: string) => ({ metadata: { labels: { app: 'web' } }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sleep', m] }] } })
+  const tpl = (m: string) => ({
+    metadata: { labels: { app: 'web' } },
+    spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sleep', m] }] },
+  })
   return JSON.stringify({
     apiVersion: 'orc/v1',
     kind: 'PinnedDeployment',
@@ -33,7 +37,11 @@ test('orc rollout on a real agent', { skip, timeout: 180_000 }, async (t) => {
     await a.orc(['delete', 'pinneddeployment/web'])
     await waitFor('pods of web to stop', async () => (markers.every((m) => pidsRunning(['sleep', m]).length === 0) ? true : undefined), 30_000).catch(() => {})
     await a.stop()
-    for (const m of markers) for (const pid of pidsRunning(['sleep', m])) try { process.kill(pid, 'SIGKILL') } catch {}
+    for (const m of markers)
+      for (const pid of pidsRunning(['sleep', m]))
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {}
     a.remove()
   })
   const running = (m: string) => pidsRunning(['sleep', m]).length
@@ -79,27 +87,42 @@ test('orc rollout on a real agent', { skip, timeout: 180_000 }, async (t) => {
   assert.equal(r.exitCode, 0, r.stderr)
   r = await a.orc(['rollout', 'status', 'web', '--wait', '--timeout', '60'])
   assert.equal(r.exitCode, 0, r.stdout + r.stderr)
-  await waitFor('3 copies of the promoted template, none of the old', async () => (running(markers[0]!) === 0 && running(markers[1]!) === 3 ? true : undefined), 30_000)
+  await waitFor(
+    '3 copies of the promoted template, none of the old',
+    async () => (running(markers[0]!) === 0 && running(markers[1]!) === 3 ? true : undefined),
+    30_000,
+  )
 
   // Every step is a revision with its author; rollback undoes the promote.
   r = await a.orc(['history', 'pinneddeployment/web', '--exclude-author', 'controller:', '-o', 'json'])
   const revs = JSON.parse(r.stdout) as { author: string; reason?: string }[]
-  assert.deepEqual(revs.map((x) => x.author), ['user:tester', 'user:tester', 'user:tester', 'user:tester'])
+  assert.deepEqual(
+    revs.map((x) => x.author),
+    ['user:tester', 'user:tester', 'user:tester', 'user:tester'],
+  )
   assert.equal(revs[2]!.reason, 'canary')
   assert.match(revs[3]!.reason ?? '', /rollout promote/)
   r = await a.orc(['rollback', 'pinneddeployment/web'])
   assert.equal(r.exitCode, 0, r.stderr)
-  await waitFor('the 20 % split again after rollback', async () => {
-    s = await status(a)
-    return s.done && s.next?.ready === 1 && s.previous.ready === 2 ? true : undefined
-  }, 60_000)
+  await waitFor(
+    'the 20 % split again after rollback',
+    async () => {
+      s = await status(a)
+      return s.done && s.next?.ready === 1 && s.previous.ready === 2 ? true : undefined
+    },
+    60_000,
+  )
 
   r = await a.orc(['rollout', 'abort', 'web'])
   assert.equal(r.exitCode, 0, r.stderr)
-  await waitFor('every replica on previous after abort', async () => {
-    s = await status(a)
-    return s.done && s.next === undefined && s.previous.ready === 3 ? true : undefined
-  }, 60_000)
+  await waitFor(
+    'every replica on previous after abort',
+    async () => {
+      s = await status(a)
+      return s.done && s.next === undefined && s.previous.ready === 3 ? true : undefined
+    },
+    60_000,
+  )
   r = await a.orc(['get', 'pinneddeployments'])
   assert.match(r.stdout, /web\s+3\/3\s+-/)
 })

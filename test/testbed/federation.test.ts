@@ -11,10 +11,11 @@
  * - an `ha` pod allowed in both clusters moves to home when every cloud agent is killed;
  * - `orc federation leave` removes the cross-cluster routes.
  */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
-import { Testbed, skipReason, waitFor, waitMesh } from './helpers.ts'
+import { test } from 'node:test'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
+import { skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
 
@@ -36,7 +37,9 @@ async function waitRunning(tb: Testbed, on: string, name: string, ok: (node: str
     `pod ${name} Running with an address`,
     async () => {
       const st = (await podOf(tb, on, name))?.status ?? {}
-      return st.phase === 'Running' && typeof st.network?.ipv6 === 'string' && ok(String(st.node)) ? { ipv6: st.network.ipv6 as string, node: String(st.node) } : undefined
+      return st.phase === 'Running' && typeof st.network?.ipv6 === 'string' && ok(String(st.node))
+        ? { ipv6: st.network.ipv6 as string, node: String(st.node) }
+        : undefined
     },
     timeoutMs,
   )
@@ -45,13 +48,18 @@ async function waitRunning(tb: Testbed, on: string, name: string, ok: (node: str
 const plain = (member: string) => member.split('@')[0]!
 const server = (text: string) => `exec nc -ll -p 8080 -e echo ${text}`
 
-test('testbed: two federated clusters route their shared pods to each other (/128s only), across a partition, failover and leave', { timeout: 600_000 }, async (t) => {
+test('testbed: two federated clusters route their shared pods to each other (/128s only), across a partition, failover and leave', {
+  timeout: 600_000,
+}, async (t) => {
   const why = await skipReason()
   if (why) return t.skip(`skipped: ${why}`)
   const tb = await Testbed.create({
     hosts: [{ name: 'h1' }, { name: 'h2' }, { name: 'c1' }, { name: 'c2' }],
     // Anti-entropy every 5 s (default 30 s), so replication resumes promptly after the heal.
-    env: { ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }), ORC_POD_TUNABLES: JSON.stringify({ restartBackoffMs: 200, maxRestartBackoffMs: 1000 }) },
+    env: {
+      ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }),
+      ORC_POD_TUNABLES: JSON.stringify({ restartBackoffMs: 200, maxRestartBackoffMs: 1000 }),
+    },
   })
   let failed = true
   t.after(() => {
@@ -71,10 +79,14 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   await tb.orc('h1', ['federation', 'create', 'lab', '--namespace', NS])
   const token = (await tb.orc('h1', ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
   await tb.orc('c1', ['federation', 'join', '--token', token])
-  await waitFor('every node of both clusters in the federation', async () => {
-    const v = await tb.orcJson('h1', ['federation', 'status', 'lab'])
-    return ['home', 'cloud'].every((c) => v.clusters?.find((x: any) => x.name === c)?.connected === 2) ? v : undefined
-  }, 60_000)
+  await waitFor(
+    'every node of both clusters in the federation',
+    async () => {
+      const v = await tb.orcJson('h1', ['federation', 'status', 'lab'])
+      return ['home', 'cloud'].every((c) => v.clusters?.find((x: any) => x.name === c)?.connected === 2) ? v : undefined
+    },
+    60_000,
+  )
 
   // 1. A server that may run only in cloud, applied on home; a client in home.
   const a0 = Date.now()
@@ -90,14 +102,23 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   const cl = await waitRunning(tb, 'h1', 'client', (n) => n.endsWith('@home'))
   const clientHost = plain(cl.node)
   const webHost = plain(web.node)
-  const routed = await waitFor(`route to ${web.ipv6} on ${clientHost}`, async () => ((await tb.exec(clientHost, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout.includes(web.ipv6) ? Date.now() : undefined), 60_000)
+  const routed = await waitFor(
+    `route to ${web.ipv6} on ${clientHost}`,
+    async () => ((await tb.exec(clientHost, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout.includes(web.ipv6) ? Date.now() : undefined),
+    60_000,
+  )
   t.diagnostic(`client Running on ${cl.node} after ${Date.now() - c0} ms; route to web on ${clientHost} ${routed - c0} ms after apply`)
   const podNs = async (host: string, ipv6: string) => ((await tb.orcJson(host, ['get', 'routes'])).pods as any[]).find((p) => p.ipv6 === ipv6)?.netns as string
   const webNs = await podNs(webHost, web.ipv6)
   const clientNs = await podNs(clientHost, cl.ipv6)
   const ncFrom = (host: string, ns: string, addr: string) => tb.exec(host, 'ip', ['netns', 'exec', ns, 'busybox', 'nc', '-w', '2', addr, '8080'])
-  await waitFor('the client pod reached web across clusters (and answers from home)', async () => ((await ncFrom(webHost, webNs, cl.ipv6)).stdout.includes('client-reached-cloud') ? true : undefined), 60_000).catch(async (err) => {
-    for (const h of [clientHost, webHost]) t.diagnostic(`${h}: ${(await tb.exec(h, 'wg', ['show'])).stdout}\n${(await tb.exec(h, 'ip', ['-6', 'route'])).stdout}`)
+  await waitFor(
+    'the client pod reached web across clusters (and answers from home)',
+    async () => ((await ncFrom(webHost, webNs, cl.ipv6)).stdout.includes('client-reached-cloud') ? true : undefined),
+    60_000,
+  ).catch(async (err) => {
+    for (const h of [clientHost, webHost])
+      t.diagnostic(`${h}: ${(await tb.exec(h, 'wg', ['show'])).stdout}\n${(await tb.exec(h, 'ip', ['-6', 'route'])).stdout}`)
     throw err
   })
   t.diagnostic(`the client pod on home reached web on cloud over TCP (and was reached back) ${Date.now() - c0} ms after it was applied`)
@@ -105,16 +126,26 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   // `orc get routes` on both ends: the other's pod /128, on the other node's peer, nothing wider.
   const routesOn = async (host: string) => tb.orcJson(host, ['get', 'routes'])
   const r1 = await routesOn(clientHost)
-  assert.deepEqual((r1.federated ?? []).map((f: any) => [f.node, f.routes, f.federations]), [[web.node, [`${web.ipv6}/128`], ['lab']]])
+  assert.deepEqual(
+    (r1.federated ?? []).map((f: any) => [f.node, f.routes, f.federations]),
+    [[web.node, [`${web.ipv6}/128`], ['lab']]],
+  )
   const table = await tb.orc(clientHost, ['get', 'routes'])
   t.diagnostic(table)
   assert.match(table, new RegExp(`^${web.ipv6.replace(/\./g, '\\.')}/128 +${web.node} +up .*federation lab$`, 'm'))
-  const r2 = await waitFor(`${webHost} routes the client back`, async () => {
-    const r = await routesOn(webHost)
-    return (r.federated ?? []).some((f: any) => f.node === cl.node && f.routes.includes(`${cl.ipv6}/128`)) ? r : undefined
-  }, 30_000)
+  const r2 = await waitFor(
+    `${webHost} routes the client back`,
+    async () => {
+      const r = await routesOn(webHost)
+      return (r.federated ?? []).some((f: any) => f.node === cl.node && f.routes.includes(`${cl.ipv6}/128`)) ? r : undefined
+    },
+    30_000,
+  )
   assert.equal(r2.federated.length, 1)
-  for (const [host, other] of [[clientHost, cloudNet], [webHost, homeNet]] as const) {
+  for (const [host, other] of [
+    [clientHost, cloudNet],
+    [webHost, homeNet],
+  ] as const) {
     const rt = (await tb.exec(host, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout
     const foreign = rt.split('\n').filter((l) => l.startsWith(`${other}:`))
     assert.equal(foreign.length, 1, `${host}: exactly one route into the other cluster:\n${rt}`)
@@ -142,14 +173,20 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     await ncFrom(clientHost, clientNs, cl.ipv6)
     local.push(Number(process.hrtime.bigint() - st) / 1e6)
   }
-  t.diagnostic(`pod → pod across clusters, nc connect + reply (incl. process start): ${times.map((x) => x.toFixed(1)).join(', ')} ms; same command to the pod itself: ${local.map((x) => x.toFixed(1)).join(', ')} ms`)
+  t.diagnostic(
+    `pod → pod across clusters, nc connect + reply (incl. process start): ${times.map((x) => x.toFixed(1)).join(', ')} ms; same command to the pod itself: ${local.map((x) => x.toFixed(1)).join(', ')} ms`,
+  )
 
   // The web node's agent restarts (SIGTERM, `orc up` again): the pod keeps running in its namespace
   // and the routes come back on both ends.
   const r0 = Date.now()
   await tb.stopAgent(webHost)
   await tb.up(webHost, ['--cluster', 'cloud'])
-  await waitFor('web answers the client again after its agent restarted', async () => ((await ncFrom(clientHost, clientNs, web.ipv6)).stdout.includes('hello-from-cloud') ? true : undefined), 60_000)
+  await waitFor(
+    'web answers the client again after its agent restarted',
+    async () => ((await ncFrom(clientHost, clientNs, web.ipv6)).stdout.includes('hello-from-cloud') ? true : undefined),
+    60_000,
+  )
   assert.equal(await podNs(webHost, web.ipv6), webNs, 'the pod kept its namespace')
   assert.equal((await podOf(tb, 'h1', 'web'))?.status?.network?.ipv6, web.ipv6, 'and its address')
   t.diagnostic(`${webHost} agent restarted: web reachable from the client pod again ${Date.now() - r0} ms after the stop`)
@@ -162,21 +199,41 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   assert.equal((await ncFrom(clientHost, clientNs, web.ipv6)).stdout.includes('hello'), false, 'the partition cuts the path')
   const h0 = Date.now()
   await tb.heal()
-  await waitFor('web2 replicated to home after the heal', async () => ((await podOf(tb, 'h1', 'web2'))?.status?.network?.ipv6 === web2.ipv6 ? true : undefined), 90_000)
+  await waitFor(
+    'web2 replicated to home after the heal',
+    async () => ((await podOf(tb, 'h1', 'web2'))?.status?.network?.ipv6 === web2.ipv6 ? true : undefined),
+    90_000,
+  )
   const replicated = Date.now() - h0
   const web2Host = plain(web2.node)
   // web2's node needs a federated pod of home to route to (the client): both ends route each other.
-  await waitFor(`route to web2 on ${clientHost}`, async () => ((await tb.exec(clientHost, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout.includes(web2.ipv6) ? true : undefined), 60_000)
+  await waitFor(
+    `route to web2 on ${clientHost}`,
+    async () => ((await tb.exec(clientHost, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout.includes(web2.ipv6) ? true : undefined),
+    60_000,
+  )
   const routedAfter = Date.now() - h0
-  await waitFor('client pod reaches web2 and web again', async () => {
-    const a = await ncFrom(clientHost, clientNs, web2.ipv6)
-    const b = await ncFrom(clientHost, clientNs, web.ipv6)
-    return a.stdout.includes('hello-web2') && b.stdout.includes('hello-from-cloud') ? true : undefined
-  }, 60_000)
-  t.diagnostic(`after the heal: web2 replicated to home in ${replicated} ms, its route on ${clientHost} in ${routedAfter} ms, reachable in ${Date.now() - h0} ms (web2 on ${web2Host})`)
+  await waitFor(
+    'client pod reaches web2 and web again',
+    async () => {
+      const a = await ncFrom(clientHost, clientNs, web2.ipv6)
+      const b = await ncFrom(clientHost, clientNs, web.ipv6)
+      return a.stdout.includes('hello-web2') && b.stdout.includes('hello-from-cloud') ? true : undefined
+    },
+    60_000,
+  )
+  t.diagnostic(
+    `after the heal: web2 replicated to home in ${replicated} ms, its route on ${clientHost} in ${routedAfter} ms, reachable in ${Date.now() - h0} ms (web2 on ${web2Host})`,
+  )
 
   // 3. An ha pod allowed in both clusters, preferring cloud, moves to home when cloud is lost.
-  await tb.orc('h1', ['apply', '-f', '-'], { input: sharedPod('mover', server('hello-mover'), { policy: 'ha', haAfterSeconds: 2, placement: { clusters: ['home', 'cloud'], preferClusters: ['cloud'] } }) })
+  await tb.orc('h1', ['apply', '-f', '-'], {
+    input: sharedPod('mover', server('hello-mover'), {
+      policy: 'ha',
+      haAfterSeconds: 2,
+      placement: { clusters: ['home', 'cloud'], preferClusters: ['cloud'] },
+    }),
+  })
   const before = await waitRunning(tb, 'h1', 'mover', (n) => n.endsWith('@cloud'))
   const k0 = Date.now()
   await Promise.all([tb.killAgent('c1'), tb.killAgent('c2')])
@@ -188,13 +245,17 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   assert.ok(await hasFederated(), 'routes to the (lost) cloud pods stay while home is in the federation')
   const l0 = Date.now()
   await tb.orc('h1', ['federation', 'leave', 'lab'])
-  await waitFor('federated routes removed on every home node', async () => {
-    for (const h of ['h1', 'h2']) {
-      if ((await routesOn(h)).federated !== undefined) return undefined
-      if ((await tb.exec(h, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout.includes(`${cloudNet}:`)) return undefined
-    }
-    return true
-  }, 60_000)
+  await waitFor(
+    'federated routes removed on every home node',
+    async () => {
+      for (const h of ['h1', 'h2']) {
+        if ((await routesOn(h)).federated !== undefined) return undefined
+        if ((await tb.exec(h, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout.includes(`${cloudNet}:`)) return undefined
+      }
+      return true
+    },
+    60_000,
+  )
   t.diagnostic(`federation left: cross-cluster routes gone from home in ${Date.now() - l0} ms; whole scenario ${Date.now() - t0} ms`)
   failed = false
 })

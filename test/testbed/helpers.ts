@@ -1,9 +1,9 @@
 /** Helpers for testbed scenarios: pods from the busybox fixture, waiting on what `orc` reports. */
-import { Testbed } from '../../netsim/testbed/testbed.ts'
+import type { Testbed } from '../../netsim/testbed/testbed.ts'
 import { busyboxImages, busyboxMissing } from '../fixtures/busybox-image.ts'
 import { waitFor } from '../helpers/wait.ts'
 
-export { Testbed, testbedUnavailable, netemUnavailable } from '../../netsim/testbed/testbed.ts'
+export { netemUnavailable, Testbed, testbedUnavailable } from '../../netsim/testbed/testbed.ts'
 export { waitFor }
 
 /** Why testbed scenarios cannot run here (for `skipped: <reason>`), or undefined. */
@@ -36,7 +36,9 @@ export async function waitPodRunning(tb: Testbed, on: string, name: string, time
     async () => {
       const p = await tb.orcJson(on, ['get', 'pod', name])
       const st = p.status ?? {}
-      return st.phase === 'Running' && typeof st.network?.ipv6 === 'string' ? { ipv6: st.network.ipv6 as string, node: String(st.node ?? p.spec.placement.node) } : undefined
+      return st.phase === 'Running' && typeof st.network?.ipv6 === 'string'
+        ? { ipv6: st.network.ipv6 as string, node: String(st.node ?? p.spec.placement.node) }
+        : undefined
     },
     timeoutMs,
   )
@@ -55,7 +57,9 @@ export async function waitMesh(tb: Testbed, on: string, names: string[], timeout
       const st = await nodeStatuses(tb, on)
       const ok = names.every((n) => {
         const s = st.get(n)
-        return s?.state === 'Ready' && s.network?.state === 'Ready' && s.network?.tunnels?.up === names.length - 1 && s.network?.tunnels?.total === names.length - 1
+        return (
+          s?.state === 'Ready' && s.network?.state === 'Ready' && s.network?.tunnels?.up === names.length - 1 && s.network?.tunnels?.total === names.length - 1
+        )
       })
       return ok ? st : undefined
     },

@@ -2,10 +2,11 @@
  * Testbed scenarios: real `orc` agents in network namespaces, real wireguard-go tunnels, real pods.
  * One testbed (3 public hosts and an external host) carries the scenarios in order.
  */
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { startTcpServer } from '../net/netns.ts'
-import { Testbed, applyPod, podManifest, routeTo, skipReason, waitFor, waitMesh, waitPodRunning, nodeStatuses } from './helpers.ts'
+import { applyPod, nodeStatuses, podManifest, routeTo, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
 
 test('testbed: 3-node mesh, pod to pod over WireGuard, egress, drift, node removal', { timeout: 900_000 }, async (t) => {
   const why = await skipReason()
@@ -27,7 +28,8 @@ test('testbed: 3-node mesh, pod to pod over WireGuard, egress, drift, node remov
     const prefixes = ['a', 'b', 'c'].map((n) => nodes.get(n).network.prefix as string)
     assert.equal(new Set(prefixes).size, 3, 'each node has its own /64')
     const routes = await tb.orc('a', ['get', 'routes'])
-    for (const n of ['b', 'c']) assert.match(routes, new RegExp(`${nodes.get(n).network.prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s+${n}\\s+up\\s+198\\.18\\.0\\.`))
+    for (const n of ['b', 'c'])
+      assert.match(routes, new RegExp(`${nodes.get(n).network.prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s+${n}\\s+up\\s+198\\.18\\.0\\.`))
     const whyC = await tb.orc('a', ['why', 'node/c'])
     assert.match(whyC, /node\/c: Ready/)
     assert.match(whyC, /tunnels\s+done/)
@@ -44,13 +46,21 @@ test('testbed: 3-node mesh, pod to pod over WireGuard, egress, drift, node remov
     await applyPod(
       tb,
       'a',
-      podManifest('client', 'a', `for i in $(seq 1 90); do if nc -w 2 ${web.ipv6} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`),
+      podManifest(
+        'client',
+        'a',
+        `for i in $(seq 1 90); do if nc -w 2 ${web.ipv6} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`,
+      ),
     )
     await waitPodRunning(tb, 'a', 'client')
-    const logs = await waitFor('client pod fetched the page', async () => {
-      const l = await tb.orc('a', ['logs', 'pod/client'])
-      return l.includes('connected') ? l : undefined
-    }, 120_000)
+    const logs = await waitFor(
+      'client pod fetched the page',
+      async () => {
+        const l = await tb.orc('a', ['logs', 'pod/client'])
+        return l.includes('connected') ? l : undefined
+      },
+      120_000,
+    )
     assert.match(logs, /hello-from-b/)
     const pods = await tb.orc('c', ['get', 'pods', '-o', 'wide'])
     assert.ok(pods.includes(web.ipv6), 'orc get pods -o wide shows the pod address on any node')
@@ -59,21 +69,37 @@ test('testbed: 3-node mesh, pod to pod over WireGuard, egress, drift, node remov
   await t.test('an oci (runc) pod joins its pod network too', async () => {
     await applyPod(tb, 'a', podManifest('web-oci', 'c', 'exec nc -ll -p 8080 -e echo hello-from-runc', { runtime: 'oci' }))
     const web = await waitPodRunning(tb, 'a', 'web-oci')
-    const reply = await waitFor('answer from the runc pod over the tunnel', async () => {
-      const r = await tb.exec('b', 'busybox', ['nc', '-w', '2', web.ipv6, '8080'])
-      return r.exitCode === 0 && r.stdout.includes('hello-from-runc') ? r.stdout : undefined
-    }, 60_000)
+    const reply = await waitFor(
+      'answer from the runc pod over the tunnel',
+      async () => {
+        const r = await tb.exec('b', 'busybox', ['nc', '-w', '2', web.ipv6, '8080'])
+        return r.exitCode === 0 && r.stdout.includes('hello-from-runc') ? r.stdout : undefined
+      },
+      60_000,
+    )
     assert.match(reply, /hello-from-runc/)
   })
 
   await t.test('pod egress to an IPv4 host outside the cluster is masqueraded', async () => {
     const srv = await startTcpServer(tb.external.ns, tb.external.ip, 9000)
     t.after(() => srv.stop())
-    await applyPod(tb, 'a', podManifest('egress', 'a', `for i in $(seq 1 30); do if nc -w 2 ${tb.external.ip} 9000 </dev/null; then echo; echo done; exec sleep 3600; fi; sleep 1; done; exit 1`))
-    const logs = await waitFor('egress pod got an answer', async () => {
-      const l = await tb.orc('a', ['logs', 'pod/egress']).catch(() => '')
-      return l.includes('done') ? l : undefined
-    }, 120_000)
+    await applyPod(
+      tb,
+      'a',
+      podManifest(
+        'egress',
+        'a',
+        `for i in $(seq 1 30); do if nc -w 2 ${tb.external.ip} 9000 </dev/null; then echo; echo done; exec sleep 3600; fi; sleep 1; done; exit 1`,
+      ),
+    )
+    const logs = await waitFor(
+      'egress pod got an answer',
+      async () => {
+        const l = await tb.orc('a', ['logs', 'pod/egress']).catch(() => '')
+        return l.includes('done') ? l : undefined
+      },
+      120_000,
+    )
     // The external host sees node a's address, not the pod's node-local 10.88.x.y.
     assert.match(logs, new RegExp(`^${tb.host('a').ip.replace(/\./g, '\\.')}$`, 'm'))
   })

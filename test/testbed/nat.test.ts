@@ -4,11 +4,12 @@
  * from its keepalives. Pods on either side reach each other both ways. Two NAT'd nodes would
  * need a relay, which is not built (docs/networking.md).
  */
-import { test } from 'node:test'
-import assert from 'node:assert/strict'
-import { Testbed, netemUnavailable, applyPod, podManifest, skipReason, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
 
-test('testbed: a NAT\'d node reaches pods on public nodes and vice versa', { timeout: 900_000 }, async (t) => {
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { applyPod, netemUnavailable, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+
+test("testbed: a NAT'd node reaches pods on public nodes and vice versa", { timeout: 900_000 }, async (t) => {
   const why = await skipReason()
   if (why) return t.skip(`skipped: ${why}`)
   // Latency and loss on the links when the kernel has netem; the scenario runs either way.
@@ -34,10 +35,13 @@ test('testbed: a NAT\'d node reaches pods on public nodes and vice versa', { tim
   // Which path each peer uses, as `orc get routes -o wide` says.
   const fromPub = JSON.parse(await tb.orc('pub1', ['get', 'routes', '-o', 'json']))
   const toHome = fromPub.tunnels.find((x: any) => x.node === 'home')
-  assert.equal(toHome.path, 'peer-dials', 'pub1 waits for the NAT\'d node to dial')
+  assert.equal(toHome.path, 'peer-dials', "pub1 waits for the NAT'd node to dial")
   assert.match(toHome.endpoint, new RegExp(`^${tb.router.wanIp.replace(/\./g, '\\.')}:`), 'and learns its address behind the router')
   const fromHome = JSON.parse(await tb.orc('home', ['get', 'routes', '-o', 'json']))
-  assert.ok(fromHome.tunnels.every((x: any) => x.path === 'direct' && x.state === 'up'), 'home dials the public nodes directly')
+  assert.ok(
+    fromHome.tunnels.every((x: any) => x.path === 'direct' && x.state === 'up'),
+    'home dials the public nodes directly',
+  )
   t.diagnostic(await tb.orc('pub1', ['get', 'routes', '-o', 'wide']))
 
   await applyPod(tb, 'pub1', podManifest('srv-home', 'home', 'exec nc -ll -p 8080 -e echo hello-from-home'))
@@ -45,14 +49,22 @@ test('testbed: a NAT\'d node reaches pods on public nodes and vice versa', { tim
   const home = await waitPodRunning(tb, 'pub1', 'srv-home')
   const pub = await waitPodRunning(tb, 'pub1', 'srv-pub')
   assert.ok(home.ipv6.startsWith(nodes.get('home').network.prefix.replace(/::\/64$/, ':')))
-  const client = (addr: string) => `for i in $(seq 1 90); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
+  const client = (addr: string) =>
+    `for i in $(seq 1 90); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
   await applyPod(tb, 'pub1', podManifest('to-home', 'pub2', client(home.ipv6)))
   await applyPod(tb, 'pub1', podManifest('from-home', 'home', client(pub.ipv6)))
-  for (const [pod, want] of [['to-home', 'hello-from-home'], ['from-home', 'hello-from-pub2']] as const) {
-    const logs = await waitFor(`${pod} connected`, async () => {
-      const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
-      return l.includes('connected') ? l : undefined
-    }, 150_000)
+  for (const [pod, want] of [
+    ['to-home', 'hello-from-home'],
+    ['from-home', 'hello-from-pub2'],
+  ] as const) {
+    const logs = await waitFor(
+      `${pod} connected`,
+      async () => {
+        const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
+        return l.includes('connected') ? l : undefined
+      },
+      150_000,
+    )
     assert.match(logs, new RegExp(want))
   }
   failed = false

@@ -6,11 +6,12 @@
  * TCP by IPv6. `orc get routes` says which path each peer uses. Then `orc down` stops one agent
  * and leaves its host clean, and cleans up after another that was killed.
  */
-import { test, type TestContext } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Testbed, applyPod, podManifest, skipReason, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+import { type TestContext, test } from 'node:test'
+import { applyPod, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
 
 /** pub1 plus home1 and home2, each behind its own router; agents up and joined through pub1. */
 async function twoNatSites(t: TestContext, nat?: 'random'): Promise<{ tb: Testbed; passed: () => void }> {
@@ -19,11 +20,7 @@ async function twoNatSites(t: TestContext, nat?: 'random'): Promise<{ tb: Testbe
       { name: 'rtra', ...(nat ? { nat } : {}) },
       { name: 'rtrb', ...(nat ? { nat } : {}) },
     ],
-    hosts: [
-      { name: 'pub1' },
-      { name: 'home1', site: 'home', router: 'rtra' },
-      { name: 'home2', site: 'home', router: 'rtrb' },
-    ],
+    hosts: [{ name: 'pub1' }, { name: 'home1', site: 'home', router: 'rtra' }, { name: 'home2', site: 'home', router: 'rtrb' }],
   })
   let failed = true
   // Before destroy (hooks run in order), which removes the logs.
@@ -46,7 +43,10 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
   const prefix = (n: string) => nodes.get(n).network.prefix as string
 
   // Which path each peer uses: both home nodes relay the other through pub1, the same relay.
-  for (const [self, other] of [['home1', 'home2'], ['home2', 'home1']] as const) {
+  for (const [self, other] of [
+    ['home1', 'home2'],
+    ['home2', 'home1'],
+  ] as const) {
     const r = JSON.parse(await tb.orc(self, ['get', 'routes', '-o', 'json']))
     const peer = r.tunnels.find((x: any) => x.node === other)
     assert.equal(peer.path, 'relayed', `${self} relays ${other}: ${JSON.stringify(peer)}`)
@@ -64,34 +64,49 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
   assert.match(table, /home2 +up .*relay via pub1$/m)
   t.diagnostic(table)
   const fromPub = JSON.parse(await tb.orc('pub1', ['get', 'routes', '-o', 'json']))
-  assert.ok(fromPub.tunnels.every((x: any) => x.path === 'peer-dials' && x.state === 'up'), 'pub1 reaches both home nodes directly')
+  assert.ok(
+    fromPub.tunnels.every((x: any) => x.path === 'peer-dials' && x.state === 'up'),
+    'pub1 reaches both home nodes directly',
+  )
 
   // Pods on the two home nodes reach each other over TCP, both ways.
   await applyPod(tb, 'pub1', podManifest('srv1', 'home1', 'exec nc -ll -p 8080 -e echo hello-from-home1'))
   await applyPod(tb, 'pub1', podManifest('srv2', 'home2', 'exec nc -ll -p 8080 -e echo hello-from-home2'))
   const srv1 = await waitPodRunning(tb, 'pub1', 'srv1')
   const srv2 = await waitPodRunning(tb, 'pub1', 'srv2')
-  const client = (addr: string) => `for i in $(seq 1 60); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
+  const client = (addr: string) =>
+    `for i in $(seq 1 60); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
   await applyPod(tb, 'pub1', podManifest('to-home2', 'home1', client(srv2.ipv6)))
   await applyPod(tb, 'pub1', podManifest('to-home1', 'home2', client(srv1.ipv6)))
-  for (const [pod, want] of [['to-home2', 'hello-from-home2'], ['to-home1', 'hello-from-home1']] as const) {
-    const logs = await waitFor(`${pod} connected`, async () => {
-      const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
-      return l.includes('connected') ? l : undefined
-    }, 120_000)
+  for (const [pod, want] of [
+    ['to-home2', 'hello-from-home2'],
+    ['to-home1', 'hello-from-home1'],
+  ] as const) {
+    const logs = await waitFor(
+      `${pod} connected`,
+      async () => {
+        const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
+        return l.includes('connected') ? l : undefined
+      },
+      120_000,
+    )
     assert.match(logs, new RegExp(want))
   }
 
   // Round trips between the nodes' own addresses: relayed (home1 → home2) against direct (home1 → pub1).
   const gw = (n: string) => prefix(n).replace(/\/64$/, '1')
-  for (const [to, path] of [['pub1', 'direct'], ['home2', 'relayed']] as const) {
+  for (const [to, path] of [
+    ['pub1', 'direct'],
+    ['home2', 'relayed'],
+  ] as const) {
     const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw(to)])
     assert.equal(ping.exitCode, 0, `home1 pings ${to} (${path}): ${ping.stdout} ${ping.stderr}`)
     t.diagnostic(`home1 → ${to} (${path}): ${ping.stdout.trim().split('\n').pop()}`)
   }
 
   // `orc down` on home1 (pods running): the agent exits and its host is as before it started.
-  const namesOf = (h: string) => JSON.parse(readFileSync(join(tb.host(h).dataDir, 'network.json'), 'utf8')) as { iface: string; podNetnsPrefix: string; nftTable: string }
+  const namesOf = (h: string) =>
+    JSON.parse(readFileSync(join(tb.host(h).dataDir, 'network.json'), 'utf8')) as { iface: string; podNetnsPrefix: string; nftTable: string }
   const assertClean = async (h: string) => {
     const n = namesOf(h)
     assert.doesNotMatch((await tb.exec(h, 'ip', ['link'])).stdout, new RegExp(n.iface), `${h}: no WireGuard interface left`)
@@ -136,7 +151,7 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
  * moves to another port), and the pair stays relayed. Either way pods' traffic flows, and
  * `orc get routes` says which path is in use.
  */
-test('testbed: behind port-preserving NATs a NAT\'d pair tries each other\'s mapping and falls back to the relay', { timeout: 600_000 }, async (t) => {
+test("testbed: behind port-preserving NATs a NAT'd pair tries each other's mapping and falls back to the relay", { timeout: 600_000 }, async (t) => {
   const why = await skipReason()
   if (why) return t.skip(`skipped: ${why}`)
   const { tb, passed } = await twoNatSites(t)

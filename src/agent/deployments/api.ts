@@ -7,12 +7,12 @@
  *   of the PinnedDeployment's spec (author and reason recorded like any apply, so `orc history` and
  *   `orc rollback` work on rollouts).
  */
-import { API_VERSION, OrcError, isPlainObject, type OrcObject, type PinnedDeployment } from '../../model/index.ts'
+import { API_VERSION, isPlainObject, OrcError, type OrcObject, type PinnedDeployment } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL, TEMPLATE_LABEL } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
+import type { RolloutView } from '../api-types.ts'
 import type { RouteHandlers } from '../router.ts'
 import { observePod, statusOf } from './plan.ts'
-import type { RolloutView } from '../api-types.ts'
 
 export type { RolloutView } from '../api-types.ts'
 
@@ -73,7 +73,8 @@ function manifestWith(d: Stored<PinnedDeployment>, spec: Record<string, unknown>
 }
 
 function count(v: unknown, what: string, max: number): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) throw new OrcError('invalid', `${what}: must be a whole number from 0 to ${max}, got ${JSON.stringify(v)}`, { field: what })
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max)
+    throw new OrcError('invalid', `${what}: must be a whole number from 0 to ${max}, got ${JSON.stringify(v)}`, { field: what })
   return v
 }
 

@@ -18,7 +18,7 @@ import { OrcError, type Pod } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { isForgotten, type NodeMember } from '../sched/index.ts'
-import { DEPLOYMENT_CONTROLLER, ROLLOUT_CONTROLLER, planDeploymentWrites, statusOf, storedStatus, type DeploymentWrite } from './plan.ts'
+import { DEPLOYMENT_CONTROLLER, type DeploymentWrite, planDeploymentWrites, ROLLOUT_CONTROLLER, statusOf, storedStatus } from './plan.ts'
 
 /** The clock's methods are its time and timers (the agent's clock, a manual one in tests). */
 export interface DeploymentComponents extends Clock {
@@ -34,7 +34,12 @@ export interface DeploymentComponents extends Clock {
 }
 
 /** The node that writes deployments' pods and status, as `me` sees the cluster. */
-export function deploymentWriter(me: string, members: readonly NodeMember[], nodes: readonly { metadata: { name: string } }[], forgotten: (name: string) => boolean): string {
+export function deploymentWriter(
+  me: string,
+  members: readonly NodeMember[],
+  nodes: readonly { metadata: { name: string } }[],
+  forgotten: (name: string) => boolean,
+): string {
   const alive = new Set(members.filter((m) => m.state === 'alive' || m.self).map((m) => m.name))
   alive.add(me)
   let best = me
@@ -168,7 +173,11 @@ export class DeploymentController {
         }
         const ref = { kind: 'PinnedDeployment', namespace: d.metadata.namespace ?? 'default', name: d.metadata.name }
         await this.c.store
-          .patch(ref, Object.entries(status).map(([k, value]) => ({ path: ['status', k], value })), { author: ROLLOUT_CONTROLLER, reason: 'rollout status', now: this.c.now() })
+          .patch(
+            ref,
+            Object.entries(status).map(([k, value]) => ({ path: ['status', k], value })),
+            { author: ROLLOUT_CONTROLLER, reason: 'rollout status', now: this.c.now() },
+          )
           .catch((err) => this.log.warn({ kind: 'PinnedDeployment', ns: ref.namespace, name: ref.name, err: String(err) }, 'write rollout status'))
       }
     } while (this.again)
@@ -180,7 +189,8 @@ export class DeploymentController {
     try {
       if (w.op === 'apply') {
         const res = await this.c.store.apply(w.manifest, { author: DEPLOYMENT_CONTROLLER, reason: w.reason, now })
-        if (res.revision) this.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, reason: w.reason }, 'deployment pod written')
+        if (res.revision)
+          this.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, reason: w.reason }, 'deployment pod written')
         this.refused.delete(`${ref.namespace}/${ref.name}`)
       } else {
         await this.c.store.delete(ref, { author: DEPLOYMENT_CONTROLLER, reason: w.reason, now })

@@ -1,4 +1,5 @@
 /** PinnedDeployments in the agent: the controllers that create their pods and report their status, and `orc rollout`'s routes. */
-export { DeploymentController, deploymentWriter, type DeploymentComponents } from './controller.ts'
-export { rolloutRoutes, changedSpec, rolloutView, type RolloutApiComponents, type RolloutView } from './api.ts'
-export { planDeploymentWrites, statusOf, observePod, DEPLOYMENT_CONTROLLER, ROLLOUT_CONTROLLER, type DeploymentWrite } from './plan.ts'
+
+export { changedSpec, type RolloutApiComponents, type RolloutView, rolloutRoutes, rolloutView } from './api.ts'
+export { type DeploymentComponents, DeploymentController, deploymentWriter } from './controller.ts'
+export { DEPLOYMENT_CONTROLLER, type DeploymentWrite, observePod, planDeploymentWrites, ROLLOUT_CONTROLLER, statusOf } from './plan.ts'

@@ -6,16 +6,16 @@
  */
 import { API_VERSION, isPlainObject, type Node, type ObjectRef, type OrcObject, type PinnedDeployment, type Pod } from '../../model/index.ts'
 import {
-  DEPLOYMENT_LABEL,
-  TEMPLATE_LABEL,
   canonicalJson,
-  deploymentStatus,
-  planDeploymentPods,
+  DEPLOYMENT_LABEL,
   type DeploymentPlanSpec,
   type DeploymentStatus,
+  deploymentStatus,
   type ObservedPod,
   type PlannedPod,
   type PodTemplate,
+  planDeploymentPods,
+  TEMPLATE_LABEL,
 } from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { nodeViewOf } from '../sched/index.ts'
@@ -23,9 +23,7 @@ import { nodeViewOf } from '../sched/index.ts'
 export const DEPLOYMENT_CONTROLLER = 'controller:deployment'
 export const ROLLOUT_CONTROLLER = 'controller:rollout'
 
-export type DeploymentWrite =
-  | { op: 'apply'; manifest: OrcObject; reason: string }
-  | { op: 'delete'; ref: ObjectRef; reason: string }
+export type DeploymentWrite = { op: 'apply'; manifest: OrcObject; reason: string } | { op: 'delete'; ref: ObjectRef; reason: string }
 
 function templateOf(t: unknown): PodTemplate {
   const o = (isPlainObject(t) ? t : {}) as { metadata?: { labels?: Record<string, string> }; spec?: Record<string, unknown> }
@@ -44,7 +42,11 @@ export function deploymentSpecOf(d: PinnedDeployment): DeploymentPlanSpec {
 }
 
 export function plannedPods(d: PinnedDeployment, nodes: readonly Stored<Node>[]): PlannedPod[] {
-  return planDeploymentPods(d.metadata.name, deploymentSpecOf(d), nodes.map((n) => nodeViewOf(n, undefined, undefined)))
+  return planDeploymentPods(
+    d.metadata.name,
+    deploymentSpecOf(d),
+    nodes.map((n) => nodeViewOf(n, undefined, undefined)),
+  )
 }
 
 export function podManifest(namespace: string, p: PlannedPod): OrcObject {
@@ -53,7 +55,9 @@ export function podManifest(namespace: string, p: PlannedPod): OrcObject {
 
 /** The user-owned content the controller maintains on a pod: labels and spec. */
 function sameContent(have: OrcObject, want: OrcObject): boolean {
-  return canonicalJson(have.metadata.labels ?? {}) === canonicalJson(want.metadata.labels ?? {}) && canonicalJson(have.spec ?? {}) === canonicalJson(want.spec ?? {})
+  return (
+    canonicalJson(have.metadata.labels ?? {}) === canonicalJson(want.metadata.labels ?? {}) && canonicalJson(have.spec ?? {}) === canonicalJson(want.spec ?? {})
+  )
 }
 
 function podsByDeployment(pods: readonly Stored<Pod>[]): Map<string, Stored<Pod>[]> {
@@ -74,7 +78,11 @@ function podsByDeployment(pods: readonly Stored<Pod>[]): Map<string, Stored<Pod>
  * delete pods labelled for a deployment that no longer wants them (or no longer exists). Pods are
  * created before pods are deleted, so a rollout step never leaves fewer copies than asked for.
  */
-export function planDeploymentWrites(deployments: readonly Stored<PinnedDeployment>[], pods: readonly Stored<Pod>[], nodes: readonly Stored<Node>[]): DeploymentWrite[] {
+export function planDeploymentWrites(
+  deployments: readonly Stored<PinnedDeployment>[],
+  pods: readonly Stored<Pod>[],
+  nodes: readonly Stored<Node>[],
+): DeploymentWrite[] {
   const owned = podsByDeployment(pods)
   const applies: DeploymentWrite[] = []
   const deletes: DeploymentWrite[] = []
@@ -96,18 +104,30 @@ export function planDeploymentWrites(deployments: readonly Stored<PinnedDeployme
       const cur = have.get(p.name)
       if (cur && sameContent(cur, want)) continue
       const what = p.node !== undefined ? `${p.version} copy for node ${p.node}` : `${p.version} replica`
-      applies.push({ op: 'apply', manifest: want, reason: `pinneddeployment/${d.metadata.name}: ${cur ? 'update' : 'create'} ${what} (template ${p.templateHash})` })
+      applies.push({
+        op: 'apply',
+        manifest: want,
+        reason: `pinneddeployment/${d.metadata.name}: ${cur ? 'update' : 'create'} ${what} (template ${p.templateHash})`,
+      })
     }
     const want = new Set(planned.map((p) => p.name))
     for (const p of [...have.values()].sort((a, b) => cmpKey(a, b))) {
       if (want.has(p.metadata.name)) continue
-      deletes.push({ op: 'delete', ref: { kind: 'Pod', namespace: ns, name: p.metadata.name }, reason: `pinneddeployment/${d.metadata.name} no longer wants it` })
+      deletes.push({
+        op: 'delete',
+        ref: { kind: 'Pod', namespace: ns, name: p.metadata.name },
+        reason: `pinneddeployment/${d.metadata.name} no longer wants it`,
+      })
     }
   }
   for (const [key, list] of [...owned].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))) {
     if (seen.has(key)) continue
     for (const p of list.sort((a, b) => cmpKey(a, b))) {
-      deletes.push({ op: 'delete', ref: { kind: 'Pod', namespace: key.split('/')[0]!, name: p.metadata.name }, reason: `pinneddeployment/${key.split('/')[1]} was deleted` })
+      deletes.push({
+        op: 'delete',
+        ref: { kind: 'Pod', namespace: key.split('/')[0]!, name: p.metadata.name },
+        reason: `pinneddeployment/${key.split('/')[1]} was deleted`,
+      })
     }
   }
   return [...applies, ...deletes]
@@ -126,7 +146,11 @@ export function observePod(p: Pod): ObservedPod {
   const phase = st.phase
   const containers = Array.isArray(st.containers) ? st.containers : []
   const running = typeof node === 'string' && node !== '' && (phase === 'Running' || phase === 'Starting')
-  const o: ObservedPod = { name: p.metadata.name, running, ready: running && phase === 'Running' && containers.length > 0 && containers.every((c) => c.state === 'running') }
+  const o: ObservedPod = {
+    name: p.metadata.name,
+    running,
+    ready: running && phase === 'Running' && containers.length > 0 && containers.every((c) => c.state === 'running'),
+  }
   const t = p.metadata.labels?.[TEMPLATE_LABEL]
   if (t !== undefined) o.template = t
   return o

@@ -8,34 +8,33 @@
  * record: it joins with an invite minted by a node already in, and detaches when it goes.
  */
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { API_VERSION, DNS_LABEL, OrcError, wrapError, type ObjectRef, type OrcObject } from '../../model/index.ts'
+import { type Clock, type Random, sleep, systemRandom, type TimerHandle, unrefTimers } from '../../effects/index.ts'
 import {
   createCluster,
   decodeToken,
   joinMesh,
   loadOrCreateIdentity,
-  resolvePeerAddress,
-  startMesh,
-  peerIdOf,
-  writeFileAtomic,
   type MemberInfo,
-  type MemberView,
   type Mesh,
   type MeshOptions,
   type MeshTunables,
+  peerIdOf,
+  resolvePeerAddress,
+  startMesh,
+  writeFileAtomic,
 } from '../../mesh/index.ts'
-import { sleep, systemRandom, unrefTimers, type Clock, type Random, type TimerHandle } from '../../effects/index.ts'
-import { openStore, type ObjectStore } from '../../store/index.ts'
+import { API_VERSION, DNS_LABEL, type ObjectRef, OrcError, type OrcObject, wrapError } from '../../model/index.ts'
+import { type ObjectStore, openStore } from '../../store/index.ts'
+import type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
 import { unadvertisedRanges } from '../network/index.ts'
+import type { PodScope } from '../pods/controller.ts'
 import { clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
 import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
-import type { PodScope } from '../pods/controller.ts'
-import type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
 
 export type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
 
@@ -99,13 +98,18 @@ export function encodeFederationToken(joinToken: string): string {
 
 export function decodeFederationToken(token: string): string {
   const s = token.trim()
-  if (s.startsWith(JOIN_TOKEN_PREFIX)) throw new OrcError('invalid', 'this is a node join token (orcjoin1.…) for `orc join`; `orc federation join` takes a federation token (orcfed1.…) from `orc federation token`')
+  if (s.startsWith(JOIN_TOKEN_PREFIX))
+    throw new OrcError(
+      'invalid',
+      'this is a node join token (orcjoin1.…) for `orc join`; `orc federation join` takes a federation token (orcfed1.…) from `orc federation token`',
+    )
   if (!s.startsWith(FED_TOKEN_PREFIX)) throw new OrcError('invalid', 'federation token is malformed (expected orcfed1.…)')
   return JOIN_TOKEN_PREFIX + s.slice(FED_TOKEN_PREFIX.length)
 }
 
 function checkName(what: string, v: unknown): string {
-  if (typeof v !== 'string' || !DNS_LABEL.test(v)) throw new OrcError('invalid', `${what}: must be a DNS label (lowercase letters, digits and -, at most 63), got ${JSON.stringify(v ?? null)}`)
+  if (typeof v !== 'string' || !DNS_LABEL.test(v))
+    throw new OrcError('invalid', `${what}: must be a DNS label (lowercase letters, digits and -, at most 63), got ${JSON.stringify(v ?? null)}`)
   return v
 }
 
@@ -205,7 +209,10 @@ export class FederationManager implements ScopeRouter {
         namespaces: r.cfg.namespaces,
         members: () => r.mesh.members(),
         nodes: () => {
-          const bound = r.store.list('Pod').map((p) => p.status?.node).filter((n): n is string => typeof n === 'string')
+          const bound = r.store
+            .list('Pod')
+            .map((p) => p.status?.node)
+            .filter((n): n is string => typeof n === 'string')
           return federationNodesOf(r.store.list('Cluster'), bound, r.directory.removedClusters())
         },
         buildView: buildFederatedSchedView,
@@ -252,13 +259,17 @@ export class FederationManager implements ScopeRouter {
     const out: FederationView[] = []
     for (const o of this.c.store.list('Federation')) {
       const r = this.running.get(String(o.spec?.id ?? ''))
-      out.push(r ? this.view(r) : {
-        name: o.metadata.name,
-        id: String(o.spec?.id ?? ''),
-        cluster: String(o.spec?.cluster ?? ''),
-        namespaces: (o.spec?.namespaces as string[] | undefined) ?? [],
-        state: 'joined',
-      })
+      out.push(
+        r
+          ? this.view(r)
+          : {
+              name: o.metadata.name,
+              id: String(o.spec?.id ?? ''),
+              cluster: String(o.spec?.cluster ?? ''),
+              namespaces: (o.spec?.namespaces as string[] | undefined) ?? [],
+              state: 'joined',
+            },
+      )
     }
     return out.sort((a, b) => a.name.localeCompare(b.name))
   }
@@ -274,7 +285,8 @@ export class FederationManager implements ScopeRouter {
   create(req: { name: unknown; namespaces: unknown; as?: unknown; author: string }): Promise<FederationView> {
     return this.serial(async () => {
       const name = checkName('federation name', req.name)
-      if (!Array.isArray(req.namespaces) || req.namespaces.length === 0) throw new OrcError('invalid', 'namespaces: name at least one namespace to share (--namespace NS)')
+      if (!Array.isArray(req.namespaces) || req.namespaces.length === 0)
+        throw new OrcError('invalid', 'namespaces: name at least one namespace to share (--namespace NS)')
       const namespaces = [...new Set(req.namespaces.map((n) => checkName('namespace', n)))]
       const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
       this.checkFree(name, namespaces)
@@ -283,8 +295,14 @@ export class FederationManager implements ScopeRouter {
       const r = await this.open(cfg, { mode: 'create' })
       const now = this.c.clock.now()
       const author = `${FEDERATION_CONTROLLER}@${cluster}`
-      await r.store.apply({ apiVersion: API_VERSION, kind: 'Federation', metadata: { name }, spec: { id: r.cfg.id, namespaces } }, { author, reason: 'federation created', now })
-      await r.store.apply({ apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: cluster }, spec: { id: this.c.cluster().id } }, { author, reason: 'cluster joined the federation', now })
+      await r.store.apply(
+        { apiVersion: API_VERSION, kind: 'Federation', metadata: { name }, spec: { id: r.cfg.id, namespaces } },
+        { author, reason: 'federation created', now },
+      )
+      await r.store.apply(
+        { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: cluster }, spec: { id: this.c.cluster().id } },
+        { author, reason: 'cluster joined the federation', now },
+      )
       await this.recordMembership(r.cfg, req.author, 'federation created')
       this.log.info({ federation: name, id: r.cfg.id, cluster, namespaces }, 'federation created')
       return this.view(r)
@@ -305,16 +323,20 @@ export class FederationManager implements ScopeRouter {
       const joinToken = decodeFederationToken(req.token)
       const claims = decodeToken(joinToken)
       const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
-      if (this.running.has(claims.cluster)) throw new OrcError('conflict', `this cluster is already in federation ${this.running.get(claims.cluster)!.cfg.name}`)
+      if (this.running.has(claims.cluster))
+        throw new OrcError('conflict', `this cluster is already in federation ${this.running.get(claims.cluster)!.cfg.name}`)
       const peerAddrs = typeof req.peer === 'string' && req.peer !== '' ? await resolvePeerAddress(req.peer) : undefined
       const cfg: LocalState = { id: claims.cluster, name: '', cluster, namespaces: [], state: 'joined' }
       const r = await this.open(cfg, { mode: 'join', token: joinToken, peerAddrs })
       try {
         const fed = r.store.list('Federation')[0]
-        if (fed === undefined) throw new OrcError('unavailable', 'joined, but the federation document holds no Federation object yet (did the issuer finish orc federation create?)')
+        if (fed === undefined)
+          throw new OrcError('unavailable', 'joined, but the federation document holds no Federation object yet (did the issuer finish orc federation create?)')
         const other = r.store.get(clusterRef(cluster))
         if (other !== undefined && other.spec?.id !== this.c.cluster().id) {
-          throw new OrcError('conflict', `a cluster named ${cluster} is already in federation ${fed.metadata.name}; join under another name with --as NAME`, { cluster })
+          throw new OrcError('conflict', `a cluster named ${cluster} is already in federation ${fed.metadata.name}; join under another name with --as NAME`, {
+            cluster,
+          })
         }
         r.cfg.name = fed.metadata.name
         r.cfg.namespaces = (fed.spec?.namespaces as string[] | undefined) ?? []
@@ -364,7 +386,11 @@ export class FederationManager implements ScopeRouter {
       checkName('cluster', cluster)
       if (cluster === r.cfg.cluster) throw new OrcError('invalid', `${cluster} is this cluster: use orc federation leave ${name}`)
       if (r.store.get(clusterRef(cluster)) === undefined) throw new OrcError('not_found', `cluster ${cluster} is not in federation ${name}`)
-      await r.store.delete(clusterRef(cluster), { author: tagAuthor(author, r.cfg.cluster), reason: `cluster ${cluster} removed from the federation`, now: this.c.clock.now() })
+      await r.store.delete(clusterRef(cluster), {
+        author: tagAuthor(author, r.cfg.cluster),
+        reason: `cluster ${cluster} removed from the federation`,
+        now: this.c.clock.now(),
+      })
       await this.applyClusterRemovals(r)
       return this.view(r)
     })
@@ -402,7 +428,12 @@ export class FederationManager implements ScopeRouter {
   }
 
   private view(r: Running): FederationView {
-    const connected = new Set(r.mesh.members().filter((m) => m.self || m.state === 'alive').map((m) => m.peerId))
+    const connected = new Set(
+      r.mesh
+        .members()
+        .filter((m) => m.self || m.state === 'alive')
+        .map((m) => m.peerId),
+    )
     const byCluster = new Map<string, { members: number; connected: number }>()
     for (const m of r.directory.list()) {
       const c = clusterOfMemberName(m.name) ?? '?'
@@ -555,7 +586,11 @@ export class FederationManager implements ScopeRouter {
       return
     }
     if (directory.knownClusters().has(c)) {
-      throw new OrcError('conflict', `a cluster named ${c} is already in this federation (its nodes join through its own members; another cluster joins with --as NAME)`, { cluster: c })
+      throw new OrcError(
+        'conflict',
+        `a cluster named ${c} is already in this federation (its nodes join through its own members; another cluster joins with --as NAME)`,
+        { cluster: c },
+      )
     }
   }
 
@@ -586,7 +621,12 @@ export class FederationManager implements ScopeRouter {
       for (const o of r.store.list(kind)) {
         if (!r.cfg.namespaces.includes(o.metadata.namespace ?? 'default')) continue
         const { name, namespace, labels, annotations } = o.metadata
-        const copy: OrcObject = { apiVersion: o.apiVersion, kind: o.kind, metadata: { name, namespace, ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) }, spec: o.spec }
+        const copy: OrcObject = {
+          apiVersion: o.apiVersion,
+          kind: o.kind,
+          metadata: { name, namespace, ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) },
+          spec: o.spec,
+        }
         try {
           const res = await this.c.store.apply(copy, { author: FEDERATION_CONTROLLER, reason: `kept from federation ${r.cfg.name} (${state})`, now })
           if (res.revision) copied++
@@ -606,7 +646,10 @@ export class FederationManager implements ScopeRouter {
     this.runningChanged()
     r.off()
     r.publisher?.stop()
-    if (r.announced) await this.podHost?.removeScope(this.podScopeId(r), `federation ${r.cfg.name} ${r.cfg.state === 'joined' ? 'stopped' : r.cfg.state}`).catch(() => undefined)
+    if (r.announced)
+      await this.podHost
+        ?.removeScope(this.podScopeId(r), `federation ${r.cfg.name} ${r.cfg.state === 'joined' ? 'stopped' : r.cfg.state}`)
+        .catch(() => undefined)
     await r.mesh.stop().catch((err) => this.log.warn({ err }, 'stop federation mesh'))
     await r.store.close().catch((err) => this.log.warn({ err }, 'close federation store'))
   }

@@ -7,10 +7,10 @@
  * claims another cluster is a forgery and is refused.
  */
 import { createHash } from 'node:crypto'
-import { join } from 'node:path'
 import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { JsonFileMemberDirectory, type MemberDirectory, type MemberInfo, writeFileAtomic } from '../../mesh/index.ts'
 import { DNS_LABEL, OrcError } from '../../model/index.ts'
-import { JsonFileMemberDirectory, writeFileAtomic, type MemberDirectory, type MemberInfo } from '../../mesh/index.ts'
 
 /** `web-1@home` → `home`; undefined when the name carries no (valid) cluster. */
 export function clusterOfMemberName(name: string): string | undefined {
@@ -66,7 +66,7 @@ export class FederationDirectory implements MemberDirectory {
   private state: Persisted = { replicas: {}, removed: [] }
   private readonly file: string
 
-  constructor(private readonly dir: string) {
+  constructor(readonly dir: string) {
     this.inner = JsonFileMemberDirectory.inDataDir(dir)
     this.file = join(dir, 'bindings.json')
   }

@@ -3,8 +3,8 @@
  * document, everything else in the cluster's own. Writes to a federated namespace carry the
  * cluster's name in their author (`user:alice@home`), which the other clusters verify.
  */
-import { OrcError, getKind, type ObjectRef, type OrcObject } from '../../model/index.ts'
-import type { ObjectStore, StoredObject, WriteOptions } from '../../store/index.ts'
+import { getKind, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
+import type { ObjectStore, WriteOptions } from '../../store/index.ts'
 import { clusterOfAuthor, tagAuthor } from './membership.ts'
 import { ORIGIN_CLUSTER_ANNOTATION } from './scheduling.ts'
 
@@ -36,9 +36,13 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     if (scope === undefined) return opts
     const claimed = clusterOfAuthor(opts.author)
     if (claimed !== undefined && claimed !== scope.cluster) {
-      throw new OrcError('forbidden', `author ${opts.author} names cluster ${claimed}, but this is cluster ${scope.cluster} of federation ${scope.federation}`, {
-        author: opts.author,
-      })
+      throw new OrcError(
+        'forbidden',
+        `author ${opts.author} names cluster ${claimed}, but this is cluster ${scope.cluster} of federation ${scope.federation}`,
+        {
+          author: opts.author,
+        },
+      )
     }
     return { ...opts, author: tagAuthor(opts.author, scope.cluster) }
   }
@@ -53,9 +57,13 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     const origin = cur?.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION] ?? (cur === undefined ? scope.cluster : undefined)
     const given = manifest.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
     if (given !== undefined && given !== origin) {
-      throw new OrcError('invalid', `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the pod (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`, {
-        field: `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}`,
-      })
+      throw new OrcError(
+        'invalid',
+        `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the pod (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`,
+        {
+          field: `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}`,
+        },
+      )
     }
     if (origin === undefined || given !== undefined) return manifest
     return { ...manifest, metadata: { ...manifest.metadata, annotations: { ...manifest.metadata.annotations, [ORIGIN_CLUSTER_ANNOTATION]: origin } } }

@@ -6,7 +6,7 @@
  */
 import type { Mesh } from '../../mesh/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import { meshViewOf, type FederatedScopeInput, type FederationRouteSource } from '../network/index.ts'
+import { type FederatedScopeInput, type FederationRouteSource, meshViewOf } from '../network/index.ts'
 
 /** The part of the federation manager this needs. */
 export interface RoutedFederations {

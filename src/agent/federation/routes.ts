@@ -2,7 +2,7 @@
  * `/v1/federations…`: the API of `orc federation`. `/v1/federation-invites/<id>` is what another
  * node of this cluster asks (over the member API) to follow the cluster into a federation.
  */
-import { OrcError, isPlainObject } from '../../model/index.ts'
+import { isPlainObject, OrcError } from '../../model/index.ts'
 import type { RouteHandlers } from '../router.ts'
 import type { FederationManager } from './manager.ts'
 
@@ -10,7 +10,8 @@ const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.]{0,127}$/
 
 function authorOf(body: Record<string, unknown>): string {
   const a = body.author ?? 'user:unknown'
-  if (typeof a !== 'string' || !AUTHOR.test(a)) throw new OrcError('invalid', `author ${JSON.stringify(a)}: must be user:<name> or controller:<name> (the cluster is added to it in federated history)`)
+  if (typeof a !== 'string' || !AUTHOR.test(a))
+    throw new OrcError('invalid', `author ${JSON.stringify(a)}: must be user:<name> or controller:<name> (the cluster is added to it in federated history)`)
   return a
 }
 

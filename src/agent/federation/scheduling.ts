@@ -13,11 +13,25 @@
  * unreadable entry is skipped (and the rest kept), never thrown at the scheduler.
  */
 import type { Logger } from 'pino'
-import { API_VERSION, DNS_LABEL, OwnershipTable, USERS, deepEqual, defaultOwnership, isPlainObject, type Cluster, type Node, type ObjectRef, type Owner, type Pod, type Taint } from '../../model/index.ts'
-import { parseCpu, parseMemory, podRequests, type ClusterView } from '../../sched/index.ts'
+import { type Clock, type TimerHandle, unrefTimers } from '../../effects/index.ts'
+import {
+  API_VERSION,
+  type Cluster,
+  DNS_LABEL,
+  deepEqual,
+  defaultOwnership,
+  isPlainObject,
+  type Node,
+  type ObjectRef,
+  type Owner,
+  OwnershipTable,
+  type Pod,
+  type Taint,
+  USERS,
+} from '../../model/index.ts'
+import { type ClusterView, parseCpu, parseMemory, podRequests } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
-import { unrefTimers, type Clock, type TimerHandle } from '../../effects/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
 /** Annotation the API puts on a pod created in a shared namespace: the cluster that created it. */
@@ -111,7 +125,11 @@ function stringRecord(v: unknown, max: number): Record<string, string> | undefin
  * and `nodeViewOf` read). `removedClusters`: nodes of clusters removed from the federation that
  * pods are still bound to count as forgotten, so their pods move (by policy).
  */
-export function federationNodesOf(clusters: readonly Stored<Cluster>[], boundTo: Iterable<string> = [], removedClusters: ReadonlySet<string> = new Set()): Stored<Node>[] {
+export function federationNodesOf(
+  clusters: readonly Stored<Cluster>[],
+  boundTo: Iterable<string> = [],
+  removedClusters: ReadonlySet<string> = new Set(),
+): Stored<Node>[] {
   const out: Stored<Node>[] = []
   const seen = new Set<string>()
   for (const c of clusters) {
@@ -127,7 +145,11 @@ export function federationNodesOf(clusters: readonly Stored<Cluster>[], boundTo:
       const alloc = isPlainObject(raw.allocatable) ? raw.allocatable : raw.capacity
       const capacity = isPlainObject(alloc) ? { cpu: String(alloc.cpu ?? '0'), memory: String(alloc.memory ?? '0') } : { cpu: '0', memory: '0' }
       const taints = Array.isArray(raw.taints)
-        ? raw.taints.slice(0, MAX_TAINTS).filter((t): t is Taint => isPlainObject(t) && typeof t.key === 'string' && ['NoSchedule', 'PreferNoSchedule', 'NoExecute'].includes(t.effect as string))
+        ? raw.taints
+            .slice(0, MAX_TAINTS)
+            .filter(
+              (t): t is Taint => isPlainObject(t) && typeof t.key === 'string' && ['NoSchedule', 'PreferNoSchedule', 'NoExecute'].includes(t.effect as string),
+            )
         : []
       const obj = synthNode(name, stringRecord(raw.labels, MAX_LABELS), capacity, {
         unschedulable: raw.unschedulable === true || raw.ready === false,
@@ -310,7 +332,11 @@ export class NodeSummaryPublisher {
         }
       }
       if (patches.length === 0) return
-      await this.c.fed.patch(ref, patches, { author: CLUSTER_CONTROLLER, reason: `node ${this.c.nodeName} of ${this.c.cluster}: resources, labels, readiness`, now: this.c.clock.now() })
+      await this.c.fed.patch(ref, patches, {
+        author: CLUSTER_CONTROLLER,
+        reason: `node ${this.c.nodeName} of ${this.c.cluster}: resources, labels, readiness`,
+        now: this.c.clock.now(),
+      })
     } catch (err) {
       this.c.log.warn({ err: (err as Error).message }, 'publish node summary to the federation')
     } finally {

@@ -4,9 +4,10 @@
  * network made on the host (pod namespaces, NAT table, sysctls); answers before stopping, with the
  * agent's pid (to wait for) and what will be removed.
  */
+
+import type { DownResponse } from '../api-types.ts'
 import type { RouteHandlers } from '../router.ts'
 import type { NodeNetwork } from './controller.ts'
-import type { DownResponse } from '../api-types.ts'
 
 export type { DownResponse } from '../api-types.ts'
 
@@ -25,7 +26,12 @@ export function networkRoutes(network: NodeNetwork, opts: NetworkRoutesOptions =
     ...(shutdown !== undefined
       ? {
           down: () => {
-            const body: DownResponse = { node: network.nodeName, pid: opts.pid ?? process.pid, ...(opts.dataDir ? { dataDir: opts.dataDir } : {}), network: network.prepareDown() }
+            const body: DownResponse = {
+              node: network.nodeName,
+              pid: opts.pid ?? process.pid,
+              ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+              network: network.prepareDown(),
+            }
             // Let the answer go out before the API closes.
             setTimeout(shutdown, 50)
             return body

@@ -13,54 +13,54 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { OrcError, isPlainObject, type OrcObject } from '../../model/index.ts'
-import type { ObjectStore } from '../../store/index.ts'
+import { type Clock, every, type Random, sleep, type TimerHandle, unrefTimers } from '../../effects/index.ts'
+import { isPlainObject, OrcError, type OrcObject } from '../../model/index.ts'
 import {
-  NetnsPodNetworkDriver,
-  WireGuardLinkDriver,
   addressInPrefix,
   clusterPrefix,
   formatPrefix,
   generateKeyPair,
-  isWireGuardKey,
-  nodeGateway,
-  publicKeyOf,
-  randomPodAddress,
   type IpPrefix,
+  isWireGuardKey,
+  NetnsPodNetworkDriver,
+  nodeGateway,
   type PodNetworkDriver,
   type PodNetworkState,
+  publicKeyOf,
+  randomPodAddress,
   type WireGuardDriver,
   type WireGuardKeyPair,
+  WireGuardLinkDriver,
   type WireGuardStatus,
 } from '../../net/index.ts'
-import { every, sleep, unrefTimers, type Clock, type Random, type TimerHandle } from '../../effects/index.ts'
-import { WorkflowGraph, WorkflowRun, addNodeTargets, type WorkflowSnapshot } from '../../workflow/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
+import { addNodeTargets, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
+import type { DownPlan, FederatedTunnelReport, NetworkReport, NetworkState, TunnelReport } from '../api-types.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
+import { type FederatedPeer, type FederationRouteSource, planFederatedPeers } from './federation.ts'
 import {
   NETWORK_DEFAULTS,
   NETWORK_DOWN_FILE,
   NETWORK_NAMES_FILE,
   NETWORK_PODS_FILE,
-  WIREGUARD_KEY_FILE,
   type NetworkMode,
   type NetworkSetup,
+  WIREGUARD_KEY_FILE,
 } from './options.ts'
 import {
-  MAX_REACH,
-  MAX_SEEN,
   decideSubnet,
   endpointsFromMultiaddrs,
-  networkNamesFor,
-  planPeers,
-  readPublishedNetwork,
+  MAX_REACH,
+  MAX_SEEN,
   type NetworkNames,
+  networkNamesFor,
   type PlannedPeer,
   type PublishedNetwork,
+  planPeers,
+  readPublishedNetwork,
   type SubnetDecision,
 } from './plan.ts'
 import { probeNetwork } from './probe.ts'
-import { planFederatedPeers, type FederatedPeer, type FederationRouteSource } from './federation.ts'
-import type { DownPlan, FederatedTunnelReport, NetworkReport, NetworkState, TunnelReport } from '../api-types.ts'
 
 export type { DownPlan, FederatedTunnelReport, NetworkReport, NetworkState, TunnelReport } from '../api-types.ts'
 
@@ -93,9 +93,7 @@ export interface NodeNetworkComponents {
 }
 
 /** What the lifecycle controller gets for a pod. */
-export type PodAttachment =
-  | { mode: 'ipv6'; ipv6: string; netnsPath: string }
-  | { mode: 'loopback'; reason: string }
+export type PodAttachment = { mode: 'ipv6'; ipv6: string; netnsPath: string } | { mode: 'loopback'; reason: string }
 
 /** The pod side of the node network, as the lifecycle controller uses it. */
 export interface PodNetworkHooks {
@@ -106,7 +104,6 @@ export interface PodNetworkHooks {
 }
 
 const PORT_IN_USE = /address already in use|in use/i
-
 
 /** A tunnel's state from its latest WireGuard handshake: fresh, never yet, or stale. */
 function handshakeState(latestHandshakeMs: number | undefined, now: number): TunnelReport['state'] {
@@ -129,7 +126,6 @@ export class NodeNetwork implements PodNetworkHooks {
   private offFederation: (() => void) | undefined
   private fedPlanJson = ''
   private fedSkippedJson = '[]'
-  private lastWg: WireGuardStatus | undefined
   private ifaceUp = false
   private egressError: string | undefined
   private readonly pods = new Map<string, { ipv6: string; confirmed: boolean }>()
@@ -202,7 +198,8 @@ export class NodeNetwork implements PodNetworkHooks {
     // For cleanup tools (the testbed): the host names this node uses.
     writeFileSync(join(this.c.dataDir, NETWORK_NAMES_FILE), JSON.stringify(this.names) + '\n', { mode: 0o644 })
     this.cluster = clusterPrefix(mesh.clusterId)
-    this.wg = this.c.wireguard?.(this.names) ?? new WireGuardLinkDriver({ logger: this.c.logger }, { iface: this.names.iface, mode: this.setup.wireguard ?? 'auto' })
+    this.wg =
+      this.c.wireguard?.(this.names) ?? new WireGuardLinkDriver({ logger: this.c.logger }, { iface: this.names.iface, mode: this.setup.wireguard ?? 'auto' })
     this.podnet =
       this.c.podNetwork?.(this.names) ??
       new NetnsPodNetworkDriver(
@@ -512,7 +509,8 @@ export class NodeNetwork implements PodNetworkHooks {
     this.decision = d
     if (old !== undefined && old.subnet !== d.subnet) {
       this.log.warn({ from: formatPrefix(old.prefix), to: formatPrefix(d.prefix) }, 'node subnet lost a collision; pods are re-addressed')
-      for (const p of this.pods.values()) if (!validIn(p.ipv6, d.prefix)) p.ipv6 = randomPodAddress(d.prefix, this.c.random, new Set([...this.pods.values()].map((x) => x.ipv6)))
+      for (const p of this.pods.values())
+        if (!validIn(p.ipv6, d.prefix)) p.ipv6 = randomPodAddress(d.prefix, this.c.random, new Set([...this.pods.values()].map((x) => x.ipv6)))
     }
     this.published = {
       ...this.published,
@@ -537,7 +535,11 @@ export class NodeNetwork implements PodNetworkHooks {
     const skippedJson = JSON.stringify(fed.skipped)
     if (skippedJson !== this.fedSkippedJson) {
       this.fedSkippedJson = skippedJson
-      if (fed.skipped.length > 0) this.log.warn({ skipped: fed.skipped.slice(0, 20), count: fed.skipped.length }, 'federated routes skipped (malformed or conflicting entries from other clusters)')
+      if (fed.skipped.length > 0)
+        this.log.warn(
+          { skipped: fed.skipped.slice(0, 20), count: fed.skipped.length },
+          'federated routes skipped (malformed or conflicting entries from other clusters)',
+        )
     }
     const config = () => ({
       iface: this.names!.iface,
@@ -558,7 +560,6 @@ export class NodeNetwork implements PodNetworkHooks {
     this.ifaceUp = true
     const wg = await this.wg!.status()
     if (this.listenPort === 0 && wg !== undefined && wg.listenPort > 0) this.listenPort = wg.listenPort
-    this.lastWg = wg
     if (res.changed) this.log.info({ actions: res.actions, peers: this.peers.length, federated: this.fedPeers.length }, 'tunnels updated')
     await this.applyPods()
     const port = wg?.listenPort ?? this.listenPort
@@ -602,7 +603,9 @@ export class NodeNetwork implements PodNetworkHooks {
     const out = new Map<string, string>()
     try {
       const raw = JSON.parse(readFileSync(join(this.c.dataDir, NETWORK_PODS_FILE), 'utf8')) as unknown
-      if (isPlainObject(raw)) for (const [uid, ipv6] of Object.entries(raw)) if (/^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/.test(uid) && typeof ipv6 === 'string' && ipv6.length <= 64) out.set(uid, ipv6)
+      if (isPlainObject(raw))
+        for (const [uid, ipv6] of Object.entries(raw))
+          if (/^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/.test(uid) && typeof ipv6 === 'string' && ipv6.length <= 64) out.set(uid, ipv6)
     } catch {
       // none yet, or unreadable: only the store's pods are kept
     }

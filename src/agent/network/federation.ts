@@ -12,19 +12,20 @@
  * node publishes, which must lie in the /48 of that node's cluster (from the cluster id), and that
  * /48 must be neither ours nor another member's. What fails a check is skipped and counted.
  */
+
+import { DNS_LABEL, isPlainObject } from '../../model/index.ts'
 import {
   addressInPrefix,
   canonicalEndpoint,
   clusterPrefix,
   formatPrefix,
+  type IpPrefix,
   isWireGuardKey,
   parsePrefix,
   prefixCovers,
-  type IpPrefix,
   type WireGuardPeer,
 } from '../../net/index.ts'
-import { DNS_LABEL, isPlainObject } from '../../model/index.ts'
-import { PERSISTENT_KEEPALIVE_S, chooseEndpoint, type PeerPath } from './plan.ts'
+import { chooseEndpoint, PERSISTENT_KEEPALIVE_S, type PeerPath } from './plan.ts'
 
 /** One federation as the node network needs it (raw objects from the federation document). */
 export interface FederatedScopeInput {

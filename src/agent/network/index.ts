@@ -1,8 +1,45 @@
 /** The node network: WireGuard mesh between nodes and pod networking on each (see docs/networking.md). */
-export { NodeNetwork, type NodeNetworkComponents, type MeshView, type PodAttachment, type PodNetworkHooks, type NetworkReport, type TunnelReport, type NetworkState, type DownPlan, type FederatedTunnelReport } from './controller.ts'
-export { networkRoutes, type DownResponse } from './api.ts'
+
+export { type DownResponse, networkRoutes } from './api.ts'
+export {
+  type DownPlan,
+  type FederatedTunnelReport,
+  type MeshView,
+  type NetworkReport,
+  type NetworkState,
+  NodeNetwork,
+  type NodeNetworkComponents,
+  type PodAttachment,
+  type PodNetworkHooks,
+  type TunnelReport,
+} from './controller.ts'
+export {
+  type FederatedPeer,
+  type FederatedPlan,
+  type FederatedScopeInput,
+  type FederationRouteSource,
+  planFederatedPeers,
+  readSummaryNetwork,
+} from './federation.ts'
 export { removeNetworkLeftovers } from './leftovers.ts'
 export { meshViewOf } from './mesh-view.ts'
-export { parseNetworkMode, NETWORK_DEFAULTS, NETWORK_NAMES_FILE, NETWORK_DOWN_FILE, WIREGUARD_KEY_FILE, type NetworkMode, type NetworkSetup } from './options.ts'
-export { networkNamesFor, unadvertisedRanges, decideSubnet, planPeers, chooseEndpoint, readPublishedNetwork, endpointsFromMultiaddrs, type NetworkNames, type PublishedNetwork } from './plan.ts'
-export { planFederatedPeers, readSummaryNetwork, type FederationRouteSource, type FederatedScopeInput, type FederatedPeer, type FederatedPlan } from './federation.ts'
+export {
+  NETWORK_DEFAULTS,
+  NETWORK_DOWN_FILE,
+  NETWORK_NAMES_FILE,
+  type NetworkMode,
+  type NetworkSetup,
+  parseNetworkMode,
+  WIREGUARD_KEY_FILE,
+} from './options.ts'
+export {
+  chooseEndpoint,
+  decideSubnet,
+  endpointsFromMultiaddrs,
+  type NetworkNames,
+  networkNamesFor,
+  type PublishedNetwork,
+  planPeers,
+  readPublishedNetwork,
+  unadvertisedRanges,
+} from './plan.ts'

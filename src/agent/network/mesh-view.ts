@@ -17,6 +17,12 @@ export function meshViewOf(mesh: Mesh): MeshView {
       }
       return out
     },
-    alivePeers: () => new Set(mesh.members().filter((m) => !m.self && m.state === 'alive').map((m) => m.peerId)),
+    alivePeers: () =>
+      new Set(
+        mesh
+          .members()
+          .filter((m) => !m.self && m.state === 'alive')
+          .map((m) => m.peerId),
+      ),
   }
 }

@@ -7,16 +7,16 @@
 import { createHash } from 'node:crypto'
 import { isPlainObject, type OrcObject } from '../../model/index.ts'
 import {
-  EGRESS_IPV4_PREFIX,
   canonicalEndpoint,
   chooseNodeSubnet,
   clusterPrefix,
+  EGRESS_IPV4_PREFIX,
   formatPrefix,
+  type IpPrefix,
   isWireGuardKey,
   nodePrefix,
-  settleSubnetClaims,
-  type IpPrefix,
   type SubnetId,
+  settleSubnetClaims,
   type WireGuardPeer,
 } from '../../net/index.ts'
 import type { PeerPath } from '../api-types.ts'

@@ -4,9 +4,9 @@
  * (tests give a fake one); the agent adds what only a running node knows (clock skew against its
  * peers, the ports it listens on, version skew).
  */
-import { accessSync, constants, existsSync, readFileSync, statSync, statfsSync } from 'node:fs'
-import { delimiter, join } from 'node:path'
+import { accessSync, constants, existsSync, readFileSync, statfsSync, statSync } from 'node:fs'
 import { release } from 'node:os'
+import { delimiter, join } from 'node:path'
 import { detectCapabilities } from '../../runtime/index.ts'
 import type { Finding, Severity } from '../api-types.ts'
 
@@ -79,7 +79,11 @@ function versionAtLeast(v: string, min: number[]): boolean {
 export function wireguardMode(h: DoctorHost): 'kernel' | 'wireguard-go' | 'none' {
   if (h.exists('/sys/module/wireguard')) return 'kernel'
   const rel = h.kernelRelease()
-  for (const f of ['kernel/drivers/net/wireguard/wireguard.ko', 'kernel/drivers/net/wireguard/wireguard.ko.xz', 'kernel/drivers/net/wireguard/wireguard.ko.zst']) {
+  for (const f of [
+    'kernel/drivers/net/wireguard/wireguard.ko',
+    'kernel/drivers/net/wireguard/wireguard.ko.xz',
+    'kernel/drivers/net/wireguard/wireguard.ko.zst',
+  ]) {
     if (h.exists(`/lib/modules/${rel}/${f}`)) return 'kernel'
   }
   if (h.which('wireguard-go') !== undefined && h.exists('/dev/net/tun')) return 'wireguard-go'
@@ -92,7 +96,12 @@ export function kernelFindings(h: DoctorHost): Finding[] {
   out.push(
     versionAtLeast(rel, [5, 4])
       ? { check: 'kernel', status: 'ok', message: `Linux ${rel}` }
-      : { check: 'kernel', status: 'warn', message: `Linux ${rel} is older than 5.4; WireGuard and cgroup v2 need a newer kernel`, fix: 'upgrade the kernel (5.4 or newer)' },
+      : {
+          check: 'kernel',
+          status: 'warn',
+          message: `Linux ${rel} is older than 5.4; WireGuard and cgroup v2 need a newer kernel`,
+          fix: 'upgrade the kernel (5.4 or newer)',
+        },
   )
   const maxNs = h.read('/proc/sys/user/max_user_namespaces')?.trim()
   const clone = h.read('/proc/sys/kernel/unprivileged_userns_clone')?.trim()
@@ -107,7 +116,12 @@ export function kernelFindings(h: DoctorHost): Finding[] {
   out.push(
     h.exists('/sys/fs/cgroup/cgroup.controllers')
       ? { check: 'cgroups', status: 'ok', message: 'cgroup v2 (unified hierarchy)' }
-      : { check: 'cgroups', status: 'warn', message: 'no cgroup v2: pod CPU/memory limits fall back to rlimits or cgroup v1', fix: 'boot with systemd.unified_cgroup_hierarchy=1' },
+      : {
+          check: 'cgroups',
+          status: 'warn',
+          message: 'no cgroup v2: pod CPU/memory limits fall back to rlimits or cgroup v1',
+          fix: 'boot with systemd.unified_cgroup_hierarchy=1',
+        },
   )
   const v6 = h.read('/proc/sys/net/ipv6/conf/all/disable_ipv6')?.trim()
   out.push(
@@ -150,7 +164,8 @@ export function wireguardFindings(h: DoctorHost): Finding[] {
     ['ip', 'iproute2'],
     ['nft', 'nftables'],
   ] as const) {
-    if (h.which(bin) === undefined) out.push({ check: bin, status: 'error', message: `${bin} is missing (orc drives it for the pod network)`, fix: `apt-get install ${pkg}` })
+    if (h.which(bin) === undefined)
+      out.push({ check: bin, status: 'error', message: `${bin} is missing (orc drives it for the pod network)`, fix: `apt-get install ${pkg}` })
   }
   return out
 }
@@ -182,7 +197,8 @@ export function diskFindings(h: DoctorHost, dataDir: string): Finding[] {
   const free = s.freeBytes
   const pct = s.totalBytes > 0 ? (100 * free) / s.totalBytes : 100
   const text = `${(free / GiB).toFixed(1)} GiB free (${pct.toFixed(0)}%) on the file system of ${dataDir}`
-  if (free < 0.2 * GiB) return [{ check: 'disk', status: 'error', message: text, fix: `free space under ${probe}: the store refuses writes when the disk is full` }]
+  if (free < 0.2 * GiB)
+    return [{ check: 'disk', status: 'error', message: text, fix: `free space under ${probe}: the store refuses writes when the disk is full` }]
   if (free < 1 * GiB || pct < 5) return [{ check: 'disk', status: 'warn', message: text, fix: `free space under ${probe} (images and pod logs grow)` }]
   return [{ check: 'disk', status: 'ok', message: text }]
 }
@@ -195,7 +211,12 @@ export function dataDirFindings(h: DoctorHost, dataDir: string): Finding[] {
   const out: Finding[] = []
   const uid = h.uid()
   if (uid >= 0 && st.uid !== uid) {
-    out.push({ check: 'data-dir', status: 'error', message: `${dataDir} belongs to uid ${st.uid}, not to this user (uid ${uid})`, fix: `chown -R ${uid} ${dataDir} (or run as its owner)` })
+    out.push({
+      check: 'data-dir',
+      status: 'error',
+      message: `${dataDir} belongs to uid ${st.uid}, not to this user (uid ${uid})`,
+      fix: `chown -R ${uid} ${dataDir} (or run as its owner)`,
+    })
   }
   if ((st.mode & 0o022) !== 0) {
     out.push({ check: 'data-dir', status: 'error', message: `${dataDir} is writable by others (mode ${st.mode.toString(8)})`, fix: `chmod 0711 ${dataDir}` })
@@ -210,7 +231,12 @@ export function dataDirFindings(h: DoctorHost, dataDir: string): Finding[] {
     const s = h.stat(join(dataDir, name))
     if (s === undefined) continue
     if ((s.mode & 0o077) !== 0) {
-      out.push({ check: 'data-dir', status: 'error', message: `${join(dataDir, name)} is readable by others (mode ${s.mode.toString(8)})`, fix: `chmod ${want.toString(8)} ${join(dataDir, name)}` })
+      out.push({
+        check: 'data-dir',
+        status: 'error',
+        message: `${join(dataDir, name)} is readable by others (mode ${s.mode.toString(8)})`,
+        fix: `chmod ${want.toString(8)} ${join(dataDir, name)}`,
+      })
     }
   }
   if (out.length === 0) out.push({ check: 'data-dir', status: 'ok', message: `${dataDir}: owner and modes as expected` })
@@ -222,7 +248,12 @@ export function runtimeFindings(h: DoctorHost): Finding[] {
   return [
     versionAtLeast(v, [20, 10])
       ? { check: 'node', status: 'ok', message: `Node.js ${v}` }
-      : { check: 'node', status: 'error', message: `Node.js ${v} is too old (orc needs 20.10 or newer)`, fix: 'install Node.js 20 LTS or newer (the bootstrap script does)' },
+      : {
+          check: 'node',
+          status: 'error',
+          message: `Node.js ${v} is too old (orc needs 20.10 or newer)`,
+          fix: 'install Node.js 20 LTS or newer (the bootstrap script does)',
+        },
   ]
 }
 
@@ -233,7 +264,8 @@ export function clockFindings(skews: Array<{ peer: string; skewMs: number | null
     if (s.skewMs === null) return { check: 'clock', status: 'warn' as const, message: `cannot compare clocks with ${s.peer}: ${s.error ?? 'no answer'}` }
     const abs = Math.abs(s.skewMs)
     const text = `clock ${s.skewMs >= 0 ? 'behind' : 'ahead of'} ${s.peer} by ${abs < 1000 ? `${Math.round(abs)}ms` : `${(abs / 1000).toFixed(1)}s`}`
-    if (abs >= 30_000) return { check: 'clock', status: 'error' as const, message: text, fix: 'enable time sync on both machines: timedatectl set-ntp true (or install chrony)' }
+    if (abs >= 30_000)
+      return { check: 'clock', status: 'error' as const, message: text, fix: 'enable time sync on both machines: timedatectl set-ntp true (or install chrony)' }
     if (abs >= 1000) return { check: 'clock', status: 'warn' as const, message: text, fix: 'enable time sync: timedatectl set-ntp true (or install chrony)' }
     return { check: 'clock', status: 'ok' as const, message: text }
   })

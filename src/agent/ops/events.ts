@@ -3,7 +3,7 @@
  * (who changed what, and why) and the lifecycle units of pods (`status.workflow`: started, done,
  * failed with the error). Works on any node, for any object, including while peers are away.
  */
-import { KINDS, getKind, parseRef, type ObjectRef } from '../../model/index.ts'
+import { getKind, KINDS, type ObjectRef, parseRef } from '../../model/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
 import { parseWorkflowSnapshot } from '../../workflow/index.ts'
 import type { ClusterEvent } from '../api-types.ts'
@@ -53,9 +53,23 @@ function unitEvents(obj: StoredObject, since: number): ClusterEvent[] {
       const took = u.startedAt !== undefined ? ` in ${formatMs(u.endedAt - u.startedAt)}` : ''
       if (u.state === 'done') out.push({ ...base, id: `${key}:end`, time: u.endedAt, type: 'UnitDone', message: `${u.name} done${took}`, revision: rev })
       else if (u.state === 'failed') {
-        out.push({ ...base, id: `${key}:end`, time: u.endedAt, type: 'UnitFailed', message: `${u.name} failed${took}: ${u.lastError ?? 'unknown error'}`, revision: rev })
+        out.push({
+          ...base,
+          id: `${key}:end`,
+          time: u.endedAt,
+          type: 'UnitFailed',
+          message: `${u.name} failed${took}: ${u.lastError ?? 'unknown error'}`,
+          revision: rev,
+        })
       } else if (u.state === 'skipped') {
-        out.push({ ...base, id: `${key}:end`, time: u.endedAt, type: 'UnitSkipped', message: `${u.name} skipped: ${u.reason ?? u.cause ?? ''}`.trim(), revision: rev })
+        out.push({
+          ...base,
+          id: `${key}:end`,
+          time: u.endedAt,
+          type: 'UnitSkipped',
+          message: `${u.name} skipped: ${u.reason ?? u.cause ?? ''}`.trim(),
+          revision: rev,
+        })
       }
     }
   }
@@ -76,7 +90,15 @@ function stoppedCopyEvents(nodes: readonly StoredObject[], since: number, ref: O
       const [ns, name] = [pod.slice(0, slash), pod.slice(slash + 1)]
       if (ref !== undefined && (ref.namespace !== ns || ref.name !== name)) continue
       if (namespace !== undefined && namespace !== ns) continue
-      out.push({ id: `${n.metadata.uid}:copy:${pod}:${time}`, time, object: refText('Pod', name), namespace: ns, type: 'CopyStopped', source: `node/${n.metadata.name}`, message: `copy on ${n.metadata.name} stopped: ${String(e.why)}` })
+      out.push({
+        id: `${n.metadata.uid}:copy:${pod}:${time}`,
+        time,
+        object: refText('Pod', name),
+        namespace: ns,
+        type: 'CopyStopped',
+        source: `node/${n.metadata.name}`,
+        message: `copy on ${n.metadata.name} stopped: ${String(e.why)}`,
+      })
     }
   }
   return out
@@ -118,7 +140,8 @@ export async function collectEvents(store: ObjectStore, q: EventQuery): Promise<
     }
   }
   for (const o of objects) out.push(...unitEvents(o, since))
-  if (q.ref === undefined ? q.kind === undefined || q.kind === 'Pod' : q.ref.kind === 'Pod') out.push(...stoppedCopyEvents(store.list('Node'), since, q.ref, q.namespace))
+  if (q.ref === undefined ? q.kind === undefined || q.kind === 'Pod' : q.ref.kind === 'Pod')
+    out.push(...stoppedCopyEvents(store.list('Node'), since, q.ref, q.namespace))
   out.sort((a, b) => a.time - b.time || a.id.localeCompare(b.id))
   const limit = q.limit ?? 500
   return out.length > limit ? out.slice(out.length - limit) : out

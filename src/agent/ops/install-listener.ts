@@ -2,20 +2,21 @@
  * The node's HTTP listener: the bootstrap script (`curl … | sh`), the package and Node.js runtime it
  * installs, the token check it makes first, /metrics and /healthz.
  */
+
+import { execFile } from 'node:child_process'
 import { timingSafeEqual } from 'node:crypto'
 import { createReadStream, statSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { isIP } from 'node:net'
 import { join } from 'node:path'
-import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import type { Logger } from 'pino'
+import { formatDuration, type Mesh, splitHostPort } from '../../mesh/index.ts'
 import { OrcError } from '../../model/index.ts'
-import { formatDuration, splitHostPort, type Mesh } from '../../mesh/index.ts'
 import type { Component } from '../component.ts'
 import type { MetricsRegistry } from './metrics.ts'
-import { buildPackage, renderInstallScript, unameArch, type OrcPackage } from './package.ts'
-import { parseHttpListen, type HttpListenOption } from './options.ts'
+import { type HttpListenOption, parseHttpListen } from './options.ts'
+import { buildPackage, type OrcPackage, renderInstallScript, unameArch } from './package.ts'
 
 const run = promisify(execFile)
 
@@ -57,12 +58,13 @@ export function installListener(d: InstallListenerComponents): InstallListener {
 
   function canServeNode(): Promise<boolean> {
     // A Node.js linked against shared libnode/libuv (distribution builds) does not run elsewhere.
-    nodeBinaryOk ??= process.platform !== 'linux'
-      ? Promise.resolve(false)
-      : run('ldd', [process.execPath]).then(
-          (r) => !/libnode|libuv|libv8/.test(r.stdout),
-          () => true,
-        )
+    nodeBinaryOk ??=
+      process.platform !== 'linux'
+        ? Promise.resolve(false)
+        : run('ldd', [process.execPath]).then(
+            (r) => !/libnode|libuv|libv8/.test(r.stdout),
+            () => true,
+          )
     return nodeBinaryOk
   }
 
@@ -177,7 +179,12 @@ export function installListener(d: InstallListenerComponents): InstallListener {
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code
         if (d.http.explicit || code !== 'EADDRINUSE') {
-          throw new OrcError('unavailable', `listen on ${d.http.listen} for HTTP: ${code ?? (err as Error).message} (choose another with --http-listen, or --http-listen off)`, {}, err)
+          throw new OrcError(
+            'unavailable',
+            `listen on ${d.http.listen} for HTTP: ${code ?? (err as Error).message} (choose another with --http-listen, or --http-listen off)`,
+            {},
+            err,
+          )
         }
         // Several agents on one machine (tests, experiments): the default port goes to the first.
         server = await listen(want.host, 0)

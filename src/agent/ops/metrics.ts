@@ -70,7 +70,12 @@ export class MetricsRegistry {
   }
 
   histogram(name: string, help: string, buckets: number[]): { observe(labels: Labels, v: number): void } {
-    const f = this.family(name, help, 'histogram', [...buckets].sort((a, b) => a - b))
+    const f = this.family(
+      name,
+      help,
+      'histogram',
+      [...buckets].sort((a, b) => a - b),
+    )
     return {
       observe: (labels, v) => {
         const k = labelText(labels)

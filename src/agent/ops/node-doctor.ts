@@ -1,6 +1,6 @@
 /** The agent's part of `orc doctor`: this host, then what only a running agent knows (peers, clocks, versions, listeners). */
 import { formatDuration, type Mesh } from '../../mesh/index.ts'
-import { clockFindings, hostFindings, type Finding } from './doctor.ts'
+import { clockFindings, type Finding, hostFindings } from './doctor.ts'
 import type { PeerRow } from './peers.ts'
 
 export interface NodeDoctorComponents {
@@ -24,7 +24,8 @@ async function clockSkews(mesh: Mesh | undefined, now: () => number): Promise<Ar
         const r = await mesh.memberRequest(m.peerId, { method: 'GET', path: '/v1/clock' }, { timeoutMs: 5000 })
         const t1 = now()
         const remote = (r.body as { now?: unknown } | null)?.now
-        if (r.status !== 200 || typeof remote !== 'number') return { peer: m.name, skewMs: null, error: `answered HTTP ${r.status} (an older orc without /v1/clock?)` }
+        if (r.status !== 200 || typeof remote !== 'number')
+          return { peer: m.name, skewMs: null, error: `answered HTTP ${r.status} (an older orc without /v1/clock?)` }
         return { peer: m.name, skewMs: remote - (t0 + t1) / 2 }
       } catch (err) {
         return { peer: m.name, skewMs: null, error: (err as Error).message }
@@ -51,7 +52,12 @@ export async function nodeDoctor(d: NodeDoctorComponents): Promise<Finding[]> {
     out.push(...clockFindings(await clockSkews(mesh, d.now)))
     const skewed = d.peers().filter((p) => !p.self && p.version !== null && p.version !== d.version)
     for (const p of skewed) {
-      out.push({ check: 'versions', status: 'warn', message: `${p.name} runs orc ${p.version}, this node ${d.version}`, fix: 'upgrade every node to one version (re-run the install one-liner from an upgraded node)' })
+      out.push({
+        check: 'versions',
+        status: 'warn',
+        message: `${p.name} runs orc ${p.version}, this node ${d.version}`,
+        fix: 'upgrade every node to one version (re-run the install one-liner from an upgraded node)',
+      })
     }
   } else {
     out.push({ check: 'ports', status: 'info', message: 'this agent runs without the mesh' })

@@ -4,8 +4,8 @@
  */
 import { readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { type Mesh, membersTopic, storeTopic } from '../../mesh/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import { membersTopic, storeTopic, type Mesh } from '../../mesh/index.ts'
 import { parseWorkflowSnapshot } from '../../workflow/index.ts'
 import type { Component } from '../component.ts'
 import type { MetricsRegistry } from './metrics.ts'
@@ -51,10 +51,15 @@ export function nodeMetrics(d: NodeMetricsComponents): Component {
     'Time from a write on another node to its arrival here (writes older than 10 minutes count as catch-up instead).',
     [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
   )
-  const catchup = metrics.counter('orc_replication_catchup_total', 'Writes from other nodes that arrived more than 10 minutes after they were made (a node that was away).')
-  const unitDuration = metrics.histogram('orc_unit_duration_seconds', 'Duration of lifecycle units of pods on this node, by unit and result.', [
-    0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300,
-  ])
+  const catchup = metrics.counter(
+    'orc_replication_catchup_total',
+    'Writes from other nodes that arrived more than 10 minutes after they were made (a node that was away).',
+  )
+  const unitDuration = metrics.histogram(
+    'orc_unit_duration_seconds',
+    'Duration of lifecycle units of pods on this node, by unit and result.',
+    [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300],
+  )
   const peersGauge = metrics.gauge('orc_peers', 'Members of the cluster other than this node, by liveness state.')
   const pathGauge = metrics.gauge('orc_peer_connections', 'Mesh connections to members, by path (direct or relayed).')
   const objectsGauge = metrics.gauge('orc_store_objects', 'Objects in the replicated store, by kind.')

@@ -17,7 +17,11 @@ export interface HttpListenOption {
 export function parseHttpListen(text: string): { host: string; port: number } | undefined {
   const s = text.trim()
   if (s === 'off' || s === 'none') return undefined
-  const bad = () => new OrcError('invalid', `--http-listen ${JSON.stringify(text)}: give an IP address and port (like ${DEFAULT_HTTP_LISTEN} or [::]:${DEFAULT_HTTP_PORT}) or off`)
+  const bad = () =>
+    new OrcError(
+      'invalid',
+      `--http-listen ${JSON.stringify(text)}: give an IP address and port (like ${DEFAULT_HTTP_LISTEN} or [::]:${DEFAULT_HTTP_PORT}) or off`,
+    )
   const m = /^\[([^\]]+)\]:([0-9]+)$/.exec(s) ?? /^([^:]+):([0-9]+)$/.exec(s)
   if (!m || isIP(m[1]!) === 0) throw bad()
   const port = Number(m[2])

@@ -7,12 +7,13 @@
  * From a checkout the bundle is built with esbuild from the sources this process runs; an installed
  * node (its root holds `.orc-package`) serves its own installation tree as it is.
  */
+
+import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, cpSync, createReadStream } from 'node:fs'
+import { cpSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { OrcError, wrapError } from '../../model/index.ts'
 
@@ -102,7 +103,10 @@ async function stageFromCheckout(root: string, stage: string, version: string): 
     cpSync(join(root, 'node_modules', p), join(stage, 'node_modules', p), { recursive: true, dereference: true })
   }
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
-  writeFileSync(join(stage, 'package.json'), JSON.stringify({ name: 'orc', version, type: 'module', license: pkg.license, engines: pkg.engines }, null, 2) + '\n')
+  writeFileSync(
+    join(stage, 'package.json'),
+    JSON.stringify({ name: 'orc', version, type: 'module', license: pkg.license, engines: pkg.engines }, null, 2) + '\n',
+  )
   writeFileSync(join(stage, 'orc.mjs'), LAUNCHER, { mode: 0o755 })
   cpSync(installScriptPath(root), join(stage, 'install.sh'))
 }

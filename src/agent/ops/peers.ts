@@ -1,6 +1,7 @@
 /** The peers table of `orc status` and `orc doctor`: each member, how this node reaches it, what it runs. */
-import type { ObjectStore } from '../../store/index.ts'
+
 import type { Mesh } from '../../mesh/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
 import type { PeerRow } from '../api-types.ts'
 
 export type { PeerRow } from '../api-types.ts'
@@ -25,7 +26,21 @@ export function peerRows(d: PeersComponents): PeerRow[] {
     return typeof v === 'string' ? v : null
   }
   if (mesh === undefined) {
-    return [{ name: d.nodeName, peerId: '', self: true, state: 'alive', path: 'self', latencyMs: null, lastSeen: d.now(), handshakeAt: null, addresses: [], version: d.version, pods: pods.get(d.nodeName) ?? 0 }]
+    return [
+      {
+        name: d.nodeName,
+        peerId: '',
+        self: true,
+        state: 'alive',
+        path: 'self',
+        latencyMs: null,
+        lastSeen: d.now(),
+        handshakeAt: null,
+        addresses: [],
+        version: d.version,
+        pods: pods.get(d.nodeName) ?? 0,
+      },
+    ]
   }
   const conns = new Map<string, { relayed: boolean; openedAt: number }>()
   for (const c of mesh.libp2p.getConnections()) {

@@ -1,6 +1,7 @@
 /** The ops routes of the local API: clock, metrics, doctor and events; the node's status gains the listener and the peers. */
-import type { ObjectStore } from '../../store/index.ts'
+
 import type { Query } from '../../model/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
 import type { RouteHandlers } from '../router.ts'
 import type { StatusView } from '../routes.ts'
 import type { Finding } from './doctor.ts'

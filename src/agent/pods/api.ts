@@ -6,13 +6,13 @@
  * Long-polling instead of a streaming response keeps the handler transport-independent.
  */
 import { readFileSync, statSync } from 'node:fs'
-import { sleep, systemClock, type Clock } from '../../effects/index.ts'
-import { OrcError, type ObjectRef, type Pod, type Query } from '../../model/index.ts'
+import { type Clock, sleep, systemClock } from '../../effects/index.ts'
+import { type ObjectRef, OrcError, type Pod, type Query } from '../../model/index.ts'
 import { listLogRevisions, logFilePath, readLogLines } from '../../runtime/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
-import { buildControllerGraph, formatControllerGraph, type ControllerDecl } from '../../workflow/index.ts'
-import type { LogsAnswer } from '../routes.ts'
+import { buildControllerGraph, type ControllerDecl, formatControllerGraph } from '../../workflow/index.ts'
 import type { RouteHandlers } from '../router.ts'
+import type { LogsAnswer } from '../routes.ts'
 
 export interface PodApiComponents {
   store: ObjectStore
@@ -87,7 +87,8 @@ export function podRoutes(c: PodApiComponents) {
     const names = (pod.spec?.containers ?? []).map((x) => x.name)
     let container = one(q, 'container')
     if (container === undefined || container === '') {
-      if (names.length !== 1) throw new OrcError('invalid', `pod/${ref.name} has containers ${names.join(', ')}: choose one with -c`, { ...ref, containers: names })
+      if (names.length !== 1)
+        throw new OrcError('invalid', `pod/${ref.name} has containers ${names.join(', ')}: choose one with -c`, { ...ref, containers: names })
       container = names[0]!
     } else if (!names.includes(container)) {
       throw new OrcError('not_found', `pod/${ref.name} has no container ${container} (it has ${names.join(', ')})`, { ...ref, containers: names })
@@ -100,7 +101,11 @@ export function podRoutes(c: PodApiComponents) {
       revision = typeof running === 'number' && revs.includes(running) ? running : revs[revs.length - 1]
     } else if (!listLogRevisions(dir).includes(revision)) {
       const revs = listLogRevisions(dir)
-      throw new OrcError('not_found', `pod/${ref.name} container ${container} has no logs of revision ${revision} on this node (revisions with logs: ${revs.join(', ') || 'none'})`, { ...ref, revision })
+      throw new OrcError(
+        'not_found',
+        `pod/${ref.name} container ${container} has no logs of revision ${revision} on this node (revisions with logs: ${revs.join(', ') || 'none'})`,
+        { ...ref, revision },
+      )
     }
     return { dir, container, revision, ref }
   }
@@ -131,7 +136,13 @@ export function podRoutes(c: PodApiComponents) {
       const all = readLogLines(t.dir, { revision: rev })
       const partial = sizeOf(live) > head.bytes ? 1 : 0
       const lines = all.slice(0, all.length - partial)
-      return { container: t.container, revision: rev, lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES), cursor: head.bytes, ended: false }
+      return {
+        container: t.container,
+        revision: rev,
+        lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES),
+        cursor: head.bytes,
+        ended: false,
+      }
     }
     const waitMs = Math.min(intParam(q, 'waitMs', 0) ?? 10_000, MAX_WAIT_MS)
     const deadline = clock.now() + waitMs

@@ -16,10 +16,10 @@
 import type { Logger } from 'pino'
 import type { Clock } from '../../effects/index.ts'
 import type { Node, Pod } from '../../model/index.ts'
-import { nextDecisionTime, plan, resolveOptions, type ClusterView, type SchedOptions } from '../../sched/index.ts'
+import { type ClusterView, nextDecisionTime, plan, resolveOptions, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
-import { buildSchedView, schedOptionsOf, type NodeMember, type TaintSince } from '../sched/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
+import { buildSchedView, type NodeMember, schedOptionsOf, type TaintSince } from '../sched/index.ts'
 
 export const SCHEDULER_CONTROLLER = 'controller:scheduler'
 
@@ -289,10 +289,13 @@ export class Binder {
     if (at === undefined || this.stopped) return
     if (this.wake && this.wake.at <= at) return
     if (this.wake) this.c.clearTimeout(this.wake.handle)
-    const handle = this.c.setTimeout(() => {
-      this.wake = undefined
-      return this.pass()
-    }, Math.max(0, at - this.c.now()) + 5)
+    const handle = this.c.setTimeout(
+      () => {
+        this.wake = undefined
+        return this.pass()
+      },
+      Math.max(0, at - this.c.now()) + 5,
+    )
     this.wake = { at, handle }
   }
 
@@ -315,7 +318,11 @@ export class Binder {
           ],
           { author: SCHEDULER_CONTROLLER, reason: `bind to ${me}${scheduling.from ? ` (from ${String(scheduling.from)})` : ''}: ${d.reason}`, now },
         )
-        if (res.revision) this.c.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, from: scheduling.from, reason: d.reason }, 'pod bound')
+        if (res.revision)
+          this.c.log.info(
+            { kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, from: scheduling.from, reason: d.reason },
+            'pod bound',
+          )
       } else {
         const res = await this.c.store.patch(
           ref,
@@ -325,7 +332,8 @@ export class Binder {
           ],
           { author: SCHEDULER_CONTROLLER, reason: `evict from ${me}: ${d.reason}`, now },
         )
-        if (res.revision) this.c.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, reason: d.reason }, 'pod evicted')
+        if (res.revision)
+          this.c.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, reason: d.reason }, 'pod evicted')
       }
     } catch (err) {
       // deleted meanwhile, or refused: the next pass sees the new state

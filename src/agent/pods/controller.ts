@@ -6,20 +6,19 @@
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
+import { type Clock, type Random, systemRandom } from '../../effects/index.ts'
 import { isRefOf, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
 import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput } from '../../runtime/index.ts'
-import type { ObjectStore } from '../../store/index.ts'
-import { systemRandom, type Clock, type Random } from '../../effects/index.ts'
-import { Binder, type ViewBuilder } from './binder.ts'
-import type { Stored } from '../../store/index.ts'
-import { buildSchedView, podViewOf, schedOptionsOf, type NodeMember } from '../sched/index.ts'
 import { DEFAULT_SCHED_OPTIONS, type PodView } from '../../sched/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
+import type { PodNetworkHooks } from '../network/index.ts'
+import { NODE_CONTROLLER } from '../node-info.ts'
+import { buildSchedView, type NodeMember, podViewOf, schedOptionsOf } from '../sched/index.ts'
+import { Binder, type ViewBuilder } from './binder.ts'
+import { Fence } from './fence.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import { PodWorker } from './worker.ts'
-import { Fence } from './fence.ts'
-import { NODE_CONTROLLER } from '../node-info.ts'
-import type { PodNetworkHooks } from '../network/index.ts'
 
 export interface PodLifecycleComponents {
   store: ObjectStore
@@ -87,7 +86,14 @@ export function federatedLoad(scope: string, suffix: string, pods: readonly Stor
     if (phase === 'Succeeded' || phase === 'Failed') continue
     const v = podViewOf(p)
     const local = node.slice(0, -suffix.length)
-    out.push({ namespace: `${scope}:${v.namespace}`, name: v.name, node: local, pin: local, ...(v.requests ? { requests: v.requests } : {}), ...(v.createdAt !== undefined ? { createdAt: v.createdAt } : {}) })
+    out.push({
+      namespace: `${scope}:${v.namespace}`,
+      name: v.name,
+      node: local,
+      pin: local,
+      ...(v.requests ? { requests: v.requests } : {}),
+      ...(v.createdAt !== undefined ? { createdAt: v.createdAt } : {}),
+    })
   }
   return out
 }
@@ -139,7 +145,12 @@ export class PodLifecycle {
       log: this.log,
     })
     mkdirSync(join(c.dataDir, 'pods'), { recursive: true, mode: 0o700 })
-    this.images = new PodImages(join(this.runtimeDir(), 'images'), join(this.runtimeDir(), 'image-pins.json'), this.tunables.keepImageRevisions, c.random ?? systemRandom)
+    this.images = new PodImages(
+      join(this.runtimeDir(), 'images'),
+      join(this.runtimeDir(), 'image-pins.json'),
+      this.tunables.keepImageRevisions,
+      c.random ?? systemRandom,
+    )
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
     this.binder = new Binder({
       store: c.store,
@@ -183,7 +194,15 @@ export class PodLifecycle {
       log: this.c.logger.child({ module: 'scheduler', scope: scope.id }),
       ...(this.c.schedTickMs !== undefined ? { tickMs: this.c.schedTickMs } : {}),
     })
-    const run: ScopeRun = { id: scope.id, store: scope.store, nodeName: scope.nodeName, suffix: scope.nodeName.slice(scope.nodeName.lastIndexOf('@')), namespaces: scope.namespaces, binder, pendingKeys: new Set() }
+    const run: ScopeRun = {
+      id: scope.id,
+      store: scope.store,
+      nodeName: scope.nodeName,
+      suffix: scope.nodeName.slice(scope.nodeName.lastIndexOf('@')),
+      namespaces: scope.namespaces,
+      binder,
+      pendingKeys: new Set(),
+    }
     this.scopes.set(scope.id, run)
     this.log.info({ scope: scope.id, node: scope.nodeName, namespaces: scope.namespaces }, 'pod scope added')
     if (this.started) await this.startScope(run)
@@ -213,7 +232,9 @@ export class PodLifecycle {
     run.unsubscribe = run.store.onChange((keys) => this.onStoreChange(run, keys))
     await run.binder.pass()
     run.binder.start()
-    await Promise.all(this.podsOf(run).map((p) => this.workerFor(run, { kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }).reconcile()))
+    await Promise.all(
+      this.podsOf(run).map((p) => this.workerFor(run, { kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }).reconcile()),
+    )
   }
 
   private podsOf(run: ScopeRun): Stored<Pod>[] {
@@ -327,7 +348,9 @@ export class PodLifecycle {
         // unbound pod needs a node); bindings on lost nodes are found by its periodic pass.
         if (!bind) bind = this.mayNeedBinding(run, ref)
         const wk = this.workerKey(run, ref)
-        void this.workerFor(run, ref).reconcile().then(() => this.dropIfDone(wk))
+        void this.workerFor(run, ref)
+          .reconcile()
+          .then(() => this.dropIfDone(wk))
       } else if (ref.kind === 'Node' || (run.id !== '' && ref.kind === 'Cluster')) bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
     }
@@ -386,7 +409,12 @@ export class PodLifecycle {
   }
 
   private onExit(id: string, exit: ExitStatus): void {
-    for (const w of this.workers.values()) if (w.owns(id)) return w.containerExited(id, exit)
+    for (const w of this.workers.values()) {
+      if (w.owns(id)) {
+        w.containerExited(id, exit)
+        return
+      }
+    }
   }
 
   /**
@@ -397,7 +425,10 @@ export class PodLifecycle {
    */
   private async reportStoppedCopy(run: ScopeRun, ref: { namespace: string; name: string }, boundTo: string, why: string): Promise<void> {
     const pod = `${run.id === '' ? '' : `${run.id}:`}${ref.namespace}/${ref.name}`
-    this.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, scope: run.id || undefined, node: run.nodeName, boundTo, why }, 'stopped the copy of a pod bound elsewhere')
+    this.log.warn(
+      { kind: 'Pod', ns: ref.namespace, name: ref.name, scope: run.id || undefined, node: run.nodeName, boundTo, why },
+      'stopped the copy of a pod bound elsewhere',
+    )
     const nodeRef = { kind: 'Node', namespace: '', name: this.c.nodeName }
     const self = this.c.store.get(nodeRef)
     if (!self) return
@@ -405,7 +436,11 @@ export class PodLifecycle {
     const prior = Array.isArray(self.status?.stoppedCopies) ? (self.status.stoppedCopies as unknown[]) : []
     const entry = { pod, boundTo, at: new Date(now).toISOString(), why }
     await this.c.store
-      .patch(nodeRef, [{ path: ['status', 'stoppedCopies'], value: [...prior, entry].slice(-STOPPED_COPIES_KEPT) }], { author: NODE_CONTROLLER, reason: `stopped the copy of pod ${pod}: ${why}`, now })
+      .patch(nodeRef, [{ path: ['status', 'stoppedCopies'], value: [...prior, entry].slice(-STOPPED_COPIES_KEPT) }], {
+        author: NODE_CONTROLLER,
+        reason: `stopped the copy of pod ${pod}: ${why}`,
+        now,
+      })
       .catch((err) => this.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'report stopped copy'))
   }
 
@@ -421,7 +456,7 @@ export class PodLifecycle {
   }
 
   /** Where a container's logs are on this node. */
-  logDirOf(ref: ObjectRef, uid: string, container: string): string {
+  logDirOf(_ref: ObjectRef, uid: string, container: string): string {
     return join(this.c.dataDir, 'pods', uid, 'logs', container)
   }
 
@@ -444,4 +479,3 @@ export class PodLifecycle {
     for (const rt of this.runtimes.values()) await rt.close().catch(() => {})
   }
 }
-

@@ -9,18 +9,18 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import type { Logger } from 'pino'
 import type { Cluster, Node } from '../../model/index.ts'
+import type { ContainerFence } from '../../runtime/index.ts'
 import {
-  MIN_FENCE_TERM_MS,
   decideFence,
-  fenceTermMs,
-  fenceWindowMs,
-  quorumState,
-  resolveFencing,
   type FenceDecision,
   type FencingOptions,
+  fenceTermMs,
+  fenceWindowMs,
+  MIN_FENCE_TERM_MS,
   type QuorumState,
+  quorumState,
+  resolveFencing,
 } from '../../sched/index.ts'
-import type { ContainerFence } from '../../runtime/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { clusterSchedulingOf, isForgotten, type NodeMember } from '../sched/index.ts'
 
@@ -105,7 +105,12 @@ export class Fence {
     const has = now - this.lastQuorumAt < MIN_FENCE_TERM_MS
     if (has !== this.hadQuorum) {
       if (this.hadQuorum !== undefined || !has) {
-        const fields = { heard: state.heard, size: state.size, needed: state.needed, lastQuorumAt: Number.isFinite(this.lastQuorumAt) ? new Date(this.lastQuorumAt).toISOString() : null }
+        const fields = {
+          heard: state.heard,
+          size: state.size,
+          needed: state.needed,
+          lastQuorumAt: Number.isFinite(this.lastQuorumAt) ? new Date(this.lastQuorumAt).toISOString() : null,
+        }
         if (has) this.c.log.info(fields, 'quorum heard again')
         else this.c.log.warn(fields, 'quorum not heard: ha pods will be fenced')
       }
@@ -148,7 +153,6 @@ export class Fence {
   caughtUp(): boolean {
     return this.caughtUpAt !== undefined
   }
-
 }
 
 function readLease(file: string): number {

@@ -8,12 +8,12 @@
  * of a libuv thread the store also needs.
  */
 import { spawn } from 'node:child_process'
-import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { randomHex, systemRandom, type Random } from '../../effects/index.ts'
+import { type Random, randomHex, systemRandom } from '../../effects/index.ts'
 import { OrcError, wrapError } from '../../model/index.ts'
-import { resolveImage, type ResolvedImage } from '../../runtime/index.ts'
+import { type ResolvedImage, resolveImage } from '../../runtime/index.ts'
 
 const MAX_TAR_BYTES = 8 * 1024 * 1024 * 1024
 

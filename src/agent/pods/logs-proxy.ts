@@ -7,10 +7,11 @@
  * When the pod's node cannot answer, the error names it and its liveness as this node sees it:
  * `pod/web runs on node n2, which is dead (last seen 2m ago)`.
  */
-import { OrcError } from '../../model/index.ts'
+
 import { formatDuration } from '../../mesh/index.ts'
-import type { ObjectStore } from '../../store/index.ts'
 import type { ApiRequest, ApiResponse, Query } from '../../model/index.ts'
+import { OrcError } from '../../model/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
 import { Passthrough, type RouteHandler } from '../router.ts'
 
 export interface LogsProxyMember {
@@ -65,20 +66,31 @@ export function proxiedLogs(c: LogsProxyComponents, local: RouteHandler<'podLogs
     const details = { kind: 'Pod', namespace: ns, name, node }
     const nodeObj = c.store.get({ kind: 'Node', namespace: '', name: node })
     if (nodeObj?.status?.state === 'Removed') {
-      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which was removed from the cluster; its logs are not reachable`, { ...details, state: 'removed' })
+      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which was removed from the cluster; its logs are not reachable`, {
+        ...details,
+        state: 'removed',
+      })
     }
     const members = c.members().filter((m) => !m.self)
     const recorded = typeof nodeObj?.status?.peerId === 'string' ? nodeObj.status.peerId : undefined
     const member = (recorded !== undefined ? members.find((m) => m.peerId === recorded) : undefined) ?? members.find((m) => m.name === node)
     if (member === undefined) {
-      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; its logs are not reachable from here`, {
-        ...details,
-        state: 'unknown',
-      })
+      throw new OrcError(
+        'unavailable',
+        `pod/${name} runs on node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; its logs are not reachable from here`,
+        {
+          ...details,
+          state: 'unknown',
+        },
+      )
     }
     if (member.state === 'dead') {
       // Fail at once: a dial to a node nobody has heard from in a while mostly just times out.
-      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is dead (${seen(member, c.now())})`, { ...details, state: 'dead', peer: member.peerId })
+      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is dead (${seen(member, c.now())})`, {
+        ...details,
+        state: 'dead',
+        peer: member.peerId,
+      })
     }
     c.log?.debug({ ns, name, node, peer: member.peerId }, 'forwarding logs request')
     try {
@@ -86,11 +98,16 @@ export function proxiedLogs(c: LogsProxyComponents, local: RouteHandler<'podLogs
     } catch (err) {
       const now = c.members().find((m) => m.peerId === member.peerId) ?? member
       const why = err instanceof Error ? err.message : String(err)
-      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is ${now.state} (${seen(now, c.now())}) and did not answer: ${why}`, {
-        ...details,
-        state: now.state,
-        peer: member.peerId,
-      }, err)
+      throw new OrcError(
+        'unavailable',
+        `pod/${name} runs on node ${node}, which is ${now.state} (${seen(now, c.now())}) and did not answer: ${why}`,
+        {
+          ...details,
+          state: now.state,
+          peer: member.peerId,
+        },
+        err,
+      )
     }
   }
 

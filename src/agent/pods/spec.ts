@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto'
 import type { Pod, PodSpec, UnsafeFeature } from '../../model/index.ts'
-import { resourcesFromLimits, type ContainerRunSpec } from '../../runtime/index.ts'
+import { type ContainerRunSpec, resourcesFromLimits } from '../../runtime/index.ts'
 
 export type RestartPolicy = NonNullable<PodSpec['restartPolicy']>
 
@@ -59,7 +59,10 @@ export function podSpecOf(obj: Pod): PodSpecView {
 
 /** Identity of a spec: a change of it restarts the pod in place. */
 export function specHash(obj: Pod): string {
-  return createHash('sha256').update(JSON.stringify(obj.spec ?? {})).digest('hex').slice(0, 16)
+  return createHash('sha256')
+    .update(JSON.stringify(obj.spec ?? {}))
+    .digest('hex')
+    .slice(0, 16)
 }
 
 /** The runtime's container id: unique per pod (uid) and container. */
@@ -76,5 +79,3 @@ export function assignedTo(obj: Pod, node: string): boolean {
   if (typeof pin === 'string' && pin !== '') return pin === node
   return obj.status?.node === node
 }
-
-

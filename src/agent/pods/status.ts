@@ -50,12 +50,18 @@ export class StatusWriter {
     if (onlyHeld && this.held === undefined) return
     const cur = this.store.get(this.ref)
     if (!cur || !this.mine(cur)) return
-    if (this.held !== undefined) return this.set(this.held.status, this.held.reason)
+    if (this.held !== undefined) {
+      this.set(this.held.status, this.held.reason)
+      return
+    }
     if (onlyHeld) return
     const st = (cur.status ?? {}) as Record<string, unknown>
     const drift = Object.entries(this.last).filter(([k, v]) => !isDeepStrictEqual(st[k], v === undefined ? undefined : JSON.parse(JSON.stringify(v))))
     if (drift.length === 0) return
-    this.log.info({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, fields: drift.map(([k]) => k) }, 'pod status overwritten by a concurrent write; writing it again')
+    this.log.info(
+      { kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, fields: drift.map(([k]) => k) },
+      'pod status overwritten by a concurrent write; writing it again',
+    )
     this.set(this.last, `status of the running copy restored (${drift.map(([k]) => k).join(', ')} had a concurrent write)`)
   }
 
@@ -72,7 +78,10 @@ export class StatusWriter {
       if (!cur) return
       if (!this.mine(cur)) {
         this.held = { status, reason }
-        this.log.debug({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, reason }, 'pod status held back: the pod is bound to another node, or this agent has not caught up with its cluster')
+        this.log.debug(
+          { kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, reason },
+          'pod status held back: the pod is bound to another node, or this agent has not caught up with its cluster',
+        )
         continue
       }
       try {

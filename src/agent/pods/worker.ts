@@ -9,26 +9,20 @@
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { OrcError, type ObjectRef, type Pod, type PodStatus } from '../../model/index.ts'
+import type { Clock, TimerHandle } from '../../effects/index.ts'
+import { type ObjectRef, OrcError, type Pod, type PodStatus } from '../../model/index.ts'
 import type { ContainerFence, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
-import {
-  WorkflowGraph,
-  WorkflowRun,
-  addPodTargets,
-  type ReachResult,
-  type WorkflowSnapshot,
-} from '../../workflow/index.ts'
-import type { Clock, TimerHandle } from '../../effects/index.ts'
+import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
+import { untaggedAuthor } from '../federation/membership.ts'
+import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
+import { SCHEDULER_CONTROLLER } from './binder.ts'
 import type { PodImages } from './images.ts'
 import type { PodTunables } from './options.ts'
 import { IMPLEMENTED_UNSAFE, ungranted, ungrantedError } from './security.ts'
-import { assignedTo, containerIdOf, podSpecOf, specHash, type PodContainerSpec, type PodSpecView } from './spec.ts'
+import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podSpecOf, specHash } from './spec.ts'
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
-import { SCHEDULER_CONTROLLER } from './binder.ts'
-import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
-import { untaggedAuthor } from '../federation/membership.ts'
 
 export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping' | 'Fenced'
 
@@ -100,7 +94,6 @@ export function containerCommand(c: PodContainerSpec, img: ResolvedImage): { arg
   return { argv, env: { ...img.config.env, ...c.env }, ...(workingDir !== undefined ? { workingDir } : {}) }
 }
 
-
 /** Written by this node's controllers (in a federation's document as `controller:lifecycle@<cluster>`). */
 function isControllerAuthor(author: string): boolean {
   const bare = untaggedAuthor(author)
@@ -139,7 +132,13 @@ export class PodWorker {
     this.ref = ref
     this.log = c.log
     this.runRetryMs = c.tunables.runRetryMs
-    this.writer = new StatusWriter(c.store, ref, () => c.clock.now(), c.log, (obj) => assignedTo(obj, c.nodeName) && (c.fence?.caughtUp() ?? true))
+    this.writer = new StatusWriter(
+      c.store,
+      ref,
+      () => c.clock.now(),
+      c.log,
+      (obj) => assignedTo(obj, c.nodeName) && (c.fence?.caughtUp() ?? true),
+    )
   }
 
   private fields(rev = this.revision): Record<string, unknown> {
@@ -321,7 +320,11 @@ export class PodWorker {
     const spec = podSpecOf(obj)
     const prior = new Map<string, Partial<NonNullable<PodStatus['containers']>[number]>>((st.containers ?? []).map((c) => [String(c.name), c]))
     const anyAdopted = spec.containers.some((c) => this.c.adopted(containerIdOf(obj.metadata.uid, c.name)) !== undefined)
-    if (phase === 'Running' && !anyAdopted && spec.containers.some((c) => prior.get(c.name)?.state === 'running' && this.c.gone(containerIdOf(obj.metadata.uid, c.name)) === undefined)) {
+    if (
+      phase === 'Running' &&
+      !anyAdopted &&
+      spec.containers.some((c) => prior.get(c.name)?.state === 'running' && this.c.gone(containerIdOf(obj.metadata.uid, c.name)) === undefined)
+    ) {
       return false // nothing of it survived and nothing says how it ended: start afresh
     }
     this.hash = hash
@@ -352,7 +355,8 @@ export class PodWorker {
         const g = this.c.gone(id)
         if (g) exits.push([id, g])
         else if (p.state === 'running') exits.push([id, { code: null, signal: null, finishedAt: this.c.clock.now() }])
-        else if (p.state === 'waiting') exits.push([id, { code: typeof p.exitCode === 'number' ? p.exitCode : null, signal: null, finishedAt: this.c.clock.now() }])
+        else if (p.state === 'waiting')
+          exits.push([id, { code: typeof p.exitCode === 'number' ? p.exitCode : null, signal: null, finishedAt: this.c.clock.now() }])
         if (typeof p.startedAt === 'string') cs.startedAt = Date.parse(p.startedAt)
       }
       this.c.forgetRecovered(id)
@@ -388,7 +392,14 @@ export class PodWorker {
     this.containers = new Map(
       this.spec.containers.map((c) => [
         c.name,
-        { spec: c, id: containerIdOf(obj.metadata.uid, c.name), state: 'waiting', reason: 'starting', restarts: 0, backoffMs: this.c.tunables.restartBackoffMs },
+        {
+          spec: c,
+          id: containerIdOf(obj.metadata.uid, c.name),
+          state: 'waiting',
+          reason: 'starting',
+          restarts: 0,
+          backoffMs: this.c.tunables.restartBackoffMs,
+        },
       ]),
     )
     this.log.info({ ...this.fields(), inPlace }, inPlace ? 'pod spec changed, restarting in place' : 'pod assigned, starting')
@@ -484,8 +495,10 @@ export class PodWorker {
         const missing = ungranted(cur, this.c.store.list('SecurityPolicy', this.ref.namespace))
         if (missing.length > 0) throw ungrantedError(cur, missing)
         const notImpl = spec.unsafe.filter((u) => !IMPLEMENTED_UNSAFE.has(u))
-        if (notImpl.length > 0) throw new OrcError('invalid', `unsafe feature ${notImpl.join(', ')} is not implemented by this agent yet (granted, but refused)`)
-        if (spec.unsafe.includes('root') && spec.runtime === 'oci' && process.getuid?.() !== 0) throw new OrcError('forbidden', 'the oci runtime needs a root agent')
+        if (notImpl.length > 0)
+          throw new OrcError('invalid', `unsafe feature ${notImpl.join(', ')} is not implemented by this agent yet (granted, but refused)`)
+        if (spec.unsafe.includes('root') && spec.runtime === 'oci' && process.getuid?.() !== 0)
+          throw new OrcError('forbidden', 'the oci runtime needs a root agent')
       },
     })
     g.addUnit({
@@ -724,4 +737,3 @@ export class PodWorker {
     this.writer.set(status, `${reason} (phase ${phase})`)
   }
 }
-

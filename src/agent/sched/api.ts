@@ -6,11 +6,11 @@
  *   (`Node.status.forgotten`), so its best-effort pods move now. The node's agent clears the mark
  *   when it starts again.
  */
-import { OrcError, isPlainObject } from '../../model/index.ts'
-import { explainPod, formatExplanation, type ClusterView, type SchedOptions } from '../../sched/index.ts'
+import { isPlainObject, OrcError } from '../../model/index.ts'
+import { type ClusterView, explainPod, formatExplanation, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import type { RouteHandlers } from '../router.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
+import type { RouteHandlers } from '../router.ts'
 import type { NodeMember } from './view.ts'
 
 export interface SchedApiComponents {
@@ -25,22 +25,32 @@ export interface SchedApiComponents {
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
 
-async function forgetNode(c: SchedApiComponents, name: string, author: string, reason: string | undefined, force: boolean): Promise<{ node: string; forgotten: true; pods: number }> {
+async function forgetNode(
+  c: SchedApiComponents,
+  name: string,
+  author: string,
+  reason: string | undefined,
+  force: boolean,
+): Promise<{ node: string; forgotten: true; pods: number }> {
   const ref = { kind: 'Node', namespace: '', name }
   const node = c.store.get(ref)
   if (node === undefined) throw new OrcError('not_found', `node/${name} not found`, { ...ref })
   if (name === c.nodeName) throw new OrcError('invalid', `node/${name} is this node: run orc node forget on another node of the cluster`)
   const member = c.members().find((x) => x.name === name)
   if (member?.state === 'alive' && !force) {
-    throw new OrcError('conflict', `node/${name} is alive as this node sees it: its pods would run twice until it hears of this (use --force if you are sure)`, { name })
+    throw new OrcError(
+      'conflict',
+      `node/${name} is alive as this node sees it: its pods would run twice until it hears of this (use --force if you are sure)`,
+      { name },
+    )
   }
   const now = c.now()
   const pods = c.store.list('Pod').filter((p) => p.status?.node === name).length
-  await c.store.patch(
-    ref,
-    [{ path: ['status', 'forgotten'], value: { at: new Date(now).toISOString(), by: author, ...(reason ? { reason } : {}) } }],
-    { author: NODE_CONTROLLER, reason: `${author} forgot node ${name}${reason ? `: ${reason}` : ''}`, now },
-  )
+  await c.store.patch(ref, [{ path: ['status', 'forgotten'], value: { at: new Date(now).toISOString(), by: author, ...(reason ? { reason } : {}) } }], {
+    author: NODE_CONTROLLER,
+    reason: `${author} forgot node ${name}${reason ? `: ${reason}` : ''}`,
+    now,
+  })
   return { node: name, forgotten: true as const, pods }
 }
 
@@ -49,7 +59,8 @@ export function schedRoutes(c: SchedApiComponents) {
   return {
     podPlacement: ({ params: { ns, name } }) => {
       const scoped = c.scopeView?.(ns)
-      if ((scoped?.store ?? c.store).get({ kind: 'Pod', namespace: ns, name }) === undefined) throw new OrcError('not_found', `pod/${name} not found in namespace ${ns}`, { kind: 'Pod', namespace: ns, name })
+      if ((scoped?.store ?? c.store).get({ kind: 'Pod', namespace: ns, name }) === undefined)
+        throw new OrcError('not_found', `pod/${name} not found in namespace ${ns}`, { kind: 'Pod', namespace: ns, name })
       const { view, opts } = scoped ?? c.schedView()
       const e = explainPod(view, `${ns}/${name}`, opts)
       return { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e) }

@@ -1,3 +1,4 @@
 /** The agent's side of scheduling: the view `plan()` runs on, built from the store and membership. */
-export { buildSchedView, nodeViewOf, podViewOf, schedOptionsOf, clusterSchedulingOf, isForgotten, type NodeMember, type TaintSince } from './view.ts'
-export { schedRoutes, type SchedApiComponents } from './api.ts'
+
+export { type SchedApiComponents, schedRoutes } from './api.ts'
+export { buildSchedView, clusterSchedulingOf, isForgotten, type NodeMember, nodeViewOf, podViewOf, schedOptionsOf, type TaintSince } from './view.ts'

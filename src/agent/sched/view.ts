@@ -2,8 +2,17 @@
  * The scheduler's view, built from this node's replica of the store and its membership table. Pure:
  * the binder passes in `now` and the moments it first saw each node unreachable.
  */
-import { isPlainObject, type Cluster, type ClusterSpec, type Node, type Pod } from '../../model/index.ts'
-import { DEPLOYMENT_LABEL, podRequests, type ClusterView, type MemberState, type NodeView, type PodView, type SchedOptionsInput, type Taint } from '../../sched/index.ts'
+import { type Cluster, type ClusterSpec, isPlainObject, type Node, type Pod } from '../../model/index.ts'
+import {
+  type ClusterView,
+  DEPLOYMENT_LABEL,
+  type MemberState,
+  type NodeView,
+  type PodView,
+  podRequests,
+  type SchedOptionsInput,
+  type Taint,
+} from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
 
 /** One node as this node's membership sees it (the mesh's MemberView, or a name believed alive). */

@@ -4,15 +4,24 @@
  */
 import type { Command } from 'commander'
 import { Option } from 'commander'
-import { OrcError, type Node, type NodeStatus } from '../../model/index.ts'
-import type { Stored, StoredObject } from '../../store/index.ts'
-import { agentOptionsFromEnv, defaultDataDir, socketPathOf, startAgent, stopOnSignals, type Agent, type AgentOptions, type MeshSetup } from '../../agent/index.ts'
-import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
-import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
-import type { ApiCaller } from '../remote.ts'
+import {
+  type Agent,
+  type AgentOptions,
+  agentOptionsFromEnv,
+  defaultDataDir,
+  type MeshSetup,
+  socketPathOf,
+  startAgent,
+  stopOnSignals,
+} from '../../agent/index.ts'
+import { type Node, type NodeStatus, OrcError } from '../../model/index.ts'
+import type { Stored } from '../../store/index.ts'
 import { callRoute } from '../call.ts'
-import { createProgress } from '../progress.ts'
+import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
 import { fetchMembers, unreachableNodes } from '../liveness.ts'
+import { createProgress } from '../progress.ts'
+import type { ApiCaller } from '../remote.ts'
+import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, installLine } from './ops.ts'
 
 export interface ClusterCliIO {
@@ -23,9 +32,14 @@ export interface ClusterCliIO {
 }
 
 function collect(v: string, prev: string[]): string[] {
-  return [...prev, ...v.split(',').map((x) => x.trim()).filter((x) => x !== '')]
+  return [
+    ...prev,
+    ...v
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== ''),
+  ]
 }
-
 
 /** `90s`, `30m`, `1h`, `7d` → ms. */
 export function parseDuration(text: string): number {
@@ -97,8 +111,6 @@ async function runForeground(io: ClusterCliIO, opts: AgentOptions, banner: (a: A
   removeSignals()
 }
 
-
-
 function ageOf(iso: unknown, now: number): string {
   const t = typeof iso === 'string' ? Date.parse(iso) : NaN
   return Number.isNaN(t) ? '<unknown>' : ago(now - t).replace(' ago', '')
@@ -118,7 +130,10 @@ export async function nodesWideTable(client: ApiCaller, items: Stored<Node>[], n
     const seen = m === undefined ? '-' : m.self ? 'now' : m.lastSeen === null ? 'never' : ago(now - m.lastSeen)
     const rtt = m === undefined || m.self || m.rttMs === null ? '-' : `${Math.round(m.rttMs * 10) / 10}ms`
     const addrs = (m && m.addresses.length > 0 ? m.addresses : (st.addresses ?? [])).join(',') || '<none>'
-    const labels = Object.entries(o.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',') || '<none>'
+    const labels =
+      Object.entries(o.metadata.labels ?? {})
+        .map(([k, v]) => `${k}=${v}`)
+        .join(',') || '<none>'
     const status = !removed && m !== undefined && !m.self ? (down.get(m.name)?.text ?? String(st.state ?? 'Unknown')) : String(st.state ?? 'Unknown')
     return [o.metadata.name, status, state, seen, rtt, addrs, nodeNetworkCell(o), String(st.version ?? '<unknown>'), labels, ageOf(o.metadata.createdAt, now)]
   })
@@ -129,19 +144,21 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   // ---- join
   program
     .command('join')
-    .description('Join an existing cluster with a token, then run this node\'s agent in the foreground')
-    .argument('<peer>', 'a node of the cluster: host:port, IP, DNS name or multiaddr (the token also names its issuer\'s addresses)')
+    .description("Join an existing cluster with a token, then run this node's agent in the foreground")
+    .argument('<peer>', "a node of the cluster: host:port, IP, DNS name or multiaddr (the token also names its issuer's addresses)")
     .requiredOption('--token <token>', 'join token from `orc token create` on a member')
     .option('--data-dir <dir>', `where the node keeps its state; must be new or empty (default: ${defaultDataDir(io.env)})`)
     .option('--name <name>', 'node name, unique in the cluster (default: the host name)')
-    .option('--labels <k=v,...>', 'labels of this node\'s Node object')
+    .option('--labels <k=v,...>', "labels of this node's Node object")
     .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
     .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
     .option('--log-level <level>', 'trace, debug, info, warn or error (default: $ORC_LOG_LEVEL, else info)')
     .option('--http-listen <addr>', HTTP_LISTEN_HELP)
     .option('--network <mode>', NETWORK_FLAG_HELP)
     .option('--wg-port <port>', 'WireGuard UDP port (default 51820, a free one when taken)')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # On a member: make a token (one use, valid for an hour)
   orc token create
 
@@ -149,7 +166,8 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   orc join 192.168.1.10:7419 --token orcjoin1.eyJ2Ijo...
 
   # A second node on the same machine, for experiments
-  orc join 127.0.0.1:7419 --token "$T" --data-dir /tmp/orc2 --name node2 --listen 127.0.0.1:7420`))
+  orc join 127.0.0.1:7419 --token "$T" --data-dir /tmp/orc2 --name node2 --listen 127.0.0.1:7420`),
+    )
     .action(async (peer: string, opts, cmd: Command) => {
       const dataDir: string = opts.dataDir ?? defaultDataDir(io.env)
       const socketFlag = cmd.optsWithGlobals().socket as string | undefined
@@ -197,7 +215,9 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .option('--uses <n>', 'how many nodes may join with it', '1')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['token', 'json']).default('token'))
     .option('--print-install', 'print the one-line install command for a new machine (curl … | sh) instead of the bare token')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # One node, within the hour
   orc token create
 
@@ -205,7 +225,8 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   orc token create --print-install
 
   # Three nodes, within ten minutes; keep the token in a variable
-  T=$(orc token create --ttl 10m --uses 3)`))
+  T=$(orc token create --ttl 10m --uses 3)`),
+    )
     .action(async (opts, cmd: Command) => {
       const ttlMs = parseDuration(opts.ttl)
       const uses = Number(opts.uses)
@@ -214,17 +235,28 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       if (opts.printInstall) {
         // Before the token exists: a node that serves no install script should not burn one.
         const s = await callRoute(client(cmd), 'status')
-        if (!s.http) throw new OrcError('unavailable', "this node's HTTP listener is off, so it serves no install script (start it with --http-listen ADDR), or use orc join")
+        if (!s.http)
+          throw new OrcError(
+            'unavailable',
+            "this node's HTTP listener is off, so it serves no install script (start it with --http-listen ADDR), or use orc join",
+          )
         http = s.http.address
       }
-      const r = await callRoute(client(cmd), 'createToken', {}, {
-        body: { ttlMs, uses },
-      })
+      const r = await callRoute(
+        client(cmd),
+        'createToken',
+        {},
+        {
+          body: { ttlMs, uses },
+        },
+      )
       if (http !== undefined) {
         const line = installLine(http, joinAddressOf(r.addresses)?.replace(/^\[?([^\]]*?)\]?:[0-9]+$/, '$1'), r.token)
         if (opts.output === 'json') return io.out(JSON.stringify({ ...r, install: line }, null, 2) + '\n')
         io.out(line + '\n')
-        io.err(`token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or as a user who may use sudo).\n`)
+        io.err(
+          `token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or as a user who may use sudo).\n`,
+        )
         return
       }
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
@@ -275,32 +307,48 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .argument('<NODE>', 'node name (see orc get nodes)')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .option('--reason <text>', 'why; recorded in the history')
-    .addHelpText('after', examples(`
-  orc node remove node3 --reason "disk failed"`))
+    .addHelpText(
+      'after',
+      examples(`
+  orc node remove node3 --reason "disk failed"`),
+    )
     .action(async (name: string, opts, cmd: Command) => {
       const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
       const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
-      const r = await callRoute(client(cmd), 'removeNode', { name }, {
-        body: { author, reason: opts.reason },
-      })
+      const r = await callRoute(
+        client(cmd),
+        'removeNode',
+        { name },
+        {
+          body: { author, reason: opts.reason },
+        },
+      )
       io.out(`node/${name} removed (peer ${r.peerId} is refused by every node)\n`)
     })
 
   node
     .command('forget')
-    .description("Declare a lost node gone: its best-effort pods move to other nodes now (ha pods move on their own after haAfter)")
+    .description('Declare a lost node gone: its best-effort pods move to other nodes now (ha pods move on their own after haAfter)')
     .argument('<NODE>', 'node name (see orc get nodes)')
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .option('--reason <text>', 'why; recorded in the history')
     .option('--force', 'forget a node this node still sees alive (its pods run twice until it hears of it)')
-    .addHelpText('after', examples(`
-  orc node forget node3 --reason "burnt power supply"`))
+    .addHelpText(
+      'after',
+      examples(`
+  orc node forget node3 --reason "burnt power supply"`),
+    )
     .action(async (name: string, opts, cmd: Command) => {
       const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
       const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
-      const r = await callRoute(client(cmd), 'forgetNode', { name }, {
-        body: { author, reason: opts.reason, force: opts.force === true },
-      })
+      const r = await callRoute(
+        client(cmd),
+        'forgetNode',
+        { name },
+        {
+          body: { author, reason: opts.reason, force: opts.force === true },
+        },
+      )
       io.out(`node/${name} forgotten: its ${r.pods} pod(s) may move to other nodes; the mark is cleared when its agent starts again\n`)
     })
 
@@ -310,12 +358,15 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .description('The admin credential for remote CLI access (orc --node)')
     .command('export')
     .description('Print the admin credential (keep it secret: it grants full control of the cluster)')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # On the node that created the cluster
   orc credential export > ~/.orc-credential && chmod 600 ~/.orc-credential
 
   # Anywhere that can reach a node
-  orc --node 192.168.1.10:7419 --credential ~/.orc-credential get nodes`))
+  orc --node 192.168.1.10:7419 --credential ~/.orc-credential get nodes`),
+    )
     .action(async (_opts, cmd: Command) => {
       const r = await callRoute(client(cmd), 'credential')
       io.out(r.credential + '\n')

@@ -8,10 +8,10 @@
 import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Command } from 'commander'
+import { type DownResponse, defaultDataDir, NETWORK_DOWN_FILE, readPid, removeNetworkLeftovers, resolveSocketPath, socketPathOf } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
-import { NETWORK_DOWN_FILE, defaultDataDir, readPid, removeNetworkLeftovers, resolveSocketPath, socketPathOf, type DownResponse } from '../../agent/index.ts'
-import { ApiClient } from '../client.ts'
 import { callRoute } from '../call.ts'
+import { ApiClient } from '../client.ts'
 import { examples } from '../format.ts'
 
 export interface DownCliIO {
@@ -56,21 +56,28 @@ export function registerDownCommand(program: Command, io: DownCliIO): void {
     .description("Stop this machine's agent and remove what it made on the host (WireGuard interface, routes, pod namespaces, NAT table); data is kept")
     .option('--data-dir <dir>', `the node's data dir (default: ${defaultDataDir(io.env)}); its socket unless --socket is given`)
     .option('--timeout <duration>', 'how long to wait for the agent to exit', '60s')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Pods running on this node are stopped with their namespaces; they start again on the next
 \`orc up\`. The data dir — the replicated store, the node's identity and WireGuard key — is kept,
 and the node stays a member of its cluster (\`orc node remove\` takes it out). With no agent
 running, \`orc down\` removes what a killed agent left behind, as named in <data-dir>/network.json.
-` + examples(`
+` +
+        examples(`
   # Stop the local agent and clean up the host
   sudo orc down
 
   # A second node on the same machine
-  orc down --data-dir /tmp/orc2`))
+  orc down --data-dir /tmp/orc2`),
+    )
     .action(async (opts: { dataDir?: string; timeout: string }, cmd: Command) => {
       const g = cmd.optsWithGlobals()
       if ((g.node as string | undefined) ?? (io.env.ORC_NODE || undefined)) {
-        throw new OrcError('invalid', 'orc down works on the machine of the node it stops (it waits for the agent to exit and cleans up the host): run it there, without --node')
+        throw new OrcError(
+          'invalid',
+          'orc down works on the machine of the node it stops (it waits for the agent to exit and cleans up the host): run it there, without --node',
+        )
       }
       const timeoutMs = parseTimeout(opts.timeout)
       const socketFlag = g.socket as string | undefined
@@ -80,7 +87,12 @@ running, \`orc down\` removes what a killed agent left behind, as named in <data
         res = await callRoute(new ApiClient(socket), 'down')
       } catch (err) {
         if (err instanceof OrcError && err.code === 'not_found') {
-          throw new OrcError('unavailable', `the agent at ${socket} does not know orc down (an older version): stop it with SIGTERM (systemctl stop orc, or Ctrl-C)`, {}, err)
+          throw new OrcError(
+            'unavailable',
+            `the agent at ${socket} does not know orc down (an older version): stop it with SIGTERM (systemctl stop orc, or Ctrl-C)`,
+            {},
+            err,
+          )
         }
         if (!(err instanceof OrcError) || err.code !== 'unavailable') throw err
       }
@@ -89,14 +101,16 @@ running, \`orc down\` removes what a killed agent left behind, as named in <data
       io.out(`stopping node ${res.node} (pid ${res.pid}) …\n`)
       const deadline = Date.now() + timeoutMs
       while (alive(res.pid)) {
-        if (Date.now() > deadline) throw new OrcError('timeout', `node ${res.node} (pid ${res.pid}) has not exited after ${opts.timeout}; see its log, or stop it with kill ${res.pid}`)
+        if (Date.now() > deadline)
+          throw new OrcError('timeout', `node ${res.node} (pid ${res.pid}) has not exited after ${opts.timeout}; see its log, or stop it with kill ${res.pid}`)
         await new Promise((r) => setTimeout(r, 100))
       }
       io.out(`node ${res.node} stopped\n`)
       const removed = res.dataDir !== undefined ? readDownReport(res.dataDir) : undefined
       if (removed === undefined) {
         const n = res.network
-        if (n.iface !== undefined || n.nftTable !== undefined) io.out(`its agent removed its node network (interface ${n.iface ?? '-'}, ${n.pods.length} pod namespace(s)); see its log\n`)
+        if (n.iface !== undefined || n.nftTable !== undefined)
+          io.out(`its agent removed its node network (interface ${n.iface ?? '-'}, ${n.pods.length} pod namespace(s)); see its log\n`)
         else io.out('its node network was off: nothing on the host to remove\n')
       } else if (removed.length > 0) {
         io.out(`removed:\n${removed.map((l) => `  ${l}\n`).join('')}`)
@@ -115,7 +129,9 @@ running, \`orc down\` removes what a killed agent left behind, as named in <data
 async function cleanLeftovers(io: DownCliIO, dataDir: string, socket: string): Promise<void> {
   const pid = readPid(dataDir)
   if (pid !== undefined && pid !== process.pid && alive(pid)) {
-    throw new OrcError('unavailable', `an agent (pid ${pid}) holds ${dataDir} but does not answer at ${socket}; stop it (kill ${pid}) and run orc down again`, { pid })
+    throw new OrcError('unavailable', `an agent (pid ${pid}) holds ${dataDir} but does not answer at ${socket}; stop it (kill ${pid}) and run orc down again`, {
+      pid,
+    })
   }
   const r = await removeNetworkLeftovers(dataDir)
   if (!r.known) {

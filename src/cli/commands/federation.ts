@@ -5,8 +5,8 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
 import type { FederationView } from '../../agent/index.ts'
-import { callRoute } from '../call.ts'
 import { OrcError } from '../../model/index.ts'
+import { callRoute } from '../call.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
 
@@ -14,7 +14,6 @@ export interface FederationCliIO {
   out(text: string): void
   env: NodeJS.ProcessEnv
 }
-
 
 function parseTtl(v: string): number {
   const m = /^([0-9]+)(s|m|h|d)?$/.exec(v.trim())
@@ -38,7 +37,13 @@ export function formatFederation(f: FederationView): string {
   if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
   if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
   if (f.clusters) {
-    lines.push('', formatTable(['CLUSTER', 'ID', 'NODES', 'CONNECTED'], f.clusters.map((c) => [c.self ? `${c.name} (this)` : c.name, c.id, String(c.members), c.self ? '-' : String(c.connected)])).replace(/\n$/, ''))
+    lines.push(
+      '',
+      formatTable(
+        ['CLUSTER', 'ID', 'NODES', 'CONNECTED'],
+        f.clusters.map((c) => [c.self ? `${c.name} (this)` : c.name, c.id, String(c.members), c.self ? '-' : String(c.connected)]),
+      ).replace(/\n$/, ''),
+    )
   } else lines.push('  (this node is not in it yet: it follows its cluster in shortly)')
   return lines.join('\n') + '\n'
 }
@@ -48,7 +53,9 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .command('federation')
     .alias('fed')
     .description('Link clusters and share namespaces between them: create, token, join, list, status, leave, remove')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # On cluster "home": share the namespace "shared" in a federation "lab"
   orc federation create lab --namespace shared
   orc federation token lab
@@ -60,7 +67,8 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc apply -n shared -f web.yaml
   orc history -n shared pod/web        # authors read user:alice@home, user:bob@cloud
   orc federation status lab
-  orc federation leave lab             # stop replicating; local copies stay`))
+  orc federation leave lab             # stop replicating; local copies stay`),
+    )
 
   const output = () => new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text')
 
@@ -72,13 +80,21 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .option('--as <cluster>', "this cluster's name in the federation (default: the cluster's own name)")
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .addOption(output())
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc federation create lab --namespace shared
-  orc federation create lab --namespace web,db --as home`))
+  orc federation create lab --namespace web,db --as home`),
+    )
     .action(async (name: string, opts, cmd: Command) => {
-      const r = await callRoute(client(cmd), 'createFederation', {}, {
-        body: { name, namespaces: opts.namespace, as: opts.as, author: authorFrom(io.env, opts.author) },
-      })
+      const r = await callRoute(
+        client(cmd),
+        'createFederation',
+        {},
+        {
+          body: { name, namespaces: opts.namespace, as: opts.as, author: authorFrom(io.env, opts.author) },
+        },
+      )
       if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
       io.out(`federation/${name} created (id ${r.federation.id}); cluster ${r.federation.cluster} shares ${r.federation.namespaces.join(', ')}\n`)
       io.out(`Invite another cluster:  orc federation token ${name}\n`)
@@ -90,16 +106,26 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('<NAME>', 'federation name')
     .option('--ttl <duration>', 'how long the token is valid (s, m, h, d)', '1h')
     .addOption(output())
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc federation token lab
-  orc federation token lab --ttl 15m`))
+  orc federation token lab --ttl 15m`),
+    )
     .action(async (name: string, opts, cmd: Command) => {
-      const r = await callRoute(client(cmd), 'federationToken', { name }, {
-        body: { ttlSeconds: parseTtl(opts.ttl) },
-      })
+      const r = await callRoute(
+        client(cmd),
+        'federationToken',
+        { name },
+        {
+          body: { ttlSeconds: parseTtl(opts.ttl) },
+        },
+      )
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
       io.out(`${r.token}\n`)
-      io.out(`\n# valid until ${new Date(r.expiresAt).toISOString()}, for one cluster. On a node of the other cluster:\n#   orc federation join ${r.addresses[0] ?? '<this node>'} --token <token>\n`)
+      io.out(
+        `\n# valid until ${new Date(r.expiresAt).toISOString()}, for one cluster. On a node of the other cluster:\n#   orc federation join ${r.addresses[0] ?? '<this node>'} --token <token>\n`,
+      )
     })
 
   fed
@@ -110,13 +136,21 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .option('--as <cluster>', "this cluster's name in the federation (default: the cluster's own name)")
     .option('--author <author>', 'who makes this change (default: user:$USER)')
     .addOption(output())
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc federation join 192.0.2.10:7946 --token orcfed1.…
-  orc federation join --token orcfed1.… --as cloud`))
+  orc federation join --token orcfed1.… --as cloud`),
+    )
     .action(async (peer: string | undefined, opts, cmd: Command) => {
-      const r = await callRoute(client(cmd), 'joinFederation', {}, {
-        body: { token: opts.token, peer, as: opts.as, author: authorFrom(io.env, opts.author) },
-      })
+      const r = await callRoute(
+        client(cmd),
+        'joinFederation',
+        {},
+        {
+          body: { token: opts.token, peer, as: opts.as, author: authorFrom(io.env, opts.author) },
+        },
+      )
       if (opts.output === 'json') return io.out(JSON.stringify(r.federation, null, 2) + '\n')
       io.out(`joined federation/${r.federation.name} as cluster ${r.federation.cluster}; shared namespaces: ${r.federation.namespaces.join(', ')}\n`)
     })

@@ -2,15 +2,17 @@
  * Network commands: `orc get routes` (this node's tunnels, live), the `--network` flag of
  * `orc up`/`orc join`, the network columns of `orc get nodes -o wide`, and `orc why node/NAME`.
  */
-import { OrcError, type Node, type NodeNetworkStatus, type NodeStatus } from '../../model/index.ts'
+
+import { type NetworkSetup, parseNetworkMode, type TunnelReport } from '../../agent/index.ts'
+import { type Node, type NodeNetworkStatus, type NodeStatus, OrcError } from '../../model/index.ts'
 import type { Stored } from '../../store/index.ts'
-import { parseNetworkMode, type NetworkSetup, type TunnelReport } from '../../agent/index.ts'
-import { explainWhy, formatWhy, parseWorkflowSnapshot, criticalChain, formatCriticalChain } from '../../workflow/index.ts'
+import { criticalChain, explainWhy, formatCriticalChain, formatWhy, parseWorkflowSnapshot } from '../../workflow/index.ts'
+import { callRoute } from '../call.ts'
 import { ago, formatTable } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
-import { callRoute } from '../call.ts'
 
-export const NETWORK_FLAG_HELP = 'pod network: auto (use WireGuard and pod namespaces when root and WireGuard are available), on (required), off (loopback-only pods); default $ORC_NETWORK or auto'
+export const NETWORK_FLAG_HELP =
+  'pod network: auto (use WireGuard and pod namespaces when root and WireGuard are available), on (required), off (loopback-only pods); default $ORC_NETWORK or auto'
 
 /** `--network`, `--wg-port` (or ORC_NETWORK) → the agent's network setup. */
 export function networkSetupFromFlags(opts: { network?: string; wgPort?: string }, env: NodeJS.ProcessEnv): NetworkSetup {
@@ -18,7 +20,8 @@ export function networkSetupFromFlags(opts: { network?: string; wgPort?: string 
   const setup: NetworkSetup = { mode }
   if (opts.wgPort !== undefined) {
     const port = Number(opts.wgPort)
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new OrcError('invalid', `--wg-port ${opts.wgPort}: want a UDP port number (0 = any free one)`)
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new OrcError('invalid', `--wg-port ${opts.wgPort}: want a UDP port number (0 = any free one)`)
     setup.listenPort = port
   }
   return setup
@@ -61,14 +64,28 @@ export async function routesOutput(client: ApiCaller, output: string, now: numbe
   if (r.tunnels.length === 0 && federated.length === 0) return head.join('\n') + '\n' + (r.iface ? '\nNo other nodes publish a tunnel yet.\n' : '')
   const wide = output === 'wide'
   const rows = r.tunnels.map((t) => {
-    const row = [t.prefix, t.node, t.state, t.endpoint ?? '<learned when it dials>', t.latestHandshakeMs === undefined ? 'never' : handshakeAge(now - t.latestHandshakeMs), pathText(t)]
+    const row = [
+      t.prefix,
+      t.node,
+      t.state,
+      t.endpoint ?? '<learned when it dials>',
+      t.latestHandshakeMs === undefined ? 'never' : handshakeAge(now - t.latestHandshakeMs),
+      pathText(t),
+    ]
     if (wide) row.push(bytes(t.rxBytes), bytes(t.txBytes))
     return row
   })
   // Other federated clusters' nodes: one row per federated pod /128 routed to them (NODE is node@cluster).
   for (const f of federated) {
     for (const dst of f.routes) {
-      const row = [dst, f.node, f.state, f.endpoint ?? '<learned when it dials>', f.latestHandshakeMs === undefined ? 'never' : handshakeAge(now - f.latestHandshakeMs), `federation ${f.federations.join(',')}`]
+      const row = [
+        dst,
+        f.node,
+        f.state,
+        f.endpoint ?? '<learned when it dials>',
+        f.latestHandshakeMs === undefined ? 'never' : handshakeAge(now - f.latestHandshakeMs),
+        `federation ${f.federations.join(',')}`,
+      ]
       if (wide) row.push(bytes(f.rxBytes), bytes(f.txBytes))
       rows.push(row)
     }
@@ -102,7 +119,10 @@ export function nodeWhyOutput(node: Stored<Node>, opts: { output: string; critic
   }
   const lines = [`${subject}: ${String(st.state ?? 'Unknown')}`]
   lines.push(`  network: ${String(net.state ?? 'unknown')}${net.reason ? ` (${String(net.reason)})` : ''}`)
-  if (typeof net.prefix === 'string') lines.push(`  prefix ${net.prefix}, interface ${String(net.iface ?? '-')}, endpoints ${((net.endpoints as string[] | undefined) ?? []).join(',') || '<none>'}`)
+  if (typeof net.prefix === 'string')
+    lines.push(
+      `  prefix ${net.prefix}, interface ${String(net.iface ?? '-')}, endpoints ${((net.endpoints as string[] | undefined) ?? []).join(',') || '<none>'}`,
+    )
   const t = net.tunnels as { up?: number; total?: number } | undefined
   if (t && typeof t.total === 'number') lines.push(`  tunnels up: ${t.up ?? 0}/${t.total}`)
   if (!snap) {
@@ -112,6 +132,8 @@ export function nodeWhyOutput(node: Stored<Node>, opts: { output: string; critic
   const running = snap.units.some((u) => u.state === 'running' || u.state === 'waiting') && snap.cancelled === undefined
   const at = running ? Math.max(now, snap.at) : snap.at
   lines.push('')
-  lines.push(opts.criticalChain ? formatCriticalChain(criticalChain(snap, 'ready', { subject, now: at })) : formatWhy(explainWhy(snap, 'ready', { subject, now: at })))
+  lines.push(
+    opts.criticalChain ? formatCriticalChain(criticalChain(snap, 'ready', { subject, now: at })) : formatWhy(explainWhy(snap, 'ready', { subject, now: at })),
+  )
   return lines.join('\n') + '\n'
 }

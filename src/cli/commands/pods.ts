@@ -2,27 +2,20 @@
  * Pod commands: `orc why`, `orc logs`, `orc controllers`, and `orc image …` (local images under
  * `<data-dir>/images`, no registry).
  */
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, lstatSync } from 'node:fs'
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import type { Command } from 'commander'
-import type { ClusterEvent, LogsQuery, ResponseOf } from '../../agent/index.ts'
-import { callRoute } from '../call.ts'
-import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { Option } from 'commander'
-import { OrcError, parseRef, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
-import type { Stored, StoredObject } from '../../store/index.ts'
+import type { ClusterEvent, LogsQuery, ResponseOf } from '../../agent/index.ts'
 import { defaultDataDir, objectParams } from '../../agent/index.ts'
+import { type Node, type ObjectRef, OrcError, type Pod, parseRef } from '../../model/index.ts'
 import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
-import {
-  criticalChain,
-  explainWhy,
-  formatCriticalChain,
-  formatWhy,
-  parseWorkflowSnapshot,
-  type WorkflowSnapshot,
-} from '../../workflow/index.ts'
+import type { Stored } from '../../store/index.ts'
+import { criticalChain, explainWhy, formatCriticalChain, formatWhy, parseWorkflowSnapshot, type WorkflowSnapshot } from '../../workflow/index.ts'
+import { callRoute } from '../call.ts'
 import { examples, formatTable } from '../format.ts'
+import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { createProgress } from '../progress.ts'
 import type { ApiCaller } from '../remote.ts'
 import { nodeWhyOutput } from './network.ts'
@@ -33,7 +26,6 @@ export interface PodCliIO {
   env: NodeJS.ProcessEnv
   now(): number
 }
-
 
 function podRef(target: string, namespace: string | undefined): ObjectRef {
   const ref = parseRef(target.includes('/') ? target : `pod/${target}`, namespace || undefined)
@@ -81,20 +73,23 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--critical-chain', 'the chain of units that set the time to reach running, with start times and durations')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Why is web not running?
   orc why pod/web
 
   # What took the time, systemd-analyze style
-  orc why pod/web --critical-chain`))
+  orc why pod/web --critical-chain`),
+    )
     .action(async (target: string, opts, cmd: Command) => {
       if (/^(node|nodes|no)\//i.test(target)) {
         const name = target.slice(target.indexOf('/') + 1)
-        const { object: node } = await callRoute(client(cmd), 'getObject', objectParams({ kind: 'Node', namespace: '', name })) as { object: Stored<Node> }
+        const { object: node } = (await callRoute(client(cmd), 'getObject', objectParams({ kind: 'Node', namespace: '', name }))) as { object: Stored<Node> }
         return io.out(nodeWhyOutput(node, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
       }
       const ref = podRef(target, opts.namespace)
-      const { object: pod } = await callRoute(client(cmd), 'getObject', objectParams(ref)) as { object: Stored<Pod> }
+      const { object: pod } = (await callRoute(client(cmd), 'getObject', objectParams(ref))) as { object: Stored<Pod> }
       const raw = pod.status?.workflow
       const now = io.now()
       let snap: WorkflowSnapshot | undefined
@@ -118,7 +113,8 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       const node = podNodeOf(pod)
       const lost = node === undefined || !members ? undefined : unreachableNodes(members, now).get(node)
       const out = podSummary(lost ? (withLiveness('Pod', [pod], new Map([[node!, lost]]))[0] as Stored<Pod>) : pod)
-      if (lost) out.push(`  node ${node} is ${lost.text} as this node sees it: the status below is its last report (phase ${String(pod.status?.phase ?? 'Pending')})`)
+      if (lost)
+        out.push(`  node ${node} is ${lost.text} as this node sees it: the status below is its last report (phase ${String(pod.status?.phase ?? 'Pending')})`)
       const stopped = await stoppedCopiesOf(client(cmd), ref)
       if (stopped.length > 0) out.push('', 'Copies stopped on other nodes:', ...stopped.map((s) => `  ${s.node} at ${s.at}: ${s.why}`))
       if (placement && placement.explanation.status !== 'bound') out.push('', 'Placement:', ...placement.text.split('\n').map((l) => `  ${l}`))
@@ -131,7 +127,11 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       const running = snap.units.some((u) => u.state === 'running' || u.state === 'waiting') && snap.cancelled === undefined
       const at = running ? Math.max(now, snap.at) : snap.at
       out.push('')
-      out.push(opts.criticalChain ? formatCriticalChain(criticalChain(snap, 'running', { subject, now: at })) : formatWhy(explainWhy(snap, 'running', { subject, now: at })))
+      out.push(
+        opts.criticalChain
+          ? formatCriticalChain(criticalChain(snap, 'running', { subject, now: at }))
+          : formatWhy(explainWhy(snap, 'running', { subject, now: at })),
+      )
       io.out(out.join('\n') + '\n')
     })
 
@@ -145,11 +145,14 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .option('-f, --follow', 'keep printing new output until the container ends (Ctrl-C to stop)')
     .option('--revision <n>', 'logs of this pod revision (default: the running one)')
     .option('--tail <n>', 'only the last N lines')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc logs pod/web
   orc logs pod/web -c sidecar --tail 20
   orc logs pod/web -f
-  orc logs pod/web --revision 3`))
+  orc logs pod/web --revision 3`),
+    )
     .action(async (target: string, opts, cmd: Command) => {
       const ref = podRef(target, opts.namespace)
       const c = client(cmd)
@@ -164,7 +167,9 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       for (;;) {
         if (r.lines.length > 0) io.out(r.lines.join('\n') + '\n')
         if (r.ended) return
-        r = await callRoute(c, 'podLogs', pod, { query: { container: opts.container, revision: String(r.revision), follow: '1', cursor: String(r.cursor), waitMs: '10000' } })
+        r = await callRoute(c, 'podLogs', pod, {
+          query: { container: opts.container, revision: String(r.revision), follow: '1', cursor: String(r.cursor), waitMs: '10000' },
+        })
       }
     })
 
@@ -195,9 +200,12 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .argument('<SRC>', 'rootfs directory, OCI layout directory, or OCI layout tar (.tar, .tar.gz)')
     .requiredOption('--name <name>', 'image name; pods use the image path <data-dir>/images/NAME')
     .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc image import ./rootfs --name myapp
-  orc image import ./myapp-oci.tar --name myapp`))
+  orc image import ./myapp-oci.tar --name myapp`),
+    )
     .action(async (src: string, opts) => {
       checkName(opts.name)
       const dest = join(dataDirOf(opts), 'images', opts.name)
@@ -214,7 +222,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
 
   image
     .command('import-busybox')
-    .description('Build the sample busybox image from the host\'s static busybox (/usr/bin/busybox)')
+    .description("Build the sample busybox image from the host's static busybox (/usr/bin/busybox)")
     .option('--name <name>', 'image name', 'busybox')
     .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
     .action(async (opts) => {
@@ -232,7 +240,9 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       const dir = join(dataDirOf(opts), 'images')
       let names: string[] = []
       try {
-        names = readdirSync(dir).filter((n) => !n.includes('.tmp-')).sort()
+        names = readdirSync(dir)
+          .filter((n) => !n.includes('.tmp-'))
+          .sort()
       } catch {}
       if (names.length === 0) return io.err(`No images in ${dir} (import one with orc image import, or orc image import-busybox).\n`)
       const rows = names.map((n) => {

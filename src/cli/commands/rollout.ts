@@ -5,8 +5,8 @@
 import type { Command } from 'commander'
 import { Option } from 'commander'
 import type { BodyOf, RolloutView } from '../../agent/index.ts'
-import { callRoute } from '../call.ts'
 import { OrcError } from '../../model/index.ts'
+import { callRoute } from '../call.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
 import { createProgress } from '../progress.ts'
 import type { ApiCaller } from '../remote.ts'
@@ -17,9 +17,6 @@ export interface RolloutCliIO {
   env: NodeJS.ProcessEnv
   now(): number
 }
-
-
-
 
 /** `web` or `pinneddeployment/web` (or pd/web) → `web`. */
 function deploymentName(target: string): string {
@@ -46,7 +43,14 @@ function splitText(v: RolloutView): string {
 
 /** The text of `orc rollout status`. */
 export function formatRollout(v: RolloutView, withPods: boolean): string {
-  const rows = [v.previous, ...(v.next ? [v.next] : [])].map((c, i) => [i === 0 ? 'previous' : 'next', c.template, String(c.desired), String(c.created), String(c.running), String(c.ready)])
+  const rows = [v.previous, ...(v.next ? [v.next] : [])].map((c, i) => [
+    i === 0 ? 'previous' : 'next',
+    c.template,
+    String(c.desired),
+    String(c.created),
+    String(c.running),
+    String(c.ready),
+  ])
   const lines = [
     `pinneddeployment/${v.deployment} (revision ${v.revision ?? '?'}): ${splitText(v)}`,
     '',
@@ -63,7 +67,13 @@ export function formatRollout(v: RolloutView, withPods: boolean): string {
     lines.push(`In progress: ${waiting.join(', ') || 'waiting for status'}.`)
   }
   if (withPods && v.pods.length > 0) {
-    lines.push('', formatTable(['POD', 'VERSION', 'NODE', 'PHASE', 'READY'], v.pods.map((p) => [p.name, p.version, p.node ?? '<none>', p.phase, p.ready ? 'yes' : 'no'])).replace(/\n$/, ''))
+    lines.push(
+      '',
+      formatTable(
+        ['POD', 'VERSION', 'NODE', 'PHASE', 'READY'],
+        v.pods.map((p) => [p.name, p.version, p.node ?? '<none>', p.phase, p.ready ? 'yes' : 'no']),
+      ).replace(/\n$/, ''),
+    )
   }
   return lines.join('\n') + '\n'
 }
@@ -72,7 +82,9 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
   const rollout = program
     .command('rollout')
     .description('Roll a PinnedDeployment from its previous template to its next one: status, set the split, promote, abort')
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   # Where is the rollout of web?
   orc rollout status web
 
@@ -86,7 +98,8 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
   orc rollout promote web --reason "1.4 is good"
 
   # Back out: every replica runs previous again
-  orc rollout abort web`))
+  orc rollout abort web`),
+    )
 
   const write = (action: 'set' | 'promote' | 'abort') => async (target: string, opts: Record<string, unknown>, cmd: Command) => {
     const name = deploymentName(target)
@@ -94,10 +107,12 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     if (action === 'set') {
       const num = (v: unknown, flag: string): number => {
         const n = Number(v)
-        if (typeof v !== 'string' || !/^[0-9]+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw new OrcError('invalid', `${flag}: must be a whole number, got ${JSON.stringify(v)}`)
+        if (typeof v !== 'string' || !/^[0-9]+$/.test(v.trim()) || !Number.isSafeInteger(n))
+          throw new OrcError('invalid', `${flag}: must be a whole number, got ${JSON.stringify(v)}`)
         return n
       }
-      if ((opts.nextReplicas === undefined) === (opts.nextPercent === undefined)) throw new OrcError('invalid', 'rollout set needs exactly one of --next-replicas N and --next-percent P')
+      if ((opts.nextReplicas === undefined) === (opts.nextPercent === undefined))
+        throw new OrcError('invalid', 'rollout set needs exactly one of --next-replicas N and --next-percent P')
       if (opts.nextReplicas !== undefined) body.nextReplicas = num(opts.nextReplicas, '--next-replicas')
       else body.nextPercent = num(String(opts.nextPercent).replace(/%$/, ''), '--next-percent')
     }
@@ -121,22 +136,31 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     .option('-w, --wait', 'wait until the rollout step is complete (every wanted pod ready, no old pod left)')
     .option('--timeout <seconds>', 'with --wait: give up after this many seconds (exit 1)', '300')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc rollout status web
   orc rollout status web --pods
   orc rollout status web --wait --timeout 120
-  orc rollout status web -o json`))
+  orc rollout status web -o json`),
+    )
     .action(async (target: string, opts, cmd: Command) => {
       const name = deploymentName(target)
       const c = client(cmd)
       const timeoutMs = Number(opts.timeout) * 1000
-      if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new OrcError('invalid', `--timeout: must be a number of seconds, got ${JSON.stringify(opts.timeout)}`)
+      if (!Number.isFinite(timeoutMs) || timeoutMs < 0)
+        throw new OrcError('invalid', `--timeout: must be a number of seconds, got ${JSON.stringify(opts.timeout)}`)
       const deadline = io.now() + timeoutMs
       let v = await callRoute(c, 'rollout', params(opts.namespace, name))
       // Progress on stderr (a spinner on a terminal, a line per change otherwise); stdout keeps
       // only the final status, so `-o json` stays parseable.
       const progress = opts.wait && !v.done ? createProgress({ write: (t) => io.err(t), isTTY: Boolean(process.stderr.isTTY) }) : undefined
-      const step = (x: RolloutView) => `pinneddeployment/${name}: ${formatRollout(x, false).split('\n').find((l) => l.startsWith('In progress:')) ?? 'waiting for status'}`
+      const step = (x: RolloutView) =>
+        `pinneddeployment/${name}: ${
+          formatRollout(x, false)
+            .split('\n')
+            .find((l) => l.startsWith('In progress:')) ?? 'waiting for status'
+        }`
       while (opts.wait && !v.done) {
         progress?.update(step(v))
         if (io.now() > deadline) {
@@ -154,23 +178,37 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
   common(
     rollout
       .command('set')
-      .description("Set how many replicas run spec.next (a count or a share); the rest run spec.previous")
+      .description('Set how many replicas run spec.next (a count or a share); the rest run spec.previous')
       .argument('<NAME>', 'PinnedDeployment name')
       .option('--next-replicas <n>', 'exactly this many replicas (or nodes, for every-node deployments) run next')
       .option('--next-percent <p>', 'this share of the replicas runs next, rounded up (10% of 3 is 1)'),
   )
-    .addHelpText('after', examples(`
+    .addHelpText(
+      'after',
+      examples(`
   orc rollout set web --next-percent 20
-  orc rollout set web --next-replicas 1 --reason "canary for #123"`))
+  orc rollout set web --next-replicas 1 --reason "canary for #123"`),
+    )
     .action(write('set'))
 
   common(rollout.command('promote').description('Make spec.next the new spec.previous: every replica runs it').argument('<NAME>', 'PinnedDeployment name'))
-    .addHelpText('after', examples(`
-  orc rollout promote web`))
+    .addHelpText(
+      'after',
+      examples(`
+  orc rollout promote web`),
+    )
     .action(write('promote'))
 
-  common(rollout.command('abort').description('Drop spec.next: every replica runs spec.previous (the next template stays in the history)').argument('<NAME>', 'PinnedDeployment name'))
-    .addHelpText('after', examples(`
-  orc rollout abort web --reason "error rate up"`))
+  common(
+    rollout
+      .command('abort')
+      .description('Drop spec.next: every replica runs spec.previous (the next template stays in the history)')
+      .argument('<NAME>', 'PinnedDeployment name'),
+  )
+    .addHelpText(
+      'after',
+      examples(`
+  orc rollout abort web --reason "error rate up"`),
+    )
     .action(write('abort'))
 }

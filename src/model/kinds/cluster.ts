@@ -1,5 +1,5 @@
-import { s } from '../schema.ts'
 import { defineKind, type ObjectOfKind } from '../kind.ts'
+import { s } from '../schema.ts'
 import { age, createdAt, text } from './common.ts'
 
 /** Written by controller:cluster on any node of the cluster. */

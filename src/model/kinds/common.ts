@@ -1,6 +1,5 @@
-import { s, DNS_LABEL } from '../schema.ts'
-import type { OrcObject } from '../object.ts'
 import { formatDuration } from '../duration.ts'
+import { DNS_LABEL, s } from '../schema.ts'
 
 export const labelKey = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/
 export const labelValue = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/

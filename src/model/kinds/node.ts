@@ -1,5 +1,5 @@
-import { s } from '../schema.ts'
 import { defineKind, type ObjectOfKind } from '../kind.ts'
+import { s } from '../schema.ts'
 import { age, createdAt, labelsText, text } from './common.ts'
 
 const taintEffect = s.enum('NoSchedule', 'PreferNoSchedule', 'NoExecute')

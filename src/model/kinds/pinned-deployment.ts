@@ -1,6 +1,6 @@
-import { s } from '../schema.ts'
 import { defineKind, type ObjectOfKind } from '../kind.ts'
 import type { Issue } from '../schema.ts'
+import { s } from '../schema.ts'
 import { age, createdAt, labelsSchema, text } from './common.ts'
 import { podKind, podSpecIssues } from './pod.ts'
 
@@ -76,9 +76,11 @@ export const pinnedDeploymentKind = defineKind({
       issues.push({ path: 'metadata.name', rule: `must be at most ${MAX_DEPLOYMENT_NAME} characters (pod names add a template hash and an ordinal)` })
     }
     if (!everyNode && spec.replicas === undefined) issues.push({ path: 'spec.replicas', rule: 'required (or set spec.placement.everyNode: true)' })
-    if (spec.nextReplicas !== undefined && spec.nextPercent !== undefined) issues.push({ path: 'spec.nextPercent', rule: 'set either nextReplicas or nextPercent, not both' })
+    if (spec.nextReplicas !== undefined && spec.nextPercent !== undefined)
+      issues.push({ path: 'spec.nextPercent', rule: 'set either nextReplicas or nextPercent, not both' })
     if (spec.next === undefined) {
-      for (const f of ['nextReplicas', 'nextPercent'] as const) if (spec[f] !== undefined && spec[f] !== 0) issues.push({ path: `spec.${f}`, rule: 'needs spec.next (the template to roll out)' })
+      for (const f of ['nextReplicas', 'nextPercent'] as const)
+        if (spec[f] !== undefined && spec[f] !== 0) issues.push({ path: `spec.${f}`, rule: 'needs spec.next (the template to roll out)' })
     }
     if (!everyNode && typeof spec.nextReplicas === 'number' && typeof spec.replicas === 'number' && spec.nextReplicas > spec.replicas) {
       issues.push({ path: 'spec.nextReplicas', rule: `must be <= spec.replicas (${spec.replicas})` })
@@ -88,9 +90,11 @@ export const pinnedDeploymentKind = defineKind({
       if (t === undefined) continue
       issues.push(...podSpecIssues(t.spec, `spec.${v}.spec`))
       const labels = t.metadata?.labels ?? {}
-      for (const k of ['orc/deployment', 'orc/template']) if (k in labels) issues.push({ path: `spec.${v}.metadata.labels[${JSON.stringify(k)}]`, rule: 'is set by orc' })
+      for (const k of ['orc/deployment', 'orc/template'])
+        if (k in labels) issues.push({ path: `spec.${v}.metadata.labels[${JSON.stringify(k)}]`, rule: 'is set by orc' })
       const pin = t.spec.placement?.node
-      if (everyNode && pin !== undefined) issues.push({ path: `spec.${v}.spec.placement.node`, rule: 'cannot be set with placement.everyNode (each copy is pinned to its node)' })
+      if (everyNode && pin !== undefined)
+        issues.push({ path: `spec.${v}.spec.placement.node`, rule: 'cannot be set with placement.everyNode (each copy is pinned to its node)' })
     }
     return issues
   },

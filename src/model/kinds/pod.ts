@@ -1,6 +1,6 @@
-import { s } from '../schema.ts'
 import { defineKind, type ObjectOfKind } from '../kind.ts'
 import type { Infer, Issue } from '../schema.ts'
+import { s } from '../schema.ts'
 import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
 
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
@@ -76,7 +76,8 @@ function schedulingIssues(spec: unknown, base: string): Issue[] {
       const n = Array.isArray(r?.values) ? r.values.length : 0
       if ((r?.operator === 'In' || r?.operator === 'NotIn') && n === 0) issues.push({ path: p, rule: `operator ${r.operator} needs at least one value` })
       if ((r?.operator === 'Exists' || r?.operator === 'DoesNotExist') && n > 0) issues.push({ path: p, rule: `operator ${r.operator} takes no values` })
-      if ((r?.operator === 'Gt' || r?.operator === 'Lt') && (n !== 1 || !/^-?[0-9]+$/.test(String(r.values[0])))) issues.push({ path: p, rule: `operator ${r.operator} needs exactly one integer value` })
+      if ((r?.operator === 'Gt' || r?.operator === 'Lt') && (n !== 1 || !/^-?[0-9]+$/.test(String(r.values[0]))))
+        issues.push({ path: p, rule: `operator ${r.operator} needs exactly one integer value` })
     })
   }
   const a = sp.affinity ?? {}
@@ -84,7 +85,9 @@ function schedulingIssues(spec: unknown, base: string): Issue[] {
   ;(a.nodeAffinity?.preferred ?? []).forEach((w: any, i: number) => checkSelector(w?.selector, `${base}.affinity.nodeAffinity.preferred[${i}].selector`))
   for (const kind of ['podAffinity', 'podAntiAffinity']) {
     ;(a[kind]?.required ?? []).forEach((t: any, i: number) => checkSelector(t?.labelSelector, `${base}.affinity.${kind}.required[${i}].labelSelector`))
-    ;(a[kind]?.preferred ?? []).forEach((w: any, i: number) => checkSelector(w?.term?.labelSelector, `${base}.affinity.${kind}.preferred[${i}].term.labelSelector`))
+    ;(a[kind]?.preferred ?? []).forEach((w: any, i: number) =>
+      checkSelector(w?.term?.labelSelector, `${base}.affinity.${kind}.preferred[${i}].term.labelSelector`),
+    )
   }
   const pl = sp.placement ?? {}
   for (const key of ['clusters', 'preferClusters']) {
@@ -94,9 +97,11 @@ function schedulingIssues(spec: unknown, base: string): Issue[] {
     })
   }
   if (Array.isArray(pl.clusters)) {
-    if (pl.clusters.length === 0) issues.push({ path: `${base}.placement.clusters`, rule: 'name at least one cluster (leave it out for the cluster that creates the pod)' })
+    if (pl.clusters.length === 0)
+      issues.push({ path: `${base}.placement.clusters`, rule: 'name at least one cluster (leave it out for the cluster that creates the pod)' })
     ;(Array.isArray(pl.preferClusters) ? pl.preferClusters : []).forEach((c: unknown, i: number) => {
-      if (!pl.clusters.includes(c)) issues.push({ path: `${base}.placement.preferClusters[${i}]`, rule: `cluster ${JSON.stringify(c)} is not in placement.clusters` })
+      if (!pl.clusters.includes(c))
+        issues.push({ path: `${base}.placement.preferClusters[${i}]`, rule: `cluster ${JSON.stringify(c)} is not in placement.clusters` })
     })
   }
   ;(Array.isArray(sp.tolerations) ? sp.tolerations : []).forEach((t: any, i: number) => {
@@ -153,31 +158,31 @@ export type PodStatus = {
 }
 
 const podSpec = s.object({
-    containers: s.required(s.array(container, { maxItems: 32, uniqueBy: 'name' })),
-    restartPolicy: s.enum('Always', 'OnFailure', 'Never'),
-    policy: s.enum('ha', 'best-effort'),
-    /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
-    haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
-    runtime: s.enum('sandbox', 'oci'),
-    terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
-    nodeSelector: labelsSchema,
-    /**
-     * `node`: pin to one node. `clusters` (shared namespaces of a federation): the member clusters
-     * the pod may run in — absent, only the cluster that created it. `preferClusters`: most
-     * preferred first, among those allowed.
-     */
-    placement: s.object({
-      node: dnsName,
-      clusters: s.array(dnsName, { maxItems: 64 }),
-      preferClusters: s.array(dnsName, { maxItems: 64 }),
-    }),
-    /** Node affinity, pod affinity and anti-affinity (spread across nodes or a label such as `site`). */
-    affinity,
-    /** Node taints (`Node.spec.taints`) this pod accepts. */
-    tolerations: s.array(toleration, { maxItems: 64 }),
-    /** Higher is placed first when capacity is short (default 0). */
-    priority: s.int({ min: -1_000_000, max: 1_000_000 }),
-    security: s.object({ unsafe: s.array(s.enum('root', 'hostNetwork', 'devices', 'hostPath', 'capabilities'), { maxItems: 8 }) }),
+  containers: s.required(s.array(container, { maxItems: 32, uniqueBy: 'name' })),
+  restartPolicy: s.enum('Always', 'OnFailure', 'Never'),
+  policy: s.enum('ha', 'best-effort'),
+  /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
+  haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
+  runtime: s.enum('sandbox', 'oci'),
+  terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
+  nodeSelector: labelsSchema,
+  /**
+   * `node`: pin to one node. `clusters` (shared namespaces of a federation): the member clusters
+   * the pod may run in — absent, only the cluster that created it. `preferClusters`: most
+   * preferred first, among those allowed.
+   */
+  placement: s.object({
+    node: dnsName,
+    clusters: s.array(dnsName, { maxItems: 64 }),
+    preferClusters: s.array(dnsName, { maxItems: 64 }),
+  }),
+  /** Node affinity, pod affinity and anti-affinity (spread across nodes or a label such as `site`). */
+  affinity,
+  /** Node taints (`Node.spec.taints`) this pod accepts. */
+  tolerations: s.array(toleration, { maxItems: 64 }),
+  /** Higher is placed first when capacity is short (default 0). */
+  priority: s.int({ min: -1_000_000, max: 1_000_000 }),
+  security: s.object({ unsafe: s.array(s.enum('root', 'hostNetwork', 'devices', 'hostPath', 'capabilities'), { maxItems: 8 }) }),
 })
 
 export const podKind = defineKind({

@@ -1,5 +1,5 @@
-import { s } from '../schema.ts'
 import { defineKind, type ObjectOfKind } from '../kind.ts'
+import { s } from '../schema.ts'
 import { age, createdAt, labelsSchema, text } from './common.ts'
 
 /** The unsafe features a pod may ask for in `spec.security.unsafe` and an operator may grant. */

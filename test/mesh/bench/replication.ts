@@ -1,12 +1,15 @@
 // Mesh benchmark (in-process, loopback TCP). Prints one figure per line.
 // Run: node --import tsx --import ./test/setup.ts test/mesh/bench/replication.ts
-import { Fixture, DocReplica, waitFor, seededRandom } from '../helpers.ts'
-import { Mesh } from '../../../src/mesh/index.ts'
+
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
+import { Mesh } from '../../../src/mesh/index.ts'
+import { DocReplica, Fixture, seededRandom, waitFor } from '../helpers.ts'
 
 const fx = new Fixture()
-const ra = new DocReplica(), rb = new DocReplica(), rc = new DocReplica()
+const ra = new DocReplica(),
+  rb = new DocReplica(),
+  rc = new DocReplica()
 for (let i = 0; i < 10_000; i++) ra.set(`obj/${i}`, { i, spec: { image: 'busybox', replicas: 1 } })
 const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
 
@@ -50,6 +53,9 @@ await s.libp2p.start()
 const id = peerIdFromString(a.peerId)
 await s.libp2p.peerStore.merge(id, { multiaddrs: a.addresses().map((x) => multiaddr(x)) })
 t0 = performance.now()
-await s.libp2p.dial(id, { signal: AbortSignal.timeout(10_000) }).then(() => s.libp2p.services.ping.ping(id)).catch(() => undefined)
+await s.libp2p
+  .dial(id, { signal: AbortSignal.timeout(10_000) })
+  .then(() => s.libp2p.services.ping.ping(id))
+  .catch(() => undefined)
 console.log(`wrong_psk_refused_ms ${(performance.now() - t0).toFixed(0)}`)
 await fx.close()

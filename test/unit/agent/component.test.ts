@@ -1,6 +1,6 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startComponents, type Component } from '../../../src/agent/component.ts'
+import { test } from 'node:test'
+import { type Component, startComponents } from '../../../src/agent/component.ts'
 import { OrcError } from '../../../src/model/index.ts'
 
 function recorder(): { calls: string[]; part(name: string, o?: { failStart?: Error; failStop?: Error; beforeStop?: boolean }): Component } {

@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { chmodSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import { closedAncestor } from '../../../src/agent/agent.ts'
 
 // Pods run as an unprivileged uid and must pass through every directory above the data dir to

@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { normalizeManifest, isOrcError } from '../../../src/model/index.ts'
-import { changedSpec } from '../../../src/agent/deployments/index.ts'
+import { test } from 'node:test'
 import { checkAgentControllers } from '../../../src/agent/controllers.ts'
+import { changedSpec } from '../../../src/agent/deployments/index.ts'
+import { isOrcError, normalizeManifest } from '../../../src/model/index.ts'
 
 const tpl = (marker = '1') => ({ metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'main', image: '/img', command: ['sleep', marker] }] } })
 const dep = (spec: Record<string, unknown>, name = 'web'): any => ({ apiVersion: 'orc/v1', kind: 'PinnedDeployment', metadata: { name }, spec })
@@ -22,34 +22,69 @@ test('PinnedDeployment validation names the field', () => {
   assert.match(issues(dep({ previous: tpl() })), /spec\.replicas: required \(or set spec\.placement\.everyNode: true\)/)
   assert.match(issues(dep({ replicas: 2 })), /spec\.previous: required/)
   assert.match(issues(dep({ replicas: 2, previous: tpl(), next: tpl('2'), nextReplicas: 3 })), /spec\.nextReplicas: must be <= spec\.replicas \(2\)/)
-  assert.match(issues(dep({ replicas: 2, previous: tpl(), next: tpl('2'), nextReplicas: 1, nextPercent: 5 })), /spec\.nextPercent: set either nextReplicas or nextPercent/)
+  assert.match(
+    issues(dep({ replicas: 2, previous: tpl(), next: tpl('2'), nextReplicas: 1, nextPercent: 5 })),
+    /spec\.nextPercent: set either nextReplicas or nextPercent/,
+  )
   assert.match(issues(dep({ replicas: 2, previous: tpl(), nextPercent: 5 })), /spec\.nextPercent: needs spec\.next/)
   assert.match(issues(dep({ replicas: 2, previous: tpl(), next: tpl(), nextPercent: 101 })), /spec\.nextPercent: must be <= 100/)
   assert.match(issues(dep({ replicas: 2, previous: { spec: { containers: [] } } })), /spec\.previous\.spec\.containers: must have at least one container/)
   assert.match(issues(dep({ replicas: 2, previous: { spec: { containers: [{ name: 'm' }] } } })), /spec\.previous\.spec\.containers\[0\]\.image: required/)
-  assert.match(issues(dep({ replicas: 2, previous: { metadata: { labels: { 'orc/template': 'x' } }, spec: tpl().spec } })), /spec\.previous\.metadata\.labels\["orc\/template"\]: is set by orc/)
-  assert.match(issues(dep({ placement: { everyNode: true }, previous: { spec: { ...tpl().spec, placement: { node: 'a' } } } })), /spec\.previous\.spec\.placement\.node: cannot be set with placement\.everyNode/)
+  assert.match(
+    issues(dep({ replicas: 2, previous: { metadata: { labels: { 'orc/template': 'x' } }, spec: tpl().spec } })),
+    /spec\.previous\.metadata\.labels\["orc\/template"\]: is set by orc/,
+  )
+  assert.match(
+    issues(dep({ placement: { everyNode: true }, previous: { spec: { ...tpl().spec, placement: { node: 'a' } } } })),
+    /spec\.previous\.spec\.placement\.node: cannot be set with placement\.everyNode/,
+  )
   assert.match(issues(dep({ replicas: 1, previous: tpl() }, 'a'.repeat(51))), /metadata\.name: must be at most 50 characters/)
 })
 
 test('Pod affinity and tolerations are validated with the field named', () => {
-  const pod = (spec: Record<string, unknown>) => ({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'p' }, spec: { containers: [{ name: 'm', image: '/img' }], ...spec } })
+  const pod = (spec: Record<string, unknown>) => ({
+    apiVersion: 'orc/v1',
+    kind: 'Pod',
+    metadata: { name: 'p' },
+    spec: { containers: [{ name: 'm', image: '/img' }], ...spec },
+  })
   const ok = {
     affinity: {
-      nodeAffinity: { required: [{ matchExpressions: [{ key: 'site', operator: 'In', values: ['eu'] }] }], preferred: [{ weight: 10, selector: { matchLabels: { disk: 'ssd' } } }] },
+      nodeAffinity: {
+        required: [{ matchExpressions: [{ key: 'site', operator: 'In', values: ['eu'] }] }],
+        preferred: [{ weight: 10, selector: { matchLabels: { disk: 'ssd' } } }],
+      },
       podAntiAffinity: { required: [{ labelSelector: { matchLabels: { app: 'db' } }, topologyKey: 'site' }] },
       podAffinity: { preferred: [{ weight: 50, term: { labelSelector: { matchLabels: { app: 'cache' } }, topologyKey: 'node' } }] },
     },
-    tolerations: [{ key: 'gpu', operator: 'Exists', effect: 'NoSchedule' }, { key: 'maint', value: 'yes', effect: 'NoExecute', tolerationSeconds: 60 }],
+    tolerations: [
+      { key: 'gpu', operator: 'Exists', effect: 'NoSchedule' },
+      { key: 'maint', value: 'yes', effect: 'NoExecute', tolerationSeconds: 60 },
+    ],
     priority: 10,
   }
   assert.equal(issues(pod(ok)), '')
-  assert.match(issues(pod({ affinity: { nodeAffinity: { required: [{ matchExpressions: [{ key: 'site', operator: 'In' }] }] } } })), /spec\.affinity\.nodeAffinity\.required\[0\]\.matchExpressions\[0\]\.values: operator In needs at least one value/)
-  assert.match(issues(pod({ affinity: { podAntiAffinity: { required: [{ labelSelector: {} }] } } })), /spec\.affinity\.podAntiAffinity\.required\[0\]\.topologyKey: required/)
-  assert.match(issues(pod({ affinity: { podAffinity: { preferred: [{ weight: 500, term: { labelSelector: {}, topologyKey: 'node' } }] } } })), /spec\.affinity\.podAffinity\.preferred\[0\]\.weight: must be <= 100/)
+  assert.match(
+    issues(pod({ affinity: { nodeAffinity: { required: [{ matchExpressions: [{ key: 'site', operator: 'In' }] }] } } })),
+    /spec\.affinity\.nodeAffinity\.required\[0\]\.matchExpressions\[0\]\.values: operator In needs at least one value/,
+  )
+  assert.match(
+    issues(pod({ affinity: { podAntiAffinity: { required: [{ labelSelector: {} }] } } })),
+    /spec\.affinity\.podAntiAffinity\.required\[0\]\.topologyKey: required/,
+  )
+  assert.match(
+    issues(pod({ affinity: { podAffinity: { preferred: [{ weight: 500, term: { labelSelector: {}, topologyKey: 'node' } }] } } })),
+    /spec\.affinity\.podAffinity\.preferred\[0\]\.weight: must be <= 100/,
+  )
   assert.match(issues(pod({ tolerations: [{ operator: 'Equal', value: 'x' }] })), /spec\.tolerations\[0\]\.key: required unless operator is Exists/)
-  assert.match(issues(pod({ tolerations: [{ key: 'k', effect: 'NoSchedule', tolerationSeconds: 5 }] })), /spec\.tolerations\[0\]\.tolerationSeconds: only for effect NoExecute/)
-  assert.match(issues(pod({ tolerations: [{ key: 'k', effect: 'Sometimes' }] })), /spec\.tolerations\[0\]\.effect: must be one of NoSchedule, PreferNoSchedule, NoExecute/)
+  assert.match(
+    issues(pod({ tolerations: [{ key: 'k', effect: 'NoSchedule', tolerationSeconds: 5 }] })),
+    /spec\.tolerations\[0\]\.tolerationSeconds: only for effect NoExecute/,
+  )
+  assert.match(
+    issues(pod({ tolerations: [{ key: 'k', effect: 'Sometimes' }] })),
+    /spec\.tolerations\[0\]\.effect: must be one of NoSchedule, PreferNoSchedule, NoExecute/,
+  )
 })
 
 test('rollout set / promote / abort: the new spec, and clear errors', () => {
@@ -61,7 +96,10 @@ test('rollout set / promote / abort: the new spec, and clear errors', () => {
   assert.throws(() => changedSpec(d, 'set', {}), /exactly one of nextReplicas/)
   const plain = dep({ replicas: 4, previous: tpl('1') })
   for (const a of ['set', 'promote', 'abort']) {
-    assert.throws(() => changedSpec(plain, a, { nextPercent: 5 }), (e: unknown) => isOrcError(e, 'conflict') && /has no spec\.next/.test((e as Error).message))
+    assert.throws(
+      () => changedSpec(plain, a, { nextPercent: 5 }),
+      (e: unknown) => isOrcError(e, 'conflict') && /has no spec\.next/.test((e as Error).message),
+    )
   }
 })
 

@@ -1,9 +1,9 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { createMemberApiHandler, memberRouteAllowed } from '../../../src/agent/member-api.ts'
-import { forwardTimeoutMs, proxiedLogs, type LogsProxyMember } from '../../../src/agent/pods/logs-proxy.ts'
-import { createRouter } from '../../../src/agent/router.ts'
+import { test } from 'node:test'
 import type { ApiRequest } from '../../../src/agent/api.ts'
+import { createMemberApiHandler, memberRouteAllowed } from '../../../src/agent/member-api.ts'
+import { forwardTimeoutMs, type LogsProxyMember, proxiedLogs } from '../../../src/agent/pods/logs-proxy.ts'
+import { createRouter } from '../../../src/agent/router.ts'
 
 test('a member-forwarded request may only read pod logs: writes and admin routes are refused before any handler runs', async () => {
   const reached: ApiRequest[] = []
@@ -39,7 +39,13 @@ test('a member-forwarded request may only read pod logs: writes and admin routes
   assert.equal(memberRouteAllowed({ method: 'GET', path: '/v1/pods/ns/x/logs?follow=1' }), true)
 })
 
-const pod = (name: string, node: string) => ({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name, namespace: 'default', uid: 'u1' }, spec: { placement: { node } }, status: {} })
+const pod = (name: string, node: string) => ({
+  apiVersion: 'orc/v1',
+  kind: 'Pod',
+  metadata: { name, namespace: 'default', uid: 'u1' },
+  spec: { placement: { node } },
+  status: {},
+})
 const nodeObj = (name: string, status: Record<string, unknown>) => ({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name }, spec: {}, status })
 
 function proxy(members: LogsProxyMember[], opts: { removed?: boolean; fail?: Error } = {}) {
@@ -87,19 +93,27 @@ test('logs of a pod on another member are forwarded to it; local pods and other 
   assert.equal(forwardTimeoutMs({ follow: '1', cursor: '10', waitMs: '999999' }), 45_000)
 })
 
-test('when the pod\'s node cannot answer, the error names the node and its state', async () => {
+test("when the pod's node cannot answer, the error names the node and its state", async () => {
   const dead = proxy([self, { peerId: 'P2', name: 'n2', state: 'dead', lastSeen: 1_000_000 - 120_000, self: false }])
   const r = await dead.h({ method: 'GET', path: '/v1/pods/default/web/logs' })
   assert.equal(r.status, 503)
   assert.equal((r.body as any).error.message, 'pod/web runs on node n2, which is dead (last seen 2m ago)')
   assert.equal(dead.forwarded.length, 0, 'a dead node is not dialed')
 
-  const suspect = proxy([self, { peerId: 'P2', name: 'n2', state: 'suspect', lastSeen: 1_000_000 - 7_000, self: false }], { fail: new Error('dial P2: timed out') })
+  const suspect = proxy([self, { peerId: 'P2', name: 'n2', state: 'suspect', lastSeen: 1_000_000 - 7_000, self: false }], {
+    fail: new Error('dial P2: timed out'),
+  })
   const s = await suspect.h({ method: 'GET', path: '/v1/pods/default/web/logs' })
   assert.equal((s.body as any).error.message, 'pod/web runs on node n2, which is suspect (last seen 7s ago) and did not answer: dial P2: timed out')
 
   const removed = proxy([self], { removed: true })
-  assert.match(((await removed.h({ method: 'GET', path: '/v1/pods/default/web/logs' })).body as any).error.message, /runs on node n2, which was removed from the cluster/)
+  assert.match(
+    ((await removed.h({ method: 'GET', path: '/v1/pods/default/web/logs' })).body as any).error.message,
+    /runs on node n2, which was removed from the cluster/,
+  )
   const unknown = proxy([self])
-  assert.match(((await unknown.h({ method: 'GET', path: '/v1/pods/default/web/logs' })).body as any).error.message, /runs on node n2, which is not a member this node knows/)
+  assert.match(
+    ((await unknown.h({ method: 'GET', path: '/v1/pods/default/web/logs' })).body as any).error.message,
+    /runs on node n2, which is not a member this node knows/,
+  )
 })

@@ -1,40 +1,48 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, statSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import fc from 'fast-check'
 import { pino } from 'pino'
 import {
-  NodeNetwork,
   chooseEndpoint,
   decideSubnet,
   endpointsFromMultiaddrs,
+  type MeshView,
+  NodeNetwork,
   networkNamesFor,
+  type PublishedNetwork,
   planPeers,
   readPublishedNetwork,
-  type MeshView,
-  type PublishedNetwork,
 } from '../../../src/agent/network/index.ts'
+import { systemClock } from '../../../src/effects/index.ts'
 import {
+  addressInPrefix,
+  candidateSubnet,
+  clusterPrefix,
   FakePodNetworkDriver,
   FakeWireGuardDriver,
-  clusterPrefix,
   formatPrefix,
   generateKeyPair,
   nodePrefix,
-  candidateSubnet,
-  addressInPrefix,
 } from '../../../src/net/index.ts'
-import { systemClock } from '../../../src/effects/index.ts'
-import { tempStore, seededBytes } from '../../helpers/store.ts'
+import { seededBytes, tempStore } from '../../helpers/store.ts'
 import { waitFor } from '../../helpers/wait.ts'
 
 const cluster = clusterPrefix('c0ffee00c0ffee00c0ffee00c0ffee00')
 const key = (seed: number) => generateKeyPair(seededBytes(seed)).publicKey
 
 function node(peerId: string, subnet: number | undefined, extra: Partial<PublishedNetwork> = {}): PublishedNetwork {
-  return { name: `n-${peerId}`, peerId, publicKey: key(peerId.charCodeAt(0)), endpoints: [], removed: false, ...(subnet !== undefined ? { subnet } : {}), ...extra }
+  return {
+    name: `n-${peerId}`,
+    peerId,
+    publicKey: key(peerId.charCodeAt(0)),
+    endpoints: [],
+    removed: false,
+    ...(subnet !== undefined ? { subnet } : {}),
+    ...extra,
+  }
 }
 
 test('subnet collisions: the lowest peer id keeps the subnet, the other moves; removed nodes release theirs', () => {
@@ -84,7 +92,10 @@ test('peers: every other live node owning its subnet, allowed-ips its /64, endpo
 
 test('endpoints come from concrete listen addresses, never wildcards or link-local', () => {
   assert.deepEqual(
-    endpointsFromMultiaddrs(['/ip4/198.18.0.1/tcp/7419', '/ip4/0.0.0.0/tcp/7419', '/ip6/fe80::1/tcp/7419', '/ip6/fd00::1/tcp/7419', '/ip4/198.18.0.1/tcp/7420'], 51820),
+    endpointsFromMultiaddrs(
+      ['/ip4/198.18.0.1/tcp/7419', '/ip4/0.0.0.0/tcp/7419', '/ip6/fe80::1/tcp/7419', '/ip6/fd00::1/tcp/7419', '/ip4/198.18.0.1/tcp/7420'],
+      51820,
+    ),
     ['198.18.0.1:51820', '[fd00::1]:51820'],
   )
 })
@@ -108,7 +119,12 @@ test('a peer publishing garbage in its Node status is skipped, never throws', ()
     { seed: 42, numRuns: 500 },
   )
   const good = readPublishedNetwork(
-    { apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'x' }, status: { peerId: 'P', network: { publicKey: 'nope', subnet: 70000, endpoints: ['evil.example:1', '1.2.3.4:5', 3] } } } as any,
+    {
+      apiVersion: 'orc/v1',
+      kind: 'Node',
+      metadata: { name: 'x' },
+      status: { peerId: 'P', network: { publicKey: 'nope', subnet: 70000, endpoints: ['evil.example:1', '1.2.3.4:5', 3] } },
+    } as any,
     new Set(),
   )!
   assert.deepEqual([good.publicKey, good.subnet, good.endpoints], [undefined, undefined, ['1.2.3.4:5']])
@@ -199,7 +215,10 @@ test('node network: key in the data dir, /64 claimed, peer tunnel, Ready; a remo
   await waitFor('interface restored', () => s.wg.config !== undefined)
 
   // orc node remove: the peer and its route go.
-  await s.store.patch({ kind: 'Cluster', namespace: '', name: 'default' }, [{ path: ['status', 'removedPeers', 'PPEER'], value: { name: 'peer' } }], { ...s.author, author: 'controller:cluster' })
+  await s.store.patch({ kind: 'Cluster', namespace: '', name: 'default' }, [{ path: ['status', 'removedPeers', 'PPEER'], value: { name: 'peer' } }], {
+    ...s.author,
+    author: 'controller:cluster',
+  })
   await waitFor('peer withdrawn', () => s.wg.config?.peers.length === 0)
   const report = await s.net.report()
   assert.equal(report.tunnels.length, 0)

@@ -1,8 +1,24 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { clockFindings, dataDirFindings, diskFindings, kernelFindings, wireguardFindings, wireguardMode, type DoctorHost } from '../../../src/agent/ops/doctor.ts'
+import { test } from 'node:test'
+import {
+  clockFindings,
+  type DoctorHost,
+  dataDirFindings,
+  diskFindings,
+  kernelFindings,
+  wireguardFindings,
+  wireguardMode,
+} from '../../../src/agent/ops/doctor.ts'
 
-function host(o: { files?: Record<string, string>; paths?: string[]; bins?: string[]; free?: number; stats?: Record<string, { mode: number; uid: number; isDirectory: boolean }> } = {}): DoctorHost {
+function host(
+  o: {
+    files?: Record<string, string>
+    paths?: string[]
+    bins?: string[]
+    free?: number
+    stats?: Record<string, { mode: number; uid: number; isDirectory: boolean }>
+  } = {},
+): DoctorHost {
   const files = o.files ?? {}
   const paths = new Set([...(o.paths ?? []), ...Object.keys(files), ...Object.keys(o.stats ?? {})])
   return {
@@ -47,10 +63,23 @@ test('disk: warns under 1 GiB free, errors under 200 MiB', () => {
 })
 
 test('data dir: a world-readable key or a group-writable dir is an error naming the chmod', () => {
-  const ok = { '/d': { mode: 0o711, uid: 0, isDirectory: true }, '/d/db': { mode: 0o700, uid: 0, isDirectory: true }, '/d/peer.key': { mode: 0o600, uid: 0, isDirectory: false } }
-  assert.deepEqual(dataDirFindings(host({ stats: ok }), '/d').map((f) => f.status), ['ok'])
-  const bad = dataDirFindings(host({ stats: { ...ok, '/d': { mode: 0o775, uid: 0, isDirectory: true }, '/d/peer.key': { mode: 0o644, uid: 0, isDirectory: false } } }), '/d')
-  assert.deepEqual(bad.map((f) => f.fix), ['chmod 0711 /d', 'chmod 600 /d/peer.key'])
+  const ok = {
+    '/d': { mode: 0o711, uid: 0, isDirectory: true },
+    '/d/db': { mode: 0o700, uid: 0, isDirectory: true },
+    '/d/peer.key': { mode: 0o600, uid: 0, isDirectory: false },
+  }
+  assert.deepEqual(
+    dataDirFindings(host({ stats: ok }), '/d').map((f) => f.status),
+    ['ok'],
+  )
+  const bad = dataDirFindings(
+    host({ stats: { ...ok, '/d': { mode: 0o775, uid: 0, isDirectory: true }, '/d/peer.key': { mode: 0o644, uid: 0, isDirectory: false } } }),
+    '/d',
+  )
+  assert.deepEqual(
+    bad.map((f) => f.fix),
+    ['chmod 0711 /d', 'chmod 600 /d/peer.key'],
+  )
   assert.equal(dataDirFindings(host(), '/nope')[0]!.status, 'info')
 })
 
@@ -61,7 +90,10 @@ test('clock skew: ok under 1 s, warn from 1 s, error from 30 s; unreachable peer
     { peer: 'c', skewMs: 45_000 },
     { peer: 'd', skewMs: null, error: 'timed out' },
   ])
-  assert.deepEqual(f.map((x) => x.status), ['ok', 'warn', 'error', 'warn'])
+  assert.deepEqual(
+    f.map((x) => x.status),
+    ['ok', 'warn', 'error', 'warn'],
+  )
   assert.equal(f[0]!.message, 'clock behind a by 12ms')
   assert.equal(f[1]!.message, 'clock ahead of b by 4.2s')
   assert.match(f[2]!.fix!, /timedatectl set-ntp true/)

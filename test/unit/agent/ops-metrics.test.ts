@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { MetricsRegistry, parsePrometheusText } from '../../../src/agent/ops/metrics.ts'
 
 test('counters, gauges and histograms render as Prometheus text that parses back', () => {
@@ -21,7 +21,10 @@ test('counters, gauges and histograms render as Prometheus text that parses back
   assert.equal(v('orc_things_total', { direction: 'out' }), 1)
   assert.equal(v('orc_peers', { state: 'alive' }), 3, 'collectors run at scrape time')
   // Buckets are cumulative; +Inf equals the count.
-  assert.deepEqual([0.1, 1, 10].map((le) => v('orc_lag_seconds_bucket', { le: String(le) })), [1, 3, 4])
+  assert.deepEqual(
+    [0.1, 1, 10].map((le) => v('orc_lag_seconds_bucket', { le: String(le) })),
+    [1, 3, 4],
+  )
   assert.equal(v('orc_lag_seconds_bucket', { le: '+Inf' }), 5)
   assert.equal(v('orc_lag_seconds_count'), 5)
   assert.equal(v('orc_lag_seconds_sum'), 56.05)

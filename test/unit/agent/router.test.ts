@@ -1,9 +1,9 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { OrcError } from '../../../src/model/index.ts'
+import { test } from 'node:test'
 import { routeNotFound } from '../../../src/agent/api.ts'
 import { combineHandlers, createRouter } from '../../../src/agent/router.ts'
-import { ROUTES, pathOf, patternOf, type RouteName } from '../../../src/agent/routes.ts'
+import { pathOf, patternOf, ROUTES, type RouteName } from '../../../src/agent/routes.ts'
+import { OrcError } from '../../../src/model/index.ts'
 
 test('every route declares a permission, and no two routes of one method can match the same path', () => {
   const names = Object.keys(ROUTES) as RouteName[]
@@ -34,7 +34,10 @@ test('the router extracts decoded params, answers with the route status, and map
   const got = await h({ method: 'get', path: pathOf('getObject', { kind: 'Pod', ns: 'a b', name: 'x/y' }) + '?q=1' })
   assert.deepEqual(got, { status: 200, body: { object: { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'x/y', namespace: 'a b' } } } })
   assert.equal((await h({ method: 'POST', path: '/v1/down' })).status, 202)
-  assert.deepEqual(await h({ method: 'GET', path: '/v1/objects/pods' }), { status: 409, body: { error: { code: 'conflict', message: 'busy', details: { why: 'test' } } } })
+  assert.deepEqual(await h({ method: 'GET', path: '/v1/objects/pods' }), {
+    status: 409,
+    body: { error: { code: 'conflict', message: 'busy', details: { why: 'test' } } },
+  })
   const err = async (method: string, path: string) => {
     const r = await h({ method, path })
     return [r.status, (r.body as { error: { message: string } }).error.message]

@@ -1,18 +1,33 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { decideBindings } from '../../../src/agent/pods/binder.ts'
 
-const node = (name: string, status: Record<string, unknown> = {}): any => ({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name }, spec: {}, status: { capacity: { cpu: '4', memory: '8Gi' }, ...status } })
+const node = (name: string, status: Record<string, unknown> = {}): any => ({
+  apiVersion: 'orc/v1',
+  kind: 'Node',
+  metadata: { name },
+  spec: {},
+  status: { capacity: { cpu: '4', memory: '8Gi' }, ...status },
+})
 const pod = (name: string, spec: Record<string, unknown>, boundTo: string): any => ({
-  apiVersion: 'orc/v1', kind: 'Pod', metadata: { name, namespace: 'default', createdAt: '2026-01-01T00:00:00Z' },
-  spec: { containers: [{ name: 'main', image: '/img' }], ...spec }, status: { node: boundTo },
+  apiVersion: 'orc/v1',
+  kind: 'Pod',
+  metadata: { name, namespace: 'default', createdAt: '2026-01-01T00:00:00Z' },
+  spec: { containers: [{ name: 'main', image: '/img' }], ...spec },
+  status: { node: boundTo },
 })
 
 test('binder policies: an ha pod leaves a suspect node after haAfter, a best-effort pod only when the node is forgotten', () => {
-  const members = [{ name: 'a', state: 'alive' as const }, { name: 'b', state: 'alive' as const }, { name: 'x', state: 'suspect' as const }]
+  const members = [
+    { name: 'a', state: 'alive' as const },
+    { name: 'b', state: 'alive' as const },
+    { name: 'x', state: 'suspect' as const },
+  ]
   const pods = [pod('ha', { policy: 'ha', haAfterSeconds: 5 }, 'x'), pod('be', {}, 'x')]
   const bindsAt = (nodes: any[], now: number, since = 0) =>
-    ['a', 'b'].flatMap((me) => decideBindings(pods, nodes, me, members, now, {}, (n) => (n === 'x' ? since : undefined)).map((d) => `${d.pod.metadata.name}->${me}`))
+    ['a', 'b'].flatMap((me) =>
+      decideBindings(pods, nodes, me, members, now, {}, (n) => (n === 'x' ? since : undefined)).map((d) => `${d.pod.metadata.name}->${me}`),
+    )
   assert.deepEqual(bindsAt([node('a'), node('b'), node('x')], 4000), [], 'within haAfter nothing moves')
   const moved = bindsAt([node('a'), node('b'), node('x')], 6000)
   assert.equal(moved.length, 1, 'exactly one node binds the ha pod')

@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { gatherReports, parseStabilityAnswer, pruneClusterTombstones, stabilityAnswer } from '../../../src/agent/stability.ts'
-import { tempStore, pod, seededBytes } from '../../helpers/store.ts'
 import type { Store } from '../../../src/store/store.ts'
+import { pod, seededBytes, tempStore } from '../../helpers/store.ts'
 
 async function relabel(s: Store, v: number) {
   const p = pod('web')

@@ -1,6 +1,6 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
+import { test } from 'node:test'
 // @ts-expect-error: a plain .mjs script without type declarations
 import { CLI_DOC, renderCliDocs } from '../../../scripts/gen-cli-docs.mjs'
 

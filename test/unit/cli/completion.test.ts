@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { execa } from 'execa'
-import { buildProgram } from '../../../src/cli/main.ts'
 import { bashCompletion, fishCompletion, zshCompletion } from '../../../src/cli/commands/ops.ts'
+import { buildProgram } from '../../../src/cli/main.ts'
 
 const io = { out: () => {}, err: () => {}, env: {}, now: () => 0 }
 
@@ -20,7 +20,10 @@ test('bash completion offers the commands of the command table, their subcommand
   const top = program.commands.map((c) => c.name()).sort()
   for (const name of ['up', 'join', 'status', 'doctor', 'events', 'version', 'completion', 'token']) assert.ok(top.includes(name), name)
   assert.deepEqual(await complete(script, ['orc', '']), top)
-  assert.deepEqual(await complete(script, ['orc', 'do']), top.filter((c) => c.startsWith('do')))
+  assert.deepEqual(
+    await complete(script, ['orc', 'do']),
+    top.filter((c) => c.startsWith('do')),
+  )
   assert.deepEqual(await complete(script, ['orc', 'token', '']), ['create', 'list', 'revoke'])
   assert.ok((await complete(script, ['orc', 'token', 'create', '--'])).includes('--print-install'))
   assert.ok((await complete(script, ['orc', 'up', '--http'])).includes('--http-listen'))

@@ -1,8 +1,9 @@
 // Every `orc …` command in the operator docs parses: the command exists, its flags exist and take
 // the values given (the docs cannot show a flag the CLI does not have).
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
+import { test } from 'node:test'
 import type { Command } from 'commander'
 import { buildProgram } from '../../../src/cli/main.ts'
 

@@ -1,17 +1,32 @@
-import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
 import { changeLines, formatTable, historyTable, objectTable, parseLabels, parseSince } from '../../../src/cli/format.ts'
 import { getKind } from '../../../src/model/index.ts'
 import type { Revision } from '../../../src/store/types.ts'
 
 describe('CLI formatting', () => {
   it('aligns table columns like kubectl, without trailing spaces', () => {
-    assert.equal(formatTable(['NAME', 'AGE'], [['a', '5s'], ['longer', '']]), 'NAME     AGE\na        5s\nlonger\n')
+    assert.equal(
+      formatTable(
+        ['NAME', 'AGE'],
+        [
+          ['a', '5s'],
+          ['longer', ''],
+        ],
+      ),
+      'NAME     AGE\na        5s\nlonger\n',
+    )
   })
 
-  it('shows a kind\'s columns, wide columns only with -o wide, and NAMESPACE with -A', () => {
+  it("shows a kind's columns, wide columns only with -o wide, and NAMESPACE with -A", () => {
     const now = Date.parse('2024-01-01T00:10:00Z')
-    const pod = { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'web', namespace: 'prod', createdAt: '2024-01-01T00:00:00Z', revision: 4 }, spec: { policy: 'ha' }, status: { phase: 'Running', node: 'n1', targetRevision: 4 } }
+    const pod = {
+      apiVersion: 'orc/v1',
+      kind: 'Pod',
+      metadata: { name: 'web', namespace: 'prod', createdAt: '2024-01-01T00:00:00Z', revision: 4 },
+      spec: { policy: 'ha' },
+      status: { phase: 'Running', node: 'n1', targetRevision: 4 },
+    }
     assert.equal(objectTable(getKind('pods'), [pod], { now }), 'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     4     0          10m\n')
     assert.equal(
       objectTable(getKind('pods'), [pod], { now, wide: true, withNamespace: true }),
@@ -24,16 +39,32 @@ describe('CLI formatting', () => {
       metadata: { ...pod.metadata, revision: 17 },
       status: { phase: 'Running', node: 'n1', runningRevision: 3, containers: [{ name: 'a', restarts: 2 }, { name: 'b', restarts: 5 }, { name: 'c' }] },
     }
-    assert.equal(objectTable(getKind('pods'), [running], { now }), 'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     3     7          10m\n')
+    assert.equal(
+      objectTable(getKind('pods'), [running], { now }),
+      'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     3     7          10m\n',
+    )
     const unbound = { ...pod, status: undefined }
-    assert.equal(objectTable(getKind('pods'), [unbound], { now }), 'NAME   STATUS    NODE     REV   RESTARTS   AGE\nweb    Pending   <none>   4     0          10m\n')
+    assert.equal(
+      objectTable(getKind('pods'), [unbound], { now }),
+      'NAME   STATUS    NODE     REV   RESTARTS   AGE\nweb    Pending   <none>   4     0          10m\n',
+    )
   })
 
   it('lists history with rollback targets as revision numbers, and diffs as +/-/~ lines', () => {
     const base = { key: 'Pod/default/web', ref: { kind: 'Pod', namespace: 'default', name: 'web' }, compacted: false, reason: '' }
     const revs: Revision[] = [
       { ...base, id: 'r.1', number: 1, op: 'create', author: 'user:a', time: Date.parse('2024-01-01T00:00:00Z') },
-      { ...base, id: 'r.2', number: 2, op: 'rollback', author: 'user:b', time: Date.parse('2024-01-01T00:01:00Z'), reason: 'oops', rollbackTo: 'r.1', changes: [{ op: 'set', path: ['spec', 'policy'], value: 'ha', old: 'best-effort' }] },
+      {
+        ...base,
+        id: 'r.2',
+        number: 2,
+        op: 'rollback',
+        author: 'user:b',
+        time: Date.parse('2024-01-01T00:01:00Z'),
+        reason: 'oops',
+        rollbackTo: 'r.1',
+        changes: [{ op: 'set', path: ['spec', 'policy'], value: 'ha', old: 'best-effort' }],
+      },
     ]
     assert.equal(
       historyTable(revs),

@@ -1,18 +1,27 @@
-import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { parseManifests, describeDoc } from '../../../src/cli/manifests.ts'
+import { describe, it } from 'node:test'
+import { describeDoc, parseManifests } from '../../../src/cli/manifests.ts'
 import { isOrcError } from '../../../src/model/index.ts'
 
 describe('parseManifests', () => {
-  it('reads multi-document YAML with each document\'s number and first line, skipping empty documents', () => {
+  it("reads multi-document YAML with each document's number and first line, skipping empty documents", () => {
     const docs = parseManifests('# lead comment\nkind: Pod\nmetadata: {name: a}\n---\n---\n\nkind: Pod\nmetadata: {name: b}\n---\n', 'x.yaml')
-    assert.deepEqual(docs.map((d) => [(d.value as { metadata: { name: string } }).metadata.name, d.document, d.line]), [['a', 1, 2], ['b', 3, 7]])
+    assert.deepEqual(
+      docs.map((d) => [(d.value as { metadata: { name: string } }).metadata.name, d.document, d.line]),
+      [
+        ['a', 1, 2],
+        ['b', 3, 7],
+      ],
+    )
     assert.equal(describeDoc(docs[1]!), 'x.yaml document 3 (line 7)')
   })
 
   it('reads JSON and flattens a List', () => {
     const docs = parseManifests('{"kind": "List", "items": [{"kind": "Pod"}, {"kind": "Node"}]}', 'stdin')
-    assert.deepEqual(docs.map((d) => (d.value as { kind: string }).kind), ['Pod', 'Node'])
+    assert.deepEqual(
+      docs.map((d) => (d.value as { kind: string }).kind),
+      ['Pod', 'Node'],
+    )
   })
 
   it('says which document and line is malformed, in one line', () => {

@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { httpOptionFromFlags, installLine, peersTable } from '../../../src/cli/commands/ops.ts'
+import { test } from 'node:test'
 import { parseHttpListen } from '../../../src/agent/index.ts'
+import { httpOptionFromFlags, installLine, peersTable } from '../../../src/cli/commands/ops.ts'
 
 test('--http-listen: default, explicit, env, off, and one clear error', () => {
   assert.deepEqual(httpOptionFromFlags(undefined, {}), { listen: '0.0.0.0:7418', explicit: false })
@@ -10,7 +10,11 @@ test('--http-listen: default, explicit, env, off, and one clear error', () => {
   assert.equal(httpOptionFromFlags('off', {}), undefined)
   assert.deepEqual(parseHttpListen('[fd00::1]:7418'), { host: 'fd00::1', port: 7418 })
   for (const bad of ['example.com:80', '7418', '1.2.3.4:99999', '']) {
-    assert.throws(() => httpOptionFromFlags(bad, {}), /^OrcError: --http-listen .*: give an IP address and port \(like 0\.0\.0\.0:7418 or \[::\]:7418\) or off$/, bad)
+    assert.throws(
+      () => httpOptionFromFlags(bad, {}),
+      /^OrcError: --http-listen .*: give an IP address and port \(like 0\.0\.0\.0:7418 or \[::\]:7418\) or off$/,
+      bad,
+    )
   }
 })
 
@@ -24,9 +28,45 @@ test('the peers table puts this node first and shows what is unknown as -', () =
   const now = 1_000_000
   const text = peersTable(
     [
-      { name: 'a', peerId: 'p1', self: true, state: 'alive', path: 'self', latencyMs: null, lastSeen: now, handshakeAt: null, addresses: ['/ip4/10.0.0.1/tcp/7419'], version: '0.1.0', pods: 2 },
-      { name: 'b', peerId: 'p2', self: false, state: 'suspect', path: 'gossip', latencyMs: null, lastSeen: now - 7000, handshakeAt: null, addresses: [], version: null, pods: 0 },
-      { name: 'c', peerId: 'p3', self: false, state: 'alive', path: 'relayed', latencyMs: 12.34, lastSeen: now - 1000, handshakeAt: now - 3_600_000, addresses: ['/ip4/10.0.0.3/tcp/7419'], version: '0.1.0', pods: 1 },
+      {
+        name: 'a',
+        peerId: 'p1',
+        self: true,
+        state: 'alive',
+        path: 'self',
+        latencyMs: null,
+        lastSeen: now,
+        handshakeAt: null,
+        addresses: ['/ip4/10.0.0.1/tcp/7419'],
+        version: '0.1.0',
+        pods: 2,
+      },
+      {
+        name: 'b',
+        peerId: 'p2',
+        self: false,
+        state: 'suspect',
+        path: 'gossip',
+        latencyMs: null,
+        lastSeen: now - 7000,
+        handshakeAt: null,
+        addresses: [],
+        version: null,
+        pods: 0,
+      },
+      {
+        name: 'c',
+        peerId: 'p3',
+        self: false,
+        state: 'alive',
+        path: 'relayed',
+        latencyMs: 12.34,
+        lastSeen: now - 1000,
+        handshakeAt: now - 3_600_000,
+        addresses: ['/ip4/10.0.0.3/tcp/7419'],
+        version: '0.1.0',
+        pods: 1,
+      },
     ],
     now,
   )

@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { createProgress } from '../../../src/cli/progress.ts'
 
 test('without a terminal each distinct step is one plain line', () => {

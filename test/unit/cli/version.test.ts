@@ -1,11 +1,11 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { createServer } from 'node:http'
 import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { buildProgram } from '../../../src/cli/main.ts'
+import { test } from 'node:test'
 import { ORC_VERSION } from '../../../src/agent/index.ts'
+import { buildProgram } from '../../../src/cli/main.ts'
 
 /** An agent socket that answers like a node running orc `nodeVersion`, in a cluster with another node on 0.0.1. */
 async function fakeAgent(nodeVersion: string): Promise<{ socket: string; close(): Promise<void> }> {
@@ -15,7 +15,12 @@ async function fakeAgent(nodeVersion: string): Promise<{ socket: string; close()
     const body =
       req.url === '/v1/status'
         ? { node: { name: 'n1', version: nodeVersion } }
-        : { items: [{ metadata: { name: 'n1' }, status: { version: nodeVersion } }, { metadata: { name: 'old' }, status: { version: '0.0.1' } }] }
+        : {
+            items: [
+              { metadata: { name: 'n1' }, status: { version: nodeVersion } },
+              { metadata: { name: 'old' }, status: { version: '0.0.1' } },
+            ],
+          }
     res.writeHead(200, { 'content-type': 'application/json' })
     res.end(JSON.stringify(body))
   })

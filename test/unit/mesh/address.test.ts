@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { parseListenAddress, resolvePeerAddress, splitHostPort } from '../../../src/mesh/index.ts'
 
 test('what users type for an address becomes TCP multiaddrs', async () => {
@@ -14,7 +14,12 @@ test('what users type for an address becomes TCP multiaddrs', async () => {
   assert.throws(() => parseListenAddress('1.2.3.4:99999'), /port must be 0–65535/)
   assert.deepEqual(await resolvePeerAddress('/ip4/1.2.3.4/tcp/5/p2p/12D3KooWJvSBikbxNwTb59we5AYCWwWBYsCPA7mZAz2cJMGrPwgy'), ['/ip4/1.2.3.4/tcp/5'])
   assert.deepEqual(await resolvePeerAddress('n1.lab:7000', async () => ['192.0.2.1', '2001:db8::1']), ['/ip4/192.0.2.1/tcp/7000', '/ip6/2001:db8::1/tcp/7000'])
-  await assert.rejects(resolvePeerAddress('nope.invalid', async () => { throw Object.assign(new Error('x'), { code: 'ENOTFOUND' }) }), /resolve nope.invalid: ENOTFOUND/)
+  await assert.rejects(
+    resolvePeerAddress('nope.invalid', async () => {
+      throw Object.assign(new Error('x'), { code: 'ENOTFOUND' })
+    }),
+    /resolve nope.invalid: ENOTFOUND/,
+  )
 })
 
 test('a node advertises only the addresses other machines can dial it at', async (t) => {
@@ -35,7 +40,11 @@ test('a node advertises only the addresses other machines can dial it at', async
   ]
 
   await t.test('no loopback, link-local, pod egress or cluster ULA address; routable ones kept in order', () => {
-    assert.deepEqual(advertisableAddresses(host, WILDCARD, POD_RANGES), ['/ip4/192.168.1.10/tcp/7419', '/ip6/2001:db8:1::10/tcp/7419', '/ip6/fd00:aaaa::5/tcp/7419'])
+    assert.deepEqual(advertisableAddresses(host, WILDCARD, POD_RANGES), [
+      '/ip4/192.168.1.10/tcp/7419',
+      '/ip6/2001:db8:1::10/tcp/7419',
+      '/ip6/fd00:aaaa::5/tcp/7419',
+    ])
   })
 
   await t.test('an address --listen names is advertised whatever it is', () => {

@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { AntiEntropyPlanner, type AntiEntropyTunables } from '../../../src/mesh/antientropy.ts'
 
 const o: AntiEntropyTunables = { periodMs: 30_000, recoveryJitterMs: 5_000, recoveryPerPeriod: 3, maxRelayBytes: 64 * 1024, relayAfterStartMs: 30_000 }

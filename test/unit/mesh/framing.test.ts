@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { FrameDecoder, encodeFrame, concatBytes } from '../../../src/mesh/framing.ts'
+import { concatBytes, encodeFrame, FrameDecoder } from '../../../src/mesh/framing.ts'
 import { decodeMemberMessage } from '../../../src/mesh/gossip.ts'
 import { SEED } from '../../mesh/helpers.ts'
 
@@ -18,7 +18,10 @@ test('frames survive any split of the byte stream', () => {
         off = end
         for (let f = dec.next(); f !== undefined; f = dec.next()) out.push(f)
       }
-      assert.deepEqual(out.map((f) => [...f]), frames.map((f) => [...f]))
+      assert.deepEqual(
+        out.map((f) => [...f]),
+        frames.map((f) => [...f]),
+      )
     }),
     { seed: SEED, numRuns: 200 },
   )

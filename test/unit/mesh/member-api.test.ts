@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { memoryChannelPair } from '../../../src/mesh/framing.ts'
 import { callMemberApi, serveMemberApi } from '../../../src/mesh/member-api.ts'
 
@@ -7,10 +7,15 @@ test('member api: request and a large answer travel in frames below the limit; n
   const [c, s] = memoryChannelPair(64 * 1024)
   const seen: unknown[] = []
   const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} ${'x'.repeat(40)}`)
-  const served = serveMemberApi(s, async (req, ctx) => {
-    seen.push({ req, ctx })
-    return { status: 200, body: { lines } }
-  }, 'peerA', 64 * 1024)
+  const served = serveMemberApi(
+    s,
+    async (req, ctx) => {
+      seen.push({ req, ctx })
+      return { status: 200, body: { lines } }
+    },
+    'peerA',
+    64 * 1024,
+  )
   const r = await callMemberApi(c, { method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '5000' }, body: { ignored: 1 } })
   await served
   assert.equal(r.status, 200)

@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { MembershipTable, chooseConnections } from '../../../src/mesh/membership.ts'
-import { PeerScores } from '../../../src/mesh/score.ts'
+import { test } from 'node:test'
 import { decideInbound, decideOutbound, type GatePolicy } from '../../../src/mesh/gater.ts'
+import { chooseConnections, MembershipTable } from '../../../src/mesh/membership.ts'
+import { PeerScores } from '../../../src/mesh/score.ts'
 import { seededRandom } from '../../mesh/helpers.ts'
 
 test('a quiet member goes alive → suspect → dead, and back to alive when heard', () => {
@@ -15,7 +15,13 @@ test('a quiet member goes alive → suspect → dead, and back to alive when hea
   assert.deepEqual(t.tick(31_000), [{ peerId: 'b', name: 'b', from: 'suspect', to: 'dead' }])
   assert.deepEqual(t.heard('b', 40_000), { peerId: 'b', name: 'b', from: 'dead', to: 'alive' })
   const view = t.view(40_500)
-  assert.deepEqual(view.map((v) => [v.peerId, v.state, v.lastSeen]), [['b', 'alive', 40_000], ['self', 'alive', 40_500]])
+  assert.deepEqual(
+    view.map((v) => [v.peerId, v.state, v.lastSeen]),
+    [
+      ['b', 'alive', 40_000],
+      ['self', 'alive', 40_500],
+    ],
+  )
 })
 
 test('small clusters connect all-to-all; large ones a bounded random subset keeping existing links', () => {

@@ -1,11 +1,11 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import { memoryChannelPair } from '../../../src/mesh/framing.ts'
+import { decodeAdminCredential, initCluster, loadCluster, loadOrCreateIdentity } from '../../../src/mesh/index.ts'
 import { callApi, serveApi } from '../../../src/mesh/rpc.ts'
-import { initCluster, loadCluster, decodeAdminCredential, loadOrCreateIdentity } from '../../../src/mesh/index.ts'
 import { seededRandom } from '../../mesh/helpers.ts'
 
 async function tmp(t: { after: (fn: () => Promise<void>) => void }) {

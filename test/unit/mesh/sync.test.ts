@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
 import { memoryChannelPair } from '../../../src/mesh/framing.ts'
 import { initiateSync, respondSync } from '../../../src/mesh/sync.ts'
@@ -15,7 +15,8 @@ async function session(a: DocReplica, b: DocReplica) {
 }
 
 test('one session converges both sides, in chunks when large', async () => {
-  const a = new DocReplica(), b = new DocReplica()
+  const a = new DocReplica(),
+    b = new DocReplica()
   a.set('x', 'a'.repeat(2000))
   b.set('y', 1)
   const [ra, rb] = await session(a, b)

@@ -1,17 +1,17 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import {
-  TokenAuthority,
-  MemoryTokenBook,
-  type TokenBook,
-  JsonFileTokenBook,
   decodeToken,
   formatDuration,
+  JsonFileTokenBook,
   MAX_TOKEN_TTL_MS,
   MAX_TOKEN_USES,
+  MemoryTokenBook,
+  TokenAuthority,
+  type TokenBook,
 } from '../../../src/mesh/index.ts'
 import { seededRandom } from '../../mesh/helpers.ts'
 
@@ -61,13 +61,15 @@ test('expired, revoked, forged and foreign tokens are refused with one clear lin
 
 test('a TTL over 7 days or more than 1,000 uses is refused by the issuer, naming the flag and the cap', async () => {
   const { auth } = setup()
-  await assert.rejects(auth.issue({ ttlMs: 1e20, uses: 1 }, ctx), (err: any) =>
-    err.code === 'invalid' && /^--ttl: a token may live at most 7d \(604800000ms\)/.test(err.message),
+  await assert.rejects(
+    auth.issue({ ttlMs: 1e20, uses: 1 }, ctx),
+    (err: any) => err.code === 'invalid' && /^--ttl: a token may live at most 7d \(604800000ms\)/.test(err.message),
   )
   await assert.rejects(auth.issue({ ttlMs: MAX_TOKEN_TTL_MS + 1, uses: 1 }, ctx), /--ttl: a token may live at most 7d/)
   await assert.rejects(auth.issue({ ttlMs: Infinity, uses: 1 }, ctx), /--ttl/)
-  await assert.rejects(auth.issue({ ttlMs: 60_000, uses: 1e9 }, ctx), (err: any) =>
-    err.code === 'invalid' && err.message === '--uses: a token may admit at most 1000 nodes, got 1000000000',
+  await assert.rejects(
+    auth.issue({ ttlMs: 60_000, uses: 1e9 }, ctx),
+    (err: any) => err.code === 'invalid' && err.message === '--uses: a token may admit at most 1000 nodes, got 1000000000',
   )
   // The caps themselves are allowed.
   await auth.issue({ ttlMs: MAX_TOKEN_TTL_MS, uses: MAX_TOKEN_USES }, ctx)

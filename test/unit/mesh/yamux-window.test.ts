@@ -1,6 +1,6 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { YamuxStream, StreamState } from '@chainsafe/libp2p-yamux/stream'
+import { test } from 'node:test'
+import { StreamState, YamuxStream } from '@chainsafe/libp2p-yamux/stream'
 import { halfWindowUpdates } from '../../../src/mesh/yamux-window.ts'
 
 /** A stream with just the fields the window logic reads; sendFrame records what would go out. */

@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
+import { test } from 'node:test'
 
 // The dependency direction of ../shared/DESIGN.md, checked on every test run:
 // a module may import only the modules listed for it, only through their index.ts, and no file
@@ -29,7 +29,11 @@ function walk(dir: string): string[] {
   })
 }
 
-interface Edge { from: string; to: string; typeOnly: boolean }
+interface Edge {
+  from: string
+  to: string
+  typeOnly: boolean
+}
 
 function importsOf(file: string): Edge[] {
   const text = readFileSync(file, 'utf8')
@@ -72,7 +76,11 @@ test('imports follow the dependency direction and go through index.ts', () => {
 test('no import cycles between source files, type-only imports included', () => {
   const files = walk(src)
   const graph = new Map<string, string[]>()
-  for (const f of files) graph.set(f, importsOf(f).map((e) => e.to))
+  for (const f of files)
+    graph.set(
+      f,
+      importsOf(f).map((e) => e.to),
+    )
   const state = new Map<string, 'visiting' | 'done'>()
   const cycles: string[] = []
   const visit = (f: string, stack: string[]) => {
@@ -89,8 +97,9 @@ test('no import cycles between source files, type-only imports included', () => 
   assert.deepEqual(cycles, [])
 })
 
-// netsim and the tests use a module through its index.ts, as the other modules do, so that what a
-// module exports is its interface (a test may reach inside the module it tests: its own files).
+// netsim uses a module through its index.ts (or one of its parts' index.ts, such as agent/pods/), as
+// the other modules do, so that what a module exports is its interface. (The agent's own index.ts
+// stays light for the CLI: the parts netsim runs load libp2p and the scheduler.)
 test('netsim imports src modules only through their index.ts', () => {
   const problems: string[] = []
   for (const file of walk(join(root, 'netsim'))) {
@@ -98,7 +107,8 @@ test('netsim imports src modules only through their index.ts', () => {
       if (!e.to.startsWith(src)) continue
       const to = moduleOf(e.to)
       if (to.endsWith('.ts')) continue
-      if (relative(join(src, to), e.to) !== 'index.ts') problems.push(`${relative(root, file)} imports ${relative(root, e.to)}; import ${to}/index.ts instead`)
+      if (!/^([a-z-]+\/)?index\.ts$/.test(relative(join(src, to), e.to)))
+        problems.push(`${relative(root, file)} imports ${relative(root, e.to)}; import ${to}/index.ts instead`)
     }
   }
   assert.deepEqual(problems, [])

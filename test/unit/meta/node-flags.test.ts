@@ -1,8 +1,9 @@
 // The agent's V8 flags (src/agent/ops/node-flags.ts) are passed by every way orc is started: if one
 // launcher lost them, that launcher's agents would take ~30 MB more RSS and nothing else would say so.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
+import { test } from 'node:test'
 import { NODE_FLAGS } from '../../../src/agent/ops/node-flags.ts'
 
 const root = new URL('../../../', import.meta.url).pathname
@@ -17,7 +18,7 @@ test('bin/orc.mjs, scripts/run.sh and the orc script install.sh writes start nod
   assert.match(read('src/agent/ops/install.sh'), new RegExp(`^exec "\\$NODE_BIN" ${flags} "\\$LIB/current/orc\\.mjs"`, 'm'))
 })
 
-test('scripts/run.sh starts the agent as its own child, so that its pid is the agent\'s', () => {
+test("scripts/run.sh starts the agent as its own child, so that its pid is the agent's", () => {
   // Through the orc shell function, $! was a subshell's pid: a TERM to the script reached the
   // subshell and left the agent running with its pods and NAT table.
   assert.match(read('scripts/run.sh'), /^"\$\{ORC\[@\]\}" up &\nagent=\$!$/m)

@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { formatDuration, parseQuantity } from '../../../src/model/index.ts'
 
 // The copies formatDuration replaced, as they were: each caller's text must stay exactly the same.

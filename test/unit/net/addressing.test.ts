@@ -1,24 +1,24 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
 import {
-  EGRESS_IPV4_PREFIX,
   addressInPrefix,
   chooseEgressIPv4,
   chooseNodeSubnet,
   clusterPrefix,
+  EGRESS_IPV4_PREFIX,
   formatPrefix,
+  isOrcErrorLike,
   nodeGateway,
   nodePrefix,
   parseIPv6,
   prefixContains,
   prefixCovers,
   randomPodAddress,
+  seededRandom,
   settleSubnetClaims,
   settleSubnetCollision,
   subnetOf,
-  isOrcErrorLike,
-  seededRandom,
 } from './helpers.ts'
 
 const clusterId = fc.stringMatching(/^[0-9a-f]{16,64}$/)

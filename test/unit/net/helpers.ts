@@ -1,4 +1,5 @@
 export * from '../../../src/net/index.ts'
+
 import { isOrcError, type OrcErrorCode } from '../../../src/model/index.ts'
 
 /** assert.throws validator: an OrcError with this code. */

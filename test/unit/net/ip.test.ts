@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { canonicalPrefix, formatIPv6, parseIPv6, parseIPv4, formatIPv4, parsePrefix, prefixContains, isOrcErrorLike } from './helpers.ts'
+import { canonicalPrefix, formatIPv4, formatIPv6, isOrcErrorLike, parseIPv4, parseIPv6, parsePrefix, prefixContains } from './helpers.ts'
 
 const v6 = fc.bigInt({ min: 0n, max: (1n << 128n) - 1n })
 // Addresses with long zero runs are where canonical forms differ; bias towards them.
@@ -14,7 +14,10 @@ function urlHost(text: string): string {
 }
 
 test('parse(format(x)) = x for every IPv6 value', () => {
-  fc.assert(fc.property(fc.oneof(v6, sparseV6), (x) => parseIPv6(formatIPv6(x)) === x), { numRuns: 2000 })
+  fc.assert(
+    fc.property(fc.oneof(v6, sparseV6), (x) => parseIPv6(formatIPv6(x)) === x),
+    { numRuns: 2000 },
+  )
 })
 
 test('canonical text agrees with node URL normalisation, from any spelling', () => {

@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { applyRouteDiff, diffRoutes, normalizeRoute, routeKey, type Route } from './helpers.ts'
+import { applyRouteDiff, diffRoutes, normalizeRoute, type Route, routeKey } from './helpers.ts'
 
 const route: fc.Arbitrary<Route> = fc
   .record({

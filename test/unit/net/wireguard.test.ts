@@ -1,19 +1,19 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import {
+  canonicalEndpoint,
   FakePodNetworkDriver,
   FakeWireGuardDriver,
-  WireGuardLinkDriver,
-  canonicalEndpoint,
   generateKeyPair,
+  isOrcErrorLike,
   normalizeWireGuardConfig,
   parseWgDump,
+  type RecordedCommand,
   recordingRunner,
   renderWgConfig,
-  isOrcErrorLike,
   seededRandom,
-  type RecordedCommand,
   type WireGuardConfig,
+  WireGuardLinkDriver,
 } from './helpers.ts'
 
 const kA = generateKeyPair(seededRandom(1))
@@ -52,7 +52,10 @@ test('config validation names the bad field', () => {
   assert.throws(() => canonicalEndpoint('example.com:51820'), isOrcErrorLike('invalid'))
   assert.equal(canonicalEndpoint('[FD00:0::2]:51820'), '[fd00::2]:51820')
   const text = renderWgConfig(normalizeWireGuardConfig(config))
-  assert.match(text, /^\[Interface\]\nPrivateKey = .+\nListenPort = 51820\n\n\[Peer\]\nPublicKey = .+\nAllowedIPs = fd12:3456:789a:2::\/64\nEndpoint = 198\.18\.0\.2:51820\nPersistentKeepalive = 25\n$/)
+  assert.match(
+    text,
+    /^\[Interface\]\nPrivateKey = .+\nListenPort = 51820\n\n\[Peer\]\nPublicKey = .+\nAllowedIPs = fd12:3456:789a:2::\/64\nEndpoint = 198\.18\.0\.2:51820\nPersistentKeepalive = 25\n$/,
+  )
 })
 
 /** A tiny simulated host answering the commands the driver issues (no kernel module). */
@@ -85,7 +88,13 @@ function simulatedHost() {
     if (line.endsWith('up')) state.up = true
     if (line.startsWith('ip -j -6 route show')) return { stdout: JSON.stringify(state.routes.map((dst) => ({ dst }))) }
     if (line.startsWith('ip -j -4 route show')) return { stdout: '[]' }
-    if (line === 'ip -batch -') state.routes.push(...c.opts!.input!.split('\n').filter(Boolean).map((l) => l.split(' ')[2]!))
+    if (line === 'ip -batch -')
+      state.routes.push(
+        ...c
+          .opts!.input!.split('\n')
+          .filter(Boolean)
+          .map((l) => l.split(' ')[2]!),
+      )
     return {}
   })
   return { run, state }
@@ -109,7 +118,10 @@ test('falls back to wireguard-go, keeps the private key out of argv, and a repea
   assert.ok(kernelTry >= 0 && goStart > kernelTry, 'kernel module tried first')
   assert.ok('WG_PROCESS_FOREGROUND' in run.calls[goStart]!.opts!.env! && run.calls[goStart]!.opts!.env!.WG_PROCESS_FOREGROUND === undefined)
   for (const c of run.calls) assert.ok(![c.cmd, ...c.args].join(' ').includes(kA.privateKey), 'private key never in argv')
-  assert.ok(run.calls.some((c) => c.opts?.input?.includes(kA.privateKey)), 'private key passed on stdin')
+  assert.ok(
+    run.calls.some((c) => c.opts?.input?.includes(kA.privateKey)),
+    'private key passed on stdin',
+  )
 
   const before = run.calls.length
   assert.deepEqual(await drv.set(config), { changed: false, mode: 'wireguard-go', actions: [] })

@@ -1,12 +1,23 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync, appendFileSync, readdirSync, existsSync, readFileSync, mkdirSync, symlinkSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import fc from 'fast-check'
 import {
-  applyLayer, buildBwrapArgs, buildOciConfig, buildSeccompBpf, decodeExitCode, FakeRuntime, followLog, parseQuantity,
-  readLogLines, readTar, rotateIfNeeded, writeTar, type TarEntry,
+  applyLayer,
+  buildBwrapArgs,
+  buildOciConfig,
+  buildSeccompBpf,
+  decodeExitCode,
+  FakeRuntime,
+  followLog,
+  parseQuantity,
+  readLogLines,
+  readTar,
+  rotateIfNeeded,
+  type TarEntry,
+  writeTar,
 } from '../../../src/runtime/index.ts'
 import { parseProcStat } from '../../../src/runtime/procfs.ts'
 
@@ -19,7 +30,10 @@ test('tar round-trips entries, long names included (seeded property)', () => {
     fc.property(fc.array(fc.tuple(name, fc.string({ maxLength: 600 })), { maxLength: 8 }), (items) => {
       const entries = items.map(([p, d]) => file(p, d))
       const back = readTar(writeTar(entries))
-      assert.deepEqual(back.map((e) => [e.path, e.data!.toString()]), items)
+      assert.deepEqual(
+        back.map((e) => [e.path, e.data!.toString()]),
+        items,
+      )
     }),
     { seed: 42, numRuns: 50 },
   )
@@ -28,7 +42,12 @@ test('tar round-trips entries, long names included (seeded property)', () => {
 test('layers apply in order with whiteouts and opaque dirs; escapes are refused', () => {
   const root = tmp()
   try {
-    applyLayer(root, [file('etc/a', 'a'), file('etc/b', 'b'), file('d/x', 'x'), { path: 'lnk', type: 'symlink', mode: 0o777, uid: 0, gid: 0, mtime: 0, linkname: '/etc' }])
+    applyLayer(root, [
+      file('etc/a', 'a'),
+      file('etc/b', 'b'),
+      file('d/x', 'x'),
+      { path: 'lnk', type: 'symlink', mode: 0o777, uid: 0, gid: 0, mtime: 0, linkname: '/etc' },
+    ])
     applyLayer(root, [file('etc/.wh.a', ''), file('d/.wh..wh..opq', ''), file('d/y', 'y'), file('lnk/c', 'c')])
     assert.deepEqual(readdirSync(join(root, 'etc')).sort(), ['b', 'c'], 'whiteout removed a; write through absolute link stays inside root')
     assert.deepEqual(readdirSync(join(root, 'd')), ['y'])
@@ -66,7 +85,12 @@ test('bwrap arguments confine by default and use the image defaults', () => {
 test('oci config is non-root, read-only, capability-free', () => {
   const { config } = buildOciConfig({
     spec: { id: 'c', image: '/img', logDir: '/l', command: ['/bin/true'], resources: { pids: 5 } },
-    image, uid: 65534, gid: 65534, hostIdBase: 1_000_000, seccomp: true, cgroupName: 'orc-x',
+    image,
+    uid: 65534,
+    gid: 65534,
+    hostIdBase: 1_000_000,
+    seccomp: true,
+    cgroupName: 'orc-x',
     layout: { places: { pids: { version: 1, parent: '/x' } }, reasons: {} },
   }) as { config: any }
   assert.equal(config.process.user.uid, 65534)
@@ -75,7 +99,20 @@ test('oci config is non-root, read-only, capability-free', () => {
   assert.equal(config.root.readonly, true)
   assert.ok(config.linux.maskedPaths.includes('/proc/kcore'))
   assert.deepEqual(config.linux.resources.pids, { limit: 5 })
-  assert.throws(() => buildOciConfig({ spec: { id: 'c', image: '/i', logDir: '/l', command: ['x'] }, image, uid: 0, gid: 0, hostIdBase: 1, seccomp: false, cgroupName: 'o', layout: { places: {}, reasons: {} } }), /non-root/)
+  assert.throws(
+    () =>
+      buildOciConfig({
+        spec: { id: 'c', image: '/i', logDir: '/l', command: ['x'] },
+        image,
+        uid: 0,
+        gid: 0,
+        hostIdBase: 1,
+        seccomp: false,
+        cgroupName: 'o',
+        layout: { places: {}, reasons: {} },
+      }),
+    /non-root/,
+  )
 })
 
 test('quantities, exit codes and /proc stat parsing', () => {
@@ -126,6 +163,12 @@ test('fake runtime: start, exit events, stop with and without SIGTERM honoured',
   await rt.start({ id: 'b', image: '/i', logDir: '/l' })
   rt.ignoreTerm('b')
   assert.equal((await rt.stop('b', { graceMs: 1 })).signal, 'SIGKILL')
-  assert.deepEqual(exits, [['a', 3], ['b', null]])
-  assert.deepEqual(rt.list().map((s) => s.state), ['exited', 'exited'])
+  assert.deepEqual(exits, [
+    ['a', 3],
+    ['b', null],
+  ])
+  assert.deepEqual(
+    rt.list().map((s) => s.state),
+    ['exited', 'exited'],
+  )
 })

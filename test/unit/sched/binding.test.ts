@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
 import { isOrcError } from '../../../src/model/index.ts'
-import { decideLocalCopy, resolveBinding, type BindingClaim } from '../../../src/sched/index.ts'
+import { type BindingClaim, decideLocalCopy, resolveBinding } from '../../../src/sched/index.ts'
 
 const claim = (node: string, revisionId: string, time: number, supersedes?: string[]): BindingClaim => ({
   node,
@@ -47,7 +47,10 @@ test('the same revision seen twice counts once', () => {
 })
 
 test('no claims is an error, not a guess', () => {
-  assert.throws(() => resolveBinding([]), (e: unknown) => isOrcError(e, 'invalid'))
+  assert.throws(
+    () => resolveBinding([]),
+    (e: unknown) => isOrcError(e, 'invalid'),
+  )
 })
 
 const arbClaims = fc
@@ -59,21 +62,33 @@ const arbClaims = fc
     }),
     { minLength: 1, maxLength: 8 },
   )
-  .map((xs) => xs.map((x, i) => claim(x.node, `r${i}`, x.time, x.supersedes.filter((s) => s < i).map((s) => `r${s}`))))
+  .map((xs) =>
+    xs.map((x, i) =>
+      claim(
+        x.node,
+        `r${i}`,
+        x.time,
+        x.supersedes.filter((s) => s < i).map((s) => `r${s}`),
+      ),
+    ),
+  )
 
 test('property: every node picks the same winner whatever order it observed the claims in', () => {
   fc.assert(
-    fc.property(arbClaims.chain((cs) => fc.tuple(fc.constant(cs), fc.shuffledSubarray(cs, { minLength: cs.length, maxLength: cs.length }))), ([a, b]) => {
-      const ra = resolveBinding(a)
-      const rb = resolveBinding([...b, ...b.slice(0, 2)]) // duplicates too
-      assert.deepEqual(rb.winner, ra.winner)
-      assert.deepEqual(rb.losers, ra.losers)
-      // Exactly one node keeps running it.
-      const runners = ['a', 'b', 'c', 'd'].filter((n) => decideLocalCopy(n, b, true).action === 'run')
-      assert.deepEqual(runners, [ra.winner.node])
-      // The winner is never a binding that another claim replaced.
-      assert.ok(!a.some((c) => c.supersedes?.includes(ra.winner.revisionId)))
-    }),
+    fc.property(
+      arbClaims.chain((cs) => fc.tuple(fc.constant(cs), fc.shuffledSubarray(cs, { minLength: cs.length, maxLength: cs.length }))),
+      ([a, b]) => {
+        const ra = resolveBinding(a)
+        const rb = resolveBinding([...b, ...b.slice(0, 2)]) // duplicates too
+        assert.deepEqual(rb.winner, ra.winner)
+        assert.deepEqual(rb.losers, ra.losers)
+        // Exactly one node keeps running it.
+        const runners = ['a', 'b', 'c', 'd'].filter((n) => decideLocalCopy(n, b, true).action === 'run')
+        assert.deepEqual(runners, [ra.winner.node])
+        // The winner is never a binding that another claim replaced.
+        assert.ok(!a.some((c) => c.supersedes?.includes(ra.winner.revisionId)))
+      },
+    ),
     { seed: 3, numRuns: 300 },
   )
 })

@@ -1,10 +1,11 @@
 // Placement across the clusters of a federation (placement.clusters, preferClusters, spread over
 // the `cluster` topology key, ha failover between clusters). Pure: views in, operations out.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { explainPod, plan, type ClusterView, type NodeView, type PodView } from '../../../src/sched/index.ts'
 import { federatedView } from '../../../src/agent/federation/scheduling.ts'
+import { type ClusterView, explainPod, type NodeView, type PodView, plan } from '../../../src/sched/index.ts'
 import { node, pod, shuffled, view } from './helpers.ts'
 
 const CLUSTERS = ['cloud', 'edge', 'home']
@@ -56,13 +57,12 @@ test('shared pods without placement.clusters run only where they were created (o
 
 test('preferClusters: the first preferred cluster while it has room; the next when it is full or lost', () => {
   const nodes = nodesOf(2, () => ({ capacity: { cpu: '1', memory: '8Gi' } }))
-  const pods = Array.from({ length: 5 }, (_, i) => pod(`p${i}`, { clusters: CLUSTERS, preferClusters: ['home', 'edge'], requests: { cpu: '1', memory: '1Gi' } }))
+  const pods = Array.from({ length: 5 }, (_, i) =>
+    pod(`p${i}`, { clusters: CLUSTERS, preferClusters: ['home', 'edge'], requests: { cpu: '1', memory: '1Gi' } }),
+  )
   const where = plan(view(nodes, pods)).map((o) => clusterOf(o.node))
   // 2 nodes × 1 cpu in home, then edge, then cloud.
-  assert.deepEqual(
-    where.sort(),
-    ['edge', 'edge', 'home', 'home', 'cloud'].sort(),
-  )
+  assert.deepEqual(where.sort(), ['edge', 'edge', 'home', 'home', 'cloud'].sort())
   const homeLost = nodes.map((n) => (n.cluster === 'home' ? { ...n, state: 'suspect' as const, since: 0 } : n))
   const w2 = plan(view(homeLost, pods.slice(0, 2))).map((o) => clusterOf(o.node))
   assert.deepEqual(w2, ['edge', 'edge'])
@@ -112,7 +112,10 @@ test('placement.clusters changed: a pod on a cluster no longer allowed is evicte
   const ops = plan(view(nodes, [pod('web', { clusters: ['cloud'], node: 'n0@home' })]))
   assert.deepEqual(
     ops.map((o) => o.format()),
-    ['evict pod/default/web from n0@home: cluster home is no longer in placement.clusters [cloud]', 'bind pod/default/web to n0@cloud (from n0@home): best of 1 feasible nodes (3 checked)'],
+    [
+      'evict pod/default/web from n0@home: cluster home is no longer in placement.clusters [cloud]',
+      'bind pod/default/web to n0@cloud (from n0@home): best of 1 feasible nodes (3 checked)',
+    ],
   )
 })
 
@@ -145,7 +148,11 @@ const arbFed = fc
   .map(({ nodes, pods }): ClusterView => {
     const now = 1_000_000
     const ns = nodes.map((n, i) =>
-      fedNode(`n${i}`, n.cluster, { capacity: { cpu: `${n.cpu}m`, memory: '8Gi' }, state: n.state as NodeView['state'], ...(n.state !== 'alive' ? { since: now - n.downFor * 1000 } : {}) }),
+      fedNode(`n${i}`, n.cluster, {
+        capacity: { cpu: `${n.cpu}m`, memory: '8Gi' },
+        state: n.state as NodeView['state'],
+        ...(n.state !== 'alive' ? { since: now - n.downFor * 1000 } : {}),
+      }),
     )
     const ps = pods.map((p, i) =>
       pod(`p${i}`, {
@@ -155,7 +162,9 @@ const arbFed = fc
         ...(p.ha ? { policy: 'ha' as const } : {}),
         ...(p.bindTo !== undefined && p.bindTo < ns.length ? { node: ns[p.bindTo]!.name } : {}),
         ...(p.group ? { group: `default/${p.group}`, labels: { app: p.group } } : {}),
-        ...(p.anti && p.group ? { affinity: { podAntiAffinity: { required: [{ labelSelector: { matchLabels: { app: p.group } }, topologyKey: 'cluster' }] } } } : {}),
+        ...(p.anti && p.group
+          ? { affinity: { podAntiAffinity: { required: [{ labelSelector: { matchLabels: { app: p.group } }, topologyKey: 'cluster' }] } } }
+          : {}),
       }),
     )
     return { nodes: ns, pods: ps, now }

@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { isOrcError } from '../../../src/model/index.ts'
 import { explainPod, formatExplanation } from '../../../src/sched/index.ts'
 import { node, pod, view } from './helpers.ts'
@@ -38,7 +38,13 @@ test('the same explanation as JSON, for tools', () => {
 })
 
 test('a node failing several checks lists all of them', () => {
-  const e = explainPod(view([node('n', { unschedulable: true, state: 'suspect', since: 1_000_000 - 12_000, capacity: { cpu: '100m', memory: '1Gi' } })], [pod('p', { requests: { cpu: '2', memory: '2Gi' } })]), 'default/p')
+  const e = explainPod(
+    view(
+      [node('n', { unschedulable: true, state: 'suspect', since: 1_000_000 - 12_000, capacity: { cpu: '100m', memory: '1Gi' } })],
+      [pod('p', { requests: { cpu: '2', memory: '2Gi' } })],
+    ),
+    'default/p',
+  )
   assert.deepEqual(e.nodes[0]!.reasons, [
     'node suspect (unreachable for 12s)',
     'node cordoned (unschedulable)',
@@ -60,7 +66,9 @@ test('affinity reasons name the selector and the topology domain', () => {
       },
     }),
   ]
-  const lines = formatExplanation(explainPod(view(ns, ps), 'default/web-1')).split('\n').slice(1)
+  const lines = formatExplanation(explainPod(view(ns, ps), 'default/web-1'))
+    .split('\n')
+    .slice(1)
   assert.deepEqual(lines, [
     '  a: insufficient cpu (requests 100, free 3900m)',
     '  a: pod affinity: no pod matching app=db on this node',
@@ -96,5 +104,8 @@ test('the explanation sees what the plan sees: capacity taken by pods placed bef
 })
 
 test('unknown pod: not_found', () => {
-  assert.throws(() => explainPod(view([], []), 'default/nope'), (e: unknown) => isOrcError(e, 'not_found'))
+  assert.throws(
+    () => explainPod(view([], []), 'default/nope'),
+    (e: unknown) => isOrcError(e, 'not_found'),
+  )
 })

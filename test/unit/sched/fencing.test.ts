@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { decideFence, fenceWindowMs, plan, quorumNeeded, quorumState, MIN_FENCE_WINDOW_MS } from '../../../src/sched/index.ts'
+import { decideFence, fenceWindowMs, MIN_FENCE_WINDOW_MS, plan, quorumNeeded, quorumState } from '../../../src/sched/index.ts'
 import { node, pod, view } from './helpers.ts'
 
 const NOW = 10_000_000_000
@@ -17,7 +17,15 @@ test('quorum: a majority of the nodes not forgotten, this one included; fenceQuo
   assert.equal(quorumNeeded(5, majority), 3)
   assert.equal(quorumNeeded(2, { fenceQuorum: 1 }), 1)
   assert.equal(quorumNeeded(3, { fenceQuorum: 9 }), 3)
-  const q = quorumState([{ name: 'b', lastSeen: NOW - 1 * SEC }, { name: 'c', lastSeen: NOW - 40 * SEC }, { name: 'gone', forgotten: true }], NOW, majority)
+  const q = quorumState(
+    [
+      { name: 'b', lastSeen: NOW - 1 * SEC },
+      { name: 'c', lastSeen: NOW - 40 * SEC },
+      { name: 'gone', forgotten: true },
+    ],
+    NOW,
+    majority,
+  )
   assert.deepEqual(q, { size: 3, needed: 2, heard: 2, lastQuorumAt: NOW - 1 * SEC })
 })
 
@@ -81,7 +89,12 @@ test('fence: a pod not running here starts only after a quorum was heard for the
 
 test('bad fencing options in a Cluster are refused with the field named', async () => {
   const { normalizeManifest } = await import('../../../src/model/index.ts')
-  const cluster = (scheduling: Record<string, unknown>) => ({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'default' }, spec: { id: 'ab'.repeat(8), scheduling } })
+  const cluster = (scheduling: Record<string, unknown>) => ({
+    apiVersion: 'orc/v1',
+    kind: 'Cluster',
+    metadata: { name: 'default' },
+    spec: { id: 'ab'.repeat(8), scheduling },
+  })
   assert.throws(() => normalizeManifest(cluster({ fenceQuorum: -1 })), /spec\.scheduling\.fenceQuorum: must be >= 0/)
   assert.throws(() => normalizeManifest(cluster({ fenceMarginSeconds: 'soon' })), /spec\.scheduling\.fenceMarginSeconds/)
   assert.doesNotThrow(() => normalizeManifest(cluster({ fenceQuorum: 1, fenceMarginSeconds: 5 })))

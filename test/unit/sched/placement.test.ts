@@ -1,6 +1,6 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { BindOp, formatPlan, plan, planPlacements, type NodeView, type Operation, type PodView } from '../../../src/sched/index.ts'
+import { test } from 'node:test'
+import { BindOp, formatPlan, type NodeView, type Operation, type PodView, plan, planPlacements } from '../../../src/sched/index.ts'
 import { node, pod, view } from './helpers.ts'
 
 const binds = (ops: Operation[]) => Object.fromEntries(ops.filter((o) => o.type === 'bind').map((o) => [o.pod, o.node]))
@@ -118,7 +118,10 @@ test('an explicit pin (spec.placement.node) is the only node considered', () => 
   assert.equal(r.pending[0]!.reason, '0/2 nodes can run it: 1 insufficient cpu, 1 not the pinned node')
   // Changing the pin of a running pod moves it.
   const ops = plan(view(nodes, [pod('p', { pin: 'a', node: 'b' })]))
-  assert.deepEqual(formatPlan(ops).split('\n'), ['evict pod/default/p from b: pod is pinned to a', 'bind pod/default/p to a (from b): best of 1 feasible nodes (1 checked)'])
+  assert.deepEqual(formatPlan(ops).split('\n'), [
+    'evict pod/default/p from b: pod is pinned to a',
+    'bind pod/default/p to a (from b): best of 1 feasible nodes (1 checked)',
+  ])
 })
 
 function sites(n: number, perSite: number): NodeView[] {
@@ -185,7 +188,11 @@ test('higher priority pods are placed first when capacity is short', () => {
 
 test('finished pods hold nothing and are never placed', () => {
   const nodes = [node('a', { capacity: { cpu: '1', memory: '1Gi' } })]
-  const pods: PodView[] = [pod('done', { node: 'a', phase: 'Succeeded', requests: { cpu: '1' } }), pod('failed', { phase: 'Failed' }), pod('next', { requests: { cpu: '1' } })]
+  const pods: PodView[] = [
+    pod('done', { node: 'a', phase: 'Succeeded', requests: { cpu: '1' } }),
+    pod('failed', { phase: 'Failed' }),
+    pod('next', { requests: { cpu: '1' } }),
+  ]
   assert.deepEqual(binds(plan(view(nodes, pods))), { 'default/next': 'a' })
 })
 
@@ -207,7 +214,10 @@ test('equal nodes: the seeded tie-break spreads different pods over different no
   // A different seed gives a different (but again deterministic) choice.
   const a = plan(view(nodes, pods), { seed: 1 }).map((o) => o.format())
   const b = plan(view(nodes, pods), { seed: 2 }).map((o) => o.format())
-  assert.deepEqual(a, plan(view(nodes, pods), { seed: 1 }).map((o) => o.format()))
+  assert.deepEqual(
+    a,
+    plan(view(nodes, pods), { seed: 1 }).map((o) => o.format()),
+  )
   assert.notDeepEqual(a, b)
 })
 

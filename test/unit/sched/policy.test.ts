@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { decideBoundPod, formatPlan, nextDecisionTime, plan, type NodeView } from '../../../src/sched/index.ts'
+import { decideBoundPod, formatPlan, type NodeView, nextDecisionTime, plan } from '../../../src/sched/index.ts'
 import { node, pod, view } from './helpers.ts'
 
 const NOW = 10_000_000_000
@@ -44,8 +44,14 @@ test('property: an ha pod is rebound exactly when its node has been unreachable 
 test('best-effort pod: stays on a node that is down for days, moves after goneAfter or when forgotten', () => {
   const p = pod('batch', { node: 'lost' })
   assert.deepEqual(plan(view([suspectFor(6 * DAY), node('ok')], [p], NOW)), [])
-  assert.match(plan(view([suspectFor(7 * DAY), node('ok')], [p], NOW))[0]!.format(), /^unbind pod\/default\/batch from lost: node lost suspect for 7d \(best-effort: moves after 7d\)$/)
-  assert.equal(plan(view([node('lost', { forgotten: true }), node('ok')], [p], NOW))[0]!.format(), 'unbind pod/default/batch from lost: node lost was forgotten')
+  assert.match(
+    plan(view([suspectFor(7 * DAY), node('ok')], [p], NOW))[0]!.format(),
+    /^unbind pod\/default\/batch from lost: node lost suspect for 7d \(best-effort: moves after 7d\)$/,
+  )
+  assert.equal(
+    plan(view([node('lost', { forgotten: true }), node('ok')], [p], NOW))[0]!.format(),
+    'unbind pod/default/batch from lost: node lost was forgotten',
+  )
 })
 
 test('property: best-effort pods never move before their node is forgotten or gone for goneAfter', () => {
@@ -61,7 +67,11 @@ test('property: best-effort pods never move before their node is forgotten or go
         const ops = plan(view([n, node('other')], pods, NOW), { goneAfterSeconds })
         const mayMove = forgotten || (state !== 'alive' && down >= goneAfterSeconds * 1000)
         if (!mayMove) assert.deepEqual(ops, [])
-        else assert.deepEqual(ops.filter((o) => o.type === 'unbind').map((o) => o.pod), ['default/a', 'default/b'])
+        else
+          assert.deepEqual(
+            ops.filter((o) => o.type === 'unbind').map((o) => o.pod),
+            ['default/a', 'default/b'],
+          )
       },
     ),
     { seed: 7, numRuns: 300 },

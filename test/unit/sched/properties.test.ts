@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { parseCpu, parseMemory, plan, type ClusterView, type NodeView, type PodView } from '../../../src/sched/index.ts'
+import { type ClusterView, type NodeView, type PodView, parseCpu, parseMemory, plan } from '../../../src/sched/index.ts'
 import { arbView, shuffled } from './helpers.ts'
 
 const json = (v: unknown) => JSON.stringify(v)

@@ -1,5 +1,5 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { isOrcError } from '../../../src/model/index.ts'
 import { formatCpu, formatMemory, parseCpu, parseMemory, podRequests } from '../../../src/sched/index.ts'
 
@@ -25,9 +25,15 @@ test('memory quantities become bytes, binary and decimal suffixes', () => {
 
 test('bad quantities are refused with an OrcError naming the value', () => {
   for (const bad of ['', 'lots', '-1', '1.5.2', '10 Gi', '1gb']) {
-    assert.throws(() => parseMemory(bad), (e: unknown) => isOrcErrorLike(e) && e.message.includes(JSON.stringify(bad)))
+    assert.throws(
+      () => parseMemory(bad),
+      (e: unknown) => isOrcErrorLike(e) && e.message.includes(JSON.stringify(bad)),
+    )
   }
-  assert.throws(() => parseCpu(-1), (e: unknown) => isOrcErrorLike(e))
+  assert.throws(
+    () => parseCpu(-1),
+    (e: unknown) => isOrcErrorLike(e),
+  )
 })
 
 test('quantities print back the way a user writes them', () => {

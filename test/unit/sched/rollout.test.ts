@@ -1,16 +1,16 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { isOrcError } from '../../../src/model/index.ts'
 import {
   abortRollout,
   desiredRolloutPods,
   everyNodePods,
+  type PinnedDeploymentSpec,
   promoteRollout,
   rolloutCounts,
   rolloutStatus,
   setRollout,
   templateHash,
-  type PinnedDeploymentSpec,
 } from '../../../src/sched/index.ts'
 import { node } from './helpers.ts'
 
@@ -37,7 +37,11 @@ test('bad splits are refused', () => {
     { replicas: -1, previous: v1 },
     { replicas: 1.5, previous: v1 },
   ]
-  for (const s of bad) assert.throws(() => rolloutCounts(s), (e: unknown) => isOrcError(e, 'invalid'))
+  for (const s of bad)
+    assert.throws(
+      () => rolloutCounts(s),
+      (e: unknown) => isOrcError(e, 'invalid'),
+    )
 })
 
 test('pod names are stable: shifting the split only adds or removes the highest ordinals', () => {
@@ -60,7 +64,10 @@ test('promote keeps the next pods as they are; abort keeps the previous ones', (
     [`web-${h1}-0`, `web-${h1}-1`, `web-${h1}-2`],
   )
   assert.deepEqual(rolloutCounts(setRollout(spec, { nextPercent: 100 })), { previous: 0, next: 3 })
-  assert.throws(() => promoteRollout(abortRollout(spec)), (e: unknown) => isOrcError(e, 'conflict'))
+  assert.throws(
+    () => promoteRollout(abortRollout(spec)),
+    (e: unknown) => isOrcError(e, 'conflict'),
+  )
 })
 
 test('status: what exists, what is missing, what is extra', () => {
@@ -105,19 +112,40 @@ test('planDeploymentPods: replicas by ordinal; everyNode one pinned copy per eli
   const { planDeploymentPods, deploymentStatus } = await import('../../../src/sched/index.ts')
   const r = planDeploymentPods('web', { replicas: 3, previous: v1, next: v2, nextPercent: 34 }, [])
   // 34 % of 3 rounds up to 2 on next.
-  assert.deepEqual(r.map((p) => [p.name, p.version]), [[`web-${h1}-0`, 'previous'], [`web-${h2}-0`, 'next'], [`web-${h2}-1`, 'next']])
+  assert.deepEqual(
+    r.map((p) => [p.name, p.version]),
+    [
+      [`web-${h1}-0`, 'previous'],
+      [`web-${h2}-0`, 'next'],
+      [`web-${h2}-1`, 'next'],
+    ],
+  )
   const nodes = [node('c'), node('a'), node('b', { taints: [{ key: 'x', effect: 'NoSchedule' }] }), node('d', { forgotten: true })]
   const e = planDeploymentPods('logs', { replicas: 0, everyNode: true, previous: v1, next: v2, nextPercent: 50 }, nodes)
-  assert.deepEqual(e.map((p) => [p.name, p.node, p.version]), [['logs-a', 'a', 'next'], ['logs-c', 'c', 'previous']], 'b untolerated, d forgotten; 50 % of 2 is 1')
+  assert.deepEqual(
+    e.map((p) => [p.name, p.node, p.version]),
+    [
+      ['logs-a', 'a', 'next'],
+      ['logs-c', 'c', 'previous'],
+    ],
+    'b untolerated, d forgotten; 50 % of 2 is 1',
+  )
   assert.deepEqual((e[0]!.spec as any).placement, { node: 'a' })
   assert.equal(e[0]!.labels['orc/template'], h2)
   // nextReplicas beyond the number of nodes means all of them.
-  assert.equal(planDeploymentPods('logs', { replicas: 0, everyNode: true, previous: v1, next: v2, nextReplicas: 9 }, nodes).filter((p) => p.version === 'next').length, 2)
-  const s = deploymentStatus({ replicas: 3, previous: v1, next: v2, nextReplicas: 1 }, planDeploymentPods('web', { replicas: 3, previous: v1, next: v2, nextReplicas: 1 }, []), [
-    { name: `web-${h1}-0`, template: h1, running: true, ready: true },
-    { name: `web-${h1}-2`, template: h1, running: true, ready: false },
-    { name: `web-${h2}-0`, template: h2, running: true, ready: true },
-  ])
+  assert.equal(
+    planDeploymentPods('logs', { replicas: 0, everyNode: true, previous: v1, next: v2, nextReplicas: 9 }, nodes).filter((p) => p.version === 'next').length,
+    2,
+  )
+  const s = deploymentStatus(
+    { replicas: 3, previous: v1, next: v2, nextReplicas: 1 },
+    planDeploymentPods('web', { replicas: 3, previous: v1, next: v2, nextReplicas: 1 }, []),
+    [
+      { name: `web-${h1}-0`, template: h1, running: true, ready: true },
+      { name: `web-${h1}-2`, template: h1, running: true, ready: false },
+      { name: `web-${h2}-0`, template: h2, running: true, ready: true },
+    ],
+  )
   assert.deepEqual(s.previous, { template: h1, desired: 2, created: 2, running: 2, ready: 1 })
   assert.deepEqual(s.next, { template: h2, desired: 1, created: 1, running: 1, ready: 1 })
   assert.deepEqual(s.create, [`web-${h1}-1`])

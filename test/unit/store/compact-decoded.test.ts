@@ -1,8 +1,9 @@
 // compactDecoded rewrites what Yjs decoded (exact-size arrays, shared strings) in place: the
 // document must read exactly the same afterwards and still merge, and `since` limits the work to
 // what the last decode added.
-import { test } from 'node:test'
+
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import * as Y from 'yjs'
 import { compactDecoded, toY } from '../../../src/store/ydoc.ts'
 
@@ -11,7 +12,10 @@ function docWith(n: number, client: number): Y.Doc {
   d.clientID = client
   const m = d.getMap<unknown>('objects')
   for (let i = 0; i < n; i++) {
-    m.set(`Pod/default/p${i}`, toY({ metadata: { name: `p${i}`, labels: { app: 'x' } }, spec: { containers: [{ name: 'main', command: ['sh', '-c', `echo ${i}`] }] } }))
+    m.set(
+      `Pod/default/p${i}`,
+      toY({ metadata: { name: `p${i}`, labels: { app: 'x' } }, spec: { containers: [{ name: 'main', command: ['sh', '-c', `echo ${i}`] }] } }),
+    )
   }
   return d
 }

@@ -1,7 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
+import { test } from 'node:test'
 import { openStore } from '../../../src/store/store.ts'
 import { tempDir } from '../../helpers/store.ts'
 

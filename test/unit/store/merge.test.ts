@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { tempStore, pod, seededBytes } from '../../helpers/store.ts'
 import type { Store } from '../../../src/store/store.ts'
+import { pod, seededBytes, tempStore } from '../../helpers/store.ts'
 
 type Op =
   | { t: 'apply'; name: string; image: number }
@@ -65,7 +65,7 @@ test('diverged stores converge to identical state and history order, whatever th
           // deliver gossip shuffled, with duplicates, deterministically from the seed
           const rnd = seededBytes(seed ^ 0x5bd1e995)
           const shuffle = (xs: Uint8Array[]) => {
-            const out = [...xs, ...xs.filter((_, i) => rnd(1)[0]! % 3 === 0)]
+            const out = [...xs, ...xs.filter((_, _i) => rnd(1)[0]! % 3 === 0)]
             for (let i = out.length - 1; i > 0; i--) {
               const j = rnd(1)[0]! % (i + 1)
               ;[out[i], out[j]] = [out[j]!, out[i]!]
@@ -123,7 +123,10 @@ test('history is never behind the objects: a replicated write is in history as s
   assert.ok(B.store.get(ref))
   // … and history, asked now, includes it
   const h = await B.store.history(ref)
-  assert.deepEqual(h.map((r) => r.author), ['user:bob'])
+  assert.deepEqual(
+    h.map((r) => r.author),
+    ['user:bob'],
+  )
   await applying
   await A.cleanup()
   await B.cleanup()

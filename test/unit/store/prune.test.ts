@@ -1,9 +1,9 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
 import { MemoryLevel } from 'memory-level'
 import { openStore, type Store } from '../../../src/store/store.ts'
-import { tempStore, pod, seededBytes } from '../../helpers/store.ts'
+import { pod, seededBytes, tempStore } from '../../helpers/store.ts'
 
 const ref = (name: string) => ({ kind: 'Pod', namespace: 'default', name })
 
@@ -119,7 +119,12 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
 async function world(seed: number, steps: Step[], prune: boolean): Promise<{ digests: string[]; pruned: number; skippedBehind: number }> {
   const stores: Store[] = []
   const open = async (i: number) =>
-    openStore({ dir: `mem-${i}`, db: new MemoryLevel<string, Uint8Array>({ keyEncoding: 'utf8', valueEncoding: 'view' }), randomBytes: seededBytes(seed + i * 7919), sync: false })
+    openStore({
+      dir: `mem-${i}`,
+      db: new MemoryLevel<string, Uint8Array>({ keyEncoding: 'utf8', valueEncoding: 'view' }),
+      randomBytes: seededBytes(seed + i * 7919),
+      sync: false,
+    })
   // replicas 0–2 exist from the start; replica 3 joins after a third of the steps, from replica 0
   for (let i = 0; i < 3; i++) stores.push(await open(i))
   const joinAt = Math.floor(steps.length / 3)
@@ -142,7 +147,11 @@ async function world(seed: number, steps: Step[], prune: boolean): Promise<{ dig
       now++
       try {
         if (s.t === 'label') await relabel(st, `o${s.name}`, s.v, now, `user:u${who}`)
-        else if (s.t === 'status' && st.get(ref(`o${s.name}`))) await st.patch(ref(`o${s.name}`), [{ path: ['status', 'phase'], value: ['Pending', 'Running', 'Failed'][s.phase] }], { author: 'controller:lifecycle', now })
+        else if (s.t === 'status' && st.get(ref(`o${s.name}`)))
+          await st.patch(ref(`o${s.name}`), [{ path: ['status', 'phase'], value: ['Pending', 'Running', 'Failed'][s.phase] }], {
+            author: 'controller:lifecycle',
+            now,
+          })
         else if (s.t === 'delete' && st.get(ref(`o${s.name}`))) await st.delete(ref(`o${s.name}`), { author: `user:u${who}`, now })
         else if (s.t === 'sync' && s.to % live !== who) await sync(st, stores[s.to % live]!)
         else if (s.t === 'gossip') {
@@ -194,7 +203,12 @@ test('a replica missing a concurrent write does not prune the chain that write i
   let concurrentWon = 0
   for (let seed = 1; seed <= 12; seed++) {
     const mk = (i: number) =>
-      openStore({ dir: `mem-${i}`, db: new MemoryLevel<string, Uint8Array>({ keyEncoding: 'utf8', valueEncoding: 'view' }), randomBytes: seededBytes(seed * 31 + i), sync: false })
+      openStore({
+        dir: `mem-${i}`,
+        db: new MemoryLevel<string, Uint8Array>({ keyEncoding: 'utf8', valueEncoding: 'view' }),
+        randomBytes: seededBytes(seed * 31 + i),
+        sync: false,
+      })
     const [A, B, C] = [await mk(0), await mk(1), await mk(2)]
     const sync = async (from: Store, to: Store) => to.applyRemote(await from.encodeMissing(to.encodeSyncState()))
     try {

@@ -1,9 +1,9 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
+import { test } from 'node:test'
+import { defaultOwnership, MAX_OBJECT_BYTES, OrcError, OwnershipTable } from '../../../src/model/index.ts'
 import { openStore } from '../../../src/store/store.ts'
-import { OrcError, OwnershipTable, defaultOwnership, MAX_OBJECT_BYTES } from '../../../src/model/index.ts'
-import { pod, tempDir, tempStore, seededBytes } from '../../helpers/store.ts'
+import { pod, seededBytes, tempDir, tempStore } from '../../helpers/store.ts'
 
 const web = { kind: 'Pod', namespace: 'default', name: 'web' }
 const alice = (now: number, reason = '') => ({ author: 'user:alice', now, reason })
@@ -48,16 +48,31 @@ test('history: filter by author (include, exclude, controller: prefix) and time'
   await store.apply(pod('web', '/i/2'), { author: 'user:bob', now: 3000, reason: 'bump' })
   await store.patch(web, [{ path: ['status', 'node'], value: 'n1' }], { author: 'controller:scheduler', now: 4000 })
   const all = await store.history(web)
-  assert.deepEqual(all.map((r) => [r.number, r.author]), [
-    [1, 'user:alice'],
-    [2, 'controller:lifecycle'],
-    [3, 'user:bob'],
-    [4, 'controller:scheduler'],
-  ])
-  assert.deepEqual((await store.history(web, { authors: ['user:bob'] })).map((r) => r.number), [3])
-  assert.deepEqual((await store.history(web, { authors: ['user:bob', 'user:alice'] })).map((r) => r.number), [1, 3])
-  assert.deepEqual((await store.history(web, { excludeAuthors: ['controller:'] })).map((r) => r.number), [1, 3])
-  assert.deepEqual((await store.history(web, { since: 2000, until: 3000 })).map((r) => r.number), [2, 3])
+  assert.deepEqual(
+    all.map((r) => [r.number, r.author]),
+    [
+      [1, 'user:alice'],
+      [2, 'controller:lifecycle'],
+      [3, 'user:bob'],
+      [4, 'controller:scheduler'],
+    ],
+  )
+  assert.deepEqual(
+    (await store.history(web, { authors: ['user:bob'] })).map((r) => r.number),
+    [3],
+  )
+  assert.deepEqual(
+    (await store.history(web, { authors: ['user:bob', 'user:alice'] })).map((r) => r.number),
+    [1, 3],
+  )
+  assert.deepEqual(
+    (await store.history(web, { excludeAuthors: ['controller:'] })).map((r) => r.number),
+    [1, 3],
+  )
+  assert.deepEqual(
+    (await store.history(web, { since: 2000, until: 3000 })).map((r) => r.number),
+    [2, 3],
+  )
   assert.equal(all[2]!.reason, 'bump')
   await cleanup()
 })
@@ -71,7 +86,10 @@ test('at, diff and rollback reconstruct old contents and record who rolled back 
     assert.equal(o.metadata.revision, i)
   }
   const d = await store.diff(web, 2, 5)
-  assert.deepEqual(d.map((c) => c.path.join('.')), ['spec.containers'])
+  assert.deepEqual(
+    d.map((c) => c.path.join('.')),
+    ['spec.containers'],
+  )
   await store.patch(web, [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 11000 })
   const rb = await store.rollback(web, { to: 3, author: 'user:carol', now: 12000, reason: 'bad release' })
   assert.equal(rb.revision?.op, 'rollback')
@@ -83,7 +101,10 @@ test('at, diff and rollback reconstruct old contents and record who rolled back 
   // rollback without --to goes to the revision before the head
   const rb2 = await store.rollback(web, { author: 'user:carol', now: 13000 })
   assert.equal((rb2.object!.spec as any).containers[0].image, '/images/v10')
-  await assert.rejects(store.rollback(web, { to: 99, author: 'user:carol', now: 1 }), rejectsWith('not_found', /pod\/web has no revision 99 \(it has revisions 1–13\)/))
+  await assert.rejects(
+    store.rollback(web, { to: 99, author: 'user:carol', now: 1 }),
+    rejectsWith('not_found', /pod\/web has no revision 99 \(it has revisions 1–13\)/),
+  )
   const h = await store.history(web)
   assert.equal(h.length, 13, 'a refused rollback writes nothing')
   await cleanup()
@@ -140,7 +161,10 @@ test('the controller that created an object may maintain its user fields (a node
 test('ownership table refuses a second owner for a field', () => {
   const t = new OwnershipTable()
   t.claim({ kind: 'Pod', path: 'status', owner: 'controller:lifecycle' })
-  assert.throws(() => t.claim({ kind: 'Pod', path: 'status', owner: 'controller:other' }), /Pod field status is already owned by controller:lifecycle; controller:other cannot also own it/)
+  assert.throws(
+    () => t.claim({ kind: 'Pod', path: 'status', owner: 'controller:other' }),
+    /Pod field status is already owned by controller:lifecycle; controller:other cannot also own it/,
+  )
   assert.equal(defaultOwnership().ownerOf('Pod', ['status', 'node', 'x']), 'controller:scheduler')
   assert.equal(defaultOwnership().ownerOf('Pod', ['status', 'phase']), 'controller:lifecycle')
   assert.equal(defaultOwnership().ownerOf('Pod', ['spec', 'containers']), 'users')
@@ -153,7 +177,11 @@ test('bad input is refused with a clear error and changes nothing', async () => 
   const bad: [unknown, string, RegExp][] = [
     [{ ...pod('web'), spec: { containers: [{ name: 'main' }] } }, 'invalid', /spec\.containers\[0\]\.image: required/],
     [{ ...pod('web'), spec: { containers: [{ name: 'main', image: 'x' }], colour: 'red' } }, 'invalid', /spec\.colour: unknown field/],
-    [{ ...pod('web'), spec: { containers: [{ name: 'main', image: 'x', ports: [{ containerPort: 70000 }] }] } }, 'invalid', /spec\.containers\[0\]\.ports\[0\]\.containerPort: must be <= 65535/],
+    [
+      { ...pod('web'), spec: { containers: [{ name: 'main', image: 'x', ports: [{ containerPort: 70000 }] }] } },
+      'invalid',
+      /spec\.containers\[0\]\.ports\[0\]\.containerPort: must be <= 65535/,
+    ],
     [{ ...pod('web'), kind: 'Gadget' }, 'invalid', /unknown kind "Gadget"/],
     [{ ...pod('Web_1') }, 'invalid', /metadata\.name: must be a DNS label/],
     [{ ...pod('web'), apiVersion: 'v1' }, 'invalid', /apiVersion: must be orc\/v1/],
@@ -179,7 +207,10 @@ test('delete is a revision; history outlives it; re-create continues the numberi
   await assert.rejects(store.delete(web, alice(3)), rejectsWith('not_found', /pod\/web not found/))
   const again = await store.apply(pod('web'), alice(4))
   assert.equal(again.revision?.number, 3)
-  assert.deepEqual((await store.history(web)).map((r) => r.op), ['create', 'delete', 'create'])
+  assert.deepEqual(
+    (await store.history(web)).map((r) => r.op),
+    ['create', 'delete', 'create'],
+  )
   // rolling back to before the delete works from the tombstone too
   await store.delete(web, alice(5))
   const rb = await store.rollback(web, { to: 1, author: 'user:alice', now: 6 })
@@ -239,7 +270,10 @@ test('a database whose log lost records is refused, not served short', async () 
     const { store, dir, cleanup } = await tempStore()
     for (let i = 0; i < 40; i++) await store.apply(pod(`p${i}`), alice(i))
     await store.close()
-    const log = readdirSync(dir).filter((f) => f.endsWith('.log')).sort().pop()!
+    const log = readdirSync(dir)
+      .filter((f) => f.endsWith('.log'))
+      .sort()
+      .pop()!
     const bytes = readFileSync(join(dir, log))
     assert.ok(statSync(join(dir, log)).size > 1000, 'writes are in the LevelDB log')
     const at = variant === 'early' ? 10 : Math.floor(bytes.length / 2)
@@ -282,7 +316,11 @@ test('change listeners hear of a write after it is durable and may write from th
   const res = (await reacted) as { revision: { number: number } }
   assert.equal(res.revision.number, 2)
   const h = await store.history(web)
-  assert.deepEqual(h.map((r) => r.author), ['user:alice', 'controller:lifecycle'], 'no empty duplicate revision')
+  assert.deepEqual(
+    h.map((r) => r.author),
+    ['user:alice', 'controller:lifecycle'],
+    'no empty duplicate revision',
+  )
   assert.ok(seen.length >= 2)
   await cleanup()
 })
@@ -306,7 +344,10 @@ test('a plan is applied as planned only while the object is unchanged: a write i
     // A plan is kept for its author only.
     const c = normalizeManifest(pod('web', '/images/v4'))
     s.planApply(c, alice(5000))
-    await assert.rejects(s.apply({ ...c, status: { phase: 'Running' } } as any, alice(5000)), rejectsWith('forbidden', /status.phase is owned by controller:lifecycle/))
+    await assert.rejects(
+      s.apply({ ...c, status: { phase: 'Running' } } as any, alice(5000)),
+      rejectsWith('forbidden', /status.phase is owned by controller:lifecycle/),
+    )
   } finally {
     await cleanup()
   }

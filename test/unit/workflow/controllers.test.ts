@@ -1,13 +1,7 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import { isOrcError, OwnershipTable, USERS } from '../../../src/model/index.ts'
-import {
-  buildControllerGraph,
-  checkControllers,
-  controllerClaims,
-  formatControllerGraph,
-  type ControllerDecl,
-} from '../../../src/workflow/index.ts'
+import { buildControllerGraph, type ControllerDecl, checkControllers, controllerClaims, formatControllerGraph } from '../../../src/workflow/index.ts'
 
 const scheduler: ControllerDecl = {
   name: 'controller:scheduler',
@@ -24,9 +18,7 @@ test('a controller set that settles is accepted and shown as who feeds whom', ()
   const g = checkControllers([scheduler, lifecycle])
   // lifecycle writes Pod.status (which covers status.node) but reads its own write only; scheduler
   // does not read Pod.status, so no loop.
-  assert.deepEqual(g.edges, [
-    { from: 'controller:scheduler', to: 'controller:lifecycle', via: [{ written: 'Pod.status.node', read: 'Pod.status.node' }] },
-  ])
+  assert.deepEqual(g.edges, [{ from: 'controller:scheduler', to: 'controller:lifecycle', via: [{ written: 'Pod.status.node', read: 'Pod.status.node' }] }])
   assert.deepEqual(g.loops, [])
   assert.equal(
     formatControllerGraph(g),
@@ -84,9 +76,7 @@ test('two controllers writing the same field are refused, naming both', () => {
   const other: ControllerDecl = { name: 'controller:placer', reads: ['Pod.spec'], writes: ['Pod.status.node'] }
   assert.throws(
     () => checkControllers([scheduler, lifecycle, other]),
-    (err: unknown) =>
-      isOrcError(err, 'conflict') &&
-      err.message === 'Pod.status.node is written by both controller:scheduler and controller:placer',
+    (err: unknown) => isOrcError(err, 'conflict') && err.message === 'Pod.status.node is written by both controller:scheduler and controller:placer',
   )
 })
 

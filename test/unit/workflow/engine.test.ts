@@ -1,13 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { isOrcError } from '../../../src/model/index.ts'
-import {
-  WorkflowGraph,
-  WorkflowRun,
-  parseWorkflowSnapshot,
-  type UnitChangeEvent,
-} from '../../../src/workflow/index.ts'
+import { test } from 'node:test'
 import { ManualClock, systemClock } from '../../../src/effects/index.ts'
+import { isOrcError } from '../../../src/model/index.ts'
+import { parseWorkflowSnapshot, type UnitChangeEvent, WorkflowGraph, WorkflowRun } from '../../../src/workflow/index.ts'
 import { hang, podGraph, sleep, timed } from './helpers.ts'
 
 function deferred() {
@@ -80,10 +75,7 @@ test('a failed requirement skips its dependents, naming the failed unit; orderin
   const run = new WorkflowRun(g, { clock })
   const r = await run.reach('running')
   assert.equal(r.reached, false)
-  assert.equal(
-    r.reason,
-    'requires start-containers, which was skipped because pull-image failed (manifest unknown: nginx:nope)',
-  )
+  assert.equal(r.reason, 'requires start-containers, which was skipped because pull-image failed (manifest unknown: nginx:nope)')
   const s = run.snapshot()
   const byName = Object.fromEntries(s.units.map((u) => [u.name, u]))
   assert.equal(byName['pull-image']!.state, 'failed')
@@ -162,7 +154,10 @@ test('a hanging unit is cut by its timeout and retried with doubling backoff', a
   assert.equal(end.attempts, 4)
   assert.equal(end.startedAt, 0)
   assert.equal(end.endedAt, 96_500)
-  assert.ok(events.some((e) => e.unit === 'pull-image' && e.retryAt === 63_000), 'retry scheduling is announced')
+  assert.ok(
+    events.some((e) => e.unit === 'pull-image' && e.retryAt === 63_000),
+    'retry scheduling is announced',
+  )
   assert.deepEqual(
     events.filter((e) => e.unit === 'running').map((e) => e.state),
     ['done'],
@@ -205,7 +200,7 @@ test('cancel aborts running units, skips waiting ones and answers pending reach 
   const r = await reached
   assert.equal(r.reached, false)
   assert.equal(signal?.aborted, true)
-  assert.match(String((signal?.reason as Error).message), /cancelled: spec changed/)
+  assert.match(String((signal?.reason as Error | undefined)?.message), /cancelled: spec changed/)
   const s = run.snapshot()
   assert.equal(s.cancelled, 'spec changed')
   assert.equal(s.id, 'pod/web@1')
@@ -222,9 +217,7 @@ test('cancel aborts running units, skips waiting ones and answers pending reach 
 
 test('a requirement nobody defined skips its dependents; an unknown target is refused', async () => {
   const clock = new ManualClock()
-  const g = new WorkflowGraph()
-    .addTarget({ name: 'ready' })
-    .addUnit({ name: 'join', requires: ['wireguard-up'], wantedBy: ['ready'], run: async () => {} })
+  const g = new WorkflowGraph().addTarget({ name: 'ready' }).addUnit({ name: 'join', requires: ['wireguard-up'], wantedBy: ['ready'], run: async () => {} })
   const run = new WorkflowRun(g, { clock })
   const r = await run.reach('ready')
   assert.equal(r.reached, false)

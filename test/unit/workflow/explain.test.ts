@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { ManualClock } from '../../../src/effects/index.ts'
 import { isOrcError } from '../../../src/model/index.ts'
 import {
-  WorkflowRun,
   criticalChain,
   explainWhy,
   formatCriticalChain,
@@ -10,9 +10,9 @@ import {
   parseWorkflowSnapshot,
   renderCriticalChain,
   renderWhy,
+  WorkflowRun,
   type WorkflowSnapshot,
 } from '../../../src/workflow/index.ts'
-import { ManualClock } from '../../../src/effects/index.ts'
 import { hang, podGraph, sleep } from './helpers.ts'
 
 /** What another node sees: the snapshot after a trip through JSON (the pod's replicated status). */
@@ -130,8 +130,17 @@ test('why: a failed pull is named as the reason, with its error, through the ski
     ].join('\n'),
   )
   assert.equal(
-    formatCriticalChain(criticalChain(overTheWire(run), 'running')).split('\n').slice(2).join('\n'),
-    ['running (skipped)', '└─start-containers (skipped)', '  └─pull-image @0.120s +0.000s (failed)', '    └─storage @0.120s', '      └─mount-volumes @0.000s +0.120s'].join('\n'),
+    formatCriticalChain(criticalChain(overTheWire(run), 'running'))
+      .split('\n')
+      .slice(2)
+      .join('\n'),
+    [
+      'running (skipped)',
+      '└─start-containers (skipped)',
+      '  └─pull-image @0.120s +0.000s (failed)',
+      '    └─storage @0.120s',
+      '      └─mount-volumes @0.000s +0.120s',
+    ].join('\n'),
   )
 })
 
@@ -159,7 +168,10 @@ test('why: a healthy pod says when the target was reached and lists what was don
     explainWhy(snap, 'network').done.map((u) => u.name),
     ['create-netns', 'assign-address', 'network'],
   )
-  assert.throws(() => renderWhy(snap, 'ready'), (e: unknown) => isOrcError(e, 'not_found') && /ready is not part of this workflow run/.test(e.message))
+  assert.throws(
+    () => renderWhy(snap, 'ready'),
+    (e: unknown) => isOrcError(e, 'not_found') && /ready is not part of this workflow run/.test(e.message),
+  )
 })
 
 test('critical chain: the path of last-finishing dependencies, with start and duration', async () => {
@@ -185,19 +197,16 @@ test('critical chain: the path of last-finishing dependencies, with start and du
 
 test('critical chain of a target not reached yet runs through what it still waits for', async () => {
   const snap = await stuckRun()
-  assert.deepEqual(
-    renderCriticalChain(snap, 'running', { subject: 'pod/web' }).split('\n'),
-    [
-      'pod/web: running not reached after 44.420s',
-      'The time when a unit started (a target: was reached) is printed after "@", the time it took after "+".',
-      '',
-      'running (not reached)',
-      '└─start-containers (waiting)',
-      '  └─pull-image @0.120s +44.300s (running)',
-      '    └─storage @0.120s',
-      '      └─mount-volumes @0.000s +0.120s',
-    ],
-  )
+  assert.deepEqual(renderCriticalChain(snap, 'running', { subject: 'pod/web' }).split('\n'), [
+    'pod/web: running not reached after 44.420s',
+    'The time when a unit started (a target: was reached) is printed after "@", the time it took after "+".',
+    '',
+    'running (not reached)',
+    '└─start-containers (waiting)',
+    '  └─pull-image @0.120s +44.300s (running)',
+    '    └─storage @0.120s',
+    '      └─mount-volumes @0.000s +0.120s',
+  ])
 })
 
 test('formatWhy works on explanations only (no engine needed)', () => {
@@ -207,10 +216,24 @@ test('formatWhy works on explanations only (no engine needed)', () => {
     at: 2_000,
     targets: ['ready'],
     units: [
-      { name: 'wg-up', kind: 'unit', state: 'running', after: [], requires: [], startedAt: 0, attemptStartedAt: 0, attempts: 1, maxAttempts: 1, timeoutMs: null },
+      {
+        name: 'wg-up',
+        kind: 'unit',
+        state: 'running',
+        after: [],
+        requires: [],
+        startedAt: 0,
+        attemptStartedAt: 0,
+        attempts: 1,
+        maxAttempts: 1,
+        timeoutMs: null,
+      },
       { name: 'ready', kind: 'target', state: 'waiting', after: ['wg-up', 'missing'], requires: ['missing'], attempts: 0, maxAttempts: 0, timeoutMs: null },
     ],
   }
   const text = formatWhy(explainWhy(snap, 'ready', { subject: 'node/a' }))
-  assert.match(text, /^node\/a: target ready not reached: missing is not defined\n\n {2}ready waits for wg-up, missing\n {2}└─missing is not defined \(no controller registered it\)/)
+  assert.match(
+    text,
+    /^node\/a: target ready not reached: missing is not defined\n\n {2}ready waits for wg-up, missing\n {2}└─missing is not defined \(no controller registered it\)/,
+  )
 })

@@ -1,5 +1,5 @@
-import { WorkflowGraph, addPodTargets, type UnitSpec } from '../../../src/workflow/index.ts'
-import { ManualClock } from '../../../src/effects/index.ts'
+import type { ManualClock } from '../../../src/effects/index.ts'
+import { addPodTargets, type UnitSpec, WorkflowGraph } from '../../../src/workflow/index.ts'
 
 /** Resolves after `ms` of the given clock's time; rejects with the signal's reason when aborted. */
 export function sleep(clock: ManualClock, ms: number, signal?: AbortSignal): Promise<void> {

@@ -1,8 +1,8 @@
-import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { test } from 'node:test'
 import fc from 'fast-check'
-import { WorkflowGraph, WorkflowRun } from '../../../src/workflow/index.ts'
 import { ManualClock } from '../../../src/effects/index.ts'
+import { WorkflowGraph, WorkflowRun } from '../../../src/workflow/index.ts'
 import { sleep } from './helpers.ts'
 
 type Rel = 'after' | 'requires' | 'before'
@@ -15,23 +15,21 @@ interface Plan {
   fails: boolean[]
 }
 
-const plan = fc
-  .integer({ min: 1, max: 12 })
-  .chain((n) =>
-    fc.record({
-      n: fc.constant(n),
-      edges: fc.array(
-        fc
-          .tuple(fc.nat(n - 1), fc.nat(n - 1), fc.constantFrom<Rel>('after', 'requires', 'before'))
-          .filter(([i, j]) => i !== j)
-          .map(([i, j, rel]): [number, number, Rel] => [Math.min(i, j), Math.max(i, j), rel]),
-        // a single unit has no pair to link (and the filter above could never pass)
-        { maxLength: n === 1 ? 0 : n * 2 },
-      ),
-      durations: fc.array(fc.integer({ min: 0, max: 50 }), { minLength: n, maxLength: n }),
-      fails: fc.array(fc.boolean(), { minLength: n, maxLength: n }),
-    }),
-  )
+const plan = fc.integer({ min: 1, max: 12 }).chain((n) =>
+  fc.record({
+    n: fc.constant(n),
+    edges: fc.array(
+      fc
+        .tuple(fc.nat(n - 1), fc.nat(n - 1), fc.constantFrom<Rel>('after', 'requires', 'before'))
+        .filter(([i, j]) => i !== j)
+        .map(([i, j, rel]): [number, number, Rel] => [Math.min(i, j), Math.max(i, j), rel]),
+      // a single unit has no pair to link (and the filter above could never pass)
+      { maxLength: n === 1 ? 0 : n * 2 },
+    ),
+    durations: fc.array(fc.integer({ min: 0, max: 50 }), { minLength: n, maxLength: n }),
+    fails: fc.array(fc.boolean(), { minLength: n, maxLength: n }),
+  }),
+)
 
 test('for random DAGs, every unit starts only after all its after/requires are finished, and required ones done', async () => {
   await fc.assert(

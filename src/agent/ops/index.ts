@@ -1,0 +1,2 @@
+// The ops part's face for tools outside the agent: the testbed starts agents with the node flags.
+export { NODE_FLAGS } from './node-flags.ts'
