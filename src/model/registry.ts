@@ -22,6 +22,11 @@ export interface KindTypes {
   Federation: Federation
 }
 export type KindName = keyof KindTypes
+/**
+ * A kind name as an argument: a name known at compile time must be a registered kind, so a
+ * misspelt `'Pdo'` fails the build; a name only known at run time (a `string`) passes.
+ */
+export type KindArg<K extends string> = string extends K ? K : K extends KindName ? K : never
 /** The object type of a kind name; a name not known at compile time gives the generic OrcObject. */
 export type ObjectOf<K extends string> = K extends KindName ? KindTypes[K] : OrcObject
 

@@ -13,6 +13,7 @@ import {
   formatPath,
   getKind,
   isPlainObject,
+  type KindArg,
   keyOf,
   normalizeManifest,
   type ObjectRef,
@@ -308,11 +309,11 @@ export class Store implements ObjectStore {
 
   // The kinds' types are the schemas' (src/model/kinds): everything stored passed them on write or
   // on receipt, so the casts to the kind's type below are the one place that trust is taken.
-  get<K extends string>(ref: ObjectRef<K>): StoredOf<K> | undefined {
+  get<K extends string>(ref: ObjectRef<K> & { kind: KindArg<K> }): StoredOf<K> | undefined {
     return this.doc.get(keyOf(ref)) as StoredOf<K> | undefined
   }
 
-  list<K extends string>(kind: K, namespace?: string): StoredOf<K>[] {
+  list<K extends string>(kind: K & KindArg<K>, namespace?: string): StoredOf<K>[] {
     return this.doc.list(kind, namespace) as StoredOf<K>[]
   }
 

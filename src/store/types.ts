@@ -1,4 +1,4 @@
-import type { Change, ObjectMeta, ObjectOf, ObjectRef, OrcObject } from '../model/index.ts'
+import type { Change, KindArg, ObjectMeta, ObjectOf, ObjectRef, OrcObject } from '../model/index.ts'
 
 /** `user:<name>` or `controller:<name>`. */
 export type Author = string
@@ -120,9 +120,9 @@ export interface ObjectStore extends Replicable {
   patch(ref: ObjectRef, fields: FieldSet[], opts: WriteOptions): Promise<WriteResult>
   delete(ref: ObjectRef, opts: WriteOptions): Promise<Revision>
   /** Typed by the ref's kind: `get({ kind: 'Pod', … })` is a stored Pod. */
-  get<K extends string>(ref: ObjectRef<K>): StoredOf<K> | undefined
+  get<K extends string>(ref: ObjectRef<K> & { kind: KindArg<K> }): StoredOf<K> | undefined
   /** Typed by the kind: `list('Pod')` gives stored Pods. */
-  list<K extends string>(kind: K, namespace?: string): StoredOf<K>[]
+  list<K extends string>(kind: K & KindArg<K>, namespace?: string): StoredOf<K>[]
   count(): number
   history(ref: ObjectRef, q?: HistoryQuery): Promise<Revision[]>
   /** The object as it was at a revision (display number or id). */

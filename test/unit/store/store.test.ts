@@ -352,3 +352,22 @@ test('a plan is applied as planned only while the object is unchanged: a write i
     await cleanup()
   }
 })
+
+// Checked by `npm run typecheck` (which CI runs): were kind names no longer checked, the two
+// expected errors below would not occur and tsc would fail on the unused directives.
+test('a misspelt kind in a store read does not compile; a kind known only at run time does', async () => {
+  const { store: s, cleanup } = await tempStore()
+  try {
+    await s.apply(pod('web'), alice(1000))
+    // @ts-expect-error 'Pdo' is not a kind
+    assert.deepEqual(s.list('Pdo'), [])
+    // @ts-expect-error 'Noed' is not a kind
+    assert.equal(s.get({ kind: 'Noed', namespace: '', name: 'web' }), undefined)
+    const dynamic: string = 'Pod'
+    assert.equal(s.list(dynamic).length, 1)
+    // A known kind gives its type: the container list is typed without a cast.
+    assert.equal(s.list('Pod')[0]?.spec?.containers[0]?.image, '/images/busybox')
+  } finally {
+    await cleanup()
+  }
+})
