@@ -16,6 +16,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p } from 'libp2p'
 import { OrcError } from '../model/index.ts'
 import { type ClusterState, decodeAdminCredential, encodeAdminCredential } from './cluster.ts'
+import { shortError } from './deadline.ts'
 import { streamChannel } from './host.ts'
 import { meshDefaults } from './options.ts'
 import { encodePsk } from './psk.ts'
@@ -53,16 +54,6 @@ export function decodeRemoteCredential(text: string): RemoteCredential {
 
 export { encodeAdminCredential }
 
-function short(err: unknown): string {
-  if (err instanceof Error) {
-    if (err.name === 'TimeoutError' || err.name === 'AbortError') return 'timed out'
-    const agg = (err as any).errors
-    if (Array.isArray(agg) && agg.length > 0) return agg.map(short).join('; ')
-    return err.message
-  }
-  return String(err)
-}
-
 /**
  * One API call to the node at `addrs` (multiaddrs without /p2p, tried in order). The answer is the
  * node's `{status, body}`; a refused credential is an OrcError('forbidden').
@@ -90,7 +81,7 @@ export async function callRemoteApi(opts: {
       try {
         conn = await node.dial(multiaddr(a), { signal: AbortSignal.timeout(dialTimeoutMs) })
       } catch (err) {
-        const why = short(err)
+        const why = shortError(err)
         errors.push(
           `${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? 'connection refused during the handshake (the credential is for another cluster, or the node does not accept remote CLI calls)' : why}`,
         )
@@ -101,7 +92,7 @@ export async function callRemoteApi(opts: {
       try {
         stream = await conn.newStream(API_PROTOCOL, { signal })
       } catch (err) {
-        errors.push(`${a}: open api stream: ${short(err)} (the node may not accept remote CLI calls)`)
+        errors.push(`${a}: open api stream: ${shortError(err)} (the node may not accept remote CLI calls)`)
         continue
       }
       const ch = streamChannel(stream, meshDefaults.maxApiBytes)
@@ -112,7 +103,7 @@ export async function callRemoteApi(opts: {
       } catch (err) {
         if (err instanceof OrcError && err.details.remote === true) throw err
         if (err instanceof OrcError && err.code === 'forbidden') throw err
-        throw new OrcError('unavailable', `api call to ${a}: ${short(err)}`, { node: a }, err)
+        throw new OrcError('unavailable', `api call to ${a}: ${shortError(err)}`, { node: a }, err)
       } finally {
         signal.removeEventListener('abort', onAbort)
       }
