@@ -10,7 +10,7 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock, TimerHandle } from '../../effects/index.ts'
-import { type ObjectRef, OrcError, type Pod, type PodStatus } from '../../model/index.ts'
+import { type ObjectRef, OrcError, type Pod, type PodPhase, type PodStatus } from '../../model/index.ts'
 import type { ContainerFence, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -24,7 +24,7 @@ import { IMPLEMENTED_UNSAFE, ungranted, ungrantedError } from './security.ts'
 import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podSpecOf, specHash } from './spec.ts'
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
 
-export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping' | 'Fenced'
+export type { PodPhase } from '../../model/index.ts'
 
 /** What a worker asks of self-fencing (PodLifecycle.fence). */
 export interface PodFence {
