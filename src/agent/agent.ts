@@ -8,7 +8,7 @@ import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
-import { API_VERSION, OrcError, type OrcObject, type SecurityPolicy, wrapError } from '../model/index.ts'
+import { API_VERSION, OrcError, type OrcObject, type Pod, type SecurityPolicy, wrapError } from '../model/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
@@ -31,7 +31,7 @@ import { type OpsRoutesComponents, opsRoutes, opsStatusFields } from './ops/rout
 import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathOf } from './options.ts'
 import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
-import { admitPod } from './pods/security.ts'
+import { admitPod, admitPolicy, anyUserIsAdmin, type IsAdmin, podAuthorsOf } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
@@ -169,6 +169,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const logger = components.logger ?? createLogger({ level: opts.logLevel, pretty: opts.prettyLogs })
   const log = logger.child({ module: 'agent' })
   const dataDir = opts.dataDir
+  const isAdmin = opts.isAdmin ?? anyUserIsAdmin
   const socketPath = opts.socketPath ?? socketPathOf(dataDir)
   const nodeName = opts.nodeName ?? nodeNameFromHostname(hostname())
   // Refuse to start with controllers whose reads and writes form a loop.
@@ -213,6 +214,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           .map((m) => m.name),
       members,
       network,
+      isAdmin,
     }))
 
   // The node's parts in dependency order: each starts after what it reads and stops before it.
@@ -330,6 +332,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           cluster,
           opsRoutes,
           dataDir,
+          isAdmin,
           shutdown: () => stopSelf?.(),
         })
         server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
@@ -486,6 +489,7 @@ interface ApiHandlerComponents {
   federation: FederationManager
   cluster: ClusterNode | undefined
   opsRoutes: OpsRoutesComponents
+  isAdmin: IsAdmin
   shutdown: () => void
 }
 
@@ -499,12 +503,17 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     node: c.info,
     clock,
     logger: apiLogger,
-    admit: (obj, batch) => {
+    admit: async (obj, batch, author) => {
+      admitPolicy(obj, author, c.isAdmin)
       if (obj.kind !== 'Pod') return
       const ns = obj.metadata.namespace ?? 'default'
       const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
       const names = new Set(inBatch.map((o) => o.metadata.name))
-      admitPod(obj, [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch])
+      const policies = [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch]
+      // A policy in this batch is written by this request's author; a stored one by its last writer.
+      const podAuthors = await podAuthorsOf(store, obj as Pod, author)
+      const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))
+      admitPod(obj, policies, { podAuthors, policyAuthor, isAdmin: c.isAdmin, imageStore: join(c.dataDir, 'images') })
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
   })

@@ -20,7 +20,7 @@ export interface ApiComponents {
   clock: { now(): number }
   logger: Logger
   /** Admission check of each object before anything is written (e.g. the two-party rule of unsafe pods). */
-  admit?: (obj: OrcObject, batch: readonly OrcObject[]) => void
+  admit?: (obj: OrcObject, batch: readonly OrcObject[], author: string) => void | Promise<void>
   /** The revision `rollback` restores when none is named (default: the store's, the one before the head). */
   rollbackTarget?: (ref: ObjectRef) => Promise<string | undefined>
 }
@@ -132,7 +132,7 @@ export function objectRoutes(c: ApiComponents) {
       })
       for (const [index, obj] of objects.entries()) {
         try {
-          c.admit?.(obj, objects)
+          await c.admit?.(obj, objects, author)
         } catch (err) {
           if (err instanceof OrcError) throw new OrcError(err.code, err.message, { ...err.details, index }, err.cause)
           throw err

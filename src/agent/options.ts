@@ -85,6 +85,11 @@ export interface AgentOptions {
   pruneIntervalMs?: number
   /** Node network (WireGuard, pod namespaces): `off` when absent; the CLI defaults to `auto`. */
   network?: NetworkSetup
+  /**
+   * Whether an author may approve SecurityPolicy grants (the two-party rule, pods/security.ts).
+   * Default: any `user:` author, until roles decide it.
+   */
+  isAdmin?: (author: string) => boolean
 }
 
 export const DEFAULT_CLUSTER_NAME = 'default'

@@ -37,9 +37,32 @@ export function renderEgressRuleset(o: EgressRulesetOptions): string {
   ].join('\n')
 }
 
+/**
+ * The host guard: pods may not open connections to the node itself (its HTTP install listener,
+ * /metrics, libp2p, anything listening on any of its addresses, the pod gateways included). Only
+ * packets for the node's own addresses pass the input hook; pod-to-pod and egress traffic is
+ * forwarded and never sees this chain. ICMP stays (ping, IPv6 neighbour discovery of the gateway).
+ */
+export function renderHostGuardRuleset(o: { table: string; vethPrefix: string }): string {
+  return [
+    `table inet ${o.table}`,
+    `delete table inet ${o.table}`,
+    `table inet ${o.table} {`,
+    `	chain input {`,
+    `		type filter hook input priority filter; policy accept;`,
+    `		iifname "${o.vethPrefix}*" meta l4proto { icmp, ipv6-icmp } accept`,
+    `		iifname "${o.vethPrefix}*" ct state new drop`,
+    `	}`,
+    `}`,
+    '',
+  ].join('\n')
+}
+
+export type NftFamily = 'ip' | 'inet'
+
 /** Current listing of the table, or undefined when it does not exist. */
-export async function listNftTable(host: Host, table: string): Promise<string | undefined> {
-  const [cmd, args] = nsCommand(host, 'nft', ['list', 'table', 'ip', table])
+export async function listNftTable(host: Host, table: string, family: NftFamily = 'ip'): Promise<string | undefined> {
+  const [cmd, args] = nsCommand(host, 'nft', ['list', 'table', family, table])
   const r = await host.run(cmd, args)
   return r.exitCode === 0 ? r.stdout : undefined
 }
@@ -49,8 +72,8 @@ export async function applyNftRuleset(host: Host, ruleset: string, action: strin
   await runChecked(host.run, nsCommand(host, 'sh', ['-c', 'cat | nft -f -']), action, { input: ruleset })
 }
 
-export async function deleteNftTable(host: Host, table: string): Promise<boolean> {
-  if ((await listNftTable(host, table)) === undefined) return false
-  await runChecked(host.run, nsCommand(host, 'nft', ['delete', 'table', 'ip', table]), `delete nftables table ${table}`)
+export async function deleteNftTable(host: Host, table: string, family: NftFamily = 'ip'): Promise<boolean> {
+  if ((await listNftTable(host, table, family)) === undefined) return false
+  await runChecked(host.run, nsCommand(host, 'nft', ['delete', 'table', family, table]), `delete nftables table ${family} ${table}`)
   return true
 }

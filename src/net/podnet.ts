@@ -10,7 +10,7 @@ import { OrcError, wrapError } from '../model/index.ts'
 import { chooseEgressIPv4, EGRESS_IPV4_GATEWAY, EGRESS_IPV4_PREFIX } from './addressing.ts'
 import { type Host, ip, ipJson, nsCommand, type ProcessTable, pollUntil, runChecked } from './exec.ts'
 import { canonicalIp, formatPrefix, parseIPv4, prefixContains } from './ip.ts'
-import { applyNftRuleset, deleteNftTable, listNftTable, renderEgressRuleset } from './nft.ts'
+import { applyNftRuleset, deleteNftTable, listNftTable, renderEgressRuleset, renderHostGuardRuleset } from './nft.ts'
 import { defaultNetComponents, type NetComponents, PODNET_DEFAULTS, type PodNetworkDriverOptions } from './options.ts'
 import { diffRoutes, type IpRouteJson, normalizeRoute, type Route, routeArgs, routesFromIpJson } from './routes.ts'
 
@@ -78,6 +78,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
   private readonly allocate: (podId: string, taken: ReadonlySet<string>) => string
   private readonly ipv4s = new Map<string, string>()
   private nftListing: string | undefined
+  private guardListing: string | undefined
   /** Forwarding sysctls this driver switched on, with their previous values, for down(). */
   private readonly sysctlsChanged = new Map<string, string>()
 
@@ -132,6 +133,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
         actions.push(...a)
       }
 
+      if (await this.syncGuard()) actions.push('apply host guard')
       if (config.egress ?? true) {
         if (await this.syncNft()) actions.push('apply egress nat')
       } else if (await deleteNftTable(this.host, this.o.nftTable)) {
@@ -160,6 +162,8 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
       this.ipv4s.clear()
       if (await deleteNftTable(this.host, this.o.nftTable)) removed.push(`nftables table ip ${this.o.nftTable}`)
       this.nftListing = undefined
+      if (await deleteNftTable(this.host, this.guardTable(), 'inet')) removed.push(`nftables table inet ${this.guardTable()}`)
+      this.guardListing = undefined
       for (const [key, old] of this.sysctlsChanged) {
         await runChecked(this.host.run, nsCommand(this.host, 'sysctl', ['-qw', `${key}=${old}`]), `restore ${key}`)
         removed.push(`${key}=1 (restored to ${old})`)
@@ -215,6 +219,20 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
       actions.push(`enable ${key}`)
     }
     return actions
+  }
+
+  /** The host guard's table (nft.ts renderHostGuardRuleset): `<nftTable>_guard`, family inet. */
+  private guardTable(): string {
+    return `${this.o.nftTable}_guard`
+  }
+
+  private async syncGuard(): Promise<boolean> {
+    const current = await listNftTable(this.host, this.guardTable(), 'inet')
+    if (current !== undefined && current === this.guardListing) return false
+    const ruleset = renderHostGuardRuleset({ table: this.guardTable(), vethPrefix: this.o.vethPrefix })
+    await applyNftRuleset(this.host, ruleset, `apply nftables table inet ${this.guardTable()}`)
+    this.guardListing = await listNftTable(this.host, this.guardTable(), 'inet')
+    return true
   }
 
   private async syncNft(): Promise<boolean> {

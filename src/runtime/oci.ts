@@ -59,7 +59,8 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
     { type: 'cgroup' },
     spec.netnsPath ? { type: 'network', path: spec.netnsPath } : { type: 'network' },
   ]
-  const res = spec.resources ?? {}
+  // Defaults too: runc enforces only through cgroups (no rlimit fallback to avoid).
+  const res = { ...spec.defaultResources, ...spec.resources }
   const enforced: EnforcedLimits = {}
   const resources: Record<string, unknown> = { devices: [{ allow: false, access: 'rwm' }] }
   if (res.memoryBytes !== undefined && input.layout.places.memory) {

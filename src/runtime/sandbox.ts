@@ -89,7 +89,7 @@ export class SandboxRuntime extends SupervisedRuntime {
   protected async plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan> {
     const isRoot = process.getuid?.() === 0
     const res = spec.resources ?? {}
-    const cg = createContainerCgroups(ctx.layout, spec.id, res)
+    const cg = createContainerCgroups(ctx.layout, spec.id, { ...spec.defaultResources, ...res })
     const enforced: EnforcedLimits = { ...cg.enforced }
     const rlimits: { nproc?: number; asBytes?: number } = {}
     // Fallbacks where no cgroup controller is usable. RLIMIT_NPROC counts every process of the uid,

@@ -29,6 +29,11 @@ export interface ContainerRunSpec {
   /** Working directory inside the container (default `/`). */
   workingDir?: string
   resources?: ContainerResources
+  /**
+   * Limits the container gets when `resources` sets none (the Cluster's pod defaults): applied only
+   * where a cgroup controller enforces them, never through a per-uid rlimit fallback.
+   */
+  defaultResources?: ContainerResources
   /** Directory for this container's log files (created if missing). */
   logDir: string
   /** Pod revision that this process runs; logs go to a per-revision file. Default 0. */

@@ -18,6 +18,7 @@ import { Binder, type ViewBuilder } from './binder.ts'
 import { Fence } from './fence.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
+import type { IsAdmin } from './security.ts'
 import { PodWorker } from './worker.ts'
 
 export interface PodLifecycleComponents {
@@ -39,6 +40,8 @@ export interface PodLifecycleComponents {
   runtime?: (kind: 'sandbox' | 'oci') => Runtime
   /** The node network: each pod's netns and IPv6 address. Absent: loopback-only pods. */
   network?: PodNetworkHooks
+  /** Whether an author may approve grants (pods/security.ts); any user unless given. */
+  isAdmin?: IsAdmin
 }
 
 /**
@@ -150,6 +153,7 @@ export class PodLifecycle {
       join(this.runtimeDir(), 'image-pins.json'),
       this.tunables.keepImageRevisions,
       c.random ?? systemRandom,
+      join(c.dataDir, 'images'),
     )
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
     this.binder = new Binder({
@@ -394,6 +398,7 @@ export class PodLifecycle {
           gone: (id) => this.gone.get(id),
           copyStopped: (r, to, why) => void this.reportStoppedCopy(run, r, to, why),
           fence: this.fence,
+          ...(this.c.isAdmin ? { isAdmin: this.c.isAdmin } : {}),
           haAfterSeconds: () => schedOptionsOf(this.c.store.list('Cluster')).haAfterSeconds ?? DEFAULT_SCHED_OPTIONS.haAfterSeconds,
           ...(this.c.network ? { network: this.c.network } : {}),
           forgetRecovered: (id) => {

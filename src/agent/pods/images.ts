@@ -1,6 +1,6 @@
 /**
- * The resolve-image unit's work: turn a pod's image path (rootfs dir, OCI layout dir, or OCI
- * layout tar) into an unpacked rootfs in the runtime's image cache, and keep the unpacked images
+ * The resolve-image unit's work: turn a pod's image (a name in the node's image store, or with a
+ * hostPath grant a host path; rootfs dir, OCI layout dir, or OCI layout tar) into an unpacked rootfs in the runtime's image cache, and keep the unpacked images
  * of each pod's last few revisions so a rollback starts without importing again.
  *
  * A layout tar is read by a `cat` child process, not by the agent: an image on a stuck file system
@@ -9,17 +9,22 @@
  */
 import { spawn } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
-import { stat } from 'node:fs/promises'
+import { realpath, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { type Random, randomHex, systemRandom } from '../../effects/index.ts'
 import { OrcError, wrapError } from '../../model/index.ts'
 import { type ResolvedImage, resolveImage } from '../../runtime/index.ts'
+import { imageLocation } from './security.ts'
 
 const MAX_TAR_BYTES = 8 * 1024 * 1024 * 1024
 
-function readWithCat(path: string, signal: AbortSignal): Promise<Buffer> {
+/** Nobody: a host file a pod names (granted hostPath) is read with no more rights than any user's. */
+const NOBODY = 65534
+
+function readWithCat(path: string, signal: AbortSignal, asNobody: boolean): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const child = spawn('cat', ['--', path], { stdio: ['ignore', 'pipe', 'pipe'], signal })
+    const ids = asNobody && process.getuid?.() === 0 ? { uid: NOBODY, gid: NOBODY } : {}
+    const child = spawn('cat', ['--', path], { stdio: ['ignore', 'pipe', 'pipe'], signal, ...ids })
     const chunks: Buffer[] = []
     let size = 0
     let stderr = ''
@@ -53,6 +58,8 @@ export class PodImages {
     private readonly keepRevisions: number,
     /** Names the temporary copy of an image tar (unique per import). */
     private readonly random: Random = systemRandom,
+    /** The node's image store (`<data-dir>/images`, filled by `orc image import`). */
+    readonly storeDir: string = join(cacheDir, '..', '..', 'images'),
   ) {
     try {
       this.pins = JSON.parse(readFileSync(pinsFile, 'utf8')) as Pins
@@ -61,16 +68,34 @@ export class PodImages {
     }
   }
 
-  /** Resolve one image; the signal (unit timeout, run cancel) stops a slow read. */
-  async resolve(image: string, signal: AbortSignal): Promise<ResolvedImage> {
-    let st
+  /**
+   * Resolve one image; the signal (unit timeout, run cancel) stops a slow read. An image is a name
+   * (or path) in the node's image store; a host path only with `hostPath` granted (check-security),
+   * and nothing outside the store is even opened without it.
+   */
+  async resolve(image: string, signal: AbortSignal, opts: { hostPath?: boolean } = {}): Promise<ResolvedImage> {
+    const loc = imageLocation(image, this.storeDir)
+    const hostPathRefused = (what: string) =>
+      new OrcError(
+        'forbidden',
+        `image ${image} ${what}, not an image of the node's image store (${this.storeDir}): it needs a SecurityPolicy granting hostPath (or import it: orc image import SRC --name NAME)`,
+        { image },
+      )
+    if (!loc.store && !opts.hostPath) throw hostPathRefused('is a host path')
+    const path = loc.path
+    let real: string
     try {
-      st = await stat(image)
+      real = await realpath(path)
     } catch (err) {
       throw new OrcError('not_found', `image ${image} not found (import one with orc image import)`, { image }, err)
     }
-    if (st.isDirectory()) return resolveImage(image, this.cacheDir)
-    const data = await readWithCat(image, signal)
+    // A link in the store must not lead out of it.
+    const storeReal = await realpath(this.storeDir).catch(() => this.storeDir)
+    const inStore = real.startsWith(`${storeReal}/`)
+    if (!inStore && !opts.hostPath) throw hostPathRefused(`leads to ${real}, a host path`)
+    const st = await stat(real)
+    if (st.isDirectory()) return resolveImage(real, this.cacheDir)
+    const data = await readWithCat(real, signal, !inStore)
     signal.throwIfAborted()
     const tmp = join(this.cacheDir, `incoming-${process.pid}-${randomHex(this.random, 8)}.tar`)
     try {

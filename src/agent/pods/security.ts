@@ -1,52 +1,194 @@
 /**
  * The two-party rule for unsafe features: a pod gets `root`, `hostNetwork`, … only when it asks for
- * it (`spec.security.unsafe`) and an operator granted it (a SecurityPolicy in the pod's namespace
- * whose selector matches the pod). Checked by the API before a pod is stored, and again by the
- * lifecycle controller before it runs one (pods also arrive by replication from other nodes).
+ * it (`spec.security.unsafe`; an image that is a host path asks for `hostPath`) and a second party
+ * granted it: a SecurityPolicy in the pod's namespace that names the pod, written by an admin who
+ * is not one of the pod's authors (or an admin's explicit `selfApprove: true`). What the policy
+ * matches is what the pod's author cannot change to get in: the namespace and the pod names the
+ * policy lists. Labels only narrow (a pod's author sets them): a policy with `matchLabels` and no
+ * names grants nothing.
+ *
+ * Checked by the API before a pod is stored, and again by the lifecycle controller before it runs
+ * one and whenever a SecurityPolicy changes (pods also arrive by replication, and grants are
+ * revoked).
  */
+import { isAbsolute, join, normalize } from 'node:path'
 import { OrcError, type OrcObject, type Pod, type SecurityPolicy, type UnsafeFeature } from '../../model/index.ts'
+import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
+import type { ObjectStore } from '../../store/index.ts'
+
+/** The Deployment controller's author (deployments/plan.ts; not imported: deployments imports pods). */
+const DEPLOYMENT_CONTROLLER = 'controller:deployment'
 
 /** Unsafe features this agent can actually provide; the others are refused when a pod runs. */
 export const IMPLEMENTED_UNSAFE: ReadonlySet<UnsafeFeature> = new Set<UnsafeFeature>(['root'])
 
-function selects(policy: SecurityPolicy, pod: Pod): boolean {
-  const want = policy.spec?.selector?.matchLabels
+/** Whether an author may approve grants. The default until roles exist: any user (`user:NAME`). */
+export type IsAdmin = (author: string) => boolean
+export const anyUserIsAdmin: IsAdmin = (author) => author.startsWith('user:')
+
+/** Who is who, for the two-party check. */
+export interface GrantContext {
+  /** Everyone who wrote the pod (every user revision; a controller's pod: its owner's authors too). */
+  podAuthors: ReadonlySet<string>
+  /** The author of the policy's current content (the store's `updatedBy`, or the request's author). */
+  policyAuthor(policy: SecurityPolicy): string
+  isAdmin: IsAdmin
+  /** The node's image store (`<data-dir>/images`); an image outside it is a host path. */
+  imageStore: string
+}
+
+/** An image name in the node's image store (`orc image import … --name NAME`). */
+export const IMAGE_NAME = /^[a-z0-9][a-z0-9._-]{0,127}$/
+
+/**
+ * Where an image reference points: a store image (a bare NAME, or a path inside the store) or a
+ * host path. Lexical only (no file is touched); PodImages.resolve checks symlinks on the node.
+ */
+export function imageLocation(image: string, imageStore: string): { store: true; path: string } | { store: false; path: string } {
+  if (IMAGE_NAME.test(image) && !image.includes('..')) return { store: true, path: join(imageStore, image) }
+  if (!isAbsolute(image)) return { store: false, path: image }
+  const path = normalize(image)
+  const root = normalize(imageStore).replace(/\/+$/, '')
+  return path.startsWith(`${root}/`) && path.length > root.length + 1 ? { store: true, path } : { store: false, path }
+}
+
+/** The pod's images that are host paths, not store images. */
+export function hostPathImages(pod: Pod, imageStore: string): string[] {
+  const out: string[] = []
+  for (const c of pod.spec?.containers ?? []) {
+    const image = String(c.image)
+    if (!imageLocation(image, imageStore).store) out.push(image)
+  }
+  return out
+}
+
+/** What the pod asks for: `spec.security.unsafe`, plus `hostPath` when an image is a host path. */
+export function asksOf(pod: Pod, imageStore: string): UnsafeFeature[] {
+  const asks = new Set<UnsafeFeature>((pod.spec?.security?.unsafe ?? []).filter((a): a is UnsafeFeature => typeof a === 'string'))
+  if (hostPathImages(pod, imageStore).length > 0) asks.add('hostPath')
+  return [...asks]
+}
+
+function nameMatches(pattern: string, name: string): boolean {
+  return pattern.endsWith('*') ? name.startsWith(pattern.slice(0, -1)) : pattern === name
+}
+
+/** Does the policy's selector take in this pod? Names decide; labels only narrow. */
+export function policySelects(policy: SecurityPolicy, pod: Pod): boolean {
+  const sel = policy.spec?.selector
+  const names = Array.isArray(sel?.names) ? sel.names : undefined
+  const want = sel?.matchLabels
+  if (names === undefined && want !== undefined) return false
+  if (names !== undefined && !names.some((n) => typeof n === 'string' && nameMatches(n, pod.metadata.name))) return false
   if (!want) return true
   const have = pod.metadata.labels ?? {}
   return Object.entries(want).every(([k, v]) => have[k] === v)
 }
 
-/** What the pod asks for that no policy of its namespace grants it. */
-export function ungranted(pod: Pod, policies: readonly SecurityPolicy[]): UnsafeFeature[] {
-  const asks = pod.spec?.security?.unsafe ?? []
-  if (asks.length === 0) return []
+/** Why this policy's grant does not count for the pod (second party missing), or undefined if it does. */
+export function grantRefusal(policy: SecurityPolicy, ctx: GrantContext): string | undefined {
+  const author = ctx.policyAuthor(policy)
+  const name = `SecurityPolicy/${policy.metadata.name}`
+  if (!ctx.isAdmin(author)) return `${name} was written by ${author}, who is not an admin`
+  if (!ctx.podAuthors.has(author)) return undefined
+  if (policy.spec?.selfApprove === true) return undefined
+  return `${name} was written by ${author}, also an author of the pod: a grant needs a second party (or an admin's selfApprove: true)`
+}
+
+export interface Ungranted {
+  missing: UnsafeFeature[]
+  /** Policies that would have granted, and why they do not count. */
+  refused: string[]
+}
+
+/** What the pod asks for that no policy of its namespace grants it, from a second party. */
+export function ungranted(pod: Pod, policies: readonly SecurityPolicy[], ctx: GrantContext): Ungranted {
+  const asks = asksOf(pod, ctx.imageStore)
+  if (asks.length === 0) return { missing: [], refused: [] }
   const ns = pod.metadata.namespace ?? 'default'
   const granted = new Set<string>()
+  const refused: string[] = []
   for (const p of policies) {
-    if ((p.metadata.namespace ?? 'default') !== ns || !selects(p, pod)) continue
-    for (const a of p.spec?.allow ?? []) granted.add(a)
+    if ((p.metadata.namespace ?? 'default') !== ns || !policySelects(p, pod)) continue
+    const allow = (p.spec?.allow ?? []).filter((a) => asks.includes(a))
+    if (allow.length === 0) continue
+    const why = grantRefusal(p, ctx)
+    if (why !== undefined) {
+      refused.push(why)
+      continue
+    }
+    for (const a of allow) granted.add(a)
   }
-  return [...new Set(asks)].filter((a) => !granted.has(a))
+  return { missing: asks.filter((a) => !granted.has(a)), refused }
 }
 
 function list(items: string[]): string {
   return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`
 }
 
-/** The refusal, naming what is missing and from whom. */
-export function ungrantedError(pod: Pod, missing: UnsafeFeature[]): OrcError {
+/** The refusal, naming what is missing, the grant needed and from whom. */
+export function ungrantedError(pod: Pod, u: Ungranted, imageStore: string): OrcError {
   const ns = pod.metadata.namespace ?? 'default'
+  const { missing } = u
+  const them = missing.length > 1 ? 'them' : 'it'
+  const hostImages = missing.includes('hostPath') ? hostPathImages(pod, imageStore) : []
+  const what = hostImages.length > 0 ? `image ${hostImages.join(', ')}, a host path and not an image of the node's image store (${imageStore}),` : ''
+  const asks =
+    hostImages.length > 0
+      ? `${what} needs hostPath${missing.length > 1 ? `; it also asks for ${list(missing.filter((m) => m !== 'hostPath'))}` : ''}`
+      : `asks for ${list(missing)}`
+  const hint = hostImages.length > 0 ? '; or import the image: orc image import SRC --name NAME, then image: NAME' : ''
+  const refused = u.refused.length > 0 ? ` (${u.refused.join('; ')})` : ''
   return new OrcError(
     'forbidden',
-    `pod/${pod.metadata.name} asks for ${list(missing)}, but no SecurityPolicy in namespace ${ns} allows ${missing.length > 1 ? 'them' : 'it'} (an operator must grant ${missing.length > 1 ? 'them' : 'it'})`,
-    { kind: 'Pod', namespace: ns, name: pod.metadata.name, missing },
+    `pod/${pod.metadata.name} ${asks}, but no SecurityPolicy in namespace ${ns} allows ${them}${refused} (an operator other than the pod's author must grant ${them}${hint})`,
+    { kind: 'Pod', namespace: ns, name: pod.metadata.name, missing, refused: u.refused },
   )
 }
 
-/** Throw unless every unsafe feature the pod asks for is granted. */
-export function admitPod(obj: OrcObject, policies: readonly SecurityPolicy[]): void {
+/** Throw unless every unsafe feature the pod asks for is granted by a second party. */
+export function admitPod(obj: OrcObject, policies: readonly SecurityPolicy[], ctx: GrantContext): void {
   if (obj.kind !== 'Pod') return
   const pod = obj as Pod // normalizeManifest checked it against the Pod schema
-  const missing = ungranted(pod, policies)
-  if (missing.length > 0) throw ungrantedError(pod, missing)
+  const u = ungranted(pod, policies, ctx)
+  if (u.missing.length > 0) throw ungrantedError(pod, u, ctx.imageStore)
+}
+
+/** A policy's own admission: `selfApprove` only from an admin; labels alone select nothing. */
+export function admitPolicy(obj: OrcObject, author: string, isAdmin: IsAdmin): void {
+  if (obj.kind !== 'SecurityPolicy') return
+  const p = obj as SecurityPolicy
+  if (p.spec?.selfApprove === true && !isAdmin(author))
+    throw new OrcError('forbidden', `SecurityPolicy/${p.metadata.name}: selfApprove needs an admin; ${author} is not one`, { name: p.metadata.name })
+  const sel = p.spec?.selector
+  if (sel?.matchLabels !== undefined && sel.names === undefined)
+    throw new OrcError(
+      'invalid',
+      `SecurityPolicy/${p.metadata.name}: selector.matchLabels alone would let a pod's author label a pod into the grant; list the pods in selector.names (labels then only narrow)`,
+      { name: p.metadata.name },
+    )
+}
+
+/** Users among the authors of a history (controllers are not parties). */
+export function userAuthors(revisions: readonly { author: string; op: string }[]): Set<string> {
+  return new Set(revisions.filter((r) => !r.author.startsWith('controller:') && r.op !== 'delete').map((r) => r.author))
+}
+
+/**
+ * Every party to a pod: the users who wrote it (its history), plus — for a pod a Deployment's
+ * controller wrote — the users who wrote that PinnedDeployment, and `also` (an author about to write).
+ */
+export async function podAuthorsOf(store: Pick<ObjectStore, 'history'>, pod: Pod, also?: string): Promise<Set<string>> {
+  const ns = pod.metadata.namespace ?? 'default'
+  const hist = await store.history({ kind: 'Pod', namespace: ns, name: pod.metadata.name }).catch(() => [])
+  const out = userAuthors(hist)
+  const updatedBy = (pod.metadata as { updatedBy?: unknown }).updatedBy
+  if (typeof updatedBy === 'string' && !updatedBy.startsWith('controller:')) out.add(updatedBy)
+  if (also !== undefined) out.add(also)
+  const owner = pod.metadata.labels?.[DEPLOYMENT_LABEL]
+  if (owner !== undefined && (hist.some((r) => r.author === DEPLOYMENT_CONTROLLER) || updatedBy === DEPLOYMENT_CONTROLLER)) {
+    const dh = await store.history({ kind: 'PinnedDeployment', namespace: ns, name: owner }).catch(() => [])
+    for (const a of userAuthors(dh)) out.add(a)
+  }
+  return out
 }

@@ -4,8 +4,8 @@
  * object, so they are tested without a store.
  */
 import { createHash } from 'node:crypto'
-import type { Pod, PodSpec, UnsafeFeature } from '../../model/index.ts'
-import { type ContainerRunSpec, resourcesFromLimits } from '../../runtime/index.ts'
+import { type Cluster, isPlainObject, type Pod, type PodSpec, parseQuantity, type UnsafeFeature } from '../../model/index.ts'
+import { type ContainerResources, type ContainerRunSpec, resourcesFromLimits } from '../../runtime/index.ts'
 
 export type RestartPolicy = NonNullable<PodSpec['restartPolicy']>
 
@@ -78,4 +78,32 @@ export function assignedTo(obj: Pod, node: string): boolean {
   const pin = obj.spec?.placement?.node
   if (typeof pin === 'string' && pin !== '') return pin === node
   return obj.status?.node === node
+}
+
+/** What a pod's container may use when it sets no limit (docs/security.md, "Pods and grants"). */
+export const DEFAULT_POD_PIDS = 1024
+export const DEFAULT_POD_MEMORY = '1Gi'
+
+/**
+ * The default limits of a container that sets none: `Cluster.spec.podDefaults` (a later Cluster
+ * object's fields win, as with scheduling), else 1,024 processes and 1 GiB; 0 turns one off.
+ */
+export function podDefaultResourcesOf(clusters: readonly Cluster[]): ContainerResources {
+  let pids: number = DEFAULT_POD_PIDS
+  let memory: string | number = DEFAULT_POD_MEMORY
+  for (const c of clusters) {
+    const d = c.spec?.podDefaults
+    if (!isPlainObject(d)) continue
+    if (typeof d.pids === 'number' && Number.isInteger(d.pids) && d.pids >= 0) pids = d.pids
+    if (typeof d.memory === 'string' || typeof d.memory === 'number') memory = d.memory
+  }
+  const out: ContainerResources = {}
+  if (pids > 0) out.pids = pids
+  try {
+    const bytes = Math.floor(parseQuantity(memory))
+    if (bytes > 0) out.memoryBytes = bytes
+  } catch {
+    out.memoryBytes = Math.floor(parseQuantity(DEFAULT_POD_MEMORY))
+  }
+  return out
 }

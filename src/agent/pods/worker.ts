@@ -10,7 +10,7 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock, TimerHandle } from '../../effects/index.ts'
-import { type ObjectRef, OrcError, type Pod, type PodPhase, type PodStatus } from '../../model/index.ts'
+import { type ObjectRef, OrcError, type Pod, type PodPhase, type PodStatus, type SecurityPolicy } from '../../model/index.ts'
 import type { ContainerFence, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -20,8 +20,8 @@ import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { SCHEDULER_CONTROLLER } from './binder.ts'
 import type { PodImages } from './images.ts'
 import type { PodTunables } from './options.ts'
-import { IMPLEMENTED_UNSAFE, ungranted, ungrantedError } from './security.ts'
-import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podSpecOf, specHash } from './spec.ts'
+import { anyUserIsAdmin, asksOf, hostPathImages, IMPLEMENTED_UNSAFE, type IsAdmin, podAuthorsOf, ungranted, ungrantedError } from './security.ts'
+import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podDefaultResourcesOf, podSpecOf, specHash } from './spec.ts'
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
 
 export type { PodPhase } from '../../model/index.ts'
@@ -58,6 +58,8 @@ export interface PodWorkerComponents {
   fence?: PodFence
   /** The cluster's default haAfterSeconds. */
   haAfterSeconds?(): number
+  /** Whether an author may approve grants (pods/security.ts); any user unless given. */
+  isAdmin?: IsAdmin
 }
 
 interface ContainerState {
@@ -111,6 +113,10 @@ export class PodWorker {
   private run: WorkflowRun | undefined
   private runState: RunState = 'none'
   private runReason: string | undefined
+  /** The last check-security refused the pod (two-party rule): it waits Pending for a grant. */
+  private refusedByPolicy = false
+  /** check-security found a grant for the pod's host-path images (resolve-image may read them). */
+  private hostPathGranted = false
   private snapshot: WorkflowSnapshot | undefined
   private stopping = false
   private containers = new Map<string, ContainerState>()
@@ -164,13 +170,47 @@ export class PodWorker {
   /** A SecurityPolicy changed: a run that failed (perhaps for want of a grant) is tried again now. */
   policiesChanged(): void {
     void this.enqueue(async () => {
-      if (this.runState !== 'failed' || this.stopping) return
+      if (this.stopping || this.runState === 'none') return
       const obj = this.c.store.get(this.ref)
       if (!obj || !assignedTo(obj, this.c.nodeName)) return
+      if (this.runState !== 'failed') {
+        // A grant revoked (policy deleted or edited): the pod it allowed stops, and its lifecycle
+        // runs again so that check-security records why (orc why, status.reason, the revision).
+        const refusal = await this.grantRefusal(obj)
+        if (refusal === undefined) return
+        this.log.warn({ ...this.fields(), reason: refusal.message }, 'grant revoked: stopping pod')
+        this.gen++
+        this.run?.cancel('grant revoked')
+        this.run = undefined
+        await this.stopContainers('grant revoked')
+        for (const cs of this.containers.values()) {
+          cs.stopping = false
+          if (cs.state === 'running') cs.state = 'waiting'
+          cs.reason = 'grant revoked'
+        }
+        this.runningRevision = undefined
+        this.runState = 'failed'
+        this.runReason = `grant revoked: ${refusal.message}`
+        this.writeStatus(`grant revoked: ${refusal.message}`)
+      }
       this.gen++
       this.clearRunRetry()
       await this.startRun(obj, this.gen)
     })
+  }
+
+  /** Why the pod may not run its unsafe features (the two-party rule), or undefined when it may. */
+  private async grantRefusal(obj: Stored<Pod>): Promise<OrcError | undefined> {
+    const imageStore = this.c.images.storeDir
+    if (asksOf(obj, imageStore).length === 0) return undefined
+    const ctx = {
+      podAuthors: await podAuthorsOf(this.c.store, obj),
+      policyAuthor: (p: SecurityPolicy) => (p.metadata as { updatedBy?: string }).updatedBy ?? '',
+      isAdmin: this.c.isAdmin ?? anyUserIsAdmin,
+      imageStore,
+    }
+    const u = ungranted(obj, this.c.store.list('SecurityPolicy', this.ref.namespace), ctx)
+    return u.missing.length > 0 ? ungrantedError(obj, u, imageStore) : undefined
   }
 
   /**
@@ -317,6 +357,8 @@ export class PodWorker {
     const st: PodStatus = obj.status ?? {}
     const phase = st.phase
     if (st.specHash !== hash || typeof st.runningRevision !== 'number' || !['Running', 'Succeeded', 'Failed'].includes(phase as string)) return false
+    // A grant revoked while no agent watched: start over, so check-security stops it and says why.
+    if ((await this.grantRefusal(obj)) !== undefined) return false
     const spec = podSpecOf(obj)
     const prior = new Map<string, Partial<NonNullable<PodStatus['containers']>[number]>>((st.containers ?? []).map((c) => [String(c.name), c]))
     const anyAdopted = spec.containers.some((c) => this.c.adopted(containerIdOf(obj.metadata.uid, c.name)) !== undefined)
@@ -492,9 +534,16 @@ export class PodWorker {
       timeoutMs: 5_000,
       run: async () => {
         const cur = this.c.store.get(this.ref) ?? obj
-        const missing = ungranted(cur, this.c.store.list('SecurityPolicy', this.ref.namespace))
-        if (missing.length > 0) throw ungrantedError(cur, missing)
-        const notImpl = spec.unsafe.filter((u) => !IMPLEMENTED_UNSAFE.has(u))
+        const refusal = await this.grantRefusal(cur)
+        this.hostPathGranted = false
+        if (refusal) {
+          this.refusedByPolicy = true
+          throw refusal
+        }
+        this.refusedByPolicy = false
+        this.hostPathGranted = hostPathImages(cur, this.c.images.storeDir).length > 0
+        // hostPath for a host directory as image is provided (resolve-image); as a volume it is not yet.
+        const notImpl = spec.unsafe.filter((u) => !IMPLEMENTED_UNSAFE.has(u) && !(u === 'hostPath' && this.hostPathGranted))
         if (notImpl.length > 0)
           throw new OrcError('invalid', `unsafe feature ${notImpl.join(', ')} is not implemented by this agent yet (granted, but refused)`)
         if (spec.unsafe.includes('root') && spec.runtime === 'oci' && process.getuid?.() !== 0)
@@ -511,7 +560,7 @@ export class PodWorker {
       run: async ({ signal }) => {
         const digests: string[] = []
         for (const cs of this.containers.values()) {
-          const img = await this.c.images.resolve(cs.spec.image, signal)
+          const img = await this.c.images.resolve(cs.spec.image, signal, { hostPath: this.hostPathGranted })
           if (gen !== this.gen) return
           cs.image = img
           if (img.digest) digests.push(img.digest)
@@ -617,7 +666,12 @@ export class PodWorker {
   private async startContainer(cs: ContainerState): Promise<void> {
     const spec = this.spec!
     const rt = this.c.runtime(spec.runtime)
-    if (!cs.image) cs.image = await this.c.images.resolve(cs.spec.image, new AbortController().signal)
+    if (!cs.image) {
+      // An adopted pod's restart: no check-security ran in this agent, so the grant is checked here.
+      const cur = this.c.store.get(this.ref)
+      const hostPath = this.hostPathGranted || (cur !== undefined && (await this.grantRefusal(cur)) === undefined)
+      cs.image = await this.c.images.resolve(cs.spec.image, new AbortController().signal, { hostPath })
+    }
     const cmd = containerCommand(cs.spec, cs.image)
     const old = rt.status(cs.id)
     if (old) {
@@ -634,6 +688,7 @@ export class PodWorker {
       hostname: this.ref.name,
       ...(cmd.workingDir !== undefined ? { workingDir: cmd.workingDir } : {}),
       ...(cs.spec.resources ? { resources: cs.spec.resources } : {}),
+      defaultResources: podDefaultResourcesOf(this.c.store.list('Cluster')),
       ...(spec.unsafe.includes('root') ? { rootInside: true } : {}),
       ...(this.net?.mode === 'ipv6' ? { netnsPath: this.net.netnsPath } : {}),
       ...this.fenceOf(),
@@ -707,7 +762,8 @@ export class PodWorker {
     if (this.fenced !== undefined) return 'Fenced'
     if (this.runState === 'none') return 'Pending'
     if (this.runState === 'running') return 'Starting'
-    if (this.runState === 'failed') return 'Failed'
+    // Refused by the two-party rule: it never started; it waits for a grant.
+    if (this.runState === 'failed') return this.refusedByPolicy ? 'Pending' : 'Failed'
     const cs = [...this.containers.values()]
     if (cs.length > 0 && cs.every((c) => c.state === 'exited')) return cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed'
     return 'Running'

@@ -28,6 +28,11 @@ export const clusterKind = defineKind({
       /** An ha pod's copy is dead this long before another node may start one (src/sched/fencing.ts). */
       fenceMarginSeconds: s.int({ min: 0, max: 3600 }),
     }),
+    /** Limits each container of a pod gets when it sets none (cgroups; 0 = no default limit). */
+    podDefaults: s.object({
+      pids: s.int({ min: 0, max: 4_194_304 }),
+      memory: s.quantity(),
+    }),
   }),
   status: s.open<ClusterStatus>(),
   owned: [{ path: 'status', owner: 'controller:cluster' }],

@@ -8,8 +8,11 @@ export type UnsafeFeature = (typeof UNSAFE_FEATURES)[number]
 
 /**
  * The operator's half of the two-party rule: a pod gets an unsafe feature only when it asks for it
- * (`spec.security.unsafe`) and a SecurityPolicy in its namespace allows it (for pods its selector
- * matches; no selector = every pod of the namespace).
+ * (`spec.security.unsafe`, or an image that is a host path: `hostPath`) and a SecurityPolicy in its
+ * namespace, written by an admin other than the pod's author, allows it — for the pods it names
+ * (`selector.names`: exact names or `prefix*`; no names = every pod of the namespace). Labels only
+ * narrow: a pod's author sets them, so `selector.matchLabels` without names grants nothing.
+ * `selfApprove: true` (an admin only) lets the policy's own author run such pods.
  */
 export const securityPolicyKind = defineKind({
   kind: 'SecurityPolicy',
@@ -18,14 +21,19 @@ export const securityPolicyKind = defineKind({
   namespaced: true,
   spec: s.object({
     allow: s.required(s.array(s.enum(...UNSAFE_FEATURES), { maxItems: 8 })),
-    selector: s.object({ matchLabels: labelsSchema }),
+    selector: s.object({
+      names: s.array(s.string({ pattern: /^[a-z0-9]([-a-z0-9.]*[a-z0-9*])?$/, patternName: 'a pod name, or a prefix ending in *' }), { maxItems: 256 }),
+      matchLabels: labelsSchema,
+    }),
+    selfApprove: s.bool(),
     description: s.string({ maxLength: 1024 }),
   }),
   owned: [],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
     { header: 'ALLOW', value: (o) => text(o.spec?.allow.join(',')) },
-    { header: 'SELECTOR', value: (o) => text(o.spec?.selector?.matchLabels, '<all pods>') },
+    { header: 'PODS', value: (o) => text(o.spec?.selector?.names?.join(','), o.spec?.selector?.matchLabels ? '<none>' : '<all pods>') },
+    { header: 'SELF-APPROVED', value: (o) => (o.spec?.selfApprove ? 'yes' : 'no') },
     { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
 })

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { checkAgentControllers } from '../../../src/agent/controllers.ts'
 import { decideBindings } from '../../../src/agent/pods/binder.ts'
-import { admitPod, ungranted } from '../../../src/agent/pods/security.ts'
+import { admitPod, admitPolicy, anyUserIsAdmin, asksOf, type GrantContext, ungranted } from '../../../src/agent/pods/security.ts'
 import { assignedTo } from '../../../src/agent/pods/spec.ts'
 import type { SecurityPolicy, UnsafeFeature } from '../../../src/model/index.ts'
 
@@ -10,26 +10,85 @@ const pod = (name: string, extra: Record<string, unknown> = {}, labels?: Record<
   apiVersion: 'orc/v1',
   kind: 'Pod',
   metadata: { name, namespace: 'default', createdAt: '2026-01-01T00:00:00Z', ...(labels ? { labels } : {}) },
-  spec: { containers: [{ name: 'main', image: '/img' }], ...extra },
+  spec: { containers: [{ name: 'main', image: 'busybox' }], ...extra },
 })
-const policy = (allow: UnsafeFeature[], ns = 'default', matchLabels?: Record<string, string>): SecurityPolicy => ({
-  apiVersion: 'orc/v1',
-  kind: 'SecurityPolicy',
-  metadata: { name: 'p', namespace: ns },
-  spec: { allow, ...(matchLabels ? { selector: { matchLabels } } : {}) },
+const policy = (
+  allow: UnsafeFeature[],
+  ns = 'default',
+  selector?: { names?: string[]; matchLabels?: Record<string, string> },
+  by = 'user:admin',
+  extra = {},
+): SecurityPolicy =>
+  ({
+    apiVersion: 'orc/v1',
+    kind: 'SecurityPolicy',
+    metadata: { name: 'p', namespace: ns, updatedBy: by },
+    spec: { allow, ...(selector ? { selector } : {}), ...extra },
+  }) as SecurityPolicy
+const ctx = (podAuthors: string[] = ['user:dev']): GrantContext => ({
+  podAuthors: new Set(podAuthors),
+  policyAuthor: (p) => (p.metadata as { updatedBy?: string }).updatedBy ?? '',
+  isAdmin: anyUserIsAdmin,
+  imageStore: '/var/lib/orc/images',
 })
 
-test('two parties: a pod gets an unsafe feature only when a policy of its namespace selecting it grants it', () => {
+test('two parties: a pod gets an unsafe feature only when a policy of its namespace naming it grants it', () => {
   const p = pod('x', { security: { unsafe: ['root', 'devices'] } }, { app: 'b' })
   assert.throws(
-    () => admitPod(p, []),
-    /pod\/x asks for root and devices, but no SecurityPolicy in namespace default allows them \(an operator must grant them\)/,
+    () => admitPod(p, [], ctx()),
+    /pod\/x asks for root and devices, but no SecurityPolicy in namespace default allows them \(an operator other than the pod's author must grant them\)/,
   )
-  assert.deepEqual(ungranted(p, [policy(['root'])]), ['devices'])
-  assert.deepEqual(ungranted(p, [policy(['root', 'devices'], 'other')]), ['root', 'devices'], 'another namespace grants nothing')
-  assert.deepEqual(ungranted(p, [policy(['root', 'devices'], 'default', { app: 'c' })]), ['root', 'devices'], 'the selector must match')
-  assert.doesNotThrow(() => admitPod(p, [policy(['root']), policy(['devices'], 'default', { app: 'b' })]))
-  assert.doesNotThrow(() => admitPod(pod('plain'), []))
+  assert.deepEqual(ungranted(p, [policy(['root'])], ctx()).missing, ['devices'])
+  assert.deepEqual(ungranted(p, [policy(['root', 'devices'], 'other')], ctx()).missing, ['root', 'devices'], 'another namespace grants nothing')
+  assert.deepEqual(ungranted(p, [policy(['root', 'devices'], 'default', { names: ['y'] })], ctx()).missing, ['root', 'devices'], 'the names must match')
+  assert.doesNotThrow(() => admitPod(p, [policy(['root']), policy(['devices'], 'default', { names: ['x'], matchLabels: { app: 'b' } })], ctx()))
+  assert.doesNotThrow(() => admitPod(pod('plain'), [], ctx()))
+  assert.deepEqual(ungranted(pod('build-7', { security: { unsafe: ['root'] } }), [policy(['root'], 'default', { names: ['build-*'] })], ctx()).missing, [])
+})
+
+test("two parties: a grant from one of the pod's own authors does not count, unless an admin self-approved it", () => {
+  const p = pod('x', { security: { unsafe: ['root'] } })
+  const mine = policy(['root'], 'default', undefined, 'user:dev')
+  assert.throws(
+    () => admitPod(p, [mine], ctx(['user:dev'])),
+    /pod\/x asks for root, but no SecurityPolicy in namespace default allows it \(SecurityPolicy\/p was written by user:dev, also an author of the pod: a grant needs a second party/,
+  )
+  assert.throws(() => admitPod(p, [mine], ctx(['user:admin', 'user:dev'])), /second party/, 'any author of the pod counts, not just the last')
+  assert.doesNotThrow(() => admitPod(p, [mine], ctx(['user:other'])))
+  assert.doesNotThrow(() => admitPod(p, [policy(['root'], 'default', undefined, 'user:dev', { selfApprove: true })], ctx(['user:dev'])))
+  const adminsOnly: GrantContext = { ...ctx(['user:dev']), isAdmin: (a) => a === 'user:admin' }
+  assert.throws(
+    () => admitPod(p, [policy(['root'], 'default', undefined, 'user:eve')], adminsOnly),
+    /SecurityPolicy\/p was written by user:eve, who is not an admin/,
+  )
+  assert.throws(
+    () => admitPolicy(policy(['root'], 'default', undefined, 'user:eve', { selfApprove: true }), 'user:eve', adminsOnly.isAdmin),
+    /selfApprove needs an admin/,
+  )
+  assert.doesNotThrow(() => admitPolicy(policy(['root'], 'default', undefined, 'user:admin', { selfApprove: true }), 'user:admin', adminsOnly.isAdmin))
+})
+
+test('two parties: labels only narrow — a pod cannot label itself into a grant', () => {
+  const p = pod('x', { security: { unsafe: ['root'] } }, { app: 'builder' })
+  assert.deepEqual(ungranted(p, [policy(['root'], 'default', { matchLabels: { app: 'builder' } })], ctx()).missing, ['root'])
+  assert.throws(
+    () => admitPolicy(policy(['root'], 'default', { matchLabels: { app: 'builder' } }), 'user:admin', anyUserIsAdmin),
+    /list the pods in selector\.names/,
+  )
+})
+
+test('images are images: a host path asks for hostPath; names and paths in the image store do not', () => {
+  const store = '/var/lib/orc/images'
+  const img = (image: string) => pod('x', { containers: [{ name: 'main', image }] })
+  assert.deepEqual(asksOf(img('busybox'), store), [])
+  assert.deepEqual(asksOf(img('/var/lib/orc/images/busybox'), store), [])
+  for (const host of ['/', '/etc', '/etc/shadow', '/var/lib/orc/images', '/var/lib/orc/images/../../../etc', 'busybox/../..', './rootfs'])
+    assert.deepEqual(asksOf(img(host), store), ['hostPath'], host)
+  assert.throws(
+    () => admitPod(img('/etc'), [], ctx()),
+    /pod\/x image \/etc, a host path and not an image of the node's image store \(\/var\/lib\/orc\/images\), needs hostPath, but no SecurityPolicy in namespace default allows it .*orc image import/,
+  )
+  assert.doesNotThrow(() => admitPod(img('/etc'), [policy(['hostPath'])], ctx()))
 })
 
 test('binder: binds only to itself — pinned here, the only alive node, or what plan() picks', () => {
