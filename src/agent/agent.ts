@@ -215,6 +215,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       members,
       network,
       isAdmin,
+      ...(opts.imageStores ? { imageStores: opts.imageStores } : {}),
     }))
 
   // The node's parts in dependency order: each starts after what it reads and stops before it.
@@ -333,6 +334,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           opsRoutes,
           dataDir,
           isAdmin,
+          imageStores: opts.imageStores ?? [],
           shutdown: () => stopSelf?.(),
         })
         server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
@@ -490,6 +492,7 @@ interface ApiHandlerComponents {
   cluster: ClusterNode | undefined
   opsRoutes: OpsRoutesComponents
   isAdmin: IsAdmin
+  imageStores: readonly string[]
   shutdown: () => void
 }
 
@@ -513,7 +516,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       // A policy in this batch is written by this request's author; a stored one by its last writer.
       const podAuthors = await podAuthorsOf(store, obj as Pod, author)
       const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))
-      admitPod(obj, policies, { podAuthors, policyAuthor, isAdmin: c.isAdmin, imageStore: join(c.dataDir, 'images') })
+      admitPod(obj, policies, { podAuthors, policyAuthor, isAdmin: c.isAdmin, imageStores: [join(c.dataDir, 'images'), ...c.imageStores] })
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
   })

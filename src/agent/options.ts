@@ -39,11 +39,17 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
 
 /**
  * What `startAgent` takes from the environment, read here at the edge (the CLI) rather than inside
- * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests) and `ORC_PRUNE_INTERVAL_MS`.
+ * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests), `ORC_PRUNE_INTERVAL_MS` and
+ * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`).
  */
-export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs'> {
+export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
-  return { pods: { tunables: podTunablesFromEnv(env) }, ...(prune !== undefined ? { pruneIntervalMs: prune } : {}) }
+  const stores = (env.ORC_IMAGE_STORES ?? '').split(':').filter((s) => s.startsWith('/'))
+  return {
+    pods: { tunables: podTunablesFromEnv(env) },
+    ...(prune !== undefined ? { pruneIntervalMs: prune } : {}),
+    ...(stores.length > 0 ? { imageStores: stores } : {}),
+  }
 }
 
 /** How the agent's mesh listens, announces and joins (`orc start`, `orc join`; see cluster.ts). */
@@ -90,6 +96,11 @@ export interface AgentOptions {
    * Default: any `user:` author, until roles decide it.
    */
   isAdmin?: (author: string) => boolean
+  /**
+   * Directories besides `<dataDir>/images` whose images pods may name without a hostPath grant:
+   * the operator's choice at start (`ORC_IMAGE_STORES`, colon-separated), never a pod's.
+   */
+  imageStores?: readonly string[]
 }
 
 export const DEFAULT_CLUSTER_NAME = 'default'

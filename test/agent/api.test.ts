@@ -15,7 +15,7 @@ const pod = (name: string, labels: Record<string, string> = {}) => ({
   apiVersion: 'orc/v1',
   kind: 'Pod',
   metadata: { name, labels },
-  spec: { containers: [{ name: 'main', image: '/img' }] },
+  spec: { containers: [{ name: 'main', image: 'busybox' }] },
 })
 
 describe('agent API', () => {

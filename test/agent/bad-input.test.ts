@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test'
 import { type CliResult, orc, type RunningAgent, startAgentProcess, tempDir, waitFor } from './helpers.ts'
 
 const pod = (name: string, extra = '') =>
-  `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ${name}\n  labels: {v: "1"}\nspec:\n  containers:\n    - name: main\n      image: /img\n${extra}`
+  `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ${name}\n  labels: {v: "1"}\nspec:\n  containers:\n    - name: main\n      image: busybox\n${extra}`
 
 function oneLineError(r: CliResult, pattern: RegExp): void {
   assert.notEqual(r.exitCode, 0, 'exit code must be non-zero')
@@ -53,7 +53,7 @@ describe('bad input', () => {
     assert.deepEqual(await keepUserRevisions(), [1], 'no user revision was added to pod/keep')
     const obj = await keepObject()
     assert.deepEqual(obj.metadata.labels, { v: '1' })
-    assert.equal(obj.spec.containers[0].image, '/img')
+    assert.equal(obj.spec.containers[0].image, 'busybox')
   }
 
   before(async () => {

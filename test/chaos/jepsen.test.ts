@@ -18,7 +18,7 @@ import { Rng } from '../../netsim/rng.ts'
 import { ApiClient } from '../../src/cli/client.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { pidsRunning } from '../pods/helpers.ts'
-import { skipReason, Testbed, waitFor, waitMesh } from '../testbed/helpers.ts'
+import { imageStoresEnv, skipReason, Testbed, waitFor, waitMesh } from '../testbed/helpers.ts'
 
 /**
  * At most one running copy of the ha pod once haAfter + 15 s have passed since the last fault was
@@ -74,7 +74,7 @@ function policy(name: string, n: number): unknown {
     apiVersion: 'orc/v1',
     kind: 'SecurityPolicy',
     metadata: { name, namespace: NS, labels: { w: String(n) } },
-    spec: { allow: ['hostPath'], description: `w${n}`, selector: { matchLabels: { chaos: 'none' } } },
+    spec: { allow: ['hostPath'], description: `w${n}`, selector: { names: ['none'], matchLabels: { chaos: 'none' } } },
   }
 }
 
@@ -122,7 +122,7 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
   const progress = (msg: string) => console.log(`chaos: +${((Date.now() - started) / 1000).toFixed(0)}s ${msg}`)
 
   const keep = process.env.CHAOS_KEEP === '1'
-  const tb = await Testbed.create({ hosts: NODES.map((name) => ({ name })), env: { USER: 'chaos' }, keepWorkDir: keep })
+  const tb = await Testbed.create({ hosts: NODES.map((name) => ({ name })), env: { USER: 'chaos', ...imageStoresEnv() }, keepWorkDir: keep })
   if (keep) console.log(`chaos: agents' data dirs and logs kept in ${tb.workDir}`)
   // Unique per run: copies are counted machine-wide by command line.
   const marker = String(5_300_000 + (process.pid % 100_000) * 7 + (seed % 7))

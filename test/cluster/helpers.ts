@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
 import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import { ApiClient } from '../../src/cli/client.ts'
@@ -81,6 +81,11 @@ export class Workspace {
   }
 }
 
+/** Image stores every agent of a workspace trusts: the shared imports beside the data dirs. */
+function workspaceImageStores(dataDir: string): string {
+  return [join(dirname(dataDir), 'shared', 'images'), join(dirname(dataDir), 'images', 'images')].join(':')
+}
+
 export class NodeProcess {
   proc: ResultPromise | undefined
   stdout = ''
@@ -115,7 +120,8 @@ export class NodeProcess {
     const proc = execa(process.execPath, [...NODE_FLAGS, BIN, ...args], {
       cwd: ROOT,
       reject: false,
-      env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ...this.env },
+      // The workspace's shared busybox (sched/helpers.ts sharedBusybox, federation/placement.test.ts) is an image store.
+      env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ORC_IMAGE_STORES: workspaceImageStores(this.dataDir), ...this.env },
       buffer: false,
     })
     proc.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()))
@@ -205,7 +211,7 @@ export async function nodeNames(node: NodeProcess): Promise<string[]> {
     .sort()
 }
 
-export function podManifest(name: string, image = 'busybox:1.36'): string {
+export function podManifest(name: string, image = 'busybox'): string {
   // No node carries the selector's label: the pod is only data here, never started.
   return `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ${name}\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: ${image}\n`
 }

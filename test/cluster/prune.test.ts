@@ -14,7 +14,7 @@ async function metric(n: NodeProcess, name: string, labels = ''): Promise<number
 }
 
 async function relabel(n: NodeProcess, v: number): Promise<void> {
-  const manifest = `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: churn\n  labels:\n    v: "${v}"\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n`
+  const manifest = `apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: churn\n  labels:\n    v: "${v}"\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox\n`
   const r = await execa(process.execPath, [BIN, 'apply', '-f', '-'], {
     cwd: ROOT,
     reject: false,

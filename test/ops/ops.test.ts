@@ -87,7 +87,7 @@ test('operator tools on a two-node cluster', async (t) => {
 
   await t.test('orc events shows who changed what and why, on any node', async () => {
     const manifest =
-      'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ev\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n'
+      'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: ev\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox\n'
     const applied = await orc(a.socket, ['apply', '-f', '-', '--reason', 'first try'], {}, manifest)
     assert.equal(applied.exitCode, 0, applied.stderr)
     const ev = await waitFor(
@@ -123,7 +123,7 @@ test('operator tools on a two-node cluster', async (t) => {
     follower.stdout!.on('data', (d: Buffer) => (out += d.toString()))
     try {
       const manifest =
-        'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: followed\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox:1.36\n'
+        'apiVersion: orc/v1\nkind: Pod\nmetadata:\n  name: followed\nspec:\n  nodeSelector:\n    orc-test: nowhere\n  containers:\n    - name: main\n      image: busybox\n'
       // Started once it has printed what was there already (the earlier pod).
       await waitFor('the follower to print past events', () => out.includes('"pod/ev"'), 60_000)
       const applied = await orc(a.socket, ['apply', '-f', '-', '--reason', 'watch me'], {}, manifest)

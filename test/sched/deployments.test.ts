@@ -115,7 +115,7 @@ function heal(sim: Sim): void {
 
 const template = (marker: string, extra: Record<string, unknown> = {}) => ({
   metadata: { labels: { app: 'web' } },
-  spec: { containers: [{ name: 'main', image: '/img', command: ['sleep', marker] }], ...extra },
+  spec: { containers: [{ name: 'main', image: 'busybox', command: ['sleep', marker] }], ...extra },
 })
 
 function deployment(spec: Record<string, unknown>, name = 'web'): any {
@@ -268,7 +268,7 @@ test('conflicting bindings from a partition converge: after the heal exactly one
           apiVersion: 'orc/v1',
           kind: 'Pod',
           metadata: { name: `p${i}` },
-          spec: { policy: i % 2 ? 'ha' : 'best-effort', containers: [{ name: 'main', image: '/img' }] },
+          spec: { policy: i % 2 ? 'ha' : 'best-effort', containers: [{ name: 'main', image: 'busybox' }] },
         },
         { author: 'user:alice', now: sim.now },
       )
@@ -313,7 +313,7 @@ test('a NoExecute taint evicts at once without a toleration, after tolerationSec
           apiVersion: 'orc/v1',
           kind: 'Pod',
           metadata: { name },
-          spec: { containers: [{ name: 'main', image: '/img' }], ...(tol ? { tolerations: tol } : {}) },
+          spec: { containers: [{ name: 'main', image: 'busybox' }], ...(tol ? { tolerations: tol } : {}) },
         },
         { author: 'user:alice', now: sim.now },
       )
@@ -400,7 +400,7 @@ test('chaos: partitions, kills and heals keep capacity and policies; converged v
           spec: {
             policy: i % 3 === 0 ? 'best-effort' : 'ha',
             haAfterSeconds: 10,
-            containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: '200m' } } }],
+            containers: [{ name: 'main', image: 'busybox', resources: { requests: { cpu: '200m' } } }],
           },
         },
         { author: 'user:alice', now: sim.now },
@@ -414,7 +414,7 @@ test('chaos: partitions, kills and heals keep capacity and policies; converged v
           previous: template('9', {
             policy: 'ha',
             haAfterSeconds: 10,
-            containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: '200m' } } }],
+            containers: [{ name: 'main', image: 'busybox', resources: { requests: { cpu: '200m' } } }],
           }),
         },
         'svc',

@@ -15,7 +15,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
-import { skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
+import { imageStoresEnv, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
 
@@ -59,6 +59,7 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     env: {
       ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }),
       ORC_POD_TUNABLES: JSON.stringify({ restartBackoffMs: 200, maxRestartBackoffMs: 1000 }),
+      ...imageStoresEnv(),
     },
   })
   let failed = true

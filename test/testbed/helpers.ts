@@ -1,4 +1,5 @@
 /** Helpers for testbed scenarios: pods from the busybox fixture, waiting on what `orc` reports. */
+import { dirname } from 'node:path'
 import type { Testbed } from '../../netsim/testbed/testbed.ts'
 import { busyboxImages, busyboxMissing } from '../fixtures/busybox-image.ts'
 import { waitFor } from '../helpers/wait.ts'
@@ -10,6 +11,11 @@ export { waitFor }
 export async function skipReason(): Promise<string | undefined> {
   const { testbedUnavailable } = await import('../../netsim/testbed/testbed.ts')
   return testbedUnavailable() ?? busyboxMissing()
+}
+
+/** The agents' env naming the busybox fixture's directory an image store (ORC_IMAGE_STORES): no hostPath grant needed. */
+export function imageStoresEnv(): Record<string, string> {
+  return { ORC_IMAGE_STORES: dirname(busyboxImages().rootfs) }
 }
 
 export function podManifest(name: string, node: string, script: string, extra: Record<string, unknown> = {}): string {

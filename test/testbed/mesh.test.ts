@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { startTcpServer } from '../net/netns.ts'
-import { applyPod, nodeStatuses, podManifest, routeTo, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+import { applyPod, imageStoresEnv, nodeStatuses, podManifest, routeTo, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
 
 test('testbed: 3-node mesh, pod to pod over WireGuard, egress, drift, node removal', { timeout: 900_000 }, async (t) => {
   const why = await skipReason()
   if (why) return t.skip(`skipped: ${why}`)
-  const tb = await Testbed.create({ hosts: [{ name: 'a' }, { name: 'b' }, { name: 'c' }] })
+  const tb = await Testbed.create({ hosts: [{ name: 'a' }, { name: 'b' }, { name: 'c' }], env: imageStoresEnv() })
   t.after(() => tb.destroy())
   let failed = true
   t.after(() => {

@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { applyPod, netemUnavailable, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+import { applyPod, imageStoresEnv, netemUnavailable, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
 
 test("testbed: a NAT'd node reaches pods on public nodes and vice versa", { timeout: 900_000 }, async (t) => {
   const why = await skipReason()
@@ -21,6 +21,7 @@ test("testbed: a NAT'd node reaches pods on public nodes and vice versa", { time
       { name: 'pub2', ...(noNetem ? {} : { netem: { delayMs: 10 } }) },
       { name: 'home', site: 'home', ...(noNetem ? {} : { netem: { delayMs: 20, lossPct: 1 } }) },
     ],
+    env: imageStoresEnv(),
   })
   t.after(() => tb.destroy())
   let failed = true

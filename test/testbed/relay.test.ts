@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type TestContext, test } from 'node:test'
-import { applyPod, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+import { applyPod, imageStoresEnv, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
 
 /** pub1 plus home1 and home2, each behind its own router; agents up and joined through pub1. */
 async function twoNatSites(t: TestContext, nat?: 'random'): Promise<{ tb: Testbed; passed: () => void }> {
@@ -21,6 +21,7 @@ async function twoNatSites(t: TestContext, nat?: 'random'): Promise<{ tb: Testbe
       { name: 'rtrb', ...(nat ? { nat } : {}) },
     ],
     hosts: [{ name: 'pub1' }, { name: 'home1', site: 'home', router: 'rtra' }, { name: 'home2', site: 'home', router: 'rtrb' }],
+    env: imageStoresEnv(),
   })
   let failed = true
   // Before destroy (hooks run in order), which removes the logs.

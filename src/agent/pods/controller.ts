@@ -42,6 +42,8 @@ export interface PodLifecycleComponents {
   network?: PodNetworkHooks
   /** Whether an author may approve grants (pods/security.ts); any user unless given. */
   isAdmin?: IsAdmin
+  /** Image stores besides `<dataDir>/images` the operator trusts (AgentOptions.imageStores). */
+  imageStores?: readonly string[]
 }
 
 /**
@@ -153,7 +155,7 @@ export class PodLifecycle {
       join(this.runtimeDir(), 'image-pins.json'),
       this.tunables.keepImageRevisions,
       c.random ?? systemRandom,
-      join(c.dataDir, 'images'),
+      [join(c.dataDir, 'images'), ...(c.imageStores ?? [])],
     )
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
     this.binder = new Binder({

@@ -58,8 +58,8 @@ export class PodImages {
     private readonly keepRevisions: number,
     /** Names the temporary copy of an image tar (unique per import). */
     private readonly random: Random = systemRandom,
-    /** The node's image store (`<data-dir>/images`, filled by `orc image import`). */
-    readonly storeDir: string = join(cacheDir, '..', '..', 'images'),
+    /** The node's image stores: `<data-dir>/images` (filled by `orc image import`) first, then the operator's. */
+    readonly stores: readonly string[] = [join(cacheDir, '..', '..', 'images')],
   ) {
     try {
       this.pins = JSON.parse(readFileSync(pinsFile, 'utf8')) as Pins
@@ -74,11 +74,11 @@ export class PodImages {
    * and nothing outside the store is even opened without it.
    */
   async resolve(image: string, signal: AbortSignal, opts: { hostPath?: boolean } = {}): Promise<ResolvedImage> {
-    const loc = imageLocation(image, this.storeDir)
+    const loc = imageLocation(image, this.stores)
     const hostPathRefused = (what: string) =>
       new OrcError(
         'forbidden',
-        `image ${image} ${what}, not an image of the node's image store (${this.storeDir}): it needs a SecurityPolicy granting hostPath (or import it: orc image import SRC --name NAME)`,
+        `image ${image} ${what}, not an image of the node's image store (${this.stores.join(', ')}): it needs a SecurityPolicy granting hostPath (or import it: orc image import SRC --name NAME)`,
         { image },
       )
     if (!loc.store && !opts.hostPath) throw hostPathRefused('is a host path')
@@ -90,8 +90,8 @@ export class PodImages {
       throw new OrcError('not_found', `image ${image} not found (import one with orc image import)`, { image }, err)
     }
     // A link in the store must not lead out of it.
-    const storeReal = await realpath(this.storeDir).catch(() => this.storeDir)
-    const inStore = real.startsWith(`${storeReal}/`)
+    const storesReal = await Promise.all(this.stores.map((s) => realpath(s).catch(() => s)))
+    const inStore = storesReal.some((s) => real.startsWith(`${s}/`))
     if (!inStore && !opts.hostPath) throw hostPathRefused(`leads to ${real}, a host path`)
     const st = await stat(real)
     if (st.isDirectory()) return resolveImage(real, this.cacheDir)

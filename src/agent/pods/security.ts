@@ -33,39 +33,44 @@ export interface GrantContext {
   /** The author of the policy's current content (the store's `updatedBy`, or the request's author). */
   policyAuthor(policy: SecurityPolicy): string
   isAdmin: IsAdmin
-  /** The node's image store (`<data-dir>/images`); an image outside it is a host path. */
-  imageStore: string
+  /** The node's image stores (`<data-dir>/images` first); an image outside them is a host path. */
+  imageStores: readonly string[]
 }
 
 /** An image name in the node's image store (`orc image import … --name NAME`). */
 export const IMAGE_NAME = /^[a-z0-9][a-z0-9._-]{0,127}$/
 
 /**
- * Where an image reference points: a store image (a bare NAME, or a path inside the store) or a
- * host path. Lexical only (no file is touched); PodImages.resolve checks symlinks on the node.
+ * Where an image reference points: a store image (a bare NAME, in the first store, or a path inside
+ * one of the stores) or a host path. Lexical only (no file is touched); PodImages.resolve checks
+ * symlinks on the node. `stores`: the node's own (`<data-dir>/images`) first, then any the
+ * operator configured for the agent (`ORC_IMAGE_STORES`).
  */
-export function imageLocation(image: string, imageStore: string): { store: true; path: string } | { store: false; path: string } {
-  if (IMAGE_NAME.test(image) && !image.includes('..')) return { store: true, path: join(imageStore, image) }
+export function imageLocation(image: string, stores: readonly string[]): { store: true; path: string } | { store: false; path: string } {
+  if (IMAGE_NAME.test(image) && !image.includes('..') && stores[0] !== undefined) return { store: true, path: join(stores[0], image) }
   if (!isAbsolute(image)) return { store: false, path: image }
   const path = normalize(image)
-  const root = normalize(imageStore).replace(/\/+$/, '')
-  return path.startsWith(`${root}/`) && path.length > root.length + 1 ? { store: true, path } : { store: false, path }
+  for (const s of stores) {
+    const root = normalize(s).replace(/\/+$/, '')
+    if (path.startsWith(`${root}/`) && path.length > root.length + 1) return { store: true, path }
+  }
+  return { store: false, path }
 }
 
 /** The pod's images that are host paths, not store images. */
-export function hostPathImages(pod: Pod, imageStore: string): string[] {
+export function hostPathImages(pod: Pod, imageStores: readonly string[]): string[] {
   const out: string[] = []
   for (const c of pod.spec?.containers ?? []) {
     const image = String(c.image)
-    if (!imageLocation(image, imageStore).store) out.push(image)
+    if (!imageLocation(image, imageStores).store) out.push(image)
   }
   return out
 }
 
 /** What the pod asks for: `spec.security.unsafe`, plus `hostPath` when an image is a host path. */
-export function asksOf(pod: Pod, imageStore: string): UnsafeFeature[] {
+export function asksOf(pod: Pod, imageStores: readonly string[]): UnsafeFeature[] {
   const asks = new Set<UnsafeFeature>((pod.spec?.security?.unsafe ?? []).filter((a): a is UnsafeFeature => typeof a === 'string'))
-  if (hostPathImages(pod, imageStore).length > 0) asks.add('hostPath')
+  if (hostPathImages(pod, imageStores).length > 0) asks.add('hostPath')
   return [...asks]
 }
 
@@ -103,7 +108,7 @@ export interface Ungranted {
 
 /** What the pod asks for that no policy of its namespace grants it, from a second party. */
 export function ungranted(pod: Pod, policies: readonly SecurityPolicy[], ctx: GrantContext): Ungranted {
-  const asks = asksOf(pod, ctx.imageStore)
+  const asks = asksOf(pod, ctx.imageStores)
   if (asks.length === 0) return { missing: [], refused: [] }
   const ns = pod.metadata.namespace ?? 'default'
   const granted = new Set<string>()
@@ -127,12 +132,13 @@ function list(items: string[]): string {
 }
 
 /** The refusal, naming what is missing, the grant needed and from whom. */
-export function ungrantedError(pod: Pod, u: Ungranted, imageStore: string): OrcError {
+export function ungrantedError(pod: Pod, u: Ungranted, imageStores: readonly string[]): OrcError {
   const ns = pod.metadata.namespace ?? 'default'
   const { missing } = u
   const them = missing.length > 1 ? 'them' : 'it'
-  const hostImages = missing.includes('hostPath') ? hostPathImages(pod, imageStore) : []
-  const what = hostImages.length > 0 ? `image ${hostImages.join(', ')}, a host path and not an image of the node's image store (${imageStore}),` : ''
+  const hostImages = missing.includes('hostPath') ? hostPathImages(pod, imageStores) : []
+  const what =
+    hostImages.length > 0 ? `image ${hostImages.join(', ')}, a host path and not an image of the node's image store (${imageStores.join(', ')}),` : ''
   const asks =
     hostImages.length > 0
       ? `${what} needs hostPath${missing.length > 1 ? `; it also asks for ${list(missing.filter((m) => m !== 'hostPath'))}` : ''}`
@@ -151,7 +157,7 @@ export function admitPod(obj: OrcObject, policies: readonly SecurityPolicy[], ct
   if (obj.kind !== 'Pod') return
   const pod = obj as Pod // normalizeManifest checked it against the Pod schema
   const u = ungranted(pod, policies, ctx)
-  if (u.missing.length > 0) throw ungrantedError(pod, u, ctx.imageStore)
+  if (u.missing.length > 0) throw ungrantedError(pod, u, ctx.imageStores)
 }
 
 /** A policy's own admission: `selfApprove` only from an admin; labels alone select nothing. */

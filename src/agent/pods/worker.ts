@@ -192,6 +192,8 @@ export class PodWorker {
         this.runState = 'failed'
         this.runReason = `grant revoked: ${refusal.message}`
         this.writeStatus(`grant revoked: ${refusal.message}`)
+        // Recorded as its own revision (the run's next writes would otherwise replace it unwritten).
+        await this.writer.settled()
       }
       this.gen++
       this.clearRunRetry()
@@ -201,16 +203,16 @@ export class PodWorker {
 
   /** Why the pod may not run its unsafe features (the two-party rule), or undefined when it may. */
   private async grantRefusal(obj: Stored<Pod>): Promise<OrcError | undefined> {
-    const imageStore = this.c.images.storeDir
-    if (asksOf(obj, imageStore).length === 0) return undefined
+    const imageStores = this.c.images.stores
+    if (asksOf(obj, imageStores).length === 0) return undefined
     const ctx = {
       podAuthors: await podAuthorsOf(this.c.store, obj),
       policyAuthor: (p: SecurityPolicy) => (p.metadata as { updatedBy?: string }).updatedBy ?? '',
       isAdmin: this.c.isAdmin ?? anyUserIsAdmin,
-      imageStore,
+      imageStores,
     }
     const u = ungranted(obj, this.c.store.list('SecurityPolicy', this.ref.namespace), ctx)
-    return u.missing.length > 0 ? ungrantedError(obj, u, imageStore) : undefined
+    return u.missing.length > 0 ? ungrantedError(obj, u, imageStores) : undefined
   }
 
   /**
@@ -541,7 +543,7 @@ export class PodWorker {
           throw refusal
         }
         this.refusedByPolicy = false
-        this.hostPathGranted = hostPathImages(cur, this.c.images.storeDir).length > 0
+        this.hostPathGranted = hostPathImages(cur, this.c.images.stores).length > 0
         // hostPath for a host directory as image is provided (resolve-image); as a volume it is not yet.
         const notImpl = spec.unsafe.filter((u) => !IMPLEMENTED_UNSAFE.has(u) && !(u === 'hostPath' && this.hostPathGranted))
         if (notImpl.length > 0)

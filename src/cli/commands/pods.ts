@@ -198,7 +198,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .command('import')
     .description('Copy a rootfs directory or an OCI image layout (directory or tar) to <data-dir>/images/NAME')
     .argument('<SRC>', 'rootfs directory, OCI layout directory, or OCI layout tar (.tar, .tar.gz)')
-    .requiredOption('--name <name>', 'image name; pods use the image path <data-dir>/images/NAME')
+    .requiredOption('--name <name>', 'image name; pods name it (image: NAME); any other host path needs a hostPath grant')
     .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
     .addHelpText(
       'after',
@@ -217,7 +217,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       } finally {
         progress.done()
       }
-      io.out(`image ${opts.name} imported (${kind}): use image: ${dest}\n`)
+      io.out(`image ${opts.name} imported (${kind}) into ${dest}: use image: ${opts.name}\n`)
     })
 
   image
@@ -229,7 +229,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       checkName(opts.name)
       const dest = join(dataDirOf(opts), 'images', opts.name)
       const r = buildBusyboxRootfs(dest)
-      io.out(`image ${opts.name} built (${r.applets} busybox applets): use image: ${dest}\n`)
+      io.out(`image ${opts.name} built (${r.applets} busybox applets) in ${dest}: use image: ${opts.name}\n`)
     })
 
   image

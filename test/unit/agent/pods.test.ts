@@ -29,7 +29,7 @@ const ctx = (podAuthors: string[] = ['user:dev']): GrantContext => ({
   podAuthors: new Set(podAuthors),
   policyAuthor: (p) => (p.metadata as { updatedBy?: string }).updatedBy ?? '',
   isAdmin: anyUserIsAdmin,
-  imageStore: '/var/lib/orc/images',
+  imageStores: ['/var/lib/orc/images'],
 })
 
 test('two parties: a pod gets an unsafe feature only when a policy of its namespace naming it grants it', () => {
@@ -78,7 +78,7 @@ test('two parties: labels only narrow — a pod cannot label itself into a grant
 })
 
 test('images are images: a host path asks for hostPath; names and paths in the image store do not', () => {
-  const store = '/var/lib/orc/images'
+  const store = ['/var/lib/orc/images']
   const img = (image: string) => pod('x', { containers: [{ name: 'main', image }] })
   assert.deepEqual(asksOf(img('busybox'), store), [])
   assert.deepEqual(asksOf(img('/var/lib/orc/images/busybox'), store), [])

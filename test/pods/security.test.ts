@@ -1,0 +1,180 @@
+/**
+ * Trust at the pod boundary (issue #17, deliverables 7–9): two real parties for unsafe features,
+ * images that are images, and safe default limits — with a real agent and real sandboxes, through
+ * the CLI a user would type. `user:tester` (the helper's default author) writes the pods; the
+ * operator's grants are written by `user:admin`.
+ */
+
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { constants, mkdirSync, openSync, readFileSync, symlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, before, test } from 'node:test'
+import { pidsRunning, podManifest, skipReason, startTestAgent, type TestAgent, waitFor } from './helpers.ts'
+
+const skip = skipReason()
+let a: TestAgent
+const PODS = ['solo', 'took', 'sneaky', 'rooty', 'root-img', 'etc-img', 'fifo-img', 'link-img', 'granted-img', 'forky']
+
+before(async () => {
+  if (!skip) a = await startTestAgent()
+})
+after(async () => {
+  if (!a) return
+  for (const p of PODS) await a.orc(['delete', `pod/${p}`])
+  for (const p of ['builders', 'solo-grant', 'rooty-grant', 'host-images']) await a.orc(['delete', `securitypolicy/${p}`, '--author', 'user:admin'])
+  await waitFor('pods stopped', () => pidsRunning(['sleep', '4801']).length + pidsRunning(['sleep', '4810']).length === 0, 15_000).catch(() => {})
+  await a.stop()
+  a.remove()
+})
+
+const policy = (name: string, allow: string[], selector: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ apiVersion: 'orc/v1', kind: 'SecurityPolicy', metadata: { name }, spec: { allow, selector, ...extra } })
+const rootPod = (name: string, script: string, labels?: Record<string, string>) =>
+  podManifest(name, 'busybox', script, { security: { unsafe: ['root'] } }, labels)
+
+async function applyAs(author: string, manifest: string) {
+  return a.orc(['apply', '-f', '-', '--author', author], manifest)
+}
+
+async function phaseOf(name: string, phase: string, pred: (p: Record<string, any>) => boolean = () => true): Promise<Record<string, any>> {
+  return waitFor(`pod/${name} ${phase}`, async () => {
+    const p = await a.pod(name)
+    return p?.status?.phase === phase && pred(p) ? p : undefined
+  })
+}
+
+async function firstLog(name: string): Promise<string> {
+  return waitFor(`pod/${name} logs`, async () => {
+    const r = await a.orc(['logs', `pod/${name}`])
+    return r.stdout.trim() !== '' ? r.stdout.trim() : undefined
+  })
+}
+
+/** Has anything opened this FIFO for reading? (O_NONBLOCK write-open fails with ENXIO while no reader.) */
+function fifoHasReader(path: string): boolean {
+  try {
+    openSync(path, constants.O_WRONLY | constants.O_NONBLOCK)
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENXIO') return false
+    throw err
+  }
+}
+
+test('two parties: one author applying a grant and a root pod together is refused; a grant its pod author takes over stops the pod, Pending with the reason', {
+  skip,
+}, async () => {
+  const together = `${policy('solo-grant', ['root'], { names: ['solo'] })}\n---\n${rootPod('solo', 'exec sleep 4801')}`
+  const refused = await a.orc(['apply', '-f', '-'], together)
+  assert.equal(refused.exitCode, 1)
+  assert.match(
+    refused.stderr,
+    /pod\/solo asks for root, but no SecurityPolicy in namespace default allows it \(SecurityPolicy\/solo-grant was written by user:tester, also an author of the pod: a grant needs a second party/,
+  )
+  assert.equal(await a.pod('solo'), undefined, 'nothing was stored')
+
+  // Two different authors: the operator grants, the developer's pod runs as root inside.
+  assert.equal((await applyAs('user:admin', policy('solo-grant', ['root'], { names: ['solo'] }))).exitCode, 0)
+  const ok = await a.orc(['apply', '-f', '-'], rootPod('solo', 'echo uid=$(id -u); exec sleep 4801'))
+  assert.equal(ok.exitCode, 0, ok.stderr)
+  await phaseOf('solo', 'Running')
+  assert.equal(await firstLog('solo'), 'uid=0')
+
+  // The pod's author edits the grant: it is now their own, so it no longer counts.
+  const edit = await a.orc(['apply', '-f', '-'], policy('solo-grant', ['root'], { names: ['solo'] }, { description: 'mine now' }))
+  assert.equal(edit.exitCode, 0, edit.stderr)
+  const pending = await phaseOf('solo', 'Pending', (p) => /second party/.test(p.status.reason ?? ''))
+  assert.match(pending.status.reason, /SecurityPolicy\/solo-grant was written by user:tester, also an author of the pod/)
+  await waitFor('solo process stopped', () => pidsRunning(['sleep', '4801']).length === 0)
+})
+
+test("two parties: relabelling a pod into a grant's labels does not admit it; labels alone select nothing", { skip }, async () => {
+  const alone = await applyAs('user:admin', policy('builders', ['root'], { matchLabels: { app: 'builder' } }))
+  assert.equal(alone.exitCode, 1)
+  assert.match(
+    alone.stderr,
+    /SecurityPolicy\/builders: selector\.matchLabels alone would let a pod's author label a pod into the grant; list the pods in selector\.names/,
+  )
+  assert.equal((await applyAs('user:admin', policy('builders', ['root'], { names: ['builder'], matchLabels: { app: 'builder' } }))).exitCode, 0)
+  const other = await a.orc(['apply', '-f', '-'], rootPod('sneaky', 'exec sleep 4802', { app: 'other' }))
+  assert.equal(other.exitCode, 1)
+  const relabelled = await a.orc(['apply', '-f', '-'], rootPod('sneaky', 'exec sleep 4802', { app: 'builder' }))
+  assert.equal(relabelled.exitCode, 1, 'the label matches, the name does not: refused')
+  assert.match(relabelled.stderr, /pod\/sneaky asks for root, but no SecurityPolicy in namespace default allows it/)
+  assert.equal(await a.pod('sneaky'), undefined)
+})
+
+test('two parties: deleting the grant stops the running pod through its lifecycle; orc why and the history say why', { skip }, async () => {
+  assert.equal((await applyAs('user:admin', policy('rooty-grant', ['root'], { names: ['rooty'] }))).exitCode, 0)
+  assert.equal((await a.orc(['apply', '-f', '-'], rootPod('rooty', 'exec sleep 4803'))).exitCode, 0)
+  await phaseOf('rooty', 'Running')
+  await waitFor('rooty process', () => pidsRunning(['sleep', '4803']).length === 1)
+  const del = await a.orc(['delete', 'securitypolicy/rooty-grant', '--author', 'user:admin', '--reason', 'no more root'])
+  assert.equal(del.exitCode, 0, del.stderr)
+  await waitFor('rooty process stopped', () => pidsRunning(['sleep', '4803']).length === 0)
+  const p = await phaseOf('rooty', 'Pending')
+  assert.match(p.status.reason, /pod\/rooty asks for root, but no SecurityPolicy in namespace default allows it/)
+  const why = await a.orc(['why', 'pod/rooty'])
+  assert.match(why.stdout, /check-security/)
+  assert.match(why.stdout, /no SecurityPolicy in namespace default allows it/)
+  const hist = await a.orc(['history', 'pod/rooty', '-o', 'json'])
+  assert.match(hist.stdout, /grant revoked: pod\/rooty asks for root/, 'the stop is recorded as a revision of the pod')
+})
+
+test('images are images: a host path needs a hostPath grant, and a host file a pod names is never opened by the agent as root', { skip }, async () => {
+  for (const [name, image] of [
+    ['root-img', '/'],
+    ['etc-img', '/etc'],
+  ] as const) {
+    const r = await a.orc(['apply', '-f', '-'], podManifest(name, image, 'true'))
+    assert.equal(r.exitCode, 1, `image ${image} refused`)
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `pod/${name} image ${image}, a host path and not an image of the node's image store \\(.*/images\\), needs hostPath, but no SecurityPolicy in namespace default allows it`,
+      ),
+    )
+    assert.equal(await a.pod(name), undefined)
+  }
+  // A root-only file outside the image store (a FIFO, so that any open for reading shows).
+  const host = join(a.dataDir, 'host')
+  mkdirSync(host)
+  const fifo = join(host, 'shadow')
+  execFileSync('mkfifo', ['-m', '0600', fifo])
+  const direct = await a.orc(['apply', '-f', '-'], podManifest('fifo-img', fifo, 'true'))
+  assert.equal(direct.exitCode, 1)
+  assert.match(direct.stderr, /needs hostPath/)
+  // A link in the image store that leads out of it: admitted by name, refused by the node.
+  symlinkSync(fifo, join(a.dataDir, 'images', 'sneaky.tar'))
+  assert.equal((await a.orc(['apply', '-f', '-'], podManifest('link-img', 'sneaky.tar', 'true', { restartPolicy: 'Never' }))).exitCode, 0)
+  const link = await waitFor('link-img refused', async () => {
+    const p = await a.pod('link-img')
+    return /leads to .*host\/shadow, a host path/.test(JSON.stringify(p?.status ?? {})) ? p : undefined
+  })
+  assert.match(JSON.stringify(link.status), /needs a SecurityPolicy granting hostPath/)
+  // Granted by an operator, a host file is read with nobody's rights only: this one stays unread.
+  assert.equal((await applyAs('user:admin', policy('host-images', ['hostPath'], { names: ['granted-img'] }))).exitCode, 0)
+  assert.equal((await a.orc(['apply', '-f', '-'], podManifest('granted-img', fifo, 'true', { restartPolicy: 'Never' }))).exitCode, 0)
+  await waitFor('granted-img failed to read its image', async () => {
+    const p = await a.pod('granted-img')
+    return /Permission denied/.test(JSON.stringify(p?.status ?? {})) ? p : undefined
+  })
+  assert.equal(fifoHasReader(fifo), false, 'the agent never opened the host file')
+})
+
+test('safe defaults: a pod that sets no limits gets 1,024 processes and 1 GiB; forking beyond stops at the limit', { skip }, async () => {
+  const script = '(i=0; while [ $i -lt 1100 ]; do sleep 4810 & i=$((i+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo procs=$#; exec sleep 4811'
+  assert.equal((await a.orc(['apply', '-f', '-'], podManifest('forky', 'busybox', script, { restartPolicy: 'Never' }))).exitCode, 0)
+  const line = await firstLog('forky')
+  const procs = Number(/^procs=([0-9]+)$/.exec(line)?.[1])
+  assert.ok(procs <= 1024 && procs > 900, `the pod stopped at its pid limit: ${line}`)
+  assert.ok(pidsRunning(['sleep', '4810']).length < 1024, 'on the host too')
+  const [pid] = await waitFor('forky main process', () => pidsRunning(['sleep', '4811']).length === 1 && pidsRunning(['sleep', '4811']))
+  const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n')
+  const v1 = lines.find((l) => /^[0-9]+:memory:/.test(l))
+  const limit = v1
+    ? readFileSync(`/sys/fs/cgroup/memory${v1.slice(v1.indexOf(':memory:') + 8)}/memory.limit_in_bytes`, 'utf8').trim()
+    : readFileSync(`/sys/fs/cgroup${lines.find((l) => l.startsWith('0::'))!.slice(3)}/memory.max`, 'utf8').trim()
+  assert.equal(limit, String(1024 ** 3), 'the default memory limit')
+})
