@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import { checkAgentControllers } from '../../../src/agent/controllers.ts'
 import { decideBindings } from '../../../src/agent/pods/binder.ts'
 import { admitPod, admitPolicy, anyUserIsAdmin, asksOf, type GrantContext, ungranted } from '../../../src/agent/pods/security.ts'
-import { assignedTo } from '../../../src/agent/pods/spec.ts'
+import { assignedTo, podDefaultResourcesOf } from '../../../src/agent/pods/spec.ts'
 import type { SecurityPolicy, UnsafeFeature } from '../../../src/model/index.ts'
 
 const pod = (name: string, extra: Record<string, unknown> = {}, labels?: Record<string, string>): any => ({
@@ -125,4 +125,17 @@ test("the agent's controllers form no loop and no field has two writers", () => 
       ]),
     /read\/write loop/,
   )
+})
+
+test('safe defaults: 1,024 processes and 1 GiB unless the Cluster says otherwise (0 turns one off)', () => {
+  const cluster = (podDefaults?: Record<string, unknown>): any => ({
+    apiVersion: 'orc/v1',
+    kind: 'Cluster',
+    metadata: { name: 'c' },
+    spec: { ...(podDefaults ? { podDefaults } : {}) },
+  })
+  assert.deepEqual(podDefaultResourcesOf([]), { pids: 1024, memoryBytes: 1024 ** 3 })
+  assert.deepEqual(podDefaultResourcesOf([cluster()]), { pids: 1024, memoryBytes: 1024 ** 3 })
+  assert.deepEqual(podDefaultResourcesOf([cluster({ pids: 64, memory: '256Mi' })]), { pids: 64, memoryBytes: 256 * 1024 ** 2 })
+  assert.deepEqual(podDefaultResourcesOf([cluster({ pids: 0, memory: 0 })]), {})
 })
