@@ -1,10 +1,11 @@
 /**
  * Remote CLI access (`orc --node ADDR …`). The operator's credential carries the cluster id, the
  * cluster PSK and the admin private key: `orccred1.<base64url JSON>`. The CLI builds a short-lived
- * libp2p host with that PSK (so it passes the private-network handshake), dials the node as a
- * stranger, and calls `/orc/api/1.0.0` signed with the admin key (rpc.ts). The node lets such
- * strangers in on probation only when it serves the api to strangers (`acceptApiFromStrangers`);
- * without a valid admin signature every request is refused.
+ * libp2p host with that PSK (so it passes the private-network handshake) whose identity is the
+ * credential key itself, so Noise proves the key and the node's gater knows the caller by peer id
+ * (credential-peers.ts): it never takes a trial slot, however many strangers fill them. It calls
+ * `/orc/api/1.0.0` signed with the same key (rpc.ts; a different message from Noise's, under its
+ * own context string); without a valid admin signature every request is refused.
  */
 
 import { noise } from '@chainsafe/libp2p-noise'
@@ -67,6 +68,7 @@ export async function callRemoteApi(opts: {
 }): Promise<ApiResponse> {
   const dialTimeoutMs = opts.dialTimeoutMs ?? meshDefaults.dialTimeoutMs
   const node = await createLibp2p({
+    privateKey: opts.credential.admin,
     addresses: { listen: [] },
     transports: [tcp()],
     connectionEncrypters: [noise()],
@@ -83,7 +85,7 @@ export async function callRemoteApi(opts: {
       } catch (err) {
         const why = shortError(err)
         errors.push(
-          `${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? 'connection refused during the handshake (the credential is for another cluster, or the node does not accept remote CLI calls)' : why}`,
+          `${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? 'connection refused during the handshake (the credential is for another cluster, or its key is not an admin of this cluster)' : why}`,
         )
         continue
       }
