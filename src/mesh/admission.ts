@@ -216,6 +216,7 @@ export class Admission {
   private onConnectionClose(conn: Connection): void {
     const remote = conn.remotePeer.toString()
     if (!this.probation.has(remote)) return
-    if (this.c.libp2p.getConnections(conn.remotePeer).length === 0) this.probation.delete(remote)
+    // (Our listener may run before libp2p's own: the closing connection can still be listed.)
+    if (!this.c.libp2p.getConnections(conn.remotePeer).some((c) => c !== conn && c.status === 'open')) this.probation.delete(remote)
   }
 }

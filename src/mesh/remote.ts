@@ -24,6 +24,8 @@ import { encodePsk } from './psk.ts'
 import { API_PROTOCOL, type ApiRequest, type ApiResponse, callApi } from './rpc.ts'
 
 const PREFIX = 'orccred1.'
+/** Why a node refuses the remote CLI's connection (its gater knows admin keys' peer ids only). */
+const REFUSED = 'the credential is for another cluster, or its key is not an admin of this cluster'
 
 export interface RemoteCredential {
   clusterId: string
@@ -84,9 +86,7 @@ export async function callRemoteApi(opts: {
         conn = await node.dial(multiaddr(a), { signal: AbortSignal.timeout(dialTimeoutMs) })
       } catch (err) {
         const why = shortError(err)
-        errors.push(
-          `${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? 'connection refused during the handshake (the credential is for another cluster, or its key is not an admin of this cluster)' : why}`,
-        )
+        errors.push(`${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? `connection refused during the handshake (${REFUSED})` : why}`)
         continue
       }
       const signal = AbortSignal.timeout(opts.timeoutMs ?? meshDefaults.apiTimeoutMs)
@@ -94,7 +94,12 @@ export async function callRemoteApi(opts: {
       try {
         stream = await conn.newStream(API_PROTOCOL, { signal })
       } catch (err) {
-        errors.push(`${a}: open api stream: ${shortError(err)} (the node may not accept remote CLI calls)`)
+        // The node's gater may close the connection just after the dialer's side of the handshake
+        // completed: then it is the stream that fails.
+        const why = shortError(err)
+        errors.push(
+          `${a}: ${!(err instanceof Error) || /EOF|reset|closed|aborted/i.test(why) ? `the node closed the connection (${REFUSED})` : `open api stream: ${why}`}`,
+        )
         continue
       }
       const ch = streamChannel(stream, meshDefaults.maxApiBytes)

@@ -186,6 +186,11 @@ test('a flood of trial connections from one address leaves the remote CLI workin
   }
   assert.equal(ok, 8, 'every remote CLI call succeeds')
   assert.ok(held <= 4, `at most 4 trial connections from one address, got ${held}`)
+  // The flood hangs up: its slots are free again at once (not when its probation would have ended).
+  await Promise.all(flood.map((h) => h.stop()))
+  const late = await strangerHost(a.cluster.psk)
+  t.after(() => late.stop())
+  await waitFor('a freed trial slot is taken', () => connects(late, a))
 })
 
 test('no trial connection is accepted when no join token is live', async (t) => {
@@ -194,7 +199,7 @@ test('no trial connection is accepted when no join token is live', async (t) => 
   const handler: ApiHandler = async () => ({ status: 200, body: {} })
   const { mesh: a, adminCredential } = await fx.create('a', {
     apiHandler: handler,
-    acceptApiFromStrangers: true,
+    acceptApiFromStrangers: true, // as the agent had it: it must not open the gater any more
     tunables: { ...fastTunables, tokenGraceMs: 0 },
   })
   const s = await strangerHost(a.cluster.psk)
