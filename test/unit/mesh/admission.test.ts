@@ -33,3 +33,26 @@ test('trial slots: at most 4 at once from one address, 16 in all, 12 new a minut
   await clock.advance(60_000)
   assert.equal(a.startProbation('v0', '10.0.0.1'), true, 'a minute later it may try again')
 })
+
+test('the join protocol refuses a removed peer before its token is looked at: a fresh valid token is not consumed', async () => {
+  const { handleJoinRequest } = await import('../../../src/mesh/join.ts')
+  const { MemoryTokenBook, TokenAuthority } = await import('../../../src/mesh/index.ts')
+  const clock = new ManualClock(1_000_000)
+  const authority = new TokenAuthority(new MemoryTokenBook(), clock, (n) => new Uint8Array(n).fill(7))
+  const { token, record } = await authority.issue({ ttlMs: 60_000, uses: 1 }, { clusterId: 'c1', psk: new Uint8Array(32), issuer: 'issuer', addrs: [] })
+  const claims = JSON.parse(Buffer.from(token.slice('orcjoin1.'.length), 'base64url').toString())
+  const admitted: string[] = []
+  const deps = {
+    authority,
+    cluster: { clusterId: 'c1', createdAt: 0, adminKeys: [] },
+    scopes: () => [],
+    members: () => [],
+    isRemoved: (p: string) => p === 'gone',
+    admit: async (info: { peerId: string }) => void admitted.push(info.peerId),
+  }
+  const req = { v: 1 as const, token: { id: claims.id, secret: claims.secret, cluster: 'c1' }, name: 'b', addresses: [] }
+  await assert.rejects(handleJoinRequest(deps, req, 'gone'), (err: any) => err.code === 'forbidden' && /removed from the cluster/.test(err.message))
+  assert.equal((await authority.list()).find((r) => r.id === record.id)?.usesLeft, 1, 'the token was not used up')
+  await handleJoinRequest(deps, req, 'new-node')
+  assert.deepEqual(admitted, ['new-node'])
+})
