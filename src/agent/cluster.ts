@@ -209,7 +209,6 @@ export async function startClusterMesh(c: {
     clock: c.clock,
     random: c.random,
     tunables: c.setup.tunables,
-    acceptApiFromStrangers: true,
     vetJoiner,
     apiHandler: async (req) => {
       if (handler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }

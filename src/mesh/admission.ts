@@ -21,7 +21,7 @@ import { Timers } from './timers.ts'
 import type { IssueTokenOptions, TokenAuthority, TokenRecord } from './token.ts'
 
 export interface AdmissionComponents {
-  libp2p: Pick<MeshLibp2p, 'handle' | 'hangUp' | 'addEventListener'>
+  libp2p: Pick<MeshLibp2p, 'handle' | 'hangUp' | 'addEventListener' | 'getConnections'>
   peerId: string
   /** Read at each use: a joining node learns its cluster's admin keys only once admitted. */
   cluster: () => ClusterState
@@ -33,6 +33,10 @@ export interface AdmissionComponents {
   authority: TokenAuthority
   scores: PeerScores
   isMember: (peerId: string) => boolean
+  /** Removed from the cluster (removed.ts): refused by the join protocol whatever token it presents. */
+  isRemoved: (peerId: string) => boolean
+  /** The remote CLI (credential-peers.ts): connected without a trial slot, never on a probation clock. */
+  isCredentialPeer: (peerId: string) => boolean
   scopeNames: () => string[]
   /** Record a joiner its token let in (and announce it to the other members). */
   admitJoiner: (info: MemberInfo) => Promise<void>
@@ -50,9 +54,17 @@ export function memberOf(stream: Stream, conn: Connection, isMember: (peerId: st
   return undefined
 }
 
+/** A stranger on probation: when it ends, and the address it came from. */
+interface Trial {
+  until: number
+  source: string
+}
+
 export class Admission {
-  /** Strangers let in on probation, with when it ends. */
-  private readonly probation = new Map<string, number>()
+  /** Strangers let in on probation. */
+  private readonly probation = new Map<string, Trial>()
+  /** When each source address last started trials (the last minute's), for the per-minute limit. */
+  private readonly trialStarts = new Map<string, number[]>()
   private readonly timers: Timers
 
   constructor(private readonly c: AdmissionComponents) {
@@ -62,6 +74,7 @@ export class Admission {
   /** Serve the join protocol and put every stranger's connection on a probation clock. */
   async install(): Promise<void> {
     this.c.libp2p.addEventListener('connection:open', (evt) => this.onConnectionOpen(evt.detail))
+    this.c.libp2p.addEventListener('connection:close', (evt) => this.onConnectionClose(evt.detail))
     await this.c.libp2p.handle(
       JOIN_PROTOCOL,
       async (stream, conn) => {
@@ -75,6 +88,7 @@ export class Admission {
               cluster: this.c.cluster(),
               scopes: this.c.scopeNames,
               members: () => this.c.directory.list(),
+              isRemoved: this.c.isRemoved,
               vet: this.c.vetJoiner,
               admit: this.c.admitJoiner,
             },
@@ -128,13 +142,35 @@ export class Admission {
     if (revoked.length > 0) this.c.log.info({ peer: peerId, tokens: revoked }, 'revoked the join tokens of a removed member')
   }
 
-  /** Gater: may this stranger connect on probation? Bounded by maxProbationPeers at a time. */
-  startProbation(peerId: string): boolean {
+  /**
+   * Gater: may this stranger from `source` (an IP address) connect on probation? At most
+   * maxProbationPeers at a time, maxProbationPerSource of them from one address, and
+   * probationStartsPerSourcePerMinute new ones a minute from one address.
+   */
+  startProbation(peerId: string, source: string): boolean {
+    const t = this.c.tunables
     const now = this.c.clock.now()
-    for (const [p, until] of this.probation) if (until <= now) this.probation.delete(p)
+    for (const [p, trial] of this.probation) if (trial.until <= now) this.probation.delete(p)
     if (this.probation.has(peerId)) return true
-    if (this.probation.size >= this.c.tunables.maxProbationPeers) return false
-    this.probation.set(peerId, now + this.c.tunables.probationMs)
+    const refuse = (why: string): boolean => {
+      this.c.log.debug({ peer: peerId, source, why }, 'trial connection refused')
+      return false
+    }
+    if (this.probation.size >= t.maxProbationPeers) return refuse('all trial slots taken')
+    let fromSource = 0
+    for (const trial of this.probation.values()) if (trial.source === source) fromSource++
+    if (fromSource >= t.maxProbationPerSource) return refuse('trial slots of this address taken')
+    const starts = (this.trialStarts.get(source) ?? []).filter((at) => at > now - 60_000)
+    if (starts.length >= t.probationStartsPerSourcePerMinute) {
+      this.trialStarts.set(source, starts)
+      return refuse('too many trials from this address this minute')
+    }
+    starts.push(now)
+    this.trialStarts.set(source, starts)
+    if (this.trialStarts.size > 4096) {
+      for (const [s, at] of this.trialStarts) if (!at.some((x) => x > now - 60_000)) this.trialStarts.delete(s)
+    }
+    this.probation.set(peerId, { until: now + t.probationMs, source })
     return true
   }
 
@@ -162,8 +198,8 @@ export class Admission {
 
   private onConnectionOpen(conn: Connection): void {
     const remote = conn.remotePeer.toString()
-    if (this.c.isMember(remote) || remote === this.c.joiningIssuer) return
-    const until = this.probation.get(remote) ?? this.c.clock.now() + this.c.tunables.probationMs
+    if (this.c.isMember(remote) || remote === this.c.joiningIssuer || this.c.isCredentialPeer(remote)) return
+    const until = this.probation.get(remote)?.until ?? this.c.clock.now() + this.c.tunables.probationMs
     this.timers.later(
       () => {
         if (!this.c.isMember(remote)) {
@@ -174,5 +210,13 @@ export class Admission {
       },
       Math.max(0, until - this.c.clock.now()),
     )
+  }
+
+  /** A stranger hung up: its trial slot is free again (the per-minute limit still counts it). */
+  private onConnectionClose(conn: Connection): void {
+    const remote = conn.remotePeer.toString()
+    if (!this.probation.has(remote)) return
+    // (Our listener may run before libp2p's own: the closing connection can still be listed.)
+    if (!this.c.libp2p.getConnections(conn.remotePeer).some((c) => c !== conn && c.status === 'open')) this.probation.delete(remote)
   }
 }

@@ -33,8 +33,10 @@ export interface ApiServiceComponents {
   apiHandler?: ApiHandler
   /** Node-to-node requests (MeshOptions.memberApiHandler); without one the protocol is refused. */
   memberApiHandler?: MemberApiHandler
-  /** Let non-members holding the PSK call the API on probation (remote CLI). */
+  /** Let non-members holding the PSK call the API on probation (an older remote CLI). */
   acceptApiFromStrangers?: boolean
+  /** The remote CLI, known by the peer id of its credential key (credential-peers.ts). */
+  isCredentialPeer: (peerId: string) => boolean
 }
 
 export class ApiService {
@@ -46,7 +48,7 @@ export class ApiService {
       API_PROTOCOL,
       async (stream, conn) => {
         const remote = conn.remotePeer.toString()
-        if (!this.c.isMember(remote) && this.c.acceptApiFromStrangers !== true) {
+        if (!this.c.isMember(remote) && !this.c.isCredentialPeer(remote) && this.c.acceptApiFromStrangers !== true) {
           stream.abort(new Error('not a member'))
           return
         }
@@ -61,7 +63,7 @@ export class ApiService {
           )
         } catch (err) {
           this.c.log.info({ peer: remote, err: shortError(err) }, 'api request failed')
-          if (!this.c.isMember(remote)) this.c.closeSoon(conn)
+          if (!this.c.isMember(remote) && !this.c.isCredentialPeer(remote)) this.c.closeSoon(conn)
         }
       },
       { maxInboundStreams: 32 },

@@ -1,41 +1,63 @@
 /**
- * Connection gater: only admitted members get a connection, plus — while a join is open (token.ts) — a
- * bounded number of strangers on probation, who may use only the join (and, if enabled, the api)
- * protocol and are closed when probation ends. Banned peers are refused outright.
+ * Connection gater, the first check on every connection, before any protocol runs:
+ * - removed peers (removed.ts) are refused forever, both ways, whatever they hold;
+ * - banned peers are refused while the ban lasts;
+ * - members get a connection, and so do credential peers (the remote CLI, known by the peer id of
+ *   its credential key: credential-peers.ts), without taking a trial slot;
+ * - strangers get a trial ("probation") connection only while a join is open (a live token,
+ *   token.ts) and a slot is free: bounded in total and per source address (admission.ts). On
+ *   probation they may use only the join (and, if enabled, the api) protocol and are closed when
+ *   probation ends.
  */
-import type { ConnectionGater, PeerId } from '@libp2p/interface'
+import type { ConnectionGater, MultiaddrConnection, PeerId } from '@libp2p/interface'
 
 export interface GatePolicy {
+  /** Removed from the cluster: refused before anything else. */
+  isRemoved(peerId: string): boolean
   isMember(peerId: string): boolean
+  /** The remote CLI, dialing with a credential key of this cluster as its identity. */
+  isCredentialPeer(peerId: string): boolean
   isBanned(peerId: string): boolean
   /** Peers we may dial although they are not members yet (the issuer, while we join). */
   mayDial(peerId: string): boolean
-  /** True while a stranger could join (a live token exists) or strangers may use the api. */
+  /** True while a stranger could join (a live token exists). */
   acceptsStrangers(): boolean | Promise<boolean>
-  /** Try to take a probation slot for a stranger; false when all slots are taken. */
-  startProbation(peerId: string): boolean
+  /** Try to take a trial slot for a stranger from `source` (its IP address); false when refused. */
+  startProbation(peerId: string, source: string): boolean
 }
 
 export type GateDecision = 'allow' | 'probation' | 'deny'
 
-/** The inbound decision, as a pure function of the policy. */
-export async function decideInbound(policy: GatePolicy, peerId: string): Promise<GateDecision> {
+/** The inbound decision, as a pure function of the policy. `source` is the remote IP address. */
+export async function decideInbound(policy: GatePolicy, peerId: string, source = ''): Promise<GateDecision> {
+  if (policy.isRemoved(peerId)) return 'deny'
   if (policy.isBanned(peerId)) return 'deny'
-  if (policy.isMember(peerId)) return 'allow'
+  if (policy.isMember(peerId) || policy.isCredentialPeer(peerId)) return 'allow'
   if (!(await policy.acceptsStrangers())) return 'deny'
-  return policy.startProbation(peerId) ? 'probation' : 'deny'
+  return policy.startProbation(peerId, source) ? 'probation' : 'deny'
 }
 
 export function decideOutbound(policy: GatePolicy, peerId: string): GateDecision {
+  if (policy.isRemoved(peerId)) return 'deny'
   if (policy.isBanned(peerId)) return 'deny'
   if (policy.isMember(peerId) || policy.mayDial(peerId)) return 'allow'
   return 'deny'
+}
+
+/** The IP address a connection comes from ('' when it is not an IP transport). */
+export function sourceAddress(maConn: Pick<MultiaddrConnection, 'remoteAddr'> | undefined): string {
+  const m = /^\/(?:ip4|ip6|dns4|dns6|dns)\/([^/]+)/.exec(maConn?.remoteAddr?.toString() ?? '')
+  return m?.[1] ?? ''
 }
 
 export function createGater(policy: GatePolicy): ConnectionGater {
   return {
     denyDialPeer: (peer: PeerId) => decideOutbound(policy, peer.toString()) === 'deny',
     denyOutboundEncryptedConnection: (peer: PeerId) => decideOutbound(policy, peer.toString()) === 'deny',
-    denyInboundEncryptedConnection: async (peer: PeerId) => (await decideInbound(policy, peer.toString())) === 'deny',
+    denyInboundEncryptedConnection: async (peer: PeerId, maConn: MultiaddrConnection) =>
+      (await decideInbound(policy, peer.toString(), sourceAddress(maConn))) === 'deny',
+    // A removal that arrives while a connection is being upgraded: refused at the last step too.
+    denyInboundUpgradedConnection: (peer: PeerId) => policy.isRemoved(peer.toString()),
+    denyOutboundUpgradedConnection: (peer: PeerId) => policy.isRemoved(peer.toString()),
   }
 }

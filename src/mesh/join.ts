@@ -98,6 +98,8 @@ export interface JoinServerDeps {
   cluster: { clusterId: string; createdAt: number; adminKeys: string[] }
   scopes(): string[]
   members(): MemberInfo[]
+  /** Removed from the cluster: refused before its token is even looked at. */
+  isRemoved?: (peerId: string) => boolean
   /** Refuse a joiner before its token is consumed (name taken, …). */
   vet?: (info: MemberInfo) => void | Promise<void>
   /** Admit the joiner: member directory, the agent's hook, the announcement. */
@@ -107,6 +109,12 @@ export interface JoinServerDeps {
 /** Issuer side: decide on a join request from `remotePeer`. Throws OrcError('forbidden') on refusal. */
 export async function handleJoinRequest(deps: JoinServerDeps, req: JoinRequest, remotePeer: string): Promise<JoinResponse> {
   const info: MemberInfo = { peerId: remotePeer, name: req.name, addresses: req.addresses }
+  // Before the token: a removed node is refused whatever it presents, even a fresh valid token.
+  if (deps.isRemoved?.(remotePeer) === true) {
+    throw new OrcError('forbidden', 'this node was removed from the cluster; it cannot join again (join from a new data dir, as a new node)', {
+      reason: 'removed',
+    })
+  }
   // Vet only holders of a token this node issued: strangers learn nothing about the cluster.
   await deps.authority.check(req.token, deps.cluster.clusterId, remotePeer)
   await deps.vet?.(info)

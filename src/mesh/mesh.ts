@@ -18,6 +18,7 @@ import { Admission } from './admission.ts'
 import { ApiService } from './api-service.ts'
 import { type ClusterState, initCluster, loadCluster, saveCluster } from './cluster.ts'
 import { MemberConnections } from './connections.ts'
+import { CredentialPeers } from './credential-peers.ts'
 import { shortError, withDeadline } from './deadline.ts'
 import { MeshEventBus, type MeshEvents, type MeshListener } from './events.ts'
 import { createGater, type GatePolicy } from './gater.ts'
@@ -30,6 +31,7 @@ import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
 import type { MemberInfo, MemberView } from './membership.ts'
 import { defaultLogger, type MeshTunables, resolveTunables } from './options.ts'
 import { encodePsk } from './psk.ts'
+import { RemovedPeers } from './removed.ts'
 import { Replication } from './replication.ts'
 import type { ApiHandler, ApiRequest, ApiResponse } from './rpc.ts'
 import { PeerScores } from './score.ts'
@@ -65,8 +67,18 @@ export interface MeshOptions {
    * decides which routes a member may call (the agent allows only read-only internal ones).
    */
   memberApiHandler?: MemberApiHandler
-  /** Let non-members holding the PSK call the api on probation (remote CLI). Default false. */
+  /**
+   * Let strangers on probation call the api (a remote CLI of an older orc, dialing with a random
+   * peer id). It no longer opens the gater: strangers get a trial connection only while a join token
+   * is live. Today's remote CLI dials as a credential peer (credentialKeys) and needs no trial slot.
+   */
   acceptApiFromStrangers?: boolean
+  /**
+   * Public keys (base64url protobuf, like ClusterConfig.adminKeys) whose holders may connect as the
+   * remote CLI, known by the peer id of the key (credential-peers.ts), beside the cluster's admin
+   * keys — e.g. users' keys. Read at each connection.
+   */
+  credentialKeys?: () => readonly string[]
   clock?: Clock
   random?: Random
   transports?: Libp2pOptions['transports']
@@ -211,6 +223,8 @@ export class Mesh {
   private readonly liveness: Liveness
   private readonly replication: Replication
   private readonly api: ApiService
+  private readonly removed: RemovedPeers
+  private readonly credentialPeers: CredentialPeers
   private started = false
   private stopped = false
 
@@ -220,9 +234,20 @@ export class Mesh {
     privateKey: PrivateKey,
     cluster: ClusterState,
     joiningIssuer: string | undefined,
-    deps: { clock: Clock; random: Random; tunables: MeshTunables; directory: MemberDirectory; authority: TokenAuthority; log: Logger; scores: PeerScores },
+    deps: {
+      clock: Clock
+      random: Random
+      tunables: MeshTunables
+      directory: MemberDirectory
+      authority: TokenAuthority
+      log: Logger
+      scores: PeerScores
+      removed: RemovedPeers
+    },
   ) {
     const { clock, random, tunables, directory, authority, log } = deps
+    this.removed = deps.removed
+    this.credentialPeers = new CredentialPeers(() => [...this.cluster.adminKeys, ...(opts.credentialKeys?.() ?? [])])
     this.peerId = peerIdOf(privateKey)
     this.cluster = cluster
     this.tunables = tunables
@@ -241,6 +266,8 @@ export class Mesh {
       directory,
       authority,
       scores: deps.scores,
+      isRemoved: (p) => this.isRemoved(p),
+      isCredentialPeer: (p) => this.isCredentialPeer(p),
       scopeNames: () => this.scopeNames(),
       admitJoiner: async (info) => {
         await this.admit(info, { announce: true })
@@ -275,6 +302,7 @@ export class Mesh {
       misbehaved,
       learnt,
       dropStoreGossip: opts.dropStoreGossip,
+      isRemoved: (p) => this.isRemoved(p),
     })
     this.api = new ApiService({
       ...common,
@@ -285,6 +313,7 @@ export class Mesh {
       apiHandler: opts.apiHandler,
       memberApiHandler: opts.memberApiHandler,
       acceptApiFromStrangers: opts.acceptApiFromStrangers,
+      isCredentialPeer: (p) => this.isCredentialPeer(p),
     })
   }
 
@@ -298,14 +327,18 @@ export class Mesh {
     await directory.load()
     const authority = new TokenAuthority(opts.tokens ?? JsonFileTokenBook.inDataDir(opts.dataDir), clock, random)
     const scores = new PeerScores(tunables)
+    // Before the host listens: a restarted node refuses removed peers before its store has synced.
+    const removed = await RemovedPeers.inDataDir(opts.dataDir).load()
     // The gater and gossip score need the Mesh, which needs the host: late-bind through `self`.
     let self: Mesh | undefined
     const policy: GatePolicy = {
+      isRemoved: (p) => removed.has(p),
       isMember: (p) => self?.isMember(p) ?? false,
+      isCredentialPeer: (p) => self?.isCredentialPeer(p) ?? false,
       isBanned: (p) => scores.isBanned(p, clock.now()),
       mayDial: (p) => p === joiningIssuer && self?.started !== true,
-      acceptsStrangers: async () => opts.acceptApiFromStrangers === true || (await authority.joinWindowOpen(tunables.tokenGraceMs)),
-      startProbation: (p) => self?.admission.startProbation(p) ?? false,
+      acceptsStrangers: () => authority.joinWindowOpen(tunables.tokenGraceMs),
+      startProbation: (p, source) => self?.admission.startProbation(p, source) ?? false,
     }
     const libp2p = await createHost({
       privateKey,
@@ -320,7 +353,7 @@ export class Mesh {
       // admitted. Banned peers are graylisted outright.
       appSpecificScore: (p) => (scores.isBanned(p, clock.now()) ? -1000 : self?.isMember(p) === true ? 0 : -60),
     })
-    self = new Mesh(opts, libp2p, privateKey, cluster, joiningIssuer, { clock, random, tunables, directory, authority, log, scores })
+    self = new Mesh(opts, libp2p, privateKey, cluster, joiningIssuer, { clock, random, tunables, directory, authority, log, scores, removed })
     for (const m of directory.list()) self.liveness.upsert(m)
     await self.install()
     return self
@@ -344,8 +377,24 @@ export class Mesh {
     return this.liveness.view()
   }
 
+  /** An admitted peer that was not removed since. */
   isMember(peerId: string): boolean {
-    return this.directory.has(peerId)
+    return !this.removed.has(peerId) && this.directory.has(peerId)
+  }
+
+  /** Removed from the cluster (removeMember): refused by the gater and every handler, forever. */
+  isRemoved(peerId: string): boolean {
+    return this.removed.has(peerId)
+  }
+
+  /** Peer ids removed from the cluster that this node knows of (persisted in the data dir). */
+  removedPeers(): string[] {
+    return this.removed.list()
+  }
+
+  /** The remote CLI: a peer whose identity is one of the cluster's credential keys (credential-peers.ts). */
+  isCredentialPeer(peerId: string): boolean {
+    return this.credentialPeers.has(peerId)
   }
 
   scopeNames(): string[] {
@@ -373,6 +422,10 @@ export class Mesh {
    * successful join and on announcements from other members). Every part takes note of it here.
    */
   async admit(info: MemberInfo, opts: { announce?: boolean } = {}): Promise<void> {
+    if (this.removed.has(info.peerId)) {
+      this.log.debug({ peer: info.peerId }, 'not admitting a removed peer')
+      return
+    }
     const known = this.directory.has(info.peerId)
     await this.directory.add(info)
     this.liveness.upsert(info)
@@ -389,9 +442,15 @@ export class Mesh {
     if (opts.announce === true && this.started) await this.liveness.announce(info)
   }
 
-  /** Remove a member: forget it, refuse its connections, close the open ones. */
+  /**
+   * Remove a member, forever: record the tombstone (persisted) so the gater and every handler refuse
+   * it whatever token it presents, forget it, revoke its join tokens, close its open connections.
+   * Safe to repeat.
+   */
   async removeMember(peerId: string): Promise<void> {
     if (peerId === this.peerId) throw new OrcError('invalid', 'a node cannot remove itself from the mesh')
+    await this.removed.add(peerId)
+    this.replication.forgetIgnored(peerId)
     await this.admission.remove(peerId)
     if (this.liveness.forget(peerId)) this.events.emit('member:removed', peerId)
     await this.libp2p.hangUp(peerIdFromString(peerId)).catch(() => undefined)

@@ -13,8 +13,12 @@ export interface MeshTunables {
   tokenGraceMs: number
   /** Inbound connection attempts accepted per second from one IP address (libp2p rate limit). */
   inboundPerIpPerSecond: number
-  /** At most this many not-yet-admitted peers connected at once. */
+  /** At most this many not-yet-admitted peers connected at once (trial slots). */
   maxProbationPeers: number
+  /** …of which at most this many from one IP address. */
+  maxProbationPerSource: number
+  /** New trial connections accepted from one IP address per minute. */
+  probationStartsPerSourcePerMinute: number
   /** Anti-entropy period with each connected member. */
   syncIntervalMs: number
   /**
@@ -77,9 +81,11 @@ export const meshDefaults: MeshTunables = {
   dialTimeoutMs: 5_000,
   joinTimeoutMs: 15_000,
   probationMs: 10_000,
-  tokenGraceMs: 10 * 60_000,
+  tokenGraceMs: 60_000,
   inboundPerIpPerSecond: 20,
   maxProbationPeers: 16,
+  maxProbationPerSource: 4,
+  probationStartsPerSourcePerMinute: 12,
   syncIntervalMs: 30_000,
   syncRelayMaxBytes: 64 * 1024,
   syncRelayAfterStartMs: 30_000,

@@ -1,10 +1,11 @@
 /**
  * Remote CLI access (`orc --node ADDR …`). The operator's credential carries the cluster id, the
  * cluster PSK and the admin private key: `orccred1.<base64url JSON>`. The CLI builds a short-lived
- * libp2p host with that PSK (so it passes the private-network handshake), dials the node as a
- * stranger, and calls `/orc/api/1.0.0` signed with the admin key (rpc.ts). The node lets such
- * strangers in on probation only when it serves the api to strangers (`acceptApiFromStrangers`);
- * without a valid admin signature every request is refused.
+ * libp2p host with that PSK (so it passes the private-network handshake) whose identity is the
+ * credential key itself, so Noise proves the key and the node's gater knows the caller by peer id
+ * (credential-peers.ts): it never takes a trial slot, however many strangers fill them. It calls
+ * `/orc/api/1.0.0` signed with the same key (rpc.ts; a different message from Noise's, under its
+ * own context string); without a valid admin signature every request is refused.
  */
 
 import { noise } from '@chainsafe/libp2p-noise'
@@ -23,6 +24,8 @@ import { encodePsk } from './psk.ts'
 import { API_PROTOCOL, type ApiRequest, type ApiResponse, callApi } from './rpc.ts'
 
 const PREFIX = 'orccred1.'
+/** Why a node refuses the remote CLI's connection (its gater knows admin keys' peer ids only). */
+const REFUSED = 'the credential is for another cluster, or its key is not an admin of this cluster'
 
 export interface RemoteCredential {
   clusterId: string
@@ -67,6 +70,7 @@ export async function callRemoteApi(opts: {
 }): Promise<ApiResponse> {
   const dialTimeoutMs = opts.dialTimeoutMs ?? meshDefaults.dialTimeoutMs
   const node = await createLibp2p({
+    privateKey: opts.credential.admin,
     addresses: { listen: [] },
     transports: [tcp()],
     connectionEncrypters: [noise()],
@@ -82,9 +86,7 @@ export async function callRemoteApi(opts: {
         conn = await node.dial(multiaddr(a), { signal: AbortSignal.timeout(dialTimeoutMs) })
       } catch (err) {
         const why = shortError(err)
-        errors.push(
-          `${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? 'connection refused during the handshake (the credential is for another cluster, or the node does not accept remote CLI calls)' : why}`,
-        )
+        errors.push(`${a}: ${/EOF|reset|closed|aborted|handshake|decrypt/i.test(why) ? `connection refused during the handshake (${REFUSED})` : why}`)
         continue
       }
       const signal = AbortSignal.timeout(opts.timeoutMs ?? meshDefaults.apiTimeoutMs)
@@ -92,7 +94,12 @@ export async function callRemoteApi(opts: {
       try {
         stream = await conn.newStream(API_PROTOCOL, { signal })
       } catch (err) {
-        errors.push(`${a}: open api stream: ${shortError(err)} (the node may not accept remote CLI calls)`)
+        // The node's gater may close the connection just after the dialer's side of the handshake
+        // completed: then it is the stream that fails.
+        const why = shortError(err)
+        errors.push(
+          `${a}: ${!(err instanceof Error) || /EOF|reset|closed|aborted/i.test(why) ? `the node closed the connection (${REFUSED})` : `open api stream: ${why}`}`,
+        )
         continue
       }
       const ch = streamChannel(stream, meshDefaults.maxApiBytes)

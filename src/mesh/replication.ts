@@ -43,6 +43,8 @@ export interface ReplicationComponents {
   connections: Pick<MemberConnections, 'connected'>
   liveness: Pick<Liveness, 'heard' | 'forwards'>
   isMember: (peerId: string) => boolean
+  /** Removed from the cluster: its gossip is dropped (its author is never a member again). */
+  isRemoved?: (peerId: string) => boolean
   misbehaved: (peerId: string, reason: string) => Promise<void>
   /** A member that member `via` listed in a sync session: the mesh vets and admits it. */
   learnt: (info: MemberInfo, via: string) => Promise<void>
@@ -295,6 +297,8 @@ export class Replication {
   private async validateStoreMessage(scope: string, store: Replicable, peer: PeerId, msg: Message): Promise<TopicValidatorResult> {
     const source = peer.toString()
     if (msg.type !== 'signed') return TopicValidatorResult.Ignore
+    // Written by a removed peer: dropped, and not fetched again from whoever forwarded it.
+    if (this.c.isRemoved?.(msg.from.toString()) === true) return TopicValidatorResult.Ignore
     if (!this.c.isMember(msg.from.toString())) {
       // Our member list lags the sender's (its admission has not reached us yet). Ignore — do not
       // punish — and pull the data by anti-entropy from whoever forwarded it, once it is a member.

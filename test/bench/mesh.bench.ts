@@ -29,7 +29,14 @@ import { cpuSeconds, pct, rssMb } from './proc.ts'
 const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
 const SAMPLES = Number(process.argv[3] ?? 60)
 // Production timers; only the per-IP inbound rate limit is lifted (every agent dials from 127.0.0.1).
-const ENV = { ORC_MESH_TUNABLES: JSON.stringify({ inboundPerIpPerSecond: 100_000, ...JSON.parse(process.env.BENCH_TUNABLES ?? '{}') }) }
+const ENV = {
+  ORC_MESH_TUNABLES: JSON.stringify({
+    inboundPerIpPerSecond: 100_000,
+    maxProbationPerSource: 64,
+    probationStartsPerSourcePerMinute: 100_000,
+    ...JSON.parse(process.env.BENCH_TUNABLES ?? '{}'),
+  }),
+}
 
 const pod = (name: string, i = 0) => ({
   apiVersion: 'orc/v1',

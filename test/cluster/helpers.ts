@@ -18,6 +18,8 @@ export const BIN = join(ROOT, 'bin/orc.mjs')
 export const TEST_TUNABLES = JSON.stringify({
   dialTimeoutMs: 2000,
   inboundPerIpPerSecond: 10_000,
+  maxProbationPerSource: 16,
+  probationStartsPerSourcePerMinute: 10_000,
   joinTimeoutMs: 8000,
   probationMs: 5000,
   heartbeatIntervalMs: 200,

@@ -43,6 +43,8 @@ export function seededRandom(seed: number): (n: number) => Uint8Array {
 export const fastTunables: Partial<MeshTunables> = {
   dialTimeoutMs: 1500,
   inboundPerIpPerSecond: 1000, // every test node dials from 127.0.0.1
+  maxProbationPerSource: 16, // …and so every joiner's trial connection comes from one address
+  probationStartsPerSourcePerMinute: 10_000,
   joinTimeoutMs: 5000,
   probationMs: 3000,
   heartbeatIntervalMs: 150,

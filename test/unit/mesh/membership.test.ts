@@ -46,7 +46,9 @@ test('the gater admits members, strangers only on probation while a join is open
   let open = false
   const slots = new Set<string>()
   const policy: GatePolicy = {
+    isRemoved: (p) => p === 'gone',
     isMember: (p) => p === 'm' || p === 'bad',
+    isCredentialPeer: (p) => p === 'cli',
     isBanned: (p) => p === 'bad',
     mayDial: (p) => p === 'issuer',
     acceptsStrangers: () => open,
@@ -58,6 +60,11 @@ test('the gater admits members, strangers only on probation while a join is open
   open = true
   assert.equal(await decideInbound(policy, 'x'), 'probation')
   assert.equal(await decideInbound(policy, 'y'), 'deny') // slots full
+  assert.equal(await decideInbound(policy, 'cli'), 'allow') // the remote CLI needs no slot
+  assert.equal(await decideInbound(policy, 'gone'), 'deny') // removed: refused even with a slot free
+  slots.clear()
+  assert.equal(await decideInbound(policy, 'gone'), 'deny')
+  assert.equal(decideOutbound(policy, 'gone'), 'deny')
   assert.equal(decideOutbound(policy, 'issuer'), 'allow')
   assert.equal(decideOutbound(policy, 'x'), 'deny')
   assert.equal(decideOutbound(policy, 'bad'), 'deny')
