@@ -107,7 +107,7 @@ export class NodeProcess {
     return `127.0.0.1:${this.port}`
   }
 
-  private spawn(args: string[]): void {
+  private spawn(args: string[], extraEnv: Record<string, string> = {}): void {
     this.stdout = ''
     this.stderr = ''
     this.exited = false
@@ -115,7 +115,7 @@ export class NodeProcess {
     const proc = execa(process.execPath, [...NODE_FLAGS, BIN, ...args], {
       cwd: ROOT,
       reject: false,
-      env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ...this.env },
+      env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ...this.env, ...extraEnv },
       buffer: false,
     })
     proc.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()))
@@ -162,7 +162,8 @@ export class NodeProcess {
   }
 
   join(peer: string, token: string, extra: string[] = []): this {
-    this.spawn(['join', peer, '--token', token, '--data-dir', this.dataDir, '--name', this.name, '--listen', this.addr, ...extra])
+    // The token in the environment: `orc join` refuses one on its command line.
+    this.spawn(['join', peer, '--data-dir', this.dataDir, '--name', this.name, '--listen', this.addr, ...extra], { ORC_TOKEN: token })
     return this
   }
 
