@@ -1,22 +1,27 @@
 /**
- * The node's HTTP listener: the bootstrap script (`curl … | sh`), the package and Node.js runtime it
- * installs, the token check it makes first, /metrics and /healthz.
+ * The node's HTTPS listener: the bootstrap script (`curl … | sh`), the package and Node.js runtime it
+ * installs, the token check it makes first, /metrics and /healthz. Its certificate is self-signed
+ * (tls.ts); the install line pins its public key, and the script it serves carries the sha256 of
+ * the package and of the Node.js binary, so what a new machine runs as root is what this node serves.
  */
 
 import { execFile } from 'node:child_process'
-import { timingSafeEqual } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
 import { createReadStream, statSync } from 'node:fs'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import { createServer } from 'node:https'
 import { isIP } from 'node:net'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { Logger } from 'pino'
+import type { CommandRunner } from '../../effects/index.ts'
 import { formatDuration, type Mesh, splitHostPort } from '../../mesh/index.ts'
 import { OrcError } from '../../model/index.ts'
 import type { Component } from '../component.ts'
 import type { MetricsRegistry } from './metrics.ts'
 import { type HttpListenOption, parseHttpListen } from './options.ts'
 import { buildPackage, type OrcPackage, renderInstallScript, unameArch } from './package.ts'
+import { ensureTlsIdentity, type TlsIdentity } from './tls.ts'
 
 const run = promisify(execFile)
 
@@ -29,11 +34,17 @@ export interface InstallListenerComponents {
   metrics: MetricsRegistry
   logger: Logger
   http?: HttpListenOption
+  /** Makes the certificate (openssl). */
+  run: CommandRunner
+  /** The Node.js binary served to new machines (tests serve another). */
+  nodeBinary?: string
 }
 
 export interface InstallListener extends Component {
   /** `host:port` the listener is bound to, while it runs. */
   address(): string | undefined
+  /** `sha256//…` pin of the listener's certificate public key, while it runs. */
+  pin(): string | undefined
 }
 
 function text(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
@@ -47,6 +58,21 @@ export function installListener(d: InstallListenerComponents): InstallListener {
   let boundAddress: string | undefined
   let pkg: Promise<OrcPackage> | undefined
   let nodeBinaryOk: Promise<boolean> | undefined
+  let nodeSha256: Promise<string> | undefined
+  let tls: TlsIdentity | undefined
+  const nodeBinary = d.nodeBinary ?? process.execPath
+
+  function nodeBinarySha256(): Promise<string> {
+    nodeSha256 ??= (async () => {
+      const h = createHash('sha256')
+      for await (const chunk of createReadStream(nodeBinary)) h.update(chunk as Buffer)
+      return h.digest('hex')
+    })().catch((err) => {
+      nodeSha256 = undefined
+      throw err
+    })
+    return nodeSha256
+  }
 
   function servedPackage(): Promise<OrcPackage> {
     pkg ??= buildPackage({ version: d.version, outDir: join(d.dataDir, 'install') }).catch((err) => {
@@ -61,7 +87,7 @@ export function installListener(d: InstallListenerComponents): InstallListener {
     nodeBinaryOk ??=
       process.platform !== 'linux'
         ? Promise.resolve(false)
-        : run('ldd', [process.execPath]).then(
+        : run('ldd', [nodeBinary]).then(
             (r) => !/libnode|libuv|libv8/.test(r.stdout),
             () => true,
           )
@@ -105,13 +131,16 @@ export function installListener(d: InstallListenerComponents): InstallListener {
       const { host: hostname } = splitHostPort(host, 80)
       const port = meshPort()
       const peer = port === undefined ? '' : isIP(hostname) === 6 ? `[${hostname}]:${port}` : `${hostname}:${port}`
+      const serveNode = await canServeNode()
       const script = await renderInstallScript({
-        server: `http://${host}`,
+        server: `https://${host}`,
+        pin: tls?.pin ?? '',
         version: d.version,
         peer,
         sha256: pk.sha256,
-        nodeArch: (await canServeNode()) ? unameArch() : '',
+        nodeArch: serveNode ? unameArch() : '',
         nodeVersion: process.versions.node,
+        nodeSha256: serveNode ? await nodeBinarySha256() : '',
       })
       return text(res, 200, script, 'text/x-shellscript; charset=utf-8')
     }
@@ -127,17 +156,17 @@ export function installListener(d: InstallListenerComponents): InstallListener {
     }
     if (p === '/install/node') {
       if (!(await canServeNode())) return text(res, 404, 'this node cannot serve its Node.js runtime (not a self-contained build)\n')
-      const size = statSync(process.execPath).size
+      const size = statSync(nodeBinary).size
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size })
       if (req.method === 'HEAD') return void res.end()
-      createReadStream(process.execPath).pipe(res)
+      createReadStream(nodeBinary).pipe(res)
       return
     }
     return text(res, 404, 'not found: this node serves /install.sh, /metrics and /healthz\n')
   }
 
-  async function listen(host: string, port: number): Promise<Server> {
-    const s = createServer((req, res) => {
+  async function listen(host: string, port: number, id: TlsIdentity): Promise<Server> {
+    const s = createServer({ key: id.key, cert: id.cert }, (req, res) => {
       serveHttp(req, res).catch((err) => {
         log.warn({ err: (err as Error).message, path: req.url }, 'http request failed')
         if (!res.headersSent) text(res, 500, `error: ${(err as Error).message.split('\n')[0]}\n`)
@@ -159,6 +188,7 @@ export function installListener(d: InstallListenerComponents): InstallListener {
     const s = server
     server = undefined
     boundAddress = undefined
+    tls = undefined
     if (s !== undefined) {
       await new Promise<void>((resolve) => {
         s.close(() => resolve())
@@ -170,12 +200,15 @@ export function installListener(d: InstallListenerComponents): InstallListener {
   return {
     name: 'install-listener',
     address: () => boundAddress,
+    pin: () => (boundAddress === undefined ? undefined : tls?.pin),
     async start() {
       if (d.http === undefined) return
       const want = parseHttpListen(d.http.listen)
       if (want === undefined) return
+      const id = await ensureTlsIdentity(d.dataDir, d.run, d.nodeName)
+      tls = id
       try {
-        server = await listen(want.host, want.port)
+        server = await listen(want.host, want.port, id)
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code
         if (d.http.explicit || code !== 'EADDRINUSE') {
@@ -187,12 +220,12 @@ export function installListener(d: InstallListenerComponents): InstallListener {
           )
         }
         // Several agents on one machine (tests, experiments): the default port goes to the first.
-        server = await listen(want.host, 0)
+        server = await listen(want.host, 0, id)
         log.warn({ wanted: d.http.listen }, 'default HTTP port in use; serving install script and metrics on a free port instead')
       }
       const a = server.address()
       if (a !== null && typeof a === 'object') boundAddress = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`
-      log.info({ address: boundAddress }, 'http listener started (install.sh, /metrics)')
+      log.info({ address: boundAddress, pin: id.pin }, 'https listener started (install.sh, /metrics)')
     },
     // With the local API, before the parts behind it stop.
     beforeStop: close,

@@ -283,7 +283,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       const ttlMs = parseDuration(opts.ttl)
       const uses = Number(opts.uses)
       if (!Number.isInteger(uses) || uses < 1) throw new OrcError('invalid', `--uses ${JSON.stringify(opts.uses)}: must be a positive whole number`)
-      let http: string | undefined
+      let http: { address: string; pin: string } | undefined
       if (opts.printInstall) {
         // Before the token exists: a node that serves no install script should not burn one.
         const s = await callRoute(client(cmd), 'status')
@@ -292,7 +292,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
             'unavailable',
             "this node's HTTP listener is off, so it serves no install script (start it with --http-listen ADDR), or use orc join",
           )
-        http = s.http.address
+        http = s.http
       }
       const r = await callRoute(
         client(cmd),
@@ -303,11 +303,11 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
         },
       )
       if (http !== undefined) {
-        const line = installLine(http, joinAddressOf(r.addresses)?.replace(/^\[?([^\]]*?)\]?:[0-9]+$/, '$1'), r.token)
+        const line = installLine(http.address, joinAddressOf(r.addresses)?.replace(/^\[?([^\]]*?)\]?:[0-9]+$/, '$1'), r.token, http.pin)
         if (opts.output === 'json') return io.out(JSON.stringify({ ...r, install: line }, null, 2) + '\n')
         io.out(line + '\n')
         io.err(
-          `token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or as a user who may use sudo).\n`,
+          `token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or as a user who may use sudo). It holds the token: keep it as secret.\n`,
         )
         return
       }

@@ -18,10 +18,16 @@ test('--http-listen: default, explicit, env, off, and one clear error', () => {
   }
 })
 
-test('the install line names the listener, or the join address when it listens on every interface', () => {
-  assert.equal(installLine('0.0.0.0:7418', '192.168.1.10', 'orcjoin1.abc'), 'curl -fsSL http://192.168.1.10:7418/install.sh | sh -s -- --token orcjoin1.abc')
-  assert.equal(installLine('10.0.0.5:8080', '192.168.1.10', 'T'), 'curl -fsSL http://10.0.0.5:8080/install.sh | sh -s -- --token T')
-  assert.equal(installLine('[::]:7418', 'fd00::5', 'T'), 'curl -fsSL http://[fd00::5]:7418/install.sh | sh -s -- --token T')
+test('the install line pins the listener key, names the listener (or the join address), and keeps the token out of argv', () => {
+  const pin = 'sha256//47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='
+  const pinned = `curl -fsS --pinnedpubkey '${pin}' -k`
+  assert.equal(
+    installLine('0.0.0.0:7418', '192.168.1.10', 'orcjoin1.abc', pin),
+    `${pinned} https://192.168.1.10:7418/install.sh | ORC_TOKEN='orcjoin1.abc' sh -s --`,
+  )
+  assert.equal(installLine('10.0.0.5:8080', '192.168.1.10', 'T', pin), `${pinned} https://10.0.0.5:8080/install.sh | ORC_TOKEN='T' sh -s --`)
+  assert.equal(installLine('[::]:7418', 'fd00::5', 'T', pin), `${pinned} https://[fd00::5]:7418/install.sh | ORC_TOKEN='T' sh -s --`)
+  assert.throws(() => installLine('10.0.0.5:8080', undefined, 'T', ''), /unexpected certificate pin/)
 })
 
 test('the peers table puts this node first and shows what is unknown as -', () => {
