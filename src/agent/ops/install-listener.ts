@@ -41,8 +41,10 @@ export interface InstallListenerComponents {
 }
 
 export interface InstallListener extends Component {
-  /** `host:port` the listener is bound to, while it runs. */
+  /** `host:port` the listener is bound to (the first, when on several mesh addresses), while it runs. */
   address(): string | undefined
+  /** Every `host:port` it is bound to. */
+  addresses(): string[]
   /** `sha256//…` pin of the listener's certificate public key, while it runs. */
   pin(): string | undefined
 }
@@ -54,8 +56,9 @@ function text(res: ServerResponse, status: number, body: string, type = 'text/pl
 
 export function installListener(d: InstallListenerComponents): InstallListener {
   const log = d.logger.child({ module: 'ops' })
-  let server: Server | undefined
+  let servers: Server[] = []
   let boundAddress: string | undefined
+  let boundAll: string[] = []
   let pkg: Promise<OrcPackage> | undefined
   let nodeBinaryOk: Promise<boolean> | undefined
   let nodeSha256: Promise<string> | undefined
@@ -185,21 +188,45 @@ export function installListener(d: InstallListenerComponents): InstallListener {
   }
 
   async function close(): Promise<void> {
-    const s = server
-    server = undefined
+    const all = servers
+    servers = []
     boundAddress = undefined
+    boundAll = []
     tls = undefined
-    if (s !== undefined) {
-      await new Promise<void>((resolve) => {
-        s.close(() => resolve())
-        s.closeAllConnections()
-      })
+    await Promise.all(
+      all.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.close(() => resolve())
+            s.closeAllConnections()
+          }),
+      ),
+    )
+  }
+
+  /** The IPs of the mesh's advertised addresses, those others reach first; loopback when there are none. */
+  function meshHosts(): string[] {
+    const hosts: string[] = []
+    for (const a of d.mesh?.addresses() ?? []) {
+      const m = /^\/(ip4|ip6)\/([^/]+)\/tcp\//.exec(a)
+      if (!m || /^fe80:/i.test(m[2]!) || hosts.includes(m[2]!)) continue
+      hosts.push(m[2]!)
     }
+    const loopback = (h: string) => h.startsWith('127.') || h === '::1'
+    const ordered = [...hosts.filter((h) => !loopback(h)), ...hosts.filter(loopback)]
+    return ordered.length > 0 ? ordered : ['127.0.0.1']
+  }
+
+  function addressText(s: Server): string | undefined {
+    const a = s.address()
+    if (a === null || typeof a !== 'object') return undefined
+    return a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`
   }
 
   return {
     name: 'install-listener',
     address: () => boundAddress,
+    addresses: () => [...boundAll],
     pin: () => (boundAddress === undefined ? undefined : tls?.pin),
     async start() {
       if (d.http === undefined) return
@@ -207,25 +234,51 @@ export function installListener(d: InstallListenerComponents): InstallListener {
       if (want === undefined) return
       const id = await ensureTlsIdentity(d.dataDir, d.run, d.nodeName)
       tls = id
-      try {
-        server = await listen(want.host, want.port, id)
-      } catch (err) {
+      const explicit = d.http.explicit === true
+      const hosts = want.mesh ? meshHosts() : [want.host]
+      let port = want.port
+      const failed = (err: unknown, what: string) => {
         const code = (err as NodeJS.ErrnoException).code
-        if (d.http.explicit || code !== 'EADDRINUSE') {
-          throw new OrcError(
-            'unavailable',
-            `listen on ${d.http.listen} for HTTP: ${code ?? (err as Error).message} (choose another with --http-listen, or --http-listen off)`,
-            {},
-            err,
-          )
-        }
-        // Several agents on one machine (tests, experiments): the default port goes to the first.
-        server = await listen(want.host, 0, id)
-        log.warn({ wanted: d.http.listen }, 'default HTTP port in use; serving install script and metrics on a free port instead')
+        return new OrcError(
+          'unavailable',
+          `listen on ${what} for HTTPS: ${code ?? (err as Error).message} (choose another with --http-listen, or --http-listen off)`,
+          {},
+          err,
+        )
       }
-      const a = server.address()
-      if (a !== null && typeof a === 'object') boundAddress = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`
-      log.info({ address: boundAddress, pin: id.pin }, 'https listener started (install.sh, /metrics)')
+      for (const host of hosts) {
+        const what = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+        try {
+          servers.push(await listen(host, port, id))
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code
+          if (servers.length === 0 && !explicit && code === 'EADDRINUSE') {
+            // Several agents on one machine (tests, experiments): the default port goes to the first.
+            servers.push(await listen(host, 0, id))
+            log.warn({ wanted: what }, 'default HTTP port in use; serving install script and metrics on a free port instead')
+          } else if (want.mesh && hosts.length > 1) {
+            // One of several mesh addresses (an interface going away): serve on the others.
+            log.warn({ address: what, err: code ?? (err as Error).message }, 'cannot serve install script and metrics on a mesh address; skipped')
+            continue
+          } else {
+            await close()
+            throw failed(err, what)
+          }
+        }
+        const a = servers[servers.length - 1]!.address()
+        if (a !== null && typeof a === 'object') port = a.port // mesh:0 or a fallback: the same port everywhere
+      }
+      if (servers.length === 0) {
+        await close()
+        throw new OrcError(
+          'unavailable',
+          `listen for HTTPS on none of the mesh's addresses (${hosts.join(', ')}): choose one with --http-listen, or --http-listen off`,
+        )
+      }
+      tls = id
+      boundAll = servers.map(addressText).filter((x): x is string => x !== undefined)
+      boundAddress = boundAll[0]
+      log.info({ addresses: boundAll, pin: id.pin }, 'https listener started (install.sh, /metrics)')
     },
     // With the local API, before the parts behind it stop.
     beforeStop: close,

@@ -65,7 +65,8 @@ Usage: curl -fsS --pinnedpubkey PIN -k $ORC_SERVER/install.sh | ORC_TOKEN=T sh -
   --token-file FILE    read the join token from FILE instead
   --name N             node name (default: the host name)
   --listen ADDR        mesh listen address, ip:port (default 0.0.0.0:7419 and [::]:7419); may repeat
-  --http-listen ADDR   install/metrics listener of the new node, ip:port or off (default 0.0.0.0:7418)
+  --http-listen ADDR   install/metrics listener of the new node: mesh, ip:port or off
+                       (default mesh: port 7418 on its mesh addresses; 0.0.0.0:7418 for all)
   --data-dir DIR       state of the node (default /var/lib/orc)
   --prefix DIR         install orc under DIR/lib/orc and DIR/bin/orc (default /usr/local)
   --systemd-dir DIR    where orc.service goes (default /etc/systemd/system)

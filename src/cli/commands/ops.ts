@@ -8,6 +8,7 @@ import { Option } from 'commander'
 import {
   type ClusterEvent,
   DEFAULT_HTTP_LISTEN,
+  DEFAULT_HTTP_PORT,
   defaultDataDir,
   type Finding,
   type HttpListenOption,
@@ -36,7 +37,7 @@ export function httpOptionFromFlags(flag: string | undefined, env: NodeJS.Proces
   return { listen, explicit: given !== undefined }
 }
 
-export const HTTP_LISTEN_HELP = `HTTP listener for the install script and /metrics: ip:port or off (default: ${DEFAULT_HTTP_LISTEN}; $ORC_HTTP_LISTEN)`
+export const HTTP_LISTEN_HELP = `HTTPS listener for the install script and /metrics: mesh (port ${DEFAULT_HTTP_PORT} on the mesh's addresses), ip:port (0.0.0.0:${DEFAULT_HTTP_PORT}: every interface) or off (default: ${DEFAULT_HTTP_LISTEN}; $ORC_HTTP_LISTEN)`
 
 // ---- status --------------------------------------------------------------------------------------
 
