@@ -344,12 +344,12 @@ export class Testbed {
     return JSON.parse(await this.orc(name, [...args, '-o', 'json'])) as T
   }
 
-  private spawnAgent(h: TestbedHost, args: string[]): void {
+  private spawnAgent(h: TestbedHost, args: string[], extraEnv: Record<string, string> = {}): void {
     mkdirSync(h.dataDir, { recursive: true, mode: 0o711 })
     const log = createWriteStream(h.log, { flags: 'a' })
     const proc = execa('nsenter', [`--net=/var/run/netns/${h.ns}`, '--', process.execPath, ...NODE_FLAGS, this.bin, ...args], {
       reject: false,
-      env: { ...process.env, ORC_NETWORK: 'on', ...this.opts.env },
+      env: { ...process.env, ORC_NETWORK: 'on', ...this.opts.env, ...extraEnv },
       stdin: 'ignore',
       // nsenter execs node: the pid is the agent's.
     })
@@ -422,11 +422,11 @@ export class Testbed {
     await shQuiet('ip', ['netns', 'exec', this.inet, 'nft', 'delete', 'table', 'bridge', 'orc_testbed_partition'])
   }
 
-  /** `orc join <via> --token T` on `name`, with a one-use token from `via`. */
+  /** `orc join <via>` on `name`, with a one-use token from `via` (in ORC_TOKEN: never in argv). */
   async join(name: string, via: string): Promise<void> {
     const h = this.host(name)
     const token = (await this.orc(via, ['token', 'create'])).trim()
-    this.spawnAgent(h, ['join', `${this.host(via).ip}:7419`, '--token', token, ...this.common(h)])
+    this.spawnAgent(h, ['join', `${this.host(via).ip}:7419`, ...this.common(h)], { ORC_TOKEN: token })
     await this.waitAgent(h)
   }
 

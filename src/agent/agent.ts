@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:
 import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { type Clock, every, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
+import { type Clock, every, execaRunner, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
 import { API_VERSION, OrcError, type OrcObject, type Pod, type SecurityPolicy, wrapError } from '../model/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
@@ -195,6 +195,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const ops: NodeOps = {
     metrics: new MetricsRegistry(),
     httpAddress: () => listener?.address(),
+    httpPin: () => listener?.pin(),
     peers: () => peerRows({ store, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh }),
   }
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
@@ -319,6 +320,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
             }),
           peers: ops.peers,
           httpAddress: ops.httpAddress,
+          httpPin: ops.httpPin,
         }
         handler = buildApiHandler({
           store,
@@ -356,6 +358,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           metrics: ops.metrics,
           logger,
           http: opts.http,
+          run: execaRunner,
         })),
     ),
     {

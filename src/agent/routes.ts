@@ -74,7 +74,8 @@ export interface StatusView {
   objects: number
   counts: Record<string, number>
   uptimeSeconds: number
-  http?: { address: string } | null
+  /** The HTTPS install/metrics listener: where, and curl's pin of its certificate key. */
+  http?: { address: string; pin: string } | null
   peers?: PeerRow[]
   mesh?: MeshStatus
 }

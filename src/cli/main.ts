@@ -416,7 +416,7 @@ Use "orc COMMAND --help" for more about a command.`),
                 `Addresses: ${s.mesh.addresses.join(', ') || '<none>'}`,
               ]
             : []),
-          ...(s.http !== undefined ? [`HTTP:      ${s.http ? `http://${s.http.address} (install.sh, /metrics)` : 'off'}`] : []),
+          ...(s.http !== undefined ? [`HTTP:      ${s.http ? `https://${s.http.address} (install.sh, /metrics; key ${s.http.pin})` : 'off'}`] : []),
           '',
           ...(s.peers ? [peersTable(s.peers, io.now())] : []),
         ].join('\n'),

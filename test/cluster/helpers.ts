@@ -114,7 +114,7 @@ export class NodeProcess {
     return `127.0.0.1:${this.port}`
   }
 
-  private spawn(args: string[]): void {
+  private spawn(args: string[], extraEnv: Record<string, string> = {}): void {
     this.stdout = ''
     this.stderr = ''
     this.exited = false
@@ -123,7 +123,14 @@ export class NodeProcess {
       cwd: ROOT,
       reject: false,
       // The workspace's shared busybox (sched/helpers.ts sharedBusybox, federation/placement.test.ts) is an image store.
-      env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ORC_IMAGE_STORES: workspaceImageStores(this.dataDir), ...this.env },
+      env: {
+        ORC_LOG_LEVEL: 'info',
+        USER: 'tester',
+        ORC_MESH_TUNABLES: TEST_TUNABLES,
+        ORC_IMAGE_STORES: workspaceImageStores(this.dataDir),
+        ...this.env,
+        ...extraEnv,
+      },
       buffer: false,
     })
     proc.stdout?.on('data', (d: Buffer) => (this.stdout += d.toString()))
@@ -170,7 +177,8 @@ export class NodeProcess {
   }
 
   join(peer: string, token: string, extra: string[] = []): this {
-    this.spawn(['join', peer, '--token', token, '--data-dir', this.dataDir, '--name', this.name, '--listen', this.addr, ...extra])
+    // The token in the environment: `orc join` refuses one on its command line.
+    this.spawn(['join', peer, '--data-dir', this.dataDir, '--name', this.name, '--listen', this.addr, ...extra], { ORC_TOKEN: token })
     return this
   }
 

@@ -3,7 +3,8 @@
  * runs an agent from this checkout; machine B has nothing of orc. `orc token create --print-install`
  * on A prints the line; B runs exactly that line (plus test-only flags: its own install prefix,
  * data dir and unit dir, and --no-start because there is no systemd here), fetching the script and
- * the package over HTTP from A. Then B's installed agent starts from the unit's own ExecStart line
+ * the package over HTTPS pinned to A's certificate key. While it runs, no process's command line
+ * holds the token. Then B's installed agent starts from the unit's own ExecStart line
  * and both nodes list two members. Re-running the line is a no-op upgrade; bad input changes nothing.
  */
 
@@ -15,6 +16,7 @@ import { after, before, describe, it } from 'node:test'
 import { execa, type ResultPromise } from 'execa'
 import { ApiClient } from '../../src/cli/client.ts'
 import { TEST_TUNABLES } from '../cluster/helpers.ts'
+import { watchCmdlines } from '../helpers/cmdline.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { addNetns, delNetns, linkNetns, missingPrerequisite, runSuffix } from '../net/netns.ts'
 
@@ -48,7 +50,9 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
   }
 
   async function inB(script: string, extraEnv: Record<string, string> = {}): Promise<{ exitCode: number; out: string }> {
-    const r = await execa('ip', ['netns', 'exec', nsB, 'sh', '-c', script], {
+    // The line on stdin, as typed into a shell: not in any command line (`sh -c LINE` would be).
+    const r = await execa('ip', ['netns', 'exec', nsB, 'sh'], {
+      input: `${script}\n`,
       reject: false,
       env: { ...env, ...extraEnv },
       all: true,
@@ -72,7 +76,11 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     writeFileSync(join(shims, 'sudo'), '#!/bin/sh\necho "sudo ran: $*" >&2\nexec "$@"\n')
     chmodSync(join(shims, 'sudo'), 0o755)
     spawnIn(nsA, process.execPath, [BIN, 'up', '--data-dir', dataA, '--name', 'a', '--listen', `${ipA}:7419`, '--http-listen', `${ipA}:7418`])
-    await waitFor('agent a to answer', () => new ApiClient(join(dataA, 'orc.sock')).call('GET', '/v1/status'), 60_000)
+    await waitFor(
+      "agent a's HTTPS listener",
+      async () => (await new ApiClient(join(dataA, 'orc.sock')).call<{ http: unknown }>('GET', '/v1/status')).http ?? undefined,
+      60_000,
+    )
   })
 
   after(async () => {
@@ -88,11 +96,21 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     const r = await orcAt(join(dataA, 'orc.sock'), ['token', 'create', '--ttl', '10m', '--print-install'])
     assert.equal(r.exitCode, 0, r.stderr)
     line = r.stdout.trim()
-    assert.match(line, new RegExp(`^curl -fsSL http://${ipA.replace(/\./g, '\\.')}:7418/install\\.sh \\| sh -s -- --token orcjoin1\\.[A-Za-z0-9_-]+$`))
+    assert.match(
+      line,
+      new RegExp(
+        `^curl -fsS --pinnedpubkey 'sha256//[A-Za-z0-9+/=]+' -k https://${ipA.replace(/\./g, '\\.')}:7418/install\\.sh \\| ORC_TOKEN='orcjoin1\\.[A-Za-z0-9_-]+' sh -s --$`,
+      ),
+    )
+    const token = /ORC_TOKEN='([^']+)'/.exec(line)![1]!
 
     const flags = `--prefix ${prefix} --data-dir ${dataB} --systemd-dir ${units} --name b --listen ${ipB}:7419 --no-start`
+    const watch = watchCmdlines(token, new RegExp(`join .*--data-dir ${dataB}`))
     const run = await inB(`${line} ${flags}`)
+    const { leaks, seen } = await watch.stop()
     assert.equal(run.exitCode, 0, run.out)
+    assert.ok(seen.length > 0, 'the watch saw the orc join the installer ran')
+    assert.deepEqual(leaks, [], 'no command line held the token while the installer ran')
     assert.match(run.out, /admitted to cluster [0-9a-f]{32}/)
     assert.match(run.out, /installed and joined/)
     assert.ok(existsSync(join(prefix, 'bin/orc')), 'the orc command is installed')
@@ -148,7 +166,7 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
 
     // B, installed from a package, bootstraps the next machine with the very same package.
     const sha = async (ns: string, ip: string) => {
-      const r = await execa('ip', ['netns', 'exec', ns, 'curl', '-fsS', `http://${ip}:7418/install.sh`], { reject: false, timeout: 120_000 })
+      const r = await execa('ip', ['netns', 'exec', ns, 'curl', '-fsS', '-k', `https://${ip}:7418/install.sh`], { reject: false, timeout: 120_000 })
       assert.equal(r.exitCode, 0, String(r.stderr))
       return /^ORC_SHA256='([0-9a-f]{64})'$/m.exec(String(r.stdout))![1]
     }
@@ -165,7 +183,7 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
     assert.doesNotMatch(run.out, /joining the cluster through/)
     assert.match(run.out, /installed; \(re\)start the agent/)
     // An upgrade that names no flags keeps the node's own (its name above all).
-    const bare = await inB(`${line.replace(/--token \S+/, '')} --prefix ${prefix} --data-dir ${dataB} --systemd-dir ${units} --no-start`)
+    const bare = await inB(`${line.replace(/ORC_TOKEN='[^']*' /, '')} --prefix ${prefix} --data-dir ${dataB} --systemd-dir ${units} --no-start`)
     assert.equal(bare.exitCode, 0, bare.out)
     assert.match(
       readFileSync(join(units, 'orc.service'), 'utf8'),
@@ -175,24 +193,25 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
 
   it('refuses a bad token, no root, or an unsupported OS, and changes nothing', async () => {
     assert.ok(line !== '', 'needs the install above')
-    const url = /http:\/\/\S+\/install\.sh/.exec(line)![0]
+    const fetchScript = line.slice(0, line.indexOf(' | '))
     const fresh = join(ws, 'fresh')
     const flags = `--prefix ${fresh}/usr --data-dir ${fresh}/data --systemd-dir ${fresh}/units --no-start`
     const cases: Array<[string, string, RegExp, Record<string, string>?]> = [
-      ['damaged token', `curl -fsSL ${url} | sh -s -- --token orcjoin1.bm90IGEgdG9rZW4 ${flags}`, /^orc-install: error: bad token: it is damaged/m],
+      ['damaged token', `${fetchScript} | ORC_TOKEN=orcjoin1.bm90IGEgdG9rZW4 sh -s -- ${flags}`, /^orc-install: error: bad token: it is damaged/m],
       ['used token', `${line} ${flags}`, /^orc-install: error: bad token: token already used$/m],
       [
         'not root',
-        `curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --no-sudo --token x ${flags}`,
+        `${fetchScript} | ORC_TOKEN=x setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --no-sudo ${flags}`,
         /^orc-install: error: must run as root/m,
       ],
+      ['token in argv', `${fetchScript} | sh -s -- --token x ${flags}`, /^orc-install: error: a join token in the arguments is visible to every user/m],
     ]
     const fakeRoot = join(ws, 'gentoo')
     mkdirSync(join(fakeRoot, 'etc'), { recursive: true })
     writeFileSync(join(fakeRoot, 'etc/os-release'), 'ID=gentoo\nPRETTY_NAME="Gentoo Linux"\n')
     cases.push([
       'unsupported OS',
-      `curl -fsSL ${url} | sh -s -- --token x ${flags}`,
+      `${fetchScript} | ORC_TOKEN=x sh -s -- ${flags}`,
       /^orc-install: error: unsupported OS: Gentoo Linux/m,
       { ORC_INSTALL_SYSROOT: fakeRoot },
     ])
@@ -207,17 +226,18 @@ describe('bootstrap one-liner on a fresh namespace machine', { skip: missing ? `
 
   it('not root, runs itself again once with sudo, with the same arguments', async () => {
     assert.ok(line !== '', 'needs the install above')
-    const url = /http:\/\/\S+\/install\.sh/.exec(line)![0]
+    const fetchScript = line.slice(0, line.indexOf(' | '))
     const fresh = join(ws, 'fresh')
     const flags = `--prefix ${fresh}/usr --data-dir ${fresh}/data --systemd-dir ${fresh}/units --no-start`
-    // The fake sudo leaves the user as it was, so the second run (--no-sudo) refuses.
-    const r = await inB(`curl -fsSL ${url} | setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- --token x ${flags}`, {
+    // The fake sudo leaves the user as it was, so the second run (--no-sudo) refuses. sudo drops
+    // ORC_TOKEN from the environment: the token goes to the second run in a file, not an argument.
+    const r = await inB(`${fetchScript} | ORC_TOKEN=x setpriv --reuid=65534 --regid=65534 --clear-groups sh -s -- ${flags}`, {
       PATH: `${shims}:${process.env.PATH}`,
     })
     assert.equal(r.exitCode, 1, r.out)
     assert.deepEqual(r.out.trim().split('\n'), [
       'orc-install: not root: running again with sudo',
-      `sudo ran: sh ${/sudo ran: sh (\S+)/.exec(r.out)?.[1]} --no-sudo --token x ${flags}`,
+      `sudo ran: sh ${/sudo ran: sh (\S+)/.exec(r.out)?.[1]} --no-sudo --token-file ${/--token-file (\S+)/.exec(r.out)?.[1]} ${flags}`,
       'orc-install: error: must run as root (--no-sudo)',
     ])
     assert.ok(!existsSync(fresh), 'nothing was created')

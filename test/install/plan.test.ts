@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import { execa } from 'execa'
 import { renderInstallScript, unameArch } from '../../src/agent/ops/package.ts'
 
-const BASIC = ['sed', 'head', 'tr', 'uname', 'id', 'sort', 'cut', 'hostname', 'cat', 'base64', 'sha256sum', 'mktemp', 'rm', 'printf']
+const BASIC = ['sed', 'head', 'tr', 'uname', 'id', 'sort', 'cut', 'hostname', 'cat', 'base64', 'sha256sum', 'mktemp', 'rm', 'printf', 'curl']
 const ORC_TOOLS = ['wg', 'wireguard-go', 'bwrap', 'runc', 'nft', 'ip']
 
 const OS = {
@@ -38,12 +38,14 @@ describe('install script plan (--dry-run)', () => {
     writeFileSync(
       script,
       await renderInstallScript({
-        server: 'http://192.0.2.1:7418',
+        server: 'https://192.0.2.1:7418',
+        pin: 'sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=',
         version: '9.9.9',
         peer: '192.0.2.1:7419',
         sha256: 'ab'.repeat(32),
         nodeArch: unameArch(),
         nodeVersion: '20.20.0',
+        nodeSha256: 'cd'.repeat(32),
       }),
     )
   })
@@ -123,7 +125,7 @@ describe('install script plan (--dry-run)', () => {
   it('takes Node.js from the serving node when it is absent or too old (same CPU)', async () => {
     for (const node of [undefined, '18.19.0', '20.9.0']) {
       const p = await plan({ os: OS.debian, tools: ORC_TOOLS, node })
-      assert.match(p.node!, /^from http:\/\/192\.0\.2\.1:7418 \(Node\.js 20\.20\.0/, `node ${node}`)
+      assert.match(p.node!, /^from https:\/\/192\.0\.2\.1:7418 \(Node\.js 20\.20\.0/, `node ${node}`)
       assert.equal(p['missing-packages'], 'none')
     }
   })
@@ -133,12 +135,14 @@ describe('install script plan (--dry-run)', () => {
     writeFileSync(
       other,
       await renderInstallScript({
-        server: 'http://192.0.2.1:7418',
+        server: 'https://192.0.2.1:7418',
+        pin: 'sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=',
         version: '9.9.9',
         peer: '192.0.2.1:7419',
         sha256: 'ab'.repeat(32),
         nodeArch: 'riscv64',
         nodeVersion: '20.20.0',
+        nodeSha256: '',
       }),
     )
     const saved = script
@@ -163,7 +167,11 @@ describe('install script plan (--dry-run)', () => {
   it('rejects unknown options and missing values in one line', async () => {
     for (const [args, want] of [
       [['--frobnicate'], 'orc-install: error: unknown option --frobnicate (see --help)'],
-      [['--token'], 'orc-install: error: --token needs a value (see --help)'],
+      [['--token-file'], 'orc-install: error: --token-file needs a value (see --help)'],
+      [
+        ['--token', 'orcjoin1.abc'],
+        'orc-install: error: a join token in the arguments is visible to every user of this machine (ps): give it in ORC_TOKEN or with --token-file FILE',
+      ],
       [['--prefix', 'relative/dir'], 'orc-install: error: --prefix must be an absolute path'],
     ] as const) {
       const r = await execa('/bin/sh', [script, ...args], { reject: false })

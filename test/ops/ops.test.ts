@@ -9,18 +9,26 @@ import { test } from 'node:test'
 import { execa } from 'execa'
 import { parsePrometheusText, type Sample } from '../../src/agent/index.ts'
 import { type NodeProcess, newNode, orc, ROOT, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
+import { httpsGetPinned } from '../helpers/https.ts'
+
+let pinOf = ''
 
 async function httpAddress(n: NodeProcess): Promise<string> {
-  const s = await n.client.call<{ http: { address: string } | null }>('GET', '/v1/status')
-  assert.ok(s.http, 'the HTTP listener runs')
-  return s.http.address
+  // The listener starts after the API answers (the first start makes its certificate).
+  const http = await waitFor(
+    'the HTTPS listener to run',
+    async () => (await n.client.call<{ http: { address: string; pin: string } | null }>('GET', '/v1/status')).http ?? undefined,
+    20_000,
+  )
+  pinOf = http.pin
+  return http.address
 }
 
 async function scrape(addr: string): Promise<Sample[]> {
-  const res = await fetch(`http://${addr}/metrics`)
+  const res = await httpsGetPinned(`https://${addr}/metrics`, pinOf)
   assert.equal(res.status, 200)
-  assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/)
-  return parsePrometheusText(await res.text()).samples
+  assert.match(res.headers['content-type'] ?? '', /^text\/plain; version=0\.0\.4/)
+  return parsePrometheusText(res.body).samples
 }
 
 function value(samples: Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
@@ -76,7 +84,7 @@ test('operator tools on a two-node cluster', async (t) => {
     const r = await a.cli(['status'])
     assert.match(r.stdout, /^NODE +STATE +PATH +LATENCY +LAST SEEN +HANDSHAKE +PODS +VERSION +ADDRESS$/m)
     assert.match(r.stdout, /^a \(this node\) +alive +- +- +now +- +0 /m)
-    assert.match(r.stdout, new RegExp(`^HTTP: +http://${addrA.replace(/\./g, '\\.')} `, 'm'))
+    assert.match(r.stdout, new RegExp(`^HTTP: +https://${addrA.replace(/\./g, '\\.')} `, 'm'))
     const j = JSON.parse((await a.cli(['status', '--json'])).stdout)
     assert.deepEqual(
       j.peers.map((p: { name: string }) => p.name),
@@ -186,10 +194,15 @@ test('operator tools on a two-node cluster', async (t) => {
   await t.test('orc token create --print-install prints the line, and refuses when nothing serves it', async () => {
     const r = await a.cli(['token', 'create', '--print-install'])
     assert.equal(r.exitCode, 0, r.stderr)
-    assert.match(r.stdout, new RegExp(`^curl -fsSL http://${addrA.replace(/\./g, '\\.')}/install\\.sh \\| sh -s -- --token orcjoin1\\.\\S+\\n$`))
-    const script = await fetch(`http://${addrA}/install.sh`)
+    const pin = pinOf.replace(/[+/]/g, '\\$&')
+    assert.match(
+      r.stdout,
+      new RegExp(`^curl -fsS --pinnedpubkey '${pin}' -k https://${addrA.replace(/\./g, '\\.')}/install\\.sh \\| ORC_TOKEN='orcjoin1\\.\\S+' sh -s --\\n$`),
+    )
+    const script = await httpsGetPinned(`https://${addrA}/install.sh`, pinOf)
     assert.equal(script.status, 200)
-    const body = await script.text()
+    const body = script.body
+    assert.ok(body.includes(`ORC_PIN='${pinOf}'`), 'the script fetches the rest pinned to the same key')
     assert.match(body, /^#!\/bin\/sh\n/)
     const psk = readFileSync(join(a.dataDir, 'swarm.key'), 'utf8').trim().split('\n').pop()!
     const clusterId = JSON.parse((await a.cli(['status', '-o', 'json'])).stdout).node.cluster.id

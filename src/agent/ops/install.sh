@@ -1,9 +1,14 @@
 #!/bin/sh
-# orc bootstrap. Every orc node serves this script at http://NODE:7418/install.sh together with its
+# orc bootstrap. Every orc node serves this script at https://NODE:7418/install.sh together with its
 # own package, so a new machine installs exactly the version the cluster runs:
 #
-#   curl -fsSL http://NODE:7418/install.sh | sh -s -- --token T
+#   curl -fsS --pinnedpubkey 'sha256//…' -k https://NODE:7418/install.sh | ORC_TOKEN='T' sh -s --
 #
+# (`orc token create --print-install` prints that line.) The node's certificate is self-signed:
+# curl checks its public key against the pin instead of a CA. This script fetches everything else
+# pinned the same way and checks the package and the Node.js binary against the sha256 below,
+# refusing a mismatch. The token comes from ORC_TOKEN or --token-file, never from the arguments
+# (every user of the machine can read those), and reaches `orc join` the same way.
 # It checks everything first (Linux, a known package manager, root, the token) and changes nothing
 # when a check fails; not root, it runs again with sudo (or doas) when the machine has it; then it installs what is missing with the distribution's package manager,
 # installs orc under PREFIX, writes a systemd unit, joins the cluster and starts the agent.
@@ -13,17 +18,20 @@ set -eu
 
 # Filled in by the node that served this script.
 ORC_SERVER='@@SERVER@@'
+ORC_PIN='@@PIN@@'
 ORC_VERSION='@@VERSION@@'
 ORC_PEER='@@PEER@@'
 ORC_SHA256='@@SHA256@@'
 ORC_NODE_ARCH='@@NODE_ARCH@@'
 ORC_NODE_VERSION='@@NODE_VERSION@@'
+ORC_NODE_SHA256='@@NODE_SHA256@@'
 NODE_MIN='20.10.0'
 
 # For tests only: a directory standing in for / when reading /etc/os-release and /sys/module.
 SYSROOT="${ORC_INSTALL_SYSROOT:-}"
 
-TOKEN=''
+TOKEN=${ORC_TOKEN:-}
+TOKEN_FILE=''
 PREFIX='/usr/local'
 DATA_DIR='/var/lib/orc'
 SYSTEMD_DIR='/etc/systemd/system'
@@ -51,12 +59,14 @@ usage() {
   cat <<EOF
 Install orc $ORC_VERSION from $ORC_SERVER and join this machine to its cluster.
 
-Usage: curl -fsSL $ORC_SERVER/install.sh | sh -s -- --token T [options]
+Usage: curl -fsS --pinnedpubkey PIN -k $ORC_SERVER/install.sh | ORC_TOKEN=T sh -s -- [options]
 
-  --token T            join token (orc token create on a member); not needed to upgrade a member
+  ORC_TOKEN=T          join token (orc token create on a member); not needed to upgrade a member
+  --token-file FILE    read the join token from FILE instead
   --name N             node name (default: the host name)
   --listen ADDR        mesh listen address, ip:port (default 0.0.0.0:7419 and [::]:7419); may repeat
-  --http-listen ADDR   install/metrics listener of the new node, ip:port or off (default 0.0.0.0:7418)
+  --http-listen ADDR   install/metrics listener of the new node: mesh, ip:port or off
+                       (default mesh: port 7418 on its mesh addresses; 0.0.0.0:7418 for all)
   --data-dir DIR       state of the node (default /var/lib/orc)
   --prefix DIR         install orc under DIR/lib/orc and DIR/bin/orc (default /usr/local)
   --systemd-dir DIR    where orc.service goes (default /etc/systemd/system)
@@ -76,8 +86,9 @@ need_value() {
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    --token) need_value "$1" $#; TOKEN=$2; shift 2 ;;
-    --token=*) TOKEN=${1#*=}; shift ;;
+    --token | --token=*) die "a join token in the arguments is visible to every user of this machine (ps): give it in ORC_TOKEN or with --token-file FILE" ;;
+    --token-file) need_value "$1" $#; TOKEN_FILE=$2; shift 2 ;;
+    --token-file=*) TOKEN_FILE=${1#*=}; shift ;;
     --name) need_value "$1" $#; NAME=$2; shift 2 ;;
     --name=*) NAME=${1#*=}; shift ;;
     --listen) need_value "$1" $#; LISTEN="$LISTEN $2"; shift 2 ;;
@@ -105,6 +116,12 @@ case "$PREFIX$DATA_DIR$SYSTEMD_DIR$NAME$LISTEN$HTTP_LISTEN" in
   *"'"* | *'"'* | *\\* | *'$'* | *'`'*) die "options may not contain quotes, backslashes, \$ or backticks" ;;
 esac
 case "$PREFIX" in /*) ;; *) die "--prefix must be an absolute path" ;; esac
+if [ -n "$TOKEN_FILE" ]; then
+  [ -r "$TOKEN_FILE" ] || die "--token-file $TOKEN_FILE: cannot read it"
+  TOKEN=$(tr -d ' \t\r\n' <"$TOKEN_FILE")
+fi
+# Not passed on to anything this script starts, but `orc join` (which is given it explicitly).
+unset ORC_TOKEN
 case "$DATA_DIR" in /*) ;; *) die "--data-dir must be an absolute path" ;; esac
 
 LIB="$PREFIX/lib/orc"
@@ -139,18 +156,17 @@ case "$ARCH" in
   *) die "unsupported CPU architecture $ARCH (orc supports x86_64, aarch64, armv7l)" ;;
 esac
 
+command -v curl >/dev/null 2>&1 || die "need curl to download from $ORC_SERVER"
+case "$ORC_PIN" in sha256//?*) ;; *) die "this script carries no certificate pin of $ORC_SERVER: fetch it again from the node (orc token create --print-install)" ;; esac
+
+# Everything comes from the node that served this script, over TLS pinned to its certificate's key
+# (self-signed, hence -k: the pin is the check). curl refuses any other server.
 fetch() { # URL FILE
-  if command -v curl >/dev/null 2>&1; then
-    curl -fsSL --retry 3 -o "$2" "$1"
-  elif command -v wget >/dev/null 2>&1; then
-    wget -q -O "$2" "$1"
-  else
-    die "need curl or wget to download from $ORC_SERVER"
-  fi
+  curl -fsS --retry 3 --pinnedpubkey "$ORC_PIN" -k -o "$2" "$1"
 }
 
 fetch_text() { # URL
-  if command -v curl >/dev/null 2>&1; then curl -fsS "$1"; else wget -q -O - "$1"; fi
+  curl -fsS --pinnedpubkey "$ORC_PIN" -k "$1"
 }
 
 # Not root: run again as root with sudo or doas. The script came through a pipe, so it is fetched
@@ -171,9 +187,16 @@ if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then
   fetch "$ORC_SERVER/install.sh" "$self" || die "cannot fetch $ORC_SERVER/install.sh again to run it with $SUDO"
   say "not root: running again with $SUDO"
   eval "set -- $ARGS"
+  # sudo does not pass ORC_TOKEN on: the token goes in a file only this user (and root) can read.
+  tokfile=''
+  if [ -n "$TOKEN" ] && [ -z "$TOKEN_FILE" ]; then
+    tokfile=$(mktemp)
+    printf '%s\n' "$TOKEN" >"$tokfile"
+    set -- --token-file "$tokfile" "$@"
+  fi
   rc=0
   "$SUDO" sh "$self" --no-sudo "$@" || rc=$?
-  rm -f "$self"
+  rm -f "$self" ${tokfile:+"$tokfile"}
   exit "$rc"
 fi
 
@@ -207,7 +230,7 @@ if [ "$UNINSTALL" = 0 ]; then
   if [ "$MEMBER" = 1 ]; then
     say "$DATA_DIR already belongs to a cluster: upgrading orc, not joining again"
   else
-    [ -n "$TOKEN" ] || [ "$DRY_RUN" = 1 ] || die "--token is required (create one on a member: orc token create --print-install)"
+    [ -n "$TOKEN" ] || [ "$DRY_RUN" = 1 ] || die "a join token is required in ORC_TOKEN or --token-file (create one on a member: orc token create --print-install)"
   fi
   if [ "$MEMBER" = 0 ] && [ -n "$TOKEN" ]; then
     [ -n "$ORC_PEER" ] || die "$ORC_SERVER does not run the mesh: nothing to join"
@@ -359,6 +382,8 @@ if [ -z "$NODE_BIN" ] || [ ! -x "$NODE_BIN" ]; then
   if [ "$NODE_BIN" = "$LIB/node/bin/node" ]; then
     say "downloading Node.js $ORC_NODE_VERSION from $ORC_SERVER"
     fetch "$ORC_SERVER/install/node" "$TMP/node"
+    got=$(sha256_of "$TMP/node")
+    [ "$got" = "$ORC_NODE_SHA256" ] || die "the Node.js binary from $ORC_SERVER does not match the sha256 this script carries (got $got, expected $ORC_NODE_SHA256): refusing it"
     chmod 0755 "$TMP/node"
     "$TMP/node" -e 0 || die "the Node.js binary of $ORC_SERVER does not run here (install Node.js >= $NODE_MIN and run this again)"
     mkdir -p "$LIB/node/bin"
@@ -377,7 +402,7 @@ else
   say "downloading orc $ORC_VERSION from $ORC_SERVER"
   fetch "$ORC_SERVER/install/orc-$ORC_VERSION.tar.gz" "$TMP/orc.tar.gz"
   got=$(sha256_of "$TMP/orc.tar.gz")
-  [ "$got" = "$ORC_SHA256" ] || die "the package from $ORC_SERVER is corrupt (sha256 $got, expected $ORC_SHA256)"
+  [ "$got" = "$ORC_SHA256" ] || die "the package from $ORC_SERVER does not match the sha256 this script carries (got $got, expected $ORC_SHA256): refusing it"
   rm -rf "$DEST.new"
   mkdir -p "$DEST.new"
   tar -xzf "$TMP/orc.tar.gz" -C "$DEST.new"
@@ -461,8 +486,9 @@ if [ "$MEMBER" = 0 ]; then
   log="$TMP/join.log"
   # orc join runs the agent once the node is admitted and synced; stop it there, the unit (or
   # `orc up`) runs it from now on. Word splitting of the flags is intended (no spaces in them).
+  # The token in the environment of orc join, which reads and forgets it: never in an argument.
   # shellcheck disable=SC2086
-  "$BIN" join "$ORC_PEER" --token "$TOKEN" $JOIN_FLAGS >"$log" 2>&1 &
+  ORC_TOKEN="$TOKEN" "$BIN" join "$ORC_PEER" $JOIN_FLAGS >"$log" 2>&1 &
   pid=$!
   joined=0
   i=0

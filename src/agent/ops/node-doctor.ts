@@ -65,7 +65,7 @@ export async function nodeDoctor(d: NodeDoctorComponents): Promise<Finding[]> {
   const h = d.httpAddress()
   out.push(
     h !== undefined
-      ? { check: 'ports', status: 'ok', message: `install and metrics listener on http://${h}` }
+      ? { check: 'ports', status: 'ok', message: `install and metrics listener on https://${h}` }
       : { check: 'ports', status: 'info', message: 'HTTP listener off (no install script, no /metrics)', fix: 'orc up --http-listen 0.0.0.0:7418' },
   )
   return out

@@ -13,5 +13,7 @@ export interface NodeOps {
   metrics: MetricsRegistry
   /** `host:port` the HTTP listener is bound to, when it runs. */
   httpAddress(): string | undefined
+  /** `sha256//…` pin of its certificate's public key, when it runs. */
+  httpPin(): string | undefined
   peers(): PeerRow[]
 }

@@ -152,17 +152,23 @@ export async function buildPackage(opts: { version: string; outDir: string; root
 /** The install script with what this node knows filled in. Holds nothing secret. */
 export async function renderInstallScript(v: {
   server: string
+  /** `sha256//…` of the server certificate's public key: the script fetches everything pinned to it. */
+  pin: string
   version: string
   peer: string
   sha256: string
   nodeArch: string
   nodeVersion: string
+  /** sha256 of the Node.js binary at /install/node ('' when none is served). */
+  nodeSha256: string
   scriptPath?: string
 }): Promise<string> {
   const text = await readFile(v.scriptPath ?? installScriptPath(), 'utf8')
-  const safe = (s: string) => s.replace(/[^-A-Za-z0-9_.:/[\]@+]/g, '')
+  const safe = (s: string) => s.replace(/[^-A-Za-z0-9_.:/[\]@+=]/g, '')
   return text
     .replace('@@SERVER@@', safe(v.server))
+    .replace('@@PIN@@', safe(v.pin))
+    .replace('@@NODE_SHA256@@', safe(v.nodeSha256))
     .replace('@@VERSION@@', safe(v.version))
     .replace('@@PEER@@', safe(v.peer))
     .replace('@@SHA256@@', safe(v.sha256))

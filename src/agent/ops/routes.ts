@@ -16,6 +16,7 @@ export interface OpsRoutesComponents {
   doctor: () => Promise<Finding[]>
   peers: () => PeerRow[]
   httpAddress: () => string | undefined
+  httpPin: () => string | undefined
 }
 
 /** The ops routes, by route name (routes.ts): clock, metrics, doctor, events. */
@@ -47,5 +48,5 @@ export function opsRoutes(d: OpsRoutesComponents) {
 export function opsStatusFields(d: OpsRoutesComponents): Pick<StatusView, 'http' | 'peers'> {
   const h = d.httpAddress()
   // In the status answer itself: one round trip, which matters for `orc --node` (a libp2p dial per call).
-  return { http: h === undefined ? null : { address: h }, peers: d.peers() }
+  return { http: h === undefined ? null : { address: h, pin: d.httpPin() ?? '' }, peers: d.peers() }
 }

@@ -29,6 +29,8 @@ export interface ClusterCliIO {
   err(text: string): void
   env: NodeJS.ProcessEnv
   now(): number
+  /** All of stdin (`orc join --token -`); process.stdin when absent. */
+  readStdin?(): Promise<string>
 }
 
 function collect(v: string, prev: string[]): string[] {
@@ -95,11 +97,57 @@ export function meshBanner(agent: Agent, socketHint: string[]): string[] {
     'Add a node: create a join token here, then run orc join on the new machine:',
     ...socketHint.map((l) => `  ${l}`),
     '  orc token create --ttl 1h',
-    `  orc join ${at} --token <token>`,
+    `  orc join ${at} --token-file <file holding the token>`,
     'or print a one-line installer for a bare machine (docs/install.md):',
     ...socketHint.map((l) => `  ${l}`),
     '  orc token create --print-install',
   ]
+}
+
+/**
+ * The join token of `orc join`: from `--token-file`, stdin (`--token -`) or `$ORC_TOKEN`. A token
+ * given as an argument is refused rather than scrubbed: by the time the process could re-exec
+ * without it, `ps` and `/proc/PID/cmdline` have shown it to every user, and the shell history kept it.
+ */
+export async function joinTokenFrom(opts: { token?: string; tokenFile?: string }, io: Pick<ClusterCliIO, 'env' | 'readStdin'>): Promise<string> {
+  const ways = '--token-file FILE, --token - (stdin) or the ORC_TOKEN environment variable'
+  if (opts.token !== undefined && opts.token !== '-') {
+    throw new OrcError(
+      'invalid',
+      `a join token on the command line is visible to every user of this machine (ps, /proc/PID/cmdline): pass it with ${ways}, and revoke this one (orc token revoke)`,
+    )
+  }
+  const given = [opts.token !== undefined, opts.tokenFile !== undefined, Boolean(io.env.ORC_TOKEN)].filter(Boolean).length
+  if (given === 0) throw new OrcError('invalid', `a join token is required: pass it with ${ways}`)
+  if (given > 1) throw new OrcError('invalid', `give the join token one way only (${ways})`)
+  let text: string
+  if (opts.tokenFile !== undefined) {
+    const { readFile } = await import('node:fs/promises')
+    try {
+      text = await readFile(opts.tokenFile, 'utf8')
+    } catch (err) {
+      throw new OrcError('invalid', `--token-file ${opts.tokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {}, err)
+    }
+  } else if (opts.token === '-') {
+    text = await (io.readStdin ?? readProcessStdin)()
+  } else {
+    text = io.env.ORC_TOKEN ?? ''
+    // Not passed on to what the agent starts (pods, helpers).
+    delete io.env.ORC_TOKEN
+  }
+  const token = text.trim()
+  if (token === '')
+    throw new OrcError(
+      'invalid',
+      `the join token is empty (${opts.tokenFile !== undefined ? `--token-file ${opts.tokenFile}` : opts.token === '-' ? 'stdin' : 'ORC_TOKEN'})`,
+    )
+  return token
+}
+
+async function readProcessStdin(): Promise<string> {
+  const chunks: Buffer[] = []
+  for await (const c of process.stdin) chunks.push(c as Buffer)
+  return Buffer.concat(chunks).toString('utf8')
 }
 
 /** Run an agent in the foreground until a signal stops it (shared by up and join). */
@@ -146,7 +194,8 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .command('join')
     .description("Join an existing cluster with a token, then run this node's agent in the foreground")
     .argument('<peer>', "a node of the cluster: host:port, IP, DNS name or multiaddr (the token also names its issuer's addresses)")
-    .requiredOption('--token <token>', 'join token from `orc token create` on a member')
+    .option('--token-file <path>', 'file holding the join token from `orc token create` on a member')
+    .option('--token <->', 'read the join token from stdin (`--token -`); a token itself is refused here, see --token-file')
     .option('--data-dir <dir>', `where the node keeps its state; must be new or empty (default: ${defaultDataDir(io.env)})`)
     .option('--name <name>', 'node name, unique in the cluster (default: the host name)')
     .option('--labels <k=v,...>', "labels of this node's Node object")
@@ -162,20 +211,23 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   # On a member: make a token (one use, valid for an hour)
   orc token create
 
-  # On the new machine
-  orc join 192.168.1.10:7419 --token orcjoin1.eyJ2Ijo...
+  # On the new machine: the token from a file, stdin or $ORC_TOKEN, never as an argument
+  # (every user of a machine can read the arguments of its processes)
+  orc join 192.168.1.10:7419 --token-file ./token
+  orc join 192.168.1.10:7419 --token - < ./token
 
   # A second node on the same machine, for experiments
-  orc join 127.0.0.1:7419 --token "$T" --data-dir /tmp/orc2 --name node2 --listen 127.0.0.1:7420`),
+  ORC_TOKEN="$T" orc join 127.0.0.1:7419 --data-dir /tmp/orc2 --name node2 --listen 127.0.0.1:7420`),
     )
     .action(async (peer: string, opts, cmd: Command) => {
       const dataDir: string = opts.dataDir ?? defaultDataDir(io.env)
       const socketFlag = cmd.optsWithGlobals().socket as string | undefined
       const socketPath = socketFlag ?? socketPathOf(dataDir)
+      const token = await joinTokenFrom(opts, io)
       const setup = await meshSetupFromFlags(opts, io.env)
       // A spinner on a terminal; the same lines as plain text anywhere else (scripts grep them).
       const progress = createProgress({ write: (t) => io.out(t), isTTY: Boolean(process.stdout.isTTY) })
-      setup.join = { token: opts.token, peer, onProgress: (line) => (line.startsWith('ready') ? progress.done(line) : progress.update(line)) }
+      setup.join = { token, peer, onProgress: (line) => (line.startsWith('ready') ? progress.done(line) : progress.update(line)) }
       try {
         await runForeground(
           io,
@@ -231,7 +283,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       const ttlMs = parseDuration(opts.ttl)
       const uses = Number(opts.uses)
       if (!Number.isInteger(uses) || uses < 1) throw new OrcError('invalid', `--uses ${JSON.stringify(opts.uses)}: must be a positive whole number`)
-      let http: string | undefined
+      let http: { address: string; pin: string } | undefined
       if (opts.printInstall) {
         // Before the token exists: a node that serves no install script should not burn one.
         const s = await callRoute(client(cmd), 'status')
@@ -240,7 +292,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
             'unavailable',
             "this node's HTTP listener is off, so it serves no install script (start it with --http-listen ADDR), or use orc join",
           )
-        http = s.http.address
+        http = s.http
       }
       const r = await callRoute(
         client(cmd),
@@ -251,11 +303,11 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
         },
       )
       if (http !== undefined) {
-        const line = installLine(http, joinAddressOf(r.addresses)?.replace(/^\[?([^\]]*?)\]?:[0-9]+$/, '$1'), r.token)
+        const line = installLine(http.address, joinAddressOf(r.addresses)?.replace(/^\[?([^\]]*?)\]?:[0-9]+$/, '$1'), r.token, http.pin)
         if (opts.output === 'json') return io.out(JSON.stringify({ ...r, install: line }, null, 2) + '\n')
         io.out(line + '\n')
         io.err(
-          `token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or as a user who may use sudo).\n`,
+          `token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\nRun the line above on the new machine (as root, or as a user who may use sudo). It holds the token: keep it as secret.\n`,
         )
         return
       }
@@ -264,7 +316,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
       const at = joinAddressOf(r.addresses) ?? '<this node’s address>'
       io.err(
         `token ${r.id}: ${r.uses} use${r.uses === 1 ? '' : 's'}, expires ${new Date(r.expiresAt).toISOString()}\n` +
-          `On the new machine:\n  orc join ${at} --token <the token above>\n`,
+          `On the new machine (the token in a file, or in ORC_TOKEN; never as an argument):\n  orc join ${at} --token-file <file>\n`,
       )
     })
   token

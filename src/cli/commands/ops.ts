@@ -8,6 +8,7 @@ import { Option } from 'commander'
 import {
   type ClusterEvent,
   DEFAULT_HTTP_LISTEN,
+  DEFAULT_HTTP_PORT,
   defaultDataDir,
   type Finding,
   type HttpListenOption,
@@ -36,7 +37,7 @@ export function httpOptionFromFlags(flag: string | undefined, env: NodeJS.Proces
   return { listen, explicit: given !== undefined }
 }
 
-export const HTTP_LISTEN_HELP = `HTTP listener for the install script and /metrics: ip:port or off (default: ${DEFAULT_HTTP_LISTEN}; $ORC_HTTP_LISTEN)`
+export const HTTP_LISTEN_HELP = `HTTPS listener for the install script and /metrics: mesh (port ${DEFAULT_HTTP_PORT} on the mesh's addresses), ip:port (0.0.0.0:${DEFAULT_HTTP_PORT}: every interface) or off (default: ${DEFAULT_HTTP_LISTEN}; $ORC_HTTP_LISTEN)`
 
 // ---- status --------------------------------------------------------------------------------------
 
@@ -198,18 +199,22 @@ export function fishCompletion(program: Command): string {
 // ---- the install one-liner ---------------------------------------------------------------------
 
 /**
- * `curl -fsSL http://HOST:PORT/install.sh | sh -s -- --token T`. HOST: the listener's own IP
- * when it is bound to one, else the address peers dial this node at. No `sudo`: a root shell on a
- * machine without sudo (a fresh Debian) could not run that; the script runs itself again with sudo
- * when it is not root.
+ * `curl -fsS --pinnedpubkey sha256//PIN -k https://HOST:PORT/install.sh | ORC_TOKEN=T sh -s --`.
+ * `-k` because the certificate is self-signed; `--pinnedpubkey` is the check instead: curl refuses
+ * any server whose key is not this node's, so the script (which carries the sha256 of the package
+ * and the Node.js binary) is the one this node serves. The token goes in the environment of `sh`,
+ * not its arguments (`ps` shows those to every user). HOST: the listener's own IP when it is bound
+ * to one, else the address peers dial this node at. No `sudo`: a root shell on a machine without
+ * sudo (a fresh Debian) could not run that; the script runs itself again with sudo when not root.
  */
-export function installLine(httpAddress: string, joinHost: string | undefined, token: string): string {
+export function installLine(httpAddress: string, joinHost: string | undefined, token: string, pin: string): string {
   const m = /^\[?([^\]]+?)\]?:([0-9]+)$/.exec(httpAddress)
   if (!m) throw new OrcError('internal', `unexpected HTTP listener address ${httpAddress}`)
+  if (!/^sha256\/\/[A-Za-z0-9+/=]+$/.test(pin)) throw new OrcError('internal', `unexpected certificate pin ${JSON.stringify(pin)}`)
   const wildcard = m[1] === '0.0.0.0' || m[1] === '::'
   const host = wildcard ? (joinHost ?? m[1]!) : m[1]!
   const hostText = host.includes(':') ? `[${host}]` : host
-  return `curl -fsSL http://${hostText}:${m[2]}/install.sh | sh -s -- --token ${token}`
+  return `curl -fsS --pinnedpubkey '${pin}' -k https://${hostText}:${m[2]}/install.sh | ORC_TOKEN='${token}' sh -s --`
 }
 
 // ---- commands ----------------------------------------------------------------------------------
@@ -345,7 +350,7 @@ export function registerOpsCommands(program: Command, io: OpsCliIO, client: (cmd
   // ---- metrics
   program
     .command('metrics')
-    .description("Print the node's Prometheus metrics (what http://NODE:7418/metrics serves)")
+    .description("Print the node's Prometheus metrics (what https://NODE:7418/metrics serves)")
     .action(async (_opts, cmd: Command) => {
       io.out((await callRoute(client(cmd), 'metrics')).text)
     })

@@ -4,24 +4,33 @@ import { parseHttpListen } from '../../../src/agent/index.ts'
 import { httpOptionFromFlags, installLine, peersTable } from '../../../src/cli/commands/ops.ts'
 
 test('--http-listen: default, explicit, env, off, and one clear error', () => {
-  assert.deepEqual(httpOptionFromFlags(undefined, {}), { listen: '0.0.0.0:7418', explicit: false })
+  assert.deepEqual(httpOptionFromFlags(undefined, {}), { listen: 'mesh', explicit: false })
+  assert.deepEqual(parseHttpListen('mesh'), { mesh: true, port: 7418 }, 'by default: the mesh addresses, not 0.0.0.0')
+  assert.deepEqual(parseHttpListen('mesh:0'), { mesh: true, port: 0 })
+  assert.deepEqual(parseHttpListen('0.0.0.0:7418'), { host: '0.0.0.0', port: 7418 }, 'widened on purpose')
   assert.deepEqual(httpOptionFromFlags('127.0.0.1:0', {}), { listen: '127.0.0.1:0', explicit: true })
   assert.deepEqual(httpOptionFromFlags(undefined, { ORC_HTTP_LISTEN: '[::1]:9000' }), { listen: '[::1]:9000', explicit: true })
   assert.equal(httpOptionFromFlags('off', {}), undefined)
   assert.deepEqual(parseHttpListen('[fd00::1]:7418'), { host: 'fd00::1', port: 7418 })
-  for (const bad of ['example.com:80', '7418', '1.2.3.4:99999', '']) {
+  for (const bad of ['example.com:80', '7418', '1.2.3.4:99999', '', 'mesh:99999', 'meshy']) {
     assert.throws(
       () => httpOptionFromFlags(bad, {}),
-      /^OrcError: --http-listen .*: give an IP address and port \(like 0\.0\.0\.0:7418 or \[::\]:7418\) or off$/,
+      /^OrcError: --http-listen .*: give mesh \(the mesh's addresses\), an IP address and port \(like 10\.0\.0\.1:7418, \[::\]:7418 or 0\.0\.0\.0:7418\) or off$/,
       bad,
     )
   }
 })
 
-test('the install line names the listener, or the join address when it listens on every interface', () => {
-  assert.equal(installLine('0.0.0.0:7418', '192.168.1.10', 'orcjoin1.abc'), 'curl -fsSL http://192.168.1.10:7418/install.sh | sh -s -- --token orcjoin1.abc')
-  assert.equal(installLine('10.0.0.5:8080', '192.168.1.10', 'T'), 'curl -fsSL http://10.0.0.5:8080/install.sh | sh -s -- --token T')
-  assert.equal(installLine('[::]:7418', 'fd00::5', 'T'), 'curl -fsSL http://[fd00::5]:7418/install.sh | sh -s -- --token T')
+test('the install line pins the listener key, names the listener (or the join address), and keeps the token out of argv', () => {
+  const pin = 'sha256//47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='
+  const pinned = `curl -fsS --pinnedpubkey '${pin}' -k`
+  assert.equal(
+    installLine('0.0.0.0:7418', '192.168.1.10', 'orcjoin1.abc', pin),
+    `${pinned} https://192.168.1.10:7418/install.sh | ORC_TOKEN='orcjoin1.abc' sh -s --`,
+  )
+  assert.equal(installLine('10.0.0.5:8080', '192.168.1.10', 'T', pin), `${pinned} https://10.0.0.5:8080/install.sh | ORC_TOKEN='T' sh -s --`)
+  assert.equal(installLine('[::]:7418', 'fd00::5', 'T', pin), `${pinned} https://[fd00::5]:7418/install.sh | ORC_TOKEN='T' sh -s --`)
+  assert.throws(() => installLine('10.0.0.5:8080', undefined, 'T', ''), /unexpected certificate pin/)
 })
 
 test('the peers table puts this node first and shows what is unknown as -', () => {
