@@ -67,6 +67,12 @@ export interface AgentOptions {
   clusterName?: string
   /** Socket path; defaults to `<dataDir>/orc.sock`. */
   socketPath?: string
+  /**
+   * The user the local socket speaks as (`ORC_SOCKET_USER`). Default: `admin` on the node that
+   * created the cluster (it holds admin.credential) or without the mesh; `root@NODE` (the role
+   * `node-admin`) on a node that joined. docs/security.md, "Identities and roles".
+   */
+  socketUser?: string
   /** Time and timers of every component (the system clock unless given). */
   clock?: Clock
   /** Random bytes of every component: cluster ids, store replica ids, keys (system unless given). */

@@ -67,6 +67,8 @@ export interface MeshOptions {
   memberApiHandler?: MemberApiHandler
   /** Let non-members holding the PSK call the api on probation (remote CLI). Default false. */
   acceptApiFromStrangers?: boolean
+  /** The user a remote API key belongs to (the agent's users); default: the cluster's admin keys are `admin`. */
+  apiKeyOwner?: (key: string) => string | undefined
   clock?: Clock
   random?: Random
   transports?: Libp2pOptions['transports']
@@ -285,6 +287,7 @@ export class Mesh {
       apiHandler: opts.apiHandler,
       memberApiHandler: opts.memberApiHandler,
       acceptApiFromStrangers: opts.acceptApiFromStrangers,
+      apiKeyOwner: opts.apiKeyOwner,
     })
   }
 
