@@ -3,6 +3,7 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { Clock, Random } from '../effects/index.ts'
 import type { MeshTunables } from '../mesh/index.ts'
+import { OrcError, USER_NAME } from '../model/index.ts'
 import type { NetworkSetup } from './network/options.ts'
 import type { HttpListenOption } from './ops/options.ts'
 import { type PodTunables, podTunablesFromEnv } from './pods/options.ts'
@@ -41,9 +42,17 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
  * What `startAgent` takes from the environment, read here at the edge (the CLI) rather than inside
  * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests) and `ORC_PRUNE_INTERVAL_MS`.
  */
-export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs'> {
+export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'socketUser'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
-  return { pods: { tunables: podTunablesFromEnv(env) }, ...(prune !== undefined ? { pruneIntervalMs: prune } : {}) }
+  const user = env.ORC_SOCKET_USER
+  if (user !== undefined && user !== '' && !USER_NAME.test(user)) {
+    throw new OrcError('invalid', `ORC_SOCKET_USER ${JSON.stringify(user)}: not a user name (lower-case letters, digits, - _ . @)`)
+  }
+  return {
+    pods: { tunables: podTunablesFromEnv(env) },
+    ...(prune !== undefined ? { pruneIntervalMs: prune } : {}),
+    ...(user !== undefined && user !== '' ? { socketUser: user } : {}),
+  }
 }
 
 /** How the agent's mesh listens, announces and joins (`orc start`, `orc join`; see cluster.ts). */
