@@ -40,6 +40,7 @@ test('operator tools on a two-node cluster', async (t) => {
     assert.equal(value(before, 'orc_peers', { state: 'alive' }), 0)
     assert.equal(value(before, 'orc_store_objects', { kind: 'Node' }), 1)
     assert.equal(value(before, 'orc_info', { node: 'a' }), 1)
+    b.env = { ...b.env, ORC_SOCKET_USER: 'admin' } // it issues a token below (a joined node's root is node-admin by default)
     await b.join(a.addr, await tokenFrom(a), ['--http-listen', 'off']).ready()
     await waitFor('a to count b alive in /metrics', async () => value(await scrape(addrA), 'orc_peers', { state: 'alive' }) === 1, 60_000)
     const after = await waitFor(
