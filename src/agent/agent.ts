@@ -500,7 +500,7 @@ interface ApiHandlerComponents {
 /**
  * Who the local socket is: `admin` on the node that created the cluster (its root holds
  * admin.credential, so it is the admin anyway) or on an agent without the mesh; on a node that
- * joined, its own root `root@NODE` with the role node-admin — a joined machine's root must not own
+ * joined, its own root `root.NODE` with the role node-admin — a joined machine's root must not own
  * the cluster (docs/security.md, "Identities and roles").
  */
 export function socketUserOf(dataDir: string, nodeName: string, clustered: boolean): string {

@@ -46,7 +46,7 @@ export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   const user = env.ORC_SOCKET_USER
   if (user !== undefined && user !== '' && !USER_NAME.test(user)) {
-    throw new OrcError('invalid', `ORC_SOCKET_USER ${JSON.stringify(user)}: not a user name (lower-case letters, digits, - _ . @)`)
+    throw new OrcError('invalid', `ORC_SOCKET_USER ${JSON.stringify(user)}: not a user name (lower-case letters, digits, - _ .)`)
   }
   return {
     pods: { tunables: podTunablesFromEnv(env) },
@@ -78,7 +78,7 @@ export interface AgentOptions {
   socketPath?: string
   /**
    * The user the local socket speaks as (`ORC_SOCKET_USER`). Default: `admin` on the node that
-   * created the cluster (it holds admin.credential) or without the mesh; `root@NODE` (the role
+   * created the cluster (it holds admin.credential) or without the mesh; `root.NODE` (the role
    * `node-admin`) on a node that joined. docs/security.md, "Identities and roles".
    */
   socketUser?: string

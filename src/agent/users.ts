@@ -6,7 +6,18 @@
  * credential useless at once on every node that has replicated the change (cluster.ts `keyOwner`).
  */
 import { encodeRemoteCredential, newUserKey } from '../mesh/index.ts'
-import { ADMIN_USER, API_VERSION, authorOf, BUILTIN_ROLES, isPlainObject, OrcError, type Principal, rolesOf, USER_NAME } from '../model/index.ts'
+import {
+  ADMIN_USER,
+  API_VERSION,
+  authorOf,
+  BUILTIN_ROLES,
+  isPlainObject,
+  NODE_ROOT_PREFIX,
+  OrcError,
+  type Principal,
+  rolesOf,
+  USER_NAME,
+} from '../model/index.ts'
 import type { ObjectStore } from '../store/index.ts'
 import type { RouteHandlers } from './router.ts'
 import type { UserCredential, UserView } from './routes.ts'
@@ -74,8 +85,11 @@ export function userRoutes(c: UserRoutesComponents) {
     addUser: async ({ body, principal }) => {
       const b = isPlainObject(body) ? body : {}
       const name = b.name
-      if (typeof name !== 'string' || !USER_NAME.test(name) || name.includes('@')) {
-        throw new OrcError('invalid', `user name ${JSON.stringify(name ?? null)}: lower-case letters, digits, - _ . (an @ is kept for nodes' roots)`)
+      if (typeof name !== 'string' || !USER_NAME.test(name) || name.startsWith(NODE_ROOT_PREFIX)) {
+        throw new OrcError(
+          'invalid',
+          `user name ${JSON.stringify(name ?? null)}: lower-case letters, digits, - _ . (names starting with root. are kept for nodes' roots)`,
+        )
       }
       const role = typeof b.role === 'string' && b.role !== '' ? b.role : 'view'
       checkRole(role)

@@ -54,9 +54,14 @@ export const BUILTIN_ROLES: Readonly<Record<string, readonly RoleRule[]>> = {
   ],
 }
 
-/** The local root of a joined node is the user `root@NODE` (no `orc user add` name has an `@`). */
+/**
+ * The local root of a joined node is the user `root.NODE` (`orc user add` keeps the prefix). Not
+ * `root@NODE`: an `@` in an author names a federation's cluster (`user:alice@home`).
+ */
+export const NODE_ROOT_PREFIX = 'root.'
+
 export function nodeRootUser(nodeName: string): string {
-  return `root@${nodeName}`
+  return `${NODE_ROOT_PREFIX}${nodeName}`
 }
 
 function kindMatches(rule: RoleRule, t: Target): boolean {
@@ -84,11 +89,11 @@ export interface RbacSource {
   list(kind: string): readonly OrcObject[]
 }
 
-/** The names of the roles `user` holds: its bindings, plus the implicit ones (admin → admin, root@NODE → node-admin). */
+/** The names of the roles `user` holds: its bindings, plus the implicit ones (admin → admin, root.NODE → node-admin). */
 export function rolesOf(src: RbacSource, user: string): string[] {
   const roles = new Set<string>()
   if (user === ADMIN_USER) roles.add('admin')
-  if (user.startsWith('root@')) roles.add('node-admin')
+  if (user.startsWith(NODE_ROOT_PREFIX)) roles.add('node-admin')
   for (const b of src.list('RoleBinding')) {
     const spec = b.spec as { role?: unknown; users?: unknown } | undefined
     if (typeof spec?.role === 'string' && Array.isArray(spec.users) && spec.users.includes(user)) roles.add(spec.role)

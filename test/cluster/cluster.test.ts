@@ -53,8 +53,8 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
     // A joined node's root is node-admin: it may not let others in until the admin grants it more.
     const refused = await b.cli(['token', 'create'])
     assert.equal(refused.exitCode, 1)
-    assert.match(refused.stderr, /user:root@b may not admin/)
-    const grant = 'apiVersion: orc/v1\nkind: RoleBinding\nmetadata:\n  name: root-b\nspec:\n  role: admin\n  users: [root@b]\n'
+    assert.match(refused.stderr, /user:root.b may not admin/)
+    const grant = 'apiVersion: orc/v1\nkind: RoleBinding\nmetadata:\n  name: root-b\nspec:\n  role: admin\n  users: [root.b]\n'
     assert.equal((await orc(a.socket, ['apply', '-f', '-'], {}, grant)).exitCode, 0)
     await waitFor('b to hold the grant', async () => (await b.cli(['whoami'])).stdout.includes('node-admin, admin'))
     const tc = await tokenFrom(b)
@@ -87,7 +87,7 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
       await waitFor(`${n.name} to have both pods`, async () => (await hasPod(n, 'from-a')) && (await hasPod(n, 'from-c')))
     }
     const h = JSON.parse((await b.cli(['history', 'pod/from-c', '-o', 'json'])).stdout)
-    assert.equal(h[0].author, 'user:root@c', "history travels with the object, authored by the joined node c's root")
+    assert.equal(h[0].author, 'user:root.c', "history travels with the object, authored by the joined node c's root")
   })
 
   await t.test('kill -9 a node, write elsewhere, restart it: it converges', async () => {

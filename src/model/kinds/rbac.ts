@@ -2,9 +2,9 @@ import { defineKind, type ObjectOfKind } from '../kind.ts'
 import { s } from '../schema.ts'
 import { age, createdAt, text } from './common.ts'
 
-/** A user name: `user:NAME` is its principal and its author in history. */
-export const USER_NAME = /^[a-z0-9][-a-z0-9_.@]{0,62}$/
-const userName = s.string({ pattern: USER_NAME, patternName: 'a user name (lower-case letters, digits, - _ . @)' })
+/** A user name: `user:NAME` is its principal and its author in history (no `@`: in an author it names a federation's cluster). */
+export const USER_NAME = /^[a-z0-9][-a-z0-9_.]{0,62}$/
+const userName = s.string({ pattern: USER_NAME, patternName: 'a user name (lower-case letters, digits, - _ .)' })
 const roleName = s.string({ pattern: /^[a-z0-9][-a-z0-9]{0,62}$/, patternName: 'a role name' })
 
 /**

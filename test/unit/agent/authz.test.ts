@@ -93,9 +93,9 @@ describe('authorisation on every request', () => {
     assert.deepEqual(reached, [])
     // The admin may; a node's root may stop its own agent from its socket, not remove nodes.
     assert.equal((await h({ method: 'POST', path: '/v1/down', principal: user('admin') })).status, 202)
-    assert.equal((await h({ method: 'POST', path: '/v1/cluster/nodes/a/remove', principal: user('root@b', 'socket') })).status, 403)
-    assert.equal((await h({ method: 'POST', path: '/v1/down', principal: user('root@b', 'socket') })).status, 202)
-    assert.equal((await h({ method: 'POST', path: '/v1/down', principal: user('root@b', 'remote') })).status, 403)
+    assert.equal((await h({ method: 'POST', path: '/v1/cluster/nodes/a/remove', principal: user('root.b', 'socket') })).status, 403)
+    assert.equal((await h({ method: 'POST', path: '/v1/down', principal: user('root.b', 'socket') })).status, 202)
+    assert.equal((await h({ method: 'POST', path: '/v1/down', principal: user('root.b', 'remote') })).status, 403)
   })
 
   it('a member node without a user may call only the member routes', async () => {
