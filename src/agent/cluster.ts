@@ -26,6 +26,7 @@ import {
   type MemberInfo,
   type Mesh,
   type MeshOptions,
+  publicKeyOfCredential,
   resolvePeerAddress,
   startMesh,
 } from '../mesh/index.ts'
@@ -401,6 +402,12 @@ function clusterRoutes(d: RouteDeps) {
         throw new OrcError(
           'not_found',
           'this node does not hold the admin credential: export it on the node that created the cluster (orc up on a fresh data dir)',
+        )
+      }
+      if (keyOwner(d.store, publicKeyOfCredential(admin), () => mesh.cluster.adminKeys) !== ADMIN_USER) {
+        throw new OrcError(
+          'conflict',
+          `${ADMIN_CREDENTIAL_FILE} holds the cluster's first admin key, retired by 'orc user rotate admin': use the credential that command printed`,
         )
       }
       return { credential: encodeRemoteCredential(mesh.cluster, admin) }

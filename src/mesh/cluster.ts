@@ -97,6 +97,11 @@ export async function newUserKey(random: Random): Promise<{ keyCredential: strin
   return { keyCredential: encodeAdminCredential(key), publicKey: b64url(publicKeyToProtobuf(key.publicKey)) }
 }
 
+/** The public key (as stored and as the remote API presents it) of a key credential (`orcadmin1.…`). */
+export function publicKeyOfCredential(keyCredential: string): string {
+  return b64url(publicKeyToProtobuf(decodeAdminCredential(keyCredential).publicKey))
+}
+
 export function decodeAdminKey(s: string): PublicKey {
   return publicKeyFromProtobuf(fromB64url(s))
 }

@@ -12,7 +12,16 @@ export {
 } from './address.ts'
 // Out-of-turn anti-entropy and relaying of what a session brought in (the simulator drives it too).
 export { AntiEntropyPlanner, type AntiEntropyTunables, antiEntropyTunables } from './antientropy.ts'
-export { type ClusterConfig, type ClusterState, decodeAdminCredential, encodeAdminCredential, initCluster, loadCluster, newUserKey } from './cluster.ts'
+export {
+  type ClusterConfig,
+  type ClusterState,
+  decodeAdminCredential,
+  encodeAdminCredential,
+  initCluster,
+  loadCluster,
+  newUserKey,
+  publicKeyOfCredential,
+} from './cluster.ts'
 export type { MeshEvents } from './events.ts'
 export { writeFileAtomic } from './fsutil.ts'
 export { membersTopic, storeTopic } from './gossip.ts'

@@ -98,5 +98,8 @@ test('users, roles and derived authors across a two-node cluster', async (t) => 
     const next = (await a.cli(['user', 'rotate', 'admin'])).stdout.trim()
     await waitFor('b to refuse the first key', async () => (await remote(cred, ['get', 'nodes'])).exitCode === 1)
     assert.match((await remote(next, ['whoami'])).stdout, /^user:admin/)
+    const stale = await a.cli(['credential', 'export'])
+    assert.equal(stale.exitCode, 1)
+    assert.match(stale.stderr, /retired by 'orc user rotate admin'/)
   })
 })
