@@ -33,6 +33,7 @@ describe('authorisation on every request', () => {
         return { stopping: true } as any
       },
       clock: () => ({ now: 1 }),
+      podLogs: () => ({ container: 'main', revision: null, lines: ['hello'] }),
     })
     h = createRouter(routes, { notFound: routeNotFound, authorize: createAuthorizer({ store }) })
     for (const [name, role] of [
@@ -96,6 +97,16 @@ describe('authorisation on every request', () => {
     assert.equal((await h({ method: 'POST', path: '/v1/cluster/nodes/a/remove', principal: user('root.b', 'socket') })).status, 403)
     assert.equal((await h({ method: 'POST', path: '/v1/down', principal: user('root.b', 'socket') })).status, 202)
     assert.equal((await h({ method: 'POST', path: '/v1/down', principal: user('root.b', 'remote') })).status, 403)
+  })
+
+  it('a request a member forwards for a user is checked against that user here', async () => {
+    const fwd = (name: string): Principal => ({ kind: 'user', name, via: 'forwarded', peer: 'peerB' })
+    const logs = (p: Principal) => h({ method: 'GET', path: '/v1/pods/default/web/logs', principal: p })
+    assert.equal((await logs(fwd('eddie'))).status, 200)
+    const r = await logs(fwd('vera'))
+    assert.equal(r.status, 403)
+    assert.equal(r.body.error.message, 'user:vera may not get Pod/logs in namespace default')
+    assert.equal((await logs(fwd('nobody'))).status, 403, 'a user this node does not know has no rights')
   })
 
   it('a member node without a user may call only the member routes', async () => {
