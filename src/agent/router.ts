@@ -57,7 +57,7 @@ export interface RouterOptions {
   notFound?: (method: string, path: string, segments: string[]) => OrcError
   /**
    * Checks every request before its handler runs (throws `forbidden`); with it, a request without a
-   * principal is refused, and a write's author is the principal's (a body \`author\` naming anyone
+   * principal is refused, and a write's author is the principal's (a body `author` naming anyone
    * else is refused). Without it (tests of a single handler) nothing is checked.
    */
   authorize?: (call: AuthorizeCall) => void
