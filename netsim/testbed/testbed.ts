@@ -349,7 +349,9 @@ export class Testbed {
     const log = createWriteStream(h.log, { flags: 'a' })
     const proc = execa('nsenter', [`--net=/var/run/netns/${h.ns}`, '--', process.execPath, ...NODE_FLAGS, this.bin, ...args], {
       reject: false,
-      env: { ...process.env, ORC_NETWORK: 'on', ...this.opts.env, ...extraEnv },
+      // Every host's socket is the cluster's admin: tests join through any host (token create) and
+      // remove nodes from any; by default a joined node's root is only node-admin (docs/security.md).
+      env: { ...process.env, ORC_NETWORK: 'on', ORC_SOCKET_USER: 'admin', ...this.opts.env, ...extraEnv },
       stdin: 'ignore',
       // nsenter execs node: the pid is the agent's.
     })

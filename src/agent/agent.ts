@@ -3,15 +3,16 @@
  * the cluster), serves the local API. Its parts are components (component.ts) listed once, in
  * dependency order: they start in that order and stop in the reverse one.
  */
-import { chmodSync, mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
 import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, execaRunner, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
-import { API_VERSION, OrcError, type OrcObject, type Pod, type SecurityPolicy, wrapError } from '../model/index.ts'
+import { ADMIN_USER, API_VERSION, nodeRootUser, OrcError, type OrcObject, type Pod, type RbacSource, type SecurityPolicy, wrapError } from '../model/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
-import { type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
+import { createAuthorizer } from './authz.ts'
+import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
 import { type Component, type StartedComponents, startComponents } from './component.ts'
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
@@ -31,12 +32,13 @@ import { type OpsRoutesComponents, opsRoutes, opsStatusFields } from './ops/rout
 import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathOf } from './options.ts'
 import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
-import { admitPod, admitPolicy, anyUserIsAdmin, type IsAdmin, podAuthorsOf } from './pods/security.ts'
+import { adminByRole, admitPod, admitPolicy, type IsAdmin, podAuthorsOf } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
+import { userRoutes } from './users.ts'
 
 export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random }) => Promise<ObjectStore>
 
@@ -169,7 +171,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const logger = components.logger ?? createLogger({ level: opts.logLevel, pretty: opts.prettyLogs })
   const log = logger.child({ module: 'agent' })
   const dataDir = opts.dataDir
-  const isAdmin = opts.isAdmin ?? anyUserIsAdmin
+  // Grants count only from users bound to `admin` (read from the store once it is open).
+  let rbacSource: RbacSource | undefined
+  const isAdmin = opts.isAdmin ?? ((author: string) => rbacSource !== undefined && adminByRole(rbacSource)(author))
   const socketPath = opts.socketPath ?? socketPathOf(dataDir)
   const nodeName = opts.nodeName ?? nodeNameFromHostname(hostname())
   // Refuse to start with controllers whose reads and writes form a loop.
@@ -223,7 +227,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const parts: Component[] = [
     {
       name: 'store',
-      start: async () => void (store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random)),
+      start: async () => {
+        store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random)
+        rbacSource = store
+      },
       // The pid file goes last: while it is there, the data dir is in use.
       stop: () => closeDataDir(store, dataDir),
     },
@@ -337,9 +344,14 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           dataDir,
           isAdmin,
           imageStores: opts.imageStores ?? [],
+          random,
           shutdown: () => stopSelf?.(),
         })
-        server = await serveOnSocket(handler, socketPath, { logger: logger.child({ module: 'http' }) })
+        const user = opts.socketUser ?? socketUserOf(dataDir, nodeName, cluster !== undefined)
+        server = await serveOnSocket(handler, socketPath, {
+          logger: logger.child({ module: 'http' }),
+          principal: () => ({ kind: 'user', name: user, via: 'socket' }),
+        })
       },
       // First of all: no new writes while the parts behind the API stop.
       beforeStop: () => server?.close(),
@@ -496,7 +508,19 @@ interface ApiHandlerComponents {
   opsRoutes: OpsRoutesComponents
   isAdmin: IsAdmin
   imageStores: readonly string[]
+  random: Random
   shutdown: () => void
+}
+
+/**
+ * Who the local socket is: `admin` on the node that created the cluster (its root holds
+ * admin.credential, so it is the admin anyway) or on an agent without the mesh; on a node that
+ * joined, its own root `root.NODE` with the role node-admin — a joined machine's root must not own
+ * the cluster (docs/security.md, "Identities and roles").
+ */
+export function socketUserOf(dataDir: string, nodeName: string, clustered: boolean): string {
+  if (!clustered || existsSync(join(dataDir, ADMIN_CREDENTIAL_FILE))) return ADMIN_USER
+  return nodeRootUser(nodeName)
 }
 
 /** The local API: one router over the route table's handlers (routes.ts), each part's by route name. */
@@ -541,8 +565,15 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     federationRoutes(c.federation),
     // The node's status: its store, then what ops and the mesh see of it.
     { status: () => ({ ...storeStatus(), ...opsStatusFields(c.opsRoutes), ...c.cluster?.statusFields() }) },
+    userRoutes({
+      store,
+      now: () => clock.now(),
+      random: c.random,
+      cluster: c.cluster ? () => ({ clusterId: c.cluster!.mesh.cluster.clusterId, psk: c.cluster!.mesh.cluster.psk }) : undefined,
+    }),
   )
-  const routing = { logger: apiLogger, notFound: routeNotFound }
+  // Every request is checked against the principal's roles (authz.ts), on the socket, remote and member APIs.
+  const routing = { logger: apiLogger, notFound: routeNotFound, authorize: createAuthorizer({ store }) }
   const local = createRouter(own, routing)
   // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
   const cluster = c.cluster

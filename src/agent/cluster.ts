@@ -26,10 +26,11 @@ import {
   type MemberInfo,
   type Mesh,
   type MeshOptions,
+  publicKeyOfCredential,
   resolvePeerAddress,
   startMesh,
 } from '../mesh/index.ts'
-import { errorBody, isPlainObject, OrcError, type Query } from '../model/index.ts'
+import { ADMIN_USER, errorBody, isPlainObject, OrcError, type Query } from '../model/index.ts'
 import type { ObjectStore, StoredObject } from '../store/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
@@ -113,6 +114,19 @@ export class RevocableDirectory implements MemberDirectory {
   remove(peerId: string) {
     return this.inner.remove(peerId)
   }
+}
+
+/**
+ * The user a remote API key belongs to: a User object's key; the cluster's admin keys (cluster.json)
+ * are the user `admin` until a User `admin` exists (a cluster from before users, or before the first
+ * `orc user rotate admin`).
+ */
+export function keyOwner(store: Pick<ObjectStore, 'list'>, key: string, adminKeys: () => readonly string[]): string | undefined {
+  const users = store.list('User')
+  const owner = users.find((u) => u.spec?.publicKey === key)
+  if (owner !== undefined) return owner.metadata.name
+  if (users.some((u) => u.metadata.name === ADMIN_USER)) return undefined
+  return adminKeys().includes(key) ? ADMIN_USER : undefined
 }
 
 // ---- the node's mesh ---------------------------------------------------------------------------
@@ -210,9 +224,12 @@ export async function startClusterMesh(c: {
     random: c.random,
     tunables: c.setup.tunables,
     vetJoiner,
-    apiHandler: async (req) => {
+    apiKeyOwner: (key) => keyOwner(store, key, () => mesh.cluster.adminKeys),
+    // Users' keys dial as credential peers (never a trial slot); the API checks each is still a user's.
+    credentialKeys: () => store.list('User').flatMap((u) => (typeof u.spec?.publicKey === 'string' ? [u.spec.publicKey] : [])),
+    apiHandler: async (req, ctx) => {
       if (handler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
-      return handler({ method: req.method, path: req.path, query: req.query, body: req.body })
+      return handler({ method: req.method, path: req.path, query: req.query, body: req.body, principal: { kind: 'user', name: ctx.user, via: 'remote' } })
     },
     memberApiHandler: async (req, ctx) => {
       if (memberHandler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
@@ -299,7 +316,11 @@ export async function startClusterMesh(c: {
           nodeName: c.nodeName,
           members: () => mesh.members(),
           forward: async (peer, req, timeoutMs) => {
-            const r = await mesh.memberRequest(peer, { method: req.method, path: req.path, query: flatQuery(req.query) }, { timeoutMs })
+            const r = await mesh.memberRequest(
+              peer,
+              { method: req.method, path: req.path, query: flatQuery(req.query), ...(req.principal !== undefined ? { principal: req.principal } : {}) },
+              { timeoutMs },
+            )
             return { status: r.status, body: r.body ?? null }
           },
           now: () => c.clock.now(),
@@ -382,6 +403,12 @@ function clusterRoutes(d: RouteDeps) {
         throw new OrcError(
           'not_found',
           'this node does not hold the admin credential: export it on the node that created the cluster (orc up on a fresh data dir)',
+        )
+      }
+      if (keyOwner(d.store, publicKeyOfCredential(admin), () => mesh.cluster.adminKeys) !== ADMIN_USER) {
+        throw new OrcError(
+          'conflict',
+          `${ADMIN_CREDENTIAL_FILE} holds the cluster's first admin key, retired by 'orc user rotate admin': use the credential that command printed`,
         )
       }
       return { credential: encodeRemoteCredential(mesh.cluster, admin) }

@@ -7,7 +7,7 @@ import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { createConnection } from 'node:net'
 import type { Logger } from 'pino'
-import { errorResponse, OrcError, type Query } from '../model/index.ts'
+import { errorResponse, OrcError, type Principal, type Query } from '../model/index.ts'
 import type { ApiHandler } from './router.ts'
 
 /** Largest request body: a batch apply of many objects (each at most 256 KiB). */
@@ -69,7 +69,15 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-export async function serveOnSocket(handler: ApiHandler, path: string, opts: { logger: Logger; maxBodyBytes?: number }): Promise<SocketServer> {
+/**
+ * `principal`: who a request on this socket is (read at each request). Whoever can open the socket
+ * is root of this machine (0600), so the socket speaks as the machine's user (agent.ts).
+ */
+export async function serveOnSocket(
+  handler: ApiHandler,
+  path: string,
+  opts: { logger: Logger; maxBodyBytes?: number; principal?: () => Principal },
+): Promise<SocketServer> {
   const limit = opts.maxBodyBytes ?? MAX_REQUEST_BYTES
   if (existsSync(path)) {
     if (!lstatSync(path).isSocket()) throw new OrcError('conflict', `${path} exists and is not a socket; remove it or choose another --socket`)
@@ -79,7 +87,9 @@ export async function serveOnSocket(handler: ApiHandler, path: string, opts: { l
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://orc')
     readBody(req, limit)
-      .then((body) => handler({ method: req.method ?? 'GET', path: url.pathname, query: queryOf(url), body }))
+      .then((body) =>
+        handler({ method: req.method ?? 'GET', path: url.pathname, query: queryOf(url), body, ...(opts.principal ? { principal: opts.principal() } : {}) }),
+      )
       .then(
         (r) => send(res, r.status, r.body),
         // The body could not be read (too large, not JSON): the router never saw the request.

@@ -3,9 +3,11 @@
  * Membership proves only that the peer is one of ours, not that an operator is behind the request,
  * so a member-forwarded request may reach read-only internal routes and nothing else: no writes, no
  * routes that need the admin credential (tokens, credential export, node removal), no object reads
- * beyond what it already replicates. Today that is the logs of a pod this node runs.
+ * beyond what it already replicates. Today that is the logs of a pod this node runs. A request a
+ * member forwards for a user carries that user's name, and the user's rights are checked here too
+ * (authz.ts): a claim can narrow what the allow-list lets through, never widen it.
  */
-import { type ApiRequest, type ApiResponse, errorResponse, OrcError } from '../model/index.ts'
+import { type ApiRequest, type ApiResponse, errorResponse, OrcError, type Principal } from '../model/index.ts'
 import type { ApiHandler } from './router.ts'
 import { MEMBER_ROUTES, matchPattern, patternOf, ROUTES, splitPath } from './routes.ts'
 
@@ -31,7 +33,7 @@ export function memberRouteAllowed(req: Pick<ApiRequest, 'method' | 'path'>): bo
 export function createMemberApiHandler(
   local: ApiHandler,
   log?: { info(o: object, msg: string): void },
-): (req: ApiRequest, ctx: { peerId: string }) => Promise<ApiResponse> {
+): (req: ApiRequest, ctx: { peerId: string; onBehalfOf?: string }) => Promise<ApiResponse> {
   return async (req, ctx) => {
     if (!memberRouteAllowed(req)) {
       log?.info({ peer: ctx.peerId, method: req.method, path: req.path.slice(0, 200) }, 'member request refused')
@@ -45,7 +47,10 @@ export function createMemberApiHandler(
         ),
       )
     }
-    // Only what a read needs travels on: no body.
-    return local({ method: 'GET', path: req.path, query: req.query })
+    // Only what a read needs travels on: no body. The principal is the user the member forwards
+    // for (re-checked here against this node's roles), else the member node itself.
+    const principal: Principal =
+      ctx.onBehalfOf !== undefined ? { kind: 'user', name: ctx.onBehalfOf, via: 'forwarded', peer: ctx.peerId } : { kind: 'node', peerId: ctx.peerId }
+    return local({ method: 'GET', path: req.path, query: req.query, principal })
   }
 }

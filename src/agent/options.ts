@@ -3,6 +3,7 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { Clock, Random } from '../effects/index.ts'
 import type { MeshTunables } from '../mesh/index.ts'
+import { OrcError, USER_NAME } from '../model/index.ts'
 import type { NetworkSetup } from './network/options.ts'
 import type { HttpListenOption } from './ops/options.ts'
 import { type PodTunables, podTunablesFromEnv } from './pods/options.ts'
@@ -42,13 +43,18 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
  * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests), `ORC_PRUNE_INTERVAL_MS` and
  * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`).
  */
-export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores'> {
+export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   const stores = (env.ORC_IMAGE_STORES ?? '').split(':').filter((s) => s.startsWith('/'))
+  const user = env.ORC_SOCKET_USER
+  if (user !== undefined && user !== '' && !USER_NAME.test(user)) {
+    throw new OrcError('invalid', `ORC_SOCKET_USER ${JSON.stringify(user)}: not a user name (lower-case letters, digits, - _ .)`)
+  }
   return {
     pods: { tunables: podTunablesFromEnv(env) },
     ...(prune !== undefined ? { pruneIntervalMs: prune } : {}),
     ...(stores.length > 0 ? { imageStores: stores } : {}),
+    ...(user !== undefined && user !== '' ? { socketUser: user } : {}),
   }
 }
 
@@ -73,6 +79,12 @@ export interface AgentOptions {
   clusterName?: string
   /** Socket path; defaults to `<dataDir>/orc.sock`. */
   socketPath?: string
+  /**
+   * The user the local socket speaks as (`ORC_SOCKET_USER`). Default: `admin` on the node that
+   * created the cluster (it holds admin.credential) or without the mesh; `root.NODE` (the role
+   * `node-admin`) on a node that joined. docs/security.md, "Identities and roles".
+   */
+  socketUser?: string
   /** Time and timers of every component (the system clock unless given). */
   clock?: Clock
   /** Random bytes of every component: cluster ids, store replica ids, keys (system unless given). */

@@ -4,8 +4,8 @@
  * a route without a handler is not served here (an agent without the mesh has no `/v1/members`).
  */
 import type { Logger } from 'pino'
-import { type ApiRequest, type ApiResponse, errorResponse, OrcError, type Query } from '../model/index.ts'
-import { type Method, matchPattern, type ParamsOf, patternOf, type ResponseOf, ROUTES, type RouteName, splitPath } from './routes.ts'
+import { type ApiRequest, type ApiResponse, authorOf, errorResponse, isPlainObject, OrcError, type Principal, type Query } from '../model/index.ts'
+import { type Method, matchPattern, type ParamsOf, type Permission, patternOf, type ResponseOf, ROUTES, type RouteName, splitPath } from './routes.ts'
 
 export type ApiHandler = (req: ApiRequest) => Promise<ApiResponse>
 
@@ -16,6 +16,18 @@ export interface RouteCall<N extends RouteName> {
   body: unknown
   /** The request as received, for passing on unchanged (forwarding). */
   req: ApiRequest
+  /** Who asks (set by the transport); undefined only on a router without `authorize`. */
+  principal?: Principal
+}
+
+/** What `authorize` sees of a request: the route, its permission and the parts a check resolves. */
+export interface AuthorizeCall {
+  name: RouteName
+  permission: Permission
+  principal: Principal
+  params: Record<string, string>
+  query: Query
+  body: unknown
 }
 
 /** An answer passed on as it is (a member's answer to a forwarded request), status and all. */
@@ -43,6 +55,26 @@ export interface RouterOptions {
   logger?: Pick<Logger, 'error' | 'debug'>
   /** The error for a request no route matches (default: not_found naming method and path). */
   notFound?: (method: string, path: string, segments: string[]) => OrcError
+  /**
+   * Checks every request before its handler runs (throws `forbidden`); with it, a request without a
+   * principal is refused, and a write's author is the principal's (a body `author` naming anyone
+   * else is refused). Without it (tests of a single handler) nothing is checked.
+   */
+  authorize?: (call: AuthorizeCall) => void
+}
+
+/** The body a write's handler sees: its `author` is the principal's, whatever the request said. */
+function authoredBody(body: unknown, principal: Principal): Record<string, unknown> {
+  const b = isPlainObject(body) ? body : {}
+  const author = authorOf(principal)
+  if (b.author !== undefined && b.author !== author) {
+    throw new OrcError(
+      'forbidden',
+      `author ${JSON.stringify(b.author)} refused: the author of a change is who makes it (${author}, from your credential); a request cannot name another`,
+      { author: b.author, principal: author },
+    )
+  }
+  return { ...b, author }
 }
 
 interface Bound {
@@ -51,6 +83,7 @@ interface Bound {
   pattern: string[]
   status: number
   handler: RouteHandler<RouteName>
+  permission: Permission
 }
 
 export function createRouter(handlers: RouteHandlers, opts: RouterOptions = {}): ApiHandler {
@@ -58,8 +91,8 @@ export function createRouter(handlers: RouteHandlers, opts: RouterOptions = {}):
   for (const name of Object.keys(ROUTES) as RouteName[]) {
     const handler = handlers[name] as RouteHandler<RouteName> | undefined
     if (handler === undefined) continue
-    const spec = ROUTES[name] as { method: Method; path: string; status?: number }
-    bound.push({ name, method: spec.method, pattern: patternOf(spec.path), status: spec.status ?? 200, handler })
+    const spec = ROUTES[name] as { method: Method; path: string; status?: number; permission: Permission }
+    bound.push({ name, method: spec.method, pattern: patternOf(spec.path), status: spec.status ?? 200, handler, permission: spec.permission })
   }
   const notFound = opts.notFound ?? ((m: string, path: string) => new OrcError('not_found', `no such API route: ${m} ${path}`))
 
@@ -69,7 +102,15 @@ export function createRouter(handlers: RouteHandlers, opts: RouterOptions = {}):
       if (r.method !== m) continue
       const params = matchPattern(r.pattern, segments)
       if (params === undefined) continue
-      const out = await r.handler({ params: params as ParamsOf<RouteName>, query: req.query ?? {}, body: req.body, req })
+      const query = req.query ?? {}
+      let body = req.body
+      const principal = req.principal
+      if (opts.authorize !== undefined) {
+        if (principal === undefined) throw new OrcError('forbidden', `${m} ${splitPath(req.path).pathname}: the request has no authenticated principal`)
+        opts.authorize({ name: r.name, permission: r.permission, principal, params, query, body })
+        if (m !== 'GET') body = authoredBody(body, principal)
+      }
+      const out = await r.handler({ params: params as ParamsOf<RouteName>, query, body, req: { ...req, body }, principal })
       return out instanceof Passthrough ? out.response : { status: r.status, body: out }
     }
     throw notFound(m, req.path, segments)

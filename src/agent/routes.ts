@@ -29,7 +29,7 @@ import type {
 } from './api-types.ts'
 
 /**
- * What a route requires of its caller. Not enforced yet: it is what the coming RBAC checks.
+ * What a route requires of its caller, checked on every request (agent/authz.ts, model/rbac.ts).
  * `kind` names the object kind the route touches: a kind, `:kind` for the kind named in the path,
  * `*` for the kinds in the body (apply); absent when the route touches no stored object.
  * `sub` is a part of an object with its own right, as Kubernetes' `pods/log`.
@@ -88,9 +88,12 @@ export interface MeshStatus {
   members: { total: number; alive: number; suspect: number; dead: number }
 }
 
-/** A write by a user: who and why (recorded in history). */
+/**
+ * A write: why (recorded in history). The author is the request's principal (`user:NAME`); the
+ * router sets it and refuses a body naming anyone else.
+ */
 interface Authored {
-  author: string
+  author?: string
   reason?: string
 }
 
@@ -116,6 +119,28 @@ export type TokenView = Omit<TokenRecord, 'secretHash'>
 
 export interface FederationAnswer {
   federation: FederationView
+}
+
+/** `GET /v1/whoami`: the principal the node sees, and its roles. */
+export interface WhoAmI {
+  user: string
+  author: string
+  via: string
+  roles: string[]
+}
+
+export interface UserView {
+  name: string
+  roles: string[]
+  key: string
+  created: string | undefined
+}
+
+/** A new key of a user: the credential is shown once and never stored. */
+export interface UserCredential {
+  user: string
+  roles: string[]
+  credential: string
 }
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -220,14 +245,34 @@ export const ROUTES = {
     permission: { verb: 'admin', kind: 'Node' },
   }),
 
+  // identities (users.ts)
+  whoami: route<{ response: WhoAmI }>()({ method: 'GET', path: '/v1/whoami', permission: { verb: 'get' } }),
+  users: route<{ response: { users: UserView[] } }>()({ method: 'GET', path: '/v1/users', permission: { verb: 'list', kind: 'User' } }),
+  addUser: route<{ body: { name: string; role: string; description?: string; reason?: string }; response: UserCredential }>()({
+    method: 'POST',
+    path: '/v1/users',
+    permission: { verb: 'admin', kind: 'User' },
+    status: 201,
+  }),
+  removeUser: route<{ body: { reason?: string }; response: { user: string; removed: true } }>()({
+    method: 'DELETE',
+    path: '/v1/users/:name',
+    permission: { verb: 'admin', kind: 'User' },
+  }),
+  rotateUser: route<{ body: { reason?: string }; response: UserCredential }>()({
+    method: 'POST',
+    path: '/v1/users/:name/rotate',
+    permission: { verb: 'admin', kind: 'User' },
+  }),
+
   // federations (federation/routes.ts)
   federations: route<{ response: { federations: FederationView[] } }>()({ method: 'GET', path: '/v1/federations', permission: { verb: 'list' } }),
-  createFederation: route<{ body: { name: string; namespaces: string[]; as?: string; author: string }; response: FederationAnswer }>()({
+  createFederation: route<{ body: { name: string; namespaces: string[]; as?: string; author?: string }; response: FederationAnswer }>()({
     method: 'POST',
     path: '/v1/federations',
     permission: { verb: 'admin' },
   }),
-  joinFederation: route<{ body: { token: string; peer?: string; as?: string; author: string }; response: FederationAnswer }>()({
+  joinFederation: route<{ body: { token: string; peer?: string; as?: string; author?: string }; response: FederationAnswer }>()({
     method: 'POST',
     path: '/v1/federations/join',
     permission: { verb: 'admin' },
@@ -238,12 +283,12 @@ export const ROUTES = {
     path: '/v1/federations/:name/token',
     permission: { verb: 'admin' },
   }),
-  leaveFederation: route<{ body: { author: string }; response: FederationAnswer }>()({
+  leaveFederation: route<{ body: { author?: string }; response: FederationAnswer }>()({
     method: 'POST',
     path: '/v1/federations/:name/leave',
     permission: { verb: 'admin' },
   }),
-  removeFederationCluster: route<{ body: { author: string }; response: FederationAnswer }>()({
+  removeFederationCluster: route<{ body: { author?: string }; response: FederationAnswer }>()({
     method: 'DELETE',
     path: '/v1/federations/:name/clusters/:cluster',
     permission: { verb: 'admin' },

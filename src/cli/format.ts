@@ -140,7 +140,16 @@ export function normalizeAuthor(a: string): string {
   return /^(user|controller):/.test(a) ? a : `user:${a}`
 }
 
-/** The author a command writes as: `--author` if given, else the invoking user. */
-export function authorFrom(env: NodeJS.ProcessEnv, flag: string | undefined): string {
-  return normalizeAuthor(flag ?? defaultAuthor(env))
+/**
+ * A write names no author: the agent derives it from the credential (the socket's user, or the
+ * remote key's). `--author` is refused with a pointer, so an old script fails loudly.
+ */
+export function authorFrom(_env: NodeJS.ProcessEnv, flag: string | undefined): undefined {
+  if (flag !== undefined) {
+    throw new OrcError(
+      'invalid',
+      `--author is no longer accepted: the author of a change is the user of your credential (see 'orc whoami'); say why with --reason`,
+    )
+  }
+  return undefined
 }

@@ -171,7 +171,7 @@ Use "orc COMMAND --help" for more about a command.`),
     .description('Create or update objects from files or stdin (multi-document YAML or JSON)')
     .option('-f, --filename <file>', 'file, directory or - for stdin; may repeat', collect, [] as string[])
     .option('-n, --namespace <ns>', 'namespace for objects that name none (default: default)')
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .option('--reason <text>', 'why; recorded in the history')
     .addHelpText(
       'after',
@@ -275,7 +275,7 @@ Use "orc COMMAND --help" for more about a command.`),
     .description('Delete objects by kind and name (the history is kept)')
     .argument('<KIND/NAME...>', 'pod/web, or pod web [more names]')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .option('--reason <text>', 'why; recorded in the history')
     .addHelpText(
       'after',
@@ -359,7 +359,7 @@ Use "orc COMMAND --help" for more about a command.`),
     .argument('<KIND/NAME>', 'like pod/web')
     .option('--to <rev>', 'revision number or id to restore (default: the newest earlier revision whose spec, labels or annotations differ)')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .option('--reason <text>', 'why; recorded in the history')
     .addHelpText(
       'after',

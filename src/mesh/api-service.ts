@@ -22,6 +22,11 @@ export interface ApiServiceComponents {
   peerId: string
   /** Read at each call: the admin keys arrive with admission on a joining node. */
   cluster: () => ClusterState
+  /**
+   * The user a remote API key belongs to (MeshOptions.apiKeyOwner). Without one, the cluster's
+   * admin keys are the user `admin` and no other key is known.
+   */
+  apiKeyOwner?: (key: string) => string | undefined
   random: Random
   tunables: MeshTunables
   log: Logger
@@ -57,7 +62,7 @@ export class ApiService {
           this.c.apiHandler ?? (async () => ({ status: 503, body: { error: { code: 'unavailable', message: 'this node serves no API' } } }))
         try {
           await withDeadline(
-            serveApi(ch, { selfPeerId: this.c.peerId, adminKeys: () => this.c.cluster().adminKeys, random: this.c.random, handler }, remote),
+            serveApi(ch, { selfPeerId: this.c.peerId, keyOwner: (k) => this.keyOwner(k), random: this.c.random, handler }, remote),
             AbortSignal.timeout(t.apiTimeoutMs),
             () => ch.abort(new Error('api call timed out')),
           )
@@ -92,6 +97,11 @@ export class ApiService {
       },
       { maxInboundStreams: 32 },
     )
+  }
+
+  private keyOwner(key: string): string | undefined {
+    if (this.c.apiKeyOwner !== undefined) return this.c.apiKeyOwner(key)
+    return this.c.cluster().adminKeys.includes(key) ? 'admin' : undefined
   }
 
   /** Call the remote API of `peerId` (a connected or known member). */

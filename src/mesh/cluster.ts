@@ -91,6 +91,17 @@ export function decodeAdminCredential(s: string): PrivateKey {
   }
 }
 
+/** A new user key pair (`orc user add`, `rotate`): the private half as a key credential, the public half as stored. */
+export async function newUserKey(random: Random): Promise<{ keyCredential: string; publicKey: string }> {
+  const key = await generateKeyPairFromSeed('Ed25519', random(32))
+  return { keyCredential: encodeAdminCredential(key), publicKey: b64url(publicKeyToProtobuf(key.publicKey)) }
+}
+
+/** The public key (as stored and as the remote API presents it) of a key credential (`orcadmin1.…`). */
+export function publicKeyOfCredential(keyCredential: string): string {
+  return b64url(publicKeyToProtobuf(decodeAdminCredential(keyCredential).publicKey))
+}
+
 export function decodeAdminKey(s: string): PublicKey {
   return publicKeyFromProtobuf(fromB64url(s))
 }

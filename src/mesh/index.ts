@@ -12,7 +12,16 @@ export {
 } from './address.ts'
 // Out-of-turn anti-entropy and relaying of what a session brought in (the simulator drives it too).
 export { AntiEntropyPlanner, type AntiEntropyTunables, antiEntropyTunables } from './antientropy.ts'
-export { type ClusterConfig, type ClusterState, decodeAdminCredential, encodeAdminCredential, initCluster, loadCluster } from './cluster.ts'
+export {
+  type ClusterConfig,
+  type ClusterState,
+  decodeAdminCredential,
+  encodeAdminCredential,
+  initCluster,
+  loadCluster,
+  newUserKey,
+  publicKeyOfCredential,
+} from './cluster.ts'
 // The remote CLI is known by the peer id of its credential key (the gater lets it in without a trial slot).
 export { peerIdOfCredentialKey } from './credential-peers.ts'
 export type { MeshEvents } from './events.ts'

@@ -26,21 +26,30 @@ export const MEMBER_API_SERVE_MS = 60_000
 export interface MemberApiContext {
   /** Noise-authenticated peer id of the member that sent the request. */
   peerId: string
+  /**
+   * The user the member forwards the request for, as that member says: a claim, not a proof, so the
+   * receiving node re-checks that user's rights and still allows only the member routes.
+   */
+  onBehalfOf?: string
 }
 
 export type MemberApiHandler = (req: ApiRequest, ctx: MemberApiContext) => Promise<ApiResponse>
 
-function parseMemberRequest(v: unknown): ApiRequest {
+function parseMemberRequest(v: unknown): { req: ApiRequest; onBehalfOf?: string } {
   if (!isRecord(v)) throw peerFault('member request is malformed')
-  const { method, path, query } = v
+  const { method, path, query, user } = v
   if (typeof method !== 'string' || method.length > 16 || typeof path !== 'string' || path.length > 4096) {
     throw peerFault('member request is malformed (method/path)')
   }
   if (query !== undefined && (!isRecord(query) || !Object.values(query).every((q) => typeof q === 'string'))) {
     throw peerFault('member request is malformed (query)')
   }
+  if (user !== undefined && (typeof user !== 'string' || user.length > 128)) throw peerFault('member request is malformed (user)')
   // No body: the routes a member may call are reads.
-  return { method, path, ...(query !== undefined ? { query: query as Record<string, string> } : {}) }
+  return {
+    req: { method, path, ...(query !== undefined ? { query: query as Record<string, string> } : {}) },
+    ...(user !== undefined ? { onBehalfOf: user } : {}),
+  }
 }
 
 async function writeChunked(ch: FrameChannel, value: unknown, frameBytes: number): Promise<void> {
@@ -79,10 +88,10 @@ async function readChunked(ch: FrameChannel, maxBytes: number, what: string): Pr
 
 /** Server side of one member-api stream; the caller has checked the remote is a member. */
 export async function serveMemberApi(ch: FrameChannel, handler: MemberApiHandler, remotePeer: string, frameBytes: number): Promise<void> {
-  const req = parseMemberRequest(await readJson(ch, Tag.json, 'member request'))
+  const { req, onBehalfOf } = parseMemberRequest(await readJson(ch, Tag.json, 'member request'))
   let res: ApiResponse
   try {
-    res = await handler(req, { peerId: remotePeer })
+    res = await handler(req, { peerId: remotePeer, ...(onBehalfOf !== undefined ? { onBehalfOf } : {}) })
   } catch (err) {
     const e = err instanceof OrcError ? err : new OrcError('internal', `member api handler: ${(err as Error).message}`)
     res = { status: e.code === 'forbidden' ? 403 : e.code === 'not_found' ? 404 : e.code === 'invalid' ? 400 : 500, body: { error: e.toJSON() } }
@@ -92,9 +101,15 @@ export async function serveMemberApi(ch: FrameChannel, handler: MemberApiHandler
   await ch.close()
 }
 
-/** Client side: send `req`, return the member's `{status, body}`. */
+/** Client side: send `req` (for the user its principal names, if any), return the member's `{status, body}`. */
 export async function callMemberApi(ch: FrameChannel, req: ApiRequest, maxBytes = MEMBER_API_MAX_BYTES): Promise<ApiResponse> {
-  await writeJson(ch, Tag.json, { method: req.method, path: req.path, ...(req.query !== undefined ? { query: req.query } : {}) })
+  const user = req.principal?.kind === 'user' ? req.principal.name : undefined
+  await writeJson(ch, Tag.json, {
+    method: req.method,
+    path: req.path,
+    ...(req.query !== undefined ? { query: req.query } : {}),
+    ...(user !== undefined ? { user } : {}),
+  })
   const head = await readJson(ch, Tag.json, 'member response')
   if (!isRecord(head) || typeof head.status !== 'number') throw peerFault('member response is malformed')
   const body = await readChunked(ch, maxBytes, 'member response body')

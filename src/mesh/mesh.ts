@@ -79,6 +79,8 @@ export interface MeshOptions {
    * keys — e.g. users' keys. Read at each connection.
    */
   credentialKeys?: () => readonly string[]
+  /** The user a remote API key belongs to (the agent's users); default: the cluster's admin keys are `admin`. */
+  apiKeyOwner?: (key: string) => string | undefined
   clock?: Clock
   random?: Random
   transports?: Libp2pOptions['transports']
@@ -314,6 +316,7 @@ export class Mesh {
       memberApiHandler: opts.memberApiHandler,
       acceptApiFromStrangers: opts.acceptApiFromStrangers,
       isCredentialPeer: (p) => this.isCredentialPeer(p),
+      apiKeyOwner: opts.apiKeyOwner,
     })
   }
 

@@ -25,24 +25,27 @@ import { API_PROTOCOL, type ApiRequest, type ApiResponse, callApi } from './rpc.
 
 const PREFIX = 'orccred1.'
 /** Why a node refuses the remote CLI's connection (its gater knows admin keys' peer ids only). */
-const REFUSED = 'the credential is for another cluster, or its key is not an admin of this cluster'
+const REFUSED = 'the credential is for another cluster, or its key belongs to no user of this cluster'
 
 export interface RemoteCredential {
   clusterId: string
   psk: Uint8Array
+  /** The user's private key (the field keeps its first name: a credential from before users is the admin's). */
   admin: PrivateKey
+  /** The user the key belongs to (`admin` in a credential from before users). */
+  user: string
 }
 
-export function encodeRemoteCredential(cluster: Pick<ClusterState, 'clusterId' | 'psk'>, adminCredential: string): string {
-  decodeAdminCredential(adminCredential) // refuse to wrap garbage
-  const body = { v: 1, cluster: cluster.clusterId, psk: Buffer.from(cluster.psk).toString('hex'), admin: adminCredential }
+export function encodeRemoteCredential(cluster: Pick<ClusterState, 'clusterId' | 'psk'>, keyCredential: string, user = 'admin'): string {
+  decodeAdminCredential(keyCredential) // refuse to wrap garbage
+  const body = { v: 1, cluster: cluster.clusterId, psk: Buffer.from(cluster.psk).toString('hex'), admin: keyCredential, user }
   return PREFIX + Buffer.from(JSON.stringify(body)).toString('base64url')
 }
 
 export function decodeRemoteCredential(text: string): RemoteCredential {
   const s = text.trim()
   const bad = (why: string) =>
-    new OrcError('invalid', `credential is malformed (${why}); get one with 'orc credential export' on the node that created the cluster`)
+    new OrcError('invalid', `credential is malformed (${why}); get one with 'orc user add' (or 'orc credential export' for the admin)`)
   if (!s.startsWith(PREFIX)) throw bad('expected orccred1.…')
   let c: any
   try {
@@ -52,7 +55,8 @@ export function decodeRemoteCredential(text: string): RemoteCredential {
   }
   if (c === null || typeof c !== 'object' || c.v !== 1 || typeof c.cluster !== 'string' || typeof c.admin !== 'string') throw bad('missing fields')
   if (typeof c.psk !== 'string' || !/^[0-9a-f]{64}$/.test(c.psk)) throw bad('bad key')
-  return { clusterId: c.cluster, psk: new Uint8Array(Buffer.from(c.psk, 'hex')), admin: decodeAdminCredential(c.admin) }
+  const user = typeof c.user === 'string' && c.user !== '' ? c.user : 'admin'
+  return { clusterId: c.cluster, psk: new Uint8Array(Buffer.from(c.psk, 'hex')), admin: decodeAdminCredential(c.admin), user }
 }
 
 export { encodeAdminCredential }

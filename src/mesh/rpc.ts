@@ -1,9 +1,9 @@
 /**
  * Remote API `/orc/api/1.0.0`: carries the agent's local API calls `{method, path, query, body}` →
- * `{status, body}` to another node. Authorised by the admin credential created with the cluster:
- * the server sends a fresh random nonce; the client signs sha256(context ‖ nonce ‖ server peer id ‖
- * request) with the admin private key; the server checks the key is one of the cluster's admin
- * keys and the signature verifies. The nonce makes a captured request useless on another stream;
+ * `{status, body}` to another node. Authenticated by a user's key: the server sends a fresh random
+ * nonce; the client signs sha256(context ‖ nonce ‖ server peer id ‖ request) with the user's
+ * private key; the server checks the key belongs to a user (`keyOwner`) and the signature verifies.
+ * What that user may do is the agent's to decide (agent/authz.ts). The nonce makes a captured request useless on another stream;
  * binding the server's peer id makes it useless against another node.
  */
 import { createHash } from 'node:crypto'
@@ -23,8 +23,10 @@ export type { ApiResponse }
 export interface ApiCallContext {
   /** Peer id of the node that forwarded the request. */
   peerId: string
-  /** Admin key (base64url protobuf) that signed it. */
+  /** Key (base64url protobuf) that signed it. */
   adminKey: string
+  /** The user that key belongs to. */
+  user: string
 }
 
 export type ApiHandler = (req: ApiRequest, ctx: ApiCallContext) => Promise<ApiResponse>
@@ -56,7 +58,8 @@ function parseRequest(v: unknown): { req: ApiRequest; key?: string; sig?: string
 
 export interface ApiServerDeps {
   selfPeerId: string
-  adminKeys(): string[]
+  /** The user a signing key belongs to, or undefined (unknown, removed or rotated-away key). */
+  keyOwner(key: string): string | undefined
   random(n: number): Uint8Array
   handler: ApiHandler
 }
@@ -72,8 +75,9 @@ export async function serveApi(ch: FrameChannel, deps: ApiServerDeps, remotePeer
     await ch.close()
     throw err
   }
-  if (key === undefined || sig === undefined) return refuse('no admin credential presented')
-  if (!deps.adminKeys().includes(key)) return refuse('credential is not an admin of this cluster')
+  if (key === undefined || sig === undefined) return refuse('no credential presented')
+  const user = deps.keyOwner(key)
+  if (user === undefined) return refuse('credential belongs to no user of this cluster (removed, rotated, or another cluster)')
   let ok = false
   try {
     ok = await decodeAdminKey(key).verify(apiSigningDigest(nonce, deps.selfPeerId, req), fromB64url(sig))
@@ -83,7 +87,7 @@ export async function serveApi(ch: FrameChannel, deps: ApiServerDeps, remotePeer
   if (!ok) return refuse('signature does not verify')
   let res: ApiResponse
   try {
-    res = await deps.handler(req, { peerId: remotePeer, adminKey: key })
+    res = await deps.handler(req, { peerId: remotePeer, adminKey: key, user })
   } catch (err) {
     const e = err instanceof OrcError ? err : new OrcError('internal', `api handler: ${(err as Error).message}`)
     res = { status: e.code === 'not_found' ? 404 : e.code === 'forbidden' ? 403 : e.code === 'invalid' ? 400 : 500, body: { error: e.toJSON() } }

@@ -5,6 +5,7 @@
  * import. What each route takes and answers is declared next to the route (agent/routes.ts).
  */
 import { OrcError } from './errors.ts'
+import type { Principal } from './rbac.ts'
 
 /** A query as the HTTP server parses it: a repeated key keeps every value. */
 export type Query = Record<string, string | string[] | undefined>
@@ -17,6 +18,11 @@ export interface ApiRequest<Q = Query> {
   path: string
   query?: Q
   body?: unknown
+  /**
+   * Who asks, as the transport authenticated it (the socket, the remote API's signing key, the
+   * member API's peer). Set by the server, never read from the wire.
+   */
+  principal?: Principal
 }
 
 export interface ApiResponse<B = unknown> {

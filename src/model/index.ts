@@ -26,10 +26,12 @@ export {
   podKind,
   type Toleration,
 } from './kinds/pod.ts'
+export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
 export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
 export * from './object.ts'
 export * from './ownership.ts'
 export { parseQuantity, type Quantity } from './quantity.ts'
+export * from './rbac.ts'
 export * from './registry.ts'
 export * from './schema.ts'
 export * from './validate.ts'

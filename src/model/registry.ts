@@ -5,12 +5,23 @@ import { type Federation, federationKind } from './kinds/federation.ts'
 import { type Node, nodeKind } from './kinds/node.ts'
 import { type PinnedDeployment, pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
 import { type Pod, podKind } from './kinds/pod.ts'
+import { type Role, type RoleBinding, roleBindingKind, roleKind, type User, userKind } from './kinds/rbac.ts'
 import { type SecurityPolicy, securityPolicyKind } from './kinds/security-policy.ts'
 import type { OrcObject } from './object.ts'
 import { OwnershipTable } from './ownership.ts'
 
 /** Every kind orc knows. Adding a kind: write `kinds/<kind>.ts` and list it here. */
-export const KINDS: readonly KindDef[] = [podKind, nodeKind, clusterKind, securityPolicyKind, pinnedDeploymentKind, federationKind] as readonly KindDef[]
+export const KINDS: readonly KindDef[] = [
+  podKind,
+  nodeKind,
+  clusterKind,
+  securityPolicyKind,
+  pinnedDeploymentKind,
+  federationKind,
+  userKind,
+  roleKind,
+  roleBindingKind,
+] as readonly KindDef[]
 
 /** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
 export interface KindTypes {
@@ -20,6 +31,9 @@ export interface KindTypes {
   SecurityPolicy: SecurityPolicy
   PinnedDeployment: PinnedDeployment
   Federation: Federation
+  User: User
+  Role: Role
+  RoleBinding: RoleBinding
 }
 export type KindName = keyof KindTypes
 /**

@@ -78,7 +78,7 @@ describe('bad input', () => {
     const cases: [string, RegExp][] = [
       [
         change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n',
-        /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments, federations\)$/m,
+        /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments, federations, users, roles, rolebindings\)$/m,
       ],
       [change + pod('x', '  colour: red\n'), /^error: stdin document 2 \(line 11\): pod\/x: spec\.colour: unknown field$/m],
       [change + pod('x', '  restartPolicy: Sometimes\n'), /pod\/x: spec\.restartPolicy: must be one of Always, OnFailure, Never; got "Sometimes"$/m],
@@ -91,7 +91,7 @@ describe('bad input', () => {
           ),
         /pod\/big: object is \d+ bytes; the limit is 262144$/m,
       ],
-      [change + pod('x', 'status:\n  phase: Running\n'), /pod\/x: status\.phase is owned by controller:lifecycle; user:tester may not change it/],
+      [change + pod('x', 'status:\n  phase: Running\n'), /pod\/x: status\.phase is owned by controller:lifecycle; user:admin may not change it/],
     ]
     for (const [input, pattern] of cases) oneLineError(await run(['apply', '-f', '-'], input), pattern)
     await assertKeepUnchanged() // the valid document before the bad one was not applied
@@ -103,7 +103,7 @@ describe('bad input', () => {
     await waitFor('pod/keep bound and started', async () => ((await keepObject()).status?.phase ? true : undefined))
     oneLineError(
       await run(['apply', '-f', '-'], pod('keep', 'status:\n  node: n9\n')),
-      /^error: stdin document 1 \(line 1\): pod\/keep: status\.phase is owned by controller:lifecycle; user:tester may not change it$/,
+      /^error: stdin document 1 \(line 1\): pod\/keep: status\.phase is owned by controller:lifecycle; user:admin may not change it$/,
     )
     await assertKeepUnchanged()
     assert.notEqual((await keepObject()).status.node, 'n9')
@@ -112,7 +112,7 @@ describe('bad input', () => {
     assert.equal((await run(['apply', '-f', '-'], away)).stdout, 'pod/away created\n')
     oneLineError(
       await run(['apply', '-f', '-'], away + 'status:\n  node: n9\n'),
-      /pod\/away: status\.node is owned by controller:scheduler; user:tester may not change it$/,
+      /pod\/away: status\.node is owned by controller:scheduler; user:admin may not change it$/,
     )
     const stored = JSON.parse((await run(['get', 'pod', 'away', '-o', 'json'])).stdout)
     assert.equal(stored.metadata.revision, 1)

@@ -89,7 +89,11 @@ describe('orc CLI against a real agent', () => {
     assert.equal(first.stdout, 'pod/hello created\n')
     // Status writes by the controllers meanwhile do not make the same manifest a change.
     assert.equal((await run(['apply', '-f', '-'], POD)).stdout, 'pod/hello unchanged\n')
-    const changed = await run(['apply', '-f', '-', '--author', 'alice', '--reason', 'relabel'], POD.replace('app: hello', 'app: web'))
+    // The author is the socket's user (admin, on an agent without the mesh), never a flag.
+    const forged = await run(['apply', '-f', '-', '--author', 'controller:scheduler'], POD.replace('app: hello', 'app: web'))
+    assert.equal(forged.exitCode, 1)
+    assert.match(forged.stderr, /^error: --author is no longer accepted: the author of a change is the user of your credential/)
+    const changed = await run(['apply', '-f', '-', '--reason', 'relabel'], POD.replace('app: hello', 'app: web'))
     assert.equal(changed.stdout, 'pod/hello configured\n')
 
     if (noSandbox) {
@@ -120,8 +124,8 @@ describe('orc CLI against a real agent', () => {
     assert.deepEqual(
       users.map((r) => [r.author, r.op]),
       [
-        ['user:tester', 'create'],
-        ['user:alice', 'update'],
+        ['user:admin', 'create'],
+        ['user:admin', 'update'],
       ],
     )
     const j = JSON.parse((await run(['get', 'pod/hello', '-o', 'json'])).stdout)
@@ -132,7 +136,7 @@ describe('orc CLI against a real agent', () => {
   it('history filters by author, diff shows what changed, rollback restores an old revision', async () => {
     const byUsers = await run(['history', 'pod/hello', '--exclude-author', 'controller:'])
     const m = byUsers.stdout.match(
-      /^REV +TIME +AUTHOR +OP +REASON +CHANGES\n1 +\S+ +user:tester +create\n(\d+) +\S+ +user:alice +update +relabel +metadata\.labels\.app\n$/,
+      /^REV +TIME +AUTHOR +OP +REASON +CHANGES\n1 +\S+ +user:admin +create\n(\d+) +\S+ +user:admin +update +relabel +metadata\.labels\.app\n$/,
     )
     assert.ok(m, `user revisions: ${byUsers.stdout}`)
     const alice = Number(m[1])
@@ -144,16 +148,13 @@ describe('orc CLI against a real agent', () => {
       byControllers.slice(1).every((r: { author: string }) => r.author === 'controller:lifecycle'),
       'only the lifecycle controller writes after the binding',
     )
-    const onlyAlice = JSON.parse((await run(['history', 'pod/hello', '--author', 'alice', '-o', 'json'])).stdout)
+    const onlyAdmin = JSON.parse((await run(['history', 'pod/hello', '--author', 'admin', '-o', 'json'])).stdout)
     assert.deepEqual(
-      onlyAlice.map((r: { number: number }) => r.number),
-      [alice],
+      onlyAdmin.map((r: { number: number }) => r.number),
+      [1, alice],
     )
-    const notAlice = JSON.parse((await run(['history', 'pod/hello', '--exclude-author', 'user:alice', '--exclude-author', 'controller:', '-o', 'json'])).stdout)
-    assert.deepEqual(
-      notAlice.map((r: { author: string }) => r.author),
-      ['user:tester'],
-    )
+    const notAdmin = JSON.parse((await run(['history', 'pod/hello', '--exclude-author', 'user:admin', '--exclude-author', 'controller:', '-o', 'json'])).stdout)
+    assert.deepEqual(notAdmin, [])
     const future = await run(['history', 'pod/hello', '--since', '2999-01-01T00:00:00Z'])
     assert.equal(future.stdout, '')
 
@@ -171,7 +172,7 @@ describe('orc CLI against a real agent', () => {
     assert.equal(after.status.node, 'n1', "a rollback keeps the controllers' fields")
     assert.match(
       (await run(['history', 'pod/hello', '--exclude-author', 'controller:'])).stdout,
-      new RegExp(`\n${rbm[1]} +\\S+ +user:tester +rollback to 1 +web label was wrong +metadata\\.labels\\.app\n$`),
+      new RegExp(`\n${rbm[1]} +\\S+ +user:admin +rollback to 1 +web label was wrong +metadata\\.labels\\.app\n$`),
     )
 
     // Without --to: the newest earlier revision whose user content differs (alice's label), not a status write.

@@ -50,7 +50,8 @@ const RESERVE_MS = 70_000
  */
 const TEST_TIMEOUT_MS = BUDGET_MS + 12_000
 const MIN_FAULT_MS = 30_000
-const AUTHOR = 'user:chaos'
+// Every node's socket is the cluster's admin (ORC_SOCKET_USER below): writes from any node may be SecurityPolicies.
+const AUTHOR = 'user:admin'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -122,7 +123,11 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
   const progress = (msg: string) => console.log(`chaos: +${((Date.now() - started) / 1000).toFixed(0)}s ${msg}`)
 
   const keep = process.env.CHAOS_KEEP === '1'
-  const tb = await Testbed.create({ hosts: NODES.map((name) => ({ name })), env: { USER: 'chaos', ...imageStoresEnv() }, keepWorkDir: keep })
+  const tb = await Testbed.create({
+    hosts: NODES.map((name) => ({ name })),
+    env: { USER: 'chaos', ORC_SOCKET_USER: 'admin', ...imageStoresEnv() },
+    keepWorkDir: keep,
+  })
   if (keep) console.log(`chaos: agents' data dirs and logs kept in ${tb.workDir}`)
   // Unique per run: copies are counted machine-wide by command line.
   const marker = String(5_300_000 + (process.pid % 100_000) * 7 + (seed % 7))

@@ -50,6 +50,13 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
     assert.match(b.stdout, /connecting to .*127\.0\.0\.1/)
     assert.match(b.stdout, /syncing: received \d+ revisions, \d+ objects/)
     assert.match(b.stdout, /ready: /)
+    // A joined node's root is node-admin: it may not let others in until the admin grants it more.
+    const refused = await b.cli(['token', 'create'])
+    assert.equal(refused.exitCode, 1)
+    assert.match(refused.stderr, /user:root.b may not admin/)
+    const grant = 'apiVersion: orc/v1\nkind: RoleBinding\nmetadata:\n  name: root-b\nspec:\n  role: admin\n  users: [root.b]\n'
+    assert.equal((await orc(a.socket, ['apply', '-f', '-'], {}, grant)).exitCode, 0)
+    await waitFor('b to hold the grant', async () => (await b.cli(['whoami'])).stdout.includes('node-admin, admin'))
     const tc = await tokenFrom(b)
     await c.join(b.addr, tc).ready()
     for (const n of [a, b, c]) {
@@ -80,7 +87,7 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
       await waitFor(`${n.name} to have both pods`, async () => (await hasPod(n, 'from-a')) && (await hasPod(n, 'from-c')))
     }
     const h = JSON.parse((await b.cli(['history', 'pod/from-c', '-o', 'json'])).stdout)
-    assert.equal(h[0].author, 'user:tester', 'history travels with the object')
+    assert.equal(h[0].author, 'user:root.c', "history travels with the object, authored by the joined node c's root")
   })
 
   await t.test('kill -9 a node, write elsewhere, restart it: it converges', async () => {
@@ -125,7 +132,7 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
 
     const joiner = await b.cli(['credential', 'export'])
     assert.equal(joiner.exitCode, 1)
-    assert.match(joiner.stderr, /does not hold the admin credential/)
+    assert.match(joiner.stderr, /does not hold the admin credential/, 'b was granted admin, but the key stays on a')
 
     // The cluster's key but another admin: the node's gater does not know its peer id (and no
     // token is live, so there is no trial connection for it either).
@@ -138,7 +145,7 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
     )
     const forged = await orc(undefined, ['--node', b.addr, '--credential', other, 'get', 'nodes'])
     assert.equal(forged.exitCode, 1)
-    assert.match(forged.stderr, /not an admin of this cluster/)
+    assert.match(forged.stderr, /belongs to no user of this cluster/)
   })
 
   await t.test('orc node remove: the removed node is refused by every node', async () => {
@@ -164,7 +171,7 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
     assert.equal(await hasPod(b, 'from-removed'), false, 'nothing from the removed node arrives')
     assert.equal(await hasPod(c, 'after-removal'), false, 'nothing reaches the removed node')
     const hist = JSON.parse((await a.cli(['history', 'cluster/default', '-o', 'json'])).stdout)
-    assert.match(hist.at(-1).reason, /user:tester removed node c: decommissioned/)
+    assert.match(hist.at(-1).reason, /user:admin removed node c: decommissioned/)
   })
 
   assert.ok(existsSync(a.dataDir))

@@ -34,7 +34,9 @@ test('a partial mesh of seven agents: everyone alive to everyone through gossip,
   const nodes: NodeProcess[] = []
   for (const name of names) {
     const n = await newNode(ws, name)
-    n.env = { ORC_MESH_TUNABLES: TUNABLES }
+    // Each node issues the next one's token: its socket is the cluster's admin (a joined node's root
+    // is node-admin by default, docs/security.md).
+    n.env = { ORC_MESH_TUNABLES: TUNABLES, ORC_SOCKET_USER: 'admin' }
     nodes.push(n)
   }
   const [a, , , d, , , g] = nodes as [NodeProcess, NodeProcess, NodeProcess, NodeProcess, NodeProcess, NodeProcess, NodeProcess]

@@ -72,10 +72,11 @@ test('two clusters of two agents: federate, share a namespace, see who wrote wha
   await waitFor('shared/web on c1 and c2', async () => (await has(c1, 'shared', 'web')) && (await has(c2, 'shared', 'web')), 20_000)
   t.diagnostic(`shared write on h2 visible on both cloud nodes after ${Date.now() - w0} ms`)
   const hist = await ok(c2, ['history', 'pod/web', '-n', 'shared', '-o', 'json'])
-  assert.equal(JSON.parse(hist)[0].author, 'user:alice@home')
+  // The author is the socket's user: h2 joined home, so its root (root.h2), tagged with its cluster.
+  assert.equal(JSON.parse(hist)[0].author, 'user:root.h2@home')
   await applyIn(c2, 'shared', 'api')
   await waitFor('shared/api on h1', () => has(h1, 'shared', 'api'), 20_000)
-  assert.equal(JSON.parse(await ok(h1, ['history', 'pod/api', '-n', 'shared', '-o', 'json']))[0].author, 'user:bob@cloud')
+  assert.equal(JSON.parse(await ok(h1, ['history', 'pod/api', '-n', 'shared', '-o', 'json']))[0].author, 'user:root.c2@cloud')
   assert.equal(await has(c1, 'default', 'secret'), false)
   assert.equal(await has(c2, 'default', 'secret'), false)
 

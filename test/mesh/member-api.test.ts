@@ -30,7 +30,11 @@ test('member api: a member reads logs, a member-forwarded write is refused, a re
     assert.equal(r.status, 403, `${req.method} ${req.path}`)
     assert.match((r.body as any).error.message, /node-to-node request refused/)
   }
-  assert.deepEqual(reached, [{ method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '1' } }])
+  assert.deepEqual(reached, [{ method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '1' }, principal: { kind: 'node', peerId: b.peerId } }])
+  // A request forwarded for a user carries the user; the receiving node sees it as forwarded by b.
+  await b.memberRequest(a.peerId, { method: 'GET', path: '/v1/pods/default/x/logs', principal: { kind: 'user', name: 'alice', via: 'socket' } })
+  assert.deepEqual(reached.at(-1)?.principal, { kind: 'user', name: 'alice', via: 'forwarded', peer: b.peerId })
+  reached.pop()
 
   await a.removeMember(b.peerId)
   await assert.rejects(b.memberRequest(a.peerId, { method: 'GET', path: '/v1/pods/default/x/logs' }, { timeoutMs: 3000 }), (err: Error) => {

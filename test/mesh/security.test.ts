@@ -132,12 +132,12 @@ test('remote API requests need the admin credential', async (t) => {
 
   await assert.rejects(
     b.request(a.peerId, { method: 'GET', path: '/v1/pods' }),
-    (err: any) => err.code === 'forbidden' && err.message === 'remote API request refused: no admin credential presented',
+    (err: any) => err.code === 'forbidden' && err.message === 'remote API request refused: no credential presented',
   )
   const other = await initCluster({ dataDir: await fx.dir(), random: seededRandom(7), now: 0 })
   await assert.rejects(
     b.request(a.peerId, { method: 'DELETE', path: '/v1/pods/web' }, other.adminCredential),
-    (err: any) => err.code === 'forbidden' && /credential is not an admin of this cluster/.test(err.message),
+    (err: any) => err.code === 'forbidden' && /credential belongs to no user of this cluster/.test(err.message),
   )
   await assert.rejects(b.request(a.peerId, { method: 'GET', path: '/' }, 'orcadmin1.nonsense'), /admin credential is malformed/)
 })

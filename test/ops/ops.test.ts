@@ -48,6 +48,7 @@ test('operator tools on a two-node cluster', async (t) => {
     assert.equal(value(before, 'orc_peers', { state: 'alive' }), 0)
     assert.equal(value(before, 'orc_store_objects', { kind: 'Node' }), 1)
     assert.equal(value(before, 'orc_info', { node: 'a' }), 1)
+    b.env = { ...b.env, ORC_SOCKET_USER: 'admin' } // it issues a token below (a joined node's root is node-admin by default)
     await b.join(a.addr, await tokenFrom(a), ['--http-listen', 'off']).ready()
     await waitFor('a to count b alive in /metrics', async () => value(await scrape(addrA), 'orc_peers', { state: 'alive' }) === 1, 60_000)
     const after = await waitFor(
@@ -109,13 +110,13 @@ test('operator tools on a two-node cluster', async (t) => {
     )
     const created = ev.find((e) => e.type === 'Created')!
     assert.equal(created.object, 'pod/ev')
-    assert.equal(created.source, 'user:tester')
+    assert.equal(created.source, 'user:admin')
     assert.equal(created.message, 'first try')
     const table = await a.cli(['events'])
     assert.equal(table.exitCode, 0, table.stderr)
     assert.match(table.stdout, /^TIME +OBJECT +TYPE +SOURCE +MESSAGE$/m)
     assert.match(table.stdout, /node\/b +Created +controller:node +node joined/)
-    assert.match(table.stdout, /default\/pod\/ev +Created +user:tester +first try/)
+    assert.match(table.stdout, /default\/pod\/ev +Created +user:admin +first try/)
     const bad = await a.cli(['events', 'gizmos'])
     assert.equal(bad.exitCode, 1)
     assert.match(bad.stderr, /^error: unknown kind "gizmos"/)

@@ -32,7 +32,9 @@ test('local scheduling on three real agents', { skip, timeout: 240_000 }, async 
 
   const nodes = [await newNode(ws, 'a'), await newNode(ws, 'b'), await newNode(ws, 'c')]
   const [a, b, c] = nodes as [NodeProcess, NodeProcess, NodeProcess]
-  for (const n of nodes) n.env = { ORC_POD_TUNABLES: JSON.stringify(POD_TUNABLES) }
+  // Whichever node survives forgets the lost one: every node's socket is the cluster's admin here
+  // (a joined node's root is node-admin by default, docs/security.md).
+  for (const n of nodes) n.env = { ORC_POD_TUNABLES: JSON.stringify(POD_TUNABLES), ORC_SOCKET_USER: 'admin' }
   await a.up().ready()
   await b.join(a.addr, await tokenFrom(a)).ready()
   await c.join(a.addr, await tokenFrom(a), ['--labels', 'disk=ssd']).ready()

@@ -98,7 +98,7 @@ test('orc rollout on a real agent', { skip, timeout: 180_000 }, async (t) => {
   const revs = JSON.parse(r.stdout) as { author: string; reason?: string }[]
   assert.deepEqual(
     revs.map((x) => x.author),
-    ['user:tester', 'user:tester', 'user:tester', 'user:tester'],
+    ['user:admin', 'user:admin', 'user:admin', 'user:admin'],
   )
   assert.equal(revs[2]!.reason, 'canary')
   assert.match(revs[3]!.reason ?? '', /rollout promote/)

@@ -94,7 +94,12 @@ export function proxiedLogs(c: LogsProxyComponents, local: RouteHandler<'podLogs
     }
     c.log?.debug({ ns, name, node, peer: member.peerId }, 'forwarding logs request')
     try {
-      return await c.forward(member.peerId, { method: 'GET', path: req.path, query: req.query }, forwardTimeoutMs(req.query))
+      // The principal travels with the request: the member re-checks the user's right to the logs.
+      return await c.forward(
+        member.peerId,
+        { method: 'GET', path: req.path, query: req.query, ...(req.principal !== undefined ? { principal: req.principal } : {}) },
+        forwardTimeoutMs(req.query),
+      )
     } catch (err) {
       const now = c.members().find((m) => m.peerId === member.peerId) ?? member
       const why = err instanceof Error ? err.message : String(err)

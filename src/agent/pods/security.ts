@@ -12,7 +12,7 @@
  * revoked).
  */
 import { isAbsolute, join, normalize } from 'node:path'
-import { OrcError, type OrcObject, type Pod, type SecurityPolicy, type UnsafeFeature } from '../../model/index.ts'
+import { OrcError, type OrcObject, type Pod, type RbacSource, rolesOf, type SecurityPolicy, type UnsafeFeature } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 
@@ -22,9 +22,17 @@ const DEPLOYMENT_CONTROLLER = 'controller:deployment'
 /** Unsafe features this agent can actually provide; the others are refused when a pod runs. */
 export const IMPLEMENTED_UNSAFE: ReadonlySet<UnsafeFeature> = new Set<UnsafeFeature>(['root'])
 
-/** Whether an author may approve grants. The default until roles exist: any user (`user:NAME`). */
+/** Whether an author may approve grants: a user holding the `admin` role (the agent's default, adminByRole). */
 export type IsAdmin = (author: string) => boolean
+/** For unit tests of the grant rules only: any user (`user:NAME`). */
 export const anyUserIsAdmin: IsAdmin = (author) => author.startsWith('user:')
+/** A user of this cluster (not a federation member's, `user:NAME@CLUSTER`) bound to the `admin` role. */
+export function adminByRole(src: RbacSource): IsAdmin {
+  return (author) => {
+    if (!author.startsWith('user:') || author.includes('@')) return false
+    return rolesOf(src, author.slice('user:'.length)).includes('admin')
+  }
+}
 
 /** Who is who, for the two-party check. */
 export interface GrantContext {

@@ -17,7 +17,7 @@ import {
 import { type Node, type NodeStatus, OrcError } from '../../model/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { callRoute } from '../call.ts'
-import { ago, examples, formatTable, parseLabels, toYaml } from '../format.ts'
+import { ago, authorFrom, examples, formatTable, parseLabels, toYaml } from '../format.ts'
 import { fetchMembers, unreachableNodes } from '../liveness.ts'
 import { createProgress } from '../progress.ts'
 import type { ApiCaller } from '../remote.ts'
@@ -357,7 +357,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .command('remove')
     .description('Remove a node from the cluster: every node refuses its connections from then on')
     .argument('<NODE>', 'node name (see orc get nodes)')
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .option('--reason <text>', 'why; recorded in the history')
     .addHelpText(
       'after',
@@ -365,8 +365,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   orc node remove node3 --reason "disk failed"`),
     )
     .action(async (name: string, opts, cmd: Command) => {
-      const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
-      const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
+      const author = authorFrom(io.env, opts.author)
       const r = await callRoute(
         client(cmd),
         'removeNode',
@@ -382,7 +381,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .command('forget')
     .description('Declare a lost node gone: its best-effort pods move to other nodes now (ha pods move on their own after haAfter)')
     .argument('<NODE>', 'node name (see orc get nodes)')
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .option('--reason <text>', 'why; recorded in the history')
     .option('--force', 'forget a node this node still sees alive (its pods run twice until it hears of it)')
     .addHelpText(
@@ -391,8 +390,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   orc node forget node3 --reason "burnt power supply"`),
     )
     .action(async (name: string, opts, cmd: Command) => {
-      const user = (io.env.USER || io.env.LOGNAME || 'unknown').replace(/[^-A-Za-z0-9_.@]/g, '_')
-      const author = opts.author === undefined ? `user:${user}` : /^(user|controller):/.test(opts.author) ? opts.author : `user:${opts.author}`
+      const author = authorFrom(io.env, opts.author)
       const r = await callRoute(
         client(cmd),
         'forgetNode',
@@ -422,5 +420,71 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .action(async (_opts, cmd: Command) => {
       const r = await callRoute(client(cmd), 'credential')
       io.out(r.credential + '\n')
+    })
+
+  registerUserCommands(program, io, client)
+}
+
+/** `orc user add|list|remove|rotate` and `orc whoami` (agent/users.ts). */
+function registerUserCommands(program: Command, io: ClusterCliIO, client: (cmd: Command) => ApiCaller): void {
+  const printCredential = (r: { user: string; roles: string[]; credential: string }, what: string) => {
+    io.out(r.credential + '\n')
+    io.err(
+      `${what} user ${r.user} (roles: ${r.roles.join(', ') || 'none'}). The credential above is shown once and stored nowhere: keep it secret (orc --node ADDR --credential FILE …).\n`,
+    )
+  }
+  const user = program.command('user').description('Users: who may call the API, with which role (docs/security.md)')
+  user
+    .command('add')
+    .description('Create a user with its own key and print its credential (once)')
+    .argument('<NAME>', 'user name (lower-case letters, digits, - _ .)')
+    .option('--role <role>', 'admin, edit, view, or a Role object (default: view)', 'view')
+    .option('--reason <text>', 'why; recorded in the history')
+    .addHelpText(
+      'after',
+      examples(`
+  orc user add alice --role edit > alice.credential && chmod 600 alice.credential
+  orc --node 192.168.1.10:7419 --credential alice.credential get pods`),
+    )
+    .action(async (name: string, opts, cmd: Command) => {
+      const r = await callRoute(client(cmd), 'addUser', {}, { body: { name, role: opts.role, reason: opts.reason } })
+      printCredential(r, 'created')
+    })
+  user
+    .command('list')
+    .description('List the users and their roles')
+    .action(async (_opts, cmd: Command) => {
+      const r = await callRoute(client(cmd), 'users')
+      io.out(
+        formatTable(
+          ['NAME', 'ROLES', 'KEY'],
+          r.users.map((u) => [u.name, u.roles.join(',') || '<none>', u.key]),
+        ),
+      )
+    })
+  user
+    .command('remove')
+    .description('Remove a user: its credential is refused from then on')
+    .argument('<NAME>', 'user name')
+    .option('--reason <text>', 'why; recorded in the history')
+    .action(async (name: string, opts, cmd: Command) => {
+      await callRoute(client(cmd), 'removeUser', { name }, { body: { reason: opts.reason } })
+      io.out(`user ${name} removed\n`)
+    })
+  user
+    .command('rotate')
+    .description('Give a user a new key and print its credential (once); the old credential is refused from then on')
+    .argument('<NAME>', 'user name (admin too)')
+    .option('--reason <text>', 'why; recorded in the history')
+    .action(async (name: string, opts, cmd: Command) => {
+      const r = await callRoute(client(cmd), 'rotateUser', { name }, { body: { reason: opts.reason } })
+      printCredential(r, 'new key for')
+    })
+  program
+    .command('whoami')
+    .description('The user this CLI speaks as, and its roles')
+    .action(async (_opts, cmd: Command) => {
+      const r = await callRoute(client(cmd), 'whoami')
+      io.out(`${r.author} (roles: ${r.roles.join(', ') || 'none'}; via ${r.via})\n`)
     })
 }

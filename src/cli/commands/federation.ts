@@ -78,7 +78,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('<NAME>', 'federation name')
     .requiredOption('--namespace <ns>', 'a namespace to share (repeat or comma-separate for several)', collect)
     .option('--as <cluster>', "this cluster's name in the federation (default: the cluster's own name)")
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .addOption(output())
     .addHelpText(
       'after',
@@ -134,7 +134,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .argument('[PEER]', "the other cluster's federation address (host:port or multiaddr); default: the addresses in the token")
     .requiredOption('--token <token>', 'federation token from `orc federation token` on the other cluster')
     .option('--as <cluster>', "this cluster's name in the federation (default: the cluster's own name)")
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .addOption(output())
     .addHelpText(
       'after',
@@ -187,7 +187,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .command('leave')
     .description('Leave a federation: replication stops both ways, the other clusters drop this one, local copies stay')
     .argument('<NAME>', 'federation name')
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .action(async (name: string, opts, cmd: Command) => {
       await callRoute(client(cmd), 'leaveFederation', { name }, { body: { author: authorFrom(io.env, opts.author) } })
       io.out(`left federation/${name}; its namespaces stay here as this cluster's own objects\n`)
@@ -198,7 +198,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .description('Remove another cluster from a federation: every member stops accepting its nodes')
     .argument('<NAME>', 'federation name')
     .argument('<CLUSTER>', 'the cluster to remove')
-    .option('--author <author>', 'who makes this change (default: user:$USER)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .action(async (name: string, cluster: string, opts, cmd: Command) => {
       await callRoute(client(cmd), 'removeFederationCluster', { name, cluster }, { body: { author: authorFrom(io.env, opts.author) } })
       io.out(`cluster ${cluster} removed from federation/${name}\n`)

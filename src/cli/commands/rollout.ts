@@ -123,7 +123,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
   const common = (c: Command) =>
     c
       .option('-n, --namespace <ns>', 'namespace (default: default)')
-      .option('--author <author>', 'who makes this change (default: user:$USER)')
+      .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
       .option('--reason <text>', 'why; recorded in the history')
       .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
 

@@ -35,7 +35,16 @@ test('a member-forwarded request may only read pod logs: writes and admin routes
 
   const ok = await h({ method: 'get', path: '/v1/pods/default/web/logs', query: { tail: '1' }, body: { sneaky: true } }, { peerId: 'peerB' })
   assert.equal(ok.status, 200)
-  assert.deepEqual(reached, [{ method: 'GET', path: '/v1/pods/default/web/logs', query: { tail: '1' } }], 'only method, path and query travel on')
+  assert.deepEqual(
+    reached,
+    [{ method: 'GET', path: '/v1/pods/default/web/logs', query: { tail: '1' }, principal: { kind: 'node', peerId: 'peerB' } }],
+    'only method, path and query travel on; the principal is the member node',
+  )
+  // Forwarded for a user: the user is the principal (re-checked by the router), the allow-list still applies.
+  reached.length = 0
+  await h({ method: 'GET', path: '/v1/pods/default/web/logs' }, { peerId: 'peerB', onBehalfOf: 'alice' })
+  assert.deepEqual((reached as ApiRequest[]).at(-1)?.principal, { kind: 'user', name: 'alice', via: 'forwarded', peer: 'peerB' })
+  assert.equal((await h({ method: 'POST', path: '/v1/apply' }, { peerId: 'peerB', onBehalfOf: 'admin' })).status, 403, 'a claimed admin gets no write')
   assert.equal(memberRouteAllowed({ method: 'GET', path: '/v1/pods/ns/x/logs?follow=1' }), true)
 })
 
