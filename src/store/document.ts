@@ -194,6 +194,105 @@ export class ObjectDocument {
     return { effective, touched }
   }
 
+  /**
+   * What a peer's Yjs update would add, without applying it: each new struct (its client and clock
+   * range beyond this document's state vector) with the object key it touches, and the keys whose
+   * content its deletions would remove. A key is null when a struct cannot be placed yet (it
+   * builds on one this document has not received); a struct outside the `objects` map gets the
+   * key '' (never a valid object key). GC ranges carry no content and get no key (undefined).
+   */
+  inspectUpdate(yUpdate: Uint8Array): {
+    structs: Array<{ client: number; from: number; to: number; key: string | null | undefined }>
+    deleted: Set<string | null>
+  } {
+    const { structs, ds } = Y.decodeUpdate(yUpdate)
+    const store = this.doc.store
+    const byClient = new Map<number, Array<Y.Item | Y.GC | Y.Skip>>()
+    for (const st of structs) {
+      let l = byClient.get(st.id.client)
+      if (!l) byClient.set(st.id.client, (l = []))
+      l.push(st)
+    }
+    const findInUpdate = (id: Y.ID): Y.Item | Y.GC | Y.Skip | undefined => {
+      const l = byClient.get(id.client)
+      if (!l) return undefined
+      let lo = 0
+      let hi = l.length - 1
+      while (lo <= hi) {
+        const mid = (lo + hi) >>> 1
+        const x = l[mid]!
+        if (id.clock < x.id.clock) hi = mid - 1
+        else if (id.clock >= x.id.clock + x.length) lo = mid + 1
+        else return x
+      }
+      return undefined
+    }
+    const memo = new Map<Y.Item | Y.GC | Y.Skip, string | null>()
+    const keyOfDocItem = (it: Y.Item): string | null => {
+      let cur: Y.Item = it
+      for (let depth = 0; depth < 64; depth++) {
+        const parent = cur.parent as Y.AbstractType<unknown> | null
+        if (parent === null) return null
+        if (parent._item === null) return parent === (this.objects as unknown) ? cur.parentSub : ''
+        cur = parent._item
+      }
+      return ''
+    }
+    const keyOfId = (id: Y.ID, depth: number): string | null => {
+      if (id.clock < Y.getState(store, id.client)) {
+        const it = Y.getItem(store, id)
+        return it instanceof Y.Item ? keyOfDocItem(it) : null
+      }
+      const x = findInUpdate(id)
+      return x === undefined ? null : keyOfStruct(x, depth + 1)
+    }
+    const keyOfStruct = (x: Y.Item | Y.GC | Y.Skip, depth: number): string | null => {
+      if (!(x instanceof Y.Item)) return null
+      const known = memo.get(x)
+      if (known !== undefined) return known
+      if (depth > 10000) return null
+      let k: string | null
+      const parent = x.parent as unknown
+      if (typeof parent === 'string') k = parent === 'objects' && x.parentSub !== null ? x.parentSub : ''
+      else if (parent !== null && typeof parent === 'object' && 'client' in (parent as object)) k = keyOfId(parent as Y.ID, depth)
+      else if (x.origin !== null) k = keyOfId(x.origin, depth)
+      else if (x.rightOrigin !== null) k = keyOfId(x.rightOrigin, depth)
+      else k = ''
+      memo.set(x, k)
+      return k
+    }
+    const out: Array<{ client: number; from: number; to: number; key: string | null | undefined }> = []
+    for (const st of structs) {
+      if (st instanceof Y.Skip) continue
+      const have = Y.getState(store, st.id.client)
+      const end = st.id.clock + st.length
+      if (end <= have) continue
+      out.push({ client: st.id.client, from: Math.max(st.id.clock, have), to: end, key: st instanceof Y.GC ? undefined : keyOfStruct(st, 0) })
+    }
+    const deleted = new Set<string | null>()
+    for (const [client, items] of ds.clients) {
+      const have = Y.getState(store, client)
+      const local = store.clients.get(client)
+      for (const d of items) {
+        // Deletions of structs this document holds and has not deleted yet.
+        if (local !== undefined && d.clock < have) {
+          let i = Y.findIndexSS(local, d.clock)
+          for (; i < local.length; i++) {
+            const x = local[i]!
+            if (x.id.clock >= d.clock + d.len) break
+            if (x instanceof Y.Item && !x.deleted) deleted.add(keyOfDocItem(x))
+          }
+        }
+      }
+    }
+    return { structs: out, deleted }
+  }
+
+  /** This document's Yjs clock of a client (0 when unknown). */
+  clockOf(client: number): number {
+    return Y.getState(this.doc.store, client)
+  }
+
   /** The keys changed since the last call. */
   takeChanged(): string[] {
     const list = [...this.changed]
