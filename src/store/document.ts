@@ -22,6 +22,17 @@ export interface Sys {
   deleted?: true
 }
 
+/** A struct a peer's update would add (ObjectDocument.inspectUpdate). */
+export interface NewStruct {
+  client: number
+  from: number
+  to: number
+  loc: { key: string; path: string[] } | null | 'outside' | undefined
+  /** values: a map entry's value(s); map: a nested map; none: no content (GC, deleted); other: anything else. */
+  content: 'values' | 'map' | 'none' | 'other'
+  values?: unknown[]
+}
+
 export const SYS = '~'
 const LOCAL = Symbol('local')
 const REMOTE = Symbol('remote')
@@ -196,15 +207,13 @@ export class ObjectDocument {
 
   /**
    * What a peer's Yjs update would add, without applying it: each new struct (its client and clock
-   * range beyond this document's state vector) with the object key it touches, and the keys whose
-   * content its deletions would remove. A key is null when a struct cannot be placed yet (it
-   * builds on one this document has not received); a struct outside the `objects` map gets the
-   * key '' (never a valid object key). GC ranges carry no content and get no key (undefined).
+   * range beyond this document's state vector) with where it lands — the object key and the field
+   * path inside it — and what it holds; and the keys whose content its deletions would remove.
+   * `loc` is null when a struct cannot be placed yet (it builds on one this document has not
+   * received), 'outside' when it lands outside the `objects` map, undefined for GC ranges (no
+   * content).
    */
-  inspectUpdate(yUpdate: Uint8Array): {
-    structs: Array<{ client: number; from: number; to: number; key: string | null | undefined }>
-    deleted: Set<string | null>
-  } {
+  inspectUpdate(yUpdate: Uint8Array): { structs: NewStruct[]; deleted: Set<string | null> } {
     const { structs, ds } = Y.decodeUpdate(yUpdate)
     const store = this.doc.store
     const byClient = new Map<number, Array<Y.Item | Y.GC | Y.Skip>>()
@@ -227,60 +236,79 @@ export class ObjectDocument {
       }
       return undefined
     }
-    const memo = new Map<Y.Item | Y.GC | Y.Skip, string | null>()
-    const keyOfDocItem = (it: Y.Item): string | null => {
+    type Loc = { key: string; path: string[] } | null | 'outside'
+    const locOfDocItem = (it: Y.Item): Loc => {
+      const path: string[] = []
       let cur: Y.Item = it
       for (let depth = 0; depth < 64; depth++) {
         const parent = cur.parent as Y.AbstractType<unknown> | null
-        if (parent === null) return null
-        if (parent._item === null) return parent === (this.objects as unknown) ? cur.parentSub : ''
+        if (parent === null || cur.parentSub === null) return parent === null ? null : 'outside'
+        if (parent._item === null) return parent === (this.objects as unknown) ? { key: cur.parentSub, path: path.reverse() } : 'outside'
+        path.push(cur.parentSub)
         cur = parent._item
       }
-      return ''
+      return 'outside'
     }
-    const keyOfId = (id: Y.ID, depth: number): string | null => {
+    const memo = new Map<Y.Item, Loc>()
+    const locOfId = (id: Y.ID, depth: number): Loc => {
       if (id.clock < Y.getState(store, id.client)) {
         const it = Y.getItem(store, id)
-        return it instanceof Y.Item ? keyOfDocItem(it) : null
+        return it instanceof Y.Item ? locOfDocItem(it) : null
       }
       const x = findInUpdate(id)
-      return x === undefined ? null : keyOfStruct(x, depth + 1)
+      return x instanceof Y.Item ? locOfStruct(x, depth + 1) : null
     }
-    const keyOfStruct = (x: Y.Item | Y.GC | Y.Skip, depth: number): string | null => {
-      if (!(x instanceof Y.Item)) return null
+    // Where an item of the update lands: its parent's place plus its own field name; an item with
+    // no parent info is a sibling of its origin (same map, same field).
+    const locOfStruct = (x: Y.Item, depth: number): Loc => {
       const known = memo.get(x)
       if (known !== undefined) return known
-      if (depth > 10000) return null
-      let k: string | null
+      let loc: Loc
       const parent = x.parent as unknown
-      if (typeof parent === 'string') k = parent === 'objects' && x.parentSub !== null ? x.parentSub : ''
-      else if (parent !== null && typeof parent === 'object' && 'client' in (parent as object)) k = keyOfId(parent as Y.ID, depth)
-      else if (x.origin !== null) k = keyOfId(x.origin, depth)
-      else if (x.rightOrigin !== null) k = keyOfId(x.rightOrigin, depth)
-      else k = ''
-      memo.set(x, k)
-      return k
+      if (depth > 10000) loc = null
+      else if (typeof parent === 'string') loc = parent === 'objects' && x.parentSub !== null ? { key: x.parentSub, path: [] } : 'outside'
+      else if (parent !== null && typeof parent === 'object') {
+        const up = locOfId(parent as Y.ID, depth)
+        loc = up === null || up === 'outside' ? up : x.parentSub === null ? 'outside' : { key: up.key, path: [...up.path, x.parentSub] }
+      } else if (x.origin !== null) loc = locOfId(x.origin, depth)
+      else if (x.rightOrigin !== null) loc = locOfId(x.rightOrigin, depth)
+      else loc = 'outside'
+      memo.set(x, loc)
+      return loc
     }
-    const out: Array<{ client: number; from: number; to: number; key: string | null | undefined }> = []
+    const out: NewStruct[] = []
     for (const st of structs) {
       if (st instanceof Y.Skip) continue
       const have = Y.getState(store, st.id.client)
       const end = st.id.clock + st.length
       if (end <= have) continue
-      out.push({ client: st.id.client, from: Math.max(st.id.clock, have), to: end, key: st instanceof Y.GC ? undefined : keyOfStruct(st, 0) })
+      const n: NewStruct = { client: st.id.client, from: Math.max(st.id.clock, have), to: end, loc: undefined, content: 'none' }
+      if (st instanceof Y.Item) {
+        n.loc = locOfStruct(st, 0)
+        const c = st.content
+        if (c instanceof Y.ContentAny) {
+          n.content = 'values'
+          n.values = c.arr
+        } else if (c instanceof Y.ContentType) n.content = c.type.constructor === Y.Map ? 'map' : 'other'
+        else if (c instanceof Y.ContentDeleted) n.content = 'none'
+        else n.content = 'other'
+      }
+      out.push(n)
     }
     const deleted = new Set<string | null>()
     for (const [client, items] of ds.clients) {
       const have = Y.getState(store, client)
       const local = store.clients.get(client)
+      if (local === undefined) continue
       for (const d of items) {
         // Deletions of structs this document holds and has not deleted yet.
-        if (local !== undefined && d.clock < have) {
-          let i = Y.findIndexSS(local, d.clock)
-          for (; i < local.length; i++) {
-            const x = local[i]!
-            if (x.id.clock >= d.clock + d.len) break
-            if (x instanceof Y.Item && !x.deleted) deleted.add(keyOfDocItem(x))
+        if (d.clock >= have) continue
+        for (let i = Y.findIndexSS(local, d.clock); i < local.length; i++) {
+          const x = local[i]!
+          if (x.id.clock >= d.clock + d.len) break
+          if (x instanceof Y.Item && !x.deleted) {
+            const loc = locOfDocItem(x)
+            deleted.add(loc === null || loc === 'outside' ? null : loc.key)
           }
         }
       }

@@ -49,6 +49,7 @@ import {
   type RecordSigner,
   type RecordVerifier,
   signRecord,
+  structMatches,
   verifyRecord,
 } from './trust.ts'
 import type {
@@ -164,7 +165,7 @@ export class Store implements ObjectStore {
    * clock they end at (ascending): a new struct of that client belongs to the first one ending
    * after it and may touch only that record's object.
    */
-  private readonly covers = new Map<number, Array<{ yc: number; k: string }>>()
+  private readonly covers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
   private readonly refusedListeners = new Set<(reason: RefusalReason, detail: string) => void>()
 
   constructor(private readonly opts: StoreOptions) {
@@ -242,7 +243,7 @@ export class Store implements ObjectStore {
     if (!l) this.covers.set(r.y, (l = []))
     let i = l.length
     while (i > 0 && l[i - 1]!.yc > r.yc) i--
-    l.splice(i, 0, { yc: r.yc, k: r.k })
+    l.splice(i, 0, { yc: r.yc, k: r.k, r })
   }
 
   /** Forget covers whose content has all arrived. */
@@ -836,9 +837,9 @@ export class Store implements ObjectStore {
   private checkRemote(yUpdate: Uint8Array, fresh: readonly RevisionRecord[], verifier: RecordVerifier): void {
     const signers = new Map<string, { id: string; node?: string }>()
     const bound = new Map<number, string>()
-    const msgCovers = new Map<number, Array<{ yc: number; k: string }>>()
+    const msgCovers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
     const afterById = new Map<string, Record<string, unknown> | undefined>()
-    const createdBy = new Map<string, string>()
+    const createdBy = new Map<string, { createdBy: string; createdAt: string }>()
     const keysInMessage = new Set<string>()
     for (const r of fresh) {
       const bad = verifyRecord(r, verifier)
@@ -860,14 +861,14 @@ export class Store implements ObjectStore {
       afterById.set(r.i, after)
       const bad2 = checkSchema(r, after)
       if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
-      if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, r.a)
-      const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k) ?? r.a)
+      if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: new Date(r.t).toISOString() })
+      const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
       const why = this.authorize(r, { before, after, changes, createdBy: creator, signer })
       if (why !== undefined) this.refuse('unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${why}`)
       keysInMessage.add(r.k)
       let l = msgCovers.get(r.y!)
       if (!l) msgCovers.set(r.y!, (l = []))
-      l.push({ yc: r.yc!, k: r.k })
+      l.push({ yc: r.yc!, k: r.k, r })
     }
     if (yUpdate.byteLength === 0) return
     let seen: ReturnType<ObjectDocument['inspectUpdate']>
@@ -877,8 +878,13 @@ export class Store implements ObjectStore {
       this.refuse('malformed', `Yjs update: ${(err as Error).message}`)
     }
     for (const l of msgCovers.values()) l.sort((a, b) => a.yc - b.yc)
-    const coverOf = (client: number, clock: number): { yc: number; k: string } | undefined => {
-      let best: { yc: number; k: string } | undefined
+    const creatorOf = (k: string): { createdBy: string; createdAt: string; uid?: string } | undefined => {
+      const sys = this.doc.sysOf(k)
+      return sys !== undefined && !sys.deleted ? sys : createdBy.get(k)
+    }
+    type Cover = { yc: number; k: string; r: RevisionRecord }
+    const coverOf = (client: number, clock: number): Cover | undefined => {
+      let best: Cover | undefined
       for (const l of [this.covers.get(client), msgCovers.get(client)]) {
         for (const c of l ?? []) {
           if (c.yc > clock && (best === undefined || c.yc < best.yc)) best = c
@@ -888,14 +894,20 @@ export class Store implements ObjectStore {
       return best
     }
     for (const st of seen.structs) {
-      if (st.key === null) this.refuse('unresolved', `Yjs content of client ${st.client} builds on content not received yet`)
-      if (st.key === '') this.refuse('unbound', `Yjs content of client ${st.client} outside the objects map`)
+      if (st.loc === null) this.refuse('unresolved', `Yjs content of client ${st.client} builds on content not received yet`)
+      if (st.loc === 'outside') this.refuse('unbound', `Yjs content of client ${st.client} outside the objects map`)
       // Every struct of a write lies below the clock its record ends at: check each record's range.
       let clock = st.from
       while (clock < st.to) {
         const c = coverOf(st.client, clock)
         if (c === undefined) this.refuse('unbound', `Yjs content of client ${st.client} at clock ${clock} is covered by no signed revision`)
-        if (st.key !== undefined && c.k !== st.key) this.refuse('unbound', `Yjs content of client ${st.client} touches ${st.key}; its revision is about ${c.k}`)
+        if (st.loc !== undefined) {
+          if (c.k !== st.loc.key) this.refuse('unbound', `Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
+          if (st.content !== 'none' && st.to > c.yc) this.refuse('unbound', `Yjs content of client ${st.client} spans two revisions`)
+          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k))
+          if (bad !== undefined)
+            this.refuse('unbound', `Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
+        }
         clock = c.yc
       }
     }

@@ -221,3 +221,76 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
     }
   }
 }
+
+const SYS_FIELDS = new Set(['uid', 'seq', 'rev', 'createdAt', 'createdBy', 'updatedAt', 'updatedBy', 'deleted'])
+
+function valueAt(v: unknown, path: readonly string[]): unknown {
+  let cur = v
+  for (const seg of path) {
+    if (!isPlainObject(cur)) return undefined
+    cur = cur[seg]
+  }
+  return cur
+}
+
+/** A struct's content against the value the record says is at its path (plain objects are nested maps in the document). */
+function sameShape(expected: unknown, content: 'values' | 'map' | 'other', values: readonly unknown[] | undefined): boolean {
+  if (expected === undefined) return false
+  if (isPlainObject(expected)) return content === 'map'
+  return content === 'values' && values !== undefined && values.length === 1 && deepEqual(values[0], expected)
+}
+
+/**
+ * Does a new Yjs struct hold what its covering record says? `path` is the field path inside the
+ * object ([] for the object's own map, ['~'] for its system metadata). A record writes its object's
+ * map (create, delete's tombstone), the system metadata naming it, and the values of its changes
+ * (or of its full copy). Compacted records cannot be compared (their content is gone): accepted.
+ */
+export function structMatches(
+  r: RevisionRecord,
+  path: readonly string[],
+  content: 'values' | 'map' | 'none' | 'other',
+  values: readonly unknown[] | undefined,
+  origin: { createdBy: string; createdAt: string; uid?: string } | undefined,
+): string | undefined {
+  if (content === 'none') return undefined
+  if (content === 'other') return 'not a map or a value'
+  if (path.length === 0) return content === 'map' ? undefined : 'the object is not a map'
+  if (path[0] === '~') {
+    const sys = values?.[0]
+    if (path.length !== 1 || content !== 'values' || values!.length !== 1 || !isPlainObject(sys)) return 'system metadata malformed'
+    if (sys.rev !== r.i || sys.seq !== r.s || sys.updatedBy !== r.a || (sys.deleted === true) !== (r.o === 'delete'))
+      return 'system metadata names another revision'
+    if (sys.updatedAt !== new Date(r.t).toISOString()) return 'system metadata has another time'
+    if (Object.keys(sys).some((k) => !SYS_FIELDS.has(k))) return 'system metadata has unknown fields'
+    if (typeof sys.uid !== 'string' || !/^[0-9a-f]{32}$/.test(sys.uid) || typeof sys.createdAt !== 'string' || typeof sys.createdBy !== 'string') {
+      return 'system metadata malformed'
+    }
+    // The creator decides who may change user fields: a new object's is the record's author, an
+    // existing one keeps its creator, uid and creation time (unknown here while catching up: then unchecked).
+    const expected = r.o === 'create' ? { createdBy: r.a, createdAt: new Date(r.t).toISOString() } : origin
+    if (expected !== undefined) {
+      if (sys.createdBy !== expected.createdBy || sys.createdAt !== expected.createdAt || (expected.uid !== undefined && sys.uid !== expected.uid)) {
+        return 'system metadata names another creation'
+      }
+    }
+    return undefined
+  }
+  if (r.o === 'delete') return 'a delete writes no content'
+  if (r.x === 1 && r.c === undefined && r.f === undefined) return undefined
+  if (r.c !== undefined) {
+    for (const [op, p, v] of r.c) {
+      if (op !== 's') continue
+      const n = Math.min(p.length, path.length)
+      if (!p.slice(0, n).every((seg, i) => seg === path[i])) continue
+      // A deeper change: this is a map it goes through; otherwise the value (or a part of it).
+      if (path.length < p.length) {
+        if (content === 'map') return undefined
+        continue
+      }
+      if (sameShape(valueAt(v, path.slice(p.length)), content, values)) return undefined
+    }
+    return 'no change of the revision sets it'
+  }
+  return sameShape(valueAt(r.f, path), content, values) ? undefined : 'differs from the revision content'
+}

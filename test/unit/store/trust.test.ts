@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import * as Y from 'yjs'
 import { decodeUpdateMessage, encodeUpdateMessage } from '../../../src/store/codec.ts'
 import type { Store } from '../../../src/store/store.ts'
+import { toY } from '../../../src/store/ydoc.ts'
 import { pod } from '../../helpers/store.ts'
 import { memStore, nodeObject, outbox, testNode } from './trust-helpers.ts'
 
@@ -202,6 +203,25 @@ test('Yjs content is bound to the records: content for another object, or with n
     const fromA = outbox(A)
     await A.apply(pod('x'), { author: 'user:alice', now: 10001 })
     await refused(C.applyRemote(encodeUpdateMessage(decodeUpdateMessage(fromA[0]!).yUpdate, records)), 'unbound')
+    // A relaying member rewrites the values of A's write (same Yjs client, same clocks, same object).
+    const aDoc = (A as any).doc.doc as Y.Doc
+    const forged = new Y.Doc()
+    Y.applyUpdate(forged, Y.encodeStateAsUpdate((C as any).doc.doc))
+    forged.clientID = aDoc.clientID
+    const honest = decodeUpdateMessage(fromA[0]!)
+    forged.transact(() => {
+      const m = new Y.Map<unknown>()
+      forged.getMap('objects').set('Pod/default/x', m)
+      const replica = new Y.Doc()
+      Y.applyUpdate(replica, Y.encodeStateAsUpdate(aDoc))
+      const real = (replica.getMap('objects').get('Pod/default/x') as Y.Map<unknown>).toJSON()
+      real.spec.containers[0].image = '/'
+      for (const [k, v] of Object.entries(real)) m.set(k, k === '~' ? v : toY(v))
+    })
+    const tampered = Y.encodeStateAsUpdate(forged, Y.encodeStateVector((C as any).doc.doc))
+    await refused(C.applyRemote(encodeUpdateMessage(tampered, honest.records)), 'unbound')
+    await C.applyRemote(fromA[0]!)
+    assert.equal((C.get(podRef('x'))?.spec as any).containers[0].image, '/images/busybox')
   } finally {
     await close()
   }
