@@ -221,7 +221,7 @@ test('Yjs content is bound to the records: content for another object, or with n
     const tampered = Y.encodeStateAsUpdate(forged, Y.encodeStateVector((C as any).doc.doc))
     await refused(C.applyRemote(encodeUpdateMessage(tampered, honest.records)), 'unbound')
     await C.applyRemote(fromA[0]!)
-    assert.equal((C.get(podRef('x'))?.spec as any).containers[0].image, '/images/busybox')
+    assert.equal((C.get(podRef('x'))!.spec as any).containers[0].image, '/images/busybox')
   } finally {
     await close()
   }
