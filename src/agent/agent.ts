@@ -8,7 +8,8 @@ import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
-import { API_VERSION, OrcError, type OrcObject, type SecurityPolicy, wrapError } from '../model/index.ts'
+import { loadOrCreateIdentity, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
+import { API_VERSION, isPlainObject, OrcError, type OrcObject, type SecurityPolicy, wrapError } from '../model/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
@@ -38,7 +39,7 @@ import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 
-export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random }) => Promise<ObjectStore>
+export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random; trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay'> }) => Promise<ObjectStore>
 
 export interface AgentComponents {
   /** Opens the store; the real one unless a test injects another. */
@@ -82,12 +83,12 @@ function ensureDataDir(dir: string): void {
 }
 
 function defaultOpenStore(opts: Parameters<OpenStore>[0]): Promise<ObjectStore> {
-  return openStore({ dir: opts.dir, randomBytes: opts.randomBytes, logger: opts.logger as StoreOptions['logger'] })
+  return openStore({ dir: opts.dir, randomBytes: opts.randomBytes, logger: opts.logger as StoreOptions['logger'], ...opts.trust })
 }
 
-async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: Random): Promise<ObjectStore> {
+async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: Random, trust?: StoreTrust): Promise<ObjectStore> {
   try {
-    return await open({ dir: join(dataDir, 'db'), logger: logger.child({ module: 'store' }), randomBytes: random })
+    return await open({ dir: join(dataDir, 'db'), logger: logger.child({ module: 'store' }), randomBytes: random, ...(trust ? { trust } : {}) })
   } catch (err) {
     if (err instanceof OrcError && err.code === 'locked') {
       const pid = readPid(dataDir)
@@ -219,7 +220,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const parts: Component[] = [
     {
       name: 'store',
-      start: async () => void (store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random)),
+      start: async () => {
+        // In a cluster, records are signed with the node key and peers' updates are checked on
+        // receipt against the members' keys (docs/security.md, "Signed history and checks on receipt").
+        const trust = opts.mesh ? await storeTrust(dataDir, random, () => cluster, () => store) : undefined
+        store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random, trust)
+        const refused = ops.metrics.counter('orc_store_refused_updates_total', 'Updates from peers the store refused on receipt (nothing merged), by reason.')
+        store.onRefused((reason, detail) => {
+          refused.inc({ reason })
+          logger.warn({ reason, detail }, 'peer update refused')
+        })
+      },
       // The pid file goes last: while it is there, the data dir is in use.
       stop: () => closeDataDir(store, dataDir),
     },
@@ -423,9 +434,33 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   return agent
 }
 
+type StoreTrust = NonNullable<Parameters<OpenStore>[0]['trust']>
+
+/**
+ * The store's signer (this node's key, from the data dir: the mesh uses the same one) and verifier:
+ * a signer is a current member, or a removed peer for what it signed before its removal (the
+ * replicated Cluster.status.removedPeers).
+ */
+async function storeTrust(dataDir: string, random: Random, clusterOf: () => ClusterNode | undefined, storeOf: () => ObjectStore): Promise<StoreTrust> {
+  const key = await loadOrCreateIdentity(dataDir, random)
+  const verifier = peerKeyVerifier((id) => {
+    const m = clusterOf()
+      ?.mesh.members()
+      .find((x) => x.peerId === id)
+    if (m !== undefined) return { node: m.name }
+    for (const c of storeOf().list('Cluster')) {
+      const r = (c.status as Record<string, unknown> | undefined)?.removedPeers
+      const e = isPlainObject(r) ? r[id] : undefined
+      if (isPlainObject(e)) return { node: typeof e.name === 'string' ? e.name : undefined, removedAt: Date.parse(String(e.at)) || 0 }
+    }
+    return undefined
+  })
+  return { signer: recordSigner(key), verifier }
+}
+
 /** Open the store in the data dir, then mark the data dir in use (pid file) and open it to sandboxes. */
-async function openDataDir(dataDir: string, open: OpenStore, logger: Logger, random: Random): Promise<ObjectStore> {
-  const store = await openStoreIn(dataDir, open, logger, random)
+async function openDataDir(dataDir: string, open: OpenStore, logger: Logger, random: Random, trust?: StoreTrust): Promise<ObjectStore> {
+  const store = await openStoreIn(dataDir, open, logger, random, trust)
   try {
     // The load's garbage sits between the document's objects: give the fragmented pages back once.
     const compacted = compactHeap()

@@ -841,12 +841,14 @@ export class Store implements ObjectStore {
     const afterById = new Map<string, Record<string, unknown> | undefined>()
     const createdBy = new Map<string, { createdBy: string; createdAt: string }>()
     const keysInMessage = new Set<string>()
+    const members = new Map<string, { node?: string; removedAt?: number } | undefined>()
     for (const r of fresh) {
-      const bad = verifyRecord(r, verifier)
-      if (bad !== undefined) this.refuse(bad as RefusalReason, `revision ${r.i} of ${r.k}`)
+      if (r.n !== undefined && !members.has(r.n)) members.set(r.n, verifier.member(r.n))
+      const bad = verifyRecord(r, verifier, r.n === undefined ? undefined : members.get(r.n))
+      if (bad !== undefined) this.refuse(bad as RefusalReason, `revision ${r.i} of ${r.k}${bad === 'not_member' ? ` (signer ${r.n})` : ''}`)
       const n = r.n!
       let signer = signers.get(n)
-      if (!signer) signers.set(n, (signer = { id: n, node: verifier.member(n)?.node }))
+      if (!signer) signers.set(n, (signer = { id: n, node: members.get(n)?.node }))
       const was = bound.get(r.y!) ?? this.bindings.get(r.y!)
       if (was !== undefined && was !== n) this.refuse('unbound', `revision ${r.i}: Yjs client ${r.y} belongs to another signer`)
       bound.set(r.y!, n)

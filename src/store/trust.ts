@@ -30,8 +30,11 @@ export interface RecordSigner {
 
 /** Who may sign: the current members' keys (removed peers are not members). */
 export interface RecordVerifier {
-  /** The member with this signer id, or undefined when it is not (or no longer) a member. */
-  member(id: string): { node?: string } | undefined
+  /**
+   * The member with this signer id, or undefined when it is not a member. A removed peer may be
+   * returned with the time of its removal: its records made before it verify, later ones do not.
+   */
+  member(id: string): { node?: string; removedAt?: number } | undefined
   verify(id: string, data: Uint8Array, signature: Uint8Array): boolean
 }
 
@@ -95,10 +98,10 @@ export function signRecord(r: RevisionRecord, signer: RecordSigner, clientId: nu
   r.g = Buffer.from(signer.sign(signedBytes(r))).toString('base64')
 }
 
-/** Signature and membership. Returns a refusal reason or undefined. */
-export function verifyRecord(r: RevisionRecord, verifier: RecordVerifier): string | undefined {
+/** Signature and membership (`member`: what verifier.member said of the signer). Returns a refusal reason or undefined. */
+export function verifyRecord(r: RevisionRecord, verifier: RecordVerifier, member: { removedAt?: number } | undefined): string | undefined {
   if (r.n === undefined || r.g === undefined || r.h === undefined || r.y === undefined || r.yc === undefined) return 'unsigned'
-  if (verifier.member(r.n) === undefined) return 'not_member'
+  if (member === undefined || (member.removedAt !== undefined && r.t >= member.removedAt)) return 'not_member'
   // Compaction folds content away (x) and may add a full copy beside the changes it keeps: the
   // hash covers what the writer wrote, the changes first.
   if (r.x !== 1 && contentHash(r) !== r.h) return 'bad_signature'
