@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
 import { loadOrCreateIdentity, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
-import { API_VERSION, isPlainObject, OrcError, type OrcObject, type SecurityPolicy, wrapError } from '../model/index.ts'
+import { API_VERSION, isPlainObject, type NodeStatus, OrcError, type OrcObject, type SecurityPolicy, wrapError } from '../model/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
@@ -39,7 +39,12 @@ import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 
-export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random; trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay'> }) => Promise<ObjectStore>
+export type OpenStore = (opts: {
+  dir: string
+  logger?: Logger
+  randomBytes?: Random
+  trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay'>
+}) => Promise<ObjectStore>
 
 export interface AgentComponents {
   /** Opens the store; the real one unless a test injects another. */
@@ -197,6 +202,35 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     httpAddress: () => listener?.address(),
     peers: () => peerRows({ store, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh }),
   }
+  // Refused peer updates become `UpdateRefused` events (orc events): an entry in this node's
+  // status.refusedUpdates, at most one write per 10 s whatever the rate of refusals.
+  let refusals: { at: number; count: number; reason: string; detail: string } | undefined
+  let refusalWrite: number | undefined
+  const reportRefusal = async (reason: string, detail: string): Promise<void> => {
+    const now = clock.now()
+    refusals = { at: now, count: (refusals?.count ?? 0) + 1, reason, detail: detail.slice(0, 300) }
+    if (refusalWrite !== undefined && now - refusalWrite < 10_000) return
+    const ref = { kind: 'Node', namespace: '', name: nodeName }
+    const cur = store.get(ref)
+    if (cur === undefined) return
+    refusalWrite = now
+    const e = refusals
+    refusals = undefined
+    const entry = { at: new Date(e.at).toISOString(), reason: e.reason, detail: e.detail, count: e.count }
+    try {
+      await store.patch(
+        ref,
+        [{ path: ['status', 'refusedUpdates'], value: [...((cur.status as NodeStatus | undefined)?.refusedUpdates ?? []), entry].slice(-20) }],
+        {
+          author: NODE_CONTROLLER,
+          reason: `refused a peer update (${e.reason})`,
+          now,
+        },
+      )
+    } catch (err) {
+      logger.debug({ err }, 'could not record a refused update')
+    }
+  }
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
   let lifecycle: PodLifecycle | undefined
   const pods = (): PodLifecycle =>
@@ -223,12 +257,20 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       start: async () => {
         // In a cluster, records are signed with the node key and peers' updates are checked on
         // receipt against the members' keys (docs/security.md, "Signed history and checks on receipt").
-        const trust = opts.mesh ? await storeTrust(dataDir, random, () => cluster, () => store) : undefined
+        const trust = opts.mesh
+          ? await storeTrust(
+              dataDir,
+              random,
+              () => cluster,
+              () => store,
+            )
+          : undefined
         store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random, trust)
         const refused = ops.metrics.counter('orc_store_refused_updates_total', 'Updates from peers the store refused on receipt (nothing merged), by reason.')
         store.onRefused((reason, detail) => {
           refused.inc({ reason })
           logger.warn({ reason, detail }, 'peer update refused')
+          void reportRefusal(reason, detail)
         })
       },
       // The pid file goes last: while it is there, the data dir is in use.
