@@ -2,7 +2,6 @@ import * as decoding from 'lib0/decoding'
 import * as encoding from 'lib0/encoding'
 import * as Y from 'yjs'
 import { type Change, isPlainObject, OrcError } from '../model/index.ts'
-import { MAX_REMOTE_UPDATE_BYTES } from './options.ts'
 import type { RevisionOp } from './types.ts'
 
 /**
@@ -93,6 +92,9 @@ export function checkRecord(r: unknown): string | undefined {
   for (const key of Object.keys(r)) if (!allowed.has(key)) return `unknown field ${key}`
   return undefined
 }
+
+/** Largest replication message the store accepts from a peer. */
+export const MAX_REMOTE_UPDATE_BYTES = 64 * 1024 * 1024
 
 const WIRE_VERSION = 1
 const T_UPDATE = 1

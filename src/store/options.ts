@@ -63,5 +63,4 @@ export const DEFAULTS = {
   fullEvery: 16,
 }
 
-/** Largest replication message the store accepts from a peer. */
-export const MAX_REMOTE_UPDATE_BYTES = 64 * 1024 * 1024
+export { MAX_REMOTE_UPDATE_BYTES } from './codec.ts'
