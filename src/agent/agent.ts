@@ -8,7 +8,7 @@ import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
-import { loadOrCreateIdentity, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
+import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
 import { API_VERSION, isPlainObject, type NodeStatus, OrcError, type OrcObject, type SecurityPolicy, wrapError } from '../model/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
@@ -187,6 +187,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   // Each part is set by its component's start, which runs after the parts it reads.
   let store!: ObjectStore
   let cluster: ClusterNode | undefined
+  // The mesh's member directory, from before the mesh's first sync: the store's verifier reads it.
+  let directory: Pick<MemberDirectory, 'get'> | undefined
   let clusterRef!: { name: string; id: string }
   let network!: NodeNetwork
   let federation!: FederationManager
@@ -261,7 +263,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           ? await storeTrust(
               dataDir,
               random,
-              () => cluster,
+              () => directory,
               () => store,
             )
           : undefined
@@ -280,7 +282,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       ? [
           {
             name: 'mesh',
-            start: async () => void (cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh!, clock, random })),
+            start: async () =>
+              void (cluster = await startClusterMesh({
+                dataDir,
+                nodeName,
+                store,
+                logger,
+                setup: opts.mesh!,
+                clock,
+                random,
+                onDirectory: (d) => (directory = d),
+              })),
             stop: () => cluster!.stop(),
           },
         ]
@@ -483,12 +495,15 @@ type StoreTrust = NonNullable<Parameters<OpenStore>[0]['trust']>
  * a signer is a current member, or a removed peer for what it signed before its removal (the
  * replicated Cluster.status.removedPeers).
  */
-async function storeTrust(dataDir: string, random: Random, clusterOf: () => ClusterNode | undefined, storeOf: () => ObjectStore): Promise<StoreTrust> {
+async function storeTrust(
+  dataDir: string,
+  random: Random,
+  directoryOf: () => Pick<MemberDirectory, 'get'> | undefined,
+  storeOf: () => ObjectStore,
+): Promise<StoreTrust> {
   const key = await loadOrCreateIdentity(dataDir, random)
   const verifier = peerKeyVerifier((id) => {
-    const m = clusterOf()
-      ?.mesh.members()
-      .find((x) => x.peerId === id)
+    const m = directoryOf()?.get(id)
     if (m !== undefined) return { node: m.name }
     for (const c of storeOf().list('Cluster')) {
       const r = (c.status as Record<string, unknown> | undefined)?.removedPeers

@@ -763,7 +763,7 @@ export class Store implements ObjectStore {
 
   async encodeMissing(remoteState: Uint8Array, opts: { maxRecords?: number } = {}): Promise<Uint8Array> {
     this.ensureOpen()
-    return encodeMissingFor(this.doc, this.log, remoteState, opts.maxRecords ?? 20000, this.signer !== undefined)
+    return encodeMissingFor(this.doc, this.log, remoteState, opts.maxRecords ?? 20000, this.signer !== undefined, () => this.writer.drain())
   }
 
   async applyRemote(update: Uint8Array, opts: ApplyRemoteOptions = {}): Promise<RemoteApplied> {

@@ -26,9 +26,19 @@ export function syncDigestOf(doc: ObjectDocument, log: RevisionLog): string {
  * `bound` (signed stores, whose receivers refuse Yjs content no record covers), a capped list goes
  * without the Yjs update: the records come first, the content once they all fit.
  */
-export async function encodeMissingFor(doc: ObjectDocument, log: RevisionLog, remoteState: Uint8Array, max: number, bound = false): Promise<Uint8Array> {
+export async function encodeMissingFor(
+  doc: ObjectDocument,
+  log: RevisionLog,
+  remoteState: Uint8Array,
+  max: number,
+  bound = false,
+  drain: () => Promise<void> = async () => {},
+): Promise<Uint8Array> {
   const { sv, log: theirs } = decodeSyncState(remoteState)
   const yUpdate = doc.encodeUpdate(sv)
+  // The document is ahead of the log on disk by the writes in the queue: wait for them, so the
+  // records sent cover every write whose content is in yUpdate.
+  if (bound) await drain()
   const records = await log.missing(theirs, max)
   return encodeUpdateMessage(bound && records.length >= max ? new Uint8Array(0) : yUpdate, records)
 }

@@ -226,3 +226,19 @@ test('Yjs content is bound to the records: content for another object, or with n
     await close()
   }
 })
+
+test('anti-entropy never sends Yjs content whose record is still in the write queue', async () => {
+  const { A, C, close } = await cluster()
+  try {
+    for (let round = 0; round < 5; round++) {
+      // Writes in A's document now, their records queued behind one another for the disk.
+      const writes = Array.from({ length: 50 }, (_, i) => A.apply(pod(`q${round}-${i}`), { author: 'user:alice', now: 11000 + round * 100 + i }))
+      await C.applyRemote(await A.encodeMissing(C.encodeSyncState()))
+      await Promise.all(writes)
+    }
+    await C.applyRemote(await A.encodeMissing(C.encodeSyncState()))
+    assert.equal(C.list('Pod').length, 250)
+  } finally {
+    await close()
+  }
+})
