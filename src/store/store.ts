@@ -166,6 +166,8 @@ export class Store implements ObjectStore {
    * after it and may touch only that record's object.
    */
   private readonly covers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
+  /** Pod key → the nodes it has been bound to on this replica (current binding included). */
+  private readonly boundTo = new Map<string, Set<string>>()
   private readonly refusedListeners = new Set<(reason: RefusalReason, detail: string) => void>()
 
   constructor(private readonly opts: StoreOptions) {
@@ -232,7 +234,18 @@ export class Store implements ObjectStore {
   /** Which Yjs client each signer wrote with, and the records whose Yjs content is still to come. */
   private async loadBindings(): Promise<void> {
     for (const r of await this.log.all()) this.noteCover(r)
+    for (const p of this.doc.list('Pod')) this.noteBinding(keyOf({ kind: 'Pod', namespace: p.metadata.namespace ?? '', name: p.metadata.name }))
     if (this.signer) this.bindings.set(this.doc.doc.clientID, this.signer.id)
+  }
+
+  /** Remember which nodes a pod has been bound to here (the lifecycle rule: see trust.ts). */
+  private noteBinding(key: string): void {
+    if (!key.startsWith('Pod/')) return
+    const node = (this.doc.content(key)?.status as Record<string, unknown> | undefined)?.node
+    if (typeof node !== 'string') return
+    let set = this.boundTo.get(key)
+    if (!set) this.boundTo.set(key, (set = new Set()))
+    if (set.size < 64) set.add(node)
   }
 
   private noteCover(r: RevisionRecord): void {
@@ -571,6 +584,7 @@ export class Store implements ObjectStore {
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
     this.contentRev.set(key, id)
+    if (this.verifier !== undefined) this.noteBinding(key)
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
 
@@ -786,6 +800,7 @@ export class Store implements ObjectStore {
     const byKey = new Map<string, RevisionRecord>()
     for (const r of fresh) byKey.set(r.k, r)
     for (const k of touched) {
+      if (this.verifier !== undefined) this.noteBinding(k)
       const r = byKey.get(k)
       const head = this.doc.sysOf(k)?.rev
       if (r && head === r.i && (r.f !== undefined || this.contentRev.get(k) === r.p)) this.contentRev.set(k, r.i)
@@ -865,7 +880,7 @@ export class Store implements ObjectStore {
       if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
       if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: new Date(r.t).toISOString() })
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
-      const why = this.authorize(r, { before, after, changes, createdBy: creator, signer })
+      const why = this.authorize(r, { before, after, changes, createdBy: creator, signer, boundTo: this.boundTo.get(r.k) })
       if (why !== undefined) this.refuse('unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${why}`)
       keysInMessage.add(r.k)
       let l = msgCovers.get(r.y!)

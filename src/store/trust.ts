@@ -65,6 +65,8 @@ export type Authorize = (
     changes: Change[] | undefined
     createdBy: string | undefined
     signer: SignerInfo
+    /** For a pod: the nodes this replica has seen it bound to (a binding may move while its old node still reports). */
+    boundTo?: ReadonlySet<string>
   },
 ) => string | undefined
 
@@ -181,7 +183,7 @@ function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
  * Cluster-wide controllers (deployment, rollout, cluster, federation) may act anywhere: a known gap.
  */
 export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): Authorize {
-  return (r, { before, after, changes, createdBy, signer }) => {
+  return (r, { before, after, changes, createdBy, signer, boundTo }) => {
     const { kind, namespace, name } = refOfKey(r.k)
     const verb: 'create' | 'update' | 'delete' = r.o === 'delete' ? 'delete' : before === undefined ? 'create' : 'update'
     const isUser = r.a.startsWith('user:')
@@ -209,6 +211,9 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         }
         return undefined
       case 'controller:lifecycle':
+        // A pod once bound to the signer: its status may still come from there after a move
+        // (written before the node heard of it, as its copy stops).
+        if (kind === 'Pod' && mine !== undefined && boundTo?.has(mine)) return undefined
         // Neither known: a replica catching up holds neither the pod nor the record's parent (a gap).
         if (kind === 'Pod' && (before !== undefined || after !== undefined) && nodeOfPod(before) !== mine && nodeOfPod(after) !== mine)
           return `node ${mine ?? signer.id} may not write the status of pod ${name} bound elsewhere`
