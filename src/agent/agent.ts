@@ -8,7 +8,20 @@ import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, execaRunner, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
-import { ADMIN_USER, API_VERSION, nodeRootUser, OrcError, type OrcObject, type Pod, type RbacSource, type SecurityPolicy, wrapError } from '../model/index.ts'
+import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
+import {
+  ADMIN_USER,
+  API_VERSION,
+  isPlainObject,
+  type NodeStatus,
+  nodeRootUser,
+  OrcError,
+  type OrcObject,
+  type Pod,
+  type RbacSource,
+  type SecurityPolicy,
+  wrapError,
+} from '../model/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { createAuthorizer } from './authz.ts'
@@ -40,7 +53,12 @@ import { schedRoutes } from './sched/index.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
 
-export type OpenStore = (opts: { dir: string; logger?: Logger; randomBytes?: Random }) => Promise<ObjectStore>
+export type OpenStore = (opts: {
+  dir: string
+  logger?: Logger
+  randomBytes?: Random
+  trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay'>
+}) => Promise<ObjectStore>
 
 export interface AgentComponents {
   /** Opens the store; the real one unless a test injects another. */
@@ -84,12 +102,12 @@ function ensureDataDir(dir: string): void {
 }
 
 function defaultOpenStore(opts: Parameters<OpenStore>[0]): Promise<ObjectStore> {
-  return openStore({ dir: opts.dir, randomBytes: opts.randomBytes, logger: opts.logger as StoreOptions['logger'] })
+  return openStore({ dir: opts.dir, randomBytes: opts.randomBytes, logger: opts.logger as StoreOptions['logger'], ...opts.trust })
 }
 
-async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: Random): Promise<ObjectStore> {
+async function openStoreIn(dataDir: string, open: OpenStore, logger: Logger, random: Random, trust?: StoreTrust): Promise<ObjectStore> {
   try {
-    return await open({ dir: join(dataDir, 'db'), logger: logger.child({ module: 'store' }), randomBytes: random })
+    return await open({ dir: join(dataDir, 'db'), logger: logger.child({ module: 'store' }), randomBytes: random, ...(trust ? { trust } : {}) })
   } catch (err) {
     if (err instanceof OrcError && err.code === 'locked') {
       const pid = readPid(dataDir)
@@ -186,6 +204,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   // Each part is set by its component's start, which runs after the parts it reads.
   let store!: ObjectStore
   let cluster: ClusterNode | undefined
+  // The mesh's member directory, from before the mesh's first sync: the store's verifier reads it.
+  let directory: Pick<MemberDirectory, 'get'> | undefined
   let clusterRef!: { name: string; id: string }
   let network!: NodeNetwork
   let federation!: FederationManager
@@ -201,6 +221,35 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     httpAddress: () => listener?.address(),
     httpPin: () => listener?.pin(),
     peers: () => peerRows({ store, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh }),
+  }
+  // Refused peer updates become `UpdateRefused` events (orc events): an entry in this node's
+  // status.refusedUpdates, at most one write per 10 s whatever the rate of refusals.
+  let refusals: { at: number; count: number; reason: string; detail: string } | undefined
+  let refusalWrite: number | undefined
+  const reportRefusal = async (reason: string, detail: string): Promise<void> => {
+    const now = clock.now()
+    refusals = { at: now, count: (refusals?.count ?? 0) + 1, reason, detail: detail.slice(0, 300) }
+    if (refusalWrite !== undefined && now - refusalWrite < 10_000) return
+    const ref = { kind: 'Node', namespace: '', name: nodeName }
+    const cur = store.get(ref)
+    if (cur === undefined) return
+    refusalWrite = now
+    const e = refusals
+    refusals = undefined
+    const entry = { at: new Date(e.at).toISOString(), reason: e.reason, detail: e.detail, count: e.count }
+    try {
+      await store.patch(
+        ref,
+        [{ path: ['status', 'refusedUpdates'], value: [...((cur.status as NodeStatus | undefined)?.refusedUpdates ?? []), entry].slice(-20) }],
+        {
+          author: NODE_CONTROLLER,
+          reason: `refused a peer update (${e.reason})`,
+          now,
+        },
+      )
+    } catch (err) {
+      logger.debug({ err }, 'could not record a refused update')
+    }
   }
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
   let lifecycle: PodLifecycle | undefined
@@ -228,8 +277,24 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     {
       name: 'store',
       start: async () => {
-        store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random)
+        // In a cluster, records are signed with the node key and peers' updates are checked on
+        // receipt against the members' keys (docs/security.md, "Signed history and checks on receipt").
+        const trust = opts.mesh
+          ? await storeTrust(
+              dataDir,
+              random,
+              () => directory,
+              () => store,
+            )
+          : undefined
+        store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random, trust)
         rbacSource = store
+        const refused = ops.metrics.counter('orc_store_refused_updates_total', 'Updates from peers the store refused on receipt (nothing merged), by reason.')
+        store.onRefused((reason, detail) => {
+          refused.inc({ reason })
+          logger.warn({ reason, detail }, 'peer update refused')
+          void reportRefusal(reason, detail)
+        })
       },
       // The pid file goes last: while it is there, the data dir is in use.
       stop: () => closeDataDir(store, dataDir),
@@ -238,7 +303,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       ? [
           {
             name: 'mesh',
-            start: async () => void (cluster = await startClusterMesh({ dataDir, nodeName, store, logger, setup: opts.mesh!, clock, random })),
+            start: async () =>
+              void (cluster = await startClusterMesh({
+                dataDir,
+                nodeName,
+                store,
+                logger,
+                setup: opts.mesh!,
+                clock,
+                random,
+                onDirectory: (d) => (directory = d),
+              })),
             stop: () => cluster!.stop(),
           },
         ]
@@ -443,9 +518,36 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   return agent
 }
 
+type StoreTrust = NonNullable<Parameters<OpenStore>[0]['trust']>
+
+/**
+ * The store's signer (this node's key, from the data dir: the mesh uses the same one) and verifier:
+ * a signer is a current member, or a removed peer for what it signed before its removal (the
+ * replicated Cluster.status.removedPeers).
+ */
+async function storeTrust(
+  dataDir: string,
+  random: Random,
+  directoryOf: () => Pick<MemberDirectory, 'get'> | undefined,
+  storeOf: () => ObjectStore,
+): Promise<StoreTrust> {
+  const key = await loadOrCreateIdentity(dataDir, random)
+  const verifier = peerKeyVerifier((id) => {
+    const m = directoryOf()?.get(id)
+    if (m !== undefined) return { node: m.name }
+    for (const c of storeOf().list('Cluster')) {
+      const r = (c.status as Record<string, unknown> | undefined)?.removedPeers
+      const e = isPlainObject(r) ? r[id] : undefined
+      if (isPlainObject(e)) return { node: typeof e.name === 'string' ? e.name : undefined, removedAt: Date.parse(String(e.at)) || 0 }
+    }
+    return undefined
+  })
+  return { signer: recordSigner(key), verifier }
+}
+
 /** Open the store in the data dir, then mark the data dir in use (pid file) and open it to sandboxes. */
-async function openDataDir(dataDir: string, open: OpenStore, logger: Logger, random: Random): Promise<ObjectStore> {
-  const store = await openStoreIn(dataDir, open, logger, random)
+async function openDataDir(dataDir: string, open: OpenStore, logger: Logger, random: Random, trust?: StoreTrust): Promise<ObjectStore> {
+  const store = await openStoreIn(dataDir, open, logger, random, trust)
   try {
     // The load's garbage sits between the document's objects: give the fragmented pages back once.
     const compacted = compactHeap()

@@ -188,6 +188,8 @@ export async function startClusterMesh(c: {
   setup: MeshSetup
   clock: Clock
   random: Random
+  /** Given the member directory before the mesh starts (the store's verifier reads it from the first sync on). */
+  onDirectory?: (d: Pick<MemberDirectory, 'get'>) => void
 }): Promise<ClusterNode> {
   const { store, dataDir } = c
   const log = c.logger.child({ module: 'cluster' })
@@ -195,6 +197,7 @@ export async function startClusterMesh(c: {
   let handler: ApiHandler | undefined
   let memberHandler: ReturnType<typeof createMemberApiHandler> | undefined
   const directory = new RevocableDirectory(JsonFileMemberDirectory.inDataDir(dataDir), (p) => removed.has(p))
+  c.onDirectory?.(directory)
 
   const vetJoiner = (info: MemberInfo): void => {
     const node = store.get({ kind: 'Node', namespace: '', name: info.name })

@@ -23,7 +23,7 @@ import type { Liveness } from './liveness.ts'
 import type { MemberDirectory } from './members.ts'
 import type { MemberInfo, MemberTransition } from './membership.ts'
 import type { MeshTunables } from './options.ts'
-import { applyFromPeer, initiateSync, respondSync, SYNC_PROTOCOL, type SyncResult } from './sync.ts'
+import { applyFromPeer, initiateSync, isLaggingRefusal, respondSync, SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 import { Timers } from './timers.ts'
 import { isPeerFault } from './wire.ts'
 
@@ -340,6 +340,9 @@ export class Replication {
       // Merged either way; Ignore only tells gossipsub not to forward it (no penalty, see Liveness.forwards).
       return this.c.liveness.forwards(from, source) ? TopicValidatorResult.Accept : TopicValidatorResult.Ignore
     } catch (err) {
+      // Refused because this node lags (content it builds on, or its signer's admission, not here
+      // yet): fetch what is missing from its author or the forwarder.
+      if (isLaggingRefusal(err)) this.repairSoon(scope, [msg.from.toString(), source])
       if (!isPeerFault(err)) return TopicValidatorResult.Ignore
       await this.c.misbehaved(source, (err as Error).message)
       return TopicValidatorResult.Reject

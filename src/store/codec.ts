@@ -2,7 +2,6 @@ import * as decoding from 'lib0/decoding'
 import * as encoding from 'lib0/encoding'
 import * as Y from 'yjs'
 import { type Change, isPlainObject, OrcError } from '../model/index.ts'
-import { MAX_REMOTE_UPDATE_BYTES } from './options.ts'
 import type { RevisionOp } from './types.ts'
 
 /**
@@ -23,6 +22,12 @@ export interface RevisionRecord {
   rt?: string // rollback: restored revision id
   rf?: string // rollback: head it rolled back from
   x?: 1 // content folded away by compaction
+  // Signed records (a store with a signer; src/store/trust.ts):
+  n?: string // signer: the writing node's peer id
+  y?: number // Yjs clientID of the writing document
+  yc?: number // that client's Yjs clock after the write: the record covers its structs below it
+  h?: string // hash of the content as written (c, else f): compaction keeps it verifiable
+  g?: string // Ed25519 signature (base64) over the header and h
 }
 
 export type EncodedChange = ['s', string[], unknown] | ['u', string[]]
@@ -77,10 +82,19 @@ export function checkRecord(r: unknown): string | undefined {
   }
   if (r.f !== undefined && !isPlainObject(r.f)) return 'full content malformed'
   if (r.x !== undefined && r.x !== 1) return 'compaction flag malformed'
-  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x'])
+  if (r.n !== undefined && (typeof r.n !== 'string' || r.n.length > 128)) return 'signer malformed'
+  for (const f of ['y', 'yc'] as const) {
+    if (r[f] !== undefined && (typeof r[f] !== 'number' || !Number.isSafeInteger(r[f]) || (r[f] as number) < 0)) return `${f} malformed`
+  }
+  if (r.h !== undefined && (typeof r.h !== 'string' || r.h.length > 64)) return 'content hash malformed'
+  if (r.g !== undefined && (typeof r.g !== 'string' || r.g.length > 200)) return 'signature malformed'
+  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x', 'n', 'y', 'yc', 'h', 'g'])
   for (const key of Object.keys(r)) if (!allowed.has(key)) return `unknown field ${key}`
   return undefined
 }
+
+/** Largest replication message the store accepts from a peer. */
+export const MAX_REMOTE_UPDATE_BYTES = 64 * 1024 * 1024
 
 const WIRE_VERSION = 1
 const T_UPDATE = 1

@@ -22,6 +22,17 @@ export interface Sys {
   deleted?: true
 }
 
+/** A struct a peer's update would add (ObjectDocument.inspectUpdate). */
+export interface NewStruct {
+  client: number
+  from: number
+  to: number
+  loc: { key: string; path: string[] } | null | 'outside' | undefined
+  /** values: a map entry's value(s); map: a nested map; none: no content (GC, deleted); other: anything else. */
+  content: 'values' | 'map' | 'none' | 'other'
+  values?: unknown[]
+}
+
 export const SYS = '~'
 const LOCAL = Symbol('local')
 const REMOTE = Symbol('remote')
@@ -192,6 +203,122 @@ export class ObjectDocument {
     const effective = this.pending
     this.pending = []
     return { effective, touched }
+  }
+
+  /**
+   * What a peer's Yjs update would add, without applying it: each new struct (its client and clock
+   * range beyond this document's state vector) with where it lands — the object key and the field
+   * path inside it — and what it holds; and the keys whose content its deletions would remove.
+   * `loc` is null when a struct cannot be placed yet (it builds on one this document has not
+   * received), 'outside' when it lands outside the `objects` map, undefined for GC ranges (no
+   * content).
+   */
+  inspectUpdate(yUpdate: Uint8Array): { structs: NewStruct[]; deleted: Set<string | null> } {
+    const { structs, ds } = Y.decodeUpdate(yUpdate)
+    const store = this.doc.store
+    const byClient = new Map<number, Array<Y.Item | Y.GC | Y.Skip>>()
+    for (const st of structs) {
+      let l = byClient.get(st.id.client)
+      if (!l) byClient.set(st.id.client, (l = []))
+      l.push(st)
+    }
+    const findInUpdate = (id: Y.ID): Y.Item | Y.GC | Y.Skip | undefined => {
+      const l = byClient.get(id.client)
+      if (!l) return undefined
+      let lo = 0
+      let hi = l.length - 1
+      while (lo <= hi) {
+        const mid = (lo + hi) >>> 1
+        const x = l[mid]!
+        if (id.clock < x.id.clock) hi = mid - 1
+        else if (id.clock >= x.id.clock + x.length) lo = mid + 1
+        else return x
+      }
+      return undefined
+    }
+    type Loc = { key: string; path: string[] } | null | 'outside'
+    const locOfDocItem = (it: Y.Item): Loc => {
+      const path: string[] = []
+      let cur: Y.Item = it
+      for (let depth = 0; depth < 64; depth++) {
+        const parent = cur.parent as Y.AbstractType<unknown> | null
+        if (parent === null || cur.parentSub === null) return parent === null ? null : 'outside'
+        if (parent._item === null) return parent === (this.objects as unknown) ? { key: cur.parentSub, path: path.reverse() } : 'outside'
+        path.push(cur.parentSub)
+        cur = parent._item
+      }
+      return 'outside'
+    }
+    const memo = new Map<Y.Item, Loc>()
+    const locOfId = (id: Y.ID, depth: number): Loc => {
+      if (id.clock < Y.getState(store, id.client)) {
+        const it = Y.getItem(store, id)
+        return it instanceof Y.Item ? locOfDocItem(it) : null
+      }
+      const x = findInUpdate(id)
+      return x instanceof Y.Item ? locOfStruct(x, depth + 1) : null
+    }
+    // Where an item of the update lands: its parent's place plus its own field name; an item with
+    // no parent info is a sibling of its origin (same map, same field).
+    const locOfStruct = (x: Y.Item, depth: number): Loc => {
+      const known = memo.get(x)
+      if (known !== undefined) return known
+      let loc: Loc
+      const parent = x.parent as unknown
+      if (depth > 10000) loc = null
+      else if (typeof parent === 'string') loc = parent === 'objects' && x.parentSub !== null ? { key: x.parentSub, path: [] } : 'outside'
+      else if (parent !== null && typeof parent === 'object') {
+        const up = locOfId(parent as Y.ID, depth)
+        loc = up === null || up === 'outside' ? up : x.parentSub === null ? 'outside' : { key: up.key, path: [...up.path, x.parentSub] }
+      } else if (x.origin !== null) loc = locOfId(x.origin, depth)
+      else if (x.rightOrigin !== null) loc = locOfId(x.rightOrigin, depth)
+      else loc = 'outside'
+      memo.set(x, loc)
+      return loc
+    }
+    const out: NewStruct[] = []
+    for (const st of structs) {
+      if (st instanceof Y.Skip) continue
+      const have = Y.getState(store, st.id.client)
+      const end = st.id.clock + st.length
+      if (end <= have) continue
+      const n: NewStruct = { client: st.id.client, from: Math.max(st.id.clock, have), to: end, loc: undefined, content: 'none' }
+      if (st instanceof Y.Item) {
+        n.loc = locOfStruct(st, 0)
+        const c = st.content
+        if (c instanceof Y.ContentAny) {
+          n.content = 'values'
+          n.values = c.arr
+        } else if (c instanceof Y.ContentType) n.content = c.type.constructor === Y.Map ? 'map' : 'other'
+        else if (c instanceof Y.ContentDeleted) n.content = 'none'
+        else n.content = 'other'
+      }
+      out.push(n)
+    }
+    const deleted = new Set<string | null>()
+    for (const [client, items] of ds.clients) {
+      const have = Y.getState(store, client)
+      const local = store.clients.get(client)
+      if (local === undefined) continue
+      for (const d of items) {
+        // Deletions of structs this document holds and has not deleted yet.
+        if (d.clock >= have) continue
+        for (let i = Y.findIndexSS(local, d.clock); i < local.length; i++) {
+          const x = local[i]!
+          if (x.id.clock >= d.clock + d.len) break
+          if (x instanceof Y.Item && !x.deleted) {
+            const loc = locOfDocItem(x)
+            deleted.add(loc === null || loc === 'outside' ? null : loc.key)
+          }
+        }
+      }
+    }
+    return { structs: out, deleted }
+  }
+
+  /** This document's Yjs clock of a client (0 when unknown). */
+  clockOf(client: number): number {
+    return Y.getState(this.doc.store, client)
   }
 
   /** The keys changed since the last call. */

@@ -2,5 +2,7 @@
 export { decodeUpdateMessage, parseRevisionId } from './codec.ts'
 export type { CompactionPolicy, StoreOptions } from './options.ts'
 export { DEFAULT_COMPACTION, MAX_REMOTE_UPDATE_BYTES } from './options.ts'
-export { openStore, Store } from './store.ts'
+export { openStore, type RefusalReason, Store } from './store.ts'
+export type { Authorize, RecordSigner, RecordVerifier, SignerInfo, UserMay, Verb } from './trust.ts'
+export { defaultAuthorize } from './trust.ts'
 export type * from './types.ts'

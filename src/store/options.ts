@@ -1,5 +1,6 @@
 import type { AbstractLevel } from 'abstract-level'
 import type { OwnershipTable } from '../model/index.ts'
+import type { Authorize, RecordSigner, RecordVerifier, UserMay } from './trust.ts'
 
 export interface CompactionPolicy {
   /** Keep the full contents of at least this many most recent revisions per object. */
@@ -37,6 +38,18 @@ export interface StoreOptions {
   stability?: () => Uint8Array[] | null
   /** Write with fsync before acknowledging (default true; benchmarks of the sync cost may turn it off). */
   sync?: boolean
+  /** Signs this replica's revision records (the node key). Without it records are unsigned, as in single-node tools and unit tests. */
+  signer?: RecordSigner
+  /**
+   * Checks every update received from a peer before anything is merged: signatures, membership,
+   * schema, authorisation, and that the Yjs content is covered by the records (src/store/trust.ts).
+   * Without it, updates are merged unchecked.
+   */
+  verifier?: RecordVerifier
+  /** Authorisation of a verified record; defaults to the node rules (trust.ts defaultAuthorize). */
+  authorize?: Authorize
+  /** RBAC for user-authored records (default: allow). */
+  userMay?: UserMay
   logger?: { info: (...a: unknown[]) => void; warn: (...a: unknown[]) => void; error: (...a: unknown[]) => void; debug: (...a: unknown[]) => void }
 }
 
@@ -50,5 +63,4 @@ export const DEFAULTS = {
   fullEvery: 16,
 }
 
-/** Largest replication message the store accepts from a peer. */
-export const MAX_REMOTE_UPDATE_BYTES = 64 * 1024 * 1024
+export { MAX_REMOTE_UPDATE_BYTES } from './codec.ts'

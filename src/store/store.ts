@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { AbstractLevel } from 'abstract-level'
 import { ClassicLevel } from 'classic-level'
-import { mergeUpdates } from 'yjs'
+import { getState, mergeUpdates } from 'yjs'
 import {
   applyChanges,
   type Change,
@@ -40,6 +40,18 @@ import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions 
 import type { PruneResult } from './prune.ts'
 import { RevisionLog, resolveRevision, toRevision } from './revision-log.ts'
 import { DurableSyncState, encodeMissingFor, stateVectorsOf, syncDigestOf, syncStateOf } from './sync.ts'
+import {
+  type Authorize,
+  changesOf,
+  checkSchema,
+  contentAfter,
+  defaultAuthorize,
+  type RecordSigner,
+  type RecordVerifier,
+  signRecord,
+  structMatches,
+  verifyRecord,
+} from './trust.ts'
 import type {
   ApplyPlan,
   ApplyRemoteOptions,
@@ -54,6 +66,9 @@ import type {
   WriteResult,
 } from './types.ts'
 import { type BatchOp, GroupCommitWriter } from './writer.ts'
+
+/** Why a peer's update was refused (the `reason` label of orc_store_refused_updates_total). */
+export type RefusalReason = 'unsigned' | 'not_member' | 'bad_signature' | 'schema' | 'unauthorized' | 'unbound' | 'unresolved' | 'malformed'
 
 function getPathValue(obj: unknown, path: readonly string[]): unknown {
   let cur = obj
@@ -140,6 +155,20 @@ export class Store implements ObjectStore {
   private snapshotting = false
   private readonly durable = new DurableSyncState(() => syncStateOf(this.doc, this.log))
   private stability: (() => Uint8Array[] | null) | undefined
+  private readonly signer: RecordSigner | undefined
+  private readonly verifier: RecordVerifier | undefined
+  private readonly authorize: Authorize
+  /** Yjs clientID → signer, from verified records (and this replica's own client). */
+  private readonly bindings = new Map<number, string>()
+  /**
+   * Per Yjs client, the verified records whose Yjs content has not (all) arrived here yet, by the
+   * clock they end at (ascending): a new struct of that client belongs to the first one ending
+   * after it and may touch only that record's object.
+   */
+  private readonly covers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
+  /** Pod key → the nodes it has been bound to on this replica (current binding included). */
+  private readonly boundTo = new Map<string, Set<string>>()
+  private readonly refusedListeners = new Set<(reason: RefusalReason, detail: string) => void>()
 
   constructor(private readonly opts: StoreOptions) {
     this.db = opts.db ?? new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
@@ -149,6 +178,9 @@ export class Store implements ObjectStore {
     this.snapshotEvery = opts.snapshotEvery ?? DEFAULTS.snapshotEvery
     this.fullEvery = opts.fullEvery ?? DEFAULTS.fullEvery
     this.stability = opts.stability
+    this.signer = opts.signer
+    this.verifier = opts.verifier
+    this.authorize = opts.authorize ?? defaultAuthorize(this.ownership, opts.userMay ?? (() => true))
     // What a reader can see in the document may still be in the write queue; history waits for
     // it, so it is never behind the objects.
     this.log = new RevisionLog(this.db, () => this.writer.drain())
@@ -191,11 +223,51 @@ export class Store implements ObjectStore {
         err,
       )
     }
+    if (this.verifier !== undefined) await this.loadBindings()
     this.writer = new GroupCommitWriter(this.db, this.opts.sync ?? true, () => [
       { type: 'put', key: K_VECTOR, value: json(this.log.vector()) },
       { type: 'put', key: K_YCOUNTER, value: json(this.yCounter) },
     ])
     this.closed = false
+  }
+
+  /** Which Yjs client each signer wrote with, and the records whose Yjs content is still to come. */
+  private async loadBindings(): Promise<void> {
+    for (const r of await this.log.all()) this.noteCover(r)
+    for (const p of this.doc.list('Pod')) this.noteBinding(keyOf({ kind: 'Pod', namespace: p.metadata.namespace ?? '', name: p.metadata.name }))
+    if (this.signer) this.bindings.set(this.doc.doc.clientID, this.signer.id)
+  }
+
+  /** Remember which nodes a pod has been bound to here (the lifecycle rule: see trust.ts). */
+  private noteBinding(key: string): void {
+    if (!key.startsWith('Pod/')) return
+    const node = (this.doc.content(key)?.status as Record<string, unknown> | undefined)?.node
+    if (typeof node !== 'string') return
+    let set = this.boundTo.get(key)
+    if (!set) this.boundTo.set(key, (set = new Set()))
+    if (set.size < 64) set.add(node)
+  }
+
+  private noteCover(r: RevisionRecord): void {
+    if (r.y === undefined || r.n === undefined || r.yc === undefined) return
+    this.bindings.set(r.y, r.n)
+    if (r.yc <= this.doc.clockOf(r.y)) return
+    let l = this.covers.get(r.y)
+    if (!l) this.covers.set(r.y, (l = []))
+    let i = l.length
+    while (i > 0 && l[i - 1]!.yc > r.yc) i--
+    l.splice(i, 0, { yc: r.yc, k: r.k, r })
+  }
+
+  /** Forget covers whose content has all arrived. */
+  private trimCovers(): void {
+    for (const [client, l] of this.covers) {
+      const have = this.doc.clockOf(client)
+      let n = 0
+      while (n < l.length && l[n]!.yc <= have) n++
+      if (n === l.length) this.covers.delete(client)
+      else if (n > 0) l.splice(0, n)
+    }
   }
 
   private async load(): Promise<void> {
@@ -507,7 +579,12 @@ export class Store implements ObjectStore {
     }
 
     const yUpdate = this.doc.writeLocal(key, { op: op === 'delete' ? 'delete' : live ? 'update' : 'create', sys, content, changes })
+    if (this.signer) {
+      const client = this.doc.doc.clientID
+      signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
+    }
     this.contentRev.set(key, id)
+    if (this.verifier !== undefined) this.noteBinding(key)
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
 
@@ -659,7 +736,8 @@ export class Store implements ObjectStore {
       if (kept.f === undefined && kept.o !== 'delete' && kept.x !== 1) {
         const full = await this.log.contentOf(kept, this.policy)
         const k2 = { ...kept, f: full }
-        delete k2.c
+        // A signed record's hash covers the changes its writer wrote: keep them beside the copy.
+        if (k2.g === undefined) delete k2.c
         ops.push(this.log.replaceOp(k2))
       }
       for (const r of history.slice(0, firstKept)) {
@@ -699,7 +777,7 @@ export class Store implements ObjectStore {
 
   async encodeMissing(remoteState: Uint8Array, opts: { maxRecords?: number } = {}): Promise<Uint8Array> {
     this.ensureOpen()
-    return encodeMissingFor(this.doc, this.log, remoteState, opts.maxRecords ?? 20000)
+    return encodeMissingFor(this.doc, this.log, remoteState, opts.maxRecords ?? 20000, this.signer !== undefined, () => this.writer.drain())
   }
 
   async applyRemote(update: Uint8Array, opts: ApplyRemoteOptions = {}): Promise<RemoteApplied> {
@@ -712,11 +790,17 @@ export class Store implements ObjectStore {
       seen.add(r.i)
       fresh.push(r)
     }
+    if (this.verifier !== undefined) this.checkRemote(yUpdate, fresh, this.verifier)
     const { effective, touched } = this.doc.applyRemote(yUpdate)
+    if (this.verifier !== undefined) {
+      for (const r of fresh) this.noteCover(r)
+      this.trimCovers()
+    }
     // Track which objects still hold exactly one revision's content (see commit()).
     const byKey = new Map<string, RevisionRecord>()
     for (const r of fresh) byKey.set(r.k, r)
     for (const k of touched) {
+      if (this.verifier !== undefined) this.noteBinding(k)
       const r = byKey.get(k)
       const head = this.doc.sysOf(k)?.rev
       if (r && head === r.i && (r.f !== undefined || this.contentRev.get(k) === r.p)) this.contentRev.set(k, r.i)
@@ -739,6 +823,120 @@ export class Store implements ObjectStore {
     this.notifyChanges()
     this.maybeSnapshot()
     return { revisions: fresh.length, incomplete: this.doc.incomplete() }
+  }
+
+  private refuse(reason: RefusalReason, detail: string): never {
+    for (const fn of this.refusedListeners) {
+      try {
+        fn(reason, detail)
+      } catch (err) {
+        this.opts.logger?.error({ err }, 'refusal listener failed')
+      }
+    }
+    throw new OrcError('forbidden', `replication message refused (${reason}): ${detail}`, { refused: reason })
+  }
+
+  /** Called for each peer update refused by the checks on receipt (nothing of it was merged). */
+  onRefused(fn: (reason: RefusalReason, detail: string) => void): () => void {
+    this.refusedListeners.add(fn)
+    return () => this.refusedListeners.delete(fn)
+  }
+
+  /**
+   * The checks on receipt (docs/security.md, "Signed history and checks on receipt"), before
+   * anything is merged: each new record is signed by a member, within its signer's rights and (its
+   * content) valid for its kind; each new Yjs struct comes from a client a signer is bound to and
+   * touches only the object of the record that covers it; each deletion removes content of an
+   * object a new record (here, or received without its content yet) is about. Throws on refusal.
+   */
+  private checkRemote(yUpdate: Uint8Array, fresh: readonly RevisionRecord[], verifier: RecordVerifier): void {
+    const signers = new Map<string, { id: string; node?: string }>()
+    const bound = new Map<number, string>()
+    const msgCovers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
+    const afterById = new Map<string, Record<string, unknown> | undefined>()
+    const createdBy = new Map<string, { createdBy: string; createdAt: string }>()
+    const keysInMessage = new Set<string>()
+    const members = new Map<string, { node?: string; removedAt?: number } | undefined>()
+    for (const r of fresh) {
+      if (r.n !== undefined && !members.has(r.n)) members.set(r.n, verifier.member(r.n))
+      const bad = verifyRecord(r, verifier, r.n === undefined ? undefined : members.get(r.n))
+      if (bad !== undefined) this.refuse(bad as RefusalReason, `revision ${r.i} of ${r.k}${bad === 'not_member' ? ` (signer ${r.n})` : ''}`)
+      const n = r.n!
+      let signer = signers.get(n)
+      if (!signer) signers.set(n, (signer = { id: n, node: members.get(n)?.node }))
+      const was = bound.get(r.y!) ?? this.bindings.get(r.y!)
+      if (was !== undefined && was !== n) this.refuse('unbound', `revision ${r.i}: Yjs client ${r.y} belongs to another signer`)
+      bound.set(r.y!, n)
+      // The content before: the parent's (in this message, or current here when it is the head).
+      const sys = this.doc.sysOf(r.k)
+      const headHere = sys !== undefined && !sys.deleted && sys.rev === r.p ? this.doc.content(r.k) : undefined
+      const base = r.p !== undefined && afterById.has(r.p) ? afterById.get(r.p) : headHere
+      const before = base ?? (sys?.deleted ? undefined : this.doc.content(r.k))
+      const baseKnown = base !== undefined || (r.p !== undefined && afterById.has(r.p))
+      const after = r.c !== undefined && !baseKnown && r.f === undefined ? undefined : contentAfter(r, base)
+      const changes = changesOf(r, base, baseKnown)
+      afterById.set(r.i, after)
+      const bad2 = checkSchema(r, after)
+      if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
+      if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: new Date(r.t).toISOString() })
+      const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
+      const why = this.authorize(r, { before, after, changes, createdBy: creator, signer, boundTo: this.boundTo.get(r.k) })
+      if (why !== undefined) this.refuse('unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${why}`)
+      keysInMessage.add(r.k)
+      let l = msgCovers.get(r.y!)
+      if (!l) msgCovers.set(r.y!, (l = []))
+      l.push({ yc: r.yc!, k: r.k, r })
+    }
+    if (yUpdate.byteLength === 0) return
+    let seen: ReturnType<ObjectDocument['inspectUpdate']>
+    try {
+      seen = this.doc.inspectUpdate(yUpdate)
+    } catch (err) {
+      this.refuse('malformed', `Yjs update: ${(err as Error).message}`)
+    }
+    for (const l of msgCovers.values()) l.sort((a, b) => a.yc - b.yc)
+    const creatorOf = (k: string): { createdBy: string; createdAt: string; uid?: string } | undefined => {
+      const sys = this.doc.sysOf(k)
+      return sys !== undefined && !sys.deleted ? sys : createdBy.get(k)
+    }
+    type Cover = { yc: number; k: string; r: RevisionRecord }
+    const coverOf = (client: number, clock: number): Cover | undefined => {
+      let best: Cover | undefined
+      for (const l of [this.covers.get(client), msgCovers.get(client)]) {
+        for (const c of l ?? []) {
+          if (c.yc > clock && (best === undefined || c.yc < best.yc)) best = c
+          if (c.yc > clock) break
+        }
+      }
+      return best
+    }
+    for (const st of seen.structs) {
+      if (st.loc === null) this.refuse('unresolved', `Yjs content of client ${st.client} builds on content not received yet`)
+      if (st.loc === 'outside') this.refuse('unbound', `Yjs content of client ${st.client} outside the objects map`)
+      // Every struct of a write lies below the clock its record ends at: check each record's range.
+      let clock = st.from
+      while (clock < st.to) {
+        const c = coverOf(st.client, clock)
+        if (c === undefined) this.refuse('unbound', `Yjs content of client ${st.client} at clock ${clock} is covered by no signed revision`)
+        if (st.loc !== undefined) {
+          if (c.k !== st.loc.key) this.refuse('unbound', `Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
+          if (st.content !== 'none' && st.to > c.yc) this.refuse('unbound', `Yjs content of client ${st.client} spans two revisions`)
+          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k))
+          if (bad !== undefined)
+            this.refuse('unbound', `Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
+        }
+        clock = c.yc
+      }
+    }
+    if (seen.deleted.size > 0) {
+      const pending = new Set<string>()
+      for (const l of this.covers.values()) for (const c of l) pending.add(c.k)
+      for (const k of seen.deleted) {
+        if (k === null || k === '' || (!keysInMessage.has(k) && !pending.has(k))) {
+          this.refuse('unbound', `Yjs deletion in ${k || 'unknown content'} comes with no signed revision of it`)
+        }
+      }
+    }
   }
 
   onLocalUpdate(fn: (update: Uint8Array) => void): () => void {

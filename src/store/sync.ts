@@ -21,11 +21,26 @@ export function syncDigestOf(doc: ObjectDocument, log: RevisionLog): string {
   return JSON.stringify({ sv, log: log.digest() })
 }
 
-/** The Yjs update and the revision records (at most `max`) a replica with `remoteState` lacks. */
-export async function encodeMissingFor(doc: ObjectDocument, log: RevisionLog, remoteState: Uint8Array, max: number): Promise<Uint8Array> {
+/**
+ * The Yjs update and the revision records (at most `max`) a replica with `remoteState` lacks. With
+ * `bound` (signed stores, whose receivers refuse Yjs content no record covers), a capped list goes
+ * without the Yjs update: the records come first, the content once they all fit.
+ */
+export async function encodeMissingFor(
+  doc: ObjectDocument,
+  log: RevisionLog,
+  remoteState: Uint8Array,
+  max: number,
+  bound = false,
+  drain: () => Promise<void> = async () => {},
+): Promise<Uint8Array> {
   const { sv, log: theirs } = decodeSyncState(remoteState)
   const yUpdate = doc.encodeUpdate(sv)
-  return encodeUpdateMessage(yUpdate, await log.missing(theirs, max))
+  // The document is ahead of the log on disk by the writes in the queue: wait for them, so the
+  // records sent cover every write whose content is in yUpdate.
+  if (bound) await drain()
+  const records = await log.missing(theirs, max)
+  return encodeUpdateMessage(bound && records.length >= max ? new Uint8Array(0) : yUpdate, records)
 }
 
 /** Other replicas' sync states as Yjs state vectors, or why they cannot be used. */

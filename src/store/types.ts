@@ -133,6 +133,8 @@ export interface ObjectStore extends Replicable {
   onChange(fn: (keys: string[]) => void): () => void
   /** Objects a remote update changed, once merged in memory (readable from then on), before its synced write. */
   onRemoteMerged(fn: (keys: string[]) => void): () => void
+  /** Called for each peer update refused by the checks on receipt (Store options `verifier`); nothing of it was merged. */
+  onRefused(fn: (reason: string, detail: string) => void): () => void
   /** Enable tombstone pruning: see Store.setStability and docs/architecture.md. */
   setStability(fn: (() => Uint8Array[] | null) | undefined): void
   /** Prune stable tombstones (see Store.pruneTombstones). */

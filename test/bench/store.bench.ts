@@ -4,10 +4,12 @@
 // process (bundled like the agent, plain node) opening it.
 import '../../src/polyfill.ts'
 import { execFileSync, spawnSync } from 'node:child_process'
+import { sign as cryptoSign, verify as cryptoVerify, generateKeyPairSync } from 'node:crypto'
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
+import type { StoreOptions } from '../../src/store/options.ts'
 import { openStore } from '../../src/store/store.ts'
 import { pod, seededBytes } from '../helpers/store.ts'
 
@@ -93,9 +95,23 @@ async function etcdWrites(inflights: number[], n = 10000): Promise<Map<number, n
   return out
 }
 
+// ORC_BENCH_SIGNED=1: stores sign their records and check peers' (docs/security.md), as in a cluster.
+const benchKeys = new Map(['a', 'b', 'w'].map((n) => [`peer-${n}`, generateKeyPairSync('ed25519')]))
+function trust(name: string): Partial<StoreOptions> {
+  if (!process.env.ORC_BENCH_SIGNED) return {}
+  const own = benchKeys.get(`peer-${name}`)!
+  return {
+    signer: { id: `peer-${name}`, sign: (data) => cryptoSign(null, data, own.privateKey) },
+    verifier: {
+      member: (id) => (benchKeys.has(id) ? { node: id.slice(5) } : undefined),
+      verify: (id, data, sig) => cryptoVerify(null, data, benchKeys.get(id)!.publicKey, sig),
+    },
+  }
+}
+
 async function writes(inflight: number, n = 10000): Promise<number> {
   const d = tmp()
-  const s = await openStore({ dir: d })
+  const s = await openStore({ dir: d, ...trust('w') })
   let next = 0
   const t0 = performance.now()
   await Promise.all(
@@ -243,8 +259,8 @@ async function bytes() {
 async function converge() {
   const dA = tmp()
   const dB = tmp()
-  const A = await openStore({ dir: dA, randomBytes: seededBytes(4) })
-  const B = await openStore({ dir: dB, randomBytes: seededBytes(5) })
+  const A = await openStore({ dir: dA, randomBytes: seededBytes(4), ...trust('a') })
+  const B = await openStore({ dir: dB, randomBytes: seededBytes(5), ...trust('b') })
   for (let i = 0; i < 500; i++) await A.apply(pod(`p${i}`), { author: 'user:a', now: i })
   await B.applyRemote(await A.encodeMissing(B.encodeSyncState()))
   const work = async (s: typeof A, who: string) => {

@@ -83,6 +83,7 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     encodeMissing: (r) => own.encodeMissing(r),
     applyRemote: (u, opts) => own.applyRemote(u, opts),
     onLocalUpdate: (fn) => own.onLocalUpdate(fn),
+    onRefused: (fn) => own.onRefused(fn),
     async apply(manifest, opts) {
       const { store, scope } = forObj(manifest)
       return store.apply(withOrigin(store, manifest, scope), tag(opts, scope))

@@ -104,6 +104,30 @@ function stoppedCopyEvents(nodes: readonly StoredObject[], since: number, ref: O
   return out
 }
 
+/** `UpdateRefused`: a node refused a peer's update on receipt (its Node's status.refusedUpdates). */
+function refusedEvents(nodes: readonly StoredObject[], since: number): ClusterEvent[] {
+  const out: ClusterEvent[] = []
+  for (const n of nodes) {
+    const list = (n.status as Record<string, unknown> | undefined)?.refusedUpdates
+    if (!Array.isArray(list)) continue
+    for (const e of list as Record<string, unknown>[]) {
+      const time = Date.parse(String(e?.at))
+      if (!(time >= since)) continue
+      const count = typeof e.count === 'number' && e.count > 1 ? ` (${e.count} refused since the last entry)` : ''
+      out.push({
+        id: `${n.metadata.uid}:refused:${time}`,
+        time,
+        object: refText('Node', n.metadata.name),
+        namespace: '',
+        type: 'UpdateRefused',
+        source: `node/${n.metadata.name}`,
+        message: `refused a peer update (${String(e.reason)}): ${String(e.detail)}${count}`,
+      })
+    }
+  }
+  return out
+}
+
 function formatMs(ms: number): string {
   return ms < 1000 ? `${Math.max(0, Math.round(ms))}ms` : `${(ms / 1000).toFixed(1)}s`
 }
@@ -142,6 +166,10 @@ export async function collectEvents(store: ObjectStore, q: EventQuery): Promise<
   for (const o of objects) out.push(...unitEvents(o, since))
   if (q.ref === undefined ? q.kind === undefined || q.kind === 'Pod' : q.ref.kind === 'Pod')
     out.push(...stoppedCopyEvents(store.list('Node'), since, q.ref, q.namespace))
+  if (q.ref === undefined ? q.kind === undefined || q.kind === 'Node' : q.ref.kind === 'Node') {
+    const nodes = q.ref === undefined ? store.list('Node') : objects
+    out.push(...refusedEvents(nodes, since))
+  }
   out.sort((a, b) => a.time - b.time || a.id.localeCompare(b.id))
   const limit = q.limit ?? 500
   return out.length > limit ? out.slice(out.length - limit) : out

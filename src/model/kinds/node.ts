@@ -29,6 +29,8 @@ export type NodeStatus = {
   workflow?: unknown
   /** Copies of pods bound elsewhere this node stopped (newest 20). */
   stoppedCopies?: { pod: string; boundTo: string; at: string; why: string }[]
+  /** Peer updates this node refused on receipt (newest 20; at most one entry per 10 s, `count` refusals each). */
+  refusedUpdates?: { at: string; reason: string; detail: string; count: number }[]
 }
 
 export const nodeKind = defineKind({

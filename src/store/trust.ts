@@ -1,0 +1,304 @@
+/**
+ * Signed history and the checks a replica makes on receipt (docs/security.md, "Signed history and
+ * checks on receipt"). A revision record is signed by the node that wrote it over a canonical
+ * header that includes a hash of its content; a receiving replica verifies the signature, that the
+ * signer is a member, that the content passes the kind's schema and that the signer had the right
+ * to the change (authorize), before it merges anything.
+ */
+import { createHash } from 'node:crypto'
+import {
+  applyChanges,
+  type Change,
+  deepEqual,
+  diffValues,
+  formatPath,
+  isPlainObject,
+  keyOf,
+  normalizeManifest,
+  type OwnershipTable,
+  refOf,
+  refOfKey,
+  USERS,
+} from '../model/index.ts'
+import { decodeChanges, type RevisionRecord } from './codec.ts'
+
+/** Signs this replica's revision records: the node's key. `id` is what verifiers look the key up by (the peer id). */
+export interface RecordSigner {
+  id: string
+  sign(data: Uint8Array): Uint8Array
+}
+
+/** Who may sign: the current members' keys (removed peers are not members). */
+export interface RecordVerifier {
+  /**
+   * The member with this signer id, or undefined when it is not a member. A removed peer may be
+   * returned with the time of its removal: its records made before it verify, later ones do not.
+   */
+  member(id: string): { node?: string; removedAt?: number } | undefined
+  verify(id: string, data: Uint8Array, signature: Uint8Array): boolean
+}
+
+/** What the authorisation hook is told about the signer. */
+export interface SignerInfo {
+  id: string
+  /** The signer's node name, when known. */
+  node?: string
+}
+
+export type Verb = 'create' | 'update' | 'delete'
+
+/** May this user do `verb` on `kind` in `namespace` ('' for cluster-scoped kinds)? Wired to RBAC by the agent. */
+export type UserMay = (user: string, verb: Verb, kind: string, namespace: string) => boolean
+
+/**
+ * Whether a verified record is within its signer's rights. `before` is the object's content on
+ * this replica before the message (undefined when absent), `after` the record's resulting content
+ * (undefined for a delete, or when it cannot be known: a compacted record). Returns the reason for
+ * a refusal, or undefined.
+ */
+export type Authorize = (
+  record: RevisionRecord,
+  ctx: {
+    before: Record<string, unknown> | undefined
+    after: Record<string, unknown> | undefined
+    /** The changes it makes, when known exactly (a delta record; a full copy whose parent content is known). */
+    changes: Change[] | undefined
+    createdBy: string | undefined
+    signer: SignerInfo
+    /** For a pod: the nodes this replica has seen it bound to (a binding may move while its old node still reports). */
+    boundTo?: ReadonlySet<string>
+  },
+) => string | undefined
+
+export interface TrustOptions {
+  signer?: RecordSigner
+  verifier?: RecordVerifier
+  authorize?: Authorize
+  userMay?: UserMay
+}
+
+const te = new TextEncoder()
+
+/** Hash of a record's content as its writer wrote it: the changes when it has them, else the full copy. */
+export function contentHash(r: Pick<RevisionRecord, 'c' | 'f'>): string {
+  const body = r.c !== undefined ? `c${JSON.stringify(r.c)}` : `f${JSON.stringify(r.f ?? null)}`
+  return createHash('sha256').update(body).digest('base64url')
+}
+
+/** The bytes a record's signature covers: every header field and the content hash. */
+export function signedBytes(r: RevisionRecord): Uint8Array {
+  return te.encode(
+    JSON.stringify(['orc-rev-1', r.i, r.k, r.s, r.o, r.a, r.r, r.t, r.p ?? '', r.rt ?? '', r.rf ?? '', r.n ?? '', r.y ?? 0, r.yc ?? 0, r.h ?? '']),
+  )
+}
+
+export function signRecord(r: RevisionRecord, signer: RecordSigner, clientId: number, clock: number): void {
+  r.n = signer.id
+  r.y = clientId
+  r.yc = clock
+  r.h = contentHash(r)
+  r.g = Buffer.from(signer.sign(signedBytes(r))).toString('base64')
+}
+
+/** Signature and membership (`member`: what verifier.member said of the signer). Returns a refusal reason or undefined. */
+export function verifyRecord(r: RevisionRecord, verifier: RecordVerifier, member: { removedAt?: number } | undefined): string | undefined {
+  if (r.n === undefined || r.g === undefined || r.h === undefined || r.y === undefined || r.yc === undefined) return 'unsigned'
+  if (member === undefined || (member.removedAt !== undefined && r.t >= member.removedAt)) return 'not_member'
+  // Compaction folds content away (x) and may add a full copy beside the changes it keeps: the
+  // hash covers what the writer wrote, the changes first.
+  if (r.x !== 1 && contentHash(r) !== r.h) return 'bad_signature'
+  let sig: Uint8Array
+  try {
+    sig = Buffer.from(r.g, 'base64')
+  } catch {
+    return 'bad_signature'
+  }
+  try {
+    if (!verifier.verify(r.n, signedBytes(r), sig)) return 'bad_signature'
+  } catch {
+    return 'bad_signature'
+  }
+  return undefined
+}
+
+/** The exact changes a record makes: its delta, or its full copy against known parent content; undefined when unknown. */
+export function changesOf(r: RevisionRecord, base: Record<string, unknown> | undefined, baseKnown: boolean): Change[] | undefined {
+  if (r.o === 'delete') return []
+  if (r.c !== undefined) return decodeChanges(r.c)
+  if (r.f !== undefined && (baseKnown || r.p === undefined)) return diffValues(base ?? {}, r.f)
+  return undefined
+}
+
+/** The content a record results in, from the content before it; undefined for deletes and compacted records. */
+export function contentAfter(r: RevisionRecord, before: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (r.o === 'delete') return undefined
+  if (r.f !== undefined) return r.f
+  if (r.c !== undefined) return applyChanges(before ?? {}, decodeChanges(r.c)) as Record<string, unknown>
+  return undefined
+}
+
+/** Schema check of a record's resulting content, and that it is the object its key names. */
+export function checkSchema(r: RevisionRecord, after: Record<string, unknown> | undefined): string | undefined {
+  if (after === undefined) return undefined
+  try {
+    const obj = normalizeManifest(structuredClone(after))
+    if (keyOf(refOf(obj)) !== r.k) return `content is ${keyOf(refOf(obj))}, not ${r.k}`
+  } catch (err) {
+    return (err as Error).message
+  }
+  return undefined
+}
+
+function touched(changes: readonly Change[]): string[][] {
+  const out: string[][] = []
+  const leaves = (v: unknown, path: string[]) => {
+    if (isPlainObject(v) && Object.keys(v).length > 0) for (const [k, x] of Object.entries(v)) leaves(x, [...path, k])
+    else out.push(path)
+  }
+  const walk = (a: unknown, b: unknown, path: string[]) => {
+    if (isPlainObject(a) && isPlainObject(b)) {
+      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) walk(a[k], b[k], [...path, k])
+    } else if (!deepEqual(a, b)) {
+      if (a !== undefined) leaves(a, path)
+      if (b !== undefined) leaves(b, path)
+    }
+  }
+  for (const c of changes) {
+    if (c.op === 'unset' && c.old === undefined) out.push(c.path)
+    else walk(c.old, c.op === 'set' ? c.value : undefined, c.path)
+  }
+  return out
+}
+
+function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
+  const st = o?.status
+  return isPlainObject(st) ? st.node : undefined
+}
+
+/**
+ * The default node rules. Users: RBAC (`userMay`) and user-owned fields only. Controllers: only
+ * fields the controller owns (or the fields of objects it created), and for the node-scoped ones
+ * only what belongs to the signer's node: `controller:node` its own Node object; the lifecycle
+ * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own).
+ * Cluster-wide controllers (deployment, rollout, cluster, federation) may act anywhere: a known gap.
+ */
+export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): Authorize {
+  return (r, { before, after, changes, createdBy, signer, boundTo }) => {
+    const { kind, namespace, name } = refOfKey(r.k)
+    const verb: 'create' | 'update' | 'delete' = r.o === 'delete' ? 'delete' : before === undefined ? 'create' : 'update'
+    const isUser = r.a.startsWith('user:')
+    if (isUser && !userMay(r.a.slice(5), verb, kind, namespace ?? '')) return `${r.a} may not ${verb} ${kind.toLowerCase()}/${name}`
+    // Field ownership, as the writer's store checks it.
+    const creator = createdBy ?? r.a
+    const paths = r.o === 'delete' || changes === undefined ? [] : touched(changes)
+    for (const p of paths) {
+      const owner = ownership.ownerOf(kind, p)
+      const ok = owner === USERS ? isUser || r.a === creator : owner === r.a
+      if (!ok) return `${kind.toLowerCase()}/${name}: ${formatPath(p)} is owned by ${owner === USERS ? 'users' : owner}; ${r.a} may not change it`
+    }
+    if (isUser) return undefined
+    const mine = signer.node
+    switch (r.a) {
+      case 'controller:node':
+        // Another node's Node: only what `orc node forget` and `orc node remove` write (a known gap:
+        // any node may mark any other forgotten or removed; see docs/security.md).
+        if (kind === 'Node' && name !== mine) {
+          if (r.o === 'delete' || changes === undefined) return `node ${mine ?? signer.id} may not write node/${name}`
+          const other = paths.find((p) => !(p[0] === 'status' && ['forgotten', 'state', 'removedAt'].includes(p[1] ?? '')))
+          if (other !== undefined) return `node ${mine ?? signer.id} may not write ${formatPath(other)} of node/${name}`
+          const state = isPlainObject(after?.status) ? after.status.state : undefined
+          if (paths.some((p) => p[1] === 'state') && state !== 'Removed') return `node ${mine ?? signer.id} may not set the state of node/${name}`
+        }
+        return undefined
+      case 'controller:lifecycle':
+        // A pod once bound to the signer: its status may still come from there after a move
+        // (written before the node heard of it, as its copy stops).
+        if (kind === 'Pod' && mine !== undefined && boundTo?.has(mine)) return undefined
+        // Neither known: a replica catching up holds neither the pod nor the record's parent (a gap).
+        if (kind === 'Pod' && (before !== undefined || after !== undefined) && nodeOfPod(before) !== mine && nodeOfPod(after) !== mine)
+          return `node ${mine ?? signer.id} may not write the status of pod ${name} bound elsewhere`
+        return undefined
+      case 'controller:scheduler': {
+        if (kind !== 'Pod') return undefined
+        const to = after === undefined ? undefined : nodeOfPod(after)
+        if (to !== undefined && to !== mine && to !== nodeOfPod(before)) return `node ${mine ?? signer.id} may not bind pod ${name} to ${String(to)}`
+        return undefined
+      }
+      default:
+        return undefined
+    }
+  }
+}
+
+const SYS_FIELDS = new Set(['uid', 'seq', 'rev', 'createdAt', 'createdBy', 'updatedAt', 'updatedBy', 'deleted'])
+
+function valueAt(v: unknown, path: readonly string[]): unknown {
+  let cur = v
+  for (const seg of path) {
+    if (!isPlainObject(cur)) return undefined
+    cur = cur[seg]
+  }
+  return cur
+}
+
+/** A struct's content against the value the record says is at its path (plain objects are nested maps in the document). */
+function sameShape(expected: unknown, content: 'values' | 'map' | 'other', values: readonly unknown[] | undefined): boolean {
+  if (expected === undefined) return false
+  if (isPlainObject(expected)) return content === 'map'
+  return content === 'values' && values !== undefined && values.length === 1 && deepEqual(values[0], expected)
+}
+
+/**
+ * Does a new Yjs struct hold what its covering record says? `path` is the field path inside the
+ * object ([] for the object's own map, ['~'] for its system metadata). A record writes its object's
+ * map (create, delete's tombstone), the system metadata naming it, and the values of its changes
+ * (or of its full copy). Compacted records cannot be compared (their content is gone): accepted.
+ */
+export function structMatches(
+  r: RevisionRecord,
+  path: readonly string[],
+  content: 'values' | 'map' | 'none' | 'other',
+  values: readonly unknown[] | undefined,
+  origin: { createdBy: string; createdAt: string; uid?: string } | undefined,
+): string | undefined {
+  if (content === 'none') return undefined
+  if (content === 'other') return 'not a map or a value'
+  if (path.length === 0) return content === 'map' ? undefined : 'the object is not a map'
+  if (path[0] === '~') {
+    const sys = values?.[0]
+    if (path.length !== 1 || content !== 'values' || values!.length !== 1 || !isPlainObject(sys)) return 'system metadata malformed'
+    if (sys.rev !== r.i || sys.seq !== r.s || sys.updatedBy !== r.a || (sys.deleted === true) !== (r.o === 'delete'))
+      return 'system metadata names another revision'
+    if (sys.updatedAt !== new Date(r.t).toISOString()) return 'system metadata has another time'
+    if (Object.keys(sys).some((k) => !SYS_FIELDS.has(k))) return 'system metadata has unknown fields'
+    if (typeof sys.uid !== 'string' || !/^[0-9a-f]{32}$/.test(sys.uid) || typeof sys.createdAt !== 'string' || typeof sys.createdBy !== 'string') {
+      return 'system metadata malformed'
+    }
+    // The creator decides who may change user fields: a new object's is the record's author, an
+    // existing one keeps its creator, uid and creation time (unknown here while catching up: then unchecked).
+    const expected = r.o === 'create' ? { createdBy: r.a, createdAt: new Date(r.t).toISOString() } : origin
+    if (expected !== undefined) {
+      if (sys.createdBy !== expected.createdBy || sys.createdAt !== expected.createdAt || (expected.uid !== undefined && sys.uid !== expected.uid)) {
+        return 'system metadata names another creation'
+      }
+    }
+    return undefined
+  }
+  if (r.o === 'delete') return 'a delete writes no content'
+  if (r.x === 1 && r.c === undefined && r.f === undefined) return undefined
+  if (r.c !== undefined) {
+    for (const [op, p, v] of r.c) {
+      if (op !== 's') continue
+      const n = Math.min(p.length, path.length)
+      if (!p.slice(0, n).every((seg, i) => seg === path[i])) continue
+      // A deeper change: this is a map it goes through; otherwise the value (or a part of it).
+      if (path.length < p.length) {
+        if (content === 'map') return undefined
+        continue
+      }
+      if (sameShape(valueAt(v, path.slice(p.length)), content, values)) return undefined
+    }
+    return 'no change of the revision sets it'
+  }
+  return sameShape(valueAt(r.f, path), content, values) ? undefined : 'differs from the revision content'
+}

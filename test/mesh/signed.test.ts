@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { loadOrCreateIdentity, type Mesh, peerKeyVerifier, recordSigner } from '../../src/mesh/index.ts'
+import { openStore } from '../../src/store/index.ts'
+import { seededBytes } from '../helpers/store.ts'
+import { Fixture, seededRandom, waitFor } from './helpers.ts'
+
+const nodeRef = (name: string) => ({ kind: 'Node', namespace: '', name })
+const nodeObject = (name: string): any => ({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name }, spec: {} })
+
+// Issue #17, deliverable 2: a change a node makes beyond its rights is refused on receipt by the
+// other nodes — over the real mesh: not merged, counted, and the sender scored down.
+test("a node's gossip writing another node's Node status is refused on receipt, and the sender is scored down", async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const meshes: Record<string, Mesh | undefined> = {}
+  const open = async (name: string, seed: number) => {
+    const dataDir = await fx.dir()
+    const key = await loadOrCreateIdentity(dataDir, seededRandom(seed))
+    const verifier = peerKeyVerifier((id) => {
+      const m = meshes[name]?.members().find((x) => x.peerId === id)
+      return m === undefined ? undefined : { node: m.name }
+    })
+    const store = await openStore({ dir: join(dataDir, 'db'), randomBytes: seededBytes(seed), signer: recordSigner(key), verifier })
+    t.after(() => store.close())
+    return { dataDir, store }
+  }
+  const A = await open('a', 21)
+  const B = await open('b', 22)
+  await A.store.apply(nodeObject('a'), { author: 'controller:node', now: 1_000 })
+  const { mesh: a } = await fx.create('a', { dataDir: A.dataDir, scopes: { cluster: A.store } })
+  meshes.a = a
+  const b = await fx.join('b', a, { dataDir: B.dataDir, scopes: { cluster: B.store } })
+  meshes.b = b
+  await B.store.apply(nodeObject('b'), { author: 'controller:node', now: 2_000 })
+  await waitFor("A has B's node", () => A.store.get(nodeRef('b')) !== undefined)
+  assert.ok(B.store.get(nodeRef('a')))
+
+  const refused: string[] = []
+  A.store.onRefused((reason) => refused.push(reason))
+  const misbehaved: { peerId: string; score: number }[] = []
+  a.on('peer:misbehaved', (e) => misbehaved.push(e))
+  // B's (modified) agent marks A NotReady: its own store takes it, A's refuses it.
+  await B.store.patch(nodeRef('a'), [{ path: ['status', 'state'], value: 'NotReady' }], { author: 'controller:node', now: 3_000 })
+  await waitFor('A refused the update', () => refused.length > 0)
+  assert.equal(refused[0], 'unauthorized')
+  assert.equal(A.store.get(nodeRef('a'))?.status, undefined)
+  await waitFor('B was scored down', () => misbehaved.some((m) => m.peerId === b.peerId && m.score < 0))
+  // B's own Node is B's to write.
+  assert.equal(B.store.get(nodeRef('a'))?.status?.state, 'NotReady')
+})

@@ -1,0 +1,51 @@
+import { generateKeyPairSync, type KeyObject, sign, verify } from 'node:crypto'
+import { MemoryLevel } from 'memory-level'
+import { openStore, type Store } from '../../../src/store/store.ts'
+import type { RecordSigner, RecordVerifier, UserMay } from '../../../src/store/trust.ts'
+import { seededBytes } from '../../helpers/random.ts'
+
+export interface TestNode {
+  id: string
+  name: string
+  key: KeyObject
+  pub: KeyObject
+  signer: RecordSigner
+}
+
+export function testNode(name: string): TestNode {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+  const id = `peer-${name}`
+  return { id, name, key: privateKey, pub: publicKey, signer: { id, sign: (d) => sign(null, d, privateKey) } }
+}
+
+/** A verifier that knows `members` (peer id → key and node name). */
+export function verifierOf(members: readonly TestNode[]): RecordVerifier {
+  const by = new Map(members.map((m) => [m.id, m]))
+  return {
+    member: (id) => (by.has(id) ? { node: by.get(id)!.name } : undefined),
+    verify: (id, data, sig) => verify(null, data, by.get(id)!.pub, sig),
+  }
+}
+
+export async function memStore(node: TestNode, members: readonly TestNode[], opts: { userMay?: UserMay; seed?: number } = {}): Promise<Store> {
+  return openStore({
+    dir: `mem-${node.name}`,
+    db: new MemoryLevel({ keyEncoding: 'utf8', valueEncoding: 'view' }) as never,
+    randomBytes: opts.seed === undefined ? undefined : seededBytes(opts.seed),
+    sync: false,
+    signer: node.signer,
+    verifier: verifierOf(members),
+    userMay: opts.userMay,
+  })
+}
+
+export function nodeObject(name: string): any {
+  return { apiVersion: 'orc/v1', kind: 'Node', metadata: { name }, spec: {} }
+}
+
+/** Collects a store's outgoing replication messages. */
+export function outbox(store: Store): Uint8Array[] {
+  const out: Uint8Array[] = []
+  store.onLocalUpdate((u) => out.push(u))
+  return out
+}

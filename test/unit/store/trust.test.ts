@@ -1,0 +1,244 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import * as Y from 'yjs'
+import { decodeUpdateMessage, encodeUpdateMessage } from '../../../src/store/codec.ts'
+import type { Store } from '../../../src/store/store.ts'
+import { toY } from '../../../src/store/ydoc.ts'
+import { pod } from '../../helpers/store.ts'
+import { memStore, nodeObject, outbox, testNode } from './trust-helpers.ts'
+
+const a = testNode('a')
+const b = testNode('b')
+const c = testNode('c')
+const members = [a, b, c]
+const node = (name: string) => ({ kind: 'Node', namespace: '', name })
+const podRef = (name: string) => ({ kind: 'Pod', namespace: 'default', name })
+
+async function sync(from: Store, to: Store): Promise<void> {
+  await to.applyRemote(await from.encodeMissing(to.encodeSyncState()))
+}
+
+/** Three stores of one cluster, each with its own Node object, all synced. */
+async function cluster(opts: Parameters<typeof memStore>[2] = {}) {
+  const A = await memStore(a, members)
+  const B = await memStore(b, members)
+  const C = await memStore(c, members, opts)
+  let t = 1000
+  for (const [s, n] of [
+    [A, a],
+    [B, b],
+    [C, c],
+  ] as const) {
+    await s.apply(nodeObject(n.name), { author: 'controller:node', now: t++ })
+    await s.patch(node(n.name), [{ path: ['status', 'state'], value: 'Ready' }], { author: 'controller:node', now: t++ })
+  }
+  for (const x of [A, B, C]) for (const y of [A, B, C]) if (x !== y) await sync(x, y)
+  const close = async () => {
+    for (const s of [A, B, C]) await s.close()
+  }
+  return { A, B, C, close }
+}
+
+async function refused(p: Promise<unknown>, reason: string): Promise<void> {
+  await assert.rejects(p, (err: any) => {
+    assert.equal(err.code, 'forbidden', err.message)
+    assert.equal(err.details.refused, reason, err.message)
+    return true
+  })
+}
+
+test('signed records verify on receipt: honest writes of three nodes replicate', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    for (const s of [A, B, C]) for (const n of members) assert.equal(s.get(node(n.name))?.status?.state, 'Ready')
+    const rev = (await C.history(node('a')))[0]!
+    assert.equal(rev.author, 'controller:node')
+  } finally {
+    await close()
+  }
+})
+
+test("a node writing another node's Node status is refused on receipt by the other replicas", async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    const sent = outbox(B)
+    // B's store applies its own writes unchecked (a modified agent can always write locally).
+    await B.patch(node('a'), [{ path: ['status', 'state'], value: 'NotReady' }], { author: 'controller:node', now: 5000 })
+    assert.equal(sent.length, 1)
+    const seen: string[] = []
+    C.onRefused((reason) => seen.push(reason))
+    await refused(C.applyRemote(sent[0]!), 'unauthorized')
+    await refused(A.applyRemote(sent[0]!), 'unauthorized')
+    assert.equal(C.get(node('a'))?.status?.state, 'Ready')
+    assert.equal(A.get(node('a'))?.status?.state, 'Ready')
+    assert.deepEqual(seen, ['unauthorized'])
+    // Anti-entropy from B brings the same write: refused too.
+    await assert.rejects(sync(B, C), /refused/)
+    assert.equal(C.get(node('a'))?.status?.state, 'Ready')
+  } finally {
+    await close()
+  }
+})
+
+test('the lifecycle status of a pod bound to another node is refused; of its own pods accepted', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('web'), { author: 'user:alice', now: 6000 })
+    await A.patch(podRef('web'), [{ path: ['status', 'node'], value: 'a' }], { author: 'controller:scheduler', now: 6001 })
+    await sync(A, B)
+    await sync(A, C)
+    const sent = outbox(B)
+    await B.patch(podRef('web'), [{ path: ['status', 'phase'], value: 'Failed' }], { author: 'controller:lifecycle', now: 6002 })
+    await refused(C.applyRemote(sent[0]!), 'unauthorized')
+    const fromA = outbox(A)
+    await A.patch(podRef('web'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 6003 })
+    await C.applyRemote(fromA[0]!)
+    assert.equal(C.get(podRef('web'))?.status?.phase, 'Running')
+    // B binding a pod to a third node is refused; binding one to itself is not.
+    const B2 = await memStore(b, members)
+    try {
+      await sync(C, B2)
+      const sent2 = outbox(B2)
+      await A.apply(pod('free'), { author: 'user:alice', now: 6005 })
+      await sync(A, B2)
+      await sync(A, C)
+      await B2.patch(podRef('free'), [{ path: ['status', 'node'], value: 'b' }], { author: 'controller:scheduler', now: 6006 })
+      await C.applyRemote(sent2[0]!)
+      assert.equal(C.get(podRef('free'))?.status?.node, 'b')
+      await B2.patch(podRef('web'), [{ path: ['status', 'node'], value: 'c' }], { author: 'controller:scheduler', now: 6004 })
+      await refused(C.applyRemote(sent2[1]!), 'unauthorized')
+    } finally {
+      await B2.close()
+    }
+  } finally {
+    await close()
+  }
+})
+
+test('a record with a tampered signature, author or content is refused', async () => {
+  const { A, C, close } = await cluster()
+  try {
+    const sent = outbox(A)
+    await A.apply(pod('api'), { author: 'user:alice', now: 7000 })
+    const { yUpdate, records } = decodeUpdateMessage(sent[0]!)
+    const r = records[0]!
+    const forge = (patch: Record<string, unknown>) => encodeUpdateMessage(yUpdate, [{ ...r, ...patch }])
+    await refused(C.applyRemote(forge({ a: 'user:root' })), 'bad_signature')
+    await refused(C.applyRemote(forge({ r: 'other reason' })), 'bad_signature')
+    const sig = Buffer.from(r.g!, 'base64')
+    sig[3]! ^= 1
+    await refused(C.applyRemote(forge({ g: sig.toString('base64') })), 'bad_signature')
+    await refused(C.applyRemote(forge({ f: { ...r.f, spec: { containers: [] } } })), 'bad_signature')
+    await refused(C.applyRemote(forge({ n: 'peer-stranger' })), 'not_member')
+    await refused(C.applyRemote(forge({ g: undefined })), 'unsigned')
+    // Claiming the record was signed by another member fails the signature.
+    await refused(C.applyRemote(forge({ n: b.id })), 'bad_signature')
+    assert.equal(C.get(podRef('api')), undefined)
+    assert.equal((await C.allRevisions()).filter((x) => x.key === 'Pod/default/api').length, 0)
+    await C.applyRemote(sent[0]!)
+    assert.ok(C.get(podRef('api')))
+  } finally {
+    await close()
+  }
+})
+
+test('a user-authored record the injected userMay denies is refused', async () => {
+  const asked: string[] = []
+  const { A, C, close } = await cluster({
+    userMay: (user, verb, kind, ns) => {
+      asked.push(`${user} ${verb} ${kind} ${ns}`)
+      return user !== 'mallory'
+    },
+  })
+  try {
+    const sent = outbox(A)
+    await A.apply(pod('p2'), { author: 'user:alice', now: 8000 })
+    await C.applyRemote(sent[0]!)
+    assert.ok(C.get(podRef('p2')))
+    await A.apply(pod('p1'), { author: 'user:mallory', now: 8001 })
+    await refused(C.applyRemote(sent[1]!), 'unauthorized')
+    assert.equal(C.get(podRef('p1')), undefined)
+    assert.ok(asked.includes('mallory create Pod default'), asked.join())
+  } finally {
+    await close()
+  }
+})
+
+test('a record whose content fails the schema is refused, even when signed', async () => {
+  const { A, C, close } = await cluster()
+  try {
+    const sent = outbox(A)
+    await A.apply(pod('bad'), { author: 'user:alice', now: 9000 })
+    const { yUpdate, records } = decodeUpdateMessage(sent[0]!)
+    const r = { ...records[0]!, f: { ...records[0]!.f, spec: { containers: 'nope' } } }
+    delete r.g
+    const { signRecord } = await import('../../../src/store/trust.ts')
+    signRecord(r, a.signer, r.y!, r.yc!)
+    await refused(C.applyRemote(encodeUpdateMessage(yUpdate, [r])), 'schema')
+    assert.equal(C.get(podRef('bad')), undefined)
+  } finally {
+    await close()
+  }
+})
+
+test('Yjs content is bound to the records: content for another object, or with no record, is refused', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    // B's modified agent writes into node a's object in the document, then makes an honest write
+    // of its own node: the signed record covers a Yjs range that also touches node/a.
+    const doc = (B as any).doc.doc as Y.Doc
+    const before = C.encodeSyncState()
+    doc.transact(() => {
+      ;(doc.getMap('objects').get('Node//a') as Y.Map<unknown>).set('spec', new Y.Map())
+    })
+    const sent = outbox(B)
+    await B.patch(node('b'), [{ path: ['status', 'state'], value: 'NotReady' }], { author: 'controller:node', now: 10000 })
+    const { records } = decodeUpdateMessage(sent[0]!)
+    const sv = Y.encodeStateVector((C as any).doc.doc)
+    await refused(C.applyRemote(encodeUpdateMessage(Y.encodeStateAsUpdate(doc, sv), records)), 'unbound')
+    // The same content with no record at all.
+    await refused(C.applyRemote(encodeUpdateMessage(Y.encodeStateAsUpdate(doc, sv), [])), 'unbound')
+    assert.deepEqual(C.encodeSyncState(), before)
+    // A's honest Yjs update passed off with B's record.
+    const fromA = outbox(A)
+    await A.apply(pod('x'), { author: 'user:alice', now: 10001 })
+    await refused(C.applyRemote(encodeUpdateMessage(decodeUpdateMessage(fromA[0]!).yUpdate, records)), 'unbound')
+    // A relaying member rewrites the values of A's write (same Yjs client, same clocks, same object).
+    const aDoc = (A as any).doc.doc as Y.Doc
+    const forged = new Y.Doc()
+    Y.applyUpdate(forged, Y.encodeStateAsUpdate((C as any).doc.doc))
+    forged.clientID = aDoc.clientID
+    const honest = decodeUpdateMessage(fromA[0]!)
+    forged.transact(() => {
+      const m = new Y.Map<unknown>()
+      forged.getMap('objects').set('Pod/default/x', m)
+      const replica = new Y.Doc()
+      Y.applyUpdate(replica, Y.encodeStateAsUpdate(aDoc))
+      const real = (replica.getMap('objects').get('Pod/default/x') as Y.Map<unknown>).toJSON()
+      real.spec.containers[0].image = '/'
+      for (const [k, v] of Object.entries(real)) m.set(k, k === '~' ? v : toY(v))
+    })
+    const tampered = Y.encodeStateAsUpdate(forged, Y.encodeStateVector((C as any).doc.doc))
+    await refused(C.applyRemote(encodeUpdateMessage(tampered, honest.records)), 'unbound')
+    await C.applyRemote(fromA[0]!)
+    assert.equal((C.get(podRef('x'))!.spec as any).containers[0].image, '/images/busybox')
+  } finally {
+    await close()
+  }
+})
+
+test('anti-entropy never sends Yjs content whose record is still in the write queue', async () => {
+  const { A, C, close } = await cluster()
+  try {
+    for (let round = 0; round < 5; round++) {
+      // Writes in A's document now, their records queued behind one another for the disk.
+      const writes = Array.from({ length: 50 }, (_, i) => A.apply(pod(`q${round}-${i}`), { author: 'user:alice', now: 11000 + round * 100 + i }))
+      await C.applyRemote(await A.encodeMissing(C.encodeSyncState()))
+      await Promise.all(writes)
+    }
+    await C.applyRemote(await A.encodeMissing(C.encodeSyncState()))
+    assert.equal(C.list('Pod').length, 250)
+  } finally {
+    await close()
+  }
+})
