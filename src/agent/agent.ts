@@ -20,9 +20,10 @@ import {
   type Pod,
   type RbacSource,
   type SecurityPolicy,
+  userMay,
   wrapError,
 } from '../model/index.ts'
-import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
+import { type ObjectStore, openStore, type StoreOptions, type UserMay } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { createAuthorizer } from './authz.ts'
 import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
@@ -542,7 +543,10 @@ async function storeTrust(
     }
     return undefined
   })
-  return { signer: recordSigner(key), verifier }
+  // Users' rights on receipt: the replica's roles and bindings, overlaid with the message's own.
+  const verbs = { create: 'apply', update: 'apply', delete: 'delete' } as const
+  const userMayOnReceipt: UserMay = (user, verb, kind, namespace, objects) => userMay(objects, user, verbs[verb], kind, namespace)
+  return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt }
 }
 
 /** Open the store in the data dir, then mark the data dir in use (pid file) and open it to sandboxes. */

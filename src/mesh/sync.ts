@@ -88,7 +88,11 @@ async function receiveData(ch: FrameChannel, limits: SyncLimits): Promise<Uint8A
 /** Apply a remote update; garbage is the peer's fault, a closed store is ours. */
 /** A store refusal that says this node lags (see applyFromPeer), not that the sender misbehaved. */
 export function isLaggingRefusal(err: unknown): boolean {
-  return err instanceof OrcError && err.code === 'forbidden' && (err.details.refused === 'unresolved' || err.details.refused === 'not_member')
+  return (
+    err instanceof OrcError &&
+    err.code === 'forbidden' &&
+    (err.details.refused === 'unresolved' || err.details.refused === 'not_member' || err.details.refused === 'role')
+  )
 }
 
 export async function applyFromPeer(store: Replicable, update: Uint8Array, what: string, opts?: ApplyRemoteOptions): Promise<RemoteApplied> {
@@ -97,8 +101,8 @@ export async function applyFromPeer(store: Replicable, update: Uint8Array, what:
     return await store.applyRemote(update, opts)
   } catch (err) {
     if (err instanceof OrcError && (err.code === 'unavailable' || err.code === 'locked')) throw err
-    // Refused, but not the sender's fault: it builds on content not here yet, or is signed by a
-    // member this node has not heard of yet. Nothing was merged; anti-entropy brings it again.
+    // Refused, but not the sender's fault: it builds on content not here yet, is signed by a
+    // member this node has not heard of yet, or is a user's write whose role binding is not here yet. Nothing was merged; anti-entropy brings it again.
     if (isLaggingRefusal(err)) throw err
     throw peerFault(`peer sent ${what} the store refused: ${(err as Error).message}`, err)
   }

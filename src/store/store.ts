@@ -46,8 +46,10 @@ import {
   checkSchema,
   contentAfter,
   defaultAuthorize,
+  type ObjectsView,
   type RecordSigner,
   type RecordVerifier,
+  ROLE_DENIED,
   signRecord,
   structMatches,
   verifyRecord,
@@ -68,7 +70,7 @@ import type {
 import { type BatchOp, GroupCommitWriter } from './writer.ts'
 
 /** Why a peer's update was refused (the `reason` label of orc_store_refused_updates_total). */
-export type RefusalReason = 'unsigned' | 'not_member' | 'bad_signature' | 'schema' | 'unauthorized' | 'unbound' | 'unresolved' | 'malformed'
+export type RefusalReason = 'unsigned' | 'not_member' | 'bad_signature' | 'schema' | 'unauthorized' | 'role' | 'unbound' | 'unresolved' | 'malformed'
 
 function getPathValue(obj: unknown, path: readonly string[]): unknown {
   let cur = obj
@@ -856,6 +858,15 @@ export class Store implements ObjectStore {
     const afterById = new Map<string, Record<string, unknown> | undefined>()
     const createdBy = new Map<string, { createdBy: string; createdAt: string }>()
     const keysInMessage = new Set<string>()
+    // The objects as this message leaves them so far: a RoleBinding and the write it allows may come together.
+    const written = new Map<string, Record<string, unknown> | null>()
+    const objects: ObjectsView = {
+      list: (kind) => {
+        const out: OrcObject[] = this.doc.list(kind).filter((o) => !written.has(keyOf(refOf(o))))
+        for (const [k, v] of written) if (v !== null && k.startsWith(`${kind}/`)) out.push(v as unknown as OrcObject)
+        return out
+      },
+    }
     const members = new Map<string, { node?: string; removedAt?: number } | undefined>()
     for (const r of fresh) {
       if (r.n !== undefined && !members.has(r.n)) members.set(r.n, verifier.member(r.n))
@@ -880,8 +891,12 @@ export class Store implements ObjectStore {
       if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
       if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: new Date(r.t).toISOString() })
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
-      const why = this.authorize(r, { before, after, changes, createdBy: creator, signer, boundTo: this.boundTo.get(r.k) })
-      if (why !== undefined) this.refuse('unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${why}`)
+      const why = this.authorize(r, { before, after, changes, createdBy: creator, signer, boundTo: this.boundTo.get(r.k), objects })
+      if (why !== undefined) {
+        const role = why.startsWith(ROLE_DENIED)
+        this.refuse(role ? 'role' : 'unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${role ? why.slice(ROLE_DENIED.length) : why}`)
+      }
+      written.set(r.k, r.o === 'delete' ? null : (after ?? null))
       keysInMessage.add(r.k)
       let l = msgCovers.get(r.y!)
       if (!l) msgCovers.set(r.y!, (l = []))

@@ -15,6 +15,7 @@ import {
   isPlainObject,
   keyOf,
   normalizeManifest,
+  type OrcObject,
   type OwnershipTable,
   refOf,
   refOfKey,
@@ -47,8 +48,17 @@ export interface SignerInfo {
 
 export type Verb = 'create' | 'update' | 'delete'
 
-/** May this user do `verb` on `kind` in `namespace` ('' for cluster-scoped kinds)? Wired to RBAC by the agent. */
-export type UserMay = (user: string, verb: Verb, kind: string, namespace: string) => boolean
+/** Objects by kind as a replica sees them while it checks a message: its own, overlaid with the message's. */
+export interface ObjectsView {
+  list(kind: string): readonly OrcObject[]
+}
+
+/**
+ * May this user do `verb` on `kind` in `namespace` ('' for cluster-scoped kinds)? Wired to RBAC by
+ * the agent. `objects` holds this replica's objects overlaid with what the message's earlier records
+ * write, so a RoleBinding and the write it allows can arrive in one message.
+ */
+export type UserMay = (user: string, verb: Verb, kind: string, namespace: string, objects: ObjectsView) => boolean
 
 /**
  * Whether a verified record is within its signer's rights. `before` is the object's content on
@@ -67,6 +77,8 @@ export type Authorize = (
     signer: SignerInfo
     /** For a pod: the nodes this replica has seen it bound to (a binding may move while its old node still reports). */
     boundTo?: ReadonlySet<string>
+    /** What userMay reads (the replica's objects overlaid with the message's). */
+    objects: ObjectsView
   },
 ) => string | undefined
 
@@ -182,12 +194,15 @@ function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
  * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own).
  * Cluster-wide controllers (deployment, rollout, cluster, federation) may act anywhere: a known gap.
  */
+/** Marks an authorisation refusal that came from the user's roles (a replica may lack a binding yet). */
+export const ROLE_DENIED = 'role: '
+
 export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): Authorize {
-  return (r, { before, after, changes, createdBy, signer, boundTo }) => {
+  return (r, { before, after, changes, createdBy, signer, boundTo, objects }) => {
     const { kind, namespace, name } = refOfKey(r.k)
     const verb: 'create' | 'update' | 'delete' = r.o === 'delete' ? 'delete' : before === undefined ? 'create' : 'update'
     const isUser = r.a.startsWith('user:')
-    if (isUser && !userMay(r.a.slice(5), verb, kind, namespace ?? '')) return `${r.a} may not ${verb} ${kind.toLowerCase()}/${name}`
+    if (isUser && !userMay(r.a.slice(5), verb, kind, namespace ?? '', objects)) return `${ROLE_DENIED}${r.a} may not ${verb} ${kind.toLowerCase()}/${name}`
     // Field ownership, as the writer's store checks it.
     const creator = createdBy ?? r.a
     const paths = r.o === 'delete' || changes === undefined ? [] : touched(changes)

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import * as Y from 'yjs'
+import { userMay } from '../../../src/model/index.ts'
 import { decodeUpdateMessage, encodeUpdateMessage } from '../../../src/store/codec.ts'
 import type { Store } from '../../../src/store/store.ts'
 import { toY } from '../../../src/store/ydoc.ts'
@@ -156,9 +157,33 @@ test('a user-authored record the injected userMay denies is refused', async () =
     await C.applyRemote(sent[0]!)
     assert.ok(C.get(podRef('p2')))
     await A.apply(pod('p1'), { author: 'user:mallory', now: 8001 })
-    await refused(C.applyRemote(sent[1]!), 'unauthorized')
+    await refused(C.applyRemote(sent[1]!), 'role')
     assert.equal(C.get(podRef('p1')), undefined)
     assert.ok(asked.includes('mallory create Pod default'), asked.join())
+  } finally {
+    await close()
+  }
+})
+
+test('roles on receipt: a write is refused until its RoleBinding is here, and accepted when both come in one message', async () => {
+  // The agent's wiring: the model's RBAC decision over the replica's objects and the message's.
+  const verbs = { create: 'apply', update: 'apply', delete: 'delete' } as const
+  const { A, C, close } = await cluster({ userMay: (user, verb, kind, ns, objects) => userMay(objects, user, verbs[verb], kind, ns) })
+  try {
+    const sent = outbox(A)
+    const binding = { apiVersion: 'orc/v1', kind: 'RoleBinding', metadata: { name: 'vera-edit' }, spec: { role: 'edit', users: ['vera'] } }
+    await A.apply(binding, { author: 'user:admin', now: 8100 })
+    await A.apply(pod('v1'), { author: 'user:vera', now: 8101 })
+    // The write alone (its binding not here yet) is refused as lagging, not merged.
+    await refused(C.applyRemote(sent[1]!), 'role')
+    assert.equal(C.get(podRef('v1')), undefined)
+    // Anti-entropy brings both in one message: the binding in it counts for the write after it.
+    await sync(A, C)
+    assert.equal(C.get(podRef('v1'))?.metadata.updatedBy, 'user:vera')
+    // A user with no binding at all stays refused, however it arrives.
+    await A.apply(pod('w1'), { author: 'user:walt', now: 8102 })
+    await refused(sync(A, C), 'role')
+    assert.equal(C.get(podRef('w1')), undefined)
   } finally {
     await close()
   }
