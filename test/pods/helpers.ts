@@ -59,7 +59,10 @@ export interface TestAgent {
   socket: string
   client: ApiClient
   image: string
+  /** The CLI on the local socket: `user:admin` (this agent created its cluster). */
   orc(args: string[], input?: string): Promise<CliResult>
+  /** Add a user with this role (`orc user add`) and return the CLI acting as it, over the mesh (`orc --node --credential`). */
+  asUser(name: string, role: string): Promise<(args: string[], input?: string) => Promise<CliResult>>
   pod(name: string): Promise<Record<string, any> | undefined>
   start(): Promise<void>
   stop(): Promise<void>
@@ -81,6 +84,17 @@ export async function startTestAgent(name = 'n1'): Promise<TestAgent> {
     client,
     image: join(dataDir, 'images', 'busybox'),
     orc: (args, input) => orc(socket, args, input),
+    async asUser(user, role) {
+      const add = await orc(socket, ['user', 'add', user, '--role', role])
+      if (add.exitCode !== 0) throw new Error(`user add ${user}: ${add.stderr}`)
+      const cred = add.stdout.trim()
+      const status = (await client.call('GET', '/v1/status')) as { mesh?: { addresses: string[] } }
+      const addr = status.mesh?.addresses.find((x) => x.startsWith('/ip4/127.0.0.1/tcp/'))
+      if (!addr) throw new Error(`the agent listens on no 127.0.0.1 mesh address: ${JSON.stringify(status.mesh)}`)
+      const as = (args: string[], input?: string) => orc(socket, ['--node', addr, '--credential', cred, ...args], input)
+      await waitFor(`the remote API to know user:${user}`, async () => (await as(['whoami'])).stdout.startsWith(`user:${user} `))
+      return as
+    },
     async pod(n) {
       try {
         return ((await client.call('GET', `/v1/objects/Pod/default/${n}`)) as { object: Record<string, any> }).object

@@ -140,8 +140,10 @@ test('a hanging unit is named by orc why, with its attempt and timeout', { skip 
 })
 
 test('an unsafe pod is refused at apply until an operator grants it; then it runs as root inside only', { skip }, async () => {
+  // A developer (role edit, over the remote CLI) writes the pod; the admin (the local socket) grants it.
+  const tester = await a.asUser('tester', 'edit')
   const manifest = podManifest('rooty', a.image, 'echo uid=$(id -u); exec sleep 4703', { security: { unsafe: ['root'] } }, { app: 'builder' })
-  const refused = await a.orc(['apply', '-f', '-'], manifest)
+  const refused = await tester(['apply', '-f', '-'], manifest)
   assert.equal(refused.exitCode, 1)
   assert.match(
     refused.stderr,
@@ -155,8 +157,8 @@ test('an unsafe pod is refused at apply until an operator grants it; then it run
     spec: { allow: ['root'], selector: { names: ['rooty'], matchLabels: { app: 'builder' } } },
   })
   // The operator: a second party (docs/security.md, "Pods and grants").
-  assert.equal((await a.orc(['apply', '-f', '-', '--author', 'user:admin'], policy)).exitCode, 0)
-  const ok = await a.orc(['apply', '-f', '-'], manifest)
+  assert.equal((await a.orc(['apply', '-f', '-'], policy)).exitCode, 0)
+  const ok = await tester(['apply', '-f', '-'], manifest)
   assert.equal(ok.exitCode, 0, ok.stderr)
   await running('rooty')
   assert.deepEqual(await waitFor('uid line', async () => ((await logs('rooty')).length > 0 ? logs('rooty') : undefined)), ['uid=0'])

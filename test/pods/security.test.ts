@@ -1,8 +1,8 @@
 /**
  * Trust at the pod boundary (issue #17, deliverables 7–9): two real parties for unsafe features,
  * images that are images, and safe default limits — with a real agent and real sandboxes, through
- * the CLI a user would type. `user:tester` (the helper's default author) writes the pods; the
- * operator's grants are written by `user:admin`.
+ * the CLI a user would type. `user:tester` (role edit, over the remote CLI) writes the pods; the
+ * operator's grants are written by `user:admin` (the agent's local socket).
  */
 
 import assert from 'node:assert/strict'
@@ -10,20 +10,25 @@ import { execFileSync } from 'node:child_process'
 import { constants, mkdirSync, openSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
-import { pidsRunning, podManifest, skipReason, startTestAgent, type TestAgent, waitFor } from './helpers.ts'
+import { type CliResult, pidsRunning, podManifest, skipReason, startTestAgent, type TestAgent, waitFor } from './helpers.ts'
 
 const skip = skipReason()
 let a: TestAgent
+/** The developer: `user:tester`, role edit, through `orc --node --credential`. */
+let tester: (args: string[], input?: string) => Promise<CliResult>
 const PODS = ['solo', 'took', 'sneaky', 'rooty', 'root-img', 'etc-img', 'fifo-img', 'link-img', 'granted-img', 'forky']
 
 before(async () => {
-  if (!skip) a = await startTestAgent()
+  if (skip) return
+  a = await startTestAgent()
+  tester = await a.asUser('tester', 'edit')
 })
 after(async () => {
   if (!a) return
   for (const p of PODS) await a.orc(['delete', `pod/${p}`])
-  for (const p of ['builders', 'solo-grant', 'rooty-grant', 'host-images']) await a.orc(['delete', `securitypolicy/${p}`, '--author', 'user:admin'])
-  await waitFor('pods stopped', () => pidsRunning(['sleep', '4801']).length + pidsRunning(['sleep', '4810']).length === 0, 15_000).catch(() => {})
+  for (const p of ['builders', 'solo-grant', 'rooty-grant', 'host-images']) await a.orc(['delete', `securitypolicy/${p}`])
+  const markers = ['4801', '4804', '4810']
+  await waitFor('pods stopped', () => markers.every((m) => pidsRunning(['sleep', m]).length === 0), 15_000).catch(() => {})
   await a.stop()
   a.remove()
 })
@@ -33,8 +38,14 @@ const policy = (name: string, allow: string[], selector: Record<string, unknown>
 const rootPod = (name: string, script: string, labels?: Record<string, string>) =>
   podManifest(name, 'busybox', script, { security: { unsafe: ['root'] } }, labels)
 
-async function applyAs(author: string, manifest: string) {
-  return a.orc(['apply', '-f', '-', '--author', author], manifest)
+/** The operator writes grants on the local socket, as `user:admin`. */
+async function applyAsAdmin(manifest: string) {
+  return a.orc(['apply', '-f', '-'], manifest)
+}
+
+/** The developer writes pods. */
+async function applyAsTester(manifest: string) {
+  return tester(['apply', '-f', '-'], manifest)
 }
 
 async function phaseOf(name: string, phase: string, pred: (p: Record<string, any>) => boolean = () => true): Promise<Record<string, any>> {
@@ -66,55 +77,66 @@ function fifoHasReader(path: string): boolean {
   }
 }
 
-test('two parties: one author applying a grant and a root pod together is refused; a grant its pod author takes over stops the pod, Pending with the reason', {
+test('two parties: one author applying a grant and a root pod together is refused; a grant whose author also writes the pod stops it, Pending with the reason', {
   skip,
 }, async () => {
   const together = `${policy('solo-grant', ['root'], { names: ['solo'] })}\n---\n${rootPod('solo', 'exec sleep 4801')}`
-  const refused = await a.orc(['apply', '-f', '-'], together)
+  const refused = await applyAsAdmin(together)
   assert.equal(refused.exitCode, 1)
   assert.match(
     refused.stderr,
-    /pod\/solo asks for root, but no SecurityPolicy in namespace default allows it \(SecurityPolicy\/solo-grant was written by user:tester, also an author of the pod: a grant needs a second party/,
+    /pod\/solo asks for root, but no SecurityPolicy in namespace default allows it \(SecurityPolicy\/solo-grant was written by user:admin, also an author of the pod: a grant needs a second party/,
   )
   assert.equal(await a.pod('solo'), undefined, 'nothing was stored')
+  assert.equal((await a.orc(['get', 'securitypolicy/solo-grant'])).exitCode, 1, 'nor the grant')
 
   // Two different authors: the operator grants, the developer's pod runs as root inside.
-  assert.equal((await applyAs('user:admin', policy('solo-grant', ['root'], { names: ['solo'] }))).exitCode, 0)
-  const ok = await a.orc(['apply', '-f', '-'], rootPod('solo', 'echo uid=$(id -u); exec sleep 4801'))
+  assert.equal((await applyAsAdmin(policy('solo-grant', ['root'], { names: ['solo'] }))).exitCode, 0)
+  const ok = await applyAsTester(rootPod('solo', 'echo uid=$(id -u); exec sleep 4801'))
   assert.equal(ok.exitCode, 0, ok.stderr)
-  await phaseOf('solo', 'Running')
+  const v1 = await phaseOf('solo', 'Running')
   assert.equal(await firstLog('solo'), 'uid=0')
+  const hist = JSON.parse((await a.orc(['history', 'pod/solo', '-o', 'json'])).stdout)
+  assert.equal(hist[0].author, 'user:tester', 'the pod is the developer’s')
 
-  // The pod's author edits the grant: it is now their own, so it no longer counts.
-  const edit = await a.orc(['apply', '-f', '-'], policy('solo-grant', ['root'], { names: ['solo'] }, { description: 'mine now' }))
-  assert.equal(edit.exitCode, 0, edit.stderr)
+  // The grant's author edits the pod: the API refuses, since the grant would then be their own.
+  const adminEdit = await applyAsAdmin(rootPod('solo', 'echo uid=$(id -u); exec sleep 4804'))
+  assert.equal(adminEdit.exitCode, 1)
+  assert.match(adminEdit.stderr, /pod\/solo asks for root, .*SecurityPolicy\/solo-grant was written by user:admin, also an author of the pod/)
+  // A rollback is not checked by the API but by the node that runs the pod: the admin rolling the
+  // developer's edit back becomes an author of the pod, and the grant no longer counts there.
+  assert.equal((await applyAsTester(rootPod('solo', 'echo uid=$(id -u); exec sleep 4804'))).exitCode, 0)
+  await phaseOf('solo', 'Running', (p) => p.status.runningRevision > v1.status.runningRevision)
+  await waitFor('solo v2 process', () => pidsRunning(['sleep', '4804']).length === 1)
+  const rb = await a.orc(['rollback', 'pod/solo', '--reason', 'back to v1'])
+  assert.equal(rb.exitCode, 0, rb.stderr)
   const pending = await phaseOf('solo', 'Pending', (p) => /second party/.test(p.status.reason ?? ''))
-  assert.match(pending.status.reason, /SecurityPolicy\/solo-grant was written by user:tester, also an author of the pod/)
-  await waitFor('solo process stopped', () => pidsRunning(['sleep', '4801']).length === 0)
+  assert.match(pending.status.reason, /SecurityPolicy\/solo-grant was written by user:admin, also an author of the pod/)
+  await waitFor('solo processes stopped', () => pidsRunning(['sleep', '4801']).length + pidsRunning(['sleep', '4804']).length === 0)
 })
 
 test("two parties: relabelling a pod into a grant's labels does not admit it; labels alone select nothing", { skip }, async () => {
-  const alone = await applyAs('user:admin', policy('builders', ['root'], { matchLabels: { app: 'builder' } }))
+  const alone = await applyAsAdmin(policy('builders', ['root'], { matchLabels: { app: 'builder' } }))
   assert.equal(alone.exitCode, 1)
   assert.match(
     alone.stderr,
     /SecurityPolicy\/builders: selector\.matchLabels alone would let a pod's author label a pod into the grant; list the pods in selector\.names/,
   )
-  assert.equal((await applyAs('user:admin', policy('builders', ['root'], { names: ['builder'], matchLabels: { app: 'builder' } }))).exitCode, 0)
-  const other = await a.orc(['apply', '-f', '-'], rootPod('sneaky', 'exec sleep 4802', { app: 'other' }))
+  assert.equal((await applyAsAdmin(policy('builders', ['root'], { names: ['builder'], matchLabels: { app: 'builder' } }))).exitCode, 0)
+  const other = await applyAsTester(rootPod('sneaky', 'exec sleep 4802', { app: 'other' }))
   assert.equal(other.exitCode, 1)
-  const relabelled = await a.orc(['apply', '-f', '-'], rootPod('sneaky', 'exec sleep 4802', { app: 'builder' }))
+  const relabelled = await applyAsTester(rootPod('sneaky', 'exec sleep 4802', { app: 'builder' }))
   assert.equal(relabelled.exitCode, 1, 'the label matches, the name does not: refused')
   assert.match(relabelled.stderr, /pod\/sneaky asks for root, but no SecurityPolicy in namespace default allows it/)
   assert.equal(await a.pod('sneaky'), undefined)
 })
 
 test('two parties: deleting the grant stops the running pod through its lifecycle; orc why and the history say why', { skip }, async () => {
-  assert.equal((await applyAs('user:admin', policy('rooty-grant', ['root'], { names: ['rooty'] }))).exitCode, 0)
-  assert.equal((await a.orc(['apply', '-f', '-'], rootPod('rooty', 'exec sleep 4803'))).exitCode, 0)
+  assert.equal((await applyAsAdmin(policy('rooty-grant', ['root'], { names: ['rooty'] }))).exitCode, 0)
+  assert.equal((await applyAsTester(rootPod('rooty', 'exec sleep 4803'))).exitCode, 0)
   await phaseOf('rooty', 'Running')
   await waitFor('rooty process', () => pidsRunning(['sleep', '4803']).length === 1)
-  const del = await a.orc(['delete', 'securitypolicy/rooty-grant', '--author', 'user:admin', '--reason', 'no more root'])
+  const del = await a.orc(['delete', 'securitypolicy/rooty-grant', '--reason', 'no more root'])
   assert.equal(del.exitCode, 0, del.stderr)
   await waitFor('rooty process stopped', () => pidsRunning(['sleep', '4803']).length === 0)
   const p = await phaseOf('rooty', 'Pending')
@@ -131,7 +153,7 @@ test('images are images: a host path needs a hostPath grant, and a host file a p
     ['root-img', '/'],
     ['etc-img', '/etc'],
   ] as const) {
-    const r = await a.orc(['apply', '-f', '-'], podManifest(name, image, 'true'))
+    const r = await applyAsTester(podManifest(name, image, 'true'))
     assert.equal(r.exitCode, 1, `image ${image} refused`)
     assert.match(
       r.stderr,
@@ -146,20 +168,20 @@ test('images are images: a host path needs a hostPath grant, and a host file a p
   mkdirSync(host)
   const fifo = join(host, 'shadow')
   execFileSync('mkfifo', ['-m', '0600', fifo])
-  const direct = await a.orc(['apply', '-f', '-'], podManifest('fifo-img', fifo, 'true'))
+  const direct = await applyAsTester(podManifest('fifo-img', fifo, 'true'))
   assert.equal(direct.exitCode, 1)
   assert.match(direct.stderr, /needs hostPath/)
   // A link in the image store that leads out of it: admitted by name, refused by the node.
   symlinkSync(fifo, join(a.dataDir, 'images', 'sneaky.tar'))
-  assert.equal((await a.orc(['apply', '-f', '-'], podManifest('link-img', 'sneaky.tar', 'true', { restartPolicy: 'Never' }))).exitCode, 0)
+  assert.equal((await applyAsTester(podManifest('link-img', 'sneaky.tar', 'true', { restartPolicy: 'Never' }))).exitCode, 0)
   const link = await waitFor('link-img refused', async () => {
     const p = await a.pod('link-img')
     return /leads to .*host\/shadow, a host path/.test(JSON.stringify(p?.status ?? {})) ? p : undefined
   })
   assert.match(JSON.stringify(link.status), /needs a SecurityPolicy granting hostPath/)
   // Granted by an operator, a host file is read with nobody's rights only: this one stays unread.
-  assert.equal((await applyAs('user:admin', policy('host-images', ['hostPath'], { names: ['granted-img'] }))).exitCode, 0)
-  assert.equal((await a.orc(['apply', '-f', '-'], podManifest('granted-img', fifo, 'true', { restartPolicy: 'Never' }))).exitCode, 0)
+  assert.equal((await applyAsAdmin(policy('host-images', ['hostPath'], { names: ['granted-img'] }))).exitCode, 0)
+  assert.equal((await applyAsTester(podManifest('granted-img', fifo, 'true', { restartPolicy: 'Never' }))).exitCode, 0)
   await waitFor('granted-img failed to read its image', async () => {
     const p = await a.pod('granted-img')
     return /Permission denied/.test(JSON.stringify(p?.status ?? {})) ? p : undefined
@@ -169,7 +191,7 @@ test('images are images: a host path needs a hostPath grant, and a host file a p
 
 test('safe defaults: a pod that sets no limits gets 1,024 processes and 1 GiB; forking beyond stops at the limit', { skip }, async () => {
   const script = '(i=0; while [ $i -lt 1100 ]; do sleep 4810 & i=$((i+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo procs=$#; exec sleep 4811'
-  assert.equal((await a.orc(['apply', '-f', '-'], podManifest('forky', 'busybox', script, { restartPolicy: 'Never' }))).exitCode, 0)
+  assert.equal((await applyAsTester(podManifest('forky', 'busybox', script, { restartPolicy: 'Never' }))).exitCode, 0)
   // A thousand forks on a loaded machine take a while.
   const line = await firstLog('forky', 90_000)
   const procs = Number(/^procs=([0-9]+)$/.exec(line)?.[1])
