@@ -55,7 +55,8 @@ describe('orc CLI against a real agent', () => {
   })
 
   it('up says where its socket is, owner-only, and records the node and the cluster', async () => {
-    const { stdout } = agent.output()
+    // The banner follows the last component's start; the socket answers a moment before.
+    const stdout = await waitFor('the banner', async () => (/Stop with Ctrl-C/.test(agent.output().stdout) ? agent.output().stdout : undefined))
     assert.match(stdout, new RegExp(`socket: +${sock.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
     assert.match(stdout, /orc status/)
     assert.equal(statSync(sock).mode & 0o777, 0o600)

@@ -32,6 +32,8 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
 
   await t.test('orc up creates the cluster and says how to join it', async () => {
     await a.up(['--labels', 'zone=lab']).ready()
+    // The banner follows the last component's start; the socket answers a moment before.
+    await waitFor('the banner', async () => (/Stop with Ctrl-C/.test(a.stdout) ? true : undefined))
     assert.match(a.stdout, /orc token create/)
     assert.match(a.stdout, new RegExp(`orc join 127\\.0\\.0\\.1:${a.port} --token`))
     for (const f of ['peer.key', 'swarm.key', 'cluster.json', 'admin.credential']) {

@@ -32,9 +32,8 @@ test('orc logs on node a shows a pod that runs on node b: plain, --tail, -f; a d
   await b.join(a.addr, await tokenFrom(a)).ready()
   const img = await orc(undefined, ['image', 'import-busybox', '--data-dir', b.dataDir])
   assert.equal(img.exitCode, 0, img.stderr)
-  const image = join(b.dataDir, 'images', 'busybox')
-
-  const ap = await orc(a.socket, ['apply', '-f', '-'], {}, podManifest('x', image, SCRIPT, { placement: { node: 'b' } }))
+  // The image by name: b runs it from its own image store.
+  const ap = await orc(a.socket, ['apply', '-f', '-'], {}, podManifest('x', 'busybox', SCRIPT, { placement: { node: 'b' } }))
   assert.equal(ap.exitCode, 0, ap.stderr)
   await waitFor('pod/x running on b, as a sees it', async () => {
     const r = await a.cli(['get', 'pod', 'x', '-o', 'json'])

@@ -45,8 +45,11 @@ export interface GrantContext {
   imageStores: readonly string[]
 }
 
-/** An image name in the node's image store (`orc image import … --name NAME`). */
-export const IMAGE_NAME = /^[a-z0-9][a-z0-9._-]{0,127}$/
+/**
+ * An image name in the node's image store (`orc image import … --name NAME`): name components with
+ * an optional `:tag` (`busybox`, `team/app:1.2`), never a path (no leading `/`, no `..`).
+ */
+export const IMAGE_NAME = /^[a-z0-9][a-z0-9._-]{0,127}(\/[a-z0-9][a-z0-9._-]{0,127}){0,7}(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?$/
 
 /**
  * Where an image reference points: a store image (a bare NAME, in the first store, or a path inside
