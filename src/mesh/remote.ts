@@ -114,6 +114,10 @@ export async function callRemoteApi(opts: {
       } catch (err) {
         if (err instanceof OrcError && err.details.remote === true) throw err
         if (err instanceof OrcError && err.code === 'forbidden') throw err
+        // A stranger's connection (a key of no user, let in on trial while a token is live) gets no API stream.
+        if (/closed the stream before api challenge/.test(shortError(err))) {
+          throw new OrcError('forbidden', `api call to ${a}: the node closed the connection (${REFUSED})`, { node: a }, err)
+        }
         throw new OrcError('unavailable', `api call to ${a}: ${shortError(err)}`, { node: a }, err)
       } finally {
         signal.removeEventListener('abort', onAbort)

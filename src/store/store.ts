@@ -892,6 +892,11 @@ export class Store implements ObjectStore {
       if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: new Date(r.t).toISOString() })
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
       const why = this.authorize(r, { before, after, changes, createdBy: creator, signer, boundTo: this.boundTo.get(r.k), objects })
+      // Judged without the parent it builds on (gossip delivered it first): this replica lags;
+      // the repair brings the parent, then the record is judged on the content it changed.
+      if (why !== undefined && r.p !== undefined && !this.log.has(r.p) && !afterById.has(r.p)) {
+        this.refuse('unresolved', `revision ${r.i} of ${r.k} builds on revision ${r.p}, not received yet`)
+      }
       if (why !== undefined) {
         const role = why.startsWith(ROLE_DENIED)
         this.refuse(role ? 'role' : 'unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${role ? why.slice(ROLE_DENIED.length) : why}`)

@@ -182,6 +182,11 @@ function touched(changes: readonly Change[]): string[][] {
   return out
 }
 
+function pinnedNodeOf(o: Record<string, unknown> | undefined): unknown {
+  const spec = o?.spec
+  return isPlainObject(spec) && isPlainObject(spec.placement) ? spec.placement.node : undefined
+}
+
 function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
   const st = o?.status
   return isPlainObject(st) ? st.node : undefined
@@ -230,6 +235,8 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         // (written before the node heard of it, as its copy stops).
         if (kind === 'Pod' && mine !== undefined && boundTo?.has(mine)) return undefined
         // Neither known: a replica catching up holds neither the pod nor the record's parent (a gap).
+        // A pod pinned to the signer (`spec.placement.node`) starts there before it is bound.
+        if (kind === 'Pod' && mine !== undefined && (pinnedNodeOf(before) === mine || pinnedNodeOf(after) === mine)) return undefined
         if (kind === 'Pod' && (before !== undefined || after !== undefined) && nodeOfPod(before) !== mine && nodeOfPod(after) !== mine)
           return `node ${mine ?? signer.id} may not write the status of pod ${name} bound elsewhere`
         return undefined

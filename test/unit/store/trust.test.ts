@@ -143,6 +143,46 @@ test('a record with a tampered signature, author or content is refused', async (
   }
 })
 
+test('a node binding a pod to itself, then reporting its status: out of order, the report waits for the binding (lagging, not a forgery)', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('pinned'), { author: 'user:alice', now: 7000 })
+    await sync(A, B)
+    await sync(A, C)
+    const sent = outbox(B)
+    await B.patch(podRef('pinned'), [{ path: ['status', 'node'], value: 'b' }], { author: 'controller:scheduler', now: 7001 })
+    await B.patch(podRef('pinned'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 7002 })
+    // Gossip delivers the status before the binding it builds on.
+    await refused(C.applyRemote(sent[1]!), 'unresolved')
+    await C.applyRemote(sent[0]!)
+    await C.applyRemote(sent[1]!)
+    assert.equal(C.get(podRef('pinned'))?.status?.phase, 'Running')
+    assert.equal(C.get(podRef('pinned'))?.status?.node, 'b')
+  } finally {
+    await close()
+  }
+})
+
+test('a pod pinned to a node: that node reports its status before binding it; another node may not', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    const pinned = { ...pod('pin-b'), spec: { ...pod('pin-b').spec, placement: { node: 'b' } } }
+    await A.apply(pinned, { author: 'user:alice', now: 7100 })
+    await sync(A, B)
+    await sync(A, C)
+    const fromB = outbox(B)
+    await B.patch(podRef('pin-b'), [{ path: ['status', 'phase'], value: 'Starting' }], { author: 'controller:lifecycle', now: 7101 })
+    await C.applyRemote(fromB[0]!)
+    assert.equal(C.get(podRef('pin-b'))?.status?.phase, 'Starting')
+    await sync(C, A)
+    const fromA = outbox(A)
+    await A.patch(podRef('pin-b'), [{ path: ['status', 'phase'], value: 'Failed' }], { author: 'controller:lifecycle', now: 7102 })
+    await refused(C.applyRemote(fromA[0]!), 'unauthorized')
+  } finally {
+    await close()
+  }
+})
+
 test('a user-authored record the injected userMay denies is refused', async () => {
   const asked: string[] = []
   const { A, C, close } = await cluster({
