@@ -881,9 +881,11 @@ export class Store implements ObjectStore {
       // The content before: the parent's (in this message, or current here when it is the head).
       const sys = this.doc.sysOf(r.k)
       const headHere = sys !== undefined && !sys.deleted && sys.rev === r.p ? this.doc.content(r.k) : undefined
-      const base = r.p !== undefined && afterById.has(r.p) ? afterById.get(r.p) : headHere
+      // A parent in this message whose own content is unknown (it built on a head this replica has
+      // moved past) leaves this one unknown too: judged without a base, never against an empty one.
+      const base = (r.p !== undefined ? afterById.get(r.p) : undefined) ?? headHere
       const before = base ?? (sys?.deleted ? undefined : this.doc.content(r.k))
-      const baseKnown = base !== undefined || (r.p !== undefined && afterById.has(r.p))
+      const baseKnown = base !== undefined
       const after = r.c !== undefined && !baseKnown && r.f === undefined ? undefined : contentAfter(r, base)
       const changes = changesOf(r, base, baseKnown)
       afterById.set(r.i, after)

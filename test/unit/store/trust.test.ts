@@ -183,6 +183,29 @@ test('a pod pinned to a node: that node reports its status before binding it; an
   }
 })
 
+test('concurrent edits: a chain of records whose first base is not the head here is merged, not refused as bad schema', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('hot'), { author: 'user:alice', now: 7200 })
+    await sync(A, B)
+    await sync(A, C)
+    // A and B edit the same object concurrently; C hears A first.
+    await A.apply(pod('hot', '/images/busybox', { terminationGracePeriodSeconds: 1 }), { author: 'user:alice', now: 7201 })
+    await B.apply(pod('hot', '/images/busybox', { terminationGracePeriodSeconds: 2 }), { author: 'user:bob', now: 7202 })
+    await B.apply(pod('hot', '/images/busybox', { terminationGracePeriodSeconds: 3 }), { author: 'user:bob', now: 7203 })
+    await sync(A, C)
+    // B's two revisions come in one message: the first builds on a head C has moved past.
+    await sync(B, C)
+    await sync(C, A)
+    await sync(C, B)
+    assert.equal(C.stateDigest(), A.stateDigest())
+    assert.equal(C.stateDigest(), B.stateDigest())
+    assert.equal((await C.history(podRef('hot'))).length, 4)
+  } finally {
+    await close()
+  }
+})
+
 test('a user-authored record the injected userMay denies is refused', async () => {
   const asked: string[] = []
   const { A, C, close } = await cluster({
