@@ -170,6 +170,8 @@ export class Store implements ObjectStore {
   private readonly covers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
   /** Pod key → the nodes it has been bound to on this replica (current binding included). */
   private readonly boundTo = new Map<string, Set<string>>()
+  /** Per key, the creations (`createdBy|createdAt`) of the create records this replica holds. */
+  private readonly creations = new Map<string, Set<string>>()
   private readonly refusedListeners = new Set<(reason: RefusalReason, detail: string) => void>()
 
   constructor(private readonly opts: StoreOptions) {
@@ -250,7 +252,22 @@ export class Store implements ObjectStore {
     if (set.size < 64) set.add(node)
   }
 
+  /** A creation of `key` some verified create record made (kept per key: concurrent creates each have one). */
+  private isKnownCreation(key: string, by: string, at: string, inMessage: ReadonlyMap<string, { createdBy: string; createdAt: string }>): boolean {
+    const m = inMessage.get(key)
+    if (m !== undefined && m.createdBy === by && m.createdAt === at) return true
+    return this.creations.get(key)?.has(`${by}|${at}`) === true
+  }
+
+  private noteCreation(r: RevisionRecord): void {
+    if (r.o !== 'create') return
+    let set = this.creations.get(r.k)
+    if (!set) this.creations.set(r.k, (set = new Set()))
+    if (set.size < 64) set.add(`${r.a}|${new Date(r.t).toISOString()}`)
+  }
+
   private noteCover(r: RevisionRecord): void {
+    this.noteCreation(r)
     if (r.y === undefined || r.n === undefined || r.yc === undefined) return
     this.bindings.set(r.y, r.n)
     if (r.yc <= this.doc.clockOf(r.y)) return
@@ -586,7 +603,10 @@ export class Store implements ObjectStore {
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
     this.contentRev.set(key, id)
-    if (this.verifier !== undefined) this.noteBinding(key)
+    if (this.verifier !== undefined) {
+      this.noteBinding(key)
+      this.noteCreation(record)
+    }
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
 
@@ -943,7 +963,7 @@ export class Store implements ObjectStore {
         if (st.loc !== undefined) {
           if (c.k !== st.loc.key) this.refuse('unbound', `Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
           if (st.content !== 'none' && st.to > c.yc) this.refuse('unbound', `Yjs content of client ${st.client} spans two revisions`)
-          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k))
+          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at) => this.isKnownCreation(c.k, by, at, createdBy))
           if (bad !== undefined)
             this.refuse('unbound', `Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
         }

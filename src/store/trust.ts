@@ -282,6 +282,8 @@ export function structMatches(
   content: 'values' | 'map' | 'none' | 'other',
   values: readonly unknown[] | undefined,
   origin: { createdBy: string; createdAt: string; uid?: string } | undefined,
+  /** Another creation of this key a verified create record made (`createdBy|createdAt`): concurrent creates each keep their own. */
+  isKnownCreation: (createdBy: string, createdAt: string) => boolean = () => false,
 ): string | undefined {
   if (content === 'none') return undefined
   if (content === 'other') return 'not a map or a value'
@@ -300,7 +302,8 @@ export function structMatches(
     // existing one keeps its creator, uid and creation time (unknown here while catching up: then unchecked).
     const expected = r.o === 'create' ? { createdBy: r.a, createdAt: new Date(r.t).toISOString() } : origin
     if (expected !== undefined) {
-      if (sys.createdBy !== expected.createdBy || sys.createdAt !== expected.createdAt || (expected.uid !== undefined && sys.uid !== expected.uid)) {
+      const same = sys.createdBy === expected.createdBy && sys.createdAt === expected.createdAt && (expected.uid === undefined || sys.uid === expected.uid)
+      if (!same && (r.o === 'create' || !isKnownCreation(sys.createdBy, sys.createdAt))) {
         return 'system metadata names another creation'
       }
     }

@@ -206,6 +206,23 @@ test('concurrent edits: a chain of records whose first base is not the head here
   }
 })
 
+test('concurrent creates of one object on two nodes, then an edit of the losing copy: merged everywhere', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('twin', '/images/busybox', { terminationGracePeriodSeconds: 1 }), { author: 'user:alice', now: 7300 })
+    await B.apply(pod('twin', '/images/busybox', { terminationGracePeriodSeconds: 2 }), { author: 'user:bob', now: 7301 })
+    await B.apply(pod('twin', '/images/busybox', { terminationGracePeriodSeconds: 3 }), { author: 'user:bob', now: 7302 })
+    await sync(A, C)
+    await sync(B, C)
+    await sync(C, A)
+    await sync(C, B)
+    assert.equal(C.stateDigest(), A.stateDigest())
+    assert.equal(C.stateDigest(), B.stateDigest())
+  } finally {
+    await close()
+  }
+})
+
 test('a user-authored record the injected userMay denies is refused', async () => {
   const asked: string[] = []
   const { A, C, close } = await cluster({
