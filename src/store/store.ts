@@ -941,6 +941,12 @@ export class Store implements ObjectStore {
       const sys = this.doc.sysOf(k)
       return sys !== undefined && !sys.deleted ? sys : createdBy.get(k)
     }
+    const previousMissing = (r: RevisionRecord): boolean => {
+      const p = parseRevisionId(r.i)
+      if (p === undefined || p.seq <= 1) return false
+      const prev = `${p.replica}.${p.seq - 1}`
+      return !this.log.has(prev) && !afterById.has(prev)
+    }
     type Cover = { yc: number; k: string; r: RevisionRecord }
     const coverOf = (client: number, clock: number): Cover | undefined => {
       let best: Cover | undefined
@@ -961,11 +967,13 @@ export class Store implements ObjectStore {
         const c = coverOf(st.client, clock)
         if (c === undefined) this.refuse('unbound', `Yjs content of client ${st.client} at clock ${clock} is covered by no signed revision`)
         if (st.loc !== undefined) {
-          if (c.k !== st.loc.key) this.refuse('unbound', `Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
-          if (st.content !== 'none' && st.to > c.yc) this.refuse('unbound', `Yjs content of client ${st.client} spans two revisions`)
+          // The writer's previous record not here yet: its range (which starts where that one ended) is
+          // not known, and the content may be the missing record's — this replica lags.
+          const unbound = (why: string) => this.refuse(previousMissing(c.r) ? 'unresolved' : 'unbound', why)
+          if (c.k !== st.loc.key) unbound(`Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
+          if (st.content !== 'none' && st.to > c.yc) unbound(`Yjs content of client ${st.client} spans two revisions`)
           const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at) => this.isKnownCreation(c.k, by, at, createdBy))
-          if (bad !== undefined)
-            this.refuse('unbound', `Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
+          if (bad !== undefined) unbound(`Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
         }
         clock = c.yc
       }

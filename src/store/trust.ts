@@ -210,7 +210,10 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
     if (isUser && !userMay(r.a.slice(5), verb, kind, namespace ?? '', objects)) return `${ROLE_DENIED}${r.a} may not ${verb} ${kind.toLowerCase()}/${name}`
     // Field ownership, as the writer's store checks it.
     const creator = createdBy ?? r.a
-    const paths = r.o === 'delete' || changes === undefined ? [] : touched(changes)
+    // A record's changes carry no old values: take them from the content before, so setting a whole
+    // map (the lifecycle writes `status` whole) touches only the fields whose value differs.
+    const paths =
+      r.o === 'delete' || changes === undefined ? [] : touched(changes.map((c) => (c.old === undefined ? { ...c, old: valueAt(before, c.path) } : c)))
     for (const p of paths) {
       const owner = ownership.ownerOf(kind, p)
       const ok = owner === USERS ? isUser || r.a === creator : owner === r.a
