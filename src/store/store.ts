@@ -52,6 +52,7 @@ import {
   ROLE_DENIED,
   signRecord,
   structMatches,
+  UNKNOWN_CREATION,
   verifyRecord,
 } from './trust.ts'
 import type {
@@ -973,6 +974,7 @@ export class Store implements ObjectStore {
           if (c.k !== st.loc.key) unbound(`Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
           if (st.content !== 'none' && st.to > c.yc) unbound(`Yjs content of client ${st.client} spans two revisions`)
           const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at) => this.isKnownCreation(c.k, by, at, createdBy))
+          if (bad === UNKNOWN_CREATION) this.refuse('unresolved', `Yjs content of ${c.k}: revision ${c.r.i} ${bad}`)
           if (bad !== undefined) unbound(`Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
         }
         clock = c.yc

@@ -279,6 +279,9 @@ function sameShape(expected: unknown, content: 'values' | 'map' | 'other', value
  * map (create, delete's tombstone), the system metadata naming it, and the values of its changes
  * (or of its full copy). Compacted records cannot be compared (their content is gone): accepted.
  */
+/** structMatches' answer for system metadata naming a creation this replica holds no record of. */
+export const UNKNOWN_CREATION = 'system metadata names a creation not received here'
+
 export function structMatches(
   r: RevisionRecord,
   path: readonly string[],
@@ -306,8 +309,10 @@ export function structMatches(
     const expected = r.o === 'create' ? { createdBy: r.a, createdAt: new Date(r.t).toISOString() } : origin
     if (expected !== undefined) {
       const same = sys.createdBy === expected.createdBy && sys.createdAt === expected.createdAt && (expected.uid === undefined || sys.uid === expected.uid)
-      if (!same && (r.o === 'create' || !isKnownCreation(sys.createdBy, sys.createdAt))) {
-        return 'system metadata names another creation'
+      if (!same && r.o === 'create') return 'system metadata names another creation'
+      if (!same && !isKnownCreation(sys.createdBy, sys.createdAt)) {
+        // Another node's create this replica has not received yet (or a forged one): judged when it comes.
+        return UNKNOWN_CREATION
       }
     }
     return undefined
