@@ -115,7 +115,7 @@ export async function callRemoteApi(opts: {
         if (err instanceof OrcError && err.details.remote === true) throw err
         if (err instanceof OrcError && err.code === 'forbidden') throw err
         // A stranger's connection (a key of no user, let in on trial while a token is live) gets no API stream.
-        if (/closed the stream before api challenge/.test(shortError(err))) {
+        if (/closed the stream before api challenge|stream has been reset/i.test(shortError(err))) {
           throw new OrcError('forbidden', `api call to ${a}: the node closed the connection (${REFUSED})`, { node: a }, err)
         }
         throw new OrcError('unavailable', `api call to ${a}: ${shortError(err)}`, { node: a }, err)

@@ -192,9 +192,10 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
       logDir: join(dir, 'logs'),
       fence,
     })
-    // A fresh lease keeps it running; the agent renews it.
-    for (let i = 0; i < 4; i++) {
-      await new Promise((res) => setTimeout(res, 1000))
+    // A fresh lease keeps it running; the agent renews it (every second; here more often, so a
+    // loaded machine's late timers do not age the whole-second lease past the 3 s deadline).
+    for (let i = 0; i < 16; i++) {
+      await new Promise((res) => setTimeout(res, 250))
       writeFileSync(lease, `${nowS()}\n`)
     }
     assert.equal(r.status('fenced')?.state, 'running', 'a renewed lease keeps the container')
