@@ -72,3 +72,39 @@ export function applyChanges<T>(base: T, changes: readonly Change[]): T {
 export function formatPath(path: Path): string {
   return path.length === 0 ? '(root)' : path.join('.')
 }
+
+/** The value at `path` inside plain objects; undefined where the path leaves them. */
+export function valueAtPath(obj: unknown, path: readonly string[]): unknown {
+  let cur = obj
+  for (const seg of path) {
+    if (!isPlainObject(cur)) return undefined
+    cur = cur[seg]
+  }
+  return cur
+}
+
+/**
+ * The field paths a set of changes touches, down to the leaves: setting `status: {phase: x}` on
+ * an object without status touches `status.phase`, so ownership is judged (and reported) per leaf.
+ * An unset whose old value is not known touches its own path.
+ */
+export function touchedPaths(changes: readonly Change[]): string[][] {
+  const out: string[][] = []
+  const leaves = (v: unknown, path: string[]) => {
+    if (isPlainObject(v) && Object.keys(v).length > 0) for (const [k, x] of Object.entries(v)) leaves(x, [...path, k])
+    else out.push(path)
+  }
+  const walk = (a: unknown, b: unknown, path: string[]) => {
+    if (isPlainObject(a) && isPlainObject(b)) {
+      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) walk(a[k], b[k], [...path, k])
+    } else if (!deepEqual(a, b)) {
+      if (a !== undefined) leaves(a, path)
+      if (b !== undefined) leaves(b, path)
+    }
+  }
+  for (const c of changes) {
+    if (c.op === 'unset' && c.old === undefined) out.push([...c.path])
+    else walk(c.old, c.op === 'set' ? c.value : undefined, [...c.path])
+  }
+  return out
+}

@@ -7,7 +7,6 @@ import { getState, mergeUpdates } from 'yjs'
 import {
   applyChanges,
   type Change,
-  deepEqual,
   defaultOwnership,
   diffValues,
   formatPath,
@@ -22,7 +21,9 @@ import {
   type OwnershipTable,
   refOf,
   refOfKey,
+  touchedPaths,
   USERS,
+  valueAtPath,
 } from '../model/index.ts'
 import {
   checkRecord,
@@ -72,37 +73,6 @@ import { type BatchOp, GroupCommitWriter } from './writer.ts'
 
 /** Why a peer's update was refused (the `reason` label of orc_store_refused_updates_total). */
 export type RefusalReason = 'unsigned' | 'not_member' | 'bad_signature' | 'schema' | 'unauthorized' | 'role' | 'unbound' | 'unresolved' | 'malformed'
-
-function getPathValue(obj: unknown, path: readonly string[]): unknown {
-  let cur = obj
-  for (const seg of path) {
-    if (!isPlainObject(cur)) return undefined
-    cur = cur[seg]
-  }
-  return cur
-}
-
-/**
- * The field paths a set of changes touches, down to the leaves: setting `status: {phase: x}` on
- * an object without status touches `status.phase`, so ownership is judged (and reported) per leaf.
- */
-function touchedPaths(changes: readonly Change[]): string[][] {
-  const out: string[][] = []
-  const leaves = (v: unknown, path: string[]) => {
-    if (isPlainObject(v) && Object.keys(v).length > 0) for (const [k, x] of Object.entries(v)) leaves(x, [...path, k])
-    else out.push(path)
-  }
-  const walk = (a: unknown, b: unknown, path: string[]) => {
-    if (isPlainObject(a) && isPlainObject(b)) {
-      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) walk(a[k], b[k], [...path, k])
-    } else if (!deepEqual(a, b)) {
-      if (a !== undefined) leaves(a, path)
-      if (b !== undefined) leaves(b, path)
-    }
-  }
-  for (const c of changes) walk(c.op === 'set' ? c.old : c.old, c.op === 'set' ? c.value : undefined, c.path)
-  return out
-}
 
 /** crypto.randomBytes per call costs ~7 µs; uids are drawn from a 4 KiB pool instead. */
 function pooledRandomBytes(): (n: number) => Uint8Array {
@@ -466,9 +436,9 @@ export class Store implements ObjectStore {
       // A user apply never clobbers controller-owned fields it does not mention.
       for (const claim of this.ownership.claims(ref.kind)) {
         const path = claim.path.split('.')
-        if (getPathValue(desired, path) === undefined && getPathValue(cur, path) !== undefined) {
-          const parent = getPathValue(desired, path.slice(0, -1))
-          const value = getPathValue(cur, path)
+        if (valueAtPath(desired, path) === undefined && valueAtPath(cur, path) !== undefined) {
+          const parent = valueAtPath(desired, path.slice(0, -1))
+          const value = valueAtPath(cur, path)
           if (isPlainObject(parent)) parent[path[path.length - 1]!] = structuredClone(value)
           else Object.assign(desired, applyChanges(desired, [{ op: 'set', path, value }]))
         }
@@ -550,7 +520,7 @@ export class Store implements ObjectStore {
     let desired = structuredClone(old) as Record<string, unknown>
     for (const claim of this.ownership.claims(ref.kind)) {
       const path = claim.path.split('.')
-      const now = getPathValue(cur, path)
+      const now = valueAtPath(cur, path)
       desired = applyChanges(desired, [now === undefined ? { op: 'unset', path, old: undefined } : { op: 'set', path, value: now }])
     }
     desired = normalizeManifest(desired) as unknown as Record<string, unknown>

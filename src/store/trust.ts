@@ -19,7 +19,9 @@ import {
   type OwnershipTable,
   refOf,
   refOfKey,
+  touchedPaths,
   USERS,
+  valueAtPath,
 } from '../model/index.ts'
 import { decodeChanges, type RevisionRecord } from './codec.ts'
 
@@ -161,27 +163,6 @@ export function checkSchema(r: RevisionRecord, after: Record<string, unknown> | 
   return undefined
 }
 
-function touched(changes: readonly Change[]): string[][] {
-  const out: string[][] = []
-  const leaves = (v: unknown, path: string[]) => {
-    if (isPlainObject(v) && Object.keys(v).length > 0) for (const [k, x] of Object.entries(v)) leaves(x, [...path, k])
-    else out.push(path)
-  }
-  const walk = (a: unknown, b: unknown, path: string[]) => {
-    if (isPlainObject(a) && isPlainObject(b)) {
-      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) walk(a[k], b[k], [...path, k])
-    } else if (!deepEqual(a, b)) {
-      if (a !== undefined) leaves(a, path)
-      if (b !== undefined) leaves(b, path)
-    }
-  }
-  for (const c of changes) {
-    if (c.op === 'unset' && c.old === undefined) out.push(c.path)
-    else walk(c.old, c.op === 'set' ? c.value : undefined, c.path)
-  }
-  return out
-}
-
 function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
   const st = o?.status
   return isPlainObject(st) ? st.node : undefined
@@ -210,7 +191,7 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
     // A record's changes carry no old values: take them from the content before, so setting a whole
     // map (the lifecycle writes `status` whole) touches only the fields whose value differs.
     const paths =
-      r.o === 'delete' || changes === undefined ? [] : touched(changes.map((c) => (c.old === undefined ? { ...c, old: valueAt(before, c.path) } : c)))
+      r.o === 'delete' || changes === undefined ? [] : touchedPaths(changes.map((c) => (c.old === undefined ? { ...c, old: valueAtPath(before, c.path) } : c)))
     // The lifecycle writes a pod's status whole, with the binding it last saw: during an ha move it
     // may carry a stale `status.node`. Refusing it would stall that honest node (a known gap).
     const lifecycleOfPod = r.a === LIFECYCLE && kind === 'Pod'
@@ -254,15 +235,6 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
 }
 
 const SYS_FIELDS = new Set(['uid', 'seq', 'rev', 'createdAt', 'createdBy', 'updatedAt', 'updatedBy', 'deleted'])
-
-function valueAt(v: unknown, path: readonly string[]): unknown {
-  let cur = v
-  for (const seg of path) {
-    if (!isPlainObject(cur)) return undefined
-    cur = cur[seg]
-  }
-  return cur
-}
 
 /** A struct's content against the value the record says is at its path (plain objects are nested maps in the document). */
 function sameShape(expected: unknown, content: 'values' | 'map' | 'other', values: readonly unknown[] | undefined): boolean {
@@ -327,9 +299,9 @@ export function structMatches(
         if (content === 'map') return undefined
         continue
       }
-      if (sameShape(valueAt(v, path.slice(p.length)), content, values)) return undefined
+      if (sameShape(valueAtPath(v, path.slice(p.length)), content, values)) return undefined
     }
     return 'no change of the revision sets it'
   }
-  return sameShape(valueAt(r.f, path), content, values) ? undefined : 'differs from the revision content'
+  return sameShape(valueAtPath(r.f, path), content, values) ? undefined : 'differs from the revision content'
 }
