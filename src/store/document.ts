@@ -27,7 +27,15 @@ export interface NewStruct {
   client: number
   from: number
   to: number
-  loc: { key: string; path: string[] } | null | 'outside' | undefined
+  /**
+   * Where it lands: an object key and field path; null when it builds on a struct not received
+   * yet; 'outside' the objects map; 'collected' when Yjs will discard it on arrival (it builds on
+   * content this document has garbage-collected: a field of an object or nested map that was
+   * replaced or deleted); undefined for GC ranges.
+   */
+  loc: { key: string; path: string[] } | null | 'outside' | 'collected' | undefined
+  /** With loc null: the struct it waits for ("client:clock"). */
+  waitsFor?: string
   /** values: a map entry's value(s); map: a nested map; none: no content (GC, deleted); other: anything else. */
   content: 'values' | 'map' | 'none' | 'other'
   values?: unknown[]
@@ -236,8 +244,8 @@ export class ObjectDocument {
       }
       return undefined
     }
-    type Loc = { key: string; path: string[] } | null | 'outside'
-    const locOfDocItem = (it: Y.Item): Loc => {
+    type Loc = { key: string; path: string[] } | null | 'outside' | 'collected'
+    const locOfDocItem = (it: Y.Item): Exclude<Loc, 'collected'> => {
       const path: string[] = []
       let cur: Y.Item = it
       for (let depth = 0; depth < 64; depth++) {
@@ -249,29 +257,39 @@ export class ObjectDocument {
       }
       return 'outside'
     }
+    let waitsFor: string | undefined
     const memo = new Map<Y.Item, Loc>()
     const locOfId = (id: Y.ID, depth: number): Loc => {
       if (id.clock < Y.getState(store, id.client)) {
         const it = Y.getItem(store, id)
-        return it instanceof Y.Item ? locOfDocItem(it) : null
+        // A GC struct: Yjs turns whatever builds on it into GC too (Item.getMissing, integrate).
+        return it instanceof Y.Item ? locOfDocItem(it) : 'collected'
       }
       const x = findInUpdate(id)
-      return x instanceof Y.Item ? locOfStruct(x, depth + 1) : null
+      if (x instanceof Y.Item) return locOfStruct(x, depth + 1)
+      if (x instanceof Y.GC) return 'collected'
+      waitsFor ??= `${id.client}:${id.clock}`
+      return null
     }
-    // Where an item of the update lands: its parent's place plus its own field name; an item with
-    // no parent info is a sibling of its origin (same map, same field).
+    // Where an item of the update lands, as Yjs integrates it (Item.getMissing): discarded when its
+    // left or right neighbour or its parent is garbage-collected; otherwise its parent's place plus
+    // its own field name, or (no parent info) its origin's place — same map, same field.
     const locOfStruct = (x: Y.Item, depth: number): Loc => {
       const known = memo.get(x)
       if (known !== undefined) return known
       let loc: Loc
       const parent = x.parent as unknown
-      if (depth > 10000) loc = null
+      const deep = depth > 10000
+      const left = x.origin !== null && !deep ? locOfId(x.origin, depth) : undefined
+      const right = x.rightOrigin !== null && !deep ? locOfId(x.rightOrigin, depth) : undefined
+      if (deep) loc = null
+      else if (left === 'collected' || right === 'collected') loc = 'collected'
       else if (typeof parent === 'string') loc = parent === 'objects' && x.parentSub !== null ? { key: x.parentSub, path: [] } : 'outside'
       else if (parent !== null && typeof parent === 'object') {
         const up = locOfId(parent as Y.ID, depth)
-        loc = up === null || up === 'outside' ? up : x.parentSub === null ? 'outside' : { key: up.key, path: [...up.path, x.parentSub] }
-      } else if (x.origin !== null) loc = locOfId(x.origin, depth)
-      else if (x.rightOrigin !== null) loc = locOfId(x.rightOrigin, depth)
+        loc = up === null || up === 'outside' || up === 'collected' ? up : x.parentSub === null ? 'outside' : { key: up.key, path: [...up.path, x.parentSub] }
+      } else if (left !== undefined) loc = left
+      else if (right !== undefined) loc = right
       else loc = 'outside'
       memo.set(x, loc)
       return loc
@@ -284,7 +302,9 @@ export class ObjectDocument {
       if (end <= have) continue
       const n: NewStruct = { client: st.id.client, from: Math.max(st.id.clock, have), to: end, loc: undefined, content: 'none' }
       if (st instanceof Y.Item) {
+        waitsFor = undefined
         n.loc = locOfStruct(st, 0)
+        if (n.loc === null && waitsFor !== undefined) n.waitsFor = waitsFor
         const c = st.content
         if (c instanceof Y.ContentAny) {
           n.content = 'values'

@@ -224,10 +224,9 @@ export class Store implements ObjectStore {
   }
 
   /** A creation of `key` some verified create record made (kept per key: concurrent creates each have one). */
-  private isKnownCreation(key: string, by: string, at: string, inMessage: ReadonlyMap<string, { createdBy: string; createdAt: string }>): boolean {
-    const m = inMessage.get(key)
-    if (m !== undefined && m.createdBy === by && m.createdAt === at) return true
-    return this.creations.get(key)?.has(`${by}|${at}`) === true
+  private isKnownCreation(key: string, by: string, at: string, inMessage: ReadonlyMap<string, ReadonlySet<string>>): boolean {
+    const c = `${by}|${at}`
+    return inMessage.get(key)?.has(c) === true || this.creations.get(key)?.has(c) === true
   }
 
   private noteCreation(r: RevisionRecord): void {
@@ -848,6 +847,8 @@ export class Store implements ObjectStore {
     const msgCovers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
     const afterById = new Map<string, Record<string, unknown> | undefined>()
     const createdBy = new Map<string, { createdBy: string; createdAt: string }>()
+    // Every creation of a key in this message (concurrent creates in a partition: one message may carry several).
+    const creationsInMessage = new Map<string, Set<string>>()
     const keysInMessage = new Set<string>()
     // The objects as this message leaves them so far: a RoleBinding and the write it allows may come together.
     const written = new Map<string, Record<string, unknown> | null>()
@@ -882,9 +883,16 @@ export class Store implements ObjectStore {
       afterById.set(r.i, after)
       const bad2 = checkSchema(r, after)
       if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
-      if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: new Date(r.t).toISOString() })
+      if (r.o === 'create') {
+        const at = new Date(r.t).toISOString()
+        if (!createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: at })
+        let set = creationsInMessage.get(r.k)
+        if (!set) creationsInMessage.set(r.k, (set = new Set()))
+        set.add(`${r.a}|${at}`)
+      }
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
-      const why = this.authorize(r, { before, after, changes, createdBy: creator, signer, boundTo: this.boundTo.get(r.k), objects })
+      const concurrent = !baseKnown && before !== undefined
+      const why = this.authorize(r, { before, after, changes, createdBy: creator, concurrent, signer, boundTo: this.boundTo.get(r.k), objects })
       // Judged without the parent it builds on (gossip delivered it first): this replica lags;
       // the repair brings the parent, then the record is judged on the content it changed.
       if (why !== undefined && r.p !== undefined && !this.log.has(r.p) && !afterById.has(r.p)) {
@@ -930,20 +938,21 @@ export class Store implements ObjectStore {
       return best
     }
     for (const st of seen.structs) {
-      if (st.loc === null) this.refuse('unresolved', `Yjs content of client ${st.client} builds on content not received yet`)
+      if (st.loc === null) this.refuse('unresolved', `Yjs content of client ${st.client} builds on content not received yet (${st.waitsFor ?? 'unknown'})`)
       if (st.loc === 'outside') this.refuse('unbound', `Yjs content of client ${st.client} outside the objects map`)
       // Every struct of a write lies below the clock its record ends at: check each record's range.
       let clock = st.from
       while (clock < st.to) {
         const c = coverOf(st.client, clock)
         if (c === undefined) this.refuse('unbound', `Yjs content of client ${st.client} at clock ${clock} is covered by no signed revision`)
-        if (st.loc !== undefined) {
+        // Content Yjs will discard (it builds on garbage-collected content) still needs its record.
+        if (st.loc !== undefined && st.loc !== 'collected') {
           // The writer's previous record not here yet: its range (which starts where that one ended) is
           // not known, and the content may be the missing record's — this replica lags.
           const unbound = (why: string) => this.refuse(previousMissing(c.r) ? 'unresolved' : 'unbound', why)
           if (c.k !== st.loc.key) unbound(`Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
           if (st.content !== 'none' && st.to > c.yc) unbound(`Yjs content of client ${st.client} spans two revisions`)
-          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at) => this.isKnownCreation(c.k, by, at, createdBy))
+          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at) => this.isKnownCreation(c.k, by, at, creationsInMessage))
           if (bad === UNKNOWN_CREATION) this.refuse('unresolved', `Yjs content of ${c.k}: revision ${c.r.i} ${bad}`)
           if (bad !== undefined) unbound(`Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
         }

@@ -76,6 +76,11 @@ export type Authorize = (
     /** The changes it makes, when known exactly (a delta record; a full copy whose parent content is known). */
     changes: Change[] | undefined
     createdBy: string | undefined
+    /**
+     * `before` is not the content its writer built on (the record's parent is not the head here:
+     * the writer had not seen a concurrent write this replica holds).
+     */
+    concurrent?: boolean
     signer: SignerInfo
     /** For a pod: the nodes this replica has seen it bound to (a binding may move while its old node still reports). */
     boundTo?: ReadonlySet<string>
@@ -168,6 +173,17 @@ function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
   return isPlainObject(st) ? st.node : undefined
 }
 
+/** The node the last of these changes that sets a pod's `status.node` (itself, or a map holding it) names. */
+function bindingOf(changes: readonly Change[] | undefined): unknown {
+  let to: unknown
+  for (const c of changes ?? []) {
+    if (c.op !== 'set' || (c.path.length > 0 && c.path[0] !== 'status') || c.path.length > 2 || (c.path.length === 2 && c.path[1] !== 'node')) continue
+    const v = valueAtPath(c.value, ['status', 'node'].slice(c.path.length))
+    if (v !== undefined) to = v
+  }
+  return to
+}
+
 /**
  * The default node rules. Users: RBAC (`userMay`) and user-owned fields only. Controllers: only
  * fields the controller owns (or the fields of objects it created), and for the node-scoped ones
@@ -181,7 +197,7 @@ export const ROLE_DENIED = 'role: '
 const LIFECYCLE = 'controller:lifecycle'
 
 export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): Authorize {
-  return (r, { before, after, changes, createdBy, signer, boundTo, objects }) => {
+  return (r, { before, after, changes, createdBy, concurrent, signer, boundTo, objects }) => {
     const { kind, namespace, name } = refOfKey(r.k)
     const verb: 'create' | 'update' | 'delete' = r.o === 'delete' ? 'delete' : before === undefined ? 'create' : 'update'
     const isUser = r.a.startsWith('user:')
@@ -190,13 +206,21 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
     const creator = createdBy ?? r.a
     // A record's changes carry no old values: take them from the content before, so setting a whole
     // map (the lifecycle writes `status` whole) touches only the fields whose value differs.
-    const paths =
-      r.o === 'delete' || changes === undefined ? [] : touchedPaths(changes.map((c) => (c.old === undefined ? { ...c, old: valueAtPath(before, c.path) } : c)))
-    // The lifecycle writes a pod's status whole, with the binding it last saw: during an ha move it
-    // may carry a stale `status.node`. Refusing it would stall that honest node (a known gap).
+    // A concurrent write that sets a whole map (its writer had no such map yet) is judged by the
+    // fields it states: the fields it would drop are ones its writer never saw (a concurrent write
+    // made them), and Yjs keeps one of the two maps either way.
+    const oldOf = (c: Change): unknown => {
+      const old = valueAtPath(before, c.path)
+      return concurrent && c.op === 'set' ? restrictTo(old, c.value) : old
+    }
+    const paths = r.o === 'delete' || changes === undefined ? [] : touchedPaths(changes.map((c) => (c.old === undefined ? { ...c, old: oldOf(c) } : c)))
+    // The lifecycle's status writes may carry the binding it last saw (`status.node`, and the
+    // scheduler's `status.scheduling` beside it): a whole status map, or a full copy judged against
+    // a head here that merged a concurrent binding. Refusing them stalls honest nodes during ha
+    // moves (chaos test); a known gap (docs/security.md).
     const lifecycleOfPod = r.a === LIFECYCLE && kind === 'Pod'
     for (const p of paths) {
-      if (lifecycleOfPod && p[0] === 'status' && p[1] === 'node') continue
+      if (lifecycleOfPod && p[0] === 'status' && (p[1] === 'node' || p[1] === 'scheduling')) continue
       const owner = ownership.ownerOf(kind, p)
       const ok = owner === USERS ? isUser || r.a === creator : owner === r.a
       if (!ok) return `${kind.toLowerCase()}/${name}: ${formatPath(p)} is owned by ${owner === USERS ? 'users' : owner}; ${r.a} may not change it`
@@ -224,7 +248,8 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         return undefined
       case 'controller:scheduler': {
         if (kind !== 'Pod') return undefined
-        const to = after === undefined ? undefined : nodeOfPod(after)
+        // Where it binds the pod: from its content after, or (built on content unknown here) its changes.
+        const to = after !== undefined ? nodeOfPod(after) : bindingOf(changes)
         if (to !== undefined && to !== mine && to !== nodeOfPod(before)) return `node ${mine ?? signer.id} may not bind pod ${name} to ${String(to)}`
         return undefined
       }
@@ -232,6 +257,14 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         return undefined
     }
   }
+}
+
+/** `old` with only the map keys `shape` has, at every level where both are maps. */
+function restrictTo(old: unknown, shape: unknown): unknown {
+  if (!isPlainObject(old) || !isPlainObject(shape)) return old
+  const out: Record<string, unknown> = {}
+  for (const k of Object.keys(shape)) if (k in old) out[k] = restrictTo(old[k], shape[k])
+  return out
 }
 
 const SYS_FIELDS = new Set(['uid', 'seq', 'rev', 'createdAt', 'createdBy', 'updatedAt', 'updatedBy', 'deleted'])

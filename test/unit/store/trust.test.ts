@@ -236,6 +236,85 @@ test('concurrent creates of one object on two nodes, then an edit of the losing 
   }
 })
 
+test('an edit of a copy another replica has garbage-collected (it lost a concurrent create) is merged, not held back forever', async () => {
+  // Whichever copy loses, C edits it in one of the two rounds: the replicas holding both copies
+  // have collected the loser's fields, and the edit builds on them (Yjs discards it on arrival).
+  for (const editOf of ['A', 'B'] as const) {
+    const { A, B, C, close } = await cluster()
+    try {
+      await A.apply(pod('twin', '/images/busybox', { terminationGracePeriodSeconds: 1 }), { author: 'user:alice', now: 7300 })
+      await B.apply(pod('twin', '/images/busybox', { terminationGracePeriodSeconds: 2 }), { author: 'user:bob', now: 7301 })
+      const [mine, other] = editOf === 'A' ? [A, B] : [B, A]
+      await sync(mine, C)
+      await C.patch(podRef('twin'), [{ path: ['spec', 'terminationGracePeriodSeconds'], value: 9 }], { author: 'user:carol', now: 7302 })
+      await sync(other, mine)
+      await sync(mine, other)
+      // C's edit reaches them before C learns of the other copy (C would then send its edit collected).
+      await sync(C, mine)
+      await sync(C, other)
+      for (const x of [A, B, C]) for (const y of [A, B, C]) if (x !== y) await sync(x, y)
+      assert.equal(A.syncDigest(), C.syncDigest(), `edit of ${editOf}'s copy`)
+      assert.equal(B.syncDigest(), C.syncDigest(), `edit of ${editOf}'s copy`)
+      assert.equal(A.stateDigest(), C.stateDigest())
+      assert.equal(A.get(podRef('twin'))?.spec?.terminationGracePeriodSeconds, B.get(podRef('twin'))?.spec?.terminationGracePeriodSeconds)
+    } finally {
+      await close()
+    }
+  }
+})
+
+test("a scheduler's binding concurrent with the lifecycle's first status write is merged, not refused as touching the lifecycle's fields", async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('race'), { author: 'user:alice', now: 7400 })
+    await sync(A, B)
+    await sync(A, C)
+    // Neither has seen the other's status map: each writes `status` whole.
+    await B.patch(podRef('race'), [{ path: ['status', 'targetRevision'], value: 1 }], { author: 'controller:lifecycle', now: 7401 })
+    await C.patch(podRef('race'), [{ path: ['status', 'node'], value: 'c' }], { author: 'controller:scheduler', now: 7402 })
+    await sync(B, A)
+    await sync(C, A)
+    for (const x of [A, B, C]) for (const y of [A, B, C]) if (x !== y) await sync(x, y)
+    assert.equal(A.syncDigest(), B.syncDigest())
+    assert.equal(A.syncDigest(), C.syncDigest())
+    // A binding to another node in a concurrent whole map is still refused.
+    const sent = outbox(B)
+    await A.apply(pod('race2'), { author: 'user:alice', now: 7403 })
+    await sync(A, B)
+    await sync(A, C)
+    await C.patch(podRef('race2'), [{ path: ['status', 'targetRevision'], value: 1 }], { author: 'controller:lifecycle', now: 7404 })
+    await sync(C, A)
+    await B.patch(podRef('race2'), [{ path: ['status', 'node'], value: 'c' }], { author: 'controller:scheduler', now: 7405 })
+    await refused(A.applyRemote(sent.at(-1)!), 'unauthorized')
+  } finally {
+    await close()
+  }
+})
+
+test('one message carrying three concurrent creates of one object (a partition healed) is merged whichever copy won', async () => {
+  // Seeded Yjs client ids: over these rounds the winning copy is each of the three in turn, and
+  // its creation is not always the first create of the message.
+  const winners = new Set<string>()
+  for (let round = 0; round < 6; round++) {
+    const [A, B, C] = await Promise.all([a, b, c].map((n, i) => memStore(n, members, { seed: 100 * round + i + 1 })))
+    const fresh = await memStore(a, members, { seed: 100 * round + 9 })
+    try {
+      for (const [i, s] of [A, B, C].entries()) {
+        await s.apply(pod('trio', '/images/busybox', { terminationGracePeriodSeconds: i + 1 }), { author: 'user:alice', now: 7500 + i })
+        await s.patch(podRef('trio'), [{ path: ['spec', 'terminationGracePeriodSeconds'], value: 10 + i }], { author: 'user:alice', now: 7510 + i })
+      }
+      await sync(A, B)
+      await sync(C, B)
+      await sync(B, fresh)
+      assert.equal(fresh.syncDigest(), B.syncDigest())
+      winners.add(String(B.get(podRef('trio'))?.spec?.terminationGracePeriodSeconds))
+    } finally {
+      for (const s of [A, B, C, fresh]) await s.close()
+    }
+  }
+  assert.ok(winners.size >= 2, `the rounds should see different winners: ${[...winners]}`)
+})
+
 test('a user-authored record the injected userMay denies is refused', async () => {
   const asked: string[] = []
   const { A, C, close } = await cluster({
