@@ -194,17 +194,20 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     })
     // A fresh lease keeps it running; the agent renews it (every second; here more often, so a
     // loaded machine's late timers do not age the whole-second lease past the 3 s deadline).
+    let renewed = Date.now()
     for (let i = 0; i < 16; i++) {
       await new Promise((res) => setTimeout(res, 250))
       writeFileSync(lease, `${nowS()}\n`)
+      renewed = Date.now()
     }
     assert.equal(r.status('fenced')?.state, 'running', 'a renewed lease keeps the container')
     // The agent dies (stops watching and renewing): the watchdog kills the container (it ignores SIGTERM) by itself.
     const tree = [h.pid, ...descendants(h.pid)]
     await r.close()
-    const stopped = Date.now()
     await waitFor('every process of the fenced container gone', () => (tree.every((pid) => !existsSync(`/proc/${pid}/stat`)) ? true : undefined), 20_000)
-    const took = Date.now() - stopped
+    // The lease holds whole seconds (a renewal at 10.9 s writes 10): SIGTERM is due 3 s after the
+    // written second, so no earlier than 2 s after the last renewal, counted from that write.
+    const took = Date.now() - renewed
     assert.ok(took >= 2_000, `killed ${took} ms after the last renewal, not before the lease ran out`)
     assert.ok(existsSync(join(dir, 'state', kind, 'containers', 'fenced', 'exit.fenced')), 'the watchdog leaves a fenced mark')
   })
