@@ -39,6 +39,7 @@ import type { MeshSetup } from './options.ts'
 import { proxiedLogs } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
+import { createKeyringFile, KEYRING_FILE } from './secrets.ts'
 
 export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** The admin credential (orcadmin1.…) of a cluster created here, mode 0600. */
@@ -281,6 +282,8 @@ export async function startClusterMesh(c: {
       clusterId: typeof existing === 'string' && existing !== '' ? existing : undefined,
     })
     await writeSecret(join(dataDir, ADMIN_CREDENTIAL_FILE), adminCredential + '\n')
+    // The cluster data key (Secrets): made here, handed to joiners after admission.
+    if (existsSync(join(dataDir, KEYRING_FILE)) === false) await createKeyringFile(dataDir, c.random, c.clock.now())
     return startMesh(opts)
   }
 

@@ -25,7 +25,7 @@ export {
 // The remote CLI is known by the peer id of its credential key (the gater lets it in without a trial slot).
 export { peerIdOfCredentialKey } from './credential-peers.ts'
 export type { MeshEvents } from './events.ts'
-export { writeFileAtomic } from './fsutil.ts'
+export { readFileIfExists, writeFileAtomic } from './fsutil.ts'
 export { membersTopic, storeTopic } from './gossip.ts'
 export { loadOrCreateIdentity, peerIdOf } from './identity.ts'
 export type { JoinProgress } from './join.ts'
