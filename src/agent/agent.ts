@@ -637,6 +637,8 @@ export function socketUserOf(dataDir: string, nodeName: string, clustered: boole
 function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   const { store, nodeName, clock } = c
   const apiStore = routedStore(store, c.federation)
+  // Rotation re-seals, and retirement counts, the Secrets of the federations' shared namespaces too.
+  c.cluster?.keys.useStore(apiStore)
   const apiLogger = c.logger.child({ module: 'api' })
   const { status: storeStatus, ...objectHandlers } = objectRoutes({
     store: apiStore,

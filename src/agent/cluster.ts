@@ -339,7 +339,7 @@ export async function startClusterMesh(c: {
     keys,
     routes: () => ({
       ...clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
-      ...secretKeyRoutes({ delivery: keys, store, random: c.random, now: () => c.clock.now() }),
+      ...secretKeyRoutes({ delivery: keys, random: c.random, now: () => c.clock.now() }),
     }),
     logsRoute: (local) =>
       proxiedLogs(

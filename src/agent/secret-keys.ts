@@ -32,7 +32,8 @@ export interface KeyringPeers {
 
 export interface KeyringDeliveryComponents {
   keyring: ClusterKeyring
-  store: Pick<ObjectStore, 'list' | 'onChange'>
+  /** The cluster's own store: its Secrets are sealed with this cluster's keys. */
+  store: Pick<ObjectStore, 'list' | 'onChange' | 'get' | 'patch'>
   /** The mesh; read at each use (it starts after the delivery is built). */
   peers: () => KeyringPeers | undefined
   clock: Clock
@@ -63,10 +64,33 @@ export class KeyringDelivery {
   private unsubscribe: (() => void) | undefined
   /** Every change of this node's keyring goes through here, one at a time. */
   private queue: Promise<unknown> = Promise.resolve()
+  /** Where rotation and retirement see Secrets: the API's store (federation scopes included) once `useStore` gave it. */
+  private secrets: Pick<ObjectStore, 'list' | 'patch'>
 
   constructor(private readonly c: KeyringDeliveryComponents) {
     this.log = c.log.child({ module: 'keyring' })
     this.retryMs = c.retryMs ?? 500
+    this.secrets = c.store
+  }
+
+  /**
+   * Rotation and retirement also see the Secrets of the federations' shared namespaces (the API's
+   * routed store): a key that seals a shared Secret of this cluster is not retired, and a rotation
+   * re-seals those too. Fetching does not: a shared Secret another cluster wrote is sealed with
+   * that cluster's key, which no member here has (docs/secrets.md).
+   */
+  useStore(store: Pick<ObjectStore, 'list' | 'patch'>): void {
+    this.secrets = store
+  }
+
+  /** The store rotation re-seals in (useStore). */
+  secretStore(): Pick<ObjectStore, 'list' | 'patch'> {
+    return this.secrets
+  }
+
+  /** Whether a Secret is in the cluster's own scope (not a federation's). */
+  isOwn(ref: { namespace: string; name: string }): boolean {
+    return this.c.store.get({ kind: 'Secret', ...ref }) !== undefined
   }
 
   /** Watch the Secrets and fetch what is missing. Safe to repeat. */
@@ -154,9 +178,9 @@ export class KeyringDelivery {
   async retireUnused(): Promise<string[]> {
     const ring = this.c.keyring.get()
     if (ring === undefined) return []
-    const inUse = keyIdsInUse(this.c.store)
+    const inUse = keyIdsInUse(this.secrets)
     if (!ring.ids().some((id) => id !== ring.current().id && !inUse.has(id))) return []
-    const { result } = await this.update((r) => r.retire(keyIdsInUse(this.c.store)))
+    const { result } = await this.update((r) => r.retire(keyIdsInUse(this.secrets)))
     if (result.length > 0) this.log.info({ retired: result }, 'data keys retired (no Secret uses them)')
     return result
   }
@@ -234,7 +258,6 @@ export class KeyringDelivery {
 
 export interface RotateKeyComponents {
   delivery: KeyringDelivery
-  store: Pick<ObjectStore, 'list' | 'patch'>
   random: Random
   now(): number
 }
@@ -247,13 +270,17 @@ export async function rotateDataKey(c: RotateKeyComponents, author: string, reas
   const { ring, result: key } = await c.delivery.update((r) => r.rotate(c.random, c.now()))
   const resealed: string[] = []
   const failed: RotateKeyAnswer['failed'] = []
-  for (const s of c.store.list('Secret') as Secret[]) {
+  const store = c.delivery.secretStore()
+  for (const s of store.list('Secret') as Secret[]) {
     const ns = s.metadata.namespace ?? 'default'
     const name = `${ns}/${s.metadata.name}`
-    if ([...keyIdsOf(s)].every((id) => id === key)) continue
+    const ids = [...keyIdsOf(s)]
+    if (ids.every((id) => id === key)) continue
+    // A shared Secret another cluster of a federation sealed: its key is that cluster's, not ours.
+    if (!c.delivery.isOwn({ namespace: ns, name: s.metadata.name }) && ids.every((id) => ring.get(id) === undefined)) continue
     try {
       const next = resealSecret(ring, c.random, s)
-      await c.store.patch({ kind: 'Secret', namespace: ns, name: s.metadata.name }, [{ path: ['spec', 'sealed'], value: next.spec?.sealed ?? {} }], {
+      await store.patch({ kind: 'Secret', namespace: ns, name: s.metadata.name }, [{ path: ['spec', 'sealed'], value: next.spec?.sealed ?? {} }], {
         author,
         reason,
         now: c.now(),
