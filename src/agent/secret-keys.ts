@@ -235,7 +235,10 @@ export class KeyringDelivery {
     // Nobody had it (offline, or not holding the key yet): again later.
     const wait = this.retryMs
     this.retryMs = Math.min(this.retryMs * 2, this.c.maxRetryMs ?? 10_000)
-    this.log.info({ missing: this.missing().length, retryMs: wait }, 'waiting for the cluster keyring from a member')
+    // Said at info while the wait grows, then quietly: a Secret sealed with a key no member holds
+    // (restored from an old revision, say) would otherwise log every 10 s forever.
+    const level = wait < (this.c.maxRetryMs ?? 10_000) ? 'info' : 'debug'
+    this.log[level]({ missing: this.missing(), retryMs: wait }, 'waiting for the cluster keyring from a member')
     this.timer = this.c.clock.setTimeout(() => {
       this.timer = undefined
       this.wanted()
