@@ -43,6 +43,9 @@ export interface KeyringDeliveryComponents {
   maxRetryMs?: number
 }
 
+/** How far in the future a delivered key's date may be (clocks of members differ). */
+export const MAX_KEY_CLOCK_SKEW_MS = 10 * 60_000
+
 /** An independent copy: a keyring is changed only on a copy, then saved (disk first). */
 function copyOf(ring: Keyring): Keyring {
   return Keyring.fromJSON(ring.toJSON())
@@ -146,6 +149,13 @@ export class KeyringDelivery {
   take(json: unknown): Promise<boolean> {
     return this.serially(async () => {
       const theirs = Keyring.fromJSON(json)
+      // The newest key becomes current everywhere: a key dated in the future would stay current
+      // through every later rotation (a member could keep the cluster on a key it chose).
+      const limit = this.c.clock.now() + MAX_KEY_CLOCK_SKEW_MS
+      for (const id of theirs.ids()) {
+        const at = theirs.get(id)!.createdAt
+        if (at > limit) throw new OrcError('invalid', `keyring: key ${id} is dated ${new Date(at).toISOString()}, in the future: refused`)
+      }
       const mine = this.c.keyring.get()
       if (mine === undefined) {
         await this.c.keyring.save(theirs)
@@ -270,7 +280,8 @@ export interface RotateKeyComponents {
  * is then re-sealed (values already under the new key are kept) and written by `author`.
  */
 export async function rotateDataKey(c: RotateKeyComponents, author: string, reason = 'data key rotated'): Promise<RotateKeyAnswer> {
-  const { ring, result: key } = await c.delivery.update((r) => r.rotate(c.random, c.now()))
+  // Dated after every key the ring holds, so the new key wins every merge (Keyring.merge: the newest current key wins).
+  const { ring, result: key } = await c.delivery.update((r) => r.rotate(c.random, Math.max(c.now(), ...r.ids().map((id) => r.get(id)!.createdAt + 1))))
   const resealed: string[] = []
   const failed: RotateKeyAnswer['failed'] = []
   const store = c.delivery.secretStore()

@@ -119,11 +119,28 @@ test('a Secret sealed with a key this node lacks makes it fetch the key; the old
 
 test('a keyring of another cluster is refused and changes nothing', async (t) => {
   const mine = Keyring.generate(random, 1)
-  const { keyring, delivery } = await setup(t, new Map())
+  const { keyring, delivery, clock } = await setup(t, new Map())
   await keyring.save(mine)
   await assert.rejects(delivery.provider().offered(Keyring.generate(random, 5).toJSON(), 'm9'), /another cluster/)
   await assert.rejects(delivery.provider().offered({ version: 1, keys: [] }, 'm9'), /keyring: /)
   assert.deepEqual(keyring.get()?.toJSON(), mine.toJSON())
+  // A key dated far in the future would stay current through every later rotation: refused.
+  const future = Keyring.fromJSON(mine.toJSON())
+  future.rotate(random, clock.now() + 3_600_000)
+  await assert.rejects(delivery.provider().offered(future.toJSON(), 'm9'), /in the future: refused/)
+  assert.deepEqual(keyring.get()?.toJSON(), mine.toJSON())
+})
+
+test('a rotation wins over every key the ring holds, even one dated a little ahead (clock skew)', async (t) => {
+  const { keyring, delivery, clock } = await setup(t, new Map())
+  const ahead = Keyring.generate(random, clock.now() + 5 * 60_000)
+  await keyring.save(ahead)
+  const r = await rotateDataKey({ delivery, random, now: () => clock.now() }, 'user:admin')
+  assert.equal(keyring.get()?.current().id, r.key)
+  // Another member still on the old key merges the rotated ring: the new key is current there too.
+  const other = Keyring.fromJSON(ahead.toJSON())
+  other.merge(keyring.get()!)
+  assert.equal(other.current().id, r.key)
 })
 
 test('rotation: own Secrets re-sealed, one sealed with a key this node lacks reported, another cluster’s shared Secret left alone', async (t) => {
