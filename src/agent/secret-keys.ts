@@ -208,12 +208,13 @@ export class KeyringDelivery {
   /** Resolves once this node holds a keyring with every key its Secrets name, or rejects after `timeoutMs`. */
   async ready(timeoutMs: number): Promise<void> {
     const deadline = this.c.clock.now() + timeoutMs
+    // The rounds and their backoff are the background loop's; this only watches.
+    this.wanted()
     while (this.needs()) {
       if (this.c.clock.now() > deadline) {
         throw new OrcError('unavailable', `no member gave the cluster keyring within ${timeoutMs} ms (missing: ${this.missing().join(', ') || 'the keyring'})`)
       }
-      this.wanted()
-      await (this.running ?? new Promise<void>((r) => this.c.clock.setTimeout(r, 100)))
+      await new Promise<void>((r) => this.c.clock.setTimeout(r, 100))
     }
   }
 

@@ -183,3 +183,22 @@ test('rotation: own Secrets re-sealed, one sealed with a key this node lacks rep
   assert.equal(hist.at(-1)?.reason, 'data key rotated')
   assert.equal(hist.at(-1)?.author, 'user:admin')
 })
+
+test('waiting for the keyring at join gives up after its timeout, and asks no faster than the backoff meanwhile', async (t) => {
+  const rings = new Map<string, Keyring | 'offline'>([
+    ['m1', 'offline'],
+    ['m2', 'offline'],
+  ])
+  const { clock, peers, delivery } = await setup(t, rings)
+  delivery.start()
+  let outcome: string | undefined
+  const waiting = delivery.ready(3_000).then(
+    () => (outcome = 'ready'),
+    (err: Error) => (outcome = err.message),
+  )
+  for (let i = 0; i < 40 && outcome === undefined; i++) await clock.advance(100)
+  await waiting
+  assert.match(outcome ?? '', /no member gave the cluster keyring within 3000 ms/)
+  // Rounds at 0, 0.5, 1.5 and 3.5 s (0.5 s doubling), each asking both members.
+  assert.ok(peers.asked.length <= 8, `asked ${peers.asked.length} times in 3 s`)
+})
