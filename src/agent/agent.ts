@@ -51,6 +51,7 @@ import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
+import { ClusterKeyring } from './secrets.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
 
@@ -202,6 +203,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const joinPrep = opts.mesh?.join ? prepareJoin(dataDir, opts.mesh.join.token, clock.now()) : undefined
   ensureDataDir(dataDir)
 
+  // This node's copy of the cluster data keyring (Secrets): one instance, loaded by the mesh's start.
+  const keyring = new ClusterKeyring(dataDir, logger)
   // Each part is set by its component's start, which runs after the parts it reads.
   let store!: ObjectStore
   let cluster: ClusterNode | undefined
@@ -314,6 +317,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
                 clock,
                 random,
                 onDirectory: (d) => (directory = d),
+                keyring,
               })),
             stop: () => cluster!.stop(),
           },
@@ -633,6 +637,8 @@ export function socketUserOf(dataDir: string, nodeName: string, clustered: boole
 function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   const { store, nodeName, clock } = c
   const apiStore = routedStore(store, c.federation)
+  // Rotation re-seals, and retirement counts, the Secrets of the federations' shared namespaces too.
+  c.cluster?.keys.useStore(apiStore)
   const apiLogger = c.logger.child({ module: 'api' })
   const { status: storeStatus, ...objectHandlers } = objectRoutes({
     store: apiStore,

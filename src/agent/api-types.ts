@@ -203,3 +203,17 @@ export interface StabilityAnswer {
   /** Peer ids in the answering node's member directory, itself included. */
   members: string[]
 }
+
+/** `POST /v1/secrets/rotate-key`'s answer. */
+export interface RotateKeyAnswer {
+  /** The new current data key's id. */
+  key: string
+  /** Secrets re-sealed under it (`ns/name`). */
+  resealed: string[]
+  /** Secrets that could not be re-sealed (this node lacks the key that sealed them), with why. */
+  failed: Array<{ secret: string; error: string }>
+  /** Key ids dropped: no Secret uses them any more. */
+  retired: string[]
+  /** Members the new keyring was offered to, and how many took it (the others fetch it when they see a Secret sealed with it). */
+  members: { offered: number; reached: number }
+}

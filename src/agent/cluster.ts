@@ -39,6 +39,8 @@ import type { MeshSetup } from './options.ts'
 import { proxiedLogs } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
+import { KeyringDelivery, secretKeyRoutes } from './secret-keys.ts'
+import { type ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 
 export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** The admin credential (orcadmin1.…) of a cluster created here, mode 0600. */
@@ -135,7 +137,9 @@ export interface ClusterNode {
   readonly mesh: Mesh
   readonly clusterId: string
   readonly peerId: string
-  /** The cluster routes: members, tokens, credential export, node removal. */
+  /** The cluster data keyring across members: delivery, retirement, offers after a rotation (secret-keys.ts). */
+  readonly keys: KeyringDelivery
+  /** The cluster routes: members, tokens, credential export, node removal, data key rotation. */
   routes(): RouteHandlers
   /** The logs route of a clustered node: forwarded to the member running the pod, else `local`. */
   logsRoute(local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'>
@@ -190,6 +194,8 @@ export async function startClusterMesh(c: {
   random: Random
   /** Given the member directory before the mesh starts (the store's verifier reads it from the first sync on). */
   onDirectory?: (d: Pick<MemberDirectory, 'get'>) => void
+  /** This node's copy of the cluster data keyring (agent.ts holds the one instance); loaded here once the mesh is up. */
+  keyring: ClusterKeyring
 }): Promise<ClusterNode> {
   const { store, dataDir } = c
   const log = c.logger.child({ module: 'cluster' })
@@ -198,6 +204,9 @@ export async function startClusterMesh(c: {
   let memberHandler: ReturnType<typeof createMemberApiHandler> | undefined
   const directory = new RevocableDirectory(JsonFileMemberDirectory.inDataDir(dataDir), (p) => removed.has(p))
   c.onDirectory?.(directory)
+  // The data keyring: served to members over /orc/keyring/1.0.0, fetched from them when missing.
+  let meshRef: Mesh | undefined
+  const keys = new KeyringDelivery({ keyring: c.keyring, store, peers: () => meshRef, clock: c.clock, log: c.logger })
 
   const vetJoiner = (info: MemberInfo): void => {
     const node = store.get({ kind: 'Node', namespace: '', name: info.name })
@@ -238,6 +247,7 @@ export async function startClusterMesh(c: {
       if (memberHandler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
       return memberHandler(req, ctx)
     },
+    keyring: keys.provider(),
   }
   if (opts.listen === undefined) {
     const { DEFAULT_LISTEN } = await import('../mesh/index.ts')
@@ -269,6 +279,16 @@ export async function startClusterMesh(c: {
       const peerAddrs = j.peer !== undefined ? await resolvePeerAddress(j.peer) : undefined
       const m = await joinMesh({ ...opts, token: j.token, peerAddrs, onProgress: (p) => say(progressLine(p, store)) })
       removed = removedPeersOf(store)
+      // Admitted: a member hands over the data keyring now, so `orc join` ends with it on disk.
+      meshRef = m
+      keys.start()
+      try {
+        await keys.ready(m.tunables.joinTimeoutMs)
+        say(`received the cluster data key (${KEYRING_FILE})`)
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, 'no member gave the cluster keyring yet; retrying in the background')
+        say('the cluster data key has not arrived yet: this node keeps asking its members (Secrets cannot be opened here until then)')
+      }
       return m
     }
     // A data dir from before the mesh keeps its cluster id. The admin credential is on disk before
@@ -281,6 +301,8 @@ export async function startClusterMesh(c: {
       clusterId: typeof existing === 'string' && existing !== '' ? existing : undefined,
     })
     await writeSecret(join(dataDir, ADMIN_CREDENTIAL_FILE), adminCredential + '\n')
+    // The cluster data key (Secrets): made here, handed to joiners after admission.
+    if (existsSync(join(dataDir, KEYRING_FILE)) === false) await createKeyringFile(dataDir, c.random, c.clock.now())
     return startMesh(opts)
   }
 
@@ -300,6 +322,9 @@ export async function startClusterMesh(c: {
     }
   }
   await applyRemovals()
+  await c.keyring.load()
+  meshRef = mesh
+  keys.start()
   const traceChanges = log.isLevelEnabled('trace') // replication latency is measured from these (test/bench/mesh.bench.ts)
   const unmerged = traceChanges ? store.onRemoteMerged((keys) => log.trace({ keys: keys.slice(0, 100) }, 'objects merged')) : () => undefined
   const unsubscribe = store.onChange((keys) => {
@@ -311,7 +336,11 @@ export async function startClusterMesh(c: {
     mesh,
     clusterId: mesh.clusterId,
     peerId: mesh.peerId,
-    routes: () => clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
+    keys,
+    routes: () => ({
+      ...clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
+      ...secretKeyRoutes({ delivery: keys, random: c.random, now: () => c.clock.now() }),
+    }),
     logsRoute: (local) =>
       proxiedLogs(
         {
@@ -349,6 +378,7 @@ export async function startClusterMesh(c: {
       handler = api
     },
     async stop() {
+      keys.stop()
       unsubscribe()
       unmerged()
       await mesh.stop()

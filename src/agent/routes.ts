@@ -25,6 +25,7 @@ import type {
   NodeInfo,
   PeerRow,
   RolloutView,
+  RotateKeyAnswer,
   StabilityAnswer,
 } from './api-types.ts'
 
@@ -263,6 +264,13 @@ export const ROUTES = {
     method: 'POST',
     path: '/v1/users/:name/rotate',
     permission: { verb: 'admin', kind: 'User' },
+  }),
+
+  // the cluster data key of Secrets (secret-keys.ts): a new key, every Secret re-sealed under it
+  rotateSecretKey: route<{ body: { reason?: string }; response: RotateKeyAnswer }>()({
+    method: 'POST',
+    path: '/v1/secrets/rotate-key',
+    permission: { verb: 'admin', kind: 'Secret' },
   }),
 
   // federations (federation/routes.ts)

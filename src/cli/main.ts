@@ -24,6 +24,7 @@ import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './comman
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { registerPodCommands } from './commands/pods.ts'
 import { registerRolloutCommands } from './commands/rollout.ts'
+import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
@@ -429,6 +430,7 @@ Use "orc COMMAND --help" for more about a command.`),
   registerRolloutCommands(program, io, client)
   registerDownCommand(program, io)
   registerFederationCommands(program, io, client)
+  registerSecretKeyCommands(program, io, client)
 
   return program
 }

@@ -25,11 +25,12 @@ export {
 // The remote CLI is known by the peer id of its credential key (the gater lets it in without a trial slot).
 export { peerIdOfCredentialKey } from './credential-peers.ts'
 export type { MeshEvents } from './events.ts'
-export { writeFileAtomic } from './fsutil.ts'
+export { readFileIfExists, writeFileAtomic } from './fsutil.ts'
 export { membersTopic, storeTopic } from './gossip.ts'
 export { loadOrCreateIdentity, peerIdOf } from './identity.ts'
 export type { JoinProgress } from './join.ts'
 export { JOIN_PROTOCOL } from './join.ts'
+export { KEYRING_PROTOCOL, type KeyringProvider } from './keyring.ts'
 export { MEMBER_API_PROTOCOL, type MemberApiContext, type MemberApiHandler } from './member-api.ts'
 export { JsonFileMemberDirectory, type MemberDirectory, MemoryMemberDirectory } from './members.ts'
 export type { MemberInfo, MemberState, MemberTransition, MemberView } from './membership.ts'

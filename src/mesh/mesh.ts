@@ -25,6 +25,7 @@ import { createGater, type GatePolicy } from './gater.ts'
 import { createHost, forgetCachedScore, gossipMeshState, type MeshLibp2p, streamChannel } from './host.ts'
 import { loadOrCreateIdentity, peerIdOf } from './identity.ts'
 import { JOIN_PROTOCOL, type JoinProgress, type JoinResponse, joinRequestFromToken, requestJoin } from './join.ts'
+import { type KeyringProvider, KeyringService } from './keyring.ts'
 import { Liveness } from './liveness.ts'
 import type { MemberApiHandler } from './member-api.ts'
 import { JsonFileMemberDirectory, type MemberDirectory } from './members.ts'
@@ -67,6 +68,11 @@ export interface MeshOptions {
    * decides which routes a member may call (the agent allows only read-only internal ones).
    */
   memberApiHandler?: MemberApiHandler
+  /**
+   * The cluster's data keyring (`/orc/keyring/1.0.0`, keyring.ts): what this node hands a member
+   * that asks, and what it does with one a member offers. Served to current members only.
+   */
+  keyring?: KeyringProvider
   /**
    * Let strangers on probation call the api (a remote CLI of an older orc, dialing with a random
    * peer id). It no longer opens the gater: strangers get a trial connection only while a join token
@@ -225,6 +231,7 @@ export class Mesh {
   private readonly liveness: Liveness
   private readonly replication: Replication
   private readonly api: ApiService
+  private readonly keyring: KeyringService
   private readonly removed: RemovedPeers
   private readonly credentialPeers: CredentialPeers
   private started = false
@@ -318,6 +325,7 @@ export class Mesh {
       isCredentialPeer: (p) => this.isCredentialPeer(p),
       apiKeyOwner: opts.apiKeyOwner,
     })
+    this.keyring = new KeyringService({ ...common, isRemoved: (p) => this.isRemoved(p), misbehaved, provider: opts.keyring })
   }
 
   static async create(opts: MeshOptions, cluster: ClusterState, joiningIssuer?: string): Promise<Mesh> {
@@ -490,6 +498,16 @@ export class Mesh {
     return this.api.memberRequest(peerId, req, opts)
   }
 
+  /** Member `peerId`'s cluster keyring, as JSON for the caller to check (`/orc/keyring/1.0.0`). */
+  fetchKeyring(peerId: string): Promise<unknown> {
+    return this.keyring.fetch(peerId)
+  }
+
+  /** Hand `keyring` (JSON) to member `peerId`, which merges it into its own (after a rotation). */
+  offerKeyring(peerId: string, keyring: unknown): Promise<void> {
+    return this.keyring.offer(peerId, keyring)
+  }
+
   /** Gossipsub's view per topic: members in our mesh for it, and connected peers subscribed to it. */
   gossipState(): Record<string, { mesh: number; subscribers: number }> {
     return gossipMeshState(this.libp2p.services.pubsub)
@@ -524,6 +542,7 @@ export class Mesh {
     await this.liveness.install()
     await this.replication.install()
     await this.api.install()
+    await this.keyring.install()
   }
 
   private onPeerConnect(peer: PeerId): void {

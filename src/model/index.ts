@@ -5,6 +5,17 @@ export * from './errors.ts'
 export * from './kind.ts'
 export { type Cluster, type ClusterSpec, type ClusterStatus, clusterKind } from './kinds/cluster.ts'
 export { age, labelsText, text } from './kinds/common.ts'
+export {
+  type Config,
+  configKind,
+  DATA_KEY,
+  dataIssues,
+  MAX_DATA_BYTES,
+  SEALED_VALUE,
+  type SealedValue,
+  type Secret,
+  secretKind,
+} from './kinds/config.ts'
 export { type Federation, federationKind } from './kinds/federation.ts'
 export { type Node, type NodeNetworkStatus, type NodeSpec, type NodeStatus, nodeKind, type Taint } from './kinds/node.ts'
 export {

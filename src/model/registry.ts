@@ -1,6 +1,7 @@
 import { OrcError } from './errors.ts'
 import type { KindDef } from './kind.ts'
 import { type Cluster, clusterKind } from './kinds/cluster.ts'
+import { type Config, configKind, type Secret, secretKind } from './kinds/config.ts'
 import { type Federation, federationKind } from './kinds/federation.ts'
 import { type Node, nodeKind } from './kinds/node.ts'
 import { type PinnedDeployment, pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
@@ -21,6 +22,8 @@ export const KINDS: readonly KindDef[] = [
   userKind,
   roleKind,
   roleBindingKind,
+  configKind,
+  secretKind,
 ] as readonly KindDef[]
 
 /** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
@@ -34,6 +37,8 @@ export interface KindTypes {
   User: User
   Role: Role
   RoleBinding: RoleBinding
+  Config: Config
+  Secret: Secret
 }
 export type KindName = keyof KindTypes
 /**

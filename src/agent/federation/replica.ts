@@ -1,10 +1,12 @@
 /**
  * The federation document as the federation mesh sees it: the store, with every revision a peer
- * sends checked against the cluster of the replica that made it before anything is stored.
+ * sends checked against the cluster of the replica that made it before anything is stored, and
+ * no Secret that is not marked shareable let in (secrets.ts).
  */
 import { OrcError } from '../../model/index.ts'
 import { decodeUpdateMessage, parseRevisionId, type Replicable } from '../../store/index.ts'
 import { clusterOfAuthor } from './membership.ts'
+import { checkFederatedSecrets } from './secrets.ts'
 
 export interface AuthorshipCheck {
   /** The cluster a replica id belongs to, if known. */
@@ -43,6 +45,7 @@ export function verifiedReplica(store: Replicable, members: AuthorshipCheck): Re
     onLocalUpdate: (fn) => store.onLocalUpdate(fn),
     async applyRemote(update, opts) {
       checkAuthorship(update, members)
+      checkFederatedSecrets(decodeUpdateMessage(update).records)
       return store.applyRemote(update, opts)
     },
   }

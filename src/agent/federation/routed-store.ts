@@ -3,10 +3,11 @@
  * document, everything else in the cluster's own. Writes to a federated namespace carry the
  * cluster's name in their author (`user:alice@home`), which the other clusters verify.
  */
-import { getKind, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
+import { applyChanges, type Change, getKind, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
 import type { ObjectStore, WriteOptions } from '../../store/index.ts'
 import { clusterOfAuthor, tagAuthor } from './membership.ts'
 import { ORIGIN_CLUSTER_ANNOTATION } from './scheduling.ts'
+import { mayFederate } from './secrets.ts'
 
 export interface FederatedScope {
   store: ObjectStore
@@ -68,8 +69,40 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     if (origin === undefined || given !== undefined) return manifest
     return { ...manifest, metadata: { ...manifest.metadata, annotations: { ...manifest.metadata.annotations, [ORIGIN_CLUSTER_ANNOTATION]: origin } } }
   }
-  const forRef = (ref: ObjectRef) => pick(ref.kind, ref.namespace)
-  const forObj = (o: OrcObject) => pick(o.kind, o.metadata.namespace)
+  /**
+   * A Secret in a shared namespace is the federation's only when it is shareable (secrets.ts):
+   * otherwise it stays in the cluster's own scope. A stored one is found where it is; it does not
+   * move between the two by an edit (delete it and apply it again).
+   */
+  const secretRef = (ref: ObjectRef): { store: ObjectStore; scope?: FederatedScope } => {
+    const p = pick(ref.kind, ref.namespace)
+    if (p.scope === undefined || ref.kind !== 'Secret' || p.store.get(ref) !== undefined) return p
+    return { store: own }
+  }
+  const secretObj = (o: OrcObject): { store: ObjectStore; scope?: FederatedScope } => {
+    const p = pick(o.kind, o.metadata.namespace)
+    if (p.scope === undefined) return p
+    const ref = { kind: 'Secret', namespace: o.metadata.namespace ?? 'default', name: o.metadata.name }
+    const shared = mayFederate(o)
+    const where = p.store.get(ref) !== undefined ? 'shared' : own.get(ref) !== undefined ? 'private' : undefined
+    if (where === 'private' && shared) {
+      throw new OrcError(
+        'conflict',
+        `secret ${ref.namespace}/${ref.name} is private to this cluster: to share it with federation ${p.scope.federation}, delete it and apply it again with spec.shareable: true`,
+        { ...ref },
+      )
+    }
+    if (where === 'shared' && !shared) {
+      throw new OrcError(
+        'conflict',
+        `secret ${ref.namespace}/${ref.name} is shared with federation ${p.scope.federation}: spec.shareable stays true (delete it to stop sharing it; the other clusters keep the sealed copies they received)`,
+        { ...ref },
+      )
+    }
+    return shared ? p : { store: own }
+  }
+  const forRef = (ref: ObjectRef) => (ref.kind === 'Secret' ? secretRef(ref) : pick(ref.kind, ref.namespace))
+  const forObj = (o: OrcObject) => (o.kind === 'Secret' ? secretObj(o) : pick(o.kind, o.metadata.namespace))
   const federatedNs = (): Set<string> => new Set(router.scopes().flatMap((s) => [...s.namespaces]))
   /** One subscription on the cluster store and on every federation scope's store. */
   const subscribeAll = (sub: (s: ObjectStore) => () => void): (() => void) => {
@@ -94,6 +127,17 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     },
     async patch(ref, fields, opts) {
       const { store, scope } = forRef(ref)
+      if (ref.kind === 'Secret' && scope !== undefined) {
+        const cur = store.get(ref)
+        const changes: Change[] = fields.map((f) =>
+          f.value === undefined ? { op: 'unset', path: f.path, old: undefined } : { op: 'set', path: f.path, value: f.value },
+        )
+        if (cur !== undefined && !mayFederate(applyChanges(cur as OrcObject, changes))) {
+          throw new OrcError('conflict', `secret ${ref.namespace}/${ref.name} is shared with federation ${scope.federation}: spec.shareable stays true`, {
+            ...ref,
+          })
+        }
+      }
       return store.patch(ref, fields, tag(opts, scope))
     },
     async delete(ref, opts) {
@@ -109,6 +153,16 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     at: (ref, rev) => forRef(ref).store.at(ref, rev),
     diff: (ref, from, to) => forRef(ref).store.diff(ref, from, to),
     list(kind, namespace) {
+      if (kind === 'Secret') {
+        // Private Secrets of shared namespaces are in the cluster's own scope, shared ones in the federation's.
+        const scope = namespace === undefined ? undefined : router.scopeOf(namespace)
+        if (namespace !== undefined) return scope ? [...own.list(kind, namespace), ...scope.store.list(kind, namespace)] : own.list(kind, namespace)
+        const out = own.list(kind)
+        for (const { namespaces, scope: s } of router.scopes()) {
+          for (const o of s.store.list(kind)) if (namespaces.includes(o.metadata.namespace ?? 'default')) out.push(o)
+        }
+        return out
+      }
       if (namespace !== undefined || !getKind(kind).namespaced) return pick(kind, namespace).store.list(kind, namespace)
       // Across namespaces: the cluster's own objects outside federated namespaces, then each federation's.
       const fed = federatedNs()

@@ -15,9 +15,11 @@ const ALLOWED: Record<string, string[]> = {
   sched: ['effects', 'model'],
   mesh: ['effects', 'model', 'store'],
   net: ['effects', 'model'],
+  // Cluster data key and sealed values (Secrets): crypto and one key file.
+  secrets: ['effects', 'model'],
   runtime: ['effects', 'model', 'workflow'],
-  agent: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime'],
-  cli: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime', 'agent'],
+  agent: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime', 'secrets'],
+  cli: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime', 'agent', 'secrets'],
 }
 const root = resolve(new URL('../../..', import.meta.url).pathname)
 const src = join(root, 'src')
