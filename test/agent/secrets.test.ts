@@ -1,6 +1,6 @@
 // Secrets through a real agent (`orc up` child process) and the real CLI: a marker plaintext is
 // applied, changed, listed, diffed and revealed; it is never in the LevelDB files of the data dir,
-// in `get -o yaml|json`, `history`, `diff`, `events`, or the agent's logs (at debug). A clear-text
+// in `get -o yaml|json`, `history`, `diff`, `events`, `metrics`, or the agent's logs (at debug). A clear-text
 // Config value is the control: the same grep finds it in the data dir.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -127,6 +127,7 @@ describe('Secrets through a real agent: plaintext never leaks', () => {
     await ok(['history', 'secret/db', '-o', 'yaml'])
     await ok(['get', 'secret', 'db', '-o', 'json'])
     await ok(['get', 'secrets', '-A', '-o', 'yaml'])
+    await ok(['metrics'])
     const events = await ok(['events'])
     assert.match(events, /secret\/db\s+Updated\s+user:admin\s+new password/)
   })
