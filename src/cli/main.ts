@@ -19,6 +19,7 @@ import { callRoute } from './call.ts'
 import { ApiClient } from './client.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
 import { registerDownCommand } from './commands/down.ts'
+import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
@@ -437,6 +438,7 @@ Use "orc COMMAND --help" for more about a command.`),
   registerDownCommand(program, io)
   registerFederationCommands(program, io, client)
   registerSecretCommands(program, io, client)
+  registerEditCommand(program, io, client)
 
   return program
 }

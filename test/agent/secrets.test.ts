@@ -4,7 +4,7 @@
 // Config value is the control: the same grep finds it in the data dir.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { type CliResult, orc, type RunningAgent, startAgentProcess, tempDir, waitFor } from './helpers.ts'
@@ -15,7 +15,9 @@ const TOKEN = `MARKER-${randomBytes(6).toString('hex')}-tok`
 /** In a file given with --from-file, not UTF-8: stored as binaryData. */
 const BIN = Buffer.concat([Buffer.from([0xff, 0xfe, 0x00]), Buffer.from(`MARKER-${randomBytes(6).toString('hex')}-bin`)])
 const CONTROL = `CLEAR-${randomBytes(6).toString('hex')}-config`
-const secrets = [MARK, MARK2, TOKEN, BIN.subarray(3).toString()]
+const EXTRA = `MARKER-${randomBytes(6).toString('hex')}-extra`
+const TOKEN2 = `MARKER-${randomBytes(6).toString('hex')}-tak` // as long as TOKEN
+const secrets = [MARK, MARK2, TOKEN, TOKEN2, EXTRA, BIN.subarray(3).toString()]
 
 /** Every file under `dir` holding `needle`'s bytes. */
 function filesHolding(dir: string, needle: string | Buffer): string[] {
@@ -42,7 +44,8 @@ describe('Secrets through a real agent: plaintext never leaks', () => {
   const work = tempDir('orc-secrets-files-')
   let agent: RunningAgent
   let sock: string
-  const run = async (args: string[], input?: string): Promise<CliResult> => orc(sock, args, input !== undefined ? { input } : {})
+  const run = async (args: string[], input?: string, env?: Record<string, string>): Promise<CliResult> =>
+    orc(sock, args, { ...(input !== undefined ? { input } : {}), ...(env ? { env } : {}) })
   /** What every command printed: none of it may hold a secret value (except --show-secrets output). */
   const printed: string[] = []
   const ok = async (args: string[], input?: string): Promise<string> => {
@@ -132,11 +135,29 @@ describe('Secrets through a real agent: plaintext never leaks', () => {
     assert.match(events, /secret\/db\s+Updated\s+user:admin\s+new password/)
   })
 
+  it('orc edit: a Secret opens sealed (a new value goes in clear under spec.data), or with --show-secrets opened; no file is left', async () => {
+    const shm = () => (existsSync('/dev/shm') ? readdirSync('/dev/shm').filter((f) => f.startsWith('orc-edit-')) : [])
+    const leftBefore = shm()
+    const add = await run(['edit', 'secret/api'], undefined, { EDITOR: `sed -i '$a\\  data: {extra: ${EXTRA}}'` })
+    assert.equal(add.exitCode, 0, add.stderr)
+    assert.equal(add.stdout, 'secret/api edited\n')
+    const change = await run(['edit', 'secret/api', '--show-secrets'], undefined, { EDITOR: `sed -i s/${TOKEN}/${TOKEN2}/` })
+    assert.equal(change.exitCode, 0, change.stderr)
+    printed.push(add.stdout, add.stderr, change.stdout, change.stderr)
+    const opened = JSON.parse((await run(['get', 'secret', 'api', '--show-secrets', '-o', 'json'])).stdout)
+    assert.deepEqual(opened.spec.data, { token: TOKEN2, extra: EXTRA })
+    assert.deepEqual(shm(), leftBefore)
+    assert.match(
+      await ok(['diff', 'secret/api', '1', '3']),
+      /^~ spec\.sealed\.token: value changed \(hash [0-9a-f]{16} → [0-9a-f]{16}, same size\)\n\+ spec\.sealed\.extra: added/,
+    )
+  })
+
   it('--show-secrets: admin and edit see the values; a view user reads the sealed form and is refused the values in one line', async () => {
     const edit = await asUser('eddie', 'edit')
     const e = await edit(['get', 'secret', 'api', '--show-secrets', '-o', 'json'])
     assert.equal(e.exitCode, 0, e.stderr)
-    assert.equal(JSON.parse(e.stdout).spec.data.token, TOKEN)
+    assert.equal(JSON.parse(e.stdout).spec.data.token, TOKEN2)
     const view = await asUser('vera', 'view')
     const sealed = await view(['get', 'secret', 'api', '-o', 'yaml'])
     assert.equal(sealed.exitCode, 0, sealed.stderr)
