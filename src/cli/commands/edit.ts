@@ -1,8 +1,8 @@
 /**
  * `orc edit KIND/NAME`: the object as YAML in $EDITOR, applied back when saved changed (an ordinary
  * apply: author, reason, history). A Secret opens in its sealed form, where new or changed values
- * go in clear under `spec.data` (sealed by the agent); `--show-secrets` opens its values instead,
- * in a private file on tmpfs where there is one, removed afterwards.
+ * go in clear under `spec.data` (sealed by the agent); `--show-secrets` opens its values instead.
+ * A Secret is edited in a private file on tmpfs where there is one, removed afterwards.
  */
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -67,8 +67,9 @@ export function registerEditCommand(program: Command, io: EditCliIO, client: (cm
         ? (await callRoute(api, 'revealSecret', { ns: ref.namespace, name: ref.name })).object
         : (await callRoute(api, 'getObject', objectParams(ref))).object
       const text = (ref.kind === 'Secret' && !reveal ? SEALED_HINT : '') + toYaml(editableOf(obj))
-      // Opened values stay off the disk where a tmpfs is at hand; the file is private either way.
-      const dir = mkdtempSync(join(reveal && existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'orc-edit-'))
+      // A Secret's file (opened values, or new ones typed in clear) stays off the disk where a tmpfs
+      // is at hand; the file is private either way, and its directory (editor swap files too) goes.
+      const dir = mkdtempSync(join(ref.kind === 'Secret' && existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'orc-edit-'))
       const file = join(dir, `${ref.kind.toLowerCase()}-${ref.name}.yaml`)
       let edited: string
       try {
