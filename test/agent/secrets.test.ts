@@ -98,6 +98,7 @@ describe('Secrets through a real agent: plaintext never leaks', () => {
     assert.match(table, /^NAME\s+KEYS\s+SIZE\s+AGE\n/)
     assert.match(table, new RegExp(`\\napi\\s+1\\s+${TOKEN.length}\\s`))
     assert.match(table, new RegExp(`\\ndb\\s+2\\s+${MARK.length + BIN.length}\\s`))
+    assert.match(await ok(['get', 'secrets', '-o', 'wide']), new RegExp(`\\ndb\\s+2\\s+\\d+\\s+no\\s+password:${MARK.length},key:${BIN.length}\\s`))
     const yaml = await ok(['get', 'secret', 'db', '-o', 'yaml'])
     assert.match(yaml, /password:\n\s+value: orc:enc:v1:[0-9a-f]{16}:\S+\n\s+hash: [0-9a-f]{16}\n\s+size: /)
     assert.match(yaml, /key:\n[\s\S]*binary: true/)

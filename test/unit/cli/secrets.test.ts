@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { dataFromSources, dataManifest, type FileReader } from '../../../src/cli/commands/secrets.ts'
-import { changeLines } from '../../../src/cli/format.ts'
-import { diffValues } from '../../../src/model/index.ts'
+import { changeLines, objectTable } from '../../../src/cli/format.ts'
+import { diffValues, getKind } from '../../../src/model/index.ts'
 
 const files: Record<string, Buffer> = {
   '/etc/app.conf': Buffer.from('listen 80\n'),
@@ -68,5 +68,31 @@ test('orc diff of a Secret: one line per key with hash and size, no ciphertext',
   assert.equal(
     changeLines(diffValues({ spec: {} }, { spec: { sealed: { k: sealed('5555555555555555', 1) } } })),
     '+ spec.sealed.k: added (hash 5555555555555555, 1 byte)\n',
+  )
+})
+
+test('orc get secrets -o wide lists each key with its size, never a value', () => {
+  const s = {
+    apiVersion: 'orc/v1',
+    kind: 'Secret',
+    metadata: { name: 'db', namespace: 'default', createdAt: '2024-01-01T00:00:00Z' },
+    spec: { sealed: { password: sealed('1111111111111111', 14), key: { ...sealed('2222222222222222', 3), binary: true } } },
+  }
+  assert.equal(
+    objectTable(getKind('Secret'), [s as never], { wide: true, now: Date.parse('2024-01-01T00:01:00Z') }),
+    'NAME   KEYS   SIZE   SHAREABLE   DATA                AGE\ndb     2      17     no          password:14,key:3   60s\n',
+  )
+})
+
+test('orc get configs -o wide lists each key with its size', () => {
+  const c = {
+    apiVersion: 'orc/v1',
+    kind: 'Config',
+    metadata: { name: 'web', namespace: 'default', createdAt: '2024-01-01T00:00:00Z' },
+    spec: { data: { 'nginx.conf': 'server {}\n', mode: 'prod' }, binaryData: { logo: Buffer.from([1, 2, 3]).toString('base64') } },
+  }
+  assert.match(
+    objectTable(getKind('Config'), [c as never], { wide: true, now: Date.parse('2024-01-01T00:01:00Z') }),
+    /\nweb +3 +17 +nginx\.conf:10,mode:4,logo:3 +60s\n$/,
   )
 })
