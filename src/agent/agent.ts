@@ -15,6 +15,7 @@ import {
   isPlainObject,
   type NodeStatus,
   nodeRootUser,
+  type ObjectRef,
   OrcError,
   type OrcObject,
   type Pod,
@@ -51,7 +52,8 @@ import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
-import { ClusterKeyring } from './secrets.ts'
+import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
+import { sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
 
@@ -82,6 +84,8 @@ export interface Agent {
   readonly ops: NodeOps
   /** The federations this node takes part in (docs/federation.md). */
   readonly federation: FederationManager
+  /** This node's copy of the cluster keyring (Secrets): loaded at start; empty on a joiner until delivered. */
+  readonly keyring: ClusterKeyring
   /** Orderly stop: API first (no new writes), then the store. Safe to call twice. */
   stop(): Promise<void>
   /** Resolves when the agent has stopped. */
@@ -203,8 +207,6 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const joinPrep = opts.mesh?.join ? prepareJoin(dataDir, opts.mesh.join.token, clock.now()) : undefined
   ensureDataDir(dataDir)
 
-  // This node's copy of the cluster data keyring (Secrets): one instance, loaded by the mesh's start.
-  const keyring = new ClusterKeyring(dataDir, logger)
   // Each part is set by its component's start, which runs after the parts it reads.
   let store!: ObjectStore
   let cluster: ClusterNode | undefined
@@ -218,6 +220,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
   let stopSelf: (() => void) | undefined
   const info: NodeInfo = { name: nodeName, version: ORC_VERSION, dataDir, socket: socketPath, pid: process.pid, startedAt: 0 }
+  // The cluster data key (Secrets, docs/secrets.md): one instance, loaded at start; the API seals
+  // and opens with it, pods open what they use, delivery and rotation save into it.
+  const keyring = new ClusterKeyring(dataDir, logger.child({ module: 'secrets' }))
   const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
   let listener: InstallListener | undefined
   const ops: NodeOps = {
@@ -324,6 +329,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         ]
       : []),
     {
+      // After the mesh: the node that creates a cluster writes the keyring file there (cluster.ts).
+      name: 'keyring',
+      async start() {
+        // An agent without the mesh is a cluster of its own: it holds its own keyring.
+        if (!opts.mesh && !existsSync(join(dataDir, KEYRING_FILE))) await createKeyringFile(dataDir, random, clock.now())
+        const ring = await keyring.load()
+        log.info({ held: ring !== undefined, keys: ring?.ids().length ?? 0 }, 'cluster keyring loaded')
+      },
+      stop() {},
+    },
+    {
       name: 'node',
       async start() {
         clusterRef = await recordNode(store, cluster, opts, nodeName, clock, random)
@@ -425,6 +441,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           isAdmin,
           imageStores: opts.imageStores ?? [],
           random,
+          keyring,
           shutdown: () => stopSelf?.(),
         })
         const user = opts.socketUser ?? socketUserOf(dataDir, nodeName, cluster !== undefined)
@@ -508,6 +525,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     lifecycle: pods(),
     ops,
     federation,
+    keyring,
     stopped,
     stop() {
       stopping ??= (async () => {
@@ -619,6 +637,7 @@ interface ApiHandlerComponents {
   isAdmin: IsAdmin
   imageStores: readonly string[]
   random: Random
+  keyring: ClusterKeyring
   shutdown: () => void
 }
 
@@ -640,11 +659,14 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   // Rotation re-seals, and retirement counts, the Secrets of the federations' shared namespaces too.
   c.cluster?.keys.useStore(apiStore)
   const apiLogger = c.logger.child({ module: 'api' })
+  const secrets = { keyring: c.keyring, random: c.random, get: (ref: ObjectRef) => apiStore.get(ref), logger: c.logger }
   const { status: storeStatus, ...objectHandlers } = objectRoutes({
     store: apiStore,
     node: c.info,
     clock,
     logger: apiLogger,
+    // Secrets are sealed here, before validation: only sealed values reach the store.
+    prepare: (raw, ns) => sealAppliedSecret(secrets, raw, ns),
     admit: async (obj, batch, author) => {
       admitPolicy(obj, author, c.isAdmin)
       if (obj.kind !== 'Pod') return
@@ -671,6 +693,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       scopeView: (ns) => c.pods().schedViewFor(ns),
     }),
     rolloutRoutes({ store, nodeName, now: () => clock.now() }),
+    secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
     stabilityRoutes(clusterStability(store, c.cluster)),
     opsRoutes(c.opsRoutes),

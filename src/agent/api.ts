@@ -21,6 +21,11 @@ export interface ApiComponents {
   logger: Logger
   /** Admission check of each object before anything is written (e.g. the two-party rule of unsafe pods). */
   admit?: (obj: OrcObject, batch: readonly OrcObject[], author: string) => void | Promise<void>
+  /**
+   * Each applied manifest as sent, before it is validated: the form the store may hold (a Secret's
+   * clear values sealed, secrets-api.ts). Throws to refuse it; nothing of the batch is written then.
+   */
+  prepare?: (raw: unknown, defaultNamespace: string | undefined) => unknown
   /** The revision `rollback` restores when none is named (default: the store's, the one before the head). */
   rollbackTarget?: (ref: ObjectRef) => Promise<string | undefined>
 }
@@ -122,7 +127,7 @@ export function objectRoutes(c: ApiComponents) {
       // Validate everything first: one bad document must not leave half a batch applied.
       const objects = body.objects.map((raw, index) => {
         try {
-          const obj = normalizeManifest(raw, { defaultNamespace })
+          const obj = normalizeManifest(c.prepare ? c.prepare(raw, defaultNamespace) : raw, { defaultNamespace })
           c.store.planApply(obj, { author, reason, now: c.clock.now() })
           return obj
         } catch (err) {

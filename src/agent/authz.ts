@@ -61,6 +61,9 @@ export function targetsOf(call: Pick<AuthorizeCall, 'permission' | 'params' | 'q
   return [{ kind, ...(ns !== undefined ? { namespace: ns } : {}), ...sub }]
 }
 
+/** Said with a refused `--show-secrets`: what would allow it. */
+const REVEAL_HINT = ' (it opens the values; roles admin and edit grant Secret/reveal, view does not)'
+
 function describe(t: Target): string {
   const kind = t.kind === undefined ? 'any kind' : t.sub !== undefined ? `${t.kind}/${t.sub}` : t.kind
   const ns = t.namespace === undefined ? 'every namespace' : t.namespace === '' ? 'cluster scope' : `namespace ${t.namespace}`
@@ -90,7 +93,7 @@ export function createAuthorizer(c: AuthorizerComponents): (call: AuthorizeCall)
     const verb: Verb = call.permission.verb
     for (const t of targetsOf(call)) {
       if (userMay(c.store, p.name, verb, t.kind, t.namespace, t.sub)) continue
-      throw new OrcError('forbidden', `user:${p.name} may not ${verb} ${describe(t)}`, {
+      throw new OrcError('forbidden', `user:${p.name} may not ${verb} ${describe(t)}${t.sub === 'reveal' ? REVEAL_HINT : ''}`, {
         user: p.name,
         verb,
         ...(t.kind !== undefined ? { kind: t.kind } : {}),

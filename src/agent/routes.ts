@@ -38,7 +38,7 @@ import type {
 export interface Permission {
   verb: 'get' | 'list' | 'apply' | 'delete' | 'admin'
   kind?: string
-  sub?: 'logs' | 'history'
+  sub?: 'logs' | 'history' | 'reveal'
 }
 
 export type Method = 'GET' | 'POST' | 'DELETE'
@@ -188,6 +188,13 @@ export const ROUTES = {
     method: 'POST',
     path: '/v1/objects/:kind/:ns/:name/rollback',
     permission: { verb: 'apply', kind: ':kind' },
+  }),
+
+  // secrets (secrets-api.ts): a Secret with its values opened (`orc get secret NAME --show-secrets`)
+  revealSecret: route<{ response: { object: StoredObject } }>()({
+    method: 'GET',
+    path: '/v1/secrets/:ns/:name/reveal',
+    permission: { verb: 'get', kind: 'Secret', sub: 'reveal' },
   }),
 
   // pods (pods/api.ts, pods/logs-proxy.ts, sched/api.ts)

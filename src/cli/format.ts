@@ -42,16 +42,77 @@ function short(v: unknown, max = 60): string {
 
 export function changeLines(changes: readonly Change[]): string {
   if (changes.length === 0) return 'no differences\n'
-  return (
-    changes
-      .map((c) => {
-        const p = formatPath(c.path)
-        if (c.op === 'unset') return `- ${p}: ${short(c.old, 200)}`
-        if (c.old === undefined) return `+ ${p}: ${short(c.value, 200)}`
-        return `~ ${p}: ${short(c.old, 100)} → ${short(c.value, 100)}`
-      })
-      .join('\n') + '\n'
-  )
+  const lines: string[] = []
+  const sealed = new Map<string, Change[]>()
+  for (const c of changes) {
+    if (isSealedPath(c.path)) {
+      for (const e of perSealedKey(c)) {
+        const key = String(e.path[2])
+        if (!sealed.has(key)) {
+          sealed.set(key, [])
+          lines.push(`\0${key}`)
+        }
+        sealed.get(key)!.push(e)
+      }
+      continue
+    }
+    const p = formatPath(c.path)
+    if (c.op === 'unset') lines.push(`- ${p}: ${short(c.old, 200)}`)
+    else if (c.old === undefined) lines.push(`+ ${p}: ${short(c.value, 200)}`)
+    else lines.push(`~ ${p}: ${short(c.old, 100)} → ${short(c.value, 100)}`)
+  }
+  return lines.map((l) => (l.startsWith('\0') ? sealedKeyLine(l.slice(1), sealed.get(l.slice(1))!) : l)).join('\n') + '\n'
+}
+
+// A Secret's sealed values (spec.sealed.KEY = {value, hash, size, binary}): one line per key with
+// its value hash and size; the ciphertext says nothing to a reader.
+const isSealedPath = (p: readonly (string | number)[]): boolean => p[0] === 'spec' && p[1] === 'sealed'
+
+/** A change of the whole `spec.sealed` map as one change per key. */
+function perSealedKey(c: Change): Change[] {
+  if (c.path.length >= 3) return [c]
+  const rec = (v: unknown): Record<string, unknown> => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {})
+  const old = rec(c.old)
+  const now = c.op === 'set' ? rec(c.value) : {}
+  const out: Change[] = []
+  for (const k of new Set([...Object.keys(old), ...Object.keys(now)])) {
+    const path = [...c.path, k]
+    if (now[k] === undefined) out.push({ op: 'unset', path, old: old[k] })
+    else if (JSON.stringify(old[k]) !== JSON.stringify(now[k])) out.push({ op: 'set', path, value: now[k], ...(old[k] !== undefined ? { old: old[k] } : {}) })
+  }
+  return out
+}
+
+function sealedKeyLine(key: string, cs: readonly Change[]): string {
+  const p = `spec.sealed.${key}`
+  const field = (v: unknown, f: string): unknown => (v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[f] : undefined)
+  const before: Record<string, unknown> = {}
+  const after: Record<string, unknown> = {}
+  let added = false
+  let removed = false
+  for (const c of cs) {
+    const f = c.path[3]
+    if (f === undefined) {
+      if (c.op === 'unset') removed = true
+      else if (c.old === undefined) added = true
+      for (const x of ['hash', 'size', 'value', 'binary']) {
+        before[x] = field(c.old, x)
+        after[x] = c.op === 'set' ? field(c.value, x) : undefined
+      }
+    } else {
+      before[String(f)] = c.old
+      after[String(f)] = c.op === 'set' ? c.value : undefined
+    }
+  }
+  const size = (v: unknown) => `${String(v)} byte${v === 1 ? '' : 's'}`
+  if (removed) return `- ${p}: removed (hash ${String(before.hash)}, ${size(before.size)})`
+  if (added) return `+ ${p}: added (hash ${String(after.hash)}, ${size(after.size)}${after.binary ? ', binary' : ''})`
+  const kind = 'binary' in after && Boolean(after.binary) !== Boolean(before.binary) ? (after.binary ? ', now binary' : ', now text') : ''
+  if ('hash' in after) {
+    const sizes = 'size' in after ? `${String(before.size)} → ${size(after.size)}` : 'same size'
+    return `~ ${p}: value changed (hash ${String(before.hash)} → ${String(after.hash)}, ${sizes}${kind})`
+  }
+  return `~ ${p}: sealed again, value unchanged${kind}`
 }
 
 function changedPaths(r: Revision): string {

@@ -19,12 +19,14 @@ import { callRoute } from './call.ts'
 import { ApiClient } from './client.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
 import { registerDownCommand } from './commands/down.ts'
+import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { registerPodCommands } from './commands/pods.ts'
 import { registerRolloutCommands } from './commands/rollout.ts'
 import { registerSecretKeyCommands } from './commands/secret-keys.ts'
+import { registerSecretCommands } from './commands/secrets.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
@@ -221,6 +223,7 @@ Use "orc COMMAND --help" for more about a command.`),
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-A, --all-namespaces', 'list objects in every namespace')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'wide', 'yaml', 'json', 'name']).default('table'))
+    .option('--show-secrets', 'one Secret with its values opened (as YAML, or -o json); needs a role that grants Secret/reveal')
     .addHelpText(
       'after',
       examples(`
@@ -246,6 +249,11 @@ Use "orc COMMAND --help" for more about a command.`),
       if (kindText === 'routes' || kindText === 'route') return io.out(await routesOutput(client(cmd), opts.output, io.now()))
       const def = getKind(kindText)
       const c = client(cmd)
+      if (opts.showSecrets) {
+        if (def.kind !== 'Secret' || name === undefined) throw new OrcError('invalid', '--show-secrets opens one Secret: orc get secret NAME --show-secrets')
+        const r = await callRoute(c, 'revealSecret', { ns: opts.namespace || 'default', name })
+        return io.out(opts.output === 'json' ? JSON.stringify(r.object, null, 2) + '\n' : toYaml(r.object))
+      }
       let items: StoredObject[]
       if (name !== undefined) {
         const ref = parseRef(`${def.kind}/${name}`, opts.namespace || undefined)
@@ -431,6 +439,8 @@ Use "orc COMMAND --help" for more about a command.`),
   registerDownCommand(program, io)
   registerFederationCommands(program, io, client)
   registerSecretKeyCommands(program, io, client)
+  registerSecretCommands(program, io, client)
+  registerEditCommand(program, io, client)
 
   return program
 }

@@ -14,7 +14,7 @@ export type Verb = 'get' | 'list' | 'apply' | 'delete' | 'admin'
 export interface Target {
   kind?: string
   namespace?: string
-  /** A part of an object with its own right (`logs`); `history` is covered by the kind itself. */
+  /** A part of an object with its own right (`Pod/logs`, `Secret/reveal`); `history` is covered by the kind itself. */
   sub?: string
 }
 
@@ -43,9 +43,9 @@ export const BUILTIN_ROLES: Readonly<Record<string, readonly RoleRule[]>> = {
     { verbs: ['get', 'list'], kinds: all, namespaces: all },
     { verbs: ['apply', 'delete'], kinds: all, exceptKinds: [...PROTECTED_KINDS], namespaces: all },
   ],
-  // Logs are not in view: programs print secrets to them. (There is no Secret kind yet; when there
-  // is, it belongs in exceptKinds here.)
-  view: [{ verbs: ['get', 'list'], kinds: all, exceptKinds: ['Pod/logs', 'Secret'], namespaces: all }],
+  // Logs are not in view: programs print secrets to them. A Secret's stored form (keys, sizes, value
+  // hashes; values sealed) is, but opening its values (`Secret/reveal`, --show-secrets) is not.
+  view: [{ verbs: ['get', 'list'], kinds: all, exceptKinds: ['Pod/logs', 'Secret/reveal'], namespaces: all }],
   // The root of a node that joined: runs workloads like `edit`, but cannot change membership, users,
   // grants or the cluster (docs/security.md, "Identities and roles").
   'node-admin': [

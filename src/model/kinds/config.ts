@@ -86,6 +86,15 @@ export const configKind = defineKind({
             Object.entries(o.spec?.binaryData ?? {}).reduce((n, [, v]) => n + plainSize('binaryData', v), 0),
         ),
     },
+    {
+      header: 'DATA',
+      value: (o) =>
+        [
+          ...Object.entries(o.spec?.data ?? {}).map(([k, v]) => `${k}:${plainSize('data', v)}`),
+          ...Object.entries(o.spec?.binaryData ?? {}).map(([k, v]) => `${k}:${plainSize('binaryData', v)}`),
+        ].join(',') || '<none>',
+      wide: true,
+    },
     { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
 })
@@ -130,6 +139,15 @@ export const secretKind = defineKind({
     { header: 'KEYS', value: (o) => String(Object.keys(o.spec?.sealed ?? {}).length) },
     { header: 'SIZE', value: (o) => String(Object.values(o.spec?.sealed ?? {}).reduce((n, v) => n + v.size, 0)) },
     { header: 'SHAREABLE', value: (o) => (o.spec?.shareable ? 'yes' : 'no'), wide: true },
+    // Key names and plaintext sizes (never values): what `orc get secrets -o wide` lists.
+    {
+      header: 'DATA',
+      value: (o) =>
+        Object.entries(o.spec?.sealed ?? {})
+          .map(([k, v]) => `${k}:${v.size}`)
+          .join(',') || '<none>',
+      wide: true,
+    },
     { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
 })

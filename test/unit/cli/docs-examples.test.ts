@@ -8,7 +8,7 @@ import type { Command } from 'commander'
 import { buildProgram } from '../../../src/cli/main.ts'
 
 const ROOT = new URL('../../..', import.meta.url).pathname
-const DOCS = ['docs/install.md', 'docs/operations.md']
+const DOCS = ['docs/install.md', 'docs/operations.md', 'docs/secrets.md']
 
 /** `orc …` command lines inside ```sh blocks (also inside `$(…)`, `<(…)`, before pipes/redirects). */
 function examples(markdown: string): string[] {
@@ -30,7 +30,7 @@ function noActions(cmd: Command): void {
   for (const c of cmd.commands) noActions(c)
 }
 
-test('the orc commands shown in docs/install.md and docs/operations.md parse', async () => {
+test('the orc commands shown in docs/install.md, docs/operations.md and docs/secrets.md parse', async () => {
   let total = 0
   for (const doc of DOCS) {
     for (const ex of examples(readFileSync(`${ROOT}${doc}`, 'utf8'))) {
