@@ -185,7 +185,7 @@ describe('Secrets through a real agent: plaintext never leaks', () => {
     writeFileSync(join(work.path, 'big.txt'), `${MARK}\n`.padEnd(1024 * 1024 + 10, 'x'))
     cases.push([
       ['create', 'secret', 'big', '--from-file', join(work.path, 'big.txt')],
-      /^error: secret\/big: spec: 1048586 bytes of data; at most 1048576 \(1 MiB\) per object\n$/,
+      /^error: secret\/big: spec: 1048586 bytes of data; at most 131072 \(128 KiB\) per object\n$/,
     ])
     for (const [args, want, input] of cases) {
       const r = await run(args, input)

@@ -5,16 +5,22 @@ import { age, createdAt } from './common.ts'
 
 /** A data key of a Config or Secret: a file name in a pod's mount, so no `/`, `.` or `..`. */
 export const DATA_KEY = /^[-._a-zA-Z0-9]{1,253}$/
-/** The most one Config or Secret holds: its values' bytes together (decoded; before encryption). */
-export const MAX_DATA_BYTES = 1024 * 1024
+/**
+ * The most one Config or Secret holds: its values' bytes together (decoded; before encryption).
+ * Sealed (base64 of nonce, ciphertext, tag: a third more) it must still fit the store's object
+ * limit (256 KiB), and every member holds every object.
+ */
+export const MAX_DATA_BYTES = 128 * 1024
+/** A single value's length as the schema checks it: loose, so the total's rule (which names the size) speaks first. */
+const MAX_VALUE_CHARS = 8 * MAX_DATA_BYTES
 const MAX_KEYS = 256
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 
 const keyOpts = { keyPattern: DATA_KEY, keyPatternName: 'a data key (letters, digits, - _ ., at most 253)', maxEntries: MAX_KEYS }
 /** UTF-8 text values. */
-const textData = s.map(s.string({ maxLength: MAX_DATA_BYTES }), keyOpts)
+const textData = s.map(s.string({ maxLength: MAX_VALUE_CHARS }), keyOpts)
 /** Binary values, base64. */
-const binaryData = s.map(s.string({ maxLength: Math.ceil((MAX_DATA_BYTES * 4) / 3) + 4 }), keyOpts)
+const binaryData = s.map(s.string({ maxLength: MAX_VALUE_CHARS }), keyOpts)
 
 /** A sealed value's envelope: `orc:enc:v1:<key id>:<base64url of nonce | ciphertext | tag>` (src/secrets). */
 export const SEALED_VALUE = /^orc:enc:v1:[0-9a-f]{16}:[A-Za-z0-9_-]+$/
@@ -48,14 +54,14 @@ function keyIssues(maps: Array<[string, Record<string, unknown> | undefined]>, s
     }
   }
   if (total > MAX_DATA_BYTES)
-    issues.push({ path: maps[0]![0].replace(/\.[^.]*$/, ''), rule: `${total} bytes of data; at most ${MAX_DATA_BYTES} (1 MiB) per object` })
+    issues.push({ path: maps[0]![0].replace(/\.[^.]*$/, ''), rule: `${total} bytes of data; at most ${MAX_DATA_BYTES} (128 KiB) per object` })
   return issues
 }
 
 const plainSize = (field: string, v: unknown): number =>
   typeof v !== 'string' ? 0 : field.endsWith('binaryData') ? Buffer.from(v, 'base64').byteLength : Buffer.byteLength(v, 'utf8')
 
-/** The rules of clear `data` and `binaryData` (a Config's, or a Secret's before it is sealed): key names, base64, 1 MiB. */
+/** The rules of clear `data` and `binaryData` (a Config's, or a Secret's before it is sealed): key names, base64, 128 KiB. */
 export function dataIssues(spec: { data?: Record<string, unknown>; binaryData?: Record<string, unknown> } | undefined, base = 'spec'): Issue[] {
   return keyIssues(
     [

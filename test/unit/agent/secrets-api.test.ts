@@ -110,7 +110,7 @@ describe('the API edge of Secrets', () => {
     ['an invalid key name', { data: { 'a/b': MARK } }, 'spec.data.a/b'],
     ['bad base64', { binaryData: { blob: `${MARK}!!` } }, 'spec.binaryData.blob'],
     ['a value that is not text', { data: { n: 42 } }, 'spec.data.n'],
-    ['more than 1 MiB', { data: { big: MARK + 'x'.repeat(1024 * 1024) } }, 'spec: 1048597 bytes of data; at most 1048576'],
+    ['more than 128 KiB', { data: { big: MARK + 'x'.repeat(1024 * 1024) } }, 'spec: 1048597 bytes of data; at most 131072'],
   ] as const) {
     it(`${what} is refused in one line naming the key, never the value; nothing changes`, async () => {
       const before = store.get({ kind: 'Secret', namespace: 'default', name: 'db' })!.metadata.revision

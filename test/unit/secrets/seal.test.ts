@@ -46,11 +46,11 @@ test('a sealed value moved to another Secret or key, or tampered, does not open'
   assert.throws(() => openValue(ring, { namespace: 'default', name: 'db', key: 'a' }, t), /does not open|truncated/)
 })
 
-test('bad input is refused in one line naming the key: bad key name, bad base64, over 1 MiB', () => {
+test('bad input is refused in one line naming the key: bad key name, bad base64, over 128 KiB', () => {
   const ring = Keyring.generate(random, 1000)
   assert.throws(() => sealSecret(ring, random, secret({ data: { 'a/b': 'x' } })), /a\/b|data key/)
   assert.throws(() => sealSecret(ring, random, secret({ binaryData: { k: 'not base64!' } })), /spec\.binaryData\.k: binaryData values are base64/)
-  assert.throws(() => sealSecret(ring, random, secret({ data: { big: 'x'.repeat(1024 * 1024 + 1) } })), /1 MiB/)
+  assert.throws(() => sealSecret(ring, random, secret({ data: { big: 'x'.repeat(128 * 1024 + 1) } })), /128 KiB/)
   assert.throws(() => sealSecret(ring, random, secret({ data: { k: 'x' }, binaryData: { k: 'eA==' } })), /also in/)
 })
 
