@@ -46,11 +46,13 @@ import { type OpsRoutesComponents, opsRoutes, opsStatusFields } from './ops/rout
 import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathOf } from './options.ts'
 import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
+import { admitPodData } from './pods/refs.ts'
 import { adminByRole, admitPod, admitPolicy, type IsAdmin, podAuthorsOf } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
+import { ClusterKeyring } from './secrets.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
 
@@ -271,6 +273,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       network,
       isAdmin,
       ...(opts.imageStores ? { imageStores: opts.imageStores } : {}),
+      // The pods slice's own instance (loaded on first use); the api slice's agent-wide one replaces it.
+      keyring: new ClusterKeyring(dataDir, logger.child({ module: 'keyring' })),
     }))
 
   // The node's parts in dependency order: each starts after what it reads and stops before it.
@@ -650,6 +654,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       const podAuthors = await podAuthorsOf(store, obj as Pod, author)
       const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))
       admitPod(obj, policies, { podAuthors, policyAuthor, isAdmin: c.isAdmin, imageStores: [join(c.dataDir, 'images'), ...c.imageStores] })
+      admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
   })

@@ -103,6 +103,12 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
         ? { destination: '/sys', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'noexec', 'nodev', 'ro', 'size=4k'] }
         : { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+      ...(spec.mounts ?? []).map((m) => ({
+        destination: m.destination,
+        type: 'bind',
+        source: m.source,
+        options: ['rbind', 'nosuid', 'nodev', 'noexec', m.readOnly ? 'ro' : 'rw'],
+      })),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: input.hostIdBase, size: 65536 }],
@@ -121,6 +127,12 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
 
 export class OciRuntime extends SupervisedRuntime {
   readonly name = 'oci' as const
+
+  hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number } {
+    const base = this.opts.ociHostUidBase
+    if (spec.rootInside) return { uid: base, gid: base }
+    return { uid: base + (spec.uid ?? this.opts.uid), gid: base + (spec.gid ?? this.opts.gid) }
+  }
 
   private runcRoot(): string {
     return join(this.opts.stateDir, 'runc')

@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import { sleep } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { createContainerCgroups } from './cgroups.ts'
-import type { ResolvedImage } from './image.ts'
+import { ensureMountPoint, type ResolvedImage } from './image.ts'
 import type { RuntimeOptions } from './options.ts'
 import { descendants, listProcs, signalPid } from './procfs.ts'
 import { buildSeccompBpf } from './seccomp.ts'
@@ -44,6 +44,7 @@ export function buildBwrapArgs(input: BwrapArgsInput): string[] {
   a.push('--ro-bind', image.rootfs, '/')
   a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
   if (existsSync(join(image.rootfs, 'run'))) a.push('--tmpfs', '/run')
+  for (const m of spec.mounts ?? []) a.push(m.readOnly ? '--ro-bind' : '--bind', m.source, m.destination)
   a.push('--cap-drop', 'ALL')
   a.push('--clearenv')
   for (const [k, v] of Object.entries(containerEnv(spec, image))) a.push('--setenv', k, v)
@@ -76,6 +77,12 @@ export function buildLaunchPrefix(
 
 export class SandboxRuntime extends SupervisedRuntime {
   readonly name = 'sandbox' as const
+
+  hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid'>): { uid: number; gid: number } {
+    // An unprivileged agent runs bwrap as itself: its own uid is the one mapped inside.
+    if (process.getuid?.() !== 0) return { uid: process.getuid?.() ?? this.opts.uid, gid: process.getgid?.() ?? this.opts.gid }
+    return { uid: spec.uid ?? this.opts.uid, gid: spec.gid ?? this.opts.gid }
+  }
   private seccompFile: string | undefined
 
   private seccompPath(): string {
@@ -102,6 +109,7 @@ export class SandboxRuntime extends SupervisedRuntime {
       rlimits.asBytes = res.memoryBytes
       enforced.memoryBytes = 'rlimit-as'
     }
+    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination)
     const extraFds: number[] = []
     let seccompFd: number | undefined
     if (this.opts.seccomp) {

@@ -186,6 +186,7 @@ export abstract class SupervisedRuntime implements Runtime {
   }
 
   protected abstract plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan>
+  abstract hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number }
   /** Deliver a graceful signal to the container's main process. */
   protected abstract signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void>
   /** Runtime-specific cleanup after the container ended (e.g. runc delete). */
