@@ -20,7 +20,7 @@ export { buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.
 export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
-export { buildBwrapArgs, buildLaunchPrefix, SandboxRuntime } from './sandbox.ts'
+export { buildBwrapArgs, buildLaunchPrefix, bwrapEnvArgs, SandboxRuntime } from './sandbox.ts'
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'
 export { containerArgv, decodeExitCode, resolveOptions, wrapperScript } from './supervisor.ts'
 export { readTar, type TarEntry, writeTar } from './tar.ts'

@@ -31,6 +31,23 @@ export interface BwrapArgsInput {
   /** fd numbers in the child for bwrap's --seccomp and --info-fd, if used. */
   seccompFd?: number
   infoFd?: number
+  /**
+   * fd from which bwrap reads the container's environment (`--args`, NUL-separated
+   * `--setenv K V` triples: bwrapEnvArgs). Absent: they are in argv, which every host user can read.
+   */
+  envArgsFd?: number
+}
+
+/** The `--setenv` arguments of a container's environment, for bwrap's `--args FD` (NUL-separated). */
+export function bwrapEnvArgs(spec: ContainerRunSpec, image: ResolvedImage): string[] {
+  const out: string[] = []
+  for (const [k, v] of Object.entries(containerEnv(spec, image))) {
+    // A NUL would split the value into further bwrap arguments.
+    if (k.includes('\0') || v.includes('\0'))
+      throw new OrcError('invalid', `container ${spec.id}: environment variable ${k.replace(/\0/g, '')} holds a NUL byte`)
+    out.push('--setenv', k, v)
+  }
+  return out
 }
 
 /** bwrap arguments for a container (pure: same input, same argv). */
@@ -47,7 +64,9 @@ export function buildBwrapArgs(input: BwrapArgsInput): string[] {
   for (const m of spec.mounts ?? []) a.push(m.readOnly ? '--ro-bind' : '--bind', m.source, m.destination)
   a.push('--cap-drop', 'ALL')
   a.push('--clearenv')
-  for (const [k, v] of Object.entries(containerEnv(spec, image))) a.push('--setenv', k, v)
+  // The values (Secrets among them) go through a pipe, not argv: /proc/PID/cmdline is world-readable.
+  if (input.envArgsFd !== undefined) a.push('--args', String(input.envArgsFd))
+  else a.push(...bwrapEnvArgs(spec, image))
   a.push('--chdir', spec.workingDir ?? image.config.workingDir ?? '/')
   if (input.seccompFd !== undefined) a.push('--seccomp', String(input.seccompFd))
   if (input.infoFd !== undefined) a.push('--info-fd', String(input.infoFd))
@@ -119,10 +138,17 @@ export class SandboxRuntime extends SupervisedRuntime {
     }
     extraFds.push(this.openStateFile(ctx.dir, 'info.json', 'w'))
     const infoFd = 3 + extraFds.length - 1
+    const envArgsFd = 3 + extraFds.length
+    const envArgs = Buffer.from(
+      bwrapEnvArgs(spec, ctx.image)
+        .map((x) => `${x}\0`)
+        .join(''),
+      'utf8',
+    )
     const prefix = buildLaunchPrefix(this.opts, { isRoot, netnsPath: spec.netnsPath, uid: ctx.uid, gid: ctx.gid, rlimits })
-    const bwrap = buildBwrapArgs({ spec, image: ctx.image, uid: ctx.uid, gid: ctx.gid, seccompFd, infoFd })
+    const bwrap = buildBwrapArgs({ spec, image: ctx.image, uid: ctx.uid, gid: ctx.gid, seccompFd, infoFd, envArgsFd })
     const argv = [...prefix, this.opts.bwrapPath, ...bwrap]
-    return { file: argv[0]!, args: argv.slice(1), extraFds, cgroupProcs: cg.procsFiles, cgroupDirs: cg.dirs, enforced }
+    return { file: argv[0]!, args: argv.slice(1), extraFds, inputs: [envArgs], cgroupProcs: cg.procsFiles, cgroupDirs: cg.dirs, enforced }
   }
 
   /** pid (host view) of the pid namespace's init, from bwrap's --info-fd. */

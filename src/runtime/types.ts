@@ -178,6 +178,12 @@ export interface SpawnRequest {
   env: Record<string, string>
   /** File descriptors for the child's fds 0.. (null = /dev/null for 0, ignored otherwise). */
   fds: (number | null)[]
+  /**
+   * Pipes the child reads at the next fds after `fds` (in order): each is written with its data and
+   * closed. What must not show in the child's argv (`ps`, /proc/PID/cmdline are world-readable)
+   * goes here, e.g. a container's environment (Secrets).
+   */
+  inputs?: Buffer[]
   cwd?: string
 }
 

@@ -7,7 +7,7 @@
  */
 
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import { systemRandom } from '../../src/effects/index.ts'
@@ -40,6 +40,19 @@ async function applySecret(name: string, spec: { data?: Record<string, string>; 
   const sealed = sealSecret(ring(), systemRandom, manifest, existing?.object)
   const r = await a.orc(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'orc/v1', kind: 'Secret', metadata: { name }, spec: sealed.spec }))
   assert.equal(r.exitCode, 0, r.stderr)
+}
+
+/** Host processes whose command line (readable by every user of the node) contains `text`. */
+function cmdlinesWith(text: string): string[] {
+  const out: string[] = []
+  for (const d of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(d)) continue
+    try {
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8')
+      if (cmd.includes(text)) out.push(`${d}: ${cmd.replace(/\0/g, ' ').slice(0, 200)}`)
+    } catch {}
+  }
+  return out
 }
 
 async function logLines(name: string): Promise<string[]> {
@@ -103,6 +116,7 @@ test('a pod sees a Secret as env (valueFrom, envFrom) and as a 0400 file owned b
   assert.equal(p2.metadata.uid, first.metadata.uid, 'same pod')
   assert.ok((await logLines('reader')).includes('pw=s3cret-v2'))
   assert.equal(pidsRunning(['sleep', '4731']).length, 1, 'one copy running')
+  assert.deepEqual(cmdlinesWith('s3cret-v'), [], "no process's argv (world-readable) holds the Secret")
   assert.notEqual(pidsRunning(['sleep', '4731'])[0], pid1, 'a new process')
   const hist = await a.orc(['history', 'pod/reader'])
   assert.match(hist.stdout, new RegExp(`secret/db changed \\(revision ${rev2}\\)`), hist.stdout)

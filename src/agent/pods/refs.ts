@@ -117,7 +117,8 @@ export function resolvePodData(spec: Partial<PodSpec>, ns: string, lookup: DataL
         const key = `${from.prefix ?? ''}${k}`
         // As Kubernetes does: keys that cannot be variables are left out (and binary values too).
         if (!ENV_NAME.test(key) || v.binary) continue
-        out[key] = v.data().toString('utf8')
+        const text = v.data().toString('utf8')
+        if (!text.includes('\0')) out[key] = text
       }
     }
     for (const e of c.env ?? []) {
@@ -136,7 +137,10 @@ export function resolvePodData(spec: Partial<PodSpec>, ns: string, lookup: DataL
           : missing(`${kind}/${ref.name}`, ns)
       }
       if (v.binary) throw new DataRefError('invalid', binaryEnvMessage(kind, ref.name, ref.key, c.name, e.name))
-      out[e.name] = v.data().toString('utf8')
+      const text = v.data().toString('utf8')
+      if (text.includes('\0'))
+        throw new DataRefError('invalid', binaryEnvMessage(kind, ref.name, ref.key, c.name, e.name).replace('holds binary data', 'holds a NUL byte'))
+      out[e.name] = text
     }
     env.set(c.name, out)
   }

@@ -259,7 +259,8 @@ export class PodWorker {
         cs.reason = reason
       }
       this.runningRevision = undefined
-      this.runState = 'none'
+      // Starting again at once (not Pending: nothing is missing).
+      this.runState = 'running'
       // Recorded as its own revision of the pod: `orc history pod/NAME` says why it restarted.
       this.writeStatus(reason)
       await this.writer.settled()

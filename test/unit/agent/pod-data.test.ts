@@ -8,7 +8,7 @@ import { admitPodData, changedRefs, type DataLookup, resolvePodData } from '../.
 import { PodDataFiles } from '../../../src/agent/pods/volumes.ts'
 import { ManualClock } from '../../../src/effects/index.ts'
 import { dataRefsOf, normalizeManifest, OrcError, type PodSpec, type Secret } from '../../../src/model/index.ts'
-import { buildBwrapArgs, buildOciConfig, ensureMountPoint } from '../../../src/runtime/index.ts'
+import { buildBwrapArgs, buildOciConfig, bwrapEnvArgs, ensureMountPoint } from '../../../src/runtime/index.ts'
 import { Keyring, resealSecret, sealSecret } from '../../../src/secrets/index.ts'
 
 let n = 0
@@ -221,6 +221,13 @@ test('mounts: bound read-only after the image, /tmp and /run (sandbox) and as ro
   const args = buildBwrapArgs({ spec, image, uid: 65534, gid: 65534 })
   const at = args.indexOf('--ro-bind', args.indexOf('/tmp'))
   assert.deepEqual(args.slice(at, at + 3), ['--ro-bind', '/dev/shm/orc/u/db', '/etc/db'])
+  // The environment (Secrets) reaches bwrap through a pipe (--args FD), not its world-readable argv.
+  const withEnv = { ...spec, env: { PW: 'hunter2' } }
+  const piped = buildBwrapArgs({ spec: withEnv, image, uid: 1, gid: 1, envArgsFd: 5 })
+  assert.ok(!piped.includes('hunter2') && !piped.includes('--setenv'))
+  assert.deepEqual(piped.slice(piped.indexOf('--args'), piped.indexOf('--args') + 2), ['--args', '5'])
+  assert.deepEqual(bwrapEnvArgs(withEnv, image).slice(-3), ['--setenv', 'PW', 'hunter2'])
+  assert.throws(() => bwrapEnvArgs({ ...spec, env: { PW: 'a\0--bind' } }, image), /environment variable PW holds a NUL byte/)
   const { config } = buildOciConfig({
     spec,
     image,
