@@ -152,3 +152,53 @@ test('binary Secret data in an environment variable is refused at apply, in one 
   assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr)
   assert.equal(await a.pod('binenv'), undefined)
 })
+
+/** Every file under `dir` whose bytes contain `text`. */
+function filesContaining(dir: string, text: string): string[] {
+  const out: string[] = []
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name)
+      if (e.isDirectory()) walk(p)
+      else if (e.isFile() && readFileSync(p).includes(text)) out.push(p)
+    }
+  }
+  walk(dir)
+  return out
+}
+
+for (const runtime of ['sandbox', 'oci'] as const) {
+  test(`${runtime}: a Secret's value reaches the pod (env and a 0400 file) but no file of the node's data dir`, {
+    skip: skipReason(runtime === 'oci' ? { runc: true } : {}),
+  }, async () => {
+    const marker = `marker-${runtime}-7d1f3a`
+    await applySecret(`token-${runtime}`, { data: { token: marker } })
+    const script = [
+      `echo envlen=\${#TOKEN}`,
+      'echo filelen=$(cat /run/token/token | wc -c)',
+      "echo filemode=$(stat -c '%a %u' /run/token/token)",
+      'echo done',
+      'exec sleep 4733',
+    ].join('; ')
+    const pod = JSON.parse(podManifest(`disk-${runtime}`, a.image, script, { runtime, volumes: [{ name: 't', secret: { name: `token-${runtime}` } }] }))
+    Object.assign(pod.spec.containers[0], {
+      env: [{ name: 'TOKEN', valueFrom: { secret: { name: `token-${runtime}`, key: 'token' } } }],
+      volumeMounts: [{ name: 't', mountPath: '/run/token' }],
+    })
+    const ap = await a.orc(['apply', '-f', '-'], JSON.stringify(pod))
+    assert.equal(ap.exitCode, 0, ap.stderr)
+    try {
+      const lines = await waitFor(`disk-${runtime} output`, async () => {
+        const l = await logLines(`disk-${runtime}`)
+        return l.includes('done') ? l : undefined
+      })
+      for (const want of [`envlen=${marker.length}`, `filelen=${marker.length}`, 'filemode=400 65534'])
+        assert.ok(lines.includes(want), `${want} in\n${lines.join('\n')}`)
+      assert.deepEqual(filesContaining(a.dataDir, marker), [], 'the clear value is in no file of the data dir (store, runtime state, bundles, logs)')
+      assert.deepEqual(cmdlinesWith(marker), [], "no process's argv holds the Secret")
+    } finally {
+      await a.orc(['delete', `pod/disk-${runtime}`])
+      await waitFor('stopped', () => pidsRunning(['sleep', '4733']).length === 0, 15_000)
+    }
+  })
+}
