@@ -202,3 +202,39 @@ for (const runtime of ['sandbox', 'oci'] as const) {
     }
   })
 }
+
+test('after an agent restart, an adopted pod keeps its Secret: a crashed container restarts with it; an update still restarts the pod in place', {
+  skip,
+}, async () => {
+  await applySecret('adopt', { data: { key: 'adopt-v1' } })
+  const script = 'echo file=$(cat /etc/adopt/key) env=$KEY; exec sleep 4734'
+  const pod = JSON.parse(podManifest('adoptee', a.image, script, { volumes: [{ name: 'a', secret: { name: 'adopt' } }] }))
+  Object.assign(pod.spec.containers[0], {
+    env: [{ name: 'KEY', valueFrom: { secret: { name: 'adopt', key: 'key' } } }],
+    volumeMounts: [{ name: 'a', mountPath: '/etc/adopt' }],
+  })
+  assert.equal((await a.orc(['apply', '-f', '-'], JSON.stringify(pod))).exitCode, 0)
+  try {
+    await waitFor('adoptee output', async () => (await logLines('adoptee')).includes('file=adopt-v1 env=adopt-v1'))
+    const [pid] = await waitFor('adoptee running', () => pidsRunning(['sleep', '4734']).length === 1 && pidsRunning(['sleep', '4734']))
+    await a.stop()
+    await a.start()
+    await waitFor('adopted', () => /pod adopted after agent restart/.test(a.output()))
+    assert.deepEqual(pidsRunning(['sleep', '4734']), [pid], 'adopted, not restarted')
+    // The container dies: the restart policy starts it again, with its Secret (resolved by this agent).
+    process.kill(pid!, 'SIGKILL')
+    await waitFor('restarted after the crash', async () => {
+      const p = await a.pod('adoptee')
+      return p?.status?.containers?.[0]?.restarts === 1 && pidsRunning(['sleep', '4734']).length === 1
+    })
+    await waitFor(
+      'the restarted container sees its Secret',
+      async () => (await logLines('adoptee')).filter((l) => l === 'file=adopt-v1 env=adopt-v1').length === 2,
+    )
+    await applySecret('adopt', { data: { key: 'adopt-v2' } })
+    await waitFor('restarted in place with the new value', async () => (await logLines('adoptee')).includes('file=adopt-v2 env=adopt-v2'))
+  } finally {
+    await a.orc(['delete', 'pod/adoptee'])
+    await waitFor('stopped', () => pidsRunning(['sleep', '4734']).length === 0, 15_000)
+  }
+})

@@ -74,6 +74,17 @@ export class PodDataFiles {
     return out
   }
 
+  /** The volume directories a previous agent wrote for this pod, if all are still there (adopted containers bind them). */
+  existing(podUid: string, names: readonly string[]): Map<string, string> | undefined {
+    const out = new Map<string, string>()
+    for (const n of names) {
+      const dir = join(this.dirOf(podUid), n)
+      if (!existsSync(dir)) return undefined
+      out.set(n, dir)
+    }
+    return out
+  }
+
   /** Remove a pod's files (pod stopped for good, deleted, or moved away). */
   remove(podUid: string): void {
     const dir = this.dirOf(podUid)

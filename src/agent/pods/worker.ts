@@ -496,6 +496,8 @@ export class PodWorker {
     }
     this.writeStatus('adopted after agent restart')
     for (const [id, exit] of exits) await this.onExit(id, exit, true)
+    // A Config or Secret that changed while no agent watched: restart with its new values.
+    if (st.configRefs !== undefined) this.dataChanged(new Set(Object.keys(st.configRefs)))
     return true
   }
 
@@ -702,8 +704,11 @@ export class PodWorker {
     return g
   }
 
-  /** Resolve the pod's Configs and Secrets and write its volumes (each run: the files are those of now). */
-  private async resolveData(): Promise<void> {
+  /**
+   * Resolve the pod's Configs and Secrets and write its volumes (each run: the files are those of
+   * now). `keepFiles`: an adopted pod's restart of one container keeps the files the others bind.
+   */
+  private async resolveData(keepFiles = false): Promise<void> {
     const obj = this.c.store.get(this.ref)
     if (!obj || this.c.dataLookup === undefined || this.uid === undefined) return
     if (dataRefsOf(obj.spec).some((r) => r.startsWith('secret/'))) await this.c.loadKeyring?.()
@@ -713,7 +718,13 @@ export class PodWorker {
       if (this.c.dataFiles === undefined) throw new OrcError('unavailable', 'this agent has no place for Config and Secret volumes')
       const spec = this.spec ?? podSpecOf(obj)
       const owner = this.c.runtime(spec.runtime).hostIdsOf({ ...(spec.unsafe.includes('root') ? { rootInside: true } : {}) })
-      dirs = this.c.dataFiles.write(this.uid, data.volumes, owner)
+      const kept = keepFiles
+        ? this.c.dataFiles.existing(
+            this.uid,
+            data.volumes.map((v) => v.name),
+          )
+        : undefined
+      dirs = kept ?? this.c.dataFiles.write(this.uid, data.volumes, owner)
     }
     this.data = data
     this.refRevisions = data.revisions
@@ -806,7 +817,7 @@ export class PodWorker {
       cs.image = await this.c.images.resolve(cs.spec.image, new AbortController().signal, { hostPath })
     }
     // An adopted pod's restart: its Configs and Secrets are resolved (and its volumes written) now.
-    if (this.data === undefined && this.c.dataLookup !== undefined) await this.resolveData()
+    if (this.data === undefined && this.c.dataLookup !== undefined) await this.resolveData(true)
     const env = this.data?.env.get(cs.spec.name)
     const cmd = containerCommand(env === undefined ? cs.spec : { ...cs.spec, env }, cs.image)
     const mounts = this.mountsOf(cs.spec.name)
