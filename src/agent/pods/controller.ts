@@ -51,7 +51,7 @@ export interface PodLifecycleComponents {
    * This node's copy of the cluster keyring, to open the Secrets pods use (agent/secrets.ts
    * ClusterKeyring). Read when a pod needs it, loaded from disk if not yet: a joiner gets it after admission.
    */
-  keyring?: { get(): Keyring | undefined; load(): Promise<Keyring | undefined> }
+  keyring?: { get(): Keyring | undefined; load(): Promise<Keyring | undefined>; onChange?(fn: (ring: Keyring) => void): () => void }
   /** A directory on a tmpfs for Config and Secret volumes; default `/dev/shm/orc-<hash of dataDir>`. */
   dataFilesDir?: string
 }
@@ -191,6 +191,8 @@ export class PodLifecycle {
         return extra.length === 0 ? v : { ...v, pods: [...v.pods, ...extra] }
       },
     })
+    // A keyring delivered or rotated: pods waiting to open a Secret try again at once.
+    this.exitUnsubs.push(c.keyring?.onChange?.(() => this.keyringChanged()) ?? (() => {}))
     this.scopes.set('', { id: '', store: c.store, nodeName: c.nodeName, suffix: '', namespaces: undefined, binder: this.binder, pendingKeys: new Set() })
   }
 
@@ -446,6 +448,12 @@ export class PodLifecycle {
       secret: (name: string) => run.store.get({ kind: 'Secret', namespace: ns, name }),
       keyring: () => this.c.keyring?.get(),
     }
+  }
+
+  /** Every pod waiting for a Config or Secret tries again (the keyring arrived: a Secret may open now). */
+  keyringChanged(): void {
+    if (this.stopped) return
+    for (const w of this.workers.values()) w.retryIfWaitingForData()
   }
 
   /** Load the keyring from disk if this node has none in memory yet (it may have arrived since). */

@@ -270,6 +270,18 @@ export class PodWorker {
     })
   }
 
+  /** A pod waiting Pending for its Configs or Secrets tries again now (the keyring arrived). */
+  retryIfWaitingForData(): void {
+    void this.enqueue(async () => {
+      if (this.runState !== 'failed' || !this.waitingForData || this.stopping) return
+      const obj = this.c.store.get(this.ref)
+      if (!obj || !assignedTo(obj, this.c.nodeName)) return
+      this.gen++
+      this.clearRunRetry()
+      await this.startRun(obj, this.gen)
+    })
+  }
+
   /** After an agent restart (no fingerprints of the adopted run): compare the revisions its status recorded. */
   private revisionsChanged(now: ResolvedData): string[] {
     const before = this.refRevisions ?? {}
