@@ -242,8 +242,8 @@ export class PodWorker {
         why = this.data ? changedRefs(this.data.fingerprints, now.fingerprints, now.revisions) : this.revisionsChanged(now)
       } catch (err) {
         // It no longer resolves (deleted, a key removed): the running copy keeps what it has; the
-        // next start waits Pending for it. Say so in the status.
-        this.writeStatus(`${(err as Error).message}; the running copy keeps the values it started with`)
+        // next start waits Pending for it.
+        this.log.warn({ ...this.fields(), reason: (err as Error).message }, 'pod data no longer resolves: the running copy keeps its values')
         return
       }
       if (why.length === 0) return
