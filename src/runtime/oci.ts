@@ -10,7 +10,7 @@
  * exit status and removes its state when the container ends.
  */
 import { createHash } from 'node:crypto'
-import { mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
+import { mkdirSync, rmdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
 import { type CgroupLayout, removeRuntimeParents } from './cgroups.ts'
@@ -204,12 +204,20 @@ export class OciRuntime extends SupervisedRuntime {
   override async remove(id: string): Promise<void> {
     await super.remove(id)
     // A container that ended while no agent watched had no cleanup: its bundle goes now.
+    this.removeBundle(id)
+  }
+
+  private removeBundle(id: string): void {
     rmSync(join(this.shmBase(), id), { recursive: true, force: true })
+    // The runtime's directory goes with its last bundle (rmdir refuses while one is left).
+    try {
+      rmdirSync(this.shmBase())
+    } catch {}
   }
 
   protected override async cleanup(rec: ContainerRecord): Promise<void> {
     await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'delete', '--force', rec.id])
-    rmSync(join(this.shmBase(), rec.id), { recursive: true, force: true })
+    this.removeBundle(rec.id)
     removeRuntimeParents(this.cgroupName())
   }
 }
