@@ -14,7 +14,7 @@ import { mkdirSync, rmdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs
 import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
 import { type CgroupLayout, removeRuntimeParents } from './cgroups.ts'
-import type { ResolvedImage } from './image.ts'
+import { ensureMountPoint, type ResolvedImage } from './image.ts'
 import { ociSeccompProfile } from './seccomp.ts'
 import { type ContainerRecord, containerArgv, containerEnv, type LaunchPlan, type PlanContext, SupervisedRuntime } from './supervisor.ts'
 import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
@@ -144,6 +144,8 @@ export class OciRuntime extends SupervisedRuntime {
 
   protected async plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan> {
     if (process.getuid?.() !== 0) throw new OrcError('forbidden', 'the oci runtime needs root')
+    // runc inside the user namespace may not create a missing mount point in the root-owned image.
+    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination)
     const bundle = this.bundleDir(spec.id, ctx.dir)
     rmSync(bundle, { recursive: true, force: true })
     mkdirSync(bundle, { recursive: true, mode: 0o700 })
