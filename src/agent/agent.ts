@@ -47,6 +47,7 @@ import { type OpsRoutesComponents, opsRoutes, opsStatusFields } from './ops/rout
 import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathOf } from './options.ts'
 import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
+import { admitPodData } from './pods/refs.ts'
 import { adminByRole, admitPod, admitPolicy, type IsAdmin, podAuthorsOf } from './pods/security.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
@@ -279,6 +280,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       network,
       isAdmin,
       ...(opts.imageStores ? { imageStores: opts.imageStores } : {}),
+      // The agent's one keyring: pods open the Secrets they use with it.
+      keyring,
     }))
 
   // The node's parts in dependency order: each starts after what it reads and stops before it.
@@ -678,6 +681,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       const podAuthors = await podAuthorsOf(store, obj as Pod, author)
       const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))
       admitPod(obj, policies, { podAuthors, policyAuthor, isAdmin: c.isAdmin, imageStores: [join(c.dataDir, 'images'), ...c.imageStores] })
+      admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
   })

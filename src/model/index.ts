@@ -28,14 +28,19 @@ export {
 export {
   type Container,
   type ContainerStatusEntry,
+  dataRefsOf,
+  ENV_NAME,
   type LabelSelector,
   type Pod,
   type PodAffinityTerm,
   type PodPhase,
   type PodSpec,
   type PodStatus,
+  type PodVolume,
   podKind,
   type Toleration,
+  VOLUME_SOURCES,
+  type VolumeMount,
 } from './kinds/pod.ts'
 export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
 export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'

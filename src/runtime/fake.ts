@@ -27,6 +27,11 @@ export class FakeRuntime implements Runtime {
 
   constructor(private readonly clock: Pick<Clock, 'now'> = { now: () => 0 }) {}
 
+  /** The agent's own ids: files it writes need no other owner. */
+  hostIdsOf(): { uid: number; gid: number } {
+    return { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
+  }
+
   async start(spec: ContainerRunSpec): Promise<ContainerHandle> {
     const err = this.failNext.get(spec.id)
     if (err) {

@@ -4,8 +4,15 @@ import type { SpawnedProcess, Spawner, SpawnRequest } from './types.ts'
 
 /** Spawn in its own session, fds wired as given; the agent does not keep it alive nor die with it. */
 export const spawnDetached: Spawner = (req: SpawnRequest): SpawnedProcess => {
-  const stdio = req.fds.map((fd, i) => (fd === null ? (i === 0 ? 'ignore' : 'ignore') : fd))
+  const stdio: unknown[] = req.fds.map((fd, i) => (fd === null ? (i === 0 ? 'ignore' : 'ignore') : fd))
+  for (const _ of req.inputs ?? []) stdio.push('pipe')
   const child = spawn(req.file, req.args, { env: req.env, stdio: stdio as any, detached: true, cwd: req.cwd })
+  ;(req.inputs ?? []).forEach((data, i) => {
+    const w = child.stdio[req.fds.length + i] as NodeJS.WritableStream | null | undefined
+    if (!w) return
+    ;(w as NodeJS.WritableStream & { on(e: 'error', fn: () => void): void }).on('error', () => {})
+    w.end(data)
+  })
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('error', () => resolve({ code: 127, signal: null }))
     child.once('exit', (code, signal) => resolve({ code, signal }))

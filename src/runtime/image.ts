@@ -221,6 +221,34 @@ export function applyLayer(root: string, entries: TarEntry[]): void {
 }
 
 /** Create the mount points the runtimes need, if the directory can be written. */
+/**
+ * Create the mount point `dest` (absolute, inside the container) in an image's rootfs when it is
+ * missing, as runc does: component by component, refusing to follow a symlink of the image (which
+ * could point out of the rootfs, onto the host).
+ */
+export function ensureMountPoint(rootfs: string, dest: string): void {
+  let cur = rootfs
+  for (const part of dest.split('/').filter((x) => x !== '')) {
+    if (part === '.' || part === '..') throw new OrcError('invalid', `mount point ${dest}: no . or .. component`)
+    cur = join(cur, part)
+    let st: ReturnType<typeof lstatSync> | undefined
+    try {
+      st = lstatSync(cur)
+    } catch {
+      st = undefined
+    }
+    if (st?.isSymbolicLink()) throw new OrcError('invalid', `mount point ${dest}: the image has a symlink on the way (${cur.slice(rootfs.length)})`)
+    if (st && !st.isDirectory()) throw new OrcError('invalid', `mount point ${dest}: ${cur.slice(rootfs.length)} is a file in the image`)
+    if (!st) {
+      try {
+        mkdirSync(cur, { mode: 0o755 })
+      } catch (err) {
+        throw wrapError(`create mount point ${dest} in ${rootfs}`, err, 'invalid')
+      }
+    }
+  }
+}
+
 export function prepareRootfs(rootfs: string): void {
   for (const m of MOUNTPOINTS) {
     const p = join(rootfs, m)

@@ -4,19 +4,30 @@ export { type Capability, detectCapabilities, type LimitCapability, type Runtime
 export { type CgroupLayout, detectCgroupLayout } from './cgroups.ts'
 export { FakeRuntime } from './fake.ts'
 export { spawnDetached } from './host.ts'
-export { applyLayer, type ImageConfig, type LayoutImage, MOUNTPOINTS, packDirToTar, type ResolvedImage, resolveImage, writeOciLayout } from './image.ts'
+export {
+  applyLayer,
+  ensureMountPoint,
+  type ImageConfig,
+  type LayoutImage,
+  MOUNTPOINTS,
+  packDirToTar,
+  type ResolvedImage,
+  resolveImage,
+  writeOciLayout,
+} from './image.ts'
 export { type FollowLogOptions, followLog, listLogRevisions, logFilePath, logFilesOf, type ReadLogOptions, readLogLines, rotateIfNeeded } from './logs.ts'
 export { buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.ts'
 export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
-export { buildBwrapArgs, buildLaunchPrefix, SandboxRuntime } from './sandbox.ts'
+export { buildBwrapArgs, buildLaunchPrefix, bwrapEnvArgs, SandboxRuntime } from './sandbox.ts'
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'
 export { containerArgv, decodeExitCode, resolveOptions, wrapperScript } from './supervisor.ts'
 export { readTar, type TarEntry, writeTar } from './tar.ts'
 export type {
   ContainerFence,
   ContainerHandle,
+  ContainerMount,
   ContainerResources,
   ContainerRunSpec,
   ContainerState,

@@ -9,14 +9,18 @@
  * runc runs in the foreground (`runc run`) under the wrapper: it forwards signals, reports the
  * exit status and removes its state when the container ends.
  */
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { mkdirSync, rmdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
 import { type CgroupLayout, removeRuntimeParents } from './cgroups.ts'
-import type { ResolvedImage } from './image.ts'
+import { ensureMountPoint, type ResolvedImage } from './image.ts'
 import { ociSeccompProfile } from './seccomp.ts'
 import { type ContainerRecord, containerArgv, containerEnv, type LaunchPlan, type PlanContext, SupervisedRuntime } from './supervisor.ts'
 import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
+
+/** statfs(2) f_type of a tmpfs. */
+export const TMPFS_MAGIC = 0x01021994
 
 export const MASKED_PATHS = [
   '/proc/acpi',
@@ -103,6 +107,12 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
         ? { destination: '/sys', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'noexec', 'nodev', 'ro', 'size=4k'] }
         : { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+      ...(spec.mounts ?? []).map((m) => ({
+        destination: m.destination,
+        type: 'bind',
+        source: m.source,
+        options: ['rbind', 'nosuid', 'nodev', 'noexec', m.readOnly ? 'ro' : 'rw'],
+      })),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: input.hostIdBase, size: 65536 }],
@@ -122,14 +132,23 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
 export class OciRuntime extends SupervisedRuntime {
   readonly name = 'oci' as const
 
+  hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number } {
+    const base = this.opts.ociHostUidBase
+    if (spec.rootInside) return { uid: base, gid: base }
+    return { uid: base + (spec.uid ?? this.opts.uid), gid: base + (spec.gid ?? this.opts.gid) }
+  }
+
   private runcRoot(): string {
     return join(this.opts.stateDir, 'runc')
   }
 
   protected async plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan> {
     if (process.getuid?.() !== 0) throw new OrcError('forbidden', 'the oci runtime needs root')
-    const bundle = join(ctx.dir, 'bundle')
-    mkdirSync(bundle, { recursive: true })
+    // runc inside the user namespace may not create a missing mount point in the root-owned image.
+    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination)
+    const bundle = this.bundleDir(spec.id, ctx.dir)
+    rmSync(bundle, { recursive: true, force: true })
+    mkdirSync(bundle, { recursive: true, mode: 0o700 })
     const { config, enforced } = buildOciConfig({
       spec,
       image: ctx.image,
@@ -140,7 +159,7 @@ export class OciRuntime extends SupervisedRuntime {
       layout: ctx.layout,
       cgroupName: this.cgroupName(),
     })
-    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config, null, 2))
+    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config, null, 2), { mode: 0o600 })
     mkdirSync(this.runcRoot(), { recursive: true })
     return {
       file: this.opts.runcPath,
@@ -164,8 +183,43 @@ export class OciRuntime extends SupervisedRuntime {
     super.killTree(rec)
   }
 
+  /**
+   * The bundle's config.json holds the container's environment (Secrets among them): it goes on a
+   * tmpfs (`/dev/shm/orc-oci-<hash of the state dir>/<id>`, 0700) so it never reaches the disk;
+   * in the container's state dir only where there is no tmpfs.
+   */
+  private shmBase(): string {
+    return join('/dev/shm', `orc-oci-${createHash('sha256').update(this.opts.stateDir).digest('hex').slice(0, 12)}`)
+  }
+
+  private bundleDir(id: string, stateDir: string): string {
+    const base = this.shmBase()
+    try {
+      if (Number(statfsSync('/dev/shm').type) === TMPFS_MAGIC) {
+        mkdirSync(base, { recursive: true, mode: 0o700 })
+        return join(base, id)
+      }
+    } catch {}
+    return join(stateDir, 'bundle')
+  }
+
+  override async remove(id: string): Promise<void> {
+    await super.remove(id)
+    // A container that ended while no agent watched had no cleanup: its bundle goes now.
+    this.removeBundle(id)
+  }
+
+  private removeBundle(id: string): void {
+    rmSync(join(this.shmBase(), id), { recursive: true, force: true })
+    // The runtime's directory goes with its last bundle (rmdir refuses while one is left).
+    try {
+      rmdirSync(this.shmBase())
+    } catch {}
+  }
+
   protected override async cleanup(rec: ContainerRecord): Promise<void> {
     await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'delete', '--force', rec.id])
+    this.removeBundle(rec.id)
     removeRuntimeParents(this.cgroupName())
   }
 }

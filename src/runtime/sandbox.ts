@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import { sleep } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { createContainerCgroups } from './cgroups.ts'
-import type { ResolvedImage } from './image.ts'
+import { ensureMountPoint, type ResolvedImage } from './image.ts'
 import type { RuntimeOptions } from './options.ts'
 import { descendants, listProcs, signalPid } from './procfs.ts'
 import { buildSeccompBpf } from './seccomp.ts'
@@ -31,6 +31,23 @@ export interface BwrapArgsInput {
   /** fd numbers in the child for bwrap's --seccomp and --info-fd, if used. */
   seccompFd?: number
   infoFd?: number
+  /**
+   * fd from which bwrap reads the container's environment (`--args`, NUL-separated
+   * `--setenv K V` triples: bwrapEnvArgs). Absent: they are in argv, which every host user can read.
+   */
+  envArgsFd?: number
+}
+
+/** The `--setenv` arguments of a container's environment, for bwrap's `--args FD` (NUL-separated). */
+export function bwrapEnvArgs(spec: ContainerRunSpec, image: ResolvedImage): string[] {
+  const out: string[] = []
+  for (const [k, v] of Object.entries(containerEnv(spec, image))) {
+    // A NUL would split the value into further bwrap arguments.
+    if (k.includes('\0') || v.includes('\0'))
+      throw new OrcError('invalid', `container ${spec.id}: environment variable ${k.replace(/\0/g, '')} holds a NUL byte`)
+    out.push('--setenv', k, v)
+  }
+  return out
 }
 
 /** bwrap arguments for a container (pure: same input, same argv). */
@@ -44,9 +61,12 @@ export function buildBwrapArgs(input: BwrapArgsInput): string[] {
   a.push('--ro-bind', image.rootfs, '/')
   a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp')
   if (existsSync(join(image.rootfs, 'run'))) a.push('--tmpfs', '/run')
+  for (const m of spec.mounts ?? []) a.push(m.readOnly ? '--ro-bind' : '--bind', m.source, m.destination)
   a.push('--cap-drop', 'ALL')
   a.push('--clearenv')
-  for (const [k, v] of Object.entries(containerEnv(spec, image))) a.push('--setenv', k, v)
+  // The values (Secrets among them) go through a pipe, not argv: /proc/PID/cmdline is world-readable.
+  if (input.envArgsFd !== undefined) a.push('--args', String(input.envArgsFd))
+  else a.push(...bwrapEnvArgs(spec, image))
   a.push('--chdir', spec.workingDir ?? image.config.workingDir ?? '/')
   if (input.seccompFd !== undefined) a.push('--seccomp', String(input.seccompFd))
   if (input.infoFd !== undefined) a.push('--info-fd', String(input.infoFd))
@@ -76,6 +96,12 @@ export function buildLaunchPrefix(
 
 export class SandboxRuntime extends SupervisedRuntime {
   readonly name = 'sandbox' as const
+
+  hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid'>): { uid: number; gid: number } {
+    // An unprivileged agent runs bwrap as itself: its own uid is the one mapped inside.
+    if (process.getuid?.() !== 0) return { uid: process.getuid?.() ?? this.opts.uid, gid: process.getgid?.() ?? this.opts.gid }
+    return { uid: spec.uid ?? this.opts.uid, gid: spec.gid ?? this.opts.gid }
+  }
   private seccompFile: string | undefined
 
   private seccompPath(): string {
@@ -102,6 +128,7 @@ export class SandboxRuntime extends SupervisedRuntime {
       rlimits.asBytes = res.memoryBytes
       enforced.memoryBytes = 'rlimit-as'
     }
+    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination)
     const extraFds: number[] = []
     let seccompFd: number | undefined
     if (this.opts.seccomp) {
@@ -111,10 +138,17 @@ export class SandboxRuntime extends SupervisedRuntime {
     }
     extraFds.push(this.openStateFile(ctx.dir, 'info.json', 'w'))
     const infoFd = 3 + extraFds.length - 1
+    const envArgsFd = 3 + extraFds.length
+    const envArgs = Buffer.from(
+      bwrapEnvArgs(spec, ctx.image)
+        .map((x) => `${x}\0`)
+        .join(''),
+      'utf8',
+    )
     const prefix = buildLaunchPrefix(this.opts, { isRoot, netnsPath: spec.netnsPath, uid: ctx.uid, gid: ctx.gid, rlimits })
-    const bwrap = buildBwrapArgs({ spec, image: ctx.image, uid: ctx.uid, gid: ctx.gid, seccompFd, infoFd })
+    const bwrap = buildBwrapArgs({ spec, image: ctx.image, uid: ctx.uid, gid: ctx.gid, seccompFd, infoFd, envArgsFd })
     const argv = [...prefix, this.opts.bwrapPath, ...bwrap]
-    return { file: argv[0]!, args: argv.slice(1), extraFds, cgroupProcs: cg.procsFiles, cgroupDirs: cg.dirs, enforced }
+    return { file: argv[0]!, args: argv.slice(1), extraFds, inputs: [envArgs], cgroupProcs: cg.procsFiles, cgroupDirs: cg.dirs, enforced }
   }
 
   /** pid (host view) of the pid namespace's init, from bwrap's --info-fd. */

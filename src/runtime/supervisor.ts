@@ -93,6 +93,8 @@ export interface LaunchPlan {
   args: string[]
   /** Extra fds for the child from fd 3 on (opened by the plan, closed after spawn). */
   extraFds: number[]
+  /** Data the child reads from pipes at the fds after extraFds (SpawnRequest.inputs). */
+  inputs?: Buffer[]
   /** cgroup.procs files the wrapper joins before exec (empty when the runtime manages cgroups). */
   cgroupProcs: string[]
   cgroupDirs: string[]
@@ -186,6 +188,7 @@ export abstract class SupervisedRuntime implements Runtime {
   }
 
   protected abstract plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan>
+  abstract hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number }
   /** Deliver a graceful signal to the container's main process. */
   protected abstract signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void>
   /** Runtime-specific cleanup after the container ended (e.g. runc delete). */
@@ -262,6 +265,7 @@ export abstract class SupervisedRuntime implements Runtime {
         args: ['-c', script, 'orc-wrapper', plan.file, ...plan.args],
         env,
         fds: [null, logFd, logFd, ...plan.extraFds],
+        ...(plan.inputs ? { inputs: plan.inputs } : {}),
         cwd: dir,
       })
     } finally {

@@ -56,6 +56,12 @@ export interface ContainerRunSpec {
    * no capabilities: root inside owns only what the user namespace maps.
    */
   rootInside?: boolean
+  /**
+   * Host directories bound into the container (a pod's Config and Secret volumes: directories on
+   * a tmpfs the agent filled). Mounted after the image, /tmp and /run, in this order; a missing
+   * mount point is created in the image's rootfs (as runc does), never through a symlink.
+   */
+  mounts?: ContainerMount[]
   /** Hostname inside the container (UTS namespace). Default: the id, truncated to 63 chars. */
   hostname?: string
   /**
@@ -66,6 +72,14 @@ export interface ContainerRunSpec {
    * that died or was cut off stop before another node may start them (src/sched/fencing.ts).
    */
   fence?: ContainerFence
+}
+
+export interface ContainerMount {
+  /** Absolute host path (a directory). */
+  source: string
+  /** Absolute path inside the container. */
+  destination: string
+  readOnly: boolean
 }
 
 export interface ContainerFence {
@@ -144,6 +158,11 @@ export interface Runtime {
   onExit(listener: ExitListener): () => void
   /** Stop watching (timers, log rotation); containers keep running. */
   close(): Promise<void>
+  /**
+   * The host uid/gid a container started with this identity runs as: files it alone must read
+   * (its Secret volumes) are owned by them.
+   */
+  hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number }
 }
 
 /** A spawned child as the runtime needs it; injected so unit tests need no processes. */
@@ -159,6 +178,12 @@ export interface SpawnRequest {
   env: Record<string, string>
   /** File descriptors for the child's fds 0.. (null = /dev/null for 0, ignored otherwise). */
   fds: (number | null)[]
+  /**
+   * Pipes the child reads at the next fds after `fds` (in order): each is written with its data and
+   * closed. What must not show in the child's argv (`ps`, /proc/PID/cmdline are world-readable)
+   * goes here, e.g. a container's environment (Secrets).
+   */
+  inputs?: Buffer[]
   cwd?: string
 }
 

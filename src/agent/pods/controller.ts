@@ -3,6 +3,7 @@
  * and replicated ones alike), keeps one PodWorker per pod, routes container exits to them, and on
  * start re-adopts the containers a previous agent left running (runtime.recover()).
  */
+import { createHash } from 'node:crypto'
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
@@ -10,6 +11,7 @@ import { type Clock, type Random, systemRandom } from '../../effects/index.ts'
 import { isRefOf, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
 import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput } from '../../runtime/index.ts'
 import { DEFAULT_SCHED_OPTIONS, type PodView } from '../../sched/index.ts'
+import type { Keyring } from '../../secrets/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import type { PodNetworkHooks } from '../network/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
@@ -19,6 +21,7 @@ import { Fence } from './fence.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import type { IsAdmin } from './security.ts'
+import { PodDataFiles } from './volumes.ts'
 import { PodWorker } from './worker.ts'
 
 export interface PodLifecycleComponents {
@@ -44,6 +47,13 @@ export interface PodLifecycleComponents {
   isAdmin?: IsAdmin
   /** Image stores besides `<dataDir>/images` the operator trusts (AgentOptions.imageStores). */
   imageStores?: readonly string[]
+  /**
+   * This node's copy of the cluster keyring, to open the Secrets pods use (agent/secrets.ts
+   * ClusterKeyring). Read when a pod needs it, loaded from disk if not yet: a joiner gets it after admission.
+   */
+  keyring?: { get(): Keyring | undefined; load(): Promise<Keyring | undefined>; onChange?(fn: (ring: Keyring) => void): () => void }
+  /** A directory on a tmpfs for Config and Secret volumes; default `/dev/shm/orc-<hash of dataDir>`. */
+  dataFilesDir?: string
 }
 
 /**
@@ -122,6 +132,7 @@ export class PodLifecycle {
   private readonly adopted = new Map<string, { pid: number; startedAt: number }>()
   private readonly gone = new Map<string, ExitStatus>()
   private readonly images: PodImages
+  private readonly dataFiles: PodDataFiles
   private readonly tunables: PodTunables
   private readonly binder: Binder
   private readonly log: Logger
@@ -158,6 +169,7 @@ export class PodLifecycle {
       [join(c.dataDir, 'images'), ...(c.imageStores ?? [])],
     )
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
+    this.dataFiles = new PodDataFiles(c.dataFilesDir ?? join('/dev/shm', `orc-${createHash('sha256').update(c.dataDir).digest('hex').slice(0, 12)}`))
     this.binder = new Binder({
       store: c.store,
       nodeName: c.nodeName,
@@ -179,6 +191,8 @@ export class PodLifecycle {
         return extra.length === 0 ? v : { ...v, pods: [...v.pods, ...extra] }
       },
     })
+    // A keyring delivered or rotated: pods waiting to open a Secret try again at once.
+    this.exitUnsubs.push(c.keyring?.onChange?.(() => this.keyringChanged()) ?? (() => {}))
     this.scopes.set('', { id: '', store: c.store, nodeName: c.nodeName, suffix: '', namespaces: undefined, binder: this.binder, pendingKeys: new Set() })
   }
 
@@ -345,6 +359,7 @@ export class PodLifecycle {
     if (this.stopped || this.scopes.get(run.id) !== run) return
     let bind = false
     const policyNs = new Set<string>()
+    const dataRefs = new Map<string, Set<string>>()
     for (const key of keys) {
       const ref = refOfKey(key)
       if (!ref) continue
@@ -359,6 +374,14 @@ export class PodLifecycle {
           .then(() => this.dropIfDone(wk))
       } else if (ref.kind === 'Node' || (run.id !== '' && ref.kind === 'Cluster')) bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
+      else if (ref.kind === 'Config' || ref.kind === 'Secret') {
+        if (!dataRefs.has(ref.namespace)) dataRefs.set(ref.namespace, new Set())
+        dataRefs.get(ref.namespace)!.add(`${ref.kind.toLowerCase()}/${ref.name}`)
+      }
+    }
+    for (const [k, w] of this.workers) {
+      const refs = dataRefs.get(w.ref.namespace)
+      if (refs && k.startsWith(`${run.id}\0`)) w.dataChanged(refs)
     }
     if (bind) run.binder.request()
     if (policyNs.size > 0) for (const [k, w] of this.workers) if (k.startsWith(`${run.id}\0`) && policyNs.has(w.ref.namespace)) w.policiesChanged()
@@ -403,6 +426,9 @@ export class PodLifecycle {
           ...(this.c.isAdmin ? { isAdmin: this.c.isAdmin } : {}),
           haAfterSeconds: () => schedOptionsOf(this.c.store.list('Cluster')).haAfterSeconds ?? DEFAULT_SCHED_OPTIONS.haAfterSeconds,
           ...(this.c.network ? { network: this.c.network } : {}),
+          dataLookup: (ns) => this.dataLookup(run, ns),
+          dataFiles: this.dataFiles,
+          loadKeyring: () => this.loadKeyring(),
           forgetRecovered: (id) => {
             this.adopted.delete(id)
             this.gone.delete(id)
@@ -413,6 +439,27 @@ export class PodLifecycle {
       this.workers.set(key, w)
     }
     return w
+  }
+
+  /** A namespace's Configs and Secrets in the scope's store, and this node's keyring (loaded on first use). */
+  private dataLookup(run: ScopeRun, ns: string) {
+    return {
+      config: (name: string) => run.store.get({ kind: 'Config', namespace: ns, name }),
+      secret: (name: string) => run.store.get({ kind: 'Secret', namespace: ns, name }),
+      keyring: () => this.c.keyring?.get(),
+    }
+  }
+
+  /** Every pod waiting for a Config or Secret tries again (the keyring arrived: a Secret may open now). */
+  keyringChanged(): void {
+    if (this.stopped) return
+    for (const w of this.workers.values()) w.retryIfWaitingForData()
+  }
+
+  /** Load the keyring from disk if this node has none in memory yet (it may have arrived since). */
+  async loadKeyring(): Promise<void> {
+    if (this.c.keyring && this.c.keyring.get() === undefined)
+      await this.c.keyring.load().catch((err) => this.log.warn({ err: String(err) }, 'load cluster keyring'))
   }
 
   private onExit(id: string, exit: ExitStatus): void {

@@ -43,7 +43,8 @@ export function podSpecOf(obj: Pod): PodSpecView {
       const args = strings(c.args)
       if (command && command.length > 0) out.command = command
       if (args && args.length > 0) out.args = args
-      if (Array.isArray(c.env)) out.env = Object.fromEntries(c.env.map((e) => [e.name, e.value ?? '']))
+      // valueFrom and envFrom are resolved on the node before each start (refs.ts).
+      if (Array.isArray(c.env)) out.env = Object.fromEntries(c.env.filter((e) => e.valueFrom === undefined).map((e) => [e.name, e.value ?? '']))
       if (typeof c.workingDir === 'string') out.workingDir = c.workingDir
       const limits = c.resources?.limits
       if (limits) out.resources = resourcesFromLimits(limits)

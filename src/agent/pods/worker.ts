@@ -10,8 +10,8 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock, TimerHandle } from '../../effects/index.ts'
-import { type ObjectRef, OrcError, type Pod, type PodPhase, type PodStatus, type SecurityPolicy } from '../../model/index.ts'
-import type { ContainerFence, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
+import { dataRefsOf, type ObjectRef, OrcError, type Pod, type PodPhase, type PodStatus, type SecurityPolicy } from '../../model/index.ts'
+import type { ContainerFence, ContainerMount, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
@@ -20,9 +20,11 @@ import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { SCHEDULER_CONTROLLER } from './binder.ts'
 import type { PodImages } from './images.ts'
 import type { PodTunables } from './options.ts'
+import { changedRefs, type DataLookup, type ResolvedData, resolvePodData } from './refs.ts'
 import { anyUserIsAdmin, asksOf, hostPathImages, IMPLEMENTED_UNSAFE, type IsAdmin, podAuthorsOf, ungranted, ungrantedError } from './security.ts'
 import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podDefaultResourcesOf, podSpecOf, specHash } from './spec.ts'
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
+import type { PodDataFiles } from './volumes.ts'
 
 export type { PodPhase } from '../../model/index.ts'
 
@@ -60,6 +62,12 @@ export interface PodWorkerComponents {
   haAfterSeconds?(): number
   /** Whether an author may approve grants (pods/security.ts); any user unless given. */
   isAdmin?: IsAdmin
+  /** The Configs and Secrets of a namespace, and the keyring to open Secrets (refs.ts). */
+  dataLookup?(namespace: string): DataLookup
+  /** Where Config and Secret volumes are written (a tmpfs). */
+  dataFiles?: PodDataFiles
+  /** Before resolving: load the cluster keyring if this node has none in memory yet. */
+  loadKeyring?(): Promise<void>
 }
 
 interface ContainerState {
@@ -126,6 +134,14 @@ export class PodWorker {
   private readonly log: Logger
   /** The pod's network on this node (kept across in-place restarts, dropped on teardown). */
   private net: PodAttachment | undefined
+  /** The pod's Configs and Secrets as the current run resolved them (env, volume files, revisions). */
+  private data: ResolvedData | undefined
+  /** `secret/db` → revision, of the running copy (resolved by this agent, or recorded by the one it adopted from). */
+  private refRevisions: Record<string, number> | undefined
+  /** Host directory of each volume written for the current run. */
+  private volumeDirs = new Map<string, string>()
+  /** The last run could not resolve a Config or Secret: the pod waits Pending (retrying) for it. */
+  private waitingForData = false
   /** Set once the pod is gone for good: the controller drops the worker. */
   done = false
   /** Why this node's copy is fenced (an ha pod on a node that has not heard a quorum), if it is. */
@@ -199,6 +215,80 @@ export class PodWorker {
       this.clearRunRetry()
       await this.startRun(obj, this.gen)
     })
+  }
+
+  /**
+   * Configs or Secrets of the pod's namespace changed (`secret/db`, `config/app`): a pod waiting
+   * for one tries again now; a running pod whose references now hold other values restarts in
+   * place, recording which changed (status.configRefs, and the reason of the revision it writes).
+   */
+  dataChanged(refs: ReadonlySet<string>): void {
+    void this.enqueue(async () => {
+      if (this.stopping || this.runState === 'none' || this.fenced !== undefined || this.c.dataLookup === undefined) return
+      const obj = this.c.store.get(this.ref)
+      if (!obj || !assignedTo(obj, this.c.nodeName)) return
+      const used = dataRefsOf(obj.spec)
+      if (!used.some((r) => refs.has(r))) return
+      if (this.runState === 'failed') {
+        if (!this.waitingForData) return
+        this.gen++
+        this.clearRunRetry()
+        await this.startRun(obj, this.gen)
+        return
+      }
+      let why: string[]
+      try {
+        const now = resolvePodData(obj.spec ?? {}, this.ref.namespace, this.c.dataLookup(this.ref.namespace))
+        why = this.data ? changedRefs(this.data.fingerprints, now.fingerprints, now.revisions) : this.revisionsChanged(now)
+      } catch (err) {
+        // It no longer resolves (deleted, a key removed): the running copy keeps what it has; the
+        // next start waits Pending for it.
+        this.log.warn({ ...this.fields(), reason: (err as Error).message }, 'pod data no longer resolves: the running copy keeps its values')
+        return
+      }
+      if (why.length === 0) return
+      const reason = why.join(', ')
+      this.log.info({ ...this.fields(), why: reason }, 'pod data changed, restarting in place')
+      this.gen++
+      this.run?.cancel(reason)
+      this.run = undefined
+      await this.stopContainers(reason)
+      for (const cs of this.containers.values()) {
+        cs.stopping = false
+        cs.state = 'waiting'
+        cs.reason = reason
+      }
+      this.runningRevision = undefined
+      // Starting again at once (not Pending: nothing is missing).
+      this.runState = 'running'
+      // Recorded as its own revision of the pod: `orc history pod/NAME` says why it restarted.
+      this.writeStatus(reason)
+      await this.writer.settled()
+      this.gen++
+      this.clearRunRetry()
+      await this.startRun(obj, this.gen, reason)
+    })
+  }
+
+  /** A pod waiting Pending for its Configs or Secrets tries again now (the keyring arrived). */
+  retryIfWaitingForData(): void {
+    void this.enqueue(async () => {
+      if (this.runState !== 'failed' || !this.waitingForData || this.stopping) return
+      const obj = this.c.store.get(this.ref)
+      if (!obj || !assignedTo(obj, this.c.nodeName)) return
+      this.gen++
+      this.clearRunRetry()
+      await this.startRun(obj, this.gen)
+    })
+  }
+
+  /** After an agent restart (no fingerprints of the adopted run): compare the revisions its status recorded. */
+  private revisionsChanged(now: ResolvedData): string[] {
+    const before = this.refRevisions ?? {}
+    return Object.keys(now.fingerprints)
+      .sort()
+      .filter((r) => (before[r] ?? -1) !== (now.revisions[r] ?? -1))
+      .map((r) => (now.revisions[r] === undefined ? `${r} deleted` : `${r} changed (revision ${now.revisions[r]})`))
   }
 
   /** Why the pod may not run its unsafe features (the two-party rule), or undefined when it may. */
@@ -377,6 +467,7 @@ export class PodWorker {
     this.runningRevision = st.runningRevision
     this.runState = 'reached'
     this.snapshot = st.workflow as WorkflowSnapshot | undefined
+    if (st.configRefs !== undefined) this.refRevisions = { ...st.configRefs }
     this.containers = new Map()
     const exits: [string, ExitStatus][] = []
     for (const c of spec.containers) {
@@ -417,6 +508,8 @@ export class PodWorker {
     }
     this.writeStatus('adopted after agent restart')
     for (const [id, exit] of exits) await this.onExit(id, exit, true)
+    // A Config or Secret that changed while no agent watched: restart with its new values.
+    if (st.configRefs !== undefined) this.dataChanged(new Set(Object.keys(st.configRefs)))
     return true
   }
 
@@ -510,6 +603,11 @@ export class PodWorker {
       await this.c.network.detachPod(this.uid).catch((err) => this.log.warn({ ...this.fields(), err: String(err) }, 'remove pod network'))
     }
     this.net = undefined
+    if (this.uid !== undefined) this.c.dataFiles?.remove(this.uid)
+    this.data = undefined
+    this.refRevisions = undefined
+    this.volumeDirs = new Map()
+    this.waitingForData = false
     if (deleted && this.uid !== undefined) {
       this.c.images.unpin(this.uid)
       rmSync(this.c.podDir(this.uid), { recursive: true, force: true })
@@ -571,6 +669,22 @@ export class PodWorker {
       },
     })
     g.addUnit({
+      name: 'resolve-data',
+      description: "the Configs and Secrets the pod uses: its environment variables and its volumes' files (on a tmpfs)",
+      requires: ['check-security'],
+      wantedBy: ['storage'],
+      timeoutMs: 5_000,
+      run: async () => {
+        this.waitingForData = false
+        try {
+          await this.resolveData()
+        } catch (err) {
+          if (gen === this.gen) this.waitingForData = true
+          throw err
+        }
+      },
+    })
+    g.addUnit({
       name: 'sandbox-network',
       description: "the pod's network namespace, its IPv6 address in the node's /64 and routes (loopback only when the node has no pod network)",
       requires: ['check-security'],
@@ -602,7 +716,47 @@ export class PodWorker {
     return g
   }
 
-  private async startRun(obj: Stored<Pod>, gen: number): Promise<void> {
+  /**
+   * Resolve the pod's Configs and Secrets and write its volumes (each run: the files are those of
+   * now). `keepFiles`: an adopted pod's restart of one container keeps the files the others bind.
+   */
+  private async resolveData(keepFiles = false): Promise<void> {
+    const obj = this.c.store.get(this.ref)
+    if (!obj || this.c.dataLookup === undefined || this.uid === undefined) return
+    if (dataRefsOf(obj.spec).some((r) => r.startsWith('secret/'))) await this.c.loadKeyring?.()
+    const data = resolvePodData(obj.spec ?? {}, this.ref.namespace, this.c.dataLookup(this.ref.namespace))
+    let dirs = new Map<string, string>()
+    if (data.volumes.length > 0) {
+      if (this.c.dataFiles === undefined) throw new OrcError('unavailable', 'this agent has no place for Config and Secret volumes')
+      const spec = this.spec ?? podSpecOf(obj)
+      const owner = this.c.runtime(spec.runtime).hostIdsOf({ ...(spec.unsafe.includes('root') ? { rootInside: true } : {}) })
+      const kept = keepFiles
+        ? this.c.dataFiles.existing(
+            this.uid,
+            data.volumes.map((v) => v.name),
+          )
+        : undefined
+      dirs = kept ?? this.c.dataFiles.write(this.uid, data.volumes, owner)
+    }
+    this.data = data
+    this.refRevisions = data.revisions
+    this.volumeDirs = dirs
+  }
+
+  /** A container's bind mounts: its volumeMounts onto the volume directories of this run. */
+  private mountsOf(name: string): ContainerMount[] {
+    const obj = this.c.store.get(this.ref)
+    const c = (obj?.spec?.containers ?? []).find((x) => x.name === name)
+    const out: ContainerMount[] = []
+    for (const m of c?.volumeMounts ?? []) {
+      const source = this.volumeDirs.get(m.name)
+      if (source === undefined) throw new OrcError('not_found', `container ${name}: volume ${m.name} has not been prepared`)
+      out.push({ source, destination: m.mountPath, readOnly: true })
+    }
+    return out
+  }
+
+  private async startRun(obj: Stored<Pod>, gen: number, why?: string): Promise<void> {
     const graph = this.buildGraph(obj, gen)
     const run = new WorkflowRun(graph, {
       clock: this.c.clock,
@@ -618,7 +772,7 @@ export class PodWorker {
       this.writeStatus('lifecycle progress')
     })
     this.snapshot = run.snapshot()
-    this.writeStatus(`start revision ${this.revision}`)
+    this.writeStatus(why === undefined ? `start revision ${this.revision}` : `start revision ${this.revision}: ${why}`)
     void run.reach('running').then((res) => this.enqueue(() => this.runFinished(gen, run, res)))
   }
 
@@ -674,7 +828,11 @@ export class PodWorker {
       const hostPath = this.hostPathGranted || (cur !== undefined && (await this.grantRefusal(cur)) === undefined)
       cs.image = await this.c.images.resolve(cs.spec.image, new AbortController().signal, { hostPath })
     }
-    const cmd = containerCommand(cs.spec, cs.image)
+    // An adopted pod's restart: its Configs and Secrets are resolved (and its volumes written) now.
+    if (this.data === undefined && this.c.dataLookup !== undefined) await this.resolveData(true)
+    const env = this.data?.env.get(cs.spec.name)
+    const cmd = containerCommand(env === undefined ? cs.spec : { ...cs.spec, env }, cs.image)
+    const mounts = this.mountsOf(cs.spec.name)
     const old = rt.status(cs.id)
     if (old) {
       if (old.state === 'running') await rt.stop(cs.id, { graceMs: spec.graceMs })
@@ -689,6 +847,7 @@ export class PodWorker {
       revision: this.revision ?? 0,
       hostname: this.ref.name,
       ...(cmd.workingDir !== undefined ? { workingDir: cmd.workingDir } : {}),
+      ...(mounts.length > 0 ? { mounts } : {}),
       ...(cs.spec.resources ? { resources: cs.spec.resources } : {}),
       defaultResources: podDefaultResourcesOf(this.c.store.list('Cluster')),
       ...(spec.unsafe.includes('root') ? { rootInside: true } : {}),
@@ -764,8 +923,8 @@ export class PodWorker {
     if (this.fenced !== undefined) return 'Fenced'
     if (this.runState === 'none') return 'Pending'
     if (this.runState === 'running') return 'Starting'
-    // Refused by the two-party rule: it never started; it waits for a grant.
-    if (this.runState === 'failed') return this.refusedByPolicy ? 'Pending' : 'Failed'
+    // Refused by the two-party rule, or waiting for a Config or Secret: it never started.
+    if (this.runState === 'failed') return this.refusedByPolicy || this.waitingForData ? 'Pending' : 'Failed'
     const cs = [...this.containers.values()]
     if (cs.length > 0 && cs.every((c) => c.state === 'exited')) return cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed'
     return 'Running'
@@ -791,6 +950,7 @@ export class PodWorker {
       }),
       workflow: this.snapshot,
       network: this.net === undefined ? undefined : this.net.mode === 'ipv6' ? { ipv6: this.net.ipv6 } : { loopbackOnly: true, reason: this.net.reason },
+      configRefs: this.refRevisions === undefined || Object.keys(this.refRevisions).length === 0 ? undefined : this.refRevisions,
     }
     this.writer.set(status, `${reason} (phase ${phase})`)
   }

@@ -4,13 +4,57 @@ import { s } from '../schema.ts'
 import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
 
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
+/** A name an environment variable may have (envFrom skips keys that are not one). */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/** One key of a Config or Secret in the pod's namespace; `optional`: a missing one is left out instead of holding the pod Pending. */
+const keyRef = s.object({
+  name: s.required(dnsName),
+  key: s.required(s.string({ minLength: 1, maxLength: 253 })),
+  optional: s.bool(),
+})
+/** Exactly one source per entry (`secret` or `config`). */
+const envVar = s.object({
+  name: s.required(envName),
+  value: s.string({ maxLength: 32768 }),
+  valueFrom: s.object({ secret: keyRef, config: keyRef }),
+})
+/** Every key of a Config or Secret as a variable (`prefix` + key); keys that are not variable names, or hold binary data, are skipped. */
+const envFromSource = s.object({
+  secret: dnsName,
+  config: dnsName,
+  prefix: s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable prefix' }),
+})
+/** Where a mount's files come from: a Config or a Secret (every key, or the listed ones at the listed paths). */
+const dataVolumeSource = s.object({
+  name: s.required(dnsName),
+  items: s.array(s.object({ key: s.required(s.string({ minLength: 1, maxLength: 253 })), path: s.required(s.string({ minLength: 1, maxLength: 4096 })) }), {
+    maxItems: 256,
+  }),
+  optional: s.bool(),
+})
+/**
+ * A pod volume: exactly one source. Today `secret` and `config` (files on a tmpfs, read-only);
+ * more sources (emptyDir, volume, hostPath) are further fields of the same object.
+ */
+const volume = s.object({ name: s.required(dnsName), secret: dataVolumeSource, config: dataVolumeSource })
+/** The volume sources this agent knows (podSpecIssues requires exactly one). */
+export const VOLUME_SOURCES = ['secret', 'config'] as const
+const volumeMount = s.object({
+  name: s.required(dnsName),
+  mountPath: s.required(s.string({ minLength: 1, maxLength: 4096 })),
+  /** Config and Secret volumes are always read-only; `false` is refused for them. */
+  readOnly: s.bool(),
+})
 
 const container = s.object({
   name: s.required(dnsName),
   image: s.required(s.string({ minLength: 1, maxLength: 4096 })),
   command: s.array(s.string({ maxLength: 4096 }), { maxItems: 256 }),
   args: s.array(s.string({ maxLength: 4096 }), { maxItems: 1024 }),
-  env: s.array(s.object({ name: s.required(envName), value: s.string({ maxLength: 32768 }) }), { maxItems: 1024, uniqueBy: 'name' }),
+  env: s.array(envVar, { maxItems: 1024, uniqueBy: 'name' }),
+  envFrom: s.array(envFromSource, { maxItems: 64 }),
+  volumeMounts: s.array(volumeMount, { maxItems: 64, uniqueBy: 'mountPath' }),
   workingDir: s.string({ maxLength: 4096 }),
   ports: s.array(
     s.object({
@@ -118,11 +162,104 @@ export function podSpecIssues(spec: unknown, base: string): Issue[] {
   const issues: Issue[] = []
   const containers = (spec as Record<string, unknown> | undefined)?.containers
   if (Array.isArray(containers) && containers.length === 0) issues.push({ path: `${base}.containers`, rule: 'must have at least one container' })
-  return [...issues, ...schedulingIssues(spec, base)]
+  return [...issues, ...dataRefIssues(spec, base), ...schedulingIssues(spec, base)]
+}
+
+/** A mount path: absolute, no `.` or `..` component, not `/` nor a path the sandbox owns. */
+function mountPathIssue(p: string): string | undefined {
+  if (!p.startsWith('/')) return 'an absolute path'
+  const parts = p.split('/').filter((x) => x !== '')
+  if (parts.length === 0) return 'not /'
+  if (parts.some((x) => x === '.' || x === '..')) return 'no . or .. component'
+  if (['proc', 'dev', 'sys'].includes(parts[0]!)) return `not under /${parts[0]} (the sandbox's own)`
+  return undefined
+}
+
+/** A file path inside a volume (`items[].path`): relative, no `.`/`..` component. */
+function itemPathIssue(p: string): string | undefined {
+  if (p.startsWith('/')) return 'a relative path'
+  if (p.split('/').some((x) => x === '' || x === '.' || x === '..')) return 'no empty, . or .. component'
+  return undefined
+}
+
+/** Rules of env `valueFrom`, `envFrom`, `volumes` and `volumeMounts` that the schema cannot say. */
+function dataRefIssues(spec: unknown, base: string): Issue[] {
+  const issues: Issue[] = []
+  const sp = (spec ?? {}) as Record<string, any>
+  const volumes: any[] = Array.isArray(sp.volumes) ? sp.volumes : []
+  const names = new Set<string>()
+  volumes.forEach((v, i) => {
+    const p = `${base}.volumes[${i}]`
+    if (typeof v?.name === 'string') names.add(v.name)
+    const sources = VOLUME_SOURCES.filter((k) => v?.[k] !== undefined)
+    if (sources.length !== 1)
+      issues.push({ path: p, rule: `exactly one source (${VOLUME_SOURCES.join(', ')}); got ${sources.length === 0 ? 'none' : sources.join(', ')}` })
+    for (const k of sources) {
+      const items: any[] = Array.isArray(v[k]?.items) ? v[k].items : []
+      const paths = new Set<string>()
+      items.forEach((it, j) => {
+        if (typeof it?.path !== 'string') return
+        const bad = itemPathIssue(it.path)
+        if (bad) issues.push({ path: `${p}.${k}.items[${j}].path`, rule: bad })
+        if (paths.has(it.path)) issues.push({ path: `${p}.${k}.items[${j}].path`, rule: `path ${it.path} is given twice` })
+        paths.add(it.path)
+      })
+    }
+  })
+  const containers: any[] = Array.isArray(sp.containers) ? sp.containers : []
+  containers.forEach((c, ci) => {
+    const cp = `${base}.containers[${ci}]`
+    ;(Array.isArray(c?.env) ? c.env : []).forEach((e: any, i: number) => {
+      const p = `${cp}.env[${i}]`
+      const from = e?.valueFrom
+      if (from === undefined && e?.value === undefined) issues.push({ path: p, rule: 'value or valueFrom is required' })
+      if (from !== undefined && e?.value !== undefined) issues.push({ path: p, rule: 'value and valueFrom: give one' })
+      if (from !== undefined && (from.secret === undefined) === (from.config === undefined))
+        issues.push({ path: `${p}.valueFrom`, rule: 'exactly one of secret or config' })
+    })
+    ;(Array.isArray(c?.envFrom) ? c.envFrom : []).forEach((e: any, i: number) => {
+      if ((e?.secret === undefined) === (e?.config === undefined)) issues.push({ path: `${cp}.envFrom[${i}]`, rule: 'exactly one of secret or config' })
+    })
+    ;(Array.isArray(c?.volumeMounts) ? c.volumeMounts : []).forEach((m: any, i: number) => {
+      const p = `${cp}.volumeMounts[${i}]`
+      if (typeof m?.name === 'string' && !names.has(m.name)) issues.push({ path: `${p}.name`, rule: `no volume named ${m.name} in ${base}.volumes` })
+      if (typeof m?.mountPath === 'string') {
+        const bad = mountPathIssue(m.mountPath)
+        if (bad) issues.push({ path: `${p}.mountPath`, rule: bad })
+      }
+      const v = volumes.find((x) => x?.name === m?.name)
+      if (m?.readOnly === false && (v?.secret !== undefined || v?.config !== undefined))
+        issues.push({ path: `${p}.readOnly`, rule: 'Config and Secret volumes are read-only' })
+    })
+  })
+  return issues
+}
+
+/** The Configs and Secrets a pod spec names (env, envFrom, volumes): `secret/NAME`, `config/NAME`, sorted. */
+export function dataRefsOf(spec: unknown): string[] {
+  const out = new Set<string>()
+  const sp = (spec ?? {}) as Record<string, any>
+  for (const c of Array.isArray(sp.containers) ? sp.containers : []) {
+    for (const e of Array.isArray(c?.env) ? c.env : []) {
+      if (typeof e?.valueFrom?.secret?.name === 'string') out.add(`secret/${e.valueFrom.secret.name}`)
+      if (typeof e?.valueFrom?.config?.name === 'string') out.add(`config/${e.valueFrom.config.name}`)
+    }
+    for (const e of Array.isArray(c?.envFrom) ? c.envFrom : []) {
+      if (typeof e?.secret === 'string') out.add(`secret/${e.secret}`)
+      if (typeof e?.config === 'string') out.add(`config/${e.config}`)
+    }
+  }
+  for (const v of Array.isArray(sp.volumes) ? sp.volumes : []) {
+    if (typeof v?.secret?.name === 'string') out.add(`secret/${v.secret.name}`)
+    if (typeof v?.config?.name === 'string') out.add(`config/${v.config.name}`)
+  }
+  return [...out].sort()
 }
 
 /** The one container spec of a manifest (the runtime's `ContainerRunSpec` is what the agent makes of it). */
 export type Container = Infer<typeof container>
+export type PodVolume = Infer<typeof volume>
+export type VolumeMount = Infer<typeof volumeMount>
 export type LabelSelector = Infer<typeof labelSelector>
 export type PodAffinityTerm = Infer<typeof podAffinityTerm>
 export type Toleration = Infer<typeof toleration>
@@ -155,10 +292,14 @@ export type PodStatus = {
   /** The lifecycle's unit graph (src/workflow/snapshot.ts). */
   workflow?: unknown
   network?: { ipv6?: string; loopbackOnly?: boolean; reason?: string }
+  /** The revision of each Config and Secret the running copy uses (`secret/db`: 7): a change restarts the pod. */
+  configRefs?: Record<string, number>
 }
 
 const podSpec = s.object({
   containers: s.required(s.array(container, { maxItems: 32, uniqueBy: 'name' })),
+  /** Files the containers mount (`containers[].volumeMounts`). */
+  volumes: s.array(volume, { maxItems: 64, uniqueBy: 'name' }),
   restartPolicy: s.enum('Always', 'OnFailure', 'Never'),
   policy: s.enum('ha', 'best-effort'),
   /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
