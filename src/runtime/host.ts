@@ -10,8 +10,12 @@ export const spawnDetached: Spawner = (req: SpawnRequest): SpawnedProcess => {
   ;(req.inputs ?? []).forEach((data, i) => {
     const w = child.stdio[req.fds.length + i] as NodeJS.WritableStream | null | undefined
     if (!w) return
-    ;(w as NodeJS.WritableStream & { on(e: 'error', fn: () => void): void }).on('error', () => {})
-    w.end(data)
+    const sock = w as NodeJS.WritableStream & { on(e: 'error', fn: () => void): void; unref?(): void; destroy(): void }
+    sock.on('error', () => {})
+    // The child's side stays open as long as the container's wrapper lives: close ours once the
+    // data is handed over, and never let it keep the agent's event loop alive (SIGTERM must exit).
+    sock.unref?.()
+    w.end(data, () => sock.destroy())
   })
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('error', () => resolve({ code: 127, signal: null }))
