@@ -20,6 +20,7 @@ import {
   type OrcObject,
   type Pod,
   type RbacSource,
+  type Secret,
   type SecurityPolicy,
   userMay,
   wrapError,
@@ -54,7 +55,7 @@ import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
 import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
-import { sealAppliedSecret, secretRoutes } from './secrets-api.ts'
+import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
 
@@ -672,6 +673,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     prepare: (raw, ns) => sealAppliedSecret(secrets, raw, ns),
     admit: async (obj, batch, author) => {
       admitPolicy(obj, author, c.isAdmin)
+      if (obj.kind === 'Secret') admitSealedKeys(obj as Secret, c.keyring.get())
       if (obj.kind !== 'Pod') return
       const ns = obj.metadata.namespace ?? 'default'
       const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)

@@ -215,6 +215,12 @@ export function objectRoutes(c: ApiComponents) {
       getObject(ref)
       const author = parseAuthor(b.author)
       const to = b.to === undefined || b.to === null || b.to === '' ? await c.rollbackTarget?.(ref) : parseRev(b.to, 'to')
+      // What the rollback restores is admitted like an apply of it (a pod's unsafe features need
+      // their grant now, a Secret's values a key this cluster still holds).
+      if (to !== undefined && c.admit) {
+        const target = (await c.store.at(ref, to)) as unknown as OrcObject
+        await c.admit(target, [target], author)
+      }
       const res = await c.store.rollback(ref, { author, reason: parseReason(b.reason), now: c.clock.now(), ...(to !== undefined ? { to } : {}) })
       logWrite(ref, res, author)
       return res

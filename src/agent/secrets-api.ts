@@ -8,7 +8,7 @@
 import type { Logger } from 'pino'
 import type { Random } from '../effects/index.ts'
 import { authorOf, dataIssues, isPlainObject, type ObjectRef, OrcError, type SealedValue, type Secret } from '../model/index.ts'
-import { hashValue, openSecret, openValue, sealSecret } from '../secrets/index.ts'
+import { hashValue, type Keyring, keyIdOfSealed, openSecret, openValue, sealSecret } from '../secrets/index.ts'
 import type { StoredObject } from '../store/index.ts'
 import type { RouteHandlers } from './router.ts'
 import type { ClusterKeyring } from './secrets.ts'
@@ -50,6 +50,24 @@ function clearValueIssues(name: string, spec: Record<string, unknown>): void {
   }
   const issues = dataIssues(spec as Parameters<typeof dataIssues>[0])
   if (issues.length > 0) throw new OrcError('invalid', `secret/${name}: ${issues.map((i) => `${i.path}: ${i.rule}`).join('; ')}`, { issues })
+}
+
+/**
+ * A Secret about to be written (a rollback restores an old revision as it was sealed): every value
+ * must be sealed with a key this cluster still holds, or no pod could open it. Refused in one line.
+ */
+export function admitSealedKeys(secret: Secret, ring: Keyring | undefined): void {
+  if (ring === undefined) return
+  for (const [key, v] of Object.entries(secret.spec?.sealed ?? {})) {
+    const id = keyIdOfSealed(v)
+    if (ring.get(id) === undefined) {
+      throw new OrcError(
+        'invalid',
+        `secret/${secret.metadata.name}: key ${key} is sealed with data key ${id}, which this cluster retired after a rotation; apply the value again instead of restoring it`,
+        { key, keyId: id },
+      )
+    }
+  }
 }
 
 /**

@@ -7,9 +7,9 @@ import { pino } from 'pino'
 import { objectRoutes, routeNotFound } from '../../../src/agent/api.ts'
 import { createAuthorizer } from '../../../src/agent/authz.ts'
 import { combineHandlers, createRouter } from '../../../src/agent/router.ts'
-import { type SecretApiComponents, sealAppliedSecret, secretRoutes } from '../../../src/agent/secrets-api.ts'
+import { admitSealedKeys, type SecretApiComponents, sealAppliedSecret, secretRoutes } from '../../../src/agent/secrets-api.ts'
 import { type ApiRequest, OrcError, type Principal } from '../../../src/model/index.ts'
-import { Keyring } from '../../../src/secrets/index.ts'
+import { Keyring, keyIdsOf, resealSecret } from '../../../src/secrets/index.ts'
 import type { Store } from '../../../src/store/store.ts'
 import { seededBytes } from '../../helpers/random.ts'
 import { tempStore } from '../../helpers/store.ts'
@@ -51,6 +51,9 @@ describe('the API edge of Secrets', () => {
         logger: pino({ level: 'silent' }),
         node: () => ({}) as any,
         prepare: (raw, ns) => sealAppliedSecret(c, raw, ns),
+        admit: (obj) => {
+          if (obj.kind === 'Secret') admitSealedKeys(obj as any, ring)
+        },
       }),
       secretRoutes(c),
     )
@@ -159,6 +162,25 @@ describe('the API edge of Secrets', () => {
     const back = await apply([{ ...rest, metadata: { name: metadata.name } }])
     assert.equal(back.body.results[0].outcome, 'unchanged')
     assert.equal(await revisions('db'), n)
+  })
+
+  it('rollback to a revision sealed with a retired key is refused in one line, nothing written; after the rotation it works', async () => {
+    assert.equal((await apply([secret('rot', { data: { password: `${MARK}-1` } })])).status, 200)
+    const ref = { kind: 'Secret', namespace: 'default', name: 'rot' }
+    const old = ring!.current().id
+    ring!.rotate(random, (t += 1000))
+    await store.apply(resealSecret(ring!, random, store.get(ref) as any), { author: 'user:admin', reason: 'data key rotated', now: (t += 1000) })
+    assert.equal((await apply([secret('rot', { data: { password: `${MARK}-3` } })])).status, 200)
+    assert.deepEqual(ring!.retire(keyIdsOf(store.get(ref) as any)), [old])
+    const rollback = (to: number) => h({ method: 'POST', path: '/v1/objects/Secret/default/rot/rollback', body: { to }, principal: admin })
+    const refused = await rollback(1)
+    assert.equal(refused.status, 400, JSON.stringify(refused.body))
+    assert.match(refused.body.error.message, new RegExp(`^secret/rot: key password is sealed with data key ${old}, which this cluster retired`))
+    assert.equal(JSON.stringify(refused.body).includes(MARK), false)
+    assert.equal(await revisions('rot'), 3)
+    const ok = await rollback(2)
+    assert.equal(ok.status, 200, JSON.stringify(ok.body))
+    assert.equal((await get('/v1/secrets/default/rot/reveal')).body.object.spec.data.password, `${MARK}-1`)
   })
 
   it('without a keyring on this node: a clear unavailable error, nothing written; the sealed form still reads', async () => {
