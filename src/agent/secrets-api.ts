@@ -5,6 +5,7 @@
  * whose role grants `Secret/reveal` (`orc get secret NAME --show-secrets`). Nothing here logs or
  * puts a value in an error: errors name the key, logs name the keys.
  */
+import { isUtf8 } from 'node:buffer'
 import type { Logger } from 'pino'
 import type { Random } from '../effects/index.ts'
 import { authorOf, dataIssues, isPlainObject, type ObjectRef, OrcError, type SealedValue, type Secret } from '../model/index.ts'
@@ -20,17 +21,6 @@ export interface SecretApiComponents {
   /** The stored object at `ref`, as the API sees it (federation-routed). */
   get(ref: ObjectRef): StoredObject | undefined
   logger: Logger
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true })
-
-function isUtf8(b: Uint8Array): boolean {
-  try {
-    utf8.decode(b)
-    return true
-  } catch {
-    return false
-  }
 }
 
 function sameSealed(a: unknown, b: SealedValue | undefined): boolean {

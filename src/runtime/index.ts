@@ -22,6 +22,7 @@ export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
 export { buildBwrapArgs, buildLaunchPrefix, bwrapEnvArgs, SandboxRuntime } from './sandbox.ts'
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'
+export { isTmpfs, shmDirOf } from './shm.ts'
 export { containerArgv, decodeExitCode, resolveOptions, wrapperScript } from './supervisor.ts'
 export { readTar, type TarEntry, writeTar } from './tar.ts'
 export type {

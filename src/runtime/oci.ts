@@ -9,18 +9,17 @@
  * runc runs in the foreground (`runc run`) under the wrapper: it forwards signals, reports the
  * exit status and removes its state when the container ends.
  */
-import { createHash } from 'node:crypto'
-import { mkdirSync, rmdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
+import { mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
 import { type CgroupLayout, removeRuntimeParents } from './cgroups.ts'
 import { ensureMountPoint, type ResolvedImage } from './image.ts'
 import { ociSeccompProfile } from './seccomp.ts'
+import { isTmpfs, shmDirOf } from './shm.ts'
 import { type ContainerRecord, containerArgv, containerEnv, type LaunchPlan, type PlanContext, SupervisedRuntime } from './supervisor.ts'
 import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
 
 /** statfs(2) f_type of a tmpfs. */
-export const TMPFS_MAGIC = 0x01021994
 
 export const MASKED_PATHS = [
   '/proc/acpi',
@@ -189,17 +188,17 @@ export class OciRuntime extends SupervisedRuntime {
    * in the container's state dir only where there is no tmpfs.
    */
   private shmBase(): string {
-    return join('/dev/shm', `orc-oci-${createHash('sha256').update(this.opts.stateDir).digest('hex').slice(0, 12)}`)
+    return shmDirOf('orc-oci', this.opts.stateDir)
   }
 
   private bundleDir(id: string, stateDir: string): string {
     const base = this.shmBase()
-    try {
-      if (Number(statfsSync('/dev/shm').type) === TMPFS_MAGIC) {
+    if (isTmpfs('/dev/shm')) {
+      try {
         mkdirSync(base, { recursive: true, mode: 0o700 })
         return join(base, id)
-      }
-    } catch {}
+      } catch {}
+    }
     return join(stateDir, 'bundle')
   }
 

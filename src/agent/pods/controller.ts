@@ -3,13 +3,12 @@
  * and replicated ones alike), keeps one PodWorker per pod, routes container exits to them, and on
  * start re-adopts the containers a previous agent left running (runtime.recover()).
  */
-import { createHash } from 'node:crypto'
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type Random, systemRandom } from '../../effects/index.ts'
 import { isRefOf, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
-import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput } from '../../runtime/index.ts'
+import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput, shmDirOf } from '../../runtime/index.ts'
 import { DEFAULT_SCHED_OPTIONS, type PodView } from '../../sched/index.ts'
 import type { Keyring } from '../../secrets/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -169,7 +168,7 @@ export class PodLifecycle {
       [join(c.dataDir, 'images'), ...(c.imageStores ?? [])],
     )
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
-    this.dataFiles = new PodDataFiles(c.dataFilesDir ?? join('/dev/shm', `orc-${createHash('sha256').update(c.dataDir).digest('hex').slice(0, 12)}`))
+    this.dataFiles = new PodDataFiles(c.dataFilesDir ?? shmDirOf('orc', c.dataDir))
     this.binder = new Binder({
       store: c.store,
       nodeName: c.nodeName,

@@ -4,13 +4,11 @@
  * lifecycle run, bound read-only into the containers, removed with the pod. Secret files are 0400
  * and their directories 0500, owned by the host uid the pod's containers run as; Config files 0444.
  */
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { OrcError } from '../../model/index.ts'
+import { isTmpfs } from '../../runtime/index.ts'
 import type { ResolvedVolume } from './refs.ts'
-
-/** statfs(2) f_type of a tmpfs. */
-export const TMPFS_MAGIC = 0x01021994
 
 export class PodDataFiles {
   constructor(
@@ -20,13 +18,7 @@ export class PodDataFiles {
 
   private ensureBase(): void {
     const parent = dirname(this.base)
-    let type: number
-    try {
-      type = Number(statfsSync(parent).type)
-    } catch (err) {
-      throw new OrcError('unavailable', `${parent}: no tmpfs for Config and Secret volumes (${(err as Error).message})`)
-    }
-    if (type !== TMPFS_MAGIC) throw new OrcError('unavailable', `${parent} is not a tmpfs: refusing to write Secret files there (they would reach the disk)`)
+    if (!isTmpfs(parent)) throw new OrcError('unavailable', `${parent} is not a tmpfs: refusing to write Secret files there (they would reach the disk)`)
     // 0711: the containers' uid traverses it to its own directory; nobody lists it.
     mkdirSync(this.base, { recursive: true, mode: 0o711 })
     chmodSync(this.base, 0o711)
