@@ -18,8 +18,10 @@ const ALLOWED: Record<string, string[]> = {
   // Cluster data key and sealed values (Secrets): crypto and one key file.
   secrets: ['effects', 'model'],
   runtime: ['effects', 'model', 'workflow'],
-  agent: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime', 'secrets'],
-  cli: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime', 'agent', 'secrets'],
+  // Registry images: references, the blob store, the distribution client, pulls and unpacking.
+  images: ['effects', 'model', 'runtime'],
+  agent: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime', 'secrets', 'images'],
+  cli: ['effects', 'model', 'store', 'workflow', 'sched', 'mesh', 'net', 'runtime', 'agent', 'secrets', 'images'],
 }
 const root = resolve(new URL('../../..', import.meta.url).pathname)
 const src = join(root, 'src')
