@@ -35,6 +35,8 @@ import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
 import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
+import { imageRoutes } from './images/api.ts'
+import { pinImagesOnRollback } from './images/rollback.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
 import { NODE_CONTROLLER, nodeNameFromHostname, ORC_VERSION } from './node-info.ts'
@@ -686,10 +688,19 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
+    rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),
   })
   const own = combineHandlers(
     objectHandlers,
     podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
+    imageRoutes({
+      nodeName,
+      images: () => c.pods().imageService,
+      usedBy: (d) => c.pods().podsUsingImage(d),
+      dataLookup: (ns) => c.pods().clusterDataLookup(ns),
+      loadKeyring: () => c.pods().loadKeyring(),
+      log: c.logger.child({ module: 'images' }),
+    }),
     schedRoutes({
       store,
       nodeName,

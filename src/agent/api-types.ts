@@ -217,3 +217,39 @@ export interface RotateKeyAnswer {
   /** Members the new keyring was offered to, and how many took it (the others fetch it when they see a Secret sealed with it). */
   members: { offered: number; reached: number }
 }
+
+// ---- registry images (images/api.ts) -----------------------------------------------------------
+
+/** A pull as `orc image pull` and `orc image list` show it (images/service.ts PullView). */
+export interface ImagePullView {
+  image: string
+  digest?: string
+  namespace: string
+  state: 'pulling' | 'done' | 'failed'
+  phase: string
+  doneBytes: number
+  totalBytes?: number
+  startedAt: number
+  finishedAt?: number
+  error?: string
+  bytes?: { registry: number; peers: number; cached: number }
+}
+
+/** One image this node pulled (`GET /v1/images`). */
+export interface ImageListRow {
+  digest: string
+  manifestDigest: string
+  refs: string[]
+  bytes: number
+  pulledAt: number
+  usedBy: string[]
+  unpacked: boolean
+}
+
+/** `GET /v1/images/inspect`: what the node holds of one image. */
+export interface ImageInspectView extends ImageListRow {
+  mediaType: string
+  platform?: { os?: string; architecture?: string; variant?: string }
+  config: { entrypoint: string[]; cmd: string[]; env: string[]; workingDir?: string }
+  layers: Array<{ digest: string; size: number; mediaType: string }>
+}

@@ -28,6 +28,8 @@ export interface ApiComponents {
   prepare?: (raw: unknown, defaultNamespace: string | undefined) => unknown
   /** The revision `rollback` restores when none is named (default: the store's, the one before the head). */
   rollbackTarget?: (ref: ObjectRef) => Promise<string | undefined>
+  /** How a rollback to revision `to` completes what it restores (a Pod's registry images pinned to the digests that revision ran). */
+  rollbackRewrite?: (ref: ObjectRef, to: number | string) => Promise<((desired: Record<string, unknown>) => Record<string, unknown>) | undefined>
 }
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
@@ -221,7 +223,14 @@ export function objectRoutes(c: ApiComponents) {
         const target = (await c.store.at(ref, to)) as unknown as OrcObject
         await c.admit(target, [target], author)
       }
-      const res = await c.store.rollback(ref, { author, reason: parseReason(b.reason), now: c.clock.now(), ...(to !== undefined ? { to } : {}) })
+      const rewrite = to !== undefined ? await c.rollbackRewrite?.(ref, to) : undefined
+      const res = await c.store.rollback(ref, {
+        author,
+        reason: parseReason(b.reason),
+        now: c.clock.now(),
+        ...(to !== undefined ? { to } : {}),
+        ...(rewrite !== undefined ? { rewrite } : {}),
+      })
       logWrite(ref, res, author)
       return res
     },

@@ -12,6 +12,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
 export type { Agent, AgentComponents, OpenStore } from './agent.ts'
 export type { ApiComponents, ApiErrorBody, ApiHandler, ApiRequest, ApiResponse, ApplyOutcome, ApplyResultItem, NodeInfo, Query } from './api.ts'
 export { createApiHandler, errorBody, httpStatusOf, parseRev } from './api.ts'
+export type { ImageInspectView, ImageListRow, ImagePullView } from './api-types.ts'
 // Types only: cluster.ts loads libp2p, which the socket-only CLI commands must not pay for.
 export type { ClusterNode, MeshSetup } from './cluster.ts'
 // Pods: controller:lifecycle and what the CLI needs to explain pods.

@@ -21,6 +21,9 @@ import type {
   DownResponse,
   FederationView,
   Finding,
+  ImageInspectView,
+  ImageListRow,
+  ImagePullView,
   NetworkReport,
   NodeInfo,
   PeerRow,
@@ -213,6 +216,30 @@ export const ROUTES = {
     method: 'POST',
     path: '/v1/nodes/:name/forget',
     permission: { verb: 'admin', kind: 'Node' },
+  }),
+
+  // registry images on this node (images/api.ts): pulls are started in the background and watched through `images`
+  images: route<{ response: { node: string; images: ImageListRow[]; pulls: ImagePullView[]; blobBytes: number } }>()({
+    method: 'GET',
+    path: '/v1/images',
+    permission: { verb: 'get' },
+  }),
+  imagePull: route<{ body: { image: string; secrets?: string[] }; response: { image: string; digest: string; pull: ImagePullView } }>()({
+    method: 'POST',
+    path: '/v1/images/:ns/pull',
+    permission: { verb: 'apply', kind: 'Pod' },
+    status: 202,
+  }),
+  imageInspect: route<{ query: { image: string }; response: ImageInspectView }>()({ method: 'GET', path: '/v1/images/inspect', permission: { verb: 'get' } }),
+  imageRemove: route<{ body: { image: string }; response: { image: string; removed: string[]; freedBytes: number } }>()({
+    method: 'POST',
+    path: '/v1/images/remove',
+    permission: { verb: 'admin' },
+  }),
+  imagePrune: route<{ body: { budgetBytes?: number }; response: { removed: string[]; freedBytes: number; images: string[] } }>()({
+    method: 'POST',
+    path: '/v1/images/prune',
+    permission: { verb: 'admin' },
   }),
 
   // rollouts (deployments/api.ts)

@@ -92,6 +92,11 @@ export class ImagePuller {
     throw new OrcError('internal', `ImagePuller.unpack(${digest}) is not implemented yet`)
   }
 
+  /** Whether a manifest is unpacked into a rootfs here. */
+  isUnpacked(manifestDigest: string): boolean {
+    throw new OrcError('internal', `ImagePuller.isUnpacked(${manifestDigest}) is not implemented yet`)
+  }
+
   /** Blobs reachable from `keep` (image digests) stay; others go, least recently used first, until the store is under `budgetBytes` (0: all unused go). */
   gc(keep: Iterable<string>, budgetBytes: number): { removed: string[]; freedBytes: number } {
     void keep

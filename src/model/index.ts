@@ -33,6 +33,7 @@ export {
   type LabelSelector,
   type Pod,
   type PodAffinityTerm,
+  type PodImagePin,
   type PodPhase,
   type PodSpec,
   type PodStatus,

@@ -64,6 +64,7 @@ import type {
   ObjectStore,
   RemoteApplied,
   Revision,
+  RollbackOptions,
   StoredObject,
   StoredOf,
   WriteOptions,
@@ -492,7 +493,7 @@ export class Store implements ObjectStore {
     return res.revision!
   }
 
-  async rollback(ref: ObjectRef, opts: WriteOptions & { to?: number | string }): Promise<WriteResult> {
+  async rollback(ref: ObjectRef, opts: RollbackOptions): Promise<WriteResult> {
     this.ensureOpen()
     this.checkAuthor(opts.author)
     const key = keyOf(ref)
@@ -522,6 +523,7 @@ export class Store implements ObjectStore {
       const now = valueAtPath(cur, path)
       desired = applyChanges(desired, [now === undefined ? { op: 'unset', path, old: undefined } : { op: 'set', path, value: now }])
     }
+    if (opts.rewrite !== undefined) desired = opts.rewrite(desired)
     desired = normalizeManifest(desired) as unknown as Record<string, unknown>
     const changes = diffValues(cur ?? {}, desired)
     if (cur && changes.length === 0) return { object: this.get(ref), revision: null }

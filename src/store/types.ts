@@ -3,6 +3,13 @@ import type { Change, KindArg, ObjectMeta, ObjectOf, ObjectRef, OrcObject } from
 /** `user:<name>` or `controller:<name>`. */
 export type Author = string
 
+/** `rollback`: the revision to restore, and how the caller completes what it restores (a Pod's image digests). */
+export type RollbackOptions = WriteOptions & {
+  to?: number | string
+  /** The restored content before it is checked and written (user fields only: owned fields are already the current ones). */
+  rewrite?: (desired: Record<string, unknown>) => Record<string, unknown>
+}
+
 export interface WriteOptions {
   author: Author
   reason?: string
@@ -128,7 +135,7 @@ export interface ObjectStore extends Replicable {
   /** The object as it was at a revision (display number or id). */
   at(ref: ObjectRef, rev: number | string): Promise<StoredObject>
   diff(ref: ObjectRef, from: number | string, to: number | string): Promise<Change[]>
-  rollback(ref: ObjectRef, opts: WriteOptions & { to?: number | string }): Promise<WriteResult>
+  rollback(ref: ObjectRef, opts: RollbackOptions): Promise<WriteResult>
   /** Subscribe to every change (local or remote) of current objects. */
   onChange(fn: (keys: string[]) => void): () => void
   /** Objects a remote update changed, once merged in memory (readable from then on), before its synced write. */

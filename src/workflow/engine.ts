@@ -17,6 +17,7 @@ interface Rec {
   attemptStartedAt?: number
   retryAt?: number
   lastError?: string
+  progress?: string
   reason?: string
   cause?: string
 }
@@ -168,6 +169,7 @@ export class WorkflowRun {
     if (rec.attemptStartedAt !== undefined) s.attemptStartedAt = rec.attemptStartedAt
     if (rec.retryAt !== undefined) s.retryAt = rec.retryAt
     if (rec.lastError !== undefined) s.lastError = rec.lastError
+    if (rec.progress !== undefined && rec.state === 'running') s.progress = rec.progress
     if (rec.reason !== undefined) s.reason = rec.reason
     if (rec.cause !== undefined) s.cause = rec.cause
     return s
@@ -288,7 +290,14 @@ export class WorkflowRun {
     this.log?.debug({ run: this.id, unit: name, attempt: rec.attempts }, 'unit started')
     let p: Promise<void>
     try {
-      p = Promise.resolve(rec.def.run!({ signal: abort.signal, attempt: rec.attempts, unit: name }))
+      const progress = (text: string) => {
+        // Only the current attempt speaks (a late one after a timeout is ignored).
+        if (this.attempts.get(name)?.token !== token || rec.progress === text) return
+        rec.progress = text.slice(0, 200)
+        this.emit(rec, rec.state)
+      }
+      delete rec.progress
+      p = Promise.resolve(rec.def.run!({ signal: abort.signal, attempt: rec.attempts, unit: name, progress }))
     } catch (err) {
       p = Promise.reject(err)
     }

@@ -137,6 +137,7 @@ export function describeUnit(u: UnitSnapshot, snap: WorkflowSnapshot, now = snap
       const parts: string[] = []
       const a = attemptText(u)
       if (a) parts.push(a)
+      if (u.progress !== undefined) parts.push(u.progress)
       if (u.timeoutMs !== null) parts.push(`timeout ${formatDuration(u.timeoutMs)}`)
       if (u.lastError !== undefined) parts.push(`last error: ${u.lastError}`)
       const elapsed = formatDuration(now - (u.attemptStartedAt ?? u.startedAt ?? now))

@@ -37,7 +37,7 @@ export function parseWorkflowSnapshot(value: unknown): WorkflowSnapshot {
     for (const k of ['startedAt', 'endedAt', 'attemptStartedAt', 'retryAt'] as const) {
       if (u[k] !== undefined && !isNum(u[k])) bad(`${at}.${k} must be a number`)
     }
-    for (const k of ['description', 'lastError', 'reason', 'cause'] as const) {
+    for (const k of ['description', 'lastError', 'progress', 'reason', 'cause'] as const) {
       if (u[k] !== undefined && !isText(u[k])) bad(`${at}.${k} must be a string`)
     }
   })

@@ -19,6 +19,11 @@ export interface UnitContext {
   attempt: number
   /** The unit's name (handy for shared run functions). */
   unit: string
+  /**
+   * Say how far the attempt is (`12.0 MiB / 48.3 MiB`): shown by `orc why` while the unit runs.
+   * Listeners hear it as a change; callers throttle (a pull reports every second or so, not per chunk).
+   */
+  progress(text: string): void
 }
 
 interface Ordering {
@@ -82,6 +87,8 @@ export interface UnitSnapshot {
   /** Set while waiting out the backoff before the next attempt. */
   retryAt?: number
   lastError?: string
+  /** How far the running attempt is, as the unit last said (UnitContext.progress). */
+  progress?: string
   /** Why a unit was skipped. */
   reason?: string
   /** For a skipped unit: the unit whose failure caused it, when there is one. */

@@ -7,11 +7,13 @@ import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type Random, systemRandom } from '../../effects/index.ts'
+import type { BlobSource } from '../../images/index.ts'
 import { isRefOf, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
 import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput, shmDirOf } from '../../runtime/index.ts'
 import { DEFAULT_SCHED_OPTIONS, type PodView } from '../../sched/index.ts'
 import type { Keyring } from '../../secrets/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
+import { ImageService } from '../images/service.ts'
 import type { PodNetworkHooks } from '../network/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
 import { buildSchedView, type NodeMember, podViewOf, schedOptionsOf } from '../sched/index.ts'
@@ -46,6 +48,8 @@ export interface PodLifecycleComponents {
   isAdmin?: IsAdmin
   /** Image stores besides `<dataDir>/images` the operator trusts (AgentOptions.imageStores). */
   imageStores?: readonly string[]
+  /** Cluster members as a source of image blobs before the registry (late bound: the mesh comes up after the lifecycle). */
+  imagePeers?: () => BlobSource | undefined
   /**
    * This node's copy of the cluster keyring, to open the Secrets pods use (agent/secrets.ts
    * ClusterKeyring). Read when a pod needs it, loaded from disk if not yet: a joiner gets it after admission.
@@ -130,7 +134,7 @@ export class PodLifecycle {
   private readonly runtimes = new Map<'sandbox' | 'oci', Runtime>()
   private readonly adopted = new Map<string, { pid: number; startedAt: number }>()
   private readonly gone = new Map<string, ExitStatus>()
-  private readonly images: PodImages
+  readonly images: PodImages
   private readonly dataFiles: PodDataFiles
   private readonly tunables: PodTunables
   private readonly binder: Binder
@@ -168,6 +172,14 @@ export class PodLifecycle {
       [join(c.dataDir, 'images'), ...(c.imageStores ?? [])],
     )
     mkdirSync(this.images.cacheDir, { recursive: true, mode: 0o711 })
+    this.images.registry = new ImageService({
+      dataDir: c.dataDir,
+      cacheDir: this.images.cacheDir,
+      clock: c.clock,
+      log: c.logger.child({ module: 'images' }),
+      inUse: () => this.images.pinnedDigests(),
+      ...(c.imagePeers !== undefined ? { peers: c.imagePeers } : {}),
+    })
     this.dataFiles = new PodDataFiles(c.dataFilesDir ?? shmDirOf('orc', c.dataDir))
     this.binder = new Binder({
       store: c.store,
@@ -193,6 +205,14 @@ export class PodLifecycle {
     // A keyring delivered or rotated: pods waiting to open a Secret try again at once.
     this.exitUnsubs.push(c.keyring?.onChange?.(() => this.keyringChanged()) ?? (() => {}))
     this.scopes.set('', { id: '', store: c.store, nodeName: c.nodeName, suffix: '', namespaces: undefined, binder: this.binder, pendingKeys: new Set() })
+  }
+
+  /** The pods of this node that keep an image digest (their kept revisions): `namespace/name`. */
+  podsUsingImage(digest: string): string[] {
+    const uids = this.images.podsPinning(digest)
+    const out: string[] = []
+    for (const w of this.workers.values()) if (w.podUid !== undefined && uids.has(w.podUid)) out.push(`${w.ref.namespace}/${w.ref.name}`)
+    return out.sort()
   }
 
   /**
@@ -441,6 +461,16 @@ export class PodLifecycle {
   }
 
   /** A namespace's Configs and Secrets in the scope's store, and this node's keyring (loaded on first use). */
+  /** The cluster's own Configs and Secrets of a namespace, and the keyring (the image API's pull credentials). */
+  clusterDataLookup(ns: string) {
+    return this.dataLookup(this.scopes.get('')!, ns)
+  }
+
+  /** The node's registry images (blob store, puller, pulls). */
+  get imageService(): ImageService {
+    return this.images.registry!
+  }
+
   private dataLookup(run: ScopeRun, ns: string) {
     return {
       config: (name: string) => run.store.get({ kind: 'Config', namespace: ns, name }),

@@ -12,8 +12,10 @@ import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSyn
 import { realpath, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { type Random, randomHex, systemRandom } from '../../effects/index.ts'
+import { isRegistryReference } from '../../images/index.ts'
 import { OrcError, wrapError } from '../../model/index.ts'
 import { type ResolvedImage, resolveImage } from '../../runtime/index.ts'
+import type { ImageService } from '../images/service.ts'
 import { imageLocation } from './security.ts'
 
 const MAX_TAR_BYTES = 8 * 1024 * 1024 * 1024
@@ -51,6 +53,8 @@ interface Pins {
 
 export class PodImages {
   private pins: Pins
+  /** Registry images (docs/images.md): set by the agent; absent, a registry reference cannot be run here. */
+  registry: ImageService | undefined
 
   constructor(
     readonly cacheDir: string,
@@ -73,7 +77,14 @@ export class PodImages {
    * (or path) in the node's image store; a host path only with `hostPath` granted (check-security),
    * and nothing outside the store is even opened without it.
    */
-  async resolve(image: string, signal: AbortSignal, opts: { hostPath?: boolean } = {}): Promise<ResolvedImage> {
+  async resolve(image: string, signal: AbortSignal, opts: { hostPath?: boolean; digest?: string } = {}): Promise<ResolvedImage> {
+    if (isRegistryReference(image)) {
+      // pull-image fetched it (or a peer's copy) and chose the digest: unpack it, once per manifest.
+      if (this.registry === undefined) throw new OrcError('unavailable', `image ${image}: this agent has no registry image service`)
+      if (opts.digest === undefined) throw new OrcError('internal', `image ${image}: no digest was resolved for it`)
+      signal.throwIfAborted()
+      return this.registry.unpack(opts.digest)
+    }
     const loc = imageLocation(image, this.stores)
     const hostPathRefused = (what: string) =>
       new OrcError(
@@ -147,6 +158,20 @@ export class PodImages {
     const tmp = `${this.pinsFile}.tmp`
     writeFileSync(tmp, JSON.stringify(this.pins), { mode: 0o600 })
     renameSync(tmp, this.pinsFile)
+  }
+
+  /** The pod uids whose kept revisions use `digest`. */
+  podsPinning(digest: string): Set<string> {
+    const out = new Set<string>()
+    for (const [uid, list] of Object.entries(this.pins.pods)) if (list.some((e) => e.digests.includes(digest))) out.add(uid)
+    return out
+  }
+
+  /** Every digest a pod revision on this node keeps (image and manifest digests): what image GC must not remove. */
+  pinnedDigests(): Set<string> {
+    const out = new Set<string>()
+    for (const list of Object.values(this.pins.pods)) for (const e of list) for (const d of e.digests) out.add(d)
+    return out
   }
 
   hasCached(digest: string): boolean {

@@ -6,6 +6,9 @@ export interface PodTunables {
   /** resolve-image: per-attempt timeout and retries (a layout import can be slow). */
   resolveImageTimeoutMs: number
   resolveImageRetry: RetryPolicy
+  /** pull-image: per-attempt timeout (a large image over a slow link) and retries with backoff. */
+  pullImageTimeoutMs: number
+  pullImageRetry: RetryPolicy
   /** sandbox-network: per-attempt timeout. */
   networkTimeoutMs: number
   /** start-containers: per-attempt timeout. */
@@ -25,6 +28,8 @@ export interface PodTunables {
 export const DEFAULT_POD_TUNABLES: PodTunables = {
   resolveImageTimeoutMs: 120_000,
   resolveImageRetry: { attempts: 3, backoffMs: 5_000, maxBackoffMs: 60_000 },
+  pullImageTimeoutMs: 30 * 60_000,
+  pullImageRetry: { attempts: 3, backoffMs: 2_000, maxBackoffMs: 30_000 },
   networkTimeoutMs: 30_000,
   startTimeoutMs: 60_000,
   restartBackoffMs: 1_000,

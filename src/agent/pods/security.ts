@@ -12,6 +12,7 @@
  * revoked).
  */
 import { isAbsolute, join, normalize } from 'node:path'
+import { isRegistryReference } from '../../images/index.ts'
 import { OrcError, type OrcObject, type Pod, type RbacSource, rolesOf, type SecurityPolicy, type UnsafeFeature } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
@@ -73,7 +74,7 @@ export function hostPathImages(pod: Pod, imageStores: readonly string[]): string
   const out: string[] = []
   for (const c of pod.spec?.containers ?? []) {
     const image = String(c.image)
-    if (!imageLocation(image, imageStores).store) out.push(image)
+    if (!isRegistryReference(image) && !imageLocation(image, imageStores).store) out.push(image)
   }
   return out
 }

@@ -10,12 +10,14 @@ import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock, TimerHandle } from '../../effects/index.ts'
-import { dataRefsOf, type ObjectRef, OrcError, type Pod, type PodPhase, type PodStatus, type SecurityPolicy } from '../../model/index.ts'
+import { isRegistryReference, parseReference } from '../../images/index.ts'
+import { dataRefsOf, type ObjectRef, OrcError, type Pod, type PodImagePin, type PodPhase, type PodStatus, type SecurityPolicy } from '../../model/index.ts'
 import type { ContainerFence, ContainerMount, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import { untaggedAuthor } from '../federation/membership.ts'
+import { formatPullProgress, type PullView, registryAccessOf } from '../images/service.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { SCHEDULER_CONTROLLER } from './binder.ts'
 import type { PodImages } from './images.ts'
@@ -105,7 +107,7 @@ export function containerCommand(c: PodContainerSpec, img: ResolvedImage): { arg
 }
 
 /** Written by this node's controllers (in a federation's document as `controller:lifecycle@<cluster>`). */
-function isControllerAuthor(author: string): boolean {
+export function isControllerAuthor(author: string): boolean {
   const bare = untaggedAuthor(author)
   return bare === LIFECYCLE_CONTROLLER || bare === SCHEDULER_CONTROLLER
 }
@@ -142,10 +144,19 @@ export class PodWorker {
   private volumeDirs = new Map<string, string>()
   /** The last run could not resolve a Config or Secret: the pod waits Pending (retrying) for it. */
   private waitingForData = false
+  /** The last pull-image failed: the pod waits Pending (retrying) with the reason, rather than Failed. */
+  private waitingForImage = false
+  /** Container name → the digest its registry image resolved to for the spec revision being run (status.images). */
+  private imagePins = new Map<string, PodImagePin>()
   /** Set once the pod is gone for good: the controller drops the worker. */
   done = false
   /** Why this node's copy is fenced (an ha pod on a node that has not heard a quorum), if it is. */
   private fenced: string | undefined
+
+  /** The uid of the pod this worker runs (undefined before it started one). */
+  get podUid(): string | undefined {
+    return this.uid
+  }
 
   constructor(
     private readonly c: PodWorkerComponents,
@@ -468,6 +479,7 @@ export class PodWorker {
     this.runState = 'reached'
     this.snapshot = st.workflow as WorkflowSnapshot | undefined
     if (st.configRefs !== undefined) this.refRevisions = { ...st.configRefs }
+    this.imagePins = new Map(recordedPins(st, st.runningRevision).map((p) => [p.name, p]))
     this.containers = new Map()
     const exits: [string, ExitStatus][] = []
     for (const c of spec.containers) {
@@ -608,6 +620,8 @@ export class PodWorker {
     this.refRevisions = undefined
     this.volumeDirs = new Map()
     this.waitingForData = false
+    this.waitingForImage = false
+    this.imagePins = new Map()
     if (deleted && this.uid !== undefined) {
       this.c.images.unpin(this.uid)
       rmSync(this.c.podDir(this.uid), { recursive: true, force: true })
@@ -651,19 +665,38 @@ export class PodWorker {
       },
     })
     g.addUnit({
+      name: 'pull-image',
+      description: 'registry images resolved to a digest (once per spec revision) and fetched, from cluster members before the registry',
+      requires: ['check-security'],
+      wantedBy: ['storage'],
+      timeoutMs: t.pullImageTimeoutMs,
+      retry: t.pullImageRetry,
+      run: async ({ signal, progress }) => {
+        this.waitingForImage = false
+        try {
+          await this.pullImages(obj, gen, signal, progress)
+        } catch (err) {
+          if (gen === this.gen) this.waitingForImage = true
+          throw err
+        }
+      },
+    })
+    g.addUnit({
       name: 'resolve-image',
       description: 'container images found and unpacked',
-      requires: ['check-security'],
+      requires: ['check-security', 'pull-image'],
       wantedBy: ['storage'],
       timeoutMs: t.resolveImageTimeoutMs,
       retry: t.resolveImageRetry,
       run: async ({ signal }) => {
         const digests: string[] = []
         for (const cs of this.containers.values()) {
-          const img = await this.c.images.resolve(cs.spec.image, signal, { hostPath: this.hostPathGranted })
+          const pin = this.imagePins.get(cs.spec.name)
+          const img = await this.c.images.resolve(cs.spec.image, signal, { hostPath: this.hostPathGranted, ...(pin ? { digest: pin.digest } : {}) })
           if (gen !== this.gen) return
           cs.image = img
           if (img.digest) digests.push(img.digest)
+          if (pin) digests.push(pin.digest)
         }
         if (this.uid && this.revision !== undefined) this.c.images.pin(this.uid, this.revision, digests)
       },
@@ -714,6 +747,53 @@ export class PodWorker {
       },
     })
     return g
+  }
+
+  /**
+   * The pull-image unit: each registry image's digest for this spec revision — the one recorded in
+   * the status for it (another node ran it, or this one before a restart), else the registry's
+   * answer now, recorded at once — then its blobs fetched (peers first). A reference with a digest
+   * is never resolved.
+   */
+  private async pullImages(obj: Stored<Pod>, gen: number, signal: AbortSignal, progress: (text: string) => void): Promise<void> {
+    const wanted = [...this.containers.values()].filter((cs) => isRegistryReference(cs.spec.image))
+    if (wanted.length === 0) return
+    const svc = this.c.images.registry
+    if (svc === undefined) throw new OrcError('unavailable', 'this agent has no registry image service')
+    const cur = this.c.store.get(this.ref) ?? obj
+    const ns = this.ref.namespace
+    const secrets = (cur.spec as { imagePullSecrets?: string[] } | undefined)?.imagePullSecrets ?? []
+    if (secrets.length > 0) await this.c.loadKeyring?.()
+    const lookup = this.c.dataLookup?.(ns)
+    const revision = this.revision ?? cur.metadata.revision
+    const recorded = recordedPins(cur.status, revision)
+    for (const cs of wanted) {
+      const image = cs.spec.image
+      const ref = parseReference(image)
+      const access = registryAccessOf(ref.registry, ns, secrets, lookup)
+      let pin = this.imagePins.get(cs.spec.name)
+      if (pin === undefined || pin.image !== image || pin.revision !== revision) {
+        const digest =
+          ref.digest ?? recorded.find((p) => p.name === cs.spec.name && p.image === image)?.digest ?? (await svc.resolveDigest(image, access, signal))
+        if (gen !== this.gen) return
+        pin = { name: cs.spec.name, image, digest, revision }
+        this.imagePins.set(cs.spec.name, pin)
+        this.writeStatus(`image ${image} is ${digest}`)
+      }
+      let last = -Infinity
+      await svc.pull(image, pin.digest, {
+        access,
+        namespace: ns,
+        signal,
+        onProgress: (v: PullView) => {
+          const now = this.c.clock.now()
+          if (now - last < 1_000 && v.phase !== 'done') return
+          last = now
+          progress(`${cs.spec.name}: ${formatPullProgress(v)}`)
+        },
+      })
+      if (gen !== this.gen) return
+    }
   }
 
   /**
@@ -826,7 +906,8 @@ export class PodWorker {
       // An adopted pod's restart: no check-security ran in this agent, so the grant is checked here.
       const cur = this.c.store.get(this.ref)
       const hostPath = this.hostPathGranted || (cur !== undefined && (await this.grantRefusal(cur)) === undefined)
-      cs.image = await this.c.images.resolve(cs.spec.image, new AbortController().signal, { hostPath })
+      const pin = this.imagePins.get(cs.spec.name)
+      cs.image = await this.c.images.resolve(cs.spec.image, new AbortController().signal, { hostPath, ...(pin ? { digest: pin.digest } : {}) })
     }
     // An adopted pod's restart: its Configs and Secrets are resolved (and its volumes written) now.
     if (this.data === undefined && this.c.dataLookup !== undefined) await this.resolveData(true)
@@ -924,7 +1005,7 @@ export class PodWorker {
     if (this.runState === 'none') return 'Pending'
     if (this.runState === 'running') return 'Starting'
     // Refused by the two-party rule, or waiting for a Config or Secret: it never started.
-    if (this.runState === 'failed') return this.refusedByPolicy || this.waitingForData ? 'Pending' : 'Failed'
+    if (this.runState === 'failed') return this.refusedByPolicy || this.waitingForData || this.waitingForImage ? 'Pending' : 'Failed'
     const cs = [...this.containers.values()]
     if (cs.length > 0 && cs.every((c) => c.state === 'exited')) return cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed'
     return 'Running'
@@ -951,7 +1032,26 @@ export class PodWorker {
       workflow: this.snapshot,
       network: this.net === undefined ? undefined : this.net.mode === 'ipv6' ? { ipv6: this.net.ipv6 } : { loopbackOnly: true, reason: this.net.reason },
       configRefs: this.refRevisions === undefined || Object.keys(this.refRevisions).length === 0 ? undefined : this.refRevisions,
+      images: this.imagePins.size === 0 ? undefined : [...this.imagePins.values()],
     }
     this.writer.set(status, `${reason} (phase ${phase})`)
   }
+}
+
+const DIGEST = /^sha256:[a-f0-9]{64}$/
+
+/** The image pins a status records for spec revision `revision` (written by any node: checked here). */
+export function recordedPins(status: unknown, revision: number | undefined): PodImagePin[] {
+  const list = (status as { images?: unknown } | undefined)?.images
+  if (!Array.isArray(list) || revision === undefined) return []
+  return list.filter(
+    (p): p is PodImagePin =>
+      typeof p === 'object' &&
+      p !== null &&
+      typeof p.name === 'string' &&
+      typeof p.image === 'string' &&
+      typeof p.digest === 'string' &&
+      DIGEST.test(p.digest) &&
+      p.revision === revision,
+  )
 }

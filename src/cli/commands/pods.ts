@@ -18,6 +18,7 @@ import { examples, formatTable } from '../format.ts'
 import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { createProgress } from '../progress.ts'
 import type { ApiCaller } from '../remote.ts'
+import { formatBytes, registerImageCommands, registryImageTable } from './images.ts'
 import { nodeWhyOutput } from './network.ts'
 
 export interface PodCliIO {
@@ -52,6 +53,7 @@ function podSummary(pod: Stored<Pod>): string[] {
       (typeof st.targetRevision === 'number' && st.targetRevision !== st.runningRevision ? `, starting revision ${st.targetRevision}` : ''),
   ]
   if (typeof st.reason === 'string') lines.push(`  reason: ${st.reason}`)
+  for (const p of st.images ?? []) lines.push(`  image ${p.name}: ${p.image} is ${p.digest} (pinned for revision ${p.revision})`)
   for (const c of (st.containers as Record<string, unknown>[] | undefined) ?? []) {
     const bits = [`${c.state}`]
     if (c.pid !== undefined) bits.push(`pid ${c.pid}`)
@@ -188,7 +190,10 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     })
 
   // ---- image
-  const image = program.command('image').description('Local images for pods (rootfs directories and OCI layouts), no registry')
+  const image = program
+    .command('image')
+    .description("Images for pods: registry images in the node's blob store (pull, inspect, rm, prune) and local imports (rootfs directories, OCI layouts)")
+  registerImageCommands(image, { ...io, sleep: (ms) => new Promise((r) => setTimeout(r, ms)), isTTY: Boolean(process.stderr.isTTY) }, client)
   const dataDirOf = (o: { dataDir?: string }) => o.dataDir ?? defaultDataDir(io.env)
   const checkName = (name: string) => {
     if (!/^[a-z0-9][a-z0-9._-]{0,127}$/.test(name)) throw new OrcError('invalid', `image name ${JSON.stringify(name)}: use lowercase letters, digits and . _ -`)
@@ -234,9 +239,11 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
 
   image
     .command('list')
-    .description('List the images in <data-dir>/images')
+    .description("List the node's images: registry images in its blob store (from the agent), and imports in <data-dir>/images")
     .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
-    .action(async (opts) => {
+    .action(async (opts, cmd: Command) => {
+      const registry = await registryImageTable(client(cmd))
+      if (registry !== undefined) io.out(registry)
       const dir = join(dataDirOf(opts), 'images')
       let names: string[] = []
       try {
@@ -252,13 +259,6 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       })
       io.out(formatTable(['NAME', 'TYPE', 'SIZE', 'PATH'], rows))
     })
-}
-
-function formatBytes(n: number): string {
-  if (n < 1024) return `${n}B`
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)}KiB`
-  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)}MiB`
-  return `${(n / 1024 ** 3).toFixed(1)}GiB`
 }
 
 function duSync(p: string): number {

@@ -294,12 +294,25 @@ export type PodStatus = {
   network?: { ipv6?: string; loopbackOnly?: boolean; reason?: string }
   /** The revision of each Config and Secret the running copy uses (`secret/db`: 7): a change restarts the pod. */
   configRefs?: Record<string, number>
+  /**
+   * The digest each registry image resolved to for spec revision `revision` (docs/images.md): a
+   * tag is resolved once per spec revision, and any node running that revision runs this digest.
+   */
+  images?: PodImagePin[]
 }
+
+export type PodImagePin = { name: string; image: string; digest: string; revision: number }
 
 const podSpec = s.object({
   containers: s.required(s.array(container, { maxItems: 32, uniqueBy: 'name' })),
   /** Files the containers mount (`containers[].volumeMounts`). */
   volumes: s.array(volume, { maxItems: 64, uniqueBy: 'name' }),
+  /**
+   * Secrets of the pod's namespace holding registry credentials (`username`, `password`, and
+   * optionally `server`, `ca.crt`, `tls`): the node uses them to pull the pod's registry images
+   * (docs/images.md). Never given to the containers.
+   */
+  imagePullSecrets: s.array(dnsName, { maxItems: 16 }),
   restartPolicy: s.enum('Always', 'OnFailure', 'Never'),
   policy: s.enum('ha', 'best-effort'),
   /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
@@ -344,6 +357,15 @@ export const podKind = defineKind({
     { header: 'NODE', value: (o) => text(o.status?.node ?? o.spec?.placement?.node) },
     { header: 'IP', value: (o) => text(o.status?.network?.ipv6, '<none>'), wide: true },
     { header: 'POLICY', value: (o) => text(o.spec?.policy, 'best-effort'), wide: true },
+    // The registry digests the running revision pinned (docs/images.md), short like `docker images`.
+    {
+      header: 'IMAGE DIGEST',
+      value: (o) => {
+        const pins = (o.status?.images ?? []).filter((p) => typeof p?.digest === 'string')
+        return pins.length === 0 ? '<none>' : pins.map((p) => String(p.digest).slice(0, 19)).join(',')
+      },
+      wide: true,
+    },
     // The spec revision running (or being started): status writes add revisions too; this is the
     // number users compare with `orc history`.
     { header: 'REV', value: (o) => text(o.status?.runningRevision ?? o.status?.targetRevision ?? (o.metadata as { revision?: number }).revision, '') },

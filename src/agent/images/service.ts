@@ -1,0 +1,292 @@
+/**
+ * The node's registry images (docs/images.md): one blob store and one puller per agent, shared by
+ * the pods' lifecycle (`pull-image`, `resolve-image`) and the image API (`orc image pull|list|
+ * inspect|rm|prune`). Pulls in progress are listed with their bytes so `orc why`, `orc image pull`
+ * and `orc image list` show the same progress; a pull of a digest already under way is joined,
+ * not repeated.
+ */
+import { readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import type { Clock } from '../../effects/index.ts'
+import {
+  type BlobSource,
+  BlobStore,
+  type Descriptor,
+  formatReference,
+  ImagePuller,
+  type ImageReference,
+  type PullProgress,
+  type PullResult,
+  parseReference,
+  type RegistryAccess,
+  type RegistryTls,
+} from '../../images/index.ts'
+import { OrcError } from '../../model/index.ts'
+import type { ResolvedImage } from '../../runtime/index.ts'
+import { openValue } from '../../secrets/index.ts'
+import type { DataLookup } from '../pods/refs.ts'
+
+/** A pull the node is doing or did last (per image reference and digest). */
+export interface PullView {
+  image: string
+  digest?: string
+  namespace: string
+  state: 'pulling' | 'done' | 'failed'
+  phase: PullProgress['phase']
+  doneBytes: number
+  totalBytes?: number
+  startedAt: number
+  finishedAt?: number
+  error?: string
+  bytes?: PullResult['bytes']
+}
+
+/** An image this node pulled (`<data-dir>/blobs/images.json`): what `orc image list` shows. */
+export interface ImageRecord {
+  /** The digest pods pin (an index's when the registry served one). */
+  digest: string
+  /** The platform manifest unpacked for this node. */
+  manifestDigest: string
+  /** The references that resolved to it here (tags, or the digest reference). */
+  refs: string[]
+  /** Total size of its blobs (compressed, as stored). */
+  bytes: number
+  pulledAt: number
+}
+
+export interface ImageRow extends ImageRecord {
+  /** Pods of this node whose kept revisions use it (`namespace/name`). */
+  usedBy: string[]
+  /** Unpacked for the runtimes on this node. */
+  unpacked: boolean
+}
+
+/** Default budget of the blob store: past it, blobs no pod revision keeps go, least recently used first. */
+export const DEFAULT_BLOB_BUDGET_BYTES = 20 * 1024 ** 3
+
+export interface ImageServiceOptions {
+  dataDir: string
+  /** Unpacked rootfs per manifest digest (the pods' image cache). */
+  cacheDir: string
+  clock: Clock
+  log: Logger
+  /** The cluster's members as a blob source (late bound: the mesh starts after the lifecycle). */
+  peers?: () => BlobSource | undefined
+  /** Per registry request. */
+  timeoutMs?: number
+  /** Blob store budget (bytes); default DEFAULT_BLOB_BUDGET_BYTES. */
+  budgetBytes?: number
+  /** Digests pods of this node keep (their revisions' images): never collected. */
+  inUse?: () => Set<string>
+}
+
+/** Keys of a registry credential Secret (docs/images.md). */
+const TLS_MODES: readonly RegistryTls[] = ['verify', 'insecure', 'plain']
+
+/**
+ * The registry access a pod (or `orc image pull --secret`) gets from its pull Secrets: the first
+ * Secret whose `server` is the image's registry, or that names no server. Values are opened with the
+ * cluster keyring here, on the node that pulls; they never reach a container or a message.
+ */
+export function registryAccessOf(registry: string, namespace: string, secretNames: readonly string[], lookup: DataLookup | undefined): RegistryAccess {
+  if (secretNames.length === 0 || lookup === undefined) return {}
+  for (const name of secretNames) {
+    const s = lookup.secret(name)
+    if (s === undefined) throw new OrcError('not_found', `image pull secret secret/${name} not found in namespace ${namespace}`)
+    const sealed = s.spec?.sealed ?? {}
+    const ring = lookup.keyring()
+    const open = (key: string): string | undefined => {
+      const v = sealed[key]
+      if (v === undefined) return undefined
+      if (ring === undefined) throw new OrcError('unavailable', `secret/${name}: this node does not hold the cluster data key yet`)
+      return openValue(ring, { namespace, name, key }, v).toString('utf8')
+    }
+    const server = open('server')
+    if (server !== undefined && server.trim() !== registry) continue
+    const tls = open('tls')?.trim()
+    if (tls !== undefined && !TLS_MODES.includes(tls as RegistryTls))
+      throw new OrcError('invalid', `secret/${name}: tls must be one of ${TLS_MODES.join(', ')}, not ${JSON.stringify(tls)}`)
+    const username = open('username')
+    const password = open('password')
+    const ca = open('ca.crt')
+    return {
+      ...(tls !== undefined ? { tls: tls as RegistryTls } : {}),
+      ...(username !== undefined ? { username } : {}),
+      ...(password !== undefined ? { password } : {}),
+      ...(ca !== undefined ? { ca } : {}),
+    }
+  }
+  return {}
+}
+
+export class ImageService {
+  readonly blobs: BlobStore
+  readonly puller: ImagePuller
+  private readonly views = new Map<string, PullView>()
+  private readonly log: Logger
+  private readonly indexFile: string
+  private records: Record<string, ImageRecord>
+
+  constructor(private readonly o: ImageServiceOptions) {
+    this.log = o.log
+    this.blobs = new BlobStore(join(o.dataDir, 'blobs'))
+    const peers: BlobSource = {
+      fetch: async (d: Descriptor, image, signal) => (await o.peers?.()?.fetch(d, image, signal)) ?? undefined,
+    }
+    this.puller = new ImagePuller(this.blobs, o.cacheDir, { peers, ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}) })
+    this.indexFile = join(o.dataDir, 'blobs', 'images.json')
+    try {
+      this.records = JSON.parse(readFileSync(this.indexFile, 'utf8')) as Record<string, ImageRecord>
+    } catch {
+      this.records = {}
+    }
+  }
+
+  /** The digest `image`'s tag names now (asks the registry); an image with a digest is answered from it. */
+  async resolveDigest(image: string, access: RegistryAccess, signal?: AbortSignal): Promise<string> {
+    const ref = parseReference(image)
+    if (ref.digest !== undefined) return ref.digest
+    return this.puller.resolveDigest(ref, { access, ...(signal ? { signal } : {}) })
+  }
+
+  /**
+   * Fetch `image@digest` into the blob store (peers first, then the registry). A pull of the same
+   * image and digest under way is joined: its progress is what `onProgress` hears.
+   */
+  async pull(
+    image: string,
+    digest: string,
+    opts: { access: RegistryAccess; namespace: string; signal?: AbortSignal; onProgress?: (v: PullView) => void },
+  ): Promise<PullResult> {
+    const ref: ImageReference & { digest: string } = { ...parseReference(image), digest }
+    const key = `${formatReference({ ...ref, digest: undefined } as ImageReference)}@${digest}`
+    const view: PullView = {
+      image,
+      digest,
+      namespace: opts.namespace,
+      state: 'pulling',
+      phase: 'resolve',
+      doneBytes: 0,
+      startedAt: this.o.clock.now(),
+    }
+    this.views.set(key, view)
+    try {
+      const result = await this.puller.pull(ref, {
+        access: opts.access,
+        namespace: opts.namespace,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        onProgress: (p) => {
+          view.phase = p.phase
+          view.doneBytes = p.doneBytes
+          if (p.totalBytes !== undefined) view.totalBytes = p.totalBytes
+          opts.onProgress?.(view)
+        },
+      })
+      this.remember(image, result)
+      view.state = 'done'
+      view.phase = 'done'
+      view.bytes = result.bytes
+      view.doneBytes = result.totalBytes
+      view.totalBytes = result.totalBytes
+      this.log.info({ image, digest, bytes: result.bytes }, 'image pulled')
+      return result
+    } catch (err) {
+      view.state = 'failed'
+      view.error = (err as Error).message
+      throw err
+    } finally {
+      view.finishedAt = this.o.clock.now()
+    }
+  }
+
+  unpack(digest: string): ResolvedImage {
+    return this.puller.unpack(digest)
+  }
+
+  /** Pulls under way and the last ones that ended (newest first). */
+  pulls(): PullView[] {
+    return [...this.views.values()].sort((a, b) => b.startedAt - a.startedAt)
+  }
+
+  private remember(image: string, r: PullResult): void {
+    const prev = this.records[r.digest]
+    const refs = [...new Set([...(prev?.refs ?? []), image])].sort()
+    this.records[r.digest] = { digest: r.digest, manifestDigest: r.manifestDigest, refs, bytes: r.totalBytes, pulledAt: this.o.clock.now() }
+    this.saveIndex()
+    // Over budget: what no pod keeps goes, least recently used first.
+    const budget = this.o.budgetBytes ?? DEFAULT_BLOB_BUDGET_BYTES
+    if (this.blobs.totalBytes() > budget) this.prune(budget)
+  }
+
+  private saveIndex(): void {
+    const tmp = `${this.indexFile}.tmp`
+    writeFileSync(tmp, JSON.stringify(this.records), { mode: 0o600 })
+    renameSync(tmp, this.indexFile)
+  }
+
+  /** The image a reference or digest names here, if this node pulled it. */
+  find(imageOrDigest: string): ImageRecord | undefined {
+    const byDigest = this.records[imageOrDigest]
+    if (byDigest) return byDigest
+    return Object.values(this.records).find((r) => r.refs.includes(imageOrDigest) || r.refs.some((x) => x.endsWith(`@${imageOrDigest}`)))
+  }
+
+  /** The images this node pulled, with the pods that keep them. */
+  list(usedBy: (digest: string) => string[]): ImageRow[] {
+    return Object.values(this.records)
+      .filter((r) => this.blobs.has(r.manifestDigest))
+      .map((r) => ({
+        ...r,
+        usedBy: [...new Set([...usedBy(r.digest), ...usedBy(r.manifestDigest)])].sort(),
+        unpacked: this.puller.isUnpacked(r.manifestDigest),
+      }))
+      .sort((a, b) => b.pulledAt - a.pulledAt)
+  }
+
+  /** Digests nothing may collect now: pods' revisions and pulls under way. */
+  private kept(): Set<string> {
+    const keep = new Set(this.o.inUse?.() ?? [])
+    for (const v of this.views.values()) if (v.state === 'pulling' && v.digest) keep.add(v.digest)
+    return keep
+  }
+
+  /**
+   * Forget an image and remove its blobs (those no other kept image shares). Refused while a pod of
+   * this node keeps it: delete or update the pod first.
+   */
+  remove(imageOrDigest: string, usedBy: (digest: string) => string[]): { removed: string[]; freedBytes: number } {
+    const rec = this.find(imageOrDigest)
+    if (rec === undefined) throw new OrcError('not_found', `image ${imageOrDigest} is not on this node (orc image list shows what is)`)
+    const users = [...usedBy(rec.digest), ...usedBy(rec.manifestDigest)]
+    if (users.length > 0)
+      throw new OrcError('conflict', `image ${imageOrDigest} is used by ${[...new Set(users)].join(', ')} on this node; delete or update those first`)
+    delete this.records[rec.digest]
+    this.saveIndex()
+    const keep = new Set([...this.kept(), ...Object.keys(this.records)])
+    return this.puller.gc(keep, 0)
+  }
+
+  /** Remove what no pod keeps until the blob store is under `budgetBytes` (0: every unused image). */
+  prune(budgetBytes: number): { removed: string[]; freedBytes: number; images: string[] } {
+    const res = this.puller.gc(this.kept(), budgetBytes)
+    const images: string[] = []
+    for (const r of Object.values(this.records)) {
+      if (this.blobs.has(r.manifestDigest)) continue
+      delete this.records[r.digest]
+      images.push(r.digest)
+    }
+    if (images.length > 0) this.saveIndex()
+    return { ...res, images }
+  }
+}
+
+/** One line of a pull's progress: `12.0 MiB / 48.3 MiB (25%)`. */
+export function formatPullProgress(v: Pick<PullView, 'phase' | 'doneBytes' | 'totalBytes'>): string {
+  if (v.totalBytes === undefined || v.totalBytes === 0) return `${v.phase}: ${mib(v.doneBytes)}`
+  return `${v.phase}: ${mib(v.doneBytes)} / ${mib(v.totalBytes)} (${Math.floor((100 * v.doneBytes) / v.totalBytes)}%)`
+}
+
+function mib(n: number): string {
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`
+}
