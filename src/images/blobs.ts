@@ -175,6 +175,7 @@ export class BlobStore {
       // A concurrent writer of the same digest may have put it in place already: same bytes, so
       // the second rename replaces a file with an identical one.
       renameSync(tmp, this.path(digest))
+      this.touch(digest)
     } catch (err) {
       void it.return?.()?.catch?.(() => {})
       if (!closed) await fh.close().catch(() => {})
