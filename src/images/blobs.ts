@@ -137,10 +137,11 @@ export class BlobStore {
     const fh = await open(tmp, 'wx', 0o644)
     let closed = false
     const it = body[Symbol.asyncIterator]()
+    let onAbort: (() => void) | undefined
     try {
       const aborted = opts.signal
         ? new Promise<never>((_, reject) => {
-            const onAbort = () => reject(opts.signal!.reason ?? new OrcError('unavailable', `write of blob ${digest} cancelled`))
+            onAbort = () => reject(opts.signal!.reason ?? new OrcError('unavailable', `write of blob ${digest} cancelled`))
             if (opts.signal!.aborted) onAbort()
             else opts.signal!.addEventListener('abort', onAbort, { once: true })
           })
@@ -187,6 +188,7 @@ export class BlobStore {
       }
       throw err
     } finally {
+      if (onAbort) opts.signal?.removeEventListener('abort', onAbort)
       this.#writing.delete(tmp)
     }
   }

@@ -287,3 +287,18 @@ test('an image with a bad layer fails to unpack and leaves no rootfs behind', as
   )
   assert.deepEqual(readdirSync(puller.cacheDir), [])
 })
+
+test('progress is throttled: byte updates at most once per interval, every phase change reported', async () => {
+  const reg = new FakeRegistry()
+  const img = reg.addImage('team/app', '1.0', [{ compression: 'none', entries: [file('big', random(5, 1_000_000))] }])
+  const clock = new ManualClock(1000)
+  const { puller } = setup(reg, { clock })
+  const seen: PullProgress[] = []
+  const res = await puller.pull(ref(img.digest), { onProgress: (p) => seen.push(p) })
+  // ~16 chunks of 64 KiB arrived, but the clock did not move: only the phases were reported.
+  assert.deepEqual(
+    seen.map((p) => p.phase),
+    ['manifest', 'blobs', 'done'],
+  )
+  assert.deepEqual(seen.at(-1), { phase: 'done', doneBytes: res.totalBytes, totalBytes: res.totalBytes })
+})
