@@ -302,3 +302,23 @@ test('progress is throttled: byte updates at most once per interval, every phase
   )
   assert.deepEqual(seen.at(-1), { phase: 'done', doneBytes: res.totalBytes, totalBytes: res.totalBytes })
 })
+
+test('fetchBlob (for a peer) takes the blob from the registry, never from the peers, once however many ask', async () => {
+  const reg = new FakeRegistry()
+  const img = reg.addImage('team/app', '1.0', layered())
+  let asked = 0
+  const { puller, blobs } = setup(reg, {
+    peers: {
+      async fetch() {
+        asked++
+        return undefined
+      },
+    },
+  })
+  const layer = img.layers[0]!
+  await Promise.all([puller.fetchBlob(ref(img.digest), layer), puller.fetchBlob(ref(img.digest), layer)])
+  await puller.fetchBlob(ref(img.digest), { mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: img.manifestDigest, size: 0 })
+  assert.equal(asked, 0)
+  assert.equal(reg.count(layer.digest), 1)
+  assert.ok(blobs.has(layer.digest) && blobs.has(img.manifestDigest))
+})
