@@ -24,7 +24,8 @@ import {
 } from 'node:fs'
 import { dirname, join, posix } from 'node:path'
 import { gunzipSync, gzipSync } from 'node:zlib'
-import { OrcError, wrapError } from '../model/index.ts'
+import { decompress as zstdDecompress } from 'fzstd'
+import { isOrcError, OrcError, wrapError } from '../model/index.ts'
 import { readTar, type TarEntry, writeTar } from './tar.ts'
 
 export interface ImageConfig {
@@ -49,11 +50,20 @@ const MT_INDEX = 'application/vnd.oci.image.index.v1+json'
 const MT_CONFIG = 'application/vnd.oci.image.config.v1+json'
 const MT_LAYER_GZ = 'application/vnd.oci.image.layer.v1.tar+gzip'
 
-interface Descriptor {
+/** A content descriptor of an OCI layout or a registry (the fields unpacking reads). */
+export interface ImageDescriptor {
   mediaType: string
   digest: string
   size: number
-  platform?: { os?: string; architecture?: string }
+  platform?: { os?: string; architecture?: string; variant?: string }
+}
+type Descriptor = ImageDescriptor
+
+/** The platform an image is unpacked for. */
+export interface ImagePlatform {
+  os: string
+  architecture: string
+  variant?: string
 }
 
 /** Read access to a layout, whether a directory or an in-memory tar. */
@@ -85,15 +95,55 @@ function parseJson<T>(buf: Buffer, what: string): T {
   }
 }
 
-const GOARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm', ia32: '386' }
+const GOARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm', ia32: '386', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' }
+const MT_DOCKER_LIST = 'application/vnd.docker.distribution.manifest.list.v2+json'
+
+/** This machine's platform as registries name it (linux, GOARCH, and the ARM variant where there is one). */
+export function hostPlatform(): ImagePlatform {
+  const architecture = GOARCH[process.arch] ?? process.arch
+  if (process.arch === 'arm') {
+    const v = (process.config.variables as { arm_version?: string }).arm_version
+    return { os: 'linux', architecture, ...(v ? { variant: `v${v}` } : {}) }
+  }
+  return { os: 'linux', architecture }
+}
+
+/** Whether a descriptor is an index (OCI) or manifest list (Docker) rather than one image's manifest. */
+export function isIndexMediaType(mediaType: string | undefined): boolean {
+  return mediaType === MT_INDEX || mediaType === MT_DOCKER_LIST
+}
+
+/**
+ * The entry of an index for `platform`: same os and architecture, the same variant when both name
+ * one (else one naming none); an index whose entries name no platform gives its first. Throws
+ * `not_found` when the index has images only for other platforms.
+ */
+export function choosePlatformManifest(list: readonly Descriptor[], platform: ImagePlatform = hostPlatform()): Descriptor {
+  if (list.length === 0) throw new OrcError('invalid', 'image index lists no manifests')
+  const same = list.filter((d) => d.platform?.architecture === platform.architecture && (d.platform.os ?? 'linux') === platform.os)
+  const chosen =
+    (platform.variant !== undefined ? same.find((d) => d.platform?.variant === platform.variant) : undefined) ??
+    same.find((d) => d.platform?.variant === undefined) ??
+    same[0] ??
+    list.find((d) => d.platform === undefined)
+  if (chosen) return chosen
+  const offered = list.map((d) => [d.platform?.os, d.platform?.architecture, d.platform?.variant].filter(Boolean).join('/')).join(', ')
+  const want = [platform.os, platform.architecture, platform.variant].filter(Boolean).join('/')
+  throw new OrcError('not_found', `image has no ${want} variant (it has ${offered})`)
+}
 
 function pickManifest(src: LayoutSource, index: { manifests?: Descriptor[] }, depth = 0): Descriptor {
   const list = index.manifests ?? []
-  if (list.length === 0) throw new OrcError('invalid', 'OCI index lists no manifests')
-  const arch = GOARCH[process.arch] ?? process.arch
-  const chosen =
-    list.find((d) => d.platform?.architecture === arch && (d.platform.os ?? 'linux') === 'linux') ?? list.find((d) => d.platform === undefined) ?? list[0]!
-  if (chosen.mediaType === MT_INDEX || chosen.mediaType === 'application/vnd.docker.distribution.manifest.list.v2+json') {
+  // An OCI layout's index may list images of other platforms only (a layout built elsewhere): the
+  // first is taken then, as before registries existed.
+  let chosen: Descriptor
+  try {
+    chosen = choosePlatformManifest(list)
+  } catch (err) {
+    if (!isOrcError(err, 'not_found')) throw err
+    chosen = list[0]!
+  }
+  if (isIndexMediaType(chosen.mediaType)) {
     if (depth > 4) throw new OrcError('invalid', 'OCI index nesting too deep')
     return pickManifest(src, parseJson(readBlob(src, chosen), 'nested index'), depth + 1)
   }
@@ -262,40 +312,72 @@ export function prepareRootfs(rootfs: string): void {
   }
 }
 
+/** Decompress a layer blob by its media type or, failing that, its magic bytes (gzip, zstd, plain tar). */
+export function layerTar(layer: Descriptor, data: Buffer): Buffer {
+  const mt = layer.mediaType
+  if (mt.endsWith('gzip') || (data[0] === 0x1f && data[1] === 0x8b)) return gunzipSync(data)
+  if (mt.endsWith('zstd') || (data[0] === 0x28 && data[1] === 0xb5 && data[2] === 0x2f && data[3] === 0xfd)) {
+    try {
+      const out = zstdDecompress(data)
+      return Buffer.from(out.buffer, out.byteOffset, out.byteLength)
+    } catch (err) {
+      throw wrapError(`decompress zstd layer ${layer.digest}`, err, 'corrupt')
+    }
+  }
+  return data
+}
+
 function importLayout(src: LayoutSource, cacheDir: string, what: string): ResolvedImage {
   const index = parseJson<{ manifests?: Descriptor[] }>(src.read('index.json'), `${what}/index.json`)
   const mdesc = pickManifest(src, index)
+  return unpackManifest((d) => src.read(blobPath(d.digest)), mdesc, cacheDir)
+}
+
+/**
+ * Unpack the image of one manifest into `<cacheDir>/<manifest digest>/rootfs` next to its
+ * `config.json` (ImageConfig), once: an image already there is returned as is. `read` gives a
+ * blob's bytes (an OCI layout's file, the node's blob store); each is checked against its digest.
+ * The rootfs is built in a temporary directory and renamed into place: a failed unpack leaves nothing.
+ */
+export function unpackManifest(read: (d: Descriptor) => Buffer, mdesc: Descriptor, cacheDir: string): ResolvedImage {
   const dir = join(cacheDir, mdesc.digest.replace(':', '-'))
   const rootfs = join(dir, 'rootfs')
   if (existsSync(join(dir, 'config.json')) && existsSync(rootfs)) {
     return { rootfs, config: parseJson(readFileSync(join(dir, 'config.json')), 'image config'), digest: mdesc.digest }
   }
-  const manifest = parseJson<{ config: Descriptor; layers: Descriptor[] }>(readBlob(src, mdesc), 'manifest')
+  const readVerified = (d: Descriptor): Buffer => {
+    blobPath(d.digest)
+    const buf = read(d)
+    if (sha256(buf) !== d.digest) throw new OrcError('corrupt', `blob ${d.digest} does not match its digest`)
+    return buf
+  }
+  const manifest = parseJson<{ config: Descriptor; layers: Descriptor[] }>(readVerified(mdesc), 'manifest')
+  if (!manifest.config?.digest) throw new OrcError('invalid', `manifest ${mdesc.digest} names no image config`)
   const cfg = parseJson<{ config?: { Entrypoint?: string[]; Cmd?: string[]; Env?: string[]; WorkingDir?: string } }>(
-    readBlob(src, manifest.config),
+    readVerified(manifest.config),
     'image config',
   )
   const tmp = `${dir}.tmp-${process.pid}`
   removeTree(tmp)
-  mkdirSync(join(tmp, 'rootfs'), { recursive: true })
-  for (const layer of manifest.layers ?? []) {
-    let data = readBlob(src, layer)
-    if (layer.mediaType.endsWith('gzip') || (data[0] === 0x1f && data[1] === 0x8b)) data = gunzipSync(data)
-    else if (layer.mediaType.endsWith('zstd')) throw new OrcError('invalid', `zstd layers are not supported (${layer.digest})`)
-    applyLayer(join(tmp, 'rootfs'), readTar(data))
+  try {
+    mkdirSync(join(tmp, 'rootfs'), { recursive: true })
+    for (const layer of manifest.layers ?? []) applyLayer(join(tmp, 'rootfs'), readTar(layerTar(layer, readVerified(layer))))
+    prepareRootfs(join(tmp, 'rootfs'))
+    chmodSync(join(tmp, 'rootfs'), 0o755)
+    const config: ImageConfig = {
+      entrypoint: cfg.config?.Entrypoint ?? [],
+      cmd: cfg.config?.Cmd ?? [],
+      env: envRecord(cfg.config?.Env),
+      workingDir: cfg.config?.WorkingDir || undefined,
+    }
+    writeFileSync(join(tmp, 'config.json'), JSON.stringify(config))
+    removeTree(dir)
+    renameSync(tmp, dir)
+    return { rootfs, config, digest: mdesc.digest }
+  } catch (err) {
+    removeTree(tmp)
+    throw err
   }
-  prepareRootfs(join(tmp, 'rootfs'))
-  chmodSync(join(tmp, 'rootfs'), 0o755)
-  const config: ImageConfig = {
-    entrypoint: cfg.config?.Entrypoint ?? [],
-    cmd: cfg.config?.Cmd ?? [],
-    env: envRecord(cfg.config?.Env),
-    workingDir: cfg.config?.WorkingDir || undefined,
-  }
-  writeFileSync(join(tmp, 'config.json'), JSON.stringify(config))
-  removeTree(dir)
-  renameSync(tmp, dir)
-  return { rootfs, config, digest: mdesc.digest }
 }
 
 /** Resolve an image path to an unpacked rootfs, importing an OCI layout (dir or tar) if needed. */

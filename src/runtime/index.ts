@@ -6,13 +6,20 @@ export { FakeRuntime } from './fake.ts'
 export { spawnDetached } from './host.ts'
 export {
   applyLayer,
+  choosePlatformManifest,
   ensureMountPoint,
+  hostPlatform,
   type ImageConfig,
+  type ImageDescriptor,
+  type ImagePlatform,
+  isIndexMediaType,
   type LayoutImage,
+  layerTar,
   MOUNTPOINTS,
   packDirToTar,
   type ResolvedImage,
   resolveImage,
+  unpackManifest,
   writeOciLayout,
 } from './image.ts'
 export { type FollowLogOptions, followLog, listLogRevisions, logFilePath, logFilesOf, type ReadLogOptions, readLogLines, rotateIfNeeded } from './logs.ts'

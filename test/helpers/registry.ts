@@ -1,0 +1,360 @@
+/**
+ * A real OCI registry for tests: Debian's `docker-registry` (distribution 2.8) on a free port with
+ * its own temporary storage, optionally with basic auth (htpasswd, bcrypt) and self-signed TLS; and
+ * images pushed into it with `skopeo copy` from OCI layouts built by `writeOciLayout`.
+ *
+ *   const why = registryMissing(); if (why) return t.skip(why)
+ *   const reg = await startRegistry({ basicAuth: { username: 'u', password: 'p' }, tls: true })
+ *   const digest = await pushImage(reg, 'team/app:1.0', { layers: [busyboxLayerEntries()] })
+ *   …
+ *   await reg.stop()
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { request as httpRequest } from 'node:http'
+import { request as httpsRequest } from 'node:https'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type LayoutImage, writeOciLayout } from '../../src/runtime/index.ts'
+
+export const REGISTRY_BIN = '/usr/bin/docker-registry'
+
+export interface RegistryOptions {
+  /** Require these credentials (htpasswd with a bcrypt hash, as distribution wants). */
+  basicAuth?: { username: string; password: string }
+  /** Serve HTTPS with a self-signed certificate for 127.0.0.1, ::1, localhost and the listen address. */
+  tls?: boolean
+  /** Address to listen on (default 127.0.0.1); `0.0.0.0` / `::` listen everywhere (host then names 127.0.0.1). */
+  listen?: string
+  /** Port (default: a free one). */
+  port?: number
+}
+
+export interface TestRegistry {
+  /** HOST:PORT as an image reference names it (`127.0.0.1:41234`). */
+  host: string
+  /** `http://HOST:PORT` or `https://…`. */
+  url: string
+  /** The registry's filesystem storage root (blobs under docker/registry/v2/blobs). */
+  storageDir: string
+  /** The CA to trust (the self-signed certificate itself), with `tls`. */
+  ca?: string
+  basicAuth?: { username: string; password: string }
+  /** Stop the process, keeping the storage (`start` serves it again on the same port). */
+  kill(): Promise<void>
+  /** Start again after `kill`. */
+  start(): Promise<void>
+  /** Stop and remove everything. */
+  stop(): Promise<void>
+}
+
+const has = (cmd: string, args: string[]): boolean => spawnSync(cmd, args, { stdio: 'ignore' }).status === 0
+
+/** Why a real registry cannot run here (a skip reason), or undefined. */
+export function registryMissing(): string | undefined {
+  if (!existsSync(REGISTRY_BIN)) return `skipped: ${REGISTRY_BIN} is not installed (apt install docker-registry)`
+  if (!has('skopeo', ['--version'])) return 'skipped: skopeo is not installed (apt install skopeo)'
+  return undefined
+}
+
+/** Why a registry with basic auth or TLS cannot run here (perl's crypt for bcrypt, openssl), or undefined. */
+export function secureRegistryMissing(): string | undefined {
+  const base = registryMissing()
+  if (base) return base
+  if (!has('openssl', ['version'])) return 'skipped: openssl is not installed (apt install openssl)'
+  if (bcrypt('x') === undefined) return "skipped: perl's crypt() has no bcrypt here (needs libxcrypt, Debian's libcrypt1)"
+  return undefined
+}
+
+/**
+ * An htpasswd bcrypt line's hash, through perl's crypt() (libxcrypt's `$2b$`, which distribution's
+ * Go bcrypt reads): perl-base is essential on Debian, so no apache2-utils and no npm bcrypt.
+ */
+function bcrypt(password: string): string | undefined {
+  const salt = randomBytes(16).toString('base64').replace(/[+=]/g, '.').slice(0, 22)
+  const r = spawnSync('perl', ['-e', 'print crypt($ARGV[0], $ARGV[1])', password, `$2b$05$${salt}`], { encoding: 'utf8' })
+  return r.status === 0 && r.stdout.startsWith('$2b$') ? r.stdout : undefined
+}
+
+async function freePort(host: string): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, host, () => {
+      const port = (srv.address() as { port: number }).port
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+const bracket = (addr: string): string => (addr.includes(':') ? `[${addr}]` : addr)
+
+function selfSignedCert(dir: string, listen: string): { cert: string; key: string; pem: string } {
+  const cert = join(dir, 'cert.pem')
+  const key = join(dir, 'key.pem')
+  const ips = new Set(['127.0.0.1', '::1'])
+  const isIp = /^[\d.]+$|:/.test(listen)
+  if (isIp && listen !== '0.0.0.0' && listen !== '::') ips.add(listen)
+  const san = [...[...ips].map((ip) => `IP:${ip}`), 'DNS:localhost', ...(!isIp ? [`DNS:${listen}`] : [])].join(',')
+  const r = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=orc-test-registry',
+      '-addext',
+      `subjectAltName=${san}`,
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { encoding: 'utf8' },
+  )
+  if (r.status !== 0) throw new Error(`openssl req: ${r.stderr}`)
+  return { cert, key, pem: readFileSync(cert, 'utf8') }
+}
+
+/** GET `url` (any certificate accepted): the status, or undefined when nothing answers. */
+function probe(url: string): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const req = (url.startsWith('https:') ? httpsRequest : httpRequest)(url, { rejectUnauthorized: false, agent: false, timeout: 2000 }, (res) => {
+      res.resume()
+      resolve(res.statusCode)
+    })
+    req.on('timeout', () => req.destroy())
+    req.on('error', () => resolve(undefined))
+    req.end()
+  })
+}
+
+/** Start a registry; resolves once `/v2/` answers (200, or 401 with auth). */
+export async function startRegistry(opts: RegistryOptions = {}): Promise<TestRegistry> {
+  const root = mkdtempSync(join(tmpdir(), 'orc-registry-'))
+  const storageDir = join(root, 'storage')
+  mkdirSync(storageDir)
+  const listen = opts.listen ?? '127.0.0.1'
+  const wildcard = listen === '0.0.0.0' || listen === '::'
+  const port = opts.port ?? (await freePort(wildcard ? '127.0.0.1' : listen))
+  const host = `${wildcard ? '127.0.0.1' : bracket(listen)}:${port}`
+  const tls = opts.tls ? selfSignedCert(root, listen) : undefined
+  const lines = [
+    'version: 0.1',
+    'log:',
+    '  level: warn',
+    '  accesslog:',
+    '    disabled: true',
+    'storage:',
+    '  filesystem:',
+    `    rootdirectory: ${JSON.stringify(storageDir)}`,
+    '  delete:',
+    '    enabled: true',
+    'health:',
+    '  storagedriver:',
+    '    enabled: false',
+    'http:',
+    `  addr: ${JSON.stringify(`${bracket(listen)}:${port}`)}`,
+    `  secret: ${randomBytes(16).toString('hex')}`,
+  ]
+  if (tls) lines.push('  tls:', `    certificate: ${JSON.stringify(tls.cert)}`, `    key: ${JSON.stringify(tls.key)}`)
+  if (opts.basicAuth) {
+    const hash = bcrypt(opts.basicAuth.password)
+    if (hash === undefined) throw new Error("startRegistry: perl's crypt() gives no bcrypt hash here (see secureRegistryMissing)")
+    writeFileSync(join(root, 'htpasswd'), `${opts.basicAuth.username}:${hash}\n`)
+    lines.push('auth:', '  htpasswd:', '    realm: orc-test', `    path: ${JSON.stringify(join(root, 'htpasswd'))}`)
+  }
+  const config = join(root, 'config.yml')
+  writeFileSync(config, `${lines.join('\n')}\n`)
+  const url = `${tls ? 'https' : 'http'}://${host}`
+
+  let child: ReturnType<typeof spawn> | undefined
+  let exited: Promise<void> = Promise.resolve()
+  const start = async (): Promise<void> => {
+    let output = ''
+    const proc = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] })
+    child = proc
+    let gone = false
+    exited = new Promise((resolve) =>
+      proc.once('exit', () => {
+        gone = true
+        resolve()
+      }),
+    )
+    const keep = (d: Buffer) => {
+      if (output.length < 64 * 1024) output += d.toString()
+    }
+    proc.stdout!.on('data', keep)
+    proc.stderr!.on('data', keep)
+    const deadline = Date.now() + 20_000
+    for (;;) {
+      if (gone) throw new Error(`docker-registry exited at start: ${output.trim().slice(-2000)}`)
+      const status = await probe(`${url}/v2/`)
+      if (status === 200 || status === 401) return
+      if (Date.now() > deadline) {
+        proc.kill('SIGKILL')
+        throw new Error(`docker-registry did not answer on ${url}/v2/ within 20 s: ${output.trim().slice(-2000)}`)
+      }
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+  const kill = async (): Promise<void> => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM')
+      const t = setTimeout(() => child?.kill('SIGKILL'), 5000)
+      await exited
+      clearTimeout(t)
+    }
+    child = undefined
+  }
+  try {
+    await start()
+  } catch (err) {
+    await kill()
+    rmSync(root, { recursive: true, force: true })
+    throw err
+  }
+  return {
+    host,
+    url,
+    storageDir,
+    ...(tls ? { ca: tls.pem } : {}),
+    ...(opts.basicAuth ? { basicAuth: opts.basicAuth } : {}),
+    kill,
+    start,
+    stop: async () => {
+      await kill()
+      rmSync(root, { recursive: true, force: true })
+    },
+  }
+}
+
+/** Where the registry keeps a blob's bytes (tests tamper with it to serve a corrupted blob). */
+export function registryBlobPath(reg: Pick<TestRegistry, 'storageDir'>, digest: string): string {
+  const hex = digest.replace(/^sha256:/, '')
+  return join(reg.storageDir, 'docker', 'registry', 'v2', 'blobs', 'sha256', hex.slice(0, 2), hex, 'data')
+}
+
+async function skopeo(args: string[]): Promise<string> {
+  return await new Promise((resolve, reject) => {
+    const proc = spawn('skopeo', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    proc.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    proc.stderr.on('data', (d: Buffer) => (err += d.toString()))
+    proc.on('error', reject)
+    proc.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`skopeo ${args[0]} exited ${code}: ${err.trim()}`))))
+  })
+}
+
+const destArgs = (reg: TestRegistry): string[] => [
+  '--dest-tls-verify=false',
+  ...(reg.basicAuth ? ['--dest-creds', `${reg.basicAuth.username}:${reg.basicAuth.password}`] : []),
+]
+
+/** Push an OCI layout directory (its one image or index in index.json) to `reg` as `repoTag`; the digest the registry reports. */
+export async function pushLayout(reg: TestRegistry, repoTag: string, layoutDir: string, all = false): Promise<string> {
+  const digestFile = join(layoutDir, '..', `digest-${randomBytes(4).toString('hex')}`)
+  await skopeo([
+    '--insecure-policy',
+    'copy',
+    '--quiet',
+    ...(all ? ['--all'] : []),
+    ...destArgs(reg),
+    '--digestfile',
+    digestFile,
+    `oci:${layoutDir}`,
+    `docker://${reg.host}/${repoTag}`,
+  ])
+  return readFileSync(digestFile, 'utf8').trim()
+}
+
+/** Build `layout` as an OCI layout (gzip layers, this machine's platform) and push it as `repoTag` (`team/app:1.0`). The manifest digest. */
+export async function pushImage(reg: TestRegistry, repoTag: string, layout: LayoutImage): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'orc-push-'))
+  try {
+    writeOciLayout(join(dir, 'layout'), layout)
+    return await pushLayout(reg, repoTag, join(dir, 'layout'))
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** This machine's platform as OCI names it (GOARCH). */
+export function machinePlatform(): { os: string; architecture: string } {
+  const arch: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm', ia32: '386', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' }
+  return { os: 'linux', architecture: arch[process.arch] ?? process.arch }
+}
+
+export interface PushedIndex {
+  /** The index's digest (what a tag resolves to). */
+  digest: string
+  /** Manifest digest per platform (`linux/amd64`), the machine's and the other. */
+  manifests: Record<string, string>
+  /** The other platform (`linux/arm64` on amd64 machines, `linux/amd64` elsewhere). */
+  other: { os: string; architecture: string }
+}
+
+/**
+ * Push a two-platform OCI image index as `repoTag`: `layout` built for this machine's platform and
+ * `otherLayout` (default: `layout` with a marker file added) for another platform — so a test can
+ * tell which one a pull chose.
+ */
+export async function pushIndex(reg: TestRegistry, repoTag: string, layout: LayoutImage, otherLayout?: LayoutImage): Promise<PushedIndex> {
+  const dir = mkdtempSync(join(tmpdir(), 'orc-push-'))
+  try {
+    const me = machinePlatform()
+    const other = { os: 'linux', architecture: me.architecture === 'amd64' ? 'arm64' : 'amd64' }
+    const layoutDir = join(dir, 'layout')
+    const blob = (digest: string) => join(layoutDir, 'blobs', 'sha256', digest.replace(/^sha256:/, ''))
+    const put = (buf: Buffer): { digest: string; size: number } => {
+      const digest = `sha256:${createHash('sha256').update(buf).digest('hex')}`
+      writeFileSync(blob(digest), buf)
+      return { digest, size: buf.length }
+    }
+    const alt = otherLayout ?? {
+      ...layout,
+      layers: [...layout.layers, [{ path: 'platform', type: 'file', mode: 0o644, uid: 0, gid: 0, mtime: 0, data: Buffer.from(`${other.architecture}\n`) }]],
+    }
+    // Two images in one blob directory; the other's config and manifest rewritten for its platform.
+    const otherManifest = writeOciLayout(layoutDir, alt).manifestDigest
+    const mine = writeOciLayout(layoutDir, layout).manifestDigest
+    const m = JSON.parse(readFileSync(blob(otherManifest), 'utf8'))
+    const cfg = JSON.parse(readFileSync(blob(m.config.digest), 'utf8'))
+    cfg.architecture = other.architecture
+    cfg.os = other.os
+    m.config = { ...m.config, ...put(Buffer.from(JSON.stringify(cfg))) }
+    const theirs = put(Buffer.from(JSON.stringify(m)))
+    const manifestType = 'application/vnd.oci.image.manifest.v1+json'
+    const index = {
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.index.v1+json',
+      manifests: [
+        { mediaType: manifestType, digest: mine, size: readFileSync(blob(mine)).length, platform: me },
+        { mediaType: manifestType, ...theirs, platform: other },
+      ],
+    }
+    const idx = put(Buffer.from(JSON.stringify(index)))
+    writeFileSync(join(layoutDir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: index.mediaType, ...idx }] }))
+    const digest = await pushLayout(reg, repoTag, layoutDir, true)
+    return { digest, manifests: { [`${me.os}/${me.architecture}`]: mine, [`${other.os}/${other.architecture}`]: theirs.digest }, other }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** The digest skopeo sees for `HOST/REPO:TAG` (an independent check of what a client resolves). */
+export async function skopeoDigest(reg: TestRegistry, repoTag: string): Promise<string> {
+  const creds = reg.basicAuth ? ['--creds', `${reg.basicAuth.username}:${reg.basicAuth.password}`] : []
+  const out = await skopeo(['inspect', '--raw', '--tls-verify=false', ...creds, `docker://${reg.host}/${repoTag}`])
+  return `sha256:${createHash('sha256').update(out).digest('hex')}`
+}
