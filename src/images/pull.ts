@@ -5,7 +5,7 @@
  * runtimes use (`<cacheDir>/<manifest digest>/rootfs`, shared by every pod using that image).
  * One download per blob at a time on a node, however many pods want it.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pino, { type Logger } from 'pino'
 import { type Clock, systemClock } from '../effects/index.ts'
@@ -459,7 +459,7 @@ export class ImagePuller {
 
   /** Whether a manifest is unpacked into a rootfs here. */
   isUnpacked(manifestDigest: string): boolean {
-    throw new OrcError('internal', `ImagePuller.isUnpacked(${manifestDigest}) is not implemented yet`)
+    return /^sha256:[a-f0-9]{64}$/.test(manifestDigest) && existsSync(join(this.cacheDir, manifestDigest.replace(':', '-'), 'rootfs'))
   }
 
   /** Blobs reachable from `keep` (image digests) stay; others go, least recently used first, until the store is under `budgetBytes` (0: all unused go). */

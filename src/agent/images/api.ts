@@ -69,8 +69,9 @@ export function imageRoutes(c: ImageApiComponents): RouteHandlers {
       const image = Array.isArray(q) ? q[q.length - 1] : q
       if (typeof image !== 'string' || image === '') throw new OrcError('invalid', 'image: required')
       const svc = c.images()
-      const rec = svc.find(image)
-      if (rec === undefined) throw new OrcError('not_found', `image ${image} is not on this node (orc image pull ${image})`)
+      const info = svc.find(image)
+      if (info === undefined) throw new OrcError('not_found', `image ${image} is not on this node (orc image pull ${image})`)
+      const rec = svc.row(info, c.usedBy)
       const manifest = parseJsonBlob<{ mediaType?: string; config?: { digest: string }; layers?: Array<{ digest: string; size: number; mediaType: string }> }>(
         svc.blobs.read(rec.manifestDigest),
         `manifest ${rec.manifestDigest}`,
@@ -86,8 +87,6 @@ export function imageRoutes(c: ImageApiComponents): RouteHandlers {
           : {}
       const view: ImageInspectView = {
         ...rec,
-        usedBy: [...new Set([...c.usedBy(rec.digest), ...c.usedBy(rec.manifestDigest)])].sort(),
-        unpacked: svc.puller.isUnpacked(rec.manifestDigest),
         mediaType: manifest.mediaType ?? 'application/vnd.oci.image.manifest.v1+json',
         platform: {
           ...(cfg.os ? { os: cfg.os } : {}),

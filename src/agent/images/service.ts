@@ -5,7 +5,6 @@
  * and `orc image list` show the same progress; a pull of a digest already under way is joined,
  * not repeated.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock } from '../../effects/index.ts'
@@ -14,6 +13,7 @@ import {
   BlobStore,
   type Descriptor,
   formatReference,
+  type ImageInfo,
   ImagePuller,
   type ImageReference,
   type PullProgress,
@@ -42,8 +42,8 @@ export interface PullView {
   bytes?: PullResult['bytes']
 }
 
-/** An image this node pulled (`<data-dir>/blobs/images.json`): what `orc image list` shows. */
-export interface ImageRecord {
+/** An image this node pulled, as `orc image list` shows it. */
+export interface ImageRow {
   /** The digest pods pin (an index's when the registry served one). */
   digest: string
   /** The platform manifest unpacked for this node. */
@@ -53,9 +53,6 @@ export interface ImageRecord {
   /** Total size of its blobs (compressed, as stored). */
   bytes: number
   pulledAt: number
-}
-
-export interface ImageRow extends ImageRecord {
   /** Pods of this node whose kept revisions use it (`namespace/name`). */
   usedBy: string[]
   /** Unpacked for the runtimes on this node. */
@@ -125,8 +122,6 @@ export class ImageService {
   readonly puller: ImagePuller
   private readonly views = new Map<string, PullView>()
   private readonly log: Logger
-  private readonly indexFile: string
-  private records: Record<string, ImageRecord>
 
   constructor(private readonly o: ImageServiceOptions) {
     this.log = o.log
@@ -135,12 +130,6 @@ export class ImageService {
       fetch: async (d: Descriptor, image, signal) => (await o.peers?.()?.fetch(d, image, signal)) ?? undefined,
     }
     this.puller = new ImagePuller(this.blobs, o.cacheDir, { peers, ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}) })
-    this.indexFile = join(o.dataDir, 'blobs', 'images.json')
-    try {
-      this.records = JSON.parse(readFileSync(this.indexFile, 'utf8')) as Record<string, ImageRecord>
-    } catch {
-      this.records = {}
-    }
   }
 
   /** The digest `image`'s tag names now (asks the registry); an image with a digest is answered from it. */
@@ -183,7 +172,7 @@ export class ImageService {
           opts.onProgress?.(view)
         },
       })
-      this.remember(image, result)
+      this.collectOverBudget()
       view.state = 'done'
       view.phase = 'done'
       view.bytes = result.bytes
@@ -209,39 +198,42 @@ export class ImageService {
     return [...this.views.values()].sort((a, b) => b.startedAt - a.startedAt)
   }
 
-  private remember(image: string, r: PullResult): void {
-    const prev = this.records[r.digest]
-    const refs = [...new Set([...(prev?.refs ?? []), image])].sort()
-    this.records[r.digest] = { digest: r.digest, manifestDigest: r.manifestDigest, refs, bytes: r.totalBytes, pulledAt: this.o.clock.now() }
-    this.saveIndex()
-    // Over budget: what no pod keeps goes, least recently used first.
+  /** Over budget: what no pod keeps goes, least recently used first. */
+  private collectOverBudget(): void {
     const budget = this.o.budgetBytes ?? DEFAULT_BLOB_BUDGET_BYTES
     if (this.blobs.totalBytes() > budget) this.prune(budget)
   }
 
-  private saveIndex(): void {
-    const tmp = `${this.indexFile}.tmp`
-    writeFileSync(tmp, JSON.stringify(this.records), { mode: 0o600 })
-    renameSync(tmp, this.indexFile)
-  }
-
-  /** The image a reference or digest names here, if this node pulled it. */
-  find(imageOrDigest: string): ImageRecord | undefined {
-    const byDigest = this.records[imageOrDigest]
+  /** The image a reference or digest names here, if this node pulled it (a tag written as in the pod, or normalised). */
+  find(imageOrDigest: string): ImageInfo | undefined {
+    const all = this.puller.images()
+    const byDigest = all.find((i) => i.digest === imageOrDigest || i.manifestDigest === imageOrDigest)
     if (byDigest) return byDigest
-    return Object.values(this.records).find((r) => r.refs.includes(imageOrDigest) || r.refs.some((x) => x.endsWith(`@${imageOrDigest}`)))
+    let norm: string | undefined
+    try {
+      const r = parseReference(imageOrDigest)
+      norm = formatReference({ registry: r.registry, repository: r.repository, ...(r.digest ? { digest: r.digest } : { tag: r.tag }) } as ImageReference)
+      if (r.digest) return all.find((i) => i.digest === r.digest)
+    } catch {}
+    return all.find((i) => i.refs.includes(imageOrDigest) || (norm !== undefined && i.refs.includes(norm)))
   }
 
   /** The images this node pulled, with the pods that keep them. */
   list(usedBy: (digest: string) => string[]): ImageRow[] {
-    return Object.values(this.records)
-      .filter((r) => this.blobs.has(r.manifestDigest))
-      .map((r) => ({
-        ...r,
-        usedBy: [...new Set([...usedBy(r.digest), ...usedBy(r.manifestDigest)])].sort(),
-        unpacked: this.puller.isUnpacked(r.manifestDigest),
-      }))
-      .sort((a, b) => b.pulledAt - a.pulledAt)
+    return this.puller.images().map((i) => this.row(i, usedBy))
+  }
+
+  row(i: ImageInfo, usedBy: (digest: string) => string[]): ImageRow {
+    const m = i.manifestDigest ?? i.digest
+    return {
+      digest: i.digest,
+      manifestDigest: m,
+      refs: i.refs,
+      bytes: i.size,
+      pulledAt: i.pulledAt ?? 0,
+      usedBy: [...new Set([...usedBy(i.digest), ...usedBy(m)])].sort(),
+      unpacked: this.puller.isUnpacked(m),
+    }
   }
 
   /** Digests nothing may collect now: pods' revisions and pulls under way. */
@@ -258,26 +250,20 @@ export class ImageService {
   remove(imageOrDigest: string, usedBy: (digest: string) => string[]): { removed: string[]; freedBytes: number } {
     const rec = this.find(imageOrDigest)
     if (rec === undefined) throw new OrcError('not_found', `image ${imageOrDigest} is not on this node (orc image list shows what is)`)
-    const users = [...usedBy(rec.digest), ...usedBy(rec.manifestDigest)]
-    if (users.length > 0)
-      throw new OrcError('conflict', `image ${imageOrDigest} is used by ${[...new Set(users)].join(', ')} on this node; delete or update those first`)
-    delete this.records[rec.digest]
-    this.saveIndex()
-    const keep = new Set([...this.kept(), ...Object.keys(this.records)])
+    const users = this.row(rec, usedBy).usedBy
+    if (users.length > 0) throw new OrcError('conflict', `image ${imageOrDigest} is used by ${users.join(', ')} on this node; delete or update those first`)
+    for (const r of rec.refs) this.puller.forget(r)
+    // Other images stay, with every blob they share with this one.
+    const keep = new Set([...this.kept(), ...this.puller.images().map((i) => i.digest)])
     return this.puller.gc(keep, 0)
   }
 
   /** Remove what no pod keeps until the blob store is under `budgetBytes` (0: every unused image). */
   prune(budgetBytes: number): { removed: string[]; freedBytes: number; images: string[] } {
+    const before = new Set(this.puller.images().map((i) => i.digest))
     const res = this.puller.gc(this.kept(), budgetBytes)
-    const images: string[] = []
-    for (const r of Object.values(this.records)) {
-      if (this.blobs.has(r.manifestDigest)) continue
-      delete this.records[r.digest]
-      images.push(r.digest)
-    }
-    if (images.length > 0) this.saveIndex()
-    return { ...res, images }
+    for (const i of this.puller.images()) before.delete(i.digest)
+    return { ...res, images: [...before] }
   }
 }
 
