@@ -16,7 +16,7 @@ import { type Clock, systemClock } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { isLoopbackRegistry, registryEndpoint } from './reference.ts'
 
-/** How the registry is reached. Default: `verify` (HTTPS with system CAs), `plain` for loopback registries. */
+/** How the registry is reached. Default: `verify` (HTTPS with system CAs), `plain` for loopback registries given no `ca`. */
 export type RegistryTls = 'verify' | 'insecure' | 'plain'
 
 export interface RegistryAccess {
@@ -172,7 +172,7 @@ export class RegistryClient {
     readonly access: RegistryAccess = {},
     readonly opts: RegistryClientOptions = {},
   ) {
-    const tls = access.tls ?? (isLoopbackRegistry(registry) ? 'plain' : 'verify')
+    const tls = defaultTls(registry, access)
     this.base = new URL(`${tls === 'plain' ? 'http' : 'https'}://${registryEndpoint(registry)}`)
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
     this.clock = opts.clock ?? systemClock
@@ -184,9 +184,14 @@ export class RegistryClient {
     })
   }
 
+  /** `http(s)://HOST[:PORT]` the API is reached at. */
+  get endpoint(): string {
+    return this.base.origin
+  }
+
   /** The TLS mode in use (the default resolved). */
   get tls(): RegistryTls {
-    return this.access.tls ?? (isLoopbackRegistry(this.registry) ? 'plain' : 'verify')
+    return defaultTls(this.registry, this.access)
   }
 
   /** The descriptor of `reference` (a tag or a digest): HEAD, falling back to GET. */
@@ -509,12 +514,13 @@ export class RegistryClient {
     let message = ''
     if (method !== 'HEAD') {
       try {
-        const body = await reply.bytes(MAX_ERROR_BODY, () => new Error('too large'))
-        const doc = JSON.parse(body.toString('utf8')) as { errors?: { code?: unknown; message?: unknown }[] }
+        const body = (await reply.bytes(MAX_ERROR_BODY, () => new Error('too large'))).toString('utf8')
+        message = body.trim().split('\n')[0]!.slice(0, 200)
+        const doc = JSON.parse(body) as { errors?: { code?: unknown; message?: unknown }[] }
         codes = (doc.errors ?? []).map((e) => String(e.code ?? ''))
         message = String(doc.errors?.[0]?.message ?? '')
       } catch {
-        // Not the API's JSON error: the status says enough.
+        // Not the API's JSON error: its first line (Go's "Client sent an HTTP request to an HTTPS server.") or the status says enough.
       }
     } else reply.discard()
     const details = { registry: this.registry, image: target.name, status: reply.status, ...(codes.length ? { errors: codes } : {}) }
@@ -540,6 +546,11 @@ export class RegistryClient {
     }
     return new OrcError('invalid', `registry ${this.registry}: HTTP ${status} for ${target.kind} ${target.name}${message ? `: ${message}` : ''}`, details)
   }
+}
+
+/** `access.tls`, else HTTPS verified — but plain HTTP for a loopback registry given no CA (Docker's rule). */
+function defaultTls(registry: string, access: RegistryAccess): RegistryTls {
+  return access.tls ?? (isLoopbackRegistry(registry) && !access.ca ? 'plain' : 'verify')
 }
 
 /** The scope a pull needs (the distribution token spec). */
