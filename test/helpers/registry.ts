@@ -26,8 +26,14 @@ export interface RegistryOptions {
   basicAuth?: { username: string; password: string }
   /** Serve HTTPS with a self-signed certificate for 127.0.0.1, ::1, localhost and the listen address. */
   tls?: boolean
-  /** Address to listen on (default 127.0.0.1); `0.0.0.0` / `::` listen everywhere (host then names 127.0.0.1). */
+  /**
+   * Address to listen on (default 127.0.0.1), e.g. a bridge address network namespaces reach;
+   * `0.0.0.0` / `::` listen everywhere (host then names 127.0.0.1). skopeo cannot push to an IPv6
+   * literal, so pushImage needs an IPv4 (or wildcard) listener.
+   */
   listen?: string
+  /** More names (IP addresses or DNS names) the TLS certificate is valid for. */
+  certNames?: string[]
   /** Port (default: a free one). */
   port?: number
 }
@@ -91,13 +97,12 @@ async function freePort(host: string): Promise<number> {
 
 const bracket = (addr: string): string => (addr.includes(':') ? `[${addr}]` : addr)
 
-function selfSignedCert(dir: string, listen: string): { cert: string; key: string; pem: string } {
+function selfSignedCert(dir: string, names: string[]): { cert: string; key: string; pem: string } {
   const cert = join(dir, 'cert.pem')
   const key = join(dir, 'key.pem')
-  const ips = new Set(['127.0.0.1', '::1'])
-  const isIp = /^[\d.]+$|:/.test(listen)
-  if (isIp && listen !== '0.0.0.0' && listen !== '::') ips.add(listen)
-  const san = [...[...ips].map((ip) => `IP:${ip}`), 'DNS:localhost', ...(!isIp ? [`DNS:${listen}`] : [])].join(',')
+  const isIp = (n: string) => /^[\d.]+$|:/.test(n)
+  const all = new Set(['127.0.0.1', '::1', 'localhost', ...names.filter((n) => n !== '0.0.0.0' && n !== '::')])
+  const san = [...all].map((n) => (isIp(n) ? `IP:${n}` : `DNS:${n}`)).join(',')
   const r = spawnSync(
     'openssl',
     [
@@ -147,7 +152,7 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
   const wildcard = listen === '0.0.0.0' || listen === '::'
   const port = opts.port ?? (await freePort(wildcard ? '127.0.0.1' : listen))
   const host = `${wildcard ? '127.0.0.1' : bracket(listen)}:${port}`
-  const tls = opts.tls ? selfSignedCert(root, listen) : undefined
+  const tls = opts.tls ? selfSignedCert(root, [listen, ...(opts.certNames ?? [])]) : undefined
   const lines = [
     'version: 0.1',
     'log:',
@@ -263,6 +268,8 @@ const destArgs = (reg: TestRegistry): string[] => [
 
 /** Push an OCI layout directory (its one image or index in index.json) to `reg` as `repoTag`; the digest the registry reports. */
 export async function pushLayout(reg: TestRegistry, repoTag: string, layoutDir: string, all = false): Promise<string> {
+  // containers/image's reference grammar has no IPv6 literals.
+  if (reg.host.startsWith('[')) throw new Error(`pushLayout: skopeo cannot name the registry ${reg.host} (IPv6 literal): listen on '::' or an IPv4 address`)
   const digestFile = join(layoutDir, '..', `digest-${randomBytes(4).toString('hex')}`)
   await skopeo([
     '--insecure-policy',
