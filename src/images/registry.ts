@@ -341,18 +341,24 @@ export class RegistryClient {
     )
   }
 
-  /** A bearer token for `scope` from the realm (one request at a time per scope), cached until it expires. */
-  private token(target: Target, realm: string, service: string | undefined, scope: string, signal: AbortSignal | undefined): Promise<Token> {
+  /**
+   * A bearer token for `scope` from the realm, cached until it expires. Concurrent requests share
+   * one token request, which therefore runs on no caller's signal (it has its own timeout): each
+   * caller stops waiting when its own signal fires.
+   */
+  private async token(target: Target, realm: string, service: string | undefined, scope: string, signal: AbortSignal | undefined): Promise<Token> {
     const key = `${realm} ${service ?? ''} ${scope}`
     let pending = this.tokenFetches.get(key)
     if (!pending) {
-      pending = this.fetchToken(target, realm, service, scope, signal).finally(() => this.tokenFetches.delete(key))
+      pending = this.fetchToken(target, realm, service, scope, undefined)
+        .then((token) => {
+          this.tokens.set(scope, token)
+          return token
+        })
+        .finally(() => this.tokenFetches.delete(key))
       this.tokenFetches.set(key, pending)
     }
-    return pending.then((token) => {
-      this.tokens.set(scope, token)
-      return token
-    })
+    return await untilAborted(pending, signal)
   }
 
   private async fetchToken(target: Target, realm: string, service: string | undefined, scope: string, signal: AbortSignal | undefined): Promise<Token> {
@@ -551,6 +557,17 @@ export class RegistryClient {
 /** `access.tls`, else HTTPS verified — but plain HTTP for a loopback registry given no CA (Docker's rule). */
 function defaultTls(registry: string, access: RegistryAccess): RegistryTls {
   return access.tls ?? (isLoopbackRegistry(registry) && !access.ca ? 'plain' : 'verify')
+}
+
+/** `p`, or the signal's reason as soon as it fires. */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+  })
 }
 
 /** The scope a pull needs (the distribution token spec). */

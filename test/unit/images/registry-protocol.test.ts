@@ -65,10 +65,13 @@ describe('bearer token auth', () => {
           res.writeHead(401).end('{"details":"incorrect username or password"}')
           return
         }
-        issued++
-        // Docker Hub answers both fields; the spec allows either: the second token is only `access_token`.
-        const body = issued % 2 === 1 ? { token: `tok-${issued}`, expires_in: lifetime } : { access_token: `tok-${issued}`, expires_in: lifetime }
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+        const delay = url.searchParams.get('scope')?.includes('slow/') ? 300 : 0
+        setTimeout(() => {
+          issued++
+          // Docker Hub answers both fields; the spec allows either: the second token is only `access_token`.
+          const body = issued % 2 === 1 ? { token: `tok-${issued}`, expires_in: lifetime } : { access_token: `tok-${issued}`, expires_in: lifetime }
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+        }, delay)
         return
       }
       const auth = req.headers.authorization ?? ''
@@ -137,6 +140,24 @@ describe('bearer token auth', () => {
     } finally {
       good.close()
       bad.close()
+    }
+  })
+
+  test('concurrent requests share one token request; one caller giving up does not fail the others', async () => {
+    const client = new RegistryClient(reg.host)
+    try {
+      const before = tokenRequests.length
+      const ac = new AbortController()
+      const first = client.resolve('slow/app', '1.0', ac.signal)
+      const others = Promise.all([client.resolve('slow/app', '1.0'), client.manifest('slow/app', '1.0')])
+      setTimeout(() => ac.abort(new Error('first caller gave up')), 50)
+      await assert.rejects(first, /first caller gave up/)
+      const [d, m] = await others
+      assert.equal(d.digest, sha(MANIFEST))
+      assert.equal(m.descriptor.digest, sha(MANIFEST))
+      assert.equal(tokenRequests.length, before + 1)
+    } finally {
+      client.close()
     }
   })
 
@@ -227,6 +248,10 @@ describe('answers that are not what the API promises', () => {
       } else if (p.endsWith('/manifests/broken')) res.writeHead(503).end('upstream down')
       else if (p.endsWith('/manifests/hang')) {
         // Never answers.
+      } else if (p.endsWith(`/blobs/sha256:${'c'.repeat(64)}`)) {
+        // The registry goes away mid-blob.
+        res.writeHead(200, { 'content-length': BLOB.length })
+        res.write(BLOB.subarray(0, 10), () => res.socket?.destroy())
       } else if (p.includes('/blobs/')) {
         res.writeHead(200, { 'content-length': BLOB.length })
         res.write(BLOB.subarray(0, 10)) // then stalls
@@ -290,6 +315,16 @@ describe('answers that are not what the API promises', () => {
       )
       const { body } = await client.blob('team/app', sha(BLOB))
       await rejects(drain(body), 'timeout', /blob 127\.0\.0\.1:\d+\/team\/app@sha256:[a-f0-9]{64} stalled for 0\.3 s/)
+    } finally {
+      client.close()
+    }
+  })
+
+  test('a connection cut mid-blob is unavailable, naming the blob', async () => {
+    const client = new RegistryClient(reg.host)
+    try {
+      const { body } = await client.blob('team/app', `sha256:${'c'.repeat(64)}`)
+      await rejects(drain(body), 'unavailable', /^registry 127\.0\.0\.1:\d+: connection lost while reading blob 127\.0\.0\.1:\d+\/team\/app@sha256:c{64}/)
     } finally {
       client.close()
     }
