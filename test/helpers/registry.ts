@@ -181,6 +181,8 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
   const config = join(root, 'config.yml')
   writeFileSync(config, `${lines.join('\n')}\n`)
   const url = `${tls ? 'https' : 'http'}://${host}`
+  const removeRoot = () => rmSync(root, { recursive: true, force: true })
+  process.once('exit', removeRoot)
 
   let child: ReturnType<typeof spawn> | undefined
   let exited: Promise<void> = Promise.resolve()
@@ -189,9 +191,13 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
     const proc = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] })
     child = proc
     let gone = false
+    // A test process that dies (or is force-exited) must not leave its registry behind.
+    const reap = () => proc.kill('SIGKILL')
+    process.once('exit', reap)
     exited = new Promise((resolve) =>
       proc.once('exit', () => {
         gone = true
+        process.off('exit', reap)
         resolve()
       }),
     )
@@ -225,7 +231,8 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
     await start()
   } catch (err) {
     await kill()
-    rmSync(root, { recursive: true, force: true })
+    removeRoot()
+    process.off('exit', removeRoot)
     throw err
   }
   return {
@@ -238,7 +245,8 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
     start,
     stop: async () => {
       await kill()
-      rmSync(root, { recursive: true, force: true })
+      removeRoot()
+      process.off('exit', removeRoot)
     },
   }
 }
