@@ -17,6 +17,7 @@ import { request as httpsRequest } from 'node:https'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { gunzipSync } from 'node:zlib'
 import { type LayoutImage, writeOciLayout } from '../../src/runtime/index.ts'
 
 export const REGISTRY_BIN = '/usr/bin/docker-registry'
@@ -63,6 +64,11 @@ export function registryMissing(): string | undefined {
   if (!existsSync(REGISTRY_BIN)) return `skipped: ${REGISTRY_BIN} is not installed (apt install docker-registry)`
   if (!has('skopeo', ['--version'])) return 'skipped: skopeo is not installed (apt install skopeo)'
   return undefined
+}
+
+/** Why zstd-layer images cannot be pushed here (pushImage `compression: 'zstd'`), or undefined. */
+export function zstdMissing(): string | undefined {
+  return registryMissing() ?? (has('zstd', ['--version']) ? undefined : 'skipped: zstd is not installed (apt install zstd)')
 }
 
 /** Why a registry with basic auth or TLS cannot run here (perl's crypt for bcrypt, openssl), or undefined. */
@@ -274,34 +280,77 @@ const destArgs = (reg: TestRegistry): string[] => [
   ...(reg.basicAuth ? ['--dest-creds', `${reg.basicAuth.username}:${reg.basicAuth.password}`] : []),
 ]
 
-/** Push an OCI layout directory (its one image or index in index.json) to `reg` as `repoTag`; the digest the registry reports. */
-export async function pushLayout(reg: TestRegistry, repoTag: string, layoutDir: string, all = false): Promise<string> {
+export interface PushOptions {
+  /** Push every image of an index (`skopeo copy --all`). */
+  all?: boolean
+  /** Manifest format in the registry: `oci` (default, as the layout is) or Docker's `v2s2` (manifest v2, list v2). */
+  format?: 'oci' | 'v2s2'
+}
+
+export interface PushImageOptions extends Omit<PushOptions, 'all'> {
+  /** Layers as zstd (`…tar+zstd`, through Debian's `zstd`) instead of gzip; OCI format only. */
+  compression?: 'gzip' | 'zstd'
+}
+
+/** Push an OCI layout directory (its one image or index in index.json) to `reg` as `repoTag`; the manifest digest the registry reports. */
+export async function pushLayout(reg: TestRegistry, repoTag: string, layoutDir: string, opts: PushOptions = {}): Promise<string> {
   // containers/image's reference grammar has no IPv6 literals.
   if (reg.host.startsWith('[')) throw new Error(`pushLayout: skopeo cannot name the registry ${reg.host} (IPv6 literal): listen on '::' or an IPv4 address`)
-  const digestFile = join(layoutDir, '..', `digest-${randomBytes(4).toString('hex')}`)
-  await skopeo([
-    '--insecure-policy',
-    'copy',
-    '--quiet',
-    ...(all ? ['--all'] : []),
-    ...destArgs(reg),
-    '--digestfile',
-    digestFile,
-    `oci:${layoutDir}`,
-    `docker://${reg.host}/${repoTag}`,
-  ])
-  return readFileSync(digestFile, 'utf8').trim()
+  const tmp = mkdtempSync(join(tmpdir(), 'orc-push-'))
+  try {
+    const digestFile = join(tmp, 'digest')
+    await skopeo([
+      '--insecure-policy',
+      'copy',
+      '--quiet',
+      ...(opts.all ? ['--all'] : []),
+      ...(opts.format ? ['--format', opts.format] : []),
+      ...destArgs(reg),
+      '--digestfile',
+      digestFile,
+      `oci:${layoutDir}`,
+      `docker://${reg.host}/${repoTag}`,
+    ])
+    return readFileSync(digestFile, 'utf8').trim()
+  } finally {
+    rmSync(tmp, { recursive: true, force: true })
+  }
 }
 
 /** Build `layout` as an OCI layout (gzip layers, this machine's platform) and push it as `repoTag` (`team/app:1.0`). The manifest digest. */
-export async function pushImage(reg: TestRegistry, repoTag: string, layout: LayoutImage): Promise<string> {
+export async function pushImage(reg: TestRegistry, repoTag: string, layout: LayoutImage, opts: PushImageOptions = {}): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'orc-push-'))
   try {
     writeOciLayout(join(dir, 'layout'), layout)
-    return await pushLayout(reg, repoTag, join(dir, 'layout'))
+    if (opts.compression === 'zstd') zstdLayers(join(dir, 'layout'))
+    const { compression: _, ...push } = opts
+    return await pushLayout(reg, repoTag, join(dir, 'layout'), push)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
+}
+
+/**
+ * Rewrite a one-image layout's gzip layers as zstd (skopeo 1.9 does not recompress compressed
+ * layers): new layer blobs and manifest, the config (diff ids of the uncompressed tars) unchanged.
+ */
+function zstdLayers(layoutDir: string): void {
+  const blob = (digest: string) => join(layoutDir, 'blobs', 'sha256', digest.replace(/^sha256:/, ''))
+  const put = (buf: Buffer) => {
+    const digest = `sha256:${createHash('sha256').update(buf).digest('hex')}`
+    writeFileSync(blob(digest), buf)
+    return { digest, size: buf.length }
+  }
+  const index = JSON.parse(readFileSync(join(layoutDir, 'index.json'), 'utf8'))
+  const entry = index.manifests[0]
+  const manifest = JSON.parse(readFileSync(blob(entry.digest), 'utf8'))
+  manifest.layers = manifest.layers.map((l: { digest: string; mediaType: string }) => {
+    const r = spawnSync('zstd', ['-q', '-c', '-3'], { input: gunzipSync(readFileSync(blob(l.digest))), maxBuffer: 1 << 30 })
+    if (r.status !== 0) throw new Error(`zstd: ${r.stderr?.toString() ?? r.error}`)
+    return { ...l, mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd', ...put(r.stdout) }
+  })
+  index.manifests[0] = { ...entry, ...put(Buffer.from(JSON.stringify(manifest))) }
+  writeFileSync(join(layoutDir, 'index.json'), JSON.stringify(index))
 }
 
 /** This machine's platform as OCI names it (GOARCH). */
@@ -324,7 +373,13 @@ export interface PushedIndex {
  * `otherLayout` (default: `layout` with a marker file added) for another platform — so a test can
  * tell which one a pull chose.
  */
-export async function pushIndex(reg: TestRegistry, repoTag: string, layout: LayoutImage, otherLayout?: LayoutImage): Promise<PushedIndex> {
+export async function pushIndex(
+  reg: TestRegistry,
+  repoTag: string,
+  layout: LayoutImage,
+  otherLayout?: LayoutImage,
+  opts: Omit<PushOptions, 'all'> = {},
+): Promise<PushedIndex> {
   const dir = mkdtempSync(join(tmpdir(), 'orc-push-'))
   try {
     const me = machinePlatform()
@@ -360,7 +415,7 @@ export async function pushIndex(reg: TestRegistry, repoTag: string, layout: Layo
     }
     const idx = put(Buffer.from(JSON.stringify(index)))
     writeFileSync(join(layoutDir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: index.mediaType, ...idx }] }))
-    const digest = await pushLayout(reg, repoTag, layoutDir, true)
+    const digest = await pushLayout(reg, repoTag, layoutDir, { ...opts, all: true })
     return { digest, manifests: { [`${me.os}/${me.architecture}`]: mine, [`${other.os}/${other.architecture}`]: theirs.digest }, other }
   } finally {
     rmSync(dir, { recursive: true, force: true })

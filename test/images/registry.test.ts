@@ -19,6 +19,7 @@ import {
   skopeoDigest,
   startRegistry,
   type TestRegistry,
+  zstdMissing,
 } from '../helpers/registry.ts'
 
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`
@@ -108,6 +109,29 @@ describe('registry client against docker-registry (plain HTTP on loopback)', { s
     assert.deepEqual(byPlatform, index.manifests)
     const mine = await client.manifest('team/multi', index.manifests[`${me.os}/${me.architecture}`]!)
     assert.equal(mine.descriptor.mediaType, MEDIA_TYPES.ociManifest)
+  })
+
+  test("Docker's manifest v2 and manifest list are asked for and returned as such", async () => {
+    const one = await pushImage(reg, 'docker/app:1', IMAGE, { format: 'v2s2' })
+    const list = await pushIndex(reg, 'docker/multi:1', IMAGE, undefined, { format: 'v2s2' })
+    const d1 = await client.resolve('docker/app', '1')
+    assert.deepEqual([d1.digest, d1.mediaType], [one, MEDIA_TYPES.dockerManifest])
+    const d2 = await client.resolve('docker/multi', '1')
+    assert.deepEqual([d2.digest, d2.mediaType], [list.digest, MEDIA_TYPES.dockerList])
+    assert.equal((await client.manifest('docker/multi', list.digest)).descriptor.mediaType, MEDIA_TYPES.dockerList)
+  })
+
+  test('zstd layers arrive as pushed', { skip: zstdMissing() }, async () => {
+    const d = await pushImage(reg, 'team/zstd:1', IMAGE, { compression: 'zstd' })
+    const m = JSON.parse((await client.manifest('team/zstd', d)).bytes.toString()) as { layers: { mediaType: string; digest: string }[] }
+    assert.deepEqual(
+      m.layers.map((l) => l.mediaType),
+      ['application/vnd.oci.image.layer.v1.tar+zstd', 'application/vnd.oci.image.layer.v1.tar+zstd'],
+    )
+    const { body } = await client.blob('team/zstd', m.layers[1]!.digest)
+    const bytes = await drain(body)
+    assert.equal(sha(bytes), m.layers[1]!.digest)
+    assert.equal(bytes.readUInt32LE(0), 0xfd2fb528, 'zstd frame magic')
   })
 
   test('a tag, repository or blob that does not exist is not_found, naming registry and reference', async () => {
