@@ -277,6 +277,15 @@ export class RegistryClient {
       reply = await this.follow(target, method, url, { ...headers, authorization: auth }, signal)
       if (reply.status === 401) {
         reply.discard()
+        // A token the server gave but that does not cover the repository: the user may not pull it,
+        // or (Docker Hub answers so for anyone) there is no such repository.
+        const again = parseChallenge(reply.header('www-authenticate') ?? '')
+        if (again?.params.error === 'insufficient_scope' && auth.startsWith('Bearer ')) {
+          const msg = this.hasCredentials()
+            ? `registry ${this.registry}: unauthorized (${target.name}): user ${JSON.stringify(this.access.username)} may not pull it, or there is no such repository`
+            : `registry ${this.registry}: unauthorized (${target.name}, or no such repository): give credentials (docs/images.md)`
+          throw new OrcError('forbidden', msg, { registry: this.registry, image: target.name })
+        }
         throw this.unauthorized(target, this.hasCredentials())
       }
     }

@@ -86,6 +86,15 @@ describe('bearer token auth', () => {
           .end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}')
         return
       }
+      if (url.pathname.startsWith('/v2/private/')) {
+        // A valid token that does not cover the repository (what Docker Hub answers for a private or unknown one).
+        res
+          .writeHead(401, {
+            'www-authenticate': `Bearer realm="http://${reg.host}/token",service="fake.registry",scope="repository:private/app:pull",error="insufficient_scope"`,
+          })
+          .end()
+        return
+      }
       if (url.pathname.endsWith('/manifests/1.0') || url.pathname.endsWith(`/manifests/${sha(MANIFEST)}`)) {
         res.writeHead(200, { 'content-type': 'application/vnd.oci.image.manifest.v1+json', 'docker-content-digest': sha(MANIFEST) })
         res.end(req.method === 'HEAD' ? undefined : MANIFEST)
@@ -158,6 +167,22 @@ describe('bearer token auth', () => {
       assert.equal(tokenRequests.length, before + 1)
     } finally {
       client.close()
+    }
+  })
+
+  test('a token that does not cover the repository: forbidden, saying it may not exist', async () => {
+    const anon = new RegistryClient(reg.host)
+    const alice = new RegistryClient(reg.host, { username: 'alice', password: 's3cret' })
+    try {
+      await rejects(
+        anon.resolve('private/app', '1.0'),
+        'forbidden',
+        /unauthorized \(127\.0\.0\.1:\d+\/private\/app:1\.0, or no such repository\): give credentials/,
+      )
+      await rejects(alice.resolve('private/app', '1.0'), 'forbidden', /user "alice" may not pull it, or there is no such repository$/)
+    } finally {
+      anon.close()
+      alice.close()
     }
   })
 
