@@ -57,6 +57,8 @@ const MAX_ERROR_BODY = 64 * 1024
 const MAX_TOKEN_BODY = 1024 * 1024
 const ACCEPT_MANIFESTS = [MEDIA_TYPES.ociIndex, MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerList, MEDIA_TYPES.dockerManifest].join(', ')
 const SHA256 = /^sha256:[a-f0-9]{64}$/
+const TAG = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/
+const REPOSITORY = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/
 /** Node's codes for a certificate the client could not verify. */
 const TLS_VERIFY_CODES = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
@@ -203,7 +205,7 @@ export class RegistryClient {
       const digest = reply.header('docker-content-digest')
       const size = Number(reply.header('content-length'))
       const mediaType = reply.header('content-type')?.split(';')[0]?.trim()
-      if (digest !== undefined && SHA256.test(digest) && Number.isFinite(size) && mediaType) {
+      if (digest !== undefined && SHA256.test(digest) && Number.isFinite(size) && size > 0 && mediaType) {
         if (isDigest(reference) && digest !== reference) throw this.mismatch(target, digest)
         return { mediaType, digest, size }
       }
@@ -247,7 +249,13 @@ export class RegistryClient {
     this.httpsAgent.destroy()
   }
 
+  /** What a request is about; the names are checked first, as they go into the URL (a digest may come from a manifest, which the registry wrote). */
   private target(kind: Target['kind'], repository: string, reference: string): Target {
+    const bad = (what: string, value: string) =>
+      new OrcError('invalid', `registry ${this.registry}: ${what} ${JSON.stringify(value)} is not valid for ${kind} requests`, { registry: this.registry })
+    if (!REPOSITORY.test(repository) || repository.length > 255) throw bad('repository', repository)
+    if (kind === 'blob' ? !SHA256.test(reference) : !SHA256.test(reference) && !TAG.test(reference))
+      throw bad(kind === 'blob' ? 'digest' : 'reference', reference)
     return { kind, repository, name: `${this.registry}/${repository}${isDigest(reference) ? '@' : ':'}${reference}` }
   }
 

@@ -373,6 +373,18 @@ describe('answers that are not what the API promises', () => {
   })
 })
 
+test('names that would change the URL are refused before any request', async () => {
+  const client = new RegistryClient('127.0.0.1:1')
+  await rejects(
+    client.blob('team/app', 'sha256:../../../v2/_catalog'),
+    'invalid',
+    /^registry 127\.0\.0\.1:1: digest "sha256:\.\.\/.*" is not valid for blob requests$/,
+  )
+  await rejects(client.manifest('team/../../x', '1.0'), 'invalid', /repository "team\/\.\.\/\.\.\/x"/)
+  await rejects(client.resolve('team/app', '1.0?x=1'), 'invalid', /reference "1\.0\?x=1"/)
+  await rejects(client.blob('team/app', '1.0'), 'invalid', /digest "1\.0"/)
+})
+
 test('a closed port is unavailable, naming the registry', async () => {
   const s = await serve(() => {})
   const host = s.host
