@@ -83,6 +83,9 @@ export function registryEndpoint(registry: string): string {
 
 /** Whether the registry is on this machine's loopback, where plain HTTP is allowed without an opt-in (as Docker does). */
 export function isLoopbackRegistry(registry: string): boolean {
-  const host = registry.replace(/:\d+$/, '').replace(/^\[|\]$/g, '')
+  const host = registry
+    .replace(/:\d+$/, '')
+    .replace(/^\[|\]$/g, '')
+    .toLowerCase()
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
 }

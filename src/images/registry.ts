@@ -16,7 +16,7 @@ import { type Clock, systemClock } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { isLoopbackRegistry, registryEndpoint } from './reference.ts'
 
-/** How the registry is reached. Default: `verify` (HTTPS with system CAs), `plain` for loopback registries. */
+/** How the registry is reached. Default: `verify` (HTTPS with system CAs), `plain` for loopback registries given no `ca`. */
 export type RegistryTls = 'verify' | 'insecure' | 'plain'
 
 export interface RegistryAccess {
@@ -57,6 +57,8 @@ const MAX_ERROR_BODY = 64 * 1024
 const MAX_TOKEN_BODY = 1024 * 1024
 const ACCEPT_MANIFESTS = [MEDIA_TYPES.ociIndex, MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerList, MEDIA_TYPES.dockerManifest].join(', ')
 const SHA256 = /^sha256:[a-f0-9]{64}$/
+const TAG = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/
+const REPOSITORY = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$/
 /** Node's codes for a certificate the client could not verify. */
 const TLS_VERIFY_CODES = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
@@ -172,7 +174,7 @@ export class RegistryClient {
     readonly access: RegistryAccess = {},
     readonly opts: RegistryClientOptions = {},
   ) {
-    const tls = access.tls ?? (isLoopbackRegistry(registry) ? 'plain' : 'verify')
+    const tls = defaultTls(registry, access)
     this.base = new URL(`${tls === 'plain' ? 'http' : 'https'}://${registryEndpoint(registry)}`)
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS
     this.clock = opts.clock ?? systemClock
@@ -184,9 +186,14 @@ export class RegistryClient {
     })
   }
 
+  /** `http(s)://HOST[:PORT]` the API is reached at. */
+  get endpoint(): string {
+    return this.base.origin
+  }
+
   /** The TLS mode in use (the default resolved). */
   get tls(): RegistryTls {
-    return this.access.tls ?? (isLoopbackRegistry(this.registry) ? 'plain' : 'verify')
+    return defaultTls(this.registry, this.access)
   }
 
   /** The descriptor of `reference` (a tag or a digest): HEAD, falling back to GET. */
@@ -198,7 +205,7 @@ export class RegistryClient {
       const digest = reply.header('docker-content-digest')
       const size = Number(reply.header('content-length'))
       const mediaType = reply.header('content-type')?.split(';')[0]?.trim()
-      if (digest !== undefined && SHA256.test(digest) && Number.isFinite(size) && mediaType) {
+      if (digest !== undefined && SHA256.test(digest) && Number.isFinite(size) && size > 0 && mediaType) {
         if (isDigest(reference) && digest !== reference) throw this.mismatch(target, digest)
         return { mediaType, digest, size }
       }
@@ -242,7 +249,13 @@ export class RegistryClient {
     this.httpsAgent.destroy()
   }
 
+  /** What a request is about; the names are checked first, as they go into the URL (a digest may come from a manifest, which the registry wrote). */
   private target(kind: Target['kind'], repository: string, reference: string): Target {
+    const bad = (what: string, value: string) =>
+      new OrcError('invalid', `registry ${this.registry}: ${what} ${JSON.stringify(value)} is not valid for ${kind} requests`, { registry: this.registry })
+    if (!REPOSITORY.test(repository) || repository.length > 255) throw bad('repository', repository)
+    if (kind === 'blob' ? !SHA256.test(reference) : !SHA256.test(reference) && !TAG.test(reference))
+      throw bad(kind === 'blob' ? 'digest' : 'reference', reference)
     return { kind, repository, name: `${this.registry}/${repository}${isDigest(reference) ? '@' : ':'}${reference}` }
   }
 
@@ -272,6 +285,15 @@ export class RegistryClient {
       reply = await this.follow(target, method, url, { ...headers, authorization: auth }, signal)
       if (reply.status === 401) {
         reply.discard()
+        // A token the server gave but that does not cover the repository: the user may not pull it,
+        // or (Docker Hub answers so for anyone) there is no such repository.
+        const again = parseChallenge(reply.header('www-authenticate') ?? '')
+        if (again?.params.error === 'insufficient_scope' && auth.startsWith('Bearer ')) {
+          const msg = this.hasCredentials()
+            ? `registry ${this.registry}: unauthorized (${target.name}): user ${JSON.stringify(this.access.username)} may not pull it, or there is no such repository`
+            : `registry ${this.registry}: unauthorized (${target.name}, or no such repository): give credentials (docs/images.md)`
+          throw new OrcError('forbidden', msg, { registry: this.registry, image: target.name })
+        }
         throw this.unauthorized(target, this.hasCredentials())
       }
     }
@@ -336,18 +358,24 @@ export class RegistryClient {
     )
   }
 
-  /** A bearer token for `scope` from the realm (one request at a time per scope), cached until it expires. */
-  private token(target: Target, realm: string, service: string | undefined, scope: string, signal: AbortSignal | undefined): Promise<Token> {
+  /**
+   * A bearer token for `scope` from the realm, cached until it expires. Concurrent requests share
+   * one token request, which therefore runs on no caller's signal (it has its own timeout): each
+   * caller stops waiting when its own signal fires.
+   */
+  private async token(target: Target, realm: string, service: string | undefined, scope: string, signal: AbortSignal | undefined): Promise<Token> {
     const key = `${realm} ${service ?? ''} ${scope}`
     let pending = this.tokenFetches.get(key)
     if (!pending) {
-      pending = this.fetchToken(target, realm, service, scope, signal).finally(() => this.tokenFetches.delete(key))
+      pending = this.fetchToken(target, realm, service, scope, undefined)
+        .then((token) => {
+          this.tokens.set(scope, token)
+          return token
+        })
+        .finally(() => this.tokenFetches.delete(key))
       this.tokenFetches.set(key, pending)
     }
-    return pending.then((token) => {
-      this.tokens.set(scope, token)
-      return token
-    })
+    return await untilAborted(pending, signal)
   }
 
   private async fetchToken(target: Target, realm: string, service: string | undefined, scope: string, signal: AbortSignal | undefined): Promise<Token> {
@@ -509,12 +537,13 @@ export class RegistryClient {
     let message = ''
     if (method !== 'HEAD') {
       try {
-        const body = await reply.bytes(MAX_ERROR_BODY, () => new Error('too large'))
-        const doc = JSON.parse(body.toString('utf8')) as { errors?: { code?: unknown; message?: unknown }[] }
+        const body = (await reply.bytes(MAX_ERROR_BODY, () => new Error('too large'))).toString('utf8')
+        message = body.trim().split('\n')[0]!.slice(0, 200)
+        const doc = JSON.parse(body) as { errors?: { code?: unknown; message?: unknown }[] }
         codes = (doc.errors ?? []).map((e) => String(e.code ?? ''))
         message = String(doc.errors?.[0]?.message ?? '')
       } catch {
-        // Not the API's JSON error: the status says enough.
+        // Not the API's JSON error: its first line (Go's "Client sent an HTTP request to an HTTPS server.") or the status says enough.
       }
     } else reply.discard()
     const details = { registry: this.registry, image: target.name, status: reply.status, ...(codes.length ? { errors: codes } : {}) }
@@ -540,6 +569,22 @@ export class RegistryClient {
     }
     return new OrcError('invalid', `registry ${this.registry}: HTTP ${status} for ${target.kind} ${target.name}${message ? `: ${message}` : ''}`, details)
   }
+}
+
+/** `access.tls`, else HTTPS verified — but plain HTTP for a loopback registry given no CA (Docker's rule). */
+function defaultTls(registry: string, access: RegistryAccess): RegistryTls {
+  return access.tls ?? (isLoopbackRegistry(registry) && !access.ca ? 'plain' : 'verify')
+}
+
+/** `p`, or the signal's reason as soon as it fires. */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+  })
 }
 
 /** The scope a pull needs (the distribution token spec). */

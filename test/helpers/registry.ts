@@ -17,6 +17,7 @@ import { request as httpsRequest } from 'node:https'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { gunzipSync } from 'node:zlib'
 import { type LayoutImage, writeOciLayout } from '../../src/runtime/index.ts'
 
 export const REGISTRY_BIN = '/usr/bin/docker-registry'
@@ -26,8 +27,14 @@ export interface RegistryOptions {
   basicAuth?: { username: string; password: string }
   /** Serve HTTPS with a self-signed certificate for 127.0.0.1, ::1, localhost and the listen address. */
   tls?: boolean
-  /** Address to listen on (default 127.0.0.1); `0.0.0.0` / `::` listen everywhere (host then names 127.0.0.1). */
+  /**
+   * Address to listen on (default 127.0.0.1), e.g. a bridge address network namespaces reach;
+   * `0.0.0.0` / `::` listen everywhere (host then names 127.0.0.1). skopeo cannot push to an IPv6
+   * literal, so pushImage needs an IPv4 (or wildcard) listener.
+   */
   listen?: string
+  /** More names (IP addresses or DNS names) the TLS certificate is valid for. */
+  certNames?: string[]
   /** Port (default: a free one). */
   port?: number
 }
@@ -57,6 +64,11 @@ export function registryMissing(): string | undefined {
   if (!existsSync(REGISTRY_BIN)) return `skipped: ${REGISTRY_BIN} is not installed (apt install docker-registry)`
   if (!has('skopeo', ['--version'])) return 'skipped: skopeo is not installed (apt install skopeo)'
   return undefined
+}
+
+/** Why zstd-layer images cannot be pushed here (pushImage `compression: 'zstd'`), or undefined. */
+export function zstdMissing(): string | undefined {
+  return registryMissing() ?? (has('zstd', ['--version']) ? undefined : 'skipped: zstd is not installed (apt install zstd)')
 }
 
 /** Why a registry with basic auth or TLS cannot run here (perl's crypt for bcrypt, openssl), or undefined. */
@@ -91,13 +103,12 @@ async function freePort(host: string): Promise<number> {
 
 const bracket = (addr: string): string => (addr.includes(':') ? `[${addr}]` : addr)
 
-function selfSignedCert(dir: string, listen: string): { cert: string; key: string; pem: string } {
+function selfSignedCert(dir: string, names: string[]): { cert: string; key: string; pem: string } {
   const cert = join(dir, 'cert.pem')
   const key = join(dir, 'key.pem')
-  const ips = new Set(['127.0.0.1', '::1'])
-  const isIp = /^[\d.]+$|:/.test(listen)
-  if (isIp && listen !== '0.0.0.0' && listen !== '::') ips.add(listen)
-  const san = [...[...ips].map((ip) => `IP:${ip}`), 'DNS:localhost', ...(!isIp ? [`DNS:${listen}`] : [])].join(',')
+  const isIp = (n: string) => /^[\d.]+$|:/.test(n)
+  const all = new Set(['127.0.0.1', '::1', 'localhost', ...names.filter((n) => n !== '0.0.0.0' && n !== '::')])
+  const san = [...all].map((n) => (isIp(n) ? `IP:${n}` : `DNS:${n}`)).join(',')
   const r = spawnSync(
     'openssl',
     [
@@ -147,7 +158,7 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
   const wildcard = listen === '0.0.0.0' || listen === '::'
   const port = opts.port ?? (await freePort(wildcard ? '127.0.0.1' : listen))
   const host = `${wildcard ? '127.0.0.1' : bracket(listen)}:${port}`
-  const tls = opts.tls ? selfSignedCert(root, listen) : undefined
+  const tls = opts.tls ? selfSignedCert(root, [listen, ...(opts.certNames ?? [])]) : undefined
   const lines = [
     'version: 0.1',
     'log:',
@@ -176,6 +187,8 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
   const config = join(root, 'config.yml')
   writeFileSync(config, `${lines.join('\n')}\n`)
   const url = `${tls ? 'https' : 'http'}://${host}`
+  const removeRoot = () => rmSync(root, { recursive: true, force: true })
+  process.once('exit', removeRoot)
 
   let child: ReturnType<typeof spawn> | undefined
   let exited: Promise<void> = Promise.resolve()
@@ -184,9 +197,13 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
     const proc = spawn(REGISTRY_BIN, ['serve', config], { stdio: ['ignore', 'pipe', 'pipe'] })
     child = proc
     let gone = false
+    // A test process that dies (or is force-exited) must not leave its registry behind.
+    const reap = () => proc.kill('SIGKILL')
+    process.once('exit', reap)
     exited = new Promise((resolve) =>
       proc.once('exit', () => {
         gone = true
+        process.off('exit', reap)
         resolve()
       }),
     )
@@ -220,7 +237,8 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
     await start()
   } catch (err) {
     await kill()
-    rmSync(root, { recursive: true, force: true })
+    removeRoot()
+    process.off('exit', removeRoot)
     throw err
   }
   return {
@@ -233,7 +251,8 @@ export async function startRegistry(opts: RegistryOptions = {}): Promise<TestReg
     start,
     stop: async () => {
       await kill()
-      rmSync(root, { recursive: true, force: true })
+      removeRoot()
+      process.off('exit', removeRoot)
     },
   }
 }
@@ -261,32 +280,77 @@ const destArgs = (reg: TestRegistry): string[] => [
   ...(reg.basicAuth ? ['--dest-creds', `${reg.basicAuth.username}:${reg.basicAuth.password}`] : []),
 ]
 
-/** Push an OCI layout directory (its one image or index in index.json) to `reg` as `repoTag`; the digest the registry reports. */
-export async function pushLayout(reg: TestRegistry, repoTag: string, layoutDir: string, all = false): Promise<string> {
-  const digestFile = join(layoutDir, '..', `digest-${randomBytes(4).toString('hex')}`)
-  await skopeo([
-    '--insecure-policy',
-    'copy',
-    '--quiet',
-    ...(all ? ['--all'] : []),
-    ...destArgs(reg),
-    '--digestfile',
-    digestFile,
-    `oci:${layoutDir}`,
-    `docker://${reg.host}/${repoTag}`,
-  ])
-  return readFileSync(digestFile, 'utf8').trim()
+export interface PushOptions {
+  /** Push every image of an index (`skopeo copy --all`). */
+  all?: boolean
+  /** Manifest format in the registry: `oci` (default, as the layout is) or Docker's `v2s2` (manifest v2, list v2). */
+  format?: 'oci' | 'v2s2'
+}
+
+export interface PushImageOptions extends Omit<PushOptions, 'all'> {
+  /** Layers as zstd (`…tar+zstd`, through Debian's `zstd`) instead of gzip; OCI format only. */
+  compression?: 'gzip' | 'zstd'
+}
+
+/** Push an OCI layout directory (its one image or index in index.json) to `reg` as `repoTag`; the manifest digest the registry reports. */
+export async function pushLayout(reg: TestRegistry, repoTag: string, layoutDir: string, opts: PushOptions = {}): Promise<string> {
+  // containers/image's reference grammar has no IPv6 literals.
+  if (reg.host.startsWith('[')) throw new Error(`pushLayout: skopeo cannot name the registry ${reg.host} (IPv6 literal): listen on '::' or an IPv4 address`)
+  const tmp = mkdtempSync(join(tmpdir(), 'orc-push-'))
+  try {
+    const digestFile = join(tmp, 'digest')
+    await skopeo([
+      '--insecure-policy',
+      'copy',
+      '--quiet',
+      ...(opts.all ? ['--all'] : []),
+      ...(opts.format ? ['--format', opts.format] : []),
+      ...destArgs(reg),
+      '--digestfile',
+      digestFile,
+      `oci:${layoutDir}`,
+      `docker://${reg.host}/${repoTag}`,
+    ])
+    return readFileSync(digestFile, 'utf8').trim()
+  } finally {
+    rmSync(tmp, { recursive: true, force: true })
+  }
 }
 
 /** Build `layout` as an OCI layout (gzip layers, this machine's platform) and push it as `repoTag` (`team/app:1.0`). The manifest digest. */
-export async function pushImage(reg: TestRegistry, repoTag: string, layout: LayoutImage): Promise<string> {
+export async function pushImage(reg: TestRegistry, repoTag: string, layout: LayoutImage, opts: PushImageOptions = {}): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'orc-push-'))
   try {
     writeOciLayout(join(dir, 'layout'), layout)
-    return await pushLayout(reg, repoTag, join(dir, 'layout'))
+    if (opts.compression === 'zstd') zstdLayers(join(dir, 'layout'))
+    const { compression: _, ...push } = opts
+    return await pushLayout(reg, repoTag, join(dir, 'layout'), push)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
+}
+
+/**
+ * Rewrite a one-image layout's gzip layers as zstd (skopeo 1.9 does not recompress compressed
+ * layers): new layer blobs and manifest, the config (diff ids of the uncompressed tars) unchanged.
+ */
+function zstdLayers(layoutDir: string): void {
+  const blob = (digest: string) => join(layoutDir, 'blobs', 'sha256', digest.replace(/^sha256:/, ''))
+  const put = (buf: Buffer) => {
+    const digest = `sha256:${createHash('sha256').update(buf).digest('hex')}`
+    writeFileSync(blob(digest), buf)
+    return { digest, size: buf.length }
+  }
+  const index = JSON.parse(readFileSync(join(layoutDir, 'index.json'), 'utf8'))
+  const entry = index.manifests[0]
+  const manifest = JSON.parse(readFileSync(blob(entry.digest), 'utf8'))
+  manifest.layers = manifest.layers.map((l: { digest: string; mediaType: string }) => {
+    const r = spawnSync('zstd', ['-q', '-c', '-3'], { input: gunzipSync(readFileSync(blob(l.digest))), maxBuffer: 1 << 30 })
+    if (r.status !== 0) throw new Error(`zstd: ${r.stderr?.toString() ?? r.error}`)
+    return { ...l, mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd', ...put(r.stdout) }
+  })
+  index.manifests[0] = { ...entry, ...put(Buffer.from(JSON.stringify(manifest))) }
+  writeFileSync(join(layoutDir, 'index.json'), JSON.stringify(index))
 }
 
 /** This machine's platform as OCI names it (GOARCH). */
@@ -309,7 +373,13 @@ export interface PushedIndex {
  * `otherLayout` (default: `layout` with a marker file added) for another platform — so a test can
  * tell which one a pull chose.
  */
-export async function pushIndex(reg: TestRegistry, repoTag: string, layout: LayoutImage, otherLayout?: LayoutImage): Promise<PushedIndex> {
+export async function pushIndex(
+  reg: TestRegistry,
+  repoTag: string,
+  layout: LayoutImage,
+  otherLayout?: LayoutImage,
+  opts: Omit<PushOptions, 'all'> = {},
+): Promise<PushedIndex> {
   const dir = mkdtempSync(join(tmpdir(), 'orc-push-'))
   try {
     const me = machinePlatform()
@@ -345,7 +415,7 @@ export async function pushIndex(reg: TestRegistry, repoTag: string, layout: Layo
     }
     const idx = put(Buffer.from(JSON.stringify(index)))
     writeFileSync(join(layoutDir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: index.mediaType, ...idx }] }))
-    const digest = await pushLayout(reg, repoTag, layoutDir, true)
+    const digest = await pushLayout(reg, repoTag, layoutDir, { ...opts, all: true })
     return { digest, manifests: { [`${me.os}/${me.architecture}`]: mine, [`${other.os}/${other.architecture}`]: theirs.digest }, other }
   } finally {
     rmSync(dir, { recursive: true, force: true })
