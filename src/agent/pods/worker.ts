@@ -144,8 +144,8 @@ export class PodWorker {
   private volumeDirs = new Map<string, string>()
   /** The last run could not resolve a Config or Secret: the pod waits Pending (retrying) for it. */
   private waitingForData = false
-  /** The last pull-image failed: the pod waits Pending (retrying) with the reason, rather than Failed. */
-  private waitingForImage = false
+  /** Why the last pull-image attempt failed: the pod waits Pending (retrying) with this reason, rather than Failed. */
+  private imageError: string | undefined
   /** Container name → the digest its registry image resolved to for the spec revision being run (status.images). */
   private imagePins = new Map<string, PodImagePin>()
   /** Set once the pod is gone for good: the controller drops the worker. */
@@ -620,7 +620,7 @@ export class PodWorker {
     this.refRevisions = undefined
     this.volumeDirs = new Map()
     this.waitingForData = false
-    this.waitingForImage = false
+    this.imageError = undefined
     this.imagePins = new Map()
     if (deleted && this.uid !== undefined) {
       this.c.images.unpin(this.uid)
@@ -672,11 +672,15 @@ export class PodWorker {
       timeoutMs: t.pullImageTimeoutMs,
       retry: t.pullImageRetry,
       run: async ({ signal, progress }) => {
-        this.waitingForImage = false
         try {
           await this.pullImages(obj, gen, signal, progress)
+          if (gen === this.gen) this.imageError = undefined
         } catch (err) {
-          if (gen === this.gen) this.waitingForImage = true
+          // Pending with the reason while it retries (and after, until the next run), as Kubernetes' ImagePullBackOff.
+          if (gen === this.gen) {
+            this.imageError = `pull-image: ${(err as Error).message}`
+            this.writeStatus('image pull failed')
+          }
           throw err
         }
       },
@@ -1003,9 +1007,9 @@ export class PodWorker {
     if (this.stopping) return 'Stopping'
     if (this.fenced !== undefined) return 'Fenced'
     if (this.runState === 'none') return 'Pending'
-    if (this.runState === 'running') return 'Starting'
+    if (this.runState === 'running') return this.imageError !== undefined ? 'Pending' : 'Starting'
     // Refused by the two-party rule, or waiting for a Config or Secret: it never started.
-    if (this.runState === 'failed') return this.refusedByPolicy || this.waitingForData || this.waitingForImage ? 'Pending' : 'Failed'
+    if (this.runState === 'failed') return this.refusedByPolicy || this.waitingForData || this.imageError !== undefined ? 'Pending' : 'Failed'
     const cs = [...this.containers.values()]
     if (cs.length > 0 && cs.every((c) => c.state === 'exited')) return cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed'
     return 'Running'
@@ -1015,7 +1019,7 @@ export class PodWorker {
     const phase = this.phase()
     const status: Record<string, unknown> = {
       phase,
-      reason: this.fenced ?? (this.runState === 'failed' ? this.runReason : undefined),
+      reason: this.fenced ?? (this.runState === 'failed' ? this.runReason : this.runState === 'running' ? this.imageError : undefined),
       runningRevision: this.runningRevision,
       targetRevision: this.revision,
       specHash: this.hash,

@@ -25,12 +25,17 @@ describe('CLI formatting', () => {
       kind: 'Pod',
       metadata: { name: 'web', namespace: 'prod', createdAt: '2024-01-01T00:00:00Z', revision: 4 },
       spec: { policy: 'ha' },
-      status: { phase: 'Running', node: 'n1', targetRevision: 4 },
+      status: {
+        phase: 'Running',
+        node: 'n1',
+        targetRevision: 4,
+        images: [{ name: 'main', image: 'reg.lab/app:1', digest: `sha256:${'ab'.repeat(32)}`, revision: 4 }],
+      },
     }
     assert.equal(objectTable(getKind('pods'), [pod], { now }), 'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     4     0          10m\n')
     assert.equal(
       objectTable(getKind('pods'), [pod], { now, wide: true, withNamespace: true }),
-      'NAMESPACE   NAME   STATUS    NODE   IP       POLICY   REV   RESTARTS   AGE\nprod        web    Running   n1     <none>   ha       4     0          10m\n',
+      'NAMESPACE   NAME   STATUS    NODE   IP       POLICY   IMAGE DIGEST          REV   RESTARTS   AGE\nprod        web    Running   n1     <none>   ha       sha256:abababababab   4     0          10m\n',
     )
     // REV is the revision whose spec runs, not the object revision status writes advance;
     // RESTARTS adds up the containers' restarts.

@@ -1,0 +1,135 @@
+// Pods from a real registry (Debian's docker-registry) on one real agent: the tag resolved once per
+// spec revision and pinned in the status, a moved tag picked up only by a new revision, rollback
+// restoring the bytes the old revision ran, and the reasons a user sees when a pull cannot work.
+
+import assert from 'node:assert/strict'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import type { TarEntry } from '../../src/runtime/index.ts'
+import { busyboxLayerEntries } from '../fixtures/busybox-image.ts'
+import { pushImage, registryBlobPath, registryMissing, startRegistry } from '../helpers/registry.ts'
+import { podManifest, skipReason, startTestAgent, waitFor } from '../pods/helpers.ts'
+
+const skip = skipReason() ?? registryMissing()
+
+function versionLayer(v: string): TarEntry[] {
+  return [{ path: 'etc/version', type: 'file', mode: 0o644, uid: 0, gid: 0, mtime: 0, data: Buffer.from(`${v}\n`) }]
+}
+
+const image = (version: string) => ({ layers: [busyboxLayerEntries(), versionLayer(version)], config: { Env: ['FROM_IMAGE=yes'] } })
+const SCRIPT = 'echo "version $(cat /etc/version) $FROM_IMAGE"; exec sleep 1000'
+
+test('a pod runs a registry image pinned by digest; a moved tag needs a new revision; rollback restores the same bytes', { skip }, async (t) => {
+  const reg = await startRegistry()
+  const agent = await startTestAgent()
+  t.after(async () => {
+    await agent.orc(['delete', 'pod/web', 'pod/bad', 'pod/pinned']).catch(() => {})
+    await agent.stop()
+    agent.remove()
+    await reg.stop()
+  })
+  const ref = `${reg.host}/team/app:1`
+  const d1 = await pushImage(reg, 'team/app:1', image('one'))
+
+  const logsOf = async (name: string) => (await agent.orc(['logs', `pod/${name}`])).stdout
+  const runs = async (name: string, line: string) =>
+    waitFor(`pod/${name} to print ${line}`, async () => (await agent.pod(name))?.status?.phase === 'Running' && (await logsOf(name)).includes(line), 60_000)
+
+  await t.test('the tag is resolved to a digest, recorded in the status, pulled and run', async () => {
+    const ap = await agent.orc(['apply', '-f', '-'], podManifest('web', ref, SCRIPT))
+    assert.equal(ap.exitCode, 0, ap.stderr)
+    await runs('web', 'version one yes')
+    const pod = await agent.pod('web')
+    assert.deepEqual(
+      pod?.status?.images?.map((p: Record<string, unknown>) => [p.name, p.image, p.digest]),
+      [['main', ref, d1]],
+    )
+    const wide = await agent.orc(['get', 'pod', 'web', '-o', 'wide'])
+    assert.match(wide.stdout, new RegExp(d1.slice(0, 19)))
+    const why = await agent.orc(['why', 'pod/web'])
+    assert.match(why.stdout, /pull-image/)
+    assert.match(why.stdout, new RegExp(`image main: ${ref.replace(/[.]/g, '\\.')} is ${d1}`))
+  })
+
+  await t.test('orc image list and inspect show what the node holds and which pod uses it', async () => {
+    const list = await agent.orc(['image', 'list'])
+    assert.equal(list.exitCode, 0, list.stderr)
+    assert.match(list.stdout, /team\/app:1/)
+    assert.match(list.stdout, /default\/web/)
+    const insp = await agent.orc(['image', 'inspect', ref, '-o', 'json'])
+    assert.equal(insp.exitCode, 0, insp.stderr)
+    const v = JSON.parse(insp.stdout)
+    assert.equal(v.digest, d1)
+    assert.equal(v.layers.length, 2)
+    assert.deepEqual(v.config.env, ['FROM_IMAGE=yes'])
+    const rm = await agent.orc(['image', 'rm', ref])
+    assert.notEqual(rm.exitCode, 0)
+    assert.match(rm.stderr, /used by default\/web/)
+  })
+
+  await t.test('the tag moves: the running revision keeps its digest; a new revision takes the new one', async () => {
+    const d2 = await pushImage(reg, 'team/app:1', image('one-b'))
+    assert.notEqual(d2, d1)
+    assert.equal((await agent.pod('web'))?.status?.images?.[0]?.digest, d1, 'the running revision keeps its digest')
+    const ap = await agent.orc(['apply', '-f', '-'], podManifest('web', ref, `${SCRIPT} # revision 2`))
+    assert.equal(ap.exitCode, 0, ap.stderr)
+    await runs('web', 'version one-b yes')
+    assert.equal((await agent.pod('web'))?.status?.images?.[0]?.digest, d2)
+  })
+
+  await t.test('rollback restores the digest the old revision ran, not what the tag names now', async () => {
+    const rb = await agent.orc(['rollback', 'pod/web'])
+    assert.equal(rb.exitCode, 0, rb.stderr)
+    await waitFor('the rolled-back revision to run', async () => (await agent.pod('web'))?.status?.images?.[0]?.digest === d1, 60_000)
+    await runs('web', 'version one yes')
+    const pod = await agent.pod('web')
+    assert.equal(pod?.spec?.containers?.[0]?.image, `${ref}@${d1}`)
+  })
+
+  await t.test('a nonexistent tag leaves the pod Pending with the reason in orc why; the agent keeps serving', async () => {
+    const ap = await agent.orc(['apply', '-f', '-'], podManifest('bad', `${reg.host}/team/app:nope`, SCRIPT))
+    assert.equal(ap.exitCode, 0, ap.stderr)
+    const why = await waitFor(
+      'orc why to name the missing tag',
+      async () => {
+        const w = await agent.orc(['why', 'pod/bad'])
+        return /manifest unknown|not found/i.test(w.stdout) ? w.stdout : undefined
+      },
+      30_000,
+    )
+    assert.match(why, /team\/app:nope/)
+    assert.equal((await agent.pod('bad'))?.status?.phase, 'Pending')
+    assert.equal((await agent.orc(['get', 'pods'])).exitCode, 0)
+  })
+
+  await t.test('a corrupted blob in the registry is refused with a digest mismatch and nothing of it is kept', async () => {
+    const d3 = await pushImage(reg, 'team/app:2', image('two'))
+    const insp = await agent.orc(['image', 'inspect', ref, '-o', 'json'])
+    const base = JSON.parse(insp.stdout).layers.map((l: { digest: string }) => l.digest)
+    // The version layer of tag 2 is new to this node: corrupt it in the registry's storage.
+    const manifest = JSON.parse(readFileSync(registryBlobPath(reg, d3), 'utf8'))
+    const target = manifest.layers.map((l: { digest: string }) => l.digest).find((d: string) => !base.includes(d))
+    const path = registryBlobPath(reg, target)
+    const data = readFileSync(path)
+    data[data.length - 5] = (data[data.length - 5]! + 1) % 256
+    writeFileSync(path, data)
+    const ap = await agent.orc(['apply', '-f', '-'], podManifest('pinned', `${reg.host}/team/app:2`, SCRIPT))
+    assert.equal(ap.exitCode, 0, ap.stderr)
+    const why = await waitFor(
+      'orc why to name the digest mismatch',
+      async () => {
+        const w = await agent.orc(['why', 'pod/pinned'])
+        return /does not match its digest/.test(w.stdout) ? w.stdout : undefined
+      },
+      30_000,
+    )
+    assert.match(why, new RegExp(target.slice(7, 19)))
+    assert.equal(existsSync(join(agent.dataDir, 'blobs', 'sha256', target.slice(7))), false, 'the corrupt blob is not kept')
+    assert.deepEqual(
+      readdirSync(join(agent.dataDir, 'blobs', 'sha256')).filter((n) => n.includes('tmp')),
+      [],
+      'no partial download left',
+    )
+  })
+})
