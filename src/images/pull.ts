@@ -9,11 +9,10 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pino, { type Logger } from 'pino'
 import { type Clock, systemClock } from '../effects/index.ts'
-import { isOrcError, OrcError, wrapError } from '../model/index.ts'
+import { formatReference, type ImageReference, isOrcError, OrcError, wrapError } from '../model/index.ts'
 import { choosePlatformManifest, hostPlatform, type ImagePlatform, isIndexMediaType, type ResolvedImage, unpackManifest } from '../runtime/index.ts'
 import type { BlobStore } from './blobs.ts'
 import { digestHex } from './blobs.ts'
-import { formatReference, type ImageReference } from './reference.ts'
 import { type Descriptor, MEDIA_TYPES, type RegistryAccess, RegistryClient } from './registry.ts'
 
 /** Another place blobs come from before the registry: the cluster's members (src/agent/images). */

@@ -13,8 +13,7 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type 
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import { rootCertificates } from 'node:tls'
 import { type Clock, systemClock } from '../effects/index.ts'
-import { OrcError } from '../model/index.ts'
-import { isLoopbackRegistry, registryEndpoint } from './reference.ts'
+import { isLoopbackRegistry, OrcError, registryEndpoint } from '../model/index.ts'
 
 /** How the registry is reached. Default: `verify` (HTTPS with system CAs), `plain` for loopback registries given no `ca`. */
 export type RegistryTls = 'verify' | 'insecure' | 'plain'

@@ -103,6 +103,13 @@ test('a pod runs a registry image pinned by digest; a moved tag needs a new revi
     assert.equal((await agent.orc(['get', 'pods'])).exitCode, 0)
   })
 
+  await t.test('a malformed reference is refused at apply, naming the bad part; nothing is stored', async () => {
+    const ap = await agent.orc(['apply', '-f', '-'], podManifest('malformed', `${reg.host}/Team/App:1`, SCRIPT))
+    assert.notEqual(ap.exitCode, 0)
+    assert.match(ap.stderr, /spec\.containers\[0\]\.image.*repository component "Team"/)
+    assert.equal(await agent.pod('malformed'), undefined)
+  })
+
   await t.test('a corrupted blob in the registry is refused with a digest mismatch and nothing of it is kept', async () => {
     const d3 = await pushImage(reg, 'team/app:2', image('two'))
     const insp = await agent.orc(['image', 'inspect', ref, '-o', 'json'])

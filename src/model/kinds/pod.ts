@@ -1,3 +1,4 @@
+import { isRegistryReference, parseReference } from '../image-reference.ts'
 import { defineKind, type ObjectOfKind } from '../kind.ts'
 import type { Infer, Issue } from '../schema.ts'
 import { s } from '../schema.ts'
@@ -162,6 +163,17 @@ export function podSpecIssues(spec: unknown, base: string): Issue[] {
   const issues: Issue[] = []
   const containers = (spec as Record<string, unknown> | undefined)?.containers
   if (Array.isArray(containers) && containers.length === 0) issues.push({ path: `${base}.containers`, rule: 'must have at least one container' })
+  // A registry reference must parse (a store name or a path is checked where it is used).
+  if (Array.isArray(containers))
+    containers.forEach((c, i) => {
+      const image = (c as { image?: unknown } | undefined)?.image
+      if (typeof image !== 'string' || !isRegistryReference(image)) return
+      try {
+        parseReference(image)
+      } catch (err) {
+        issues.push({ path: `${base}.containers[${i}].image`, rule: (err as Error).message })
+      }
+    })
   return [...issues, ...dataRefIssues(spec, base), ...schedulingIssues(spec, base)]
 }
 

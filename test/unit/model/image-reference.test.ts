@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { formatReference, isLoopbackRegistry, isRegistryReference, parseReference, registryEndpoint } from '../../../src/images/index.ts'
-import { isOrcError } from '../../../src/model/index.ts'
+import { formatReference, isLoopbackRegistry, isOrcError, isRegistryReference, parseReference, registryEndpoint } from '../../../src/model/index.ts'
 
 const D = `sha256:${'ab'.repeat(32)}`
 

@@ -7,7 +7,7 @@
  * must not silently turn into a pull from Docker Hub. Docker Hub is named explicitly
  * (`docker.io/library/redis:7` or `docker.io/redis:7`).
  */
-import { OrcError } from '../model/index.ts'
+import { OrcError } from './errors.ts'
 
 export interface ImageReference {
   /** Host[:port] as written (`docker.io` is kept; `registryEndpoint` maps it to its API host). */
