@@ -37,15 +37,24 @@ const DIGEST = /^sha256:[0-9a-f]{64}$/
 /** What a reference may look like on the wire (parseReference decides whether it is one). */
 const MAX_IMAGE_CHARS = 1024
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
+const MAX_MEDIA_TYPE_CHARS = 255
+/** RFC 6838 type/subtype, with `+suffix` and `.` as registries use them (no parameters). */
+const MEDIA_TYPE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/
 
 export function isBlobDigest(v: unknown): v is string {
   return typeof v === 'string' && DIGEST.test(v)
 }
 
-/** Where a blob comes from when the serving node fetches it from the registry: the image and the namespace whose credentials apply. */
+/**
+ * Where a blob comes from when the serving node fetches it from the registry: the image, the
+ * namespace whose credentials apply, and what the image's manifest says of the blob (the serving
+ * node's store checks the size as it writes).
+ */
 export interface BlobVia {
   image: string
   namespace: string
+  size: number
+  mediaType: string
 }
 
 export interface BlobBody {
@@ -87,17 +96,23 @@ export function parseBlobRequest(v: unknown): BlobRequest {
     if (via === undefined) return { op: 'get', digest }
     if (
       !isRecord(via) ||
-      Object.keys(via).length !== 2 ||
+      Object.keys(via).length !== 4 ||
       typeof via.image !== 'string' ||
       via.image.length === 0 ||
       via.image.length > MAX_IMAGE_CHARS ||
       /\s/.test(via.image) ||
       typeof via.namespace !== 'string' ||
-      !NAMESPACE.test(via.namespace)
+      !NAMESPACE.test(via.namespace) ||
+      typeof via.size !== 'number' ||
+      !Number.isSafeInteger(via.size) ||
+      via.size < 0 ||
+      typeof via.mediaType !== 'string' ||
+      via.mediaType.length > MAX_MEDIA_TYPE_CHARS ||
+      !MEDIA_TYPE.test(via.mediaType)
     ) {
       throw peerFault('blob get-request is malformed (via)')
     }
-    return { op: 'get', digest, via: { image: via.image, namespace: via.namespace } }
+    return { op: 'get', digest, via: { image: via.image, namespace: via.namespace, size: via.size, mediaType: via.mediaType } }
   }
   throw peerFault('blob request is malformed (op)')
 }

@@ -114,7 +114,12 @@ test('blobs protocol: a member fetches a 5 MB blob intact; has answers; over-lim
   assert.equal(digestOf(await collect((await c.fetchBlob(a.peerId, bigDigest)).body)), bigDigest)
 
   // Via: a lacks the blob; b and c ask at the same moment; a fetches it from the registry once.
-  const via = { image: 'registry.example:5000/team/app@' + remoteDigest, namespace: 'team' }
+  const via = {
+    image: 'registry.example:5000/team/app@' + remoteDigest,
+    namespace: 'team',
+    size: remote.length,
+    mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip',
+  }
   const [fromB, fromC] = await Promise.all([b.fetchBlob(a.peerId, remoteDigest, via), c.fetchBlob(a.peerId, remoteDigest, via)])
   assert.equal(digestOf(await collect(fromB.body)), remoteDigest)
   assert.equal(digestOf(await collect(fromC.body)), remoteDigest)
@@ -159,7 +164,8 @@ test('blobs protocol: a trial stranger, a removed member and a malformed request
   a.on('peer:misbehaved', (e) => faults.push(e))
   for (const req of [
     { op: 'get', digest: 'sha256:' + 'A'.repeat(64) },
-    { op: 'get', digest, via: { image: 'x', namespace: 'Not A Namespace' } },
+    { op: 'get', digest, via: { image: 'x', namespace: 'Not A Namespace', size: 1, mediaType: 'a/b' } },
+    { op: 'get', digest, via: { image: 'x', namespace: 'team', size: -1, mediaType: 'a/b' } },
     { op: 'has', digests: Array.from({ length: 65 }, () => digest) },
     { op: 'get', digest, extra: 1 },
     { op: 'put', digest },
