@@ -35,6 +35,7 @@ import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
 import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
+import { LateBlobProvider } from './images/peers.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
 import { NODE_CONTROLLER, nodeNameFromHostname, ORC_VERSION } from './node-info.ts'
@@ -226,6 +227,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   // and opens with it, pods open what they use, delivery and rotation save into it.
   const keyring = new ClusterKeyring(dataDir, logger.child({ module: 'secrets' }))
   const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
+  // Image blobs the mesh serves to members (/orc/blobs/1.0.0): nothing until the blob store exists and
+  // a StoreBlobProvider is set here (docs/images.md, "Peer distribution").
+  const blobProvider = new LateBlobProvider()
   let listener: InstallListener | undefined
   const ops: NodeOps = {
     metrics: new MetricsRegistry(),
@@ -327,6 +331,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
                 random,
                 onDirectory: (d) => (directory = d),
                 keyring,
+                blobs: blobProvider,
               })),
             stop: () => cluster!.stop(),
           },

@@ -28,8 +28,7 @@
  */
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
-import { type Descriptor, formatReference, type ImageReference, isRegistryReference, parseReference } from '../../images/index.ts'
-import type { BlobSource } from '../../images/pull.ts'
+import { type BlobSource, type Descriptor, formatReference, type ImageReference, isRegistryReference, parseReference } from '../../images/index.ts'
 import { type BlobBody, type BlobProvider, type BlobVia, isBlobDigest, type Mesh } from '../../mesh/index.ts'
 import { OrcError } from '../../model/index.ts'
 import type { MetricsRegistry } from '../ops/metrics.ts'
