@@ -218,7 +218,12 @@ export class BlobService {
     try {
       blob = provider.open(digest)
       if (blob === undefined && via !== undefined && provider.fetchThrough !== undefined) {
-        blob = await withDeadline(this.fetchThrough(provider, digest, via), AbortSignal.timeout(t.blobFetchThroughTimeoutMs), () => undefined)
+        blob = await withDeadline(this.fetchThrough(provider, digest, via), AbortSignal.timeout(t.blobFetchThroughTimeoutMs), () => undefined).catch((err) => {
+          if (err instanceof OrcError && err.code === 'unavailable' && err.message === 'timed out') {
+            throw new OrcError('unavailable', `fetching blob ${digest} from the registry took over ${t.blobFetchThroughTimeoutMs} ms`)
+          }
+          throw err
+        })
         fetched = true
       }
     } catch (err) {
@@ -355,14 +360,16 @@ export class BlobService {
       throw new OrcError('unavailable', `blob ${digest} from ${peerId}: ${shortError(err)}`, { peer: peerId }, err)
     }
     const bound = AbortSignal.any([...(signal ? [signal] : []), AbortSignal.timeout(blobTransferMs(t, size))])
-    return { size, body: readBlobBody(ch, size, bound, `blob ${digest} from ${peerId}`) }
+    // Armed now, not when the body is first read: a body nobody reads still ends with its deadline.
+    const what = `blob ${digest} from ${peerId}`
+    const onAbort = () => ch.abort(new Error(`${what}: timed out`))
+    bound.addEventListener('abort', onAbort, { once: true })
+    return { size, body: readBlobBody(ch, size, bound, what, () => bound.removeEventListener('abort', onAbort)) }
   }
 }
 
 /** The chunks of a blob until its `end` frame: exactly `size` bytes, or an error. */
-async function* readBlobBody(ch: FrameChannel, size: number, signal: AbortSignal, what: string): AsyncGenerator<Uint8Array> {
-  const onAbort = () => ch.abort(new Error(`${what}: timed out`))
-  signal.addEventListener('abort', onAbort, { once: true })
+async function* readBlobBody(ch: FrameChannel, size: number, signal: AbortSignal, what: string, disarm: () => void): AsyncGenerator<Uint8Array> {
   let got = 0
   let done = false
   try {
@@ -390,7 +397,7 @@ async function* readBlobBody(ch: FrameChannel, size: number, signal: AbortSignal
       yield f.subarray(1)
     }
   } finally {
-    signal.removeEventListener('abort', onAbort)
+    disarm()
     // Stopped early (the consumer returned or failed): hang up this stream, not the connection.
     if (!done) ch.abort(new Error('blob transfer abandoned'))
   }

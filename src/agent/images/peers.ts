@@ -57,7 +57,10 @@ export type BlobMesh = Pick<Mesh, 'peerId' | 'members' | 'blobHas' | 'fetchBlob'
 export interface MeshBlobSourceComponents {
   /** The node's mesh once it is up (late-bound: the puller exists before it); undefined: registry only. */
   mesh: () => BlobMesh | undefined
-  /** Live members' peer ids, self excluded. Default: the mesh's members alive and connected. */
+  /**
+   * Live members' peer ids, self excluded. Default: the mesh's members seen alive, connected or not
+   * (beyond fullMeshMax most are not; a request dials them), so every node ranks the same set.
+   */
   members?: () => string[]
   /** Default: the mesh's peer id. */
   selfPeerId?: () => string
@@ -129,9 +132,7 @@ export class MeshBlobSource implements BlobSource {
     const self = this.c.selfPeerId?.() ?? mesh.peerId
     const views = mesh.members()
     const nameOf = (p: string) => views.find((m) => m.peerId === p)?.name ?? p
-    const live = (this.c.members?.() ?? views.filter((m) => !m.self && m.state === 'alive' && m.connected !== false).map((m) => m.peerId)).filter(
-      (p) => p !== self,
-    )
+    const live = (this.c.members?.() ?? views.filter((m) => !m.self && m.state === 'alive').map((m) => m.peerId)).filter((p) => p !== self)
     if (live.length === 0) return undefined
     const log = this.c.log.child({ digest: d.digest })
     const ranked = rankByRendezvous(d.digest, [...live, self])
