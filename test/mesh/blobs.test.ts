@@ -132,16 +132,18 @@ test('blobs protocol: a member fetches a 5 MB blob intact; has answers; over-lim
   assert.equal(pa.fetched.length, 2)
 })
 
-test('blobs protocol: a trial stranger, a removed member and a malformed request get nothing; the malformed one is a peer fault', async (t) => {
+test('blobs protocol: a trial stranger, a removed member and a malformed request get nothing (the malformed one is a peer fault); a stalled transfer ends at its deadline', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
   const blob = seededRandom(9)(50_000)
   const digest = digestOf(blob)
   const pa = memoryProvider(new Map([[digest, blob]]))
   // Five faults would ban c (50 each, -100): keep it admissible so each request is tried.
-  const { mesh: a } = await fx.create('a', { blobs: pa.provider, tunables: { banThreshold: -10_000 } })
-  const b = await fx.join('b', a, { blobs: memoryProvider(new Map()).provider })
-  const c = await fx.join('c', a, { blobs: memoryProvider(new Map()).provider })
+  // A transfer of this small blob must end within ~1 s.
+  const tunables = { blobTransferBaseMs: 1000 }
+  const { mesh: a } = await fx.create('a', { blobs: pa.provider, tunables: { ...tunables, banThreshold: -10_000 } })
+  const b = await fx.join('b', a, { blobs: memoryProvider(new Map()).provider, tunables })
+  const c = await fx.join('c', a, { blobs: memoryProvider(new Map()).provider, tunables })
   await waitFor('b and c alive on a', () => [b, c].every((x) => a.members().some((m) => m.peerId === x.peerId && m.state === 'alive')))
   assert.equal(digestOf(await collect((await b.fetchBlob(a.peerId, digest)).body)), digest)
   const served = pa.opened.length
@@ -184,9 +186,21 @@ test('blobs protocol: a trial stranger, a removed member and a malformed request
     assert.equal(faults.at(-1)?.peerId, c.peerId)
   }
 
+  assert.equal(pa.opened.length, served, 'nothing was opened for the stranger or the malformed requests')
+
+  // A transfer that stalls ends at its deadline, on both sides: the reader gets an error, the slot is freed.
+  pa.hold()
+  const stalled = await b.fetchBlob(a.peerId, digest)
+  const t0 = Date.now()
+  await assert.rejects(collect(stalled.body), (err: Error & { code?: string }) => err.code === 'unavailable')
+  assert.ok(Date.now() - t0 < 8000, `gave up after ${Date.now() - t0} ms`)
+  await waitFor('the serving slot is free', () => a.blobServes() === 0)
+  pa.release()
+  const servedNow = pa.opened.length
+
   // Removed: never again.
   await a.removeMember(b.peerId)
   await assert.rejects(b.fetchBlob(a.peerId, digest))
   await assert.rejects(b.blobHas(a.peerId, [digest]))
-  assert.equal(pa.opened.length, served, 'nothing was opened for the stranger, the malformed requests or the removed member')
+  assert.equal(pa.opened.length, servedNow, 'nothing was opened for the removed member')
 })
