@@ -9,6 +9,9 @@ import { test } from 'node:test'
 import type { Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
+import { pino } from 'pino'
+import { MeshBlobSource, StoreBlobProvider } from '../../src/agent/images/peers.ts'
+import { parseReference } from '../../src/images/index.ts'
 import { streamChannel } from '../../src/mesh/host.ts'
 import type { BlobBody, BlobProvider, BlobVia, Mesh } from '../../src/mesh/index.ts'
 import { BLOBS_PROTOCOL, Mesh as MeshClass } from '../../src/mesh/index.ts'
@@ -203,4 +206,78 @@ test('blobs protocol: a trial stranger, a removed member and a malformed request
   await assert.rejects(b.fetchBlob(a.peerId, digest))
   await assert.rejects(b.blobHas(a.peerId, [digest]))
   assert.equal(pa.opened.length, servedNow, 'nothing was opened for the removed member')
+})
+
+test('blobs through the agent side: three members pulling one image at the same moment download each blob from the registry once', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const random = seededRandom(11)
+  const layers = [400_000, 1_000_000, 50_000, 2_000].map((n) => random(n))
+  const descs = layers.map((b) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: digestOf(b), size: b.length }))
+  const registry = new Map(layers.map((b, i) => [descs[i]!.digest, b]))
+  const downloads: string[] = []
+  const log = pino({ level: 'silent' })
+  type Node = { name: string; blobs: Map<string, Uint8Array>; flights: Map<string, Promise<void>>; mesh?: Mesh; source?: MeshBlobSource }
+  // The puller's one download per blob per node: its own pull and a member's fetch-through share it,
+  // and a blob that arrived meanwhile (a member's fetch-through stored it) is not fetched again.
+  const download = (n: Node, digest: string): Promise<void> => {
+    if (n.blobs.has(digest)) return Promise.resolve()
+    let f = n.flights.get(digest)
+    if (f === undefined) {
+      f = (async () => {
+        downloads.push(`${n.name} ${digest.slice(7, 19)}`)
+        await new Promise((r) => setTimeout(r, 50))
+        n.blobs.set(digest, registry.get(digest)!)
+      })().finally(() => n.flights.delete(digest))
+      n.flights.set(digest, f)
+    }
+    return f
+  }
+  const node = (name: string): Node => ({ name, blobs: new Map(), flights: new Map() })
+  const provider = (n: Node) =>
+    new StoreBlobProvider({
+      store: {
+        has: (d) => n.blobs.has(d),
+        open: (d) => ({ size: n.blobs.get(d)!.length, body: chunksOf(n.blobs.get(d)!) }),
+      },
+      fetchThrough: (_ref, desc) => download(n, desc.digest),
+      log,
+    })
+  const nodes = [node('a'), node('b'), node('c')]
+  nodes[0]!.mesh = (await fx.create('a', { blobs: provider(nodes[0]!) })).mesh
+  for (const n of nodes.slice(1)) n.mesh = await fx.join(n.name, nodes[0]!.mesh, { blobs: provider(n) })
+  for (const n of nodes) n.source = new MeshBlobSource({ mesh: () => n.mesh, log })
+  await waitFor('everyone alive everywhere', () => nodes.every((n) => n.mesh!.members().filter((m) => m.state === 'alive').length === 3))
+
+  const image = { ref: parseReference('registry.example:5000/team/app:1.2'), namespace: 'team' }
+  const pull = async (n: Node, d: (typeof descs)[number]): Promise<string> => {
+    const got = await n.source!.fetch(d, image, AbortSignal.timeout(20_000))
+    if (got === undefined) {
+      await download(n, d.digest)
+      return 'registry'
+    }
+    const bytes = await collect(got.body)
+    assert.equal(digestOf(bytes), d.digest)
+    n.blobs.set(d.digest, bytes)
+    return 'peer'
+  }
+  await Promise.all(nodes.flatMap((n) => descs.map((d) => pull(n, d))))
+  assert.equal(downloads.length, descs.length, `one download per blob, got:\n${downloads.join('\n')}`)
+  for (const n of nodes) for (const d of descs) assert.equal(digestOf(n.blobs.get(d.digest)!), d.digest, `${n.name} has ${d.digest}`)
+  const hits = nodes.map((n) => n.source!.stats())
+  assert.equal(
+    hits.reduce((s, x) => s + x.peerBlobs + x.fetchThroughBlobs, 0),
+    2 * descs.length,
+    'every node but the owner got each blob from a member',
+  )
+
+  // The registry goes away; a fourth node gets the whole image from members.
+  registry.clear()
+  const d4 = node('d')
+  d4.mesh = await fx.join('d', nodes[0]!.mesh, { blobs: provider(d4) })
+  d4.source = new MeshBlobSource({ mesh: () => d4.mesh, log })
+  await waitFor('d sees everyone alive', () => d4.mesh!.members().filter((m) => m.state === 'alive').length === 4)
+  for (const d of descs) assert.equal(await pull(d4, d), 'peer')
+  assert.equal(downloads.length, descs.length)
+  assert.equal(d4.source.hitRatio(), 1)
 })

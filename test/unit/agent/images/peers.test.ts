@@ -62,7 +62,9 @@ function memoryCluster(ids: string[], registryBlobs: Map<string, Uint8Array>) {
   type Node = { id: string; blobs: Map<string, Uint8Array>; flights: Map<string, Promise<void>>; down: boolean; source: MeshBlobSource }
   const nodes = new Map<string, Node>()
   const download = async (n: Node, digest: string): Promise<void> => {
-    // The puller's one-download-per-blob rule: its own pull and a member's fetch-through share a flight.
+    // The puller's one-download-per-blob rule: its own pull and a member's fetch-through share a
+    // flight, and what arrived meanwhile is not fetched again.
+    if (n.blobs.has(digest)) return
     let f = n.flights.get(digest)
     if (f === undefined) {
       f = (async () => {
