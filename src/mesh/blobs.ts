@@ -270,15 +270,15 @@ export class BlobService {
     }
   }
 
-  /** One fetch-through per digest: the first asker starts it, the others wait for it and open what it stored. */
+  /**
+   * One fetch-through per digest: the first asker starts it; the others wait for it, then open what
+   * it stored — or get the error it ended with (the registry is asked once, whatever it answers).
+   */
   private async fetchThrough(provider: BlobProvider, digest: string, via: BlobVia): Promise<BlobBody | undefined> {
     const running = this.flights.get(digest)
     if (running !== undefined) {
-      await running.catch(() => undefined)
-      const stored = provider.open(digest)
-      if (stored !== undefined) return stored
-      // The flight failed or kept nothing: ask it once more for this asker (the registry may be back).
-      return this.fetchThrough(provider, digest, via)
+      await running
+      return provider.open(digest)
     }
     const flight = provider.fetchThrough!(digest, via)
     this.flights.set(digest, flight)

@@ -16,9 +16,12 @@ import { streamChannel } from '../../src/mesh/host.ts'
 import type { BlobBody, BlobProvider, BlobVia, Mesh } from '../../src/mesh/index.ts'
 import { BLOBS_PROTOCOL, Mesh as MeshClass } from '../../src/mesh/index.ts'
 import { readJson, Tag, writeJson } from '../../src/mesh/wire.ts'
+import { OrcError } from '../../src/model/index.ts'
 import { Fixture, seededRandom, waitFor } from './helpers.ts'
 
 const digestOf = (b: Uint8Array) => `sha256:${createHash('sha256').update(b).digest('hex')}`
+/** The registry refuses this one (fetchThrough throws). */
+const forbiddenDigest = digestOf(new TextEncoder().encode('forbidden'))
 
 async function* chunksOf(bytes: Uint8Array, gate?: Promise<void>): AsyncGenerator<Uint8Array> {
   if (gate !== undefined) await gate
@@ -48,6 +51,7 @@ function memoryProvider(blobs: Map<string, Uint8Array>, registry = new Map<strin
     fetchThrough: async (d, via): Promise<BlobBody | undefined> => {
       fetched.push({ digest: d, via })
       await new Promise((r) => setTimeout(r, 300)) // a registry round trip, long enough for both askers to arrive
+      if (d === forbiddenDigest) throw new OrcError('forbidden', 'registry.example:5000: unauthorized (wrong or missing credentials)')
       const b = registry.get(d)
       if (b === undefined) return undefined
       blobs.set(d, b)
@@ -133,6 +137,14 @@ test('blobs protocol: a member fetches a 5 MB blob intact; has answers; over-lim
   // The registry does not have it either: not_found, after asking it once.
   await assert.rejects(b.fetchBlob(a.peerId, absent, via), (err: Error & { code?: string }) => err.code === 'not_found')
   assert.equal(pa.fetched.length, 2)
+  // The registry refuses: both askers at the same moment get its reason, from one registry call.
+  const refused = await Promise.allSettled([b.fetchBlob(a.peerId, forbiddenDigest, via), c.fetchBlob(a.peerId, forbiddenDigest, via)])
+  for (const r of refused) {
+    assert.equal(r.status, 'rejected')
+    assert.equal((r.reason as OrcError).code, 'forbidden')
+    assert.match((r.reason as Error).message, /unauthorized/)
+  }
+  assert.equal(pa.fetched.length, 3)
 })
 
 test('blobs protocol: a trial stranger, a removed member and a malformed request get nothing (the malformed one is a peer fault); a stalled transfer ends at its deadline', async (t) => {
