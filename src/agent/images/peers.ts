@@ -71,6 +71,26 @@ export interface MeshBlobSourceComponents {
   askPeers?: number
   /** Bound on the `has` round. Default 2 s. */
   hasTimeoutMs?: number
+  /** Rounds tried again when a member that would serve the blob is busy (default 5), waiting busyWaitMs × round (default 250 ms). */
+  busyRetries?: number
+  busyWaitMs?: number
+  /** Waits between rounds (tests pass a fake). */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+}
+
+function sleepFor(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason)
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', stop)
+      resolve()
+    }, ms)
+    const stop = () => {
+      clearTimeout(t)
+      reject(signal.reason)
+    }
+    signal.addEventListener('abort', stop, { once: true })
+  })
 }
 
 export interface PeerBlobStats {
@@ -129,12 +149,37 @@ export class MeshBlobSource implements BlobSource {
   ): Promise<{ body: AsyncIterable<Uint8Array>; from: string } | undefined> {
     const mesh = this.c.mesh()
     if (mesh === undefined || !isBlobDigest(d.digest)) return undefined
+    const log = this.c.log.child({ digest: d.digest })
+    const retries = this.c.busyRetries ?? 5
+    for (let round = 0; ; round++) {
+      const r = await this.round(mesh, d, image, signal, log)
+      if ('body' in r) return r
+      if (r.none) return undefined
+      // A member that would serve us said it is busy: wait for it rather than add a registry
+      // download (the limits answer at once, so under a burst most askers hear this first).
+      if (!r.busy || round >= retries || signal.aborted) break
+      await (this.c.sleep ?? sleepFor)((this.c.busyWaitMs ?? 250) * (round + 1), signal).catch(() => undefined)
+    }
+    this.s.misses++
+    this.blobsTotal?.inc({ result: 'miss' })
+    log.debug('blob not from members; from the registry')
+    return undefined
+  }
+
+  /** One try: holders first, else the owner with `via`. `busy`: a member refused because it was at its limits. */
+  private async round(
+    mesh: BlobMesh,
+    d: Descriptor,
+    image: { ref: ImageReference; namespace: string },
+    signal: AbortSignal,
+    log: Logger,
+  ): Promise<{ body: AsyncIterable<Uint8Array>; from: string } | { busy: boolean; none?: true }> {
     const self = this.c.selfPeerId?.() ?? mesh.peerId
     const views = mesh.members()
     const nameOf = (p: string) => views.find((m) => m.peerId === p)?.name ?? p
     const live = (this.c.members?.() ?? views.filter((m) => !m.self && m.state === 'alive').map((m) => m.peerId)).filter((p) => p !== self)
-    if (live.length === 0) return undefined
-    const log = this.c.log.child({ digest: d.digest })
+    // No member to ask: not counted as a miss (nothing was looked for at members).
+    if (live.length === 0) return { busy: false, none: true }
     const ranked = rankByRendezvous(d.digest, [...live, self])
     const owner = ranked[0]!
     // The owner first among those asked: it is the likeliest holder (it fetched for the cluster).
@@ -156,34 +201,43 @@ export class MeshBlobSource implements BlobSource {
       d.digest + self,
       answers.filter((p): p is string => p !== undefined),
     )
+    let busy = false
     for (const p of holders) {
       const got = await this.tryGet(mesh, p, d, undefined, signal, log)
-      if (got !== undefined) return { body: this.counted(got.body, 'peer'), from: nameOf(p) }
+      if ('body' in got) return { body: this.counted(got.body, 'peer'), from: nameOf(p) }
+      busy ||= got.busy
     }
     if (owner !== self && !holders.includes(owner) && !signal.aborted && isRegistryReference(formatReference(image.ref))) {
       const via: BlobVia = { image: formatReference(image.ref), namespace: image.namespace, size: d.size, mediaType: d.mediaType }
       const got = await this.tryGet(mesh, owner, d, via, signal, log)
-      if (got !== undefined) return { body: this.counted(got.body, 'fetch_through'), from: `${nameOf(owner)} (fetched from the registry for the cluster)` }
+      if ('body' in got) return { body: this.counted(got.body, 'fetch_through'), from: `${nameOf(owner)} (fetched from the registry for the cluster)` }
+      busy ||= got.busy
     }
-    this.s.misses++
-    this.blobsTotal?.inc({ result: 'miss' })
-    log.debug({ owner, self: owner === self, holders: holders.length }, 'blob not from members; from the registry')
-    return undefined
+    log.debug({ owner, self: owner === self, holders: holders.length, busy }, 'no member gave the blob')
+    return { busy }
   }
 
-  private async tryGet(mesh: BlobMesh, peer: string, d: Descriptor, via: BlobVia | undefined, signal: AbortSignal, log: Logger): Promise<BlobBody | undefined> {
+  private async tryGet(
+    mesh: BlobMesh,
+    peer: string,
+    d: Descriptor,
+    via: BlobVia | undefined,
+    signal: AbortSignal,
+    log: Logger,
+  ): Promise<BlobBody | { busy: boolean }> {
     try {
       const got = await mesh.fetchBlob(peer, d.digest, via, signal)
       if (got.size !== d.size) {
         // The store would refuse it anyway; do not spend the transfer.
         for await (const _ of got.body) break
         log.warn({ peer, size: got.size, expected: d.size }, 'member announced a blob of the wrong size')
-        return undefined
+        return { busy: false }
       }
       return got
     } catch (err) {
       log.debug({ peer, via: via !== undefined, err: (err as Error).message }, 'blob from member failed')
-      return undefined
+      // `unavailable` from the member itself (not a failed dial): at its serve limits.
+      return { busy: err instanceof OrcError && err.code === 'unavailable' && err.details.remote === true }
     }
   }
 

@@ -59,7 +59,7 @@ describe('rendezvous owner of a blob', () => {
 function memoryCluster(ids: string[], registryBlobs: Map<string, Uint8Array>) {
   const registryDownloads: string[] = []
   const gets: Array<{ from: string; to: string; digest: string; via?: BlobVia }> = []
-  type Node = { id: string; blobs: Map<string, Uint8Array>; flights: Map<string, Promise<void>>; down: boolean; source: MeshBlobSource }
+  type Node = { id: string; blobs: Map<string, Uint8Array>; flights: Map<string, Promise<void>>; down: boolean; busy: number; source: MeshBlobSource }
   const nodes = new Map<string, Node>()
   const download = async (n: Node, digest: string): Promise<void> => {
     // The puller's one-download-per-blob rule: its own pull and a member's fetch-through share a
@@ -100,6 +100,10 @@ function memoryCluster(ids: string[], registryBlobs: Map<string, Uint8Array>) {
       gets.push({ from: self, to: peer, digest, ...(via ? { via } : {}) })
       const n = nodes.get(peer)!
       if (n.down) throw new OrcError('unavailable', 'down')
+      if (n.busy > 0) {
+        n.busy--
+        throw new OrcError('unavailable', 'node is busy serving blobs', { remote: true })
+      }
       if (!n.blobs.has(digest) && via !== undefined) await download(n, digest)
       const b = n.blobs.get(digest)
       if (b === undefined) throw new OrcError('not_found', 'absent')
@@ -107,10 +111,10 @@ function memoryCluster(ids: string[], registryBlobs: Map<string, Uint8Array>) {
     },
   })
   for (const id of ids) {
-    const n: Node = { id, blobs: new Map(), flights: new Map(), down: false, source: undefined as unknown as MeshBlobSource }
+    const n: Node = { id, blobs: new Map(), flights: new Map(), down: false, busy: 0, source: undefined as unknown as MeshBlobSource }
     nodes.set(id, n)
   }
-  for (const n of nodes.values()) n.source = new MeshBlobSource({ mesh: () => meshOf(n.id), log })
+  for (const n of nodes.values()) n.source = new MeshBlobSource({ mesh: () => meshOf(n.id), log, busyWaitMs: 1 })
   /** What the puller does for one blob: members first, else the registry. */
   const pullBlob = async (id: string, d: Descriptor): Promise<string> => {
     const n = nodes.get(id)!
@@ -191,6 +195,25 @@ describe('MeshBlobSource', () => {
     const got = await Promise.all(others.map((p) => cl.pullBlob(p, d)))
     assert.deepEqual(got.sort(), ['peer', 'registry'])
     assert.equal(cl.registryDownloads.length, 1)
+  })
+
+  it('waits for a busy owner rather than going to the registry, and gives up after its rounds', async () => {
+    const ids = peers.slice(0, 3)
+    const cl = memoryCluster(ids, registry())
+    const d = descs[1]!
+    const owner = blobOwner(d.digest, ids)!
+    const asker = ids.find((p) => p !== owner)!
+    cl.nodes.get(owner)!.busy = 2
+    assert.equal(await cl.pullBlob(asker, d), 'peer')
+    assert.deepEqual(cl.registryDownloads, [`${owner} ${d.digest}`], 'the owner downloaded it, once')
+    assert.equal(cl.nodes.get(owner)!.busy, 0)
+    // Busy for longer than the rounds: the asker goes to the registry itself.
+    const d2 = descs[2]!
+    const owner2 = blobOwner(d2.digest, ids)!
+    const asker2 = ids.find((p) => p !== owner2)!
+    cl.nodes.get(owner2)!.busy = 100
+    assert.equal(await cl.pullBlob(asker2, d2), 'registry')
+    assert.equal(cl.nodes.get(asker2)!.source.stats().misses, 1)
   })
 
   it('counts blobs and bytes by source and reports a hit ratio on /metrics', async () => {
