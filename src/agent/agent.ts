@@ -36,6 +36,7 @@ import { FederationManager, federationRouteSource, federationRoutes, routedStore
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
+import { imageBlobMetrics, LateBlobProvider, MeshBlobSource, StoreBlobProvider } from './images/peers.ts'
 import { pinImagesOnRollback } from './images/rollback.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
@@ -228,6 +229,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   // and opens with it, pods open what they use, delivery and rotation save into it.
   const keyring = new ClusterKeyring(dataDir, logger.child({ module: 'secrets' }))
   const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
+  // Image blobs the mesh serves to members (/orc/blobs/1.0.0): nothing until the lifecycle's blob
+  // store exists and a StoreBlobProvider is set (below, with the lifecycle; docs/images.md, "Peer distribution").
+  const blobProvider = new LateBlobProvider()
   let listener: InstallListener | undefined
   const ops: NodeOps = {
     metrics: new MetricsRegistry(),
@@ -235,6 +239,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     httpPin: () => listener?.pin(),
     peers: () => peerRows({ store, nodeName, version: ORC_VERSION, now: () => clock.now(), mesh: cluster?.mesh }),
   }
+  // Members first, then the registry: where this node's pulls look for a blob.
+  const imagesLog = logger.child({ module: 'images' })
+  const peerBlobs = new MeshBlobSource({ mesh: () => cluster?.mesh, log: imagesLog, metrics: ops.metrics })
+  const pulledBytes = imageBlobMetrics(ops.metrics)
   // Refused peer updates become `UpdateRefused` events (orc events): an entry in this node's
   // status.refusedUpdates, at most one write per 10 s whatever the rate of refusals.
   let refusals: { at: number; count: number; reason: string; detail: string } | undefined
@@ -285,7 +293,20 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       ...(opts.imageStores ? { imageStores: opts.imageStores } : {}),
       // The agent's one keyring: pods open the Secrets they use with it.
       keyring,
+      imagePeers: () => peerBlobs,
+      onPulled: (bytes) => pulledBytes.pulled(bytes),
     }))
+  // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
+  // from its registry on the cluster's behalf, with the credentials of the asker's namespace.
+  const servedBlobs = (): StoreBlobProvider => {
+    const svc = pods().imageService
+    return new StoreBlobProvider({
+      store: svc.blobs,
+      fetchThrough: (ref, desc, ns) => svc.fetchThrough(ref, desc, ns, pods().clusterDataLookup(ns), store.list('Secret', ns)),
+      log: imagesLog,
+      metrics: ops.metrics,
+    })
+  }
 
   // The node's parts in dependency order: each starts after what it reads and stops before it.
   const parts: Component[] = [
@@ -329,6 +350,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
                 random,
                 onDirectory: (d) => (directory = d),
                 keyring,
+                blobs: blobProvider,
               })),
             stop: () => cluster!.stop(),
           },
@@ -481,6 +503,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       name: 'pods',
       async start() {
         await pods().start()
+        blobProvider.set(servedBlobs())
         network.podsAdopted()
       },
       stop: () => pods().stop(),

@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock, Random } from '../effects/index.ts'
 import {
+  type BlobProvider,
   decodeToken,
   encodeRemoteCredential,
   formatDuration,
@@ -196,6 +197,8 @@ export async function startClusterMesh(c: {
   onDirectory?: (d: Pick<MemberDirectory, 'get'>) => void
   /** This node's copy of the cluster data keyring (agent.ts holds the one instance); loaded here once the mesh is up. */
   keyring: ClusterKeyring
+  /** This node's image blobs as members get them (/orc/blobs/1.0.0); late-bound: agent/images/peers.ts LateBlobProvider. */
+  blobs?: BlobProvider
 }): Promise<ClusterNode> {
   const { store, dataDir } = c
   const log = c.logger.child({ module: 'cluster' })
@@ -248,6 +251,7 @@ export async function startClusterMesh(c: {
       return memberHandler(req, ctx)
     },
     keyring: keys.provider(),
+    ...(c.blobs !== undefined ? { blobs: c.blobs } : {}),
   }
   if (opts.listen === undefined) {
     const { DEFAULT_LISTEN } = await import('../mesh/index.ts')

@@ -13,6 +13,16 @@ export {
 // Out-of-turn anti-entropy and relaying of what a session brought in (the simulator drives it too).
 export { AntiEntropyPlanner, type AntiEntropyTunables, antiEntropyTunables } from './antientropy.ts'
 export {
+  BLOBS_PROTOCOL,
+  type BlobBody,
+  type BlobProvider,
+  type BlobVia,
+  blobTransferMs,
+  isBlobDigest,
+  MAX_HAS_DIGESTS,
+  parseBlobRequest,
+} from './blobs.ts'
+export {
   type ClusterConfig,
   type ClusterState,
   decodeAdminCredential,

@@ -16,6 +16,7 @@ import type { Replicable } from '../store/index.ts'
 import { advertisableAddresses } from './address.ts'
 import { Admission } from './admission.ts'
 import { ApiService } from './api-service.ts'
+import { type BlobBody, type BlobProvider, BlobService, type BlobVia } from './blobs.ts'
 import { type ClusterState, initCluster, loadCluster, saveCluster } from './cluster.ts'
 import { MemberConnections } from './connections.ts'
 import { CredentialPeers } from './credential-peers.ts'
@@ -73,6 +74,11 @@ export interface MeshOptions {
    * that asks, and what it does with one a member offers. Served to current members only.
    */
   keyring?: KeyringProvider
+  /**
+   * This node's image blobs (`/orc/blobs/1.0.0`, blobs.ts): what it serves members that ask, and its
+   * way to fetch one from a registry on the cluster's behalf. Served to current members only.
+   */
+  blobs?: BlobProvider
   /**
    * Let strangers on probation call the api (a remote CLI of an older orc, dialing with a random
    * peer id). It no longer opens the gater: strangers get a trial connection only while a join token
@@ -232,6 +238,7 @@ export class Mesh {
   private readonly replication: Replication
   private readonly api: ApiService
   private readonly keyring: KeyringService
+  private readonly blobs: BlobService
   private readonly removed: RemovedPeers
   private readonly credentialPeers: CredentialPeers
   private started = false
@@ -326,6 +333,7 @@ export class Mesh {
       apiKeyOwner: opts.apiKeyOwner,
     })
     this.keyring = new KeyringService({ ...common, isRemoved: (p) => this.isRemoved(p), misbehaved, provider: opts.keyring })
+    this.blobs = new BlobService({ ...common, isRemoved: (p) => this.isRemoved(p), misbehaved, provider: opts.blobs })
   }
 
   static async create(opts: MeshOptions, cluster: ClusterState, joiningIssuer?: string): Promise<Mesh> {
@@ -508,6 +516,24 @@ export class Mesh {
     return this.keyring.offer(peerId, keyring)
   }
 
+  /** Which of `digests` (at most 64) member `peerId` holds (`/orc/blobs/1.0.0`). */
+  blobHas(peerId: string, digests: string[], signal?: AbortSignal): Promise<string[]> {
+    return this.blobs.has(peerId, digests, signal)
+  }
+
+  /**
+   * Image blob `digest` from member `peerId`, as a stream the caller checks against the digest (the
+   * blob store does). With `via`, a member that lacks it fetches it from the registry for us first.
+   */
+  fetchBlob(peerId: string, digest: string, via?: BlobVia, signal?: AbortSignal): Promise<BlobBody> {
+    return this.blobs.get(peerId, digest, via, signal)
+  }
+
+  /** Blob transfers this node is serving now. */
+  blobServes(): number {
+    return this.blobs.serving()
+  }
+
   /** Gossipsub's view per topic: members in our mesh for it, and connected peers subscribed to it. */
   gossipState(): Record<string, { mesh: number; subscribers: number }> {
     return gossipMeshState(this.libp2p.services.pubsub)
@@ -543,6 +569,7 @@ export class Mesh {
     await this.replication.install()
     await this.api.install()
     await this.keyring.install()
+    await this.blobs.install()
   }
 
   private onPeerConnect(peer: PeerId): void {

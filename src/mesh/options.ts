@@ -75,6 +75,17 @@ export interface MeshTunables {
   /** Largest remote API request or response body. */
   maxApiBytes: number
   apiTimeoutMs: number
+  /** Image blobs served to members at once (blobs.ts); beyond it a request is answered `unavailable` at once. */
+  maxBlobServes: number
+  /** …of which at most this many to one member. */
+  maxBlobServesPerPeer: number
+  /** Frames of a blob transfer carry this many bytes. */
+  blobChunkBytes: number
+  /** A blob transfer must finish within this plus its size at blobMinBytesPerSecond. */
+  blobTransferBaseMs: number
+  blobMinBytesPerSecond: number
+  /** A member fetching a blob from the registry on the cluster's behalf (`via`) must have it within this. */
+  blobFetchThroughTimeoutMs: number
 }
 
 export const meshDefaults: MeshTunables = {
@@ -109,6 +120,13 @@ export const meshDefaults: MeshTunables = {
   garbagePenalty: 50,
   maxApiBytes: 4 * 1024 * 1024,
   apiTimeoutMs: 30_000,
+  maxBlobServes: 4,
+  maxBlobServesPerPeer: 2,
+  blobChunkBytes: 256 * 1024,
+  blobTransferBaseMs: 30_000,
+  // A layer over a slow home uplink still makes it; a member stalled below this is given up on.
+  blobMinBytesPerSecond: 256 * 1024,
+  blobFetchThroughTimeoutMs: 10 * 60_000,
 }
 
 export function resolveTunables(partial: Partial<MeshTunables> | undefined): MeshTunables {

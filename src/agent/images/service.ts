@@ -76,6 +76,8 @@ export interface ImageServiceOptions {
   budgetBytes?: number
   /** Digests pods of this node keep (their revisions' images): never collected. */
   inUse?: () => Set<string>
+  /** After each pull: where its bytes came from (metrics). */
+  onPulled?: (bytes: PullResult['bytes']) => void
 }
 
 /** Keys of a registry credential Secret (docs/images.md). */
@@ -86,7 +88,13 @@ const TLS_MODES: readonly RegistryTls[] = ['verify', 'insecure', 'plain']
  * Secret whose `server` is the image's registry, or that names no server. Values are opened with the
  * cluster keyring here, on the node that pulls; they never reach a container or a message.
  */
-export function registryAccessOf(registry: string, namespace: string, secretNames: readonly string[], lookup: DataLookup | undefined): RegistryAccess {
+export function registryAccessOf(
+  registry: string,
+  namespace: string,
+  secretNames: readonly string[],
+  lookup: DataLookup | undefined,
+  opts: { serverRequired?: boolean } = {},
+): RegistryAccess {
   if (secretNames.length === 0 || lookup === undefined) return {}
   for (const name of secretNames) {
     const s = lookup.secret(name)
@@ -100,7 +108,7 @@ export function registryAccessOf(registry: string, namespace: string, secretName
       return openValue(ring, { namespace, name, key }, v).toString('utf8')
     }
     const server = open('server')
-    if (server !== undefined && server.trim() !== registry) continue
+    if (server !== undefined ? server.trim() !== registry : opts.serverRequired) continue
     const tls = open('tls')?.trim()
     if (tls !== undefined && !TLS_MODES.includes(tls as RegistryTls))
       throw new OrcError('invalid', `secret/${name}: tls must be one of ${TLS_MODES.join(', ')}, not ${JSON.stringify(tls)}`)
@@ -172,6 +180,7 @@ export class ImageService {
           opts.onProgress?.(view)
         },
       })
+      this.o.onPulled?.(result.bytes)
       this.collectOverBudget()
       view.state = 'done'
       view.phase = 'done'
@@ -187,6 +196,29 @@ export class ImageService {
     } finally {
       view.finishedAt = this.o.clock.now()
     }
+  }
+
+  /**
+   * As a blob's owner: fetch it from its registry for a member that asked (`/orc/blobs/1.0.0` via),
+   * with the credentials of the asker's namespace — a Secret there whose `server` is the registry
+   * (a member may not name Secrets; without one the pull is anonymous, and the asker falls back to
+   * its own pull with its pod's pull Secrets if this fails).
+   */
+  async fetchThrough(
+    ref: ImageReference,
+    desc: Descriptor,
+    namespace: string,
+    lookup: DataLookup,
+    secrets: readonly { metadata: { name: string }; spec?: { sealed?: Record<string, unknown> } }[],
+  ): Promise<void> {
+    const named = secrets.filter((s) => s.spec?.sealed?.server !== undefined).map((s) => s.metadata.name)
+    let access: RegistryAccess = {}
+    try {
+      access = registryAccessOf(ref.registry, namespace, named, lookup, { serverRequired: true })
+    } catch (err) {
+      this.log.warn({ registry: ref.registry, namespace, err: (err as Error).message }, 'fetch-through: no usable credentials; pulling anonymously')
+    }
+    await this.puller.fetchBlob(ref, desc, { access, namespace })
   }
 
   unpack(digest: string): ResolvedImage {

@@ -50,6 +50,8 @@ export interface PodLifecycleComponents {
   imageStores?: readonly string[]
   /** Cluster members as a source of image blobs before the registry (late bound: the mesh comes up after the lifecycle). */
   imagePeers?: () => BlobSource | undefined
+  /** After each pull: where its bytes came from (metrics). */
+  onPulled?: (bytes: { registry: number; peers: number; cached: number }) => void
   /**
    * This node's copy of the cluster keyring, to open the Secrets pods use (agent/secrets.ts
    * ClusterKeyring). Read when a pod needs it, loaded from disk if not yet: a joiner gets it after admission.
@@ -178,6 +180,7 @@ export class PodLifecycle {
       clock: c.clock,
       log: c.logger.child({ module: 'images' }),
       inUse: () => this.images.pinnedDigests(),
+      ...(c.onPulled !== undefined ? { onPulled: c.onPulled } : {}),
       ...(c.imagePeers !== undefined ? { peers: c.imagePeers } : {}),
     })
     this.dataFiles = new PodDataFiles(c.dataFilesDir ?? shmDirOf('orc', c.dataDir))
