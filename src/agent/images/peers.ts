@@ -227,7 +227,8 @@ export class MeshBlobSource implements BlobSource {
   ): Promise<BlobBody | { busy: boolean }> {
     try {
       const got = await mesh.fetchBlob(peer, d.digest, via, signal)
-      if (got.size !== d.size) {
+      // Size 0: not known yet (the root index or manifest of a pull by digest); the store bounds it.
+      if (d.size > 0 && got.size !== d.size) {
         // The store would refuse it anyway; do not spend the transfer.
         for await (const _ of got.body) break
         log.warn({ peer, size: got.size, expected: d.size }, 'member announced a blob of the wrong size')

@@ -841,6 +841,11 @@ export class PodWorker {
   }
 
   private async startRun(obj: Stored<Pod>, gen: number, why?: string): Promise<void> {
+    // The digests pinned for this revision (by this node, or by the node that ran it before a
+    // failover) stay in the status from the first write on: pull-image reuses them.
+    const pins = new Map([...this.imagePins].filter(([, p]) => p.revision === this.revision))
+    for (const p of recordedPins(obj.status, this.revision)) if (!pins.has(p.name)) pins.set(p.name, p)
+    this.imagePins = pins
     const graph = this.buildGraph(obj, gen)
     const run = new WorkflowRun(graph, {
       clock: this.c.clock,
