@@ -12,7 +12,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { request as httpRequest } from 'node:http'
+import { createServer as createHttpServer, request as httpRequest, type Server } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -427,4 +427,36 @@ export async function skopeoDigest(reg: TestRegistry, repoTag: string): Promise<
   const creds = reg.basicAuth ? ['--creds', `${reg.basicAuth.username}:${reg.basicAuth.password}`] : []
   const out = await skopeo(['inspect', '--raw', '--tls-verify=false', ...creds, `docker://${reg.host}/${repoTag}`])
   return `sha256:${createHash('sha256').update(out).digest('hex')}`
+}
+
+/** In front of the registry: counts blob and manifest downloads by digest, and the bytes it answered; `close()` is the registry going away. */
+export async function countingProxy(reg: TestRegistry): Promise<{ host: string; blobGets: Map<string, number>; readonly bytes: number; close(): Promise<void> }> {
+  const blobGets = new Map<string, number>()
+  const counts = { bytes: 0 }
+  const [rhost, rport] = [reg.host.split(':')[0]!, Number(reg.host.split(':')[1])]
+  const server: Server = createHttpServer((req, res) => {
+    const m = /^\/v2\/.+\/(blobs|manifests)\/(sha256:[a-f0-9]{64})$/.exec(req.url ?? '')
+    if (m && req.method === 'GET') blobGets.set(m[2]!, (blobGets.get(m[2]!) ?? 0) + 1)
+    const up = httpRequest({ host: rhost, port: rport, path: req.url, method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers)
+      r.on('data', (c: Buffer) => (counts.bytes += c.length))
+      r.pipe(res)
+    })
+    up.on('error', () => res.destroy())
+    req.pipe(up)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as { port: number }).port
+  return {
+    host: `127.0.0.1:${port}`,
+    blobGets,
+    get bytes() {
+      return counts.bytes
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
 }

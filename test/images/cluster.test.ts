@@ -6,44 +6,16 @@
 
 import assert from 'node:assert/strict'
 import { chmodSync, readFileSync } from 'node:fs'
-import { createServer, request, type Server } from 'node:http'
 import { test } from 'node:test'
 import type { TarEntry } from '../../src/runtime/index.ts'
 import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
 import { busyboxLayerEntries } from '../fixtures/busybox-image.ts'
-import { pushImage, registryBlobPath, registryMissing, startRegistry, type TestRegistry } from '../helpers/registry.ts'
+import { countingProxy, pushImage, registryBlobPath, registryMissing, startRegistry } from '../helpers/registry.ts'
 import { pidsRunning, skipReason } from '../pods/helpers.ts'
 import { podOn } from '../sched/helpers.ts'
 
 const skip = skipReason() ?? registryMissing()
 const MARKER = '4719301'
-
-/** In front of the registry: counts blob and manifest downloads by digest; `close()` is the registry going away. */
-async function countingProxy(reg: TestRegistry): Promise<{ host: string; blobGets: Map<string, number>; close(): Promise<void> }> {
-  const blobGets = new Map<string, number>()
-  const [rhost, rport] = [reg.host.split(':')[0]!, Number(reg.host.split(':')[1])]
-  const server: Server = createServer((req, res) => {
-    const m = /^\/v2\/.+\/(blobs|manifests)\/(sha256:[a-f0-9]{64})$/.exec(req.url ?? '')
-    if (m && req.method === 'GET') blobGets.set(m[2]!, (blobGets.get(m[2]!) ?? 0) + 1)
-    const up = request({ host: rhost, port: rport, path: req.url, method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers)
-      r.pipe(res)
-    })
-    up.on('error', () => res.destroy())
-    req.pipe(up)
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const port = (server.address() as { port: number }).port
-  return {
-    host: `127.0.0.1:${port}`,
-    blobGets,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  }
-}
 
 const versionLayer = (v: string): TarEntry[] => [{ path: 'etc/version', type: 'file', mode: 0o644, uid: 0, gid: 0, mtime: 0, data: Buffer.from(`${v}\n`) }]
 const image = (v: string) => ({ layers: [busyboxLayerEntries(), versionLayer(v)] })
