@@ -430,7 +430,9 @@ export async function skopeoDigest(reg: TestRegistry, repoTag: string): Promise<
 }
 
 /** In front of the registry: counts blob and manifest downloads by digest, and the bytes it answered; `close()` is the registry going away. */
-export async function countingProxy(reg: TestRegistry): Promise<{ host: string; blobGets: Map<string, number>; readonly bytes: number; close(): Promise<void> }> {
+export async function countingProxy(
+  reg: TestRegistry,
+): Promise<{ host: string; blobGets: Map<string, number>; readonly bytes: number; close(): Promise<void> }> {
   const blobGets = new Map<string, number>()
   const counts = { bytes: 0 }
   const [rhost, rport] = [reg.host.split(':')[0]!, Number(reg.host.split(':')[1])]

@@ -3,12 +3,13 @@
 // restoring the bytes the old revision ran, and the reasons a user sees when a pull cannot work.
 
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import type { TarEntry } from '../../src/runtime/index.ts'
 import { busyboxLayerEntries } from '../fixtures/busybox-image.ts'
-import { pushImage, registryBlobPath, registryMissing, startRegistry } from '../helpers/registry.ts'
+import { pushImage, registryBlobPath, registryMissing, secureRegistryMissing, startRegistry } from '../helpers/registry.ts'
 import { podManifest, skipReason, startTestAgent, waitFor } from '../pods/helpers.ts'
 
 const skip = skipReason() ?? registryMissing()
@@ -139,4 +140,65 @@ test('a pod runs a registry image pinned by digest; a moved tag needs a new revi
       'no partial download left',
     )
   })
+})
+
+test('registry credentials are a Secret the pod names: TLS with the registry CA and basic auth; never printed', {
+  skip: skip ?? secureRegistryMissing(),
+}, async (t) => {
+  const reg = await startRegistry({ tls: true, basicAuth: { username: 'lab', password: 'pw-4719-not-printed' } })
+  const agent = await startTestAgent()
+  const dir = mkdtempSync(join(tmpdir(), 'orc-regcred-'))
+  t.after(async () => {
+    await agent.orc(['delete', 'pod/private', 'pod/nocred']).catch(() => {})
+    await agent.stop()
+    agent.remove()
+    await reg.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const digest = await pushImage(reg, 'team/private:1', image('private'))
+  const ref = `${reg.host}/team/private:1`
+
+  // Without credentials: Pending, and the reason says unauthorized.
+  let ap = await agent.orc(['apply', '-f', '-'], podManifest('nocred', ref, SCRIPT))
+  assert.equal(ap.exitCode, 0, ap.stderr)
+  const refused = await waitFor(
+    'orc why to say the registry wants credentials or a CA',
+    async () => {
+      const w = await agent.orc(['why', 'pod/nocred'])
+      return /serves HTTPS|certificate|unauthorized/i.test(w.stdout) ? w.stdout : undefined
+    },
+    30_000,
+  )
+  assert.match(refused, /pull-image/)
+
+  writeFileSync(join(dir, 'ca.crt'), reg.ca!)
+  writeFileSync(join(dir, 'password'), 'pw-4719-not-printed')
+  const cs = await agent.orc([
+    'create',
+    'secret',
+    'regcred',
+    '--from-literal',
+    `server=${reg.host}`,
+    '--from-literal',
+    'username=lab',
+    '--from-file',
+    `password=${join(dir, 'password')}`,
+    '--from-file',
+    `ca.crt=${join(dir, 'ca.crt')}`,
+  ])
+  assert.equal(cs.exitCode, 0, cs.stderr)
+  ap = await agent.orc(['apply', '-f', '-'], podManifest('private', ref, SCRIPT, { imagePullSecrets: ['regcred'] }))
+  assert.equal(ap.exitCode, 0, ap.stderr)
+  await waitFor('pod/private to run the private image', async () => (await agent.orc(['logs', 'pod/private'])).stdout.includes('version private yes'), 60_000)
+  assert.equal((await agent.pod('private'))?.status?.images?.[0]?.digest, digest)
+
+  // The password is in no status, no why, no log of the agent.
+  const seen = [
+    JSON.stringify(await agent.pod('private')),
+    JSON.stringify(await agent.pod('nocred')),
+    (await agent.orc(['why', 'pod/nocred'])).stdout,
+    (await agent.orc(['get', 'secret', 'regcred', '-o', 'yaml'])).stdout,
+    agent.output(),
+  ].join('\n')
+  assert.doesNotMatch(seen, /pw-4719-not-printed/)
 })
