@@ -170,7 +170,7 @@ export interface ClusterEvent {
   /** `pod/web` style. */
   object: string
   namespace: string
-  /** `Created`, `Updated`, `Deleted`, `RolledBack`, `UnitStarted`, `UnitDone`, `UnitFailed`, `UnitSkipped`, `CopyStopped`. */
+  /** `Created`, `Updated`, `Deleted`, `RolledBack`, `UnitStarted`, `UnitDone`, `UnitRetrying`, `UnitFailed`, `UnitSkipped`, `CopyStopped`. */
   type: string
   /** Who: the revision's author, or the node that ran the unit. */
   source: string

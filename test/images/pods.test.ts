@@ -100,6 +100,8 @@ test('a pod runs a registry image pinned by digest; a moved tag needs a new revi
       30_000,
     )
     assert.match(why, /team\/app:nope/)
+    const events = await agent.orc(['events', 'pod/bad'])
+    assert.match(events.stdout, /pull-image: .*team\/app:nope/, 'the reason is an event too')
     assert.equal((await agent.pod('bad'))?.status?.phase, 'Pending')
     assert.equal((await agent.orc(['get', 'pods'])).exitCode, 0)
   })

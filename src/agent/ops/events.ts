@@ -49,6 +49,20 @@ function unitEvents(obj: StoredObject, since: number): ClusterEvent[] {
     if (u.startedAt !== undefined && u.startedAt >= since) {
       out.push({ ...base, id: `${key}:start`, time: u.startedAt, type: 'UnitStarted', message: `${u.name} started`, revision: rev })
     }
+    // A failed attempt the unit retries (a pull the registry refused): the snapshot keeps the last
+    // one — waiting out its backoff (retryAt), or followed by the attempt now running.
+    if (u.state === 'running' && u.lastError !== undefined && u.attemptStartedAt !== undefined && u.attemptStartedAt >= since) {
+      const failed = u.retryAt !== undefined ? u.attempts : u.attempts - 1
+      if (failed >= 1)
+        out.push({
+          ...base,
+          id: `${key}:attempt${failed}`,
+          time: u.attemptStartedAt,
+          type: 'UnitRetrying',
+          message: `${u.name} attempt ${failed}/${u.maxAttempts} failed: ${u.lastError}`,
+          revision: rev,
+        })
+    }
     if (u.endedAt !== undefined && u.endedAt >= since) {
       const took = u.startedAt !== undefined ? ` in ${formatMs(u.endedAt - u.startedAt)}` : ''
       if (u.state === 'done') out.push({ ...base, id: `${key}:end`, time: u.endedAt, type: 'UnitDone', message: `${u.name} done${took}`, revision: rev })

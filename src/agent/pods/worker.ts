@@ -679,7 +679,7 @@ export class PodWorker {
           // Pending with the reason while it retries (and after, until the next run), as Kubernetes' ImagePullBackOff.
           if (gen === this.gen) {
             this.imageError = `pull-image: ${(err as Error).message}`
-            this.writeStatus('image pull failed')
+            this.writeStatus(this.imageError.slice(0, 300))
           }
           throw err
         }
