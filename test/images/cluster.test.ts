@@ -142,7 +142,7 @@ test('one image on three nodes: pulled once, a failover keeps its digest, peers 
     // s1 never pulled tag 2: by digest, from s0.
     await apply(s0, pod('late', `${app('2')}@${d2}`, { placement: { node: s1.name } }))
     await runs(s0, 'late', 'version two')
-    // A tag cannot be resolved now: the pod says so and waits.
+    // s1 never pulled tag 2: the tag cannot be resolved there now; the pod says so and waits.
     await apply(s0, pod('by-tag', app('2'), { placement: { node: s1.name } }))
     const why = await waitFor(
       'orc why to say the registry is unreachable',
@@ -153,6 +153,10 @@ test('one image on three nodes: pulled once, a failover keeps its digest, peers 
       60_000,
     )
     assert.match(why, /pull-image/)
+    // s0 pulled tag 2 itself: a new pod there resolves it to the digest it last pulled.
+    await apply(s0, pod('again', app('2'), { placement: { node: s0.name } }))
+    const again = await runs(s0, 'again', 'version two')
+    assert.equal(again.status.images[0].digest, d2)
     // Rollback of s0's pod: revision 1 ran d1 (the tag now names other bytes).
     const rb = await s0.cli(['rollback', `pod/p-${s0.name}`])
     assert.equal(rb.exitCode, 0, rb.stderr)

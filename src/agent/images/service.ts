@@ -5,6 +5,7 @@
  * and `orc image list` show the same progress; a pull of a digest already under way is joined,
  * not repeated.
  */
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock } from '../../effects/index.ts'
@@ -130,6 +131,7 @@ export class ImageService {
   readonly puller: ImagePuller
   private readonly views = new Map<string, PullView>()
   private readonly log: Logger
+  private readonly tagsFile: string
 
   constructor(private readonly o: ImageServiceOptions) {
     this.log = o.log
@@ -137,6 +139,7 @@ export class ImageService {
     const peers: BlobSource = {
       fetch: async (d: Descriptor, image, signal) => (await o.peers?.()?.fetch(d, image, signal)) ?? undefined,
     }
+    this.tagsFile = join(o.dataDir, 'blobs', 'tags.json')
     this.puller = new ImagePuller(this.blobs, o.cacheDir, { peers, ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}) })
   }
 
@@ -144,7 +147,48 @@ export class ImageService {
   async resolveDigest(image: string, access: RegistryAccess, signal?: AbortSignal): Promise<string> {
     const ref = parseReference(image)
     if (ref.digest !== undefined) return ref.digest
-    return this.puller.resolveDigest(ref, { access, ...(signal ? { signal } : {}) })
+    const key = formatReference({ registry: ref.registry, repository: ref.repository, ...(ref.tag !== undefined ? { tag: ref.tag } : {}) })
+    try {
+      const digest = await this.puller.resolveDigest(ref, { access, ...(signal ? { signal } : {}) })
+      this.rememberTag(key, digest)
+      return digest
+    } catch (err) {
+      // The registry is unreachable: the digest the registry named for this tag when this node last
+      // asked it (as Docker's IfNotPresent does). Only what the registry itself told this node: a
+      // member's answer, or a `tag@digest` a pod wrote, could not be checked against anything.
+      const code = (err as { code?: string }).code
+      if (signal?.aborted || (code !== 'unavailable' && code !== 'timeout')) throw err
+      const known = this.tags()[key]
+      if (known === undefined || !this.blobs.has(known.digest)) throw err
+      this.log.warn(
+        { image, digest: known.digest, resolvedAt: new Date(known.at).toISOString(), err: (err as Error).message },
+        'registry unreachable: using the digest the registry last named for the tag',
+      )
+      return known.digest
+    }
+  }
+
+  /** Tag → the digest the registry last named for it here (`<data-dir>/blobs/tags.json`). */
+  private tags(): Record<string, { digest: string; at: number }> {
+    try {
+      const j = JSON.parse(readFileSync(this.tagsFile, 'utf8')) as Record<string, { digest: string; at: number }>
+      return typeof j === 'object' && j !== null ? j : {}
+    } catch {
+      return {}
+    }
+  }
+
+  private rememberTag(key: string, digest: string): void {
+    const tags = this.tags()
+    if (tags[key]?.digest === digest) return
+    tags[key] = { digest, at: this.o.clock.now() }
+    try {
+      mkdirSync(this.blobs.dir, { recursive: true })
+      writeFileSync(`${this.tagsFile}.tmp`, JSON.stringify(tags), { mode: 0o600 })
+      renameSync(`${this.tagsFile}.tmp`, this.tagsFile)
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'could not record a resolved tag')
+    }
   }
 
   /**
