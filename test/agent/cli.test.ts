@@ -113,7 +113,7 @@ describe('orc CLI against a real agent', () => {
       assert.match(table.stdout, /^NAME +STATUS +NODE +REV +RESTARTS +AGE\nhello +Running +n1 +1 +0 +\d+s\n$/)
       assert.match(
         (await run(['get', 'pods', '-o', 'wide', '-A'])).stdout,
-        /^NAMESPACE +NAME +STATUS +NODE +IP +POLICY +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +<none> +best-effort +1 +0 /,
+        /^NAMESPACE +NAME +STATUS +NODE +IP +POLICY +IMAGE DIGEST +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +<none> +best-effort +<none> +1 +0 /,
       )
     }
 
