@@ -226,7 +226,8 @@ export interface ImagePullView {
   digest?: string
   namespace: string
   state: 'pulling' | 'done' | 'failed'
-  phase: string
+  /** `resolve`, `manifest`, `blobs`, `unpack`, `done` (images/pull.ts PullProgress). */
+  phase: 'resolve' | 'manifest' | 'blobs' | 'unpack' | 'done'
   doneBytes: number
   totalBytes?: number
   startedAt: number

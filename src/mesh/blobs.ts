@@ -25,8 +25,9 @@ import { OrcError } from '../model/index.ts'
 import { shortError, withDeadline } from './deadline.ts'
 import type { FrameChannel } from './framing.ts'
 import { type MeshLibp2p, streamChannel } from './host.ts'
+import { handleForMembers } from './members-only.ts'
 import type { MeshTunables } from './options.ts'
-import { isPeerFault, isRecord, peerFault, readJson, remoteError, Tag, writeBytes, writeError, writeJson } from './wire.ts'
+import { isRecord, peerFault, readJson, remoteError, Tag, writeBytes, writeError, writeJson } from './wire.ts'
 
 export const BLOBS_PROTOCOL = '/orc/blobs/1.0.0'
 /** Digests per `has` request. */
@@ -151,29 +152,16 @@ export class BlobService {
     return this.servingTotal
   }
 
-  async install(): Promise<void> {
-    await this.c.libp2p.handle(
-      BLOBS_PROTOCOL,
-      async (stream, conn) => {
-        const remote = conn.remotePeer.toString()
-        const provider = this.c.provider
-        if (provider === undefined || !this.mayServe(remote)) {
-          this.c.log.info({ peer: remote, member: this.c.isMember(remote) }, 'blob request refused')
-          stream.abort(new Error(provider === undefined ? 'no blobs here' : 'not a member'))
-          return
-        }
-        const ch = streamChannel(stream, MAX_REQUEST_BYTES)
-        try {
-          await this.serve(ch, provider, remote)
-        } catch (err) {
-          ch.abort(err instanceof Error ? err : new Error(String(err)))
-          if (isPeerFault(err)) await this.c.misbehaved(remote, (err as Error).message)
-          else this.c.log.debug({ peer: remote, err: shortError(err) }, 'blob request failed')
-        }
-      },
+  install(): Promise<void> {
+    return handleForMembers(this.c, {
+      protocol: BLOBS_PROTOCOL,
+      provider: () => this.c.provider,
+      mayServe: (p) => this.mayServe(p),
+      maxFrameBytes: MAX_REQUEST_BYTES,
       // Beyond the serve limits a request is answered `unavailable` (below); this only bounds streams.
-      { maxInboundStreams: 32 },
-    )
+      maxInboundStreams: 32,
+      serve: (ch, provider, remote) => this.serve(ch, provider, remote),
+    })
   }
 
   private async serve(ch: FrameChannel, provider: BlobProvider, remote: string): Promise<void> {

@@ -16,8 +16,9 @@ import { OrcError } from '../model/index.ts'
 import { shortError, withDeadline } from './deadline.ts'
 import type { FrameChannel } from './framing.ts'
 import { type MeshLibp2p, streamChannel } from './host.ts'
+import { handleForMembers } from './members-only.ts'
 import type { MeshTunables } from './options.ts'
-import { isPeerFault, isRecord, peerFault, readJson, Tag, writeError, writeJson } from './wire.ts'
+import { isRecord, peerFault, readJson, Tag, writeError, writeJson } from './wire.ts'
 
 export const KEYRING_PROTOCOL = '/orc/keyring/1.0.0'
 /** A keyring is a few keys of 32 bytes; a generous bound all the same. */
@@ -50,29 +51,18 @@ export class KeyringService {
     return peerId !== this.c.peerId && !this.c.isRemoved(peerId) && this.c.isMember(peerId)
   }
 
-  async install(): Promise<void> {
-    await this.c.libp2p.handle(
-      KEYRING_PROTOCOL,
-      async (stream, conn) => {
-        const remote = conn.remotePeer.toString()
-        const provider = this.c.provider
-        if (provider === undefined || !this.mayServe(remote)) {
-          this.c.log.info({ peer: remote, member: this.c.isMember(remote) }, 'keyring request refused')
-          stream.abort(new Error(provider === undefined ? 'no keyring here' : 'not a member'))
-          return
-        }
-        const ch = streamChannel(stream, MAX_KEYRING_BYTES)
-        try {
-          await withDeadline(this.serve(ch, provider, remote), AbortSignal.timeout(this.c.tunables.apiTimeoutMs), () =>
-            ch.abort(new Error('keyring request timed out')),
-          )
-        } catch (err) {
-          if (isPeerFault(err)) await this.c.misbehaved(remote, (err as Error).message)
-          else this.c.log.debug({ peer: remote, err: shortError(err) }, 'keyring request failed')
-        }
-      },
-      { maxInboundStreams: 8 },
-    )
+  install(): Promise<void> {
+    return handleForMembers(this.c, {
+      protocol: KEYRING_PROTOCOL,
+      provider: () => this.c.provider,
+      mayServe: (p) => this.mayServe(p),
+      maxFrameBytes: MAX_KEYRING_BYTES,
+      maxInboundStreams: 8,
+      serve: (ch, provider, remote) =>
+        withDeadline(this.serve(ch, provider, remote), AbortSignal.timeout(this.c.tunables.apiTimeoutMs), () =>
+          ch.abort(new Error('keyring request timed out')),
+        ),
+    })
   }
 
   private async serve(ch: FrameChannel, provider: KeyringProvider, remote: string): Promise<void> {

@@ -17,7 +17,6 @@ import {
   type ImageInfo,
   ImagePuller,
   type ImageReference,
-  type PullProgress,
   type PullResult,
   parseReference,
   type RegistryAccess,
@@ -26,39 +25,14 @@ import {
 import { OrcError } from '../../model/index.ts'
 import type { ResolvedImage } from '../../runtime/index.ts'
 import { openValue } from '../../secrets/index.ts'
+import type { ImageListRow, ImagePullView } from '../api-types.ts'
 import type { DataLookup } from '../pods/refs.ts'
 
-/** A pull the node is doing or did last (per image reference and digest). */
-export interface PullView {
-  image: string
-  digest?: string
-  namespace: string
-  state: 'pulling' | 'done' | 'failed'
-  phase: PullProgress['phase']
-  doneBytes: number
-  totalBytes?: number
-  startedAt: number
-  finishedAt?: number
-  error?: string
-  bytes?: PullResult['bytes']
-}
+/** A pull the node is doing or did last (per image reference and digest); the API's shape. */
+export type PullView = ImagePullView
 
-/** An image this node pulled, as `orc image list` shows it. */
-export interface ImageRow {
-  /** The digest pods pin (an index's when the registry served one). */
-  digest: string
-  /** The platform manifest unpacked for this node. */
-  manifestDigest: string
-  /** The references that resolved to it here (tags, or the digest reference). */
-  refs: string[]
-  /** Total size of its blobs (compressed, as stored). */
-  bytes: number
-  pulledAt: number
-  /** Pods of this node whose kept revisions use it (`namespace/name`). */
-  usedBy: string[]
-  /** Unpacked for the runtimes on this node. */
-  unpacked: boolean
-}
+/** An image this node pulled, as `orc image list` shows it; the API's shape. */
+export type ImageRow = ImageListRow
 
 /** Default budget of the blob store: past it, blobs no pod revision keeps go, least recently used first. */
 export const DEFAULT_BLOB_BUDGET_BYTES = 20 * 1024 ** 3
