@@ -1,7 +1,7 @@
 /** The behaviour every real runtime must show; run by sandbox.test.ts and oci.test.ts. */
 
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { createRuntime, followLog, type Runtime, readLogLines } from '../../src/runtime/index.ts'
@@ -183,7 +183,13 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     const r = rt()
     const lease = join(dir, 'lease')
     const nowS = () => Math.floor(Date.now() / 1000)
-    writeFileSync(lease, `${nowS()}\n`)
+    // Renewed as the agent does (pods/fence.ts): a new file renamed over the old. A plain rewrite
+    // truncates first, and a watchdog reading the empty file then takes the lease for stale.
+    const renew = () => {
+      writeFileSync(`${lease}.tmp`, `${nowS()}\n`)
+      renameSync(`${lease}.tmp`, lease)
+    }
+    renew()
     const fence = { leaseFile: lease, termAfterSeconds: 3, killAfterSeconds: 4 }
     const h = await r.start({
       id: 'fenced',
@@ -197,7 +203,7 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     let renewed = Date.now()
     for (let i = 0; i < 16; i++) {
       await new Promise((res) => setTimeout(res, 250))
-      writeFileSync(lease, `${nowS()}\n`)
+      renew()
       renewed = Date.now()
     }
     assert.equal(r.status('fenced')?.state, 'running', 'a renewed lease keeps the container')
