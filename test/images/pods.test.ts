@@ -100,8 +100,13 @@ test('a pod runs a registry image pinned by digest; a moved tag needs a new revi
       30_000,
     )
     assert.match(why, /team\/app:nope/)
-    const events = await agent.orc(['events', 'pod/bad'])
-    assert.match(events.stdout, /pull-image: .*team\/app:nope/, 'the reason is an event too')
+    // The reason is an event too: a failed attempt (UnitRetrying), the unit failed (UnitFailed), or
+    // the status write that said it — whichever the run is at (it retries the whole run as well).
+    await waitFor(
+      'orc events to show the pull failure',
+      async () => /pull-image.*manifest unknown: .*team\/app:nope/.test((await agent.orc(['events', 'pod/bad'])).stdout),
+      30_000,
+    )
     assert.equal((await agent.pod('bad'))?.status?.phase, 'Pending')
     assert.equal((await agent.orc(['get', 'pods'])).exitCode, 0)
   })
