@@ -69,6 +69,24 @@ test('a pod runs a registry image pinned by digest; a moved tag needs a new revi
     assert.match(rm.stderr, /used by default\/web/)
   })
 
+  await t.test('the image routes need their rights: view may not pull, edit may not remove or prune; nothing changes', async () => {
+    const viewer = await agent.asUser('vera', 'view')
+    const pull = await viewer(['image', 'pull', `${reg.host}/team/app:1`])
+    assert.notEqual(pull.exitCode, 0)
+    assert.match(pull.stderr, /forbidden|may not/i)
+    const editor = await agent.asUser('eddie', 'edit')
+    for (const args of [
+      ['image', 'rm', ref],
+      ['image', 'prune'],
+    ]) {
+      const r = await editor(args)
+      assert.notEqual(r.exitCode, 0, args.join(' '))
+      assert.match(r.stderr, /forbidden|may not/i)
+    }
+    const insp = await agent.orc(['image', 'inspect', ref, '-o', 'json'])
+    assert.equal(JSON.parse(insp.stdout).digest, d1, 'the image is still there')
+  })
+
   await t.test('the tag moves: the running revision keeps its digest; a new revision takes the new one', async () => {
     const d2 = await pushImage(reg, 'team/app:1', image('one-b'))
     assert.notEqual(d2, d1)

@@ -56,13 +56,9 @@ export function imageRoutes(c: ImageApiComponents): RouteHandlers {
       const access = registryAccessOf(ref.registry, params.ns, secrets, c.dataLookup(params.ns))
       const svc = c.images()
       const digest = await svc.resolveDigest(image, access)
-      let view: ReturnType<ImageService['pulls']>[number] | undefined
-      const done = svc.pull(image, digest, { access, namespace: params.ns, onProgress: (v) => (view = v) })
+      const { view, done } = svc.start(image, digest, { access, namespace: params.ns })
       done.catch((err: unknown) => c.log.warn({ image, err: (err as Error).message }, 'image pull failed'))
-      // The view of this pull (the service registers it at once).
-      view ??= svc.pulls().find((p) => p.image === image && p.digest === digest)
-      if (view === undefined) throw new OrcError('internal', `pull of ${image} did not start`)
-      return { image, digest, pull: view }
+      return { image, digest, pull: { ...view } }
     },
     imageInspect: async ({ query }) => {
       const q = query.image

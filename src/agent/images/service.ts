@@ -2,8 +2,8 @@
  * The node's registry images (docs/images.md): one blob store and one puller per agent, shared by
  * the pods' lifecycle (`pull-image`, `resolve-image`) and the image API (`orc image pull|list|
  * inspect|rm|prune`). Pulls in progress are listed with their bytes so `orc why`, `orc image pull`
- * and `orc image list` show the same progress; a pull of a digest already under way is joined,
- * not repeated.
+ * and `orc image list` show the same progress. Two pulls of one image share its downloads (the
+ * puller fetches each digest once at a time), each with its own progress.
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -24,15 +24,24 @@ import {
 } from '../../images/index.ts'
 import { OrcError } from '../../model/index.ts'
 import type { ResolvedImage } from '../../runtime/index.ts'
-import { openValue } from '../../secrets/index.ts'
 import type { ImageListRow, ImagePullView } from '../api-types.ts'
-import type { DataLookup } from '../pods/refs.ts'
+import { type DataLookup, openSecretValue } from '../pods/refs.ts'
 
 /** A pull the node is doing or did last (per image reference and digest); the API's shape. */
 export type PullView = ImagePullView
 
 /** An image this node pulled, as `orc image list` shows it; the API's shape. */
 export type ImageRow = ImageListRow
+
+export interface PullRunOptions {
+  access: RegistryAccess
+  namespace: string
+  signal?: AbortSignal
+  onProgress?: (v: PullView) => void
+}
+
+/** How many ended pulls `orc image list` and `orc image pull` can still see. */
+const MAX_ENDED_VIEWS = 50
 
 /** Default budget of the blob store: past it, blobs no pod revision keeps go, least recently used first. */
 export const DEFAULT_BLOB_BUDGET_BYTES = 20 * 1024 ** 3
@@ -75,12 +84,9 @@ export function registryAccessOf(
     const s = lookup.secret(name)
     if (s === undefined) throw new OrcError('not_found', `image pull secret secret/${name} not found in namespace ${namespace}`)
     const sealed = s.spec?.sealed ?? {}
-    const ring = lookup.keyring()
     const open = (key: string): string | undefined => {
       const v = sealed[key]
-      if (v === undefined) return undefined
-      if (ring === undefined) throw new OrcError('unavailable', `secret/${name}: this node does not hold the cluster data key yet`)
-      return openValue(ring, { namespace, name, key }, v).toString('utf8')
+      return v === undefined ? undefined : openSecretValue(lookup, namespace, name, key, v).toString('utf8')
     }
     const server = open('server')
     if (server !== undefined ? server.trim() !== registry : opts.serverRequired) continue
@@ -106,6 +112,7 @@ export class ImageService {
   private readonly views = new Map<string, PullView>()
   private readonly log: Logger
   private readonly tagsFile: string
+  private tagCache: Record<string, { digest: string; at: number }> | undefined
 
   constructor(private readonly o: ImageServiceOptions) {
     this.log = o.log
@@ -142,14 +149,16 @@ export class ImageService {
     }
   }
 
-  /** Tag → the digest the registry last named for it here (`<data-dir>/blobs/tags.json`). */
+  /** Tag → the digest the registry last named for it here (`<data-dir>/blobs/tags.json`), read once. */
   private tags(): Record<string, { digest: string; at: number }> {
+    if (this.tagCache !== undefined) return this.tagCache
     try {
       const j = JSON.parse(readFileSync(this.tagsFile, 'utf8')) as Record<string, { digest: string; at: number }>
-      return typeof j === 'object' && j !== null ? j : {}
+      this.tagCache = typeof j === 'object' && j !== null ? j : {}
     } catch {
-      return {}
+      this.tagCache = {}
     }
+    return this.tagCache
   }
 
   private rememberTag(key: string, digest: string): void {
@@ -165,15 +174,17 @@ export class ImageService {
     }
   }
 
-  /**
-   * Fetch `image@digest` into the blob store (peers first, then the registry). A pull of the same
-   * image and digest under way is joined: its progress is what `onProgress` hears.
-   */
-  async pull(
-    image: string,
-    digest: string,
-    opts: { access: RegistryAccess; namespace: string; signal?: AbortSignal; onProgress?: (v: PullView) => void },
-  ): Promise<PullResult> {
+  /** Fetch `image@digest` into the blob store (peers first, then the registry). */
+  pull(image: string, digest: string, opts: PullRunOptions): Promise<PullResult> {
+    return this.begin(image, digest, opts).done
+  }
+
+  /** Start a pull and return its view at once (`orc image pull` follows it through `pulls()`). */
+  start(image: string, digest: string, opts: PullRunOptions): { view: PullView; done: Promise<PullResult> } {
+    return this.begin(image, digest, opts)
+  }
+
+  private begin(image: string, digest: string, opts: PullRunOptions): { view: PullView; done: Promise<PullResult> } {
     const ref: ImageReference & { digest: string } = { ...parseReference(image), digest }
     const key = `${formatReference({ ...ref, digest: undefined } as ImageReference)}@${digest}`
     const view: PullView = {
@@ -185,7 +196,14 @@ export class ImageService {
       doneBytes: 0,
       startedAt: this.o.clock.now(),
     }
+    this.views.delete(key)
     this.views.set(key, view)
+    this.forgetOldViews()
+    return { view, done: this.run(ref, view, opts) }
+  }
+
+  private async run(ref: ImageReference & { digest: string }, view: PullView, opts: PullRunOptions): Promise<PullResult> {
+    const { image, digest } = view
     try {
       const result = await this.puller.pull(ref, {
         access: opts.access,
@@ -229,7 +247,7 @@ export class ImageService {
     lookup: DataLookup,
     secrets: readonly { metadata: { name: string }; spec?: { sealed?: Record<string, unknown> } }[],
   ): Promise<void> {
-    const named = secrets.filter((s) => s.spec?.sealed?.server !== undefined).map((s) => s.metadata.name)
+    const named = secrets.map((s) => s.metadata.name)
     let access: RegistryAccess = {}
     try {
       access = registryAccessOf(ref.registry, namespace, named, lookup, { serverRequired: true })
@@ -241,6 +259,17 @@ export class ImageService {
 
   unpack(digest: string): ResolvedImage {
     return this.puller.unpack(digest)
+  }
+
+  /** Ended pulls beyond the last MAX_ENDED_VIEWS are forgotten (a map in insertion order: oldest first). */
+  private forgetOldViews(): void {
+    let ended = [...this.views.values()].filter((v) => v.state !== 'pulling').length
+    for (const [k, v] of this.views) {
+      if (ended <= MAX_ENDED_VIEWS) break
+      if (v.state === 'pulling') continue
+      this.views.delete(k)
+      ended--
+    }
   }
 
   /** Pulls under way and the last ones that ended (newest first). */

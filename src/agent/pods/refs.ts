@@ -5,7 +5,7 @@
  * keyring; the clear values go only into the container's environment and a tmpfs (volumes.ts).
  */
 import { createHash } from 'node:crypto'
-import type { Config, OrcObject, Pod, PodSpec, Secret } from '../../model/index.ts'
+import type { Config, OrcObject, Pod, PodSpec, SealedValue, Secret } from '../../model/index.ts'
 import { ENV_NAME, OrcError } from '../../model/index.ts'
 import { type Keyring, openValue } from '../../secrets/index.ts'
 
@@ -51,6 +51,14 @@ function fingerprint(parts: Record<string, unknown>): string {
   return createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 16)
 }
 
+/** One value of Secret `ns/name`, opened with this node's keyring (DataRefError `unavailable` until the node holds it). */
+export function openSecretValue(lookup: Pick<DataLookup, 'keyring'>, ns: string, name: string, key: string, v: SealedValue): Buffer {
+  const ring = lookup.keyring()
+  if (ring === undefined)
+    throw new DataRefError('unavailable', `secret/${name}: this node does not hold the cluster data key yet (it receives it from a member after admission)`)
+  return openValue(ring, { namespace: ns, name, key }, v)
+}
+
 /** One Config or Secret, values opened lazily (only the keys used are decrypted). */
 function sourceOf(kind: DataRefKind, name: string, ns: string, lookup: DataLookup): Source | undefined {
   if (kind === 'config') {
@@ -68,15 +76,7 @@ function sourceOf(kind: DataRefKind, name: string, ns: string, lookup: DataLooku
   for (const [k, v] of Object.entries(sealed)) {
     values.set(k, {
       binary: v.binary === true,
-      data: () => {
-        const ring = lookup.keyring()
-        if (ring === undefined)
-          throw new DataRefError(
-            'unavailable',
-            `secret/${name}: this node does not hold the cluster data key yet (it receives it from a member after admission)`,
-          )
-        return openValue(ring, { namespace: ns, name, key: k }, v)
-      },
+      data: () => openSecretValue(lookup, ns, name, k, v),
     })
   }
   // Value hashes, not sealed envelopes: a key rotation re-seals every value without changing one.

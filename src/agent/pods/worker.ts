@@ -754,8 +754,8 @@ export class PodWorker {
   }
 
   /**
-   * The pull-image unit: each registry image's digest for this spec revision — the one recorded in
-   * the status for it (another node ran it, or this one before a restart), else the registry's
+   * The pull-image unit: each registry image's digest for this spec revision — the pin startRun
+   * took from the status (another node ran it, or this one before a restart), else the registry's
    * answer now, recorded at once — then its blobs fetched (peers first). A reference with a digest
    * is never resolved.
    */
@@ -770,15 +770,13 @@ export class PodWorker {
     if (secrets.length > 0) await this.c.loadKeyring?.()
     const lookup = this.c.dataLookup?.(ns)
     const revision = this.revision ?? cur.metadata.revision
-    const recorded = recordedPins(cur.status, revision)
     for (const cs of wanted) {
       const image = cs.spec.image
       const ref = parseReference(image)
       const access = registryAccessOf(ref.registry, ns, secrets, lookup)
       let pin = this.imagePins.get(cs.spec.name)
       if (pin === undefined || pin.image !== image || pin.revision !== revision) {
-        const digest =
-          ref.digest ?? recorded.find((p) => p.name === cs.spec.name && p.image === image)?.digest ?? (await svc.resolveDigest(image, access, signal))
+        const digest = ref.digest ?? (await svc.resolveDigest(image, access, signal))
         if (gen !== this.gen) return
         pin = { name: cs.spec.name, image, digest, revision }
         this.imagePins.set(cs.spec.name, pin)
