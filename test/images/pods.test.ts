@@ -10,7 +10,7 @@ import { test } from 'node:test'
 import type { TarEntry } from '../../src/runtime/index.ts'
 import { busyboxLayerEntries } from '../fixtures/busybox-image.ts'
 import { pushImage, registryBlobPath, registryMissing, secureRegistryMissing, startRegistry } from '../helpers/registry.ts'
-import { podManifest, skipReason, startTestAgent, waitFor } from '../pods/helpers.ts'
+import { pidsRunning, podManifest, skipReason, startTestAgent, waitFor } from '../pods/helpers.ts'
 
 const skip = skipReason() ?? registryMissing()
 
@@ -19,7 +19,8 @@ function versionLayer(v: string): TarEntry[] {
 }
 
 const image = (version: string) => ({ layers: [busyboxLayerEntries(), versionLayer(version)], config: { Env: ['FROM_IMAGE=yes'] } })
-const SCRIPT = 'echo "version $(cat /etc/version) $FROM_IMAGE"; exec sleep 1000'
+const MARKER = '4719501'
+const SCRIPT = `echo "version $(cat /etc/version) $FROM_IMAGE"; exec sleep ${MARKER}`
 
 test('a pod runs a registry image pinned by digest; a moved tag needs a new revision; rollback restores the same bytes', { skip }, async (t) => {
   const reg = await startRegistry()
@@ -29,6 +30,10 @@ test('a pod runs a registry image pinned by digest; a moved tag needs a new revi
     await agent.stop()
     agent.remove()
     await reg.stop()
+    for (const pid of pidsRunning(['sleep', MARKER]))
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
   })
   const ref = `${reg.host}/team/app:1`
   const d1 = await pushImage(reg, 'team/app:1', image('one'))
@@ -51,6 +56,26 @@ test('a pod runs a registry image pinned by digest; a moved tag needs a new revi
     const why = await agent.orc(['why', 'pod/web'])
     assert.match(why.stdout, /pull-image/)
     assert.match(why.stdout, new RegExp(`image main: ${ref.replace(/[.]/g, '\\.')} is ${d1}`))
+  })
+
+  await t.test('after an agent restart the adopted pod keeps its pin: a crashed container restarts from the same digest', async () => {
+    await agent.stop()
+    await agent.start()
+    await waitFor('web adopted', async () => (await agent.pod('web'))?.status?.phase === 'Running')
+    const before = (await agent.pod('web'))?.status?.containers?.[0]?.restarts ?? 0
+    for (const pid of pidsRunning(['sleep', MARKER])) process.kill(pid, 'SIGKILL')
+    await waitFor(
+      'web restarted by the new agent',
+      async () => {
+        const p = await agent.pod('web')
+        return p?.status?.phase === 'Running' && (p.status.containers?.[0]?.restarts ?? 0) > before
+      },
+      30_000,
+    )
+    const pod = await agent.pod('web')
+    assert.equal(pod?.status?.images?.[0]?.digest, d1)
+    const logs = (await agent.orc(['logs', 'pod/web'])).stdout
+    assert.equal(logs.match(/version one yes/g)?.length, 2, logs)
   })
 
   await t.test('orc image list and inspect show what the node holds and which pod uses it', async () => {
