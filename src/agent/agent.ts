@@ -22,12 +22,11 @@ import {
   type RbacSource,
   type Secret,
   type SecurityPolicy,
-  userMay,
   wrapError,
 } from '../model/index.ts'
-import { type ObjectStore, openStore, type StoreOptions, type UserMay } from '../store/index.ts'
+import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
-import { createAuthorizer } from './authz.ts'
+import { createAuthorizer, userMayOnReceipt } from './authz.ts'
 import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
 import { type Component, type StartedComponents, startComponents } from './component.ts'
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
@@ -594,9 +593,6 @@ async function storeTrust(
     }
     return undefined
   })
-  // Users' rights on receipt: the replica's roles and bindings, overlaid with the message's own.
-  const verbs = { create: 'apply', update: 'apply', delete: 'delete' } as const
-  const userMayOnReceipt: UserMay = (user, verb, kind, namespace, objects) => userMay(objects, user, verbs[verb], kind, namespace)
   return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt }
 }
 

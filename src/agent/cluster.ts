@@ -31,7 +31,7 @@ import {
   resolvePeerAddress,
   startMesh,
 } from '../mesh/index.ts'
-import { ADMIN_USER, errorBody, isPlainObject, OrcError, type Query } from '../model/index.ts'
+import { ADMIN_USER, errorBody, isPlainObject, OrcError, type Query, userExpired } from '../model/index.ts'
 import type { ObjectStore, StoredObject } from '../store/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
@@ -124,10 +124,23 @@ export class RevocableDirectory implements MemberDirectory {
  * are the user `admin` until a User `admin` exists (a cluster from before users, or before the first
  * `orc user rotate admin`).
  */
-export function keyOwner(store: Pick<ObjectStore, 'list'>, key: string, adminKeys: () => readonly string[]): string | undefined {
+export function keyOwner(store: Pick<ObjectStore, 'list'>, key: string, adminKeys: () => readonly string[], now?: number): string | undefined {
   const users = store.list('User')
   const owner = users.find((u) => u.spec?.publicKey === key)
-  if (owner !== undefined) return owner.metadata.name
+  if (owner !== undefined) {
+    // An expired key is refused by name, so its holder knows what to ask an admin for.
+    const name = owner.metadata.name
+    if (now !== undefined && userExpired(store, name, now)) {
+      throw new OrcError(
+        'forbidden',
+        `the credential of user ${name} expired at ${String(owner.spec?.expiresAt)} (an admin gives it a new one: orc user rotate ${name})`,
+        {
+          reason: 'expired',
+        },
+      )
+    }
+    return name
+  }
   if (users.some((u) => u.metadata.name === ADMIN_USER)) return undefined
   return adminKeys().includes(key) ? ADMIN_USER : undefined
 }
@@ -239,7 +252,7 @@ export async function startClusterMesh(c: {
     random: c.random,
     tunables: c.setup.tunables,
     vetJoiner,
-    apiKeyOwner: (key) => keyOwner(store, key, () => mesh.cluster.adminKeys),
+    apiKeyOwner: (key) => keyOwner(store, key, () => mesh.cluster.adminKeys, c.clock.now()),
     // Users' keys dial as credential peers (never a trial slot); the API checks each is still a user's.
     credentialKeys: () => store.list('User').flatMap((u) => (typeof u.spec?.publicKey === 'string' ? [u.spec.publicKey] : [])),
     apiHandler: async (req, ctx) => {

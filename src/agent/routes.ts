@@ -131,6 +131,8 @@ export interface WhoAmI {
   author: string
   via: string
   roles: string[]
+  /** When the caller's credential stops being accepted (UTC ISO); absent: never. */
+  expiresAt?: string
 }
 
 export interface UserView {
@@ -138,6 +140,14 @@ export interface UserView {
   roles: string[]
   key: string
   created: string | undefined
+  /** UTC ISO; absent: the key does not expire. */
+  expiresAt?: string
+}
+
+/** When a new key stops being accepted: in `expiresInMs` from the agent's now, or at `expiresAt` (UTC ISO). Neither: never. */
+export interface KeyExpiry {
+  expiresInMs?: number
+  expiresAt?: string
 }
 
 /** A new key of a user: the credential is shown once and never stored. */
@@ -145,6 +155,7 @@ export interface UserCredential {
   user: string
   roles: string[]
   credential: string
+  expiresAt?: string
 }
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -283,7 +294,7 @@ export const ROUTES = {
   // identities (users.ts)
   whoami: route<{ response: WhoAmI }>()({ method: 'GET', path: '/v1/whoami', permission: { verb: 'get' } }),
   users: route<{ response: { users: UserView[] } }>()({ method: 'GET', path: '/v1/users', permission: { verb: 'list', kind: 'User' } }),
-  addUser: route<{ body: { name: string; role: string; description?: string; reason?: string }; response: UserCredential }>()({
+  addUser: route<{ body: { name: string; role: string; description?: string; reason?: string } & KeyExpiry; response: UserCredential }>()({
     method: 'POST',
     path: '/v1/users',
     permission: { verb: 'admin', kind: 'User' },
@@ -294,7 +305,7 @@ export const ROUTES = {
     path: '/v1/users/:name',
     permission: { verb: 'admin', kind: 'User' },
   }),
-  rotateUser: route<{ body: { reason?: string }; response: UserCredential }>()({
+  rotateUser: route<{ body: { reason?: string } & KeyExpiry; response: UserCredential }>()({
     method: 'POST',
     path: '/v1/users/:name/rotate',
     permission: { verb: 'admin', kind: 'User' },
