@@ -47,6 +47,7 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Pod.status.node',
       'Pod.status.phase',
       'Pod.status.containers',
+      'Pod.status.conditions',
       'Node.metadata.labels',
       'Node.spec',
       'Node.status.forgotten',
@@ -67,6 +68,7 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Pod.status.containers',
       'Pod.status.workflow',
       'Pod.status.network',
+      'Pod.status.conditions',
     ],
   },
 ]

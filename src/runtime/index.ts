@@ -26,6 +26,7 @@ export { type FollowLogOptions, followLog, listLogRevisions, logFilePath, logFil
 export { buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.ts'
 export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
+export { containerNetnsOf, type NetProbeResult, type NetProbeSpec, probeInNetns } from './probe.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
 export { buildBwrapArgs, buildLaunchPrefix, bwrapEnvArgs, SandboxRuntime } from './sandbox.ts'
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'

@@ -21,6 +21,8 @@ export type ProbeVerdict = 'unknown' | 'passing' | 'failing'
 export interface ProbeLoopEvents {
   /** The verdict changed (not called for repeats of the same verdict). */
   changed(verdict: 'passing' | 'failing', last: ProbeOutcome, consecutive: number): void
+  /** Every check's outcome, after the verdict was updated with it. */
+  checked?(outcome: ProbeOutcome, verdict: ProbeVerdict): void
 }
 
 export class ProbeLoop {
@@ -67,6 +69,8 @@ export class ProbeLoop {
     if (this.stopped) return
     this.checks++
     this.record(outcome)
+    if (this.stopped) return
+    this.events.checked?.(outcome, this.verdict)
     if (this.stopped) return
     this.schedule(Math.max(0, this.timing.periodMs - (this.clock.now() - started)))
   }
