@@ -34,13 +34,16 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   },
   {
     name: 'controller:deployment',
-    description: 'PinnedDeployments: creates, updates and deletes their pods (replicas or one per node) from the pinned templates',
+    description:
+      'PinnedDeployments: creates, updates and deletes their pods (replicas or one per node) from the pinned templates, a rollout step at a time as new pods become Ready',
     reads: ['PinnedDeployment.spec', 'Pod.metadata.labels', 'Node.metadata.labels', 'Node.spec', 'Node.status.forgotten'],
     writes: ['Pod.spec', 'Pod.metadata.labels'],
+    // Readiness holds a rollout step back (maxSurge/maxUnavailable); an aborted rollout is a latch per template.
+    gates: ['Pod.status.phase', 'Pod.status.containers', 'Pod.status.conditions', 'PinnedDeployment.status.rollout'],
   },
   {
     name: 'controller:rollout',
-    description: 'PinnedDeployments: desired, created, running and ready pods per version',
+    description: 'PinnedDeployments: desired, created, running and ready pods per version; aborts a rollout whose pods make no progress past its deadline',
     reads: [
       'PinnedDeployment.spec',
       'Pod.metadata.labels',
@@ -48,6 +51,7 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Pod.status.phase',
       'Pod.status.containers',
       'Pod.status.conditions',
+      'PinnedDeployment.status.rollout',
       'Node.metadata.labels',
       'Node.spec',
       'Node.status.forgotten',

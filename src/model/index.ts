@@ -20,11 +20,13 @@ export {
 export { type Federation, federationKind } from './kinds/federation.ts'
 export { type Node, type NodeNetworkStatus, type NodeSpec, type NodeStatus, nodeKind, type Taint } from './kinds/node.ts'
 export {
+  DEFAULT_PROGRESS_DEADLINE_SECONDS,
   type PinnedDeployment,
   type PinnedDeploymentSpec,
   type PinnedDeploymentStatus,
   type PodTemplate,
   pinnedDeploymentKind,
+  type RolloutProgress,
 } from './kinds/pinned-deployment.ts'
 export {
   type Container,
