@@ -2,7 +2,8 @@
 
 export { type Capability, detectCapabilities, type LimitCapability, type RuntimeCapabilities } from './capabilities.ts'
 export { type CgroupLayout, detectCgroupLayout } from './cgroups.ts'
-export { FakeRuntime } from './fake.ts'
+export { DEFAULT_EXEC_OUTPUT_BYTES, DEFAULT_EXEC_TIMEOUT_MS, runExec, shellQuote } from './exec.ts'
+export { type FakeExecHandler, FakeRuntime } from './fake.ts'
 export { spawnDetached } from './host.ts'
 export {
   applyLayer,
@@ -41,6 +42,10 @@ export type {
   ContainerState,
   ContainerStatus,
   EnforcedLimits,
+  ExecProcess,
+  ExecResult,
+  ExecRunOptions,
+  ExecSpec,
   ExitListener,
   ExitStatus,
   RecoverResult,

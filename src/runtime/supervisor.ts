@@ -27,6 +27,7 @@ import pino from 'pino'
 import { type Clock, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
 import { type CgroupLayout, cgroupPids, detectCgroupLayout, removeContainerCgroups } from './cgroups.ts'
+import { type ExecLaunch, resolveBinary, runExec, spawnExec } from './exec.ts'
 import { spawnDetached } from './host.ts'
 import { type ResolvedImage, resolveImage } from './image.ts'
 import { openLogFile, rotateIfNeeded } from './logs.ts'
@@ -37,6 +38,10 @@ import type {
   ContainerRunSpec,
   ContainerStatus,
   EnforcedLimits,
+  ExecProcess,
+  ExecResult,
+  ExecRunOptions,
+  ExecSpec,
   ExitListener,
   ExitStatus,
   RecoverResult,
@@ -191,6 +196,8 @@ export abstract class SupervisedRuntime implements Runtime {
   abstract hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number }
   /** Deliver a graceful signal to the container's main process. */
   protected abstract signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void>
+  /** How to launch `spec` inside running container `rec` (argv run on the host, and its environment). */
+  protected abstract execLaunch(rec: ContainerRecord, spec: ExecSpec): Promise<Omit<ExecLaunch, 'tty' | 'rows' | 'cols'>>
   /** Runtime-specific cleanup after the container ended (e.g. runc delete). */
   protected async cleanup(_rec: ContainerRecord): Promise<void> {}
 
@@ -440,6 +447,27 @@ export abstract class SupervisedRuntime implements Runtime {
     if (live) removeContainerCgroups(live.rec.cgroupDirs)
     this.live.delete(id)
     rmSync(this.containerDir(id), { recursive: true, force: true })
+  }
+
+  async execStream(id: string, spec: ExecSpec): Promise<ExecProcess> {
+    const live = this.live.get(id)
+    if (!live) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (live.rec.exit) throw new OrcError('conflict', `container ${id} is not running`, { id })
+    if (spec.command.length === 0) throw new OrcError('invalid', 'exec needs a command')
+    const launch = await this.execLaunch(live.rec, spec)
+    const tty = spec.tty === true
+    this.log.info({ id, tty, program: spec.command[0] }, 'exec started')
+    return spawnExec({
+      ...launch,
+      tty,
+      ...(spec.rows !== undefined ? { rows: spec.rows } : {}),
+      ...(spec.cols !== undefined ? { cols: spec.cols } : {}),
+      ...(tty ? { scriptPath: resolveBinary('script'), sttyPath: resolveBinary('stty') } : {}),
+    })
+  }
+
+  async exec(id: string, opts: ExecRunOptions): Promise<ExecResult> {
+    return runExec(await this.execStream(id, opts), opts, this.opts.clock)
   }
 
   status(id: string): ContainerStatus | undefined {
