@@ -108,13 +108,17 @@ export function spawnExec(launch: ExecLaunch): ExecProcess {
   child.stdout.pipe(stdout)
   child.stderr.pipe(stderr)
   child.stdin.on('error', () => {})
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('error', (err) => {
       stderr.end(`exec: ${err.message}\n`)
       resolve({ code: 127, signal: null })
     })
-    // 'close': the output pipes are drained too, so a caller that awaits exited has all of it.
     child.once('close', (code, signal) => resolve({ code, signal }))
+  })
+  // Only once both outputs were read to their end: a caller that awaits exited has all of it.
+  const exited = closed.then(async (e) => {
+    await Promise.all([endOf(stdout), endOf(stderr)])
+    return e
   })
   const pid = child.pid
   return {
@@ -129,6 +133,15 @@ export function spawnExec(launch: ExecLaunch): ExecProcess {
       signalPid(pid, signal)
     },
   }
+}
+
+/** Resolves when `s` has emitted its last data (it must be flowing or read). */
+export function endOf(s: NodeJS.ReadableStream): Promise<void> {
+  return new Promise((resolve) => {
+    if ((s as { readableEnded?: boolean }).readableEnded) return resolve()
+    s.once('end', () => resolve())
+    s.once('close', () => resolve())
+  })
 }
 
 /** Drive an exec to its end: feed stdin, collect bounded output, kill at the deadline. */
@@ -165,4 +178,32 @@ export async function runExec(proc: ExecProcess, opts: ExecRunOptions, clock: Pi
   } finally {
     clock.clearTimeout(t)
   }
+}
+
+/**
+ * The program a port-forward runs inside the container's network namespace (node, the agent's own
+ * interpreter, so nothing is needed in the image): stdin/stdout spliced to localhost:PORT, IPv4
+ * first, then IPv6.
+ */
+export const CONNECT_PORT_SCRIPT = [
+  "const net = require('node:net')",
+  'const port = Number(process.argv[1])',
+  'const hosts = ["127.0.0.1", "::1"]',
+  'const go = () => {',
+  '  const host = hosts.shift(); let up = false',
+  '  const s = net.connect({ host, port })',
+  "  s.once('connect', () => { up = true; process.stdin.pipe(s); s.pipe(process.stdout) })",
+  "  s.once('close', () => { if (up) process.exit(0) })",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template in the script's own source
+  "  s.once('error', (e) => { if (!up && hosts.length > 0) return go(); process.stderr.write(`connect to port ${port}: ${e.message}\\n`); process.exit(1) })",
+  '}',
+  'go()',
+].join('\n')
+
+/** Launch argv of a port connection from the host into the network namespace of `pid`. */
+export function connectPortArgv(nsenterPath: string, pid: number, port: number, isRoot: boolean): string[] {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new OrcError('invalid', `port must be 1..65535, got ${port}`)
+  // An unprivileged agent owns the sandbox's user namespace: it enters it first, keeping its ids.
+  const ns = isRoot ? ['--net'] : ['--user', '--net', '--preserve-credentials']
+  return [resolveBinary(nsenterPath), `--target=${pid}`, ...ns, '--', process.execPath, '-e', CONNECT_PORT_SCRIPT, String(port)]
 }

@@ -5,11 +5,12 @@
 import { PassThrough } from 'node:stream'
 import { type Clock, systemClock } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
-import { runExec } from './exec.ts'
+import { endOf, runExec } from './exec.ts'
 import type {
   ContainerHandle,
   ContainerRunSpec,
   ContainerStatus,
+  ContainerUsage,
   ExecProcess,
   ExecResult,
   ExecRunOptions,
@@ -91,7 +92,7 @@ export class FakeRuntime implements Runtime {
       const r = (this.execHandler ?? defaultExec(c.spec))(id, spec, Buffer.concat(chunks))
       stdout.end(r.stdout ?? '')
       stderr.end(r.stderr ?? '')
-      done({ code: r.code, signal: null })
+      void Promise.all([endOf(stdout), endOf(stderr)]).then(() => done({ code: r.code, signal: null }))
     })
     return {
       stdin,
@@ -106,6 +107,41 @@ export class FakeRuntime implements Runtime {
         done({ code: null, signal })
       },
     }
+  }
+
+  /** Ports the fake "listens" on: what is written comes back (an echo server). Default: every port. */
+  openPorts: Set<number> | undefined
+
+  async connectPort(id: string, port: number): Promise<ExecProcess> {
+    const c = this.containers.get(id)
+    if (!c) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (c.status.state !== 'running') throw new OrcError('conflict', `container ${id} is not running`, { id })
+    const stdin = new PassThrough()
+    const stdout = new PassThrough()
+    const stderr = new PassThrough()
+    let done!: (e: { code: number | null; signal: NodeJS.Signals | null }) => void
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => (done = r))
+    if (this.openPorts !== undefined && !this.openPorts.has(port)) {
+      stdout.end()
+      stderr.end(`connect to port ${port}: connection refused\n`)
+      done({ code: 1, signal: null })
+    } else {
+      stdin.pipe(stdout)
+      stdin.on('end', () => {
+        stderr.end()
+        done({ code: 0, signal: null })
+      })
+    }
+    return { stdin, stdout, stderr, exited, kill: () => stdin.end() }
+  }
+
+  /** Test control: what usage() reports per container id (default: zeros while running). */
+  readonly usages = new Map<string, ContainerUsage>()
+
+  async usage(id: string): Promise<ContainerUsage | undefined> {
+    const c = this.containers.get(id)
+    if (c?.status.state !== 'running') return undefined
+    return this.usages.get(id) ?? { cpuSeconds: 0, memoryBytes: 0 }
   }
 
   async exec(id: string, opts: ExecRunOptions): Promise<ExecResult> {

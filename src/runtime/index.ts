@@ -1,7 +1,7 @@
 /** Pod runtimes: the public surface of src/runtime. */
 
 export { type Capability, detectCapabilities, type LimitCapability, type RuntimeCapabilities } from './capabilities.ts'
-export { type CgroupLayout, detectCgroupLayout } from './cgroups.ts'
+export { type CgroupLayout, type CgroupUsage, detectCgroupLayout, readCgroupUsage } from './cgroups.ts'
 export { DEFAULT_EXEC_OUTPUT_BYTES, DEFAULT_EXEC_TIMEOUT_MS, runExec, shellQuote } from './exec.ts'
 export { type FakeExecHandler, FakeRuntime } from './fake.ts'
 export { spawnDetached } from './host.ts'
@@ -41,6 +41,7 @@ export type {
   ContainerRunSpec,
   ContainerState,
   ContainerStatus,
+  ContainerUsage,
   EnforcedLimits,
   ExecProcess,
   ExecResult,

@@ -162,6 +162,10 @@ export class SandboxRuntime extends SupervisedRuntime {
     }
   }
 
+  protected namespacePid(rec: ContainerRecord): Promise<number | undefined> {
+    return this.mainPid(rec)
+  }
+
   /** The container's main process (host pid): the child of the pid namespace's init. */
   private async mainPid(rec: ContainerRecord): Promise<number | undefined> {
     const clock = this.opts.clock

@@ -26,8 +26,8 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { type Clock, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
-import { type CgroupLayout, cgroupPids, detectCgroupLayout, removeContainerCgroups } from './cgroups.ts'
-import { type ExecLaunch, resolveBinary, runExec, spawnExec } from './exec.ts'
+import { type CgroupLayout, cgroupPids, detectCgroupLayout, readCgroupUsage, removeContainerCgroups } from './cgroups.ts'
+import { connectPortArgv, type ExecLaunch, resolveBinary, runExec, spawnExec } from './exec.ts'
 import { spawnDetached } from './host.ts'
 import { type ResolvedImage, resolveImage } from './image.ts'
 import { openLogFile, rotateIfNeeded } from './logs.ts'
@@ -37,6 +37,7 @@ import type {
   ContainerHandle,
   ContainerRunSpec,
   ContainerStatus,
+  ContainerUsage,
   EnforcedLimits,
   ExecProcess,
   ExecResult,
@@ -198,6 +199,8 @@ export abstract class SupervisedRuntime implements Runtime {
   protected abstract signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void>
   /** How to launch `spec` inside running container `rec` (argv run on the host, and its environment). */
   protected abstract execLaunch(rec: ContainerRecord, spec: ExecSpec): Promise<Omit<ExecLaunch, 'tty' | 'rows' | 'cols'>>
+  /** A host pid inside the container's namespaces (its main process), or undefined when there is none. */
+  protected abstract namespacePid(rec: ContainerRecord): Promise<number | undefined>
   /** Runtime-specific cleanup after the container ended (e.g. runc delete). */
   protected async cleanup(_rec: ContainerRecord): Promise<void> {}
 
@@ -464,6 +467,27 @@ export abstract class SupervisedRuntime implements Runtime {
       ...(spec.cols !== undefined ? { cols: spec.cols } : {}),
       ...(tty ? { scriptPath: resolveBinary('script'), sttyPath: resolveBinary('stty') } : {}),
     })
+  }
+
+  async connectPort(id: string, port: number): Promise<ExecProcess> {
+    const live = this.live.get(id)
+    if (!live) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (live.rec.exit) throw new OrcError('conflict', `container ${id} is not running`, { id })
+    const pid = await this.namespacePid(live.rec)
+    if (pid === undefined) throw new OrcError('conflict', `container ${id} has no running process to reach its network from`, { id })
+    const argv = connectPortArgv(this.opts.nsenterPath, pid, port, process.getuid?.() === 0)
+    return spawnExec({ argv, env: { PATH: process.env.PATH ?? DEFAULT_PATH }, tty: false })
+  }
+
+  /** The cgroup directories that account the container (the sandbox's own; runc's, found from its process). */
+  protected async accountingDirs(rec: ContainerRecord): Promise<string[]> {
+    return rec.cgroupDirs
+  }
+
+  async usage(id: string): Promise<ContainerUsage | undefined> {
+    const live = this.live.get(id)
+    if (!live || live.rec.exit) return undefined
+    return readCgroupUsage(await this.accountingDirs(live.rec))
   }
 
   async exec(id: string, opts: ExecRunOptions): Promise<ExecResult> {

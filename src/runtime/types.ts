@@ -162,7 +162,7 @@ export interface ExecProcess {
   readonly stdout: NodeJS.ReadableStream
   /** Empty with a tty. */
   readonly stderr: NodeJS.ReadableStream
-  /** Resolves once the command ended (a signal death is `signal`, as ExitStatus). */
+  /** Resolves once the command ended and its output was read to the end (a signal death is `signal`). */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
   /** Kill the command's whole process tree (default SIGKILL). */
   kill(signal?: NodeJS.Signals): void
@@ -216,6 +216,22 @@ export interface Runtime {
   execStream(id: string, spec: ExecSpec): Promise<ExecProcess>
   /** execStream to completion: argv in, exit code and output out, bounded by a timeout. */
   exec(id: string, opts: ExecRunOptions): Promise<ExecResult>
+  /**
+   * A TCP connection to `port` on localhost inside the container's network namespace (`orc
+   * port-forward`): what is written to stdin is sent, what the port answers comes out of stdout;
+   * ending stdin half-closes the connection; `exited` resolves when it closed (code 1 and a line on
+   * stderr when it could not connect).
+   */
+  connectPort(id: string, port: number): Promise<ExecProcess>
+  /** CPU and memory the running container uses, from its cgroups; undefined when it is not running. */
+  usage(id: string): Promise<ContainerUsage | undefined>
+}
+
+export interface ContainerUsage {
+  /** CPU time since the container started, in seconds (null: this host gives it no accounting cgroup). */
+  cpuSeconds: number | null
+  /** Working set in bytes (memory in use minus inactive file cache; null: no memory cgroup). */
+  memoryBytes: number | null
 }
 
 /** A spawned child as the runtime needs it; injected so unit tests need no processes. */
