@@ -17,9 +17,10 @@ before(async () => {
 })
 after(async () => {
   if (!a) return
-  for (const p of ['live', 'web']) await a.orc(['delete', `pod/${p}`])
-  await waitFor('pods stopped', () => pidsRunning(['sleep', '4811']).length + pidsRunning(['sleep', '4812']).length === 0, 15_000).catch(() => {})
-  for (const m of ['4811', '4812']) for (const pid of pidsRunning(['sleep', m])) process.kill(pid, 'SIGKILL')
+  for (const p of ['live', 'web', 'execd']) await a.orc(['delete', `pod/${p}`])
+  const markers = ['4811', '4812', '4813']
+  await waitFor('pods stopped', () => markers.every((m) => pidsRunning(['sleep', m]).length === 0), 15_000).catch(() => {})
+  for (const m of markers) for (const pid of pidsRunning(['sleep', m])) process.kill(pid, 'SIGKILL')
   await a.stop()
   a.remove()
 })
@@ -107,4 +108,35 @@ test('an HTTP readiness probe against busybox httpd flips the Ready condition an
   knock(9001)
   await waitFor('pod/web not ready again', async () => ready(await a.pod('web'))?.status === 'False')
   assert.equal((await a.pod('web'))!.status.containers[0].restarts, 0, 'readiness never restarts')
+})
+
+test('an exec liveness probe runs inside the sandbox: a failing command restarts the container with its output', { skip }, async () => {
+  const spec = {
+    containers: [
+      {
+        name: 'main',
+        image: a.image,
+        command: ['/bin/sh', '-c', 'echo ok > /tmp/healthy; exec sleep 4813'],
+        // /tmp is the container's own: the file is there on the first start and the check passes;
+        // it then fails once the file is gone — which the command removes itself after 3 checks.
+        livenessProbe: {
+          exec: { command: ['/bin/sh', '-c', 'n=$(cat /tmp/count 2>/dev/null || echo 0); echo $((n+1)) > /tmp/count; [ $n -lt 3 ] || { echo sick; exit 3; }'] },
+          periodSeconds: 1,
+          failureThreshold: 2,
+        },
+      },
+    ],
+  }
+  const r = await a.orc(['apply', '-f', '-'], podManifest('execd', a.image, '', spec))
+  assert.equal(r.exitCode, 0, r.stderr)
+  const p = await waitFor(
+    'pod/execd restarted by its exec liveness probe',
+    async () => {
+      const p = await a.pod('execd')
+      const c = p?.status?.containers?.[0]
+      return c?.restarts >= 1 && c.lastTermination ? p : undefined
+    },
+    60_000,
+  )
+  assert.equal(p.status.containers[0].lastTermination.reason, 'liveness probe failed 2 times in a row: exit 3: sick')
 })

@@ -23,13 +23,16 @@ function count(v: unknown, min: number, max: number): number | undefined {
   return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined
 }
 
-/** One probe as the node runs it: tcpSocket or httpGet with a valid port (else none), numbers in range. */
+/** One probe as the node runs it: exec with a command, or tcpSocket or httpGet with a valid port (else none), numbers in range. */
 function probeOf(v: unknown): Probe | undefined {
   if (!isPlainObject(v)) return undefined
   const out: Probe = {}
   const tcp = v.tcpSocket
   const http = v.httpGet
-  if (isPlainObject(tcp) && count(tcp.port, 1, 65535) !== undefined) out.tcpSocket = { port: tcp.port as number }
+  const exec = v.exec
+  const command = isPlainObject(exec) ? strings(exec.command) : undefined
+  if (command !== undefined && command.length > 0) out.exec = { command }
+  else if (isPlainObject(tcp) && count(tcp.port, 1, 65535) !== undefined) out.tcpSocket = { port: tcp.port as number }
   else if (isPlainObject(http) && count(http.port, 1, 65535) !== undefined) {
     const headers = Array.isArray(http.httpHeaders)
       ? http.httpHeaders.filter((h): h is { name: string; value: string } => isPlainObject(h) && typeof h.name === 'string' && typeof h.value === 'string')

@@ -1083,17 +1083,41 @@ export class PodWorker {
     cs.ready = false
   }
 
-  /** A TCP or HTTP probe of this container, from inside its network namespace. */
+  /** A probe of this container: exec inside its sandbox, or TCP/HTTP from inside its network namespace. */
   private probeCheck(cs: ContainerState, p: Probe): ProbeCheck {
     return async (signal) => {
       const rt = this.c.runtime(this.spec?.runtime ?? 'sandbox')
       const st = rt.status(cs.id)
       if (st === undefined || st.state !== 'running') return { ok: false, output: 'the container is not running' }
+      if (p.exec !== undefined) return this.execProbe(rt, cs, p.exec.command, probeTiming(p).timeoutMs, signal)
       const net = this.net
       const netns = net?.mode === 'ipv6' ? net.netnsPath : containerNetnsOf(st.pid)
       if (netns === undefined) return { ok: false, output: 'found no network namespace of the container' }
       const hosts = net?.mode === 'ipv6' ? [net.ipv6, '127.0.0.1', '::1'] : ['127.0.0.1', '::1']
       return probeInNetns(p, { netns, hosts, timeoutMs: probeTiming(p).timeoutMs, startAllowanceMs: PROBE_START_ALLOWANCE_MS, signal })
+    }
+  }
+
+  /**
+   * An exec probe: passes on exit 0. The command gets timeoutSeconds plus the time to enter the
+   * sandbox (PROBE_START_ALLOWANCE_MS); its output (first 200 characters) is what the status shows.
+   */
+  private async execProbe(
+    rt: Runtime,
+    cs: ContainerState,
+    command: string[],
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<{ ok: boolean; output: string }> {
+    if (signal.aborted) return { ok: false, output: 'cancelled' }
+    try {
+      const r = await rt.exec(cs.id, { command, timeoutMs: timeoutMs + PROBE_START_ALLOWANCE_MS, maxOutputBytes: 4096 })
+      const text = `${r.stdout.toString('utf8')} ${r.stderr.toString('utf8')}`.trim().replace(/\s+/g, ' ').slice(0, 200)
+      if (r.timedOut) return { ok: false, output: `timed out after ${timeoutMs / 1000}s` }
+      const how = r.code !== null ? `exit ${r.code}` : `signal ${r.signal ?? 'unknown'}`
+      return { ok: r.code === 0, output: text === '' ? how : `${how}: ${text}` }
+    } catch (err) {
+      return { ok: false, output: `exec: ${(err as Error).message}` }
     }
   }
 

@@ -1,8 +1,8 @@
 /**
  * Container health probes (Kubernetes names and defaults): `startupProbe` gates the other two,
  * `readinessProbe` sets the pod's Ready condition, `livenessProbe` restarts the container. One
- * handler each: `tcpSocket`, `httpGet` (or `exec`, refused until the runtimes can exec into a
- * running sandbox). docs/lifecycle.md, "Probes".
+ * handler each: `tcpSocket`, `httpGet` or `exec` (a command run inside the running
+ * sandbox). docs/lifecycle.md, "Probes".
  */
 import type { Issue } from '../schema.ts'
 import { s } from '../schema.ts'
@@ -54,11 +54,8 @@ export const PROBE_HANDLERS = ['exec', 'tcpSocket', 'httpGet'] as const
 /** Kubernetes' defaults. */
 export const PROBE_DEFAULTS = { initialDelaySeconds: 0, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 } as const
 
-/**
- * Whether this agent can run `exec` probes (a command run inside the running sandbox). Until the
- * runtimes can exec into a sandbox, a pod asking for one is refused on apply.
- */
-export const EXEC_PROBES_SUPPORTED = false
+/** Whether this agent can run `exec` probes (a command run inside the running sandbox: Runtime.exec). */
+export const EXEC_PROBES_SUPPORTED = true
 
 /** Rules of one container's probes the schema cannot say (exactly one handler; thresholds). */
 export function probeIssues(container: unknown, base: string): Issue[] {
@@ -73,6 +70,8 @@ export function probeIssues(container: unknown, base: string): Issue[] {
       issues.push({ path, rule: `exactly one handler (${PROBE_HANDLERS.join(', ')}); got ${handlers.length === 0 ? 'none' : handlers.join(', ')}` })
     if (handlers.includes('exec') && !EXEC_PROBES_SUPPORTED)
       issues.push({ path: `${path}.exec`, rule: 'exec probes are not supported yet (use tcpSocket or httpGet)' })
+    const cmd = (p.exec as { command?: unknown } | undefined)?.command
+    if (Array.isArray(cmd) && cmd.length === 0) issues.push({ path: `${path}.exec.command`, rule: 'must name a program' })
     if (kind !== 'readinessProbe' && p.successThreshold !== undefined && p.successThreshold !== 1)
       issues.push({ path: `${path}.successThreshold`, rule: `must be 1 for ${kind}` })
     const http = p.httpGet as { path?: unknown } | undefined

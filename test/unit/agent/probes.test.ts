@@ -35,7 +35,7 @@ describe('probe spec', () => {
     )
   })
 
-  it('refuses a port out of range, two handlers, none, and exec (not supported yet)', () => {
+  it('refuses a port out of range, two handlers, none, an exec probe without a command', () => {
     assert.match(issuesOf(pod({ livenessProbe: { tcpSocket: { port: 70000 } } })), /spec\.containers\[0\]\.livenessProbe\.tcpSocket\.port: .*65535/)
     assert.match(issuesOf(pod({ readinessProbe: { httpGet: { port: 0 } } })), /readinessProbe\.httpGet\.port: /)
     assert.match(
@@ -43,7 +43,8 @@ describe('probe spec', () => {
       /spec\.containers\[0\]\.readinessProbe: exactly one handler \(exec, tcpSocket, httpGet\); got tcpSocket, httpGet/,
     )
     assert.match(issuesOf(pod({ startupProbe: { periodSeconds: 3 } })), /startupProbe: exactly one handler \(exec, tcpSocket, httpGet\); got none/)
-    assert.match(issuesOf(pod({ livenessProbe: { exec: { command: ['true'] } } })), /livenessProbe\.exec: exec probes are not supported yet/)
+    assert.equal(issuesOf(pod({ livenessProbe: { exec: { command: ['cat', '/tmp/healthy'] } } })), '', 'exec probes run through Runtime.exec')
+    assert.match(issuesOf(pod({ livenessProbe: { exec: { command: [] } } })), /livenessProbe\.exec\.command: must name a program/)
     assert.match(
       issuesOf(pod({ livenessProbe: { tcpSocket: { port: 80 }, successThreshold: 2 } })),
       /livenessProbe\.successThreshold: must be 1 for livenessProbe/,

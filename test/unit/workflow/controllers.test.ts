@@ -94,6 +94,9 @@ test('a gate read (when to write, not what) is no loop edge, and orc controllers
   const gated: ControllerDecl = { name: 'controller:deployment', reads: ['PinnedDeployment.spec'], gates: ['Pod.status.conditions'], writes: ['Pod.spec'] }
   const g = checkControllers([lifecycle, gated])
   assert.deepEqual(g.loops, [])
-  assert.match(formatControllerGraph(g), /controller:deployment\n {2}reads {3}PinnedDeployment\.spec\n {2}writes {2}Pod\.spec\n {2}waits on Pod\.status\.conditions/)
+  assert.match(
+    formatControllerGraph(g),
+    /controller:deployment\n {2}reads {3}PinnedDeployment\.spec\n {2}writes {2}Pod\.spec\n {2}waits on Pod\.status\.conditions/,
+  )
   assert.throws(() => buildControllerGraph([{ ...gated, gates: ['bad field'] }]), /gates field "bad field"/)
 })
