@@ -369,7 +369,8 @@ export function gateRolloutStep(
   const ready = new Map(existing.map((e) => [e.name, e.ready]))
   let readyCount = existing.filter((e) => e.ready).length
   const minReady = Math.max(0, replicas - limits.maxUnavailable)
-  const ordered = [...remove].sort((a, b) => Number(ready.get(a) === true) - Number(ready.get(b) === true) || (a < b ? -1 : a > b ? 1 : 0))
+  // Not Ready first; then the highest names (ordinals) first, as a split change removes those.
+  const ordered = [...remove].sort((a, b) => Number(ready.get(a) === true) - Number(ready.get(b) === true) || (a < b ? 1 : a > b ? -1 : 0))
   const removed: string[] = []
   for (const name of ordered) {
     if (ready.get(name) !== true) removed.push(name)
