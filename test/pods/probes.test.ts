@@ -17,8 +17,8 @@ before(async () => {
 })
 after(async () => {
   if (!a) return
-  for (const p of ['live', 'web', 'execd']) await a.orc(['delete', `pod/${p}`])
-  const markers = ['4811', '4812', '4813']
+  for (const p of ['live', 'web', 'execd', 'started']) await a.orc(['delete', `pod/${p}`])
+  const markers = ['4811', '4812', '4813', '4814']
   await waitFor('pods stopped', () => markers.every((m) => pidsRunning(['sleep', m]).length === 0), 15_000).catch(() => {})
   for (const m of markers) for (const pid of pidsRunning(['sleep', m])) process.kill(pid, 'SIGKILL')
   await a.stop()
@@ -139,4 +139,37 @@ test('an exec liveness probe runs inside the sandbox: a failing command restarts
     60_000,
   )
   assert.equal(p.status.containers[0].lastTermination.reason, 'liveness probe failed 2 times in a row: exit 3: sick')
+})
+
+test('a startup probe is a lifecycle unit: the pod is Running once it passed, then readiness makes it Ready', { skip }, async () => {
+  const spec = {
+    containers: [
+      {
+        name: 'main',
+        image: a.image,
+        // httpd listens only after 2 s: the startup probe fails a few times first.
+        command: ['/bin/sh', '-c', 'mkdir -p /tmp/www && echo ok > /tmp/www/healthz && (sleep 2; httpd -p 8080 -h /tmp/www) & exec sleep 4814'],
+        startupProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1, failureThreshold: 30 },
+        readinessProbe: { httpGet: { path: '/healthz', port: 8080 }, periodSeconds: 1 },
+        livenessProbe: { exec: { command: ['cat', '/tmp/www/healthz'] }, periodSeconds: 2 },
+      },
+    ],
+  }
+  const r = await a.orc(['apply', '-f', '-'], podManifest('started', a.image, '', spec))
+  assert.equal(r.exitCode, 0, r.stderr)
+  const p = await waitFor(
+    'pod/started Ready',
+    async () => {
+      const p = await a.pod('started')
+      return ready(p)?.status === 'True' ? p : undefined
+    },
+    60_000,
+  )
+  assert.equal(p.status.phase, 'Running')
+  const unit = p.status.workflow.units.find((u: { name: string }) => u.name === 'startup-probe')
+  assert.equal(unit?.state, 'done', 'the startup probe is a unit of the run')
+  const why = await a.orc(['why', 'pod/started'])
+  assert.match(why.stdout, /startup-probe/)
+  assert.match(why.stdout, /Ready: True \(ContainersReady\)/)
+  assert.equal(p.status.containers[0].restarts, 0, 'the passing liveness probe restarts nothing')
 })

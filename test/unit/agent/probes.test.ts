@@ -53,6 +53,12 @@ describe('probe spec', () => {
     assert.match(issuesOf(pod({ readinessProbe: { httpGet: { port: 80, path: 'healthz' } } })), /readinessProbe\.httpGet\.path: must start with \//)
   })
 
+  it('the example in examples/probes.yaml is valid', async () => {
+    const { readManifests } = await import('../../../src/cli/manifests.ts')
+    const docs = await readManifests([new URL('../../../examples/probes.yaml', import.meta.url).pathname])
+    assert.equal(issuesOf(docs[0]!.value), '')
+  })
+
   it('fills in the Kubernetes defaults', () => {
     assert.deepEqual(probeTiming({ tcpSocket: { port: 1 } }), {
       initialDelayMs: 0,
