@@ -52,6 +52,7 @@ import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { admitPodData } from './pods/refs.ts'
 import { adminByRole, admitPod, admitPolicy, type IsAdmin, podAuthorsOf } from './pods/security.ts'
+import { PodStreams, podStreamRoutes } from './pods/streams.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
@@ -220,6 +221,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let network!: NodeNetwork
   let federation!: FederationManager
   let handler!: ApiHandler
+  let streams: PodStreams | undefined
   let server: SocketServer | undefined
   // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
   let stopSelf: (() => void) | undefined
@@ -452,7 +454,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           httpAddress: ops.httpAddress,
           httpPin: ops.httpPin,
         }
+        streams = new PodStreams({ store, nodeName, runtime: (k) => pods().runtime(k), clock, random, log: logger.child({ module: 'streams' }) })
         handler = buildApiHandler({
+          streams,
           store,
           nodeName,
           clock,
@@ -478,7 +482,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         })
       },
       // First of all: no new writes while the parts behind the API stop.
-      beforeStop: () => server?.close(),
+      beforeStop: () => {
+        streams?.stop()
+        return server?.close()
+      },
       stop() {},
     },
     // The install script and /metrics over HTTP; closes with the API (beforeStop).
@@ -647,6 +654,8 @@ async function recordNode(
 type MemberView = { name: string; state: 'alive' | 'suspect' | 'dead'; self: boolean }
 
 interface ApiHandlerComponents {
+  /** exec and port-forward sessions of the pods this node runs. */
+  streams: PodStreams
   store: ObjectStore
   nodeName: string
   dataDir: string
@@ -712,6 +721,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   const own = combineHandlers(
     objectHandlers,
     podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
+    podStreamRoutes(() => c.streams),
     imageRoutes({
       nodeName,
       images: () => c.pods().imageService,
@@ -749,7 +759,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
   const cluster = c.cluster
   if (!cluster) return local
-  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!) }, cluster.routes()), routing)
+  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!), ...cluster.streamRoutes(own) }, cluster.routes()), routing)
   cluster.serve(handler, local)
   return handler
 }

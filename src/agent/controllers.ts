@@ -34,19 +34,24 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   },
   {
     name: 'controller:deployment',
-    description: 'PinnedDeployments: creates, updates and deletes their pods (replicas or one per node) from the pinned templates',
+    description:
+      'PinnedDeployments: creates, updates and deletes their pods (replicas or one per node) from the pinned templates, a rollout step at a time as new pods become Ready',
     reads: ['PinnedDeployment.spec', 'Pod.metadata.labels', 'Node.metadata.labels', 'Node.spec', 'Node.status.forgotten'],
     writes: ['Pod.spec', 'Pod.metadata.labels'],
+    // Readiness holds a rollout step back (maxSurge/maxUnavailable); an aborted rollout is a latch per template.
+    gates: ['Pod.status.phase', 'Pod.status.containers', 'Pod.status.conditions', 'PinnedDeployment.status.rollout'],
   },
   {
     name: 'controller:rollout',
-    description: 'PinnedDeployments: desired, created, running and ready pods per version',
+    description: 'PinnedDeployments: desired, created, running and ready pods per version; aborts a rollout whose pods make no progress past its deadline',
     reads: [
       'PinnedDeployment.spec',
       'Pod.metadata.labels',
       'Pod.status.node',
       'Pod.status.phase',
       'Pod.status.containers',
+      'Pod.status.conditions',
+      'PinnedDeployment.status.rollout',
       'Node.metadata.labels',
       'Node.spec',
       'Node.status.forgotten',
@@ -67,6 +72,7 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Pod.status.containers',
       'Pod.status.workflow',
       'Pod.status.network',
+      'Pod.status.conditions',
     ],
   },
 ]

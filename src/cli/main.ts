@@ -27,6 +27,7 @@ import { registerPodCommands } from './commands/pods.ts'
 import { registerRolloutCommands } from './commands/rollout.ts'
 import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { registerSecretCommands } from './commands/secrets.ts'
+import { registerStreamCommands } from './commands/streams.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
@@ -434,6 +435,7 @@ Use "orc COMMAND --help" for more about a command.`),
 
   registerClusterCommands(program, io, client)
   registerPodCommands(program, io, client)
+  registerStreamCommands(program, io, client)
   registerOpsCommands(program, io, client)
   registerRolloutCommands(program, io, client)
   registerDownCommand(program, io)

@@ -20,11 +20,13 @@ export {
 export { type Federation, federationKind } from './kinds/federation.ts'
 export { type Node, type NodeNetworkStatus, type NodeSpec, type NodeStatus, nodeKind, type Taint } from './kinds/node.ts'
 export {
+  DEFAULT_PROGRESS_DEADLINE_SECONDS,
   type PinnedDeployment,
   type PinnedDeploymentSpec,
   type PinnedDeploymentStatus,
   type PodTemplate,
   pinnedDeploymentKind,
+  type RolloutProgress,
 } from './kinds/pinned-deployment.ts'
 export {
   type Container,
@@ -44,6 +46,18 @@ export {
   VOLUME_SOURCES,
   type VolumeMount,
 } from './kinds/pod.ts'
+export {
+  EXEC_PROBES_SUPPORTED,
+  type PodCondition,
+  PROBE_DEFAULTS,
+  PROBE_KINDS,
+  type Probe,
+  type ProbeKind,
+  type ProbeTiming,
+  podIsReady,
+  probeTiming,
+  readyColumn,
+} from './kinds/probe.ts'
 export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
 export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
 export * from './object.ts'

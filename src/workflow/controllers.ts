@@ -16,6 +16,13 @@ export interface ControllerDecl {
   description?: string
   reads: string[]
   writes: string[]
+  /**
+   * Fields read only to decide *when* to write, never what: a rollout creating the next pod once the
+   * last one is Ready, or a one-way latch such as an aborted rollout (set once per template, never
+   * cleared by a controller). Such a read cannot make the set oscillate, so it is no edge of the
+   * loop check; `orc controllers` lists it.
+   */
+  gates?: string[]
 }
 
 export interface ControllerLink {
@@ -69,8 +76,8 @@ export function buildControllerGraph(decls: readonly ControllerDecl[]): Controll
     }
     if (names.has(d.name)) throw new OrcError('conflict', `controller ${d.name} is declared twice`, { controller: d.name })
     names.add(d.name)
-    const fields = (key: 'reads' | 'writes'): string[] => {
-      const v = d[key]
+    const fields = (key: 'reads' | 'writes' | 'gates'): string[] => {
+      const v = key === 'gates' ? (d.gates ?? []) : d[key]
       if (!Array.isArray(v)) throw new OrcError('invalid', `${d.name}: ${key} must be a list of fields`, { controller: d.name })
       for (const f of v) {
         if (typeof f !== 'string' || !FIELD.test(f) || (key === 'writes' && !f.includes('.'))) {
@@ -84,6 +91,8 @@ export function buildControllerGraph(decls: readonly ControllerDecl[]): Controll
       return [...new Set(v)]
     }
     const c: ControllerDecl = { name: d.name, reads: fields('reads'), writes: fields('writes') }
+    const gates = fields('gates')
+    if (gates.length > 0) c.gates = gates
     if (d.description !== undefined) c.description = d.description
     controllers.push(c)
   }
@@ -213,6 +222,7 @@ export function formatControllerGraph(g: ControllerGraph): string {
     lines.push(c.description !== undefined ? `${c.name}  ${c.description}` : c.name)
     lines.push(`  reads   ${c.reads.length > 0 ? c.reads.join(', ') : '-'}`)
     lines.push(`  writes  ${c.writes.length > 0 ? c.writes.join(', ') : '-'}`)
+    if (c.gates !== undefined) lines.push(`  waits on ${c.gates.join(', ')} (when to write, not what: no loop)`)
     const out = g.edges.filter((e) => e.from === c.name)
     for (const e of out) {
       const via = e.via.map((v) => (v.read === v.written ? v.written : `${v.written} (read as ${v.read})`)).join(', ')

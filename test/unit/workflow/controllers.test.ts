@@ -86,3 +86,17 @@ test('malformed declarations are refused', () => {
   assert.throws(() => buildControllerGraph([{ name: 'controller:x', reads: [], writes: ['Pod'] }]), /a whole kind cannot be owned/)
   assert.throws(() => buildControllerGraph([scheduler, scheduler]), /declared twice/)
 })
+
+test('a gate read (when to write, not what) is no loop edge, and orc controllers lists it', () => {
+  const lifecycle: ControllerDecl = { name: 'controller:lifecycle', reads: ['Pod.spec'], writes: ['Pod.status'] }
+  const asRead: ControllerDecl = { name: 'controller:deployment', reads: ['PinnedDeployment.spec', 'Pod.status.conditions'], writes: ['Pod.spec'] }
+  assert.throws(() => checkControllers([lifecycle, asRead]), /read\/write loop/)
+  const gated: ControllerDecl = { name: 'controller:deployment', reads: ['PinnedDeployment.spec'], gates: ['Pod.status.conditions'], writes: ['Pod.spec'] }
+  const g = checkControllers([lifecycle, gated])
+  assert.deepEqual(g.loops, [])
+  assert.match(
+    formatControllerGraph(g),
+    /controller:deployment\n {2}reads {3}PinnedDeployment\.spec\n {2}writes {2}Pod\.spec\n {2}waits on Pod\.status\.conditions/,
+  )
+  assert.throws(() => buildControllerGraph([{ ...gated, gates: ['bad field'] }]), /gates field "bad field"/)
+})
