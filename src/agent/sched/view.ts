@@ -81,8 +81,10 @@ export function podViewOf(p: Stored<Pod>): PodView {
   // Replicas of one PinnedDeployment are spread across nodes and sites.
   const deployment = p.metadata.labels?.[DEPLOYMENT_LABEL]
   if (deployment !== undefined) v.group = `${v.namespace}/${deployment}`
-  // status.phase is not read: the lifecycle controller writes it after reading status.node, and
-  // reading it here would make the two controllers a loop (see controllers.ts).
+  // Only a finished phase is read: a Succeeded or Failed pod holds no capacity and is never bound
+  // again, so this read settles (controllers.ts); other phases would make a loop with the lifecycle.
+  const phase = p.status?.phase
+  if (phase === 'Succeeded' || phase === 'Failed') v.phase = phase
   return v
 }
 
