@@ -178,6 +178,18 @@ test('Jobs and CronJobs on three real agents', { skip, timeout: 300_000 }, async
       },
       60_000,
     )
+    // Run it now, by hand: an ordinary Job from the template, not counted as one of the CronJob's runs.
+    const made = await a.cli(['create', 'job', 'tick-now', '--from', 'cronjob/tick'])
+    assert.equal(made.exitCode, 0, made.stderr)
+    assert.equal(made.stdout, 'job/tick-now created\n')
+    await waitFor(
+      'tick-now to complete',
+      async () => ((await list(c, 'Job')).find((j) => j.metadata.name === 'tick-now')?.status?.succeeded === 1 ? true : undefined),
+      60_000,
+    )
+    const again = await a.cli(['create', 'job', 'tick-now', '--from', 'cronjob/tick'])
+    assert.notEqual(again.exitCode, 0)
+    assert.match(again.stderr, /job\/tick-now already exists/)
     const table = await b.cli(['get', 'cronjobs'])
     assert.match(table.stdout, /^NAME\s+SCHEDULE\s+SUSPEND\s+ACTIVE\s+LAST SCHEDULE\s+AGE/m)
     assert.match(table.stdout, /^tick\s+\*\/5 \* \* \* \* \*\s+true\s+\d+\s+\d+s/m)
