@@ -241,9 +241,11 @@ export function formatControllerGraph(g: ControllerGraph): string {
     lines.push(c.description !== undefined ? `${c.name}  ${c.description}` : c.name)
     lines.push(`  reads   ${c.reads.length > 0 ? c.reads.join(', ') : '-'}`)
     lines.push(`  writes  ${c.writes.length > 0 ? c.writes.join(', ') : '-'}`)
+    if (c.creates !== undefined && c.creates.length > 0) lines.push(`  creates ${c.creates.join(', ')}`)
+    for (const [f, why] of Object.entries(c.settles ?? {})) lines.push(`  settles ${f}: ${why}`)
     const out = g.edges.filter((e) => e.from === c.name)
     for (const e of out) {
-      const via = e.via.map((v) => (v.read === v.written ? v.written : `${v.written} (read as ${v.read})`)).join(', ')
+      const via = e.via.map((v) => (v.read === v.written ? v.written : `${v.written} (read as ${v.read})`) + (v.settles ? ' (settles)' : '')).join(', ')
       lines.push(`  feeds   ${e.to} via ${via}`)
     }
   }

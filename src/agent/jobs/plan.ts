@@ -92,6 +92,10 @@ export function countJobPods(job: string, pods: readonly Pod[]): JobCounts {
     if (phase === 'Succeeded') {
       out.succeeded.push(p.metadata.name)
       if (Number.isFinite(finished)) out.lastSucceededAt = Math.max(out.lastSucceededAt ?? finished, finished)
+    } else if (phase === 'Failed' && p.spec?.restartPolicy === 'OnFailure') {
+      // The lifecycle runs it again on its node (docs/lifecycle.md): a failure, not a pod to replace.
+      out.active.push(p.metadata.name)
+      out.restarts++
     } else if (phase === 'Failed') {
       out.failed.push(p.metadata.name)
       if (Number.isFinite(finished)) out.lastFailedAt = Math.max(out.lastFailedAt ?? finished, finished)

@@ -81,6 +81,10 @@ test('a Job fails after backoffLimit failures, or at its deadline, stopping its 
   restarting.status.containers = [{ name: 'm', state: 'running', restarts: 2 }]
   ws = planJob(job({ backoffLimit: 1 }), [restarting], T0 + 5000)
   assert.equal(statusOf(ws)?.conditions?.[0]?.reason, 'BackoffLimitExceeded')
+  // OnFailure: a Failed pod is run again by its node, so it is not replaced (one failure counted).
+  const again = pod('batch-0', 'Failed', T0 + 2000, { restartPolicy: 'OnFailure' })
+  ws = planJob(job({ backoffLimit: 3 }), [again], T0 + 5000)
+  assert.deepEqual([created(ws), statusOf(ws)?.failed, statusOf(ws)?.active], [[], 1, 1])
 
   const slow = job({ activeDeadlineSeconds: 60 })
   assert.deepEqual(deleted(planJob(slow, [pod('batch-0', 'Running')], T0 + 59_000)), [])
