@@ -34,7 +34,8 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
     writes: ['Pod.status.node', 'Pod.status.scheduling'],
     settles: {
       // Finished pods release their capacity (docs/jobs.md).
-      'Pod.status.phase': 'only Succeeded and Failed are read (the pod holds no capacity); a finished pod is never bound again',
+      'Pod.status.phase':
+        'only a final phase is read (Succeeded or Failed that the restartPolicy does not rerun): such a pod holds no capacity and is never bound again',
     },
   },
   {

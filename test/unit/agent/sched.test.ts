@@ -39,7 +39,7 @@ test('binder policies: an ha pod leaves a suspect node after haAfter, a best-eff
 test('finished pods release their capacity and are never moved off a lost node', () => {
   const cpu = (n: string) => ({ containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: n } } }] })
   const finished = (name: string, phase: string, boundTo: string, spec: Record<string, unknown> = {}): any => {
-    const p = pod(name, { ...cpu('3'), ...spec }, boundTo)
+    const p = pod(name, { ...cpu('3'), restartPolicy: 'Never', ...spec }, boundTo)
     p.status.phase = phase
     return p
   }
@@ -50,6 +50,10 @@ test('finished pods release their capacity and are never moved off a lost node',
   assert.deepEqual(binds([finished('busy', 'Running', 'a'), waiting]), [], 'a running pod holds its 3 of 4 CPUs')
   assert.deepEqual(binds([finished('done', 'Succeeded', 'a'), waiting]), ['next'], 'a Succeeded pod holds none')
   assert.deepEqual(binds([finished('broke', 'Failed', 'a'), waiting]), ['next'], 'a Failed pod holds none')
+  // Not finished for good: its node runs it again (restartPolicy OnFailure or Always), so it keeps its place.
+  assert.deepEqual(binds([finished('retry', 'Failed', 'a', { restartPolicy: 'OnFailure' }), waiting]), [])
+  assert.deepEqual(binds([finished('always', 'Succeeded', 'a', { restartPolicy: 'Always' }), waiting]), [])
+  assert.deepEqual(binds([finished('once', 'Succeeded', 'a', { restartPolicy: 'OnFailure' }), waiting]), ['next'])
   // An ha pod that finished on a node now lost stays where it ran: it is not run again elsewhere.
   const members = [
     { name: 'a', state: 'alive' as const },
