@@ -157,6 +157,14 @@ test('a Job reaches exactly its completions while its writer is lost, with every
   const before = (await a.allRevisions()).length
   await passAll(sim)
   assert.equal((await a.allRevisions()).length, before)
+  // Deleting the Job deletes its pods (they are older than the grace).
+  sim.now += 31_000
+  await c.delete({ kind: 'Job', namespace: 'default', name: 'batch' }, { author: 'user:carol', now: sim.now })
+  await sync(sim)
+  await passAll(sim)
+  await sync(sim)
+  for (const s of [a, b, c]) assert.deepEqual(jobPods(s, 'batch'), [])
+  assert.deepEqual(sim.refused, [])
 })
 
 test('a CronJob runs once per tick when connected, at most once per side when partitioned, one Job after the heal', async () => {

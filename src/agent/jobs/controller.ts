@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino'
 import type { Clock } from '../../effects/index.ts'
-import { JOB_LABEL, OrcError } from '../../model/index.ts'
+import { CRONJOB_LABEL, type CronJob, JOB_LABEL, type Job, type JobStatus, jobFinished, OrcError } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import { deploymentWriter } from '../deployments/index.ts'
 import { isForgotten, type NodeMember } from '../sched/index.ts'
@@ -28,6 +28,28 @@ export interface JobComponents extends Clock {
   tickMs?: number
 }
 
+/** Whether a pass may have something to do because time passed: a CronJob, a Job deadline or TTL. */
+export function timeMatters(cronjobs: readonly CronJob[], jobs: readonly Job[]): boolean {
+  if (cronjobs.some((c) => c.spec?.suspend !== true)) return true
+  return jobs.some((j) => {
+    const done = jobFinished(j.status as JobStatus | undefined) !== undefined
+    return done ? j.spec?.ttlSecondsAfterFinished !== undefined : j.spec?.activeDeadlineSeconds !== undefined
+  })
+}
+
+/** Whether some object labelled for an owner (`label`) has no such owner. */
+function hasOrphans(
+  children: readonly { metadata: { namespace?: string; labels?: Record<string, string> } }[],
+  label: string,
+  owners: readonly { metadata: { namespace?: string; name: string } }[],
+): boolean {
+  const have = new Set(owners.map((o) => `${o.metadata.namespace ?? 'default'}/${o.metadata.name}`))
+  return children.some((c) => {
+    const o = c.metadata.labels?.[label]
+    return o !== undefined && !have.has(`${c.metadata.namespace ?? 'default'}/${o}`)
+  })
+}
+
 export class JobController {
   private busy = false
   private again = false
@@ -38,6 +60,8 @@ export class JobController {
   private unsubscribe: (() => void) | undefined
   private running: Promise<void> | undefined
   private readonly refused = new Set<string>()
+  /** The last pass left pods or Jobs whose owner is gone (deleted once past ORPHAN_GRACE_MS). */
+  private orphans = false
 
   constructor(private readonly c: JobComponents) {}
 
@@ -58,8 +82,8 @@ export class JobController {
     const loop = () => {
       if (this.stopped) return
       const w = this.writer()
-      // Time moves deadlines, TTLs and schedules: look again on every tick while there is work.
-      if (w !== lastWriter || (w === this.c.nodeName && (this.c.store.list('Job').length > 0 || this.c.store.list('CronJob').length > 0))) this.request()
+      // Time moves deadlines, TTLs and schedules: look again on every tick while one waits.
+      if (w !== lastWriter || (w === this.c.nodeName && (this.orphans || timeMatters(this.c.store.list('CronJob'), this.c.store.list('Job'))))) this.request()
       lastWriter = w
       this.tick = this.c.setTimeout(loop, this.c.tickMs ?? 1000)
     }
@@ -127,6 +151,9 @@ export class JobController {
         if (this.stopped) return
         await this.write(w)
       }
+      this.orphans =
+        hasOrphans(this.c.store.list('Pod'), JOB_LABEL, this.c.store.list('Job')) ||
+        hasOrphans(this.c.store.list('Job'), CRONJOB_LABEL, this.c.store.list('CronJob'))
     } while (this.again)
   }
 

@@ -1,6 +1,6 @@
 /** Jobs and CronJobs in the agent: the leaderless controllers that run them (docs/jobs.md). */
 
-export { type JobComponents, JobController } from './controller.ts'
+export { type JobComponents, JobController, timeMatters } from './controller.ts'
 export {
   CRONJOB_CONTROLLER,
   countJobPods,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { JOB_CONTROLLER, type JobWrite, ORPHAN_GRACE_MS, planCronJob, planJob, planJobs } from '../../../src/agent/jobs/index.ts'
+import { JOB_CONTROLLER, type JobWrite, ORPHAN_GRACE_MS, planCronJob, planJob, planJobs, timeMatters } from '../../../src/agent/jobs/index.ts'
 
 const T0 = Date.parse('2026-06-01T10:00:30Z')
 const iso = (t: number) => new Date(t).toISOString()
@@ -172,4 +172,14 @@ test('a CronJob keeps the newest finished Jobs up to its history limits', () => 
   const ws = planCronJob(cronjob({ successfulJobsHistoryLimit: 2, failedJobsHistoryLimit: 1 }), jobs, (base + 250) * 1000)
   assert.deepEqual(deleted(ws).sort(), [`Job/tick-${base}`, `Job/tick-${base + 60}`])
   assert.equal(statusOf(ws)?.lastSuccessfulTime, iso((base + 240) * 1000 + 5000))
+})
+
+test('the controller looks again as time passes only when a deadline, a TTL or a schedule waits', () => {
+  assert.equal(timeMatters([], [job()]), false)
+  assert.equal(timeMatters([], [job({ activeDeadlineSeconds: 60 })]), true)
+  const done = { conditions: [{ type: 'Complete', status: 'True', reason: 'Completed', lastTransitionTime: iso(T0) }] }
+  assert.equal(timeMatters([], [job({ activeDeadlineSeconds: 60 }, done)]), false)
+  assert.equal(timeMatters([], [job({ ttlSecondsAfterFinished: 60 }, done)]), true)
+  assert.equal(timeMatters([cronjob()], []), true)
+  assert.equal(timeMatters([cronjob({ suspend: true })], []), false)
 })
