@@ -14,8 +14,6 @@ import { OrcError } from '../model/index.ts'
 export interface ControllerDecl {
   name: string
   description?: string
-  reads: string[]
-  writes: string[]
   /**
    * Kinds whose objects it creates and deletes (`Pod`): it writes their user fields as their creator,
    * which claims no field (users and other creators write them too). For the loop check a creation
@@ -29,6 +27,8 @@ export interface ControllerDecl {
    * a bounded number of them. Links through these are listed in the graph and left out of the loop check.
    */
   settles?: Record<string, string>
+  reads: string[]
+  writes: string[]
 }
 
 export interface ControllerLink {
@@ -241,13 +241,13 @@ export function formatControllerGraph(g: ControllerGraph): string {
     lines.push(c.description !== undefined ? `${c.name}  ${c.description}` : c.name)
     lines.push(`  reads   ${c.reads.length > 0 ? c.reads.join(', ') : '-'}`)
     lines.push(`  writes  ${c.writes.length > 0 ? c.writes.join(', ') : '-'}`)
-    if (c.creates !== undefined && c.creates.length > 0) lines.push(`  creates ${c.creates.join(', ')}`)
-    for (const [f, why] of Object.entries(c.settles ?? {})) lines.push(`  settles ${f}: ${why}`)
     const out = g.edges.filter((e) => e.from === c.name)
     for (const e of out) {
       const via = e.via.map((v) => (v.read === v.written ? v.written : `${v.written} (read as ${v.read})`) + (v.settles ? ' (settles)' : '')).join(', ')
       lines.push(`  feeds   ${e.to} via ${via}`)
     }
+    if (c.creates !== undefined && c.creates.length > 0) lines.push(`  creates ${c.creates.join(', ')}`)
+    for (const [f, why] of Object.entries(c.settles ?? {})) lines.push(`  settles ${f}: ${why}`)
   }
   if (g.conflicts.length > 0 || g.loops.length > 0) {
     lines.push('', 'problems:')
