@@ -441,8 +441,9 @@ Use "orc COMMAND --help" for more about a command.`),
   registerFederationCommands(program, io, client)
   registerSecretKeyCommands(program, io, client)
   registerSecretCommands(program, io, client)
-  registerEditCommand(program, io, client)
+  // After secrets: it adds `orc create job` to the `create` command they make.
   registerJobCommands(program, io, client)
+  registerEditCommand(program, io, client)
 
   return program
 }
