@@ -183,3 +183,14 @@ test('the controller looks again as time passes only when a deadline, a TTL or a
   assert.equal(timeMatters([cronjob()], []), true)
   assert.equal(timeMatters([cronjob({ suspend: true })], []), false)
 })
+
+test('the Job and CronJob examples are valid', async () => {
+  const { readManifests } = await import('../../../src/cli/manifests.ts')
+  const { normalizeManifest } = await import('../../../src/model/index.ts')
+  const root = new URL('../../..', import.meta.url).pathname
+  for (const f of ['examples/job.yaml', 'examples/cronjob.yaml']) {
+    const docs = await readManifests([`${root}${f}`])
+    assert.equal(docs.length, 1)
+    assert.doesNotThrow(() => normalizeManifest(docs[0]!.value), f)
+  }
+})
