@@ -37,6 +37,7 @@ import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
 import { imageBlobMetrics, LateBlobProvider, MeshBlobSource, StoreBlobProvider } from './images/peers.ts'
 import { pinImagesOnRollback } from './images/rollback.ts'
+import { JobController } from './jobs/index.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
 import { NODE_CONTROLLER, nodeNameFromHostname, ORC_VERSION } from './node-info.ts'
@@ -525,6 +526,19 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
           clearTimeout: (h) => clock.clearTimeout(h),
           log: logger.child({ module: 'deployments' }),
+        }),
+    ),
+    later(
+      'jobs',
+      () =>
+        new JobController({
+          store,
+          nodeName,
+          members,
+          now: () => clock.now(),
+          setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+          clearTimeout: (h) => clock.clearTimeout(h),
+          log: logger.child({ module: 'jobs' }),
         }),
     ),
     tombstonePruning(

@@ -29,8 +29,14 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Node.status.forgotten',
       'Node.metadata.labels',
       'Cluster.spec',
+      'Pod.status.phase',
     ],
     writes: ['Pod.status.node', 'Pod.status.scheduling'],
+    settles: {
+      // Finished pods release their capacity (docs/jobs.md).
+      'Pod.status.phase':
+        'only a final phase is read (Succeeded or Failed that the restartPolicy does not rerun): such a pod holds no capacity and is never bound again',
+    },
   },
   {
     name: 'controller:deployment',
@@ -57,6 +63,26 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Node.status.forgotten',
     ],
     writes: ['PinnedDeployment.status'],
+  },
+  {
+    name: 'controller:job',
+    description:
+      'Jobs: creates their pods up to completions (parallelism at a time), retries up to backoffLimit, enforces the deadline, counts outcomes (Job.status), deletes a Job after its TTL',
+    reads: ['Job.spec', 'Job.status', 'Pod.metadata.labels', 'Pod.status.phase', 'Pod.status.containers', 'Node.metadata.labels', 'Node.status.forgotten'],
+    writes: ['Job.status'],
+    creates: ['Pod'],
+    settles: {
+      'Pod.status.phase': 'a finished pod never changes again; a Job creates at most completions + backoffLimit pods',
+      'Pod.status.containers': 'restarts only count up, to the backoffLimit',
+    },
+  },
+  {
+    name: 'controller:cronjob',
+    description: 'CronJobs: one Job per schedule tick (deterministic name), concurrency policy, missed runs, history limits (CronJob.status)',
+    reads: ['CronJob.spec', 'CronJob.status', 'Job.metadata.labels', 'Job.status', 'Node.metadata.labels', 'Node.status.forgotten'],
+    writes: ['CronJob.status'],
+    creates: ['Job'],
+    settles: { 'Job.status': 'only whether a Job finished is read, and a finished Job stays finished' },
   },
   {
     name: 'controller:lifecycle',

@@ -21,6 +21,7 @@ import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands
 import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
+import { registerJobCommands } from './commands/jobs.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { registerPodCommands } from './commands/pods.ts'
@@ -442,6 +443,8 @@ Use "orc COMMAND --help" for more about a command.`),
   registerFederationCommands(program, io, client)
   registerSecretKeyCommands(program, io, client)
   registerSecretCommands(program, io, client)
+  // After secrets: it adds `orc create job` to the `create` command they make.
+  registerJobCommands(program, io, client)
   registerEditCommand(program, io, client)
 
   return program

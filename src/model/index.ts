@@ -1,4 +1,5 @@
 export * from './api.ts'
+export { type CronSchedule, isTimeZone, lastRunBetween, nextRun, parseCron, type WallClock, wallClock } from './cron.ts'
 export * from './diff.ts'
 export { type DurationFormat, type DurationRounding, formatDuration } from './duration.ts'
 export * from './errors.ts'
@@ -18,6 +19,24 @@ export {
   secretKind,
 } from './kinds/config.ts'
 export { type Federation, federationKind } from './kinds/federation.ts'
+export {
+  CRONJOB_LABEL,
+  type CronJob,
+  type CronJobSpec,
+  type CronJobStatus,
+  cronJobKind,
+  JOB_LABEL,
+  type Job,
+  type JobCondition,
+  type JobConditionType,
+  type JobSpec,
+  type JobStatus,
+  jobFinished,
+  jobKind,
+  MAX_CRONJOB_NAME,
+  MAX_JOB_NAME,
+  SCHEDULED_LABEL,
+} from './kinds/job.ts'
 export { type Node, type NodeNetworkStatus, type NodeSpec, type NodeStatus, nodeKind, type Taint } from './kinds/node.ts'
 export {
   DEFAULT_PROGRESS_DEADLINE_SECONDS,
