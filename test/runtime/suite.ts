@@ -357,7 +357,12 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     assert.equal(tty.code, 3)
     assert.match(tty.stdout.toString(), /31 101\r\n/)
     await assert.rejects(r.exec('nope', { command: ['true'] }), /not found/)
+    // usage(): the container's own cgroups account it, limits or not (orc top)
+    const u = await r.usage('ex')
+    assert.ok(u !== undefined && u.memoryBytes !== null && u.memoryBytes > 0, `memory is accounted: ${JSON.stringify(u)}`)
+    assert.ok(u.cpuSeconds !== null && u.cpuSeconds > 0, `cpu is accounted: ${JSON.stringify(u)}`)
     await r.stop('ex', { graceMs: 100 })
     await assert.rejects(r.exec('ex', { command: ['true'] }), /not running/)
+    assert.equal(await r.usage('ex'), undefined)
   })
 }
