@@ -54,6 +54,7 @@ import { PodLifecycle } from './pods/controller.ts'
 import { admitPodData } from './pods/refs.ts'
 import { adminByRole, admitPod, admitPolicy, type IsAdmin, podAuthorsOf } from './pods/security.ts'
 import { PodStreams, podStreamRoutes } from './pods/streams.ts'
+import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
@@ -223,6 +224,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let federation!: FederationManager
   let handler!: ApiHandler
   let streams: PodStreams | undefined
+  let podTopRef: PodTop | undefined
+  // `orc top` and the per-pod metrics: readings of the pods' cgroups through the lifecycle's runtimes.
+  const podTop = (): PodTop => (podTopRef ??= new PodTop({ store, nodeName, runtime: (k) => pods().runtime(k), clock }))
   let server: SocketServer | undefined
   // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
   let stopSelf: (() => void) | undefined
@@ -432,6 +436,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         now: () => clock.now(),
         mesh: cluster?.mesh,
         peers: ops.peers,
+        podUsage: () => podTop(),
       }),
     ),
     {
@@ -458,6 +463,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         streams = new PodStreams({ store, nodeName, runtime: (k) => pods().runtime(k), clock, random, log: logger.child({ module: 'streams' }) })
         handler = buildApiHandler({
           streams,
+          top: podTop(),
           store,
           nodeName,
           clock,
@@ -670,6 +676,8 @@ type MemberView = { name: string; state: 'alive' | 'suspect' | 'dead'; self: boo
 interface ApiHandlerComponents {
   /** exec and port-forward sessions of the pods this node runs. */
   streams: PodStreams
+  /** CPU and memory of this node and its pods (`orc top`). */
+  top: PodTop
   store: ObjectStore
   nodeName: string
   dataDir: string
@@ -736,6 +744,10 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     objectHandlers,
     podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
     podStreamRoutes(() => c.streams),
+    topRoutes(
+      () => c.top,
+      () => c.cluster?.askMembers,
+    ),
     imageRoutes({
       nodeName,
       images: () => c.pods().imageService,

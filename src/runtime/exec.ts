@@ -108,17 +108,12 @@ export function spawnExec(launch: ExecLaunch): ExecProcess {
   child.stdout.pipe(stdout)
   child.stderr.pipe(stderr)
   child.stdin.on('error', () => {})
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('error', (err) => {
       stderr.end(`exec: ${err.message}\n`)
       resolve({ code: 127, signal: null })
     })
     child.once('close', (code, signal) => resolve({ code, signal }))
-  })
-  // Only once both outputs were read to their end: a caller that awaits exited has all of it.
-  const exited = closed.then(async (e) => {
-    await Promise.all([endOf(stdout), endOf(stderr)])
-    return e
   })
   const pid = child.pid
   return {
@@ -167,6 +162,7 @@ export async function runExec(proc: ExecProcess, opts: ExecRunOptions, clock: Pi
   const out = collect(proc.stdout)
   const err = collect(proc.stderr)
   proc.stdin.end(opts.stdin ?? '')
+  const drained = Promise.all([endOf(proc.stdout), endOf(proc.stderr)])
   let timedOut = false
   const t = clock.setTimeout(() => {
     timedOut = true
@@ -174,6 +170,7 @@ export async function runExec(proc: ExecProcess, opts: ExecRunOptions, clock: Pi
   }, opts.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS)
   try {
     const exit = await proc.exited
+    await drained
     return { code: exit.code, signal: exit.signal, stdout: out(), stderr: err(), timedOut, truncated }
   } finally {
     clock.clearTimeout(t)

@@ -5,7 +5,7 @@
 import { PassThrough } from 'node:stream'
 import { type Clock, systemClock } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
-import { endOf, runExec } from './exec.ts'
+import { runExec } from './exec.ts'
 import type {
   ContainerHandle,
   ContainerRunSpec,
@@ -92,7 +92,7 @@ export class FakeRuntime implements Runtime {
       const r = (this.execHandler ?? defaultExec(c.spec))(id, spec, Buffer.concat(chunks))
       stdout.end(r.stdout ?? '')
       stderr.end(r.stderr ?? '')
-      void Promise.all([endOf(stdout), endOf(stderr)]).then(() => done({ code: r.code, signal: null }))
+      done({ code: r.code, signal: null })
     })
     return {
       stdin,

@@ -2,7 +2,7 @@
 
 export { type Capability, detectCapabilities, type LimitCapability, type RuntimeCapabilities } from './capabilities.ts'
 export { type CgroupLayout, type CgroupUsage, detectCgroupLayout, readCgroupUsage } from './cgroups.ts'
-export { DEFAULT_EXEC_OUTPUT_BYTES, DEFAULT_EXEC_TIMEOUT_MS, runExec, shellQuote } from './exec.ts'
+export { DEFAULT_EXEC_OUTPUT_BYTES, DEFAULT_EXEC_TIMEOUT_MS, endOf, runExec, shellQuote } from './exec.ts'
 export { type FakeExecHandler, FakeRuntime } from './fake.ts'
 export { spawnDetached } from './host.ts'
 export {

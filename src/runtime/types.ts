@@ -162,7 +162,10 @@ export interface ExecProcess {
   readonly stdout: NodeJS.ReadableStream
   /** Empty with a tty. */
   readonly stderr: NodeJS.ReadableStream
-  /** Resolves once the command ended and its output was read to the end (a signal death is `signal`). */
+  /**
+   * Resolves once the command ended (a signal death is `signal`). Output may still be on its way:
+   * a caller that needs all of it waits for stdout and stderr to end too (runExec does).
+   */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
   /** Kill the command's whole process tree (default SIGKILL). */
   kill(signal?: NodeJS.Signals): void

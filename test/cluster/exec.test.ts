@@ -1,6 +1,7 @@
 // `orc exec` and `orc port-forward` from any node: two real agents, a pod pinned to b running busybox
 // httpd, reached through a (the sessions are forwarded over the mesh): exit codes, stdin, stderr, an
-// interactive shell driven through tmux, real HTTP through a local port, and a view user refused.
+// interactive shell driven through tmux, real HTTP through a local port, `orc top` across both nodes,
+// and a view user refused.
 
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -118,6 +119,18 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
     execFileSync('tmux', ['send-keys', '-t', tmuxSession, 'exit 5', 'Enter'])
     await waitFor('the session to end', async () => existsSync(done), 20_000)
     assert.equal(readFileSync(done, 'utf8').trim(), 'exit=5')
+  })
+
+  await t.test('orc top on a shows the pod that runs on b and both nodes', async () => {
+    const r = await a.cli(['top', 'pods', '-o', 'json'])
+    assert.equal(r.exitCode, 0, r.stderr)
+    const x = (JSON.parse(r.stdout) as any[]).find((p) => p.name === 'x')
+    assert.equal(x?.node, 'b', r.stdout)
+    assert.ok(x.memoryBytes > 0 && x.cpuSeconds > 0, r.stdout)
+    const n = await a.cli(['top', 'nodes'])
+    assert.equal(n.exitCode, 0, n.stderr)
+    assert.match(n.stdout, /^a\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%\s+0$/m)
+    assert.match(n.stdout, /^b\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%\s+1$/m)
   })
 
   await t.test('a view user may not exec or port-forward; an edit user may exec', async () => {

@@ -357,7 +357,54 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     assert.equal(tty.code, 3)
     assert.match(tty.stdout.toString(), /31 101\r\n/)
     await assert.rejects(r.exec('nope', { command: ['true'] }), /not found/)
+    // usage(): the container's own cgroups account it, limits or not (orc top)
+    const u = await r.usage('ex')
+    assert.ok(u !== undefined && u.memoryBytes !== null && u.memoryBytes > 0, `memory is accounted: ${JSON.stringify(u)}`)
+    assert.ok(u.cpuSeconds !== null && u.cpuSeconds > 0, `cpu is accounted: ${JSON.stringify(u)}`)
     await r.stop('ex', { graceMs: 100 })
     await assert.rejects(r.exec('ex', { command: ['true'] }), /not running/)
+    assert.equal(await r.usage('ex'), undefined)
+  })
+
+  it('connectPort reaches a server inside the container network namespace (port-forward)', async ({ dir, rt }) => {
+    const r = rt()
+    const logDir = join(dir, 'logs')
+    const marker = 200_000 + (process.pid % 50_000)
+    await r.start({
+      id: 'web',
+      image: busyboxImages().rootfs,
+      command: [
+        '/bin/sh',
+        '-c',
+        `mkdir -p /tmp/www; echo served-inside > /tmp/www/index.html; httpd -f -p 127.0.0.1:8080 -h /tmp/www & echo up; sleep ${marker}`,
+      ],
+      logDir,
+    })
+    await waitFor('output', () => readLogLines(logDir).includes('up'))
+    const get = async () => {
+      const p = await r.connectPort('web', 8080)
+      const chunks: Buffer[] = []
+      p.stdout.on('data', (b: Buffer) => chunks.push(b))
+      p.stdin.end('GET / HTTP/1.0\r\n\r\n')
+      const exit = await p.exited
+      return { exit, text: Buffer.concat(chunks).toString('utf8') }
+    }
+    // httpd may take a moment to listen after the shell printed
+    let got = await get()
+    for (let i = 0; i < 50 && !got.text.includes('served-inside'); i++) {
+      await new Promise((x) => setTimeout(x, 100))
+      got = await get()
+    }
+    assert.match(got.text, /^HTTP\/1\.[01] 200/)
+    assert.match(got.text, /served-inside/)
+    assert.equal(got.exit.code, 0)
+    const closed = await r.connectPort('web', 8081)
+    const err: Buffer[] = []
+    closed.stderr.on('data', (b: Buffer) => err.push(b))
+    closed.stdout.resume()
+    closed.stdin.end()
+    assert.equal((await closed.exited).code, 1, 'nothing listens on 8081')
+    assert.match(Buffer.concat(err).toString(), /connect to port 8081/)
+    await r.stop('web', { graceMs: 100 })
   })
 }

@@ -11,7 +11,7 @@
  */
 import { type Clock, every, type Random, randomHex, unrefTimers } from '../../effects/index.ts'
 import { OrcError, type Pod, type Principal } from '../../model/index.ts'
-import type { ExecProcess, Runtime } from '../../runtime/index.ts'
+import { type ExecProcess, endOf, type Runtime } from '../../runtime/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import type { RouteHandlers } from '../router.ts'
 import type { ExecStartBody, PodStreamIoAnswer, PodStreamOpened, PortForwardStartBody } from '../routes.ts'
@@ -132,7 +132,8 @@ export class PodStreams {
     }
     proc.stdout.on('data', take('out'))
     proc.stderr.on('data', take('err'))
-    void proc.exited.then((e) => {
+    // The exit is reported with the last output: wait for both streams to end too.
+    void Promise.all([proc.exited, endOf(proc.stdout), endOf(proc.stderr)]).then(([e]) => {
       s.exit = { code: e.code, signal: e.signal }
       this.wakeAll(s)
     })
