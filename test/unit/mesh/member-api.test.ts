@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import { memoryChannelPair } from '../../../src/mesh/framing.ts'
 import { callMemberApi, serveMemberApi } from '../../../src/mesh/member-api.ts'
 
-test('member api: request and a large answer travel in frames below the limit; no body is sent', async () => {
+test('member api: request (with its body) and a large answer travel in frames below the limit', async () => {
   const [c, s] = memoryChannelPair(64 * 1024)
   const seen: unknown[] = []
   const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} ${'x'.repeat(40)}`)
@@ -16,11 +16,12 @@ test('member api: request and a large answer travel in frames below the limit; n
     'peerA',
     64 * 1024,
   )
-  const r = await callMemberApi(c, { method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '5000' }, body: { ignored: 1 } })
+  const r = await callMemberApi(c, { method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '5000' }, body: { session: 1 } })
   await served
   assert.equal(r.status, 200)
   assert.deepEqual((r.body as any).lines, lines)
-  assert.deepEqual(seen, [{ req: { method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '5000' } }, ctx: { peerId: 'peerA' } }])
+  // The body travels; which routes may take one is the agent's allow list (agent/member-api.ts).
+  assert.deepEqual(seen, [{ req: { method: 'GET', path: '/v1/pods/default/x/logs', query: { tail: '5000' }, body: { session: 1 } }, ctx: { peerId: 'peerA' } }])
 })
 
 test('member api: a refusal travels as status and error body; an oversized answer is refused by the caller', async () => {
