@@ -3,12 +3,12 @@
  * `next`. Every change is an ordinary write of the deployment (author, reason, history, rollback).
  */
 import type { Command } from 'commander'
-import { Option } from 'commander'
 import type { BodyOf, RolloutView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
 import { createProgress } from '../progress.ts'
+import { outputOption, takesObjects } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface RolloutCliIO {
@@ -125,17 +125,16 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
       .option('-n, --namespace <ns>', 'namespace (default: default)')
       .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
       .option('--reason <text>', 'why; recorded in the history')
-      .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+      .addOption(outputOption(['table', 'json']))
 
-  rollout
-    .command('status')
+  takesObjects(rollout.command('status'), 'PinnedDeployment')
     .description('Show the split and, per version, how many pods are desired, created, running and ready')
     .argument('<NAME>', 'PinnedDeployment name (or pinneddeployment/NAME)')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--pods', 'also list the pods with their version, node and phase')
     .option('-w, --wait', 'wait until the rollout step is complete (every wanted pod ready, no old pod left)')
     .option('--timeout <seconds>', 'with --wait: give up after this many seconds (exit 1)', '300')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['table', 'json']))
     .addHelpText(
       'after',
       examples(`
@@ -176,8 +175,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     })
 
   common(
-    rollout
-      .command('set')
+    takesObjects(rollout.command('set'), 'PinnedDeployment')
       .description('Set how many replicas run spec.next (a count or a share); the rest run spec.previous')
       .argument('<NAME>', 'PinnedDeployment name')
       .option('--next-replicas <n>', 'exactly this many replicas (or nodes, for every-node deployments) run next')
@@ -191,7 +189,11 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     )
     .action(write('set'))
 
-  common(rollout.command('promote').description('Make spec.next the new spec.previous: every replica runs it').argument('<NAME>', 'PinnedDeployment name'))
+  common(
+    takesObjects(rollout.command('promote'), 'PinnedDeployment')
+      .description('Make spec.next the new spec.previous: every replica runs it')
+      .argument('<NAME>', 'PinnedDeployment name'),
+  )
     .addHelpText(
       'after',
       examples(`
@@ -200,8 +202,7 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     .action(write('promote'))
 
   common(
-    rollout
-      .command('abort')
+    takesObjects(rollout.command('abort'), 'PinnedDeployment')
       .description('Drop spec.next: every replica runs spec.previous (the next template stays in the history)')
       .argument('<NAME>', 'PinnedDeployment name'),
   )
