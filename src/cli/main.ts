@@ -24,7 +24,7 @@ import { registerDescribeCommand } from './commands/describe.ts'
 import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
-import { getAll, watchObjects } from './commands/get.ts'
+import { getAll, getEvents, watchObjects } from './commands/get.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { registerPodCommands } from './commands/pods.ts'
@@ -215,7 +215,7 @@ Use "orc COMMAND --help" for more about a command.`),
   program
     .command('get')
     .description('Display one or many objects')
-    .argument('<KIND>', 'pods, nodes, clusters, … (or pod/NAME); all: every namespaced kind')
+    .argument('<KIND>', 'pods, nodes, clusters, … (or pod/NAME); all: every namespaced kind; events: the last hour (as orc events)')
     .argument('[NAME]', 'one object by name')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-A, --all-namespaces', 'list objects in every namespace')
@@ -251,6 +251,8 @@ Use "orc COMMAND --help" for more about a command.`),
         ;[kindText, name] = [kindArg.slice(0, kindArg.indexOf('/')), kindArg.slice(kindArg.indexOf('/') + 1)]
       }
       if (kindText === 'routes' || kindText === 'route') return io.out(await routesOutput(client(cmd), opts.output, io.now()))
+      if ((kindText === 'events' || kindText === 'event' || kindText === 'ev') && name === undefined && !opts.watch)
+        return getEvents(client(cmd), io, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output })
       if (kindText === 'all' && name === undefined && !opts.watch)
         return getAll(client(cmd), io, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output })
       const def = getKind(kindText)

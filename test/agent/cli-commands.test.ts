@@ -144,7 +144,7 @@ describe('operator commands against a real agent', () => {
     }
   })
 
-  it('get all lists every namespaced kind, grouped, names as kind/name', async () => {
+  it('get all lists every namespaced kind, grouped, names as kind/name; get events lists events', async () => {
     const text = await ok(['get', 'all'])
     assert.match(text, /^NAME +STATUS +NODE .*\npod\/db +Pending/m)
     assert.match(text, /\n\nNAME +READY +NEXT +AGE\npinneddeployment\/web +0\/\d/)
@@ -154,6 +154,8 @@ describe('operator commands against a real agent', () => {
     assert.equal(list.kind, 'List')
     assert.ok(list.items.some((i: { kind: string }) => i.kind === 'PinnedDeployment'))
     assert.equal(parseAllDocuments(await ok(['get', 'all', '-o', 'yaml'])).length, list.items.length)
+    // get events: orc events' last hour of the namespace
+    assert.match(await ok(['get', 'events']), /^TIME +OBJECT +TYPE +SOURCE +MESSAGE\n(.*\n)*\S+ \S+ +default\/pod\/hello +Created +user:/)
     const empty = await run(['get', 'all', '-n', 'nothing-here'])
     assert.equal(empty.exitCode, 0)
     assert.equal(empty.stderr, 'No resources found in nothing-here namespace.\n')

@@ -8,6 +8,7 @@ import { callRoute } from '../call.ts'
 import { formatTable, objectsYaml, toYaml } from '../format.ts'
 import type { OutputFormat } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
+import { eventsTable } from './ops.ts'
 
 export interface GetCliIO {
   out(text: string): void
@@ -65,6 +66,17 @@ export async function getAll(c: ApiCaller, io: GetCliIO, o: { namespace?: string
       })
       .join('\n'),
   )
+}
+
+/** `orc get events`: the last hour's events of the namespace (or every one with -A), as `orc events` shows them. */
+export async function getEvents(c: ApiCaller, io: GetCliIO, o: { namespace?: string; all: boolean; output: OutputFormat }): Promise<void> {
+  const namespace = o.all ? undefined : o.namespace || 'default'
+  const r = await callRoute(c, 'events', {}, { query: { namespace, since: io.now() - 3600_000, limit: 500 } })
+  if (o.output === 'json') return io.out(JSON.stringify(r.events, null, 2) + '\n')
+  if (o.output === 'yaml') return io.out(toYaml(r.events))
+  if (o.output === 'name') return io.out([...new Set(r.events.map((e) => e.object))].map((x) => `${x}\n`).join(''))
+  if (r.events.length === 0) return io.err(namespace ? `No events in ${namespace} namespace in the last hour.\n` : 'No events in the last hour.\n')
+  io.out(eventsTable(r.events))
 }
 
 export interface WatchOptions {
