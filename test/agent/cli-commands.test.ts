@@ -3,6 +3,11 @@
  * real agent: --version, describe, scale, get -w, get all, the -o forms, KIND NAME and bare NAME,
  * "did you mean", and completion of object names. The pods here select a node label no node has,
  * so they stay Pending: nothing runs, and describe has a placement reason to show.
+ *
+ * Most commands run in this process (`main` with its output captured), each as `orc ARGS` would,
+ * against the agent's socket: a CLI process costs seconds of start-up on a loaded machine. The
+ * ones whose process matters (--version, get -w, the completion script, an error's exit) run as
+ * real processes.
  */
 
 import assert from 'node:assert/strict'
@@ -11,7 +16,8 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { execa } from 'execa'
 import { parse, parseAllDocuments } from 'yaml'
-import { orc, ROOT, type RunningAgent, startAgentProcess, tempDir, waitFor } from './helpers.ts'
+import { main } from '../../src/cli/main.ts'
+import { type CliResult, orc, ROOT, type RunningAgent, startAgentProcess, tempDir, waitFor } from './helpers.ts'
 
 const POD = (name: string) => `apiVersion: orc/v1
 kind: Pod
@@ -48,7 +54,23 @@ describe('operator commands against a real agent', () => {
   const dataDir = join(tmp.path, 'data')
   let agent: RunningAgent
   let sock: string
-  const run = (args: string[], env?: Record<string, string>) => orc(sock, args, { env })
+  /** `orc ARGS` in this process: the same program, io captured, the exit code read back. */
+  const run = async (args: string[], env?: Record<string, string>): Promise<CliResult> => {
+    let stdout = ''
+    let stderr = ''
+    const io = {
+      out: (t: string) => void (stdout += t),
+      err: (t: string) => void (stderr += t),
+      env: { ...process.env, ORC_SOCKET: sock, USER: 'tester', ...env },
+      now: () => Date.now(),
+    }
+    const before = process.exitCode
+    process.exitCode = undefined
+    await main(args, io)
+    const exitCode = Number(process.exitCode ?? 0)
+    process.exitCode = before
+    return { stdout, stderr, exitCode }
+  }
   const ok = async (args: string[], env?: Record<string, string>) => {
     const r = await run(args, env)
     assert.equal(r.exitCode, 0, `orc ${args.join(' ')}: ${r.stderr}`)
@@ -74,7 +96,9 @@ describe('operator commands against a real agent', () => {
   it('--version and -V print the client version orc version reports', async () => {
     const want = JSON.parse(await ok(['version', '--client', '-o', 'json'])).client as string
     assert.match(want, /^\d+\.\d+\.\d+/)
-    for (const flag of ['--version', '-V']) assert.equal(await ok([flag]), `orc ${want}\n`, flag)
+    const real = await orc(sock, ['--version'])
+    assert.deepEqual([real.exitCode, real.stdout, real.stderr], [0, `orc ${want}\n`, ''])
+    assert.equal(await ok(['-V']), `orc ${want}\n`)
   })
 
   it('describe shows a pod: spec, status, placement reason, its events and revisions', async () => {
@@ -201,6 +225,7 @@ describe('operator commands against a real agent', () => {
     const revs = JSON.parse(await ok(['history', 'pd/web', '--exclude-author', 'controller:', '-o', 'json']))
     assert.equal(revs.at(-1).reason, 'edit test')
     assert.equal(JSON.parse(await ok(['get', 'pd', 'web', '-o', 'json'])).spec.replicas, 1)
+    assert.equal(await ok(['events', 'pod', 'db', '-o', 'json']), await ok(['events', 'pod/db', '-o', 'json']))
     assert.equal(await ok(['delete', 'db']), 'pod/db deleted\n')
     const file = join(tmp.path, 'db.yaml')
     writeFileSync(file, POD('db'))
@@ -208,7 +233,7 @@ describe('operator commands against a real agent', () => {
   })
 
   it('a mistyped kind or name gets "did you mean"', async () => {
-    const kind = await run(['get', 'pdos'])
+    const kind = await orc(sock, ['get', 'pdos'])
     assert.equal(kind.exitCode, 1)
     assert.match(kind.stderr, /^error: unknown kind "pdos": did you mean pods\? \(known: /)
     const kind2 = await run(['describe', 'pinneddeploymnet/web'])

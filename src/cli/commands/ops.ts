@@ -19,7 +19,7 @@ import {
 import { KINDS, OrcError } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { ago, examples, formatTable, parseSince, toYaml } from '../format.ts'
-import { IMPLIED_KINDS, outputOption } from '../refs.ts'
+import { IMPLIED_KINDS, objectRef, outputOption, refText } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface OpsCliIO {
@@ -267,7 +267,8 @@ export function registerOpsCommands(program: Command, io: OpsCliIO, client: (cmd
   program
     .command('events')
     .description('Show what happened: revisions of objects (who, why) and pod lifecycle units, from replicated state')
-    .argument('[TARGET]', 'an object (pod/web) or a kind (pods); default: everything')
+    .argument('[TARGET]', 'an object (pod/web, or pod web) or a kind (pods); default: everything')
+    .argument('[NAME]', 'the name, when TARGET is a kind')
     .option('-n, --namespace <ns>', 'namespace of TARGET (default: default); without TARGET, only this namespace')
     .option('--since <time>', 'only newer events: a duration (30m, 2h, 7d), a time, or all', '1h')
     .option('--limit <n>', 'at most this many (the newest)', '200')
@@ -285,35 +286,43 @@ export function registerOpsCommands(program: Command, io: OpsCliIO, client: (cmd
   # Every node change this week, for a script
   orc events nodes --since 7d -o json`),
     )
-    .action(async (target: string | undefined, opts: OutputOpts & { namespace?: string; since: string; limit: string; follow?: boolean }, cmd: Command) => {
-      const limit = Number(opts.limit)
-      if (!Number.isInteger(limit) || limit < 1) throw new OrcError('invalid', `--limit ${JSON.stringify(opts.limit)}: must be a positive whole number`)
-      let since = opts.since === 'all' ? 0 : parseSince(opts.since, io.now())
-      const c = client(cmd)
-      const fetch = async () => callRoute(c, 'events', {}, { query: { target, namespace: opts.namespace, since, limit } })
-      const first = await fetch()
-      if (!opts.follow) {
-        if (opts.output === 'json') return io.out(JSON.stringify(first.events, null, 2) + '\n')
-        if (opts.output === 'yaml') return io.out(toYaml(first.events))
-        if (first.events.length === 0) return io.err(`No events${target ? ` for ${target}` : ''} since ${new Date(since).toISOString()}.\n`)
-        return io.out(eventsTable(first.events))
-      }
-      const seen = new Set<string>()
-      const print = (events: ClusterEvent[], header: boolean) => {
-        const fresh = events.filter((e) => !seen.has(e.id))
-        for (const e of fresh) seen.add(e.id)
-        if (opts.output === 'json' || opts.output === 'yaml') for (const e of fresh) io.out(JSON.stringify(e) + '\n')
-        else if (fresh.length > 0 || header) io.out(eventsTable(fresh, header).replace(/^(?=TIME)/, ''))
-        const newest = events.reduce((t, e) => Math.max(t, e.time), since)
-        // Events of the same millisecond may still arrive: keep that millisecond in the window.
-        since = newest
-      }
-      print(first.events, opts.output === 'table')
-      for (;;) {
-        await new Promise((r) => setTimeout(r, 1000))
-        print((await fetch()).events, false)
-      }
-    })
+    .action(
+      async (
+        kindOrTarget: string | undefined,
+        name: string | undefined,
+        opts: OutputOpts & { namespace?: string; since: string; limit: string; follow?: boolean },
+        cmd: Command,
+      ) => {
+        const target = name === undefined ? kindOrTarget : refText(objectRef([kindOrTarget ?? '', name]))
+        const limit = Number(opts.limit)
+        if (!Number.isInteger(limit) || limit < 1) throw new OrcError('invalid', `--limit ${JSON.stringify(opts.limit)}: must be a positive whole number`)
+        let since = opts.since === 'all' ? 0 : parseSince(opts.since, io.now())
+        const c = client(cmd)
+        const fetch = async () => callRoute(c, 'events', {}, { query: { target, namespace: opts.namespace, since, limit } })
+        const first = await fetch()
+        if (!opts.follow) {
+          if (opts.output === 'json') return io.out(JSON.stringify(first.events, null, 2) + '\n')
+          if (opts.output === 'yaml') return io.out(toYaml(first.events))
+          if (first.events.length === 0) return io.err(`No events${target ? ` for ${target}` : ''} since ${new Date(since).toISOString()}.\n`)
+          return io.out(eventsTable(first.events))
+        }
+        const seen = new Set<string>()
+        const print = (events: ClusterEvent[], header: boolean) => {
+          const fresh = events.filter((e) => !seen.has(e.id))
+          for (const e of fresh) seen.add(e.id)
+          if (opts.output === 'json' || opts.output === 'yaml') for (const e of fresh) io.out(JSON.stringify(e) + '\n')
+          else if (fresh.length > 0 || header) io.out(eventsTable(fresh, header).replace(/^(?=TIME)/, ''))
+          const newest = events.reduce((t, e) => Math.max(t, e.time), since)
+          // Events of the same millisecond may still arrive: keep that millisecond in the window.
+          since = newest
+        }
+        print(first.events, opts.output === 'table')
+        for (;;) {
+          await new Promise((r) => setTimeout(r, 1000))
+          print((await fetch()).events, false)
+        }
+      },
+    )
 
   // ---- version
   program
