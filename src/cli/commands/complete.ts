@@ -65,11 +65,11 @@ export function completionContext(program: Command, words: readonly string[]): C
 }
 
 /** Whether a command's first argument is a KIND (`orc get`), and the kind a bare NAME means, if any. */
-function objectArgs(cmd: Command): { takes: boolean; kinds: boolean; implied?: string; several: boolean } {
+function objectArgs(cmd: Command): { takes: boolean; implied?: string; several: boolean } {
   const args = (cmd as unknown as { registeredArguments?: Array<{ name(): string; variadic: boolean }> }).registeredArguments ?? []
   const implied = IMPLIED_KINDS.get(cmd)
   const kindFirst = args.length > 0 && /KIND/.test(args[0]!.name())
-  return { takes: implied !== undefined || kindFirst, kinds: kindFirst, implied: implied || undefined, several: args[0]?.variadic === true }
+  return { takes: implied !== undefined || kindFirst, implied: implied || undefined, several: args[0]?.variadic === true }
 }
 
 /** The candidates for the last word, names asked of the agent through `names`. */

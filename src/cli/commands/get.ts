@@ -85,8 +85,6 @@ export interface WatchOptions {
   output: OutputFormat
   /** Only this object. */
   name?: string
-  /** Stop after this many polls that brought changes (tests); default never. */
-  signal?: AbortSignal
 }
 
 /**
@@ -122,7 +120,7 @@ export async function watchObjects(c: ApiCaller, io: GetCliIO, def: KindDef, o: 
   } else {
     for (const i of items) emit(io, def, o.output, 'ADDED', i)
   }
-  while (!o.signal?.aborted) {
+  for (;;) {
     r = await callRoute(c, 'watchObjects', { kind: def.kind }, { query: { ...query, known: r.version, waitMs: 10_000 } })
     if (r.items === undefined) continue
     const next = pick(r.items)
