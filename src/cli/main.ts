@@ -253,6 +253,8 @@ Use "orc COMMAND --help" for more about a command.`),
       if (kindText === 'routes' || kindText === 'route') return io.out(await routesOutput(client(cmd), opts.output, io.now()))
       if ((kindText === 'events' || kindText === 'event' || kindText === 'ev') && name === undefined && !opts.watch)
         return getEvents(client(cmd), io, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output })
+      if ((kindText === 'all' || kindText === 'events') && opts.watch)
+        throw new OrcError('invalid', `-w watches one kind (orc get pods -w)${kindText === 'events' ? '; for events: orc events -f' : ''}`)
       if (kindText === 'all' && name === undefined && !opts.watch)
         return getAll(client(cmd), io, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output })
       const def = getKind(kindText)

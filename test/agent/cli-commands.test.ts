@@ -254,6 +254,33 @@ describe('operator commands against a real agent', () => {
     assert.equal(nothingClose.stderr, 'error: pod/zzzzzz in namespace default not found\n')
   })
 
+  it('through a remote node, with a view credential: describe, get all, get -w', async () => {
+    const add = await run(['user', 'add', 'vera', '--role', 'view'])
+    assert.equal(add.exitCode, 0, add.stderr)
+    const cred = add.stdout.trim()
+    const status = JSON.parse(await ok(['status', '-o', 'json'])) as { mesh?: { addresses: string[] } }
+    const addr = status.mesh?.addresses.find((x) => x.startsWith('/ip4/127.0.0.1/tcp/'))
+    assert.ok(addr, JSON.stringify(status.mesh))
+    const remote = ['--node', addr!, '--credential', cred]
+    await waitFor('the remote API to know user:vera', async () => ((await run([...remote, 'whoami'])).stdout.startsWith('user:vera ') ? true : undefined))
+    assert.match(await ok([...remote, 'describe', 'pod', 'hello']), /^Name: +hello\n(.*\n)*Revisions:\n(.*\n)*Events:\n/)
+    assert.match(await ok([...remote, 'get', 'all']), /^pinneddeployment\/web /m)
+    const watch = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), ...remote, 'get', 'pods', '-w'], { cwd: ROOT, reject: false, env: { USER: 'tester' } })
+    let out = ''
+    watch.stdout?.on('data', (d: Buffer) => (out += d.toString()))
+    try {
+      await waitFor('the first list, remotely', async () => (/^hello +Pending/m.test(out) ? true : undefined), 60_000)
+      const file = join(tmp.path, 'remote.yaml')
+      writeFileSync(file, POD('remote'))
+      await ok(['apply', '-f', file])
+      await waitFor('the new pod in the remote watch', async () => (/^remote +Pending/m.test(out) ? true : undefined), 60_000)
+    } finally {
+      watch.kill('SIGTERM')
+      await watch
+    }
+    await ok(['delete', 'remote'])
+  })
+
   it('completion completes object names from the agent, and is silent without one', async () => {
     const lines = (s: string) => s.split('\n').filter(Boolean).sort()
     const pods = lines(await ok(['__complete', '--', 'history', '']))
