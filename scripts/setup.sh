@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEB_PACKAGES=(bubblewrap runc busybox-static wireguard-tools wireguard-go iproute2 nftables iputils-ping procps curl openssl shellcheck docker-registry skopeo umoci zstd)
+DEB_PACKAGES=(bubblewrap runc busybox-static wireguard-tools wireguard-go iproute2 nftables iputils-ping procps curl openssl shellcheck docker-registry skopeo umoci zstd tmux)
 BENCH_PACKAGES=(etcd-server serf)
 
 APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)

@@ -22,12 +22,11 @@ import {
   type RbacSource,
   type Secret,
   type SecurityPolicy,
-  userMay,
   wrapError,
 } from '../model/index.ts'
-import { type ObjectStore, openStore, type StoreOptions, type UserMay } from '../store/index.ts'
+import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
-import { createAuthorizer } from './authz.ts'
+import { createAuthorizer, userMayOnReceipt } from './authz.ts'
 import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
 import { type Component, type StartedComponents, startComponents } from './component.ts'
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
@@ -38,6 +37,7 @@ import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
 import { imageBlobMetrics, LateBlobProvider, MeshBlobSource, StoreBlobProvider } from './images/peers.ts'
 import { pinImagesOnRollback } from './images/rollback.ts'
+import { JobController } from './jobs/index.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
 import { NODE_CONTROLLER, nodeNameFromHostname, ORC_VERSION } from './node-info.ts'
@@ -53,6 +53,8 @@ import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { admitPodData } from './pods/refs.ts'
 import { adminByRole, admitPod, admitPolicy, type IsAdmin, podAuthorsOf } from './pods/security.ts'
+import { PodStreams, podStreamRoutes } from './pods/streams.ts'
+import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
 import { pathOf } from './routes.ts'
@@ -221,6 +223,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let network!: NodeNetwork
   let federation!: FederationManager
   let handler!: ApiHandler
+  let streams: PodStreams | undefined
+  let podTopRef: PodTop | undefined
+  // `orc top` and the per-pod metrics: readings of the pods' cgroups through the lifecycle's runtimes.
+  const podTop = (): PodTop => (podTopRef ??= new PodTop({ store, nodeName, runtime: (k) => pods().runtime(k), clock }))
   let server: SocketServer | undefined
   // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
   let stopSelf: (() => void) | undefined
@@ -430,6 +436,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         now: () => clock.now(),
         mesh: cluster?.mesh,
         peers: ops.peers,
+        podUsage: () => podTop(),
       }),
     ),
     {
@@ -453,7 +460,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           httpAddress: ops.httpAddress,
           httpPin: ops.httpPin,
         }
+        streams = new PodStreams({ store, nodeName, runtime: (k) => pods().runtime(k), clock, random, log: logger.child({ module: 'streams' }) })
         handler = buildApiHandler({
+          streams,
+          top: podTop(),
           store,
           nodeName,
           clock,
@@ -479,7 +489,10 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
         })
       },
       // First of all: no new writes while the parts behind the API stop.
-      beforeStop: () => server?.close(),
+      beforeStop: () => {
+        streams?.stop()
+        return server?.close()
+      },
       stop() {},
     },
     // The install script and /metrics over HTTP; closes with the API (beforeStop).
@@ -519,6 +532,19 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
           clearTimeout: (h) => clock.clearTimeout(h),
           log: logger.child({ module: 'deployments' }),
+        }),
+    ),
+    later(
+      'jobs',
+      () =>
+        new JobController({
+          store,
+          nodeName,
+          members,
+          now: () => clock.now(),
+          setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+          clearTimeout: (h) => clock.clearTimeout(h),
+          log: logger.child({ module: 'jobs' }),
         }),
     ),
     tombstonePruning(
@@ -594,9 +620,6 @@ async function storeTrust(
     }
     return undefined
   })
-  // Users' rights on receipt: the replica's roles and bindings, overlaid with the message's own.
-  const verbs = { create: 'apply', update: 'apply', delete: 'delete' } as const
-  const userMayOnReceipt: UserMay = (user, verb, kind, namespace, objects) => userMay(objects, user, verbs[verb], kind, namespace)
   return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt }
 }
 
@@ -651,6 +674,10 @@ async function recordNode(
 type MemberView = { name: string; state: 'alive' | 'suspect' | 'dead'; self: boolean }
 
 interface ApiHandlerComponents {
+  /** exec and port-forward sessions of the pods this node runs. */
+  streams: PodStreams
+  /** CPU and memory of this node and its pods (`orc top`). */
+  top: PodTop
   store: ObjectStore
   nodeName: string
   dataDir: string
@@ -717,6 +744,11 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   const own = combineHandlers(
     objectHandlers,
     podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
+    podStreamRoutes(() => c.streams),
+    topRoutes(
+      () => c.top,
+      () => c.cluster?.askMembers,
+    ),
     imageRoutes({
       nodeName,
       images: () => c.pods().imageService,
@@ -754,7 +786,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
   const cluster = c.cluster
   if (!cluster) return local
-  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!) }, cluster.routes()), routing)
+  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!), ...cluster.streamRoutes(own) }, cluster.routes()), routing)
   cluster.serve(handler, local)
   return handler
 }

@@ -4,6 +4,7 @@
  * table and each feature module that answers a route both import from it, so neither imports the
  * other (and the route table imports no handler, not even for a type).
  */
+import type { RolloutProgress } from '../model/index.ts'
 import type { DeploymentStatus } from '../sched/index.ts'
 
 // ---- objects and the node (api.ts) -------------------------------------------------------------
@@ -39,6 +40,8 @@ export interface RolloutView extends DeploymentStatus {
   everyNode: boolean
   split: { replicas?: number; nextReplicas?: number; nextPercent?: number }
   pods: { name: string; version: 'previous' | 'next' | 'old'; template: string | undefined; node: string | null; phase: string; ready: boolean }[]
+  /** The stored rollout record (controller:rollout): progressing, complete, or aborted with why. */
+  rollout?: RolloutProgress
 }
 
 // ---- federations (federation/manager.ts) -------------------------------------------------------

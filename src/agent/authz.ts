@@ -4,7 +4,8 @@
  * of an apply body, the namespace from the path or the query — and each target must be allowed by
  * one of the principal's roles (model/rbac.ts). A refusal names the user, verb, kind and namespace.
  */
-import { findKind, isPlainObject, OrcError, type Principal, type RbacSource, type Target, userMay, type Verb } from '../model/index.ts'
+import { ADMIN_USER, findKind, isPlainObject, OrcError, type Principal, type RbacSource, type Target, userExpired, userMay, type Verb } from '../model/index.ts'
+import type { UserMay } from '../store/index.ts'
 import type { AuthorizeCall } from './router.ts'
 import { MEMBER_ROUTES, type RouteName } from './routes.ts'
 
@@ -103,3 +104,13 @@ export function createAuthorizer(c: AuthorizerComponents): (call: AuthorizeCall)
     }
   }
 }
+
+/**
+ * Users' rights on receipt (the store's checks of every incoming record): the replica's roles and
+ * bindings, overlaid with the message's own; a record written after its author's key expired is
+ * refused. Not for admin: root of the first node acts as admin over its socket whatever became of
+ * the admin key.
+ */
+export const userMayOnReceipt: UserMay = (user, verb, kind, namespace, objects, at) =>
+  (user === ADMIN_USER || !userExpired(objects, user, at)) && userMay(objects, user, RECEIPT_VERBS[verb], kind, namespace)
+const RECEIPT_VERBS = { create: 'apply', update: 'apply', delete: 'delete' } as const

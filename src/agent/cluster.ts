@@ -31,13 +31,13 @@ import {
   resolvePeerAddress,
   startMesh,
 } from '../mesh/index.ts'
-import { ADMIN_USER, errorBody, isPlainObject, OrcError, type Query } from '../model/index.ts'
+import { ADMIN_USER, errorBody, isPlainObject, OrcError, type Query, userExpired } from '../model/index.ts'
 import type { ObjectStore, StoredObject } from '../store/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import type { MeshSetup } from './options.ts'
-import { proxiedLogs } from './pods/logs-proxy.ts'
+import { type LogsProxyComponents, proxiedLogs, proxiedPodRoute } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
 import { KeyringDelivery, secretKeyRoutes } from './secret-keys.ts'
@@ -124,10 +124,23 @@ export class RevocableDirectory implements MemberDirectory {
  * are the user `admin` until a User `admin` exists (a cluster from before users, or before the first
  * `orc user rotate admin`).
  */
-export function keyOwner(store: Pick<ObjectStore, 'list'>, key: string, adminKeys: () => readonly string[]): string | undefined {
+export function keyOwner(store: Pick<ObjectStore, 'list'>, key: string, adminKeys: () => readonly string[], now?: number): string | undefined {
   const users = store.list('User')
   const owner = users.find((u) => u.spec?.publicKey === key)
-  if (owner !== undefined) return owner.metadata.name
+  if (owner !== undefined) {
+    // An expired key is refused by name, so its holder knows what to ask an admin for.
+    const name = owner.metadata.name
+    if (now !== undefined && userExpired(store, name, now)) {
+      throw new OrcError(
+        'forbidden',
+        `the credential of user ${name} expired at ${String(owner.spec?.expiresAt)} (an admin gives it a new one: orc user rotate ${name})`,
+        {
+          reason: 'expired',
+        },
+      )
+    }
+    return name
+  }
   if (users.some((u) => u.metadata.name === ADMIN_USER)) return undefined
   return adminKeys().includes(key) ? ADMIN_USER : undefined
 }
@@ -144,6 +157,10 @@ export interface ClusterNode {
   routes(): RouteHandlers
   /** The logs route of a clustered node: forwarded to the member running the pod, else `local`. */
   logsRoute(local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'>
+  /** The exec and port-forward routes of a clustered node: forwarded to the member running the pod, else these. */
+  streamRoutes(local: RouteHandlers): RouteHandlers
+  /** Ask every other live member for `path` (a member route), in parallel, each bounded by `timeoutMs`. */
+  askMembers(path: string, timeoutMs: number): Promise<{ node: string; status?: number; body?: unknown; error?: string }[]>
   /** What the node's status answer gains from the mesh. */
   statusFields(): Pick<StatusView, 'mesh'>
   /**
@@ -239,7 +256,7 @@ export async function startClusterMesh(c: {
     random: c.random,
     tunables: c.setup.tunables,
     vetJoiner,
-    apiKeyOwner: (key) => keyOwner(store, key, () => mesh.cluster.adminKeys),
+    apiKeyOwner: (key) => keyOwner(store, key, () => mesh.cluster.adminKeys, c.clock.now()),
     // Users' keys dial as credential peers (never a trial slot); the API checks each is still a user's.
     credentialKeys: () => store.list('User').flatMap((u) => (typeof u.spec?.publicKey === 'string' ? [u.spec.publicKey] : [])),
     apiHandler: async (req, ctx) => {
@@ -336,6 +353,27 @@ export async function startClusterMesh(c: {
     if (keys.some((k) => k.startsWith('Cluster/'))) void applyRemovals()
   })
 
+  const podProxy: LogsProxyComponents = {
+    store,
+    nodeName: c.nodeName,
+    members: () => mesh.members(),
+    forward: async (peer, req, timeoutMs) => {
+      const r = await mesh.memberRequest(
+        peer,
+        {
+          method: req.method,
+          path: req.path,
+          query: flatQuery(req.query),
+          ...(req.body !== undefined ? { body: req.body } : {}),
+          ...(req.principal !== undefined ? { principal: req.principal } : {}),
+        },
+        { timeoutMs },
+      )
+      return { status: r.status, body: r.body ?? null }
+    },
+    now: () => c.clock.now(),
+    log,
+  }
   const node: ClusterNode = {
     mesh,
     clusterId: mesh.clusterId,
@@ -345,25 +383,29 @@ export async function startClusterMesh(c: {
       ...clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
       ...secretKeyRoutes({ delivery: keys, random: c.random, now: () => c.clock.now() }),
     }),
-    logsRoute: (local) =>
-      proxiedLogs(
-        {
-          store,
-          nodeName: c.nodeName,
-          members: () => mesh.members(),
-          forward: async (peer, req, timeoutMs) => {
-            const r = await mesh.memberRequest(
-              peer,
-              { method: req.method, path: req.path, query: flatQuery(req.query), ...(req.principal !== undefined ? { principal: req.principal } : {}) },
-              { timeoutMs },
-            )
-            return { status: r.status, body: r.body ?? null }
-          },
-          now: () => c.clock.now(),
-          log,
-        },
-        local,
-      ),
+    logsRoute: (local) => proxiedLogs(podProxy, local),
+    streamRoutes: (local) => {
+      // An exchange long-polls up to 20 s on the pod's node; a start may wait for a runtime launch.
+      const out: RouteHandlers = {}
+      if (local.podExec) out.podExec = proxiedPodRoute(podProxy, local.podExec, 30_000, 'exec sessions')
+      if (local.podExecIo) out.podExecIo = proxiedPodRoute(podProxy, local.podExecIo, 35_000, 'exec sessions')
+      if (local.podPortForward) out.podPortForward = proxiedPodRoute(podProxy, local.podPortForward, 30_000, 'its ports')
+      if (local.podPortForwardIo) out.podPortForwardIo = proxiedPodRoute(podProxy, local.podPortForwardIo, 35_000, 'its ports')
+      return out
+    },
+    askMembers: async (path, timeoutMs) => {
+      const others = mesh.members().filter((m) => !m.self && m.state !== 'dead')
+      return Promise.all(
+        others.map(async (m) => {
+          try {
+            const r = await mesh.memberRequest(m.peerId, { method: 'GET', path }, { timeoutMs })
+            return { node: m.name, status: r.status, body: r.body }
+          } catch (err) {
+            return { node: m.name, error: err instanceof Error ? err.message : String(err) }
+          }
+        }),
+      )
+    },
     statusFields: () => {
       const members = mesh.members()
       const count = (s: string) => members.filter((x) => !x.self && x.state === s).length

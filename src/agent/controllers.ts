@@ -29,29 +29,60 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Node.status.forgotten',
       'Node.metadata.labels',
       'Cluster.spec',
+      'Pod.status.phase',
     ],
     writes: ['Pod.status.node', 'Pod.status.scheduling'],
+    settles: {
+      // Finished pods release their capacity (docs/jobs.md).
+      'Pod.status.phase':
+        'only a final phase is read (Succeeded or Failed that the restartPolicy does not rerun): such a pod holds no capacity and is never bound again',
+    },
   },
   {
     name: 'controller:deployment',
-    description: 'PinnedDeployments: creates, updates and deletes their pods (replicas or one per node) from the pinned templates',
+    description:
+      'PinnedDeployments: creates, updates and deletes their pods (replicas or one per node) from the pinned templates, a rollout step at a time as new pods become Ready',
     reads: ['PinnedDeployment.spec', 'Pod.metadata.labels', 'Node.metadata.labels', 'Node.spec', 'Node.status.forgotten'],
     writes: ['Pod.spec', 'Pod.metadata.labels'],
+    // Readiness holds a rollout step back (maxSurge/maxUnavailable); an aborted rollout is a latch per template.
+    gates: ['Pod.status.phase', 'Pod.status.containers', 'Pod.status.conditions', 'PinnedDeployment.status.rollout'],
   },
   {
     name: 'controller:rollout',
-    description: 'PinnedDeployments: desired, created, running and ready pods per version',
+    description: 'PinnedDeployments: desired, created, running and ready pods per version; aborts a rollout whose pods make no progress past its deadline',
     reads: [
       'PinnedDeployment.spec',
       'Pod.metadata.labels',
       'Pod.status.node',
       'Pod.status.phase',
       'Pod.status.containers',
+      'Pod.status.conditions',
+      'PinnedDeployment.status.rollout',
       'Node.metadata.labels',
       'Node.spec',
       'Node.status.forgotten',
     ],
     writes: ['PinnedDeployment.status'],
+  },
+  {
+    name: 'controller:job',
+    description:
+      'Jobs: creates their pods up to completions (parallelism at a time), retries up to backoffLimit, enforces the deadline, counts outcomes (Job.status), deletes a Job after its TTL',
+    reads: ['Job.spec', 'Job.status', 'Pod.metadata.labels', 'Pod.status.phase', 'Pod.status.containers', 'Node.metadata.labels', 'Node.status.forgotten'],
+    writes: ['Job.status'],
+    creates: ['Pod'],
+    settles: {
+      'Pod.status.phase': 'a finished pod never changes again; a Job creates at most completions + backoffLimit pods',
+      'Pod.status.containers': 'restarts only count up, to the backoffLimit',
+    },
+  },
+  {
+    name: 'controller:cronjob',
+    description: 'CronJobs: one Job per schedule tick (deterministic name), concurrency policy, missed runs, history limits (CronJob.status)',
+    reads: ['CronJob.spec', 'CronJob.status', 'Job.metadata.labels', 'Job.status', 'Node.metadata.labels', 'Node.status.forgotten'],
+    writes: ['CronJob.status'],
+    creates: ['Job'],
+    settles: { 'Job.status': 'only whether a Job finished is read, and a finished Job stays finished' },
   },
   {
     name: 'controller:lifecycle',
@@ -67,6 +98,7 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Pod.status.containers',
       'Pod.status.workflow',
       'Pod.status.network',
+      'Pod.status.conditions',
     ],
   },
 ]

@@ -56,12 +56,15 @@ export type {
   MeshStatus,
   ParamsOf,
   Permission,
+  PodStreamIoAnswer,
+  PodStreamIoBody,
   QueryOf,
   ResponseOf,
   RouteName,
   RouteSpec,
   StatusView,
   TokenView,
+  TopAnswer,
 } from './routes.ts'
 // The route table (data and types only): the CLI builds its calls from it.
 export { MEMBER_ROUTES, objectParams, pathOf, ROUTES } from './routes.ts'

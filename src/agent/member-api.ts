@@ -40,17 +40,18 @@ export function createMemberApiHandler(
       return errorResponse(
         new OrcError(
           'forbidden',
-          `node-to-node request refused: members may only read pod logs, not ${req.method.toUpperCase()} ${splitPath(req.path).pathname.slice(0, 200)}`,
+          `node-to-node request refused: members may only read pod logs, open exec/port-forward sessions and read top figures, not ${req.method.toUpperCase()} ${splitPath(req.path).pathname.slice(0, 200)}`,
           {
             peer: ctx.peerId,
           },
         ),
       )
     }
-    // Only what a read needs travels on: no body. The principal is the user the member forwards
-    // for (re-checked here against this node's roles), else the member node itself.
+    // The principal is the user the member forwards for (re-checked here against this node's
+    // roles), else the member node itself. A body travels only to an allow-listed POST route.
     const principal: Principal =
       ctx.onBehalfOf !== undefined ? { kind: 'user', name: ctx.onBehalfOf, via: 'forwarded', peer: ctx.peerId } : { kind: 'node', peerId: ctx.peerId }
-    return local({ method: 'GET', path: req.path, query: req.query, principal })
+    const post = req.method.toUpperCase() === 'POST'
+    return local({ method: post ? 'POST' : 'GET', path: req.path, query: req.query, ...(post && req.body !== undefined ? { body: req.body } : {}), principal })
   }
 }

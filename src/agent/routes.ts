@@ -41,7 +41,7 @@ import type {
 export interface Permission {
   verb: 'get' | 'list' | 'apply' | 'delete' | 'admin'
   kind?: string
-  sub?: 'logs' | 'history' | 'reveal'
+  sub?: 'logs' | 'history' | 'reveal' | 'exec' | 'portforward'
 }
 
 export type Method = 'GET' | 'POST' | 'DELETE'
@@ -110,6 +110,81 @@ export interface LogsAnswer {
   ended?: boolean
 }
 
+/** `POST /v1/pods/NS/NAME/exec`: a command to run in a container of the pod (its node runs it). */
+export interface ExecStartBody {
+  /** Default: the pod's first container. */
+  container?: string
+  command: string[]
+  tty?: boolean
+  rows?: number
+  cols?: number
+  /** TERM etc. for a tty session. */
+  env?: Record<string, string>
+}
+
+/** `POST /v1/pods/NS/NAME/portforward`: a TCP connection to PORT inside the pod's network namespace. */
+export interface PortForwardStartBody {
+  port: number
+  container?: string
+}
+
+/** A session on the pod's node (exec or one forwarded connection); every later call names it. */
+export interface PodStreamOpened {
+  session: string
+  container: string
+  node: string
+}
+
+/**
+ * One exchange with a session: what to write (base64), then a long-poll for what came out (base64).
+ * `eof` ends the command's stdin (or the connection's write side); `close` ends the session.
+ */
+export interface PodStreamIoBody {
+  stdin?: string
+  eof?: boolean
+  close?: boolean
+  /** How long to wait for output when there is none yet (≤ 20 s, default 10 s). */
+  waitMs?: number
+  /** false: only write (a writer beside a long-polling reader takes no output, so output stays in order). */
+  read?: boolean
+}
+
+export interface PodStreamIoAnswer {
+  stdout: string
+  stderr: string
+  /** Present once the command ended (or the connection closed) and all its output was sent. */
+  exit?: { code: number | null; signal: string | null }
+}
+
+/** `orc top`: CPU and memory of a node and of the pods it runs, read from /proc and the pods' cgroups. */
+export interface TopPodRow {
+  namespace: string
+  name: string
+  node: string
+  /** CPU in millicores, averaged over the sampling window (null: no cgroup accounting). */
+  cpuMillis: number | null
+  /** Cumulative CPU time in seconds (the cgroup's counter). */
+  cpuSeconds: number | null
+  memoryBytes: number | null
+  containers: { name: string; cpuMillis: number | null; cpuSeconds: number | null; memoryBytes: number | null }[]
+}
+
+export interface TopNodeRow {
+  node: string
+  cpuMillis: number
+  cpuCores: number
+  memoryBytes: number
+  memoryTotalBytes: number
+  pods: number
+}
+
+export interface TopAnswer {
+  nodes: TopNodeRow[]
+  pods: TopPodRow[]
+  /** Members that did not answer, and why. */
+  unreachable: { node: string; error: string }[]
+}
+
 export interface LogsQuery extends Record<string, QueryValue> {
   container?: string
   revision?: string
@@ -149,6 +224,8 @@ export interface WhoAmI {
   author: string
   via: string
   roles: string[]
+  /** When the caller's credential stops being accepted (UTC ISO); absent: never. */
+  expiresAt?: string
 }
 
 export interface UserView {
@@ -156,6 +233,14 @@ export interface UserView {
   roles: string[]
   key: string
   created: string | undefined
+  /** UTC ISO; absent: the key does not expire. */
+  expiresAt?: string
+}
+
+/** When a new key stops being accepted: in `expiresInMs` from the agent's now, or at `expiresAt` (UTC ISO). Neither: never. */
+export interface KeyExpiry {
+  expiresInMs?: number
+  expiresAt?: string
 }
 
 /** A new key of a user: the credential is shown once and never stored. */
@@ -163,6 +248,7 @@ export interface UserCredential {
   user: string
   roles: string[]
   credential: string
+  expiresAt?: string
 }
 
 // ---- the table ---------------------------------------------------------------------------------
@@ -230,6 +316,30 @@ export const ROUTES = {
     path: '/v1/pods/:ns/:name/logs',
     permission: { verb: 'get', kind: 'Pod', sub: 'logs' },
   }),
+  // exec and port-forward (pods/streams.ts): sessions on the pod's node, reached through any node
+  podExec: route<{ body: ExecStartBody; response: PodStreamOpened }>()({
+    method: 'POST',
+    path: '/v1/pods/:ns/:name/exec',
+    permission: { verb: 'apply', kind: 'Pod', sub: 'exec' },
+  }),
+  podExecIo: route<{ body: PodStreamIoBody; response: PodStreamIoAnswer }>()({
+    method: 'POST',
+    path: '/v1/pods/:ns/:name/exec/:session',
+    permission: { verb: 'apply', kind: 'Pod', sub: 'exec' },
+  }),
+  podPortForward: route<{ body: PortForwardStartBody; response: PodStreamOpened }>()({
+    method: 'POST',
+    path: '/v1/pods/:ns/:name/portforward',
+    permission: { verb: 'apply', kind: 'Pod', sub: 'portforward' },
+  }),
+  podPortForwardIo: route<{ body: PodStreamIoBody; response: PodStreamIoAnswer }>()({
+    method: 'POST',
+    path: '/v1/pods/:ns/:name/portforward/:session',
+    permission: { verb: 'apply', kind: 'Pod', sub: 'portforward' },
+  }),
+  // `orc top`: this node's figures (topLocal, also asked of each member) and the cluster's (top)
+  topLocal: route<{ response: TopAnswer }>()({ method: 'GET', path: '/v1/top/local', permission: { verb: 'list', kind: 'Pod' } }),
+  top: route<{ response: TopAnswer }>()({ method: 'GET', path: '/v1/top', permission: { verb: 'list', kind: 'Pod' } }),
   podPlacement: route<{ response: { explainedBy: string; explanation: PodExplanation; text: string } }>()({
     method: 'GET',
     path: '/v1/pods/:ns/:name/placement',
@@ -307,7 +417,7 @@ export const ROUTES = {
   // identities (users.ts)
   whoami: route<{ response: WhoAmI }>()({ method: 'GET', path: '/v1/whoami', permission: { verb: 'get' } }),
   users: route<{ response: { users: UserView[] } }>()({ method: 'GET', path: '/v1/users', permission: { verb: 'list', kind: 'User' } }),
-  addUser: route<{ body: { name: string; role: string; description?: string; reason?: string }; response: UserCredential }>()({
+  addUser: route<{ body: { name: string; role: string; description?: string; reason?: string } & KeyExpiry; response: UserCredential }>()({
     method: 'POST',
     path: '/v1/users',
     permission: { verb: 'admin', kind: 'User' },
@@ -318,7 +428,7 @@ export const ROUTES = {
     path: '/v1/users/:name',
     permission: { verb: 'admin', kind: 'User' },
   }),
-  rotateUser: route<{ body: { reason?: string }; response: UserCredential }>()({
+  rotateUser: route<{ body: { reason?: string } & KeyExpiry; response: UserCredential }>()({
     method: 'POST',
     path: '/v1/users/:name/rotate',
     permission: { verb: 'admin', kind: 'User' },
@@ -381,6 +491,13 @@ export const MEMBER_ROUTES: readonly RouteName[] = [
   // A single-use invite into a federation this cluster is in, so the asking node follows its
   // cluster there (federation/manager.ts); the invite travels inside the cluster's own mesh.
   'federationInvite',
+  // exec and port-forward sessions live on the pod's node; the user's right is checked there too.
+  'podExec',
+  'podExecIo',
+  'podPortForward',
+  'podPortForwardIo',
+  // Each node's own CPU and memory figures, for `orc top` on any node.
+  'topLocal',
 ]
 
 type Types<N extends RouteName> = NonNullable<(typeof ROUTES)[N]['types']>

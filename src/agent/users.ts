@@ -17,6 +17,7 @@ import {
   type Principal,
   rolesOf,
   USER_NAME,
+  userExpiresAt,
 } from '../model/index.ts'
 import type { ObjectStore } from '../store/index.ts'
 import type { RouteHandlers } from './router.ts'
@@ -33,6 +34,29 @@ export interface UserRoutesComponents {
 function principalText(p: Principal | undefined): Principal {
   if (p === undefined) throw new OrcError('forbidden', 'the request has no authenticated principal')
   return p
+}
+
+/** Keys are given at most ten years. */
+const MAX_KEY_LIFETIME_MS = 10 * 365 * 86_400_000
+
+/** `spec.expiresAt` for a new key from the request (`expiresInMs` or `expiresAt`), or undefined (never). */
+export function keyExpiryOf(b: Record<string, unknown>, now: number): string | undefined {
+  const { expiresInMs, expiresAt } = b
+  if (expiresInMs !== undefined && expiresAt !== undefined) throw new OrcError('invalid', 'give either expiresInMs or expiresAt, not both')
+  let at: number
+  if (expiresInMs !== undefined) {
+    if (typeof expiresInMs !== 'number' || !Number.isInteger(expiresInMs) || expiresInMs <= 0) {
+      throw new OrcError('invalid', `expiresInMs ${JSON.stringify(expiresInMs)}: a positive whole number of milliseconds`)
+    }
+    at = now + expiresInMs
+  } else if (expiresAt !== undefined) {
+    const ms = typeof expiresAt === 'string' ? Date.parse(expiresAt) : Number.NaN
+    if (!Number.isFinite(ms)) throw new OrcError('invalid', `expiresAt ${JSON.stringify(expiresAt)}: not a time (like 2027-01-31T12:00:00Z)`)
+    if (ms <= now) throw new OrcError('invalid', `expiresAt ${String(expiresAt)} is not in the future`)
+    at = ms
+  } else return undefined
+  if (at - now > MAX_KEY_LIFETIME_MS) throw new OrcError('invalid', 'a key may be given at most ten years (3650d)')
+  return new Date(at).toISOString()
 }
 
 function reasonOf(b: Record<string, unknown>): string | undefined {
@@ -54,21 +78,35 @@ export function userRoutes(c: UserRoutesComponents) {
     throw new OrcError('invalid', `role ${JSON.stringify(role)} does not exist (built in: ${Object.keys(BUILTIN_ROLES).join(', ')}; or a Role object)`)
   }
 
-  async function issueKey(name: string, author: string, reason: string, description?: string): Promise<UserCredential> {
+  async function issueKey(name: string, author: string, reason: string, description?: string, expiresAt?: string): Promise<UserCredential> {
     const cluster = needCluster()
     const { keyCredential, publicKey } = await newUserKey(c.random)
     await store.apply(
-      { apiVersion: API_VERSION, kind: 'User', metadata: { name }, spec: { publicKey, ...(description ? { description } : {}) } },
-      { author, reason, now: c.now() },
+      {
+        apiVersion: API_VERSION,
+        kind: 'User',
+        metadata: { name },
+        spec: { publicKey, ...(description ? { description } : {}), ...(expiresAt ? { expiresAt } : {}) },
+      },
+      { author, reason: expiresAt ? `${reason} (expires ${expiresAt})` : reason, now: c.now() },
     )
-    return { user: name, roles: rolesOf(store, name), credential: encodeRemoteCredential(cluster, keyCredential, name) }
+    return {
+      user: name,
+      roles: rolesOf(store, name),
+      credential: encodeRemoteCredential(cluster, keyCredential, name),
+      ...(expiresAt ? { expiresAt } : {}),
+    }
+  }
+  const expiryText = (name: string): { expiresAt?: string } => {
+    const at = userExpiresAt(store, name)
+    return at === undefined ? {} : { expiresAt: new Date(at).toISOString() }
   }
 
   return {
     whoami: ({ principal }) => {
       const p = principalText(principal)
       if (p.kind === 'node') return { user: `node:${p.peerId}`, author: authorOf(p), via: 'member', roles: [] }
-      return { user: p.name, author: authorOf(p), via: p.via, roles: rolesOf(store, p.name) }
+      return { user: p.name, author: authorOf(p), via: p.via, roles: rolesOf(store, p.name), ...expiryText(p.name) }
     },
     users: () => {
       const names = new Set(store.list('User').map((u) => u.metadata.name))
@@ -77,6 +115,7 @@ export function userRoutes(c: UserRoutesComponents) {
         roles: rolesOf(store, u.metadata.name),
         key: (u.spec?.publicKey ?? '').slice(-12),
         created: u.metadata.createdAt,
+        ...expiryText(u.metadata.name),
       }))
       // A cluster's first admin key (cluster.json) is the user admin until it has a User object.
       if (!names.has(ADMIN_USER) && c.cluster !== undefined) users.unshift({ name: ADMIN_USER, roles: ['admin'], key: '(cluster.json)', created: undefined })
@@ -93,6 +132,7 @@ export function userRoutes(c: UserRoutesComponents) {
       }
       const role = typeof b.role === 'string' && b.role !== '' ? b.role : 'view'
       checkRole(role)
+      const expiresAt = keyExpiryOf(b, c.now())
       if (store.get(refOf(name)) !== undefined || name === ADMIN_USER) {
         throw new OrcError('conflict', `user ${name} exists; 'orc user rotate ${name}' gives it a new key`)
       }
@@ -100,7 +140,7 @@ export function userRoutes(c: UserRoutesComponents) {
       const author = authorOf(principalText(principal))
       const reason = reasonOf(b) ?? `add user ${name} (${role})`
       await store.apply({ apiVersion: API_VERSION, kind: 'RoleBinding', metadata: { name }, spec: { role, users: [name] } }, { author, reason, now: c.now() })
-      return issueKey(name, author, reason, typeof b.description === 'string' ? b.description : undefined)
+      return issueKey(name, author, reason, typeof b.description === 'string' ? b.description : undefined, expiresAt)
     },
     rotateUser: async ({ params, body, principal }) => {
       const b = isPlainObject(body) ? body : {}
@@ -112,6 +152,7 @@ export function userRoutes(c: UserRoutesComponents) {
         author,
         reasonOf(b) ?? `rotate the key of user ${params.name}`,
         typeof existing?.spec?.description === 'string' ? existing.spec.description : undefined,
+        keyExpiryOf(b, c.now()),
       )
     },
     removeUser: async ({ params, body, principal }) => {

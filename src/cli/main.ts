@@ -25,6 +25,7 @@ import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
 import { getAll, getEvents, watchObjects } from './commands/get.ts'
+import { registerJobCommands } from './commands/jobs.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { registerPodCommands } from './commands/pods.ts'
@@ -32,6 +33,7 @@ import { registerRolloutCommands } from './commands/rollout.ts'
 import { registerScaleCommand } from './commands/scale.ts'
 import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { registerSecretCommands } from './commands/secrets.ts'
+import { registerStreamCommands } from './commands/streams.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
@@ -460,12 +462,15 @@ Use "orc COMMAND --help" for more about a command.`),
 
   registerClusterCommands(program, io, client)
   registerPodCommands(program, io, client)
+  registerStreamCommands(program, io, client)
   registerOpsCommands(program, io, client)
   registerRolloutCommands(program, io, client)
   registerDownCommand(program, io)
   registerFederationCommands(program, io, client)
   registerSecretKeyCommands(program, io, client)
   registerSecretCommands(program, io, client)
+  // After secrets: it adds `orc create job` to the `create` command they make.
+  registerJobCommands(program, io, client)
   registerEditCommand(program, io, client)
   registerDescribeCommand(program, io, client)
   registerScaleCommand(program, io, client)

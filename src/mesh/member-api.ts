@@ -1,7 +1,7 @@
 /**
  * Node-to-node requests `/orc/member-api/1.0.0`: one member asks another for something only that
- * node has (today: the logs of a pod it runs). The request is `{method, path, query}` like the
- * local API's, the answer `{status, body}`.
+ * node has (the logs of a pod it runs, an exec or port-forward session into one, its `top` figures).
+ * The request is `{method, path, query, body?}` like the local API's, the answer `{status, body}`.
  *
  * Authorisation is by membership, not by the admin credential: the connection is already Noise +
  * PSK + gater, and the mesh serves this protocol only to current members (removed peers are not
@@ -37,7 +37,7 @@ export type MemberApiHandler = (req: ApiRequest, ctx: MemberApiContext) => Promi
 
 function parseMemberRequest(v: unknown): { req: ApiRequest; onBehalfOf?: string } {
   if (!isRecord(v)) throw peerFault('member request is malformed')
-  const { method, path, query, user } = v
+  const { method, path, query, user, body } = v
   if (typeof method !== 'string' || method.length > 16 || typeof path !== 'string' || path.length > 4096) {
     throw peerFault('member request is malformed (method/path)')
   }
@@ -45,9 +45,9 @@ function parseMemberRequest(v: unknown): { req: ApiRequest; onBehalfOf?: string 
     throw peerFault('member request is malformed (query)')
   }
   if (user !== undefined && (typeof user !== 'string' || user.length > 128)) throw peerFault('member request is malformed (user)')
-  // No body: the routes a member may call are reads.
+  // A body is JSON the receiving route validates (the allow-listed writes: exec and port-forward sessions).
   return {
-    req: { method, path, ...(query !== undefined ? { query: query as Record<string, string> } : {}) },
+    req: { method, path, ...(query !== undefined ? { query: query as Record<string, string> } : {}), ...(body !== undefined ? { body } : {}) },
     ...(user !== undefined ? { onBehalfOf: user } : {}),
   }
 }
@@ -109,6 +109,7 @@ export async function callMemberApi(ch: FrameChannel, req: ApiRequest, maxBytes 
     path: req.path,
     ...(req.query !== undefined ? { query: req.query } : {}),
     ...(user !== undefined ? { user } : {}),
+    ...(req.body !== undefined ? { body: req.body } : {}),
   })
   const head = await readJson(ch, Tag.json, 'member response')
   if (!isRecord(head) || typeof head.status !== 'number') throw peerFault('member response is malformed')

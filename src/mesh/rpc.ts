@@ -58,7 +58,7 @@ function parseRequest(v: unknown): { req: ApiRequest; key?: string; sig?: string
 
 export interface ApiServerDeps {
   selfPeerId: string
-  /** The user a signing key belongs to, or undefined (unknown, removed or rotated-away key). */
+  /** The user a signing key belongs to, or undefined (unknown, removed or rotated-away key); throws an OrcError to refuse a known key with its reason (expired). */
   keyOwner(key: string): string | undefined
   random(n: number): Uint8Array
   handler: ApiHandler
@@ -76,7 +76,13 @@ export async function serveApi(ch: FrameChannel, deps: ApiServerDeps, remotePeer
     throw err
   }
   if (key === undefined || sig === undefined) return refuse('no credential presented')
-  const user = deps.keyOwner(key)
+  let user: string | undefined
+  try {
+    user = deps.keyOwner(key)
+  } catch (err) {
+    if (err instanceof OrcError) return refuse(err.message)
+    throw err
+  }
   if (user === undefined) return refuse('credential belongs to no user of this cluster (removed, rotated, or another cluster)')
   let ok = false
   try {

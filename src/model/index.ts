@@ -1,4 +1,5 @@
 export * from './api.ts'
+export { type CronSchedule, isTimeZone, lastRunBetween, nextRun, parseCron, type WallClock, wallClock } from './cron.ts'
 export * from './diff.ts'
 export { type DurationFormat, type DurationRounding, formatDuration } from './duration.ts'
 export * from './errors.ts'
@@ -18,13 +19,33 @@ export {
   secretKind,
 } from './kinds/config.ts'
 export { type Federation, federationKind } from './kinds/federation.ts'
+export {
+  CRONJOB_LABEL,
+  type CronJob,
+  type CronJobSpec,
+  type CronJobStatus,
+  cronJobKind,
+  JOB_LABEL,
+  type Job,
+  type JobCondition,
+  type JobConditionType,
+  type JobSpec,
+  type JobStatus,
+  jobFinished,
+  jobKind,
+  MAX_CRONJOB_NAME,
+  MAX_JOB_NAME,
+  SCHEDULED_LABEL,
+} from './kinds/job.ts'
 export { type Node, type NodeNetworkStatus, type NodeSpec, type NodeStatus, nodeKind, type Taint } from './kinds/node.ts'
 export {
+  DEFAULT_PROGRESS_DEADLINE_SECONDS,
   type PinnedDeployment,
   type PinnedDeploymentSpec,
   type PinnedDeploymentStatus,
   type PodTemplate,
   pinnedDeploymentKind,
+  type RolloutProgress,
 } from './kinds/pinned-deployment.ts'
 export {
   type Container,
@@ -44,6 +65,18 @@ export {
   VOLUME_SOURCES,
   type VolumeMount,
 } from './kinds/pod.ts'
+export {
+  EXEC_PROBES_SUPPORTED,
+  type PodCondition,
+  PROBE_DEFAULTS,
+  PROBE_KINDS,
+  type Probe,
+  type ProbeKind,
+  type ProbeTiming,
+  podIsReady,
+  probeTiming,
+  readyColumn,
+} from './kinds/probe.ts'
 export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
 export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
 export * from './object.ts'

@@ -119,3 +119,21 @@ export function userMay(src: RbacSource, user: string, verb: Verb, kind: string 
   const target: Target = { ...(kind !== undefined ? { kind } : {}), ...(namespace !== undefined ? { namespace } : {}), ...(sub !== undefined ? { sub } : {}) }
   return rolesOf(src, user).some((r) => allows(rulesOf(src, r), verb, target))
 }
+
+/**
+ * When `user`'s key stopped (or stops) being accepted: its User object's `spec.expiresAt` in ms,
+ * undefined when it has none (or no User object: the cluster's first admin key never expires).
+ */
+export function userExpiresAt(src: RbacSource, user: string): number | undefined {
+  const u = src.list('User').find((o) => o.metadata.name === user)
+  const at = (u?.spec as { expiresAt?: unknown } | undefined)?.expiresAt
+  if (typeof at !== 'string') return undefined
+  const ms = Date.parse(at)
+  return Number.isFinite(ms) ? ms : undefined
+}
+
+/** Whether `user`'s credential had expired at `now` (ms). */
+export function userExpired(src: RbacSource, user: string, now: number): boolean {
+  const at = userExpiresAt(src, user)
+  return at !== undefined && now >= at
+}

@@ -3,6 +3,7 @@ import type { KindDef } from './kind.ts'
 import { type Cluster, clusterKind } from './kinds/cluster.ts'
 import { type Config, configKind, type Secret, secretKind } from './kinds/config.ts'
 import { type Federation, federationKind } from './kinds/federation.ts'
+import { type CronJob, cronJobKind, type Job, jobKind } from './kinds/job.ts'
 import { type Node, nodeKind } from './kinds/node.ts'
 import { type PinnedDeployment, pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
 import { type Pod, podKind } from './kinds/pod.ts'
@@ -25,6 +26,8 @@ export const KINDS: readonly KindDef[] = [
   roleBindingKind,
   configKind,
   secretKind,
+  jobKind,
+  cronJobKind,
 ] as readonly KindDef[]
 
 /** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
@@ -40,6 +43,8 @@ export interface KindTypes {
   RoleBinding: RoleBinding
   Config: Config
   Secret: Secret
+  Job: Job
+  CronJob: CronJob
 }
 export type KindName = keyof KindTypes
 /**

@@ -18,6 +18,11 @@ export interface ControllerPlace {
 
 export interface CgroupLayout {
   places: Partial<Record<Controller, ControllerPlace>>
+  /**
+   * cgroup v1 `cpuacct` (CPU time accounting for `orc top`) when it is its own hierarchy; where it
+   * is mounted with `cpu` (or on v2, where cpu.stat counts) the cpu place serves.
+   */
+  cpuacct?: ControllerPlace
   /** Why a controller is not usable, for capability reports. */
   reasons: Partial<Record<Controller, string>>
 }
@@ -98,7 +103,13 @@ export function detectCgroupLayout(root = '/sys/fs/cgroup', selfFile = '/proc/se
     }
     reasons[c] = `no cgroup hierarchy has the ${c} controller`
   }
-  return { places, reasons }
+  const acct = lines.find((l) => l.controllers.includes('cpuacct'))
+  let cpuacct: ControllerPlace | undefined
+  if (acct && !acct.controllers.includes('cpu')) {
+    const mount = [join(root, acct.controllers.join(',')), join(root, 'cpuacct')].find((p) => existsSync(p))
+    if (mount && writable(join(mount, acct.path))) cpuacct = { version: 1, parent: join(mount, acct.path, name) }
+  }
+  return { places, reasons, ...(cpuacct ? { cpuacct } : {}) }
 }
 
 export interface ContainerCgroups {
@@ -117,20 +128,20 @@ function ensureV2Subtree(parent: string, c: Controller): void {
 }
 
 /**
- * Make the container's cgroups and write its limits. A pids cgroup is made even without a pids
- * limit: it lets stop() find every process of the container. Throws when a write fails.
+ * Make the container's cgroups and write its limits. Each cgroup is made even without its limit: the
+ * pids one lets stop() find every process of the container, the memory and cpu (cpuacct) ones
+ * account its use. Throws when a write fails.
  */
 export function createContainerCgroups(layout: CgroupLayout, id: string, res: ContainerResources = {}): ContainerCgroups {
   const out: ContainerCgroups = { procsFiles: [], dirs: [], enforced: {} }
-  const want: Controller[] = ['pids']
-  if (res.memoryBytes !== undefined) want.push('memory')
-  if (res.cpu !== undefined) want.push('cpu')
+  // memory and cpu cgroups even without limits: they account the container's use (`orc top`)
+  const want: (Controller | 'cpuacct')[] = ['pids', 'memory', 'cpu', 'cpuacct']
   for (const c of want) {
-    const place = layout.places[c]
+    const place = c === 'cpuacct' ? layout.cpuacct : layout.places[c]
     if (!place) continue
     const dir = join(place.parent, id)
     mkdirSync(place.parent, { recursive: true })
-    if (place.version === 2) ensureV2Subtree(place.parent, c)
+    if (place.version === 2 && c !== 'cpuacct') ensureV2Subtree(place.parent, c)
     mkdirSync(dir, { recursive: true })
     out.dirs.push(dir)
     const via = place.version === 1 ? 'cgroup-v1' : 'cgroup-v2'
@@ -217,4 +228,83 @@ export function removeRuntimeParents(name: string, root = '/sys/fs/cgroup', self
       } catch {}
     }
   }
+}
+
+export interface CgroupUsage {
+  /** CPU time used since the cgroup was made, in seconds (null: no accounting cgroup). */
+  cpuSeconds: number | null
+  /** Working set: memory in use minus inactive file cache (what `kubectl top` shows), in bytes. */
+  memoryBytes: number | null
+}
+
+function readNumber(path: string): number | undefined {
+  try {
+    const n = Number(readFileSync(path, 'utf8').trim())
+    return Number.isFinite(n) ? n : undefined
+  } catch {
+    return undefined
+  }
+}
+
+function statField(path: string, key: string): number | undefined {
+  try {
+    const line = readFileSync(path, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith(`${key} `))
+    const n = Number(line?.split(' ')[1])
+    return Number.isFinite(n) ? n : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * CPU and memory of a container from its cgroup directories (v1 cpuacct.usage / memory.usage_in_bytes
+ * minus total_inactive_file; v2 cpu.stat usage_usec / memory.current minus inactive_file).
+ */
+export function readCgroupUsage(dirs: readonly string[]): CgroupUsage {
+  let cpuSeconds: number | null = null
+  let memoryBytes: number | null = null
+  for (const dir of dirs) {
+    if (cpuSeconds === null) {
+      const ns = readNumber(join(dir, 'cpuacct.usage'))
+      const us = ns === undefined ? statField(join(dir, 'cpu.stat'), 'usage_usec') : undefined
+      if (ns !== undefined) cpuSeconds = ns / 1e9
+      else if (us !== undefined) cpuSeconds = us / 1e6
+    }
+    if (memoryBytes === null) {
+      const v1 = readNumber(join(dir, 'memory.usage_in_bytes'))
+      const v2 = v1 === undefined ? readNumber(join(dir, 'memory.current')) : undefined
+      const used = v1 ?? v2
+      if (used !== undefined) {
+        const inactive = statField(join(dir, 'memory.stat'), v1 !== undefined ? 'total_inactive_file' : 'inactive_file') ?? 0
+        memoryBytes = Math.max(0, used - inactive)
+      }
+    }
+  }
+  return { cpuSeconds, memoryBytes }
+}
+
+/**
+ * The cgroup directories of a process as the host mounts them (/proc/PID/cgroup joined to the v1
+ * hierarchies or the v2 tree): how the oci runtime finds the cgroups runc made.
+ */
+export function cgroupDirsOfPid(pid: number, root = '/sys/fs/cgroup', procRoot = '/proc'): string[] {
+  let lines: SelfLine[]
+  try {
+    lines = parseSelfCgroup(readFileSync(`${procRoot}/${pid}/cgroup`, 'utf8'))
+  } catch {
+    return []
+  }
+  const out: string[] = []
+  for (const l of lines) {
+    if (l.controllers.length === 0) {
+      for (const base of [root, join(root, 'unified')]) if (existsSync(join(base, 'cgroup.controllers'))) out.push(join(base, l.path))
+      continue
+    }
+    if (!l.controllers.some((c) => c === 'memory' || c === 'cpuacct')) continue
+    const mount = [join(root, l.controllers.join(',')), ...l.controllers.map((c) => join(root, c))].find((p) => existsSync(p))
+    if (mount) out.push(join(mount, l.path))
+  }
+  return out
 }

@@ -2,9 +2,51 @@
  * An in-memory Runtime for unit tests of the agent and controllers: no processes; the test decides
  * when a container exits (`exit(id, code)`) and what a recover() after a "restart" finds.
  */
-import type { Clock } from '../effects/index.ts'
+import { PassThrough } from 'node:stream'
+import { type Clock, systemClock } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
-import type { ContainerHandle, ContainerRunSpec, ContainerStatus, ExitListener, ExitStatus, RecoverResult, Runtime, StopOptions } from './types.ts'
+import { runExec } from './exec.ts'
+import type {
+  ContainerHandle,
+  ContainerRunSpec,
+  ContainerStatus,
+  ContainerUsage,
+  ExecProcess,
+  ExecResult,
+  ExecRunOptions,
+  ExecSpec,
+  ExitListener,
+  ExitStatus,
+  RecoverResult,
+  Runtime,
+  StopOptions,
+} from './types.ts'
+
+/** What a fake exec does: given the command and everything written to stdin, its exit code and output. */
+export type FakeExecHandler = (id: string, spec: ExecSpec, stdin: Buffer) => { code: number; stdout?: string; stderr?: string }
+
+/**
+ * The fake's default exec: `echo ARGS` prints them, `cat` echoes stdin, `exit N` ends with N, `env`
+ * prints the container's environment; anything else prints nothing and exits 0.
+ */
+function defaultExec(spec: ContainerRunSpec): FakeExecHandler {
+  return (_id, e, stdin) => {
+    const [cmd, ...args] = e.command
+    if (cmd === 'echo') return { code: 0, stdout: `${args.join(' ')}\n` }
+    if (cmd === 'cat') return { code: 0, stdout: stdin.toString('utf8') }
+    if (cmd === 'exit') return { code: Number(args[0] ?? 0) }
+    if (cmd === 'env') {
+      const env = { ...spec.env, ...e.env }
+      return {
+        code: 0,
+        stdout: Object.entries(env)
+          .map(([k, v]) => `${k}=${v}\n`)
+          .join(''),
+      }
+    }
+    return { code: 0 }
+  }
+}
 
 interface FakeContainer {
   spec: ContainerRunSpec
@@ -25,7 +67,86 @@ export class FakeRuntime implements Runtime {
   /** Make the next start() of this id fail with the given error. */
   readonly failNext = new Map<string, Error>()
 
+  /** Set to decide what exec does (default: defaultExec); `execs` records each call. */
+  execHandler: FakeExecHandler | undefined
+  readonly execs: { id: string; spec: ExecSpec }[] = []
+
   constructor(private readonly clock: Pick<Clock, 'now'> = { now: () => 0 }) {}
+
+  async execStream(id: string, spec: ExecSpec): Promise<ExecProcess> {
+    const c = this.containers.get(id)
+    if (!c) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (c.status.state !== 'running') throw new OrcError('conflict', `container ${id} is not running`, { id })
+    if (spec.command.length === 0) throw new OrcError('invalid', 'exec needs a command')
+    this.execs.push({ id, spec })
+    const stdin = new PassThrough()
+    const stdout = new PassThrough()
+    const stderr = new PassThrough()
+    const chunks: Buffer[] = []
+    let killed: NodeJS.Signals | undefined
+    let done!: (e: { code: number | null; signal: NodeJS.Signals | null }) => void
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => (done = r))
+    stdin.on('data', (b: Buffer) => chunks.push(b))
+    stdin.on('end', () => {
+      if (killed) return
+      const r = (this.execHandler ?? defaultExec(c.spec))(id, spec, Buffer.concat(chunks))
+      stdout.end(r.stdout ?? '')
+      stderr.end(r.stderr ?? '')
+      done({ code: r.code, signal: null })
+    })
+    return {
+      stdin,
+      stdout,
+      stderr,
+      exited,
+      kill: (signal: NodeJS.Signals = 'SIGKILL') => {
+        if (killed) return
+        killed = signal
+        stdout.end()
+        stderr.end()
+        done({ code: null, signal })
+      },
+    }
+  }
+
+  /** Ports the fake "listens" on: what is written comes back (an echo server). Default: every port. */
+  openPorts: Set<number> | undefined
+
+  async connectPort(id: string, port: number): Promise<ExecProcess> {
+    const c = this.containers.get(id)
+    if (!c) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (c.status.state !== 'running') throw new OrcError('conflict', `container ${id} is not running`, { id })
+    const stdin = new PassThrough()
+    const stdout = new PassThrough()
+    const stderr = new PassThrough()
+    let done!: (e: { code: number | null; signal: NodeJS.Signals | null }) => void
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => (done = r))
+    if (this.openPorts !== undefined && !this.openPorts.has(port)) {
+      stdout.end()
+      stderr.end(`connect to port ${port}: connection refused\n`)
+      done({ code: 1, signal: null })
+    } else {
+      stdin.pipe(stdout)
+      stdin.on('end', () => {
+        stderr.end()
+        done({ code: 0, signal: null })
+      })
+    }
+    return { stdin, stdout, stderr, exited, kill: () => stdin.end() }
+  }
+
+  /** Test control: what usage() reports per container id (default: zeros while running). */
+  readonly usages = new Map<string, ContainerUsage>()
+
+  async usage(id: string): Promise<ContainerUsage | undefined> {
+    const c = this.containers.get(id)
+    if (c?.status.state !== 'running') return undefined
+    return this.usages.get(id) ?? { cpuSeconds: 0, memoryBytes: 0 }
+  }
+
+  async exec(id: string, opts: ExecRunOptions): Promise<ExecResult> {
+    return runExec(await this.execStream(id, opts), opts, systemClock)
+  }
 
   /** The agent's own ids: files it writes need no other owner. */
   hostIdsOf(): { uid: number; gid: number } {

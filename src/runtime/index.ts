@@ -1,8 +1,9 @@
 /** Pod runtimes: the public surface of src/runtime. */
 
 export { type Capability, detectCapabilities, type LimitCapability, type RuntimeCapabilities } from './capabilities.ts'
-export { type CgroupLayout, detectCgroupLayout } from './cgroups.ts'
-export { FakeRuntime } from './fake.ts'
+export { type CgroupLayout, type CgroupUsage, detectCgroupLayout, readCgroupUsage } from './cgroups.ts'
+export { DEFAULT_EXEC_OUTPUT_BYTES, DEFAULT_EXEC_TIMEOUT_MS, endOf, runExec, shellQuote } from './exec.ts'
+export { type FakeExecHandler, FakeRuntime } from './fake.ts'
 export { spawnDetached } from './host.ts'
 export {
   applyLayer,
@@ -26,6 +27,7 @@ export { type FollowLogOptions, followLog, listLogRevisions, logFilePath, logFil
 export { buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.ts'
 export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
+export { containerNetnsOf, type NetProbeResult, type NetProbeSpec, probeInNetns } from './probe.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
 export { buildBwrapArgs, buildLaunchPrefix, bwrapEnvArgs, SandboxRuntime } from './sandbox.ts'
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'
@@ -40,7 +42,12 @@ export type {
   ContainerRunSpec,
   ContainerState,
   ContainerStatus,
+  ContainerUsage,
   EnforcedLimits,
+  ExecProcess,
+  ExecResult,
+  ExecRunOptions,
+  ExecSpec,
   ExitListener,
   ExitStatus,
   RecoverResult,

@@ -12,12 +12,13 @@
 import { mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { OrcError } from '../model/index.ts'
-import { type CgroupLayout, removeRuntimeParents } from './cgroups.ts'
+import { type CgroupLayout, cgroupDirsOfPid, removeRuntimeParents } from './cgroups.ts'
+import { type ExecLaunch, resolveBinary } from './exec.ts'
 import { ensureMountPoint, type ResolvedImage } from './image.ts'
 import { ociSeccompProfile } from './seccomp.ts'
 import { isTmpfs, shmDirOf } from './shm.ts'
 import { type ContainerRecord, containerArgv, containerEnv, type LaunchPlan, type PlanContext, SupervisedRuntime } from './supervisor.ts'
-import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
+import type { ContainerRunSpec, EnforcedLimits, ExecSpec } from './types.ts'
 
 /** statfs(2) f_type of a tmpfs. */
 
@@ -168,6 +169,33 @@ export class OciRuntime extends SupervisedRuntime {
       cgroupDirs: [],
       enforced,
       extra: { bundle },
+    }
+  }
+
+  /**
+   * `runc exec`: runc builds the process from the container's own config (environment, user,
+   * capabilities, no_new_privs, seccomp, cgroups) and joins its namespaces. With a tty runc wants a
+   * terminal on its stdin, which the tty wrapper (exec.ts, `script`) provides.
+   */
+  protected async execLaunch(rec: ContainerRecord, spec: ExecSpec): Promise<Omit<ExecLaunch, 'tty' | 'rows' | 'cols'>> {
+    const extra = Object.entries(spec.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`])
+    const argv = [resolveBinary(this.opts.runcPath), '--root', this.runcRoot(), 'exec', ...(spec.tty ? ['--tty'] : []), ...extra, '--', rec.id, ...spec.command]
+    return { argv, env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' } }
+  }
+
+  protected override async accountingDirs(rec: ContainerRecord): Promise<string[]> {
+    const pid = await this.namespacePid(rec)
+    return pid === undefined ? [] : cgroupDirsOfPid(pid)
+  }
+
+  /** The container's pid 1 as runc records it (`runc state`). */
+  protected async namespacePid(rec: ContainerRecord): Promise<number | undefined> {
+    try {
+      const r = await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'state', rec.id])
+      const pid = (JSON.parse(r.stdout) as { pid?: number; status?: string }).pid
+      return typeof pid === 'number' && pid > 0 ? pid : undefined
+    } catch {
+      return undefined
     }
   }
 

@@ -16,12 +16,13 @@ import { join } from 'node:path'
 import { sleep } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { createContainerCgroups } from './cgroups.ts'
+import { type ExecLaunch, hostIdOf, idInside, readEnviron, resolveBinary } from './exec.ts'
 import { ensureMountPoint, type ResolvedImage } from './image.ts'
 import type { RuntimeOptions } from './options.ts'
 import { descendants, listProcs, signalPid } from './procfs.ts'
 import { buildSeccompBpf } from './seccomp.ts'
 import { type ContainerRecord, containerArgv, containerEnv, type LaunchPlan, type PlanContext, SupervisedRuntime } from './supervisor.ts'
-import type { ContainerRunSpec, EnforcedLimits } from './types.ts'
+import type { ContainerRunSpec, EnforcedLimits, ExecSpec } from './types.ts'
 
 export interface BwrapArgsInput {
   spec: ContainerRunSpec
@@ -159,6 +160,76 @@ export class SandboxRuntime extends SupervisedRuntime {
     } catch {
       return undefined
     }
+  }
+
+  protected namespacePid(rec: ContainerRecord): Promise<number | undefined> {
+    return this.mainPid(rec)
+  }
+
+  /** The container's main process (host pid): the child of the pid namespace's init. */
+  private async mainPid(rec: ContainerRecord): Promise<number | undefined> {
+    const clock = this.opts.clock
+    const deadline = clock.now() + 2000
+    for (;;) {
+      const init = this.nsInit(rec)
+      if (init !== undefined && descendants(rec.pid).includes(init)) {
+        const main = listProcs().find((p) => p.ppid === init)
+        if (main !== undefined) return main.pid
+      }
+      if (clock.now() >= deadline || rec.exit !== undefined) return undefined
+      await sleep(clock, 20)
+    }
+  }
+
+  /**
+   * nsenter into every namespace of the main process (user first, so the rest are entered as its
+   * owner), its root and working directory, as its uid/gid inside; the launcher first joins the
+   * container's cgroups and sets no_new_privs. The environment is the one the main process started
+   * with (read from /proc, never stored: it holds Secrets). What bwrap's own launch adds and this
+   * one cannot: the seccomp denylist, and for a `rootInside` container the dropped capabilities
+   * (docs/decisions.md).
+   */
+  protected async execLaunch(rec: ContainerRecord, spec: ExecSpec): Promise<Omit<ExecLaunch, 'tty' | 'rows' | 'cols'>> {
+    const main = await this.mainPid(rec)
+    if (main === undefined) throw new OrcError('conflict', `container ${rec.id} has no running main process to exec beside`, { id: rec.id })
+    let env: Record<string, string>
+    let uid: number | undefined
+    let gid: number | undefined
+    try {
+      env = readEnviron(main)
+      uid = idInside(main, 'uid', hostIdOf(main, 'uid'))
+      gid = idInside(main, 'gid', hostIdOf(main, 'gid'))
+    } catch (err) {
+      throw new OrcError('conflict', `container ${rec.id}: its main process ${main} went away`, { id: rec.id }, err)
+    }
+    if (uid === undefined || gid === undefined) throw new OrcError('internal', `container ${rec.id}: its ids are not mapped in its user namespace`)
+    const procs = rec.cgroupDirs.map((d) => join(d, 'cgroup.procs'))
+    const joinCgroups = 'for f in $ORC_CGROUPS; do echo $$ > "$f" || exit 125; done; unset ORC_CGROUPS; exec "$@"'
+    const argv = [
+      this.opts.shPath,
+      '-c',
+      joinCgroups,
+      'orc-exec',
+      resolveBinary(this.opts.setprivPath),
+      '--no-new-privs',
+      '--',
+      resolveBinary(this.opts.nsenterPath),
+      `--target=${main}`,
+      '--user',
+      '--mount',
+      '--pid',
+      '--ipc',
+      '--uts',
+      '--net',
+      '--cgroup',
+      '--root',
+      '--wd',
+      `--setuid=${uid}`,
+      `--setgid=${gid}`,
+      '--',
+      ...spec.command,
+    ]
+    return { argv, env: { ...env, ...spec.env, ORC_CGROUPS: procs.join(' ') } }
   }
 
   /**

@@ -26,7 +26,8 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { type Clock, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
-import { type CgroupLayout, cgroupPids, detectCgroupLayout, removeContainerCgroups } from './cgroups.ts'
+import { type CgroupLayout, cgroupPids, detectCgroupLayout, readCgroupUsage, removeContainerCgroups } from './cgroups.ts'
+import { connectPortArgv, type ExecLaunch, resolveBinary, runExec, spawnExec } from './exec.ts'
 import { spawnDetached } from './host.ts'
 import { type ResolvedImage, resolveImage } from './image.ts'
 import { openLogFile, rotateIfNeeded } from './logs.ts'
@@ -36,7 +37,12 @@ import type {
   ContainerHandle,
   ContainerRunSpec,
   ContainerStatus,
+  ContainerUsage,
   EnforcedLimits,
+  ExecProcess,
+  ExecResult,
+  ExecRunOptions,
+  ExecSpec,
   ExitListener,
   ExitStatus,
   RecoverResult,
@@ -191,6 +197,10 @@ export abstract class SupervisedRuntime implements Runtime {
   abstract hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number }
   /** Deliver a graceful signal to the container's main process. */
   protected abstract signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void>
+  /** How to launch `spec` inside running container `rec` (argv run on the host, and its environment). */
+  protected abstract execLaunch(rec: ContainerRecord, spec: ExecSpec): Promise<Omit<ExecLaunch, 'tty' | 'rows' | 'cols'>>
+  /** A host pid inside the container's namespaces (its main process), or undefined when there is none. */
+  protected abstract namespacePid(rec: ContainerRecord): Promise<number | undefined>
   /** Runtime-specific cleanup after the container ended (e.g. runc delete). */
   protected async cleanup(_rec: ContainerRecord): Promise<void> {}
 
@@ -440,6 +450,48 @@ export abstract class SupervisedRuntime implements Runtime {
     if (live) removeContainerCgroups(live.rec.cgroupDirs)
     this.live.delete(id)
     rmSync(this.containerDir(id), { recursive: true, force: true })
+  }
+
+  async execStream(id: string, spec: ExecSpec): Promise<ExecProcess> {
+    const live = this.live.get(id)
+    if (!live) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (live.rec.exit) throw new OrcError('conflict', `container ${id} is not running`, { id })
+    if (spec.command.length === 0) throw new OrcError('invalid', 'exec needs a command')
+    const launch = await this.execLaunch(live.rec, spec)
+    const tty = spec.tty === true
+    this.log.info({ id, tty, program: spec.command[0] }, 'exec started')
+    return spawnExec({
+      ...launch,
+      tty,
+      ...(spec.rows !== undefined ? { rows: spec.rows } : {}),
+      ...(spec.cols !== undefined ? { cols: spec.cols } : {}),
+      ...(tty ? { scriptPath: resolveBinary('script'), sttyPath: resolveBinary('stty') } : {}),
+    })
+  }
+
+  async connectPort(id: string, port: number): Promise<ExecProcess> {
+    const live = this.live.get(id)
+    if (!live) throw new OrcError('not_found', `container ${id} not found`, { id })
+    if (live.rec.exit) throw new OrcError('conflict', `container ${id} is not running`, { id })
+    const pid = await this.namespacePid(live.rec)
+    if (pid === undefined) throw new OrcError('conflict', `container ${id} has no running process to reach its network from`, { id })
+    const argv = connectPortArgv(this.opts.nsenterPath, pid, port, process.getuid?.() === 0)
+    return spawnExec({ argv, env: { PATH: process.env.PATH ?? DEFAULT_PATH }, tty: false })
+  }
+
+  /** The cgroup directories that account the container (the sandbox's own; runc's, found from its process). */
+  protected async accountingDirs(rec: ContainerRecord): Promise<string[]> {
+    return rec.cgroupDirs
+  }
+
+  async usage(id: string): Promise<ContainerUsage | undefined> {
+    const live = this.live.get(id)
+    if (!live || live.rec.exit) return undefined
+    return readCgroupUsage(await this.accountingDirs(live.rec))
+  }
+
+  async exec(id: string, opts: ExecRunOptions): Promise<ExecResult> {
+    return runExec(await this.execStream(id, opts), opts, this.opts.clock)
   }
 
   status(id: string): ContainerStatus | undefined {

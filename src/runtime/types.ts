@@ -142,6 +142,55 @@ export interface RecoverResult {
 
 export type ExitListener = (id: string, exit: ExitStatus) => void
 
+/** A command to run inside a running container (`orc exec`). */
+export interface ExecSpec {
+  /** argv; argv[0] is looked up in the container's PATH. */
+  command: string[]
+  /** Added to (and overriding) the environment the container's main process started with. */
+  env?: Record<string, string>
+  /** Run on a pseudo-terminal (stdout and stderr then arrive merged on stdout). */
+  tty?: boolean
+  /** Initial terminal size (tty only). */
+  rows?: number
+  cols?: number
+}
+
+/** A running exec: its streams and how it ended. */
+export interface ExecProcess {
+  /** The command's stdin; end() it to send EOF. */
+  readonly stdin: NodeJS.WritableStream
+  readonly stdout: NodeJS.ReadableStream
+  /** Empty with a tty. */
+  readonly stderr: NodeJS.ReadableStream
+  /**
+   * Resolves once the command ended (a signal death is `signal`). Output may still be on its way:
+   * a caller that needs all of it waits for stdout and stderr to end too (runExec does).
+   */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  /** Kill the command's whole process tree (default SIGKILL). */
+  kill(signal?: NodeJS.Signals): void
+}
+
+export interface ExecRunOptions extends ExecSpec {
+  /** Written to the command's stdin, then EOF (default: EOF at once). */
+  stdin?: Buffer | string
+  /** Kill the command after this long (default 60 s); the result then has `timedOut`. */
+  timeoutMs?: number
+  /** Keep at most this many bytes of each of stdout and stderr (default 4 MiB); the rest is dropped. */
+  maxOutputBytes?: number
+}
+
+export interface ExecResult {
+  /** Exit code; null when killed by a signal. */
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: Buffer
+  stderr: Buffer
+  timedOut: boolean
+  /** True when output beyond maxOutputBytes was dropped. */
+  truncated: boolean
+}
+
 export interface Runtime {
   readonly name: 'sandbox' | 'oci' | 'fake'
   /** Start a container. Fails with `conflict` if the id is already known (remove it first). */
@@ -163,6 +212,29 @@ export interface Runtime {
    * (its Secret volumes) are owned by them.
    */
   hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number }
+  /**
+   * Start `spec.command` inside running container `id`: its namespaces, root, identity, cgroups and
+   * environment. Fails with `not_found` for an unknown id, `conflict` when it is not running.
+   */
+  execStream(id: string, spec: ExecSpec): Promise<ExecProcess>
+  /** execStream to completion: argv in, exit code and output out, bounded by a timeout. */
+  exec(id: string, opts: ExecRunOptions): Promise<ExecResult>
+  /**
+   * A TCP connection to `port` on localhost inside the container's network namespace (`orc
+   * port-forward`): what is written to stdin is sent, what the port answers comes out of stdout;
+   * ending stdin half-closes the connection; `exited` resolves when it closed (code 1 and a line on
+   * stderr when it could not connect).
+   */
+  connectPort(id: string, port: number): Promise<ExecProcess>
+  /** CPU and memory the running container uses, from its cgroups; undefined when it is not running. */
+  usage(id: string): Promise<ContainerUsage | undefined>
+}
+
+export interface ContainerUsage {
+  /** CPU time since the container started, in seconds (null: this host gives it no accounting cgroup). */
+  cpuSeconds: number | null
+  /** Working set in bytes (memory in use minus inactive file cache; null: no memory cgroup). */
+  memoryBytes: number | null
 }
 
 /** A spawned child as the runtime needs it; injected so unit tests need no processes. */

@@ -1,3 +1,4 @@
+import type { RolloutProgress } from '../model/index.ts'
 import { OrcError } from '../model/index.ts'
 import { canonicalJson, hashString } from './hash.ts'
 import { matchLabels, matchSelector } from './selector.ts'
@@ -324,5 +325,93 @@ export function deploymentStatus(spec: DeploymentPlanSpec, planned: readonly Pla
     remove,
     done:
       create.length === 0 && remove.length === 0 && readyOk && previous.created === previous.desired && (next === undefined || next.created === next.desired),
+  }
+}
+
+/** How far a rollout step may go beyond and below `replicas` (Kubernetes' maxSurge / maxUnavailable). */
+export interface RolloutLimits {
+  maxSurge: number
+  maxUnavailable: number
+}
+
+/** The limits of a deployment of `replicas` pods: given ones, else 25% up (at least 1) and 25% down. */
+export function rolloutLimits(replicas: number, given: { maxSurge?: number; maxUnavailable?: number } = {}): RolloutLimits {
+  const maxSurge = given.maxSurge ?? Math.max(1, Math.ceil(replicas / 4))
+  const maxUnavailable = given.maxUnavailable ?? Math.floor(replicas / 4)
+  // Both 0 is refused on apply; a merge could still produce it: let one pod surge.
+  return maxSurge === 0 && maxUnavailable === 0 ? { maxSurge: 1, maxUnavailable: 0 } : { maxSurge, maxUnavailable }
+}
+
+export interface RolloutStep {
+  /** Pods that may be created now (a prefix of the wanted ones, in their order). */
+  create: string[]
+  /** Pods that may be deleted now. */
+  remove: string[]
+  /** Why some creations or removals wait (for `orc rollout status` and logs). */
+  held?: string
+}
+
+/**
+ * One step of a readiness-gated rollout, as a pure function of what exists: create while the pods
+ * number at most `replicas + maxSurge`; delete a Ready pod only while at least
+ * `replicas - maxUnavailable` Ready pods remain (pods that are not Ready go first, and freely). A
+ * new pod that never becomes Ready therefore holds the old ones in place.
+ */
+export function gateRolloutStep(
+  replicas: number,
+  limits: RolloutLimits,
+  existing: readonly { name: string; ready: boolean }[],
+  create: readonly string[],
+  remove: readonly string[],
+): RolloutStep {
+  const room = Math.max(0, replicas + limits.maxSurge - existing.length)
+  const created = create.slice(0, room)
+  const ready = new Map(existing.map((e) => [e.name, e.ready]))
+  let readyCount = existing.filter((e) => e.ready).length
+  const minReady = Math.max(0, replicas - limits.maxUnavailable)
+  // Not Ready first; then the highest names (ordinals) first, as a split change removes those.
+  const ordered = [...remove].sort((a, b) => Number(ready.get(a) === true) - Number(ready.get(b) === true) || (a < b ? 1 : a > b ? -1 : 0))
+  const removed: string[] = []
+  for (const name of ordered) {
+    if (ready.get(name) !== true) removed.push(name)
+    else if (readyCount - 1 >= minReady) {
+      removed.push(name)
+      readyCount--
+    }
+  }
+  const heldCreate = create.length - created.length
+  const heldRemove = remove.length - removed.length
+  const held: string[] = []
+  if (heldCreate > 0) held.push(`${heldCreate} pod(s) wait for room (maxSurge ${limits.maxSurge})`)
+  if (heldRemove > 0) held.push(`${heldRemove} old pod(s) wait for new pods to be Ready (maxUnavailable ${limits.maxUnavailable})`)
+  return { create: created, remove: removed, ...(held.length > 0 ? { held: held.join('; ') } : {}) }
+}
+
+/**
+ * The rollout record of a deployment after this pass: a new `next` template starts one; any change
+ * of `marker` (pods created, Ready) is progress; a rollout that has not finished its step and made
+ * no progress for `deadlineMs` is aborted, and stays aborted for that template (a new `next`, a
+ * promote or an abort by the user ends it).
+ */
+export function rolloutProgress(
+  prev: RolloutProgress | undefined,
+  next: { template: string; marker: string; done: boolean } | undefined,
+  now: number,
+  deadlineMs: number,
+  notReady: () => string,
+): RolloutProgress | undefined {
+  if (next === undefined) return undefined
+  const at = new Date(now).toISOString()
+  if (prev?.template === next.template && prev.state === 'Aborted') return prev
+  if (prev?.template !== next.template || prev.marker !== next.marker)
+    return { template: next.template, state: next.done ? 'Complete' : 'Progressing', marker: next.marker, lastProgress: at }
+  if (next.done) return prev.state === 'Complete' ? prev : { template: prev.template, state: 'Complete', marker: prev.marker, lastProgress: prev.lastProgress }
+  const since = Date.parse(prev.lastProgress)
+  if (!(now - since >= deadlineMs)) return prev.state === 'Progressing' ? prev : { ...prev, state: 'Progressing' }
+  return {
+    ...prev,
+    state: 'Aborted',
+    reason: `no progress for ${Math.round(deadlineMs / 1000)}s (progressDeadlineSeconds): ${notReady()}`,
+    abortedAt: at,
   }
 }

@@ -60,7 +60,8 @@ export interface ObjectsView {
  * the agent. `objects` holds this replica's objects overlaid with what the message's earlier records
  * write, so a RoleBinding and the write it allows can arrive in one message.
  */
-export type UserMay = (user: string, verb: Verb, kind: string, namespace: string, objects: ObjectsView) => boolean
+/** May `user` do `verb` on `kind` in `namespace`, in a record written at `at` (ms, the record's time: an expired credential's writes are refused)? */
+export type UserMay = (user: string, verb: Verb, kind: string, namespace: string, objects: ObjectsView, at: number) => boolean
 
 /**
  * Whether a verified record is within its signer's rights. `before` is the object's content on
@@ -189,7 +190,7 @@ function bindingOf(changes: readonly Change[] | undefined): unknown {
  * fields the controller owns (or the fields of objects it created), and for the node-scoped ones
  * only what belongs to the signer's node: `controller:node` its own Node object; the lifecycle
  * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own).
- * Cluster-wide controllers (deployment, rollout, cluster, federation) may act anywhere: a known gap.
+ * Cluster-wide controllers (deployment, rollout, job, cronjob, cluster, federation) may act anywhere: a known gap.
  */
 /** Marks an authorisation refusal that came from the user's roles (a replica may lack a binding yet). */
 export const ROLE_DENIED = 'role: '
@@ -201,7 +202,7 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
     const { kind, namespace, name } = refOfKey(r.k)
     const verb: 'create' | 'update' | 'delete' = r.o === 'delete' ? 'delete' : before === undefined ? 'create' : 'update'
     const isUser = r.a.startsWith('user:')
-    if (isUser && !userMay(r.a.slice(5), verb, kind, namespace ?? '', objects)) return `${ROLE_DENIED}${r.a} may not ${verb} ${kind.toLowerCase()}/${name}`
+    if (isUser && !userMay(r.a.slice(5), verb, kind, namespace ?? '', objects, r.t)) return `${ROLE_DENIED}${r.a} may not ${verb} ${kind.toLowerCase()}/${name}`
     // Field ownership, as the writer's store checks it.
     const creator = createdBy ?? r.a
     // A record's changes carry no old values: take them from the content before, so setting a whole

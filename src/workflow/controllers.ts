@@ -14,8 +14,28 @@ import { OrcError } from '../model/index.ts'
 export interface ControllerDecl {
   name: string
   description?: string
+  /**
+   * Kinds whose objects it creates and deletes (`Pod`): it writes their user fields as their creator,
+   * which claims no field (users and other creators write them too). For the loop check a creation
+   * counts as a write of `<Kind>.spec`: labels decide which controller looks at a created object
+   * (`orc/job`, `orc/deployment`), so counting them would report loops that cannot happen.
+   */
+  creates?: string[]
+  /**
+   * Reads (a subset of `reads`) whose feedback settles by itself, each with why: a Job controller
+   * reads `Pod.status.phase` of pods it created, but a finished pod never changes again and it creates
+   * a bounded number of them. Links through these are listed in the graph and left out of the loop check.
+   */
+  settles?: Record<string, string>
   reads: string[]
   writes: string[]
+  /**
+   * Fields read only to decide *when* to write, never what: a rollout creating the next pod once the
+   * last one is Ready, or a one-way latch such as an aborted rollout (set once per template, never
+   * cleared by a controller). Such a read cannot make the set oscillate, so it is no edge of the
+   * loop check; `orc controllers` lists it.
+   */
+  gates?: string[]
 }
 
 export interface ControllerLink {
@@ -30,7 +50,7 @@ export interface ControllerLink {
 export interface ControllerEdge {
   from: string
   to: string
-  via: { written: string; read: string }[]
+  via: { written: string; read: string; settles?: boolean }[]
 }
 
 export interface ControllerLoop {
@@ -69,8 +89,8 @@ export function buildControllerGraph(decls: readonly ControllerDecl[]): Controll
     }
     if (names.has(d.name)) throw new OrcError('conflict', `controller ${d.name} is declared twice`, { controller: d.name })
     names.add(d.name)
-    const fields = (key: 'reads' | 'writes'): string[] => {
-      const v = d[key]
+    const fields = (key: 'reads' | 'writes' | 'gates'): string[] => {
+      const v = key === 'gates' ? (d.gates ?? []) : d[key]
       if (!Array.isArray(v)) throw new OrcError('invalid', `${d.name}: ${key} must be a list of fields`, { controller: d.name })
       for (const f of v) {
         if (typeof f !== 'string' || !FIELD.test(f) || (key === 'writes' && !f.includes('.'))) {
@@ -84,7 +104,20 @@ export function buildControllerGraph(decls: readonly ControllerDecl[]): Controll
       return [...new Set(v)]
     }
     const c: ControllerDecl = { name: d.name, reads: fields('reads'), writes: fields('writes') }
+    const gates = fields('gates')
+    if (gates.length > 0) c.gates = gates
     if (d.description !== undefined) c.description = d.description
+    if (d.creates !== undefined) {
+      for (const k of d.creates)
+        if (!/^[A-Z][A-Za-z0-9]*$/.test(k)) throw new OrcError('invalid', `${d.name}: creates ${JSON.stringify(k)} must be a kind`, { controller: d.name })
+      c.creates = [...new Set(d.creates)]
+    }
+    if (d.settles !== undefined) {
+      for (const f of Object.keys(d.settles))
+        if (!c.reads.includes(f))
+          throw new OrcError('invalid', `${d.name}: settles ${JSON.stringify(f)} is not one of its reads`, { controller: d.name, field: f })
+      c.settles = { ...d.settles }
+    }
     controllers.push(c)
   }
 
@@ -101,13 +134,17 @@ export function buildControllerGraph(decls: readonly ControllerDecl[]): Controll
   for (const a of controllers) {
     for (const b of controllers) {
       if (a === b) continue
-      const via: { written: string; read: string }[] = []
-      for (const w of a.writes) for (const r of b.reads) if (fieldOverlaps(w, r)) via.push({ written: w, read: r })
+      const via: ControllerEdge['via'] = []
+      const written = [...a.writes, ...(a.creates ?? []).map((k) => `${k}.spec`)]
+      for (const w of written)
+        for (const r of b.reads) if (fieldOverlaps(w, r)) via.push({ written: w, read: r, ...(b.settles?.[r] !== undefined ? { settles: true } : {}) })
       if (via.length > 0) edges.push({ from: a.name, to: b.name, via })
     }
   }
 
-  return { controllers, edges, loops: findLoops(controllers, edges), conflicts }
+  // Links through a read that settles by itself make no loop.
+  const looping = edges.map((e) => ({ ...e, via: e.via.filter((v) => v.settles !== true) })).filter((e) => e.via.length > 0)
+  return { controllers, edges, loops: findLoops(controllers, looping), conflicts }
 }
 
 /** Build the graph and refuse a set with duplicate writers or a read/write loop (OrcError `conflict`). */
@@ -213,11 +250,14 @@ export function formatControllerGraph(g: ControllerGraph): string {
     lines.push(c.description !== undefined ? `${c.name}  ${c.description}` : c.name)
     lines.push(`  reads   ${c.reads.length > 0 ? c.reads.join(', ') : '-'}`)
     lines.push(`  writes  ${c.writes.length > 0 ? c.writes.join(', ') : '-'}`)
+    if (c.gates !== undefined) lines.push(`  waits on ${c.gates.join(', ')} (when to write, not what: no loop)`)
     const out = g.edges.filter((e) => e.from === c.name)
     for (const e of out) {
-      const via = e.via.map((v) => (v.read === v.written ? v.written : `${v.written} (read as ${v.read})`)).join(', ')
+      const via = e.via.map((v) => (v.read === v.written ? v.written : `${v.written} (read as ${v.read})`) + (v.settles ? ' (settles)' : '')).join(', ')
       lines.push(`  feeds   ${e.to} via ${via}`)
     }
+    if (c.creates !== undefined && c.creates.length > 0) lines.push(`  creates ${c.creates.join(', ')}`)
+    for (const [f, why] of Object.entries(c.settles ?? {})) lines.push(`  settles ${f}: ${why}`)
   }
   if (g.conflicts.length > 0 || g.loops.length > 0) {
     lines.push('', 'problems:')

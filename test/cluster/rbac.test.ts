@@ -92,6 +92,42 @@ test('users, roles and derived authors across a two-node cluster', async (t) => 
     assert.match((await a.cli(['user', 'remove', 'admin'])).stderr, /cannot be removed/)
   })
 
+  await t.test('a key given --expires is refused by name once it expires, on every node; rotate gives a new one; a bad --expires stores nothing', async () => {
+    const long = await a.cli(['user', 'add', 'lena', '--role', 'view', '--expires', '30d'])
+    assert.equal(long.exitCode, 0, long.stderr)
+    assert.match(long.stderr, /it expires at 20[0-9]{2}-/)
+    const lena = long.stdout.trim()
+    await waitFor('b to know lena', async () => /credential expires at 20[0-9]{2}-.*Z\)/.test((await remote(lena, ['whoami'])).stdout))
+    const list = (await a.cli(['user', 'list'])).stdout
+    assert.match(list, /^lena +view +\S+ +20[0-9]{2}-[0-9-]+T/m)
+    assert.match(list, /^eddie +edit +\S+ +never$/m)
+    const short = await a.cli(['user', 'add', 'tess', '--role', 'edit', '--expires', '2s'])
+    assert.equal(short.exitCode, 0, short.stderr)
+    const tess = short.stdout.trim()
+    for (const via of [a, b]) {
+      const refused = await waitFor(`${via.name} to refuse the expired key by name`, async () => {
+        const r = await orc(undefined, ['--node', via.addr, '--credential', tess, 'get', 'nodes'])
+        return /expired at/.test(r.stderr) ? r : undefined
+      })
+      assert.equal(refused.exitCode, 1)
+      assert.match(refused.stderr, /the credential of user tess expired at 20[0-9-]+T[0-9:.]+Z \(an admin gives it a new one: orc user rotate tess\)/)
+    }
+    const renewed = await a.cli(['user', 'rotate', 'tess', '--expires', '1h'])
+    assert.equal(renewed.exitCode, 0, renewed.stderr)
+    await waitFor('b to accept the new key', async () => (await remote(renewed.stdout.trim(), ['get', 'nodes'])).exitCode === 0)
+    for (const [flag, msg] of [
+      ['yesterday', /--expires "yesterday": a duration \(90d, 12h\) or a UTC time/],
+      ['2020-01-01T00:00:00Z', /expiresAt 2020-01-01T00:00:00.000Z is not in the future/],
+      ['4000d', /at most ten years/],
+    ] as const) {
+      const bad = await a.cli(['user', 'add', 'never-made', '--role', 'view', '--expires', flag])
+      assert.equal(bad.exitCode, 1, flag)
+      assert.match(bad.stderr, msg)
+    }
+    assert.equal((await a.cli(['get', 'user', 'never-made'])).exitCode, 1, 'no User stored')
+    assert.equal((await a.cli(['get', 'rolebinding', 'never-made'])).exitCode, 1, 'no RoleBinding stored')
+  })
+
   await t.test("the cluster's first admin credential works as user:admin until admin's key is rotated", async () => {
     const cred = (await a.cli(['credential', 'export'])).stdout.trim()
     assert.match((await remote(cred, ['whoami'])).stdout, /^user:admin \(roles: admin; via remote\)/)

@@ -90,7 +90,7 @@ test('federated placement: placement.clusters, ha failover to another cluster, b
   )
   t.diagnostic(`pod applied on home running on ${placed.status.node} after ${Date.now() - t0} ms`)
   const wide = await ok(h1, ['get', 'pods', '-n', 'shared', '-o', 'wide'])
-  assert.match(wide, new RegExp(`cloud-only\\s+Running\\s+${placed.status.node}`))
+  assert.match(wide, new RegExp(`cloud-only\\s+1/1\\s+Running\\s+${placed.status.node}`))
   const why = await ok(h1, ['why', 'pod/cloud-only', '-n', 'shared'])
   assert.match(why, new RegExp(`Running on node ${placed.status.node}`))
   // The pod's status was written by cloud's controllers, in the shared document.

@@ -69,6 +69,12 @@ test('one image on three nodes: pulled once, a failover keeps its digest, peers 
     )
   }
   const byName = new Map(nodes.map((n) => [n.name, n]))
+  // What the agents refused of each other (a refusal scored as garbage disconnects a member).
+  t.after(() => {
+    for (const n of nodes)
+      for (const line of n.stderr.split('\n')) if (/peer sent garbage|message refused|"level":50/.test(line)) t.diagnostic(`${n.name}: ${line.slice(0, 600)}`)
+  })
+  const killed = new Set<NodeProcess>()
   const apply = async (via: NodeProcess, text: string) => {
     const r = await orc(via.socket, ['apply', '-f', '-'], {}, text)
     assert.equal(r.exitCode, 0, r.stderr)
@@ -88,7 +94,26 @@ test('one image on three nodes: pulled once, a failover keeps its digest, peers 
     } catch (err) {
       const why = await via.cli(['why', `pod/${name}`])
       const logs = await via.cli(['logs', `pod/${name}`])
-      throw new Error(`${(err as Error).message}\norc why:\n${why.stdout}${why.stderr}\nlogs:\n${logs.stdout}${logs.stderr}`)
+      // An agent that died unasked for says why in its last lines.
+      const dead = nodes
+        .filter((n) => n.exited && !killed.has(n))
+        .map((n) => `\nagent ${n.name} exited (${n.exitCode}):\n${n.stderr.split('\n').slice(-30).join('\n')}`)
+      // A live agent that others see as unreachable: does it answer its own socket, and how busy is it?
+      for (const n of nodes.filter((x) => !x.exited)) {
+        const st = await n.cli(['status', '-o', 'json']).catch((e: Error) => ({ stdout: '', stderr: e.message, exitCode: -1 }))
+        let members = ''
+        try {
+          members = JSON.stringify(JSON.parse(st.stdout).mesh.members)
+        } catch {
+          members = `${st.stderr}`.slice(0, 300)
+        }
+        let cpu = ''
+        try {
+          cpu = readFileSync(`/proc/${n.proc?.pid}/stat`, 'utf8').split(' ').slice(13, 15).join(' ')
+        } catch {}
+        dead.push(`\nagent ${n.name} (running, utime stime ${cpu}): members ${members}\n${n.stderr.split('\n').slice(-15).join('\n')}`)
+      }
+      throw new Error(`${(err as Error).message}\norc why:\n${why.stdout}${why.stderr}\nlogs:\n${logs.stdout}${logs.stderr}${dead.join('')}`)
     }
   }
 
@@ -116,7 +141,9 @@ test('one image on three nodes: pulled once, a failover keeps its digest, peers 
     const d1b = await pushImage(reg, 'team/app:1', image('one-b'))
     assert.notEqual(d1b, d1)
     const victim = byName.get(first.status.node as string)!
+    assert.ok(victim, `web runs on a node of the cluster (${first.status.node})`)
     survivors = nodes.filter((n) => n !== victim)
+    killed.add(victim)
     await victim.kill('SIGKILL')
     const moved = await waitFor(
       'web to run on another node',

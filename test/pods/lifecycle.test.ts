@@ -54,7 +54,7 @@ test('a pod runs confined: unprivileged, own pid namespace, read-only image, loo
   assert.ok(procs <= 6, `the pod sees only its own processes, saw ${procs}`)
   const get = await a.orc(['get', 'pods'])
   const row = get.stdout.split('\n').find((l) => l.startsWith('probe '))!
-  assert.match(row, new RegExp(`^probe\\s+Running\\s+n1\\s+${pod.status.runningRevision}\\s+0\\s`))
+  assert.match(row, new RegExp(`^probe\\s+1/1\\s+Running\\s+n1\\s+${pod.status.runningRevision}\\s+0\\s`))
   assert.equal(pod.status.runningRevision, 1, 'the user wrote revision 1; status writes do not count')
   // and the process is really there, as nobody, on the host
   const [pid] = pidsRunning(['sleep', '4700'])

@@ -26,7 +26,7 @@ test('after an agent restart, running pods are adopted, not started twice; a pod
     assert.equal(p1.status.containers[0].pid, (await a.pod('keep1'))!.status.containers[0].pid)
     assert.equal(p1.metadata.revision, revBefore, 'adoption wrote no new revision')
     const get = await a.orc(['get', 'pods'])
-    assert.match(get.stdout, /keep1\s+Running\s+n1/)
+    assert.match(get.stdout, /keep1\s+1\/1\s+Running\s+n1/)
 
     // The adopted container is watched again: killing it is noticed and Always restarts it.
     process.kill(before[0]!, 'SIGKILL')

@@ -142,9 +142,12 @@ test('two parties: deleting the grant stops the running pod through its lifecycl
   await waitFor('rooty process stopped', () => pidsRunning(['sleep', '4803']).length === 0)
   const p = await phaseOf('rooty', 'Pending')
   assert.match(p.status.reason, /pod\/rooty asks for root, but no SecurityPolicy in namespace default allows it/)
-  const why = await a.orc(['why', 'pod/rooty'])
-  assert.match(why.stdout, /check-security/)
-  assert.match(why.stdout, /no SecurityPolicy in namespace default allows it/)
+  // The first Pending write says "grant revoked"; the run that follows has check-security record
+  // the refusal a moment later (orc why may first show that run in progress).
+  await waitFor('orc why shows check-security refusing', async () => {
+    const w = await a.orc(['why', 'pod/rooty'])
+    return /check-security\s+failed/.test(w.stdout) && /no SecurityPolicy in namespace default allows it/.test(w.stdout) ? w : undefined
+  })
   const hist = await a.orc(['history', 'pod/rooty', '-o', 'json'])
   assert.match(hist.stdout, /grant revoked: pod\/rooty asks for root/, 'the stop is recorded as a revision of the pod')
 })

@@ -1,13 +1,25 @@
 /** The behaviour every real runtime must show; run by sandbox.test.ts and oci.test.ts. */
 
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { createRuntime, followLog, type Runtime, readLogLines } from '../../src/runtime/index.ts'
 import { descendants } from '../../src/runtime/procfs.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor } from './harness.ts'
+
+/** Host pids whose command line holds `word`. */
+function pidsRunning(word: string): number[] {
+  const out: number[] = []
+  for (const d of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(d)) continue
+    try {
+      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').includes(word)) out.push(Number(d))
+    } catch {}
+  }
+  return out
+}
 
 export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
   const reason = skipReason(kind)
@@ -290,5 +302,109 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
       `forks were refused: ${out.join(' | ')}`,
     )
     assert.ok(st.enforced.pids === 'oci' || st.enforced.pids === 'cgroup-v1' || st.enforced.pids === 'cgroup-v2')
+  })
+
+  it('exec runs a command inside the running container (namespaces, files, identity, cgroups, env)', async ({ dir, rt }) => {
+    const r = rt()
+    const logDir = join(dir, 'logs')
+    const marker = 100_000 + (process.pid % 50_000)
+    await r.start({
+      id: 'ex',
+      image: busyboxImages().rootfs,
+      command: ['/bin/sh', '-c', `echo made-by-main > /tmp/f; echo up; sleep ${marker}`],
+      env: { FROM_SPEC: 'spec-value' },
+      resources: { memoryBytes: 64 << 20, pids: 64 },
+      logDir,
+    })
+    await waitFor('output', () => readLogLines(logDir).includes('up'))
+    const script = [
+      'cat /tmp/f',
+      'echo "env=$FROM_SPEC/$EXTRA"',
+      'echo "uid=$(id -u)"',
+      `if ps | grep -q "sleep ${marker}"; then echo sees-main=yes; else echo sees-main=no; fi`,
+      'echo "capeff=$(grep CapEff /proc/self/status | cut -f2)"',
+      'echo "nonewprivs=$(grep NoNewPrivs /proc/self/status | cut -f2)"',
+      'echo "pidscg=$(grep -E "^[0-9]+:pids:|^0::" /proc/self/cgroup | head -1 | cut -d: -f3)"',
+      'echo "host=$(hostname)"',
+      'if ls / | grep -qx work; then echo hostroot=yes; else echo hostroot=no; fi',
+      'echo oops >&2',
+      'exit 7',
+    ].join('; ')
+    const res = await r.exec('ex', { command: ['/bin/sh', '-c', script], env: { EXTRA: 'extra' } })
+    const out = res.stdout.toString()
+    assert.equal(res.code, 7, out + res.stderr.toString())
+    assert.equal(res.stderr.toString(), 'oops\n')
+    const lines = out.split('\n')
+    assert.equal(lines[0], 'made-by-main', "sees the container's own /tmp")
+    const p = parseProbe(lines)
+    assert.equal(p.env, 'spec-value/extra', 'has the container environment plus the extra')
+    assert.equal(p.uid, '65534', 'runs as the container user')
+    assert.equal(p['sees-main'], 'yes', 'is in the container pid namespace')
+    assert.equal(p.capeff, '0000000000000000')
+    assert.equal(p.nonewprivs, '1')
+    assert.equal(p.pidscg, '/', 'is in the container cgroup (the root of its cgroup namespace)')
+    assert.equal(p.host, 'ex')
+    assert.equal(p.hostroot, 'no', 'has the image as its root')
+
+    // stdin, timeout (the whole tree is killed), tty
+    const cat = await r.exec('ex', { command: ['cat'], stdin: 'through stdin\n' })
+    assert.equal(cat.stdout.toString(), 'through stdin\n')
+    const slow = await r.exec('ex', { command: ['sleep', String(marker + 1)], timeoutMs: 300 })
+    assert.equal(slow.timedOut, true)
+    assert.equal(slow.signal, 'SIGKILL')
+    await waitFor('the timed-out command to be gone', () => pidsRunning(String(marker + 1)).length === 0)
+    const tty = await r.exec('ex', { command: ['/bin/sh', '-c', 'stty size; exit 3'], tty: true, rows: 31, cols: 101 })
+    assert.equal(tty.code, 3)
+    assert.match(tty.stdout.toString(), /31 101\r\n/)
+    await assert.rejects(r.exec('nope', { command: ['true'] }), /not found/)
+    // usage(): the container's own cgroups account it, limits or not (orc top)
+    const u = await r.usage('ex')
+    assert.ok(u !== undefined && u.memoryBytes !== null && u.memoryBytes > 0, `memory is accounted: ${JSON.stringify(u)}`)
+    assert.ok(u.cpuSeconds !== null && u.cpuSeconds > 0, `cpu is accounted: ${JSON.stringify(u)}`)
+    await r.stop('ex', { graceMs: 100 })
+    await assert.rejects(r.exec('ex', { command: ['true'] }), /not running/)
+    assert.equal(await r.usage('ex'), undefined)
+  })
+
+  it('connectPort reaches a server inside the container network namespace (port-forward)', async ({ dir, rt }) => {
+    const r = rt()
+    const logDir = join(dir, 'logs')
+    const marker = 200_000 + (process.pid % 50_000)
+    await r.start({
+      id: 'web',
+      image: busyboxImages().rootfs,
+      command: [
+        '/bin/sh',
+        '-c',
+        `mkdir -p /tmp/www; echo served-inside > /tmp/www/index.html; httpd -f -p 127.0.0.1:8080 -h /tmp/www & echo up; sleep ${marker}`,
+      ],
+      logDir,
+    })
+    await waitFor('output', () => readLogLines(logDir).includes('up'))
+    const get = async () => {
+      const p = await r.connectPort('web', 8080)
+      const chunks: Buffer[] = []
+      p.stdout.on('data', (b: Buffer) => chunks.push(b))
+      p.stdin.end('GET / HTTP/1.0\r\n\r\n')
+      const exit = await p.exited
+      return { exit, text: Buffer.concat(chunks).toString('utf8') }
+    }
+    // httpd may take a moment to listen after the shell printed
+    let got = await get()
+    for (let i = 0; i < 50 && !got.text.includes('served-inside'); i++) {
+      await new Promise((x) => setTimeout(x, 100))
+      got = await get()
+    }
+    assert.match(got.text, /^HTTP\/1\.[01] 200/)
+    assert.match(got.text, /served-inside/)
+    assert.equal(got.exit.code, 0)
+    const closed = await r.connectPort('web', 8081)
+    const err: Buffer[] = []
+    closed.stderr.on('data', (b: Buffer) => err.push(b))
+    closed.stdout.resume()
+    closed.stdin.end()
+    assert.equal((await closed.exited).code, 1, 'nothing listens on 8081')
+    assert.match(Buffer.concat(err).toString(), /connect to port 8081/)
+    await r.stop('web', { graceMs: 100 })
   })
 }

@@ -62,6 +62,7 @@ export function rolloutView(c: RolloutApiComponents, d: Stored<PinnedDeployment>
         }
       })
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+    ...(d.status?.rollout !== undefined ? { rollout: d.status.rollout } : {}),
   }
 }
 

@@ -18,7 +18,7 @@ import { OrcError, type Pod } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { isForgotten, type NodeMember } from '../sched/index.ts'
-import { DEPLOYMENT_CONTROLLER, type DeploymentWrite, planDeploymentWrites, ROLLOUT_CONTROLLER, statusOf, storedStatus } from './plan.ts'
+import { DEPLOYMENT_CONTROLLER, type DeploymentWrite, planDeploymentWrites, ROLLOUT_CONTROLLER, rolloutRecord, statusOf, storedStatus } from './plan.ts'
 
 /** The clock's methods are its time and timers (the agent's clock, a manual one in tests). */
 export interface DeploymentComponents extends Clock {
@@ -87,6 +87,8 @@ export class DeploymentController {
         lastWriter = w
         this.request()
       }
+      // A rollout in progress is looked at every tick: its progress deadline passes without a store change.
+      else if (w === this.c.nodeName && this.c.store.list('PinnedDeployment').some((d) => d.status?.rollout?.state === 'Progressing')) this.request()
       this.tick = this.c.setTimeout(loop, this.c.tickMs ?? 1000)
     }
     loop()
@@ -166,8 +168,17 @@ export class DeploymentController {
       for (const d of this.c.store.list('PinnedDeployment')) {
         if (this.stopped) return
         let status: Record<string, unknown>
+        let reason = 'rollout status'
         try {
-          status = storedStatus(statusOf(d, byDeployment.get(`${d.metadata.namespace ?? 'default'}/${d.metadata.name}`) ?? [], nodes))
+          const mine = byDeployment.get(`${d.metadata.namespace ?? 'default'}/${d.metadata.name}`) ?? []
+          const s = statusOf(d, mine, nodes)
+          const before = d.status?.rollout
+          const rollout = rolloutRecord(d, s, mine, this.c.now())
+          if (rollout?.state === 'Aborted' && before?.state !== 'Aborted') {
+            reason = `rollout of template ${rollout.template} aborted: ${rollout.reason}`
+            this.log.warn({ kind: 'PinnedDeployment', ns: d.metadata.namespace, name: d.metadata.name, reason }, 'rollout aborted')
+          }
+          status = storedStatus(s, rollout)
         } catch {
           continue
         }
@@ -176,7 +187,7 @@ export class DeploymentController {
           .patch(
             ref,
             Object.entries(status).map(([k, value]) => ({ path: ['status', k], value })),
-            { author: ROLLOUT_CONTROLLER, reason: 'rollout status', now: this.c.now() },
+            { author: ROLLOUT_CONTROLLER, reason, now: this.c.now() },
           )
           .catch((err) => this.log.warn({ kind: 'PinnedDeployment', ns: ref.namespace, name: ref.name, err: String(err) }, 'write rollout status'))
       }

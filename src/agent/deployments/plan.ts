@@ -4,18 +4,33 @@
  * each deployment's status. Every node computes the same writes from the same objects, so two nodes
  * that both believe they are the writer write identical content and the store's merge converges.
  */
-import { API_VERSION, isPlainObject, type Node, type ObjectRef, type OrcObject, type PinnedDeployment, type Pod } from '../../model/index.ts'
+import {
+  API_VERSION,
+  DEFAULT_PROGRESS_DEADLINE_SECONDS,
+  isPlainObject,
+  type Node,
+  type ObjectRef,
+  type OrcObject,
+  type PinnedDeployment,
+  type Pod,
+  podIsReady,
+  type RolloutProgress,
+} from '../../model/index.ts'
 import {
   canonicalJson,
   DEPLOYMENT_LABEL,
   type DeploymentPlanSpec,
   type DeploymentStatus,
   deploymentStatus,
+  gateRolloutStep,
   type ObservedPod,
   type PlannedPod,
   type PodTemplate,
   planDeploymentPods,
+  rolloutLimits,
+  rolloutProgress,
   TEMPLATE_LABEL,
+  templateHash,
 } from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { nodeViewOf } from '../sched/index.ts'
@@ -38,7 +53,28 @@ export function deploymentSpecOf(d: PinnedDeployment): DeploymentPlanSpec {
   if (typeof s.nextReplicas === 'number') out.nextReplicas = s.nextReplicas
   if (typeof s.nextPercent === 'number') out.nextPercent = s.nextPercent
   if (s.placement?.everyNode === true) out.everyNode = true
+  // An aborted rollout (status.rollout, controller:rollout): plan as if `next` were gone until the
+  // user gives another next template (or promotes, or aborts it).
+  if (out.next !== undefined && abortedTemplate(d) === templateHash(out.next)) {
+    delete out.next
+    delete out.nextReplicas
+    delete out.nextPercent
+  }
   return out
+}
+
+/** The `next` template hash whose rollout controller:rollout aborted, if any. */
+export function abortedTemplate(d: PinnedDeployment): string | undefined {
+  const r = (d.status as { rollout?: Partial<RolloutProgress> } | undefined)?.rollout
+  return r?.state === 'Aborted' && typeof r.template === 'string' ? r.template : undefined
+}
+
+/** The hash of the deployment's `next` template as the user gave it (undefined: none, or equal to previous). */
+export function nextTemplateOf(d: PinnedDeployment): string | undefined {
+  const s: Partial<NonNullable<PinnedDeployment['spec']>> = d.spec ?? {}
+  if (s.next === undefined) return undefined
+  const h = templateHash(templateOf(s.next))
+  return h === templateHash(templateOf(s.previous)) ? undefined : h
 }
 
 export function plannedPods(d: PinnedDeployment, nodes: readonly Stored<Node>[]): PlannedPod[] {
@@ -99,10 +135,25 @@ export function planDeploymentWrites(
       continue // invalid split (validated on apply; a merge of concurrent edits could still produce one)
     }
     const have = new Map((owned.get(key) ?? []).map((p) => [p.metadata.name, p]))
+    const wanted = new Set(planned.map((p) => p.name))
+    // Replicas: readiness gates the step (maxSurge / maxUnavailable); everyNode copies are edited in place.
+    const step =
+      d.spec?.placement?.everyNode === true
+        ? undefined
+        : gateRolloutStep(
+            planned.length,
+            rolloutLimits(planned.length, { maxSurge: d.spec?.maxSurge, maxUnavailable: d.spec?.maxUnavailable }),
+            [...have.values()].map((p) => ({ name: p.metadata.name, ready: podIsReady(p) })),
+            planned.filter((p) => !have.has(p.name)).map((p) => p.name),
+            [...have.keys()].filter((n) => !wanted.has(n)),
+          )
+    const mayCreate = step === undefined ? undefined : new Set(step.create)
+    const mayRemove = step === undefined ? undefined : new Set(step.remove)
     for (const p of planned) {
       const want = podManifest(ns, p)
       const cur = have.get(p.name)
       if (cur && sameContent(cur, want)) continue
+      if (!cur && mayCreate !== undefined && !mayCreate.has(p.name)) continue
       const what = p.node !== undefined ? `${p.version} copy for node ${p.node}` : `${p.version} replica`
       applies.push({
         op: 'apply',
@@ -110,9 +161,9 @@ export function planDeploymentWrites(
         reason: `pinneddeployment/${d.metadata.name}: ${cur ? 'update' : 'create'} ${what} (template ${p.templateHash})`,
       })
     }
-    const want = new Set(planned.map((p) => p.name))
     for (const p of [...have.values()].sort((a, b) => cmpKey(a, b))) {
-      if (want.has(p.metadata.name)) continue
+      if (wanted.has(p.metadata.name)) continue
+      if (mayRemove !== undefined && !mayRemove.has(p.metadata.name)) continue
       deletes.push({
         op: 'delete',
         ref: { kind: 'Pod', namespace: ns, name: p.metadata.name },
@@ -149,7 +200,8 @@ export function observePod(p: Pod): ObservedPod {
   const o: ObservedPod = {
     name: p.metadata.name,
     running,
-    ready: running && phase === 'Running' && containers.length > 0 && containers.every((c) => c.state === 'running'),
+    // The Ready condition (probes); a status without one: every container running.
+    ready: running && containers.length > 0 && podIsReady(p),
   }
   const t = p.metadata.labels?.[TEMPLATE_LABEL]
   if (t !== undefined) o.template = t
@@ -163,7 +215,29 @@ export function statusOf(d: PinnedDeployment, pods: readonly Stored<Pod>[], node
   return deploymentStatus(deploymentSpecOf(d), plannedPods(d, nodes), mine.map(observePod))
 }
 
-/** What `status` of the PinnedDeployment holds (no times, no node names: equal views write equal status). */
-export function storedStatus(s: DeploymentStatus): Record<string, unknown> {
-  return { replicas: s.replicas, previous: s.previous, next: s.next, done: s.done }
+/**
+ * What `status` of the PinnedDeployment holds. No node names, and the only time is when the rollout
+ * last progressed (or was aborted): equal views write equal status between progress steps.
+ */
+export function storedStatus(s: DeploymentStatus, rollout?: RolloutProgress): Record<string, unknown> {
+  return { replicas: s.replicas, previous: s.previous, next: s.next, done: s.done, rollout }
+}
+
+/** The rollout record this pass: progress of the user's `next` template, or its abort past the deadline. */
+export function rolloutRecord(d: PinnedDeployment, s: DeploymentStatus, pods: readonly Stored<Pod>[], now: number): RolloutProgress | undefined {
+  const next = nextTemplateOf(d)
+  const prev = (d.status as { rollout?: RolloutProgress } | undefined)?.rollout
+  const v = s.next
+  const marker = `previous ${s.previous.created}/${s.previous.ready} next ${v?.created ?? 0}/${v?.ready ?? 0} of ${v?.desired ?? 0}`
+  const deadline = (typeof d.spec?.progressDeadlineSeconds === 'number' ? d.spec.progressDeadlineSeconds : DEFAULT_PROGRESS_DEADLINE_SECONDS) * 1000
+  const notReady = () => {
+    const list = pods
+      .filter((p) => p.metadata.labels?.[TEMPLATE_LABEL] === next && !podIsReady(p))
+      .map((p) => {
+        const c = (p.status?.conditions ?? []).find((x) => x?.type === 'Ready')
+        return `pod/${p.metadata.name} not Ready (${c?.message ?? c?.reason ?? String(p.status?.phase ?? 'Pending')})`
+      })
+    return list.length > 0 ? list.join('; ') : 'the next pods were not created'
+  }
+  return rolloutProgress(prev, next === undefined ? undefined : { template: next, marker, done: s.done }, now, deadline, notReady)
 }

@@ -90,6 +90,31 @@ function unitEvents(obj: StoredObject, since: number): ClusterEvent[] {
   return out
 }
 
+/** `Unhealthy`: a container stopped because a probe failed (its status' lastTermination), then restarted by policy. */
+function probeKillEvents(obj: StoredObject, since: number): ClusterEvent[] {
+  const st = (obj.status ?? {}) as Record<string, unknown>
+  if (!Array.isArray(st.containers)) return []
+  const node = typeof st.node === 'string' ? `node/${st.node}` : 'node/?'
+  const out: ClusterEvent[] = []
+  for (const c of st.containers as Record<string, any>[]) {
+    const last = c?.lastTermination
+    if (typeof last?.reason !== 'string' || !/ probe failed/.test(last.reason)) continue
+    const time = Date.parse(String(last.at))
+    if (!(time >= since)) continue
+    out.push({
+      id: `${obj.metadata.uid}:${String(c.name)}:ended:${time}`,
+      time,
+      object: refText(obj.kind, obj.metadata.name),
+      namespace: obj.metadata.namespace ?? '',
+      type: 'Unhealthy',
+      source: node,
+      message: `container ${String(c.name)} stopped: ${last.reason}; the restart policy applies`,
+      revision: typeof st.targetRevision === 'number' ? st.targetRevision : undefined,
+    })
+  }
+  return out
+}
+
 /** `CopyStopped`: a node stopped its copy of a pod bound elsewhere (its Node's status.stoppedCopies). */
 function stoppedCopyEvents(nodes: readonly StoredObject[], since: number, ref: ObjectRef | undefined, namespace: string | undefined): ClusterEvent[] {
   const out: ClusterEvent[] = []
@@ -178,6 +203,7 @@ export async function collectEvents(store: ObjectStore, q: EventQuery): Promise<
     }
   }
   for (const o of objects) out.push(...unitEvents(o, since))
+  for (const o of objects) if (o.kind === 'Pod') out.push(...probeKillEvents(o, since))
   if (q.ref === undefined ? q.kind === undefined || q.kind === 'Pod' : q.ref.kind === 'Pod')
     out.push(...stoppedCopyEvents(store.list('Node'), since, q.ref, q.namespace))
   if (q.ref === undefined ? q.kind === undefined || q.kind === 'Node' : q.ref.kind === 'Node') {

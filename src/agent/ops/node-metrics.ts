@@ -21,7 +21,15 @@ export interface NodeMetricsComponents {
   now: () => number
   mesh?: Mesh
   peers: () => PeerRow[]
+  /** Readings of the pods' cgroups (pods/top.ts): refreshed in the background, read at each scrape. */
+  podUsage?: () => {
+    refresh(): Promise<void>
+    latest(): { namespace: string; pod: string; container: string; cpuSeconds: number | null; memoryBytes: number | null }[]
+  }
 }
+
+/** How often the per-pod CPU and memory readings behind the metrics are renewed. */
+const POD_USAGE_REFRESH_MS = 10_000
 
 function dirBytes(dir: string): number {
   let n = 0
@@ -70,10 +78,34 @@ export function nodeMetrics(d: NodeMetricsComponents): Component {
   const up = metrics.gauge('process_start_time_seconds', 'Start time of the agent since the Unix epoch, in seconds.')
   const rss = metrics.gauge('process_resident_memory_bytes', 'Resident memory of the agent process.')
   const heap = metrics.gauge('nodejs_heap_used_bytes', 'V8 heap in use.')
+  const podCpu = metrics.gauge(
+    'orc_pod_cpu_usage_seconds',
+    'CPU time a container of a pod on this node used since it started, from its cgroup (read at most 10 s before the scrape).',
+  )
+  const podMemory = metrics.gauge(
+    'orc_pod_memory_working_set_bytes',
+    "Working set of a container of a pod on this node (its cgroup's usage minus inactive file cache).",
+  )
   let diskCache = { at: 0, bytes: 0 }
+  let usageAt = -Infinity
 
   metrics.onCollect(() => {
     const now = d.now()
+    if (d.podUsage !== undefined) {
+      const usage = d.podUsage()
+      podCpu.reset()
+      podMemory.reset()
+      for (const r of usage.latest()) {
+        const labels = { namespace: r.namespace, pod: r.pod, container: r.container }
+        if (r.cpuSeconds !== null) podCpu.set(labels, r.cpuSeconds)
+        if (r.memoryBytes !== null) podMemory.set(labels, r.memoryBytes)
+      }
+      // A scrape is synchronous: the next one sees what this refresh reads.
+      if (now - usageAt >= POD_USAGE_REFRESH_MS) {
+        usageAt = now
+        void usage.refresh().catch(() => undefined)
+      }
+    }
     info.set({ node: d.nodeName, version: d.version, cluster: d.clusterId() }, 1)
     up.set({}, Math.floor(startedAt / 1000))
     const mem = process.memoryUsage()

@@ -56,65 +56,105 @@ function seen(m: LogsProxyMember | undefined, now: number): string {
   return `last seen ${formatDuration(now - m.lastSeen)} ago`
 }
 
+/**
+ * Forward `req` (a request about pod NS/NAME) to the member that runs the pod; undefined when the pod
+ * is unknown or runs here. `what` names what the user wanted, for the error when it cannot be had.
+ */
+export async function forwardToPodNode(
+  c: LogsProxyComponents,
+  req: ApiRequest,
+  ns: string,
+  name: string,
+  timeoutMs: number,
+  what = 'its logs',
+): Promise<ApiResponse | undefined> {
+  const pod = c.store.get({ kind: 'Pod', namespace: ns, name })
+  if (pod === undefined) return undefined
+  const node = pod.spec?.placement?.node ?? pod.status?.node
+  if (node === undefined || node === c.nodeName) return undefined
+  const details = { kind: 'Pod', namespace: ns, name, node }
+  const nodeObj = c.store.get({ kind: 'Node', namespace: '', name: node })
+  if (nodeObj?.status?.state === 'Removed') {
+    throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which was removed from the cluster; ${what} are not reachable`, {
+      ...details,
+      state: 'removed',
+    })
+  }
+  const members = c.members().filter((m) => !m.self)
+  const recorded = typeof nodeObj?.status?.peerId === 'string' ? nodeObj.status.peerId : undefined
+  const member = (recorded !== undefined ? members.find((m) => m.peerId === recorded) : undefined) ?? members.find((m) => m.name === node)
+  if (member === undefined) {
+    throw new OrcError(
+      'unavailable',
+      `pod/${name} runs on node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; ${what} are not reachable from here`,
+      {
+        ...details,
+        state: 'unknown',
+      },
+    )
+  }
+  if (member.state === 'dead') {
+    // Fail at once: a dial to a node nobody has heard from in a while mostly just times out.
+    throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is dead (${seen(member, c.now())})`, {
+      ...details,
+      state: 'dead',
+      peer: member.peerId,
+    })
+  }
+  c.log?.debug({ ns, name, node, peer: member.peerId, path: req.path }, 'forwarding pod request')
+  try {
+    // The principal travels with the request: the member re-checks the user's right.
+    return await c.forward(
+      member.peerId,
+      {
+        method: req.method,
+        path: req.path,
+        query: req.query,
+        ...(req.body !== undefined ? { body: req.body } : {}),
+        ...(req.principal !== undefined ? { principal: req.principal } : {}),
+      },
+      timeoutMs,
+    )
+  } catch (err) {
+    const now = c.members().find((m) => m.peerId === member.peerId) ?? member
+    const why = err instanceof Error ? err.message : String(err)
+    throw new OrcError(
+      'unavailable',
+      `pod/${name} runs on node ${node}, which is ${now.state} (${seen(now, c.now())}) and did not answer: ${why}`,
+      {
+        ...details,
+        state: now.state,
+        peer: member.peerId,
+      },
+      err,
+    )
+  }
+}
+
+/** A pod route answered by the node that runs the pod: forwarded there when that is another member, else `local`. */
+export function proxiedPodRoute<N extends 'podExec' | 'podExecIo' | 'podPortForward' | 'podPortForwardIo'>(
+  c: LogsProxyComponents,
+  local: RouteHandler<N>,
+  timeoutMs: number,
+  what: string,
+): RouteHandler<N> {
+  return async (call) => {
+    const p = call.params as { ns: string; name: string }
+    const res = await forwardToPodNode(c, call.req, p.ns, p.name, timeoutMs, what)
+    return res !== undefined ? new Passthrough(res) : local(call)
+  }
+}
+
 /** The logs route of a node in a cluster: forwarded for pods that run on another member, else `local`. */
 export function proxiedLogs(c: LogsProxyComponents, local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'> {
-  async function forward(req: ApiRequest, ns: string, name: string): Promise<ApiResponse | undefined> {
-    const pod = c.store.get({ kind: 'Pod', namespace: ns, name })
-    if (pod === undefined) return undefined
-    const node = pod.spec?.placement?.node ?? pod.status?.node
-    if (node === undefined || node === c.nodeName) return undefined
-    const details = { kind: 'Pod', namespace: ns, name, node }
-    const nodeObj = c.store.get({ kind: 'Node', namespace: '', name: node })
-    if (nodeObj?.status?.state === 'Removed') {
-      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which was removed from the cluster; its logs are not reachable`, {
-        ...details,
-        state: 'removed',
-      })
-    }
-    const members = c.members().filter((m) => !m.self)
-    const recorded = typeof nodeObj?.status?.peerId === 'string' ? nodeObj.status.peerId : undefined
-    const member = (recorded !== undefined ? members.find((m) => m.peerId === recorded) : undefined) ?? members.find((m) => m.name === node)
-    if (member === undefined) {
-      throw new OrcError(
-        'unavailable',
-        `pod/${name} runs on node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; its logs are not reachable from here`,
-        {
-          ...details,
-          state: 'unknown',
-        },
-      )
-    }
-    if (member.state === 'dead') {
-      // Fail at once: a dial to a node nobody has heard from in a while mostly just times out.
-      throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is dead (${seen(member, c.now())})`, {
-        ...details,
-        state: 'dead',
-        peer: member.peerId,
-      })
-    }
-    c.log?.debug({ ns, name, node, peer: member.peerId }, 'forwarding logs request')
-    try {
-      // The principal travels with the request: the member re-checks the user's right to the logs.
-      return await c.forward(
-        member.peerId,
-        { method: 'GET', path: req.path, query: req.query, ...(req.principal !== undefined ? { principal: req.principal } : {}) },
-        forwardTimeoutMs(req.query),
-      )
-    } catch (err) {
-      const now = c.members().find((m) => m.peerId === member.peerId) ?? member
-      const why = err instanceof Error ? err.message : String(err)
-      throw new OrcError(
-        'unavailable',
-        `pod/${name} runs on node ${node}, which is ${now.state} (${seen(now, c.now())}) and did not answer: ${why}`,
-        {
-          ...details,
-          state: now.state,
-          peer: member.peerId,
-        },
-        err,
-      )
-    }
-  }
+  const forward = (req: ApiRequest, ns: string, name: string) =>
+    forwardToPodNode(
+      c,
+      { method: 'GET', path: req.path, query: req.query, ...(req.principal !== undefined ? { principal: req.principal } : {}) },
+      ns,
+      name,
+      forwardTimeoutMs(req.query),
+    )
 
   return async (call) => {
     const res = await forward(call.req, call.params.ns, call.params.name)

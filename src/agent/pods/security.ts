@@ -13,12 +13,25 @@
  */
 import { isAbsolute, join, normalize } from 'node:path'
 import { isRegistryReference } from '../../images/index.ts'
-import { OrcError, type OrcObject, type Pod, type RbacSource, rolesOf, type SecurityPolicy, type UnsafeFeature } from '../../model/index.ts'
+import {
+  CRONJOB_LABEL,
+  JOB_LABEL,
+  OrcError,
+  type OrcObject,
+  type Pod,
+  type RbacSource,
+  rolesOf,
+  type SecurityPolicy,
+  type UnsafeFeature,
+} from '../../model/index.ts'
 import { DEPLOYMENT_LABEL } from '../../sched/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 
 /** The Deployment controller's author (deployments/plan.ts; not imported: deployments imports pods). */
 const DEPLOYMENT_CONTROLLER = 'controller:deployment'
+/** The Job and CronJob controllers' authors (jobs/plan.ts). */
+const JOB_CONTROLLER = 'controller:job'
+const CRONJOB_CONTROLLER = 'controller:cronjob'
 
 /** Unsafe features this agent can actually provide; the others are refused when a pod runs. */
 export const IMPLEMENTED_UNSAFE: ReadonlySet<UnsafeFeature> = new Set<UnsafeFeature>(['root'])
@@ -196,7 +209,7 @@ export function userAuthors(revisions: readonly { author: string; op: string }[]
  * Every party to a pod: the users who wrote it (its history), plus — for a pod a Deployment's
  * controller wrote — the users who wrote that PinnedDeployment, and `also` (an author about to write).
  */
-export async function podAuthorsOf(store: Pick<ObjectStore, 'history'>, pod: Pod, also?: string): Promise<Set<string>> {
+export async function podAuthorsOf(store: Pick<ObjectStore, 'history'> & Partial<Pick<ObjectStore, 'get'>>, pod: Pod, also?: string): Promise<Set<string>> {
   const ns = pod.metadata.namespace ?? 'default'
   const hist = await store.history({ kind: 'Pod', namespace: ns, name: pod.metadata.name }).catch(() => [])
   const out = userAuthors(hist)
@@ -207,6 +220,17 @@ export async function podAuthorsOf(store: Pick<ObjectStore, 'history'>, pod: Pod
   if (owner !== undefined && (hist.some((r) => r.author === DEPLOYMENT_CONTROLLER) || updatedBy === DEPLOYMENT_CONTROLLER)) {
     const dh = await store.history({ kind: 'PinnedDeployment', namespace: ns, name: owner }).catch(() => [])
     for (const a of userAuthors(dh)) out.add(a)
+  }
+  // A Job's pod: the users who wrote the Job (and, for a CronJob's run, the CronJob).
+  const job = pod.metadata.labels?.[JOB_LABEL]
+  if (job !== undefined && (hist.some((r) => r.author === JOB_CONTROLLER) || updatedBy === JOB_CONTROLLER)) {
+    const jh = await store.history({ kind: 'Job', namespace: ns, name: job }).catch(() => [])
+    for (const a of userAuthors(jh)) out.add(a)
+    const cronName = store.get?.({ kind: 'Job', namespace: ns, name: job })?.metadata.labels?.[CRONJOB_LABEL]
+    if (cronName !== undefined && jh.some((r) => r.author === CRONJOB_CONTROLLER)) {
+      const ch = await store.history({ kind: 'CronJob', namespace: ns, name: cronName }).catch(() => [])
+      for (const a of userAuthors(ch)) out.add(a)
+    }
   }
   return out
 }

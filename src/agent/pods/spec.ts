@@ -4,8 +4,9 @@
  * object, so they are tested without a store.
  */
 import { createHash } from 'node:crypto'
-import { type Cluster, isPlainObject, type Pod, type PodSpec, parseQuantity, type UnsafeFeature } from '../../model/index.ts'
+import { type Cluster, isPlainObject, type Pod, type PodSpec, PROBE_KINDS, type Probe, parseQuantity, type UnsafeFeature } from '../../model/index.ts'
 import { type ContainerResources, type ContainerRunSpec, resourcesFromLimits } from '../../runtime/index.ts'
+import type { ContainerProbeSpec } from './container-probes.ts'
 
 export type RestartPolicy = NonNullable<PodSpec['restartPolicy']>
 
@@ -13,7 +14,59 @@ export type RestartPolicy = NonNullable<PodSpec['restartPolicy']>
  * A manifest's container (model `Container`) as the runtime takes it: the runtime's own run spec,
  * less what the agent adds per start (id, log dir, network, uid, fence …).
  */
-export type PodContainerSpec = { name: string } & Pick<ContainerRunSpec, 'image' | 'command' | 'args' | 'env' | 'workingDir' | 'resources'>
+export type PodContainerSpec = { name: string; probes?: ContainerProbeSpec } & Pick<
+  ContainerRunSpec,
+  'image' | 'command' | 'args' | 'env' | 'workingDir' | 'resources'
+>
+
+function count(v: unknown, min: number, max: number): number | undefined {
+  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined
+}
+
+/** One probe as the node runs it: exec with a command, or tcpSocket or httpGet with a valid port (else none), numbers in range. */
+function probeOf(v: unknown): Probe | undefined {
+  if (!isPlainObject(v)) return undefined
+  const out: Probe = {}
+  const tcp = v.tcpSocket
+  const http = v.httpGet
+  const exec = v.exec
+  const command = isPlainObject(exec) ? strings(exec.command) : undefined
+  if (command !== undefined && command.length > 0) out.exec = { command }
+  else if (isPlainObject(tcp) && count(tcp.port, 1, 65535) !== undefined) out.tcpSocket = { port: tcp.port as number }
+  else if (isPlainObject(http) && count(http.port, 1, 65535) !== undefined) {
+    const headers = Array.isArray(http.httpHeaders)
+      ? http.httpHeaders.filter((h): h is { name: string; value: string } => isPlainObject(h) && typeof h.name === 'string' && typeof h.value === 'string')
+      : []
+    out.httpGet = {
+      port: http.port as number,
+      ...(typeof http.path === 'string' && http.path.startsWith('/') ? { path: http.path } : {}),
+      ...(http.scheme === 'HTTPS' ? { scheme: 'HTTPS' as const } : {}),
+      ...(headers.length > 0 ? { httpHeaders: headers } : {}),
+    }
+  } else return undefined
+  for (const [k, min, max] of [
+    ['initialDelaySeconds', 0, 3600],
+    ['periodSeconds', 1, 3600],
+    ['timeoutSeconds', 1, 3600],
+    ['successThreshold', 1, 100],
+    ['failureThreshold', 1, 100],
+  ] as const) {
+    const n = count(v[k], min, max)
+    if (n !== undefined) out[k] = n
+  }
+  return out
+}
+
+/** The probes of a container that this node can run (PROBE_KINDS). */
+export function probesOf(c: unknown): ContainerProbeSpec | undefined {
+  if (!isPlainObject(c)) return undefined
+  const out: ContainerProbeSpec = {}
+  for (const k of PROBE_KINDS) {
+    const p = probeOf(c[k])
+    if (p !== undefined) out[k] = p
+  }
+  return Object.keys(out).length > 0 ? out : undefined
+}
 
 export interface PodSpecView {
   containers: PodContainerSpec[]
@@ -48,6 +101,8 @@ export function podSpecOf(obj: Pod): PodSpecView {
       if (typeof c.workingDir === 'string') out.workingDir = c.workingDir
       const limits = c.resources?.limits
       if (limits) out.resources = resourcesFromLimits(limits)
+      const probes = probesOf(c)
+      if (probes) out.probes = probes
       return out
     }),
     restartPolicy: spec.restartPolicy ?? 'Always',

@@ -11,8 +11,29 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock, TimerHandle } from '../../effects/index.ts'
 import { isRegistryReference, parseReference } from '../../images/index.ts'
-import { dataRefsOf, type ObjectRef, OrcError, type Pod, type PodImagePin, type PodPhase, type PodStatus, type SecurityPolicy } from '../../model/index.ts'
-import type { ContainerFence, ContainerMount, ContainerRunSpec, ExitStatus, ResolvedImage, Runtime } from '../../runtime/index.ts'
+import {
+  dataRefsOf,
+  type ObjectRef,
+  OrcError,
+  type Pod,
+  type PodCondition,
+  type PodImagePin,
+  type PodPhase,
+  type PodStatus,
+  type Probe,
+  probeTiming,
+  type SecurityPolicy,
+} from '../../model/index.ts'
+import {
+  type ContainerFence,
+  type ContainerMount,
+  type ContainerRunSpec,
+  containerNetnsOf,
+  type ExitStatus,
+  probeInNetns,
+  type ResolvedImage,
+  type Runtime,
+} from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
@@ -20,8 +41,10 @@ import { untaggedAuthor } from '../federation/membership.ts'
 import { formatPullProgress, type PullView, registryAccessOf } from '../images/service.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { SCHEDULER_CONTROLLER } from './binder.ts'
+import { ContainerProbes } from './container-probes.ts'
 import type { PodImages } from './images.ts'
 import type { PodTunables } from './options.ts'
+import type { ProbeCheck } from './prober.ts'
 import { changedRefs, type DataLookup, type ResolvedData, resolvePodData } from './refs.ts'
 import { anyUserIsAdmin, asksOf, hostPathImages, IMPLEMENTED_UNSAFE, type IsAdmin, podAuthorsOf, ungranted, ungrantedError } from './security.ts'
 import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podDefaultResourcesOf, podSpecOf, specHash } from './spec.ts'
@@ -88,7 +111,23 @@ interface ContainerState {
   /** Set while we stop it ourselves: its exit is not a crash. */
   stopping?: boolean
   image?: ResolvedImage
+  /** The probes of the current start (container-probes.ts); a restart makes new ones. */
+  probes?: ContainerProbes
+  /** Its startup probe passed (or it has none) since it last started. */
+  started?: boolean
+  /** Started, and its readiness probe passes (or it has none). */
+  ready?: boolean
+  /** What the readiness probe said last. */
+  readyWhy?: string
+  /** The startup probe failed during the pod's lifecycle run (the startup-probe unit fails with it). */
+  startupFailure?: string
+  /** Set while a failed probe stops it: the exit is recorded with this reason, then the restart policy applies. */
+  probeKill?: string
+  lastTermination?: { reason: string; at: string; exitCode?: number; signal?: string }
 }
+
+/** What starting the probe helper in a pod's namespace may take, beyond the probe's timeoutSeconds. */
+const PROBE_START_ALLOWANCE_MS = 5_000
 
 type RunState = 'none' | 'running' | 'reached' | 'failed'
 
@@ -152,6 +191,10 @@ export class PodWorker {
   done = false
   /** Why this node's copy is fenced (an ha pod on a node that has not heard a quorum), if it is. */
   private fenced: string | undefined
+  /** The pod's Ready condition as last written (its lastTransitionTime moves only when it flips). */
+  private readyCond: PodCondition | undefined
+  /** The startup-probe unit's waits: called on every probe verdict and container exit. */
+  private startupListeners = new Set<() => void>()
 
   /** The uid of the pod this worker runs (undefined before it started one). */
   get podUid(): string | undefined {
@@ -373,7 +416,10 @@ export class PodWorker {
     this.gen++
     this.run?.cancel('agent stopping')
     this.clearRunRetry()
-    for (const cs of this.containers.values()) if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
+    for (const cs of this.containers.values()) {
+      if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
+      cs.probes?.stop()
+    }
   }
 
   /** Stop this node's copy and stop watching (the pod's scope went away: a federation was left). */
@@ -518,6 +564,9 @@ export class PodWorker {
         return undefined
       })
     }
+    const cond = Array.isArray(st.conditions) ? st.conditions.find((c) => c?.type === 'Ready') : undefined
+    if (cond !== undefined && typeof cond.lastTransitionTime === 'string') this.readyCond = { ...cond }
+    for (const cs of this.containers.values()) if (cs.state === 'running') this.startProbes(cs)
     this.writeStatus('adopted after agent restart')
     for (const [id, exit] of exits) await this.onExit(id, exit, true)
     // A Config or Secret that changed while no agent watched: restart with its new values.
@@ -582,6 +631,7 @@ export class PodWorker {
       cs.stopping = true
       if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
       cs.timer = undefined
+      this.stopProbes(cs)
     }
     if (ids.length === 0) return
     this.stopping = true
@@ -633,6 +683,7 @@ export class PodWorker {
     this.runState = 'none'
     this.snapshot = undefined
     this.containers = new Map()
+    this.readyCond = undefined
     if (deleted) this.uid = undefined
   }
 
@@ -750,6 +801,16 @@ export class PodWorker {
         }
       },
     })
+    if (spec.containers.some((c) => c.probes?.startupProbe !== undefined))
+      g.addUnit({
+        name: 'startup-probe',
+        description: "each container's startup probe passed (readiness and liveness probes start after it)",
+        requires: ['start-containers'],
+        wantedBy: ['running'],
+        // The probe's own thresholds bound it (failureThreshold × periodSeconds).
+        timeoutMs: Number.POSITIVE_INFINITY,
+        run: ({ signal }) => this.waitStarted(gen, signal),
+      })
     return g
   }
 
@@ -952,7 +1013,165 @@ export class PodWorker {
     cs.signal = undefined
     cs.finishedAt = undefined
     this.log.info({ ...this.fields(), container: cs.spec.name, pid: h.pid, restarts: cs.restarts }, 'container started')
+    this.startProbes(cs)
     this.writeStatus(`container ${cs.spec.name} started`)
+  }
+
+  // ---- probes ----
+
+  /** Start the probes of a container that just started (or was adopted running). */
+  private startProbes(cs: ContainerState): void {
+    this.stopProbes(cs)
+    cs.startupFailure = undefined
+    if (cs.spec.probes === undefined) {
+      cs.started = true
+      cs.ready = true
+      return
+    }
+    cs.started = false
+    cs.ready = false
+    const name = cs.spec.name
+    const probes = new ContainerProbes(
+      this.c.clock,
+      cs.spec.probes,
+      (p) => this.probeCheck(cs, p),
+      {
+        started: () =>
+          void this.enqueue(() => {
+            if (cs.probes !== probes) return
+            cs.started = true
+            this.notifyStartup()
+            if (cs.spec.probes?.startupProbe !== undefined) this.writeStatus(`container ${name}: startup probe passed`)
+          }),
+        readiness: (ready, why) =>
+          void this.enqueue(() => {
+            if (cs.probes !== probes) return
+            cs.ready = ready
+            cs.readyWhy = why
+            this.log.info({ ...this.fields(), container: name, ready, why }, 'container readiness')
+            this.writeStatus(`container ${name}: ${why}`)
+          }),
+        startupFailed: (why) =>
+          void this.enqueue(async () => {
+            if (cs.probes !== probes) return
+            this.log.warn({ ...this.fields(), container: name, why }, 'container startup probe failed')
+            if (this.runState === 'running') {
+              // The startup-probe unit fails with it: orc why names it; the run is retried.
+              cs.startupFailure = why
+              this.notifyStartup()
+              return
+            }
+            await this.killForProbe(cs, why)
+          }),
+        livenessFailed: (why) =>
+          void this.enqueue(async () => {
+            if (cs.probes !== probes) return
+            this.log.warn({ ...this.fields(), container: name, why }, 'container liveness probe failed: restarting it')
+            await this.killForProbe(cs, why)
+          }),
+      },
+      PROBE_START_ALLOWANCE_MS,
+    )
+    cs.probes = probes
+    probes.start()
+  }
+
+  private stopProbes(cs: ContainerState): void {
+    cs.probes?.stop()
+    cs.probes = undefined
+    cs.started = false
+    cs.ready = false
+  }
+
+  /** A probe of this container: exec inside its sandbox, or TCP/HTTP from inside its network namespace. */
+  private probeCheck(cs: ContainerState, p: Probe): ProbeCheck {
+    return async (signal) => {
+      const rt = this.c.runtime(this.spec?.runtime ?? 'sandbox')
+      const st = rt.status(cs.id)
+      if (st === undefined || st.state !== 'running') return { ok: false, output: 'the container is not running' }
+      if (p.exec !== undefined) return this.execProbe(rt, cs, p.exec.command, probeTiming(p).timeoutMs, signal)
+      const net = this.net
+      const netns = net?.mode === 'ipv6' ? net.netnsPath : containerNetnsOf(st.pid)
+      if (netns === undefined) return { ok: false, output: 'found no network namespace of the container' }
+      const hosts = net?.mode === 'ipv6' ? [net.ipv6, '127.0.0.1', '::1'] : ['127.0.0.1', '::1']
+      return probeInNetns(p, { netns, hosts, timeoutMs: probeTiming(p).timeoutMs, startAllowanceMs: PROBE_START_ALLOWANCE_MS, signal })
+    }
+  }
+
+  /**
+   * An exec probe: passes on exit 0. The command gets timeoutSeconds plus the time to enter the
+   * sandbox (PROBE_START_ALLOWANCE_MS); its output (first 200 characters) is what the status shows.
+   */
+  private async execProbe(
+    rt: Runtime,
+    cs: ContainerState,
+    command: string[],
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<{ ok: boolean; output: string }> {
+    if (signal.aborted) return { ok: false, output: 'cancelled' }
+    try {
+      const r = await rt.exec(cs.id, { command, timeoutMs: timeoutMs + PROBE_START_ALLOWANCE_MS, maxOutputBytes: 4096 })
+      const text = `${r.stdout.toString('utf8')} ${r.stderr.toString('utf8')}`.trim().replace(/\s+/g, ' ').slice(0, 200)
+      if (r.timedOut) return { ok: false, output: `timed out after ${timeoutMs / 1000}s` }
+      const how = r.code !== null ? `exit ${r.code}` : `signal ${r.signal ?? 'unknown'}`
+      return { ok: r.code === 0, output: text === '' ? how : `${how}: ${text}` }
+    } catch (err) {
+      return { ok: false, output: `exec: ${(err as Error).message}` }
+    }
+  }
+
+  /** A probe failed: stop the container; its exit goes through the restart policy with this reason. */
+  private async killForProbe(cs: ContainerState, why: string): Promise<void> {
+    if (cs.state !== 'running' || cs.stopping) return
+    cs.probeKill = why
+    this.stopProbes(cs)
+    try {
+      await this.c.runtime(this.spec?.runtime ?? 'sandbox').stop(cs.id, { graceMs: this.spec?.graceMs ?? 10_000 })
+    } catch (err) {
+      this.log.warn({ ...this.fields(), container: cs.spec.name, err: String(err) }, 'stop container after a failed probe')
+    }
+  }
+
+  private notifyStartup(): void {
+    for (const l of [...this.startupListeners]) l()
+  }
+
+  /** The startup-probe unit: every container started, or the first startup failure. */
+  private waitStarted(gen: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const done = () => {
+        this.startupListeners.delete(check)
+        signal.removeEventListener('abort', onAbort)
+      }
+      const onAbort = () => {
+        done()
+        reject(signal.reason)
+      }
+      const check = () => {
+        if (gen !== this.gen) {
+          done()
+          return resolve()
+        }
+        const all = [...this.containers.values()]
+        for (const c of all) {
+          const why =
+            c.startupFailure ??
+            (c.state === 'exited' && c.timer === undefined ? `exited (${c.exitCode ?? c.signal ?? 'unknown'}) before its startup probe passed` : undefined)
+          if (why !== undefined) {
+            done()
+            return reject(new OrcError('unavailable', `container ${c.spec.name}: ${why}`))
+          }
+        }
+        if (all.every((c) => c.started)) {
+          done()
+          resolve()
+        }
+      }
+      signal.addEventListener('abort', onAbort, { once: true })
+      this.startupListeners.add(check)
+      check()
+    })
   }
 
   /** The watchdog of an ha pod's container (ContainerRunSpec.fence). */
@@ -965,6 +1184,15 @@ export class PodWorker {
   private async onExit(id: string, exit: ExitStatus, whileAway = false): Promise<void> {
     const cs = [...this.containers.values()].find((c) => c.id === id)
     if (!cs || cs.stopping || (cs.state !== 'running' && !whileAway)) return
+    const killedFor = cs.probeKill
+    cs.probeKill = undefined
+    this.stopProbes(cs)
+    cs.lastTermination = {
+      reason: killedFor ?? (exit.code !== null ? `exit ${exit.code}` : exit.signal ? `signal ${exit.signal}` : 'ended'),
+      at: iso(exit.finishedAt)!,
+      ...(exit.code !== null ? { exitCode: exit.code } : {}),
+      ...(exit.signal ? { signal: exit.signal } : {}),
+    }
     cs.state = 'exited'
     cs.exitCode = exit.code
     cs.signal = exit.signal
@@ -979,14 +1207,15 @@ export class PodWorker {
       const delay = cs.backoffMs
       cs.backoffMs = Math.min(cs.backoffMs * 2, t.maxRestartBackoffMs)
       cs.state = 'waiting'
-      cs.reason = `restarting in ${Math.round(delay / 100) / 10}s (back-off after exit ${exit.code ?? exit.signal ?? 'unknown'})`
+      cs.reason = `restarting in ${Math.round(delay / 100) / 10}s (${killedFor ?? `back-off after exit ${exit.code ?? exit.signal ?? 'unknown'}`})`
       const gen = this.gen
       cs.timer = this.c.clock.setTimeout(() => {
         cs.timer = undefined
         void this.enqueue(() => this.restartContainer(gen, cs))
       }, delay)
     }
-    this.writeStatus(`container ${cs.spec.name} exited`)
+    this.notifyStartup()
+    this.writeStatus(killedFor !== undefined ? `container ${cs.spec.name} stopped: ${killedFor}` : `container ${cs.spec.name} exited`)
   }
 
   private async restartContainer(gen: number, cs: ContainerState): Promise<void> {
@@ -1018,6 +1247,38 @@ export class PodWorker {
     return 'Running'
   }
 
+  /** The pod's Ready condition now: Running, every container running, started and ready. */
+  private readyCondition(phase: PodPhase): PodCondition {
+    const all = [...this.containers.values()]
+    const names = (l: ContainerState[]) => l.map((c) => c.spec.name).join(', ')
+    let status: 'True' | 'False' = 'False'
+    let reason: string
+    let message: string | undefined
+    const notRunning = all.filter((c) => c.state !== 'running')
+    const notStarted = all.filter((c) => c.state === 'running' && c.started !== true)
+    const notReady = all.filter((c) => c.state === 'running' && c.started === true && c.ready !== true)
+    if (phase !== 'Running') {
+      reason = 'PodNotRunning'
+      message = `phase ${phase}`
+    } else if (notRunning.length > 0) {
+      reason = 'ContainersNotRunning'
+      message = `container ${names(notRunning)} not running`
+    } else if (notStarted.length > 0) {
+      reason = 'StartupProbePending'
+      message = `container ${names(notStarted)}: startup probe has not passed yet`
+    } else if (notReady.length > 0) {
+      reason = 'ReadinessProbeFailed'
+      message = notReady.map((c) => `container ${c.spec.name}: ${c.readyWhy ?? 'readiness probe has not passed yet'}`).join('; ')
+    } else {
+      status = 'True'
+      reason = 'ContainersReady'
+    }
+    const prev = this.readyCond
+    const lastTransitionTime = prev !== undefined && prev.status === status ? prev.lastTransitionTime : iso(this.c.clock.now())!
+    this.readyCond = { type: 'Ready', status, reason, ...(message !== undefined ? { message } : {}), lastTransitionTime }
+    return this.readyCond
+  }
+
   private writeStatus(reason: string): void {
     const phase = this.phase()
     const status: Record<string, unknown> = {
@@ -1034,8 +1295,11 @@ export class PodWorker {
         if (c.startedAt !== undefined) o.startedAt = iso(c.startedAt)
         if (c.finishedAt !== undefined && c.state !== 'running') o.finishedAt = iso(c.finishedAt)
         if (c.reason !== undefined && c.state === 'waiting') o.reason = c.reason
+        o.ready = c.state === 'running' && c.started === true && c.ready === true
+        if (c.lastTermination !== undefined) o.lastTermination = c.lastTermination
         return o
       }),
+      conditions: [this.readyCondition(phase)],
       workflow: this.snapshot,
       network: this.net === undefined ? undefined : this.net.mode === 'ipv6' ? { ipv6: this.net.ipv6 } : { loopbackOnly: true, reason: this.net.reason },
       configRefs: this.refRevisions === undefined || Object.keys(this.refRevisions).length === 0 ? undefined : this.refRevisions,

@@ -1,4 +1,14 @@
 /** The agent's side of scheduling: the view `plan()` runs on, built from the store and membership. */
 
 export { type SchedApiComponents, schedRoutes } from './api.ts'
-export { buildSchedView, clusterSchedulingOf, isForgotten, type NodeMember, nodeViewOf, podViewOf, schedOptionsOf, type TaintSince } from './view.ts'
+export {
+  buildSchedView,
+  clusterSchedulingOf,
+  finishedForGood,
+  isForgotten,
+  type NodeMember,
+  nodeViewOf,
+  podViewOf,
+  schedOptionsOf,
+  type TaintSince,
+} from './view.ts'

@@ -81,9 +81,20 @@ export function podViewOf(p: Stored<Pod>): PodView {
   // Replicas of one PinnedDeployment are spread across nodes and sites.
   const deployment = p.metadata.labels?.[DEPLOYMENT_LABEL]
   if (deployment !== undefined) v.group = `${v.namespace}/${deployment}`
-  // status.phase is not read: the lifecycle controller writes it after reading status.node, and
-  // reading it here would make the two controllers a loop (see controllers.ts).
+  // Only a final phase is read: a pod finished for good holds no capacity and is never bound again,
+  // so this read settles (controllers.ts); other phases would make a loop with the lifecycle.
+  const phase = p.status?.phase
+  if (finishedForGood(phase, spec.restartPolicy)) v.phase = phase as 'Succeeded' | 'Failed'
   return v
+}
+
+/**
+ * A phase its node will not leave by itself: `Succeeded` unless restartPolicy is Always (the default),
+ * `Failed` only with restartPolicy Never (otherwise the node runs the pod again, docs/lifecycle.md).
+ */
+export function finishedForGood(phase: unknown, restartPolicy: unknown): boolean {
+  const policy = restartPolicy ?? 'Always'
+  return (phase === 'Succeeded' && policy !== 'Always') || (phase === 'Failed' && policy === 'Never')
 }
 
 /** Since when this node has seen a taint on a node (the taint itself carries no time). */

@@ -44,6 +44,21 @@ function collect(v: string, prev: string[]): string[] {
   ]
 }
 
+/** `--expires`: a duration from the agent's now (`90d`) or a UTC time; nothing when absent. */
+export function keyExpiryFlag(text: string | undefined): { expiresInMs?: number; expiresAt?: string } {
+  if (text === undefined) return {}
+  if (/^[0-9]{4}-[0-9]{2}-[0-9]{2}/.test(text.trim())) {
+    const ms = Date.parse(text.trim())
+    if (!Number.isFinite(ms)) throw new OrcError('invalid', `--expires ${JSON.stringify(text)}: not a time (like 2027-01-31T12:00:00Z)`)
+    return { expiresAt: new Date(ms).toISOString() }
+  }
+  try {
+    return { expiresInMs: parseDuration(text) }
+  } catch {
+    throw new OrcError('invalid', `--expires ${JSON.stringify(text)}: a duration (90d, 12h) or a UTC time (2027-01-31T12:00:00Z)`)
+  }
+}
+
 /** `90s`, `30m`, `1h`, `7d` → ms. */
 export function parseDuration(text: string): number {
   const m = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)$/.exec(text.trim())
@@ -428,27 +443,34 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
 
 /** `orc user add|list|remove|rotate` and `orc whoami` (agent/users.ts). */
 function registerUserCommands(program: Command, io: ClusterCliIO, client: (cmd: Command) => ApiCaller): void {
-  const printCredential = (r: { user: string; roles: string[]; credential: string }, what: string) => {
+  const printCredential = (r: { user: string; roles: string[]; credential: string; expiresAt?: string }, what: string) => {
     io.out(r.credential + '\n')
+    const expiry = r.expiresAt ? `; it expires at ${r.expiresAt}` : ''
     io.err(
-      `${what} user ${r.user} (roles: ${r.roles.join(', ') || 'none'}). The credential above is shown once and stored nowhere: keep it secret (orc --node ADDR --credential FILE …).\n`,
+      `${what} user ${r.user} (roles: ${r.roles.join(', ') || 'none'}${expiry}). The credential above is shown once and stored nowhere: keep it secret (orc --node ADDR --credential FILE …).\n`,
     )
   }
+  const expiresOption = [
+    '--expires <when>',
+    'when the key stops being accepted: a duration from now (90d, 12h) or a UTC time (2027-01-31T12:00:00Z); default never',
+  ] as const
   const user = program.command('user').description('Users: who may call the API, with which role (docs/security.md)')
   user
     .command('add')
     .description('Create a user with its own key and print its credential (once)')
     .argument('<NAME>', 'user name (lower-case letters, digits, - _ .)')
     .option('--role <role>', 'admin, edit, view, or a Role object (default: view)', 'view')
+    .option(...expiresOption)
     .option('--reason <text>', 'why; recorded in the history')
     .addHelpText(
       'after',
       examples(`
   orc user add alice --role edit > alice.credential && chmod 600 alice.credential
+  orc user add ci --role edit --expires 30d > ci.credential
   orc --node 192.168.1.10:7419 --credential alice.credential get pods`),
     )
     .action(async (name: string, opts, cmd: Command) => {
-      const r = await callRoute(client(cmd), 'addUser', {}, { body: { name, role: opts.role, reason: opts.reason } })
+      const r = await callRoute(client(cmd), 'addUser', {}, { body: { name, role: opts.role, reason: opts.reason, ...keyExpiryFlag(opts.expires) } })
       printCredential(r, 'created')
     })
   user
@@ -461,8 +483,8 @@ function registerUserCommands(program: Command, io: ClusterCliIO, client: (cmd: 
       if (opts.output === 'yaml') return io.out(toYaml(r.users))
       io.out(
         formatTable(
-          ['NAME', 'ROLES', 'KEY'],
-          r.users.map((u) => [u.name, u.roles.join(',') || '<none>', u.key]),
+          ['NAME', 'ROLES', 'KEY', 'EXPIRES'],
+          r.users.map((u) => [u.name, u.roles.join(',') || '<none>', u.key, u.expiresAt ?? 'never']),
         ),
       )
     })
@@ -479,9 +501,16 @@ function registerUserCommands(program: Command, io: ClusterCliIO, client: (cmd: 
     .command('rotate')
     .description('Give a user a new key and print its credential (once); the old credential is refused from then on')
     .argument('<NAME>', 'user name (admin too)')
+    .option(...expiresOption)
     .option('--reason <text>', 'why; recorded in the history')
+    .addHelpText(
+      'after',
+      examples(`
+  orc user rotate alice > alice.credential
+  orc user rotate admin --expires 90d > admin.credential`),
+    )
     .action(async (name: string, opts, cmd: Command) => {
-      const r = await callRoute(client(cmd), 'rotateUser', { name }, { body: { reason: opts.reason } })
+      const r = await callRoute(client(cmd), 'rotateUser', { name }, { body: { reason: opts.reason, ...keyExpiryFlag(opts.expires) } })
       printCredential(r, 'new key for')
     })
   program
@@ -492,6 +521,6 @@ function registerUserCommands(program: Command, io: ClusterCliIO, client: (cmd: 
       const r = await callRoute(client(cmd), 'whoami')
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
       if (opts.output === 'yaml') return io.out(toYaml(r))
-      io.out(`${r.author} (roles: ${r.roles.join(', ') || 'none'}; via ${r.via})\n`)
+      io.out(`${r.author} (roles: ${r.roles.join(', ') || 'none'}; via ${r.via}${r.expiresAt ? `; credential expires at ${r.expiresAt}` : ''})\n`)
     })
 }

@@ -61,8 +61,14 @@ function podSummary(pod: Stored<Pod>): string[] {
     if (c.signal) bits.push(`signal ${c.signal}`)
     if (typeof c.restarts === 'number' && c.restarts > 0) bits.push(`${c.restarts} restarts`)
     if (c.reason) bits.push(String(c.reason))
+    if (c.state === 'running' && typeof c.ready === 'boolean') bits.push(c.ready ? 'ready' : 'not ready')
     lines.push(`  container ${c.name}: ${bits.join(', ')}`)
+    const last = c.lastTermination as { reason?: unknown; at?: unknown } | undefined
+    if (typeof last?.reason === 'string') lines.push(`    last ended ${String(last.at)}: ${last.reason}`)
   }
+  const ready = (st.conditions ?? []).find((c) => c?.type === 'Ready')
+  if (ready !== undefined)
+    lines.push(`  Ready: ${ready.status} (${ready.reason}${ready.message ? `: ${ready.message}` : ''}) since ${ready.lastTransitionTime}`)
   return lines
 }
 

@@ -55,6 +55,13 @@ export function formatRollout(v: RolloutView, withPods: boolean): string {
     formatTable(['VERSION', 'TEMPLATE', 'DESIRED', 'CREATED', 'RUNNING', 'READY'], rows).replace(/\n$/, ''),
     '',
   ]
+  const r = v.rollout
+  if (r?.state === 'Aborted')
+    lines.push(
+      `Aborted at ${r.abortedAt ?? '?'}: next template ${r.template} ${r.reason ?? ''}`.trimEnd(),
+      'Every replica runs previous. Give a new next template, or `orc rollout abort` to drop this one.',
+      '',
+    )
   if (v.done) lines.push(v.next ? 'Rollout step complete: every pod of both versions is ready.' : 'Complete: every pod is ready.')
   else {
     const waiting: string[] = []

@@ -23,10 +23,27 @@ export const MAX_REPLICAS = 1000
 /** Written by controller:rollout (src/sched/rollout.ts, DeploymentStatus). */
 export type PinnedDeploymentStatus = {
   replicas?: number
+  /** The rollout of `next` (controller:rollout): progressing, or aborted when its pods stayed not Ready past the deadline. */
+  rollout?: RolloutProgress
   previous?: { ready?: number; [field: string]: unknown }
   next?: { ready?: number; [field: string]: unknown }
   [field: string]: unknown
 }
+
+export interface RolloutProgress {
+  /** The `next` template (hash) this is about. */
+  template: string
+  state: 'Progressing' | 'Complete' | 'Aborted'
+  /** Counts of pods per version; a change is progress. */
+  marker: string
+  /** When the marker last changed (the progress deadline counts from here). */
+  lastProgress: string
+  reason?: string
+  abortedAt?: string
+}
+
+/** Kubernetes' default progress deadline. */
+export const DEFAULT_PROGRESS_DEADLINE_SECONDS = 600
 
 export const pinnedDeploymentKind = defineKind({
   kind: 'PinnedDeployment',
@@ -43,6 +60,15 @@ export const pinnedDeploymentKind = defineKind({
     /** … or which share of them, rounded up (10 % of 3 replicas is one pod). */
     nextPercent: s.int({ min: 0, max: 100 }),
     placement: s.object({ everyNode: s.bool() }),
+    /**
+     * Pods above `replicas` a rollout may create before old ones go (default 25% of replicas,
+     * rounded up, at least 1) …
+     */
+    maxSurge: s.int({ min: 0, max: MAX_REPLICAS }),
+    /** … and Ready pods below `replicas` it may leave while it goes (default 25%, rounded down). */
+    maxUnavailable: s.int({ min: 0, max: MAX_REPLICAS }),
+    /** A rollout whose pods make no progress (created, Ready) for this long is aborted (default 600). */
+    progressDeadlineSeconds: s.int({ min: 1, max: 7 * 24 * 3600 }),
   }),
   status: s.open<PinnedDeploymentStatus>(),
   owned: [{ path: 'status', owner: 'controller:rollout' }],
@@ -78,6 +104,8 @@ export const pinnedDeploymentKind = defineKind({
     if (!everyNode && spec.replicas === undefined) issues.push({ path: 'spec.replicas', rule: 'required (or set spec.placement.everyNode: true)' })
     if (spec.nextReplicas !== undefined && spec.nextPercent !== undefined)
       issues.push({ path: 'spec.nextPercent', rule: 'set either nextReplicas or nextPercent, not both' })
+    if (spec.maxSurge === 0 && spec.maxUnavailable === 0)
+      issues.push({ path: 'spec.maxUnavailable', rule: 'maxSurge and maxUnavailable cannot both be 0 (a rollout could never start)' })
     if (spec.next === undefined) {
       for (const f of ['nextReplicas', 'nextPercent'] as const)
         if (spec[f] !== undefined && spec[f] !== 0) issues.push({ path: `spec.${f}`, rule: 'needs spec.next (the template to roll out)' })

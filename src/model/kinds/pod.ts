@@ -3,6 +3,7 @@ import { defineKind, type ObjectOfKind } from '../kind.ts'
 import type { Infer, Issue } from '../schema.ts'
 import { s } from '../schema.ts'
 import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
+import { type PodCondition, probeIssues, probeSchema, readyColumn } from './probe.ts'
 
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
 /** A name an environment variable may have (envFrom skips keys that are not one). */
@@ -69,6 +70,10 @@ const container = s.object({
     requests: s.object({ cpu: s.quantity(), memory: s.quantity() }),
     limits: s.object({ cpu: s.quantity(), memory: s.quantity(), pids: s.int({ min: 1 }) }),
   }),
+  /** Health probes (probe.ts): startup gates the others, readiness sets Ready, liveness restarts. */
+  startupProbe: probeSchema,
+  readinessProbe: probeSchema,
+  livenessProbe: probeSchema,
 })
 
 const selectorOperator = s.enum('In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt')
@@ -163,6 +168,7 @@ export function podSpecIssues(spec: unknown, base: string): Issue[] {
   const issues: Issue[] = []
   const containers = (spec as Record<string, unknown> | undefined)?.containers
   if (Array.isArray(containers) && containers.length === 0) issues.push({ path: `${base}.containers`, rule: 'must have at least one container' })
+  if (Array.isArray(containers)) containers.forEach((c, i) => issues.push(...probeIssues(c, `${base}.containers[${i}]`)))
   // A registry reference must parse (a store name or a path is checked where it is used).
   if (Array.isArray(containers))
     containers.forEach((c, i) => {
@@ -289,6 +295,10 @@ export type ContainerStatusEntry = {
   startedAt?: string
   finishedAt?: string
   reason?: string
+  /** Started (its startup probe passed, or it has none) and its readiness probe passes (or it has none). */
+  ready?: boolean
+  /** Why it last ended before a restart: `liveness probe failed: …`, `exit 1`. */
+  lastTermination?: { reason: string; at: string; exitCode?: number; signal?: string }
 }
 
 /** Written by controller:lifecycle (the node running the pod) and controller:scheduler (`node`, `scheduling`). */
@@ -311,6 +321,8 @@ export type PodStatus = {
    * tag is resolved once per spec revision, and any node running that revision runs this digest.
    */
   images?: PodImagePin[]
+  /** `Ready` (probe.ts, podIsReady): what rollouts and services read. */
+  conditions?: PodCondition[]
 }
 
 export type PodImagePin = { name: string; image: string; digest: string; revision: number }
@@ -365,6 +377,7 @@ export const podKind = defineKind({
   ],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
+    { header: 'READY', value: (o) => readyColumn(o) },
     { header: 'STATUS', value: (o) => text(o.status?.phase, 'Pending') },
     { header: 'NODE', value: (o) => text(o.status?.node ?? o.spec?.placement?.node) },
     { header: 'IP', value: (o) => text(o.status?.network?.ipv6, '<none>'), wide: true },

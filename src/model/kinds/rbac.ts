@@ -5,6 +5,8 @@ import { age, createdAt, text } from './common.ts'
 /** A user name: `user:NAME` is its principal and its author in history (no `@`: in an author it names a federation's cluster). */
 export const USER_NAME = /^[a-z0-9][-a-z0-9_.]{0,62}$/
 const userName = s.string({ pattern: USER_NAME, patternName: 'a user name (lower-case letters, digits, - _ .)' })
+/** A time as `orc` writes it: UTC ISO 8601, to the second or finer. */
+export const ISO_UTC = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z$/
 const roleName = s.string({ pattern: /^[a-z0-9][-a-z0-9]{0,62}$/, patternName: 'a role name' })
 
 /**
@@ -20,11 +22,14 @@ export const userKind = defineKind({
     /** Ed25519 public key, base64url libp2p protobuf (as the remote API presents it). */
     publicKey: s.required(s.string({ maxLength: 512 })),
     description: s.string({ maxLength: 1024 }),
+    /** When the key stops being accepted (UTC, ISO 8601); none: it does not expire. */
+    expiresAt: s.string({ pattern: ISO_UTC, patternName: 'a UTC time like 2027-01-31T12:00:00Z' }),
   }),
   owned: [],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
     { header: 'KEY', value: (o) => text(o.spec?.publicKey.slice(-12)) },
+    { header: 'EXPIRES', value: (o) => text(o.spec?.expiresAt, 'never') },
     { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
 })

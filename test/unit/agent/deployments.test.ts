@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { checkAgentControllers } from '../../../src/agent/controllers.ts'
-import { changedSpec } from '../../../src/agent/deployments/index.ts'
+import { changedSpec, planDeploymentWrites } from '../../../src/agent/deployments/index.ts'
 import { isOrcError, normalizeManifest } from '../../../src/model/index.ts'
+import { templateHash } from '../../../src/sched/index.ts'
 
 const tpl = (marker = '1') => ({ metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'main', image: '/img', command: ['sleep', marker] }] } })
 const dep = (spec: Record<string, unknown>, name = 'web'): any => ({ apiVersion: 'orc/v1', kind: 'PinnedDeployment', metadata: { name }, spec })
@@ -118,4 +119,42 @@ test('the PinnedDeployment examples are valid', async () => {
     assert.equal(docs.length, 1)
     assert.doesNotThrow(() => normalizeManifest(docs[0]!.value), f)
   }
+})
+
+test('a rollout step waits for new pods to be Ready, and an aborted next template is planned away', () => {
+  const spec = { replicas: 2, maxSurge: 1, maxUnavailable: 0, previous: tpl('1'), next: tpl('2'), nextReplicas: 2 }
+  const hp = templateHash({ labels: { app: 'web' }, spec: tpl('1').spec })
+  const hn = templateHash({ labels: { app: 'web' }, spec: tpl('2').spec })
+  const d = (status?: Record<string, unknown>): any => ({ ...dep(spec), metadata: { name: 'web', namespace: 'default' }, ...(status ? { status } : {}) })
+  const pod = (h: string, i: number, ready: boolean, t = tpl(h === hp ? '1' : '2')): any => ({
+    apiVersion: 'orc/v1',
+    kind: 'Pod',
+    metadata: { name: `web-${h}-${i}`, namespace: 'default', labels: { app: 'web', 'orc/deployment': 'web', 'orc/template': h } },
+    spec: t.spec,
+    status: {
+      phase: 'Running',
+      node: 'n1',
+      containers: [{ name: 'main', state: 'running' }],
+      conditions: [{ type: 'Ready', status: ready ? 'True' : 'False', reason: 'x', lastTransitionTime: '2026-01-01T00:00:00Z' }],
+    },
+  })
+  const text = (ws: ReturnType<typeof planDeploymentWrites>) =>
+    ws.map((w) => (w.op === 'apply' ? `create ${w.manifest.metadata.name}` : `delete ${w.ref.name}`))
+  // Both previous pods Ready: one next pod (maxSurge 1), no previous pod deleted.
+  assert.deepEqual(text(planDeploymentWrites([d()], [pod(hp, 0, true), pod(hp, 1, true)], [])), [`create web-${hn}-0`])
+  // The next pod is not Ready: nothing moves.
+  assert.deepEqual(text(planDeploymentWrites([d()], [pod(hp, 0, true), pod(hp, 1, true), pod(hn, 0, false)], [])), [])
+  // Ready: one previous pod goes (the next creation waits for room).
+  assert.deepEqual(text(planDeploymentWrites([d()], [pod(hp, 0, true), pod(hp, 1, true), pod(hn, 0, true)], [])), [`delete web-${hp}-1`])
+  // Aborted (status.rollout of controller:rollout): previous restored, the next pod deleted.
+  const aborted = d({ rollout: { template: hn, state: 'Aborted', marker: 'm', lastProgress: '2026-01-01T00:00:00Z', reason: 'no progress' } })
+  assert.deepEqual(text(planDeploymentWrites([aborted], [pod(hp, 0, true), pod(hn, 0, false)], [])), [`create web-${hp}-1`, `delete web-${hn}-0`])
+})
+
+test('maxSurge and maxUnavailable cannot both be 0', () => {
+  assert.match(
+    issues(dep({ replicas: 2, previous: tpl(), maxSurge: 0, maxUnavailable: 0 })),
+    /spec\.maxUnavailable: maxSurge and maxUnavailable cannot both be 0/,
+  )
+  assert.equal(issues(dep({ replicas: 2, previous: tpl(), maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: 60 })), '')
 })

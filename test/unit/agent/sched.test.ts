@@ -35,3 +35,39 @@ test('binder policies: an ha pod leaves a suspect node after haAfter, a best-eff
   const forgotten = bindsAt([node('a'), node('b'), node('x', { forgotten: { at: '2026-01-01T00:00:00Z', by: 'user:t' } })], 1000)
   assert.deepEqual(forgotten.map((s) => s.split('->')[0]).sort(), ['be', 'ha'], 'forget moves best-effort (and ha) pods at once')
 })
+
+test('finished pods release their capacity and are never moved off a lost node', () => {
+  const cpu = (n: string) => ({ containers: [{ name: 'main', image: '/img', resources: { requests: { cpu: n } } }] })
+  const finished = (name: string, phase: string, boundTo: string, spec: Record<string, unknown> = {}): any => {
+    const p = pod(name, { ...cpu('3'), restartPolicy: 'Never', ...spec }, boundTo)
+    p.status.phase = phase
+    return p
+  }
+  const waiting: any = { ...pod('next', cpu('2'), 'a'), status: {} }
+  const alive = [{ name: 'a', state: 'alive' as const }]
+  const binds = (pods: any[], me = 'a', members: any[] = alive, nodes = [node('a')]) =>
+    decideBindings(pods, nodes, me, members, 0).map((d) => d.pod.metadata.name)
+  assert.deepEqual(binds([finished('busy', 'Running', 'a'), waiting]), [], 'a running pod holds its 3 of 4 CPUs')
+  assert.deepEqual(binds([finished('done', 'Succeeded', 'a'), waiting]), ['next'], 'a Succeeded pod holds none')
+  assert.deepEqual(binds([finished('broke', 'Failed', 'a'), waiting]), ['next'], 'a Failed pod holds none')
+  // Not finished for good: its node runs it again (restartPolicy OnFailure or Always), so it keeps its place.
+  assert.deepEqual(binds([finished('retry', 'Failed', 'a', { restartPolicy: 'OnFailure' }), waiting]), [])
+  assert.deepEqual(binds([finished('always', 'Succeeded', 'a', { restartPolicy: 'Always' }), waiting]), [])
+  assert.deepEqual(binds([finished('once', 'Succeeded', 'a', { restartPolicy: 'OnFailure' }), waiting]), ['next'])
+  // An ha pod that finished on a node now lost stays where it ran: it is not run again elsewhere.
+  const members = [
+    { name: 'a', state: 'alive' as const },
+    { name: 'x', state: 'dead' as const },
+  ]
+  const lost = finished('ran', 'Succeeded', 'x', { policy: 'ha', haAfterSeconds: 1 })
+  assert.deepEqual(
+    decideBindings([lost], [node('a'), node('x')], 'a', members, 60_000, {}, () => 0).map((d) => d.pod.metadata.name),
+    [],
+  )
+  const running = finished('running', 'Running', 'x', { policy: 'ha', haAfterSeconds: 1 })
+  assert.deepEqual(
+    decideBindings([running], [node('a'), node('x')], 'a', members, 60_000, {}, () => 0).map((d) => d.pod.metadata.name),
+    ['running'],
+    'a running ha pod does move',
+  )
+})

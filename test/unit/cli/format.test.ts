@@ -32,10 +32,13 @@ describe('CLI formatting', () => {
         images: [{ name: 'main', image: 'reg.lab/app:1', digest: `sha256:${'ab'.repeat(32)}`, revision: 4 }],
       },
     }
-    assert.equal(objectTable(getKind('pods'), [pod], { now }), 'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     4     0          10m\n')
+    assert.equal(
+      objectTable(getKind('pods'), [pod], { now }),
+      'NAME   READY   STATUS    NODE   REV   RESTARTS   AGE\nweb    0/0     Running   n1     4     0          10m\n',
+    )
     assert.equal(
       objectTable(getKind('pods'), [pod], { now, wide: true, withNamespace: true }),
-      'NAMESPACE   NAME   STATUS    NODE   IP       POLICY   IMAGE DIGEST          REV   RESTARTS   AGE\nprod        web    Running   n1     <none>   ha       sha256:abababababab   4     0          10m\n',
+      'NAMESPACE   NAME   READY   STATUS    NODE   IP       POLICY   IMAGE DIGEST          REV   RESTARTS   AGE\nprod        web    0/0     Running   n1     <none>   ha       sha256:abababababab   4     0          10m\n',
     )
     // REV is the revision whose spec runs, not the object revision status writes advance;
     // RESTARTS adds up the containers' restarts.
@@ -46,12 +49,12 @@ describe('CLI formatting', () => {
     }
     assert.equal(
       objectTable(getKind('pods'), [running], { now }),
-      'NAME   STATUS    NODE   REV   RESTARTS   AGE\nweb    Running   n1     3     7          10m\n',
+      'NAME   READY   STATUS    NODE   REV   RESTARTS   AGE\nweb    0/3     Running   n1     3     7          10m\n',
     )
     const unbound = { ...pod, status: undefined }
     assert.equal(
       objectTable(getKind('pods'), [unbound], { now }),
-      'NAME   STATUS    NODE     REV   RESTARTS   AGE\nweb    Pending   <none>   4     0          10m\n',
+      'NAME   READY   STATUS    NODE     REV   RESTARTS   AGE\nweb    0/0     Pending   <none>   4     0          10m\n',
     )
   })
 

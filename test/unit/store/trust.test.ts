@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import * as Y from 'yjs'
-import { userMay } from '../../../src/model/index.ts'
+import { userMayOnReceipt } from '../../../src/agent/authz.ts'
 import { decodeUpdateMessage, encodeUpdateMessage } from '../../../src/store/codec.ts'
 import type { Store } from '../../../src/store/store.ts'
 import { toY } from '../../../src/store/ydoc.ts'
@@ -339,8 +339,7 @@ test('a user-authored record the injected userMay denies is refused', async () =
 
 test('roles on receipt: a write is refused until its RoleBinding is here, and accepted when both come in one message', async () => {
   // The agent's wiring: the model's RBAC decision over the replica's objects and the message's.
-  const verbs = { create: 'apply', update: 'apply', delete: 'delete' } as const
-  const { A, C, close } = await cluster({ userMay: (user, verb, kind, ns, objects) => userMay(objects, user, verbs[verb], kind, ns) })
+  const { A, C, close } = await cluster({ userMay: userMayOnReceipt })
   try {
     const sent = outbox(A)
     const binding = { apiVersion: 'orc/v1', kind: 'RoleBinding', metadata: { name: 'vera-edit' }, spec: { role: 'edit', users: ['vera'] } }
@@ -356,6 +355,31 @@ test('roles on receipt: a write is refused until its RoleBinding is here, and ac
     await A.apply(pod('w1'), { author: 'user:walt', now: 8102 })
     await refused(sync(A, C), 'role')
     assert.equal(C.get(podRef('w1')), undefined)
+  } finally {
+    await close()
+  }
+})
+
+test("a user's record written after its key expired is refused on receipt; one written before is merged", async () => {
+  const { A, C, close } = await cluster({ userMay: userMayOnReceipt })
+  try {
+    const sent = outbox(A)
+    const expiresAt = new Date(9000).toISOString()
+    await A.apply({ apiVersion: 'orc/v1', kind: 'User', metadata: { name: 'tess' }, spec: { publicKey: 'k', expiresAt } }, { author: 'user:admin', now: 8000 })
+    await A.apply(
+      { apiVersion: 'orc/v1', kind: 'RoleBinding', metadata: { name: 'tess' }, spec: { role: 'edit', users: ['tess'] } },
+      { author: 'user:admin', now: 8001 },
+    )
+    await A.apply(pod('before'), { author: 'user:tess', now: 8999 })
+    // admin is exempt: the first node's root acts as admin over its socket whatever its key became.
+    await A.apply({ apiVersion: 'orc/v1', kind: 'User', metadata: { name: 'admin' }, spec: { publicKey: 'a', expiresAt } }, { author: 'user:admin', now: 8002 })
+    await A.apply(pod('by-admin'), { author: 'user:admin', now: 9500 })
+    await A.apply(pod('after'), { author: 'user:tess', now: 9000 })
+    for (const m of sent.slice(0, 5)) await C.applyRemote(m)
+    assert.equal(C.get(podRef('before'))?.metadata.updatedBy, 'user:tess')
+    assert.equal(C.get(podRef('by-admin'))?.metadata.updatedBy, 'user:admin')
+    await refused(C.applyRemote(sent[5]!), 'role')
+    assert.equal(C.get(podRef('after')), undefined, 'not merged')
   } finally {
     await close()
   }

@@ -86,3 +86,31 @@ test('malformed declarations are refused', () => {
   assert.throws(() => buildControllerGraph([{ name: 'controller:x', reads: [], writes: ['Pod'] }]), /a whole kind cannot be owned/)
   assert.throws(() => buildControllerGraph([scheduler, scheduler]), /declared twice/)
 })
+
+test('a gate read (when to write, not what) is no loop edge, and orc controllers lists it', () => {
+  const lifecycle: ControllerDecl = { name: 'controller:lifecycle', reads: ['Pod.spec'], writes: ['Pod.status'] }
+  const asRead: ControllerDecl = { name: 'controller:deployment', reads: ['PinnedDeployment.spec', 'Pod.status.conditions'], writes: ['Pod.spec'] }
+  assert.throws(() => checkControllers([lifecycle, asRead]), /read\/write loop/)
+  const gated: ControllerDecl = { name: 'controller:deployment', reads: ['PinnedDeployment.spec'], gates: ['Pod.status.conditions'], writes: ['Pod.spec'] }
+  const g = checkControllers([lifecycle, gated])
+  assert.deepEqual(g.loops, [])
+  assert.match(
+    formatControllerGraph(g),
+    /controller:deployment\n {2}reads {3}PinnedDeployment\.spec\n {2}writes {2}Pod\.spec\n {2}waits on Pod\.status\.conditions/,
+  )
+  assert.throws(() => buildControllerGraph([{ ...gated, gates: ['bad field'] }]), /gates field "bad field"/)
+})
+
+test('a creation counts as a write of the spec; a read that settles is listed but makes no loop', () => {
+  const job = { name: 'controller:job', reads: ['Job.spec', 'Pod.status.phase'], writes: ['Job.status'], creates: ['Pod'] }
+  const lifecycle = { name: 'controller:lifecycle', reads: ['Pod.spec'], writes: ['Pod.status.phase'] }
+  // Without `settles`, creating pods and reading their phase is a loop through the lifecycle.
+  assert.throws(() => checkControllers([job, lifecycle]), /read\/write loop.*controller:job/)
+  const g = checkControllers([{ ...job, settles: { 'Pod.status.phase': 'finished pods never change' } }, lifecycle])
+  assert.deepEqual(g.loops, [])
+  assert.ok(g.edges.some((e) => e.from === 'controller:job' && e.to === 'controller:lifecycle' && e.via[0]?.written === 'Pod.spec'))
+  assert.ok(g.edges.some((e) => e.from === 'controller:lifecycle' && e.to === 'controller:job' && e.via[0]?.settles === true))
+  assert.throws(() => checkControllers([{ ...job, settles: { 'Pod.spec': 'x' } }]), /settles "Pod.spec" is not one of its reads/)
+  // Creating objects claims no field: two creators of pods are not two writers.
+  assert.doesNotThrow(() => checkControllers([job, { name: 'controller:other', reads: [], writes: [], creates: ['Pod'] }]))
+})

@@ -1,0 +1,298 @@
+/**
+ * Operating a running pod from any node: `orc exec` (a command in a container, interactive with
+ * `-it`), `orc port-forward` (a local TCP port carried to a port of the pod) and `orc top` (CPU and
+ * memory of pods and nodes). exec and port-forward drive sessions on the pod's node
+ * (agent/pods/streams.ts): a reader long-polls for output while a writer sends input.
+ */
+import { createServer, type Socket } from 'node:net'
+import { constants as osConstants } from 'node:os'
+import type { Command } from 'commander'
+import type { PodStreamIoAnswer, PodStreamIoBody, TopAnswer } from '../../agent/index.ts'
+import { OrcError, parseRef } from '../../model/index.ts'
+import { callRoute } from '../call.ts'
+import { examples, formatTable } from '../format.ts'
+import { outputOption, takesObjects } from '../refs.ts'
+import type { ApiCaller } from '../remote.ts'
+
+export interface StreamCliIO {
+  out(text: string): void
+  err(text: string): void
+  env: NodeJS.ProcessEnv
+}
+
+function podTarget(target: string, namespace: string | undefined): { ns: string; name: string } {
+  const ref = parseRef(target.includes('/') ? target : `pod/${target}`, namespace || undefined)
+  if (ref.kind !== 'Pod') {
+    if (ref.kind === 'Service') throw new OrcError('invalid', `${target}: port-forward to a service comes with Services; name a pod (pod/NAME)`)
+    throw new OrcError('invalid', `${target}: name a pod (pod/NAME or NAME)`)
+  }
+  return { ns: ref.namespace, name: ref.name }
+}
+
+type Exchange = (body: PodStreamIoBody) => Promise<PodStreamIoAnswer>
+
+/**
+ * Drive a session: `input` chunks go out in order through a writer (no output taken), a reader
+ * long-polls and hands output to `onOutput` until the exit arrives.
+ */
+export async function pumpSession(
+  exchange: Exchange,
+  io: {
+    onStdout(b: Buffer): void
+    onStderr(b: Buffer): void
+    /** Subscribe to local input: data, then end. Absent: stdin is closed at once. */
+    input?: (onData: (b: Buffer) => void, onEnd: () => void) => void
+  },
+): Promise<{ code: number | null; signal: string | null }> {
+  let writing: Promise<void> = Promise.resolve()
+  let failed: unknown
+  const send = (body: PodStreamIoBody) => {
+    writing = writing.then(() =>
+      exchange({ ...body, read: false }).then(
+        () => undefined,
+        (err) => {
+          failed ??= err
+        },
+      ),
+    )
+  }
+  if (io.input) {
+    io.input(
+      (b) => send({ stdin: b.toString('base64') }),
+      () => send({ eof: true }),
+    )
+  } else send({ eof: true })
+  for (;;) {
+    if (failed !== undefined) throw failed
+    const r = await exchange({ waitMs: 10_000 })
+    if (r.stdout) io.onStdout(Buffer.from(r.stdout, 'base64'))
+    if (r.stderr) io.onStderr(Buffer.from(r.stderr, 'base64'))
+    if (r.exit) return r.exit
+  }
+}
+
+/** The exit code `orc exec` ends with: the command's, or 128+N for a death by signal N. */
+export function execExitCode(exit: { code: number | null; signal: string | null }): number {
+  if (exit.code !== null) return exit.code
+  const n = exit.signal ? osConstants.signals[exit.signal as NodeJS.Signals] : undefined
+  return 128 + (n ?? 9)
+}
+
+export function registerStreamCommands(program: Command, io: StreamCliIO, client: (cmd: Command) => ApiCaller): void {
+  // ---- exec
+  takesObjects(program.command('exec'), 'Pod')
+    .description("Run a command in a running pod's container, from any node (the node that runs the pod runs it); exits with the command's code")
+    .argument('<pod>', 'pod/NAME or NAME')
+    .argument('<command...>', 'the command and its arguments, after --')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('-c, --container <name>', 'container (default: the first)')
+    .option('-i, --stdin', 'pass stdin to the command (without it, the command reads an empty stdin)')
+    .option('-t, --tty', 'run the command on a terminal (with -i: an interactive shell)')
+    .addHelpText(
+      'after',
+      examples(`
+  orc exec web -- cat /etc/hostname
+  orc exec pod/web -c sidecar -- sh -c 'echo $HOSTNAME'
+  echo hello | orc exec -i web -- cat
+  orc exec -it web -- sh`),
+    )
+    .action(async (target: string, command: string[], opts, cmd: Command) => {
+      const pod = podTarget(target, opts.namespace)
+      const c = client(cmd)
+      const tty = Boolean(opts.tty)
+      const stdin = process.stdin
+      const rawTerminal = tty && Boolean(opts.stdin) && stdin.isTTY === true
+      const size = process.stdout.isTTY ? { rows: process.stdout.rows, cols: process.stdout.columns } : {}
+      const opened = await callRoute(c, 'podExec', pod, {
+        body: {
+          command,
+          ...(opts.container ? { container: opts.container } : {}),
+          ...(tty ? { tty: true, ...size, env: { TERM: io.env.TERM || 'xterm' } } : {}),
+        },
+      })
+      const session = { ...pod, session: opened.session }
+      if (rawTerminal) stdin.setRawMode(true)
+      try {
+        const exit = await pumpSession((body) => callRoute(c, 'podExecIo', session, { body }), {
+          onStdout: (b) => process.stdout.write(b),
+          onStderr: (b) => process.stderr.write(b),
+          ...(opts.stdin
+            ? {
+                input: (onData: (b: Buffer) => void, onEnd: () => void) => {
+                  stdin.on('data', onData)
+                  stdin.once('end', onEnd)
+                },
+              }
+            : {}),
+        })
+        process.exitCode = execExitCode(exit)
+      } finally {
+        if (rawTerminal) stdin.setRawMode(false)
+        // stdin may still be open (a terminal): let the process end
+        stdin.pause()
+        stdin.unref?.()
+        ;(stdin as unknown as { destroy?: () => void }).destroy?.()
+      }
+    })
+
+  // ---- port-forward
+  takesObjects(program.command('port-forward'), 'Pod')
+    .description('Listen on a local port and carry each connection to a port of a pod, through any node (services come with Services)')
+    .argument('<pod>', 'pod/NAME or NAME')
+    .argument('<ports...>', 'LOCAL:REMOTE (or PORT for the same number on both sides)')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('-c, --container <name>', 'container whose network namespace to enter (default: the first; pod containers share one when the pod has a network)')
+    .option('--address <addr>', 'local address to listen on', '127.0.0.1')
+    .addHelpText(
+      'after',
+      examples(`
+  orc port-forward web 8080:80        # then: curl http://127.0.0.1:8080/
+  orc port-forward pod/db 5432
+  orc port-forward web 0:80           # a free local port, printed`),
+    )
+    .action(async (target: string, specs: string[], opts, cmd: Command) => {
+      const pod = podTarget(target, opts.namespace)
+      const c = client(cmd)
+      const pairs = specs.map(parsePortPair)
+      const servers = await Promise.all(
+        pairs.map(
+          ({ local, remote }) =>
+            new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+              const server = createServer((sock) => void carry(c, pod, remote, opts.container, sock, io))
+              server.once('error', (err) => reject(new OrcError('unavailable', `listen on ${opts.address}:${local}: ${err.message}`)))
+              server.listen(local, opts.address, () => {
+                const a = server.address()
+                const port = typeof a === 'object' && a !== null ? a.port : local
+                io.out(`Forwarding from ${opts.address}:${port} -> pod/${pod.name}:${remote}\n`)
+                resolve(server)
+              })
+            }),
+        ),
+      )
+      // until interrupted
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          for (const s of servers) s.close()
+          resolve()
+        }
+        process.once('SIGINT', stop)
+        process.once('SIGTERM', stop)
+      })
+    })
+
+  // ---- top
+  program
+    .command('top')
+    .description("CPU and memory of pods (from each pod's cgroups) or nodes (from /proc), across the cluster")
+    .argument('<what>', 'pods or nodes')
+    .option('-n, --namespace <ns>', 'only pods of this namespace')
+    .option('-A, --all-namespaces', 'pods of every namespace (default: only the default namespace, unless -n)')
+    .option('--containers', 'one line per container')
+    .addOption(outputOption(['table', 'json']))
+    .addHelpText(
+      'after',
+      examples(`
+  orc top pods
+  orc top pods -A --containers
+  orc top nodes
+  orc top pods -o json`),
+    )
+    .action(async (what: string, opts, cmd: Command) => {
+      const kind = what.replace(/^(pod|node)$/, '$1s')
+      if (kind !== 'pods' && kind !== 'nodes') throw new OrcError('invalid', `top: ${what}: expected pods or nodes`)
+      const r = await callRoute(client(cmd), 'top')
+      for (const u of r.unreachable) io.err(`warning: node ${u.node} did not answer: ${u.error}\n`)
+      if (kind === 'nodes') {
+        if (opts.output === 'json') return io.out(JSON.stringify(r.nodes, null, 2) + '\n')
+        return io.out(topNodesTable(r))
+      }
+      const ns = opts.allNamespaces ? undefined : (opts.namespace ?? 'default')
+      const pods = r.pods.filter((p) => ns === undefined || p.namespace === ns)
+      if (opts.output === 'json') return io.out(JSON.stringify(pods, null, 2) + '\n')
+      io.out(topPodsTable({ ...r, pods }, { containers: Boolean(opts.containers), namespaces: ns === undefined }))
+    })
+}
+
+export function parsePortPair(spec: string): { local: number; remote: number } {
+  const m = /^(\d+)(?::(\d+))?$/.exec(spec)
+  const local = Number(m?.[1])
+  const remote = Number(m?.[2] ?? m?.[1])
+  if (!m || local > 65535 || remote < 1 || remote > 65535)
+    throw new OrcError('invalid', `port ${JSON.stringify(spec)}: expected LOCAL:REMOTE or PORT (1..65535; LOCAL 0 picks a free port)`)
+  return { local, remote }
+}
+
+/** One accepted local connection: a port-forward session on the pod's node, bytes both ways. */
+async function carry(
+  c: ApiCaller,
+  pod: { ns: string; name: string },
+  port: number,
+  container: string | undefined,
+  sock: Socket,
+  io: StreamCliIO,
+): Promise<void> {
+  sock.pause()
+  let opened: { session: string }
+  try {
+    opened = await callRoute(c, 'podPortForward', pod, { body: { port, ...(container ? { container } : {}) } })
+  } catch (err) {
+    io.err(`port-forward: ${err instanceof Error ? err.message : String(err)}\n`)
+    sock.destroy()
+    return
+  }
+  const session = { ...pod, session: opened.session }
+  try {
+    const exit = await pumpSession((body) => callRoute(c, 'podPortForwardIo', session, { body }), {
+      onStdout: (b) => sock.write(b),
+      onStderr: (b) => io.err(`port-forward: ${b.toString('utf8')}`),
+      input: (onData, onEnd) => {
+        sock.on('data', onData)
+        sock.once('end', onEnd)
+        sock.once('error', onEnd)
+        sock.resume()
+      },
+    })
+    if (exit.code !== 0 && exit.code !== null) io.err(`port-forward: connection to pod/${pod.name}:${port} ended with an error\n`)
+  } catch (err) {
+    io.err(`port-forward: ${err instanceof Error ? err.message : String(err)}\n`)
+    await callRoute(c, 'podPortForwardIo', session, { body: { close: true } }).catch(() => undefined)
+  } finally {
+    sock.end()
+  }
+}
+
+function cpuText(m: number | null): string {
+  return m === null ? '-' : `${Math.round(m)}m`
+}
+
+function memText(b: number | null): string {
+  return b === null ? '-' : `${Math.round(b / (1024 * 1024))}Mi`
+}
+
+export function topPodsTable(r: TopAnswer, opts: { containers: boolean; namespaces: boolean }): string {
+  const pods = [...r.pods].sort((a, b) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name))
+  const head = [...(opts.namespaces ? ['NAMESPACE'] : []), 'NAME', ...(opts.containers ? ['CONTAINER'] : []), 'CPU', 'MEMORY', 'NODE']
+  const rows: string[][] = []
+  for (const p of pods) {
+    if (!opts.containers) rows.push([...(opts.namespaces ? [p.namespace] : []), p.name, cpuText(p.cpuMillis), memText(p.memoryBytes), p.node])
+    else
+      for (const ct of p.containers)
+        rows.push([...(opts.namespaces ? [p.namespace] : []), p.name, ct.name, cpuText(ct.cpuMillis), memText(ct.memoryBytes), p.node])
+  }
+  return formatTable(head, rows)
+}
+
+export function topNodesTable(r: TopAnswer): string {
+  const nodes = [...r.nodes].sort((a, b) => a.node.localeCompare(b.node))
+  return formatTable(
+    ['NAME', 'CPU', 'CPU%', 'MEMORY', 'MEMORY%', 'PODS'],
+    nodes.map((n) => [
+      n.node,
+      cpuText(n.cpuMillis),
+      `${Math.round(n.cpuMillis / (10 * n.cpuCores))}%`,
+      memText(n.memoryBytes),
+      `${n.memoryTotalBytes > 0 ? Math.round((100 * n.memoryBytes) / n.memoryTotalBytes) : 0}%`,
+      String(n.pods),
+    ]),
+  )
+}
