@@ -149,12 +149,14 @@ describe('operator commands against a real agent', () => {
     watch.stdout?.on('data', (d: Buffer) => (out += d.toString()))
     json.stdout?.on('data', (d: Buffer) => (jout += d.toString()))
     try {
-      await waitFor('the first list', async () => (/^NAME +STATUS/.test(out) && /^hello +Pending/m.test(out) && /"name":"hello"/.test(jout) ? true : undefined))
+      await waitFor('the first list', async () =>
+        /^NAME +READY +STATUS/.test(out) && /^hello +0\/1 +Pending/m.test(out) && /"name":"hello"/.test(jout) ? true : undefined,
+      )
       assert.doesNotMatch(out, /watched/)
       const file = join(tmp.path, 'watched.yaml')
       writeFileSync(file, POD('watched'))
       await ok(['apply', '-f', file])
-      await waitFor('the new pod in the watch', async () => (/^watched +Pending/m.test(out) ? true : undefined), 30_000)
+      await waitFor('the new pod in the watch', async () => (/^watched +0\/1 +Pending/m.test(out) ? true : undefined), 30_000)
       await waitFor('an ADDED event', async () => (/"type":"ADDED","object":\{[^\n]*"name":"watched"/.test(jout) ? true : undefined), 30_000)
       await ok(['delete', 'watched'])
       await waitFor('the deletion in the watch', async () => (/^pod\/watched deleted$/m.test(out) ? true : undefined), 30_000)
@@ -170,7 +172,7 @@ describe('operator commands against a real agent', () => {
 
   it('get all lists every namespaced kind, grouped, names as kind/name; get events lists events', async () => {
     const text = await ok(['get', 'all'])
-    assert.match(text, /^NAME +STATUS +NODE .*\npod\/db +Pending/m)
+    assert.match(text, /^NAME +READY +STATUS +NODE .*\npod\/db +0\/1 +Pending/m)
     assert.match(text, /\n\nNAME +READY +NEXT +AGE\npinneddeployment\/web +0\/\d/)
     const names = (await ok(['get', 'all', '-o', 'name'])).split('\n').filter(Boolean)
     assert.ok(names.includes('pod/hello') && names.includes('pinneddeployment/web'), names.join(' '))
@@ -187,9 +189,9 @@ describe('operator commands against a real agent', () => {
 
   it('read commands take -o table|wide|json|yaml|name where they make sense, text being table', async () => {
     const table = await ok(['get', 'pods'])
-    assert.match(table, /^NAME +STATUS +NODE +REV +RESTARTS +AGE\n/)
+    assert.match(table, /^NAME +READY +STATUS +NODE +REV +RESTARTS +AGE\n/)
     assert.equal((await ok(['get', 'pods', '-o', 'text'])).split('\n')[0], table.split('\n')[0])
-    assert.match(await ok(['get', 'pods', '-o', 'wide']), /^NAME +STATUS +NODE +IP +POLICY/)
+    assert.match(await ok(['get', 'pods', '-o', 'wide']), /^NAME +READY +STATUS +NODE +IP +POLICY/)
     assert.equal(parse(await ok(['get', 'pod', 'hello', '-o', 'yaml'])).metadata.name, 'hello')
     assert.equal(JSON.parse(await ok(['get', 'pod', 'hello', '-o', 'json'])).metadata.name, 'hello')
     assert.match(await ok(['get', 'pods', '-o', 'name']), /^pod\/db\npod\/hello\n/)
@@ -269,11 +271,11 @@ describe('operator commands against a real agent', () => {
     let out = ''
     watch.stdout?.on('data', (d: Buffer) => (out += d.toString()))
     try {
-      await waitFor('the first list, remotely', async () => (/^hello +Pending/m.test(out) ? true : undefined), 60_000)
+      await waitFor('the first list, remotely', async () => (/^hello +0\/1 +Pending/m.test(out) ? true : undefined), 60_000)
       const file = join(tmp.path, 'remote.yaml')
       writeFileSync(file, POD('remote'))
       await ok(['apply', '-f', file])
-      await waitFor('the new pod in the remote watch', async () => (/^remote +Pending/m.test(out) ? true : undefined), 60_000)
+      await waitFor('the new pod in the remote watch', async () => (/^remote +0\/1 +Pending/m.test(out) ? true : undefined), 60_000)
     } finally {
       watch.kill('SIGTERM')
       await watch
