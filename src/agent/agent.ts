@@ -7,7 +7,7 @@ import { chmodSync, existsSync, mkdirSync, statSync, unlinkSync, writeFileSync }
 import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { type Clock, every, execaRunner, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
+import { type Clock, every, execaRunner, type Random, sleep, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
 import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
 import {
   ADMIN_USER,
@@ -720,6 +720,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     store: apiStore,
     node: c.info,
     clock,
+    sleep: (ms) => sleep(clock, ms),
     logger: apiLogger,
     // Secrets are sealed here, before validation: only sealed values reach the store.
     prepare: (raw, ns) => sealAppliedSecret(secrets, raw, ns),

@@ -4,6 +4,7 @@
  * Manifests are validated here, all of them before any is written, so a bad document in a batch
  * leaves the store untouched.
  */
+import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import { formatRef, getKind, isPlainObject, normalizeManifest, type ObjectRef, OrcError, type OrcObject, type Query, refOf } from '../model/index.ts'
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
@@ -26,6 +27,8 @@ export interface ApiComponents {
    * clear values sealed, secrets-api.ts). Throws to refuse it; nothing of the batch is written then.
    */
   prepare?: (raw: unknown, defaultNamespace: string | undefined) => unknown
+  /** Wait this long (the watch route's long poll); without it a watch answers at once. */
+  sleep?: (ms: number) => Promise<void>
   /** The revision `rollback` restores when none is named (default: the store's, the one before the head). */
   rollbackTarget?: (ref: ObjectRef) => Promise<string | undefined>
   /** How a rollback to revision `to` completes what it restores (a Pod's registry images pinned to the digests that revision ran). */
@@ -70,6 +73,18 @@ function one(q: Query, key: string): string | undefined {
   return Array.isArray(v) ? v[v.length - 1] : v
 }
 
+/** The longest a watch waits for a change: under the remote API's 30 s call timeout. */
+const MAX_WATCH_WAIT_MS = 25_000
+/** How often a waiting watch looks at the list again (it also covers federated namespaces' stores). */
+const WATCH_POLL_MS = 200
+
+/** The version of a list: every write gives an object a new revision id, a delete drops it. */
+function listVersion(items: readonly StoredObject[]): string {
+  const h = createHash('sha256')
+  for (const o of items) h.update(`${o.metadata.namespace ?? ''}/${o.metadata.name}@${String((o.metadata as { revisionId?: string }).revisionId)}\n`)
+  return h.digest('hex').slice(0, 32)
+}
+
 function refFromPath(kindText: string, ns: string, name: string): ObjectRef {
   const def = getKind(kindText)
   const namespace = ns === '_' ? '' : ns
@@ -110,6 +125,15 @@ export function objectRoutes(c: ApiComponents) {
   }
 
   const refOfParams = (p: { kind: string; ns: string; name: string }) => refFromPath(p.kind, p.ns, p.name)
+  const listOf = (kind: string, q: Query) => {
+    const def = getKind(kind)
+    const all = one(q, 'all') === '1' || one(q, 'all') === 'true'
+    const ns = def.namespaced && !all ? one(q, 'namespace') || 'default' : undefined
+    const items = c.store
+      .list(def.kind, ns)
+      .sort((a, b) => (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name))
+    return { kind: def.kind, items }
+  }
   const bodyOf = (b: unknown) => (isPlainObject(b) ? b : {})
 
   return {
@@ -169,14 +193,19 @@ export function objectRoutes(c: ApiComponents) {
       }
       return { results }
     },
-    listObjects: ({ params, query: q }) => {
-      const def = getKind(params.kind)
-      const all = one(q, 'all') === '1' || one(q, 'all') === 'true'
-      const ns = def.namespaced && !all ? one(q, 'namespace') || 'default' : undefined
-      const items = c.store
-        .list(def.kind, ns)
-        .sort((a, b) => (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name))
-      return { kind: def.kind, items }
+    listObjects: ({ params, query: q }) => listOf(params.kind, q),
+    watchObjects: async ({ params, query: q }) => {
+      const known = one(q, 'known')
+      const w = Number(one(q, 'waitMs') ?? 10_000)
+      const waitMs = Number.isFinite(w) ? Math.max(0, Math.min(w, MAX_WATCH_WAIT_MS)) : 10_000
+      const deadline = c.clock.now() + waitMs
+      for (;;) {
+        const { kind, items } = listOf(params.kind, q)
+        const version = listVersion(items)
+        if (version !== known) return { kind, version, items }
+        if (c.sleep === undefined || c.clock.now() >= deadline) return { kind, version }
+        await c.sleep(Math.min(WATCH_POLL_MS, Math.max(1, deadline - c.clock.now())))
+      }
     },
     getObject: ({ params }) => ({ object: getObject(refOfParams(params)) }),
     deleteObject: async ({ params, body }) => {

@@ -194,6 +194,24 @@ export interface LogsQuery extends Record<string, QueryValue> {
   waitMs?: string
 }
 
+/** `GET /v1/watch/KIND`: the list as listObjects, once its version differs from `known`. */
+export interface WatchQuery extends Record<string, QueryValue> {
+  namespace?: string
+  all?: string | number | boolean
+  /** The version of the list the client has; absent: answer at once. */
+  known?: string
+  /** How long to wait for a change (ms, at most 25 000; default 10 000). */
+  waitMs?: string | number
+}
+
+export interface WatchAnswer {
+  kind: string
+  /** Names the list's state: equal versions, equal objects (every write changes it). */
+  version: string
+  /** The whole list when it changed; absent when the wait ended without a change. */
+  items?: StoredObject[]
+}
+
 export type TokenView = Omit<TokenRecord, 'secretHash'>
 
 export interface FederationAnswer {
@@ -246,6 +264,12 @@ export const ROUTES = {
   listObjects: route<{ query: { namespace?: string; all?: string | number | boolean }; response: { kind: string; items: StoredObject[] } }>()({
     method: 'GET',
     path: '/v1/objects/:kind',
+    permission: { verb: 'list', kind: ':kind' },
+  }),
+  // A long poll (`orc get -w`): answers when the list differs from the version the client knows, or after waitMs with no items.
+  watchObjects: route<{ query: WatchQuery; response: WatchAnswer }>()({
+    method: 'GET',
+    path: '/v1/watch/:kind',
     permission: { verb: 'list', kind: ':kind' },
   }),
   getObject: route<{ response: { object: StoredObject } }>()({

@@ -2,36 +2,42 @@
  * The `orc` command. Each subcommand is a thin shell over the local API; all decisions are in the
  * agent. Errors print as one line (`error: …`) and exit non-zero; `--debug` adds the cause chain.
  */
-import { Command, CommanderError, Option } from 'commander'
+import { Command, CommanderError } from 'commander'
 import {
   type ApplyResultItem,
   agentOptionsFromEnv,
   defaultDataDir,
+  ORC_VERSION,
   objectParams,
   resolveSocketPath,
   socketPathOf,
   startAgent,
   stopOnSignals,
 } from '../agent/index.ts'
-import { findKind, formatDuration, getKind, type KindDef, type Node, type ObjectRef, OrcError, parseRef } from '../model/index.ts'
+import { didYouMeanOf, findKind, formatDuration, getKind, type KindDef, type Node, OrcError, parseRef } from '../model/index.ts'
 import type { Stored, StoredObject } from '../store/index.ts'
 import { callRoute } from './call.ts'
 import { ApiClient } from './client.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
+import { registerCompleteCommand } from './commands/complete.ts'
+import { registerDescribeCommand } from './commands/describe.ts'
 import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
+import { getAll, getEvents, watchObjects } from './commands/get.ts'
 import { registerJobCommands } from './commands/jobs.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
 import { registerPodCommands } from './commands/pods.ts'
 import { registerRolloutCommands } from './commands/rollout.ts'
+import { registerScaleCommand } from './commands/scale.ts'
 import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { registerSecretCommands } from './commands/secrets.ts'
 import { registerStreamCommands } from './commands/streams.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
+import { closestNames, getObjectOf, objectRef, objectRefs, outputOption, refText, takesObjects, withNameHint } from './refs.ts'
 import { type ApiCaller, RemoteApiClient, readCredential } from './remote.ts'
 
 export interface CliIO {
@@ -52,19 +58,8 @@ function collect(v: string, prev: string[]): string[] {
   return [...prev, v]
 }
 
-function refText(ref: { kind: string; name: string }): string {
-  return `${ref.kind.toLowerCase()}/${ref.name}`
-}
-
-/** `pod/web` or (`pod`, `web`) → refs; several names after one kind are allowed. */
-function refsOf(args: string[], namespace: string | undefined): ObjectRef[] {
-  const ns = namespace || undefined
-  if (args.length === 0) throw new OrcError('invalid', 'expected KIND/NAME or KIND NAME')
-  if (args[0]!.includes('/')) return args.map((a) => parseRef(a, ns))
-  const def = getKind(args[0]!)
-  if (args.length < 2) throw new OrcError('invalid', `${JSON.stringify(args[0])}: expected KIND/NAME (like pod/web) or KIND NAME`)
-  return args.slice(1).map((name) => parseRef(`${def.kind}/${name}`, ns))
-}
+/** The client the last command used, for the "did you mean" of a name that does not exist (main). */
+const callers = new WeakMap<Command, () => ApiCaller>()
 
 export function buildProgram(io: CliIO = processIO): Command {
   const program = new Command('orc')
@@ -75,6 +70,7 @@ export function buildProgram(io: CliIO = processIO): Command {
     if (node !== undefined) return new RemoteApiClient(node, readCredential(g.credential as string | undefined, io.env))
     return new ApiClient(socketOf(cmd))
   }
+  program.hook('preAction', (_p, action) => void callers.set(program, () => client(action)))
 
   program
     .description(
@@ -86,6 +82,7 @@ export function buildProgram(io: CliIO = processIO): Command {
     .option('--node <addr>', 'run the command on a remote node (host:port or multiaddr) over the mesh; default $ORC_NODE')
     .option('--credential <cred|file>', 'admin credential for --node, or a file holding it (default: $ORC_CREDENTIAL)')
     .helpOption('-h, --help', 'help for orc or a command')
+    .version(`orc ${ORC_VERSION}`, '-V, --version', 'print the client version (orc version shows the nodes too)')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
     .showSuggestionAfterError(true)
@@ -220,11 +217,12 @@ Use "orc COMMAND --help" for more about a command.`),
   program
     .command('get')
     .description('Display one or many objects')
-    .argument('<KIND>', 'pods, nodes, clusters (or pod/NAME)')
+    .argument('<KIND>', 'pods, nodes, clusters, … (or pod/NAME); all: every namespaced kind; events: the last hour (as orc events)')
     .argument('[NAME]', 'one object by name')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-A, --all-namespaces', 'list objects in every namespace')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'wide', 'yaml', 'json', 'name']).default('table'))
+    .option('-w, --watch', 'after the list, print each change as it happens (Ctrl-C to stop)')
+    .addOption(outputOption(['table', 'wide', 'json', 'yaml', 'name']))
     .option('--show-secrets', 'one Secret with its values opened (as YAML, or -o json); needs a role that grants Secret/reveal')
     .addHelpText(
       'after',
@@ -239,7 +237,13 @@ Use "orc COMMAND --help" for more about a command.`),
   orc get pod hello -o yaml
 
   # This node and its neighbours
-  orc get nodes`),
+  orc get nodes
+
+  # Pods as they change
+  orc get pods -w
+
+  # Everything in the namespace, grouped by kind
+  orc get all`),
     )
     .action(async (kindArg: string, nameArg: string | undefined, opts, cmd: Command) => {
       let kindText = kindArg
@@ -249,8 +253,15 @@ Use "orc COMMAND --help" for more about a command.`),
         ;[kindText, name] = [kindArg.slice(0, kindArg.indexOf('/')), kindArg.slice(kindArg.indexOf('/') + 1)]
       }
       if (kindText === 'routes' || kindText === 'route') return io.out(await routesOutput(client(cmd), opts.output, io.now()))
+      if ((kindText === 'events' || kindText === 'event' || kindText === 'ev') && name === undefined && !opts.watch)
+        return getEvents(client(cmd), io, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output })
+      if ((kindText === 'all' || kindText === 'events') && opts.watch)
+        throw new OrcError('invalid', `-w watches one kind (orc get pods -w)${kindText === 'events' ? '; for events: orc events -f' : ''}`)
+      if (kindText === 'all' && name === undefined && !opts.watch)
+        return getAll(client(cmd), io, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output })
       const def = getKind(kindText)
       const c = client(cmd)
+      if (opts.watch) return watchObjects(c, io, def, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output, name })
       if (opts.showSecrets) {
         if (def.kind !== 'Secret' || name === undefined) throw new OrcError('invalid', '--show-secrets opens one Secret: orc get secret NAME --show-secrets')
         const r = await callRoute(c, 'revealSecret', { ns: opts.namespace || 'default', name })
@@ -259,8 +270,7 @@ Use "orc COMMAND --help" for more about a command.`),
       let items: StoredObject[]
       if (name !== undefined) {
         const ref = parseRef(`${def.kind}/${name}`, opts.namespace || undefined)
-        const r = await callRoute(c, 'getObject', objectParams(ref))
-        items = [r.object]
+        items = [await getObjectOf(c, ref)]
       } else {
         const r = await callRoute(
           c,
@@ -281,10 +291,9 @@ Use "orc COMMAND --help" for more about a command.`),
     })
 
   // ---- delete
-  program
-    .command('delete')
+  takesObjects(program.command('delete'), 'Pod')
     .description('Delete objects by kind and name (the history is kept)')
-    .argument('<KIND/NAME...>', 'pod/web, or pod web [more names]')
+    .argument('<KIND/NAME...>', 'pod/web, pod web [more names], or a pod by its bare name')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .option('--reason <text>', 'why; recorded in the history')
@@ -295,31 +304,34 @@ Use "orc COMMAND --help" for more about a command.`),
   orc delete pod/web
 
   # Same, kubectl style, two pods
-  orc delete pod web db`),
+  orc delete pod web db
+
+  # A pod by its name alone
+  orc delete web`),
     )
     .action(async (args: string[], opts, cmd: Command) => {
       const c = client(cmd)
       const author = authorFrom(io.env, opts.author)
-      for (const ref of refsOf(args, opts.namespace)) {
+      for (const ref of objectRefs(args, { namespace: opts.namespace, implied: 'Pod' })) {
         await callRoute(c, 'deleteObject', objectParams(ref), { body: { author, reason: opts.reason } })
         io.out(`${refText(ref)} deleted\n`)
       }
     })
 
   // ---- history
-  program
-    .command('history')
+  takesObjects(program.command('history'), 'Pod')
     .description('Show the revisions of an object: who changed what, when and why')
-    .argument('<KIND/NAME>', 'like pod/web')
+    .argument('<KIND/NAME>', 'like pod/web, pod web, or a pod by its bare name')
+    .argument('[NAME]', 'the name, when KIND is given alone')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--author <author>', 'only revisions by this author (user:alice, or a prefix like controller:); may repeat', collect, [] as string[])
     .option('--exclude-author <author>', 'hide revisions by this author or prefix; may repeat', collect, [] as string[])
     .option('--since <time>', 'only revisions newer than a duration (30m, 2h, 7d) or a time (2024-05-01T10:00:00Z)')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
+    .addOption(outputOption(['table', 'json', 'yaml']))
     .addHelpText(
       'after',
       examples(`
-  # Every change to a pod
+  # Every change to a pod (or: orc history web)
   orc history pod/web
 
   # Only what people did, not controllers
@@ -328,46 +340,60 @@ Use "orc COMMAND --help" for more about a command.`),
   # What alice changed in the last day, as JSON
   orc history pod/web --author alice --since 24h -o json`),
     )
-    .action(async (target: string, opts, cmd: Command) => {
-      const ref = parseRef(target, opts.namespace || undefined)
+    .action(async (target: string, name: string | undefined, opts, cmd: Command) => {
+      const ref = objectRef([target, name ?? ''], { namespace: opts.namespace, implied: 'Pod' })
       const q = {
         author: (opts.author as string[]).map((a) => (a.endsWith(':') ? a : normalizeAuthor(a))),
         excludeAuthor: (opts.excludeAuthor as string[]).map((a) => (a.endsWith(':') ? a : normalizeAuthor(a))),
         since: opts.since !== undefined ? parseSince(opts.since, io.now()) : undefined,
       }
-      const r = await callRoute(client(cmd), 'history', objectParams(ref), { query: q })
+      const c = client(cmd)
+      const r = await callRoute(c, 'history', objectParams(ref), { query: q })
       if (opts.output === 'json') return io.out(JSON.stringify(r.revisions, null, 2) + '\n')
       if (opts.output === 'yaml') return io.out(toYaml(r.revisions))
-      if (r.revisions.length === 0) return io.err(`No revisions of ${refText(ref)} match.\n`)
+      if (r.revisions.length === 0) {
+        // No revision at all: most likely a mistyped name (a deleted object keeps its history).
+        const names = q.author.length + q.excludeAuthor.length === 0 && q.since === undefined ? await closestNames(c, ref) : []
+        if (names.length > 0)
+          throw new OrcError('not_found', `${refText(ref)} has no revisions: ${didYouMeanOf(names.map((n) => refText({ kind: ref.kind, name: n })))}`)
+        return io.err(`No revisions of ${refText(ref)} match.\n`)
+      }
       io.out(historyTable(r.revisions))
     })
 
   // ---- diff
-  program
-    .command('diff')
+  takesObjects(program.command('diff'), 'Pod')
     .description('Show what changed in an object between two revisions')
-    .argument('<KIND/NAME>', 'like pod/web')
+    .argument('<KIND/NAME>', 'like pod/web, pod web, or a pod by its bare name')
     .argument('<REV1>', 'revision number (or id) to compare from')
     .argument('<REV2>', 'revision number (or id) to compare to')
+    .argument('[REV]', '(with KIND NAME: the second revision)')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['table', 'json', 'yaml']))
     .addHelpText(
       'after',
       examples(`
   # What changed from revision 1 to 3 (+ added, - removed, ~ changed)
-  orc diff pod/web 1 3`),
+  orc diff pod/web 1 3
+  orc diff web 1 3`),
     )
-    .action(async (target: string, rev1: string, rev2: string, opts, cmd: Command) => {
-      const ref = parseRef(target, opts.namespace || undefined)
-      const r = await callRoute(client(cmd), 'diff', objectParams(ref), { query: { from: rev1, to: rev2 } })
-      io.out(opts.output === 'json' ? JSON.stringify(r.changes, null, 2) + '\n' : changeLines(r.changes))
+    .action(async (target: string, a: string, b: string, c: string | undefined, opts, cmd: Command) => {
+      // pod/web 1 3, web 1 3, or pod web 1 3
+      const [words, rev1, rev2] = c === undefined ? [[target], a, b] : [[target, a], b, c]
+      const ref = objectRef(words, { namespace: opts.namespace, implied: 'Pod' })
+      const r = await callRoute(client(cmd), 'diff', objectParams(ref), { query: { from: rev1, to: rev2 } }).catch(async (err) => {
+        throw await withNameHint(client(cmd), err)
+      })
+      if (opts.output === 'json') return io.out(JSON.stringify(r.changes, null, 2) + '\n')
+      if (opts.output === 'yaml') return io.out(toYaml(r.changes))
+      io.out(changeLines(r.changes))
     })
 
   // ---- rollback
-  program
-    .command('rollback')
+  takesObjects(program.command('rollback'), 'Pod')
     .description('Make an object equal to an earlier revision again (recorded as a new revision)')
-    .argument('<KIND/NAME>', 'like pod/web')
+    .argument('<KIND/NAME>', 'like pod/web, pod web, or a pod by its bare name')
+    .argument('[NAME]', 'the name, when KIND is given alone')
     .option('--to <rev>', 'revision number or id to restore (default: the newest earlier revision whose spec, labels or annotations differ)')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
@@ -381,8 +407,8 @@ Use "orc COMMAND --help" for more about a command.`),
   # Go back to revision 2, saying why
   orc rollback pod/web --to 2 --reason "1.3 leaks memory"`),
     )
-    .action(async (target: string, opts, cmd: Command) => {
-      const ref = parseRef(target, opts.namespace || undefined)
+    .action(async (target: string, name: string | undefined, opts, cmd: Command) => {
+      const ref = objectRef([target, name ?? ''], { namespace: opts.namespace, implied: 'Pod' })
       const author = authorFrom(io.env, opts.author)
       const r = await callRoute(client(cmd), 'rollback', objectParams(ref), {
         body: { to: opts.to, author, reason: opts.reason },
@@ -396,7 +422,7 @@ Use "orc COMMAND --help" for more about a command.`),
   program
     .command('status')
     .description('Show this node, its cluster, its store and every peer: state, path, latency, last handshake, pods')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json', 'yaml']).default('text'))
+    .addOption(outputOption(['table', 'json', 'yaml']))
     .option('--json', 'same as -o json')
     .addHelpText(
       'after',
@@ -446,6 +472,9 @@ Use "orc COMMAND --help" for more about a command.`),
   // After secrets: it adds `orc create job` to the `create` command they make.
   registerJobCommands(program, io, client)
   registerEditCommand(program, io, client)
+  registerDescribeCommand(program, io, client)
+  registerScaleCommand(program, io, client)
+  registerCompleteCommand(program, io, client)
 
   return program
 }
@@ -498,7 +527,7 @@ export async function main(argv: string[], io: CliIO = processIO): Promise<void>
       return
     }
     const debug = Boolean(program.opts().debug) || argv.includes('--debug')
-    printError(io, err, debug)
+    printError(io, await withNameHint(callers.get(program)?.(), err), debug)
     process.exitCode = 1
   }
 }

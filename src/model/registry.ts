@@ -11,6 +11,7 @@ import { type Role, type RoleBinding, roleBindingKind, roleKind, type User, user
 import { type SecurityPolicy, securityPolicyKind } from './kinds/security-policy.ts'
 import type { OrcObject } from './object.ts'
 import { OwnershipTable } from './ownership.ts'
+import { closestWords, didYouMeanOf } from './suggest.ts'
 
 /** Every kind orc knows. Adding a kind: write `kinds/<kind>.ts` and list it here. */
 export const KINDS: readonly KindDef[] = [
@@ -67,11 +68,29 @@ export function findKind(name: string): KindDef | undefined {
 export function getKind(name: string): KindDef {
   const k = findKind(name)
   if (!k) {
-    throw new OrcError('invalid', `unknown kind ${JSON.stringify(name)} (known: ${KINDS.map((x) => x.plural).join(', ')})`, {
+    const hint = didYouMeanOf(suggestKinds(name))
+    throw new OrcError('invalid', `unknown kind ${JSON.stringify(name)}${hint ? `: ${hint}` : ''} (known: ${KINDS.map((x) => x.plural).join(', ')})`, {
       kind: name,
     })
   }
   return k
+}
+
+/**
+ * The kinds a mistyped kind name most likely meant, each once (as the form closest to what was
+ * typed: `pdo` → pod, `pdos` → pods); the short aliases are matched but never suggested.
+ */
+export function suggestKinds(name: string): string[] {
+  const forms = KINDS.flatMap((k) => [k.plural, k.kind.toLowerCase()])
+  const out: string[] = []
+  const seen = new Set<KindDef>()
+  for (const w of closestWords(name, forms, forms.length)) {
+    const k = findKind(w)!
+    if (seen.has(k)) continue
+    seen.add(k)
+    out.push(w)
+  }
+  return out.slice(0, 3)
 }
 
 /** The ownership table built from every kind's declared controller fields. */

@@ -129,7 +129,10 @@ describe('bad input', () => {
     oneLineError(await run(['rollback', 'pod/nothing']), /pod\/nothing/)
     oneLineError(await run(['delete', 'pod/nothing']), /^error: pod\/nothing in namespace default not found$/)
     oneLineError(await run(['get', 'gizmos']), /^error: unknown kind "gizmos"/)
-    oneLineError(await run(['history', 'web']), /expected KIND\/NAME, like pod\/web/)
+    // A bare name is a pod's (issue #22); none by that name, nor one close to it
+    const bare = await run(['history', 'web'])
+    assert.deepEqual([bare.exitCode, bare.stderr], [0, 'No revisions of pod/web match.\n'])
+    oneLineError(await run(['describe', 'web']), /^error: "web": give its kind too, as KIND\/NAME \(like pod\/web\) or KIND NAME$/)
     oneLineError(await run(['history', 'pod/keep', '--since', 'yesterday-ish']), /--since "yesterday-ish": expected a duration/)
     oneLineError(await run(['get', 'pods', '-o', 'xml']), /error: option '-o, --output <format>' argument 'xml' is invalid/)
     oneLineError(await run(['frobnicate']), /error: unknown command 'frobnicate'/)

@@ -110,10 +110,10 @@ describe('orc CLI against a real agent', () => {
       })
       // REV is the revision whose spec runs: alice's relabel did not change the spec.
       const table = await run(['get', 'pods'])
-      assert.match(table.stdout, /^NAME +STATUS +NODE +REV +RESTARTS +AGE\nhello +Running +n1 +1 +0 +\d+s\n$/)
+      assert.match(table.stdout, /^NAME +READY +STATUS +NODE +REV +RESTARTS +AGE\nhello +1\/1 +Running +n1 +1 +0 +\d+s\n$/)
       assert.match(
         (await run(['get', 'pods', '-o', 'wide', '-A'])).stdout,
-        /^NAMESPACE +NAME +STATUS +NODE +IP +POLICY +IMAGE DIGEST +REV +RESTARTS +AGE\ndefault +hello +Running +n1 +<none> +best-effort +<none> +1 +0 /,
+        /^NAMESPACE +NAME +READY +STATUS +NODE +IP +POLICY +IMAGE DIGEST +REV +RESTARTS +AGE\ndefault +hello +1\/1 +Running +n1 +<none> +best-effort +<none> +1 +0 /,
       )
     }
 

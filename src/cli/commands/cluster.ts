@@ -20,6 +20,7 @@ import { callRoute } from '../call.ts'
 import { ago, authorFrom, examples, formatTable, parseLabels, toYaml } from '../format.ts'
 import { fetchMembers, unreachableNodes } from '../liveness.ts'
 import { createProgress } from '../progress.ts'
+import { outputOption } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, nodeNetworkCell } from './network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, installLine } from './ops.ts'
@@ -337,7 +338,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
   token
     .command('list')
     .description('List the join tokens this node issued')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
+    .addOption(outputOption(['table', 'json', 'yaml']))
     .action(async (opts, cmd: Command) => {
       const r = await callRoute(client(cmd), 'tokens')
       if (opts.output === 'json') return io.out(JSON.stringify(r.tokens, null, 2) + '\n')
@@ -475,8 +476,11 @@ function registerUserCommands(program: Command, io: ClusterCliIO, client: (cmd: 
   user
     .command('list')
     .description('List the users and their roles')
-    .action(async (_opts, cmd: Command) => {
+    .addOption(outputOption(['table', 'json', 'yaml']))
+    .action(async (opts, cmd: Command) => {
       const r = await callRoute(client(cmd), 'users')
+      if (opts.output === 'json') return io.out(JSON.stringify(r.users, null, 2) + '\n')
+      if (opts.output === 'yaml') return io.out(toYaml(r.users))
       io.out(
         formatTable(
           ['NAME', 'ROLES', 'KEY', 'EXPIRES'],
@@ -512,8 +516,11 @@ function registerUserCommands(program: Command, io: ClusterCliIO, client: (cmd: 
   program
     .command('whoami')
     .description('The user this CLI speaks as, and its roles')
-    .action(async (_opts, cmd: Command) => {
+    .addOption(outputOption(['table', 'json', 'yaml']))
+    .action(async (opts, cmd: Command) => {
       const r = await callRoute(client(cmd), 'whoami')
+      if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
+      if (opts.output === 'yaml') return io.out(toYaml(r))
       io.out(`${r.author} (roles: ${r.roles.join(', ') || 'none'}; via ${r.via}${r.expiresAt ? `; credential expires at ${r.expiresAt}` : ''})\n`)
     })
 }

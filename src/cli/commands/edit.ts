@@ -9,11 +9,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Command } from 'commander'
-import { objectParams } from '../../agent/index.ts'
-import { OrcError, type OrcObject, parseRef } from '../../model/index.ts'
+import { OrcError, type OrcObject } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { examples, toYaml } from '../format.ts'
 import { parseManifests } from '../manifests.ts'
+import { getObjectOf, objectRef, takesObjects } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface EditCliIO {
@@ -39,10 +39,10 @@ const SEALED_HINT = `# Values are sealed. To add or change one, give it in clear
 `
 
 export function registerEditCommand(program: Command, io: EditCliIO, client: (cmd: Command) => ApiCaller): void {
-  program
-    .command('edit')
-    .description('Edit an object in $EDITOR and apply it when saved changed')
-    .argument('<KIND/NAME>', 'like config/web or secret/db')
+  takesObjects(program.command('edit'))
+    .description('Edit an object in $EDITOR and apply it when saved changed (a new revision, with --reason)')
+    .argument('<KIND/NAME>', 'like config/web or secret/db, or KIND NAME')
+    .argument('[NAME]', 'the name, when KIND is given alone')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--show-secrets', 'a Secret with its values opened (needs a role that grants Secret/reveal)')
     .option('--reason <text>', 'why; recorded in the history')
@@ -56,16 +56,17 @@ export function registerEditCommand(program: Command, io: EditCliIO, client: (cm
   orc edit secret/db
 
   # Change a Secret's values in place
-  orc edit secret/db --show-secrets --reason "new password"`),
+  orc edit secret/db --show-secrets --reason "new password"
+
+  # Any kind, kubectl style, saying why
+  orc edit pinneddeployment web --reason "more memory"`),
     )
-    .action(async (target: string, opts, cmd: Command) => {
-      const ref = parseRef(target, opts.namespace || undefined)
+    .action(async (target: string, name: string | undefined, opts, cmd: Command) => {
+      const ref = objectRef([target, name ?? ''], { namespace: opts.namespace })
       const api = client(cmd)
       const reveal = Boolean(opts.showSecrets)
       if (reveal && ref.kind !== 'Secret') throw new OrcError('invalid', '--show-secrets is for a Secret: orc edit secret/NAME --show-secrets')
-      const obj = reveal
-        ? (await callRoute(api, 'revealSecret', { ns: ref.namespace, name: ref.name })).object
-        : (await callRoute(api, 'getObject', objectParams(ref))).object
+      const obj = reveal ? (await callRoute(api, 'revealSecret', { ns: ref.namespace, name: ref.name })).object : await getObjectOf(api, ref)
       const text = (ref.kind === 'Secret' && !reveal ? SEALED_HINT : '') + toYaml(editableOf(obj))
       // A Secret's file (opened values, or new ones typed in clear) stays off the disk where a tmpfs
       // is at hand; the file is private either way, and its directory (editor swap files too) goes.

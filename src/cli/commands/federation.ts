@@ -3,11 +3,11 @@
  * between them (docs/federation.md).
  */
 import type { Command } from 'commander'
-import { Option } from 'commander'
 import type { FederationView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
+import { outputOption } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface FederationCliIO {
@@ -70,7 +70,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation leave lab             # stop replicating; local copies stay`),
     )
 
-  const output = () => new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text')
+  const output = () => outputOption(['table', 'json'])
 
   fed
     .command('create')

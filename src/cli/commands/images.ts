@@ -3,12 +3,12 @@
  * the node's blob store of registry images, through the agent's API (local or `--node`).
  */
 import type { Command } from 'commander'
-import { Option } from 'commander'
 import type { ImagePullView } from '../../agent/index.ts'
 import { OrcError, parseQuantity } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { examples, formatTable } from '../format.ts'
 import { createProgress } from '../progress.ts'
+import { outputOption } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface ImageCliIO {
@@ -45,7 +45,7 @@ export function registerImageCommands(image: Command, io: ImageCliIO, client: (c
     .argument('<IMAGE>', 'REGISTRY[:PORT]/REPOSITORY[:TAG][@sha256:DIGEST]')
     .option('-n, --namespace <ns>', 'namespace of the credential Secrets (default: default)')
     .option('--secret <name...>', 'Secrets holding the registry credentials (username, password; server, ca.crt, tls optional)')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['table', 'json']))
     .addHelpText(
       'after',
       examples(`
@@ -78,7 +78,7 @@ export function registerImageCommands(image: Command, io: ImageCliIO, client: (c
     .command('inspect')
     .description('Show a pulled image: digests, platform, entrypoint and environment, layers, the pods that use it')
     .argument('<IMAGE>', 'a reference this node pulled, or its digest')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['table', 'json']))
     .action(async (ref: string, opts, cmd: Command) => {
       const v = await callRoute(client(cmd), 'imageInspect', {}, { query: { image: ref } })
       if (opts.output === 'json') return io.out(`${JSON.stringify(v, null, 2)}\n`)

@@ -6,10 +6,9 @@ import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, re
 import { join, resolve } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import type { Command } from 'commander'
-import { Option } from 'commander'
 import type { ClusterEvent, LogsQuery, ResponseOf } from '../../agent/index.ts'
 import { defaultDataDir, objectParams } from '../../agent/index.ts'
-import { type Node, type ObjectRef, OrcError, type Pod, parseRef } from '../../model/index.ts'
+import { type Node, type ObjectRef, OrcError, type Pod } from '../../model/index.ts'
 import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { criticalChain, explainWhy, formatCriticalChain, formatWhy, parseWorkflowSnapshot, type WorkflowSnapshot } from '../../workflow/index.ts'
@@ -17,6 +16,7 @@ import { callRoute } from '../call.ts'
 import { examples, formatTable } from '../format.ts'
 import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { createProgress } from '../progress.ts'
+import { getObjectOf, objectRef, outputOption, takesObjects, withNameHint } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 import { formatBytes, registerImageCommands, registryImageTable } from './images.ts'
 import { nodeWhyOutput } from './network.ts'
@@ -28,8 +28,8 @@ export interface PodCliIO {
   now(): number
 }
 
-function podRef(target: string, namespace: string | undefined): ObjectRef {
-  const ref = parseRef(target.includes('/') ? target : `pod/${target}`, namespace || undefined)
+function podRef(target: string, namespace: string | undefined, name?: string): ObjectRef {
+  const ref = objectRef([target, name ?? ''], { namespace, implied: 'Pod' })
   if (ref.kind !== 'Pod') throw new OrcError('invalid', `${target}: only pods have a lifecycle to explain (try pod/NAME)`)
   return ref
 }
@@ -74,13 +74,13 @@ function podSummary(pod: Stored<Pod>): string[] {
 
 export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd: Command) => ApiCaller): void {
   // ---- why
-  program
-    .command('why')
+  takesObjects(program.command('why'), 'Pod')
     .description("Explain a pod's lifecycle (or a node's network bring-up, node/NAME): which unit holds it up, for how long, with what error")
-    .argument('<pod/NAME>', 'like pod/web')
+    .argument('<pod/NAME>', 'like pod/web, pod web, or web')
+    .argument('[NAME]', 'the name, when KIND is given alone')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--critical-chain', 'the chain of units that set the time to reach running, with start times and durations')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['table', 'json']))
     .addHelpText(
       'after',
       examples(`
@@ -90,14 +90,14 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   # What took the time, systemd-analyze style
   orc why pod/web --critical-chain`),
     )
-    .action(async (target: string, opts, cmd: Command) => {
-      if (/^(node|nodes|no)\//i.test(target)) {
-        const name = target.slice(target.indexOf('/') + 1)
+    .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
+      if (/^(node|nodes|no)\//i.test(target) || (/^(node|nodes|no)$/i.test(target) && nameArg !== undefined)) {
+        const name = nameArg ?? target.slice(target.indexOf('/') + 1)
         const { object: node } = (await callRoute(client(cmd), 'getObject', objectParams({ kind: 'Node', namespace: '', name }))) as { object: Stored<Node> }
         return io.out(nodeWhyOutput(node, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
       }
-      const ref = podRef(target, opts.namespace)
-      const { object: pod } = (await callRoute(client(cmd), 'getObject', objectParams(ref))) as { object: Stored<Pod> }
+      const ref = podRef(target, opts.namespace, nameArg)
+      const pod = (await getObjectOf(client(cmd), ref)) as Stored<Pod>
       const raw = pod.status?.workflow
       const now = io.now()
       let snap: WorkflowSnapshot | undefined
@@ -144,36 +144,49 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     })
 
   // ---- logs
-  program
-    .command('logs')
+  takesObjects(program.command('logs'), 'Pod')
     .description("Print a pod container's output, from any node (the request is forwarded to the node that runs the pod)")
-    .argument('<pod/NAME>', 'like pod/web')
+    .argument('<pod/NAME>', 'like pod/web, pod web, or web')
+    .argument('[NAME]', 'the name, when KIND is given alone')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-c, --container <name>', 'container (needed when the pod has several)')
     .option('-f, --follow', 'keep printing new output until the container ends (Ctrl-C to stop)')
     .option('--revision <n>', 'logs of this pod revision (default: the running one)')
     .option('--tail <n>', 'only the last N lines')
+    .addOption(
+      outputOption(['table', 'json'], 'table', 'output format: table (the lines as written), json (with -f: one {container, revision, line} per line)'),
+    )
     .addHelpText(
       'after',
       examples(`
   orc logs pod/web
-  orc logs pod/web -c sidecar --tail 20
+  orc logs web -c sidecar --tail 20
   orc logs pod/web -f
-  orc logs pod/web --revision 3`),
+  orc logs pod/web --revision 3 -o json`),
     )
-    .action(async (target: string, opts, cmd: Command) => {
-      const ref = podRef(target, opts.namespace)
+    .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
+      const ref = podRef(target, opts.namespace, nameArg)
       const c = client(cmd)
       const pod = { ns: ref.namespace, name: ref.name }
       const query: LogsQuery = { container: opts.container, revision: opts.revision, tail: opts.tail }
+      const json = opts.output === 'json'
+      const print = (a: { container: string; revision: number | null; lines: string[] }) => {
+        if (json) for (const line of a.lines) io.out(JSON.stringify({ container: a.container, revision: a.revision, line }) + '\n')
+        else if (a.lines.length > 0) io.out(a.lines.join('\n') + '\n')
+      }
+      const first = async (q: LogsQuery) => callRoute(c, 'podLogs', pod, { query: q }).catch(async (err) => Promise.reject(await withNameHint(c, err)))
       if (!opts.follow) {
-        const r = await callRoute(c, 'podLogs', pod, { query })
+        const r = await first(query)
+        if (json)
+          return io.out(
+            JSON.stringify({ pod: `pod/${ref.name}`, namespace: ref.namespace, container: r.container, revision: r.revision, lines: r.lines }, null, 2) + '\n',
+          )
         if (r.lines.length > 0) io.out(r.lines.join('\n') + '\n')
         return
       }
-      let r = await callRoute(c, 'podLogs', pod, { query: { ...query, follow: '1' } })
+      let r = await first({ ...query, follow: '1' })
       for (;;) {
-        if (r.lines.length > 0) io.out(r.lines.join('\n') + '\n')
+        print(r)
         if (r.ended) return
         r = await callRoute(c, 'podLogs', pod, {
           query: { container: opts.container, revision: String(r.revision), follow: '1', cursor: String(r.cursor), waitMs: '10000' },
@@ -185,7 +198,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   program
     .command('controllers')
     .description('Show the controllers of this agent: the fields each reads and writes, and who feeds whom')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['table', 'json']))
     .action(async (opts, cmd: Command) => {
       const r = await callRoute(client(cmd), 'controllers')
       if (opts.output === 'json') {

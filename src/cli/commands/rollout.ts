@@ -3,12 +3,12 @@
  * `next`. Every change is an ordinary write of the deployment (author, reason, history, rollback).
  */
 import type { Command } from 'commander'
-import { Option } from 'commander'
 import type { BodyOf, RolloutView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
 import { createProgress } from '../progress.ts'
+import { objectRef, outputOption, takesObjects } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface RolloutCliIO {
@@ -18,15 +18,13 @@ export interface RolloutCliIO {
   now(): number
 }
 
-/** `web` or `pinneddeployment/web` (or pd/web) → `web`. */
-function deploymentName(target: string): string {
-  const slash = target.indexOf('/')
-  if (slash < 0) return target
-  const kind = target.slice(0, slash).toLowerCase()
-  if (!['pinneddeployment', 'pinneddeployments', 'pdeploy', 'pd'].includes(kind)) {
-    throw new OrcError('invalid', `${target}: rollouts are of PinnedDeployments (give NAME or pinneddeployment/NAME)`)
+/** `web`, `pinneddeployment/web` (or pd/web), or `pinneddeployment web` → `web`. */
+function deploymentName(target: string, name?: string): string {
+  const ref = objectRef([target, name ?? ''], { implied: 'PinnedDeployment' })
+  if (ref.kind !== 'PinnedDeployment') {
+    throw new OrcError('invalid', `${[target, name].filter(Boolean).join(' ')}: rollouts are of PinnedDeployments (give NAME or pinneddeployment/NAME)`)
   }
-  return target.slice(slash + 1)
+  return ref.name
 }
 
 function params(ns: string | undefined, name: string): { ns: string; name: string } {
@@ -108,8 +106,8 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
   orc rollout abort web`),
     )
 
-  const write = (action: 'set' | 'promote' | 'abort') => async (target: string, opts: Record<string, unknown>, cmd: Command) => {
-    const name = deploymentName(target)
+  const write = (action: 'set' | 'promote' | 'abort') => async (target: string, nameArg: string | undefined, opts: Record<string, unknown>, cmd: Command) => {
+    const name = deploymentName(target, nameArg)
     const body: BodyOf<'rolloutAction'> = { author: authorFrom(io.env, opts.author as string | undefined), reason: opts.reason as string | undefined }
     if (action === 'set') {
       const num = (v: unknown, flag: string): number => {
@@ -132,17 +130,17 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
       .option('-n, --namespace <ns>', 'namespace (default: default)')
       .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
       .option('--reason <text>', 'why; recorded in the history')
-      .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+      .addOption(outputOption(['table', 'json']))
 
-  rollout
-    .command('status')
+  takesObjects(rollout.command('status'), 'PinnedDeployment')
     .description('Show the split and, per version, how many pods are desired, created, running and ready')
     .argument('<NAME>', 'PinnedDeployment name (or pinneddeployment/NAME)')
+    .argument('[NAME]', 'the name, when the kind is given first')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('--pods', 'also list the pods with their version, node and phase')
     .option('-w, --wait', 'wait until the rollout step is complete (every wanted pod ready, no old pod left)')
     .option('--timeout <seconds>', 'with --wait: give up after this many seconds (exit 1)', '300')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['table', 'json']))
     .addHelpText(
       'after',
       examples(`
@@ -151,8 +149,8 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
   orc rollout status web --wait --timeout 120
   orc rollout status web -o json`),
     )
-    .action(async (target: string, opts, cmd: Command) => {
-      const name = deploymentName(target)
+    .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
+      const name = deploymentName(target, nameArg)
       const c = client(cmd)
       const timeoutMs = Number(opts.timeout) * 1000
       if (!Number.isFinite(timeoutMs) || timeoutMs < 0)
@@ -183,10 +181,10 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     })
 
   common(
-    rollout
-      .command('set')
+    takesObjects(rollout.command('set'), 'PinnedDeployment')
       .description('Set how many replicas run spec.next (a count or a share); the rest run spec.previous')
       .argument('<NAME>', 'PinnedDeployment name')
+      .argument('[NAME]', 'the name, when the kind is given first')
       .option('--next-replicas <n>', 'exactly this many replicas (or nodes, for every-node deployments) run next')
       .option('--next-percent <p>', 'this share of the replicas runs next, rounded up (10% of 3 is 1)'),
   )
@@ -198,7 +196,12 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     )
     .action(write('set'))
 
-  common(rollout.command('promote').description('Make spec.next the new spec.previous: every replica runs it').argument('<NAME>', 'PinnedDeployment name'))
+  common(
+    takesObjects(rollout.command('promote'), 'PinnedDeployment')
+      .description('Make spec.next the new spec.previous: every replica runs it')
+      .argument('<NAME>', 'PinnedDeployment name')
+      .argument('[NAME]', 'the name, when the kind is given first'),
+  )
     .addHelpText(
       'after',
       examples(`
@@ -207,10 +210,10 @@ export function registerRolloutCommands(program: Command, io: RolloutCliIO, clie
     .action(write('promote'))
 
   common(
-    rollout
-      .command('abort')
+    takesObjects(rollout.command('abort'), 'PinnedDeployment')
       .description('Drop spec.next: every replica runs spec.previous (the next template stays in the history)')
-      .argument('<NAME>', 'PinnedDeployment name'),
+      .argument('<NAME>', 'PinnedDeployment name')
+      .argument('[NAME]', 'the name, when the kind is given first'),
   )
     .addHelpText(
       'after',

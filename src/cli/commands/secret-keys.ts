@@ -3,9 +3,9 @@
  * under it, keys no Secret uses any more retired, the new keyring handed to the members.
  */
 import type { Command } from 'commander'
-import { Option } from 'commander'
 import { callRoute } from '../call.ts'
 import { examples, toYaml } from '../format.ts'
+import { outputOption } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface SecretKeyCliIO {
@@ -26,7 +26,7 @@ export function registerSecretKeyCommands(program: Command, io: SecretKeyCliIO, 
     .command('rotate-key')
     .description('Make a new cluster data key and re-seal every Secret with it (admin only); members receive the new key')
     .option('--reason <text>', 'why; recorded in the history of each re-sealed Secret')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json', 'yaml']).default('text'))
+    .addOption(outputOption(['table', 'json', 'yaml']))
     .addHelpText('after', examples(`\n  orc secret rotate-key --reason 'yearly rotation'`))
     .action(async (opts: { reason?: string; output: string }, cmd: Command) => {
       const r = await callRoute(client(cmd), 'rotateSecretKey', {}, { body: { ...(opts.reason ? { reason: opts.reason } : {}) } })

@@ -7,11 +7,11 @@
 import { createServer, type Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import type { Command } from 'commander'
-import { Option } from 'commander'
 import type { PodStreamIoAnswer, PodStreamIoBody, TopAnswer } from '../../agent/index.ts'
 import { OrcError, parseRef } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { examples, formatTable } from '../format.ts'
+import { outputOption, takesObjects } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 
 export interface StreamCliIO {
@@ -80,8 +80,7 @@ export function execExitCode(exit: { code: number | null; signal: string | null 
 
 export function registerStreamCommands(program: Command, io: StreamCliIO, client: (cmd: Command) => ApiCaller): void {
   // ---- exec
-  program
-    .command('exec')
+  takesObjects(program.command('exec'), 'Pod')
     .description("Run a command in a running pod's container, from any node (the node that runs the pod runs it); exits with the command's code")
     .argument('<pod>', 'pod/NAME or NAME')
     .argument('<command...>', 'the command and its arguments, after --')
@@ -137,8 +136,7 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
     })
 
   // ---- port-forward
-  program
-    .command('port-forward')
+  takesObjects(program.command('port-forward'), 'Pod')
     .description('Listen on a local port and carry each connection to a port of a pod, through any node (services come with Services)')
     .argument('<pod>', 'pod/NAME or NAME')
     .argument('<ports...>', 'LOCAL:REMOTE (or PORT for the same number on both sides)')
@@ -190,7 +188,7 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
     .option('-n, --namespace <ns>', 'only pods of this namespace')
     .option('-A, --all-namespaces', 'pods of every namespace (default: only the default namespace, unless -n)')
     .option('--containers', 'one line per container')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'text', 'json']).default('table'))
+    .addOption(outputOption(['table', 'json']))
     .addHelpText(
       'after',
       examples(`

@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import type { Command } from 'commander'
 import { execa } from 'execa'
+import { completionsOf } from '../../../src/cli/commands/complete.ts'
 import { bashCompletion, fishCompletion, zshCompletion } from '../../../src/cli/commands/ops.ts'
 import { buildProgram } from '../../../src/cli/main.ts'
 
 const io = { out: () => {}, err: () => {}, env: {}, now: () => 0 }
+/** The commands a user sees (`__complete` is hidden). */
+const visible = (p: Command) => p.commands.filter((c) => !(c as unknown as { _hidden?: boolean })._hidden)
 
 async function complete(script: string, words: string[]): Promise<string[]> {
   // What bash does on TAB: COMP_WORDS/COMP_CWORD set, the function called, COMPREPLY read.
@@ -17,7 +21,9 @@ async function complete(script: string, words: string[]): Promise<string[]> {
 test('bash completion offers the commands of the command table, their subcommands, flags and kinds', async () => {
   const program = buildProgram(io)
   const script = bashCompletion(program)
-  const top = program.commands.map((c) => c.name()).sort()
+  const top = visible(program)
+    .map((c) => c.name())
+    .sort()
   for (const name of ['up', 'join', 'status', 'doctor', 'events', 'version', 'completion', 'token']) assert.ok(top.includes(name), name)
   assert.deepEqual(await complete(script, ['orc', '']), top)
   assert.deepEqual(
@@ -37,7 +43,7 @@ test('zsh and fish scripts cover the same commands', async () => {
   assert.match(zsh, /^#compdef orc\n/)
   assert.match(zsh, /bashcompinit/)
   const fish = fishCompletion(program)
-  for (const c of program.commands) assert.match(fish, new RegExp(`-n '__fish_use_subcommand' -a '${c.name()}'`), c.name())
+  for (const c of visible(program)) assert.match(fish, new RegExp(`-n '__fish_use_subcommand' -a '${c.name()}'`), c.name())
   assert.match(fish, /__fish_seen_subcommand_from create; and __fish_seen_subcommand_from token' -l print-install/)
   const hasFish = (await execa('fish', ['--version'], { reject: false }).catch(() => ({ exitCode: 1 }))).exitCode === 0
   if (hasFish) {
@@ -52,4 +58,27 @@ test('an unknown shell is one clear error', async () => {
   program.exitOverride()
   await assert.rejects(program.parseAsync(['completion', 'tcsh'], { from: 'user' }), /completion for "tcsh": choose bash, zsh or fish/)
   assert.equal(err, '')
+})
+
+test('object arguments complete to names of the kind the words imply, asked of the agent once per kind', async () => {
+  const program = buildProgram(io)
+  const asked: string[] = []
+  const names = async (kind: string, ns: string | undefined) => {
+    asked.push(`${kind}@${ns ?? ''}`)
+    return kind === 'Pod' ? ['web', 'db'] : kind === 'PinnedDeployment' ? ['front'] : []
+  }
+  const of = (words: string[]) => completionsOf(program, words, names)
+  assert.deepEqual(await of(['history', '']), ['web', 'db'], 'history implies pods')
+  assert.deepEqual(await of(['get', 'pods', '']), ['web', 'db'])
+  assert.deepEqual(await of(['get', '']), [], 'kinds come from the static script')
+  assert.deepEqual(await of(['describe', 'pod/w']), ['pod/web', 'pod/db'])
+  assert.deepEqual(await of(['describe', 'pd/']), ['pd/front'])
+  assert.deepEqual(await of(['scale', '-n', 'prod', '']), ['front'])
+  assert.equal(asked.at(-1), 'PinnedDeployment@prod', 'the namespace flag is passed on')
+  assert.deepEqual(await of(['rollout', 'status', '']), ['front'])
+  assert.deepEqual(await of(['delete', 'pod', 'web', '']), ['web', 'db'], 'delete takes several names')
+  assert.deepEqual(await of(['history', 'pod', 'web', '']), [], 'history takes one')
+  assert.deepEqual(await of(['history', '--']), [], 'a flag is not an object')
+  assert.deepEqual(await of(['status', '']), [], 'status takes no object')
+  assert.deepEqual(await of(['--socket', '/x', 'why', '']), ['web', 'db'], 'global flags and their values are skipped')
 })

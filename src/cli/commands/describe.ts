@@ -1,0 +1,161 @@
+/**
+ * `orc describe KIND/NAME`: one object as a reader wants it — who made it and when, its spec and
+ * status, its conditions, for a pod why it is placed where it is (or nowhere), and the recent events
+ * and revisions (what `orc events` and `orc history` show of it). Each part the agent cannot give
+ * (a role without history rights, an older agent) is left out with a note, not an error.
+ */
+import type { Command } from 'commander'
+import type { ClusterEvent, ResponseOf } from '../../agent/index.ts'
+import { age, getKind, labelsText, type ObjectRef } from '../../model/index.ts'
+import type { Revision, StoredObject } from '../../store/index.ts'
+import { callRoute } from '../call.ts'
+import { examples, formatTable, historyTable, toYaml } from '../format.ts'
+import { getObjectOf, objectRef, outputOption, refText, takesObjects } from '../refs.ts'
+import type { ApiCaller } from '../remote.ts'
+import { eventsTable } from './ops.ts'
+
+export interface DescribeCliIO {
+  out(text: string): void
+  err(text: string): void
+  now(): number
+}
+
+/** What describe gathers of one object; `-o json|yaml` prints it as it is. */
+export interface Description {
+  object: StoredObject
+  revisions?: Revision[]
+  revisionCount?: number
+  events?: ClusterEvent[]
+  placement?: { explainedBy: string; text: string; status: string }
+  /** Parts left out, with why (`events: forbidden …`). */
+  missing: string[]
+}
+
+const REVISIONS = 5
+const EVENTS = 10
+
+type Condition = { type?: unknown; status?: unknown; reason?: unknown; message?: unknown; lastTransitionTime?: unknown }
+
+/** A Secret's sealed values as their key, size and hash; the ciphertext says nothing to a reader. */
+function specForReading(obj: StoredObject): unknown {
+  const spec = obj.spec as Record<string, unknown> | undefined
+  if (obj.kind !== 'Secret' || spec === undefined || spec.sealed === null || typeof spec.sealed !== 'object') return spec
+  const sealed = Object.fromEntries(
+    Object.entries(spec.sealed as Record<string, { size?: unknown; hash?: unknown; binary?: unknown }>).map(([k, v]) => [
+      k,
+      `<sealed: ${String(v?.size)} bytes${v?.binary ? ', binary' : ''}, hash ${String(v?.hash)}>`,
+    ]),
+  )
+  return { ...spec, sealed }
+}
+
+function indent(text: string, by = '  '): string {
+  return text
+    .replace(/\n$/, '')
+    .split('\n')
+    .map((l) => (l === '' ? l : by + l))
+    .join('\n')
+}
+
+async function attempt<T>(what: string, missing: string[], f: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await f()
+  } catch (err) {
+    missing.push(`${what}: ${(err as Error).message.split('\n')[0]}`)
+    return undefined
+  }
+}
+
+/** Everything describe shows of `ref`, asked of the agent in parallel. */
+export async function describeObject(c: ApiCaller, ref: ObjectRef): Promise<Description> {
+  const object = await getObjectOf(c, ref)
+  const missing: string[] = []
+  const target = refText(ref)
+  const ns = ref.namespace || undefined
+  const [history, events, placement] = await Promise.all([
+    attempt('revisions', missing, () => callRoute(c, 'history', { kind: ref.kind, ns: ref.namespace || '_', name: ref.name })),
+    attempt('events', missing, () => callRoute(c, 'events', {}, { query: { target, namespace: ns, since: 0, limit: EVENTS } })),
+    ref.kind === 'Pod'
+      ? attempt('placement', missing, () => callRoute(c, 'podPlacement', { ns: ref.namespace, name: ref.name }))
+      : Promise.resolve(undefined as ResponseOf<'podPlacement'> | undefined),
+  ])
+  const d: Description = { object, missing }
+  if (history) {
+    d.revisions = history.revisions.slice(-REVISIONS)
+    d.revisionCount = history.revisions.length
+  }
+  if (events) d.events = events.events.slice(-EVENTS)
+  if (placement) d.placement = { explainedBy: placement.explainedBy, text: placement.text, status: placement.explanation.status }
+  return d
+}
+
+/** The text form: kubectl describe's sections, orc's content. */
+export function formatDescription(d: Description, now: number): string {
+  const o = d.object
+  const meta = o.metadata as StoredObject['metadata'] & { createdAt?: string; updatedAt?: string; updatedBy?: string; revision?: number }
+  const def = getKind(o.kind)
+  const out: string[] = []
+  const field = (k: string, v: string) => out.push(`${`${k}:`.padEnd(13)}${v}`)
+  field('Name', meta.name)
+  if (def.namespaced) field('Namespace', meta.namespace ?? 'default')
+  field('Kind', o.kind)
+  field('Labels', labelsText(meta.labels))
+  field('Annotations', labelsText(meta.annotations))
+  if (meta.createdAt) field('Created', `${meta.createdAt} (${age(meta.createdAt, now)} ago)`)
+  if (meta.updatedAt) field('Updated', `${meta.updatedAt} by ${meta.updatedBy ?? '?'} (revision ${meta.revision ?? '?'})`)
+  const spec = specForReading(o)
+  if (spec !== undefined) out.push('', 'Spec:', indent(toYaml(spec)))
+  const { workflow: _w, conditions, ...status } = (o.status ?? {}) as Record<string, unknown>
+  if (Object.keys(status).length > 0) out.push('', 'Status:', indent(toYaml(status)))
+  if (Array.isArray(conditions) && conditions.length > 0) {
+    const rows = (conditions as Condition[]).map((c) => [
+      String(c.type ?? '?'),
+      String(c.status ?? '?'),
+      typeof c.reason === 'string' ? c.reason : '',
+      typeof c.lastTransitionTime === 'string' ? `${age(c.lastTransitionTime, now)} ago` : '',
+      typeof c.message === 'string' ? c.message : '',
+    ])
+    out.push('', 'Conditions:', indent(formatTable(['TYPE', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'], rows)))
+  }
+  if (d.placement) out.push('', `Placement (${d.placement.explainedBy}):`, indent(d.placement.text))
+  if (d.revisions) {
+    const shown =
+      d.revisions.length < (d.revisionCount ?? 0)
+        ? ` (last ${d.revisions.length} of ${d.revisionCount}; orc history ${refText({ kind: o.kind, name: o.metadata.name })})`
+        : ''
+    out.push('', `Revisions${shown}:`, d.revisions.length === 0 ? '  <none>' : indent(historyTable(d.revisions)))
+  }
+  if (d.events) out.push('', 'Events:', d.events.length === 0 ? '  <none>' : indent(eventsTable(d.events)))
+  for (const m of d.missing) out.push('', `(${m})`)
+  return out.join('\n') + '\n'
+}
+
+export function registerDescribeCommand(program: Command, io: DescribeCliIO, client: (cmd: Command) => ApiCaller): void {
+  takesObjects(
+    program
+      .command('describe')
+      .description('Show one object in detail: spec, status, conditions, placement (pods), recent events and revisions')
+      .argument('<KIND/NAME>', 'like pod/web, or KIND NAME')
+      .argument('[NAME]', 'the name, when KIND is given alone')
+      .option('-n, --namespace <ns>', 'namespace (default: default)')
+      .addOption(outputOption(['table', 'json', 'yaml']))
+      .addHelpText(
+        'after',
+        examples(`
+  # A pod: where it runs and why, what happened to it, who changed it
+  orc describe pod/web
+
+  # kubectl style
+  orc describe pinneddeployment web
+
+  # Everything, for a script
+  orc describe node/n1 -o json`),
+      ),
+  ).action(async (target: string, name: string | undefined, opts, cmd: Command) => {
+    const ref = objectRef([target, name ?? ''], { namespace: opts.namespace })
+    const d = await describeObject(client(cmd), ref)
+    if (opts.output === 'json') return io.out(JSON.stringify(d, null, 2) + '\n')
+    if (opts.output === 'yaml') return io.out(toYaml(d))
+    io.out(formatDescription(d, io.now()))
+  })
+}
