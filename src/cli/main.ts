@@ -527,7 +527,14 @@ export async function main(argv: string[], io: CliIO = processIO): Promise<void>
       return
     }
     const debug = Boolean(program.opts().debug) || argv.includes('--debug')
-    printError(io, await withNameHint(callers.get(program)?.(), err), debug)
+    // The hint needs a client; one that cannot be made (--node without a credential) gives none.
+    let caller: ApiCaller | undefined
+    try {
+      caller = callers.get(program)?.()
+    } catch {
+      caller = undefined
+    }
+    printError(io, await withNameHint(caller, err).catch(() => err), debug)
     process.exitCode = 1
   }
 }
