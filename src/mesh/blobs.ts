@@ -79,6 +79,30 @@ export interface BlobProvider {
 
 export type BlobRequest = { op: 'has'; digests: string[] } | { op: 'get'; digest: string; via?: BlobVia }
 
+/**
+ * Whether `via` is one a member accepts. A sender checks before asking: a malformed request costs
+ * it its connection (the receiver scores it as garbage). A descriptor known only by its digest (a
+ * manifest pinned by digest: no media type, no size) cannot be fetched through a member.
+ */
+export function isBlobVia(via: unknown): via is BlobVia {
+  return (
+    isRecord(via) &&
+    Object.keys(via).length === 4 &&
+    typeof via.image === 'string' &&
+    via.image.length > 0 &&
+    via.image.length <= MAX_IMAGE_CHARS &&
+    !/\s/.test(via.image) &&
+    typeof via.namespace === 'string' &&
+    NAMESPACE.test(via.namespace) &&
+    typeof via.size === 'number' &&
+    Number.isSafeInteger(via.size) &&
+    via.size >= 0 &&
+    typeof via.mediaType === 'string' &&
+    via.mediaType.length <= MAX_MEDIA_TYPE_CHARS &&
+    MEDIA_TYPE.test(via.mediaType)
+  )
+}
+
 /** The request a peer sent, checked field by field; anything else is the peer's fault. */
 export function parseBlobRequest(v: unknown): BlobRequest {
   if (!isRecord(v)) throw peerFault('blob request is malformed')
@@ -95,24 +119,7 @@ export function parseBlobRequest(v: unknown): BlobRequest {
     const keys = Object.keys(v).filter((k) => k !== 'op' && k !== 'digest' && k !== 'via')
     if (keys.length > 0 || !isBlobDigest(digest)) throw peerFault('blob get-request is malformed')
     if (via === undefined) return { op: 'get', digest }
-    if (
-      !isRecord(via) ||
-      Object.keys(via).length !== 4 ||
-      typeof via.image !== 'string' ||
-      via.image.length === 0 ||
-      via.image.length > MAX_IMAGE_CHARS ||
-      /\s/.test(via.image) ||
-      typeof via.namespace !== 'string' ||
-      !NAMESPACE.test(via.namespace) ||
-      typeof via.size !== 'number' ||
-      !Number.isSafeInteger(via.size) ||
-      via.size < 0 ||
-      typeof via.mediaType !== 'string' ||
-      via.mediaType.length > MAX_MEDIA_TYPE_CHARS ||
-      !MEDIA_TYPE.test(via.mediaType)
-    ) {
-      throw peerFault('blob get-request is malformed (via)')
-    }
+    if (!isBlobVia(via)) throw peerFault('blob get-request is malformed (via)')
     return { op: 'get', digest, via: { image: via.image, namespace: via.namespace, size: via.size, mediaType: via.mediaType } }
   }
   throw peerFault('blob request is malformed (op)')

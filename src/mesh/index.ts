@@ -19,6 +19,7 @@ export {
   type BlobVia,
   blobTransferMs,
   isBlobDigest,
+  isBlobVia,
   MAX_HAS_DIGESTS,
   parseBlobRequest,
 } from './blobs.ts'

@@ -29,7 +29,7 @@
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import { type BlobSource, type Descriptor, formatReference, type ImageReference, isRegistryReference, parseReference } from '../../images/index.ts'
-import { type BlobBody, type BlobProvider, type BlobVia, isBlobDigest, type Mesh } from '../../mesh/index.ts'
+import { type BlobBody, type BlobProvider, type BlobVia, isBlobDigest, isBlobVia, type Mesh } from '../../mesh/index.ts'
 import { OrcError } from '../../model/index.ts'
 import type { MetricsRegistry } from '../ops/metrics.ts'
 
@@ -207,8 +207,10 @@ export class MeshBlobSource implements BlobSource {
       if ('body' in got) return { body: this.counted(got.body, 'peer'), from: nameOf(p) }
       busy ||= got.busy
     }
-    if (owner !== self && !holders.includes(owner) && !signal.aborted && isRegistryReference(formatReference(image.ref))) {
-      const via: BlobVia = { image: formatReference(image.ref), namespace: image.namespace, size: d.size, mediaType: d.mediaType }
+    const via: BlobVia = { image: formatReference(image.ref), namespace: image.namespace, size: d.size, mediaType: d.mediaType }
+    // Only a request the owner accepts (a manifest pinned by digest has no media type: this node
+    // pulls it itself when no member holds it).
+    if (owner !== self && !holders.includes(owner) && !signal.aborted && isRegistryReference(via.image) && isBlobVia(via)) {
       const got = await this.tryGet(mesh, owner, d, via, signal, log)
       if ('body' in got) return { body: this.counted(got.body, 'fetch_through'), from: `${nameOf(owner)} (fetched from the registry for the cluster)` }
       busy ||= got.busy

@@ -8,7 +8,7 @@ import { pino } from 'pino'
 import { type BlobMesh, blobOwner, MeshBlobSource, rankByRendezvous, StoreBlobProvider } from '../../../../src/agent/images/peers.ts'
 import { MetricsRegistry, parsePrometheusText } from '../../../../src/agent/ops/metrics.ts'
 import { type Descriptor, parseReference } from '../../../../src/images/index.ts'
-import type { BlobBody, BlobVia } from '../../../../src/mesh/index.ts'
+import { type BlobBody, type BlobVia, parseBlobRequest } from '../../../../src/mesh/index.ts'
 import { OrcError } from '../../../../src/model/index.ts'
 
 const log = pino({ level: 'silent' })
@@ -98,6 +98,9 @@ function memoryCluster(ids: string[], registryBlobs: Map<string, Uint8Array>) {
     },
     fetchBlob: async (peer: string, digest: string, via?: BlobVia): Promise<BlobBody> => {
       gets.push({ from: self, to: peer, digest, ...(via ? { via } : {}) })
+      // What the member's handler would do with it: a malformed request is the asker's fault (it
+      // would be scored as garbage and disconnected).
+      parseBlobRequest(JSON.parse(JSON.stringify({ op: 'get', digest, ...(via ? { via } : {}) })))
       const n = nodes.get(peer)!
       if (n.down) throw new OrcError('unavailable', 'down')
       if (n.busy > 0) {
@@ -151,6 +154,22 @@ describe('MeshBlobSource', () => {
     const gd = descs.find((x) => x.digest === g.digest)!
     assert.equal(g.to, blobOwner(g.digest, ids))
     assert.deepEqual(g.via, { image: 'registry.example:5000/team/app:1.2', namespace: 'team', size: gd.size, mediaType: gd.mediaType })
+  })
+
+  it('a manifest known only by its digest (pinned: no media type, no size) is never asked of the owner with via; with no holder the node pulls it itself', async () => {
+    const ids = peers.slice(0, 3)
+    const manifest = Buffer.from('{"schemaVersion":2}')
+    const pinned: Descriptor = { mediaType: '', digest: digestOf(manifest), size: 0 }
+    const cl = memoryCluster(ids, new Map([[pinned.digest, manifest]]))
+    const asker = ids.find((id) => blobOwner(pinned.digest, ids) !== id)!
+    assert.equal(await cl.pullBlob(asker, pinned), 'registry')
+    assert.deepEqual(
+      cl.gets.filter((g) => g.via !== undefined),
+      [],
+    )
+    // Once a member holds it, it comes from that member (no via needed).
+    const other = ids.find((id) => id !== asker)!
+    assert.equal(await cl.pullBlob(other, pinned), 'peer')
   })
 
   it('takes a blob from a member holding it, without via; a node joining later gets everything from members', async () => {
