@@ -17,8 +17,11 @@ const MARKER = '4712201'
 /** The row of `name` in a table printed by the CLI, split on runs of spaces. */
 async function row(node: NodeProcess, args: string[], name: string): Promise<string[] | undefined> {
   const r = await node.cli(args)
-  const line = r.stdout.split('\n').find((l) => l.startsWith(`${name} `))
-  return line?.split(/\s{2,}/)
+  const lines = r.stdout.split('\n')
+  const cells = lines.find((l) => l.startsWith(`${name} `))?.split(/\s{2,}/)
+  // get pods' READY column (probes) is not what these checks read: NAME, STATUS, NODE, …
+  const ready = (lines[0] ?? '').split(/\s{2,}/).indexOf('READY')
+  return cells && ready >= 0 ? cells.filter((_, i) => i !== ready) : cells
 }
 
 /** Counts the pod's processes on this machine until stopped; the most seen at once, and when. */
