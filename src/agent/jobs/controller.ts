@@ -8,25 +8,12 @@
  * pods are `<job>-<index>` from the same counts, a CronJob's run is `<cronjob>-<scheduled time>`, so
  * concurrent creations carry the same name and content and the store's merge keeps one.
  */
-import type { Logger } from 'pino'
-import type { Clock } from '../../effects/index.ts'
 import { CRONJOB_LABEL, type CronJob, JOB_LABEL, type Job, type JobStatus, jobFinished, OrcError } from '../../model/index.ts'
-import type { ObjectStore } from '../../store/index.ts'
-import { deploymentWriter } from '../deployments/index.ts'
-import { isForgotten, type NodeMember } from '../sched/index.ts'
+import { type LeaderlessComponents, LeaderlessController } from '../deployments/index.ts'
 import { type JobWrite, planCronJobs, planJobs } from './plan.ts'
 
-export interface JobComponents extends Clock {
-  store: ObjectStore
-  nodeName: string
-  /** This node's membership view; a node missing from it is not a candidate writer. */
-  members(): readonly NodeMember[]
-  log: Logger
-  /** Least time between passes caused by store changes (default 200 ms). */
-  minPassIntervalMs?: number
-  /** How often deadlines, TTLs and schedules are looked at, and membership for a change of writer (default 1000 ms). */
-  tickMs?: number
-}
+/** The shared leaderless components (deployments/leaderless.ts); `tickMs` also paces deadlines, TTLs and schedules. */
+export type JobComponents = LeaderlessComponents
 
 /** Whether a pass may have something to do because time passed: a CronJob, a Job deadline or TTL. */
 export function timeMatters(cronjobs: readonly CronJob[], jobs: readonly Job[]): boolean {
@@ -50,55 +37,12 @@ function hasOrphans(
   })
 }
 
-export class JobController {
-  private busy = false
-  private again = false
-  private stopped = false
-  private requested: unknown
-  private tick: unknown
-  private lastPassAt = Number.NEGATIVE_INFINITY
-  private unsubscribe: (() => void) | undefined
-  private running: Promise<void> | undefined
+export class JobController extends LeaderlessController {
   private readonly refused = new Set<string>()
   /** The last pass left pods or Jobs whose owner is gone (deleted once past ORPHAN_GRACE_MS). */
   private orphans = false
 
-  constructor(private readonly c: JobComponents) {}
-
-  start(): void {
-    // Store notifications come inside its transaction: look at the keys on the next turn.
-    let pending: string[] = []
-    this.unsubscribe = this.c.store.onChange((keys) => {
-      if (pending.length === 0) {
-        setImmediate(() => {
-          const ks = pending
-          pending = []
-          if (!this.stopped && ks.some((k) => this.relevant(k))) this.request()
-        })
-      }
-      pending.push(...keys)
-    })
-    let lastWriter = ''
-    const loop = () => {
-      if (this.stopped) return
-      const w = this.writer()
-      // Time moves deadlines, TTLs and schedules: look again on every tick while one waits.
-      if (w !== lastWriter || (w === this.c.nodeName && (this.orphans || timeMatters(this.c.store.list('CronJob'), this.c.store.list('Job'))))) this.request()
-      lastWriter = w
-      this.tick = this.c.setTimeout(loop, this.c.tickMs ?? 1000)
-    }
-    loop()
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true
-    this.unsubscribe?.()
-    if (this.requested !== undefined) this.c.clearTimeout(this.requested)
-    if (this.tick !== undefined) this.c.clearTimeout(this.tick)
-    await this.running
-  }
-
-  private relevant(key: string): boolean {
+  protected relevant(key: string): boolean {
     if (key.startsWith('Job/') || key.startsWith('CronJob/') || key.startsWith('Node/')) return true
     if (!key.startsWith('Pod/')) return false
     const [, namespace, ...rest] = key.split('/')
@@ -106,55 +50,26 @@ export class JobController {
     return p === undefined || p.metadata.labels?.[JOB_LABEL] !== undefined
   }
 
-  writer(): string {
-    const nodes = this.c.store.list('Node')
-    const forgotten = new Set(nodes.filter(isForgotten).map((n) => n.metadata.name))
-    return deploymentWriter(this.c.nodeName, this.c.members(), nodes, (n) => forgotten.has(n))
+  /** Time moves deadlines, TTLs and schedules (and the orphans' grace): look again on every tick while one waits. */
+  protected timeMatters(): boolean {
+    return this.orphans || timeMatters(this.c.store.list('CronJob'), this.c.store.list('Job'))
   }
 
-  request(): void {
-    if (this.requested !== undefined || this.stopped) return
-    const wait = Math.max(0, this.lastPassAt + (this.c.minPassIntervalMs ?? 200) - this.c.now())
-    this.requested = this.c.setTimeout(() => {
-      this.requested = undefined
-      void this.pass()
-    }, wait)
-  }
-
-  /** One reconcile of every CronJob and Job (if this node is the writer); coalesces concurrent calls. */
-  pass(): Promise<void> {
-    if (this.busy) {
-      this.again = true
-      return this.running ?? Promise.resolve()
-    }
-    this.busy = true
-    this.running = this.run().finally(() => {
-      this.busy = false
-      this.running = undefined
-    })
-    return this.running
-  }
-
-  private async run(): Promise<void> {
-    do {
-      this.again = false
+  /** One reconcile of every CronJob and Job. */
+  protected async reconcile(): Promise<void> {
+    // CronJobs first, so a Job they create gets its pods in the same pass.
+    const jobs = () => this.c.store.list('Job')
+    for (const w of planCronJobs(this.c.store.list('CronJob'), jobs(), this.c.now())) {
       if (this.stopped) return
-      this.lastPassAt = this.c.now()
-      if (this.writer() !== this.c.nodeName) return
-      // CronJobs first, so a Job they create gets its pods in the same pass.
-      const jobs = () => this.c.store.list('Job')
-      for (const w of planCronJobs(this.c.store.list('CronJob'), jobs(), this.c.now())) {
-        if (this.stopped) return
-        await this.write(w)
-      }
-      for (const w of planJobs(jobs(), this.c.store.list('Pod'), this.c.now())) {
-        if (this.stopped) return
-        await this.write(w)
-      }
-      this.orphans =
-        hasOrphans(this.c.store.list('Pod'), JOB_LABEL, this.c.store.list('Job')) ||
-        hasOrphans(this.c.store.list('Job'), CRONJOB_LABEL, this.c.store.list('CronJob'))
-    } while (this.again)
+      await this.write(w)
+    }
+    for (const w of planJobs(jobs(), this.c.store.list('Pod'), this.c.now())) {
+      if (this.stopped) return
+      await this.write(w)
+    }
+    this.orphans =
+      hasOrphans(this.c.store.list('Pod'), JOB_LABEL, this.c.store.list('Job')) ||
+      hasOrphans(this.c.store.list('Job'), CRONJOB_LABEL, this.c.store.list('CronJob'))
   }
 
   private async write(w: JobWrite): Promise<void> {
