@@ -30,7 +30,7 @@ import { createAuthorizer, userMayOnReceipt } from './authz.ts'
 import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
 import { type Component, type StartedComponents, startComponents } from './component.ts'
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
-import { DeploymentController, rolloutRoutes } from './deployments/index.ts'
+import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
 import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
@@ -235,6 +235,16 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   // and opens with it, pods open what they use, delivery and rotation save into it.
   const keyring = new ClusterKeyring(dataDir, logger.child({ module: 'secrets' }))
   const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
+  // What the cluster-wide controllers without a leader (deployments, jobs) run on.
+  const leaderless = (module: string): LeaderlessComponents => ({
+    store,
+    nodeName,
+    members,
+    now: () => clock.now(),
+    setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
+    clearTimeout: (h) => clock.clearTimeout(h),
+    log: logger.child({ module }),
+  })
   // Image blobs the mesh serves to members (/orc/blobs/1.0.0): nothing until the lifecycle's blob
   // store exists and a StoreBlobProvider is set (below, with the lifecycle; docs/images.md, "Peer distribution").
   const blobProvider = new LateBlobProvider()
@@ -521,32 +531,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => pods().stop(),
     },
-    later(
-      'deployments',
-      () =>
-        new DeploymentController({
-          store,
-          nodeName,
-          members,
-          now: () => clock.now(),
-          setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
-          clearTimeout: (h) => clock.clearTimeout(h),
-          log: logger.child({ module: 'deployments' }),
-        }),
-    ),
-    later(
-      'jobs',
-      () =>
-        new JobController({
-          store,
-          nodeName,
-          members,
-          now: () => clock.now(),
-          setTimeout: (fn, ms) => clock.setTimeout(fn, ms),
-          clearTimeout: (h) => clock.clearTimeout(h),
-          log: logger.child({ module: 'jobs' }),
-        }),
-    ),
+    later('deployments', () => new DeploymentController(leaderless('deployments'))),
+    later('jobs', () => new JobController(leaderless('jobs'))),
     tombstonePruning(
       () => store,
       () => cluster,
