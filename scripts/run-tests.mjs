@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 // Runs every test file under test/ (Node 20's test runner does not expand globs, and with no file
 // arguments it runs nothing and exits 0 — so the files are listed here explicitly).
 // Usage: node scripts/run-tests.mjs [substring...]   (only files whose path contains one of them)
-import { readdirSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join, relative } from 'node:path'
 
 const root = new URL('..', import.meta.url).pathname
@@ -17,6 +17,28 @@ function walk(dir) {
     } else if (name.endsWith('.test.ts')) out.push(relative(root, p))
   }
   return out
+}
+/** Newest modification time of any file under `dir`. */
+function newest(dir) {
+  let t = 0
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name)
+    const st = statSync(p)
+    t = Math.max(t, st.isDirectory() ? newest(p) : st.mtimeMs)
+  }
+  return t
+}
+// The tests start agents and CLI calls through bin/orc.mjs, which runs dist/orc.mjs only while it is
+// newer than src/ and the TypeScript sources through tsx otherwise (~0.2 s vs ~0.8 s of CPU a call).
+// A fresh clone gets the bundle from scripts/setup.sh; after an edit it is rebuilt here, so a run on a
+// working tree costs what CI's does.
+const bundle = join(root, 'dist', 'orc.mjs')
+if (!existsSync(bundle) || statSync(bundle).mtimeMs <= newest(join(root, 'src'))) {
+  const r = spawnSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { cwd: root, stdio: 'inherit' })
+  if (r.status !== 0) {
+    console.error('run-tests: building dist/orc.mjs failed')
+    process.exit(1)
+  }
 }
 const filters = process.argv.slice(2)
 const files = walk(join(root, 'test'))
