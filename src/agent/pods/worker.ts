@@ -211,9 +211,10 @@ export class PodWorker {
     this.writer = new StatusWriter(
       c.store,
       ref,
-      () => c.clock.now(),
+      c.clock,
       c.log,
       (obj) => assignedTo(obj, c.nodeName) && (c.fence?.caughtUp() ?? true),
+      c.tunables.progressWriteMs,
     )
   }
 
@@ -416,6 +417,7 @@ export class PodWorker {
     this.gen++
     this.run?.cancel('agent stopping')
     this.clearRunRetry()
+    this.writer.cancelDeferred()
     for (const cs of this.containers.values()) {
       if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
       cs.probes?.stop()
@@ -917,10 +919,10 @@ export class PodWorker {
     run.onChange(() => {
       if (gen !== this.gen) return
       this.snapshot = run.snapshot()
-      this.writeStatus('lifecycle progress')
+      this.writeStatus('lifecycle progress', { defer: true })
     })
     this.snapshot = run.snapshot()
-    this.writeStatus(why === undefined ? `start revision ${this.revision}` : `start revision ${this.revision}: ${why}`)
+    this.writeStatus(why === undefined ? `start revision ${this.revision}` : `start revision ${this.revision}: ${why}`, { defer: true })
     void run.reach('running').then((res) => this.enqueue(() => this.runFinished(gen, run, res)))
   }
 
@@ -1279,7 +1281,7 @@ export class PodWorker {
     return this.readyCond
   }
 
-  private writeStatus(reason: string): void {
+  private writeStatus(reason: string, opts: { defer?: boolean } = {}): void {
     const phase = this.phase()
     const status: Record<string, unknown> = {
       phase,
@@ -1305,7 +1307,7 @@ export class PodWorker {
       configRefs: this.refRevisions === undefined || Object.keys(this.refRevisions).length === 0 ? undefined : this.refRevisions,
       images: this.imagePins.size === 0 ? undefined : [...this.imagePins.values()],
     }
-    this.writer.set(status, `${reason} (phase ${phase})`)
+    this.writer.set(status, `${reason} (phase ${phase})`, opts)
   }
 }
 
