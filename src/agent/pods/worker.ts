@@ -1016,7 +1016,9 @@ export class PodWorker {
     cs.finishedAt = undefined
     this.log.info({ ...this.fields(), container: cs.spec.name, pid: h.pid, restarts: cs.restarts }, 'container started')
     this.startProbes(cs)
-    this.writeStatus(`container ${cs.spec.name} started`)
+    // Inside a run this is progress (the run's own `running revision N` follows); a restart of a
+    // container in a running pod is news of its own.
+    this.writeStatus(`container ${cs.spec.name} started`, { defer: this.runState === 'running' })
   }
 
   // ---- probes ----
