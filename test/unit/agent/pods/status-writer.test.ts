@@ -15,6 +15,8 @@ import { tempDir } from '../../../helpers/store.ts'
 
 const ref: ObjectRef<'Pod'> = { kind: 'Pod', namespace: 'default', name: 'web' }
 
+const stepOf = (store: { get(r: ObjectRef<'Pod'>): { status?: unknown } | undefined }) => (store.get(ref)?.status as { step?: number } | undefined)?.step
+
 async function setup() {
   const t = tempDir()
   const store = await openStore({ dir: join(t.dir, 'db') })
@@ -40,7 +42,7 @@ test('a start that settles within the window is one revision, named by the settl
   await s.writer.settled()
   await s.clock.advance(5_000)
   assert.deepEqual(await s.lifecycle(), ['running revision 1'])
-  assert.equal((s.store.get(ref)?.status as { step?: number }).step, 5)
+  assert.equal(stepOf(s.store), 5)
   await s.done()
 })
 
@@ -52,7 +54,7 @@ test('a slow start shows its progress once per window, under the name of the wri
   await s.clock.advance(700)
   await s.writer.settled()
   assert.deepEqual(await s.lifecycle(), ['start revision 1'])
-  assert.equal((s.store.get(ref)?.status as { step?: number }).step, 1, 'the window writes the newest status')
+  assert.equal(stepOf(s.store), 1, 'the window writes the newest status')
   for (let i = 2; i <= 7; i++) {
     s.writer.set({ phase: 'Starting', step: i }, 'lifecycle progress', { defer: true })
     await s.clock.advance(300)
@@ -60,7 +62,7 @@ test('a slow start shows its progress once per window, under the name of the wri
   await s.writer.settled()
   const reasons = await s.lifecycle()
   assert.ok(reasons.length <= 3, `six transitions over 1.8 s: at most two more revisions, got ${reasons.join(' | ')}`)
-  assert.equal((s.store.get(ref)?.status as { step?: number }).step, 7, 'settled() writes what was waiting')
+  assert.equal(stepOf(s.store), 7, 'settled() writes what was waiting')
   await s.done()
 })
 
