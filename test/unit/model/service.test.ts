@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { findKind, normalizeManifest, portsText } from '../../../src/model/index.ts'
+
+const svc = (spec: Record<string, unknown>) => ({ apiVersion: 'orc/v1', kind: 'Service', metadata: { name: 'web', namespace: 'shop' }, spec })
+
+test('Service is a registered kind reachable as services, service and svc', () => {
+  for (const n of ['services', 'service', 'svc', 'Service']) assert.equal(findKind(n)?.kind, 'Service')
+})
+
+test('a valid Service normalizes; its ports read as in the PORTS column', () => {
+  const o = normalizeManifest(
+    svc({
+      selector: { app: 'web' },
+      ports: [
+        { name: 'http', port: 80, targetPort: 'http' },
+        { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP' },
+      ],
+    }),
+  )
+  assert.equal(o.kind, 'Service')
+  assert.equal(portsText(o.spec as never), 'http:80/TCP→http,dns:53/UDP→5353')
+  assert.equal(portsText({ ports: [] }), '<none>')
+})
+
+test('a bad Service names the field and what is wrong', () => {
+  assert.throws(() => normalizeManifest(svc({ ports: [{ port: 80 }] })), /spec\.selector: required/)
+  assert.throws(() => normalizeManifest(svc({ selector: {} })), /spec\.selector: must name at least one label/)
+  assert.throws(() => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ port: 0 }] })), /spec\.ports\[0\]\.port: must be >= 1/)
+  assert.throws(
+    () => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ port: 80 }, { port: 81 }] })),
+    /spec\.ports\[0\]\.name: required when a service has more than one port/,
+  )
+  assert.throws(
+    () =>
+      normalizeManifest(
+        svc({
+          selector: { app: 'x' },
+          ports: [
+            { name: 'a', port: 80 },
+            { name: 'a', port: 81 },
+          ],
+        }),
+      ),
+    /spec\.ports\[1\]\.name: duplicates spec\.ports\[0\]\.name "a"/,
+  )
+  assert.throws(
+    () =>
+      normalizeManifest(
+        svc({
+          selector: { app: 'x' },
+          ports: [
+            { name: 'a', port: 80 },
+            { name: 'b', port: 80, protocol: 'TCP' },
+          ],
+        }),
+      ),
+    /spec\.ports\[1\]\.port: duplicates spec\.ports\[0\] \(80\/TCP\)/,
+  )
+  // The same number over TCP and UDP is two ports (DNS on 53).
+  assert.doesNotThrow(() =>
+    normalizeManifest(
+      svc({
+        selector: { app: 'x' },
+        ports: [
+          { name: 'a', port: 53 },
+          { name: 'b', port: 53, protocol: 'UDP' },
+        ],
+      }),
+    ),
+  )
+  assert.throws(
+    () => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ port: 80, targetPort: 70000 }] })),
+    /spec\.ports\[0\]\.targetPort: must be a port number 1-65535/,
+  )
+  assert.throws(
+    () => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ port: 80, targetPort: 'Not_A_Name' }] })),
+    /targetPort: must be a port number or a container port's name/,
+  )
+  assert.throws(() => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ port: 80, targetPort: true }] })), /targetPort: .*got boolean/)
+  assert.throws(
+    () => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ name: 'way-too-long-port-name', port: 80 }] })),
+    /spec\.ports\[0\]\.name: must be a port name/,
+  )
+  assert.throws(() => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ port: 80, protocol: 'SCTP' }] })), /protocol: must be one of TCP, UDP/)
+})
