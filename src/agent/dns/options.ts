@@ -44,7 +44,7 @@ export function parseDnsListen(text: string, what: string): DnsListen {
   return { host, port }
 }
 
-/** The DNS setup from the environment (`ORC_DNS=off`, `ORC_DNS_LISTEN`, `ORC_DNS_UPSTREAM`, `ORC_CLUSTER_DOMAIN`). */
+/** The DNS setup from the environment (`ORC_DNS=off`, `ORC_DNS_LISTEN`, `ORC_DNS_UPSTREAM`, `ORC_DNS_RATE_LIMIT`, `ORC_CLUSTER_DOMAIN`). */
 export function dnsSetupFromEnv(env: NodeJS.ProcessEnv): DnsSetup {
   const list = (v: string | undefined, what: string) =>
     (v ?? '')
@@ -57,6 +57,12 @@ export function dnsSetupFromEnv(env: NodeJS.ProcessEnv): DnsSetup {
   if (listen.length > 0) out.listen = listen
   const up = list(env.ORC_DNS_UPSTREAM, 'ORC_DNS_UPSTREAM')
   if (up.length > 0) out.upstreams = up
+  if (env.ORC_DNS_RATE_LIMIT) {
+    const m = /^(\d+)(?::(\d+))?$/.exec(env.ORC_DNS_RATE_LIMIT.trim())
+    if (!m || Number(m[1]) < 1)
+      throw new OrcError('invalid', `ORC_DNS_RATE_LIMIT ${JSON.stringify(env.ORC_DNS_RATE_LIMIT)}: give queries a second per source, optionally :burst`)
+    out.rateLimit = { perSecond: Number(m[1]), burst: Number(m[2] ?? Number(m[1]) * 2) }
+  }
   if (env.ORC_CLUSTER_DOMAIN) {
     const d = normalizeDomain(env.ORC_CLUSTER_DOMAIN)
     if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$/.test(d) || d.length > 200)
