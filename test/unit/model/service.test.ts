@@ -84,3 +84,14 @@ test('a bad Service names the field and what is wrong', () => {
   )
   assert.throws(() => normalizeManifest(svc({ selector: { app: 'x' }, ports: [{ port: 80, protocol: 'SCTP' }] })), /protocol: must be one of TCP, UDP/)
 })
+
+test('examples/service.yaml is valid: a Service and the pod it selects, its named port resolving', async () => {
+  const { readManifests } = await import('../../../src/cli/manifests.ts')
+  const { serviceEndpoints } = await import('../../../src/model/index.ts')
+  const docs = await readManifests([new URL('../../../examples/service.yaml', import.meta.url).pathname])
+  const [svc, pod] = docs.map((d) => normalizeManifest(d.value))
+  assert.equal(svc!.kind, 'Service')
+  const running = { ...pod!, status: { phase: 'Running', containers: [{ name: 'main', state: 'running', restarts: 0 }], network: { ipv6: 'fd00::2' } } }
+  const eps = serviceEndpoints(svc as never, [running as never])
+  assert.deepEqual(eps.endpoints[0]!.ports, [{ name: 'http', protocol: 'TCP', port: 8080, targetPort: 8080 }])
+})
