@@ -107,7 +107,11 @@ function portTarget(svc: Service, portName: string): string {
 /** `orc why service/NAME`. */
 export async function serviceWhyOutput(c: ApiCaller, ref: { namespace: string; name: string }, output: OutputFormat): Promise<string> {
   const svc = (await getObjectOf(c, { kind: 'Service', namespace: ref.namespace, name: ref.name })) as Stored<Service>
-  const pods = await listOf<Pod>(c, 'Pod', ref.namespace, true)
+  // Every namespace, to point at matching pods elsewhere; a role limited to one namespace gets its own.
+  const pods = await listOf<Pod>(c, 'Pod', ref.namespace, true).catch((err) => {
+    if (err instanceof OrcError && err.code === 'forbidden') return listOf<Pod>(c, 'Pod', ref.namespace, false)
+    throw err
+  })
   const eps = serviceEndpoints(svc, pods)
   if (output === 'json') return JSON.stringify({ ...eps, selector: svc.spec?.selector ?? {} }, null, 2) + '\n'
   return serviceWhyLines(svc, pods, eps).join('\n') + '\n'
