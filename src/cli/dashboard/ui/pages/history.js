@@ -23,15 +23,21 @@ export function diffRows(a, b) {
     else if (j < m && (i === n || dp[i][j + 1] >= dp[i + 1][j])) rows.push([null, b[j++], 'add'])
     else rows.push([a[i++], null, 'del'])
   }
-  // A deletion next to an addition is a changed line: show them side by side.
+  // A run of deletions and additions between equal lines: its lines side by side, pair by pair.
   const out = []
-  for (let k = 0; k < rows.length; k++) {
-    const r = rows[k]
-    const nx = rows[k + 1]
-    if (r[2] === 'del' && nx && nx[2] === 'add') {
-      out.push([r[0], nx[1], 'mod'])
-      k++
-    } else out.push(r)
+  for (let k = 0; k < rows.length; ) {
+    if (rows[k][2] === 'same') {
+      out.push(rows[k++])
+      continue
+    }
+    const dels = []
+    const adds = []
+    for (; k < rows.length && rows[k][2] !== 'same'; k++) (rows[k][2] === 'del' ? dels : adds).push(rows[k])
+    for (let x = 0; x < Math.max(dels.length, adds.length); x++) {
+      const l = dels[x]?.[0] ?? null
+      const r = adds[x]?.[1] ?? null
+      out.push([l, r, l !== null && r !== null ? 'mod' : l !== null ? 'del' : 'add'])
+    }
   }
   return out
 }

@@ -16,7 +16,8 @@ function layout(names, self) {
   if (self !== undefined) pos.set(self, { x: W / 2, y: H / 2 })
   const r = Math.min(W, H) / 2 - 50
   others.forEach((n, i) => {
-    const a = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(others.length, 1)
+    // Half a step off the vertical: two peers sit left and right of the middle, not on one line with it.
+    const a = -Math.PI / 2 + Math.PI / Math.max(others.length, 1) + (2 * Math.PI * i) / Math.max(others.length, 1)
     pos.set(n, { x: W / 2 + r * Math.cos(a) * 1.5, y: H / 2 + r * Math.sin(a) })
   })
   return pos
