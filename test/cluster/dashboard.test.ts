@@ -61,8 +61,11 @@ async function shot(page: Page, name: string): Promise<void> {
   assert.deepEqual([png.width, png.height], [VIEW.width, VIEW.height], `${file}: a screenshot of the viewport`)
   assert.ok(png.bytes > 8_000, `${file}: ${png.bytes} bytes is too small for a rendered page`)
   if (DOCS_IMG) {
+    // Smaller, for the docs (each PNG well under 150 KB).
     mkdirSync(DOCS_IMG, { recursive: true })
+    await page.setViewport({ width: 1024, height: 700 })
     await page.screenshot({ path: join(DOCS_IMG, `dashboard-${name}.png`) as `${string}.png` })
+    await page.setViewport(VIEW)
   }
 }
 
@@ -180,6 +183,21 @@ test('orc dashboard in Chromium against three agents: pages, rollback, logs -f, 
   assert.match(await text(page, 'main'), /This cluster is in no federation/)
   await shot(page, 'map')
 
+  // ---- keyboard and colour schemes
+  await page.keyboard.press('Tab')
+  assert.equal(await page.evaluate('document.activeElement.textContent'), 'Skip to content')
+  await page.keyboard.press('Tab')
+  await page.keyboard.press('Tab')
+  assert.equal(await page.evaluate('document.activeElement.textContent'), 'Pods')
+  assert.notEqual(await page.evaluate('getComputedStyle(document.activeElement).outlineStyle'), 'none', 'focus is visible')
+  await page.keyboard.press('Enter')
+  await waitFor('Enter on the Pods link to open the pods page', async () => (await page.evaluate('location.hash')) === '#/pods')
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }])
+  assert.equal(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor'), 'rgb(13, 17, 23)')
+  assert.equal(await page.evaluate('getComputedStyle(document.body).color'), 'rgb(230, 237, 243)')
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }])
+  assert.equal(await page.evaluate('getComputedStyle(document.documentElement).backgroundColor'), 'rgb(255, 255, 255)')
+
   // ---- pods: list, filter
   await go(page, '#/pods')
   await waitText(page, 'three pods listed', '[data-testid=pods-count]', /^3 pods/)
@@ -208,7 +226,12 @@ test('orc dashboard in Chromium against three agents: pages, rollback, logs -f, 
   await page.click('[data-testid=follow-logs]')
   assert.equal(await page.$eval('[data-testid=follow-logs]', (e) => e.getAttribute('aria-pressed')), 'true')
   await waitFor('new lines while following', async () => lastTick(await text(page, '[data-testid=logs]')) >= seen + 3, 30_000)
+  await page.evaluate('window.scrollTo(0, 0)')
   await shot(page, 'pod')
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }])
+  await page.evaluate(`document.querySelector('[data-testid=logs]').scrollIntoView({ block: 'center' })`)
+  await shot(page, 'pod-logs-dark')
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }])
   await page.click('[data-testid=follow-logs]')
 
   // ---- a pending pod says why

@@ -19,7 +19,7 @@ import { httpStatusOf, OrcError } from '../../model/index.ts'
 import type { ClientRequest } from '../client.ts'
 import type { ApiCaller } from '../remote.ts'
 import { type Asset, loadDashboardAssets } from './assets.ts'
-import { followLogs, watchKinds } from './streams.ts'
+import { type EventStream, followLogs, watchKinds } from './streams.ts'
 import { clusterMap, podPage } from './views.ts'
 
 /** The API routes the page may call through the proxy; every other path is refused here. */
@@ -224,14 +224,6 @@ async function readJsonBody(req: IncomingMessage): Promise<Record<string, unknow
   }
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new OrcError('invalid', 'request body must be a JSON object')
   return v as Record<string, unknown>
-}
-
-/** A server-sent event stream: send(event, data); closed() once the browser went away. */
-export interface EventStream {
-  send(event: string, data: unknown): void
-  closed(): boolean
-  /** Resolves when the browser goes away (or after ms). */
-  idle(ms: number): Promise<void>
 }
 
 function openStream(req: IncomingMessage, res: ServerResponse): EventStream {

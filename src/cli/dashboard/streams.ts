@@ -7,7 +7,14 @@ import { OrcError } from '../../model/index.ts'
 import type { StoredObject } from '../../store/index.ts'
 import { callRoute } from '../call.ts'
 import type { ApiCaller } from '../remote.ts'
-import type { EventStream } from './server.ts'
+
+/** A server-sent event stream: send(event, data); closed() once the browser went away. */
+export interface EventStream {
+  send(event: string, data: unknown): void
+  closed(): boolean
+  /** Resolves when the browser goes away (or after ms). */
+  idle(ms: number): Promise<void>
+}
 
 const RETRY_MS = 2_000
 

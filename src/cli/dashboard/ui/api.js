@@ -5,10 +5,12 @@
 const KEY = 'orc-dashboard-token'
 
 export function takeToken() {
-  const m = /^#token=([A-Za-z0-9_-]+)/.exec(location.hash)
+  // `#token=T` (the printed URL), or a page with it: `#/pods?token=T`.
+  const m = /(?:^#|[?&])token=([A-Za-z0-9_-]+)/.exec(location.hash)
   if (m) {
     sessionStorage.setItem(KEY, m[1])
-    history.replaceState(null, '', `${location.pathname}#/`)
+    const rest = location.hash.replace(m[0], m[0].startsWith('#') ? '#' : '')
+    history.replaceState(null, '', `${location.pathname}${rest === '#' ? '#/' : rest}`)
   }
   return sessionStorage.getItem(KEY)
 }

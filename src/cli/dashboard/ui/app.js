@@ -82,14 +82,16 @@ async function boot() {
     render(html`<main><h1>orc dashboard</h1><p>Open the URL that <code>orc dashboard</code> printed: it carries the token this page needs.</p></main>`, root)
     return
   }
+  // The live stream starts at once, beside the whoami call: the first list arrives sooner.
+  const es = startLive()
   let whoami
   try {
     whoami = await api('/v1/whoami')
   } catch (err) {
+    es.close()
     render(html`<main><h1>orc dashboard</h1><p role="alert">${err.message}</p></main>`, root)
     return
   }
-  startLive()
   root.textContent = ''
   render(html`<${App} whoami=${whoami} />`, root)
 }

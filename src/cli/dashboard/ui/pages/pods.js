@@ -118,9 +118,9 @@ function UnitGraph({ workflow, chain }) {
     cols.get(d).push(u)
   }
   const onChain = new Set((chain?.steps ?? []).map((s) => s.unit))
-  const BW = 150
+  const BW = 136
   const BH = 34
-  const GX = 40
+  const GX = 26
   const GY = 14
   const pos = new Map()
   let rows = 0
@@ -235,7 +235,7 @@ export function PodPage({ ns, name }) {
     <h1>pod/${name} <span class="muted">${ns}</span></h1>
     <p data-testid="pod-summary"><${State} value=${phase} /> ${d.node ? html`on node <a href=${`#/nodes?node=${seg(d.node)}`}>${d.node}</a>` : 'not bound to a node yet'}${
       st.network?.ipv6 ? `, IP ${st.network.ipv6}` : ''
-    }, policy ${pod.spec?.policy ?? 'best-effort'}, revision ${pod.metadata.revision}${st.runningRevision !== undefined ? ` (running ${st.runningRevision})` : ''}.
+    }, policy ${pod.spec?.policy ?? 'best-effort'}, revision ${pod.metadata.revision}${st.runningRevision !== undefined ? ` (running ${st.runningRevision})` : ''}.${' '}
       <a href=${`#/history/Pod/${seg(ns)}/${seg(name)}`}>History and rollback</a></p>
     ${d.nodeLiveness ? html`<p class="problem" role="alert">Node ${d.node} is ${d.nodeLiveness.text}: the status below is its last report.</p>` : null}
     ${st.reason ? html`<p>Reason: ${st.reason}</p>` : null}
