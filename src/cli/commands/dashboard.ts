@@ -61,14 +61,8 @@ export function registerDashboardCommand(program: Command, io: DashboardCliIO, c
       io.out(`orc dashboard for ${me.user} (${me.roles.join(', ') || 'no roles'}): ${dash.url}\n`)
       io.out('Ctrl-C stops it.\n')
       if (opts.open) openBrowser(dash.url, io)
-      await new Promise<void>((resolve) => {
-        const stop = () => {
-          process.off('SIGINT', stop)
-          process.off('SIGTERM', stop)
-          void dash.close().then(resolve)
-        }
-        process.on('SIGINT', stop)
-        process.on('SIGTERM', stop)
-      })
+      // Ctrl-C (or SIGTERM) ends the process as it is: the dashboard holds nothing to save, and a
+      // close would wait for the agent's long polls in flight (up to 10 s).
+      await new Promise<never>(() => {})
     })
 }

@@ -90,7 +90,11 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(new OrcError(err.code === 'EADDRINUSE' ? 'conflict' : 'unavailable', `listen on ${host}:${opts.port ?? 0}: ${err.message}`, {}, err)),
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new OrcError('conflict', `port ${opts.port} on ${host} is in use: choose another --port, or leave it out for a free one`, {}, err)
+          : new OrcError('unavailable', `listen on ${host}:${opts.port ?? 0}: ${err.message}`, {}, err),
+      ),
     )
     server.listen(opts.port ?? 0, host, () => resolve())
   })

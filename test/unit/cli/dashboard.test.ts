@@ -198,3 +198,13 @@ test('the live stream sends the list once, then only what changed; members when 
     assert.equal(events.find((e) => e.event === 'members')!.data.members[0].name, 'x')
   })
 })
+
+test('a --port already taken is named, with what to do', async () => {
+  await withDashboard(async (d) => {
+    await assert.rejects(startDashboard({ client: new RecordingClient(), port: d.port }), (err: OrcError) => {
+      assert.equal(err.code, 'conflict')
+      assert.equal(err.message, `port ${d.port} on 127.0.0.1 is in use: choose another --port, or leave it out for a free one`)
+      return true
+    })
+  })
+})
