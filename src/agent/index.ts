@@ -67,4 +67,4 @@ export type {
   TopAnswer,
 } from './routes.ts'
 // The route table (data and types only): the CLI builds its calls from it.
-export { MEMBER_ROUTES, objectParams, pathOf, ROUTES } from './routes.ts'
+export { MEMBER_ROUTES, matchPattern, objectParams, pathOf, patternOf, ROUTES } from './routes.ts'

@@ -20,6 +20,7 @@ import { callRoute } from './call.ts'
 import { ApiClient } from './client.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
 import { registerCompleteCommand } from './commands/complete.ts'
+import { registerDashboardCommand } from './commands/dashboard.ts'
 import { registerDescribeCommand } from './commands/describe.ts'
 import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
@@ -488,6 +489,7 @@ Use "orc COMMAND --help" for more about a command.`),
   registerEditCommand(program, io, client)
   registerDescribeCommand(program, io, client)
   registerScaleCommand(program, io, client)
+  registerDashboardCommand(program, io, client)
   registerCompleteCommand(program, io, client)
 
   return program
