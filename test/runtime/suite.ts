@@ -1,10 +1,10 @@
 /** The behaviour every real runtime must show; run by sandbox.test.ts and oci.test.ts. */
 
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { createRuntime, followLog, type Runtime, readLogLines } from '../../src/runtime/index.ts'
+import { createRuntime, followLog, GVISOR_PIDS_ALLOWANCE, type Runtime, readLogLines } from '../../src/runtime/index.ts'
 import { descendants } from '../../src/runtime/procfs.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor } from './harness.ts'
@@ -21,8 +21,33 @@ function pidsRunning(word: string): number[] {
   return out
 }
 
-export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
+/** The host process of gVisor's Sentry (argv[0] `runsc-sandbox`) below a container's wrapper. */
+function sentryOf(wrapperPid: number): number | undefined {
+  return descendants(wrapperPid).find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === 'runsc-sandbox'
+    } catch {
+      return false
+    }
+  })
+}
+
+function statusField(pid: number, field: string): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith(`${field}:`))
+      ?.split('\t')[1]
+      ?.trim()
+  } catch {
+    return undefined
+  }
+}
+
+export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
   const reason = skipReason(kind)
+  const gvisor = kind === 'gvisor'
+  if (reason) console.log(`# ${kind}: skipped: ${reason}`)
   const it = (name: string, fn: (ctx: { dir: string; rt: (o?: object) => Runtime }) => Promise<void>) =>
     test(`${kind}: ${name}`, async (t) => {
       if (reason) return t.skip(`skipped: ${reason}`)
@@ -70,12 +95,20 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
       assert.equal(p.tmpwrite, 'yes', 'has a private writable /tmp')
       assert.equal(p.blockdevs, '0', 'no block devices')
       const allowed = new Set(['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty', '/dev/ptmx', '/dev/pts/ptmx'])
+      // gVisor's own emulated devices (served by the Sentry, not the host's; useless without capabilities)
+      if (gvisor) for (const d of ['/dev/fuse', '/dev/net/tun']) allowed.add(d)
       for (const d of p.chardevs!.split(' ').filter(Boolean)) assert.ok(allowed.has(d), `unexpected device ${d}`)
       assert.equal(p.marker, 'hidden', 'host files are not visible')
       assert.equal(p.ifaces, 'lo', 'only loopback')
       assert.equal(p.capeff, '0000000000000000', 'no capabilities')
-      assert.equal(p.nonewprivs, '1')
-      assert.equal(p.seccomp, process.arch === 'x64' ? '2' : '0', 'seccomp filter applied')
+      if (gvisor) {
+        // the Sentry reports neither; it is the Sentry that runs under no_new_privs and a host filter (next test)
+        assert.equal(p.nonewprivs, '')
+        assert.equal(p.seccomp, '0')
+      } else {
+        assert.equal(p.nonewprivs, '1')
+        assert.equal(p.seccomp, process.arch === 'x64' ? '2' : '0', 'seccomp filter applied')
+      }
       assert.ok(!p.rootdirs!.split(' ').includes('work'), 'no host mounts')
     } finally {
       rmSync(marker, { force: true })
@@ -95,9 +128,18 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
         return ''
       }
     }
-    const sleeper = await waitFor('the sleep process', () => descendants(h.pid).find((pid) => comm(pid) === 'sleep'))
+    // Under gVisor the container's processes are the Sentry's tasks: on the host there is the Sentry.
+    const sleeper = await waitFor(gvisor ? 'the gVisor sandbox' : 'the sleep process', () =>
+      gvisor ? sentryOf(h.pid) : descendants(h.pid).find((pid) => comm(pid) === 'sleep'),
+    )
     const uid = hostUidOf(sleeper)
     assert.ok(uid !== undefined && uid !== 0, `host uid of the container process is ${uid}`)
+    if (gvisor) {
+      assert.equal(statusField(sleeper, 'Seccomp'), '2', 'the Sentry runs under a host seccomp filter')
+      assert.equal(statusField(sleeper, 'NoNewPrivs'), '1')
+      // its capabilities are those of root in a user namespace of its own, mapped to that uid
+      assert.notEqual(readlinkSync(`/proc/${sleeper}/ns/user`), readlinkSync('/proc/self/ns/user'), 'the Sentry has its own user namespace')
+    }
     await r.stop('uid', { graceMs: 0 })
   })
 
@@ -179,7 +221,7 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
         return ''
       }
     }
-    const sleeper = await waitFor('the sleep process', () => descendants(rec.pid).find((pid) => comm(pid) === 'sleep'))
+    const sleeper = await waitFor('the sleep process', () => (gvisor ? sentryOf(rec.pid) : descendants(rec.pid).find((pid) => comm(pid) === 'sleep')))
     process.kill(sleeper, 'SIGKILL')
     await waitFor('container gone', () => !existsSync(`/proc/${rec.pid}/stat`) || undefined)
     rec.pid = process.pid
@@ -285,6 +327,23 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
 
   it('enforces a pids limit', async ({ dir, rt }) => {
     const r = rt()
+    if (gvisor) {
+      // The limit bounds the sandbox's host threads (the Sentry's own included, plus an allowance):
+      // a pod asking for 8 still starts, and the host cgroup holds the sum.
+      const logDir = join(dir, 'logs')
+      const h = await r.start({ id: 'forky', image: busyboxImages().rootfs, logDir, resources: { pids: 8 }, command: ['/bin/sh', '-c', 'echo up; sleep 30'] })
+      await waitFor('output', () => readLogLines(logDir).includes('up'), 30_000)
+      assert.equal(r.status('forky')!.enforced.pids, 'oci')
+      const sentry = await waitFor('the gVisor sandbox', () => sentryOf(h.pid))
+      const line = readFileSync(`/proc/${sentry}/cgroup`, 'utf8')
+        .split('\n')
+        .find((l) => /^[0-9]+:pids:/.test(l) || l.startsWith('0::'))!
+      const path = line.slice(line.indexOf(':', line.indexOf(':') + 1) + 1)
+      const max = [join('/sys/fs/cgroup/pids', path, 'pids.max'), join('/sys/fs/cgroup', path, 'pids.max')].find((f) => existsSync(f))!
+      assert.equal(readFileSync(max, 'utf8').trim(), String(8 + GVISOR_PIDS_ALLOWANCE))
+      await r.stop('forky', { graceMs: 0 })
+      return
+    }
     const logDir = join(dir, 'logs')
     const h = await r.start({
       id: 'forky',
@@ -341,8 +400,9 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     assert.equal(p.uid, '65534', 'runs as the container user')
     assert.equal(p['sees-main'], 'yes', 'is in the container pid namespace')
     assert.equal(p.capeff, '0000000000000000')
-    assert.equal(p.nonewprivs, '1')
-    assert.equal(p.pidscg, '/', 'is in the container cgroup (the root of its cgroup namespace)')
+    // gVisor: the command is a task of the same Sentry (its host cgroups are the sandbox's)
+    assert.equal(p.nonewprivs, gvisor ? '' : '1')
+    assert.equal(p.pidscg, gvisor ? '' : '/', 'is in the container cgroup (the root of its cgroup namespace)')
     assert.equal(p.host, 'ex')
     assert.equal(p.hostroot, 'no', 'has the image as its root')
 

@@ -1,0 +1,136 @@
+/**
+ * The `gvisor` runtime: runsc with the same OCI bundle as the `oci` runtime (oci.ts). The
+ * container's system calls go to gVisor's Sentry, a kernel written in Go that runs as an ordinary
+ * process under a seccomp filter of its own; files come through its gofer. What the container can
+ * reach of the host kernel is what the Sentry itself may call, not the whole syscall table.
+ *
+ * Network: with the pod's network namespace, runsc starts its sandbox inside it and takes over its
+ * interfaces, addresses and routes (`--network=sandbox`: gVisor's own TCP/IP stack, IPv6 included);
+ * without one, `--network=none` (loopback only, as under the other runtimes).
+ */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { OrcError, wrapError } from '../model/index.ts'
+import { detectRunscPlatform, type RunscPlatform } from './capabilities.ts'
+import { type ExecLaunch, resolveBinary } from './exec.ts'
+import { BundleRuntime } from './oci.ts'
+import { type ContainerRecord, DEFAULT_PATH } from './supervisor.ts'
+import type { ContainerRunSpec, ExecProcess, ExecSpec } from './types.ts'
+
+/**
+ * Host threads the sandbox needs besides the container's own: the Sentry's Go runtime, the gofer
+ * and the platform's stub processes all sit in the container's cgroup, and a sandbox that cannot
+ * start a thread dies (runsc cannot start at all under pids.max 8; gVisor issue #2490). The pod's
+ * pids limit is applied on top of this allowance.
+ */
+export const GVISOR_PIDS_ALLOWANCE = 128
+
+/** One probe per runsc binary and process: the host does not change under a running agent. */
+const probes = new Map<string, Promise<RunscPlatform>>()
+
+export class GvisorRuntime extends BundleRuntime {
+  readonly name = 'gvisor' as const
+  private platform: RunscPlatform | undefined
+
+  protected binary(): string {
+    return this.opts.runscPath
+  }
+
+  protected globalArgs(spec?: ContainerRunSpec): string[] {
+    const args = ['--root', this.stateRoot()]
+    // Only `run` needs the sandbox's flags; state/kill/exec/delete read them from runsc's own state.
+    if (spec) args.push(`--platform=${this.platform ?? 'ptrace'}`, `--network=${spec.netnsPath ? 'sandbox' : 'none'}`)
+    return args
+  }
+
+  /**
+   * The pids limit bounds the whole sandbox (see GVISOR_PIDS_ALLOWANCE). The seccomp denylist goes:
+   * the container's system calls are the Sentry's to serve and never reach the host kernel, and
+   * this runsc ignores `linux.seccomp` (the Sentry runs under runsc's own host filter instead).
+   */
+  protected override adjustConfig(config: Record<string, unknown>): Record<string, unknown> {
+    const linux = config.linux as { resources?: { pids?: { limit: number } }; seccomp?: unknown }
+    const pids = linux.resources?.pids
+    if (pids) pids.limit += GVISOR_PIDS_ALLOWANCE
+    delete linux.seccomp
+    return config
+  }
+
+  private execSeq = 0
+
+  /**
+   * `runsc exec --process`: the command runs under the Sentry as the container's own process does
+   * (user, working directory, environment, capabilities from the bundle's config.json) with the
+   * extra environment; with a tty the process is marked `terminal` and runsc hands it the terminal
+   * on its stdin (the tty wrapper's, exec.ts). The command is a task of the sandbox, not a host
+   * child of the launcher: a kill goes to it through `runsc kill --pid`.
+   */
+  protected override async execLaunch(rec: ContainerRecord, spec: ExecSpec): Promise<Omit<ExecLaunch, 'tty' | 'rows' | 'cols'>> {
+    const bundle = rec.extra?.bundle
+    if (typeof bundle !== 'string') throw new OrcError('internal', `container ${rec.id} has no bundle recorded`)
+    let base: { env?: string[] } & Record<string, unknown>
+    try {
+      base = (JSON.parse(readFileSync(join(bundle, 'config.json'), 'utf8')) as { process: typeof base }).process
+    } catch (err) {
+      throw wrapError(`read the bundle of container ${rec.id}`, err)
+    }
+    const extra = spec.env ?? {}
+    const env = [...(base.env ?? []).filter((kv) => !Object.hasOwn(extra, kv.slice(0, kv.indexOf('=')))), ...Object.entries(extra).map(([k, v]) => `${k}=${v}`)]
+    const n = ++this.execSeq
+    // beside the config on the tmpfs: it holds the container's environment (Secrets) too
+    const processFile = join(bundle, `exec-${process.pid}-${n}.json`)
+    const pidFile = join(bundle, `exec-${process.pid}-${n}.pid`)
+    writeFileSync(processFile, JSON.stringify({ ...base, terminal: spec.tty === true, args: spec.command, env }), { mode: 0o600 })
+    const argv = [resolveBinary(this.binary()), ...this.globalArgs(), 'exec', '--process', processFile, '--internal-pid-file', pidFile, rec.id]
+    return {
+      argv,
+      env: { PATH: process.env.PATH ?? DEFAULT_PATH },
+      beforeKill: () => {
+        let pid = ''
+        try {
+          pid = readFileSync(pidFile, 'utf8').trim()
+        } catch {}
+        if (/^[0-9]+$/.test(pid)) void this.cli(['kill', '--pid', pid, rec.id, 'KILL'])
+      },
+      afterExit: () => {
+        rmSync(processFile, { force: true })
+        rmSync(pidFile, { force: true })
+      },
+    }
+  }
+
+  /**
+   * The container's loopback lives in gVisor's own network stack, out of reach of a host process
+   * that enters the network namespace (what the other runtimes do): the connection is made from
+   * inside, by `nc` of the image (busybox has one). An image without `sh` and `nc` cannot be
+   * port-forwarded under gVisor; the error says so.
+   */
+  override async connectPort(id: string, port: number): Promise<ExecProcess> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new OrcError('invalid', `port must be 1..65535, got ${port}`)
+    const script = 'nc 127.0.0.1 "$1" 2>/dev/null || { echo "connect to port $1 failed (under gvisor port-forward needs nc in the image)" >&2; exit 1; }'
+    return this.execStream(id, { command: ['/bin/sh', '-c', script, 'orc-port-forward', String(port)] })
+  }
+
+  /** The platform to run on: the configured one, or the first that works here (probed once). */
+  protected override async preflight(): Promise<void> {
+    if (this.platform) return
+    const want = this.opts.runscPlatform
+    if (want !== 'auto') {
+      this.platform = want
+      return
+    }
+    const key = this.opts.runscPath
+    let probe = probes.get(key)
+    if (!probe) {
+      probe = detectRunscPlatform({ run: this.opts.run, runscPath: key }).then((r) => {
+        if (!r.platform) throw new OrcError('unavailable', `gVisor cannot run here: ${r.detail}`, { tried: r.tried })
+        this.log.info({ platform: r.platform, tried: r.tried }, 'gvisor platform chosen')
+        return r.platform
+      })
+      probes.set(key, probe)
+      // a failure is not remembered: runsc may be installed, or /dev/kvm fixed, while the agent runs
+      probe.catch(() => probes.delete(key))
+    }
+    this.platform = await probe
+  }
+}
