@@ -4,9 +4,13 @@
  * process under a seccomp filter of its own; files come through its gofer. What the container can
  * reach of the host kernel is what the Sentry itself may call, not the whole syscall table.
  *
- * Network: with the pod's network namespace, runsc starts its sandbox inside it and takes over its
- * interfaces, addresses and routes (`--network=sandbox`: gVisor's own TCP/IP stack, IPv6 included);
- * without one, `--network=none` (loopback only, as under the other runtimes).
+ * Network: with the pod's network namespace, runsc starts its sandbox inside it and the Sentry
+ * serves the container's sockets with the host kernel's stack of that namespace (`--network=host`:
+ * the pod's own interfaces, IPv6 address and routes, nothing of the host's). gVisor's own stack
+ * (`--network=sandbox`) is out of reach with the runsc Debian ships (20221219): it takes any
+ * namespace whose /proc/sys/net/core/rmem_default exists for the host's, and kernels since 5.x show
+ * that file in every namespace (docs/decisions.md). Without a pod namespace, `--network=none`:
+ * loopback only, inside gVisor.
  */
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -32,6 +36,15 @@ export class GvisorRuntime extends BundleRuntime {
   readonly name = 'gvisor' as const
   private platform: RunscPlatform | undefined
 
+  /**
+   * No user namespace in the bundle: the Sentry keeps its own ids, the gofer serves files with the
+   * host's, so a file the container alone must read belongs to its uid as such (as in the sandbox).
+   */
+  override hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number } {
+    if (spec.rootInside) return { uid: 0, gid: 0 }
+    return { uid: spec.uid ?? this.opts.uid, gid: spec.gid ?? this.opts.gid }
+  }
+
   protected binary(): string {
     return this.opts.runscPath
   }
@@ -39,7 +52,7 @@ export class GvisorRuntime extends BundleRuntime {
   protected globalArgs(spec?: ContainerRunSpec): string[] {
     const args = ['--root', this.stateRoot()]
     // Only `run` needs the sandbox's flags; state/kill/exec/delete read them from runsc's own state.
-    if (spec) args.push(`--platform=${this.platform ?? 'ptrace'}`, `--network=${spec.netnsPath ? 'sandbox' : 'none'}`)
+    if (spec) args.push(`--platform=${this.platform ?? 'ptrace'}`, `--network=${spec.netnsPath ? 'host' : 'none'}`)
     return args
   }
 
@@ -47,12 +60,24 @@ export class GvisorRuntime extends BundleRuntime {
    * The pids limit bounds the whole sandbox (see GVISOR_PIDS_ALLOWANCE). The seccomp denylist goes:
    * the container's system calls are the Sentry's to serve and never reach the host kernel, and
    * this runsc ignores `linux.seccomp` (the Sentry runs under runsc's own host filter instead).
+   * The user namespace goes too: runsc puts the Sentry in one of its own (as nobody) where it can,
+   * and with a bundle user namespace it cannot set up host networking in a pod's namespace (its
+   * chroot's /proc mount is refused).
    */
   protected override adjustConfig(config: Record<string, unknown>): Record<string, unknown> {
-    const linux = config.linux as { resources?: { pids?: { limit: number } }; seccomp?: unknown }
+    const linux = config.linux as {
+      resources?: { pids?: { limit: number } }
+      seccomp?: unknown
+      namespaces: { type: string }[]
+      uidMappings?: unknown
+      gidMappings?: unknown
+    }
     const pids = linux.resources?.pids
     if (pids) pids.limit += GVISOR_PIDS_ALLOWANCE
     delete linux.seccomp
+    linux.namespaces = linux.namespaces.filter((n) => n.type !== 'user')
+    delete linux.uidMappings
+    delete linux.gidMappings
     return config
   }
 
@@ -100,12 +125,13 @@ export class GvisorRuntime extends BundleRuntime {
   }
 
   /**
-   * The container's loopback lives in gVisor's own network stack, out of reach of a host process
-   * that enters the network namespace (what the other runtimes do): the connection is made from
-   * inside, by `nc` of the image (busybox has one). An image without `sh` and `nc` cannot be
+   * Without a pod network namespace the container's loopback lives in gVisor's own stack, out of
+   * reach of a host process that enters a network namespace: the connection is made from inside, by `nc` of the image (busybox has one). An image without `sh` and `nc` cannot be
    * port-forwarded under gVisor; the error says so.
    */
   override async connectPort(id: string, port: number): Promise<ExecProcess> {
+    // In a pod network namespace the loopback is the host kernel's: entered as for the other runtimes.
+    if (this.recordOf(id)?.extra?.podNetns === true) return super.connectPort(id, port)
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new OrcError('invalid', `port must be 1..65535, got ${port}`)
     const script = 'nc 127.0.0.1 "$1" 2>/dev/null || { echo "connect to port $1 failed (under gvisor port-forward needs nc in the image)" >&2; exit 1; }'
     return this.execStream(id, { command: ['/bin/sh', '-c', script, 'orc-port-forward', String(port)] })

@@ -1,13 +1,15 @@
 /** The behaviour every real runtime must show; run by sandbox.test.ts and oci.test.ts. */
 
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createServer, get as httpGet } from 'node:http'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { createRuntime, followLog, GVISOR_PIDS_ALLOWANCE, type Runtime, readLogLines } from '../../src/runtime/index.ts'
 import { descendants } from '../../src/runtime/procfs.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
-import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor } from './harness.ts'
+import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor, whichMissing } from './harness.ts'
 
 /** Host pids whose command line holds `word`. */
 function pidsRunning(word: string): number[] {
@@ -466,5 +468,72 @@ export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
     assert.equal((await closed.exited).code, 1, 'nothing listens on 8081')
     assert.match(Buffer.concat(err).toString(), /connect to port 8081/)
     await r.stop('web', { graceMs: 100 })
+  })
+
+  it('joins the pod network namespace: its IPv6 address, reachable both ways, and port-forward to it', async ({ dir, rt }) => {
+    if (process.getuid?.() !== 0 || whichMissing('ip')) return
+    const tag = `${kind.slice(0, 2)}${process.pid % 100_000}`
+    const ns = `orc-rt-${tag}`
+    const ip = (...a: string[]) => execFileSync('ip', a, { stdio: ['ignore', 'ignore', 'pipe'] })
+    const server = createServer((_req, res) => res.end('from-the-host\n'))
+    try {
+      ip('netns', 'add', ns)
+      ip('link', 'add', `v${tag}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns)
+      ip('addr', 'add', 'fd97:1::1/64', 'dev', `v${tag}`, 'nodad')
+      ip('link', 'set', `v${tag}`, 'up')
+      ip('-n', ns, 'addr', 'add', 'fd97:1::2/64', 'dev', 'eth0', 'nodad')
+      ip('-n', ns, 'link', 'set', 'eth0', 'up')
+      ip('-n', ns, 'link', 'set', 'lo', 'up')
+      await new Promise<void>((res) => server.listen(18_000 + (process.pid % 1000), 'fd97:1::1', () => res()))
+      const hostPort = (server.address() as { port: number }).port
+      const r = rt()
+      const logDir = join(dir, 'logs')
+      await r.start({
+        id: 'netpod',
+        image: busyboxImages().rootfs,
+        netnsPath: `/run/netns/${ns}`,
+        command: [
+          '/bin/sh',
+          '-c',
+          `ip -6 addr 2>/dev/null | grep -q fd97:1::2 && echo addr=yes; printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 5 fd97:1::1 ${hostPort} 2>&1; mkdir -p /tmp/w; echo from-the-pod > /tmp/w/index.html; httpd -f -p [::]:8080 -h /tmp/w & echo up; sleep 600`,
+        ],
+        logDir,
+      })
+      await waitFor('output', () => readLogLines(logDir).includes('up'), 30_000).catch((err) => {
+        throw new Error(`${err.message}: ${readLogLines(logDir).join(' | ')}`)
+      })
+      const lines = readLogLines(logDir)
+      assert.ok(lines.includes('addr=yes'), `the pod has its IPv6 address: ${lines.join(' | ')}`)
+      assert.ok(lines.includes('from-the-host'), `the pod reached the host over IPv6: ${lines.join(' | ')}`)
+      const get = () =>
+        new Promise<string>((res) => {
+          const req = httpGet({ host: 'fd97:1::2', port: 8080, path: '/', timeout: 2000 }, (resp) => {
+            let body = ''
+            resp.on('data', (c) => (body += c))
+            resp.on('end', () => res(body))
+          })
+          req.on('error', () => res(''))
+          req.on('timeout', () => req.destroy())
+        })
+      let body = await get()
+      for (const deadline = Date.now() + 20_000; body !== 'from-the-pod\n' && Date.now() < deadline; body = await get())
+        await new Promise((x) => setTimeout(x, 100))
+      assert.equal(body, 'from-the-pod\n', 'the host reaches the pod on its IPv6 address')
+      const p = await r.connectPort('netpod', 8080)
+      const chunks: Buffer[] = []
+      p.stdout.on('data', (b: Buffer) => chunks.push(b))
+      p.stdin.end('GET / HTTP/1.0\r\n\r\n')
+      await p.exited
+      assert.match(Buffer.concat(chunks).toString(), /from-the-pod/, 'port-forward reaches the pod in its namespace')
+      await r.stop('netpod', { graceMs: 100 })
+    } finally {
+      server.close()
+      try {
+        ip('netns', 'del', ns)
+      } catch {}
+      try {
+        ip('link', 'del', `v${tag}`)
+      } catch {}
+    }
   })
 }

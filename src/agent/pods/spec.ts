@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto'
 import { type Cluster, isPlainObject, type Pod, type PodSpec, PROBE_KINDS, type Probe, parseQuantity, type UnsafeFeature } from '../../model/index.ts'
-import { type ContainerResources, type ContainerRunSpec, resourcesFromLimits } from '../../runtime/index.ts'
+import { type ContainerResources, type ContainerRunSpec, type RuntimeKind, resourcesFromLimits } from '../../runtime/index.ts'
 import type { ContainerProbeSpec } from './container-probes.ts'
 
 export type RestartPolicy = NonNullable<PodSpec['restartPolicy']>
@@ -71,7 +71,7 @@ export function probesOf(c: unknown): ContainerProbeSpec | undefined {
 export interface PodSpecView {
   containers: PodContainerSpec[]
   restartPolicy: RestartPolicy
-  runtime: 'sandbox' | 'oci'
+  runtime: RuntimeKind
   graceMs: number
   unsafe: UnsafeFeature[]
   pin?: string

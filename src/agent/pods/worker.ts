@@ -33,7 +33,9 @@ import {
   ensureMountPoint,
   probeInNetns,
   type ResolvedImage,
+  RUNTIME_KINDS,
   type Runtime,
+  type RuntimeKind,
 } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -65,7 +67,7 @@ export interface PodFence {
 export interface PodWorkerComponents {
   store: ObjectStore
   nodeName: string
-  runtime(kind: 'sandbox' | 'oci'): Runtime
+  runtime(kind: RuntimeKind): Runtime
   images: PodImages
   clock: Clock
   log: Logger
@@ -617,7 +619,7 @@ export class PodWorker {
   /** `<runtime>:<id>` of this pod's containers here: all (exited ones too), or the running ones. */
   private podContainerIds(runningOnly = false): string[] {
     const out = new Set<string>()
-    for (const kind of ['sandbox', 'oci'] as const) {
+    for (const kind of RUNTIME_KINDS) {
       let rt: Runtime
       try {
         rt = this.c.runtime(kind)
@@ -644,7 +646,7 @@ export class PodWorker {
     const graceMs = this.spec?.graceMs ?? 10_000
     await Promise.all(
       ids.map(async (tagged) => {
-        const [kind, id] = [tagged.slice(0, tagged.indexOf(':')) as 'sandbox' | 'oci', tagged.slice(tagged.indexOf(':') + 1)]
+        const [kind, id] = [tagged.slice(0, tagged.indexOf(':')) as RuntimeKind, tagged.slice(tagged.indexOf(':') + 1)]
         const rt = this.c.runtime(kind)
         try {
           const st = rt.status(id)

@@ -341,7 +341,7 @@ const podSpec = s.object({
   policy: s.enum('ha', 'best-effort'),
   /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
   haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
-  runtime: s.enum('sandbox', 'oci'),
+  runtime: s.enum('sandbox', 'oci', 'gvisor'),
   terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
   nodeSelector: labelsSchema,
   /**
