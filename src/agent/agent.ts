@@ -53,7 +53,7 @@ import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathO
 import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { admitPodData } from './pods/refs.ts'
-import { adminByRole, admitPod, admitPolicy, asksOf, type IsAdmin, podAuthorsOf } from './pods/security.ts'
+import { adminByRole, admitPod, admitPolicy, asksOf, type IsAdmin, podAuthorsOf, runtimeRefusal } from './pods/security.ts'
 import { PodStreams, podStreamRoutes } from './pods/streams.ts'
 import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
@@ -727,19 +727,29 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       if (obj.kind === 'Secret') admitSealedKeys(obj as Secret, c.keyring.get())
       if (obj.kind !== 'Pod') return
       const imageStores = [join(c.dataDir, 'images'), ...c.imageStores]
-      // Most pods ask for nothing unsafe: then no policy and no history (a LevelDB scan) is read.
+      // Most pods ask for nothing unsafe: then no history (a LevelDB scan) is read.
       if (asksOf(obj as Pod, imageStores).length > 0) await admitUnsafe(obj as Pod, batch, author, imageStores)
+      else {
+        const refusal = runtimeRefusal(obj as Pod, policiesFor(obj as Pod, batch))
+        if (refusal) throw refusal
+      }
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),
   })
   /** The two-party rule for a pod asking for unsafe features (docs/security.md). */
-  async function admitUnsafe(obj: Pod, batch: readonly OrcObject[], author: string, imageStores: string[]): Promise<void> {
+  /** The SecurityPolicies of the pod's namespace as they will be after this request (its batch wins). */
+  function policiesFor(obj: Pod, batch: readonly OrcObject[]): SecurityPolicy[] {
     const ns = obj.metadata.namespace ?? 'default'
     const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
     const names = new Set(inBatch.map((o) => o.metadata.name))
-    const policies = [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch]
+    return [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch]
+  }
+  async function admitUnsafe(obj: Pod, batch: readonly OrcObject[], author: string, imageStores: string[]): Promise<void> {
+    const ns = obj.metadata.namespace ?? 'default'
+    const names = new Set(batch.filter((o) => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns).map((o) => o.metadata.name))
+    const policies = policiesFor(obj, batch)
     // A policy in this batch is written by this request's author; a stored one by its last writer.
     const podAuthors = await podAuthorsOf(store, obj, author)
     const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))

@@ -68,6 +68,7 @@ export type {
   StopOptions,
 } from './types.ts'
 
+import { POD_RUNTIMES, type PodRuntime } from '../model/index.ts'
 import { GvisorRuntime } from './gvisor.ts'
 import { OciRuntime } from './oci.ts'
 import type { RuntimeOptionsInput } from './options.ts'
@@ -75,8 +76,8 @@ import { SandboxRuntime } from './sandbox.ts'
 import type { Runtime } from './types.ts'
 
 /** The runtimes a pod may ask for (`spec.runtime`). */
-export const RUNTIME_KINDS = ['sandbox', 'oci', 'gvisor'] as const
-export type RuntimeKind = (typeof RUNTIME_KINDS)[number]
+export const RUNTIME_KINDS = POD_RUNTIMES
+export type RuntimeKind = PodRuntime
 
 /** Construct the runtime a pod asks for (`spec.runtime`, default sandbox). */
 export function createRuntime(kind: RuntimeKind, opts: RuntimeOptionsInput): Runtime {

@@ -49,7 +49,17 @@ import type { PodImages } from './images.ts'
 import type { PodTunables } from './options.ts'
 import type { ProbeCheck } from './prober.ts'
 import { changedRefs, type DataLookup, type ResolvedData, resolvePodData } from './refs.ts'
-import { anyUserIsAdmin, asksOf, hostPathImages, IMPLEMENTED_UNSAFE, type IsAdmin, podAuthorsOf, ungranted, ungrantedError } from './security.ts'
+import {
+  anyUserIsAdmin,
+  asksOf,
+  hostPathImages,
+  IMPLEMENTED_UNSAFE,
+  type IsAdmin,
+  podAuthorsOf,
+  runtimeRefusal,
+  ungranted,
+  ungrantedError,
+} from './security.ts'
 import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podDefaultResourcesOf, podSpecOf, specHash } from './spec.ts'
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
 import type { PodDataFiles } from './volumes.ts'
@@ -351,9 +361,12 @@ export class PodWorker {
       .map((r) => (now.revisions[r] === undefined ? `${r} deleted` : `${r} changed (revision ${now.revisions[r]})`))
   }
 
-  /** Why the pod may not run its unsafe features (the two-party rule), or undefined when it may. */
+  /** Why the pod may not run: its runtime, or its unsafe features (the two-party rule); undefined when it may. */
   private async grantRefusal(obj: Stored<Pod>): Promise<OrcError | undefined> {
     const imageStores = this.c.images.stores
+    // A SecurityPolicy's requireRuntime (a restriction, whoever wrote it) before the grants.
+    const runtime = runtimeRefusal(obj, this.c.store.list('SecurityPolicy', this.ref.namespace))
+    if (runtime) return runtime
     if (asksOf(obj, imageStores).length === 0) return undefined
     const ctx = {
       podAuthors: await podAuthorsOf(this.c.store, obj),
@@ -702,7 +715,7 @@ export class PodWorker {
     const g = addPodTargets(new WorkflowGraph())
     g.addUnit({
       name: 'check-security',
-      description: 'unsafe features asked for are granted by a SecurityPolicy and implemented',
+      description: 'the runtime is one the SecurityPolicies allow; unsafe features asked for are granted and implemented',
       timeoutMs: 5_000,
       run: async () => {
         const cur = this.c.store.get(this.ref) ?? obj

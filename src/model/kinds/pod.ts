@@ -4,6 +4,7 @@ import type { Infer, Issue } from '../schema.ts'
 import { s } from '../schema.ts'
 import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
 import { type PodCondition, probeIssues, probeSchema, readyColumn } from './probe.ts'
+import { POD_RUNTIMES } from './security-policy.ts'
 
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
 /** A name an environment variable may have (envFrom skips keys that are not one). */
@@ -341,7 +342,7 @@ const podSpec = s.object({
   policy: s.enum('ha', 'best-effort'),
   /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
   haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
-  runtime: s.enum('sandbox', 'oci', 'gvisor'),
+  runtime: s.enum(...POD_RUNTIMES),
   terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
   nodeSelector: labelsSchema,
   /**

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { checkAgentControllers } from '../../../src/agent/controllers.ts'
 import { decideBindings } from '../../../src/agent/pods/binder.ts'
-import { admitPod, admitPolicy, anyUserIsAdmin, asksOf, type GrantContext, ungranted } from '../../../src/agent/pods/security.ts'
+import { admitPod, admitPolicy, anyUserIsAdmin, asksOf, type GrantContext, runtimeRefusal, ungranted } from '../../../src/agent/pods/security.ts'
 import { assignedTo, podDefaultResourcesOf } from '../../../src/agent/pods/spec.ts'
 import type { SecurityPolicy, UnsafeFeature } from '../../../src/model/index.ts'
 
@@ -138,4 +138,28 @@ test('safe defaults: 1,024 processes and 1 GiB unless the Cluster says otherwise
   assert.deepEqual(podDefaultResourcesOf([cluster()]), { pids: 1024, memoryBytes: 1024 ** 3 })
   assert.deepEqual(podDefaultResourcesOf([cluster({ pids: 64, memory: '256Mi' })]), { pids: 64, memoryBytes: 256 * 1024 ** 2 })
   assert.deepEqual(podDefaultResourcesOf([cluster({ pids: 0, memory: 0 })]), {})
+})
+
+test('requireRuntime: a policy selecting a pod restricts its runtime, whoever wrote it; every such policy must allow it', () => {
+  const only = (runtimes: string[], selector?: { names?: string[] }, ns = 'default', name = 'p') =>
+    ({ ...policy([], ns, selector, 'user:dev', { requireRuntime: runtimes }), metadata: { name, namespace: ns, updatedBy: 'user:dev' } }) as SecurityPolicy
+  // the default runtime is sandbox; a namespace-wide requirement refuses it, naming policy and fix
+  assert.match(
+    runtimeRefusal(pod('x'), [only(['gvisor'])])!.message,
+    /^pod\/x asks for runtime sandbox, but namespace default requires gvisor \(SecurityPolicy\/p\) for it: set spec.runtime accordingly$/,
+  )
+  assert.equal(runtimeRefusal(pod('x', { runtime: 'gvisor' }), [only(['gvisor'])]), undefined)
+  assert.equal(runtimeRefusal(pod('x', { runtime: 'oci' }), [only(['gvisor', 'oci'])]), undefined)
+  // other namespaces and pods the policy does not name are not restricted
+  assert.equal(runtimeRefusal(pod('x'), [only(['gvisor'], undefined, 'other')]), undefined)
+  assert.equal(runtimeRefusal(pod('x'), [only(['gvisor'], { names: ['untrusted-*'] })]), undefined)
+  assert.ok(runtimeRefusal(pod('untrusted-1', { runtime: 'oci' }), [only(['gvisor'], { names: ['untrusted-*'] })]))
+  // two policies: the pod must satisfy both; both are named when it satisfies neither
+  const both = [only(['gvisor', 'oci'], undefined, 'default', 'a'), only(['gvisor'], undefined, 'default', 'b')]
+  assert.match(runtimeRefusal(pod('x', { runtime: 'oci' }), both)!.message, /requires gvisor \(SecurityPolicy\/b\) for it/)
+  assert.match(runtimeRefusal(pod('x'), both)!.message, /requires gvisor or oci \(SecurityPolicy\/a\) and gvisor \(SecurityPolicy\/b\)/)
+  // admission refuses the same, before any grant is looked at
+  assert.throws(() => admitPod(pod('x'), [only(['gvisor'])], ctx()), /asks for runtime sandbox/)
+  // a policy with only a grant restricts nothing
+  assert.equal(runtimeRefusal(pod('x'), [policy(['root'])]), undefined)
 })
