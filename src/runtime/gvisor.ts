@@ -12,12 +12,13 @@
  * that file in every namespace (docs/decisions.md). Without a pod namespace, `--network=none`:
  * loopback only, inside gVisor.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { OrcError, wrapError } from '../model/index.ts'
 import { detectRunscPlatform, type RunscPlatform } from './capabilities.ts'
 import { type ExecLaunch, resolveBinary } from './exec.ts'
 import { BundleRuntime } from './oci.ts'
+import { isTmpfs, shmDirOf } from './shm.ts'
 import { type ContainerRecord, DEFAULT_PATH } from './supervisor.ts'
 import type { ContainerRunSpec, ExecProcess, ExecSpec } from './types.ts'
 
@@ -43,6 +44,32 @@ export class GvisorRuntime extends BundleRuntime {
   override hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number } {
     if (spec.rootInside) return { uid: 0, gid: 0 }
     return { uid: spec.uid ?? this.opts.uid, gid: spec.gid ?? this.opts.gid }
+  }
+
+  /**
+   * runsc keeps each container's whole spec in its state directory, the environment (Secrets)
+   * included: that directory goes on the tmpfs (`/dev/shm/orc-gvisor-state-<hash of the state
+   * dir>`, 0700) so it never reaches the disk; in the state dir only where there is no tmpfs.
+   * It outlives an agent restart (adoption needs it), not a reboot (nor do the containers).
+   */
+  protected override stateRoot(): string {
+    if (isTmpfs('/dev/shm')) {
+      const dir = shmDirOf('orc-gvisor-state', this.opts.stateDir)
+      try {
+        mkdirSync(dir, { recursive: true, mode: 0o700 })
+        return dir
+      } catch {}
+    }
+    return super.stateRoot()
+  }
+
+  protected override async cleanup(rec: ContainerRecord): Promise<void> {
+    await super.cleanup(rec)
+    // The state directory goes with its last container (rmdir refuses while one is left; runsc
+    // makes it again for the next).
+    try {
+      rmdirSync(shmDirOf('orc-gvisor-state', this.opts.stateDir))
+    } catch {}
   }
 
   protected binary(): string {
@@ -125,13 +152,15 @@ export class GvisorRuntime extends BundleRuntime {
   }
 
   /**
-   * Without a pod network namespace the container's loopback lives in gVisor's own stack, out of
-   * reach of a host process that enters a network namespace: the connection is made from inside, by `nc` of the image (busybox has one). An image without `sh` and `nc` cannot be
-   * port-forwarded under gVisor; the error says so.
+   * The connection is made from inside, by `nc` of the image (busybox has one). Without a pod
+   * network namespace the container's loopback lives in gVisor's own stack, out of reach of a host
+   * process; with one, a host client entering the namespace (what the other runtimes do) reaches
+   * the port, but a request sent together with its end (what port-forward's stdin often is) was
+   * answered with a bare close about half the time by this runsc's host networking, never from
+   * inside (docs/decisions.md). An image without `sh` and `nc` cannot be port-forwarded under
+   * gVisor; the error says so.
    */
   override async connectPort(id: string, port: number): Promise<ExecProcess> {
-    // In a pod network namespace the loopback is the host kernel's: entered as for the other runtimes.
-    if (this.recordOf(id)?.extra?.podNetns === true) return super.connectPort(id, port)
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new OrcError('invalid', `port must be 1..65535, got ${port}`)
     const script = 'nc 127.0.0.1 "$1" 2>/dev/null || { echo "connect to port $1 failed (under gvisor port-forward needs nc in the image)" >&2; exit 1; }'
     return this.execStream(id, { command: ['/bin/sh', '-c', script, 'orc-port-forward', String(port)] })

@@ -191,7 +191,7 @@ export abstract class BundleRuntime extends SupervisedRuntime {
       cgroupDirs: [],
       enforced,
       // runsc exec does not take the container's user from its config (runc exec does)
-      extra: { bundle, user: (config.process as { user: { uid: number; gid: number } }).user, podNetns: spec.netnsPath !== undefined },
+      extra: { bundle, user: (config.process as { user: { uid: number; gid: number } }).user },
     }
   }
 

@@ -496,11 +496,6 @@ export abstract class SupervisedRuntime implements Runtime {
     return runExec(await this.execStream(id, opts), opts, this.opts.clock)
   }
 
-  /** The record of a container this runtime knows (for a subclass's runtime-specific data). */
-  protected recordOf(id: string): ContainerRecord | undefined {
-    return this.live.get(id)?.rec
-  }
-
   status(id: string): ContainerStatus | undefined {
     const live = this.live.get(id)
     return live ? this.toStatus(live.rec) : undefined

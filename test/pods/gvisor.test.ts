@@ -7,8 +7,9 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { after, before, test } from 'node:test'
-import { detectRunscPlatform } from '../../src/runtime/index.ts'
+import { detectRunscPlatform, shmDirOf } from '../../src/runtime/index.ts'
 import { type CliResult, podManifest, skipReason, startTestAgent, type TestAgent, waitFor } from './helpers.ts'
 
 async function gvisorSkip(): Promise<string | undefined> {
@@ -43,14 +44,14 @@ after(async () => {
   a.remove()
 })
 
-/** Host pids of this agent's gVisor sandboxes (the Sentry: argv[0] `runsc-sandbox`, its --root under the data dir). */
+/** Host pids of this agent's gVisor sandboxes (the Sentry: argv[0] `runsc-sandbox`, with this agent's runsc state dir). */
 function sentries(): number[] {
   const out: number[] = []
   for (const d of readdirSync('/proc')) {
     if (!/^[0-9]+$/.test(d)) continue
     try {
       const argv = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0')
-      if (argv[0] === 'runsc-sandbox' && argv.some((x) => x.startsWith(`--root=${a.dataDir}/`))) out.push(Number(d))
+      if (argv[0] === 'runsc-sandbox' && argv.includes(`--root=${shmDirOf('orc-gvisor-state', join(a.dataDir, 'runtime'))}`)) out.push(Number(d))
     } catch {}
   }
   return out

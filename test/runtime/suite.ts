@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync
 import { createServer, get as httpGet } from 'node:http'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { createRuntime, followLog, GVISOR_PIDS_ALLOWANCE, type Runtime, readLogLines } from '../../src/runtime/index.ts'
+import { createRuntime, endOf, followLog, GVISOR_PIDS_ALLOWANCE, type Runtime, readLogLines } from '../../src/runtime/index.ts'
 import { descendants } from '../../src/runtime/procfs.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor, whichMissing } from './harness.ts'
@@ -523,8 +523,15 @@ export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
       const chunks: Buffer[] = []
       p.stdout.on('data', (b: Buffer) => chunks.push(b))
       p.stdin.end('GET / HTTP/1.0\r\n\r\n')
-      await p.exited
-      assert.match(Buffer.concat(chunks).toString(), /from-the-pod/, 'port-forward reaches the pod in its namespace')
+      // output may still be on its way when the process has exited
+      const errs: Buffer[] = []
+      p.stderr.on('data', (b: Buffer) => errs.push(b))
+      const [exit] = await Promise.all([p.exited, endOf(p.stdout)])
+      assert.match(
+        Buffer.concat(chunks).toString(),
+        /from-the-pod/,
+        `port-forward reaches the pod in its namespace: ${JSON.stringify(exit)} ${Buffer.concat(errs)}`,
+      )
       await r.stop('netpod', { graceMs: 100 })
     } finally {
       server.close()
