@@ -438,7 +438,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       'dns',
       () =>
         (dns = new ClusterDns(
-          { store, clock, random, logger, clusterId: () => clusterRef.id, dnsAddress: () => network.dnsAddress },
+          // The routed store: Services and Pods of shared namespaces resolve from the federation's document.
+          { store: routedStore(store, federation), clock, random, logger, clusterId: () => clusterRef.id, dnsAddress: () => network.dnsAddress },
           opts.dns ?? { enabled: false },
         )),
     ),

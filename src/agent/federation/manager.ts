@@ -156,6 +156,11 @@ export class FederationManager implements ScopeRouter {
     return () => this.runningListeners.delete(listener)
   }
 
+  /** ScopeRouter: the API's and the resolver's watches follow federations starting and stopping. */
+  onScopesChange(listener: () => void): () => void {
+    return this.onRunningChange(listener)
+  }
+
   private runningChanged(): void {
     for (const l of this.runningListeners) {
       try {

@@ -3,7 +3,7 @@
  * document, everything else in the cluster's own. Writes to a federated namespace carry the
  * cluster's name in their author (`user:alice@home`), which the other clusters verify.
  */
-import { applyChanges, type Change, getKind, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
+import { applyChanges, type Change, getKind, KINDS, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
 import type { ObjectStore, WriteOptions } from '../../store/index.ts'
 import { clusterOfAuthor, tagAuthor } from './membership.ts'
 import { ORIGIN_CLUSTER_ANNOTATION } from './scheduling.ts'
@@ -21,10 +21,31 @@ export interface ScopeRouter {
   scopeOf(ns: string): FederatedScope | undefined
   /** Every federated scope open here (for listings across namespaces). */
   scopes(): Array<{ namespaces: readonly string[]; scope: FederatedScope }>
+  /** Told when a federation starts or stops here, or learns its namespaces (watches follow it). */
+  onScopesChange?(fn: () => void): () => void
 }
 
 function nsOf(kind: string, ns: string | undefined): string | undefined {
   return getKind(kind).namespaced ? (ns === undefined || ns === '' ? 'default' : ns) : undefined
+}
+
+/** Store keys (`Kind/ns/name`) of the namespaced objects `store` holds in `namespaces`. */
+function keysIn(store: ObjectStore, namespaces: ReadonlySet<string>): string[] {
+  const out: string[] = []
+  for (const k of KINDS) {
+    if (!k.namespaced) continue
+    let list: OrcObject[]
+    try {
+      list = store.list(k.kind)
+    } catch {
+      return out // a federation store closing
+    }
+    for (const o of list) {
+      const ns = o.metadata.namespace ?? 'default'
+      if (namespaces.has(ns)) out.push(`${k.kind}/${ns}/${o.metadata.name}`)
+    }
+  }
+  return out
 }
 
 export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore {
@@ -104,10 +125,43 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   const forRef = (ref: ObjectRef) => (ref.kind === 'Secret' ? secretRef(ref) : pick(ref.kind, ref.namespace))
   const forObj = (o: OrcObject) => (o.kind === 'Secret' ? secretObj(o) : pick(o.kind, o.metadata.namespace))
   const federatedNs = (): Set<string> => new Set(router.scopes().flatMap((s) => [...s.namespaces]))
-  /** One subscription on the cluster store and on every federation scope's store. */
-  const subscribeAll = (sub: (s: ObjectStore) => () => void): (() => void) => {
-    const offs = [sub(own), ...router.scopes().map((s) => sub(s.scope.store))]
-    return () => offs.forEach((off) => off())
+  /**
+   * One subscription on the cluster store and on every federation scope's store, following the
+   * federations that start and stop after it was made. When a scope's namespaces become visible
+   * (a federation started or joined), `fn` hears of every object it holds in them, as if each had
+   * just changed: a watcher (the DNS zone, a controller) sees them as it would see a new object.
+   */
+  const subscribeAll = (sub: (s: ObjectStore, fn: (keys: string[]) => void) => () => void, fn: (keys: string[]) => void): (() => void) => {
+    const offOwn = sub(own, fn)
+    const watched = new Map<ObjectStore, { off: () => void; namespaces: Set<string> }>()
+    const follow = () => {
+      const now = new Map(router.scopes().map((s) => [s.scope.store, s.namespaces] as const))
+      for (const [store, w] of watched) {
+        if (now.has(store)) continue
+        w.off()
+        watched.delete(store)
+        // Its objects go from view, and the cluster's own in those namespaces come back.
+        if (w.namespaces.size > 0) fn([...keysIn(store, w.namespaces), ...keysIn(own, w.namespaces)])
+      }
+      for (const [store, namespaces] of now) {
+        let w = watched.get(store)
+        if (w === undefined) {
+          w = { off: sub(store, fn), namespaces: new Set() }
+          watched.set(store, w)
+        }
+        const fresh = namespaces.filter((n) => !w.namespaces.has(n))
+        for (const n of fresh) w.namespaces.add(n)
+        if (fresh.length > 0) fn([...keysIn(store, new Set(fresh)), ...keysIn(own, new Set(fresh))])
+      }
+    }
+    for (const s of router.scopes()) watched.set(s.scope.store, { off: sub(s.scope.store, fn), namespaces: new Set(s.namespaces) })
+    const offScopes = router.onScopesChange?.(follow)
+    return () => {
+      offScopes?.()
+      offOwn()
+      for (const w of watched.values()) w.off()
+      watched.clear()
+    }
   }
 
   return {
@@ -173,8 +227,8 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
       return out
     },
     count: () => own.count() + router.scopes().reduce((n, s) => n + s.scope.store.count(), 0),
-    onChange: (fn) => subscribeAll((s) => s.onChange(fn)),
-    onRemoteMerged: (fn) => subscribeAll((s) => s.onRemoteMerged(fn)),
+    onChange: (fn) => subscribeAll((s, f) => s.onChange(f), fn),
+    onRemoteMerged: (fn) => subscribeAll((s, f) => s.onRemoteMerged(f), fn),
     setStability: (fn) => own.setStability(fn),
     pruneTombstones: (reports) => own.pruneTombstones(reports),
     encodeStabilityReport: () => own.encodeStabilityReport(),
