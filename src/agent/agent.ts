@@ -32,7 +32,7 @@ import { type Component, type StartedComponents, startComponents } from './compo
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
 import { ClusterDns } from './dns/index.ts'
-import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
+import { FederationManager, federationRouteSource, federationRoutes, routedStore, sharedPodLogs, sharedPodNode } from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
@@ -57,7 +57,7 @@ import { adminByRole, admitPod, admitPolicy, asksOf, type IsAdmin, podAuthorsOf 
 import { PodStreams, podStreamRoutes } from './pods/streams.ts'
 import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
-import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
+import { type ApiHandler, combineHandlers, createRouter, Passthrough } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
 import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
@@ -748,7 +748,18 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   }
   const own = combineHandlers(
     objectHandlers,
-    podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
+    podRoutes({
+      store: apiStore,
+      nodeName,
+      clock,
+      controllers: AGENT_CONTROLLERS,
+      logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn),
+      // A shared namespace's pod runs on `node@cluster`; this node is `nodeName@<its cluster there>`.
+      sharedNode: (pod) => {
+        const scope = c.federation.scopeOf(pod.metadata.namespace ?? 'default')
+        return scope === undefined ? undefined : { node: sharedPodNode(pod), self: `${nodeName}@${scope.cluster}` }
+      },
+    }),
     podStreamRoutes(() => c.streams),
     topRoutes(
       () => c.top,
@@ -770,7 +781,8 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       schedView: () => c.pods().schedView(),
       scopeView: (ns) => c.pods().schedViewFor(ns),
     }),
-    rolloutRoutes({ store, nodeName, now: () => clock.now() }),
+    // Shared namespaces' deployments are in the federation's document, over its clusters' nodes.
+    rolloutRoutes({ store: apiStore, nodeName, now: () => clock.now(), nodes: (ns) => c.federation.nodesOf(ns) ?? store.list('Node') }),
     secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
     stabilityRoutes(clusterStability(store, c.cluster)),
@@ -791,7 +803,18 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
   const cluster = c.cluster
   if (!cluster) return local
-  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!), ...cluster.streamRoutes(own) }, cluster.routes()), routing)
+  // Logs of a shared namespace's pods are on its node in whichever member cluster runs it.
+  const podLogs = sharedPodLogs(
+    { nodeName, router: c.federation, forwardLogs: (...a) => c.federation.forwardLogs(...a), clusterProxy: cluster.podProxy },
+    own.podLogs!,
+    cluster.logsRoute(own.podLogs!),
+  )
+  // Other clusters' nodes read the logs of the shared pods this node runs (the federation hosts' member API).
+  c.federation.serveLogsWith(async (ns, name, query) => {
+    const answer = await own.podLogs!({ params: { ns, name }, query, body: undefined, req: { method: 'GET', path: pathOf('podLogs', { ns, name }), query } })
+    return answer instanceof Passthrough ? answer.response.body : answer
+  })
+  const handler = createRouter(combineHandlers({ ...own, podLogs, ...cluster.streamRoutes(own) }, cluster.routes()), routing)
   cluster.serve(handler, local)
   return handler
 }

@@ -155,6 +155,8 @@ export interface ClusterNode {
   readonly keys: KeyringDelivery
   /** The cluster routes: members, tokens, credential export, node removal, data key rotation. */
   routes(): RouteHandlers
+  /** How pod requests are forwarded to the member running the pod (the shared namespaces' logs use it too). */
+  readonly podProxy: LogsProxyComponents
   /** The logs route of a clustered node: forwarded to the member running the pod, else `local`. */
   logsRoute(local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'>
   /** The exec and port-forward routes of a clustered node: forwarded to the member running the pod, else these. */
@@ -383,6 +385,7 @@ export async function startClusterMesh(c: {
       ...clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
       ...secretKeyRoutes({ delivery: keys, random: c.random, now: () => c.clock.now() }),
     }),
+    podProxy,
     logsRoute: (local) => proxiedLogs(podProxy, local),
     streamRoutes: (local) => {
       // An exchange long-polls up to 20 s on the pod's node; a start may wait for a runtime launch.

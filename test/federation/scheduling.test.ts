@@ -8,8 +8,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import pino from 'pino'
-import { clusterOwnership, federationNodesOf, NodeSummaryPublisher, nodeSummaryOf, routedStore, taggedStore } from '../../src/agent/federation/index.ts'
+import {
+  clusterOwnership,
+  federatedView,
+  federationNodesOf,
+  NodeSummaryPublisher,
+  nodeSummaryOf,
+  routedStore,
+  taggedStore,
+} from '../../src/agent/federation/index.ts'
 import { systemClock } from '../../src/effects/index.ts'
+import { normalizeManifest } from '../../src/model/index.ts'
+import { plan } from '../../src/sched/index.ts'
 import { openStore } from '../../src/store/index.ts'
 import { tempStore } from '../helpers/store.ts'
 
@@ -176,4 +186,53 @@ test('the cluster’s own scheduler counts federated pods on its nodes (no overs
   const e = explainPod(view, 'default/local')
   assert.equal(e.status, 'pending')
   assert.match(e.nodes[0]!.reasons.join(), /insufficient cpu \(requests 500m, free 200m\)/)
+})
+
+test('pins in a shared namespace: node@cluster names a node of any member cluster, a bare name one of the pod’s cluster', () => {
+  const pv = (name: string, extra: Record<string, unknown>) => ({ namespace: 'shared', name, requests: {}, ...extra })
+  const pod = (name: string) => ({ metadata: { name, namespace: 'shared', annotations: { 'orc/cluster': 'home' } } }) as never
+  const view = federatedView(
+    {
+      now,
+      nodes: [
+        { name: 'h1@home', state: 'alive' },
+        { name: 'c1@cloud', state: 'alive' },
+      ],
+      pods: [pv('far', { pin: 'c1@cloud' }), pv('bare', { pin: 'h1' }), pv('bare-one', { pin: 'c1', clusters: ['cloud'] }), pv('free', {})],
+    },
+    [pod('far'), pod('bare'), pod('bare-one'), pod('free')],
+  )
+  const by = new Map(view.pods.map((p) => [p.name, p]))
+  assert.deepEqual([by.get('far')!.pin, by.get('far')!.clusters], ['c1@cloud', ['cloud']], 'a pin to another cluster allows that cluster')
+  assert.deepEqual([by.get('bare')!.pin, by.get('bare')!.clusters], ['h1@home', ['home']], 'a bare pin: the creating cluster')
+  assert.deepEqual([by.get('bare-one')!.pin, by.get('bare-one')!.clusters], ['c1@cloud', ['cloud']], 'a bare pin: the one allowed cluster')
+  assert.deepEqual(by.get('free')!.clusters, ['home'])
+  // The planner places each on its pinned node.
+  const binds = new Map(
+    plan(view)
+      .filter((a) => a.type === 'bind')
+      .map((a) => [String((a as { pod: string }).pod).replace(/^shared\//, ''), (a as { node: string }).node]),
+  )
+  assert.equal(binds.get('far'), 'c1@cloud')
+  assert.equal(binds.get('bare'), 'h1@home')
+  assert.equal(binds.get('bare-one'), 'c1@cloud')
+  // The pod schema takes node@cluster; a pin whose cluster placement.clusters leaves out is refused.
+  assert.throws(
+    () =>
+      normalizeManifest({
+        apiVersion: 'orc/v1',
+        kind: 'Pod',
+        metadata: { name: 'x', namespace: 'shared' },
+        spec: { placement: { node: 'c1@cloud', clusters: ['home'] }, containers: [{ name: 'm', image: 'busybox' }] },
+      }),
+    /spec\.placement\.node: pinned to a node of cluster cloud, which is not in placement\.clusters/,
+  )
+  assert.ok(
+    normalizeManifest({
+      apiVersion: 'orc/v1',
+      kind: 'Pod',
+      metadata: { name: 'x' },
+      spec: { placement: { node: 'c1@cloud' }, containers: [{ name: 'm', image: 'busybox' }] },
+    }),
+  )
 })

@@ -26,9 +26,21 @@ import {
   startMesh,
   writeFileAtomic,
 } from '../../mesh/index.ts'
-import { API_VERSION, DNS_LABEL, type ObjectRef, OrcError, type OrcObject, wrapError } from '../../model/index.ts'
-import { type ObjectStore, openStore } from '../../store/index.ts'
+import {
+  API_VERSION,
+  type ApiRequest,
+  type ApiResponse,
+  DNS_LABEL,
+  errorResponse,
+  type Node,
+  type ObjectRef,
+  OrcError,
+  type OrcObject,
+  wrapError,
+} from '../../model/index.ts'
+import { type ObjectStore, openStore, type Stored } from '../../store/index.ts'
 import type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
+import { DeploymentController } from '../deployments/index.ts'
 import { unadvertisedRanges } from '../network/index.ts'
 import type { PodScope } from '../pods/controller.ts'
 import { clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
@@ -83,6 +95,8 @@ interface Running {
   directory: FederationDirectory
   off: () => void
   publisher?: NodeSummaryPublisher
+  /** The shared namespaces' PinnedDeployments: their pods, their rollouts. */
+  deployments?: DeploymentController
   announced?: boolean
 }
 
@@ -129,6 +143,8 @@ export class FederationManager implements ScopeRouter {
   /** Federation ids whose local state is being set up or torn down right now. */
   private readonly busy = new Set<string>()
   private podHost: FederationPodHost | undefined
+  /** This node's own logs of a shared pod it runs (the agent's pod routes), served to the other clusters' nodes. */
+  private podLogs: ((ns: string, name: string, query: Record<string, string>) => Promise<unknown>) | undefined
   /** Told when a federation starts, is announced or stops here (the node network re-plans its routes). */
   private readonly runningListeners = new Set<() => void>()
 
@@ -213,16 +229,98 @@ export class FederationManager implements ScopeRouter {
         nodeName: `${this.c.nodeName}@${cluster}`,
         namespaces: r.cfg.namespaces,
         members: () => r.mesh.members(),
-        nodes: () => {
-          const bound = r.store
-            .list('Pod')
-            .map((p) => p.status?.node)
-            .filter((n): n is string => typeof n === 'string')
-          return federationNodesOf(r.store.list('Cluster'), bound, r.directory.removedClusters())
-        },
+        nodes: () => this.nodesOfRun(r),
         buildView: buildFederatedSchedView,
       })
       .catch((err) => this.log.error({ err, federation: r.cfg.name }, 'federated pods will not run on this node'))
+    // The shared namespaces' PinnedDeployments, over every member cluster's nodes: one writer for
+    // the whole federation, chosen alike by every node of every cluster (deployments/leaderless.ts).
+    if (!this.running.has(r.cfg.id)) return
+    r.deployments = new DeploymentController({
+      store,
+      nodeName: `${this.c.nodeName}@${cluster}`,
+      members: () => r.mesh.members(),
+      nodes: () => this.nodesOfRun(r),
+      now: () => this.c.clock.now(),
+      setTimeout: (fn, ms) => this.c.clock.setTimeout(fn, ms),
+      clearTimeout: (h) => this.c.clock.clearTimeout(h),
+      log: this.log.child({ module: 'deployments', federation: r.cfg.name }),
+    })
+    r.deployments.start()
+  }
+
+  /** The nodes of every member cluster (`node@cluster`), from their summaries in the document. */
+  private nodesOfRun(r: Running): Stored<Node>[] {
+    const bound = r.store
+      .list('Pod')
+      .map((p) => p.status?.node)
+      .filter((n): n is string => typeof n === 'string')
+    return federationNodesOf(r.store.list('Cluster'), bound, r.directory.removedClusters())
+  }
+
+  /** The nodes of the federation sharing namespace `ns` here (`node@cluster`); undefined if `ns` is not shared. */
+  nodesOf(ns: string): Stored<Node>[] | undefined {
+    for (const r of this.running.values()) if (r.cfg.namespaces.includes(ns)) return this.nodesOfRun(r)
+    return undefined
+  }
+
+  // ---- logs of shared pods across clusters ---------------------------------------------------
+
+  /** Answer other clusters' nodes asking for the logs of a shared pod this node runs. */
+  serveLogsWith(fn: (ns: string, name: string, query: Record<string, string>) => Promise<unknown>): void {
+    this.podLogs = fn
+  }
+
+  /**
+   * `orc logs` of a shared pod that runs in another cluster: asked of that node over the
+   * federation's mesh (its member API serves only this, see serveMember).
+   */
+  async forwardLogs(ns: string, pod: string, node: string, query: Record<string, string>, timeoutMs: number): Promise<ApiResponse> {
+    const r = [...this.running.values()].find((x) => x.cfg.namespaces.includes(ns))
+    if (r === undefined) throw new OrcError('not_found', `namespace ${ns} is not shared with a federation here`, { namespace: ns })
+    const m = r.mesh.members().find((x) => !x.self && x.name === node)
+    if (m === undefined)
+      throw new OrcError(
+        'unavailable',
+        `pod/${pod} runs on node ${node}, which is not a member of federation ${r.cfg.name} this node knows; its logs are not reachable from here`,
+        {
+          node,
+        },
+      )
+    if (m.state === 'dead')
+      throw new OrcError('unavailable', `pod/${pod} runs on node ${node} (federation ${r.cfg.name}), which is dead`, { node, state: 'dead' })
+    const path = `/v1/pods/${encodeURIComponent(ns)}/${encodeURIComponent(pod)}/logs`
+    try {
+      return await r.mesh.memberRequest(m.peerId, { method: 'GET', path, query }, { timeoutMs })
+    } catch (err) {
+      throw new OrcError(
+        'unavailable',
+        `pod/${pod} runs on node ${node} (federation ${r.cfg.name}), which did not answer: ${(err as Error).message}`,
+        { node },
+        err,
+      )
+    }
+  }
+
+  /**
+   * The member API of a federation host: the other clusters' nodes may read the logs of the
+   * federation's pods that run on this node, nothing else. No user travels with the request (the
+   * other cluster's users mean nothing here): that cluster already holds and may edit every shared
+   * object, so its logs give it nothing more (docs/decisions.md).
+   */
+  private async serveMember(cfg: LocalState, req: ApiRequest<Record<string, string>>, peer: string): Promise<ApiResponse> {
+    const m = /^\/v1\/pods\/([^/?]+)\/([^/?]+)\/logs$/.exec(req.path)
+    try {
+      if (req.method.toUpperCase() !== 'GET' || m === null) throw new OrcError('forbidden', 'federation members may only read the logs of shared pods')
+      const ns = decodeURIComponent(m[1]!)
+      const name = decodeURIComponent(m[2]!)
+      if (!cfg.namespaces.includes(ns)) throw new OrcError('forbidden', `namespace ${ns} is not shared in federation ${cfg.name}`, { namespace: ns })
+      if (this.podLogs === undefined) throw new OrcError('unavailable', 'this node serves no logs yet')
+      this.log.debug({ federation: cfg.name, peer, ns, name }, 'serving shared pod logs')
+      return { status: 200, body: await this.podLogs(ns, name, req.query ?? {}) }
+    } catch (err) {
+      return errorResponse(err)
+    }
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------
@@ -536,6 +634,7 @@ export class FederationManager implements ScopeRouter {
         tunables: this.c.tunables,
         vetJoiner: (info) => this.vetJoiner(cfg, directory, info),
         vetAdmission: (info, via) => directory.vetAdmission(info, via),
+        memberApiHandler: (req, ctx) => this.serveMember(cfg, req, ctx.peerId),
       }
       if (how.mode === 'create') {
         const made = await createCluster(opts)
@@ -651,6 +750,7 @@ export class FederationManager implements ScopeRouter {
     this.runningChanged()
     r.off()
     r.publisher?.stop()
+    await r.deployments?.stop()
     if (r.announced)
       await this.podHost
         ?.removeScope(this.podScopeId(r), `federation ${r.cfg.name} ${r.cfg.state === 'joined' ? 'stopped' : r.cfg.state}`)

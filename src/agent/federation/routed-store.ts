@@ -70,18 +70,19 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   }
   /**
    * A pod created in a shared namespace records the cluster that created it: without
-   * `placement.clusters` it runs only there (scheduling.ts). The record is orc's: kept on updates
-   * that leave it out, and a different value is refused.
+   * `placement.clusters` it runs only there (scheduling.ts). A PinnedDeployment records it too, and
+   * its pods carry it (deployments/plan.ts), whichever cluster's node writes them. The record is
+   * orc's: kept on updates that leave it out, and a different value is refused.
    */
   const withOrigin = (store: ObjectStore, manifest: OrcObject, scope: FederatedScope | undefined): OrcObject => {
-    if (scope === undefined || manifest.kind !== 'Pod') return manifest
-    const cur = store.get({ kind: 'Pod', namespace: manifest.metadata.namespace ?? 'default', name: manifest.metadata.name })
+    if (scope === undefined || (manifest.kind !== 'Pod' && manifest.kind !== 'PinnedDeployment')) return manifest
+    const cur = store.get({ kind: manifest.kind, namespace: manifest.metadata.namespace ?? 'default', name: manifest.metadata.name })
     const origin = cur?.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION] ?? (cur === undefined ? scope.cluster : undefined)
     const given = manifest.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
     if (given !== undefined && given !== origin) {
       throw new OrcError(
         'invalid',
-        `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the pod (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`,
+        `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the ${manifest.kind === 'Pod' ? 'pod' : 'deployment'} (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`,
         {
           field: `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}`,
         },
@@ -89,6 +90,28 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     }
     if (origin === undefined || given !== undefined) return manifest
     return { ...manifest, metadata: { ...manifest.metadata, annotations: { ...manifest.metadata.annotations, [ORIGIN_CLUSTER_ANNOTATION]: origin } } }
+  }
+  /** `placement.node: node@cluster` names a node of another cluster: only a shared namespace has those. */
+  const checkPin = (manifest: OrcObject, scope: FederatedScope | undefined): void => {
+    if (scope !== undefined) return
+    const spec = manifest.spec as Record<string, any> | undefined
+    const pins: [string, unknown][] =
+      manifest.kind === 'Pod'
+        ? [['spec.placement.node', spec?.placement?.node]]
+        : manifest.kind === 'PinnedDeployment'
+          ? [
+              ['spec.previous.spec.placement.node', spec?.previous?.spec?.placement?.node],
+              ['spec.next.spec.placement.node', spec?.next?.spec?.placement?.node],
+            ]
+          : []
+    for (const [field, pin] of pins) {
+      if (typeof pin === 'string' && pin.includes('@'))
+        throw new OrcError(
+          'invalid',
+          `${field}: ${pin} names a node of cluster ${pin.slice(pin.indexOf('@') + 1)}, but namespace ${manifest.metadata.namespace ?? 'default'} is not shared with a federation (pin to a node of this cluster by its name)`,
+          { field },
+        )
+    }
   }
   /**
    * A Secret in a shared namespace is the federation's only when it is shareable (secrets.ts):
@@ -173,10 +196,12 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     onRefused: (fn) => own.onRefused(fn),
     async apply(manifest, opts) {
       const { store, scope } = forObj(manifest)
+      checkPin(manifest, scope)
       return store.apply(withOrigin(store, manifest, scope), tag(opts, scope))
     },
     planApply(manifest, opts) {
       const { store, scope } = forObj(manifest)
+      checkPin(manifest, scope)
       return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope))
     },
     async patch(ref, fields, opts) {

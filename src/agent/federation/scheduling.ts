@@ -191,6 +191,10 @@ function synthNode(
  * The cluster-constraint defaults of shared pods: `placement.clusters` absent means the cluster
  * that created the pod (its `orc/cluster` annotation). A pod without either may run nowhere — it
  * stays pending with that reason rather than landing in a cluster nobody chose.
+ *
+ * Pins (`placement.node`): `node@cluster` names a node of any member cluster, and without
+ * `placement.clusters` allows that cluster; a bare node name is a node of the pod's cluster (the
+ * one cluster of `placement.clusters`, else the creating one).
  */
 export function federatedView(view: ClusterView, podObjects: readonly Stored<Pod>[]): ClusterView {
   const origin = new Map<string, string>()
@@ -205,11 +209,32 @@ export function federatedView(view: ClusterView, podObjects: readonly Stored<Pod
       return c === undefined ? n : { ...n, cluster: c }
     }),
     pods: view.pods.map((p) => {
-      if (p.clusters !== undefined) return p
       const o = origin.get(`${p.namespace}/${p.name}`)
-      return { ...p, clusters: o !== undefined && isClusterName(o) ? [o] : [] }
+      const home = o !== undefined && isClusterName(o) ? o : undefined
+      const out = p.pin === undefined ? p : { ...p, pin: qualifiedPin(p.pin, p.clusters, home) }
+      if (out.clusters !== undefined) return out
+      const pinned = out.pin === undefined ? undefined : clusterOfMemberName(out.pin)
+      const allowed = pinned !== undefined && isClusterName(pinned) ? pinned : home
+      return { ...out, clusters: allowed !== undefined ? [allowed] : [] }
     }),
   }
+}
+
+/** A pin in a shared namespace as `node@cluster`: a bare node name is a node of the pod's cluster (see federatedView). */
+export function qualifiedPin(pin: string, clusters: readonly string[] | undefined, origin: string | undefined): string {
+  if (pin.includes('@')) return pin
+  const c = clusters?.length === 1 ? clusters[0] : origin
+  return `${pin}@${c ?? ''}`
+}
+
+/** The node (`node@cluster`) a shared pod runs on or is pinned to, if any. */
+export function sharedPodNode(p: Stored<Pod>): string | undefined {
+  const bound = p.status?.node
+  if (typeof bound === 'string' && bound !== '') return bound
+  const pin = p.spec?.placement?.node
+  if (typeof pin !== 'string' || pin === '') return undefined
+  const clusters = p.spec?.placement?.clusters
+  return qualifiedPin(pin, Array.isArray(clusters) ? clusters : undefined, p.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION])
 }
 
 /** `buildSchedView` for a federation's binder (same signature, see Binder's `buildView`). */

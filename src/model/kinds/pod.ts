@@ -146,6 +146,10 @@ function schedulingIssues(spec: unknown, base: string): Issue[] {
       if (list.indexOf(c) !== i) issues.push({ path: `${base}.placement.${key}[${i}]`, rule: `duplicate cluster ${JSON.stringify(c)}` })
     })
   }
+  // A pin to node@cluster names its cluster: placement.clusters, if given, must allow it.
+  const pinCluster = typeof pl.node === 'string' && pl.node.includes('@') ? pl.node.slice(pl.node.indexOf('@') + 1) : undefined
+  if (pinCluster !== undefined && Array.isArray(pl.clusters) && pl.clusters.length > 0 && !pl.clusters.includes(pinCluster))
+    issues.push({ path: `${base}.placement.node`, rule: `pinned to a node of cluster ${pinCluster}, which is not in placement.clusters` })
   if (Array.isArray(pl.clusters)) {
     if (pl.clusters.length === 0)
       issues.push({ path: `${base}.placement.clusters`, rule: 'name at least one cluster (leave it out for the cluster that creates the pod)' })
@@ -345,12 +349,16 @@ const podSpec = s.object({
   terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
   nodeSelector: labelsSchema,
   /**
-   * `node`: pin to one node. `clusters` (shared namespaces of a federation): the member clusters
+   * `node`: pin to one node (in a shared namespace, `node@cluster` names a node of any member
+   * cluster; a bare name is a node of the pod's cluster). `clusters` (shared namespaces of a federation): the member clusters
    * the pod may run in — absent, only the cluster that created it. `preferClusters`: most
    * preferred first, among those allowed.
    */
   placement: s.object({
-    node: dnsName,
+    node: s.string({
+      pattern: /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(@[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$/,
+      patternName: 'a node name (a DNS label), or node@cluster in a shared namespace',
+    }),
     clusters: s.array(dnsName, { maxItems: 64 }),
     preferClusters: s.array(dnsName, { maxItems: 64 }),
   }),
