@@ -14,6 +14,7 @@ import {
   federationNodesOf,
   NodeSummaryPublisher,
   nodeSummaryOf,
+  overcommitYields,
   routedStore,
   taggedStore,
 } from '../../src/agent/federation/index.ts'
@@ -235,4 +236,141 @@ test('pins in a shared namespace: node@cluster names a node of any member cluste
       spec: { placement: { node: 'c1@cloud' }, containers: [{ name: 'm', image: 'busybox' }] },
     }),
   )
+})
+
+test('node summaries: a change of free resources alone is coalesced (one revision per window), readiness goes at once', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'orc-fedsum-'))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const fed = await openStore({ dir: join(dir, 'fed'), ownership: clusterOwnership('home') })
+  t.after(() => fed.close())
+  const own = await tempStore()
+  t.after(own.cleanup)
+  const asHome = taggedStore(fed, 'home')
+  const ref = { kind: 'Cluster', namespace: '', name: 'home' }
+  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'home' }, spec: { id: 'aa'.repeat(8) } } as never, {
+    author: 'controller:federation',
+    now,
+  })
+  const nodeRef = { kind: 'Node', namespace: '', name: 'h1' }
+  await own.store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'h1' } } as never, { author: 'controller:node', now })
+  await own.store.patch(nodeRef, [{ path: ['status', 'capacity'], value: { cpu: '4', memory: '8Gi' } }], { author: 'controller:node', now })
+  let clock = now
+  const pub = new NodeSummaryPublisher({
+    own: own.store,
+    fed: asHome,
+    nodeName: 'h1',
+    cluster: 'home',
+    clock: { ...systemClock, now: () => clock },
+    log: silent,
+    coalesceMs: 30_000,
+  })
+  const revisions = async () => (await fed.history(ref)).length
+  const free = () => ((fed.get(ref)!.status as any).nodes.h1.allocatable as { cpu: string }).cpu
+  await pub.publish()
+  const first = await revisions()
+  assert.equal(free(), '4000m')
+  // Ten pods of the cluster start on h1, one a second: no revision until the window has passed.
+  for (let i = 0; i < 10; i++) {
+    clock += 1000
+    await own.store.apply(
+      {
+        apiVersion: 'orc/v1',
+        kind: 'Pod',
+        metadata: { name: `p${i}` },
+        spec: { placement: { node: 'h1' }, containers: [{ name: 'm', image: 'i', resources: { requests: { cpu: '100m' } } }] },
+      } as never,
+      { author: 'user:alice', now: clock },
+    )
+    await pub.publish()
+  }
+  assert.equal(await revisions(), first, 'resources alone: coalesced')
+  assert.equal(free(), '4000m')
+  clock += 20_000
+  await pub.publish()
+  assert.equal(await revisions(), first + 1, 'one revision once the window has passed')
+  assert.equal(free(), '3000m', 'with the latest value')
+  // A readiness change is written at once, inside the window.
+  clock += 1000
+  await own.store.patch(nodeRef, [{ path: ['status', 'state'], value: 'NotReady' }], { author: 'controller:node', now: clock })
+  await pub.publish()
+  assert.equal(await revisions(), first + 2)
+  assert.equal((fed.get(ref)!.status as any).nodes.h1.ready, false)
+})
+
+test('a cluster pod and federated pods bound to one node at once: the latest federated bindings yield until the rest fit', async (t) => {
+  const node = (cpu: string) =>
+    ({
+      metadata: { name: 'h1', uid: 'h1', revision: 1, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'x' },
+      status: { capacity: { cpu, memory: '8Gi' } },
+    }) as never
+  const pod = (name: string, cpu: string, status: Record<string, unknown>, spec: Record<string, unknown> = {}) =>
+    ({
+      metadata: { name, namespace: 'shared', uid: name, revision: 1, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'x' },
+      spec: { containers: [{ name: 'm', image: 'i', resources: { requests: { cpu } } }], ...spec },
+      status,
+    }) as never
+  const at = (s: number) => ({ at: new Date(now + s * 1000).toISOString() })
+  const own = [pod('local', '2', { node: 'h1', phase: 'Running' }), pod('done', '4', { node: 'h1', phase: 'Succeeded' })]
+  const fed = [
+    pod('early', '1', { node: 'h1@home', scheduling: at(1) }),
+    pod('late', '1', { node: 'h1@home', scheduling: at(3) }),
+    pod('mid', '1', { node: 'h1@home', scheduling: at(2) }),
+    pod('elsewhere', '1', { node: 'h1@cloud', scheduling: at(0) }),
+  ]
+  const names = (ps: { metadata: { name: string } }[]) => ps.map((p) => p.metadata.name)
+  assert.deepEqual(names(overcommitYields(node('4'), own, fed, 'h1', 'home')), ['late'], '4 CPUs: local 2 + early 1 + mid 1; late yields')
+  assert.deepEqual(names(overcommitYields(node('3'), own, fed, 'h1', 'home')), ['mid', 'late'])
+  assert.deepEqual(names(overcommitYields(node('8'), own, fed, 'h1', 'home')), [], 'room for all: nobody yields')
+  assert.deepEqual(names(overcommitYields(node('1'), own, fed, 'h1', 'home')), ['early', 'mid', 'late'], 'the cluster pods alone fill it')
+
+  // The publisher on h1 unbinds the yielding pod (as controller:scheduler@home) and writes the summary at once.
+  const dir = await mkdtemp(join(tmpdir(), 'orc-fedyield-'))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const fedStore = await openStore({ dir: join(dir, 'fed'), ownership: clusterOwnership('home') })
+  t.after(() => fedStore.close())
+  const ownStore = await tempStore()
+  t.after(ownStore.cleanup)
+  const asHome = taggedStore(fedStore, 'home')
+  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'home' }, spec: { id: 'aa'.repeat(8) } } as never, {
+    author: 'controller:federation',
+    now,
+  })
+  await ownStore.store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'h1' } } as never, { author: 'controller:node', now })
+  await ownStore.store.patch({ kind: 'Node', namespace: '', name: 'h1' }, [{ path: ['status', 'capacity'], value: { cpu: '2', memory: '8Gi' } }], {
+    author: 'controller:node',
+    now,
+  })
+  const pub = new NodeSummaryPublisher({
+    own: ownStore.store,
+    fed: asHome,
+    nodeName: 'h1',
+    cluster: 'home',
+    clock: { ...systemClock, now: () => now },
+    log: silent,
+  })
+  await pub.publish()
+  const spec = (cpu: string) => ({ containers: [{ name: 'm', image: 'i', resources: { requests: { cpu } } }] })
+  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'fed', namespace: 'shared' }, spec: spec('1') } as never, {
+    author: 'user:alice',
+    now,
+  })
+  await asHome.patch(
+    { kind: 'Pod', namespace: 'shared', name: 'fed' },
+    [
+      { path: ['status', 'node'], value: 'h1@home' },
+      { path: ['status', 'scheduling'], value: at(1) },
+    ],
+    { author: 'controller:scheduler', now },
+  )
+  // At the same moment, the cluster's scheduler bound a 2-CPU pod of its own to h1.
+  await ownStore.store.apply({ apiVersion: 'orc/v1', kind: 'Pod', metadata: { name: 'big' }, spec: { ...spec('2'), placement: { node: 'h1' } } } as never, {
+    author: 'user:alice',
+    now,
+  })
+  await pub.publish()
+  const yielded = fedStore.get({ kind: 'Pod', namespace: 'shared', name: 'fed' })!
+  assert.equal(yielded.status?.node, undefined, 'the federated pod left h1')
+  assert.equal((yielded.status?.scheduling as { evictedFrom?: string }).evictedFrom, 'h1@home')
+  assert.equal((await fedStore.history({ kind: 'Pod', namespace: 'shared', name: 'fed' })).at(-1)!.author, 'controller:scheduler@home')
+  assert.equal((fedStore.get({ kind: 'Cluster', namespace: '', name: 'home' })!.status as any).nodes.h1.allocatable.cpu, '0m', 'the summary says h1 is full')
 })

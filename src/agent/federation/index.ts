@@ -25,6 +25,7 @@ export {
   NodeSummaryPublisher,
   nodeSummaryOf,
   ORIGIN_CLUSTER_ANNOTATION,
+  overcommitYields,
   qualifiedPin,
   sharedPodNode,
   taggedStore,
