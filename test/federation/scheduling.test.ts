@@ -370,7 +370,7 @@ test('a cluster pod and federated pods bound to one node at once: the latest fed
   await pub.publish()
   const yielded = fedStore.get({ kind: 'Pod', namespace: 'shared', name: 'fed' })!
   assert.equal(yielded.status?.node, undefined, 'the federated pod left h1')
-  assert.equal((yielded.status?.scheduling as { evictedFrom?: string }).evictedFrom, 'h1@home')
+  assert.equal((yielded.status?.scheduling as { evictedFrom?: string } | undefined)?.evictedFrom, 'h1@home')
   assert.equal((await fedStore.history({ kind: 'Pod', namespace: 'shared', name: 'fed' })).at(-1)!.author, 'controller:scheduler@home')
   assert.equal((fedStore.get({ kind: 'Cluster', namespace: '', name: 'home' })!.status as any).nodes.h1.allocatable.cpu, '0m', 'the summary says h1 is full')
 })
