@@ -235,6 +235,25 @@ test('a cluster removed by the others stops receiving', async (t) => {
   )
 })
 
+test('only the creating cluster admits and removes clusters; a removal written by another is ignored and undone', async (t) => {
+  const { a, b } = await federated(t)
+  await assert.rejects(b.fm.token('shared'), /only cluster home, which created federation shared, admits other clusters/)
+  await assert.rejects(b.fm.remove('shared', 'home', 'user:bob'), /only cluster home, which created federation shared, removes clusters/)
+  // A modified agent of cloud deletes home's Cluster object anyway.
+  const homeRef = { kind: 'Cluster', namespace: '', name: 'home' }
+  await waitFor('cloud has home', () => b.fm.get('shared')!.store.get(homeRef) !== undefined)
+  await b.fm.get('shared')!.store.delete(homeRef, { author: 'controller:federation@cloud', reason: 'forged removal', now: Date.now() })
+  // Home puts it back, and nobody drops anybody.
+  await waitFor(
+    'home restores its Cluster object on both sides',
+    async () => (await b.fm.get('shared')!.store.history(homeRef)).at(-1)?.op !== 'delete' && b.fm.get('shared')!.store.get(homeRef) !== undefined,
+  )
+  assert.match((await a.fm.get('shared')!.store.history(homeRef)).at(-1)!.reason, /restored: removed by controller:federation@cloud/)
+  assert.ok(a.fm.get('shared')!.mesh.isMember(b.fm.get('shared')!.mesh.peerId), 'home keeps cloud')
+  assert.ok(b.fm.get('shared')!.mesh.isMember(a.fm.get('shared')!.mesh.peerId), 'cloud keeps home')
+  assert.equal(a.fm.status('shared').state, 'joined')
+})
+
 test('who may introduce whom: a cluster its own nodes or a new cluster, never a node of another known cluster', async (t) => {
   const { FederationDirectory } = await import('../../src/agent/federation/index.ts')
   const dir = await mkdtemp(join(tmpdir(), 'orc-fed-dir-'))
@@ -246,7 +265,12 @@ test('who may introduce whom: a cluster its own nodes or a new cluster, never a 
   await d.add(m('12D3KooWcloudB', 'b1@cloud'))
   assert.equal(d.vetAdmission(m('12D3KooWhomeA2', 'a2@home'), '12D3KooWhomeA'), true, 'home introduces its own node')
   assert.equal(d.vetAdmission(m('12D3KooWfake', 'evil@home'), '12D3KooWcloudB'), false, 'cloud cannot introduce a node of home')
-  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWcloudB'), true, 'a new cluster may be introduced by any member')
+  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWcloudB'), true, 'creator not known yet: a new cluster by any member')
+  await d.setCreator('home')
+  await d.setCreator('cloud')
+  assert.equal(d.creator(), 'home', 'the first creator recorded stays')
+  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWcloudB'), false, 'cloud did not create the federation: it admits nobody new')
+  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWhomeA'), true, 'the creating cluster admits a new cluster')
   assert.equal(d.vetAdmission(m('12D3KooWx', 'nocluster'), '12D3KooWhomeA'), false, 'a name without @cluster is refused')
   assert.equal(d.vetAdmission(m('12D3KooWy', 'y@home'), '12D3KooWstranger'), false, 'a non-member introduces nobody')
   // A peer already bound to one cluster cannot be re-introduced as another's.

@@ -43,7 +43,7 @@ import type { FederationClusterView, FederationState, FederationView } from '../
 import { DeploymentController } from '../deployments/index.ts'
 import { unadvertisedRanges } from '../network/index.ts'
 import type { PodScope } from '../pods/controller.ts'
-import { clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
+import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
 import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
@@ -125,6 +125,14 @@ function checkName(what: string, v: unknown): string {
   if (typeof v !== 'string' || !DNS_LABEL.test(v))
     throw new OrcError('invalid', `${what}: must be a DNS label (lowercase letters, digits and -, at most 63), got ${JSON.stringify(v ?? null)}`)
   return v
+}
+
+/** The creating cluster as the document says: `spec.creator`, else the cluster that wrote the Federation object (it is written once, at create). */
+function creatorOf(store: ObjectStore): string | undefined {
+  const f = store.list('Federation')[0]
+  if (f === undefined) return undefined
+  const c = f.spec?.creator
+  return typeof c === 'string' && isClusterName(c) ? c : clusterOfAuthor(f.metadata.updatedBy)
 }
 
 const fedRef = (name: string): ObjectRef => ({ kind: 'Federation', namespace: '', name })
@@ -399,9 +407,10 @@ export class FederationManager implements ScopeRouter {
       const now = this.c.clock.now()
       const author = `${FEDERATION_CONTROLLER}@${cluster}`
       await r.store.apply(
-        { apiVersion: API_VERSION, kind: 'Federation', metadata: { name }, spec: { id: r.cfg.id, namespaces } },
+        { apiVersion: API_VERSION, kind: 'Federation', metadata: { name }, spec: { id: r.cfg.id, namespaces, creator: cluster } },
         { author, reason: 'federation created', now },
       )
+      await r.directory.setCreator(cluster)
       await r.store.apply(
         { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: cluster }, spec: { id: this.c.cluster().id } },
         { author, reason: 'cluster joined the federation', now },
@@ -414,6 +423,7 @@ export class FederationManager implements ScopeRouter {
 
   async token(name: string, opts: { ttlMs?: number } = {}): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
     const r = this.mustRun(name)
+    this.mustBeCreator(r, 'admits other clusters', `orc federation token ${name}`)
     const ttlMs = opts.ttlMs ?? 3600_000
     if (!Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > 7 * 86400_000) throw new OrcError('invalid', 'ttl: must be between 1s and 7d')
     const t = await r.mesh.createToken({ ttlMs, uses: 1 })
@@ -488,6 +498,7 @@ export class FederationManager implements ScopeRouter {
       const r = this.mustRun(name)
       checkName('cluster', cluster)
       if (cluster === r.cfg.cluster) throw new OrcError('invalid', `${cluster} is this cluster: use orc federation leave ${name}`)
+      this.mustBeCreator(r, 'removes clusters', `orc federation remove ${name} ${cluster}`)
       if (r.store.get(clusterRef(cluster)) === undefined) throw new OrcError('not_found', `cluster ${cluster} is not in federation ${name}`)
       await r.store.delete(clusterRef(cluster), {
         author: tagAuthor(author, r.cfg.cluster),
@@ -509,6 +520,15 @@ export class FederationManager implements ScopeRouter {
   }
 
   // ---- internals ------------------------------------------------------------------------------
+
+  /** Admitting and removing clusters is the creating cluster's (membership.ts, Persisted.creator). */
+  private mustBeCreator(r: Running, what: string, command: string): void {
+    const creator = r.directory.creator()
+    if (creator === undefined || creator === r.cfg.cluster) return
+    throw new OrcError('forbidden', `only cluster ${creator}, which created federation ${r.cfg.name}, ${what}: run ${command} on one of its nodes`, {
+      creator,
+    })
+  }
 
   private byName(name: string): Running | undefined {
     return [...this.running.values()].find((r) => r.cfg.name === name)
@@ -652,6 +672,11 @@ export class FederationManager implements ScopeRouter {
       mesh = how.mode === 'join' ? await joinMesh({ ...opts, token: how.token, peerAddrs: how.peerAddrs }) : await startMesh(opts)
       const port = Number(/\/tcp\/(\d+)/.exec(mesh.addresses()[0] ?? '')?.[1])
       if (Number.isInteger(port) && port > 0) cfg.port = port
+      // The creating cluster, from the document as first seen (a federation made before it was recorded, or a join).
+      if (directory.creator() === undefined) {
+        const c = creatorOf(store)
+        if (c !== undefined) await directory.setCreator(c)
+      }
       const r: Running = { cfg, dir, mesh, store, directory, off: () => {} }
       r.off = store.onChange((keys) => {
         if (keys.some((k) => k.startsWith('Cluster/'))) void this.serial(() => this.applyClusterRemovals(r))
@@ -703,9 +728,32 @@ export class FederationManager implements ScopeRouter {
     if (!this.running.has(r.cfg.id)) return
     for (const c of r.directory.knownClusters()) {
       if (r.store.get(clusterRef(c)) !== undefined || r.directory.isRemovedCluster(c)) continue
-      // A member known but whose Cluster object never arrived yet is not removed: only a deletion counts.
+      // A member known but whose Cluster object never arrived yet is not removed: only a deletion counts,
+      // by the cluster itself (it left) or by the creating cluster (it removed it).
       const hist = await r.store.history(clusterRef(c)).catch(() => [])
-      if (!hist.some((h) => h.op === 'delete')) continue
+      const deletion = hist.filter((h) => h.op === 'delete').at(-1)
+      if (deletion === undefined) continue
+      const by = clusterOfAuthor(deletion.author)
+      const creator = r.directory.creator()
+      if (by !== c && creator !== undefined && by !== creator) {
+        this.log.warn(
+          { federation: r.cfg.name, cluster: c, by: deletion.author, creator },
+          'a cluster removal by a cluster that did not create the federation is ignored',
+        )
+        // Our own Cluster object: put it back (its nodes' summaries follow from the publishers).
+        if (c === r.cfg.cluster)
+          await r.store
+            .apply(
+              { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: c }, spec: { id: this.c.cluster().id } },
+              {
+                author: `${FEDERATION_CONTROLLER}@${c}`,
+                reason: `restored: removed by ${deletion.author}, which may not remove clusters`,
+                now: this.c.clock.now(),
+              },
+            )
+            .catch((err) => this.log.warn({ err: (err as Error).message }, 'restore this cluster in the federation'))
+        continue
+      }
       if (c === r.cfg.cluster) {
         this.log.warn({ federation: r.cfg.name }, 'this cluster was removed from the federation; keeping local copies')
         await this.detach(r, 'removed')

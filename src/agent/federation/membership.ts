@@ -55,6 +55,12 @@ interface Persisted {
   replicas: Record<string, string>
   /** Clusters removed from the federation: their members are refused from then on. */
   removed: string[]
+  /**
+   * The cluster that created the federation: the only one that admits other clusters and removes
+   * them. Learned once (at create, or from the document at join) and never changed afterwards, so
+   * a member cannot take it over by editing the shared Federation object.
+   */
+  creator?: string
 }
 
 /**
@@ -75,7 +81,11 @@ export class FederationDirectory implements MemberDirectory {
     await this.inner.load()
     try {
       const raw = JSON.parse(await readFile(this.file, 'utf8')) as Persisted
-      this.state = { replicas: { ...(raw.replicas ?? {}) }, removed: [...(raw.removed ?? [])] }
+      this.state = {
+        replicas: { ...(raw.replicas ?? {}) },
+        removed: [...(raw.removed ?? [])],
+        ...(typeof raw.creator === 'string' ? { creator: raw.creator } : {}),
+      }
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new OrcError('corrupt', `read ${this.file}: ${(err as Error).message}`, {}, err)
     }
@@ -94,6 +104,18 @@ export class FederationDirectory implements MemberDirectory {
     const fresh = this.state.replicas[r] === undefined
     this.state.replicas[r] = c
     return fresh
+  }
+
+  /** The cluster that created the federation, once known (see Persisted.creator). */
+  creator(): string | undefined {
+    return this.state.creator
+  }
+
+  /** Record the creating cluster; the first value stays. */
+  async setCreator(c: string): Promise<void> {
+    if (this.state.creator !== undefined || !isClusterName(c)) return
+    this.state.creator = c
+    await this.save()
   }
 
   /** Clusters removed from the federation. */
@@ -163,8 +185,9 @@ export class FederationDirectory implements MemberDirectory {
 
   /**
    * May `via` (a member) introduce `info`? A cluster introduces its own nodes; a cluster not yet
-   * known may be introduced by any member (that is what a federation token does); nobody may
-   * introduce a node into another known cluster, nor into a removed one.
+   * known only by a member of the creating cluster (that is what a federation token does; any
+   * member while the creator is not known yet); nobody may introduce a node into another known
+   * cluster, nor into a removed one.
    */
   vetAdmission(info: MemberInfo, via: string): boolean {
     const c = clusterOfMemberName(info.name)
@@ -174,6 +197,7 @@ export class FederationDirectory implements MemberDirectory {
     const viaCluster = this.clusterOf(via)
     if (viaCluster === undefined) return false
     if (viaCluster === c) return true
-    return !this.knownClusters().has(c)
+    if (this.knownClusters().has(c)) return false
+    return this.state.creator === undefined || viaCluster === this.state.creator
   }
 }
