@@ -424,6 +424,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           tunables: opts.mesh?.tunables,
           logger,
           clock,
+          pruneIntervalMs: opts.pruneIntervalMs ?? 120_000,
         })
         // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
         // Before start(): federations reopened after a restart announce their pod scopes as they open

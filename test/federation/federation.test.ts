@@ -254,6 +254,39 @@ test('only the creating cluster admits and removes clusters; a removal written b
   assert.equal(a.fm.status('shared').state, 'joined')
 })
 
+test('federation documents prune their tombstones once every member of every cluster vouched; replication goes on', async (t) => {
+  const { a, b } = await federated(t)
+  const fa = a.fm.get('shared')!
+  const fb = b.fm.get('shared')!
+  // Overwrite one shared object many times: each overwrite leaves a tombstone.
+  await a.api.apply(inNs('shared', pod('churn')), { author: 'user:alice', now: Date.now() })
+  for (let i = 0; i < 40; i++) {
+    await a.api.patch(ref('shared', 'churn'), [{ path: ['metadata', 'labels', 'step'], value: String(i) }], { author: 'user:alice', now: Date.now() })
+  }
+  await waitFor(
+    'both sides at step 39',
+    () => fa.store.get(ref('shared', 'churn'))?.metadata.labels?.step === '39' && fb.store.get(ref('shared', 'churn'))?.metadata.labels?.step === '39',
+  )
+  const before = fa.store.docStats().structs
+  let res: { pruned: number; skipped?: string } = { pruned: 0 }
+  await waitFor('home prunes (every member vouched)', async () => {
+    res = await a.fm.pruneNow('shared')
+    return res.pruned > 0
+  })
+  assert.ok(res.pruned > 0)
+  assert.ok(fa.store.docStats().structs < before, `structs ${fa.store.docStats().structs} < ${before}`)
+  assert.equal(fa.store.get(ref('shared', 'churn'))?.metadata.labels?.step, '39', 'the live value is intact')
+  assert.ok((await b.fm.pruneNow('shared')).skipped === undefined, 'cloud prunes too')
+  // Writes after pruning still reach the other side.
+  await b.api.patch(ref('shared', 'churn'), [{ path: ['metadata', 'labels', 'step'], value: 'after' }], { author: 'user:bob', now: Date.now() })
+  await waitFor('home sees the write made after pruning', () => fa.store.get(ref('shared', 'churn'))?.metadata.labels?.step === 'after')
+  // A member that does not answer holds pruning back (it may hold an old copy).
+  await fb.mesh.stop()
+  const waiting = await a.fm.pruneNow('shared')
+  assert.equal(waiting.pruned, 0)
+  assert.match(waiting.skipped ?? '', /did not answer/)
+})
+
 test('who may introduce whom: a cluster its own nodes or a new cluster, never a node of another known cluster', async (t) => {
   const { FederationDirectory } = await import('../../src/agent/federation/index.ts')
   const dir = await mkdtemp(join(tmpdir(), 'orc-fed-dir-'))

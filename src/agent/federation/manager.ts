@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { type Clock, type Random, sleep, systemRandom, type TimerHandle, unrefTimers } from '../../effects/index.ts'
+import { type Clock, every, type Random, sleep, systemRandom, type TimerHandle, unrefTimers } from '../../effects/index.ts'
 import {
   createCluster,
   decodeToken,
@@ -43,6 +43,7 @@ import type { FederationClusterView, FederationState, FederationView } from '../
 import { DeploymentController } from '../deployments/index.ts'
 import { unadvertisedRanges } from '../network/index.ts'
 import type { PodScope } from '../pods/controller.ts'
+import { pruneClusterTombstones, type StabilityDeps, stabilityAnswer } from '../stability.ts'
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
@@ -74,6 +75,8 @@ export interface FederationComponents {
   tunables?: Partial<MeshTunables>
   /** How often a node retries following a federation its cluster is in (default 3 s). */
   followRetryMs?: number
+  /** How often the federation documents' tombstones are pruned (default 120 s, as the cluster store's; 0: never). */
+  pruneIntervalMs?: number
 }
 
 interface LocalState {
@@ -145,6 +148,9 @@ export class FederationManager implements ScopeRouter {
   private queue: Promise<unknown> = Promise.resolve()
   private offOwn: (() => void) | undefined
   private followTimer: TimerHandle | undefined
+  private stopPruning: (() => void) | undefined
+  /** Why pruning last waited, per federation id (said once in the log). */
+  private readonly pruneWait = new Map<string, string | undefined>()
   private stopped = false
   /** Invites minted for nodes of this cluster, per federation id (see vetJoiner). */
   private readonly invites = new Map<string, number>()
@@ -312,14 +318,19 @@ export class FederationManager implements ScopeRouter {
 
   /**
    * The member API of a federation host: the other clusters' nodes may read the logs of the
-   * federation's pods that run on this node, nothing else. No user travels with the request (the
+   * federation's pods that run on this node, and the document's stability report, nothing else. No user travels with the request (the
    * other cluster's users mean nothing here): that cluster already holds and may edit every shared
    * object, so its logs give it nothing more (docs/decisions.md).
    */
   private async serveMember(cfg: LocalState, req: ApiRequest<Record<string, string>>, peer: string): Promise<ApiResponse> {
     const m = /^\/v1\/pods\/([^/?]+)\/([^/?]+)\/logs$/.exec(req.path)
     try {
-      if (req.method.toUpperCase() !== 'GET' || m === null) throw new OrcError('forbidden', 'federation members may only read the logs of shared pods')
+      // The document's durable state, for the members' tombstone pruning (stabilityOf).
+      const r = this.running.get(cfg.id)
+      if (req.method.toUpperCase() === 'GET' && req.path === '/v1/stability' && r !== undefined)
+        return { status: 200, body: stabilityAnswer(this.stabilityOf(r)) }
+      if (req.method.toUpperCase() !== 'GET' || m === null)
+        throw new OrcError('forbidden', 'federation members may only read the logs of shared pods and the stability report')
       const ns = decodeURIComponent(m[1]!)
       const name = decodeURIComponent(m[2]!)
       if (!cfg.namespaces.includes(ns)) throw new OrcError('forbidden', `namespace ${ns} is not shared in federation ${cfg.name}`, { namespace: ns })
@@ -348,10 +359,61 @@ export class FederationManager implements ScopeRouter {
       if (keys.some((k) => k.startsWith('Federation/'))) this.reconcileSoon(0)
     })
     this.reconcileSoon(0)
+    const pruneMs = this.c.pruneIntervalMs ?? 120_000
+    if (pruneMs > 0) this.stopPruning = every(unrefTimers(this.c.clock), pruneMs, () => void this.pruneAll())
+  }
+
+  // ---- tombstone pruning of federation documents ---------------------------------------------
+
+  /**
+   * Every replica of a federation document is a member of its mesh, in whichever cluster: the same
+   * rule as the cluster store's (stability.ts) — prune only when every member in this node's
+   * directory vouched with its durable state and knows no member this node does not. Members of
+   * removed clusters are out of the directory: they never sync again, so their copies do not count.
+   */
+  private stabilityOf(r: Running): StabilityDeps {
+    return {
+      store: r.store,
+      selfPeerId: r.mesh.peerId,
+      members: () => r.directory.list().map((m) => m.peerId),
+      ask: async (peer) => {
+        const res = await r.mesh.memberRequest(peer, { method: 'GET', path: '/v1/stability' }, { timeoutMs: 5000 })
+        if (res.status !== 200) throw new Error(`HTTP ${res.status}`)
+        return res.body
+      },
+    }
+  }
+
+  /** One pruning pass of federation `name`'s document (tests; the timer runs pruneAll). */
+  async pruneNow(name: string): Promise<{ pruned: number; skipped?: string }> {
+    return pruneClusterTombstones(this.stabilityOf(this.mustRun(name)))
+  }
+
+  private pruning = false
+
+  private async pruneAll(): Promise<void> {
+    if (this.pruning || this.stopped) return
+    this.pruning = true
+    try {
+      for (const r of [...this.running.values()]) {
+        if (r.cfg.name === '') continue
+        const res = await pruneClusterTombstones(this.stabilityOf(r)).catch((err) => ({ pruned: 0, skipped: String(err) }))
+        if (res.skipped !== this.pruneWait.get(r.cfg.id))
+          this.log.info(
+            { federation: r.cfg.name, reason: res.skipped ?? null },
+            res.skipped ? 'federation tombstone pruning waits' : 'federation tombstone pruning resumed',
+          )
+        this.pruneWait.set(r.cfg.id, res.skipped)
+        if (res.pruned > 0) this.log.debug({ federation: r.cfg.name, pruned: res.pruned }, 'federation tombstones pruned')
+      }
+    } finally {
+      this.pruning = false
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true
+    this.stopPruning?.()
     if (this.followTimer !== undefined) this.c.clock.clearTimeout(this.followTimer)
     this.offOwn?.()
     await this.queue.catch(() => undefined)
