@@ -1,7 +1,8 @@
 /**
  * The node's DNS resolver as an agent component: answers `SERVICE.NS.svc.DOMAIN`, pod names, SRV
- * and PTR from this node's replicated Services and Pods (the zone is rebuilt on the next query
- * after one of them changed), forwards the rest upstream. It listens on the cluster DNS address
+ * and PTR from this node's replicated Services and Pods — its cluster's and, through the routed
+ * store, its federations' shared namespaces (the zone is rebuilt on the next query after one of
+ * them changed), forwards the rest upstream. It listens on the cluster DNS address
  * (subnet 0 of the cluster /48, put on the node's WireGuard interface by the node network and let
  * through the host guard for pods) and on any `listen` address given. It also writes each pod's
  * resolv.conf and hosts (podFiles).
