@@ -63,6 +63,7 @@ export {
   dataRefsOf,
   ENV_NAME,
   type LabelSelector,
+  ORIGIN_CLUSTER_ANNOTATION,
   type Pod,
   type PodAffinityTerm,
   type PodImagePin,

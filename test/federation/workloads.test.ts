@@ -2,7 +2,7 @@
 // sandboxes): cluster home (h1) and cluster cloud (c1) share the namespace `shared`.
 // What a user would notice: a PinnedDeployment applied on home gets its pods (created by the
 // federation's deployment controller, run in the cluster its template allows); `orc rollout status`
-// on either cluster counts them; `orc logs` on home reads a pod running in cloud and the other way
+// on either cluster counts them; a Job applied on cloud completes in home; `orc logs` on home reads a pod running in cloud and the other way
 // round; a pod pinned to `h1@home`, applied on cloud, runs on h1; a pin to another cluster's node in
 // a namespace that is not shared is refused with the reason.
 
@@ -22,7 +22,7 @@ async function ok(n: NodeProcess, args: string[], input = ''): Promise<string> {
   return r.stdout
 }
 
-test('shared namespace workloads: PinnedDeployment pods and rollout status, logs across clusters, pins to node@cluster', {
+test('shared namespace workloads: PinnedDeployment pods and rollout status, a Job, logs across clusters, pins to node@cluster', {
   skip,
   timeout: 120_000,
 }, async (t) => {
@@ -128,7 +128,27 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, logs
   )
   assert.match(pinLogs, /hello-pin/)
 
-  // 4. A pin to another cluster's node in a namespace that is not shared: refused, nothing stored.
+  // 4. A Job applied on cloud whose pods may run only in home: it completes there.
+  const job = {
+    apiVersion: 'orc/v1',
+    kind: 'Job',
+    metadata: { name: 'once', namespace: 'shared' },
+    spec: { template: { spec: { placement: { clusters: ['home'] }, containers: [{ name: 'main', image, command: ['sh', '-c', 'echo job-done'] }] } } },
+  }
+  await ok(c1, ['apply', '-f', '-'], JSON.stringify(job))
+  const done = await waitFor(
+    'the shared Job to complete',
+    async () => {
+      const j = JSON.parse(await ok(h1, ['get', 'job/once', '-n', 'shared', '-o', 'json']))
+      return j.status?.succeeded === 1 ? j : undefined
+    },
+    30_000,
+  )
+  assert.equal(done.metadata.annotations?.['orc/cluster'], 'cloud')
+  const jobPod = JSON.parse(await ok(h1, ['get', 'pod/once-0', '-n', 'shared', '-o', 'json']))
+  assert.equal(jobPod.status.node, 'h1@home', 'the Job pod ran in home, as its template allows')
+
+  // 5. A pin to another cluster's node in a namespace that is not shared: refused, nothing stored.
   const bad = await orc(c1.socket, ['apply', '-f', '-'], { USER: 'alice' }, JSON.stringify({ ...pinned, metadata: { name: 'pinned', namespace: 'default' } }))
   assert.notEqual(bad.exitCode, 0)
   assert.match(bad.stderr, /spec\.placement\.node: h1@home names a node of cluster home, but namespace default is not shared/)

@@ -10,6 +10,7 @@ import {
   isPlainObject,
   type Node,
   type ObjectRef,
+  ORIGIN_CLUSTER_ANNOTATION,
   type OrcObject,
   type PinnedDeployment,
   type Pod,
@@ -77,9 +78,6 @@ export function nextTemplateOf(d: PinnedDeployment): string | undefined {
   return h === templateHash(templateOf(s.previous)) ? undefined : h
 }
 
-/** The annotation of a deployment in a shared namespace naming the cluster that created it (federation/scheduling.ts). */
-const ORIGIN_CLUSTER = 'orc/cluster'
-
 /**
  * In a federation's shared namespace nodes are `node@cluster`: an everyNode deployment has copies
  * on the nodes of the clusters its template allows (`placement.clusters`, else the cluster that
@@ -88,7 +86,7 @@ const ORIGIN_CLUSTER = 'orc/cluster'
 function allowedNodes(d: PinnedDeployment, nodes: readonly Stored<Node>[]): readonly Stored<Node>[] {
   if (!nodes.some((n) => n.metadata.name.includes('@'))) return nodes
   const clusters = (d.spec?.previous as { spec?: { placement?: { clusters?: unknown } } } | undefined)?.spec?.placement?.clusters
-  const origin = d.metadata.annotations?.[ORIGIN_CLUSTER]
+  const origin = d.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
   const allowed = new Set(Array.isArray(clusters) ? clusters.filter((c): c is string => typeof c === 'string') : origin !== undefined ? [origin] : [])
   return nodes.filter((n) => allowed.has(n.metadata.name.slice(n.metadata.name.lastIndexOf('@') + 1)))
 }
@@ -106,7 +104,7 @@ export function podManifest(namespace: string, p: PlannedPod, origin?: string): 
   return {
     apiVersion: API_VERSION,
     kind: 'Pod',
-    metadata: { name: p.name, namespace, labels: p.labels, ...(origin !== undefined ? { annotations: { [ORIGIN_CLUSTER]: origin } } : {}) },
+    metadata: { name: p.name, namespace, labels: p.labels, ...(origin !== undefined ? { annotations: { [ORIGIN_CLUSTER_ANNOTATION]: origin } } : {}) },
     spec: p.spec,
   }
 }
@@ -172,7 +170,7 @@ export function planDeploymentWrites(
     const mayCreate = step === undefined ? undefined : new Set(step.create)
     const mayRemove = step === undefined ? undefined : new Set(step.remove)
     for (const p of planned) {
-      const want = podManifest(ns, p, d.metadata.annotations?.[ORIGIN_CLUSTER])
+      const want = podManifest(ns, p, d.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION])
       const cur = have.get(p.name)
       if (cur && sameContent(cur, want)) continue
       if (!cur && mayCreate !== undefined && !mayCreate.has(p.name)) continue

@@ -40,7 +40,8 @@ import {
 } from '../../model/index.ts'
 import { type ObjectStore, openStore, type Stored } from '../../store/index.ts'
 import type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
-import { DeploymentController } from '../deployments/index.ts'
+import { DeploymentController, type LeaderlessComponents, type LeaderlessController } from '../deployments/index.ts'
+import { JobController } from '../jobs/index.ts'
 import { unadvertisedRanges } from '../network/index.ts'
 import type { PodScope } from '../pods/controller.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityAnswer } from '../stability.ts'
@@ -98,8 +99,8 @@ interface Running {
   directory: FederationDirectory
   off: () => void
   publisher?: NodeSummaryPublisher
-  /** The shared namespaces' PinnedDeployments: their pods, their rollouts. */
-  deployments?: DeploymentController
+  /** The shared namespaces' PinnedDeployments, Jobs and CronJobs: their pods, rollouts and runs. */
+  workloads?: LeaderlessController[]
   announced?: boolean
 }
 
@@ -247,10 +248,11 @@ export class FederationManager implements ScopeRouter {
         buildView: buildFederatedSchedView,
       })
       .catch((err) => this.log.error({ err, federation: r.cfg.name }, 'federated pods will not run on this node'))
-    // The shared namespaces' PinnedDeployments, over every member cluster's nodes: one writer for
-    // the whole federation, chosen alike by every node of every cluster (deployments/leaderless.ts).
+    // The shared namespaces' PinnedDeployments, Jobs and CronJobs, over every member cluster's
+    // nodes: one writer for the whole federation, chosen alike by every node of every cluster
+    // (deployments/leaderless.ts).
     if (!this.running.has(r.cfg.id)) return
-    r.deployments = new DeploymentController({
+    const leaderless = (module: string): LeaderlessComponents => ({
       store,
       nodeName: `${this.c.nodeName}@${cluster}`,
       members: () => r.mesh.members(),
@@ -258,9 +260,10 @@ export class FederationManager implements ScopeRouter {
       now: () => this.c.clock.now(),
       setTimeout: (fn, ms) => this.c.clock.setTimeout(fn, ms),
       clearTimeout: (h) => this.c.clock.clearTimeout(h),
-      log: this.log.child({ module: 'deployments', federation: r.cfg.name }),
+      log: this.log.child({ module, federation: r.cfg.name }),
     })
-    r.deployments.start()
+    r.workloads = [new DeploymentController(leaderless('deployments')), new JobController(leaderless('jobs'))]
+    for (const w of r.workloads) w.start()
   }
 
   /** The nodes of every member cluster (`node@cluster`), from their summaries in the document. */
@@ -860,7 +863,7 @@ export class FederationManager implements ScopeRouter {
     this.runningChanged()
     r.off()
     r.publisher?.stop()
-    await r.deployments?.stop()
+    await Promise.all((r.workloads ?? []).map((w) => w.stop()))
     if (r.announced)
       await this.podHost
         ?.removeScope(this.podScopeId(r), `federation ${r.cfg.name} ${r.cfg.state === 'joined' ? 'stopped' : r.cfg.state}`)

@@ -29,6 +29,9 @@ function nsOf(kind: string, ns: string | undefined): string | undefined {
   return getKind(kind).namespaced ? (ns === undefined || ns === '' ? 'default' : ns) : undefined
 }
 
+/** Kinds that record the cluster that created them in a shared namespace (withOrigin). */
+const ORIGIN_KINDS = new Set(['Pod', 'PinnedDeployment', 'Job', 'CronJob'])
+
 /** Store keys (`Kind/ns/name`) of the namespaced objects `store` holds in `namespaces`. */
 function keysIn(store: ObjectStore, namespaces: ReadonlySet<string>): string[] {
   const out: string[] = []
@@ -70,19 +73,20 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   }
   /**
    * A pod created in a shared namespace records the cluster that created it: without
-   * `placement.clusters` it runs only there (scheduling.ts). A PinnedDeployment records it too, and
-   * its pods carry it (deployments/plan.ts), whichever cluster's node writes them. The record is
+   * `placement.clusters` it runs only there (scheduling.ts). A PinnedDeployment, Job or CronJob
+   * records it too, and what it makes carries it (deployments/plan.ts, jobs/plan.ts), whichever
+   * cluster's node writes them. The record is
    * orc's: kept on updates that leave it out, and a different value is refused.
    */
   const withOrigin = (store: ObjectStore, manifest: OrcObject, scope: FederatedScope | undefined): OrcObject => {
-    if (scope === undefined || (manifest.kind !== 'Pod' && manifest.kind !== 'PinnedDeployment')) return manifest
+    if (scope === undefined || !ORIGIN_KINDS.has(manifest.kind)) return manifest
     const cur = store.get({ kind: manifest.kind, namespace: manifest.metadata.namespace ?? 'default', name: manifest.metadata.name })
     const origin = cur?.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION] ?? (cur === undefined ? scope.cluster : undefined)
     const given = manifest.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
     if (given !== undefined && given !== origin) {
       throw new OrcError(
         'invalid',
-        `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the ${manifest.kind === 'Pod' ? 'pod' : 'deployment'} (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`,
+        `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the ${manifest.kind.toLowerCase()} (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`,
         {
           field: `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}`,
         },

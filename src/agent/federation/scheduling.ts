@@ -23,6 +23,7 @@ import {
   isPlainObject,
   type Node,
   type ObjectRef,
+  ORIGIN_CLUSTER_ANNOTATION,
   type Owner,
   OwnershipTable,
   type Pod,
@@ -34,8 +35,7 @@ import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
-/** Annotation the API puts on a pod created in a shared namespace: the cluster that created it. */
-export const ORIGIN_CLUSTER_ANNOTATION = 'orc/cluster'
+export { ORIGIN_CLUSTER_ANNOTATION } from '../../model/index.ts'
 /** Who writes node summaries into `Cluster.status.nodes` (tagged `@cluster` in the document). */
 export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** At most this many nodes per cluster are read from a summary (a bound on hostile input). */

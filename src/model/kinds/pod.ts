@@ -5,6 +5,13 @@ import { s } from '../schema.ts'
 import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
 import { type PodCondition, probeIssues, probeSchema, readyColumn } from './probe.ts'
 
+/**
+ * Annotation orc puts on a Pod (and a PinnedDeployment, Job or CronJob) created in a namespace
+ * shared with a federation: the cluster that created it, where it runs unless
+ * `spec.placement.clusters` says otherwise (docs/federation.md).
+ */
+export const ORIGIN_CLUSTER_ANNOTATION = 'orc/cluster'
+
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
 /** A name an environment variable may have (envFrom skips keys that are not one). */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
