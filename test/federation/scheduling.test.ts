@@ -100,7 +100,11 @@ test('a node summary: capacity less the cluster’s own pods bound here; labels,
   assert.equal(nodeSummaryOf(undefined, [], 'h1'), undefined)
 })
 
-test('the federation document as written from home: controllers write as controller:<name>@home, nobody else does', async (t) => {
+/**
+ * Home's side of a federation document with node h1 of home: the federation store (written as
+ * home), the cluster's own store with h1 at `capacity`, and home's Cluster object in the document.
+ */
+async function homeWithNode(t: { after(fn: () => unknown): void }, capacity: { cpu: string; memory: string }) {
   const dir = await mkdtemp(join(tmpdir(), 'orc-fedsched-'))
   t.after(() => rm(dir, { recursive: true, force: true }))
   const fed = await openStore({ dir: join(dir, 'fed'), ownership: clusterOwnership('home') })
@@ -112,12 +116,17 @@ test('the federation document as written from home: controllers write as control
     author: 'controller:federation',
     now,
   })
-  // Node summary publishing into Cluster/home.status.nodes.
   await own.store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'h1' } } as never, { author: 'controller:node', now })
-  await own.store.patch({ kind: 'Node', namespace: '', name: 'h1' }, [{ path: ['status', 'capacity'], value: { cpu: '2', memory: '4Gi' } }], {
+  await own.store.patch({ kind: 'Node', namespace: '', name: 'h1' }, [{ path: ['status', 'capacity'], value: capacity }], {
     author: 'controller:node',
     now,
   })
+  return { fed, own, asHome }
+}
+
+test('the federation document as written from home: controllers write as controller:<name>@home, nobody else does', async (t) => {
+  // Node summary publishing into Cluster/home.status.nodes.
+  const { fed, own, asHome } = await homeWithNode(t, { cpu: '2', memory: '4Gi' })
   const pub = new NodeSummaryPublisher({ own: own.store, fed: asHome, nodeName: 'h1', cluster: 'home', clock: { ...systemClock, now: () => now }, log: silent })
   await pub.publish()
   const c = fed.get({ kind: 'Cluster', namespace: '', name: 'home' })!
@@ -239,21 +248,9 @@ test('pins in a shared namespace: node@cluster names a node of any member cluste
 })
 
 test('node summaries: a change of free resources alone is coalesced (one revision per window), readiness goes at once', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'orc-fedsum-'))
-  t.after(() => rm(dir, { recursive: true, force: true }))
-  const fed = await openStore({ dir: join(dir, 'fed'), ownership: clusterOwnership('home') })
-  t.after(() => fed.close())
-  const own = await tempStore()
-  t.after(own.cleanup)
-  const asHome = taggedStore(fed, 'home')
+  const { fed, own, asHome } = await homeWithNode(t, { cpu: '4', memory: '8Gi' })
   const ref = { kind: 'Cluster', namespace: '', name: 'home' }
-  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'home' }, spec: { id: 'aa'.repeat(8) } } as never, {
-    author: 'controller:federation',
-    now,
-  })
   const nodeRef = { kind: 'Node', namespace: '', name: 'h1' }
-  await own.store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'h1' } } as never, { author: 'controller:node', now })
-  await own.store.patch(nodeRef, [{ path: ['status', 'capacity'], value: { cpu: '4', memory: '8Gi' } }], { author: 'controller:node', now })
   let clock = now
   const pub = new NodeSummaryPublisher({
     own: own.store,
@@ -324,22 +321,7 @@ test('a cluster pod and federated pods bound to one node at once: the latest fed
   assert.deepEqual(names(overcommitYields(node('1'), own, fed, 'h1', 'home')), ['early', 'mid', 'late'], 'the cluster pods alone fill it')
 
   // The publisher on h1 unbinds the yielding pod (as controller:scheduler@home) and writes the summary at once.
-  const dir = await mkdtemp(join(tmpdir(), 'orc-fedyield-'))
-  t.after(() => rm(dir, { recursive: true, force: true }))
-  const fedStore = await openStore({ dir: join(dir, 'fed'), ownership: clusterOwnership('home') })
-  t.after(() => fedStore.close())
-  const ownStore = await tempStore()
-  t.after(ownStore.cleanup)
-  const asHome = taggedStore(fedStore, 'home')
-  await asHome.apply({ apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'home' }, spec: { id: 'aa'.repeat(8) } } as never, {
-    author: 'controller:federation',
-    now,
-  })
-  await ownStore.store.apply({ apiVersion: 'orc/v1', kind: 'Node', metadata: { name: 'h1' } } as never, { author: 'controller:node', now })
-  await ownStore.store.patch({ kind: 'Node', namespace: '', name: 'h1' }, [{ path: ['status', 'capacity'], value: { cpu: '2', memory: '8Gi' } }], {
-    author: 'controller:node',
-    now,
-  })
+  const { fed: fedStore, own: ownStore, asHome } = await homeWithNode(t, { cpu: '2', memory: '8Gi' })
   const pub = new NodeSummaryPublisher({
     own: ownStore.store,
     fed: asHome,

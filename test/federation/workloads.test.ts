@@ -7,12 +7,10 @@
 // a namespace that is not shared is refused with the reason.
 
 import assert from 'node:assert/strict'
-import { chmodSync, mkdirSync } from 'node:fs'
-import { join } from 'node:path'
 import { test } from 'node:test'
-import { execa } from 'execa'
-import { BIN, type NodeProcess, newNode, orc, ROOT, Workspace, waitFor } from '../cluster/helpers.ts'
-import { TEST_TUNABLES as POD_TUNABLES, pidsRunning, skipReason } from '../pods/helpers.ts'
+import { type NodeProcess, newNode, orc, Workspace, waitFor } from '../cluster/helpers.ts'
+import { killSleeps, TEST_TUNABLES as POD_TUNABLES, skipReason } from '../pods/helpers.ts'
+import { sharedBusybox } from '../sched/helpers.ts'
 
 const skip = skipReason()
 
@@ -30,19 +28,9 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
   const markers = ['4712201', '4712202']
   t.after(async () => {
     await ws.close()
-    for (const m of markers)
-      for (const pid of pidsRunning(['sleep', m]))
-        try {
-          process.kill(pid, 'SIGKILL')
-        } catch {}
+    killSleeps(markers)
   })
-  chmodSync(ws.root, 0o711)
-  const shared = join(ws.root, 'images')
-  mkdirSync(shared, { mode: 0o711 })
-  const imp = await execa(process.execPath, [BIN, 'image', 'import-busybox', '--data-dir', shared], { cwd: ROOT, reject: false })
-  assert.equal(imp.exitCode, 0, String(imp.stderr))
-  chmodSync(shared, 0o711)
-  const image = join(shared, 'images', 'busybox')
+  const image = await sharedBusybox(ws)
 
   const h1 = await newNode(ws, 'h1')
   const c1 = await newNode(ws, 'c1')
