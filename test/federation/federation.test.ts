@@ -235,6 +235,31 @@ test('a cluster removed by the others stops receiving', async (t) => {
   )
 })
 
+test('a removed cluster joins again once the creator re-admits it (token --readmit); writes flow both ways again', async (t) => {
+  const { a, b } = await federated(t)
+  const cloudPeer = b.fm.get('shared')!.mesh.peerId
+  await a.fm.remove('shared', 'cloud', 'user:alice')
+  const homeMesh = a.fm.get('shared')!.mesh
+  await waitFor('home refuses cloud', () => !homeMesh.isMember(cloudPeer))
+  await assert.rejects(a.fm.token('shared', { readmit: 'edge' }), /cluster edge was not removed from federation shared/)
+  // Cloud may not have heard of its removal (home cut it off): it leaves its copy, then joins again.
+  if (b.fm.get('shared') !== undefined) await b.fm.leave('shared', 'user:bob')
+  const { token } = await a.fm.token('shared', { readmit: 'cloud' })
+  const view = await b.fm.join({ token, author: 'user:bob' })
+  assert.equal(view.cluster, 'cloud')
+  await waitFor('home lists cloud again', () => (a.fm.status('shared').clusters ?? []).some((c) => c.name === 'cloud' && c.connected > 0))
+  await a.api.apply(inNs('shared', pod('welcome-back')), { author: 'user:alice', now: Date.now() })
+  await b.api.apply(inNs('shared', pod('from-cloud')), { author: 'user:bob', now: Date.now() })
+  await waitFor(
+    'both writes reach the other side',
+    () => b.api.get(ref('shared', 'welcome-back')) !== undefined && a.api.get(ref('shared', 'from-cloud')) !== undefined,
+  )
+  assert.equal((await a.api.history(ref('shared', 'from-cloud')))[0]!.author, 'user:bob@cloud')
+  // The re-admission is the creator's revision of the Federation object.
+  const fedHist = await a.fm.get('shared')!.store.history({ kind: 'Federation', namespace: '', name: 'shared' })
+  assert.ok(fedHist.some((h) => h.reason === 'readmit cluster cloud' && h.author === 'controller:federation@home'))
+})
+
 test('only the creating cluster admits and removes clusters; a removal written by another is ignored and undone', async (t) => {
   const { a, b } = await federated(t)
   await assert.rejects(b.fm.token('shared'), /only cluster home, which created federation shared, admits other clusters/)

@@ -56,6 +56,10 @@ export const FEDERATION_CONTROLLER = 'controller:federation'
 /** The replication scope name of a federation document on its mesh. */
 export const FEDERATION_SCOPE = 'federation'
 const FED_TOKEN_PREFIX = 'orcfed1.'
+/** On the cluster's private Federation object: when the cluster last created or joined it. */
+const JOINED_ANNOTATION = 'orc/joined-at'
+/** The reason of the creator's revision that re-admits a removed cluster (followed by its name). */
+const READMIT_REASON = 'readmit cluster '
 const JOIN_TOKEN_PREFIX = 'orcjoin1.'
 const STATE_FILE = 'federation.json'
 
@@ -89,6 +93,8 @@ interface LocalState {
   state: FederationState
   /** TCP port the federation host listens on (kept across restarts so peers find it again). */
   port?: number
+  /** When this node left or was removed (ms): a later join of its cluster (JOINED_ANNOTATION) is followed. */
+  detachedAt?: number
 }
 
 interface Running {
@@ -332,6 +338,9 @@ export class FederationManager implements ScopeRouter {
       const r = this.running.get(cfg.id)
       if (req.method.toUpperCase() === 'GET' && req.path === '/v1/stability' && r !== undefined)
         return { status: 200, body: stabilityAnswer(this.stabilityOf(r)) }
+      // Which cluster each replica ever admitted belongs to: a member that joined after some left needs them (learnBindings).
+      if (req.method.toUpperCase() === 'GET' && req.path === '/v1/federation-bindings' && r !== undefined)
+        return { status: 200, body: { replicas: r.directory.bindings() } }
       if (req.method.toUpperCase() !== 'GET' || m === null)
         throw new OrcError('forbidden', 'federation members may only read the logs of shared pods and the stability report')
       const ns = decodeURIComponent(m[1]!)
@@ -486,9 +495,13 @@ export class FederationManager implements ScopeRouter {
     })
   }
 
-  async token(name: string, opts: { ttlMs?: number } = {}): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
+  async token(
+    name: string,
+    opts: { ttlMs?: number; readmit?: string } = {},
+  ): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
     const r = this.mustRun(name)
     this.mustBeCreator(r, 'admits other clusters', `orc federation token ${name}`)
+    if (opts.readmit !== undefined) await this.readmit(r, checkName('readmit', opts.readmit))
     const ttlMs = opts.ttlMs ?? 3600_000
     if (!Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > 7 * 86400_000) throw new OrcError('invalid', 'ttl: must be between 1s and 7d')
     const t = await r.mesh.createToken({ ttlMs, uses: 1 })
@@ -586,6 +599,45 @@ export class FederationManager implements ScopeRouter {
 
   // ---- internals ------------------------------------------------------------------------------
 
+  /**
+   * Lift the removal of cluster `c` (`orc federation token NAME --readmit C`): a revision of the
+   * Federation object by this cluster, the creator, says so; every member lifts it on seeing that
+   * revision (applyReadmissions), so the token this goes with admits the cluster again.
+   */
+  private async readmit(r: Running, c: string): Promise<void> {
+    if (!r.directory.isRemovedCluster(c))
+      throw new OrcError('invalid', `cluster ${c} was not removed from federation ${r.cfg.name}: a token admits it without --readmit`, { cluster: c })
+    await r.store.patch(fedRef(r.cfg.name), [{ path: ['status', 'readmitted', c], value: new Date(this.c.clock.now()).toISOString() }], {
+      author: `${FEDERATION_CONTROLLER}@${r.cfg.cluster}`,
+      reason: `${READMIT_REASON}${c}`,
+      now: this.c.clock.now(),
+    })
+    await this.applyReadmissions(r)
+    // Hand it to the connected members before the returning cluster dials them.
+    await Promise.race([r.mesh.syncNow(), sleep(unrefTimers(this.c.clock), 3000)]).catch(() => undefined)
+  }
+
+  /** When the creator last re-admitted cluster `c` (ms; -Infinity: never), from the Federation object's history. */
+  private async readmittedAt(r: Running, c: string): Promise<number> {
+    const creator = r.directory.creator()
+    const hist = await r.store.history(fedRef(r.cfg.name)).catch(() => [])
+    const consent = hist.filter((h) => h.reason === `${READMIT_REASON}${c}` && clusterOfAuthor(h.author) === creator).at(-1)
+    return consent?.time ?? Number.NEGATIVE_INFINITY
+  }
+
+  /** Lift the removals the creator took back after them. */
+  private async applyReadmissions(r: Running): Promise<void> {
+    if (!this.running.has(r.cfg.id) || r.directory.creator() === undefined) return
+    for (const c of r.directory.removedClusters()) {
+      if (c === r.cfg.cluster) continue
+      const at = await this.readmittedAt(r, c)
+      const removal = (await r.store.history(clusterRef(c)).catch(() => [])).filter((h) => h.op === 'delete').at(-1)
+      if (removal === undefined || at <= removal.time) continue
+      await r.directory.readmit(c)
+      this.log.info({ federation: r.cfg.name, cluster: c }, 'cluster re-admitted to the federation by its creator')
+    }
+  }
+
   /** Admitting and removing clusters is the creating cluster's (membership.ts, Persisted.creator). */
   private mustBeCreator(r: Running, what: string, command: string): void {
     const creator = r.directory.creator()
@@ -653,7 +705,8 @@ export class FederationManager implements ScopeRouter {
     const manifest: OrcObject = {
       apiVersion: API_VERSION,
       kind: 'Federation',
-      metadata: { name: cfg.name },
+      // When this cluster joined: the cluster's other nodes removed with it follow a join after their removal.
+      metadata: { name: cfg.name, annotations: { [JOINED_ANNOTATION]: new Date(this.c.clock.now()).toISOString() } },
       spec: { id: cfg.id, namespaces: cfg.namespaces, cluster: cfg.cluster },
     }
     await this.c.store.apply(manifest, { author, reason, now: this.c.clock.now() })
@@ -735,6 +788,7 @@ export class FederationManager implements ScopeRouter {
         return await this.open(cfg, { mode: 'start' })
       }
       mesh = how.mode === 'join' ? await joinMesh({ ...opts, token: how.token, peerAddrs: how.peerAddrs }) : await startMesh(opts)
+      if (how.mode === 'join') await this.learnBindings(mesh, directory, decodeToken(how.token).issuer)
       const port = Number(/\/tcp\/(\d+)/.exec(mesh.addresses()[0] ?? '')?.[1])
       if (Number.isInteger(port) && port > 0) cfg.port = port
       // The creating cluster, from the document as first seen (a federation made before it was recorded, or a join).
@@ -745,6 +799,7 @@ export class FederationManager implements ScopeRouter {
       const r: Running = { cfg, dir, mesh, store, directory, off: () => {} }
       r.off = store.onChange((keys) => {
         if (keys.some((k) => k.startsWith('Cluster/'))) void this.serial(() => this.applyClusterRemovals(r))
+        if (keys.some((k) => k.startsWith('Federation/'))) void this.serial(() => this.applyReadmissions(r))
       })
       this.running.set(cfg.id, r)
       this.runningChanged()
@@ -765,6 +820,22 @@ export class FederationManager implements ScopeRouter {
   }
 
   /**
+   * A joiner cannot verify revisions of replicas that left before it came (their members are gone,
+   * so it never learns their clusters) and refuses the updates holding them. It asks the node that
+   * admitted it — the creator's, or for a node following its cluster, its own cluster's — for the
+   * bindings, then syncs again.
+   */
+  private async learnBindings(mesh: Mesh, directory: FederationDirectory, issuer: string): Promise<void> {
+    try {
+      const res = await mesh.memberRequest(issuer, { method: 'GET', path: '/v1/federation-bindings' }, { timeoutMs: 10_000 })
+      const replicas = res.status === 200 ? (res.body as { replicas?: unknown } | null)?.replicas : undefined
+      if ((await directory.importBindings(replicas)) > 0) await Promise.race([mesh.syncNow(), sleep(unrefTimers(this.c.clock), 5000)])
+    } catch (err) {
+      this.log.info({ err: (err as Error).message }, 'could not learn the federation replicas from the issuer; waiting for the members')
+    }
+  }
+
+  /**
    * Issuer side of a join. A federation token admits a new cluster; a node claiming this
    * cluster's name needs an invite minted for it; a node of another cluster already in joins
    * through its own cluster's members, and a removed cluster is refused.
@@ -779,7 +850,7 @@ export class FederationManager implements ScopeRouter {
       this.invites.set(cfg.id, n - 1)
       return
     }
-    if (directory.knownClusters().has(c)) {
+    if (directory.knownClusters().has(c) && !directory.isReadmitted(c)) {
       throw new OrcError(
         'conflict',
         `a cluster named ${c} is already in this federation (its nodes join through its own members; another cluster joins with --as NAME)`,
@@ -798,6 +869,8 @@ export class FederationManager implements ScopeRouter {
       const hist = await r.store.history(clusterRef(c)).catch(() => [])
       const deletion = hist.filter((h) => h.op === 'delete').at(-1)
       if (deletion === undefined) continue
+      // Re-admitted by the creator since: that removal is over (the cluster writes its object again when it joins).
+      if ((await this.readmittedAt(r, c)) > deletion.time) continue
       const by = clusterOfAuthor(deletion.author)
       const creator = r.directory.creator()
       if (by !== c && creator !== undefined && by !== creator) {
@@ -853,6 +926,7 @@ export class FederationManager implements ScopeRouter {
       }
     }
     r.cfg.state = state
+    r.cfg.detachedAt = now
     await this.saveState(r.cfg)
     await this.close(r)
     this.log.info({ federation: r.cfg.name, state, copied }, 'federation detached')
@@ -896,7 +970,9 @@ export class FederationManager implements ScopeRouter {
     for (const [id, o] of wanted) {
       if (this.running.has(id)) continue
       const local = await this.readState(id)
-      if (local?.state === 'removed') continue
+      // Removed: stay out, unless the cluster joined again since (a token with --readmit).
+      const joined = Date.parse(o.metadata.annotations?.[JOINED_ANNOTATION] ?? '')
+      if (local?.state === 'removed' && !(joined > (local.detachedAt ?? Number.POSITIVE_INFINITY))) continue
       if (!(await this.follow(id, o))) pending = true
     }
     if (pending) this.reconcileSoon(this.c.followRetryMs ?? 3000)

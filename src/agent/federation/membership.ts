@@ -61,6 +61,8 @@ interface Persisted {
    * a member cannot take it over by editing the shared Federation object.
    */
   creator?: string
+  /** Removed clusters the creator re-admitted: a node of theirs may be introduced as new again (isReadmitted). */
+  readmitted?: string[]
 }
 
 /**
@@ -85,6 +87,7 @@ export class FederationDirectory implements MemberDirectory {
         replicas: { ...(raw.replicas ?? {}) },
         removed: [...(raw.removed ?? [])],
         ...(typeof raw.creator === 'string' ? { creator: raw.creator } : {}),
+        ...(Array.isArray(raw.readmitted) ? { readmitted: raw.readmitted.filter((c) => typeof c === 'string') } : {}),
       }
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new OrcError('corrupt', `read ${this.file}: ${(err as Error).message}`, {}, err)
@@ -134,6 +137,31 @@ export class FederationDirectory implements MemberDirectory {
     return c === undefined || this.isRemovedCluster(c) ? undefined : c
   }
 
+  /** Every replica binding this member knows (a joiner asks its issuer for them: importBindings). */
+  bindings(): Record<string, string> {
+    return { ...this.state.replicas }
+  }
+
+  /**
+   * Bindings of replicas this member never saw (members that left or were removed before it
+   * joined: their revisions are in the document's history and must verify here too), as the node
+   * that admitted it knows them. A binding already known is never changed; at most `max` are read.
+   */
+  async importBindings(given: unknown, max = 100_000): Promise<number> {
+    if (typeof given !== 'object' || given === null || Array.isArray(given)) return 0
+    let n = 0
+    let read = 0
+    for (const [replica, cluster] of Object.entries(given)) {
+      if (++read > max) break
+      if (!/^[0-9a-f]{16}$/.test(replica) || typeof cluster !== 'string' || !isClusterName(cluster)) continue
+      if (this.state.replicas[replica] !== undefined) continue
+      this.state.replicas[replica] = cluster
+      n++
+    }
+    if (n > 0) await this.save()
+    return n
+  }
+
   /** The cluster a replica id is bound to, if any member ever admitted had it. */
   clusterOfReplica(replica: string): string | undefined {
     return this.state.replicas[replica]
@@ -149,10 +177,27 @@ export class FederationDirectory implements MemberDirectory {
     return this.inner.list().filter((m) => clusterOfMemberName(m.name) === cluster)
   }
 
+  /**
+   * Lift a cluster's removal (the creator re-admitted it): its nodes are no longer refused, and
+   * until one of them is a member again the cluster counts as new (a token admits it).
+   */
+  async readmit(c: string): Promise<void> {
+    if (!this.state.removed.includes(c)) return
+    this.state.removed = this.state.removed.filter((x) => x !== c)
+    this.state.readmitted = [...new Set([...(this.state.readmitted ?? []), c])]
+    await this.save()
+  }
+
+  /** A re-admitted cluster none of whose nodes is a member yet: it joins like a new one. */
+  isReadmitted(c: string): boolean {
+    return (this.state.readmitted ?? []).includes(c) && this.membersOf(c).length === 0
+  }
+
   /** Mark a cluster removed; returns its members so the mesh can drop them. */
   async removeCluster(c: string): Promise<MemberInfo[]> {
     if (!this.state.removed.includes(c)) {
       this.state.removed.push(c)
+      this.state.readmitted = (this.state.readmitted ?? []).filter((x) => x !== c)
       await this.save()
     }
     return this.membersOf(c)
@@ -197,7 +242,7 @@ export class FederationDirectory implements MemberDirectory {
     const viaCluster = this.clusterOf(via)
     if (viaCluster === undefined) return false
     if (viaCluster === c) return true
-    if (this.knownClusters().has(c)) return false
+    if (this.knownClusters().has(c) && !this.isReadmitted(c)) return false
     return this.state.creator === undefined || viaCluster === this.state.creator
   }
 }

@@ -105,12 +105,15 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .description('Create a single-use token that admits one other cluster (all of its nodes) to the federation')
     .argument('<NAME>', 'federation name')
     .option('--ttl <duration>', 'how long the token is valid (s, m, h, d)', '1h')
+    .option('--readmit <cluster>', 'first lift the removal of this cluster (orc federation remove), so the token admits it again')
     .addOption(output())
     .addHelpText(
       'after',
       examples(`
   orc federation token lab
-  orc federation token lab --ttl 15m`),
+  orc federation token lab --ttl 15m
+  # A cluster removed earlier may join again
+  orc federation token lab --readmit cloud`),
     )
     .action(async (name: string, opts, cmd: Command) => {
       const r = await callRoute(
@@ -118,7 +121,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
         'federationToken',
         { name },
         {
-          body: { ttlSeconds: parseTtl(opts.ttl) },
+          body: { ttlSeconds: parseTtl(opts.ttl), ...(opts.readmit !== undefined ? { readmit: opts.readmit } : {}) },
         },
       )
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
