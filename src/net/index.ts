@@ -69,6 +69,21 @@ export {
   routeKey,
 } from './routes.ts'
 export {
+  hasVirtualAddress,
+  NftServiceNatDriver,
+  renderServiceRuleset,
+  SERVICE_ROUTE_PROTOCOL,
+  type ServiceNatConfig,
+  type ServiceNatDriver,
+  type ServiceRulesetOptions,
+  servicesWithSharedAddress,
+  serviceVirtualAddress,
+  serviceVirtualRange,
+  type VirtualAddressService,
+  type VirtualPort,
+  type VirtualService,
+} from './services.ts'
+export {
   canonicalEndpoint,
   normalizeWireGuardConfig,
   parseWgDump,
