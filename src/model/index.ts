@@ -2,6 +2,16 @@ export * from './api.ts'
 export { type CronSchedule, isTimeZone, lastRunBetween, nextRun, parseCron, type WallClock, wallClock } from './cron.ts'
 export * from './diff.ts'
 export { type DurationFormat, type DurationRounding, formatDuration } from './duration.ts'
+export {
+  type Endpoint,
+  type EndpointPod,
+  type EndpointPort,
+  type EndpointService,
+  type ServiceEndpoints,
+  selectorMatches,
+  serviceEndpoints,
+  targetPortOn,
+} from './endpoints.ts'
 export * from './errors.ts'
 export { formatReference, type ImageReference, isLoopbackRegistry, isRegistryReference, parseReference, registryEndpoint } from './image-reference.ts'
 export * from './kind.ts'

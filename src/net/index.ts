@@ -17,6 +17,18 @@ export {
   settleSubnetCollision,
   subnetOf,
 } from './addressing.ts'
+export { answerQuery, errorResponse, MAX_QUERY_BYTES, type QueryOutcome, RCODE, type Rcode } from './dns/answer.ts'
+export { clusterDnsAddress, type PodDnsFiles, type PodDnsInput, podDnsFiles } from './dns/resolv.ts'
+export {
+  type DnsListen,
+  DnsServer,
+  type DnsServerComponents,
+  type DnsServerOptions,
+  type DnsStats,
+  RateLimiter,
+  upstreamsFromResolvConf,
+} from './dns/server.ts'
+export { addressOfReverse, buildZone, type DnsZone, normalizeDomain, reverseName, type ZoneInput } from './dns/zone.ts'
 export {
   type ProcessTable,
   procfsProcessTable,
