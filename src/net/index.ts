@@ -33,7 +33,7 @@ export {
   type ProcessTable,
   procfsProcessTable,
 } from './exec.ts'
-export { FakePodNetworkDriver, FakeWireGuardDriver, type RecordedCommand, recordingRunner } from './fake.ts'
+export { FakePodNetworkDriver, FakeServiceNatDriver, FakeWireGuardDriver, type RecordedCommand, recordingRunner } from './fake.ts'
 export {
   canonicalIp,
   canonicalPrefix,
@@ -83,6 +83,7 @@ export {
 export {
   hasVirtualAddress,
   NftServiceNatDriver,
+  planVirtualServices,
   renderServiceRuleset,
   SERVICE_ROUTE_PROTOCOL,
   type ServiceNatConfig,

@@ -8,7 +8,7 @@
  * are refused at once (TCP reset, ICMPv6 for UDP) instead of timing out.
  */
 import { createHash } from 'node:crypto'
-import { OrcError } from '../model/index.ts'
+import { type EndpointPod, type EndpointService, OrcError, serviceEndpoints } from '../model/index.ts'
 import { type Host, ip, ipJson } from './exec.ts'
 import { formatIPv6, formatPrefix, type IpPrefix, parseIPv6 } from './ip.ts'
 import { applyNftRuleset, deleteNftTable, listNftTable } from './nft.ts'
@@ -162,6 +162,35 @@ export function servicesWithSharedAddress(services: readonly VirtualService[]): 
     }
   }
   return { kept, shared }
+}
+
+/**
+ * What every node load-balances: each ClusterIP service's address and, per port, its ready
+ * endpoints (an endpoint whose named targetPort its pod does not declare is left out of that port).
+ * `shared` names services left out because an earlier one has their address.
+ */
+export function planVirtualServices(
+  services: readonly (EndpointService & VirtualAddressService)[],
+  pods: readonly EndpointPod[],
+  cluster: IpPrefix,
+): { services: VirtualService[]; shared: string[] } {
+  const out: VirtualService[] = []
+  for (const svc of services) {
+    const address = serviceVirtualAddress(svc, cluster)
+    if (address === undefined) continue
+    const eps = serviceEndpoints(svc, pods).endpoints.filter((e) => e.ready && e.address !== undefined)
+    const ports: VirtualPort[] = (svc.spec?.ports ?? []).map((p) => ({
+      protocol: p.protocol ?? 'TCP',
+      port: p.port,
+      backends: eps.flatMap((e) => {
+        const ep = e.ports.find((x) => x.port === p.port && x.protocol === (p.protocol ?? 'TCP'))
+        return ep === undefined ? [] : [{ address: e.address!, port: ep.targetPort }]
+      }),
+    }))
+    out.push({ key: `${svc.metadata.namespace ?? 'default'}/${svc.metadata.name}`, address, ports })
+  }
+  const { kept, shared } = servicesWithSharedAddress(out)
+  return { services: kept, shared }
 }
 
 /** Routes of the virtual range carry this protocol (not the WireGuard driver's 79, which it prunes). */

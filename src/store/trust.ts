@@ -247,6 +247,13 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         // Refusing those stalled honest writers (chaos test); the signature still names the node.
         // A known gap (docs/security.md): a compromised node can fake a pod's lifecycle status.
         return undefined
+      case 'controller:ingress': {
+        // An ingress controller reports on the node it runs on: `status.nodes.<its node>` only.
+        if (kind !== 'Ingress') return undefined
+        const other = paths.find((p) => !(p[0] === 'status' && p[1] === 'nodes' && p[2] !== undefined && p[2] === mine))
+        if (other !== undefined) return `node ${mine ?? signer.id} may not write ${formatPath(other)} of ingress/${name}`
+        return undefined
+      }
       case 'controller:scheduler': {
         if (kind !== 'Pod') return undefined
         // Where it binds the pod: from its content after, or (built on content unknown here) its changes.
