@@ -19,6 +19,7 @@ import { createProgress } from '../progress.ts'
 import { getObjectOf, objectRef, outputOption, takesObjects, withNameHint } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 import { formatBytes, registerImageCommands, registryImageTable } from './images.ts'
+import { ingressWhyOutput } from './ingress.ts'
 import { nodeWhyOutput } from './network.ts'
 
 export interface PodCliIO {
@@ -75,7 +76,9 @@ function podSummary(pod: Stored<Pod>): string[] {
 export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd: Command) => ApiCaller): void {
   // ---- why
   takesObjects(program.command('why'), 'Pod')
-    .description("Explain a pod's lifecycle (or a node's network bring-up, node/NAME): which unit holds it up, for how long, with what error")
+    .description(
+      "Explain a pod's lifecycle (or a node's network bring-up, node/NAME; or what keeps an Ingress from serving, ingress/NAME): which unit holds it up, for how long, with what error",
+    )
     .argument('<pod/NAME>', 'like pod/web, pod web, or web')
     .argument('[NAME]', 'the name, when KIND is given alone')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
@@ -88,13 +91,20 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   orc why pod/web
 
   # What took the time, systemd-analyze style
-  orc why pod/web --critical-chain`),
+  orc why pod/web --critical-chain
+
+  # Why does the ingress not answer? (nodes chosen, backend service, ready endpoints)
+  orc why ingress/web`),
     )
     .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
       if (/^(node|nodes|no)\//i.test(target) || (/^(node|nodes|no)$/i.test(target) && nameArg !== undefined)) {
         const name = nameArg ?? target.slice(target.indexOf('/') + 1)
         const { object: node } = (await callRoute(client(cmd), 'getObject', objectParams({ kind: 'Node', namespace: '', name }))) as { object: Stored<Node> }
         return io.out(nodeWhyOutput(node, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
+      }
+      if (/^(ingress|ingresses|ing)\//i.test(target) || (/^(ingress|ingresses|ing)$/i.test(target) && nameArg !== undefined)) {
+        const name = nameArg ?? target.slice(target.indexOf('/') + 1)
+        return io.out(await ingressWhyOutput(client(cmd), name, opts.output === 'json' ? 'json' : 'table'))
       }
       const ref = podRef(target, opts.namespace, nameArg)
       const pod = (await getObjectOf(client(cmd), ref)) as Stored<Pod>
