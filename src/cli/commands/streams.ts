@@ -57,7 +57,8 @@ async function serviceBackends(c: ApiCaller, svc: { ns: string; name: string }, 
   }
   const pods = (await callRoute(c, 'listObjects', { kind: 'Pod' }, { query: { namespace: svc.ns } })).items as unknown as Pod[]
   const out = serviceEndpoints(object, pods)
-    .endpoints.filter((e) => e.ready)
+    // port-forward enters the pod's namespace on its node: a ready pod without a cluster address (no pod network) serves too.
+    .endpoints.filter((e) => e.ready || e.reason?.startsWith('no pod address') === true)
     .flatMap((e) => {
       const p = e.ports.find((x) => x.port === port && x.protocol === (sp.protocol ?? 'TCP'))
       return p === undefined ? [] : [{ pod: e.pod, port: p.targetPort }]
