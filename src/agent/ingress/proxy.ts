@@ -38,8 +38,11 @@ function dialFirst(order: readonly Backend[], timeoutMs: number, log: Logger): P
   return new Promise((resolve) => {
     const next = (i: number): void => {
       const b = order[i]
-      if (b === undefined) return resolve(undefined)
-      const up = connect({ host: b.address, port: b.port })
+      if (b === undefined) {
+        resolve(undefined)
+        return
+      }
+      const up = connect({ host: b.address, port: b.port, allowHalfOpen: true })
       const timer = setTimeout(() => up.destroy(new Error('connect timeout')), timeoutMs)
       up.once('connect', () => {
         clearTimeout(timer)
@@ -80,7 +83,8 @@ export class TcpProxy {
 
   /** Listen on `host:port` (IPv6 only for `::`); rejects with the bind error (EADDRINUSE, EACCES). */
   async listen(key: string, host: string, port: number, backends: Backend[]): Promise<ProxyListener> {
-    const server = createServer({ pauseOnConnect: true }, (client) => this.accept(l, client))
+    // Half-open: a client that has sent its request and shut its side (HTTP/1.0 clients, `nc`) still gets the answer.
+    const server = createServer({ pauseOnConnect: true, allowHalfOpen: true }, (client) => this.accept(l, client))
     const l: ProxyListener = { backends, server }
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject)

@@ -18,16 +18,20 @@ import { waitFor } from '../../helpers/wait.ts'
 
 const user = () => ({ author: 'user:admin', reason: 't', now: Date.now() })
 
-/** A server on [::1]:0 answering each connection with its name. */
+/** A server on [::1]:0 answering each connection with its name once the client has shut its side (like HTTP/1.0 through `nc`). */
 async function server(name: string): Promise<{ port: number; srv: Server }> {
-  const srv = createServer((s) => s.end(`hello-from-${name}`))
+  const srv = createServer({ allowHalfOpen: true }, (s) => {
+    s.resume()
+    s.on('end', () => s.end(`hello-from-${name}`))
+  })
   await new Promise<void>((r) => srv.listen(0, '::1', r))
   return { port: (srv.address() as { port: number }).port, srv }
 }
 
 function request(port: number, host = '127.0.0.1'): Promise<string> {
   return new Promise((resolve) => {
-    const s = connect({ host, port })
+    const s = connect({ host, port, allowHalfOpen: true })
+    s.end('GET /\r\n')
     let out = ''
     s.on('data', (d) => (out += d))
     s.on('end', () => resolve(out))
@@ -122,7 +126,10 @@ test('tcp-proxy: forwards to ready endpoints only, skips a dead one, reports sta
   for (let i = 0; i < 10; i++) assert.equal(await request(port), 'hello-from-b')
 
   // web-b is not ready (a readiness probe failing): only web-a — now back — gets connections.
-  const a2 = createServer((s) => s.end('hello-from-a'))
+  const a2 = createServer({ allowHalfOpen: true }, (s) => {
+    s.resume()
+    s.on('end', () => s.end('hello-from-a'))
+  })
   await new Promise<void>((r) => a2.listen(servers[0]!.port, '::1', r))
   servers[0]!.srv = a2
   await store.patch({ kind: 'Pod', namespace: 'default', name: 'web-b' }, [{ path: ['status', 'phase'], value: 'Pending' }], {
