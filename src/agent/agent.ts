@@ -31,6 +31,7 @@ import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh 
 import { type Component, type StartedComponents, startComponents } from './component.ts'
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
+import { ClusterDns } from './dns/index.ts'
 import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
@@ -222,6 +223,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let directory: Pick<MemberDirectory, 'get'> | undefined
   let clusterRef!: { name: string; id: string }
   let network!: NodeNetwork
+  // The node's DNS resolver (docs/services.md); pods get their resolv.conf and hosts from it.
+  let dns: ClusterDns | undefined
   let federation!: FederationManager
   let handler!: ApiHandler
   let streams: PodStreams | undefined
@@ -312,6 +315,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       keyring,
       imagePeers: () => peerBlobs,
       onPulled: (bytes) => pulledBytes.pulled(bytes),
+      dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
   // from its registry on the cluster's behalf, with the credentials of the asker's namespace.
@@ -431,6 +435,14 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => federation.stop(),
     },
+    later(
+      'dns',
+      () =>
+        (dns = new ClusterDns(
+          { store, clock, random, logger, clusterId: () => clusterRef.id, dnsAddress: () => network.dnsAddress },
+          opts.dns ?? { enabled: false },
+        )),
+    ),
     federationRouteLink(
       () => network,
       () => federation,

@@ -17,7 +17,9 @@ import { type Clock, every, execaRunner, type Random, sleep, type TimerHandle, u
 import { isPlainObject, OrcError, type OrcObject } from '../../model/index.ts'
 import {
   addressInPrefix,
+  clusterDnsAddress,
   clusterPrefix,
+  formatIPv6,
   formatPrefix,
   generateKeyPair,
   type IpPrefix,
@@ -183,6 +185,15 @@ export class NodeNetwork implements PodNetworkHooks {
     return this.setup.mode
   }
 
+  /**
+   * The cluster DNS address this node's pods reach its resolver at (on the WireGuard interface,
+   * allowed through the host guard), or undefined when pods have no network here.
+   */
+  get dnsAddress(): string | undefined {
+    if (this.cluster === undefined || this.state === 'Off' || this.state === 'Unavailable' || this.state === 'Stopped') return undefined
+    return formatIPv6(clusterDnsAddress(this.cluster))
+  }
+
   /** Whether the node's readiness waits for this network (false when off or unavailable). */
   get gatesReadiness(): boolean {
     return this.state === 'Starting' || this.state === 'Degraded'
@@ -215,7 +226,13 @@ export class NodeNetwork implements PodNetworkHooks {
       this.c.podNetwork?.(this.names) ??
       new NetnsPodNetworkDriver(
         { logger: this.c.logger },
-        { podNetnsPrefix: this.names.podNetnsPrefix, vethPrefix: this.names.vethPrefix, nftTable: this.names.nftTable, random: this.c.random },
+        {
+          podNetnsPrefix: this.names.podNetnsPrefix,
+          vethPrefix: this.names.vethPrefix,
+          nftTable: this.names.nftTable,
+          random: this.c.random,
+          podServices: [{ address: formatIPv6(clusterDnsAddress(this.cluster)), port: 53 }],
+        },
       )
     this.svcnat =
       this.c.serviceNat?.(this.names) ??
@@ -563,7 +580,8 @@ export class NodeNetwork implements PodNetworkHooks {
       iface: this.names!.iface,
       privateKey: this.key!.privateKey,
       listenPort: this.listenPort,
-      address: `${nodeGateway(d.prefix)}/64`,
+      // The cluster DNS address (subnet 0, never a peer's) is local on every node: its resolver (agent/dns).
+      address: [`${nodeGateway(d.prefix)}/64`, `${formatIPv6(clusterDnsAddress(this.cluster!))}/128`],
       peers: [...this.peers.map((p) => p.wg), ...this.fedPeers.map((p) => p.wg)],
     })
     let res

@@ -59,6 +59,8 @@ export interface PodLifecycleComponents {
   keyring?: { get(): Keyring | undefined; load(): Promise<Keyring | undefined>; onChange?(fn: (ring: Keyring) => void): () => void }
   /** A directory on a tmpfs for Config and Secret volumes; default `/dev/shm/orc-<hash of dataDir>`. */
   dataFilesDir?: string
+  /** Each pod's /etc/resolv.conf and /etc/hosts (the node's DNS resolver, agent/dns); absent: the image's own. */
+  dnsFiles?(namespace: string, pod: string, address?: string): { resolvConf: string; hosts: string } | undefined
 }
 
 /**
@@ -450,6 +452,7 @@ export class PodLifecycle {
           ...(this.c.network ? { network: this.c.network } : {}),
           dataLookup: (ns) => this.dataLookup(run, ns),
           dataFiles: this.dataFiles,
+          ...(this.c.dnsFiles ? { dnsFiles: this.c.dnsFiles } : {}),
           loadKeyring: () => this.loadKeyring(),
           forgetRecovered: (id) => {
             this.adopted.delete(id)

@@ -30,6 +30,7 @@ import {
   type ContainerRunSpec,
   containerNetnsOf,
   type ExitStatus,
+  ensureMountPoint,
   probeInNetns,
   type ResolvedImage,
   type Runtime,
@@ -93,6 +94,8 @@ export interface PodWorkerComponents {
   dataFiles?: PodDataFiles
   /** Before resolving: load the cluster keyring if this node has none in memory yet. */
   loadKeyring?(): Promise<void>
+  /** The pod's /etc/resolv.conf and /etc/hosts (the cluster DNS, docs/services.md); absent: the image's own. */
+  dnsFiles?(namespace: string, pod: string, address?: string): { resolvConf: string; hosts: string } | undefined
 }
 
 interface ContainerState {
@@ -899,6 +902,30 @@ export class PodWorker {
     return out
   }
 
+  /**
+   * /etc/resolv.conf and /etc/hosts bound read-only into a container, written afresh (the pod's
+   * address may have changed). Left out, with a warning, where they cannot be: no tmpfs for the
+   * files, or an image whose /etc or file there is a symlink (it may point out of the image).
+   */
+  private dnsMountsOf(cs: ContainerState): ContainerMount[] {
+    if (this.c.dnsFiles === undefined || this.c.dataFiles === undefined || this.uid === undefined) return []
+    const files = this.c.dnsFiles(this.ref.namespace, this.ref.name, this.net?.mode === 'ipv6' ? this.net.ipv6 : undefined)
+    if (files === undefined) return []
+    const rootfs = cs.image?.rootfs
+    try {
+      // The runtime makes the mount points too; a failure here leaves the pod with the image's files instead of failing it.
+      if (rootfs !== undefined) for (const f of ['/etc/resolv.conf', '/etc/hosts']) ensureMountPoint(rootfs, f, true)
+      const paths = this.c.dataFiles.writeDnsFiles(this.uid, files)
+      return [
+        { source: paths.resolvConf, destination: '/etc/resolv.conf', readOnly: true, file: true },
+        { source: paths.hosts, destination: '/etc/hosts', readOnly: true, file: true },
+      ]
+    } catch (err) {
+      this.log.warn({ ...this.fields(), err: String(err) }, 'the pod keeps its image resolv.conf and hosts')
+      return []
+    }
+  }
+
   private async startRun(obj: Stored<Pod>, gen: number, why?: string): Promise<void> {
     // The digests pinned for this revision (by this node, or by the node that ran it before a
     // failover) stay in the status from the first write on: pull-image reuses them.
@@ -981,7 +1008,7 @@ export class PodWorker {
     if (this.data === undefined && this.c.dataLookup !== undefined) await this.resolveData(true)
     const env = this.data?.env.get(cs.spec.name)
     const cmd = containerCommand(env === undefined ? cs.spec : { ...cs.spec, env }, cs.image)
-    const mounts = this.mountsOf(cs.spec.name)
+    const mounts = [...this.mountsOf(cs.spec.name), ...this.dnsMountsOf(cs)]
     const old = rt.status(cs.id)
     if (old) {
       if (old.state === 'running') await rt.stop(cs.id, { graceMs: spec.graceMs })

@@ -21,6 +21,7 @@ import type { ApiCaller } from '../remote.ts'
 import { formatBytes, registerImageCommands, registryImageTable } from './images.ts'
 import { ingressWhyOutput } from './ingress.ts'
 import { nodeWhyOutput } from './network.ts'
+import { serviceWhyOutput } from './services.ts'
 
 export interface PodCliIO {
   out(text: string): void
@@ -77,7 +78,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   // ---- why
   takesObjects(program.command('why'), 'Pod')
     .description(
-      "Explain a pod's lifecycle (or a node's network bring-up, node/NAME; or what keeps an Ingress from serving, ingress/NAME): which unit holds it up, for how long, with what error",
+      "Explain a pod's lifecycle (or a node's network bring-up, node/NAME; a service's endpoints, service/NAME; what keeps an Ingress from serving, ingress/NAME): which unit holds it up, for how long, with what error",
     )
     .argument('<pod/NAME>', 'like pod/web, pod web, or web')
     .argument('[NAME]', 'the name, when KIND is given alone')
@@ -93,6 +94,9 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   # What took the time, systemd-analyze style
   orc why pod/web --critical-chain
 
+  # Why does the service's name answer no address?
+  orc why service/web
+
   # Why does the ingress not answer? (nodes chosen, backend service, ready endpoints)
   orc why ingress/web`),
     )
@@ -105,6 +109,10 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       if (/^(ingress|ingresses|ing)\//i.test(target) || (/^(ingress|ingresses|ing)$/i.test(target) && nameArg !== undefined)) {
         const name = nameArg ?? target.slice(target.indexOf('/') + 1)
         return io.out(await ingressWhyOutput(client(cmd), name, opts.output === 'json' ? 'json' : 'table'))
+      }
+      if (/^(service|services|svc)\//i.test(target) || (/^(service|services|svc)$/i.test(target) && nameArg !== undefined)) {
+        const name = nameArg ?? target.slice(target.indexOf('/') + 1)
+        return io.out(await serviceWhyOutput(client(cmd), { namespace: opts.namespace || 'default', name }, opts.output))
       }
       const ref = podRef(target, opts.namespace, nameArg)
       const pod = (await getObjectOf(client(cmd), ref)) as Stored<Pod>
