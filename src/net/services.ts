@@ -220,10 +220,26 @@ export class NftServiceNatDriver implements ServiceNatDriver {
   async set(config: ServiceNatConfig): Promise<{ changed: boolean; actions: string[] }> {
     const actions: string[] = []
     const range = formatPrefix(config.range)
-    const routes = await ipJson<{ dst: string }[]>(this.host, ['-6', 'route', 'show', range, 'dev', config.iface, 'proto', String(SERVICE_ROUTE_PROTOCOL)])
-    if (routes === undefined || routes.length === 0) {
-      await ip(this.host, ['-6', 'route', 'replace', range, 'dev', config.iface, 'proto', String(SERVICE_ROUTE_PROTOCOL)], `route ${range} via ${config.iface}`)
-      actions.push(`route ${range} via ${config.iface}`)
+    // `src`: the node's own address, never another one on the interface (the resolver's ::53 is on
+    // every node, so a pod's answer to it would never come back).
+    const src = ip6(config.gateway)
+    const routes = await ipJson<{ dst: string; prefsrc?: string }[]>(this.host, [
+      '-6',
+      'route',
+      'show',
+      range,
+      'dev',
+      config.iface,
+      'proto',
+      String(SERVICE_ROUTE_PROTOCOL),
+    ])
+    if (routes === undefined || routes.length === 0 || routes[0]?.prefsrc === undefined || ip6(routes[0].prefsrc) !== src) {
+      await ip(
+        this.host,
+        ['-6', 'route', 'replace', range, 'dev', config.iface, 'proto', String(SERVICE_ROUTE_PROTOCOL), 'src', src],
+        `route ${range} via ${config.iface}`,
+      )
+      actions.push(`route ${range} via ${config.iface} from ${src}`)
     }
     const ruleset = renderServiceRuleset({ ...config, table: this.o.table, vethPrefix: this.o.vethPrefix })
     const current = await listNftTable(this.host, this.o.table, 'ip6')

@@ -122,6 +122,7 @@ test('testbed: a service address and a tcp-proxy ingress reach an ha pod, and fo
   assert.equal(await fromInternet(far), tok1)
   assert.match(await tb.orc('n1', ['get', 'ingresses']), /^web\s+tcp-proxy\s+8080→web:http\s+2\/2\s/m)
   assert.match(await tb.orc('n1', ['why', 'ingress/web']), /port 8080: 1 ready endpoint\(s\) \(web\)/)
+  assert.match(await tb.orc('n1', ['describe', 'ingress/web']), /controller: tcp-proxy/)
 
   // `orc port-forward service/web` from this host through a node the pod does not run on.
   const pf = execa(process.execPath, [ORC_BIN, '--socket', tb.host(near).socket, 'port-forward', 'service/web', '0:80'], { reject: false, buffer: false })
