@@ -219,3 +219,21 @@ test('Ingress validation names what is wrong', async (t) => {
   )
   assert.equal(store.list('Ingress').length, 0, 'nothing stored')
 })
+
+test('examples/ingress.yaml is valid and serves the web service of examples/service.yaml on every node', async () => {
+  const { readManifests } = await import('../../../src/cli/manifests.ts')
+  const { normalizeManifest } = await import('../../../src/model/index.ts')
+  const { planIngressListeners } = await import('../../../src/agent/ingress/index.ts')
+  const read = async (f: string) => (await readManifests([new URL(`../../../examples/${f}`, import.meta.url).pathname])).map((d) => normalizeManifest(d.value))
+  const [ing] = await read('ingress.yaml')
+  const [svc, pod] = await read('service.yaml')
+  const running = { ...pod!, status: { phase: 'Running', containers: [{ name: 'main', state: 'running', restarts: 0 }], network: { ipv6: 'fd00::2' } } }
+  const plan = planIngressListeners('tcp-proxy', { metadata: { name: 'any' } }, [ing as never], [svc as never], [running as never])
+  assert.deepEqual(
+    plan.map((l) => [l.key, l.backends.map((b) => `${b.address}:${b.port}`)]),
+    [
+      ['web/IPv4/8080', ['fd00::2:8080']],
+      ['web/IPv6/8080', ['fd00::2:8080']],
+    ],
+  )
+})
