@@ -13,7 +13,19 @@
 import '../../src/polyfill.ts'
 import { execa } from 'execa'
 import { chooseNodeSubnet, clusterPrefix, formatPrefix, NetnsPodNetworkDriver, randomPodAddress } from '../../src/net/index.ts'
-import { addNetns, delNetns, linkNetns, missingPrerequisite, runSuffix, seededRandom, sh, startTcpServer, type TcpServer, tcpRequest } from '../net/netns.ts'
+import {
+  addNetns,
+  delNetns,
+  linkNetns,
+  missingPrerequisite,
+  runSuffix,
+  seededRandom,
+  sh,
+  startListening,
+  startTcpServer,
+  type TcpServer,
+  tcpRequest,
+} from '../net/netns.ts'
 
 const mib = Number(process.argv[2] ?? 64)
 const missing = missingPrerequisite(['ip', 'nft', 'sysctl'])
@@ -96,40 +108,14 @@ try {
   await sh('ip', ['-n', nsI, '-6', 'route', 'add', formatPrefix(node.prefix), 'via', 'fd00:99::1'])
   const podIp = randomPodAddress(node.prefix, random)
   const [pod] = (await pods.set({ pods: [{ id: 'srv', ipv6: podIp }] })).pods
-  const reply = execa('ip', ['netns', 'exec', pod!.netns, process.execPath, '-e', REPLY, '7000'], { reject: false })
-  await new Promise<void>((resolve, reject) => {
-    reply.stdout!.on('data', (d: Buffer) => d.toString().includes('listening') && resolve())
-    reply.once('exit', () => reject(new Error('reply server exited before listening')))
-  })
-  servers.push({
-    stop: async () => {
-      reply.kill('SIGTERM')
-      await reply
-    },
-  })
+  servers.push(await startListening(pod!.netns, ['-e', REPLY, '7000'], 'reply server'))
   servers.push(await startTcpServer(pod!.netns, '::', 7001, 'sink'))
   const modulePath = new URL('../../src/agent/ingress/proxy.ts', import.meta.url).pathname
   for (const [listen, target] of [
     [8000, 7000],
     [8001, 7001],
   ] as const) {
-    const child = execa(
-      'ip',
-      ['netns', 'exec', nsN, process.execPath, '--import', 'tsx', '-e', PROXY, modulePath, '198.18.9.1', String(listen), podIp, String(target)],
-      {
-        reject: false,
-      },
-    )
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.on('data', (d: Buffer) => d.toString().includes('listening') && resolve())
-      child.once('exit', () => reject(new Error('proxy exited before listening')))
-    })
-    servers.push({
-      stop: async () => {
-        child.kill('SIGTERM')
-        await child
-      },
-    })
+    servers.push(await startListening(nsN, ['--import', 'tsx', '-e', PROXY, modulePath, '198.18.9.1', String(listen), podIp, String(target)], 'proxy'))
   }
   const rpsDirect = await load(podIp, 7000)
   const rpsIngress = await load('198.18.9.1', 8000)

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { execa, type ResultPromise } from 'execa'
+import { execa } from 'execa'
 import { execaRunner } from '../../src/effects/index.ts'
 import {
   chooseNodeSubnet,
@@ -21,7 +21,7 @@ import {
   serviceVirtualAddress,
   serviceVirtualRange,
 } from '../../src/net/index.ts'
-import { addNetns, delNetns, missingPrerequisite, runSuffix, seededRandom, sh } from './netns.ts'
+import { addNetns, delNetns, missingPrerequisite, runSuffix, seededRandom, sh, startListening, type TcpServer } from './netns.ts'
 
 /** Answers each connection with `<its own address> <the client's address>`. */
 const SERVER = `
@@ -58,10 +58,9 @@ test('a ClusterIP address load-balances to ready pods from pods and from the nod
   const host = { run: execaRunner, netns: nsA }
   const pods = new NetnsPodNetworkDriver({}, { netns: nsA, podNetnsPrefix: `orcv-${s}-p-`, random })
   const nat = new NftServiceNatDriver(host, { table: 'orc_svc', vethPrefix: 'orcv' })
-  const servers: ResultPromise[] = []
+  const servers: TcpServer[] = []
   t.after(async () => {
-    for (const c of servers) c.kill('SIGTERM')
-    await Promise.allSettled(servers)
+    for (const srv of servers) await srv.stop().catch(() => {})
     await pods.down().catch(() => {})
     await nat.down().catch(() => {})
     await delNetns(nsA)
@@ -85,14 +84,7 @@ test('a ClusterIP address load-balances to ready pods from pods and from the nod
   const ips = { web1: addr(), web2: addr(), client: addr() }
   const set = await pods.set({ pods: Object.entries(ips).map(([id, ipv6]) => ({ id, ipv6 })) })
   const netns = Object.fromEntries(set.pods.map((p) => [p.id, p.netns])) as Record<keyof typeof ips, string>
-  for (const id of ['web1', 'web2'] as const) {
-    const child = execa('ip', ['netns', 'exec', netns[id], process.execPath, '-e', SERVER, '8080'], { reject: false })
-    servers.push(child)
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.on('data', (d: Buffer) => d.toString().includes('listening') && resolve())
-      child.once('exit', () => reject(new Error(`server in ${id} exited`)))
-    })
-  }
+  for (const id of ['web1', 'web2'] as const) servers.push(await startListening(netns[id], ['-e', SERVER, '8080'], `server in ${id}`))
 
   const vip = serviceVirtualAddress({ metadata: { namespace: 'default', name: 'web' } }, cluster)!
   const empty = serviceVirtualAddress({ metadata: { namespace: 'default', name: 'empty' } }, cluster)!

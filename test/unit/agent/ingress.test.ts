@@ -96,21 +96,15 @@ test('tcp-proxy: forwards to ready endpoints only, skips a dead one, reports sta
       { ...user(), author: 'controller:lifecycle' },
     )
   }
+  const applyIngress = (name: string, spec: Record<string, unknown>) =>
+    store.apply({ apiVersion: 'orc/v1', kind: 'Ingress', metadata: { name }, spec } as never, user())
   const port = await freePort()
-  await store.apply(
-    {
-      apiVersion: 'orc/v1',
-      kind: 'Ingress',
-      metadata: { name: 'web' },
-      spec: {
-        controller: 'tcp-proxy',
-        nodeSelector: { edge: 'yes' },
-        listen: { ports: [port], families: ['IPv4'] },
-        backend: { service: 'web', port: 'http' },
-      },
-    },
-    user(),
-  )
+  await applyIngress('web', {
+    controller: 'tcp-proxy',
+    nodeSelector: { edge: 'yes' },
+    listen: { ports: [port], families: ['IPv4'] },
+    backend: { service: 'web', port: 'http' },
+  })
   await ctl.start()
   const status = (name: string) => (store.get({ kind: 'Ingress', namespace: '', name })?.status as any)?.nodes?.n1
   await waitFor('ingress ready on n1', () => status('web')?.ready === true)
@@ -142,15 +136,7 @@ test('tcp-proxy: forwards to ready endpoints only, skips a dead one, reports sta
   // A port already in use on the node.
   const busy = await freePort()
   await new Promise<void>((r) => blocker.listen(busy, '127.0.0.1', r))
-  await store.apply(
-    {
-      apiVersion: 'orc/v1',
-      kind: 'Ingress',
-      metadata: { name: 'clash' },
-      spec: { controller: 'tcp-proxy', listen: { ports: [busy], families: ['IPv4'] }, backend: { service: 'web', port: 80 } },
-    },
-    user(),
-  )
+  await applyIngress('clash', { controller: 'tcp-proxy', listen: { ports: [busy], families: ['IPv4'] }, backend: { service: 'web', port: 80 } })
   await waitFor('clash reported', () => status('clash')?.ready === false)
   assert.equal(status('clash').reason, `port ${busy} (IPv4) is already in use on this node`)
   // Once the port is free, the next pass takes it.
@@ -159,15 +145,7 @@ test('tcp-proxy: forwards to ready endpoints only, skips a dead one, reports sta
 
   // A backend service that does not exist.
   const ghostPort = await freePort()
-  await store.apply(
-    {
-      apiVersion: 'orc/v1',
-      kind: 'Ingress',
-      metadata: { name: 'ghost' },
-      spec: { controller: 'tcp-proxy', listen: { ports: [ghostPort], families: ['IPv4'] }, backend: { service: 'nosuch', port: 80 } },
-    },
-    user(),
-  )
+  await applyIngress('ghost', { controller: 'tcp-proxy', listen: { ports: [ghostPort], families: ['IPv4'] }, backend: { service: 'nosuch', port: 80 } })
   await waitFor('ghost reported', () => status('ghost')?.ready === false)
   assert.match(status('ghost').reason, /service default\/nosuch does not exist/)
   assert.match(await request(ghostPort), /^(|error ECONNRESET)$/, 'a connection with no backend is closed at once')
@@ -176,15 +154,12 @@ test('tcp-proxy: forwards to ready endpoints only, skips a dead one, reports sta
   assert.ok(why.includes(`port ${ghostPort}: service default/nosuch does not exist`), why.join('\n'))
 
   // A selector matching no node: nobody serves it, and why says so.
-  await store.apply(
-    {
-      apiVersion: 'orc/v1',
-      kind: 'Ingress',
-      metadata: { name: 'nowhere' },
-      spec: { controller: 'tcp-proxy', nodeSelector: { edge: 'no' }, listen: { ports: [ghostPort + 1] }, backend: { service: 'web', port: 80 } },
-    },
-    user(),
-  )
+  await applyIngress('nowhere', {
+    controller: 'tcp-proxy',
+    nodeSelector: { edge: 'no' },
+    listen: { ports: [ghostPort + 1] },
+    backend: { service: 'web', port: 80 },
+  })
   const nowhere = explainIngress(store.get({ kind: 'Ingress', namespace: '', name: 'nowhere' }) as Ingress, nodes, store.list('Service'), store.list('Pod'))
   assert.ok(nowhere.includes('spec.nodeSelector edge=no matches no node'), nowhere.join('\n'))
 
