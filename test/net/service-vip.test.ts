@@ -29,6 +29,21 @@ const net = require('node:net')
 const srv = net.createServer((s) => s.end(s.localAddress + ' ' + s.remoteAddress))
 srv.listen(Number(process.argv[1]), '::', () => process.stdout.write('listening\\n'))
 `
+/** UDP: answers each datagram with `<its own address> <the client's address>`. */
+const UDP_SERVER = `
+const dgram = require('node:dgram')
+const s = dgram.createSocket('udp6')
+s.on('message', (m, r) => s.send(process.argv[1] + ' ' + r.address, r.port, r.address))
+s.bind(Number(process.argv[2]), '::', () => process.stdout.write('listening\\n'))
+`
+/** UDP: one datagram, prints the answer or `error TIMEOUT` after 3 s. */
+const UDP_CLIENT = `
+const dgram = require('node:dgram')
+const s = dgram.createSocket('udp6')
+const t = setTimeout(() => { process.stdout.write('error TIMEOUT'); process.exit(0) }, 3000)
+s.on('message', (m) => { clearTimeout(t); process.stdout.write(String(m)); process.exit(0) })
+s.send('q', Number(process.argv[2]), process.argv[1])
+`
 /** Prints what the server said, or `error CODE`. */
 const CLIENT = `
 const net = require('node:net')
@@ -85,6 +100,7 @@ test('a ClusterIP address load-balances to ready pods from pods and from the nod
   const set = await pods.set({ pods: Object.entries(ips).map(([id, ipv6]) => ({ id, ipv6 })) })
   const netns = Object.fromEntries(set.pods.map((p) => [p.id, p.netns])) as Record<keyof typeof ips, string>
   for (const id of ['web1', 'web2'] as const) servers.push(await startListening(netns[id], ['-e', SERVER, '8080'], `server in ${id}`))
+  servers.push(await startListening(netns.web1, ['-e', UDP_SERVER, ips.web1, '5353'], 'udp server'))
 
   const vip = serviceVirtualAddress({ metadata: { namespace: 'default', name: 'web' } }, cluster)!
   const empty = serviceVirtualAddress({ metadata: { namespace: 'default', name: 'empty' } }, cluster)!
@@ -94,7 +110,14 @@ test('a ClusterIP address load-balances to ready pods from pods and from the nod
     range,
     gateway,
     services: [
-      { key: 'default/web', address: vip, ports: [{ protocol: 'TCP' as const, port: 80, backends: backends.map((address) => ({ address, port: 8080 })) }] },
+      {
+        key: 'default/web',
+        address: vip,
+        ports: [
+          { protocol: 'TCP' as const, port: 80, backends: backends.map((address) => ({ address, port: 8080 })) },
+          { protocol: 'UDP' as const, port: 53, backends: [{ address: ips.web1, port: 5353 }] },
+        ],
+      },
       { key: 'default/empty', address: empty, ports: [{ protocol: 'TCP' as const, port: 80, backends: [] }] },
     ],
   })
@@ -125,6 +148,10 @@ test('a ClusterIP address load-balances to ready pods from pods and from the nod
   let self = ''
   for (let i = 0; i < 60 && !self.startsWith(`${ips.web1} `); i++) self = await connect(netns.web1, vip, 80)
   assert.equal(self, `${ips.web1} ${gateway}`, 'a pod reaching itself through the VIP is answered (SNAT to the node)')
+
+  // UDP: port 53 of the address reaches the pod's 5353, and the answer comes back translated.
+  const udp = await execa('ip', ['netns', 'exec', netns.client, process.execPath, '-e', UDP_CLIENT, vip, '53'], { reject: false })
+  assert.equal(String(udp.stdout), `${ips.web1} ${ips.client}`)
 
   // No ready endpoint, or a port the service does not have: refused at once, not a timeout.
   assert.equal(await connect(netns.client, empty, 80), 'error ECONNREFUSED')

@@ -58,7 +58,13 @@ test('tcp-proxy: forwards to ready endpoints only, skips a dead one, reports sta
     log: pino({ level: 'silent' }),
     tickMs: 200,
     bindHosts: { IPv4: '127.0.0.1', IPv6: '::1' },
-    interfaces: () => ({ eth0: [{ address: '198.51.100.7', family: 'IPv4', internal: false, netmask: '255.255.255.0', mac: '', cidr: null }] }),
+    interfaces: () => ({
+      eth0: [
+        { address: '198.51.100.7', family: 'IPv4', internal: false, netmask: '255.255.255.0', mac: '', cidr: null },
+        { address: '2001:db8::7', family: 'IPv6', internal: false, netmask: 'ffff:ffff:ffff:ffff::', mac: '', cidr: null, scopeid: 0 },
+        { address: 'fe80::7', family: 'IPv6', internal: false, netmask: 'ffff:ffff:ffff:ffff::', mac: '', cidr: null, scopeid: 2 },
+      ],
+    }),
   })
   const blocker = createServer()
   t.after(async () => {
@@ -102,18 +108,19 @@ test('tcp-proxy: forwards to ready endpoints only, skips a dead one, reports sta
   await applyIngress('web', {
     controller: 'tcp-proxy',
     nodeSelector: { edge: 'yes' },
-    listen: { ports: [port], families: ['IPv4'] },
+    listen: { ports: [port] },
     backend: { service: 'web', port: 'http' },
   })
   await ctl.start()
   const status = (name: string) => (store.get({ kind: 'Ingress', namespace: '', name })?.status as any)?.nodes?.n1
   await waitFor('ingress ready on n1', () => status('web')?.ready === true)
-  assert.deepEqual(status('web').addresses, [`198.51.100.7:${port}`])
+  assert.deepEqual(status('web').addresses, [`198.51.100.7:${port}`, `[2001:db8::7]:${port}`], "the node's own addresses, not link-local ones")
   assert.equal(status('web').backends, 2)
 
   const seen = new Set<string>()
   for (let i = 0; i < 40 && seen.size < 2; i++) seen.add(await request(port))
   assert.deepEqual([...seen].sort(), ['hello-from-a', 'hello-from-b'], 'both ready endpoints serve')
+  assert.match(await request(port, '::1'), /^hello-from-[ab]$/, 'IPv6 clients too (both families by default)')
 
   // web-a dies before the store says so: every connection still succeeds (retried on web-b).
   await new Promise((r) => servers[0]!.srv.close(r))
