@@ -83,8 +83,9 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
     assert.match(p.stderr, /nosuch/)
   })
 
-  await t.test('port-forward on a carries real HTTP to the pod on b', async () => {
-    const pf = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'port-forward', 'x', '0:8080'], {
+  /** `orc port-forward ARGS 0:REMOTE` through a: GET / twice through the printed local port. */
+  const fetchThrough = async (args: string[], shown: RegExp) => {
+    const pf = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'port-forward', ...args], {
       cwd: ROOT,
       reject: false,
       env: { ORC_SOCKET: a.socket, USER: 'tester' },
@@ -95,7 +96,7 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
     pf.stdout?.on('data', (d: Buffer) => (out += d.toString()))
     pf.stderr?.on('data', (d: Buffer) => (err += d.toString()))
     try {
-      const port = await waitFor('the local listener', async () => Number(/127\.0\.0\.1:(\d+)/.exec(out)?.[1]) || undefined, 20_000)
+      const port = await waitFor('the local listener', async () => Number(shown.exec(out)?.[1]) || undefined, 20_000)
       for (let i = 0; i < 2; i++) {
         const res = await fetch(`http://127.0.0.1:${port}/`, { headers: { connection: 'close' } })
         assert.equal(res.status, 200, err)
@@ -105,33 +106,17 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
       pf.kill('SIGINT')
       await pf
     }
+  }
+
+  await t.test('port-forward on a carries real HTTP to the pod on b', async () => {
+    await fetchThrough(['x', '0:8080'], /127\.0\.0\.1:(\d+) -> pod\/x:8080/)
   })
 
   await t.test('port-forward to a service on a: a ready pod of it, on b (KIND/NAME and KIND NAME forms)', async () => {
     const svc = { apiVersion: 'orc/v1', kind: 'Service', metadata: { name: 'xs' }, spec: { selector: { app: 'x' }, ports: [{ port: 80, targetPort: 8080 }] } }
     const ap = await orc(a.socket, ['apply', '-f', '-'], {}, JSON.stringify(svc))
     assert.equal(ap.exitCode, 0, ap.stderr)
-    for (const target of [['svc/xs'], ['service', 'xs']]) {
-      const pf = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'port-forward', ...target, '0:80'], {
-        cwd: ROOT,
-        reject: false,
-        env: { ORC_SOCKET: a.socket, USER: 'tester' },
-        buffer: false,
-      })
-      let out = ''
-      let err = ''
-      pf.stdout?.on('data', (d: Buffer) => (out += d.toString()))
-      pf.stderr?.on('data', (d: Buffer) => (err += d.toString()))
-      try {
-        const port = await waitFor('the local listener', async () => Number(/127\.0\.0\.1:(\d+) -> service\/xs:80/.exec(out)?.[1]) || undefined, 20_000)
-        const res = await fetch(`http://127.0.0.1:${port}/`, { headers: { connection: 'close' } })
-        assert.equal(res.status, 200, err)
-        assert.equal(await res.text(), 'hello-through-port-forward\n')
-      } finally {
-        pf.kill('SIGINT')
-        await pf
-      }
-    }
+    for (const target of [['svc/xs'], ['service', 'xs']]) await fetchThrough([...target, '0:80'], /127\.0\.0\.1:(\d+) -> service\/xs:80/)
     // A port the service does not have fails at once, naming its ports.
     const bad = await a.cli(['port-forward', 'service/xs', '0:81'])
     assert.equal(bad.exitCode, 1)
