@@ -38,6 +38,7 @@ import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
 import { imageBlobMetrics, LateBlobProvider, MeshBlobSource, StoreBlobProvider } from './images/peers.ts'
 import { pinImagesOnRollback } from './images/rollback.ts'
+import { IngressController } from './ingress/index.ts'
 import { JobController } from './jobs/index.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
@@ -545,6 +546,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     },
     later('deployments', () => new DeploymentController(leaderless('deployments'))),
     later('jobs', () => new JobController(leaderless('jobs'))),
+    // Ingresses naming tcp-proxy and this node (docs/services.md); idle while there are none.
+    later('ingress', () => new IngressController({ store, nodeName, clock, random, log: logger.child({ module: 'ingress' }) })),
     tombstonePruning(
       () => store,
       () => cluster,

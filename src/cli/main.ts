@@ -26,6 +26,7 @@ import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
 import { getAll, getEvents, watchObjects } from './commands/get.ts'
+import { withServiceAddressColumns } from './commands/ingress.ts'
 import { registerJobCommands } from './commands/jobs.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
@@ -302,7 +303,9 @@ Use "orc COMMAND --help" for more about a command.`),
         const members = await fetchMembers(c)
         if (members) items = withLiveness(def.kind, items, unreachableNodes(members, io.now()))
       }
-      printObjects(io, def, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
+      const shown =
+        def.kind === 'Service' && (opts.output === 'table' || opts.output === 'wide') && items.length > 0 ? await withServiceAddressColumns(c, def) : def
+      printObjects(io, shown, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
     })
 
   // ---- delete

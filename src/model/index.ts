@@ -30,6 +30,16 @@ export {
 } from './kinds/config.ts'
 export { type Federation, federationKind } from './kinds/federation.ts'
 export {
+  type Ingress,
+  type IngressBackend,
+  type IngressNodeStatus,
+  type IngressSpec,
+  type IngressStatus,
+  ingressKind,
+  ingressPorts,
+  ingressPortsText,
+} from './kinds/ingress.ts'
+export {
   CRONJOB_LABEL,
   type CronJob,
   type CronJobSpec,

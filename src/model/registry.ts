@@ -3,6 +3,7 @@ import type { KindDef } from './kind.ts'
 import { type Cluster, clusterKind } from './kinds/cluster.ts'
 import { type Config, configKind, type Secret, secretKind } from './kinds/config.ts'
 import { type Federation, federationKind } from './kinds/federation.ts'
+import { type Ingress, ingressKind } from './kinds/ingress.ts'
 import { type CronJob, cronJobKind, type Job, jobKind } from './kinds/job.ts'
 import { type Node, nodeKind } from './kinds/node.ts'
 import { type PinnedDeployment, pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
@@ -30,6 +31,7 @@ export const KINDS: readonly KindDef[] = [
   jobKind,
   cronJobKind,
   serviceKind,
+  ingressKind,
 ] as readonly KindDef[]
 
 /** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
@@ -48,6 +50,7 @@ export interface KindTypes {
   Job: Job
   CronJob: CronJob
   Service: Service
+  Ingress: Ingress
 }
 export type KindName = keyof KindTypes
 /**
