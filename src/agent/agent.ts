@@ -439,7 +439,15 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       'dns',
       () =>
         (dns = new ClusterDns(
-          { store, clock, random, logger, clusterId: () => clusterRef.id, dnsAddress: () => network.dnsAddress },
+          {
+            store,
+            clock,
+            random,
+            logger,
+            clusterId: () => clusterRef.id,
+            dnsAddress: () => network.dnsAddress,
+            servicesBalanced: () => network.servicesBalanced,
+          },
           opts.dns ?? { enabled: false },
         )),
     ),

@@ -95,6 +95,14 @@ test('testbed: a service address and a tcp-proxy ingress reach an ha pod, and fo
   }
   const fromNode = async (n: string) => token((await tb.exec(n, 'sh', ['-c', `${GET} | busybox nc -w 3 ${vip} 80`])).stdout)
   const tok1 = await waitFor('the VIP answers the client pod', fromPod, 60_000)
+  // The service's name answers its virtual address (busybox nslookup asks the resolver of the pod's
+  // /etc/resolv.conf: the node's cluster DNS address).
+  const byName = await execa(
+    process.execPath,
+    [ORC_BIN, '--socket', tb.host(near).socket, 'exec', 'client', '--', 'sh', '-c', 'nslookup -type=AAAA web.default.svc.cluster.local'],
+    { reject: false, timeout: 30_000 },
+  )
+  assert.match(String(byName.stdout), new RegExp(`Address: *${vip}\\s*$`, 'm'), `${byName.stdout}${byName.stderr}`)
   assert.equal(await fromNode(near), tok1, 'the node itself reaches the VIP (output hook)')
   assert.equal(await fromNode(far), tok1)
 

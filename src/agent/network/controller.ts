@@ -194,6 +194,14 @@ export class NodeNetwork implements PodNetworkHooks {
     return formatIPv6(clusterDnsAddress(this.cluster))
   }
 
+  /**
+   * Whether this node load-balances the services' virtual addresses (pod network up, the nftables
+   * table applied): only then does its DNS answer a ClusterIP service with its virtual address.
+   */
+  get servicesBalanced(): boolean {
+    return this.dnsAddress !== undefined && this.svcnat !== undefined && this.svcApplied !== undefined && this.svcError === undefined
+  }
+
   /** Whether the node's readiness waits for this network (false when off or unavailable). */
   get gatesReadiness(): boolean {
     return this.state === 'Starting' || this.state === 'Degraded'
