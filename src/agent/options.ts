@@ -43,7 +43,7 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
  * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests), `ORC_PRUNE_INTERVAL_MS` and
  * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`).
  */
-export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser'> {
+export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'volumes'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   const stores = (env.ORC_IMAGE_STORES ?? '').split(':').filter((s) => s.startsWith('/'))
   const user = env.ORC_SOCKET_USER
@@ -55,6 +55,18 @@ export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 
     ...(prune !== undefined ? { pruneIntervalMs: prune } : {}),
     ...(stores.length > 0 ? { imageStores: stores } : {}),
     ...(user !== undefined && user !== '' ? { socketUser: user } : {}),
+    volumes: volumeOptionsFromEnv(env),
+  }
+}
+
+function volumeOptionsFromEnv(env: NodeJS.ProcessEnv): NonNullable<AgentOptions['volumes']> {
+  const grace = Number(env.ORC_VOLUME_GRACE_SECONDS)
+  const timeout = Number(env.ORC_VOLUME_DRIVER_TIMEOUT_SECONDS)
+  return {
+    ...(env.ORC_VOLUME_DRIVERS?.startsWith('/') ? { driverDir: env.ORC_VOLUME_DRIVERS } : {}),
+    ...(Number.isFinite(grace) && grace > 0 ? { graceMs: grace * 1000 } : {}),
+    ...(Number.isFinite(timeout) && timeout > 0 ? { driverTimeoutMs: timeout * 1000 } : {}),
+    ...(env.ORC_VOLUME_NO_LOOP === '1' ? { noLoop: true } : {}),
   }
 }
 
@@ -113,6 +125,12 @@ export interface AgentOptions {
    * the operator's choice at start (`ORC_IMAGE_STORES`, colon-separated), never a pod's.
    */
   imageStores?: readonly string[]
+  /**
+   * Volumes (docs/storage.md): where driver executables are (`ORC_VOLUME_DRIVERS`, default
+   * `<dataDir>/volume-drivers`), how long a deleted Volume's data is kept (`ORC_VOLUME_GRACE_SECONDS`,
+   * default 24 h), directory backing only (`ORC_VOLUME_NO_LOOP=1`), a driver call's timeout.
+   */
+  volumes?: { driverDir?: string; graceMs?: number; noLoop?: boolean; driverTimeoutMs?: number }
 }
 
 export const DEFAULT_CLUSTER_NAME = 'default'

@@ -34,6 +34,7 @@ import { registerScaleCommand } from './commands/scale.ts'
 import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { registerSecretCommands } from './commands/secrets.ts'
 import { registerStreamCommands } from './commands/streams.ts'
+import { registerVolumeCommands } from './commands/volumes.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
@@ -465,6 +466,15 @@ Use "orc COMMAND --help" for more about a command.`),
   registerStreamCommands(program, io, client)
   registerOpsCommands(program, io, client)
   registerRolloutCommands(program, io, client)
+  registerVolumeCommands(
+    program,
+    {
+      ...io,
+      isTTY: Boolean(process.stdout.isTTY),
+      outBytes: (data) => new Promise<void>((resolve, reject) => process.stdout.write(data, (err) => (err ? reject(err) : resolve()))),
+    },
+    client,
+  )
   registerDownCommand(program, io)
   registerFederationCommands(program, io, client)
   registerSecretKeyCommands(program, io, client)

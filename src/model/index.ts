@@ -52,6 +52,7 @@ export {
   type ContainerStatusEntry,
   dataRefsOf,
   ENV_NAME,
+  hostPathVolumesOf,
   type LabelSelector,
   type Pod,
   type PodAffinityTerm,
@@ -64,6 +65,7 @@ export {
   type Toleration,
   VOLUME_SOURCES,
   type VolumeMount,
+  volumeRefsOf,
 } from './kinds/pod.ts'
 export {
   EXEC_PROBES_SUPPORTED,
@@ -79,6 +81,18 @@ export {
 } from './kinds/probe.ts'
 export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
 export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
+export {
+  MIN_VOLUME_BYTES,
+  VOLUME_DRIVER_NAME,
+  type Volume,
+  type VolumeBacking,
+  type VolumePhase,
+  type VolumeSnapshotEntry,
+  type VolumeSpec,
+  type VolumeStatus,
+  volumeBytes,
+  volumeKind,
+} from './kinds/volume.ts'
 export * from './object.ts'
 export * from './ownership.ts'
 export { parseQuantity, type Quantity } from './quantity.ts'

@@ -9,6 +9,7 @@ import { type PinnedDeployment, pinnedDeploymentKind } from './kinds/pinned-depl
 import { type Pod, podKind } from './kinds/pod.ts'
 import { type Role, type RoleBinding, roleBindingKind, roleKind, type User, userKind } from './kinds/rbac.ts'
 import { type SecurityPolicy, securityPolicyKind } from './kinds/security-policy.ts'
+import { type Volume, volumeKind } from './kinds/volume.ts'
 import type { OrcObject } from './object.ts'
 import { OwnershipTable } from './ownership.ts'
 import { closestWords, didYouMeanOf } from './suggest.ts'
@@ -28,6 +29,7 @@ export const KINDS: readonly KindDef[] = [
   secretKind,
   jobKind,
   cronJobKind,
+  volumeKind,
 ] as readonly KindDef[]
 
 /** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
@@ -45,6 +47,7 @@ export interface KindTypes {
   Secret: Secret
   Job: Job
   CronJob: CronJob
+  Volume: Volume
 }
 export type KindName = keyof KindTypes
 /**
