@@ -44,7 +44,10 @@ export class ExecDrivers {
   async call(driver: string, req: DriverRequest): Promise<Record<string, unknown>> {
     const path = this.pathOf(driver)
     if (!existsSync(path)) throw new OrcError('unavailable', `volume driver ${driver} is not installed on node ${req.node} (no ${path})`)
-    const r = await this.c.run(path, [req.op], { input: JSON.stringify(req), timeoutMs: this.c.timeoutMs })
+    // timeout(1) runs the driver in its own process group and kills all of it: a hung driver's
+    // children would otherwise keep its pipes open past any timeout of ours.
+    const secs = Math.max(1, Math.ceil(this.c.timeoutMs / 1000))
+    const r = await this.c.run('timeout', ['-k', '2', String(secs), path, req.op], { input: JSON.stringify(req), timeoutMs: (secs + 5) * 1000 })
     let answer: Record<string, unknown> = {}
     try {
       const parsed = r.stdout.trim() === '' ? {} : JSON.parse(r.stdout)
@@ -53,9 +56,9 @@ export class ExecDrivers {
       if (r.exitCode === 0) throw new OrcError('unavailable', `volume driver ${driver} ${req.op}: its answer is not JSON`)
     }
     if (r.exitCode !== 0) {
-      const timedOut = /timed out/i.test(r.stderr)
+      const timedOut = r.exitCode === 124 || r.exitCode === 137 || /timed out/i.test(r.stderr)
       const why = timedOut
-        ? `no answer in ${Math.round(this.c.timeoutMs / 1000)} s (killed)`
+        ? `no answer in ${secs} s (killed)`
         : typeof answer.message === 'string'
           ? answer.message
           : r.stderr.trim().split('\n').pop() || `exit ${r.exitCode}`

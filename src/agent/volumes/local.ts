@@ -14,7 +14,7 @@
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { CommandRunner } from '../../effects/index.ts'
-import { OrcError, type VolumeBacking } from '../../model/index.ts'
+import { OrcError, type VolumeBacking, type VolumeSnapshotEntry } from '../../model/index.ts'
 
 export interface LocalVolumeInfo {
   uid: string
@@ -179,7 +179,25 @@ export class LocalVolumes {
     const info = { ...(JSON.parse(readFileSync(join(from, 'volume.json'), 'utf8')) as LocalVolumeInfo), uid: toUid }
     writeFileSync(join(from, 'volume.json'), `${JSON.stringify(info)}\n`, { mode: 0o600 })
     renameSync(from, to)
+    // Its snapshots follow it.
+    if (existsSync(this.snapshotDirOf(fromUid))) renameSync(this.snapshotDirOf(fromUid), this.snapshotDirOf(toUid))
     return info
+  }
+
+  /** The snapshots kept for a volume (each `NAME.tar` has its entry beside it, `NAME.json`). */
+  snapshots(uid: string): VolumeSnapshotEntry[] {
+    const dir = this.snapshotDirOf(uid)
+    if (!existsSync(dir)) return []
+    return readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .flatMap((f) => {
+        try {
+          return [JSON.parse(readFileSync(join(dir, f), 'utf8')) as VolumeSnapshotEntry]
+        } catch {
+          return []
+        }
+      })
+      .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
   }
 
   /** The deleted volumes and when they were deleted (ms). */

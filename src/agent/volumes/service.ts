@@ -8,7 +8,7 @@
  * It also keeps the Volumes whose data lives here: a deleted Volume's data is moved aside for the
  * grace period (`orc volume restore` takes it back) and removed after; scheduled snapshots.
  */
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type CommandRunner, every } from '../../effects/index.ts'
@@ -296,7 +296,14 @@ export class VolumeService {
         const info = this.local.restore(from, v.metadata.uid)
         await this.writeStatus(
           v,
-          { node: this.c.nodeName, phase: 'Available', backing: info.backing, capacityBytes: info.sizeBytes, reason: undefined },
+          {
+            node: this.c.nodeName,
+            phase: 'Available',
+            backing: info.backing,
+            capacityBytes: info.sizeBytes,
+            reason: undefined,
+            ...(this.local.snapshots(v.metadata.uid).length > 0 ? { snapshots: this.local.snapshots(v.metadata.uid) } : {}),
+          },
           `data of deleted volume ${from} restored on node ${this.c.nodeName}`,
         )
       } catch (err) {
@@ -375,7 +382,8 @@ export class VolumeService {
     const keep = vol.spec?.snapshotsToKeep ?? DEFAULT_SNAPSHOTS_TO_KEEP
     const all = [...(st.snapshots ?? []), entry]
     const dropped = scheduledAt !== undefined ? all.filter((s) => s.name.startsWith('auto-')).slice(0, -keep) : []
-    for (const d of dropped) rmSync(join(dir, `${d.name}.tar`), { force: true })
+    writeFileSync(join(dir, `${sn}.json`), `${JSON.stringify(entry)}\n`, { mode: 0o600 })
+    for (const d of dropped) for (const ext of ['tar', 'json']) rmSync(join(dir, `${d.name}.${ext}`), { force: true })
     await this.writeStatus(
       vol,
       {

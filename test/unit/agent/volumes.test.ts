@@ -1,0 +1,181 @@
+// The node side of volumes: local volume planning through a fake command runner, the exec driver
+// contract against a real shell script, subPath resolution against real symlinks, and the API's
+// delete and change checks.
+import assert from 'node:assert/strict'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { subPathOf } from '../../../src/agent/pods/worker.ts'
+import { admitVolumeChange, admitVolumeDelete, ExecDrivers, LocalVolumes } from '../../../src/agent/volumes/index.ts'
+import { type CommandRunner, createExecaRunner } from '../../../src/effects/index.ts'
+import type { Pod, Volume } from '../../../src/model/index.ts'
+
+function fakeRunner(fail: Record<string, string> = {}): { run: CommandRunner; calls: string[] } {
+  const calls: string[] = []
+  const run: CommandRunner = async (cmd, args) => {
+    calls.push([cmd, ...args].join(' '))
+    if (fail[cmd] !== undefined) return { stdout: '', stderr: fail[cmd]!, exitCode: 1 }
+    // fallocate makes the file the volume is made of.
+    if (cmd === 'fallocate') writeFileSync(args[args.length - 1]!, '')
+    return { stdout: '', stderr: '', exitCode: 0 }
+  }
+  return { run, calls }
+}
+
+const tmp = () => mkdtempSync(join(tmpdir(), 'orc-vol-'))
+const me = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
+const spec = { uid: 'u1', namespace: 'default', name: 'data', sizeBytes: 64 * 1024 * 1024 }
+
+test('a loop volume: space reserved, ext4 made, mounted once; a restart mounts it again', {
+  skip: process.getuid?.() !== 0 || !existsSync('/dev/loop-control') ? 'needs root and loop devices' : undefined,
+}, async () => {
+  const dir = tmp()
+  const { run, calls } = fakeRunner()
+  let mounted = ''
+  const lv = new LocalVolumes({ base: join(dir, 'volumes'), run, isRoot: true, mountinfo: () => mounted })
+  const info = await lv.ensure(spec, me)
+  assert.equal(info.backing, 'loop')
+  assert.deepEqual(
+    calls.map((c) => c.split(' ')[0]),
+    ['fallocate', 'mkfs.ext4', 'mount'],
+  )
+  assert.match(calls[0]!, /^fallocate -l 67108864 /)
+  assert.match(calls[2]!, /^mount -o loop,nodev,nosuid .*\/u1\/disk\.img .*\/u1\/mnt$/)
+  // Mounted: nothing more to do. After a reboot (not mounted): only mount.
+  mounted = `1 2 0:1 / ${lv.dataOf('u1')} rw - ext4 /dev/loop0 rw\n`
+  await lv.ensure(spec, me)
+  assert.equal(calls.length, 3)
+  mounted = ''
+  await lv.ensure(spec, me)
+  assert.deepEqual(
+    calls.slice(3).map((c) => c.split(' ')[0]),
+    ['mount'],
+  )
+  rmSync(dir, { recursive: true, force: true })
+})
+
+test('a volume larger than the free space is refused before anything is made', {
+  skip: process.getuid?.() !== 0 || !existsSync('/dev/loop-control') ? 'needs root and loop devices' : undefined,
+}, async () => {
+  const dir = tmp()
+  const { run, calls } = fakeRunner()
+  const lv = new LocalVolumes({ base: join(dir, 'volumes'), run, isRoot: true, mountinfo: () => '' })
+  await assert.rejects(lv.ensure({ ...spec, sizeBytes: 2 ** 60 }, me), /volume data needs [0-9.]+ TiB but the node has .* free under/)
+  assert.deepEqual(calls, [])
+  assert.equal(lv.info('u1'), undefined)
+  rmSync(dir, { recursive: true, force: true })
+})
+
+test('mkfs failing leaves no half-made volume, and the error names the step', async (t) => {
+  if (process.getuid?.() !== 0 || !existsSync('/dev/loop-control')) return t.skip('needs root and loop devices')
+  const dir = tmp()
+  const { run } = fakeRunner({ 'mkfs.ext4': 'mkfs.ext4: Device size reported to be zero' })
+  const lv = new LocalVolumes({ base: join(dir, 'volumes'), run, isRoot: true, mountinfo: () => '' })
+  await assert.rejects(lv.ensure(spec, me), /make the filesystem of volume data: mkfs\.ext4 exited 1: mkfs\.ext4: Device size reported to be zero/)
+  assert.equal(lv.info('u1'), undefined)
+  assert.deepEqual(
+    readdirNames(join(dir, 'volumes')).filter((n) => !n.startsWith('.deleted')),
+    [],
+  )
+  rmSync(dir, { recursive: true, force: true })
+})
+
+function readdirNames(d: string): string[] {
+  return existsSync(d) ? readdirSync(d) : []
+}
+
+test('without loop devices a volume is a directory, and says why; deleted data is kept for the grace period, then purged', async () => {
+  const dir = tmp()
+  const { run, calls } = fakeRunner()
+  const lv = new LocalVolumes({ base: join(dir, 'volumes'), run, isRoot: process.getuid?.() === 0, noLoop: true, mountinfo: () => '' })
+  const info = await lv.ensure(spec, me)
+  assert.equal(info.backing, 'directory')
+  assert.match(info.backingReason ?? '', /loop backing turned off/)
+  assert.deepEqual(calls, [])
+  writeFileSync(join(lv.dataOf('u1'), 'keep.txt'), 'precious')
+  assert.equal(await lv.trash('u1', 1_000), true)
+  assert.equal(lv.info('u1'), undefined)
+  assert.deepEqual(
+    lv.deleted().map((d) => [d.uid, d.at, d.info?.name]),
+    [['u1', 1_000, 'data']],
+  )
+  // Within the grace period: nothing purged; restored under the new uid with its file.
+  assert.deepEqual(lv.purge(5_000, 10_000), [])
+  lv.restore('u1', 'u2')
+  assert.equal(readFileSync(join(lv.dataOf('u2'), 'keep.txt'), 'utf8'), 'precious')
+  assert.equal(lv.info('u2')?.uid, 'u2')
+  assert.throws(() => lv.restore('u1', 'u3'), /no deleted volume u1 on this node/)
+  // Deleted again and past the grace period: gone.
+  await lv.trash('u2', 20_000)
+  assert.deepEqual(lv.purge(25_000, 10_000), [])
+  assert.deepEqual(lv.purge(30_001, 10_000), ['u2'])
+  assert.deepEqual(lv.deleted(), [])
+  rmSync(dir, { recursive: true, force: true })
+})
+
+test('the exec driver contract: JSON in, JSON out; a failure and a hang are named, with the driver and the step', async () => {
+  const dir = tmp()
+  const log = join(dir, 'calls.log')
+  const driver = (name: string, body: string) => {
+    writeFileSync(join(dir, name), `#!/bin/sh\n${body}\n`)
+    chmodSync(join(dir, name), 0o755)
+  }
+  driver('fake', `read -r req; echo "$1 $req" >> ${log}; echo '{}'`)
+  driver('broken', `cat >/dev/null; echo '{"message":"export /srv/nfs is not reachable"}'; exit 3`)
+  driver('stuck', 'sleep 30')
+  const d = new ExecDrivers({ dir, run: createExecaRunner(), timeoutMs: 500 })
+  const req = { volume: { namespace: 'default', name: 'data', uid: 'u1', sizeBytes: 1024, options: { server: 'nfs.lab' } }, node: 'a' }
+  assert.deepEqual(await d.call('fake', { ...req, op: 'attach' }), {})
+  await d.call('fake', { ...req, op: 'mount', target: '/mnt/x' })
+  const lines = readFileSync(log, 'utf8').trim().split('\n')
+  assert.equal(lines.length, 2)
+  assert.ok(lines[0]!.startsWith('attach '))
+  assert.deepEqual(JSON.parse(lines[1]!.slice('mount '.length)), { ...req, op: 'mount', target: '/mnt/x' })
+  await assert.rejects(d.call('broken', { ...req, op: 'attach' }), /volume driver broken attach of volume data: export \/srv\/nfs is not reachable/)
+  const t0 = Date.now()
+  await assert.rejects(d.call('stuck', { ...req, op: 'mount', target: '/x' }), /volume driver stuck mount of volume data: no answer in 1 s \(killed\)/)
+  assert.ok(Date.now() - t0 < 10_000)
+  await assert.rejects(d.call('absent', { ...req, op: 'attach' }), /volume driver absent is not installed on node a/)
+  assert.throws(() => d.pathOf('../../bin/sh'), /is not a driver name/)
+  rmSync(dir, { recursive: true, force: true })
+})
+
+test('subPath: made when missing, never outside the volume through a symlink the pod left', () => {
+  const dir = tmp()
+  const root = join(dir, 'vol')
+  mkdirSync(root)
+  mkdirSync(join(dir, 'outside'))
+  assert.equal(subPathOf(root, 'logs/app', me), join(root, 'logs/app'))
+  assert.ok(existsSync(join(root, 'logs/app')))
+  symlinkSync(join(dir, 'outside'), join(root, 'evil'))
+  assert.throws(() => subPathOf(root, 'evil', me), /subPath evil leaves its volume \(through a symlink\)/)
+  assert.throws(() => subPathOf(root, 'evil/deeper', me), /leaves its volume/)
+  assert.equal(existsSync(join(dir, 'outside', 'deeper')), false, 'nothing was made outside')
+  symlinkSync('logs', join(root, 'inside'))
+  assert.equal(subPathOf(root, 'inside/app', me), join(root, 'logs/app'))
+  assert.throws(() => subPathOf(root, '../x', me), /a relative path with no empty, \. or \.\. component/)
+  writeFileSync(join(root, 'file'), '')
+  assert.throws(() => subPathOf(root, 'file', me), /is not a directory/)
+  rmSync(dir, { recursive: true, force: true })
+})
+
+test('a Volume in use is not deleted (the users are named); a placed one keeps its size and node', () => {
+  const p = (name: string, vol: string, phase?: string, restartPolicy?: string) =>
+    ({
+      kind: 'Pod',
+      metadata: { name, namespace: 'default' },
+      spec: { containers: [], volumes: [{ name: 'd', volume: { name: vol } }], ...(restartPolicy ? { restartPolicy } : {}) },
+      ...(phase ? { status: { phase } } : {}),
+    }) as unknown as Pod
+  const pods = [p('db', 'data'), p('other', 'logs'), p('job', 'data', 'Succeeded', 'Never')]
+  assert.throws(() => admitVolumeDelete(pods, 'default', 'data'), /volume\/data is used by pod\/db: delete or change it first \(nothing was deleted\)/)
+  admitVolumeDelete(pods, 'default', 'unused')
+  admitVolumeDelete(pods, 'prod', 'data')
+  const placed = { kind: 'Volume', metadata: { name: 'data', namespace: 'default' }, spec: { size: '1Gi' }, status: { node: 'a' } } as unknown as Volume
+  const next = (spec: Record<string, unknown>) => ({ kind: 'Volume', metadata: { name: 'data', namespace: 'default' }, spec }) as unknown as Volume
+  admitVolumeChange(next({ size: '1Gi', snapshotSchedule: '0 3 * * *' }), placed)
+  assert.throws(() => admitVolumeChange(next({ size: '2Gi' }), placed), /size 1Gi cannot change once placed \(resize is not built\)/)
+  assert.throws(() => admitVolumeChange(next({ size: '1Gi', node: 'b' }), placed), /lives on node a; spec\.node b cannot move it/)
+  admitVolumeChange(next({ size: '2Gi' }), { ...placed, status: {} } as Volume)
+})
