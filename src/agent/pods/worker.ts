@@ -196,6 +196,8 @@ export class PodWorker {
   private storageDirs: Map<string, string> | undefined
   /** The last run could not resolve a Config or Secret: the pod waits Pending (retrying) for it. */
   private waitingForData = false
+  /** The last mount-volumes failed (a volume in use, on another node, a driver failing): Pending, retrying, nothing deleted. */
+  private waitingForVolumes = false
   /** Why the last pull-image attempt failed: the pod waits Pending (retrying) with this reason, rather than Failed. */
   private imageError: string | undefined
   /** Container name → the digest its registry image resolved to for the spec revision being run (status.images). */
@@ -689,6 +691,7 @@ export class PodWorker {
           .catch((err) => this.log.warn({ ...this.fields(), err: String(err) }, 'unmount emptyDir'))
     }
     this.storageDirs = undefined
+    this.waitingForVolumes = false
     this.data = undefined
     this.refRevisions = undefined
     this.volumeDirs = new Map()
@@ -804,8 +807,16 @@ export class PodWorker {
         timeoutMs: t.mountVolumesTimeoutMs,
         retry: t.mountVolumesRetry,
         run: async () => {
-          const dirs = await this.prepareStorage()
-          if (gen === this.gen) this.storageDirs = dirs
+          try {
+            const dirs = await this.prepareStorage()
+            if (gen === this.gen) [this.storageDirs, this.waitingForVolumes] = [dirs, false]
+          } catch (err) {
+            if (gen === this.gen) {
+              this.waitingForVolumes = true
+              this.writeStatus(`mount-volumes: ${(err as Error).message}`.slice(0, 300))
+            }
+            throw err
+          }
         },
       })
     g.addUnit({
@@ -1299,9 +1310,10 @@ export class PodWorker {
     if (this.stopping) return 'Stopping'
     if (this.fenced !== undefined) return 'Fenced'
     if (this.runState === 'none') return 'Pending'
-    if (this.runState === 'running') return this.imageError !== undefined ? 'Pending' : 'Starting'
+    if (this.runState === 'running') return this.imageError !== undefined || this.waitingForVolumes ? 'Pending' : 'Starting'
     // Refused by the two-party rule, or waiting for a Config or Secret: it never started.
-    if (this.runState === 'failed') return this.refusedByPolicy || this.waitingForData || this.imageError !== undefined ? 'Pending' : 'Failed'
+    if (this.runState === 'failed')
+      return this.refusedByPolicy || this.waitingForData || this.waitingForVolumes || this.imageError !== undefined ? 'Pending' : 'Failed'
     const cs = [...this.containers.values()]
     if (cs.length > 0 && cs.every((c) => c.state === 'exited')) return cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed'
     return 'Running'

@@ -97,7 +97,7 @@ export class LocalVolumes {
    * mounted by loop, or a directory where that is not possible (the reason is returned) — and
    * mounted again after a reboot. Its root is owned by `owner` (the pod's host uid), mode 0770.
    */
-  async ensure(v: { uid: string; namespace: string; name: string; sizeBytes: number }, owner: { uid: number; gid: number }): Promise<LocalVolumeInfo> {
+  async ensure(v: { uid: string; namespace: string; name: string; sizeBytes: number }, owner?: { uid: number; gid: number }): Promise<LocalVolumeInfo> {
     const dir = this.dirOf(v.uid)
     const mnt = this.dataOf(v.uid)
     let info = this.info(v.uid)
@@ -105,6 +105,7 @@ export class LocalVolumes {
     if (info.backing === 'loop' && !this.isMounted(mnt)) {
       await must(this.c.run, 'mount', ['-o', 'loop,nodev,nosuid', join(dir, 'disk.img'), mnt], `mount volume ${v.name}`)
     }
+    if (owner === undefined) return info
     if (this.c.isRoot) chownSync(mnt, owner.uid, owner.gid)
     chmodSync(mnt, 0o770)
     return info

@@ -8,7 +8,7 @@
  * It also keeps the Volumes whose data lives here: a deleted Volume's data is moved aside for the
  * grace period (`orc volume restore` takes it back) and removed after; scheduled snapshots.
  */
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type CommandRunner, every } from '../../effects/index.ts'
@@ -294,6 +294,8 @@ export class VolumeService {
       const st = (v.status ?? {}) as VolumeStatus
       try {
         const info = this.local.restore(from, v.metadata.uid)
+        // Mounted again at once (a loop volume): its files are where they were before the delete.
+        await this.local.ensure({ uid: v.metadata.uid, namespace: info.namespace, name: info.name, sizeBytes: info.sizeBytes })
         await this.writeStatus(
           v,
           {
@@ -404,7 +406,7 @@ export class VolumeService {
     const file = join(this.local.snapshotDirOf(vol.metadata.uid), `${snapName}.tar`)
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(snapName) || !existsSync(file))
       throw new OrcError('not_found', `volume/${name} has no snapshot ${snapName} (orc describe volume/${name} lists them)`)
-    await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) }, ownerOfDir(this.local.dataOf(vol.metadata.uid)))
+    await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) })
     await this.local.untarFrom(vol.metadata.uid, file)
     await this.writeStatus(vol, { reason: undefined }, `snapshot ${snapName} restored`)
   }
@@ -437,15 +439,6 @@ function readdir(dir: string): string[] {
     return readdirSync(dir)
   } catch {
     return []
-  }
-}
-
-function ownerOfDir(dir: string): Owner {
-  try {
-    const s = statSync(dir)
-    return { uid: s.uid, gid: s.gid }
-  } catch {
-    return { uid: 0, gid: 0 }
   }
 }
 
