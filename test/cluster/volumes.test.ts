@@ -150,6 +150,33 @@ test('a Volume keeps a pod’s data through update, agent kill -9 and re-creatio
   assert.match(del.stderr, /volume\/data is used by pod\/second, pod\/writer: delete or change them first \(nothing was deleted\)/)
   assert.ok(await json(a, 'volume/data'))
 
+  // A reader (its only mount read-only) runs beside the writer, on b, and cannot write.
+  const readerScript = `wc -l < /data/log; touch /data/x || echo cannot-write; sleep 100000 # volumes reader ${process.pid}`
+  await apply(
+    JSON.stringify({
+      apiVersion: 'orc/v1',
+      kind: 'Pod',
+      metadata: { name: 'reader' },
+      spec: {
+        terminationGracePeriodSeconds: 1,
+        volumes: [{ name: 'd', volume: { name: 'data' } }],
+        containers: [
+          { name: 'main', image: 'busybox', command: ['/bin/sh', '-c', readerScript], volumeMounts: [{ name: 'd', mountPath: '/data', readOnly: true }] },
+        ],
+      },
+    }),
+  )
+  const reader = await running('reader')
+  assert.equal(reader.status.node, 'b')
+  const readerLog = await waitFor('the reader read the file', async () => {
+    const r = await a.cli(['logs', 'pod/reader'])
+    return r.stdout.includes('cannot-write') ? r.stdout : undefined
+  })
+  assert.match(readerLog, /^3\n/)
+  assert.match(readerLog, /Read-only file system/)
+  await a.cli(['delete', 'pod/reader'])
+  for (const pid of pidsRunning(['/bin/sh', '-c', readerScript])) process.kill(pid, 'SIGKILL')
+
   // Snapshot and export through a: b takes them (frozen ext4) and a relays them.
   const snap = await a.cli(['volume', 'snapshot', 'data', '--name', 's1'])
   assert.equal(snap.exitCode, 0, snap.stderr)

@@ -26,6 +26,7 @@ import {
   volumeBytes,
 } from '../../model/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
+import { podVolumeUses } from '../sched/index.ts'
 import { ExecDrivers } from './driver.ts'
 import { formatBytes, LocalVolumes } from './local.ts'
 
@@ -101,7 +102,10 @@ export class VolumeService {
       else if (v.hostPath !== undefined) {
         if (!hostPathGranted) throw new OrcError('forbidden', `volume ${v.name}: hostPath ${v.hostPath.path} needs a SecurityPolicy grant of hostPath`)
         out.set(v.name, hostDir(v.hostPath.path, v.hostPath.type === 'DirectoryOrCreate'))
-      } else if (v.volume !== undefined) out.set(v.name, await this.attach(pod, v.volume.name, owner))
+      } else if (v.volume !== undefined) {
+        const writer = podVolumeUses(pod.spec).find((u) => u.name === v.volume!.name)?.writer ?? true
+        out.set(v.name, await this.attach(pod, v.volume.name, owner, writer))
+      }
     }
     return out
   }
@@ -144,7 +148,7 @@ export class VolumeService {
   }
 
   /** Attach Volume `name` to the pod on this node; returns the directory to bind. */
-  async attach(pod: Stored<Pod>, name: string, owner: Owner): Promise<string> {
+  async attach(pod: Stored<Pod>, name: string, owner: Owner, writer = true): Promise<string> {
     const ns = pod.metadata.namespace ?? 'default'
     const ref = { kind: 'Volume' as const, namespace: ns, name }
     const vol = this.c.store.get(ref)
@@ -155,6 +159,15 @@ export class VolumeService {
     if (home !== undefined && home !== me) throw new OrcError('conflict', `volume ${name} lives on node ${home}, not on this node (${me})`)
     const vk = `${ns}/${name}`
     const pk = podKeyOf(pod)
+    if (!writer) {
+      // A reader (every mount read-only): beside the writer, on the data that is here already.
+      if (vol.spec?.driver === undefined && this.local.info(vol.metadata.uid) !== undefined) {
+        await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) })
+        return this.local.dataOf(vol.metadata.uid)
+      }
+      if (vol.spec?.driver !== undefined && this.driverMounts.has(vk)) return this.driverMounts.get(vk)!
+      throw new OrcError('unavailable', `volume ${name} has no data on this node yet (a reader waits for its first writer)`)
+    }
     const holder = this.held.get(vk) ?? st.attachedTo
     if (holder !== undefined && holder !== pk && this.holds(holder)) {
       throw new OrcError('conflict', `volume ${name} is in use by pod ${holder.split('/')[1]} (one writer at a time)`)
