@@ -46,6 +46,23 @@ function unmountUnder(dir: string): void {
   }
 }
 
+/**
+ * A workspace whose cleanup kills the agents first (they would restart the containers), then this
+ * run's containers, then unmounts what the agents mounted under it, then removes it.
+ */
+function volumeWorkspace(t: { after(fn: () => Promise<void>): void }, containers: string[]): { ws: Workspace; nodes: NodeProcess[] } {
+  const ws = new Workspace()
+  chmodSync(ws.root, 0o711)
+  const nodes: NodeProcess[] = []
+  t.after(async () => {
+    for (const n of nodes) await n.kill('SIGKILL')
+    killContainers(containers)
+    unmountUnder(ws.root)
+    await ws.close().catch(() => {})
+  })
+  return { ws, nodes }
+}
+
 function podYaml(name: string, rev: string, extra: Record<string, unknown> = {}): string {
   return JSON.stringify({
     apiVersion: 'orc/v1',
@@ -72,16 +89,7 @@ test('a Volume keeps a pod’s data through update, agent kill -9 and re-creatio
   skip,
   timeout: 300_000,
 }, async (t) => {
-  const ws = new Workspace()
-  chmodSync(ws.root, 0o711)
-  const nodes: NodeProcess[] = []
-  t.after(async () => {
-    // Agents first (they would restart the containers), then the containers, then the mounts.
-    for (const n of nodes) await n.kill('SIGKILL')
-    killContainers(['writer', 'second', 'after'])
-    unmountUnder(ws.root)
-    await ws.close().catch(() => {})
-  })
+  const { ws, nodes } = volumeWorkspace(t, ['writer', 'second', 'after'])
   const [a, b] = [await newNode(ws, 'a'), await newNode(ws, 'b')]
   nodes.push(a, b)
   for (const n of [a, b]) n.env = { ORC_POD_TUNABLES: TUNABLES, ORC_VOLUME_GRACE_SECONDS: '3600' }
@@ -243,15 +251,7 @@ test('a driver volume: the driver mounts it; a hanging driver holds the pod Pend
   skip,
   timeout: 180_000,
 }, async (t) => {
-  const ws = new Workspace()
-  chmodSync(ws.root, 0o711)
-  const nodes: NodeProcess[] = []
-  t.after(async () => {
-    for (const n of nodes) await n.kill('SIGKILL')
-    killContainers(['drv'])
-    unmountUnder(ws.root)
-    await ws.close().catch(() => {})
-  })
+  const { ws, nodes } = volumeWorkspace(t, ['drv'])
   // The fake driver: the "remote storage" is a directory of the workspace, bind-mounted on the target.
   const drivers = join(ws.root, 'drivers')
   const store = join(ws.root, 'remote')

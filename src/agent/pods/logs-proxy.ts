@@ -13,6 +13,7 @@ import type { ApiRequest, ApiResponse, Query } from '../../model/index.ts'
 import { OrcError } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import { Passthrough, type RouteHandler } from '../router.ts'
+import type { RouteName } from '../routes.ts'
 
 export interface LogsProxyMember {
   peerId: string
@@ -148,6 +149,17 @@ export async function forwardToNode(
   }
 }
 
+/** `local`, unless `forward` sent the call to another member: then that member's answer. */
+function proxied<N extends RouteName>(
+  local: RouteHandler<N>,
+  forward: (call: Parameters<RouteHandler<N>>[0]) => Promise<ApiResponse | undefined>,
+): RouteHandler<N> {
+  return async (call) => {
+    const res = await forward(call)
+    return res !== undefined ? new Passthrough(res) : local(call)
+  }
+}
+
 /** A pod route answered by the node that runs the pod: forwarded there when that is another member, else `local`. */
 export function proxiedPodRoute<N extends 'podExec' | 'podExecIo' | 'podPortForward' | 'podPortForwardIo'>(
   c: LogsProxyComponents,
@@ -155,28 +167,23 @@ export function proxiedPodRoute<N extends 'podExec' | 'podExecIo' | 'podPortForw
   timeoutMs: number,
   what: string,
 ): RouteHandler<N> {
-  return async (call) => {
+  return proxied(local, (call) => {
     const p = call.params as { ns: string; name: string }
-    const res = await forwardToPodNode(c, call.req, p.ns, p.name, timeoutMs, what)
-    return res !== undefined ? new Passthrough(res) : local(call)
-  }
+    return forwardToPodNode(c, call.req, p.ns, p.name, timeoutMs, what)
+  })
 }
 
 /** The logs route of a node in a cluster: forwarded for pods that run on another member, else `local`. */
 export function proxiedLogs(c: LogsProxyComponents, local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'> {
-  const forward = (req: ApiRequest, ns: string, name: string) =>
+  return proxied(local, ({ req, params }) =>
     forwardToPodNode(
       c,
       { method: 'GET', path: req.path, query: req.query, ...(req.principal !== undefined ? { principal: req.principal } : {}) },
-      ns,
-      name,
+      params.ns,
+      params.name,
       forwardTimeoutMs(req.query),
-    )
-
-  return async (call) => {
-    const res = await forward(call.req, call.params.ns, call.params.name)
-    return res !== undefined ? new Passthrough(res) : local(call)
-  }
+    ),
+  )
 }
 
 /** A Volume route answered by the node holding the volume's data: forwarded there when that is another member. */
@@ -186,11 +193,11 @@ export function proxiedVolumeRoute<N extends 'volumeSnapshot' | 'volumeRestoreSn
   timeoutMs: number,
   what: string,
 ): RouteHandler<N> {
-  return async (call) => {
+  return proxied(local, async (call) => {
     const { ns, name } = call.params as { ns: string; name: string }
     const vol = c.store.get({ kind: 'Volume', namespace: ns, name })
     const node = vol?.status?.node ?? vol?.spec?.node
-    if (node === undefined || node === c.nodeName) return local(call)
-    return new Passthrough(await forwardToNode(c, call.req, { kind: 'Volume', namespace: ns, name }, node, `volume/${name} lives on`, timeoutMs, what))
-  }
+    if (node === undefined || node === c.nodeName) return undefined
+    return forwardToNode(c, call.req, { kind: 'Volume', namespace: ns, name }, node, `volume/${name} lives on`, timeoutMs, what)
+  })
 }
