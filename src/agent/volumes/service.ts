@@ -24,6 +24,7 @@ import {
   type VolumeSnapshotEntry,
   type VolumeStatus,
   volumeBytes,
+  volumeRefsOf,
 } from '../../model/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { podVolumeUses } from '../sched/index.ts'
@@ -169,7 +170,7 @@ export class VolumeService {
       throw new OrcError('unavailable', `volume ${name} has no data on this node yet (a reader waits for its first writer)`)
     }
     const holder = this.held.get(vk) ?? st.attachedTo
-    if (holder !== undefined && holder !== pk && this.holds(holder)) {
+    if (holder !== undefined && holder !== pk && this.holds(holder, name)) {
       throw new OrcError('conflict', `volume ${name} is in use by pod ${holder.split('/')[1]} (one writer at a time)`)
     }
     this.held.set(vk, pk)
@@ -204,11 +205,11 @@ export class VolumeService {
     return path
   }
 
-  /** Does pod `ns/name` still hold a volume on this node: exists, bound here, not finished. */
-  private holds(podKey: string): boolean {
+  /** Does pod `ns/name` still hold Volume `volume` on this node: exists, still names it, bound here, not finished. */
+  private holds(podKey: string, volume: string): boolean {
     const [namespace, name] = podKey.split('/') as [string, string]
     const p = this.c.store.get({ kind: 'Pod', namespace, name })
-    if (p === undefined) return false
+    if (p === undefined || !volumeRefsOf(p.spec).includes(volume)) return false
     const node = p.status?.node ?? p.spec?.placement?.node
     if (node !== this.c.nodeName) return false
     const phase = p.status?.phase
@@ -379,7 +380,7 @@ export class VolumeService {
     const vol = this.localVolume(ns, name)
     const st = (vol.status ?? {}) as VolumeStatus
     const info = this.local.info(vol.metadata.uid)!
-    const attached = st.attachedTo !== undefined && this.holds(st.attachedTo)
+    const attached = st.attachedTo !== undefined && this.holds(st.attachedTo, name)
     if (attached && info.backing !== 'loop')
       throw new OrcError(
         'conflict',
@@ -414,7 +415,7 @@ export class VolumeService {
   async restoreSnapshot(ns: string, name: string, snapName: string): Promise<void> {
     const vol = this.localVolume(ns, name)
     const st = (vol.status ?? {}) as VolumeStatus
-    if (st.attachedTo !== undefined && this.holds(st.attachedTo))
+    if (st.attachedTo !== undefined && this.holds(st.attachedTo, name))
       throw new OrcError('conflict', `volume/${name} is in use by pod ${st.attachedTo.split('/')[1]}: stop it before restoring a snapshot`)
     const file = join(this.local.snapshotDirOf(vol.metadata.uid), `${snapName}.tar`)
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(snapName) || !existsSync(file))
@@ -429,7 +430,7 @@ export class VolumeService {
     const vol = this.localVolume(ns, name)
     const st = (vol.status ?? {}) as VolumeStatus
     const info = this.local.info(vol.metadata.uid)!
-    const attached = st.attachedTo !== undefined && this.holds(st.attachedTo)
+    const attached = st.attachedTo !== undefined && this.holds(st.attachedTo, name)
     if (attached && info.backing !== 'loop') throw new OrcError('conflict', `volume/${name} is a directory volume in use: stop the pod to export it`)
     const dir = join(this.c.dataDir, 'volumes', '.export')
     mkdirSync(dir, { recursive: true, mode: 0o700 })

@@ -6,10 +6,12 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
+import pino from 'pino'
 import { subPathOf } from '../../../src/agent/pods/worker.ts'
-import { admitVolumeChange, admitVolumeDelete, ExecDrivers, LocalVolumes } from '../../../src/agent/volumes/index.ts'
-import { type CommandRunner, createExecaRunner } from '../../../src/effects/index.ts'
+import { admitVolumeChange, admitVolumeDelete, ExecDrivers, LocalVolumes, VolumeService } from '../../../src/agent/volumes/index.ts'
+import { type CommandRunner, createExecaRunner, ManualClock } from '../../../src/effects/index.ts'
 import type { Pod, Volume } from '../../../src/model/index.ts'
+import { tempStore } from '../../helpers/store.ts'
 
 function fakeRunner(fail: Record<string, string> = {}): { run: CommandRunner; calls: string[] } {
   const calls: string[] = []
@@ -178,4 +180,79 @@ test('a Volume in use is not deleted (the users are named); a placed one keeps i
   assert.throws(() => admitVolumeChange(next({ size: '2Gi' }), placed), /size 1Gi cannot change once placed \(resize is not built\)/)
   assert.throws(() => admitVolumeChange(next({ size: '1Gi', node: 'b' }), placed), /lives on node a; spec\.node b cannot move it/)
   admitVolumeChange(next({ size: '2Gi' }), { ...placed, status: {} } as Volume)
+})
+
+test('VolumeService on a real store: placed at first attach, one writer at the node, detach recorded, delete kept aside, restore', async () => {
+  const { store, cleanup } = await tempStore()
+  const dataDir = tmp()
+  const clock = new ManualClock(1_000_000)
+  const svc = new VolumeService({
+    store,
+    nodeName: 'a',
+    dataDir,
+    clock,
+    log: pino({ level: 'silent' }),
+    run: fakeRunner().run,
+    isRoot: process.getuid?.() === 0,
+    noLoop: true,
+  })
+  const w = { author: 'user:admin', now: 1 }
+  await store.apply({ apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'data', namespace: 'default' }, spec: { size: '64Mi' } } as never, w)
+  const podOf = async (name: string, readOnly = false) => {
+    await store.apply(
+      {
+        apiVersion: 'orc/v1',
+        kind: 'Pod',
+        metadata: { name, namespace: 'default' },
+        spec: {
+          volumes: [{ name: 'd', volume: { name: 'data' } }],
+          containers: [{ name: 'm', image: 'busybox', volumeMounts: [{ name: 'd', mountPath: '/d', readOnly }] }],
+        },
+      } as never,
+      w,
+    )
+    await store.patch({ kind: 'Pod', namespace: 'default', name }, [{ path: ['status', 'node'], value: 'a' }], { author: 'controller:scheduler', now: 2 })
+    return store.get({ kind: 'Pod', namespace: 'default', name })!
+  }
+  const one = await podOf('one')
+  const dirs = await svc.prepare(one, 'uid-one', me, false)
+  const path = dirs.get('d')!
+  writeFileSync(join(path, 'f'), 'kept')
+  const vol = () => store.get({ kind: 'Volume', namespace: 'default', name: 'data' })!
+  assert.deepEqual([vol().status?.node, vol().status?.phase, vol().status?.attachedTo, vol().status?.backing], ['a', 'Attached', 'default/one', 'directory'])
+  // A second writer bound here by a stale view is refused at the node; a reader is not.
+  const two = await podOf('two')
+  await assert.rejects(svc.prepare(two, 'uid-two', me, false), /volume data is in use by pod one \(one writer at a time\)/)
+  const reader = await podOf('reader', true)
+  assert.equal((await svc.prepare(reader, 'uid-r', me, false)).get('d'), path)
+  // Detach is written; then the second writer gets it, with the data.
+  await svc.release(one)
+  assert.equal(vol().status?.phase, 'Available')
+  assert.equal(vol().status?.attachedTo, undefined)
+  assert.equal((await svc.prepare(two, 'uid-two', me, false)).get('d'), path)
+  assert.equal(readFileSync(join(path, 'f'), 'utf8'), 'kept')
+  const hist = await store.history({ kind: 'Volume', namespace: 'default', name: 'data' })
+  assert.deepEqual(
+    hist.filter((r) => r.author === 'controller:volume').map((r) => r.reason),
+    ['attached to pod one on node a', 'detached from pod one on node a', 'attached to pod two on node a'],
+  )
+  // hostPath without the grant is refused at the node too.
+  const hp = { ...one, spec: { ...one.spec, volumes: [{ name: 'h', hostPath: { path: dataDir } }] } } as never
+  await assert.rejects(svc.prepare(hp, 'uid-h', me, false), /needs a SecurityPolicy grant of hostPath/)
+  // Deleted: kept aside, then restored under the new object with its file.
+  const uid = vol().metadata.uid
+  await svc.release(two)
+  await store.delete({ kind: 'Volume', namespace: 'default', name: 'data' }, w)
+  await svc.reconcile([`Volume/default/data`])
+  assert.equal(svc.deletedOf('default', 'data')?.uid, uid)
+  await store.apply(
+    { apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'data', namespace: 'default' }, spec: { size: '64Mi', node: 'a', restoreFrom: uid } } as never,
+    w,
+  )
+  await svc.reconcile([`Volume/default/data`])
+  assert.equal(vol().status?.phase, 'Available')
+  assert.equal(readFileSync(join(svc.local.dataOf(vol().metadata.uid), 'f'), 'utf8'), 'kept')
+  svc.stop()
+  await cleanup()
+  rmSync(dataDir, { recursive: true, force: true })
 })
