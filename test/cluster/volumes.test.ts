@@ -335,4 +335,26 @@ echo '{}'
   assert.equal(p.status.phase, 'Pending')
   const sv = JSON.parse((await a.cli(['get', 'volume/slow', '-o', 'json'])).stdout)
   assert.match(sv.status?.reason ?? '', /no answer in 2 s/)
+
+  // A volume larger than the node's free space: refused before anything is made, the pod Pending.
+  await apply(JSON.stringify({ apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'huge' }, spec: { size: '100Ti' } }))
+  await apply(
+    JSON.stringify({
+      apiVersion: 'orc/v1',
+      kind: 'Pod',
+      metadata: { name: 'big' },
+      spec: {
+        volumes: [{ name: 'd', volume: { name: 'huge' } }],
+        containers: [{ name: 'main', image: 'busybox', command: ['sleep', '1'], volumeMounts: [{ name: 'd', mountPath: '/d' }] }],
+      },
+    }),
+  )
+  await waitFor(
+    'orc why says the volume does not fit',
+    async () => /volume huge needs 100\.0 TiB but the node has [0-9.]+ [GMT]iB free/.test((await a.cli(['why', 'pod/big'])).stdout),
+    60_000,
+  )
+  assert.equal(JSON.parse((await a.cli(['get', 'pod/big', '-o', 'json'])).stdout).status.phase, 'Pending')
+  const hv = JSON.parse((await a.cli(['get', 'volume/huge', '-o', 'json'])).stdout)
+  assert.equal(existsSync(join(a.dataDir, 'volumes', hv.metadata.uid)), false, 'nothing was made')
 })

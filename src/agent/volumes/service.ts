@@ -148,6 +148,25 @@ export class VolumeService {
     rmSync(base, { recursive: true, force: true })
   }
 
+  /**
+   * emptyDirs of pods that are gone or bound to another node (their worker may be gone with an
+   * agent restart): removed, once this agent has caught up with its cluster.
+   */
+  private async sweepEmptyDirs(): Promise<void> {
+    if (!(this.c.caughtUp?.() ?? true)) return
+    const here = new Set(
+      this.c.store
+        .list('Pod')
+        .filter((p) => (p.status?.node ?? p.spec?.placement?.node) === this.c.nodeName)
+        .map((p) => p.metadata.uid),
+    )
+    for (const uid of readdir(join(this.c.dataDir, 'volumes', '.pods'))) {
+      if (here.has(uid)) continue
+      await this.releaseEmptyDirs(uid).catch((err) => this.c.log.warn({ podUid: uid, err: String(err) }, 'remove emptyDir'))
+      this.c.log.info({ podUid: uid }, 'emptyDirs of a pod no longer on this node removed')
+    }
+  }
+
   /** Attach Volume `name` to the pod on this node; returns the directory to bind. */
   async attach(pod: Stored<Pod>, name: string, owner: Owner, writer = true): Promise<string> {
     const ns = pod.metadata.namespace ?? 'default'
@@ -333,10 +352,12 @@ export class VolumeService {
     return readdir(base).filter((n) => !n.startsWith('.'))
   }
 
-  private async tick(): Promise<void> {
+  /** Runs every 15 s: deletions, the grace period, emptyDirs left behind, scheduled snapshots. */
+  async tick(): Promise<void> {
     const now = this.c.clock.now()
     await this.reconcile()
     for (const uid of this.local.purge(now, this.graceMs)) this.c.log.info({ uid }, 'deleted volume purged after its grace period')
+    await this.sweepEmptyDirs()
     // Scheduled snapshots of the volumes that live here.
     for (const v of this.c.store.list('Volume')) {
       const sched = v.spec?.snapshotSchedule

@@ -20,6 +20,8 @@ function fakeRunner(fail: Record<string, string> = {}): { run: CommandRunner; ca
     if (fail[cmd] !== undefined) return { stdout: '', stderr: fail[cmd]!, exitCode: 1 }
     // fallocate makes the file the volume is made of.
     if (cmd === 'fallocate') writeFileSync(args[args.length - 1]!, '')
+    // tar -cf FILE: a snapshot file of some bytes.
+    if (cmd === 'tar' && args.includes('-cf')) writeFileSync(args[args.indexOf('-cf') + 1]!, 'x'.repeat(10240))
     return { stdout: '', stderr: '', exitCode: 0 }
   }
   return { run, calls }
@@ -252,6 +254,32 @@ test('VolumeService on a real store: placed at first attach, one writer at the n
   await svc.reconcile([`Volume/default/data`])
   assert.equal(vol().status?.phase, 'Available')
   assert.equal(readFileSync(join(svc.local.dataOf(vol().metadata.uid), 'f'), 'utf8'), 'kept')
+  // A schedule: at the next tick after a minute boundary, an auto- snapshot (no pod: `stopped`).
+  await store.apply(
+    {
+      apiVersion: 'orc/v1',
+      kind: 'Volume',
+      metadata: { name: 'data', namespace: 'default' },
+      spec: { size: '64Mi', node: 'a', restoreFrom: uid, snapshotSchedule: '* * * * *' },
+    } as never,
+    w,
+  )
+  await clock.advance(120_000)
+  await svc.tick()
+  const snaps = vol().status?.snapshots ?? []
+  assert.equal(snaps.length, 1)
+  assert.match(snaps[0]!.name, /^auto-/)
+  assert.equal(snaps[0]!.consistency, 'stopped')
+  await svc.tick()
+  assert.equal(vol().status?.snapshots?.length, 1, 'one per tick of the schedule, not per agent tick')
+  // emptyDirs of pods not on this node are swept; those of pods here stay.
+  const three = await podOf('three')
+  const own = join(dataDir, 'volumes', '.pods', three.metadata.uid, 'x')
+  const ghost = join(dataDir, 'volumes', '.pods', 'ghost', 'x')
+  for (const d of [own, ghost]) mkdirSync(d, { recursive: true })
+  await svc.tick()
+  assert.equal(existsSync(own), true)
+  assert.equal(existsSync(ghost), false)
   svc.stop()
   await cleanup()
   rmSync(dataDir, { recursive: true, force: true })
