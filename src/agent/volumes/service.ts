@@ -27,7 +27,7 @@ import {
   volumeRefsOf,
 } from '../../model/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
-import { podVolumeUses } from '../sched/index.ts'
+import { finishedForGood, podVolumeUses } from '../sched/index.ts'
 import { ExecDrivers } from './driver.ts'
 import { formatBytes, LocalVolumes } from './local.ts'
 
@@ -231,8 +231,7 @@ export class VolumeService {
     if (p === undefined || !volumeRefsOf(p.spec).includes(volume)) return false
     const node = p.status?.node ?? p.spec?.placement?.node
     if (node !== this.c.nodeName) return false
-    const phase = p.status?.phase
-    return phase !== 'Succeeded' && phase !== 'Failed'
+    return !finishedForGood(p.status?.phase, p.spec?.restartPolicy)
   }
 
   private async attachDriver(vol: Stored<Volume>): Promise<string> {
@@ -358,6 +357,18 @@ export class VolumeService {
     await this.reconcile()
     for (const uid of this.local.purge(now, this.graceMs)) this.c.log.info({ uid }, 'deleted volume purged after its grace period')
     await this.sweepEmptyDirs()
+    // A writer that finished or left without a teardown here (a Job's pod, an agent restart): detached.
+    for (const v of this.c.store.list('Volume')) {
+      const st = (v.status ?? {}) as VolumeStatus
+      if (st.node !== this.c.nodeName || st.attachedTo === undefined || this.holds(st.attachedTo, v.metadata.name)) continue
+      const vk = `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`
+      if (this.held.get(vk) === st.attachedTo) this.held.delete(vk)
+      await this.writeStatus(
+        v,
+        { phase: 'Available', attachedTo: undefined, attachedAt: undefined },
+        `detached from pod ${st.attachedTo.split('/')[1]}: it finished or left node ${this.c.nodeName}`,
+      )
+    }
     // Scheduled snapshots of the volumes that live here.
     for (const v of this.c.store.list('Volume')) {
       const sched = v.spec?.snapshotSchedule

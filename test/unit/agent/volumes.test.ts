@@ -238,6 +238,14 @@ test('VolumeService on a real store: placed at first attach, one writer at the n
     hist.filter((r) => r.author === 'controller:volume').map((r) => r.reason),
     ['attached to pod one on node a', 'detached from pod one on node a', 'attached to pod two on node a'],
   )
+  // Finished for good (restartPolicy Never): the next tick records the detach.
+  await store.patch({ kind: 'Pod', namespace: 'default', name: 'two' }, [{ path: ['spec', 'restartPolicy'], value: 'Never' }], w)
+  await store.patch({ kind: 'Pod', namespace: 'default', name: 'two' }, [{ path: ['status', 'phase'], value: 'Succeeded' }], {
+    author: 'controller:lifecycle',
+    now: 3,
+  })
+  await svc.tick()
+  assert.deepEqual([vol().status?.phase, vol().status?.attachedTo], ['Available', undefined])
   // hostPath without the grant is refused at the node too.
   const hp = { ...one, spec: { ...one.spec, volumes: [{ name: 'h', hostPath: { path: dataDir } }] } } as never
   await assert.rejects(svc.prepare(hp, 'uid-h', me, false), /needs a SecurityPolicy grant of hostPath/)
