@@ -170,6 +170,12 @@ export class VolumeService {
   /** Attach Volume `name` to the pod on this node; returns the directory to bind. */
   async attach(pod: Stored<Pod>, name: string, owner: Owner, writer = true): Promise<string> {
     const ns = pod.metadata.namespace ?? 'default'
+    // A pod of a federation's shared namespace lives in another store: Volumes are the cluster's own.
+    if (this.c.store.get({ kind: 'Pod', namespace: ns, name: pod.metadata.name })?.metadata.uid !== pod.metadata.uid)
+      throw new OrcError(
+        'invalid',
+        `volume ${name}: Volumes are for the cluster's own namespaces; a pod of a federation's shared namespace cannot use one (not built)`,
+      )
     const ref = { kind: 'Volume' as const, namespace: ns, name }
     const vol = this.c.store.get(ref)
     if (vol === undefined) throw new OrcError('not_found', `volume ${name} does not exist in namespace ${ns} (orc apply a Volume named ${name})`)

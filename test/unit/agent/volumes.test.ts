@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import pino from 'pino'
 import { subPathOf } from '../../../src/agent/pods/worker.ts'
+import { podVolumeUses, withVolumeConstraints } from '../../../src/agent/sched/index.ts'
 import { admitVolumeChange, admitVolumeDelete, ExecDrivers, LocalVolumes, VolumeService } from '../../../src/agent/volumes/index.ts'
 import { type CommandRunner, createExecaRunner, ManualClock } from '../../../src/effects/index.ts'
 import type { Pod, Volume } from '../../../src/model/index.ts'
@@ -291,4 +292,39 @@ test('VolumeService on a real store: placed at first attach, one writer at the n
   svc.stop()
   await cleanup()
   rmSync(dataDir, { recursive: true, force: true })
+})
+
+test('the scheduler view: a pod writes a volume unless every mount of it is read-only; a forgotten node blocks', () => {
+  assert.deepEqual(
+    podVolumeUses({
+      volumes: [
+        { name: 'a', volume: { name: 'va' } },
+        { name: 'b', volume: { name: 'vb' } },
+        { name: 'c', volume: { name: 'vc' } },
+        { name: 'e', emptyDir: {} },
+      ],
+      containers: [
+        {
+          volumeMounts: [
+            { name: 'a', readOnly: true },
+            { name: 'b', readOnly: true },
+          ],
+        },
+        { volumeMounts: [{ name: 'b' }] },
+      ],
+    }),
+    [
+      { name: 'va', writer: false },
+      { name: 'vb', writer: true },
+      { name: 'vc', writer: true },
+    ],
+  )
+  const stored = (o: Record<string, unknown>) =>
+    ({ ...o, metadata: { namespace: 'default', createdAt: '2026-01-01T00:00:00Z', ...(o.metadata as object) } }) as never
+  const pods = [stored({ kind: 'Pod', metadata: { name: 'p' }, spec: { volumes: [{ name: 'd', volume: { name: 'data' } }], containers: [] } })]
+  const vols = [stored({ kind: 'Volume', metadata: { name: 'data' }, spec: { size: '1Gi' }, status: { node: 'old' } })]
+  const nodes = [stored({ kind: 'Node', metadata: { name: 'old', namespace: '' }, status: { forgotten: { at: 'x', by: 'user:admin' } } })]
+  const view = withVolumeConstraints({ nodes: [], pods: [{ namespace: 'default', name: 'p' }], now: 0 }, pods, vols, nodes)
+  assert.equal(view.pods[0]?.volumeNode, 'old')
+  assert.match(view.pods[0]?.volumeBlock ?? '', /volume data lives on node old, which is forgotten/)
 })
