@@ -10,7 +10,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { pidsRunning, skipReason } from '../pods/helpers.ts'
-import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from './helpers.ts'
+import { type NodeProcess, newNode, orc, ROOT, tokenFrom, Workspace, waitFor } from './helpers.ts'
 
 const root = process.getuid?.() === 0
 const skip = skipReason() ?? (!root ? 'loop mounts need root' : !existsSync('/dev/loop-control') ? 'no loop devices' : undefined)
@@ -252,28 +252,21 @@ test('a driver volume: the driver mounts it; a hanging driver holds the pod Pend
   timeout: 180_000,
 }, async (t) => {
   const { ws, nodes } = volumeWorkspace(t, ['drv'])
-  // The fake driver: the "remote storage" is a directory of the workspace, bind-mounted on the target.
+  // The driver: examples/volume-drivers/bind (the "remote storage" is a directory of the workspace,
+  // bind-mounted on the target), behind a wrapper that records each call.
   const drivers = join(ws.root, 'drivers')
   const store = join(ws.root, 'remote')
   mkdirSync(drivers, { recursive: true })
   mkdirSync(store, { recursive: true, mode: 0o777 })
   chmodSync(store, 0o777)
   const fake = join(drivers, 'fake')
+  const example = join(ROOT, 'examples', 'volume-drivers', 'bind')
   writeFileSync(
     fake,
     `#!/bin/sh
-# A CSI-lite driver for tests: attach/detach record the call, mount/unmount bind a directory.
 req=$(cat)
-uid=$(printf '%s' "$req" | sed -n 's/.*"uid":"\\([^"]*\\)".*/\\1/p')
-target=$(printf '%s' "$req" | sed -n 's/.*"target":"\\([^"]*\\)".*/\\1/p')
-echo "$1 $uid" >> ${store}/calls
-case "$1" in
-  attach) mkdir -p ${store}/$uid && chmod 777 ${store}/$uid ;;
-  mount) mountpoint -q "$target" || mount --bind ${store}/$uid "$target" ;;
-  unmount) ! mountpoint -q "$target" || umount "$target" ;;
-  detach) ;;
-esac
-echo '{}'
+echo "$1 $(printf '%s' "$req" | sed -n 's/.*"uid":"\\([^"]*\\)".*/\\1/p')" >> ${store}/calls
+printf '%s' "$req" | BIND_ROOT=${store} exec ${example} "$1"
 `,
   )
   chmodSync(fake, 0o755)
@@ -308,6 +301,7 @@ echo '{}'
   await a.cli(['delete', 'pod/drv'])
   await waitFor('unmount and detach called', () => /unmount .*\ndetach /.test(readFileSync(join(store, 'calls'), 'utf8')), 30_000)
   assert.ok(existsSync(join(store, v.metadata.uid, 'log')))
+  assert.equal(readFileSync('/proc/self/mountinfo', 'utf8').includes(join(a.dataDir, 'volumes', '.driver', v.metadata.uid)), false, 'unmounted')
 
   // A driver that never answers: the pod stays Pending, naming the driver and the step.
   await apply(JSON.stringify({ apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'slow' }, spec: { size: '1Gi', driver: 'stuck' } }))

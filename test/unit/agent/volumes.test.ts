@@ -10,8 +10,9 @@ import pino from 'pino'
 import { subPathOf } from '../../../src/agent/pods/worker.ts'
 import { podVolumeUses, withVolumeConstraints } from '../../../src/agent/sched/index.ts'
 import { admitVolumeChange, admitVolumeDelete, ExecDrivers, LocalVolumes, VolumeService } from '../../../src/agent/volumes/index.ts'
+import { readManifests } from '../../../src/cli/manifests.ts'
 import { type CommandRunner, createExecaRunner, ManualClock } from '../../../src/effects/index.ts'
-import type { Pod, Volume } from '../../../src/model/index.ts'
+import { normalizeManifest, type Pod, type Volume } from '../../../src/model/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
 function fakeRunner(fail: Record<string, string> = {}): { run: CommandRunner; calls: string[] } {
@@ -327,4 +328,14 @@ test('the scheduler view: a pod writes a volume unless every mount of it is read
   const view = withVolumeConstraints({ nodes: [], pods: [{ namespace: 'default', name: 'p' }], now: 0 }, pods, vols, nodes)
   assert.equal(view.pods[0]?.volumeNode, 'old')
   assert.match(view.pods[0]?.volumeBlock ?? '', /volume data lives on node old, which is forgotten/)
+})
+
+test('examples/volume.yaml is valid, and its pod is a writer of its volume', async () => {
+  const docs = await readManifests([new URL('../../../examples/volume.yaml', import.meta.url).pathname])
+  const objs = docs.map((d) => normalizeManifest(d.value))
+  assert.deepEqual(
+    objs.map((o) => o.kind),
+    ['Volume', 'Pod'],
+  )
+  assert.deepEqual(podVolumeUses(objs[1]!.spec), [{ name: 'data', writer: true }])
 })
