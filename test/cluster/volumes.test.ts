@@ -63,6 +63,19 @@ function volumeWorkspace(t: { after(fn: () => Promise<void>): void }, containers
   return { ws, nodes }
 }
 
+/** A pod that only mounts Volume `volume` (it never gets to run in the tests that use it). */
+function sleeperOn(name: string, volume: string): string {
+  return JSON.stringify({
+    apiVersion: 'orc/v1',
+    kind: 'Pod',
+    metadata: { name },
+    spec: {
+      volumes: [{ name: 'd', volume: { name: volume } }],
+      containers: [{ name: 'main', image: 'busybox', command: ['sleep', '1'], volumeMounts: [{ name: 'd', mountPath: '/d' }] }],
+    },
+  })
+}
+
 function podYaml(name: string, rev: string, extra: Record<string, unknown> = {}): string {
   return JSON.stringify({
     apiVersion: 'orc/v1',
@@ -305,17 +318,7 @@ printf '%s' "$req" | BIND_ROOT=${store} exec ${example} "$1"
 
   // A driver that never answers: the pod stays Pending, naming the driver and the step.
   await apply(JSON.stringify({ apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'slow' }, spec: { size: '1Gi', driver: 'stuck' } }))
-  await apply(
-    JSON.stringify({
-      apiVersion: 'orc/v1',
-      kind: 'Pod',
-      metadata: { name: 'hang' },
-      spec: {
-        volumes: [{ name: 'd', volume: { name: 'slow' } }],
-        containers: [{ name: 'main', image: 'busybox', command: ['sleep', '1'], volumeMounts: [{ name: 'd', mountPath: '/d' }] }],
-      },
-    }),
-  )
+  await apply(sleeperOn('hang', 'slow'))
   const why = await waitFor(
     'orc why names the hung driver',
     async () => {
@@ -332,17 +335,7 @@ printf '%s' "$req" | BIND_ROOT=${store} exec ${example} "$1"
 
   // A volume larger than the node's free space: refused before anything is made, the pod Pending.
   await apply(JSON.stringify({ apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'huge' }, spec: { size: '100Ti' } }))
-  await apply(
-    JSON.stringify({
-      apiVersion: 'orc/v1',
-      kind: 'Pod',
-      metadata: { name: 'big' },
-      spec: {
-        volumes: [{ name: 'd', volume: { name: 'huge' } }],
-        containers: [{ name: 'main', image: 'busybox', command: ['sleep', '1'], volumeMounts: [{ name: 'd', mountPath: '/d' }] }],
-      },
-    }),
-  )
+  await apply(sleeperOn('big', 'huge'))
   await waitFor(
     'orc why says the volume does not fit',
     async () => /volume huge needs 100\.0 TiB but the node has [0-9.]+ [GMT]iB free/.test((await a.cli(['why', 'pod/big'])).stdout),
