@@ -6,7 +6,10 @@
 // docs/decisions.md "One bundle"). Kept out:
 // - NATIVE: packages that load native code from their own directory (travel with the install package);
 // - esbuild: only a checkout uses it (to build the install package), and it runs its own binary.
+// The dashboard's browser assets go inside as strings (scripts/dashboard-assets.mjs).
 // Whitespace and syntax are minified, identifiers are not: stack traces keep readable names.
+
+import { dashboardAssetsPlugin } from './dashboard-assets.mjs'
 
 /** npm packages kept out of the bundle because they load native code from their own directory. */
 export const NATIVE_PACKAGES = ['classic-level']
@@ -26,6 +29,7 @@ export function bundleOptions({ root, outfile, version }) {
     // Bundled CommonJS dependencies call require() for Node's built-ins.
     banner: { js: "import { createRequire as __orcRequire } from 'node:module'; const require = __orcRequire(import.meta.url);" },
     define: { __ORC_VERSION__: JSON.stringify(version) },
+    plugins: [dashboardAssetsPlugin(root)],
     logLevel: 'error',
   }
 }

@@ -31,12 +31,14 @@ import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh 
 import { type Component, type StartedComponents, startComponents } from './component.ts'
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
+import { ClusterDns } from './dns/index.ts'
 import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
 import { imageBlobMetrics, LateBlobProvider, MeshBlobSource, StoreBlobProvider } from './images/peers.ts'
 import { pinImagesOnRollback } from './images/rollback.ts'
+import { IngressController } from './ingress/index.ts'
 import { JobController } from './jobs/index.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
@@ -52,7 +54,7 @@ import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathO
 import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { admitPodData } from './pods/refs.ts'
-import { adminByRole, admitPod, admitPolicy, type IsAdmin, podAuthorsOf } from './pods/security.ts'
+import { adminByRole, admitPod, admitPolicy, asksOf, type IsAdmin, podAuthorsOf } from './pods/security.ts'
 import { PodStreams, podStreamRoutes } from './pods/streams.ts'
 import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
@@ -222,6 +224,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let directory: Pick<MemberDirectory, 'get'> | undefined
   let clusterRef!: { name: string; id: string }
   let network!: NodeNetwork
+  // The node's DNS resolver (docs/services.md); pods get their resolv.conf and hosts from it.
+  let dns: ClusterDns | undefined
   let federation!: FederationManager
   let handler!: ApiHandler
   let streams: PodStreams | undefined
@@ -331,6 +335,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       imagePeers: () => peerBlobs,
       onPulled: (bytes) => pulledBytes.pulled(bytes),
       storage: volumes(),
+      dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
   // from its registry on the cluster's behalf, with the credentials of the asker's namespace.
@@ -450,6 +455,14 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => federation.stop(),
     },
+    later(
+      'dns',
+      () =>
+        (dns = new ClusterDns(
+          { store, clock, random, logger, clusterId: () => clusterRef.id, dnsAddress: () => network.dnsAddress },
+          opts.dns ?? { enabled: false },
+        )),
+    ),
     federationRouteLink(
       () => network,
       () => federation,
@@ -555,6 +568,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     { name: 'volumes', start: () => volumes().start(), stop: () => volumesRef?.stop() },
     later('deployments', () => new DeploymentController(leaderless('deployments'))),
     later('jobs', () => new JobController(leaderless('jobs'))),
+    // Ingresses naming tcp-proxy and this node (docs/services.md); idle while there are none.
+    later('ingress', () => new IngressController({ store, nodeName, clock, random, log: logger.child({ module: 'ingress' }) })),
     tombstonePruning(
       () => store,
       () => cluster,
@@ -739,14 +754,9 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       if (obj.kind === 'Volume')
         admitVolumeChange(obj, apiStore.get({ kind: 'Volume', namespace: obj.metadata.namespace ?? 'default', name: obj.metadata.name }))
       if (obj.kind !== 'Pod') return
-      const ns = obj.metadata.namespace ?? 'default'
-      const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
-      const names = new Set(inBatch.map((o) => o.metadata.name))
-      const policies = [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch]
-      // A policy in this batch is written by this request's author; a stored one by its last writer.
-      const podAuthors = await podAuthorsOf(store, obj as Pod, author)
-      const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))
-      admitPod(obj, policies, { podAuthors, policyAuthor, isAdmin: c.isAdmin, imageStores: [join(c.dataDir, 'images'), ...c.imageStores] })
+      const imageStores = [join(c.dataDir, 'images'), ...c.imageStores]
+      // Most pods ask for nothing unsafe: then no policy and no history (a LevelDB scan) is read.
+      if (asksOf(obj as Pod, imageStores).length > 0) await admitUnsafe(obj as Pod, batch, author, imageStores)
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
     },
     admitDelete: (ref) => {
@@ -755,6 +765,17 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),
   })
+  /** The two-party rule for a pod asking for unsafe features (docs/security.md). */
+  async function admitUnsafe(obj: Pod, batch: readonly OrcObject[], author: string, imageStores: string[]): Promise<void> {
+    const ns = obj.metadata.namespace ?? 'default'
+    const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
+    const names = new Set(inBatch.map((o) => o.metadata.name))
+    const policies = [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch]
+    // A policy in this batch is written by this request's author; a stored one by its last writer.
+    const podAuthors = await podAuthorsOf(store, obj, author)
+    const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))
+    admitPod(obj, policies, { podAuthors, policyAuthor, isAdmin: c.isAdmin, imageStores })
+  }
   const own = combineHandlers(
     objectHandlers,
     podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),

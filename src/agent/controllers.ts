@@ -96,6 +96,22 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
     writes: ['Volume.status'],
   },
   {
+    name: 'controller:ingress',
+    description:
+      'Ingresses this node serves (spec.controller tcp-proxy, spec.nodes or nodeSelector naming it): listens on its addresses, proxies to the ready endpoints of the backend service, reports its listeners in Ingress.status.nodes.<node>',
+    reads: [
+      'Ingress.spec',
+      'Service.spec',
+      'Pod.metadata.labels',
+      'Pod.spec',
+      'Pod.status.network',
+      'Pod.status.phase',
+      'Pod.status.conditions',
+      'Node.metadata.labels',
+    ],
+    writes: ['Ingress.status'],
+  },
+  {
     name: 'controller:lifecycle',
     description: 'runs the pods bound to this node: image, sandbox, containers, restarts; fences its ha pods when it hears no quorum',
     // Node and Cluster: the quorum (nodes not forgotten) and the fencing options.

@@ -49,6 +49,8 @@ export async function localDoctorFindings(dataDir: string): Promise<import('./op
     ])),
   ]
 }
+// Ingress: the tcp-proxy controller, and what the CLI needs to explain an Ingress.
+export { explainIngress, IngressController, TCP_PROXY } from './ingress/index.ts'
 export type {
   BodyOf,
   LogsAnswer,
@@ -67,4 +69,4 @@ export type {
   TopAnswer,
 } from './routes.ts'
 // The route table (data and types only): the CLI builds its calls from it.
-export { MEMBER_ROUTES, objectParams, pathOf, ROUTES } from './routes.ts'
+export { MEMBER_ROUTES, matchPattern, objectParams, pathOf, patternOf, ROUTES } from './routes.ts'

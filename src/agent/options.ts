@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { Clock, Random } from '../effects/index.ts'
 import type { MeshTunables } from '../mesh/index.ts'
 import { OrcError, USER_NAME } from '../model/index.ts'
+import { type DnsSetup, dnsSetupFromEnv } from './dns/options.ts'
 import type { NetworkSetup } from './network/options.ts'
 import type { HttpListenOption } from './ops/options.ts'
 import { type PodTunables, podTunablesFromEnv } from './pods/options.ts'
@@ -43,7 +44,7 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
  * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests), `ORC_PRUNE_INTERVAL_MS` and
  * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`).
  */
-export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'volumes'> {
+export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'dns' | 'volumes'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   const stores = (env.ORC_IMAGE_STORES ?? '').split(':').filter((s) => s.startsWith('/'))
   const user = env.ORC_SOCKET_USER
@@ -52,6 +53,7 @@ export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 
   }
   return {
     pods: { tunables: podTunablesFromEnv(env) },
+    dns: dnsSetupFromEnv(env),
     ...(prune !== undefined ? { pruneIntervalMs: prune } : {}),
     ...(stores.length > 0 ? { imageStores: stores } : {}),
     ...(user !== undefined && user !== '' ? { socketUser: user } : {}),
@@ -131,6 +133,11 @@ export interface AgentOptions {
    * default 24 h), directory backing only (`ORC_VOLUME_NO_LOOP=1`), a driver call's timeout.
    */
   volumes?: { driverDir?: string; graceMs?: number; noLoop?: boolean; driverTimeoutMs?: number }
+  /**
+   * The node's DNS resolver (docs/services.md; the CLI reads `ORC_DNS`, `ORC_DNS_LISTEN`,
+   * `ORC_DNS_UPSTREAM`, `ORC_CLUSTER_DOMAIN`). Off when absent, as for in-process test agents.
+   */
+  dns?: DnsSetup
 }
 
 export const DEFAULT_CLUSTER_NAME = 'default'

@@ -2,7 +2,7 @@
  * The CLI's side of the local API: JSON over HTTP on the agent's unix socket. API errors come back
  * as OrcErrors with the agent's code, message and details, so the CLI reports them unchanged.
  */
-import { request } from 'node:http'
+import { type Agent, request } from 'node:http'
 import { errorOfResponse, OrcError } from '../model/index.ts'
 
 export interface ClientRequest {
@@ -10,8 +10,20 @@ export interface ClientRequest {
   body?: unknown
 }
 
+export interface ApiClientOptions {
+  /**
+   * Keep connections open between calls (an `http.Agent` with `keepAlive`): for long-lived callers
+   * (the dashboard, benchmarks, integrations) that make many calls. Without one, every call opens
+   * its own connection and closes it, so a CLI process exits as soon as its work is done.
+   */
+  agent?: Agent
+}
+
 export class ApiClient {
-  constructor(readonly socketPath: string) {}
+  constructor(
+    readonly socketPath: string,
+    private readonly opts: ApiClientOptions = {},
+  ) {}
 
   async call<T = unknown>(method: string, path: string, req: ClientRequest = {}): Promise<T> {
     const qs = new URLSearchParams()
@@ -28,9 +40,9 @@ export class ApiClient {
           socketPath: this.socketPath,
           method,
           path: url,
-          agent: false,
+          agent: this.opts.agent ?? false,
           headers: {
-            connection: 'close',
+            ...(this.opts.agent === undefined ? { connection: 'close' } : {}),
             ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}),
           },
         },

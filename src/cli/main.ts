@@ -20,11 +20,13 @@ import { callRoute } from './call.ts'
 import { ApiClient } from './client.ts'
 import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
 import { registerCompleteCommand } from './commands/complete.ts'
+import { registerDashboardCommand } from './commands/dashboard.ts'
 import { registerDescribeCommand } from './commands/describe.ts'
 import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
 import { getAll, getEvents, watchObjects } from './commands/get.ts'
+import { withServiceAddressColumns } from './commands/ingress.ts'
 import { registerJobCommands } from './commands/jobs.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
@@ -33,6 +35,7 @@ import { registerRolloutCommands } from './commands/rollout.ts'
 import { registerScaleCommand } from './commands/scale.ts'
 import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { registerSecretCommands } from './commands/secrets.ts'
+import { endpointsOutput } from './commands/services.ts'
 import { registerStreamCommands } from './commands/streams.ts'
 import { registerVolumeCommands } from './commands/volumes.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
@@ -218,7 +221,10 @@ Use "orc COMMAND --help" for more about a command.`),
   program
     .command('get')
     .description('Display one or many objects')
-    .argument('<KIND>', 'pods, nodes, clusters, … (or pod/NAME); all: every namespaced kind; events: the last hour (as orc events)')
+    .argument(
+      '<KIND>',
+      "pods, nodes, services, … (or pod/NAME); all: every namespaced kind; events: the last hour (as orc events); endpoints: each service's pods",
+    )
     .argument('[NAME]', 'one object by name')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-A, --all-namespaces', 'list objects in every namespace')
@@ -244,7 +250,11 @@ Use "orc COMMAND --help" for more about a command.`),
   orc get pods -w
 
   # Everything in the namespace, grouped by kind
-  orc get all`),
+  orc get all
+
+  # Services and the pods their DNS names answer with
+  orc get svc
+  orc get endpoints`),
     )
     .action(async (kindArg: string, nameArg: string | undefined, opts, cmd: Command) => {
       let kindText = kindArg
@@ -254,6 +264,12 @@ Use "orc COMMAND --help" for more about a command.`),
         ;[kindText, name] = [kindArg.slice(0, kindArg.indexOf('/')), kindArg.slice(kindArg.indexOf('/') + 1)]
       }
       if (kindText === 'routes' || kindText === 'route') return io.out(await routesOutput(client(cmd), opts.output, io.now()))
+      if (['endpoints', 'endpoint', 'ep'].includes(kindText)) {
+        if (opts.watch) throw new OrcError('invalid', 'endpoints are derived, not stored: watch the pods (orc get pods -w) or ask again')
+        const r = await endpointsOutput(client(cmd), { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output, name })
+        if (r.empty !== undefined) return io.err(r.empty)
+        return io.out(r.text)
+      }
       if ((kindText === 'events' || kindText === 'event' || kindText === 'ev') && name === undefined && !opts.watch)
         return getEvents(client(cmd), io, { namespace: opts.namespace, all: Boolean(opts.allNamespaces), output: opts.output })
       if ((kindText === 'all' || kindText === 'events') && opts.watch)
@@ -288,7 +304,9 @@ Use "orc COMMAND --help" for more about a command.`),
         const members = await fetchMembers(c)
         if (members) items = withLiveness(def.kind, items, unreachableNodes(members, io.now()))
       }
-      printObjects(io, def, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
+      const shown =
+        def.kind === 'Service' && (opts.output === 'table' || opts.output === 'wide') && items.length > 0 ? await withServiceAddressColumns(c, def) : def
+      printObjects(io, shown, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
     })
 
   // ---- delete
@@ -484,6 +502,7 @@ Use "orc COMMAND --help" for more about a command.`),
   registerEditCommand(program, io, client)
   registerDescribeCommand(program, io, client)
   registerScaleCommand(program, io, client)
+  registerDashboardCommand(program, io, client)
   registerCompleteCommand(program, io, client)
 
   return program

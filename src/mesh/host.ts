@@ -15,6 +15,7 @@ import { tcp } from '@libp2p/tcp'
 import { createLibp2p, type Libp2pOptions } from 'libp2p'
 import { encodeFrame, type FrameChannel, FrameDecoder } from './framing.ts'
 import type { MeshTunables } from './options.ts'
+import { withCachedSigning } from './signing.ts'
 import { halfWindowUpdates } from './yamux-window.ts'
 
 export type MeshServices = { ping: Ping; identify: unknown; pubsub: GossipSub }
@@ -39,7 +40,7 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
   const t = init.tunables
   halfWindowUpdates()
   const node = await createLibp2p({
-    privateKey: init.privateKey,
+    privateKey: withCachedSigning(init.privateKey),
     start: false,
     addresses: { listen: init.listen, announce: init.announce ?? [] },
     transports: init.transports ?? [tcp({ dialOpts: { timeout: t.dialTimeoutMs } } as any)],

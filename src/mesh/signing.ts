@@ -23,10 +23,33 @@ export interface NodeRecordVerifier {
   verify(id: string, data: Uint8Array, signature: Uint8Array): boolean
 }
 
+/** node:crypto's key object for a libp2p Ed25519 private key (its raw form is seed + public key). */
+function ed25519KeyObject(key: PrivateKey): KeyObject {
+  return createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, Buffer.from(key.raw.subarray(0, 32))]), format: 'der', type: 'pkcs8' })
+}
+
+/**
+ * The same libp2p key, signing through one cached node:crypto key object. @libp2p/crypto's Ed25519
+ * `sign` imports the key from JWK on every call; gossipsub signs every message it publishes, and that
+ * import was ~3 % of an agent's CPU under a stream of API writes (issue #23 profile). Signatures are
+ * identical (Ed25519 is deterministic). Other key types are returned unchanged.
+ */
+export function withCachedSigning<K extends PrivateKey>(key: K): K {
+  if (key.type !== 'Ed25519') return key
+  const k = ed25519KeyObject(key)
+  const cached = Object.create(key) as K
+  cached.sign = (message: Uint8Array | { subarray(): Uint8Array }, options?: { signal?: AbortSignal }) => {
+    options?.signal?.throwIfAborted()
+    const data = message instanceof Uint8Array ? message : message.subarray()
+    return sign(null, data, k)
+  }
+  return cached
+}
+
 /** Sign records with the node's libp2p key; the signer id is its peer id. */
 export function recordSigner(key: PrivateKey): NodeRecordSigner {
   if (key.type !== 'Ed25519') throw new OrcError('invalid', `node key: records are signed with Ed25519 keys; this one is ${key.type}`)
-  const k = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, Buffer.from(key.raw.subarray(0, 32))]), format: 'der', type: 'pkcs8' })
+  const k = ed25519KeyObject(key)
   return { id: peerIdOf(key), sign: (data) => sign(null, data, k) }
 }
 

@@ -2,6 +2,16 @@ export * from './api.ts'
 export { type CronSchedule, isTimeZone, lastRunBetween, nextRun, parseCron, type WallClock, wallClock } from './cron.ts'
 export * from './diff.ts'
 export { type DurationFormat, type DurationRounding, formatDuration } from './duration.ts'
+export {
+  type Endpoint,
+  type EndpointPod,
+  type EndpointPort,
+  type EndpointService,
+  type ServiceEndpoints,
+  selectorMatches,
+  serviceEndpoints,
+  targetPortOn,
+} from './endpoints.ts'
 export * from './errors.ts'
 export { formatReference, type ImageReference, isLoopbackRegistry, isRegistryReference, parseReference, registryEndpoint } from './image-reference.ts'
 export * from './kind.ts'
@@ -19,6 +29,16 @@ export {
   secretKind,
 } from './kinds/config.ts'
 export { type Federation, federationKind } from './kinds/federation.ts'
+export {
+  type Ingress,
+  type IngressBackend,
+  type IngressNodeStatus,
+  type IngressSpec,
+  type IngressStatus,
+  ingressKind,
+  ingressPorts,
+  ingressPortsText,
+} from './kinds/ingress.ts'
 export {
   CRONJOB_LABEL,
   type CronJob,
@@ -81,6 +101,7 @@ export {
 } from './kinds/probe.ts'
 export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
 export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
+export { MAX_SERVICE_PORTS, PORT_NAME, portsText, type Service, type ServicePort, type ServiceSpec, serviceKind } from './kinds/service.ts'
 export {
   MIN_VOLUME_BYTES,
   VOLUME_DRIVER_NAME,

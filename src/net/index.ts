@@ -17,11 +17,23 @@ export {
   settleSubnetCollision,
   subnetOf,
 } from './addressing.ts'
+export { answerQuery, errorResponse, MAX_QUERY_BYTES, type QueryOutcome, RCODE, type Rcode } from './dns/answer.ts'
+export { clusterDnsAddress, type PodDnsFiles, type PodDnsInput, podDnsFiles } from './dns/resolv.ts'
+export {
+  type DnsListen,
+  DnsServer,
+  type DnsServerComponents,
+  type DnsServerOptions,
+  type DnsStats,
+  RateLimiter,
+  upstreamsFromResolvConf,
+} from './dns/server.ts'
+export { addressOfReverse, buildZone, type DnsZone, normalizeDomain, reverseName, type ZoneInput } from './dns/zone.ts'
 export {
   type ProcessTable,
   procfsProcessTable,
 } from './exec.ts'
-export { FakePodNetworkDriver, FakeWireGuardDriver, type RecordedCommand, recordingRunner } from './fake.ts'
+export { FakePodNetworkDriver, FakeServiceNatDriver, FakeWireGuardDriver, type RecordedCommand, recordingRunner } from './fake.ts'
 export {
   canonicalIp,
   canonicalPrefix,
@@ -68,6 +80,22 @@ export {
   type RouteDiff,
   routeKey,
 } from './routes.ts'
+export {
+  hasVirtualAddress,
+  NftServiceNatDriver,
+  planVirtualServices,
+  renderServiceRuleset,
+  SERVICE_ROUTE_PROTOCOL,
+  type ServiceNatConfig,
+  type ServiceNatDriver,
+  type ServiceRulesetOptions,
+  servicesWithSharedAddress,
+  serviceVirtualAddress,
+  serviceVirtualRange,
+  type VirtualAddressService,
+  type VirtualPort,
+  type VirtualService,
+} from './services.ts'
 export {
   canonicalEndpoint,
   normalizeWireGuardConfig,

@@ -3,7 +3,7 @@
  * addresses, applied atomically with `nft -f` and replaced whole, so applying it twice is harmless.
  */
 import { type Host, nsCommand, runChecked } from './exec.ts'
-import { canonicalPrefix } from './ip.ts'
+import { canonicalIp, canonicalPrefix } from './ip.ts'
 
 export interface EgressRulesetOptions {
   table: string
@@ -43,7 +43,13 @@ export function renderEgressRuleset(o: EgressRulesetOptions): string {
  * packets for the node's own addresses pass the input hook; pod-to-pod and egress traffic is
  * forwarded and never sees this chain. ICMP stays (ping, IPv6 neighbour discovery of the gateway).
  */
-export function renderHostGuardRuleset(o: { table: string; vethPrefix: string }): string {
+export function renderHostGuardRuleset(o: { table: string; vethPrefix: string; services?: { address: string; port: number }[] }): string {
+  // The node services pods are meant to reach (the cluster DNS resolver), by address and port.
+  const services = (o.services ?? []).flatMap((s) => {
+    const addr = canonicalIp(s.address)
+    const family = addr.includes(':') ? 'ip6' : 'ip'
+    return [`		iifname "${o.vethPrefix}*" ${family} daddr ${addr} meta l4proto { tcp, udp } th dport ${s.port} accept`]
+  })
   return [
     `table inet ${o.table}`,
     `delete table inet ${o.table}`,
@@ -51,6 +57,7 @@ export function renderHostGuardRuleset(o: { table: string; vethPrefix: string })
     `	chain input {`,
     `		type filter hook input priority filter; policy accept;`,
     `		iifname "${o.vethPrefix}*" meta l4proto { icmp, ipv6-icmp } accept`,
+    ...services,
     `		iifname "${o.vethPrefix}*" ct state new drop`,
     `	}`,
     `}`,
@@ -58,7 +65,7 @@ export function renderHostGuardRuleset(o: { table: string; vethPrefix: string })
   ].join('\n')
 }
 
-export type NftFamily = 'ip' | 'inet'
+export type NftFamily = 'ip' | 'ip6' | 'inet'
 
 /** Current listing of the table, or undefined when it does not exist. */
 export async function listNftTable(host: Host, table: string, family: NftFamily = 'ip'): Promise<string | undefined> {

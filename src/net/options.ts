@@ -62,6 +62,8 @@ export interface PodNetworkDriverOptions {
   /** Chooses a pod's egress IPv4 given the ones in use; default: random free one in 10.88/16. */
   allocateIPv4?: (podId: string, taken: ReadonlySet<string>) => string
   random?: Random
+  /** Node services pods may reach despite the host guard (the cluster DNS resolver: `[addr]:53`, UDP and TCP). */
+  podServices?: { address: string; port: number }[]
 }
 
 export const PODNET_DEFAULTS = {

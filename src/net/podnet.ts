@@ -74,7 +74,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
   private readonly log: Logger
   private readonly processes: ProcessTable
   private readonly clock: Clock
-  private readonly o: Required<Omit<PodNetworkDriverOptions, 'netns' | 'allocateIPv4'>> & Pick<PodNetworkDriverOptions, 'netns'>
+  private readonly o: Required<Omit<PodNetworkDriverOptions, 'netns' | 'allocateIPv4' | 'podServices'>> & Pick<PodNetworkDriverOptions, 'netns' | 'podServices'>
   private readonly allocate: (podId: string, taken: ReadonlySet<string>) => string
   private readonly ipv4s = new Map<string, string>()
   private nftListing: string | undefined
@@ -96,6 +96,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
       nftTable: options.nftTable ?? PODNET_DEFAULTS.nftTable,
       routeProtocol: options.routeProtocol ?? PODNET_DEFAULTS.routeProtocol,
       random: options.random ?? PODNET_DEFAULTS.random,
+      podServices: options.podServices,
     }
     if (this.o.vethPrefix.length + 8 > 15) throw new OrcError('invalid', `veth prefix ${this.o.vethPrefix} too long`)
     const random = this.o.random
@@ -229,7 +230,7 @@ export class NetnsPodNetworkDriver implements PodNetworkDriver {
   private async syncGuard(): Promise<boolean> {
     const current = await listNftTable(this.host, this.guardTable(), 'inet')
     if (current !== undefined && current === this.guardListing) return false
-    const ruleset = renderHostGuardRuleset({ table: this.guardTable(), vethPrefix: this.o.vethPrefix })
+    const ruleset = renderHostGuardRuleset({ table: this.guardTable(), vethPrefix: this.o.vethPrefix, services: this.o.podServices ?? [] })
     await applyNftRuleset(this.host, ruleset, `apply nftables table inet ${this.guardTable()}`)
     this.guardListing = await listNftTable(this.host, this.guardTable(), 'inet')
     return true

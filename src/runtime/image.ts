@@ -276,11 +276,16 @@ export function applyLayer(root: string, entries: TarEntry[]): void {
  * missing, as runc does: component by component, refusing to follow a symlink of the image (which
  * could point out of the rootfs, onto the host).
  */
-export function ensureMountPoint(rootfs: string, dest: string): void {
+export function ensureMountPoint(rootfs: string, dest: string, file = false): void {
   let cur = rootfs
-  for (const part of dest.split('/').filter((x) => x !== '')) {
+  const parts = dest.split('/').filter((x) => x !== '')
+  for (const [i, part] of parts.entries()) {
     if (part === '.' || part === '..') throw new OrcError('invalid', `mount point ${dest}: no . or .. component`)
     cur = join(cur, part)
+    if (file && i === parts.length - 1) {
+      ensureFileMountPoint(rootfs, dest, cur)
+      return
+    }
     let st: ReturnType<typeof lstatSync> | undefined
     try {
       st = lstatSync(cur)
@@ -295,6 +300,25 @@ export function ensureMountPoint(rootfs: string, dest: string): void {
       } catch (err) {
         throw wrapError(`create mount point ${dest} in ${rootfs}`, err, 'invalid')
       }
+    }
+  }
+}
+
+/** The last component of a file mount point: an existing regular file, or a new empty one. */
+function ensureFileMountPoint(rootfs: string, dest: string, path: string): void {
+  let st: ReturnType<typeof lstatSync> | undefined
+  try {
+    st = lstatSync(path)
+  } catch {
+    st = undefined
+  }
+  if (st?.isSymbolicLink()) throw new OrcError('invalid', `mount point ${dest}: the image has a symlink there (${path.slice(rootfs.length)})`)
+  if (st && !st.isFile()) throw new OrcError('invalid', `mount point ${dest}: ${path.slice(rootfs.length)} is not a file in the image`)
+  if (!st) {
+    try {
+      writeFileSync(path, '', { mode: 0o644, flag: 'wx' })
+    } catch (err) {
+      throw wrapError(`create mount point ${dest} in ${rootfs}`, err, 'invalid')
     }
   }
 }

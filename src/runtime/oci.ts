@@ -145,7 +145,7 @@ export class OciRuntime extends SupervisedRuntime {
   protected async plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan> {
     if (process.getuid?.() !== 0) throw new OrcError('forbidden', 'the oci runtime needs root')
     // runc inside the user namespace may not create a missing mount point in the root-owned image.
-    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination)
+    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination, m.file === true)
     const bundle = this.bundleDir(spec.id, ctx.dir)
     rmSync(bundle, { recursive: true, force: true })
     mkdirSync(bundle, { recursive: true, mode: 0o700 })

@@ -129,7 +129,7 @@ export class SandboxRuntime extends SupervisedRuntime {
       rlimits.asBytes = res.memoryBytes
       enforced.memoryBytes = 'rlimit-as'
     }
-    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination)
+    for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination, m.file === true)
     const extraFds: number[] = []
     let seccompFd: number | undefined
     if (this.opts.seccomp) {

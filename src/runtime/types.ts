@@ -75,11 +75,13 @@ export interface ContainerRunSpec {
 }
 
 export interface ContainerMount {
-  /** Absolute host path (a directory). */
+  /** Absolute host path (a directory, or a file with `file`). */
   source: string
   /** Absolute path inside the container. */
   destination: string
   readOnly: boolean
+  /** A single file (the pod's /etc/resolv.conf and /etc/hosts): its mount point is an empty file. */
+  file?: boolean
 }
 
 export interface ContainerFence {

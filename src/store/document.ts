@@ -70,6 +70,12 @@ export function withMeta(content: Record<string, unknown>, sys: Sys): StoredObje
   } as StoredObject
 }
 
+/** `Pod/default/web` → `Pod`. */
+function kindOfKey(key: string): string {
+  const i = key.indexOf('/')
+  return i < 0 ? key : key.slice(0, i)
+}
+
 export class ObjectDocument {
   readonly doc: Y.Doc
   private readonly objects: Y.Map<Y.Map<unknown>>
@@ -79,6 +85,13 @@ export class ObjectDocument {
   /** Keys changed in the document and not yet announced to change listeners. */
   private readonly changed = new Set<string>()
   private capture: Set<string> | undefined
+  /**
+   * The document's keys by kind (`Pod` → `Pod/default/web`, …), built on the first list() once the
+   * document is observed and kept by the observer: a list of one kind (RoleBindings for every API
+   * request's RBAC check) no longer walks every object of the cluster.
+   */
+  private byKind: Map<string, Set<string>> | undefined
+  private observing = false
 
   constructor(clientId: number) {
     this.doc = new Y.Doc({ gc: true })
@@ -99,11 +112,23 @@ export class ObjectDocument {
 
   /** Start recording what changes: the Yjs updates of a write, and the keys it touched. */
   observe(): void {
+    this.observing = true
     this.doc.on('update', (u: Uint8Array) => this.pending.push(u))
     this.objects.observeDeep((events) => {
       const keys = new Set<string>()
       for (const e of events) {
-        if (e.target === this.objects) for (const k of e.keys.keys()) keys.add(k)
+        if (e.target === this.objects)
+          for (const [k, change] of e.keys) {
+            keys.add(k)
+            if (this.byKind === undefined) continue
+            const kind = kindOfKey(k)
+            if (change.action === 'delete') this.byKind.get(kind)?.delete(k)
+            else {
+              let set = this.byKind.get(kind)
+              if (set === undefined) this.byKind.set(kind, (set = new Set()))
+              set.add(k)
+            }
+          }
         else keys.add(String(e.path[0]))
       }
       for (const k of keys) {
@@ -142,10 +167,25 @@ export class ObjectDocument {
     return c ? withMeta(c, this.sysOf(key)!) : undefined
   }
 
+  /** The keys of one kind (every key while the document is not observed yet: no index to trust). */
+  private keysOf(kind: string): Iterable<string> {
+    if (!this.observing) return this.objects.keys()
+    if (this.byKind === undefined) {
+      this.byKind = new Map()
+      for (const k of this.objects.keys()) {
+        const kk = kindOfKey(k)
+        let set = this.byKind.get(kk)
+        if (set === undefined) this.byKind.set(kk, (set = new Set()))
+        set.add(k)
+      }
+    }
+    return this.byKind.get(kind) ?? []
+  }
+
   list(kind: string, namespace?: string): StoredObject[] {
     const prefix = namespace === undefined ? `${kind}/` : `${kind}/${namespace}/`
     const out: StoredObject[] = []
-    for (const key of this.objects.keys()) {
+    for (const key of this.keysOf(kind)) {
       if (!key.startsWith(prefix)) continue
       const c = this.content(key)
       if (c) out.push(withMeta(c, this.sysOf(key)!))

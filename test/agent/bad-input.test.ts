@@ -78,7 +78,7 @@ describe('bad input', () => {
     const cases: [string, RegExp][] = [
       [
         change + 'apiVersion: orc/v1\nkind: Gizmo\nmetadata: {name: g}\n',
-        /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments, federations, users, roles, rolebindings, configs, secrets, jobs, cronjobs\)$/m,
+        /^error: stdin document 2 \(line 11\): unknown kind "Gizmo" \(known: pods, nodes, clusters, securitypolicies, pinneddeployments, federations, users, roles, rolebindings, configs, secrets, jobs, cronjobs, services\)$/m,
       ],
       [change + pod('x', '  colour: red\n'), /^error: stdin document 2 \(line 11\): pod\/x: spec\.colour: unknown field$/m],
       [change + pod('x', '  restartPolicy: Sometimes\n'), /pod\/x: spec\.restartPolicy: must be one of Always, OnFailure, Never; got "Sometimes"$/m],

@@ -1,53 +1,73 @@
 /**
- * Durable writes per second through the local API: starts a real agent (`orc up` as a child
- * process), applies N pods over its unix socket with a few requests in flight, and prints:
- *   api_writes_per_s <n>          one pod per request (what `orc apply -f pod.yaml` does)
- *   api_writes_per_s_batch50 <n>  50 pods per request (`orc apply -f` of a multi-document file)
+ * Durable writes per second through the local API, side by side with etcd in the same run (issue
+ * #23): a real agent (`orc up` as a child process) takes one pod per request over its unix socket
+ * from a keep-alive client — as an integration would — with 1 and 16 requests in flight; etcd
+ * (Debian's etcd-server, test/bench/etcd.ts) takes puts of the same manifest, same concurrency,
+ * through its v3 JSON gateway. Also printed: 50 pods per request (`orc apply -f` of a multi-document
+ * file) and one pod per request without keep-alive (what each `orc apply` process does).
  * The pods are pinned to a node that does not exist, so no controller acts on them: this measures
  * the API and the store, not pod starts (test/bench/pods.bench.ts measures those).
- * Run: node --import tsx --import ./test/setup.ts test/bench/api-writes.bench.ts [N] [IN_FLIGHT]
+ * Run: node --import tsx --import ./test/setup.ts test/bench/api-writes.bench.ts [N]
  */
+import { Agent } from 'node:http'
 import { join } from 'node:path'
+import { ApiClient } from '../../src/cli/client.ts'
 import { startAgentProcess, tempDir } from '../agent/helpers.ts'
+import { etcdWrites } from './etcd.ts'
 
-const N = Number(process.argv[2] ?? 10_000)
-const IN_FLIGHT = Number(process.argv[3] ?? 4)
+const N = Number(process.argv[2] ?? 5_000)
 
 const pod = (prefix: string, i: number) => ({
   apiVersion: 'orc/v1',
   kind: 'Pod',
   metadata: { name: `${prefix}-${i}`, labels: { app: 'bench', shard: String(i % 16) } },
   spec: {
-    containers: [{ name: 'main', image: '/var/lib/orc/images/busybox', command: ['sh', '-c', 'sleep 3600'] }],
+    containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'sleep 3600'] }],
     placement: { node: 'bench-nowhere' },
   },
 })
 
-async function run(prefix: string, perRequest: number): Promise<number> {
+/** Pods per second through one agent's API, `perRequest` pods a request, `inflight` requests at once. */
+async function run(prefix: string, perRequest: number, inflight: number, count: number, keepAlive: boolean): Promise<number> {
   const tmp = tempDir('orc-bench-')
   const agent = await startAgentProcess(join(tmp.path, 'data'))
+  const http = keepAlive ? new Agent({ keepAlive: true, maxSockets: inflight }) : undefined
+  const client = new ApiClient(agent.socket, http ? { agent: http } : {})
   try {
     let next = 0
     const t0 = performance.now()
     const worker = async () => {
-      while (next < N) {
+      while (next < count) {
         const start = next
-        next = Math.min(N, next + perRequest)
+        next = Math.min(count, next + perRequest)
         const objects = []
         for (let i = start; i < next; i++) objects.push(pod(prefix, i))
-        await agent.client.call('POST', '/v1/apply', { body: { objects, author: 'user:bench' } })
+        await client.call('POST', '/v1/apply', { body: { objects } })
       }
     }
-    await Promise.all(Array.from({ length: IN_FLIGHT }, worker))
+    await Promise.all(Array.from({ length: inflight }, worker))
     const secs = (performance.now() - t0) / 1000
-    const status = await agent.client.call<{ counts: { Pod: number } }>('GET', '/v1/status')
-    if (status.counts.Pod !== N) throw new Error(`expected ${N} pods, agent has ${status.counts.Pod}`)
-    return N / secs
+    const status = await client.call<{ counts: { Pod: number } }>('GET', '/v1/status')
+    if (status.counts.Pod !== count) throw new Error(`expected ${count} pods, agent has ${status.counts.Pod}`)
+    return count / secs
   } finally {
+    http?.destroy()
     await agent.stop()
     tmp.remove()
   }
 }
 
-console.log(`api_writes_per_s ${Math.round(await run('p', 1))}`)
-console.log(`api_writes_per_s_batch50 ${Math.round(await run('b', 50))}`)
+const one = Math.min(N, 2000)
+const orc1 = Math.round(await run('a', 1, 1, one, true))
+const orc16 = Math.round(await run('c', 1, 16, N, true))
+const etcd = await etcdWrites([1, 16], JSON.stringify(pod('p', 0)), N)
+console.log(`api_writes_per_s_1_in_flight ${orc1}`)
+console.log(`api_writes_per_s_16_in_flight ${orc16}`)
+if (etcd) {
+  console.log(`${etcd.version}_puts_per_s_1_in_flight ${etcd.rates.get(1)}`)
+  console.log(`${etcd.version}_puts_per_s_16_in_flight ${etcd.rates.get(16)}`)
+  console.log(`orc/etcd_1_in_flight ${(orc1 / etcd.rates.get(1)!).toFixed(2)}`)
+  console.log(`orc/etcd_16_in_flight ${(orc16 / etcd.rates.get(16)!).toFixed(2)}`)
+}
+console.log(`api_writes_per_s_batch50_16_in_flight ${Math.round(await run('b', 50, 16, N, true))}`)
+console.log(`api_writes_per_s_no_keepalive_16_in_flight ${Math.round(await run('d', 1, 16, N, false))}`)

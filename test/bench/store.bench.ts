@@ -3,7 +3,7 @@
 // `coldstart` builds a 10k objects × 50 revisions database (≈1 min), then measures a fresh
 // process (bundled like the agent, plain node) opening it.
 import '../../src/polyfill.ts'
-import { execFileSync, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { sign as cryptoSign, verify as cryptoVerify, generateKeyPairSync } from 'node:crypto'
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -12,87 +12,19 @@ import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import type { StoreOptions } from '../../src/store/options.ts'
 import { openStore } from '../../src/store/store.ts'
 import { pod, seededBytes } from '../helpers/store.ts'
+import { etcdWrites } from './etcd.ts'
 
 const which = process.argv[2] ?? 'all'
 const tmp = () => mkdtempSync(join(tmpdir(), 'orc-bench-'))
 const dirSize = (d: string) => readdirSync(d).reduce((n, f) => n + statSync(join(d, f)).size, 0)
 
-/** etcd (Debian's etcd-server) on loopback, written through its v3 JSON gateway with the same
- * concurrency and a value of the same size as orc's pod manifest: the peer system to beat. */
-async function etcdWrites(inflights: number[], n = 10000): Promise<Map<number, number>> {
-  const out = new Map<number, number>()
-  const which = spawnSync('sh', ['-c', 'command -v etcd'], { encoding: 'utf8' })
-  if (which.status !== 0) {
-    console.log('etcd: skipped: etcd-server is not installed (ORC_SETUP_BENCH=1 ./scripts/setup.sh installs it)')
-    return out
-  }
-  const http = await import('node:http')
-  const { spawn } = await import('node:child_process')
-  const d = tmp()
-  const port = 23790 + Math.floor(Math.random() * 100)
-  const etcd = spawn(
-    'etcd',
-    [
-      '--data-dir',
-      d,
-      '--listen-client-urls',
-      `http://127.0.0.1:${port}`,
-      '--advertise-client-urls',
-      `http://127.0.0.1:${port}`,
-      '--listen-peer-urls',
-      `http://127.0.0.1:${port + 1000}`,
-      '--initial-advertise-peer-urls',
-      `http://127.0.0.1:${port + 1000}`,
-      '--initial-cluster',
-      `default=http://127.0.0.1:${port + 1000}`,
-    ],
-    { stdio: 'ignore' },
-  )
-  const value = Buffer.from(JSON.stringify(pod('p0'))).toString('base64')
-  try {
-    const req = (agent: InstanceType<typeof http.Agent>, path: string, body: string) =>
-      new Promise<number>((resolve, reject) => {
-        const r = http.request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
-          res.resume()
-          res.on('end', () => resolve(res.statusCode ?? 0))
-        })
-        r.on('error', reject)
-        r.end(body)
-      })
-    const probe = new http.Agent({ keepAlive: true })
-    for (let i = 0; ; i++) {
-      const ok = await req(probe, '/v3/kv/put', JSON.stringify({ key: 'cHJvYmU=', value: 'eA==' })).catch(() => 0)
-      if (ok === 200) break
-      if (i > 100) throw new Error('etcd did not start')
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    for (const inflight of inflights) {
-      const agent = new http.Agent({ keepAlive: true, maxSockets: inflight })
-      const count = inflight === 1 ? Math.min(n, 2000) : n
-      let next = 0
-      const t0 = performance.now()
-      await Promise.all(
-        Array.from({ length: inflight }, async () => {
-          while (next < count) {
-            const i = next++
-            const key = Buffer.from(`/pods/default/p${i}-${inflight}`).toString('base64')
-            const st = await req(agent, '/v3/kv/put', JSON.stringify({ key, value }))
-            if (st !== 200) throw new Error(`etcd put: HTTP ${st}`)
-          }
-        }),
-      )
-      const rate = Math.round(count / ((performance.now() - t0) / 1000))
-      out.set(inflight, rate)
-      console.log(
-        `etcd ${execFileSync('etcd', ['--version'], { encoding: 'utf8' }).split('\n')[0]!.replace('etcd Version: ', 'v')} durable writes/s (${count} puts, ${inflight} in flight, same machine): ${rate}`,
-      )
-    }
-  } finally {
-    etcd.kill('SIGTERM')
-    await new Promise((r) => etcd.once('exit', r))
-    rmSync(d, { recursive: true, force: true })
-  }
-  return out
+/** etcd in the same run (test/bench/etcd.ts), puts of a value the size of orc's pod manifest. */
+async function etcdWritesLogged(inflights: number[]): Promise<Map<number, number>> {
+  const r = await etcdWrites(inflights, JSON.stringify(pod('p0')))
+  if (!r) return new Map()
+  for (const [inflight, rate] of r.rates)
+    console.log(`${r.version} durable writes/s (${inflight === 1 ? 2000 : 10000} puts, ${inflight} in flight, same machine): ${rate}`)
+  return r.rates
 }
 
 // ORC_BENCH_SIGNED=1: stores sign their records and check peers' (docs/security.md), as in a cluster.
@@ -291,7 +223,7 @@ async function converge() {
 if (which === 'writes' || which === 'all') {
   const one = await writes(1, 2000)
   const many = await writes(64)
-  const etcd = await etcdWrites([1, 64])
+  const etcd = await etcdWritesLogged([1, 64])
   if (etcd.size) {
     console.log(`orc/etcd ratio, 1 in flight: ${(one / etcd.get(1)!).toFixed(2)}`)
     console.log(`orc/etcd ratio, 64 in flight: ${(many / etcd.get(64)!).toFixed(2)}`)

@@ -70,7 +70,7 @@ export interface TestAgent {
   output(): string
 }
 
-export async function startTestAgent(name = 'n1'): Promise<TestAgent> {
+export async function startTestAgent(name = 'n1', opts: { env?: Record<string, string> } = {}): Promise<TestAgent> {
   const dataDir = mkdtempSync(join(tmpdir(), 'orc-pods-'))
   const socket = join(dataDir, 'orc.sock')
   const client = new ApiClient(socket)
@@ -107,7 +107,7 @@ export async function startTestAgent(name = 'n1'): Promise<TestAgent> {
       proc = execa(process.execPath, [BIN, 'up', '--data-dir', dataDir, '--name', name, '--listen', '127.0.0.1:0'], {
         cwd: ROOT,
         reject: false,
-        env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_POD_TUNABLES: JSON.stringify(TEST_TUNABLES) },
+        env: { ORC_LOG_LEVEL: 'info', USER: 'tester', ORC_POD_TUNABLES: JSON.stringify(TEST_TUNABLES), ...opts.env },
       })
       proc.stderr?.on('data', (d: Buffer) => (out += d.toString()))
       void proc.then(() => (exited = true))

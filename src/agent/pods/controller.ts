@@ -61,6 +61,8 @@ export interface PodLifecycleComponents {
   dataFilesDir?: string
   /** emptyDir, hostPath and persistent Volume sources (agent/volumes). */
   storage?: PodStorage
+  /** Each pod's /etc/resolv.conf and /etc/hosts (the node's DNS resolver, agent/dns); absent: the image's own. */
+  dnsFiles?(namespace: string, pod: string, address?: string): { resolvConf: string; hosts: string } | undefined
 }
 
 /**
@@ -453,6 +455,7 @@ export class PodLifecycle {
           ...(this.c.network ? { network: this.c.network } : {}),
           dataLookup: (ns) => this.dataLookup(run, ns),
           dataFiles: this.dataFiles,
+          ...(this.c.dnsFiles ? { dnsFiles: this.c.dnsFiles } : {}),
           loadKeyring: () => this.loadKeyring(),
           ...(this.c.storage ? { storage: this.c.storage } : {}),
           forgetRecovered: (id) => {

@@ -24,6 +24,11 @@ export interface PodTunables {
   /** After a failed lifecycle run (say, no image), try the whole run again after this, doubling. */
   runRetryMs: number
   maxRunRetryMs: number
+  /**
+   * Lifecycle progress (a run starting, a unit done) is written this long after it happens unless a
+   * settling write (running, failed) carries it first: a quick start costs one status revision.
+   */
+  progressWriteMs: number
   /** Unpacked images of this many most recent revisions per pod are kept (rollback needs no import). */
   keepImageRevisions: number
 }
@@ -43,6 +48,7 @@ export const DEFAULT_POD_TUNABLES: PodTunables = {
   runRetryMs: 10_000,
   maxRunRetryMs: 300_000,
   keepImageRevisions: 3,
+  progressWriteMs: 1_000,
 }
 
 /** `ORC_POD_TUNABLES` (JSON, any subset of PodTunables): for tests and benchmarks. */

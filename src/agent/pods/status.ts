@@ -3,6 +3,12 @@
  * write is in flight is merged into the next one, so a burst of transitions costs one or two
  * revisions, and an unchanged status costs none (the store records no revision for a no-op patch).
  *
+ * Progress (a run starting, a unit done) is deferred: written `deferMs` after it was first asked
+ * for, unless a settling write (running, failed, a container exiting, fenced…) comes first and
+ * carries it. A pod that starts within that window costs one lifecycle revision — `running revision
+ * N` — instead of one per unit transition (five on a plain start: issue #23), and history keeps what
+ * a person looks for. A slow start still shows its progress on every node, at most once per window.
+ *
  * One writer per copy: only the node the pod is bound to (or pinned to) writes its status. A node
  * stopping a copy of a pod bound elsewhere writes nothing here (it reports that in its own Node,
  * see PodLifecycle.reportStoppedCopy). And the bound node re-asserts what it wrote when a merge brought
@@ -10,6 +16,7 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
+import type { Clock, TimerHandle } from '../../effects/index.ts'
 import type { ObjectRef, Pod } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 
@@ -22,22 +29,54 @@ export class StatusWriter {
   private last: Record<string, unknown> | undefined
   /** Asked for while the pod was not ours to write (yet): written by reassert() once it is. */
   private held: { status: Record<string, unknown>; reason: string } | undefined
+  /** A deferred write waiting for its window (`set(…, { defer: true })`). */
+  private deferTimer: TimerHandle | undefined
 
   constructor(
     private readonly store: ObjectStore,
     private readonly ref: ObjectRef<'Pod'>,
-    private readonly now: () => number,
+    private readonly clock: Clock,
     private readonly log: Logger,
     /** Whether this node runs the pod (bound or pinned here): only then is its status ours. */
     private readonly mine: (obj: Pod) => boolean,
+    /** How long progress may wait for a settling write to carry it (0: written at once). */
+    private readonly deferMs = 0,
   ) {}
 
-  /** Desired status (every lifecycle-owned field; undefined removes one). */
-  set(status: Record<string, unknown>, reason: string): void {
-    this.pending = { status, reason }
+  /**
+   * Desired status (every lifecycle-owned field; undefined removes one). `defer`: progress, written
+   * within `deferMs` or with the next write that is not deferred. A deferred write keeps the reason
+   * of the write already waiting ("start revision 2"); a settling write says its own.
+   */
+  set(status: Record<string, unknown>, reason: string, opts: { defer?: boolean } = {}): void {
+    // Progress never renames a write already waiting: that one says what happened.
+    this.pending = { status, reason: opts.defer && this.pending !== undefined ? this.pending.reason : reason }
     this.last = status
     this.held = undefined
+    if (opts.defer && this.deferMs > 0 && this.inflight === undefined) {
+      this.deferTimer ??= this.clock.setTimeout(() => {
+        this.deferTimer = undefined
+        this.startFlush()
+      }, this.deferMs)
+      return
+    }
+    this.startFlush()
+  }
+
+  private startFlush(): void {
+    if (this.deferTimer !== undefined) {
+      this.clock.clearTimeout(this.deferTimer)
+      this.deferTimer = undefined
+    }
     this.inflight ??= this.flush().finally(() => (this.inflight = undefined))
+  }
+
+  /** Drops a deferred write (the worker is going away; what it would say no longer matters). */
+  cancelDeferred(): void {
+    if (this.deferTimer === undefined) return
+    this.clock.clearTimeout(this.deferTimer)
+    this.deferTimer = undefined
+    this.pending = undefined
   }
 
   /**
@@ -65,8 +104,9 @@ export class StatusWriter {
     this.set(this.last, `status of the running copy restored (${drift.map(([k]) => k).join(', ')} had a concurrent write)`)
   }
 
-  /** Resolves once everything asked for so far is written. */
+  /** Resolves once everything asked for so far is written (a deferred write is written now). */
   async settled(): Promise<void> {
+    if (this.deferTimer !== undefined) this.startFlush()
     while (this.inflight) await this.inflight
   }
 
@@ -86,7 +126,7 @@ export class StatusWriter {
       }
       try {
         const fields = Object.entries(status).map(([k, v]) => ({ path: ['status', k], value: v }))
-        const res = await this.store.patch(this.ref, fields, { author: LIFECYCLE_CONTROLLER, reason, now: this.now() })
+        const res = await this.store.patch(this.ref, fields, { author: LIFECYCLE_CONTROLLER, reason, now: this.clock.now() })
         if (res.revision) this.log.debug({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, rev: res.revision.number, reason }, 'pod status written')
       } catch (err) {
         // deleted meanwhile, or the store is closing: the controller reconciles again

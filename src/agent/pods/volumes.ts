@@ -4,11 +4,14 @@
  * lifecycle run, bound read-only into the containers, removed with the pod. Secret files are 0400
  * and their directories 0500, owned by the host uid the pod's containers run as; Config files 0444.
  */
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { OrcError } from '../../model/index.ts'
 import { isTmpfs } from '../../runtime/index.ts'
 import type { ResolvedVolume } from './refs.ts'
+
+/** The pod's resolv.conf and hosts, beside its volumes. */
+const DNS_DIR = '_dns'
 
 export class PodDataFiles {
   constructor(
@@ -62,6 +65,30 @@ export class PodDataFiles {
         own(d)
       }
       out.set(v.name, dir)
+    }
+    return out
+  }
+
+  /**
+   * Write the pod's `/etc/resolv.conf` and `/etc/hosts` (`<pod dir>/_dns/`: no volume name starts
+   * with `_`), world-readable, afresh on every container start; returns each file's host path.
+   */
+  writeDnsFiles(podUid: string, files: { resolvConf: string; hosts: string }): { resolvConf: string; hosts: string } {
+    this.ensureBase()
+    const podDir = this.dirOf(podUid)
+    if (!existsSync(podDir)) mkdirSync(podDir, { mode: 0o711 })
+    const dir = join(podDir, DNS_DIR)
+    mkdirSync(dir, { recursive: true, mode: 0o755 })
+    chmodSync(dir, 0o755)
+    const out = { resolvConf: join(dir, 'resolv.conf'), hosts: join(dir, 'hosts') }
+    // Replaced by rename: a container that has the old file bound keeps reading a whole one.
+    for (const [path, text] of [
+      [out.resolvConf, files.resolvConf],
+      [out.hosts, files.hosts],
+    ] as const) {
+      writeFileSync(`${path}.tmp`, text, { mode: 0o644 })
+      chmodSync(`${path}.tmp`, 0o644)
+      renameSync(`${path}.tmp`, path)
     }
     return out
   }

@@ -31,6 +31,7 @@ import {
   type ContainerRunSpec,
   containerNetnsOf,
   type ExitStatus,
+  ensureMountPoint,
   probeInNetns,
   type ResolvedImage,
   type Runtime,
@@ -104,6 +105,8 @@ export interface PodWorkerComponents {
   loadKeyring?(): Promise<void>
   /** emptyDir, hostPath and persistent Volume sources; absent: pods using them wait with the reason. */
   storage?: PodStorage
+  /** The pod's /etc/resolv.conf and /etc/hosts (the cluster DNS, docs/services.md); absent: the image's own. */
+  dnsFiles?(namespace: string, pod: string, address?: string): { resolvConf: string; hosts: string } | undefined
 }
 
 interface ContainerState {
@@ -226,9 +229,10 @@ export class PodWorker {
     this.writer = new StatusWriter(
       c.store,
       ref,
-      () => c.clock.now(),
+      c.clock,
       c.log,
       (obj) => assignedTo(obj, c.nodeName) && (c.fence?.caughtUp() ?? true),
+      c.tunables.progressWriteMs,
     )
   }
 
@@ -431,6 +435,7 @@ export class PodWorker {
     this.gen++
     this.run?.cancel('agent stopping')
     this.clearRunRetry()
+    this.writer.cancelDeferred()
     for (const cs of this.containers.values()) {
       if (cs.timer !== undefined) this.c.clock.clearTimeout(cs.timer)
       cs.probes?.stop()
@@ -969,6 +974,30 @@ export class PodWorker {
     return out
   }
 
+  /**
+   * /etc/resolv.conf and /etc/hosts bound read-only into a container, written afresh (the pod's
+   * address may have changed). Left out, with a warning, where they cannot be: no tmpfs for the
+   * files, or an image whose /etc or file there is a symlink (it may point out of the image).
+   */
+  private dnsMountsOf(cs: ContainerState): ContainerMount[] {
+    if (this.c.dnsFiles === undefined || this.c.dataFiles === undefined || this.uid === undefined) return []
+    const files = this.c.dnsFiles(this.ref.namespace, this.ref.name, this.net?.mode === 'ipv6' ? this.net.ipv6 : undefined)
+    if (files === undefined) return []
+    const rootfs = cs.image?.rootfs
+    try {
+      // The runtime makes the mount points too; a failure here leaves the pod with the image's files instead of failing it.
+      if (rootfs !== undefined) for (const f of ['/etc/resolv.conf', '/etc/hosts']) ensureMountPoint(rootfs, f, true)
+      const paths = this.c.dataFiles.writeDnsFiles(this.uid, files)
+      return [
+        { source: paths.resolvConf, destination: '/etc/resolv.conf', readOnly: true, file: true },
+        { source: paths.hosts, destination: '/etc/hosts', readOnly: true, file: true },
+      ]
+    } catch (err) {
+      this.log.warn({ ...this.fields(), err: String(err) }, 'the pod keeps its image resolv.conf and hosts')
+      return []
+    }
+  }
+
   private async startRun(obj: Stored<Pod>, gen: number, why?: string): Promise<void> {
     // The digests pinned for this revision (by this node, or by the node that ran it before a
     // failover) stay in the status from the first write on: pull-image reuses them.
@@ -987,10 +1016,10 @@ export class PodWorker {
     run.onChange(() => {
       if (gen !== this.gen) return
       this.snapshot = run.snapshot()
-      this.writeStatus('lifecycle progress')
+      this.writeStatus('lifecycle progress', { defer: true })
     })
     this.snapshot = run.snapshot()
-    this.writeStatus(why === undefined ? `start revision ${this.revision}` : `start revision ${this.revision}: ${why}`)
+    this.writeStatus(why === undefined ? `start revision ${this.revision}` : `start revision ${this.revision}: ${why}`, { defer: true })
     void run.reach('running').then((res) => this.enqueue(() => this.runFinished(gen, run, res)))
   }
 
@@ -1052,7 +1081,7 @@ export class PodWorker {
     if (this.storageDirs === undefined && this.usesStorage()) this.storageDirs = await this.prepareStorage()
     const env = this.data?.env.get(cs.spec.name)
     const cmd = containerCommand(env === undefined ? cs.spec : { ...cs.spec, env }, cs.image)
-    const mounts = this.mountsOf(cs.spec.name)
+    const mounts = [...this.mountsOf(cs.spec.name), ...this.dnsMountsOf(cs)]
     const old = rt.status(cs.id)
     if (old) {
       if (old.state === 'running') await rt.stop(cs.id, { graceMs: spec.graceMs })
@@ -1085,7 +1114,9 @@ export class PodWorker {
     cs.finishedAt = undefined
     this.log.info({ ...this.fields(), container: cs.spec.name, pid: h.pid, restarts: cs.restarts }, 'container started')
     this.startProbes(cs)
-    this.writeStatus(`container ${cs.spec.name} started`)
+    // Inside a run this is progress (the run's own `running revision N` follows); a restart of a
+    // container in a running pod is news of its own.
+    this.writeStatus(`container ${cs.spec.name} started`, { defer: this.runState === 'running' })
   }
 
   // ---- probes ----
@@ -1351,7 +1382,7 @@ export class PodWorker {
     return this.readyCond
   }
 
-  private writeStatus(reason: string): void {
+  private writeStatus(reason: string, opts: { defer?: boolean } = {}): void {
     const phase = this.phase()
     const status: Record<string, unknown> = {
       phase,
@@ -1377,7 +1408,7 @@ export class PodWorker {
       configRefs: this.refRevisions === undefined || Object.keys(this.refRevisions).length === 0 ? undefined : this.refRevisions,
       images: this.imagePins.size === 0 ? undefined : [...this.imagePins.values()],
     }
-    this.writer.set(status, `${reason} (phase ${phase})`)
+    this.writer.set(status, `${reason} (phase ${phase})`, opts)
   }
 }
 

@@ -6,13 +6,14 @@
  */
 import type { Command } from 'commander'
 import type { ClusterEvent, ResponseOf } from '../../agent/index.ts'
-import { age, getKind, labelsText, type ObjectRef } from '../../model/index.ts'
+import { age, getKind, labelsText, type ObjectRef, type Service, type ServiceEndpoints } from '../../model/index.ts'
 import type { Revision, StoredObject } from '../../store/index.ts'
 import { callRoute } from '../call.ts'
 import { examples, formatTable, historyTable, toYaml } from '../format.ts'
 import { getObjectOf, objectRef, outputOption, refText, takesObjects } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 import { eventsTable } from './ops.ts'
+import { describeEndpoints, endpointsSection } from './services.ts'
 
 export interface DescribeCliIO {
   out(text: string): void
@@ -27,6 +28,8 @@ export interface Description {
   revisionCount?: number
   events?: ClusterEvent[]
   placement?: { explainedBy: string; text: string; status: string }
+  /** A Service's endpoints, derived from the pods as the node's DNS resolver sees them. */
+  endpoints?: ServiceEndpoints
   /** Parts left out, with why (`events: forbidden …`). */
   missing: string[]
 }
@@ -86,6 +89,10 @@ export async function describeObject(c: ApiCaller, ref: ObjectRef): Promise<Desc
   }
   if (events) d.events = events.events.slice(-EVENTS)
   if (placement) d.placement = { explainedBy: placement.explainedBy, text: placement.text, status: placement.explanation.status }
+  if (ref.kind === 'Service') {
+    const eps = await attempt('endpoints', missing, () => describeEndpoints(c, object as unknown as Service))
+    if (eps) d.endpoints = eps
+  }
   return d
 }
 
@@ -118,6 +125,7 @@ export function formatDescription(d: Description, now: number): string {
     out.push('', 'Conditions:', indent(formatTable(['TYPE', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'], rows)))
   }
   if (d.placement) out.push('', `Placement (${d.placement.explainedBy}):`, indent(d.placement.text))
+  if (d.endpoints) out.push('', ...endpointsSection(d.endpoints))
   if (d.revisions) {
     const shown =
       d.revisions.length < (d.revisionCount ?? 0)

@@ -8,7 +8,7 @@ import type { Command } from 'commander'
 import { buildProgram } from '../../../src/cli/main.ts'
 
 const ROOT = new URL('../../..', import.meta.url).pathname
-const DOCS = ['docs/install.md', 'docs/operations.md', 'docs/secrets.md', 'docs/jobs.md']
+const DOCS = ['docs/install.md', 'docs/operations.md', 'docs/secrets.md', 'docs/jobs.md', 'docs/dashboard.md']
 
 /** `orc …` command lines inside ```sh blocks (also inside `$(…)`, `<(…)`, before pipes/redirects). */
 function examples(markdown: string): string[] {
