@@ -65,6 +65,7 @@ import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
+import { admitVolumeChange, admitVolumeDelete, VolumeService, volumeRoutes } from './volumes/index.ts'
 
 export type OpenStore = (opts: {
   dir: string
@@ -292,6 +293,24 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       logger.debug({ err }, 'could not record a refused update')
     }
   }
+  // emptyDir, hostPath and persistent Volumes of the pods on this node, and the Volumes kept here.
+  let volumesRef: VolumeService | undefined
+  // Built on first use: the store is opened by a component.
+  const volumes = (): VolumeService =>
+    (volumesRef ??= new VolumeService({
+      store,
+      nodeName,
+      dataDir,
+      clock: unrefTimers(clock),
+      log: logger.child({ module: 'volumes' }),
+      run: execaRunner,
+      isRoot: process.getuid?.() === 0,
+      ...(opts.volumes?.driverDir !== undefined ? { driverDir: opts.volumes.driverDir } : {}),
+      ...(opts.volumes?.graceMs !== undefined ? { graceMs: opts.volumes.graceMs } : {}),
+      ...(opts.volumes?.driverTimeoutMs !== undefined ? { driverTimeoutMs: opts.volumes.driverTimeoutMs } : {}),
+      ...(opts.volumes?.noLoop ? { noLoop: true } : {}),
+      caughtUp: () => pods().fence.caughtUp(),
+    }))
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
   let lifecycle: PodLifecycle | undefined
   const pods = (): PodLifecycle =>
@@ -315,6 +334,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       keyring,
       imagePeers: () => peerBlobs,
       onPulled: (bytes) => pulledBytes.pulled(bytes),
+      storage: volumes(),
       dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
@@ -501,6 +521,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           logger,
           info: () => info,
           pods,
+          volumes,
           members,
           network,
           federation,
@@ -552,6 +573,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => pods().stop(),
     },
+    { name: 'volumes', start: () => volumes().start(), stop: () => volumesRef?.stop() },
     later('deployments', () => new DeploymentController(leaderless('deployments'))),
     later('jobs', () => new JobController(leaderless('jobs'))),
     // Ingresses naming tcp-proxy and this node (docs/services.md); idle while there are none.
@@ -694,6 +716,7 @@ interface ApiHandlerComponents {
   logger: Logger
   info: () => NodeInfo
   pods: () => PodLifecycle
+  volumes: () => VolumeService
   members: () => MemberView[]
   network: NodeNetwork
   federation: FederationManager
@@ -736,11 +759,16 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     admit: async (obj, batch, author) => {
       admitPolicy(obj, author, c.isAdmin)
       if (obj.kind === 'Secret') admitSealedKeys(obj as Secret, c.keyring.get())
+      if (obj.kind === 'Volume')
+        admitVolumeChange(obj, apiStore.get({ kind: 'Volume', namespace: obj.metadata.namespace ?? 'default', name: obj.metadata.name }))
       if (obj.kind !== 'Pod') return
       const imageStores = [join(c.dataDir, 'images'), ...c.imageStores]
       // Most pods ask for nothing unsafe: then no policy and no history (a LevelDB scan) is read.
       if (asksOf(obj as Pod, imageStores).length > 0) await admitUnsafe(obj as Pod, batch, author, imageStores)
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
+    },
+    admitDelete: (ref) => {
+      if (ref.kind === 'Volume') admitVolumeDelete(apiStore.list('Pod', ref.namespace), ref.namespace, ref.name)
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),
@@ -781,6 +809,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       scopeView: (ns) => c.pods().schedViewFor(ns),
     }),
     rolloutRoutes({ store, nodeName, now: () => clock.now() }),
+    volumeRoutes({ store, nodeName, now: () => clock.now(), volumes: c.volumes }),
     secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
     stabilityRoutes(clusterStability(store, c.cluster)),
@@ -801,7 +830,10 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
   const cluster = c.cluster
   if (!cluster) return local
-  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!), ...cluster.streamRoutes(own) }, cluster.routes()), routing)
+  const handler = createRouter(
+    combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!), ...cluster.streamRoutes(own), ...cluster.volumeRoutes(own) }, cluster.routes()),
+    routing,
+  )
   cluster.serve(handler, local)
   return handler
 }

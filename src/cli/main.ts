@@ -37,6 +37,7 @@ import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { registerSecretCommands } from './commands/secrets.ts'
 import { endpointsOutput } from './commands/services.ts'
 import { registerStreamCommands } from './commands/streams.ts'
+import { registerVolumeCommands } from './commands/volumes.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
@@ -483,6 +484,15 @@ Use "orc COMMAND --help" for more about a command.`),
   registerStreamCommands(program, io, client)
   registerOpsCommands(program, io, client)
   registerRolloutCommands(program, io, client)
+  registerVolumeCommands(
+    program,
+    {
+      ...io,
+      isTTY: Boolean(process.stdout.isTTY),
+      outBytes: (data) => new Promise<void>((resolve, reject) => process.stdout.write(data, (err) => (err ? reject(err) : resolve()))),
+    },
+    client,
+  )
   registerDownCommand(program, io)
   registerFederationCommands(program, io, client)
   registerSecretKeyCommands(program, io, client)

@@ -11,6 +11,7 @@ import { type Pod, podKind } from './kinds/pod.ts'
 import { type Role, type RoleBinding, roleBindingKind, roleKind, type User, userKind } from './kinds/rbac.ts'
 import { type SecurityPolicy, securityPolicyKind } from './kinds/security-policy.ts'
 import { type Service, serviceKind } from './kinds/service.ts'
+import { type Volume, volumeKind } from './kinds/volume.ts'
 import type { OrcObject } from './object.ts'
 import { OwnershipTable } from './ownership.ts'
 import { closestWords, didYouMeanOf } from './suggest.ts'
@@ -30,6 +31,7 @@ export const KINDS: readonly KindDef[] = [
   secretKind,
   jobKind,
   cronJobKind,
+  volumeKind,
   serviceKind,
   ingressKind,
 ] as readonly KindDef[]
@@ -49,6 +51,7 @@ export interface KindTypes {
   Secret: Secret
   Job: Job
   CronJob: CronJob
+  Volume: Volume
   Service: Service
   Ingress: Ingress
 }

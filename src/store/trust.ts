@@ -248,6 +248,17 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         // Refusing those stalled honest writers (chaos test); the signature still names the node.
         // A known gap (docs/security.md): a compromised node can fake a pod's lifecycle status.
         return undefined
+      case 'controller:volume': {
+        // A Volume's status is written by the node holding its data (docs/storage.md): the one
+        // status.node names, before or after the write (the first attach places it).
+        if (kind !== 'Volume') return `controller:volume writes Volumes only, not ${kind.toLowerCase()}/${name}`
+        const placed = (o: Record<string, unknown> | undefined) => (isPlainObject(o?.status) ? o.status.node : undefined)
+        const to = after !== undefined ? placed(after) : undefined
+        const from = placed(before)
+        if (from !== undefined && from !== mine) return `node ${mine ?? signer.id} may not write volume/${name}, which lives on node ${String(from)}`
+        if (to !== undefined && to !== mine && to !== from) return `node ${mine ?? signer.id} may not place volume/${name} on node ${String(to)}`
+        return undefined
+      }
       case 'controller:ingress': {
         // An ingress controller reports on the node it runs on: `status.nodes.<its node>` only.
         if (kind !== 'Ingress') return undefined
