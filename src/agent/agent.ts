@@ -38,6 +38,7 @@ import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
 import { imageBlobMetrics, LateBlobProvider, MeshBlobSource, StoreBlobProvider } from './images/peers.ts'
 import { pinImagesOnRollback } from './images/rollback.ts'
+import { IngressController } from './ingress/index.ts'
 import { JobController } from './jobs/index.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
@@ -64,6 +65,7 @@ import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
+import { admitVolumeChange, admitVolumeDelete, VolumeService, volumeRoutes } from './volumes/index.ts'
 
 export type OpenStore = (opts: {
   dir: string
@@ -291,6 +293,24 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       logger.debug({ err }, 'could not record a refused update')
     }
   }
+  // emptyDir, hostPath and persistent Volumes of the pods on this node, and the Volumes kept here.
+  let volumesRef: VolumeService | undefined
+  // Built on first use: the store is opened by a component.
+  const volumes = (): VolumeService =>
+    (volumesRef ??= new VolumeService({
+      store,
+      nodeName,
+      dataDir,
+      clock: unrefTimers(clock),
+      log: logger.child({ module: 'volumes' }),
+      run: execaRunner,
+      isRoot: process.getuid?.() === 0,
+      ...(opts.volumes?.driverDir !== undefined ? { driverDir: opts.volumes.driverDir } : {}),
+      ...(opts.volumes?.graceMs !== undefined ? { graceMs: opts.volumes.graceMs } : {}),
+      ...(opts.volumes?.driverTimeoutMs !== undefined ? { driverTimeoutMs: opts.volumes.driverTimeoutMs } : {}),
+      ...(opts.volumes?.noLoop ? { noLoop: true } : {}),
+      caughtUp: () => pods().fence.caughtUp(),
+    }))
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
   let lifecycle: PodLifecycle | undefined
   const pods = (): PodLifecycle =>
@@ -314,6 +334,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       keyring,
       imagePeers: () => peerBlobs,
       onPulled: (bytes) => pulledBytes.pulled(bytes),
+      storage: volumes(),
       dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
@@ -439,8 +460,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       'dns',
       () =>
         (dns = new ClusterDns(
-          // The routed store: Services and Pods of shared namespaces resolve from the federation's document.
-          { store: routedStore(store, federation), clock, random, logger, clusterId: () => clusterRef.id, dnsAddress: () => network.dnsAddress },
+          {
+            // The routed store: Services and Pods of shared namespaces resolve from the federation's document.
+            store: routedStore(store, federation),
+            clock,
+            random,
+            logger,
+            clusterId: () => clusterRef.id,
+            dnsAddress: () => network.dnsAddress,
+            servicesBalanced: () => network.servicesBalanced,
+            shared: (ns) => federation.scopeOf(ns) !== undefined,
+          },
           opts.dns ?? { enabled: false },
         )),
     ),
@@ -494,6 +524,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           logger,
           info: () => info,
           pods,
+          volumes,
           members,
           network,
           federation,
@@ -545,8 +576,11 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => pods().stop(),
     },
+    { name: 'volumes', start: () => volumes().start(), stop: () => volumesRef?.stop() },
     later('deployments', () => new DeploymentController(leaderless('deployments'))),
     later('jobs', () => new JobController(leaderless('jobs'))),
+    // Ingresses naming tcp-proxy and this node (docs/services.md); idle while there are none.
+    later('ingress', () => new IngressController({ store, nodeName, clock, random, log: logger.child({ module: 'ingress' }) })),
     tombstonePruning(
       () => store,
       () => cluster,
@@ -685,6 +719,7 @@ interface ApiHandlerComponents {
   logger: Logger
   info: () => NodeInfo
   pods: () => PodLifecycle
+  volumes: () => VolumeService
   members: () => MemberView[]
   network: NodeNetwork
   federation: FederationManager
@@ -727,11 +762,16 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     admit: async (obj, batch, author) => {
       admitPolicy(obj, author, c.isAdmin)
       if (obj.kind === 'Secret') admitSealedKeys(obj as Secret, c.keyring.get())
+      if (obj.kind === 'Volume')
+        admitVolumeChange(obj, apiStore.get({ kind: 'Volume', namespace: obj.metadata.namespace ?? 'default', name: obj.metadata.name }))
       if (obj.kind !== 'Pod') return
       const imageStores = [join(c.dataDir, 'images'), ...c.imageStores]
       // Most pods ask for nothing unsafe: then no policy and no history (a LevelDB scan) is read.
       if (asksOf(obj as Pod, imageStores).length > 0) await admitUnsafe(obj as Pod, batch, author, imageStores)
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
+    },
+    admitDelete: (ref) => {
+      if (ref.kind === 'Volume') admitVolumeDelete(apiStore.list('Pod', ref.namespace), ref.namespace, ref.name)
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),
@@ -784,6 +824,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     }),
     // Shared namespaces' deployments are in the federation's document, over its clusters' nodes.
     rolloutRoutes({ store: apiStore, nodeName, now: () => clock.now(), nodes: (ns) => c.federation.nodesOf(ns) ?? store.list('Node') }),
+    volumeRoutes({ store, nodeName, now: () => clock.now(), volumes: c.volumes }),
     secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
     stabilityRoutes(clusterStability(store, c.cluster)),
@@ -815,7 +856,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     const answer = await own.podLogs!({ params: { ns, name }, query, body: undefined, req: { method: 'GET', path: pathOf('podLogs', { ns, name }), query } })
     return answer instanceof Passthrough ? answer.response.body : answer
   })
-  const handler = createRouter(combineHandlers({ ...own, podLogs, ...cluster.streamRoutes(own) }, cluster.routes()), routing)
+  const handler = createRouter(combineHandlers({ ...own, podLogs, ...cluster.streamRoutes(own), ...cluster.volumeRoutes(own) }, cluster.routes()), routing)
   cluster.serve(handler, local)
   return handler
 }

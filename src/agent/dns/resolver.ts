@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs'
 import type { Logger } from 'pino'
 import { type Clock, type Random, type TimerHandle, unrefTimers } from '../../effects/index.ts'
-import { isOrcError } from '../../model/index.ts'
+import { type EndpointService, isOrcError } from '../../model/index.ts'
 import {
   buildZone,
   clusterPrefix,
@@ -21,6 +21,7 @@ import {
   normalizeDomain,
   type PodDnsFiles,
   podDnsFiles,
+  serviceVirtualAddress,
   upstreamsFromResolvConf,
 } from '../../net/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
@@ -36,12 +37,21 @@ export interface ClusterDnsComponents {
   clusterId(): string
   /** The cluster DNS address when this node's pods have a network (NodeNetwork.dnsAddress). */
   dnsAddress(): string | undefined
+  /** Whether this node load-balances services' virtual addresses (NodeNetwork.servicesBalanced). */
+  servicesBalanced?(): boolean
+  /**
+   * Whether namespace `ns` is shared with a federation: its services are not load-balanced by the
+   * node (the balancer reads the cluster's own services), so their names answer the pods' addresses.
+   */
+  shared?(ns: string): boolean
 }
 
 export class ClusterDns implements Component {
   readonly name = 'dns'
   private server: DnsServer | undefined
   private zoneCache: DnsZone | undefined
+  /** Whether the cached zone answers ClusterIP services with their virtual addresses. */
+  private zoneBalanced = false
   private unsubscribe: (() => void) | undefined
   private bindTimer: TimerHandle | undefined
   private readonly clock: Clock
@@ -108,7 +118,24 @@ export class ClusterDns implements Component {
 
   /** The zone now: rebuilt after a Pod or Service changed. */
   zone(): DnsZone {
-    this.zoneCache ??= buildZone({ domain: this.domain, services: this.c.store.list('Service'), pods: this.c.store.list('Pod') })
+    const balanced = this.c.servicesBalanced?.() === true
+    // Balancing came up (or went away) since the zone was built: its service answers change.
+    if (balanced !== this.zoneBalanced) this.zoneCache = undefined
+    if (this.zoneCache === undefined) {
+      const cluster = balanced ? clusterPrefix(this.c.clusterId()) : undefined
+      this.zoneCache = buildZone({
+        domain: this.domain,
+        services: this.c.store.list('Service'),
+        pods: this.c.store.list('Pod'),
+        ...(cluster !== undefined
+          ? {
+              virtualAddress: (svc: EndpointService) =>
+                this.c.shared?.(svc.metadata.namespace ?? 'default') === true ? undefined : serviceVirtualAddress(svc, cluster),
+            }
+          : {}),
+      })
+      this.zoneBalanced = balanced
+    }
     return this.zoneCache
   }
 

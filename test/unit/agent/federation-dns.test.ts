@@ -11,7 +11,7 @@ import pino from 'pino'
 import { ClusterDns } from '../../../src/agent/dns/index.ts'
 import { clusterOwnership, type FederatedScope, routedStore, type ScopeRouter } from '../../../src/agent/federation/index.ts'
 import { systemClock, systemRandom } from '../../../src/effects/index.ts'
-import { clusterPrefix, formatIPv6 } from '../../../src/net/index.ts'
+import { clusterPrefix, formatIPv6, serviceVirtualAddress } from '../../../src/net/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
 const CLUSTER_ID = '00112233445566778899aabbccddeeff'
@@ -96,6 +96,9 @@ test('shared namespaces resolve: a Service and a Pod of the federation document 
       logger: pino({ level: 'silent' }),
       clusterId: () => CLUSTER_ID,
       dnsAddress: () => undefined,
+      // This node load-balances the cluster's own ClusterIP services, not the federation's.
+      servicesBalanced: () => true,
+      shared: (ns) => router.scopeOf(ns) !== undefined,
     },
     { enabled: true, listen: [{ host: '127.0.0.1', port: 0 }], upstreams: [] },
   )
@@ -110,9 +113,15 @@ test('shared namespaces resolve: a Service and a Pod of the federation document 
   for (const l of listeners) l()
   const shared = await query(port, 'web.shared.svc.cluster.local')
   assert.equal(shared.rcode, 'NOERROR')
-  assert.deepEqual(addresses(shared), [`${base}:1234::7`], 'the shared Service answers with its pod, which runs in another cluster')
+  assert.deepEqual(addresses(shared), [`${base}:1234::7`], 'the shared Service answers with its pod (no virtual address: not balanced here)')
   assert.deepEqual(addresses(await query(port, 'web-1.shared.pod.cluster.local')), [`${base}:1234::7`])
-  assert.equal((await query(port, 'web.default.svc.cluster.local')).rcode, 'NOERROR', 'the private one still does')
+  const priv = await query(port, 'web.default.svc.cluster.local')
+  assert.equal(priv.rcode, 'NOERROR', 'the private one still does')
+  assert.deepEqual(
+    addresses(priv),
+    [serviceVirtualAddress({ metadata: { name: 'web', namespace: 'default' } } as never, clusterPrefix(CLUSTER_ID))],
+    'with its virtual address',
+  )
 
   // The pod moves: the next answer has its new address (the watch covers the federation's store).
   await runningAt(`${base}:1234::8`, 1003)
