@@ -13,6 +13,7 @@ import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import pino from 'pino'
 import { checkAuthorship, decodeFederationToken, FederationManager, routedStore } from '../../src/agent/federation/index.ts'
+import { formatFederation } from '../../src/cli/commands/federation.ts'
 import { systemClock } from '../../src/effects/index.ts'
 import { createHost } from '../../src/mesh/host.ts'
 import { decodeToken } from '../../src/mesh/index.ts'
@@ -262,6 +263,8 @@ test('a removed cluster joins again once the creator re-admits it (token --readm
 
 test('only the creating cluster admits and removes clusters; a removal written by another is ignored and undone', async (t) => {
   const { a, b } = await federated(t)
+  assert.equal(b.fm.status('shared').creator, 'home', 'cloud learned the creator when it joined')
+  assert.match(formatFederation(b.fm.status('shared')), /created by: +home \(admits and removes clusters\)/)
   await assert.rejects(b.fm.token('shared'), /only cluster home, which created federation shared, admits other clusters/)
   await assert.rejects(b.fm.remove('shared', 'home', 'user:bob'), /only cluster home, which created federation shared, removes clusters/)
   // A modified agent of cloud deletes home's Cluster object anyway.

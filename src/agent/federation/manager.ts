@@ -698,6 +698,7 @@ export class FederationManager implements ScopeRouter {
       addresses: r.mesh.addresses(),
       clusters,
       objects: r.store.count(),
+      ...(r.directory.creator() !== undefined ? { creator: r.directory.creator() } : {}),
     }
   }
 

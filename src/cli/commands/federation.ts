@@ -33,6 +33,7 @@ export function formatFederation(f: FederationView): string {
     `  namespaces:    ${f.namespaces.join(', ') || '<none>'}`,
     `  state:         ${f.state}`,
   ]
+  if (f.creator) lines.push(`  created by:    ${f.creator} (admits and removes clusters)`)
   if (f.peerId) lines.push(`  peer id:       ${f.peerId}`)
   if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
   if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
