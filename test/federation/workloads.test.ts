@@ -115,6 +115,20 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
     15_000,
   )
   assert.match(pinLogs, /hello-pin/)
+  // A bare pin in a shared namespace names a node of the pod's cluster (here the creating one, cloud).
+  await ok(
+    c1,
+    ['apply', '-f', '-'],
+    JSON.stringify({ ...pinned, metadata: { name: 'bare-pin', namespace: 'shared' }, spec: { ...pinned.spec, placement: { node: 'c1' } } }),
+  )
+  await waitFor(
+    'the bare-pinned pod to run on c1@cloud',
+    async () => {
+      const p = JSON.parse(await ok(h1, ['get', 'pod/bare-pin', '-n', 'shared', '-o', 'json']))
+      return p.status?.phase === 'Running' && p.status.node === 'c1@cloud'
+    },
+    30_000,
+  )
 
   // 4. A Job applied on cloud whose pods may run only in home: it completes there.
   const job = {
