@@ -32,7 +32,15 @@ import { type Component, type StartedComponents, startComponents } from './compo
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
 import { ClusterDns } from './dns/index.ts'
-import { FederationManager, federationRouteSource, federationRoutes, routedStore, sharedPodLogs, sharedPodNode } from './federation/index.ts'
+import {
+  FederationManager,
+  federationRouteSource,
+  federationRoutes,
+  refuseSharedStreams,
+  routedStore,
+  sharedPodLogs,
+  sharedPodNode,
+} from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
@@ -801,7 +809,10 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
         return scope === undefined ? undefined : { node: sharedPodNode(pod), self: `${nodeName}@${scope.cluster}` }
       },
     }),
-    podStreamRoutes(() => c.streams),
+    refuseSharedStreams(
+      c.federation,
+      podStreamRoutes(() => c.streams),
+    ),
     topRoutes(
       () => c.top,
       () => c.cluster?.askMembers,
@@ -856,7 +867,10 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     const answer = await own.podLogs!({ params: { ns, name }, query, body: undefined, req: { method: 'GET', path: pathOf('podLogs', { ns, name }), query } })
     return answer instanceof Passthrough ? answer.response.body : answer
   })
-  const handler = createRouter(combineHandlers({ ...own, podLogs, ...cluster.streamRoutes(own), ...cluster.volumeRoutes(own) }, cluster.routes()), routing)
+  const handler = createRouter(
+    combineHandlers({ ...own, podLogs, ...refuseSharedStreams(c.federation, cluster.streamRoutes(own)), ...cluster.volumeRoutes(own) }, cluster.routes()),
+    routing,
+  )
   cluster.serve(handler, local)
   return handler
 }

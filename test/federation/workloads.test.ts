@@ -115,6 +115,10 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
     15_000,
   )
   assert.match(pinLogs, /hello-pin/)
+  // exec does not reach shared pods yet: it says so (not "not found").
+  const exec = await orc(c1.socket, ['exec', 'pinned', '-n', 'shared', '--', 'true'], { USER: 'alice' })
+  assert.notEqual(exec.exitCode, 0)
+  assert.match(exec.stderr, /shared with federation lab: orc exec and port-forward do not reach pods of shared namespaces yet/)
   // A bare pin in a shared namespace names a node of the pod's cluster (here the creating one, cloud).
   await ok(
     c1,

@@ -1,6 +1,6 @@
 // Federation of clusters (docs/federation.md): what the agent wires.
 
-export { type SharedLogsComponents, sharedPodLogs } from './logs.ts'
+export { refuseSharedStreams, type SharedLogsComponents, sharedPodLogs } from './logs.ts'
 export {
   decodeFederationToken,
   encodeFederationToken,

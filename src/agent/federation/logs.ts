@@ -4,9 +4,9 @@
  * asked over the cluster's mesh (as for the cluster's own pods); a node of another cluster over the
  * federation's mesh (FederationManager.forwardLogs).
  */
-import type { ApiResponse, Query } from '../../model/index.ts'
+import { type ApiResponse, OrcError, type Query } from '../../model/index.ts'
 import { forwardTimeoutMs, forwardToPodNode, type LogsProxyComponents } from '../pods/logs-proxy.ts'
-import { Passthrough, type RouteHandler } from '../router.ts'
+import { Passthrough, type RouteHandler, type RouteHandlers } from '../router.ts'
 import type { ScopeRouter } from './routed-store.ts'
 import { sharedPodNode } from './scheduling.ts'
 
@@ -56,4 +56,30 @@ export function sharedPodLogs(c: SharedLogsComponents, local: RouteHandler<'podL
     const res = await forwardToPodNode({ ...proxy, store }, call.req, ns, name, timeoutMs)
     return res !== undefined ? new Passthrough(res) : local(call)
   }
+}
+
+const STREAM_ROUTES = ['podExec', 'podExecIo', 'podPortForward', 'podPortForwardIo'] as const
+
+/**
+ * exec and port-forward sessions do not reach pods of shared namespaces yet (docs/federation.md,
+ * "Not built yet"): say so, instead of "not found" from the cluster's own store.
+ */
+export function refuseSharedStreams(router: Pick<ScopeRouter, 'scopeOf'>, handlers: RouteHandlers): RouteHandlers {
+  const out: RouteHandlers = { ...handlers }
+  for (const name of STREAM_ROUTES) {
+    const h = handlers[name] as RouteHandler<typeof name> | undefined
+    if (h === undefined) continue
+    out[name] = (async (call: Parameters<RouteHandler<typeof name>>[0]) => {
+      const { ns, name: pod } = call.params as { ns: string; name: string }
+      const scope = router.scopeOf(ns)
+      if (scope !== undefined)
+        throw new OrcError(
+          'unavailable',
+          `pod/${pod} is in namespace ${ns}, shared with federation ${scope.federation}: orc exec and port-forward do not reach pods of shared namespaces yet`,
+          { namespace: ns, name: pod },
+        )
+      return h(call as never)
+    }) as never
+  }
+  return out
 }
