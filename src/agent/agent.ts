@@ -32,12 +32,21 @@ import { type Component, type StartedComponents, startComponents } from './compo
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
 import { ClusterDns } from './dns/index.ts'
-import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
+import {
+  FederationManager,
+  federationRouteSource,
+  federationRoutes,
+  refuseSharedStreams,
+  routedStore,
+  sharedPodLogs,
+  sharedPodNode,
+} from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
 import { imageBlobMetrics, LateBlobProvider, MeshBlobSource, StoreBlobProvider } from './images/peers.ts'
 import { pinImagesOnRollback } from './images/rollback.ts'
+import { IngressController } from './ingress/index.ts'
 import { JobController } from './jobs/index.ts'
 import { createLogger } from './logger.ts'
 import { meshViewOf, NodeNetwork, networkRoutes } from './network/index.ts'
@@ -57,13 +66,14 @@ import { adminByRole, admitPod, admitPolicy, asksOf, type IsAdmin, podAuthorsOf,
 import { PodStreams, podStreamRoutes } from './pods/streams.ts'
 import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
-import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
+import { type ApiHandler, combineHandlers, createRouter, Passthrough } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
 import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
+import { admitVolumeChange, admitVolumeDelete, VolumeService, volumeRoutes } from './volumes/index.ts'
 
 export type OpenStore = (opts: {
   dir: string
@@ -291,6 +301,24 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       logger.debug({ err }, 'could not record a refused update')
     }
   }
+  // emptyDir, hostPath and persistent Volumes of the pods on this node, and the Volumes kept here.
+  let volumesRef: VolumeService | undefined
+  // Built on first use: the store is opened by a component.
+  const volumes = (): VolumeService =>
+    (volumesRef ??= new VolumeService({
+      store,
+      nodeName,
+      dataDir,
+      clock: unrefTimers(clock),
+      log: logger.child({ module: 'volumes' }),
+      run: execaRunner,
+      isRoot: process.getuid?.() === 0,
+      ...(opts.volumes?.driverDir !== undefined ? { driverDir: opts.volumes.driverDir } : {}),
+      ...(opts.volumes?.graceMs !== undefined ? { graceMs: opts.volumes.graceMs } : {}),
+      ...(opts.volumes?.driverTimeoutMs !== undefined ? { driverTimeoutMs: opts.volumes.driverTimeoutMs } : {}),
+      ...(opts.volumes?.noLoop ? { noLoop: true } : {}),
+      caughtUp: () => pods().fence.caughtUp(),
+    }))
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
   let lifecycle: PodLifecycle | undefined
   const pods = (): PodLifecycle =>
@@ -314,6 +342,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       keyring,
       imagePeers: () => peerBlobs,
       onPulled: (bytes) => pulledBytes.pulled(bytes),
+      storage: volumes(),
       dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
@@ -424,6 +453,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           tunables: opts.mesh?.tunables,
           logger,
           clock,
+          pruneIntervalMs: opts.pruneIntervalMs ?? 120_000,
         })
         // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
         // Before start(): federations reopened after a restart announce their pod scopes as they open
@@ -438,7 +468,17 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       'dns',
       () =>
         (dns = new ClusterDns(
-          { store, clock, random, logger, clusterId: () => clusterRef.id, dnsAddress: () => network.dnsAddress },
+          {
+            // The routed store: Services and Pods of shared namespaces resolve from the federation's document.
+            store: routedStore(store, federation),
+            clock,
+            random,
+            logger,
+            clusterId: () => clusterRef.id,
+            dnsAddress: () => network.dnsAddress,
+            servicesBalanced: () => network.servicesBalanced,
+            shared: (ns) => federation.scopeOf(ns) !== undefined,
+          },
           opts.dns ?? { enabled: false },
         )),
     ),
@@ -492,6 +532,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           logger,
           info: () => info,
           pods,
+          volumes,
           members,
           network,
           federation,
@@ -543,8 +584,11 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       },
       stop: () => pods().stop(),
     },
+    { name: 'volumes', start: () => volumes().start(), stop: () => volumesRef?.stop() },
     later('deployments', () => new DeploymentController(leaderless('deployments'))),
     later('jobs', () => new JobController(leaderless('jobs'))),
+    // Ingresses naming tcp-proxy and this node (docs/services.md); idle while there are none.
+    later('ingress', () => new IngressController({ store, nodeName, clock, random, log: logger.child({ module: 'ingress' }) })),
     tombstonePruning(
       () => store,
       () => cluster,
@@ -683,6 +727,7 @@ interface ApiHandlerComponents {
   logger: Logger
   info: () => NodeInfo
   pods: () => PodLifecycle
+  volumes: () => VolumeService
   members: () => MemberView[]
   network: NodeNetwork
   federation: FederationManager
@@ -725,6 +770,8 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     admit: async (obj, batch, author) => {
       admitPolicy(obj, author, c.isAdmin)
       if (obj.kind === 'Secret') admitSealedKeys(obj as Secret, c.keyring.get())
+      if (obj.kind === 'Volume')
+        admitVolumeChange(obj, apiStore.get({ kind: 'Volume', namespace: obj.metadata.namespace ?? 'default', name: obj.metadata.name }))
       if (obj.kind !== 'Pod') return
       const imageStores = [join(c.dataDir, 'images'), ...c.imageStores]
       // Most pods ask for nothing unsafe: then no history (a LevelDB scan) is read.
@@ -734,6 +781,9 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
         if (refusal) throw refusal
       }
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
+    },
+    admitDelete: (ref) => {
+      if (ref.kind === 'Volume') admitVolumeDelete(apiStore.list('Pod', ref.namespace), ref.namespace, ref.name)
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),
@@ -757,8 +807,22 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   }
   const own = combineHandlers(
     objectHandlers,
-    podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
-    podStreamRoutes(() => c.streams),
+    podRoutes({
+      store: apiStore,
+      nodeName,
+      clock,
+      controllers: AGENT_CONTROLLERS,
+      logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn),
+      // A shared namespace's pod runs on `node@cluster`; this node is `nodeName@<its cluster there>`.
+      sharedNode: (pod) => {
+        const scope = c.federation.scopeOf(pod.metadata.namespace ?? 'default')
+        return scope === undefined ? undefined : { node: sharedPodNode(pod), self: `${nodeName}@${scope.cluster}` }
+      },
+    }),
+    refuseSharedStreams(
+      c.federation,
+      podStreamRoutes(() => c.streams),
+    ),
     topRoutes(
       () => c.top,
       () => c.cluster?.askMembers,
@@ -779,7 +843,9 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       schedView: () => c.pods().schedView(),
       scopeView: (ns) => c.pods().schedViewFor(ns),
     }),
-    rolloutRoutes({ store, nodeName, now: () => clock.now() }),
+    // Shared namespaces' deployments are in the federation's document, over its clusters' nodes.
+    rolloutRoutes({ store: apiStore, nodeName, now: () => clock.now(), nodes: (ns) => c.federation.nodesOf(ns) ?? store.list('Node') }),
+    volumeRoutes({ store, nodeName, now: () => clock.now(), volumes: c.volumes }),
     secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
     stabilityRoutes(clusterStability(store, c.cluster)),
@@ -800,7 +866,21 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
   const cluster = c.cluster
   if (!cluster) return local
-  const handler = createRouter(combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!), ...cluster.streamRoutes(own) }, cluster.routes()), routing)
+  // Logs of a shared namespace's pods are on its node in whichever member cluster runs it.
+  const podLogs = sharedPodLogs(
+    { nodeName, router: c.federation, forwardLogs: (...a) => c.federation.forwardLogs(...a), clusterProxy: cluster.podProxy },
+    own.podLogs!,
+    cluster.logsRoute(own.podLogs!),
+  )
+  // Other clusters' nodes read the logs of the shared pods this node runs (the federation hosts' member API).
+  c.federation.serveLogsWith(async (ns, name, query) => {
+    const answer = await own.podLogs!({ params: { ns, name }, query, body: undefined, req: { method: 'GET', path: pathOf('podLogs', { ns, name }), query } })
+    return answer instanceof Passthrough ? answer.response.body : answer
+  })
+  const handler = createRouter(
+    combineHandlers({ ...own, podLogs, ...refuseSharedStreams(c.federation, cluster.streamRoutes(own)), ...cluster.volumeRoutes(own) }, cluster.routes()),
+    routing,
+  )
   cluster.serve(handler, local)
   return handler
 }

@@ -22,6 +22,8 @@ export interface ApiComponents {
   logger: Logger
   /** Admission check of each object before anything is written (e.g. the two-party rule of unsafe pods). */
   admit?: (obj: OrcObject, batch: readonly OrcObject[], author: string) => void | Promise<void>
+  /** Admission check of a delete (a Volume that pods use is kept). */
+  admitDelete?: (ref: ObjectRef) => void
   /**
    * Each applied manifest as sent, before it is validated: the form the store may hold (a Secret's
    * clear values sealed, secrets-api.ts). Throws to refuse it; nothing of the batch is written then.
@@ -213,6 +215,7 @@ export function objectRoutes(c: ApiComponents) {
       const b = bodyOf(body)
       getObject(ref)
       const author = parseAuthor(b.author)
+      c.admitDelete?.(ref)
       const revision = await c.store.delete(ref, { author, reason: parseReason(b.reason), now: c.clock.now() })
       logWrite(ref, { revision }, author)
       return { revision }

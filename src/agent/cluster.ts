@@ -37,7 +37,7 @@ import { createMemberApiHandler } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import type { MeshSetup } from './options.ts'
-import { type LogsProxyComponents, proxiedLogs, proxiedPodRoute } from './pods/logs-proxy.ts'
+import { type LogsProxyComponents, proxiedLogs, proxiedPodRoute, proxiedVolumeRoute } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
 import { KeyringDelivery, secretKeyRoutes } from './secret-keys.ts'
@@ -155,10 +155,14 @@ export interface ClusterNode {
   readonly keys: KeyringDelivery
   /** The cluster routes: members, tokens, credential export, node removal, data key rotation. */
   routes(): RouteHandlers
+  /** How pod requests are forwarded to the member running the pod (the shared namespaces' logs use it too). */
+  readonly podProxy: LogsProxyComponents
   /** The logs route of a clustered node: forwarded to the member running the pod, else `local`. */
   logsRoute(local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'>
   /** The exec and port-forward routes of a clustered node: forwarded to the member running the pod, else these. */
   streamRoutes(local: RouteHandlers): RouteHandlers
+  /** Snapshots and exports of a Volume: forwarded to the member holding its data, else these. */
+  volumeRoutes(local: RouteHandlers): RouteHandlers
   /** Ask every other live member for `path` (a member route), in parallel, each bounded by `timeoutMs`. */
   askMembers(path: string, timeoutMs: number): Promise<{ node: string; status?: number; body?: unknown; error?: string }[]>
   /** What the node's status answer gains from the mesh. */
@@ -383,7 +387,17 @@ export async function startClusterMesh(c: {
       ...clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
       ...secretKeyRoutes({ delivery: keys, random: c.random, now: () => c.clock.now() }),
     }),
+    podProxy,
     logsRoute: (local) => proxiedLogs(podProxy, local),
+    volumeRoutes: (local) => {
+      const out: RouteHandlers = {}
+      // A snapshot or an export copies the whole volume on its node before it answers.
+      for (const name of ['volumeSnapshot', 'volumeRestoreSnapshot', 'volumeExport'] as const) {
+        const h = local[name]
+        if (h !== undefined) out[name] = proxiedVolumeRoute(podProxy, h as RouteHandler<typeof name>, 10 * 60_000, 'its snapshots') as never
+      }
+      return out
+    },
     streamRoutes: (local) => {
       // An exchange long-polls up to 20 s on the pod's node; a start may wait for a runtime launch.
       const out: RouteHandlers = {}

@@ -30,9 +30,13 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Node.metadata.labels',
       'Cluster.spec',
       'Pod.status.phase',
+      'Volume.spec',
+      'Volume.status.node',
     ],
     writes: ['Pod.status.node', 'Pod.status.scheduling'],
     settles: {
+      // A pod using a Volume goes to the volume's node (docs/storage.md).
+      'Volume.status.node': 'set once, by the node of the first attach, and never moved: a binding can change it only from absent to that node',
       // Finished pods release their capacity (docs/jobs.md).
       'Pod.status.phase':
         'only a final phase is read (Succeeded or Failed that the restartPolicy does not rerun): such a pod holds no capacity and is never bound again',
@@ -83,6 +87,29 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
     writes: ['CronJob.status'],
     creates: ['Job'],
     settles: { 'Job.status': 'only whether a Job finished is read, and a finished Job stays finished' },
+  },
+  {
+    name: 'controller:volume',
+    description:
+      'Volumes whose data is on this node: placed at their first attach, attach and detach by pods recorded (who had it when), deleted data kept for the grace period, restores, snapshots',
+    reads: ['Volume.spec', 'Pod.spec', 'Pod.status.node', 'Pod.status.phase'],
+    writes: ['Volume.status'],
+  },
+  {
+    name: 'controller:ingress',
+    description:
+      'Ingresses this node serves (spec.controller tcp-proxy, spec.nodes or nodeSelector naming it): listens on its addresses, proxies to the ready endpoints of the backend service, reports its listeners in Ingress.status.nodes.<node>',
+    reads: [
+      'Ingress.spec',
+      'Service.spec',
+      'Pod.metadata.labels',
+      'Pod.spec',
+      'Pod.status.network',
+      'Pod.status.phase',
+      'Pod.status.conditions',
+      'Node.metadata.labels',
+    ],
+    writes: ['Ingress.status'],
   },
   {
     name: 'controller:lifecycle',

@@ -44,7 +44,7 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
  * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests), `ORC_PRUNE_INTERVAL_MS` and
  * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`).
  */
-export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'dns'> {
+export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'dns' | 'volumes'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   const stores = (env.ORC_IMAGE_STORES ?? '').split(':').filter((s) => s.startsWith('/'))
   const user = env.ORC_SOCKET_USER
@@ -57,6 +57,18 @@ export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 
     ...(prune !== undefined ? { pruneIntervalMs: prune } : {}),
     ...(stores.length > 0 ? { imageStores: stores } : {}),
     ...(user !== undefined && user !== '' ? { socketUser: user } : {}),
+    volumes: volumeOptionsFromEnv(env),
+  }
+}
+
+function volumeOptionsFromEnv(env: NodeJS.ProcessEnv): NonNullable<AgentOptions['volumes']> {
+  const grace = Number(env.ORC_VOLUME_GRACE_SECONDS)
+  const timeout = Number(env.ORC_VOLUME_DRIVER_TIMEOUT_SECONDS)
+  return {
+    ...(env.ORC_VOLUME_DRIVERS?.startsWith('/') ? { driverDir: env.ORC_VOLUME_DRIVERS } : {}),
+    ...(Number.isFinite(grace) && grace > 0 ? { graceMs: grace * 1000 } : {}),
+    ...(Number.isFinite(timeout) && timeout > 0 ? { driverTimeoutMs: timeout * 1000 } : {}),
+    ...(env.ORC_VOLUME_NO_LOOP === '1' ? { noLoop: true } : {}),
   }
 }
 
@@ -115,6 +127,12 @@ export interface AgentOptions {
    * the operator's choice at start (`ORC_IMAGE_STORES`, colon-separated), never a pod's.
    */
   imageStores?: readonly string[]
+  /**
+   * Volumes (docs/storage.md): where driver executables are (`ORC_VOLUME_DRIVERS`, default
+   * `<dataDir>/volume-drivers`), how long a deleted Volume's data is kept (`ORC_VOLUME_GRACE_SECONDS`,
+   * default 24 h), directory backing only (`ORC_VOLUME_NO_LOOP=1`), a driver call's timeout.
+   */
+  volumes?: { driverDir?: string; graceMs?: number; noLoop?: boolean; driverTimeoutMs?: number }
   /**
    * The node's DNS resolver (docs/services.md; the CLI reads `ORC_DNS`, `ORC_DNS_LISTEN`,
    * `ORC_DNS_UPSTREAM`, `ORC_CLUSTER_DOMAIN`). Off when absent, as for in-process test agents.

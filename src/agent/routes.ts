@@ -11,7 +11,7 @@
  */
 
 import type { MemberView, TokenRecord } from '../mesh/index.ts'
-import type { Change, ObjectRef } from '../model/index.ts'
+import type { Change, ObjectRef, VolumeSnapshotEntry } from '../model/index.ts'
 import type { PodExplanation } from '../sched/index.ts'
 import type { Revision, StoredObject, WriteResult } from '../store/index.ts'
 import type { ControllerGraph } from '../workflow/index.ts'
@@ -96,6 +96,16 @@ export interface MeshStatus {
  * A write: why (recorded in history). The author is the request's principal (`user:NAME`); the
  * router sets it and refuses a body naming anyone else.
  */
+/** One piece of `orc volume export`: `data` (base64) is `total` bytes' slice at `offset`; `done` on the last (the node then drops its copy). */
+export interface VolumeExportChunk {
+  id: string
+  node: string
+  offset: number
+  total: number
+  data: string
+  done: boolean
+}
+
 interface Authored {
   author?: string
   reason?: string
@@ -376,6 +386,29 @@ export const ROUTES = {
     permission: { verb: 'admin' },
   }),
 
+  // Volumes (volumes/api.ts): answered by the node holding the volume's data (forwarded there)
+  volumeSnapshot: route<{ body: Authored & { name?: string }; response: { node: string; snapshot: VolumeSnapshotEntry } }>()({
+    method: 'POST',
+    path: '/v1/volumes/:ns/:name/snapshot',
+    permission: { verb: 'apply', kind: 'Volume' },
+  }),
+  volumeRestoreSnapshot: route<{ body: Authored & { snapshot: string }; response: { node: string; snapshot: string } }>()({
+    method: 'POST',
+    path: '/v1/volumes/:ns/:name/snapshots/restore',
+    permission: { verb: 'apply', kind: 'Volume' },
+  }),
+  /** A deleted Volume made again with its data (kept on its node for the grace period). */
+  volumeRestore: route<{ body: Authored; response: { node: string; fromUid: string; revision: number | undefined } }>()({
+    method: 'POST',
+    path: '/v1/volumes/:ns/:name/restore',
+    permission: { verb: 'apply', kind: 'Volume' },
+  }),
+  /** A tar of the volume, in chunks: the first call (no `id`) takes it, each answers `chunk` bytes from `offset` (base64). */
+  volumeExport: route<{ query: { id?: string; offset?: string }; response: VolumeExportChunk }>()({
+    method: 'GET',
+    path: '/v1/volumes/:ns/:name/export',
+    permission: { verb: 'get', kind: 'Volume' },
+  }),
   // rollouts (deployments/api.ts)
   rollout: route<{ response: RolloutView }>()({ method: 'GET', path: '/v1/rollouts/:ns/:name', permission: { verb: 'get', kind: 'PinnedDeployment' } }),
   rolloutAction: route<{
@@ -454,7 +487,10 @@ export const ROUTES = {
     permission: { verb: 'admin' },
   }),
   federation: route<{ response: FederationAnswer }>()({ method: 'GET', path: '/v1/federations/:name', permission: { verb: 'get' } }),
-  federationToken: route<{ body: { ttlSeconds?: number }; response: { token: string; expiresAt: number; federation: string; addresses: string[] } }>()({
+  federationToken: route<{
+    body: { ttlSeconds?: number; readmit?: string }
+    response: { token: string; expiresAt: number; federation: string; addresses: string[] }
+  }>()({
     method: 'POST',
     path: '/v1/federations/:name/token',
     permission: { verb: 'admin' },
@@ -498,6 +534,10 @@ export const MEMBER_ROUTES: readonly RouteName[] = [
   'podPortForwardIo',
   // Each node's own CPU and memory figures, for `orc top` on any node.
   'topLocal',
+  // A Volume's snapshots and exports are taken on the node holding its data; the user's right is checked there too.
+  'volumeSnapshot',
+  'volumeRestoreSnapshot',
+  'volumeExport',
 ]
 
 type Types<N extends RouteName> = NonNullable<(typeof ROUTES)[N]['types']>

@@ -26,6 +26,7 @@ import { registerDownCommand } from './commands/down.ts'
 import { registerEditCommand } from './commands/edit.ts'
 import { registerFederationCommands } from './commands/federation.ts'
 import { getAll, getEvents, watchObjects } from './commands/get.ts'
+import { withServiceAddressColumns } from './commands/ingress.ts'
 import { registerJobCommands } from './commands/jobs.ts'
 import { NETWORK_FLAG_HELP, networkSetupFromFlags, routesOutput } from './commands/network.ts'
 import { HTTP_LISTEN_HELP, httpOptionFromFlags, peersTable, registerOpsCommands } from './commands/ops.ts'
@@ -36,6 +37,7 @@ import { registerSecretKeyCommands } from './commands/secret-keys.ts'
 import { registerSecretCommands } from './commands/secrets.ts'
 import { endpointsOutput } from './commands/services.ts'
 import { registerStreamCommands } from './commands/streams.ts'
+import { registerVolumeCommands } from './commands/volumes.ts'
 import { authorFrom, changeLines, examples, historyTable, normalizeAuthor, objectsYaml, objectTable, parseLabels, parseSince, toYaml } from './format.ts'
 import { fetchMembers, unreachableNodes, withLiveness } from './liveness.ts'
 import { describeDoc, readManifests } from './manifests.ts'
@@ -302,7 +304,9 @@ Use "orc COMMAND --help" for more about a command.`),
         const members = await fetchMembers(c)
         if (members) items = withLiveness(def.kind, items, unreachableNodes(members, io.now()))
       }
-      printObjects(io, def, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
+      const shown =
+        def.kind === 'Service' && (opts.output === 'table' || opts.output === 'wide') && items.length > 0 ? await withServiceAddressColumns(c, def) : def
+      printObjects(io, shown, items, opts.output, { single: name !== undefined, all: Boolean(opts.allNamespaces), namespace: opts.namespace || 'default' })
     })
 
   // ---- delete
@@ -480,6 +484,15 @@ Use "orc COMMAND --help" for more about a command.`),
   registerStreamCommands(program, io, client)
   registerOpsCommands(program, io, client)
   registerRolloutCommands(program, io, client)
+  registerVolumeCommands(
+    program,
+    {
+      ...io,
+      isTTY: Boolean(process.stdout.isTTY),
+      outBytes: (data) => new Promise<void>((resolve, reject) => process.stdout.write(data, (err) => (err ? reject(err) : resolve()))),
+    },
+    client,
+  )
   registerDownCommand(program, io)
   registerFederationCommands(program, io, client)
   registerSecretKeyCommands(program, io, client)

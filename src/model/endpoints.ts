@@ -18,7 +18,7 @@ export interface EndpointPod {
 /** What is read of a service (a stored Service fits). */
 export interface EndpointService {
   metadata: { name: string; namespace?: string }
-  spec?: { selector?: Record<string, string>; ports?: ServicePort[] }
+  spec?: { selector?: Record<string, string>; ports?: ServicePort[]; type?: string }
 }
 
 export interface EndpointPort {

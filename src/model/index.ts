@@ -30,6 +30,16 @@ export {
 } from './kinds/config.ts'
 export { type Federation, federationKind } from './kinds/federation.ts'
 export {
+  type Ingress,
+  type IngressBackend,
+  type IngressNodeStatus,
+  type IngressSpec,
+  type IngressStatus,
+  ingressKind,
+  ingressPorts,
+  ingressPortsText,
+} from './kinds/ingress.ts'
+export {
   CRONJOB_LABEL,
   type CronJob,
   type CronJobSpec,
@@ -62,7 +72,9 @@ export {
   type ContainerStatusEntry,
   dataRefsOf,
   ENV_NAME,
+  hostPathVolumesOf,
   type LabelSelector,
+  ORIGIN_CLUSTER_ANNOTATION,
   type Pod,
   type PodAffinityTerm,
   type PodImagePin,
@@ -74,6 +86,7 @@ export {
   type Toleration,
   VOLUME_SOURCES,
   type VolumeMount,
+  volumeRefsOf,
 } from './kinds/pod.ts'
 export {
   EXEC_PROBES_SUPPORTED,
@@ -90,6 +103,18 @@ export {
 export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
 export { POD_RUNTIMES, type PodRuntime, type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
 export { MAX_SERVICE_PORTS, PORT_NAME, portsText, type Service, type ServicePort, type ServiceSpec, serviceKind } from './kinds/service.ts'
+export {
+  MIN_VOLUME_BYTES,
+  VOLUME_DRIVER_NAME,
+  type Volume,
+  type VolumeBacking,
+  type VolumePhase,
+  type VolumeSnapshotEntry,
+  type VolumeSpec,
+  type VolumeStatus,
+  volumeBytes,
+  volumeKind,
+} from './kinds/volume.ts'
 export * from './object.ts'
 export * from './ownership.ts'
 export { parseQuantity, type Quantity } from './quantity.ts'

@@ -3,6 +3,7 @@ import type { KindDef } from './kind.ts'
 import { type Cluster, clusterKind } from './kinds/cluster.ts'
 import { type Config, configKind, type Secret, secretKind } from './kinds/config.ts'
 import { type Federation, federationKind } from './kinds/federation.ts'
+import { type Ingress, ingressKind } from './kinds/ingress.ts'
 import { type CronJob, cronJobKind, type Job, jobKind } from './kinds/job.ts'
 import { type Node, nodeKind } from './kinds/node.ts'
 import { type PinnedDeployment, pinnedDeploymentKind } from './kinds/pinned-deployment.ts'
@@ -10,6 +11,7 @@ import { type Pod, podKind } from './kinds/pod.ts'
 import { type Role, type RoleBinding, roleBindingKind, roleKind, type User, userKind } from './kinds/rbac.ts'
 import { type SecurityPolicy, securityPolicyKind } from './kinds/security-policy.ts'
 import { type Service, serviceKind } from './kinds/service.ts'
+import { type Volume, volumeKind } from './kinds/volume.ts'
 import type { OrcObject } from './object.ts'
 import { OwnershipTable } from './ownership.ts'
 import { closestWords, didYouMeanOf } from './suggest.ts'
@@ -29,7 +31,9 @@ export const KINDS: readonly KindDef[] = [
   secretKind,
   jobKind,
   cronJobKind,
+  volumeKind,
   serviceKind,
+  ingressKind,
 ] as readonly KindDef[]
 
 /** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
@@ -47,7 +51,9 @@ export interface KindTypes {
   Secret: Secret
   Job: Job
   CronJob: CronJob
+  Volume: Volume
   Service: Service
+  Ingress: Ingress
 }
 export type KindName = keyof KindTypes
 /**

@@ -7,6 +7,7 @@ import { chooseEgressIPv4 } from './addressing.ts'
 import { canonicalIp } from './ip.ts'
 import { publicKeyOf } from './keys.ts'
 import type { PodNetworkConfig, PodNetworkDriver, PodNetworkSetResult, PodNetworkState } from './podnet.ts'
+import type { ServiceNatConfig, ServiceNatDriver } from './services.ts'
 import {
   normalizeWireGuardConfig,
   type WireGuardConfig,
@@ -112,4 +113,22 @@ export function recordingRunner(
   }) as CommandRunner & { calls: RecordedCommand[] }
   run.calls = calls
   return run
+}
+
+/** The service NAT driver's fake: the last config applied (undefined when down). */
+export class FakeServiceNatDriver implements ServiceNatDriver {
+  config: ServiceNatConfig | undefined
+
+  async set(config: ServiceNatConfig): Promise<{ changed: boolean; actions: string[] }> {
+    const text = (c: ServiceNatConfig | undefined) => JSON.stringify(c, (_k, v) => (typeof v === 'bigint' ? String(v) : v))
+    const changed = text(config) !== text(this.config)
+    this.config = config
+    return { changed, actions: changed ? ['apply'] : [] }
+  }
+
+  async down(): Promise<{ changed: boolean; removed: string[] }> {
+    const had = this.config !== undefined
+    this.config = undefined
+    return { changed: had, removed: had ? ['service table'] : [] }
+  }
 }

@@ -33,7 +33,7 @@ export {
   type ProcessTable,
   procfsProcessTable,
 } from './exec.ts'
-export { FakePodNetworkDriver, FakeWireGuardDriver, type RecordedCommand, recordingRunner } from './fake.ts'
+export { FakePodNetworkDriver, FakeServiceNatDriver, FakeWireGuardDriver, type RecordedCommand, recordingRunner } from './fake.ts'
 export {
   canonicalIp,
   canonicalPrefix,
@@ -80,6 +80,22 @@ export {
   type RouteDiff,
   routeKey,
 } from './routes.ts'
+export {
+  hasVirtualAddress,
+  NftServiceNatDriver,
+  planVirtualServices,
+  renderServiceRuleset,
+  SERVICE_ROUTE_PROTOCOL,
+  type ServiceNatConfig,
+  type ServiceNatDriver,
+  type ServiceRulesetOptions,
+  servicesWithSharedAddress,
+  serviceVirtualAddress,
+  serviceVirtualRange,
+  type VirtualAddressService,
+  type VirtualPort,
+  type VirtualService,
+} from './services.ts'
 export {
   canonicalEndpoint,
   normalizeWireGuardConfig,

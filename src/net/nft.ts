@@ -65,7 +65,7 @@ export function renderHostGuardRuleset(o: { table: string; vethPrefix: string; s
   ].join('\n')
 }
 
-export type NftFamily = 'ip' | 'inet'
+export type NftFamily = 'ip' | 'ip6' | 'inet'
 
 /** Current listing of the table, or undefined when it does not exist. */
 export async function listNftTable(host: Host, table: string, family: NftFamily = 'ip'): Promise<string | undefined> {

@@ -365,7 +365,11 @@ export class WireGuardLinkDriver implements WireGuardDriver {
     for (const a of want) {
       if (have.has(a)) continue
       const v6 = a.includes(':')
-      await ip(this.host, [v6 ? '-6' : '-4', 'addr', 'replace', a, 'dev', iface, ...(v6 ? ['nodad'] : [])], `add address ${a} to ${iface}`)
+      // An IPv6 /128 is a service address (the cluster resolver's): deprecated at once (preferred_lft 0)
+      // so the kernel never picks it as the source of the node's own connections. Every node has it,
+      // so a pod's answer to it would stay on the pod's node.
+      const service = v6 && a.endsWith('/128') ? ['preferred_lft', '0'] : []
+      await ip(this.host, [v6 ? '-6' : '-4', 'addr', 'replace', a, 'dev', iface, ...(v6 ? ['nodad'] : []), ...service], `add address ${a} to ${iface}`)
       actions.push(`add address ${a}`)
     }
     for (const a of have) {

@@ -40,6 +40,8 @@ export const Reason = {
   podAffinity: 13,
   podAntiAffinity: 14,
   cluster: 15,
+  volume: 16,
+  volumeNode: 17,
 } as const
 export type ReasonCode = (typeof Reason)[keyof typeof Reason]
 
@@ -61,6 +63,8 @@ export const REASON_SUMMARY: Record<ReasonCode, string> = {
   13: 'pod affinity not met',
   14: 'pod anti-affinity',
   15: 'cluster not allowed',
+  16: 'volume unavailable',
+  17: 'not the node holding its volumes',
 }
 
 /** What is computed once per pod before its nodes are checked. */
@@ -151,6 +155,16 @@ export function checkNode(t: Turn, n: NodeInfo, out: string[] | null, now: numbe
     if (!out) return Reason.pinned
     first ||= Reason.pinned
     out.push(`pod is pinned to ${p.pin}`)
+  }
+  if (p.volumeBlock !== undefined) {
+    if (!out) return Reason.volume
+    first ||= Reason.volume
+    out.push(p.volumeBlock)
+  }
+  if (p.volumeNode !== undefined && p.volumeNode !== n.name) {
+    if (!out) return Reason.volumeNode
+    first ||= Reason.volumeNode
+    out.push(`its volumes' data lives on node ${p.volumeNode}`)
   }
   if (p.clusters !== undefined) {
     const c = n.view.cluster

@@ -66,7 +66,7 @@ export function explainPod(view: ClusterView, pod: string, optsIn: SchedOptionsI
   } else if (pending && info.invalid !== undefined) {
     summary = pending.reason
   } else {
-    const counts = new Array<number>(16).fill(0)
+    const counts = new Array<number>(18).fill(0)
     for (const v of verdicts) counts[v.code]!++
     summary = `${decision ? `${decision.reason}; ` : ''}${summarize(verdicts.length, counts).text}`
   }

@@ -89,3 +89,4 @@ export type {
   WeightedPodAffinityTerm,
 } from './view.ts'
 export { podKey, podRequests } from './view.ts'
+export { type PodVolumeUse, type VolumeConstraint, type VolumePodView, type VolumeView, volumeConstraints } from './volumes.ts'

@@ -92,7 +92,7 @@ export function runPlan(view: ClusterView, opts: SchedOptions, watch?: PlanWatch
   queue.sort(podOrder)
   const all = state.nodes
   let cursor = opts.seed >>> 0
-  const counts = new Array<number>(16)
+  const counts = new Array<number>(18)
   for (const p of queue) {
     const turn = prepareTurn(state, p)
     state.beginSpread(turn.group)
@@ -151,7 +151,7 @@ export function runPlan(view: ClusterView, opts: SchedOptions, watch?: PlanWatch
     }
     cursor += examined
     if (!best) {
-      if (skipped > 0) counts[p.pin !== undefined ? Reason.pinned : Reason.nodeSelector]! += skipped
+      if (skipped > 0) counts[p.pin !== undefined ? Reason.pinned : p.volumeNode !== undefined ? Reason.volumeNode : Reason.nodeSelector]! += skipped
       pending.push(pendingOf(p.key, all.length, counts))
       return
     }
@@ -163,8 +163,9 @@ export function runPlan(view: ClusterView, opts: SchedOptions, watch?: PlanWatch
 
 /** Node indexes worth checking, or null for all nodes. */
 function candidates(state: SchedState, p: PodInfo): number[] | null {
-  if (p.pin !== undefined) {
-    const n = state.nodeByName.get(p.pin)
+  const only = p.pin ?? p.volumeNode
+  if (only !== undefined) {
+    const n = state.nodeByName.get(only)
     return n ? [n.idx] : []
   }
   if (p.nodeSelector) {

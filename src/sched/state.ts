@@ -59,6 +59,9 @@ export interface PodInfo {
   mem: number
   invalid?: string
   pin?: string
+  /** The node holding the pod's persistent Volumes. */
+  volumeNode?: string
+  volumeBlock?: string
   nodeSelector?: [string, string][]
   tolerations: Toleration[]
   requiredNodeTerms?: LabelSelector[]
@@ -213,6 +216,8 @@ export function compilePod(p: PodView, seed: number): PodInfo {
     mem,
     invalid,
     pin: p.pin,
+    ...(p.volumeNode !== undefined ? { volumeNode: p.volumeNode } : {}),
+    ...(p.volumeBlock !== undefined ? { volumeBlock: p.volumeBlock } : {}),
     nodeSelector: sel && sel.length > 0 ? sel : undefined,
     tolerations: p.tolerations ?? [],
     requiredNodeTerms: a?.nodeAffinity?.required && a.nodeAffinity.required.length > 0 ? a.nodeAffinity.required : undefined,
@@ -233,7 +238,7 @@ export function compilePod(p: PodView, seed: number): PodInfo {
 
 /** Placement order: higher priority, then pinned (no alternatives), then older, then by key. */
 export function podOrder(a: PodInfo, b: PodInfo): number {
-  return b.priority - a.priority || (a.pin ? 0 : 1) - (b.pin ? 0 : 1) || a.createdAt - b.createdAt || cmp(a.key, b.key)
+  return b.priority - a.priority || ((a.pin ?? a.volumeNode) ? 0 : 1) - ((b.pin ?? b.volumeNode) ? 0 : 1) || a.createdAt - b.createdAt || cmp(a.key, b.key)
 }
 
 export function tolerationFor(tols: readonly Toleration[], taint: Taint): Toleration | undefined {

@@ -126,6 +126,10 @@ export interface PodView {
   node?: string
   /** `spec.placement.node`: the only node this pod may run on. */
   pin?: string
+  /** The node holding the persistent Volumes the pod uses (volumes.ts, volumeConstraints). */
+  volumeNode?: string
+  /** Why the pod's Volumes let it run nowhere now (missing, another writer, a forgotten node). */
+  volumeBlock?: string
   nodeSelector?: Record<string, string>
   affinity?: Affinity
   tolerations?: Toleration[]

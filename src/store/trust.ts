@@ -189,7 +189,8 @@ function bindingOf(changes: readonly Change[] | undefined): unknown {
  * The default node rules. Users: RBAC (`userMay`) and user-owned fields only. Controllers: only
  * fields the controller owns (or the fields of objects it created), and for the node-scoped ones
  * only what belongs to the signer's node: `controller:node` its own Node object; the lifecycle
- * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own).
+ * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own); the
+ * ingress controller writes only its own node's entry of an Ingress's status.
  * Cluster-wide controllers (deployment, rollout, job, cronjob, cluster, federation) may act anywhere: a known gap.
  */
 /** Marks an authorisation refusal that came from the user's roles (a replica may lack a binding yet). */
@@ -247,6 +248,24 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         // Refusing those stalled honest writers (chaos test); the signature still names the node.
         // A known gap (docs/security.md): a compromised node can fake a pod's lifecycle status.
         return undefined
+      case 'controller:volume': {
+        // A Volume's status is written by the node holding its data (docs/storage.md): the one
+        // status.node names, before or after the write (the first attach places it).
+        if (kind !== 'Volume') return `controller:volume writes Volumes only, not ${kind.toLowerCase()}/${name}`
+        const placed = (o: Record<string, unknown> | undefined) => (isPlainObject(o?.status) ? o.status.node : undefined)
+        const to = after !== undefined ? placed(after) : undefined
+        const from = placed(before)
+        if (from !== undefined && from !== mine) return `node ${mine ?? signer.id} may not write volume/${name}, which lives on node ${String(from)}`
+        if (to !== undefined && to !== mine && to !== from) return `node ${mine ?? signer.id} may not place volume/${name} on node ${String(to)}`
+        return undefined
+      }
+      case 'controller:ingress': {
+        // An ingress controller reports on the node it runs on: `status.nodes.<its node>` only.
+        if (kind !== 'Ingress') return undefined
+        const other = paths.find((p) => !(p[0] === 'status' && p[1] === 'nodes' && p[2] !== undefined && p[2] === mine))
+        if (other !== undefined) return `node ${mine ?? signer.id} may not write ${formatPath(other)} of ingress/${name}`
+        return undefined
+      }
       case 'controller:scheduler': {
         if (kind !== 'Pod') return undefined
         // Where it binds the pod: from its content after, or (built on content unknown here) its changes.

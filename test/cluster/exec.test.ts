@@ -46,7 +46,7 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
   await b.join(a.addr, await tokenFrom(a)).ready()
   const img = await orc(undefined, ['image', 'import-busybox', '--data-dir', b.dataDir])
   assert.equal(img.exitCode, 0, img.stderr)
-  const ap = await orc(a.socket, ['apply', '-f', '-'], {}, podManifest('x', 'busybox', SCRIPT, { placement: { node: 'b' } }))
+  const ap = await orc(a.socket, ['apply', '-f', '-'], {}, podManifest('x', 'busybox', SCRIPT, { placement: { node: 'b' } }, { app: 'x' }))
   assert.equal(ap.exitCode, 0, ap.stderr)
   await waitFor('pod/x running on b, as a sees it', async () => {
     const r = await a.cli(['get', 'pod', 'x', '-o', 'json'])
@@ -83,8 +83,9 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
     assert.match(p.stderr, /nosuch/)
   })
 
-  await t.test('port-forward on a carries real HTTP to the pod on b', async () => {
-    const pf = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'port-forward', 'x', '0:8080'], {
+  /** `orc port-forward ARGS 0:REMOTE` through a: GET / twice through the printed local port. */
+  const fetchThrough = async (args: string[], shown: RegExp) => {
+    const pf = execa(process.execPath, [join(ROOT, 'bin/orc.mjs'), 'port-forward', ...args], {
       cwd: ROOT,
       reject: false,
       env: { ORC_SOCKET: a.socket, USER: 'tester' },
@@ -95,7 +96,7 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
     pf.stdout?.on('data', (d: Buffer) => (out += d.toString()))
     pf.stderr?.on('data', (d: Buffer) => (err += d.toString()))
     try {
-      const port = await waitFor('the local listener', async () => Number(/127\.0\.0\.1:(\d+)/.exec(out)?.[1]) || undefined, 20_000)
+      const port = await waitFor('the local listener', async () => Number(shown.exec(out)?.[1]) || undefined, 20_000)
       for (let i = 0; i < 2; i++) {
         const res = await fetch(`http://127.0.0.1:${port}/`, { headers: { connection: 'close' } })
         assert.equal(res.status, 200, err)
@@ -105,6 +106,21 @@ test('orc exec and orc port-forward on node a reach a pod that runs on node b; a
       pf.kill('SIGINT')
       await pf
     }
+  }
+
+  await t.test('port-forward on a carries real HTTP to the pod on b', async () => {
+    await fetchThrough(['x', '0:8080'], /127\.0\.0\.1:(\d+) -> pod\/x:8080/)
+  })
+
+  await t.test('port-forward to a service on a: a ready pod of it, on b (KIND/NAME and KIND NAME forms)', async () => {
+    const svc = { apiVersion: 'orc/v1', kind: 'Service', metadata: { name: 'xs' }, spec: { selector: { app: 'x' }, ports: [{ port: 80, targetPort: 8080 }] } }
+    const ap = await orc(a.socket, ['apply', '-f', '-'], {}, JSON.stringify(svc))
+    assert.equal(ap.exitCode, 0, ap.stderr)
+    for (const target of [['svc/xs'], ['service', 'xs']]) await fetchThrough([...target, '0:80'], /127\.0\.0\.1:(\d+) -> service\/xs:80/)
+    // A port the service does not have fails at once, naming its ports.
+    const bad = await a.cli(['port-forward', 'service/xs', '0:81'])
+    assert.equal(bad.exitCode, 1)
+    assert.match(bad.stderr, /service\/xs has no port 81 \(its ports: 80\)/)
   })
 
   await t.test('an interactive shell (-it) driven through tmux', { skip: hasTmux() ? false : 'skipped: tmux not installed' }, async () => {

@@ -13,7 +13,15 @@ import { test } from 'node:test'
 import { pino } from 'pino'
 import { type FederatedScopeInput, type FederationRouteSource, type MeshView, NodeNetwork } from '../../src/agent/network/index.ts'
 import { systemClock } from '../../src/effects/index.ts'
-import { clusterPrefix, FakePodNetworkDriver, FakeWireGuardDriver, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
+import {
+  clusterPrefix,
+  FakePodNetworkDriver,
+  FakeServiceNatDriver,
+  FakeWireGuardDriver,
+  formatPrefix,
+  generateKeyPair,
+  nodePrefix,
+} from '../../src/net/index.ts'
 import { seededBytes, tempStore } from '../helpers/store.ts'
 import { waitFor } from '../helpers/wait.ts'
 
@@ -46,6 +54,7 @@ test("node network: a peer for the other cluster's node with its federated pods'
       mesh,
       wireguard: () => wg,
       podNetwork: () => new FakePodNetworkDriver(seededBytes(3)),
+      serviceNat: () => new FakeServiceNatDriver(),
       probe: async () => undefined,
     },
     { mode: 'on', reconcileMs: 60_000, handshakeTimeoutMs: 2000 },

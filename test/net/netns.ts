@@ -117,16 +117,16 @@ export interface TcpServer {
   stop(): Promise<void>
 }
 
-/** A TCP server inside `ns`: answers each connection with the peer's address (or counts bytes). */
-export async function startTcpServer(ns: string, host: string, port: number, mode: 'whoami' | 'sink' = 'whoami'): Promise<TcpServer> {
-  const child: ResultPromise = execa('ip', ['netns', 'exec', ns, process.execPath, '-e', SERVER, host, String(port), mode], { reject: false })
+/** A process in `ns` (`node ARGS…` by default) that prints `listening` once it serves; stop() ends it. */
+export async function startListening(ns: string, args: string[], what: string): Promise<TcpServer> {
+  const child: ResultPromise = execa('ip', ['netns', 'exec', ns, process.execPath, ...args], { reject: false })
   await new Promise<void>((resolve, reject) => {
     let buf = ''
     child.stdout!.on('data', (d: Buffer) => {
       buf += d.toString()
       if (buf.includes('listening')) resolve()
     })
-    child.once('exit', () => reject(new Error(`tcp server in ${ns} exited before listening`)))
+    child.once('exit', () => reject(new Error(`${what} in ${ns} exited before listening`)))
   })
   return {
     async stop() {
@@ -138,6 +138,11 @@ export async function startTcpServer(ns: string, host: string, port: number, mod
       await child
     },
   }
+}
+
+/** A TCP server inside `ns`: answers each connection with the peer's address (or counts bytes). */
+export function startTcpServer(ns: string, host: string, port: number, mode: 'whoami' | 'sink' = 'whoami'): Promise<TcpServer> {
+  return startListening(ns, ['-e', SERVER, host, String(port), mode], 'tcp server')
 }
 
 /** Connect from `ns`; returns what the server said (the address it saw, or the byte count). */

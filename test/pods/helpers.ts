@@ -155,3 +155,12 @@ export function pidsRunning(argv: string[]): number[] {
   }
   return out
 }
+
+/** Kill what a test's `sleep MARKER` pods left running on the host (after the agents are gone). */
+export function killSleeps(markers: readonly string[]): void {
+  for (const m of markers)
+    for (const pid of pidsRunning(['sleep', m]))
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
+}

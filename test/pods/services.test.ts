@@ -105,8 +105,8 @@ describe('services and the node DNS resolver (agent process)', { skip: why ? `sk
     pod.spec.containers[0].ports = [{ name: 'http', containerPort: 8080 }]
     assert.equal((await agent.orc(['apply', '-f', '-'], JSON.stringify(pod))).exitCode, 0)
     const svcs = await agent.orc(['get', 'svc'])
-    assert.match(svcs.stdout, /^NAME\s+PORTS\s+SELECTOR\s+AGE$/m)
-    assert.match(svcs.stdout, /^web\s+http:80\/TCP→http\s+app=web\s/m)
+    assert.match(svcs.stdout, /^NAME\s+TYPE\s+CLUSTER-IP\s+PORTS\s+SELECTOR\s+AGE$/m)
+    assert.match(svcs.stdout, /^web\s+ClusterIP\s+[0-9a-f:]+:0:1:[0-9a-f:]+\s+http:80\/TCP→http\s+app=web\s/m)
     await waitFor('web-1 running', async () => (await agent.pod('web-1'))?.status?.phase === 'Running')
     const ep = await agent.orc(['get', 'endpoints'])
     assert.match(ep.stdout, /^web\s+0\/1\s+\[<no address>\]:8080 \(not ready\)$/m)

@@ -39,7 +39,9 @@ test('testbed: a service name resolves in pods and from the node, and follows an
       apiVersion: 'orc/v1',
       kind: 'Service',
       metadata: { name: 'web' },
-      spec: { selector: { app: 'web' }, ports: [{ name: 'http', port: 8080, targetPort: 'http' }] },
+      // Headless: the name answers the ready pods' own addresses, which is what this test follows
+      // through a failover (a ClusterIP service answers its virtual address: test/testbed/ingress.test.ts).
+      spec: { type: 'Headless', selector: { app: 'web' }, ports: [{ name: 'http', port: 8080, targetPort: 'http' }] },
     }),
   })
   const web = JSON.parse(podManifest('web', 'a', 'echo hello-from-web > /tmp/index.html; exec httpd -f -p 8080 -h /tmp'))

@@ -1,7 +1,8 @@
 /**
  * The node's DNS resolver as an agent component: answers `SERVICE.NS.svc.DOMAIN`, pod names, SRV
- * and PTR from this node's replicated Services and Pods (the zone is rebuilt on the next query
- * after one of them changed), forwards the rest upstream. It listens on the cluster DNS address
+ * and PTR from this node's replicated Services and Pods — its cluster's and, through the routed
+ * store, its federations' shared namespaces (the zone is rebuilt on the next query after one of
+ * them changed), forwards the rest upstream. It listens on the cluster DNS address
  * (subnet 0 of the cluster /48, put on the node's WireGuard interface by the node network and let
  * through the host guard for pods) and on any `listen` address given. It also writes each pod's
  * resolv.conf and hosts (podFiles).
@@ -9,7 +10,7 @@
 import { readFileSync } from 'node:fs'
 import type { Logger } from 'pino'
 import { type Clock, type Random, type TimerHandle, unrefTimers } from '../../effects/index.ts'
-import { isOrcError } from '../../model/index.ts'
+import { type EndpointService, isOrcError } from '../../model/index.ts'
 import {
   buildZone,
   clusterPrefix,
@@ -20,6 +21,7 @@ import {
   normalizeDomain,
   type PodDnsFiles,
   podDnsFiles,
+  serviceVirtualAddress,
   upstreamsFromResolvConf,
 } from '../../net/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
@@ -35,12 +37,21 @@ export interface ClusterDnsComponents {
   clusterId(): string
   /** The cluster DNS address when this node's pods have a network (NodeNetwork.dnsAddress). */
   dnsAddress(): string | undefined
+  /** Whether this node load-balances services' virtual addresses (NodeNetwork.servicesBalanced). */
+  servicesBalanced?(): boolean
+  /**
+   * Whether namespace `ns` is shared with a federation: its services are not load-balanced by the
+   * node (the balancer reads the cluster's own services), so their names answer the pods' addresses.
+   */
+  shared?(ns: string): boolean
 }
 
 export class ClusterDns implements Component {
   readonly name = 'dns'
   private server: DnsServer | undefined
   private zoneCache: DnsZone | undefined
+  /** Whether the cached zone answers ClusterIP services with their virtual addresses. */
+  private zoneBalanced = false
   private unsubscribe: (() => void) | undefined
   private bindTimer: TimerHandle | undefined
   private readonly clock: Clock
@@ -107,7 +118,24 @@ export class ClusterDns implements Component {
 
   /** The zone now: rebuilt after a Pod or Service changed. */
   zone(): DnsZone {
-    this.zoneCache ??= buildZone({ domain: this.domain, services: this.c.store.list('Service'), pods: this.c.store.list('Pod') })
+    const balanced = this.c.servicesBalanced?.() === true
+    // Balancing came up (or went away) since the zone was built: its service answers change.
+    if (balanced !== this.zoneBalanced) this.zoneCache = undefined
+    if (this.zoneCache === undefined) {
+      const cluster = balanced ? clusterPrefix(this.c.clusterId()) : undefined
+      this.zoneCache = buildZone({
+        domain: this.domain,
+        services: this.c.store.list('Service'),
+        pods: this.c.store.list('Pod'),
+        ...(cluster !== undefined
+          ? {
+              virtualAddress: (svc: EndpointService) =>
+                this.c.shared?.(svc.metadata.namespace ?? 'default') === true ? undefined : serviceVirtualAddress(svc, cluster),
+            }
+          : {}),
+      })
+      this.zoneBalanced = balanced
+    }
     return this.zoneCache
   }
 

@@ -13,7 +13,7 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { type Clock, every, type Random, sleep, type TimerHandle, unrefTimers } from '../../effects/index.ts'
+import { type Clock, every, execaRunner, type Random, sleep, type TimerHandle, unrefTimers } from '../../effects/index.ts'
 import { isPlainObject, OrcError, type OrcObject } from '../../model/index.ts'
 import {
   addressInPrefix,
@@ -25,11 +25,15 @@ import {
   type IpPrefix,
   isWireGuardKey,
   NetnsPodNetworkDriver,
+  NftServiceNatDriver,
   nodeGateway,
   type PodNetworkDriver,
   type PodNetworkState,
+  planVirtualServices,
   publicKeyOf,
   randomPodAddress,
+  type ServiceNatDriver,
+  serviceVirtualRange,
   type WireGuardDriver,
   type WireGuardKeyPair,
   WireGuardLinkDriver,
@@ -90,6 +94,8 @@ export interface NodeNetworkComponents {
   /** Drivers; the real ones (ip/wg/nft via execa) unless a test injects fakes. */
   wireguard?: (names: NetworkNames) => WireGuardDriver
   podNetwork?: (names: NetworkNames) => PodNetworkDriver
+  /** The services' virtual addresses (nftables DNAT, docs/services.md). */
+  serviceNat?: (names: NetworkNames) => ServiceNatDriver
   /** Why networking cannot run here, or undefined. Default: root, ip, wg, WireGuard present. */
   probe?: () => Promise<string | undefined>
 }
@@ -121,6 +127,11 @@ export class NodeNetwork implements PodNetworkHooks {
   private decision: SubnetDecision | undefined
   private wg: WireGuardDriver | undefined
   private podnet: PodNetworkDriver | undefined
+  private svcnat: ServiceNatDriver | undefined
+  /** The last service configuration applied (JSON), so pod status churn costs no command. */
+  private svcApplied = ''
+  private svcPending = false
+  private svcError: string | undefined
   private listenPort: number
   private peers: PlannedPeer[] = []
   private fedPeers: FederatedPeer[] = []
@@ -183,6 +194,14 @@ export class NodeNetwork implements PodNetworkHooks {
     return formatIPv6(clusterDnsAddress(this.cluster))
   }
 
+  /**
+   * Whether this node load-balances the services' virtual addresses (pod network up, the nftables
+   * table applied): only then does its DNS answer a ClusterIP service with its virtual address.
+   */
+  get servicesBalanced(): boolean {
+    return this.dnsAddress !== undefined && this.svcnat !== undefined && this.svcApplied !== undefined && this.svcError === undefined
+  }
+
   /** Whether the node's readiness waits for this network (false when off or unavailable). */
   get gatesReadiness(): boolean {
     return this.state === 'Starting' || this.state === 'Degraded'
@@ -223,6 +242,9 @@ export class NodeNetwork implements PodNetworkHooks {
           podServices: [{ address: formatIPv6(clusterDnsAddress(this.cluster)), port: 53 }],
         },
       )
+    this.svcnat =
+      this.c.serviceNat?.(this.names) ??
+      new NftServiceNatDriver({ run: execaRunner }, { table: `${this.names.nftTable}_svc`, vethPrefix: this.names.vethPrefix })
     // Pods a previous agent left running keep their address (and their namespace) until the
     // lifecycle controller has re-adopted them; see podsAdopted().
     for (const p of this.c.store.list('Pod')) {
@@ -235,6 +257,7 @@ export class NodeNetwork implements PodNetworkHooks {
     for (const [uid, ipv6] of this.readPodsFile()) if (!this.pods.has(uid)) this.pods.set(uid, { ipv6, confirmed: false })
     this.unsubscribe = this.c.store.onChange((keys) => {
       if (keys.some((k) => k.startsWith('Node/') || k.startsWith('Cluster/'))) this.changed()
+      else if (keys.some((k) => k.startsWith('Service/') || k.startsWith('Pod/'))) this.servicesChanged()
     })
     this.startRun()
   }
@@ -362,6 +385,9 @@ export class NodeNetwork implements PodNetworkHooks {
     if (this.podnet !== undefined && (this.pods.size === 0 || this.teardown)) {
       const r = await this.podnet.down({ stopProcesses: this.teardown }).catch((err) => this.log.warn({ err: String(err) }, 'remove pod network'))
       if (r) this.removed.push(...(r.removed ?? []))
+      // The services' table goes with the pods it balances to (it outlives a plain restart, so pods keep reaching services).
+      const v = await this.svcnat?.down().catch((err) => this.log.warn({ err: String(err) }, 'remove service load balancing'))
+      if (v) this.removed.push(...v.removed)
     }
     if (this.removed.length > 0) this.log.info({ removed: this.removed }, 'node network removed')
     if (this.teardown && this.names !== undefined) {
@@ -580,6 +606,7 @@ export class NodeNetwork implements PodNetworkHooks {
     if (this.listenPort === 0 && wg !== undefined && wg.listenPort > 0) this.listenPort = wg.listenPort
     if (res.changed) this.log.info({ actions: res.actions, peers: this.peers.length, federated: this.fedPeers.length }, 'tunnels updated')
     await this.applyPods()
+    await this.applyServices(true)
     const port = wg?.listenPort ?? this.listenPort
     const tunnels = this.tunnelReports(wg)
     const { reach, seen } = this.reachability(tunnels)
@@ -592,8 +619,45 @@ export class NodeNetwork implements PodNetworkHooks {
       reach,
       seen,
       ...(this.egressError !== undefined ? { egress: `off: ${this.egressError}` } : { egress: 'masquerade' }),
+      services: this.svcError === undefined ? 'load-balanced' : `off: ${this.svcError}`,
     }
     await this.writeNodeStatus()
+  }
+
+  /** A Service or Pod changed: re-plan the virtual addresses (coalesced; applied only when the plan differs). */
+  private servicesChanged(): void {
+    if (this.stopped || !this.ifaceUp || this.svcPending) return
+    this.svcPending = true
+    setImmediate(() => {
+      this.svcPending = false
+      if (!this.stopped) void this.enqueue(() => this.applyServices(false))
+    })
+  }
+
+  /**
+   * Load-balance every ClusterIP service's virtual address to its ready endpoints. `force` (the
+   * reconcile tick) re-applies even an unchanged plan, which repairs a table deleted by hand.
+   */
+  private async applyServices(force: boolean): Promise<void> {
+    if (this.svcnat === undefined || this.decision === undefined || this.cluster === undefined || this.names === undefined) return
+    try {
+      const plan = planVirtualServices(this.c.store.list('Service'), this.c.store.list('Pod'), this.cluster)
+      const range = serviceVirtualRange(this.cluster)
+      const config = { iface: this.names.iface, range, gateway: nodeGateway(this.decision.prefix), services: plan.services }
+      const json = JSON.stringify({ ...config, range: formatPrefix(range) })
+      if (!force && json === this.svcApplied) return
+      const res = await this.svcnat.set(config)
+      this.svcApplied = json
+      if (res.changed) this.log.info({ services: plan.services.length, shared: plan.shared, actions: res.actions }, 'service addresses updated')
+      if (this.svcError !== undefined) {
+        this.svcError = undefined
+        this.log.info('service load balancing restored')
+      }
+    } catch (err) {
+      const why = String((err as Error).message ?? err)
+      if (why !== this.svcError) this.log.warn({ err: why }, 'service load balancing unavailable')
+      this.svcError = why
+    }
   }
 
   private async applyPods(): Promise<void> {

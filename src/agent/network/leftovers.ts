@@ -7,8 +7,9 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
+import { execaRunner } from '../../effects/index.ts'
 import { OrcError } from '../../model/index.ts'
-import { NetnsPodNetworkDriver, WireGuardLinkDriver } from '../../net/index.ts'
+import { NetnsPodNetworkDriver, NftServiceNatDriver, WireGuardLinkDriver } from '../../net/index.ts'
 import { NETWORK_NAMES_FILE } from './options.ts'
 import type { NetworkNames } from './plan.ts'
 
@@ -38,7 +39,7 @@ export function readNetworkNames(dataDir: string): NetworkNames | undefined {
 
 /**
  * Remove the interface (and its wireguard-go), pod namespaces (stopping what runs in them) and the
- * NAT table named in the data dir. Returns what was removed; `known: false` when the data dir never
+ * NAT tables (egress, services) named in the data dir. Returns what was removed; `known: false` when the data dir never
  * had a node network.
  */
 export async function removeNetworkLeftovers(dataDir: string, logger?: Logger): Promise<{ known: boolean; removed: string[] }> {
@@ -50,5 +51,6 @@ export async function removeNetworkLeftovers(dataDir: string, logger?: Logger): 
   if ((await wg.down()).changed) removed.push(`wireguard interface ${names.iface} with its routes`)
   const podnet = new NetnsPodNetworkDriver(components, { podNetnsPrefix: names.podNetnsPrefix, vethPrefix: names.vethPrefix, nftTable: names.nftTable })
   removed.push(...(await podnet.down({ stopProcesses: true })).removed)
+  removed.push(...(await new NftServiceNatDriver({ run: execaRunner }, { table: `${names.nftTable}_svc`, vethPrefix: names.vethPrefix }).down()).removed)
   return { known: true, removed }
 }

@@ -16,14 +16,14 @@ import type { ObjectStore, Stored } from '../../store/index.ts'
 import { ImageService } from '../images/service.ts'
 import type { PodNetworkHooks } from '../network/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
-import { buildSchedView, type NodeMember, podViewOf, schedOptionsOf } from '../sched/index.ts'
+import { buildSchedView, type NodeMember, podViewOf, schedOptionsOf, withVolumeConstraints } from '../sched/index.ts'
 import { Binder, type ViewBuilder } from './binder.ts'
 import { Fence } from './fence.ts'
 import { PodImages } from './images.ts'
 import { DEFAULT_POD_TUNABLES, type PodTunables } from './options.ts'
 import type { IsAdmin } from './security.ts'
 import { PodDataFiles } from './volumes.ts'
-import { PodWorker } from './worker.ts'
+import { type PodStorage, PodWorker } from './worker.ts'
 
 export interface PodLifecycleComponents {
   store: ObjectStore
@@ -59,6 +59,8 @@ export interface PodLifecycleComponents {
   keyring?: { get(): Keyring | undefined; load(): Promise<Keyring | undefined>; onChange?(fn: (ring: Keyring) => void): () => void }
   /** A directory on a tmpfs for Config and Secret volumes; default `/dev/shm/orc-<hash of dataDir>`. */
   dataFilesDir?: string
+  /** emptyDir, hostPath and persistent Volume sources (agent/volumes). */
+  storage?: PodStorage
   /** Each pod's /etc/resolv.conf and /etc/hosts (the node's DNS resolver, agent/dns); absent: the image's own. */
   dnsFiles?(namespace: string, pod: string, address?: string): { resolvConf: string; hosts: string } | undefined
 }
@@ -198,7 +200,8 @@ export class PodLifecycle {
       // The cluster's scheduler counts the federated pods running on the cluster's nodes.
       buildView: (pods, nodes, me, members, now, down, taints) => {
         const noQuorum = this.fence.noQuorum()
-        const v = { ...buildSchedView(pods, nodes, me, members, now, down, taints), ...(noQuorum !== undefined ? { noQuorum } : {}) }
+        const base = withVolumeConstraints(buildSchedView(pods, nodes, me, members, now, down, taints), pods, c.store.list('Volume'), nodes)
+        const v = { ...base, ...(noQuorum !== undefined ? { noQuorum } : {}) }
         const extra: PodView[] = []
         for (const run of this.scopes.values()) {
           if (run.id === '') continue
@@ -396,7 +399,7 @@ export class PodLifecycle {
         void this.workerFor(run, ref)
           .reconcile()
           .then(() => this.dropIfDone(wk))
-      } else if (ref.kind === 'Node' || (run.id !== '' && ref.kind === 'Cluster')) bind = true
+      } else if (ref.kind === 'Node' || (run.id !== '' && ref.kind === 'Cluster') || (run.id === '' && ref.kind === 'Volume')) bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
       else if (ref.kind === 'Config' || ref.kind === 'Secret') {
         if (!dataRefs.has(ref.namespace)) dataRefs.set(ref.namespace, new Set())
@@ -454,6 +457,7 @@ export class PodLifecycle {
           dataFiles: this.dataFiles,
           ...(this.c.dnsFiles ? { dnsFiles: this.c.dnsFiles } : {}),
           loadKeyring: () => this.loadKeyring(),
+          ...(this.c.storage ? { storage: this.c.storage } : {}),
           forgetRecovered: (id) => {
             this.adopted.delete(id)
             this.gone.delete(id)

@@ -13,6 +13,7 @@ import type { ApiRequest, ApiResponse, Query } from '../../model/index.ts'
 import { OrcError } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import { Passthrough, type RouteHandler } from '../router.ts'
+import type { RouteName } from '../routes.ts'
 
 export interface LogsProxyMember {
   peerId: string
@@ -72,10 +73,27 @@ export async function forwardToPodNode(
   if (pod === undefined) return undefined
   const node = pod.spec?.placement?.node ?? pod.status?.node
   if (node === undefined || node === c.nodeName) return undefined
-  const details = { kind: 'Pod', namespace: ns, name, node }
+  return forwardToNode(c, req, { kind: 'Pod', namespace: ns, name }, node, `pod/${name} runs on`, timeoutMs, what)
+}
+
+/**
+ * Forward `req` about object `ref` to member `node` (not this one). `where` says how the object is
+ * there (`pod/web runs on`, `volume/db lives on`); `what`, what the user wanted.
+ */
+export async function forwardToNode(
+  c: LogsProxyComponents,
+  req: ApiRequest,
+  ref: { kind: string; namespace: string; name: string },
+  node: string,
+  where: string,
+  timeoutMs: number,
+  what: string,
+): Promise<ApiResponse> {
+  const { namespace: ns, name } = ref
+  const details = { kind: ref.kind, namespace: ns, name, node }
   const nodeObj = c.store.get({ kind: 'Node', namespace: '', name: node })
   if (nodeObj?.status?.state === 'Removed') {
-    throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which was removed from the cluster; ${what} are not reachable`, {
+    throw new OrcError('unavailable', `${where} node ${node}, which was removed from the cluster; ${what} are not reachable`, {
       ...details,
       state: 'removed',
     })
@@ -86,7 +104,7 @@ export async function forwardToPodNode(
   if (member === undefined) {
     throw new OrcError(
       'unavailable',
-      `pod/${name} runs on node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; ${what} are not reachable from here`,
+      `${where} node ${node}, which is not a member this node knows${nodeObj === undefined ? ' (no such node)' : ''}; ${what} are not reachable from here`,
       {
         ...details,
         state: 'unknown',
@@ -95,13 +113,13 @@ export async function forwardToPodNode(
   }
   if (member.state === 'dead') {
     // Fail at once: a dial to a node nobody has heard from in a while mostly just times out.
-    throw new OrcError('unavailable', `pod/${name} runs on node ${node}, which is dead (${seen(member, c.now())})`, {
+    throw new OrcError('unavailable', `${where} node ${node}, which is dead (${seen(member, c.now())})`, {
       ...details,
       state: 'dead',
       peer: member.peerId,
     })
   }
-  c.log?.debug({ ns, name, node, peer: member.peerId, path: req.path }, 'forwarding pod request')
+  c.log?.debug({ kind: ref.kind, ns, name, node, peer: member.peerId, path: req.path }, 'forwarding request to the node holding it')
   try {
     // The principal travels with the request: the member re-checks the user's right.
     return await c.forward(
@@ -120,7 +138,7 @@ export async function forwardToPodNode(
     const why = err instanceof Error ? err.message : String(err)
     throw new OrcError(
       'unavailable',
-      `pod/${name} runs on node ${node}, which is ${now.state} (${seen(now, c.now())}) and did not answer: ${why}`,
+      `${where} node ${node}, which is ${now.state} (${seen(now, c.now())}) and did not answer: ${why}`,
       {
         ...details,
         state: now.state,
@@ -131,6 +149,17 @@ export async function forwardToPodNode(
   }
 }
 
+/** `local`, unless `forward` sent the call to another member: then that member's answer. */
+function proxied<N extends RouteName>(
+  local: RouteHandler<N>,
+  forward: (call: Parameters<RouteHandler<N>>[0]) => Promise<ApiResponse | undefined>,
+): RouteHandler<N> {
+  return async (call) => {
+    const res = await forward(call)
+    return res !== undefined ? new Passthrough(res) : local(call)
+  }
+}
+
 /** A pod route answered by the node that runs the pod: forwarded there when that is another member, else `local`. */
 export function proxiedPodRoute<N extends 'podExec' | 'podExecIo' | 'podPortForward' | 'podPortForwardIo'>(
   c: LogsProxyComponents,
@@ -138,26 +167,37 @@ export function proxiedPodRoute<N extends 'podExec' | 'podExecIo' | 'podPortForw
   timeoutMs: number,
   what: string,
 ): RouteHandler<N> {
-  return async (call) => {
+  return proxied(local, (call) => {
     const p = call.params as { ns: string; name: string }
-    const res = await forwardToPodNode(c, call.req, p.ns, p.name, timeoutMs, what)
-    return res !== undefined ? new Passthrough(res) : local(call)
-  }
+    return forwardToPodNode(c, call.req, p.ns, p.name, timeoutMs, what)
+  })
 }
 
 /** The logs route of a node in a cluster: forwarded for pods that run on another member, else `local`. */
 export function proxiedLogs(c: LogsProxyComponents, local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'> {
-  const forward = (req: ApiRequest, ns: string, name: string) =>
+  return proxied(local, ({ req, params }) =>
     forwardToPodNode(
       c,
       { method: 'GET', path: req.path, query: req.query, ...(req.principal !== undefined ? { principal: req.principal } : {}) },
-      ns,
-      name,
+      params.ns,
+      params.name,
       forwardTimeoutMs(req.query),
-    )
+    ),
+  )
+}
 
-  return async (call) => {
-    const res = await forward(call.req, call.params.ns, call.params.name)
-    return res !== undefined ? new Passthrough(res) : local(call)
-  }
+/** A Volume route answered by the node holding the volume's data: forwarded there when that is another member. */
+export function proxiedVolumeRoute<N extends 'volumeSnapshot' | 'volumeRestoreSnapshot' | 'volumeExport'>(
+  c: LogsProxyComponents,
+  local: RouteHandler<N>,
+  timeoutMs: number,
+  what: string,
+): RouteHandler<N> {
+  return proxied(local, async (call) => {
+    const { ns, name } = call.params as { ns: string; name: string }
+    const vol = c.store.get({ kind: 'Volume', namespace: ns, name })
+    const node = vol?.status?.node ?? vol?.spec?.node
+    if (node === undefined || node === c.nodeName) return undefined
+    return forwardToNode(c, call.req, { kind: 'Volume', namespace: ns, name }, node, `volume/${name} lives on`, timeoutMs, what)
+  })
 }

@@ -9,6 +9,9 @@ export interface PodTunables {
   /** pull-image: per-attempt timeout (a large image over a slow link) and retries with backoff. */
   pullImageTimeoutMs: number
   pullImageRetry: RetryPolicy
+  /** mount-volumes: per-attempt timeout (mkfs of a large image, a slow driver) and retries. */
+  mountVolumesTimeoutMs: number
+  mountVolumesRetry: RetryPolicy
   /** sandbox-network: per-attempt timeout. */
   networkTimeoutMs: number
   /** start-containers: per-attempt timeout. */
@@ -35,6 +38,8 @@ export const DEFAULT_POD_TUNABLES: PodTunables = {
   resolveImageRetry: { attempts: 3, backoffMs: 5_000, maxBackoffMs: 60_000 },
   pullImageTimeoutMs: 30 * 60_000,
   pullImageRetry: { attempts: 3, backoffMs: 2_000, maxBackoffMs: 30_000 },
+  mountVolumesTimeoutMs: 120_000,
+  mountVolumesRetry: { attempts: 3, backoffMs: 2_000, maxBackoffMs: 30_000 },
   networkTimeoutMs: 30_000,
   startTimeoutMs: 60_000,
   restartBackoffMs: 1_000,

@@ -15,6 +15,7 @@ import { isAbsolute, join, normalize } from 'node:path'
 import { isRegistryReference } from '../../images/index.ts'
 import {
   CRONJOB_LABEL,
+  hostPathVolumesOf,
   JOB_LABEL,
   OrcError,
   type OrcObject,
@@ -92,10 +93,10 @@ export function hostPathImages(pod: Pod, imageStores: readonly string[]): string
   return out
 }
 
-/** What the pod asks for: `spec.security.unsafe`, plus `hostPath` when an image is a host path. */
+/** What the pod asks for: `spec.security.unsafe`, plus `hostPath` when an image is a host path or a volume a host directory. */
 export function asksOf(pod: Pod, imageStores: readonly string[]): UnsafeFeature[] {
   const asks = new Set<UnsafeFeature>((pod.spec?.security?.unsafe ?? []).filter((a): a is UnsafeFeature => typeof a === 'string'))
-  if (hostPathImages(pod, imageStores).length > 0) asks.add('hostPath')
+  if (hostPathImages(pod, imageStores).length > 0 || hostPathVolumesOf(pod.spec).length > 0) asks.add('hostPath')
   return [...asks]
 }
 
@@ -162,6 +163,15 @@ export function ungrantedError(pod: Pod, u: Ungranted, imageStores: readonly str
   const { missing } = u
   const them = missing.length > 1 ? 'them' : 'it'
   const hostImages = missing.includes('hostPath') ? hostPathImages(pod, imageStores) : []
+  const hostDirs = missing.includes('hostPath') && hostImages.length === 0 ? hostPathVolumesOf(pod.spec) : []
+  if (hostDirs.length > 0) {
+    const others = missing.filter((m) => m !== 'hostPath')
+    return new OrcError(
+      'forbidden',
+      `pod/${pod.metadata.name} mounts host directory ${hostDirs.join(', ')} (a hostPath volume)${others.length > 0 ? ` and asks for ${list(others)}` : ''}, but no SecurityPolicy in namespace ${ns} allows ${them}${u.refused.length > 0 ? ` (${u.refused.join('; ')})` : ''} (an operator other than the pod's author must grant hostPath; or use an emptyDir or a Volume)`,
+      { kind: 'Pod', namespace: ns, name: pod.metadata.name, missing, refused: u.refused },
+    )
+  }
   const what =
     hostImages.length > 0 ? `image ${hostImages.join(', ')}, a host path and not an image of the node's image store (${imageStores.join(', ')}),` : ''
   const asks =

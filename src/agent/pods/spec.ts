@@ -132,6 +132,9 @@ export function containerIdOf(podUid: string, container: string): string {
  */
 export function assignedTo(obj: Pod, node: string): boolean {
   const pin = obj.spec?.placement?.node
+  // In a federation's scope this node is node@cluster, and a bare pin names a node of the pod's
+  // cluster, which its binder resolved (federation/scheduling.ts, qualifiedPin): its binding decides.
+  if (typeof pin === 'string' && pin !== '' && node.includes('@') && !pin.includes('@')) return obj.status?.node === node
   if (typeof pin === 'string' && pin !== '') return pin === node
   return obj.status?.node === node
 }

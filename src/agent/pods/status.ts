@@ -31,6 +31,8 @@ export class StatusWriter {
   private held: { status: Record<string, unknown>; reason: string } | undefined
   /** A deferred write waiting for its window (`set(…, { defer: true })`). */
   private deferTimer: TimerHandle | undefined
+  /** The pending write is progress only: it may wait for its window (or a settling write). */
+  private pendingMayWait = false
 
   constructor(
     private readonly store: ObjectStore,
@@ -49,18 +51,29 @@ export class StatusWriter {
    * of the write already waiting ("start revision 2"); a settling write says its own.
    */
   set(status: Record<string, unknown>, reason: string, opts: { defer?: boolean } = {}): void {
+    const prev = this.pending
+    const wasPending = prev !== undefined
     // Progress never renames a write already waiting: that one says what happened.
-    this.pending = { status, reason: opts.defer && this.pending !== undefined ? this.pending.reason : reason }
+    this.pending = { status, reason: opts.defer && prev !== undefined ? prev.reason : reason }
     this.last = status
     this.held = undefined
-    if (opts.defer && this.deferMs > 0 && this.inflight === undefined) {
-      this.deferTimer ??= this.clock.setTimeout(() => {
-        this.deferTimer = undefined
-        this.startFlush()
-      }, this.deferMs)
+    // What waits may wait only while everything asked for since the last write was progress.
+    this.pendingMayWait = opts.defer === true && this.deferMs > 0 && (!wasPending || this.pendingMayWait)
+    if (this.pendingMayWait) {
+      // A write in flight arms the window when it is done (flush), so progress that arrives during
+      // a slow write waits its turn too instead of following it at once.
+      if (this.inflight === undefined) this.armDefer()
       return
     }
     this.startFlush()
+  }
+
+  private armDefer(): void {
+    this.deferTimer ??= this.clock.setTimeout(() => {
+      this.deferTimer = undefined
+      this.pendingMayWait = false
+      this.startFlush()
+    }, this.deferMs)
   }
 
   private startFlush(): void {
@@ -73,10 +86,10 @@ export class StatusWriter {
 
   /** Drops a deferred write (the worker is going away; what it would say no longer matters). */
   cancelDeferred(): void {
-    if (this.deferTimer === undefined) return
-    this.clock.clearTimeout(this.deferTimer)
+    if (this.deferTimer !== undefined) this.clock.clearTimeout(this.deferTimer)
     this.deferTimer = undefined
-    this.pending = undefined
+    if (this.pendingMayWait) this.pending = undefined
+    this.pendingMayWait = false
   }
 
   /**
@@ -106,12 +119,19 @@ export class StatusWriter {
 
   /** Resolves once everything asked for so far is written (a deferred write is written now). */
   async settled(): Promise<void> {
-    if (this.deferTimer !== undefined) this.startFlush()
+    if (this.pendingMayWait || this.deferTimer !== undefined) {
+      this.pendingMayWait = false
+      this.startFlush()
+    }
     while (this.inflight) await this.inflight
   }
 
   private async flush(): Promise<void> {
     while (this.pending) {
+      if (this.pendingMayWait) {
+        this.armDefer()
+        return
+      }
       const { status, reason } = this.pending
       this.pending = undefined
       const cur = this.store.get(this.ref)

@@ -6,13 +6,14 @@
  * never interleave. A workflow run is started from the queue but not awaited there: a newer spec
  * cancels it (generation counter) instead of waiting behind a unit that hangs.
  */
-import { rmSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { Clock, TimerHandle } from '../../effects/index.ts'
 import { isRegistryReference, parseReference } from '../../images/index.ts'
 import {
   dataRefsOf,
+  hostPathVolumesOf,
   type ObjectRef,
   OrcError,
   type Pod,
@@ -64,6 +65,14 @@ import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, pod
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
 import type { PodDataFiles } from './volumes.ts'
 
+/** This node's storage for pods (agent/volumes/service.ts): emptyDir, hostPath and Volume sources. */
+export interface PodStorage {
+  prepare(pod: Stored<Pod>, podUid: string, owner: { uid: number; gid: number }, hostPathGranted: boolean): Promise<Map<string, string>>
+  release(pod: { metadata: { namespace?: string; name: string } }): Promise<void>
+  /** The pod's emptyDirs removed (it left this node for good). */
+  releaseEmptyDirs(podUid: string): Promise<void>
+}
+
 export type { PodPhase } from '../../model/index.ts'
 
 /** What a worker asks of self-fencing (PodLifecycle.fence). */
@@ -106,6 +115,8 @@ export interface PodWorkerComponents {
   dataFiles?: PodDataFiles
   /** Before resolving: load the cluster keyring if this node has none in memory yet. */
   loadKeyring?(): Promise<void>
+  /** emptyDir, hostPath and persistent Volume sources; absent: pods using them wait with the reason. */
+  storage?: PodStorage
   /** The pod's /etc/resolv.conf and /etc/hosts (the cluster DNS, docs/services.md); absent: the image's own. */
   dnsFiles?(namespace: string, pod: string, address?: string): { resolvConf: string; hosts: string } | undefined
 }
@@ -196,8 +207,12 @@ export class PodWorker {
   private refRevisions: Record<string, number> | undefined
   /** Host directory of each volume written for the current run. */
   private volumeDirs = new Map<string, string>()
+  /** Host directory of each emptyDir, hostPath and Volume source (mount-volumes). */
+  private storageDirs: Map<string, string> | undefined
   /** The last run could not resolve a Config or Secret: the pod waits Pending (retrying) for it. */
   private waitingForData = false
+  /** The last mount-volumes failed (a volume in use, on another node, a driver failing): Pending, retrying, nothing deleted. */
+  private waitingForVolumes = false
   /** Why the last pull-image attempt failed: the pod waits Pending (retrying) with this reason, rather than Failed. */
   private imageError: string | undefined
   /** Container name → the digest its registry image resolved to for the spec revision being run (status.images). */
@@ -686,6 +701,17 @@ export class PodWorker {
     }
     this.net = undefined
     if (this.uid !== undefined) this.c.dataFiles?.remove(this.uid)
+    if (this.storageDirs !== undefined || this.usesStorage()) {
+      await this.c.storage
+        ?.release({ metadata: { namespace: this.ref.namespace, name: this.ref.name } })
+        .catch((err) => this.log.warn({ ...this.fields(), err: String(err) }, 'detach volumes'))
+      if (deleted && this.uid !== undefined)
+        await this.c.storage
+          ?.releaseEmptyDirs(this.c.podDir(this.uid))
+          .catch((err) => this.log.warn({ ...this.fields(), err: String(err) }, 'unmount emptyDir'))
+    }
+    this.storageDirs = undefined
+    this.waitingForVolumes = false
     this.data = undefined
     this.refRevisions = undefined
     this.volumeDirs = new Map()
@@ -726,8 +752,8 @@ export class PodWorker {
           throw refusal
         }
         this.refusedByPolicy = false
-        this.hostPathGranted = hostPathImages(cur, this.c.images.stores).length > 0
-        // hostPath for a host directory as image is provided (resolve-image); as a volume it is not yet.
+        this.hostPathGranted = hostPathImages(cur, this.c.images.stores).length > 0 || hostPathVolumesOf(cur.spec).length > 0
+        // hostPath is provided for a host directory as image (resolve-image) and as a volume (mount-volumes).
         const notImpl = spec.unsafe.filter((u) => !IMPLEMENTED_UNSAFE.has(u) && !(u === 'hostPath' && this.hostPathGranted))
         if (notImpl.length > 0)
           throw new OrcError('invalid', `unsafe feature ${notImpl.join(', ')} is not implemented by this agent yet (granted, but refused)`)
@@ -792,6 +818,27 @@ export class PodWorker {
         }
       },
     })
+    if (this.usesStorage())
+      g.addUnit({
+        name: 'mount-volumes',
+        description: "the pod's emptyDir, hostPath and persistent Volumes attached and mounted on this node (docs/storage.md)",
+        requires: ['check-security'],
+        wantedBy: ['storage'],
+        timeoutMs: t.mountVolumesTimeoutMs,
+        retry: t.mountVolumesRetry,
+        run: async () => {
+          try {
+            const dirs = await this.prepareStorage()
+            if (gen === this.gen) [this.storageDirs, this.waitingForVolumes] = [dirs, false]
+          } catch (err) {
+            if (gen === this.gen) {
+              this.waitingForVolumes = true
+              this.writeStatus(`mount-volumes: ${(err as Error).message}`.slice(0, 300))
+            }
+            throw err
+          }
+        },
+      })
     g.addUnit({
       name: 'sandbox-network',
       description: "the pod's network namespace, its IPv6 address in the node's /64 and routes (loopback only when the node has no pod network)",
@@ -906,15 +953,38 @@ export class PodWorker {
     this.volumeDirs = dirs
   }
 
+  /** The pod has emptyDir, hostPath or Volume sources (the mount-volumes unit). */
+  private usesStorage(): boolean {
+    const obj = this.c.store.get(this.ref)
+    return (obj?.spec?.volumes ?? []).some((v) => v.emptyDir !== undefined || v.hostPath !== undefined || v.volume !== undefined)
+  }
+
+  private async prepareStorage(): Promise<Map<string, string>> {
+    const obj = this.c.store.get(this.ref)
+    if (!obj || this.uid === undefined) return new Map()
+    if (this.c.storage === undefined) throw new OrcError('unavailable', 'this agent has no volume service (emptyDir, hostPath and Volume sources)')
+    const spec = this.spec ?? podSpecOf(obj)
+    const owner = this.c.runtime(spec.runtime).hostIdsOf({ ...(spec.unsafe.includes('root') ? { rootInside: true } : {}) })
+    const hostPath = this.hostPathGranted || (obj.spec?.volumes ?? []).every((v) => v.hostPath === undefined) || (await this.grantRefusal(obj)) === undefined
+    return this.c.storage.prepare(obj, this.uid, owner, hostPath)
+  }
+
   /** A container's bind mounts: its volumeMounts onto the volume directories of this run. */
   private mountsOf(name: string): ContainerMount[] {
     const obj = this.c.store.get(this.ref)
     const c = (obj?.spec?.containers ?? []).find((x) => x.name === name)
     const out: ContainerMount[] = []
     for (const m of c?.volumeMounts ?? []) {
-      const source = this.volumeDirs.get(m.name)
+      const data = this.volumeDirs.get(m.name)
+      const storage = this.storageDirs?.get(m.name)
+      const source = data ?? storage
       if (source === undefined) throw new OrcError('not_found', `container ${name}: volume ${m.name} has not been prepared`)
-      out.push({ source, destination: m.mountPath, readOnly: true })
+      if (data !== undefined) {
+        out.push({ source, destination: m.mountPath, readOnly: true })
+        continue
+      }
+      const owner = this.c.runtime(this.spec!.runtime).hostIdsOf({ ...(this.spec!.unsafe.includes('root') ? { rootInside: true } : {}) })
+      out.push({ source: m.subPath !== undefined ? subPathOf(source, m.subPath, owner) : source, destination: m.mountPath, readOnly: m.readOnly === true })
     }
     return out
   }
@@ -1023,6 +1093,7 @@ export class PodWorker {
     }
     // An adopted pod's restart: its Configs and Secrets are resolved (and its volumes written) now.
     if (this.data === undefined && this.c.dataLookup !== undefined) await this.resolveData(true)
+    if (this.storageDirs === undefined && this.usesStorage()) this.storageDirs = await this.prepareStorage()
     const env = this.data?.env.get(cs.spec.name)
     const cmd = containerCommand(env === undefined ? cs.spec : { ...cs.spec, env }, cs.image)
     const mounts = [...this.mountsOf(cs.spec.name), ...this.dnsMountsOf(cs)]
@@ -1285,9 +1356,10 @@ export class PodWorker {
     if (this.stopping) return 'Stopping'
     if (this.fenced !== undefined) return 'Fenced'
     if (this.runState === 'none') return 'Pending'
-    if (this.runState === 'running') return this.imageError !== undefined ? 'Pending' : 'Starting'
+    if (this.runState === 'running') return this.imageError !== undefined || this.waitingForVolumes ? 'Pending' : 'Starting'
     // Refused by the two-party rule, or waiting for a Config or Secret: it never started.
-    if (this.runState === 'failed') return this.refusedByPolicy || this.waitingForData || this.imageError !== undefined ? 'Pending' : 'Failed'
+    if (this.runState === 'failed')
+      return this.refusedByPolicy || this.waitingForData || this.waitingForVolumes || this.imageError !== undefined ? 'Pending' : 'Failed'
     const cs = [...this.containers.values()]
     if (cs.length > 0 && cs.every((c) => c.state === 'exited')) return cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed'
     return 'Running'
@@ -1371,4 +1443,29 @@ export function recordedPins(status: unknown, revision: number | undefined): Pod
       DIGEST.test(p.digest) &&
       p.revision === revision,
   )
+}
+
+/**
+ * The host directory of a mount's `subPath` inside volume directory `root`, made (owned by the pod)
+ * when missing. Every component is checked after the real path is taken: a symlink the pod left
+ * in the volume cannot lead the bind outside it. (A pod swapping a directory for a symlink between
+ * this check and the bind is a window this does not close: docs/storage.md.)
+ */
+export function subPathOf(root: string, subPath: string, owner: { uid: number; gid: number }): string {
+  if (subPath.startsWith('/') || subPath.split('/').some((x) => x === '' || x === '.' || x === '..'))
+    throw new OrcError('invalid', `subPath ${subPath}: a relative path with no empty, . or .. component`)
+  const realRoot = realpathSync(root)
+  let cur = realRoot
+  for (const part of subPath.split('/')) {
+    const next = join(cur, part)
+    if (!existsSync(next)) {
+      mkdirSync(next, { mode: 0o770 })
+      if (process.getuid?.() === 0) chownSync(next, owner.uid, owner.gid)
+    }
+    const real = realpathSync(next)
+    if (real !== realRoot && !real.startsWith(`${realRoot}/`)) throw new OrcError('forbidden', `subPath ${subPath} leaves its volume (through a symlink)`)
+    if (!statSync(real).isDirectory()) throw new OrcError('invalid', `subPath ${subPath} is not a directory in the volume`)
+    cur = real
+  }
+  return cur
 }

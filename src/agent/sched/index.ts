@@ -9,6 +9,8 @@ export {
   type NodeMember,
   nodeViewOf,
   podViewOf,
+  podVolumeUses,
   schedOptionsOf,
   type TaintSince,
+  withVolumeConstraints,
 } from './view.ts'

@@ -2,16 +2,18 @@
  * The scheduler's view, built from this node's replica of the store and its membership table. Pure:
  * the binder passes in `now` and the moments it first saw each node unreachable.
  */
-import { type Cluster, type ClusterSpec, isPlainObject, type Node, type Pod } from '../../model/index.ts'
+import { type Cluster, type ClusterSpec, isPlainObject, type Node, type Pod, type Volume } from '../../model/index.ts'
 import {
   type ClusterView,
   DEPLOYMENT_LABEL,
   type MemberState,
   type NodeView,
   type PodView,
+  type PodVolumeUse,
   podRequests,
   type SchedOptionsInput,
   type Taint,
+  volumeConstraints,
 } from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
 
@@ -143,5 +145,65 @@ export function buildSchedView(
     nodes: nodes.map((n) => nodeViewOf(n, byName.get(n.metadata.name), downSince(n.metadata.name), taintSince)),
     pods: pods.map(podViewOf),
     now,
+  }
+}
+
+/**
+ * The persistent Volumes a pod uses, and whether it writes them: a writer unless every mount of the
+ * volume is `readOnly: true` (a volume listed but never mounted still counts as written: it is
+ * attached).
+ */
+export function podVolumeUses(spec: unknown): PodVolumeUse[] {
+  const sp = (isPlainObject(spec) ? spec : {}) as Record<string, any>
+  const out: PodVolumeUse[] = []
+  const containers: any[] = Array.isArray(sp.containers) ? sp.containers : []
+  for (const v of Array.isArray(sp.volumes) ? sp.volumes : []) {
+    const name = v?.volume?.name
+    if (typeof name !== 'string' || out.some((u) => u.name === name)) continue
+    const mounts = containers.flatMap((c) => (Array.isArray(c?.volumeMounts) ? c.volumeMounts : [])).filter((m: any) => m?.name === v.name)
+    out.push({ name, writer: mounts.length === 0 || mounts.some((m: any) => m?.readOnly !== true) })
+  }
+  return out
+}
+
+/** The view with each pod's Volume constraint (src/sched/volumes.ts) filled in. */
+export function withVolumeConstraints(
+  view: ClusterView,
+  pods: readonly Stored<Pod>[],
+  volumes: readonly Stored<Volume>[],
+  nodes: readonly Stored<Node>[],
+): ClusterView {
+  const uses = new Map<string, PodVolumeUse[]>()
+  for (const p of pods) {
+    const u = podVolumeUses(p.spec)
+    if (u.length > 0) uses.set(`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, u)
+  }
+  if (uses.size === 0) return view
+  const gone = new Set(nodes.filter(isForgotten).map((n) => n.metadata.name))
+  const vols = volumes.map((v) => {
+    const node = typeof v.status?.node === 'string' ? v.status.node : typeof v.spec?.node === 'string' ? v.spec.node : undefined
+    return { namespace: v.metadata.namespace ?? 'default', name: v.metadata.name, ...(node !== undefined ? { node, nodeGone: gone.has(node) } : {}) }
+  })
+  const c = volumeConstraints(
+    view.pods.map((p) => {
+      const u = uses.get(`${p.namespace}/${p.name}`)
+      return {
+        namespace: p.namespace,
+        name: p.name,
+        ...(u ? { volumes: u } : {}),
+        ...(p.node !== undefined ? { node: p.node } : {}),
+        ...(p.createdAt !== undefined ? { createdAt: p.createdAt } : {}),
+        finished: p.phase !== undefined,
+      }
+    }),
+    vols,
+  )
+  return {
+    ...view,
+    pods: view.pods.map((p) => {
+      const k = c.get(`${p.namespace}/${p.name}`)
+      if (k === undefined) return p
+      return { ...p, ...(k.node !== undefined ? { volumeNode: k.node } : {}), ...(k.block !== undefined ? { volumeBlock: k.block } : {}) }
+    }),
   }
 }

@@ -19,6 +19,7 @@ import { createProgress } from '../progress.ts'
 import { getObjectOf, objectRef, outputOption, takesObjects, withNameHint } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
 import { formatBytes, registerImageCommands, registryImageTable } from './images.ts'
+import { ingressWhyOutput } from './ingress.ts'
 import { nodeWhyOutput } from './network.ts'
 import { serviceWhyOutput } from './services.ts'
 
@@ -77,7 +78,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   // ---- why
   takesObjects(program.command('why'), 'Pod')
     .description(
-      "Explain a pod's lifecycle (or a node's network bring-up, node/NAME; a service's endpoints, service/NAME): which unit holds it up, for how long, with what error",
+      "Explain a pod's lifecycle (or a node's network bring-up, node/NAME; a service's endpoints, service/NAME; what keeps an Ingress from serving, ingress/NAME): which unit holds it up, for how long, with what error",
     )
     .argument('<pod/NAME>', 'like pod/web, pod web, or web')
     .argument('[NAME]', 'the name, when KIND is given alone')
@@ -94,13 +95,20 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   orc why pod/web --critical-chain
 
   # Why does the service's name answer no address?
-  orc why service/web`),
+  orc why service/web
+
+  # Why does the ingress not answer? (nodes chosen, backend service, ready endpoints)
+  orc why ingress/web`),
     )
     .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
       if (/^(node|nodes|no)\//i.test(target) || (/^(node|nodes|no)$/i.test(target) && nameArg !== undefined)) {
         const name = nameArg ?? target.slice(target.indexOf('/') + 1)
         const { object: node } = (await callRoute(client(cmd), 'getObject', objectParams({ kind: 'Node', namespace: '', name }))) as { object: Stored<Node> }
         return io.out(nodeWhyOutput(node, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
+      }
+      if (/^(ingress|ingresses|ing)\//i.test(target) || (/^(ingress|ingresses|ing)$/i.test(target) && nameArg !== undefined)) {
+        const name = nameArg ?? target.slice(target.indexOf('/') + 1)
+        return io.out(await ingressWhyOutput(client(cmd), name, opts.output === 'json' ? 'json' : 'table'))
       }
       if (/^(service|services|svc)\//i.test(target) || (/^(service|services|svc)$/i.test(target) && nameArg !== undefined)) {
         const name = nameArg ?? target.slice(target.indexOf('/') + 1)

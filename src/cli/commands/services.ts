@@ -59,7 +59,10 @@ export function serviceWhyLines(svc: Service, pods: readonly Pod[], eps: Service
     .join(',')
   const ready = eps.endpoints.filter((e) => e.ready)
   const out = [`service/${svc.metadata.name}: ${ready.length} ready endpoint(s) of ${eps.endpoints.length} matched`]
-  out.push(`  DNS: ${svc.metadata.name}.${ns}.svc.${domain} (AAAA: the ready pods' addresses)`)
+  const headless = svc.spec?.type === 'Headless'
+  out.push(
+    `  DNS: ${svc.metadata.name}.${ns}.svc.${domain} (AAAA: ${headless ? "the ready pods' addresses" : 'its virtual address, on nodes whose pod network is up'})`,
+  )
   for (const p of svc.spec?.ports ?? [])
     if (p.name) out.push(`       _${p.name}._${(p.protocol ?? 'TCP').toLowerCase()}.${svc.metadata.name}.${ns}.svc.${domain} (SRV)`)
   out.push(`  selector: ${sel || '<none>'}`)

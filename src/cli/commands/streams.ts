@@ -7,8 +7,8 @@
 import { createServer, type Socket } from 'node:net'
 import { constants as osConstants } from 'node:os'
 import type { Command } from 'commander'
-import type { PodStreamIoAnswer, PodStreamIoBody, TopAnswer } from '../../agent/index.ts'
-import { OrcError, parseRef } from '../../model/index.ts'
+import { objectParams, type PodStreamIoAnswer, type PodStreamIoBody, type TopAnswer } from '../../agent/index.ts'
+import { OrcError, type Pod, parseRef, type Service, serviceEndpoints } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { examples, formatTable } from '../format.ts'
 import { outputOption, takesObjects } from '../refs.ts'
@@ -22,11 +22,52 @@ export interface StreamCliIO {
 
 function podTarget(target: string, namespace: string | undefined): { ns: string; name: string } {
   const ref = parseRef(target.includes('/') ? target : `pod/${target}`, namespace || undefined)
-  if (ref.kind !== 'Pod') {
-    if (ref.kind === 'Service') throw new OrcError('invalid', `${target}: port-forward to a service comes with Services; name a pod (pod/NAME)`)
-    throw new OrcError('invalid', `${target}: name a pod (pod/NAME or NAME)`)
-  }
+  if (ref.kind !== 'Pod') throw new OrcError('invalid', `${target}: name a pod (pod/NAME or NAME)`)
   return { ns: ref.namespace, name: ref.name }
+}
+
+/** port-forward's target: a pod, or a service (`service/NAME`, `svc/NAME`, `service NAME`) whose ready endpoint each connection picks. */
+export function forwardTarget(
+  target: string,
+  specs: readonly string[],
+  namespace: string | undefined,
+): { kind: 'Pod' | 'Service'; ns: string; name: string; specs: string[] } {
+  let text = target
+  let rest = [...specs]
+  // `KIND NAME PORTS…`: a kind word alone, the name next.
+  if (!target.includes('/') && /^(pods?|po|services?|svc)$/i.test(target) && rest.length > 1 && !/^\d/.test(rest[0]!)) {
+    text = `${target}/${rest[0]}`
+    rest = rest.slice(1)
+  }
+  const ref = parseRef(text.includes('/') ? text : `pod/${text}`, namespace || undefined)
+  if (ref.kind !== 'Pod' && ref.kind !== 'Service') throw new OrcError('invalid', `${target}: name a pod (pod/NAME or NAME) or a service (service/NAME)`)
+  return { kind: ref.kind, ns: ref.namespace, name: ref.name, specs: rest }
+}
+
+/**
+ * The ready endpoints of a service's port (its number or name), shuffled: the pods a forwarded
+ * connection may go to and the port on each.
+ */
+async function serviceBackends(c: ApiCaller, svc: { ns: string; name: string }, port: number): Promise<{ pod: string; port: number }[]> {
+  const { object } = (await callRoute(c, 'getObject', objectParams({ kind: 'Service', namespace: svc.ns, name: svc.name }))) as { object: Service }
+  const sp = (object.spec?.ports ?? []).find((p) => p.port === port)
+  if (sp === undefined) {
+    const have = (object.spec?.ports ?? []).map((p) => String(p.port)).join(', ') || 'none'
+    throw new OrcError('invalid', `service/${svc.name} has no port ${port} (its ports: ${have})`)
+  }
+  const pods = (await callRoute(c, 'listObjects', { kind: 'Pod' }, { query: { namespace: svc.ns } })).items as unknown as Pod[]
+  const out = serviceEndpoints(object, pods)
+    // port-forward enters the pod's namespace on its node: a ready pod without a cluster address (no pod network) serves too.
+    .endpoints.filter((e) => e.ready || e.reason?.startsWith('no pod address') === true)
+    .flatMap((e) => {
+      const p = e.ports.find((x) => x.port === port && x.protocol === (sp.protocol ?? 'TCP'))
+      return p === undefined ? [] : [{ pod: e.pod, port: p.targetPort }]
+    })
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
 }
 
 type Exchange = (body: PodStreamIoBody) => Promise<PodStreamIoAnswer>
@@ -137,9 +178,11 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
 
   // ---- port-forward
   takesObjects(program.command('port-forward'), 'Pod')
-    .description('Listen on a local port and carry each connection to a port of a pod, through any node (services come with Services)')
-    .argument('<pod>', 'pod/NAME or NAME')
-    .argument('<ports...>', 'LOCAL:REMOTE (or PORT for the same number on both sides)')
+    .description(
+      'Listen on a local port and carry each connection to a port of a pod, or of a service (a ready endpoint picked per connection, another tried when one fails), through any node',
+    )
+    .argument('<target>', 'pod/NAME, NAME, service/NAME (svc/NAME), or KIND NAME')
+    .argument('<ports...>', 'LOCAL:REMOTE (or PORT for the same number on both sides); for a service, REMOTE is the service port')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-c, --container <name>', 'container whose network namespace to enter (default: the first; pod containers share one when the pod has a network)')
     .option('--address <addr>', 'local address to listen on', '127.0.0.1')
@@ -148,22 +191,27 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
       examples(`
   orc port-forward web 8080:80        # then: curl http://127.0.0.1:8080/
   orc port-forward pod/db 5432
-  orc port-forward web 0:80           # a free local port, printed`),
+  orc port-forward web 0:80           # a free local port, printed
+  orc port-forward service/web 8080:80  # a ready pod of the service, on whichever node it runs`),
     )
-    .action(async (target: string, specs: string[], opts, cmd: Command) => {
-      const pod = podTarget(target, opts.namespace)
+    .action(async (target: string, args: string[], opts, cmd: Command) => {
+      const t = forwardTarget(target, args, opts.namespace)
+      const pod = { ns: t.ns, name: t.name }
       const c = client(cmd)
-      const pairs = specs.map(parsePortPair)
+      const pairs = t.specs.map(parsePortPair)
+      if (t.kind === 'Service') for (const { remote } of pairs) await serviceBackends(c, pod, remote) // a port the service lacks fails now, not per connection
       const servers = await Promise.all(
         pairs.map(
           ({ local, remote }) =>
             new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-              const server = createServer((sock) => void carry(c, pod, remote, opts.container, sock, io))
+              const server = createServer((sock) =>
+                t.kind === 'Service' ? void carryToService(c, pod, remote, sock, io) : void carry(c, pod, remote, opts.container, sock, io),
+              )
               server.once('error', (err) => reject(new OrcError('unavailable', `listen on ${opts.address}:${local}: ${err.message}`)))
               server.listen(local, opts.address, () => {
                 const a = server.address()
                 const port = typeof a === 'object' && a !== null ? a.port : local
-                io.out(`Forwarding from ${opts.address}:${port} -> pod/${pod.name}:${remote}\n`)
+                io.out(`Forwarding from ${opts.address}:${port} -> ${t.kind.toLowerCase()}/${pod.name}:${remote}\n`)
                 resolve(server)
               })
             }),
@@ -222,6 +270,31 @@ export function parsePortPair(spec: string): { local: number; remote: number } {
   return { local, remote }
 }
 
+/** One accepted local connection to a service: the first ready endpoint whose node opens a session. */
+async function carryToService(c: ApiCaller, svc: { ns: string; name: string }, port: number, sock: Socket, io: StreamCliIO): Promise<void> {
+  sock.pause()
+  let backends: { pod: string; port: number }[]
+  try {
+    backends = await serviceBackends(c, svc, port)
+  } catch (err) {
+    io.err(`port-forward: ${err instanceof Error ? err.message : String(err)}\n`)
+    sock.destroy()
+    return
+  }
+  const errors: string[] = []
+  for (const b of backends.slice(0, 3)) {
+    const pod = { ns: svc.ns, name: b.pod }
+    try {
+      const opened = await callRoute(c, 'podPortForward', pod, { body: { port: b.port } })
+      return await carry(c, pod, b.port, undefined, sock, io, opened)
+    } catch (err) {
+      errors.push(`pod/${b.pod}: ${err instanceof Error ? err.message : String(err)}`)
+    }
+  }
+  io.err(`port-forward: service/${svc.name}:${port}: ${backends.length === 0 ? 'no ready endpoint' : errors.join('; ')}\n`)
+  sock.destroy()
+}
+
 /** One accepted local connection: a port-forward session on the pod's node, bytes both ways. */
 async function carry(
   c: ApiCaller,
@@ -230,11 +303,12 @@ async function carry(
   container: string | undefined,
   sock: Socket,
   io: StreamCliIO,
+  session0?: { session: string },
 ): Promise<void> {
   sock.pause()
   let opened: { session: string }
   try {
-    opened = await callRoute(c, 'podPortForward', pod, { body: { port, ...(container ? { container } : {}) } })
+    opened = session0 ?? (await callRoute(c, 'podPortForward', pod, { body: { port, ...(container ? { container } : {}) } }))
   } catch (err) {
     io.err(`port-forward: ${err instanceof Error ? err.message : String(err)}\n`)
     sock.destroy()

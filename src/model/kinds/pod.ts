@@ -6,6 +6,13 @@ import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
 import { type PodCondition, probeIssues, probeSchema, readyColumn } from './probe.ts'
 import { POD_RUNTIMES } from './security-policy.ts'
 
+/**
+ * Annotation orc puts on a Pod (and a PinnedDeployment, Job or CronJob) created in a namespace
+ * shared with a federation: the cluster that created it, where it runs unless
+ * `spec.placement.clusters` says otherwise (docs/federation.md).
+ */
+export const ORIGIN_CLUSTER_ANNOTATION = 'orc/cluster'
+
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
 /** A name an environment variable may have (envFrom skips keys that are not one). */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -37,17 +44,29 @@ const dataVolumeSource = s.object({
   optional: s.bool(),
 })
 /**
- * A pod volume: exactly one source. Today `secret` and `config` (files on a tmpfs, read-only);
- * more sources (emptyDir, volume, hostPath) are further fields of the same object.
+ * A pod volume: exactly one source. `secret` and `config`: files on a tmpfs, read-only. `emptyDir`:
+ * an empty directory made for the pod on its node (on the node's disk, or a tmpfs with
+ * `medium: Memory`), kept across container restarts and in-place updates, removed with the pod.
+ * `volume`: a persistent Volume of the pod's namespace (docs/storage.md). `hostPath`: a directory
+ * of the node, only with a SecurityPolicy grant of `hostPath` (two parties).
  */
-const volume = s.object({ name: s.required(dnsName), secret: dataVolumeSource, config: dataVolumeSource })
+const volume = s.object({
+  name: s.required(dnsName),
+  secret: dataVolumeSource,
+  config: dataVolumeSource,
+  emptyDir: s.object({ medium: s.enum('Memory', 'Disk'), sizeLimit: s.quantity() }),
+  volume: s.object({ name: s.required(dnsName) }),
+  hostPath: s.object({ path: s.required(s.string({ minLength: 1, maxLength: 4096 })), type: s.enum('Directory', 'DirectoryOrCreate') }),
+})
 /** The volume sources this agent knows (podSpecIssues requires exactly one). */
-export const VOLUME_SOURCES = ['secret', 'config'] as const
+export const VOLUME_SOURCES = ['secret', 'config', 'emptyDir', 'volume', 'hostPath'] as const
 const volumeMount = s.object({
   name: s.required(dnsName),
   mountPath: s.required(s.string({ minLength: 1, maxLength: 4096 })),
-  /** Config and Secret volumes are always read-only; `false` is refused for them. */
+  /** Config and Secret volumes are always read-only; `false` is refused for them. Others default to writable. */
   readOnly: s.bool(),
+  /** A directory inside the volume to mount instead of its root (relative; made when missing). */
+  subPath: s.string({ minLength: 1, maxLength: 4096 }),
 })
 
 const container = s.object({
@@ -147,6 +166,10 @@ function schedulingIssues(spec: unknown, base: string): Issue[] {
       if (list.indexOf(c) !== i) issues.push({ path: `${base}.placement.${key}[${i}]`, rule: `duplicate cluster ${JSON.stringify(c)}` })
     })
   }
+  // A pin to node@cluster names its cluster: placement.clusters, if given, must allow it.
+  const pinCluster = typeof pl.node === 'string' && pl.node.includes('@') ? pl.node.slice(pl.node.indexOf('@') + 1) : undefined
+  if (pinCluster !== undefined && Array.isArray(pl.clusters) && pl.clusters.length > 0 && !pl.clusters.includes(pinCluster))
+    issues.push({ path: `${base}.placement.node`, rule: `pinned to a node of cluster ${pinCluster}, which is not in placement.clusters` })
   if (Array.isArray(pl.clusters)) {
     if (pl.clusters.length === 0)
       issues.push({ path: `${base}.placement.clusters`, rule: 'name at least one cluster (leave it out for the cluster that creates the pod)' })
@@ -213,6 +236,14 @@ function dataRefIssues(spec: unknown, base: string): Issue[] {
     const sources = VOLUME_SOURCES.filter((k) => v?.[k] !== undefined)
     if (sources.length !== 1)
       issues.push({ path: p, rule: `exactly one source (${VOLUME_SOURCES.join(', ')}); got ${sources.length === 0 ? 'none' : sources.join(', ')}` })
+    if (v?.hostPath !== undefined && typeof v.hostPath.path === 'string') {
+      const hp = v.hostPath.path as string
+      if (!hp.startsWith('/') || hp.split('/').some((x: string) => x === '.' || x === '..'))
+        issues.push({ path: `${p}.hostPath.path`, rule: 'an absolute path with no . or .. component' })
+      else if (hp.split('/').filter((x: string) => x !== '').length === 0) issues.push({ path: `${p}.hostPath.path`, rule: 'not / (name a directory)' })
+    }
+    if (v?.emptyDir?.sizeLimit !== undefined && v.emptyDir.medium !== 'Memory' && sources.length === 1)
+      issues.push({ path: `${p}.emptyDir.sizeLimit`, rule: 'only with medium: Memory (a tmpfs of that size); a disk emptyDir has no hard limit' })
     for (const k of sources) {
       const items: any[] = Array.isArray(v[k]?.items) ? v[k].items : []
       const paths = new Set<string>()
@@ -249,6 +280,12 @@ function dataRefIssues(spec: unknown, base: string): Issue[] {
       const v = volumes.find((x) => x?.name === m?.name)
       if (m?.readOnly === false && (v?.secret !== undefined || v?.config !== undefined))
         issues.push({ path: `${p}.readOnly`, rule: 'Config and Secret volumes are read-only' })
+      if (typeof m?.subPath === 'string') {
+        const bad = itemPathIssue(m.subPath)
+        if (bad) issues.push({ path: `${p}.subPath`, rule: `${bad} inside the volume` })
+        if (v?.secret !== undefined || v?.config !== undefined)
+          issues.push({ path: `${p}.subPath`, rule: 'not for Config and Secret volumes (use items to choose files)' })
+      }
     })
   })
   return issues
@@ -273,6 +310,20 @@ export function dataRefsOf(spec: unknown): string[] {
     if (typeof v?.config?.name === 'string') out.add(`config/${v.config.name}`)
   }
   return [...out].sort()
+}
+
+/** The persistent Volumes a pod spec names (`spec.volumes[].volume.name`), each once, sorted. */
+export function volumeRefsOf(spec: unknown): string[] {
+  const sp = (spec ?? {}) as Record<string, any>
+  const out = new Set<string>()
+  for (const v of Array.isArray(sp.volumes) ? sp.volumes : []) if (typeof v?.volume?.name === 'string') out.add(v.volume.name)
+  return [...out].sort()
+}
+
+/** The host directories a pod spec mounts (`spec.volumes[].hostPath.path`): each needs a hostPath grant. */
+export function hostPathVolumesOf(spec: unknown): string[] {
+  const sp = (spec ?? {}) as Record<string, any>
+  return (Array.isArray(sp.volumes) ? sp.volumes : []).flatMap((v: any) => (typeof v?.hostPath?.path === 'string' ? [v.hostPath.path as string] : []))
 }
 
 /** The one container spec of a manifest (the runtime's `ContainerRunSpec` is what the agent makes of it). */
@@ -346,12 +397,16 @@ const podSpec = s.object({
   terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
   nodeSelector: labelsSchema,
   /**
-   * `node`: pin to one node. `clusters` (shared namespaces of a federation): the member clusters
+   * `node`: pin to one node (in a shared namespace, `node@cluster` names a node of any member
+   * cluster; a bare name is a node of the pod's cluster). `clusters` (shared namespaces of a federation): the member clusters
    * the pod may run in — absent, only the cluster that created it. `preferClusters`: most
    * preferred first, among those allowed.
    */
   placement: s.object({
-    node: dnsName,
+    node: s.string({
+      pattern: /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(@[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$/,
+      patternName: 'a node name (a DNS label), or node@cluster in a shared namespace',
+    }),
     clusters: s.array(dnsName, { maxItems: 64 }),
     preferClusters: s.array(dnsName, { maxItems: 64 }),
   }),

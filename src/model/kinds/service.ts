@@ -8,7 +8,8 @@ import { age, createdAt, labelsSchema, labelsText } from './common.ts'
  * endpoints are not stored: every node derives them from the replicated pods (src/model/kinds/
  * service.ts `serviceEndpoints`), and the node's DNS resolver answers `NAME.NS.svc.CLUSTER` with the
  * ready pods' addresses and SRV records for the named ports (docs/services.md). A stable virtual
- * address (`spec.type`, ClusterIP) is not built yet; the field is left free for it.
+ * address (`spec.type` ClusterIP, the default) is derived on every node from the namespace and name
+ * (src/net/services.ts `serviceVirtualAddress`) and load-balanced to the ready pods with nftables.
  */
 
 /** A port name: an IANA service name (≤ 15 characters, lowercase letters, digits and -, at least one letter). */
@@ -32,6 +33,8 @@ const servicePort = s.object({
 export const MAX_SERVICE_PORTS = 64
 
 const serviceSpec = s.object({
+  /** ClusterIP (default): a stable virtual address load-balanced to the ready pods (src/net/services.ts); Headless: none, DNS answers the pods. */
+  type: s.enum('ClusterIP', 'Headless'),
   /** The labels a pod of the service's namespace must all carry (at least one). */
   selector: s.required(labelsSchema),
   ports: s.array(servicePort, { maxItems: MAX_SERVICE_PORTS }),

@@ -40,6 +40,11 @@ export interface ZoneInput {
   domain: string
   services: Iterable<EndpointService>
   pods: Iterable<EndpointPod>
+  /**
+   * A service's virtual address when this node load-balances it (ClusterIP: docs/services.md);
+   * undefined — Headless, or no balancing here — answers the ready pods' addresses instead.
+   */
+  virtualAddress?: (svc: EndpointService) => string | undefined
 }
 
 /** An IPv6 address → its reverse name `…ip6.arpa` (32 nibbles, lowercase). */
@@ -105,6 +110,23 @@ export function buildZone(input: ZoneInput): DnsZone {
     const ns = svc.metadata.namespace ?? 'default'
     const base = `${svc.metadata.name}.${ns}.svc.${domain}`
     addName(zone, base)
+    const vip = input.virtualAddress?.(svc)
+    if (vip !== undefined) {
+      // ClusterIP: one stable address (the node's nftables pick a ready pod per connection), SRV
+      // records name the service itself on its own ports, and the address reverses to the name.
+      recordsOf(zone, base).aaaa.push(vip)
+      try {
+        const ptr = recordsOf(zone, reverseName(vip)).ptr
+        if (!ptr.includes(base)) ptr.push(base)
+      } catch {}
+      for (const p of svc.spec?.ports ?? []) {
+        if (p.name === undefined) continue
+        const srvName = `_${p.name}._${(p.protocol ?? 'TCP').toLowerCase()}.${base}`
+        addName(zone, srvName)
+        recordsOf(zone, srvName).srv.push({ priority: 0, weight: 100, port: p.port, target: base })
+      }
+      continue
+    }
     const eps = serviceEndpoints(svc, pods).endpoints.filter((e) => e.ready)
     const r = recordsOf(zone, base)
     for (const e of eps) if (!r.aaaa.includes(e.address!)) r.aaaa.push(e.address!)

@@ -22,10 +22,12 @@ import {
   candidateSubnet,
   clusterPrefix,
   FakePodNetworkDriver,
+  FakeServiceNatDriver,
   FakeWireGuardDriver,
   formatPrefix,
   generateKeyPair,
   nodePrefix,
+  serviceVirtualAddress,
 } from '../../../src/net/index.ts'
 import { seededBytes, tempStore } from '../../helpers/store.ts'
 import { waitFor } from '../../helpers/wait.ts'
@@ -152,6 +154,7 @@ async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: {
   )
   const wg = new FakeWireGuardDriver('wireguard-go')
   const pods = new FakePodNetworkDriver(seededBytes(3))
+  const svcnat = new FakeServiceNatDriver()
   const alive = new Set<string>()
   const mesh: MeshView = {
     peerId: 'PSELF',
@@ -165,12 +168,13 @@ async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: {
       store,
       nodeName: 'self',
       dataDir,
-      logger: pino({ level: 'silent' }),
+      logger: pino({ level: process.env.DBG ? 'debug' : 'silent' }),
       clock: { ...systemClock, now },
       random: seededBytes(9),
       mesh,
       wireguard: () => wg,
       podNetwork: () => pods,
+      serviceNat: () => svcnat,
       probe: async () => opts.probe,
     },
     { mode: opts.mode ?? 'auto', reconcileMs: 100, handshakeTimeoutMs: 2000 },
@@ -181,7 +185,7 @@ async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: {
     rmSync(dataDir, { recursive: true, force: true })
   })
   const status = () => store.get({ kind: 'Node', namespace: '', name: 'self' })!.status as any
-  return { store, net, wg, pods, alive, status, dataDir, peerKey, author }
+  return { store, net, wg, pods, svcnat, alive, status, dataDir, peerKey, author }
 }
 
 test('node network: key in the data dir, /64 claimed, peer tunnel, Ready; a removed node is withdrawn', async (t) => {
@@ -246,4 +250,44 @@ test('node network unavailable (auto): loopback pods, Ready, reason in the statu
   const s3 = await setup(t, { mode: 'off' })
   await s3.net.start()
   assert.equal((await s3.net.attachPod('u')).mode, 'loopback')
+})
+
+test('node network: a ClusterIP service is load-balanced to its ready pods only, re-planned as pods change; Headless gets no address', async (t) => {
+  const s = await setup(t)
+  await s.net.start()
+  await waitFor('node Ready', () => s.status().state === 'Ready')
+  const user = { author: 'user:admin', reason: 't', now: Date.now() }
+  await s.store.apply(
+    { apiVersion: 'orc/v1', kind: 'Service', metadata: { name: 'web' }, spec: { selector: { app: 'web' }, ports: [{ port: 80, targetPort: 8080 }] } },
+    user,
+  )
+  await s.store.apply({ apiVersion: 'orc/v1', kind: 'Service', metadata: { name: 'raw' }, spec: { type: 'Headless', selector: { app: 'web' } } }, user)
+  const pod = async (name: string, ipv6: string) => {
+    await s.store.apply(
+      { apiVersion: 'orc/v1', kind: 'Pod', metadata: { name, labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+      user,
+    )
+    await s.store.patch(
+      { kind: 'Pod', namespace: 'default', name },
+      [{ path: ['status'], value: { phase: 'Running', containers: [{ name: 'c', state: 'running' }], network: { ipv6 } } }],
+      { ...user, author: 'controller:lifecycle' },
+    )
+  }
+  await pod('web-1', 'fd00::a')
+  const vip = serviceVirtualAddress({ metadata: { name: 'web' } }, clusterPrefix('c0ffee00c0ffee00c0ffee00c0ffee00'))
+  const backends = () => s.svcnat.config?.services.find((x) => x.address === vip)?.ports[0]?.backends.map((b) => `${b.address}:${b.port}`)
+  await waitFor('service planned', () => backends()?.join() === 'fd00::a:8080')
+  assert.deepEqual(
+    s.svcnat.config!.services.map((x) => x.key),
+    ['default/web'],
+    'a Headless service has no virtual address',
+  )
+  await pod('web-2', 'fd00::b')
+  await waitFor('second endpoint', () => backends()?.sort().join() === 'fd00::a:8080,fd00::b:8080')
+  await s.store.patch({ kind: 'Pod', namespace: 'default', name: 'web-1' }, [{ path: ['status', 'phase'], value: 'Failed' }], {
+    ...user,
+    author: 'controller:lifecycle',
+  })
+  await waitFor('failed pod left out', () => backends()?.join() === 'fd00::b:8080')
+  assert.equal(s.status().network.services, 'load-balanced')
 })

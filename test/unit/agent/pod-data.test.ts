@@ -71,8 +71,8 @@ test('pod spec: valueFrom, envFrom, volumes and volumeMounts are checked at appl
     ),
   )
   for (const want of [
-    'spec.volumes[0]: exactly one source (secret, config); got secret, config',
-    'spec.volumes[1]: exactly one source (secret, config); got none',
+    'spec.volumes[0]: exactly one source (secret, config, emptyDir, volume, hostPath); got secret, config',
+    'spec.volumes[1]: exactly one source (secret, config, emptyDir, volume, hostPath); got none',
     'spec.volumes[2].config.items[0].path: no empty, . or .. component',
     'spec.containers[0].env[0]: value and valueFrom: give one',
     'spec.containers[0].env[1].valueFrom: exactly one of secret or config',

@@ -111,6 +111,11 @@ test('binder: binds only to itself — pinned here, the only alive node, or what
   const byB = decideBindings([pod('free')], [node('a'), node('b')], 'b', ['a', 'b'], 0).length
   assert.equal(byA + byB, 1)
   assert.equal(assignedTo({ ...pod('p', { placement: { node: 'a' } }), status: { node: 'b' } }, 'a'), true, 'a pin decides alone')
+  // A shared pod (federation scope, node@cluster): a full pin decides; a bare one was resolved by the binder.
+  assert.equal(assignedTo(pod('p', { placement: { node: 'h1@home' } }), 'h1@home'), true)
+  assert.equal(assignedTo(pod('p', { placement: { node: 'h1@home' } }), 'h1@cloud'), false)
+  assert.equal(assignedTo({ ...pod('p', { placement: { node: 'h1' } }), status: { node: 'h1@home' } }, 'h1@home'), true, 'a bare pin, bound here')
+  assert.equal(assignedTo(pod('p', { placement: { node: 'h1' } }), 'h1@home'), false, 'a bare pin not bound yet')
 })
 
 test("the agent's controllers form no loop and no field has two writers", () => {

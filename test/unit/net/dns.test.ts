@@ -13,6 +13,7 @@ import {
   podDnsFiles,
   RateLimiter,
   reverseName,
+  serviceVirtualAddress,
   upstreamsFromResolvConf,
 } from './helpers.ts'
 
@@ -131,6 +132,27 @@ test('answers: service AAAA (ready pods only), SRV per named port, pod names, PT
   )
   // Case does not matter; the question is echoed as asked.
   assert.equal((ask('WEB.Shop.svc.cluster.local', 'AAAA') as { packet: dnsPacket.DecodedPacket }).packet.answers!.length, 1)
+})
+
+test('ClusterIP: where the node load-balances, the service answers its virtual address, SRV names the service on its own port, the address reverses to it; Headless and unbalanced answer the pods', () => {
+  const pods = [pod('web-1', { ip: ip(1) }), pod('web-2', { ip: ip(2) })]
+  const headless = { ...web, metadata: { name: 'db', namespace: 'shop' }, spec: { ...web.spec, type: 'Headless' } }
+  const zone = buildZone({
+    domain: 'cluster.local',
+    services: [web, headless] as never,
+    pods: pods as never,
+    virtualAddress: (svc) => serviceVirtualAddress(svc, cluster),
+  })
+  const vip = serviceVirtualAddress(web as never, cluster)!
+  assert.ok(vip.startsWith(`${base}:0:1:`), vip)
+  const data = (name: string, type: dnsPacket.RecordType) =>
+    ((ask(name, type, { zone }) as { packet: dnsPacket.DecodedPacket }).packet.answers ?? []).map((x) => (x as { data: unknown }).data)
+  assert.deepEqual(data('web.shop.svc.cluster.local', 'AAAA'), [vip])
+  assert.deepEqual(data('_http._tcp.web.shop.svc.cluster.local', 'SRV'), [{ priority: 0, weight: 100, port: 80, target: 'web.shop.svc.cluster.local' }])
+  assert.deepEqual(data(reverseName(vip), 'PTR'), ['web.shop.svc.cluster.local'])
+  assert.deepEqual(data('db.shop.svc.cluster.local', 'AAAA').sort(), [ip(1), ip(2)], 'Headless: the pods')
+  const unbalanced = buildZone({ domain: 'cluster.local', services: [web] as never, pods: pods as never })
+  assert.deepEqual(((ask('web.shop.svc.cluster.local', 'AAAA', { zone: unbalanced }) as { packet: dnsPacket.DecodedPacket }).packet.answers ?? []).length, 2)
 })
 
 test('negative answers: NXDOMAIN for unknown names under the domain and in the cluster reverse zone, NODATA for names that exist; SOA for caching', () => {

@@ -463,3 +463,29 @@ test('anti-entropy never sends Yjs content whose record is still in the write qu
     await close()
   }
 })
+
+test("an ingress controller's report on its own node is accepted; one on another node's entry or another field is refused on receipt", async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    const ing = { kind: 'Ingress', namespace: '', name: 'web' }
+    await A.apply(
+      {
+        apiVersion: 'orc/v1',
+        kind: 'Ingress',
+        metadata: { name: 'web' },
+        spec: { controller: 'tcp-proxy', listen: { ports: [80] }, backend: { service: 'web', port: 80 } },
+      },
+      { author: 'controller:node', now: 5000 },
+    )
+    for (const s of [B, C]) await sync(A, s)
+    const sent = outbox(B)
+    await B.patch(ing, [{ path: ['status', 'nodes', 'b'], value: { ready: true, backends: 1 } }], { author: 'controller:ingress', now: 5001 })
+    await C.applyRemote(sent[0]!)
+    assert.equal((C.get(ing)?.status as any)?.nodes?.b?.ready, true, "b's own entry is accepted")
+    await B.patch(ing, [{ path: ['status', 'nodes', 'a'], value: { ready: false, reason: 'forged' } }], { author: 'controller:ingress', now: 5002 })
+    await refused(C.applyRemote(sent[1]!), 'unauthorized')
+    assert.equal((C.get(ing)?.status as any)?.nodes?.a, undefined, "a's entry is not b's to write")
+  } finally {
+    await close()
+  }
+})

@@ -66,6 +66,32 @@ test('a slow start shows its progress once per window, under the name of the wri
   await s.done()
 })
 
+test('progress arriving while a slow write is in flight waits for its window too (a loaded machine)', async () => {
+  const s = await setup()
+  // Every store write takes 30 ms of real time while the manual clock moves on.
+  const slow = new Proxy(s.store, {
+    get: (target, prop, recv) =>
+      prop === 'patch'
+        ? async (...args: Parameters<typeof target.patch>) => {
+            await new Promise((r) => setTimeout(r, 30))
+            return target.patch(...args)
+          }
+        : Reflect.get(target, prop, recv),
+  })
+  const w = new StatusWriter(slow, ref, s.clock, pino({ level: 'silent' }), () => true, 1_000)
+  w.set({ phase: 'Starting', step: 0 }, 'start revision 1', { defer: true })
+  for (let i = 1; i <= 40; i++) {
+    await s.clock.advance(100)
+    w.set({ phase: 'Starting', step: i }, 'lifecycle progress', { defer: true })
+    await new Promise((r) => setTimeout(r, 10)) // real time passes too: writes are in flight meanwhile
+  }
+  await w.settled()
+  const n = (await s.lifecycle()).length
+  assert.ok(n <= 5, `40 transitions over 4 s (manual) of 1 s windows: at most 5 revisions, got ${n}`)
+  assert.equal(stepOf(s.store), 40)
+  await s.done()
+})
+
 test('without a window (0) every write goes at once; cancelDeferred drops what waits', async () => {
   const s = await setup()
   const now = new StatusWriter(s.store, ref, s.clock, pino({ level: 'silent' }), () => true, 0)

@@ -1,0 +1,46 @@
+/**
+ * `orc why ingress/NAME`: what stands between an Ingress and traffic — the controller, the nodes it
+ * chose (or that none match), each port's backend service and ready endpoints, each node's report.
+ * And the derived columns of `orc get services` (TYPE, CLUSTER-IP).
+ */
+import { explainIngress, objectParams } from '../../agent/index.ts'
+import type { Column, Ingress, KindDef, Node, Pod, Service } from '../../model/index.ts'
+import { clusterPrefix, type IpPrefix, serviceVirtualAddress, type VirtualAddressService } from '../../net/index.ts'
+import { callRoute } from '../call.ts'
+import type { ApiCaller } from '../remote.ts'
+
+export async function ingressWhyOutput(c: ApiCaller, name: string, output: 'table' | 'json'): Promise<string> {
+  const { object } = (await callRoute(c, 'getObject', objectParams({ kind: 'Ingress', namespace: '', name }))) as { object: Ingress }
+  const list = async <T>(kind: string): Promise<T[]> => (await callRoute(c, 'listObjects', { kind }, { query: { all: 1 } })).items as unknown as T[]
+  const [nodes, services, pods] = await Promise.all([list<Node>('Node'), list<Service>('Service'), list<Pod>('Pod')])
+  const lines = explainIngress(object, nodes, services, pods)
+  if (output === 'json') return JSON.stringify({ ingress: `ingress/${name}`, status: object.status ?? {}, explanation: lines }, null, 2) + '\n'
+  return [`ingress/${name} (controller ${object.spec?.controller ?? '<none>'}):`, ...lines.map((l) => `  ${l}`)].join('\n') + '\n'
+}
+
+/**
+ * `orc get services`: the kind's columns plus TYPE and CLUSTER-IP after NAME. The address is derived
+ * (never stored) from the cluster id, as every node derives it (src/net/services.ts).
+ */
+export async function withServiceAddressColumns(c: ApiCaller, def: KindDef): Promise<KindDef> {
+  let cluster: IpPrefix | undefined
+  try {
+    const id = (
+      (await callRoute(c, 'listObjects', { kind: 'Cluster' })).items.find((o) => typeof (o.spec as { id?: unknown } | undefined)?.id === 'string')?.spec as
+        | { id?: string }
+        | undefined
+    )?.id
+    if (typeof id === 'string') cluster = clusterPrefix(id)
+  } catch {
+    cluster = undefined // a role that may not read the Cluster: the column says so
+  }
+  const extra: Column[] = [
+    { header: 'TYPE', value: (o) => String((o.spec as { type?: string } | undefined)?.type ?? 'ClusterIP') },
+    {
+      header: 'CLUSTER-IP',
+      value: (o) => (cluster === undefined ? '<unknown>' : (serviceVirtualAddress(o as unknown as VirtualAddressService, cluster) ?? 'None')),
+    },
+  ]
+  const [first, ...rest] = def.columns
+  return { ...def, columns: [first!, ...extra, ...rest] }
+}
