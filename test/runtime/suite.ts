@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync
 import { createServer, get as httpGet } from 'node:http'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { createRuntime, endOf, followLog, GVISOR_PIDS_ALLOWANCE, type Runtime, readLogLines } from '../../src/runtime/index.ts'
+import { createRuntime, endOf, followLog, GVISOR_PIDS_ALLOWANCE, type Runtime, readLogLines, shmDirOf } from '../../src/runtime/index.ts'
 import { descendants } from '../../src/runtime/procfs.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor, whichMissing } from './harness.ts'
@@ -75,6 +75,8 @@ export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
             }
           }
         }
+        // bundles (and runsc's state) of containers killed behind a closed runtime's back stay on the tmpfs
+        for (const prefix of [`orc-${kind}`, 'orc-gvisor-state']) rmSync(shmDirOf(prefix, join(dir, 'state')), { recursive: true, force: true })
         cleanup()
       }
     })
