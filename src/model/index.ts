@@ -104,10 +104,13 @@ export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFe
 export { MAX_SERVICE_PORTS, PORT_NAME, portsText, type Service, type ServicePort, type ServiceSpec, serviceKind } from './kinds/service.ts'
 export {
   MIN_VOLUME_BYTES,
+  replicaLag,
+  replicaNodes,
   VOLUME_DRIVER_NAME,
   type Volume,
   type VolumeBacking,
   type VolumePhase,
+  type VolumeReplicaStatus,
   type VolumeSnapshotEntry,
   type VolumeSpec,
   type VolumeStatus,
