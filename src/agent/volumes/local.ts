@@ -166,6 +166,18 @@ export class LocalVolumes {
     return info
   }
 
+  /**
+   * Thaw every mounted loop volume: an agent killed during a snapshot or a replica sync leaves its
+   * volume frozen (writes blocked). At start no freeze of this agent is in progress.
+   */
+  async thawAll(): Promise<void> {
+    if (!existsSync(this.c.base)) return
+    for (const uid of readdirSync(this.c.base)) {
+      if (uid.startsWith('.') || this.info(uid)?.backing !== 'loop' || !this.isMounted(this.dataOf(uid))) continue
+      await this.c.run('fsfreeze', ['-u', this.dataOf(uid)], { timeoutMs: 10_000 }).catch(() => undefined)
+    }
+  }
+
   /** Unmount (a loop volume); the data stays. */
   async unmount(uid: string): Promise<void> {
     const mnt = this.dataOf(uid)

@@ -106,7 +106,10 @@ export class VolumeService {
       if (vols.length > 0) void this.reconcile(vols).catch((err) => this.c.log.warn({ err: String(err) }, 'volume reconcile'))
     })
     this.stopTimer = every(this.c.clock, 15_000, () => void this.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick')))
-    void this.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick'))
+    void this.local
+      .thawAll()
+      .then(() => this.tick())
+      .catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick'))
     const repl = this.replication
     if (repl !== undefined)
       this.stopSyncTimer = every(this.c.clock, 1_000, () => void repl.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'replicas')))
