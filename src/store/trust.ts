@@ -190,7 +190,8 @@ function bindingOf(changes: readonly Change[] | undefined): unknown {
  * fields the controller owns (or the fields of objects it created), and for the node-scoped ones
  * only what belongs to the signer's node: `controller:node` its own Node object; the lifecycle
  * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own); the
- * ingress controller writes only its own node's entry of an Ingress's status.
+ * ingress controller writes only its own node's entry of an Ingress's status; the volume controller
+ * writes the Volumes whose data is on its node, or promotes its node from a replica (volumePromotionRefused).
  * Cluster-wide controllers (deployment, rollout, job, cronjob, cluster, federation) may act anywhere: a known gap.
  */
 /** Marks an authorisation refusal that came from the user's roles (a replica may lack a binding yet). */

@@ -90,7 +90,14 @@ try {
   const lags: number[] = []
   const sentKiB: number[] = []
   const end = Date.now() + DURATION * 1000
+  const moves: string[] = []
+  const notReady: string[] = []
   while (Date.now() < end) {
+    const nodesTable = (await other.cli(['get', 'nodes'])).stdout
+    const row = nodesTable.split('\n').find((l) => l.startsWith(`${first} `))
+    if (row !== undefined && !/\sReady\s/.test(row)) notReady.push(`${new Date().toISOString()} ${row.replace(/\s+/g, ' ')}`)
+    const p = await json(other, 'pod/w')
+    if (p?.status?.node !== first) moves.push(`${new Date().toISOString()} pod on ${p?.status?.node} (${p?.status?.phase})`)
     const v = await json(other, 'volume/bench')
     for (const x of Object.values(v?.status?.replicas ?? {}) as { syncedAt?: string; lastSentBytes?: number }[]) {
       if (x.syncedAt) lags.push((Date.now() - Date.parse(x.syncedAt)) / 1000)
@@ -102,6 +109,17 @@ try {
   console.log(`interval ${INTERVAL} s, ${DURATION} s sampled, ${lags.length} samples; load average ${load}`)
   console.log(`lag (now − syncedAt): p50 ${q(lags, 0.5).toFixed(1)} s, p90 ${q(lags, 0.9).toFixed(1)} s, max ${Math.max(...lags).toFixed(1)} s`)
   console.log(`sent per sync: median ${q(sentKiB, 0.5).toFixed(0)} KiB`)
+  if (notReady.length > 0)
+    console.log(`the primary's node was not Ready as ${other.name} saw it in ${notReady.length} samples:\n${notReady.slice(0, 8).join('\n')}`)
+  if (moves.length > 0) {
+    console.log(`the pod left ${first} during the load phase (no failover measured):\n${moves.slice(0, 5).join('\n')}`)
+    const h = await other.cli(['history', 'pod/w'])
+    console.log(h.stdout.split('\n').slice(-15).join('\n'))
+    const { writeFileSync } = await import('node:fs')
+    for (const n of nodes) writeFileSync(`/tmp/vr-agent-${n.name}.log`, n.stderr)
+    process.exitCode = 1
+    throw new Error('moved')
+  }
 
   // Failover.
   const v0 = await json(other, 'volume/bench')
