@@ -96,7 +96,7 @@ export class VolumeReplication {
       if (want < 1 || st.node !== me || v.spec?.driver !== undefined || this.c.local.info(v.metadata.uid) === undefined) continue
       const current = replicasOf(st)
       const nodes = this.placement(v, want)
-      if (nodes.some((n) => current[n] === undefined)) {
+      if (nodes.some((n) => current[n] === undefined) || Object.keys(current).length !== nodes.length) {
         const next: Record<string, VolumeReplicaStatus> = {}
         for (const n of nodes) next[n] = current[n] ?? {}
         await this.c.writeStatus(v, { replicas: next }, `replicas on ${nodes.join(', ')} (chosen by node ${me})`).catch(() => undefined)
@@ -237,6 +237,8 @@ export class VolumeReplication {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     const file = join(dir, `incoming-${id}.tar`)
     const offset = Number(body.offset)
+    // A new sync: a change set left by a crash is applied first, partial transfers dropped.
+    if (offset === 0) await this.replay(uid)
     if (offset === 0) for (const f of readdirSync(dir)) if (f.startsWith('incoming-')) rmSync(join(dir, f), { force: true })
     const have = existsSync(file) ? statSync(file).size : 0
     if (!Number.isInteger(offset) || offset !== have) throw new OrcError('invalid', `offset ${String(body.offset)}: this node has ${have} bytes of sync ${id}`)

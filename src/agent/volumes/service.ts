@@ -321,7 +321,9 @@ export class VolumeService {
           this.c.log.warn({ volume: vk, err: String(err) }, 'volume driver detach')
         }
       }
-      if (vol !== undefined && (vol.status as VolumeStatus | undefined)?.attachedTo === pk)
+      // Only the volume's node writes its status (after a failover this node is a replica).
+      const vst = vol?.status as VolumeStatus | undefined
+      if (vol !== undefined && vst?.attachedTo === pk && vst.node === this.c.nodeName)
         await this.writeStatus(
           vol,
           { phase: 'Available', attachedTo: undefined, attachedAt: undefined },
