@@ -6,12 +6,15 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, sy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
+import pino from 'pino'
 import { LocalVolumes } from '../../../src/agent/volumes/index.ts'
+import { VolumeReplication } from '../../../src/agent/volumes/replicas.ts'
 import { chooseReplicas, type ManifestEntry, planSync, safeManifestPath, walkManifest } from '../../../src/agent/volumes/replication.ts'
-import { createExecaRunner } from '../../../src/effects/index.ts'
+import { createExecaRunner, ManualClock } from '../../../src/effects/index.ts'
 import { replicaLag } from '../../../src/model/index.ts'
 import { failoverNode, volumeConstraints } from '../../../src/sched/volumes.ts'
 import { volumePromotionRefused } from '../../../src/store/trust.ts'
+import { tempStore } from '../../helpers/store.ts'
 
 const f = (p: string, s: number, m = '1'): ManifestEntry => ({ p, t: 'f', s, m, mode: 0o644, u: 0, g: 0 })
 const d = (p: string, m = '1'): ManifestEntry => ({ p, t: 'd', s: 0, m, mode: 0o755, u: 0, g: 0 })
@@ -185,4 +188,77 @@ test('lag column: the oldest replica copy, never for one not synced yet, - witho
   assert.equal(replicaLag({}, now), '-')
   assert.equal(replicaLag({ replicas: { b: { syncedAt: '2026-12-04T11:59:50Z' }, c: { syncedAt: '2026-12-04T11:59:30Z' } } }, now), '30s')
   assert.equal(replicaLag({ replicas: { b: { syncedAt: '2026-12-04T11:59:50Z' }, c: {} } }, now), 'never')
+})
+
+test('a replica takes syncs only from the primary, never as the primary, and refuses paths outside the volume; the primary ships a real change set', async () => {
+  const { store, cleanup } = await tempStore()
+  const dataDir = mkdtempSync(join(tmpdir(), 'orc-repl-'))
+  try {
+    const w = { author: 'user:admin', now: 1 }
+    const v = await store.apply(
+      { apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'db', namespace: 'default' }, spec: { size: '16Mi', replicas: 2 } } as never,
+      w,
+    )
+    const uid = v.object!.metadata.uid
+    const setStatus = (status: Record<string, unknown>) =>
+      store.patch({ kind: 'Volume', namespace: 'default', name: 'db' }, [{ path: ['status'], value: status }], { author: 'controller:volume', now: 2 })
+    await setStatus({ node: 'a', replicas: { b: {} } })
+    type Side = { local: LocalVolumes; repl: VolumeReplication }
+    const mk = (node: string): Side => {
+      const local = new LocalVolumes({ base: join(dataDir, node, 'volumes'), run: createExecaRunner(), isRoot: false, noLoop: true })
+      return {
+        local,
+        repl: new VolumeReplication({
+          store,
+          nodeName: node,
+          dataDir: join(dataDir, node),
+          clock: new ManualClock(Date.parse('2026-12-04T12:00:00Z')),
+          log: pino({ level: 'silent' }),
+          local,
+          peer: {
+            request: async (to, req): Promise<unknown> => {
+              // The member API between the two, as the primary's peer id.
+              const parts = req.path.split('/')
+              if (to !== 'b') throw new Error(`no node ${to}`)
+              return req.method === 'GET'
+                ? b.repl.manifest(parts[3]!, parts[4]!, req.query?.uid, 'peer-a')
+                : b.repl.receive(parts[3]!, parts[4]!, req.body as Record<string, unknown>, 'peer-a')
+            },
+            aliveNodes: () => ['a', 'b'],
+            nodeOfPeer: (p) => ({ 'peer-a': 'a', 'peer-b': 'b' })[p],
+          },
+          writeStatus: async () => {},
+          heldHere: () => false,
+        }),
+      }
+    }
+    const a = mk('a')
+    const b: Side = mk('b')
+    await a.local.ensure({ uid, namespace: 'default', name: 'db', sizeBytes: 16 << 20 })
+    writeFileSync(join(a.local.dataOf(uid), 'data'), 'hello\n')
+    const vol = store.get({ kind: 'Volume', namespace: 'default', name: 'db' })!
+    const r = await a.repl.syncOne(vol as never, 'b')
+    assert.ok(r.changed >= 1 && r.bytes > 0, JSON.stringify(r))
+    assert.equal(readFileSync(join(b.local.dataOf(uid), 'data'), 'utf8'), 'hello\n')
+    assert.equal((await a.repl.syncOne(vol as never, 'b')).changed, 0, 'nothing changed: nothing sent')
+
+    // Untrusted input: another member than the primary, the wrong uid, a path outside, a bad offset.
+    const body = { uid, id: 'x1', offset: 0, data: '', done: true, remove: [], hasTar: false }
+    await assert.rejects(b.repl.receive('default', 'db', body, 'peer-c'), /only the primary of volume\/db \(node a\) may send it copies/)
+    await assert.rejects(b.repl.receive('default', 'db', { ...body, uid: 'other' }, 'peer-a'), /is not known on this node/)
+    await assert.rejects(
+      b.repl.receive('default', 'db', { ...body, remove: ['./../../etc'] }, 'peer-a'),
+      /remove: "\.\/\.\.\/\.\.\/etc" is not a path inside the volume/,
+    )
+    await assert.rejects(b.repl.receive('default', 'db', { ...body, remove: ['.'] }, 'peer-a'), /not a path inside/)
+    await assert.rejects(b.repl.receive('default', 'db', { ...body, offset: 5 }, 'peer-a'), /offset 5: this node has 0 bytes/)
+    await assert.rejects(b.repl.receive('default', 'db', { ...body, id: '../x' }, 'peer-a'), /id: a sync id/)
+    assert.equal(readFileSync(join(b.local.dataOf(uid), 'data'), 'utf8'), 'hello\n', 'nothing refused changed the copy')
+    // Once b is the primary (a promotion), a stale old primary's sync is refused.
+    await setStatus({ node: 'b', replicas: { a: {} } })
+    await assert.rejects(b.repl.receive('default', 'db', body, 'peer-a'), /this node \(b\) is the primary of volume\/db: it takes no copies/)
+  } finally {
+    await cleanup()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
 })
