@@ -285,6 +285,8 @@ export class LocalVolumes {
     const mnt = this.dataOf(uid)
     const info = this.info(uid)
     if (info === undefined) throw new OrcError('not_found', `volume ${uid} has no data on this node`)
+    // Flushed first, so the freeze (which flushes too) blocks the writer only for what came since.
+    if (freeze) await must(this.c.run, 'sync', ['-f', mnt], `flush volume ${info.name}`)
     if (freeze) await must(this.c.run, 'fsfreeze', ['-f', mnt], `freeze volume ${info.name}`)
     try {
       const paths = await during(mnt)
