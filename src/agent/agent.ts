@@ -12,6 +12,7 @@ import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSign
 import {
   ADMIN_USER,
   API_VERSION,
+  errorOfResponse,
   isPlainObject,
   type NodeStatus,
   nodeRootUser,
@@ -318,6 +319,19 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       ...(opts.volumes?.driverTimeoutMs !== undefined ? { driverTimeoutMs: opts.volumes.driverTimeoutMs } : {}),
       ...(opts.volumes?.noLoop ? { noLoop: true } : {}),
       caughtUp: () => pods().fence.caughtUp(),
+      peer: {
+        request: async (node, req, timeoutMs) => {
+          if (cluster === undefined) throw new OrcError('unavailable', 'this node is not in a cluster')
+          const r = await cluster.requestNode(node, { ...req, query: req.query ?? {} }, timeoutMs)
+          if (r.status >= 400) throw errorOfResponse(r.status, r.body, `node ${node} answered ${r.status}`)
+          return r.body
+        },
+        aliveNodes: () =>
+          members()
+            .filter((m) => m.state === 'alive')
+            .map((m) => m.name),
+        nodeOfPeer: (peerId) => store.list('Node').find((n) => n.status?.peerId === peerId)?.metadata.name,
+      },
     }))
   // Built on first use: the federation hands its pod scopes to it before the lifecycle starts.
   let lifecycle: PodLifecycle | undefined

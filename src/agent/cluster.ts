@@ -31,13 +31,13 @@ import {
   resolvePeerAddress,
   startMesh,
 } from '../mesh/index.ts'
-import { ADMIN_USER, errorBody, isPlainObject, OrcError, type Query, userExpired } from '../model/index.ts'
+import { ADMIN_USER, type ApiRequest, type ApiResponse, errorBody, isPlainObject, OrcError, type Query, userExpired } from '../model/index.ts'
 import type { ObjectStore, StoredObject } from '../store/index.ts'
 import { createMemberApiHandler } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import type { MeshSetup } from './options.ts'
-import { type LogsProxyComponents, proxiedLogs, proxiedPodRoute, proxiedVolumeRoute } from './pods/logs-proxy.ts'
+import { forwardToNode, type LogsProxyComponents, proxiedLogs, proxiedPodRoute, proxiedVolumeRoute } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
 import { KeyringDelivery, secretKeyRoutes } from './secret-keys.ts'
@@ -163,6 +163,8 @@ export interface ClusterNode {
   streamRoutes(local: RouteHandlers): RouteHandlers
   /** Snapshots and exports of a Volume: forwarded to the member holding its data, else these. */
   volumeRoutes(local: RouteHandlers): RouteHandlers
+  /** A member route on node `node` (replica syncs): its answer, or an error naming the node's state. */
+  requestNode(node: string, req: ApiRequest, timeoutMs: number): Promise<ApiResponse>
   /** Ask every other live member for `path` (a member route), in parallel, each bounded by `timeoutMs`. */
   askMembers(path: string, timeoutMs: number): Promise<{ node: string; status?: number; body?: unknown; error?: string }[]>
   /** What the node's status answer gains from the mesh. */
@@ -389,6 +391,8 @@ export async function startClusterMesh(c: {
     }),
     podProxy,
     logsRoute: (local) => proxiedLogs(podProxy, local),
+    requestNode: (node, req, timeoutMs) =>
+      forwardToNode(podProxy, req, { kind: 'Node', namespace: '', name: node }, node, 'the replica is on', timeoutMs, 'its copies'),
     volumeRoutes: (local) => {
       const out: RouteHandlers = {}
       // A snapshot or an export copies the whole volume on its node before it answers.

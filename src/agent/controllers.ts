@@ -91,7 +91,7 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   {
     name: 'controller:volume',
     description:
-      'Volumes whose data is on this node: placed at their first attach, attach and detach by pods recorded (who had it when), deleted data kept for the grace period, restores, snapshots',
+      'Volumes whose data is on this node: placed at their first attach, attach and detach by pods recorded (who had it when), deleted data kept for the grace period, restores, snapshots; replicas chosen and synced by the primary, a replica promoted where an ha pod failed over',
     reads: ['Volume.spec', 'Pod.spec', 'Pod.status.node', 'Pod.status.phase'],
     writes: ['Volume.status'],
   },

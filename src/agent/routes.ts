@@ -404,6 +404,18 @@ export const ROUTES = {
     permission: { verb: 'apply', kind: 'Volume' },
   }),
   /** A tar of the volume, in chunks: the first call (no `id`) takes it, each answers `chunk` bytes from `offset` (base64). */
+  /** Replication between nodes (volumes/replicas.ts): a replica's manifest, asked by the volume's primary only. */
+  volumeReplicaManifest: route<{ query: { uid?: string }; response: { entries: unknown[] } }>()({
+    method: 'GET',
+    path: '/v1/volumes/:ns/:name/replica/manifest',
+    permission: { verb: 'admin' },
+  }),
+  /** A piece of a sync from the primary to a replica (base64 tar bytes at `offset`; the last, `done`, applies it). */
+  volumeReplicaSync: route<{ body: Record<string, unknown>; response: { node: string; applied: boolean } }>()({
+    method: 'POST',
+    path: '/v1/volumes/:ns/:name/replica/sync',
+    permission: { verb: 'admin' },
+  }),
   volumeExport: route<{ query: { id?: string; offset?: string }; response: VolumeExportChunk }>()({
     method: 'GET',
     path: '/v1/volumes/:ns/:name/export',
@@ -538,6 +550,10 @@ export const MEMBER_ROUTES: readonly RouteName[] = [
   'volumeSnapshot',
   'volumeRestoreSnapshot',
   'volumeExport',
+  // Replication: a Volume's primary ships copies to its replicas; the replica checks the sender is
+  // the volume's primary node (volumes/replicas.ts), and only a member without a user may call them.
+  'volumeReplicaManifest',
+  'volumeReplicaSync',
 ]
 
 type Types<N extends RouteName> = NonNullable<(typeof ROUTES)[N]['types']>

@@ -16,7 +16,11 @@ import { createLibp2p, type Libp2pOptions } from 'libp2p'
 import { encodeFrame, type FrameChannel, FrameDecoder } from './framing.ts'
 import type { MeshTunables } from './options.ts'
 import { withCachedSigning } from './signing.ts'
+import { fixXsalsa20 } from './xsalsa20-fix.ts'
 import { halfWindowUpdates } from './yamux-window.ts'
+
+// pnet's cipher grows its memory without bound under large transfers on several connections (xsalsa20-fix.ts).
+fixXsalsa20()
 
 export type MeshServices = { ping: Ping; identify: unknown; pubsub: GossipSub }
 export type MeshLibp2p = Libp2p<MeshServices>

@@ -105,10 +105,13 @@ export { POD_RUNTIMES, type PodRuntime, type SecurityPolicy, securityPolicyKind,
 export { MAX_SERVICE_PORTS, PORT_NAME, portsText, type Service, type ServicePort, type ServiceSpec, serviceKind } from './kinds/service.ts'
 export {
   MIN_VOLUME_BYTES,
+  replicaLag,
+  replicaNodes,
   VOLUME_DRIVER_NAME,
   type Volume,
   type VolumeBacking,
   type VolumePhase,
+  type VolumeReplicaStatus,
   type VolumeSnapshotEntry,
   type VolumeSpec,
   type VolumeStatus,

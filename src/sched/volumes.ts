@@ -9,6 +9,10 @@
  *   placed; the others stay Pending, naming the holder. Readers (every mount `readOnly`) go to the
  *   volume's node and wait while it is not placed yet.
  * - A volume that does not exist, or lives on a forgotten node, holds its pods Pending.
+ * - A replicated volume (`status.replicas`) whose primary node is lost — unreachable for the pod's
+ *   haAfter, or forgotten — sends its `ha` pods to the replica holding the newest copy (alive, synced;
+ *   then by name): the node they are bound to promotes its copy (volumes/replicas.ts). Other pods
+ *   wait for the primary.
  */
 
 export interface VolumeView {
@@ -18,6 +22,10 @@ export interface VolumeView {
   node?: string
   /** The node is forgotten or removed: its data is out of reach. */
   nodeGone?: boolean
+  /** How long the node has been unreachable (suspect or dead), ms; absent while it is alive. */
+  nodeDownMs?: number
+  /** Nodes keeping copies (replicated volumes): whether each is alive, and its copy's time (ms). */
+  replicas?: { node: string; alive: boolean; syncedAt?: number }[]
 }
 
 /** A pod's use of one persistent Volume. */
@@ -36,6 +44,8 @@ export interface VolumePodView {
   createdAt?: number
   /** Finished for good: holds nothing. */
   finished?: boolean
+  /** An `ha` pod, and after how long (ms) its node counts as lost: it may fail over to a replica. */
+  haAfterMs?: number
 }
 
 export interface VolumeConstraint {
@@ -79,6 +89,18 @@ export function volumeConstraints(pods: readonly VolumePodView[], volumes: reado
         reasons.push(`volume ${u.name} does not exist in namespace ${p.namespace}`)
         continue
       }
+      const failover = v.node !== undefined && p.haAfterMs !== undefined && (v.replicas ?? []).length > 0 ? failoverNode(v, p.haAfterMs) : undefined
+      if (failover !== undefined) {
+        if (failover.node === undefined) reasons.push(failover.reason)
+        else if (c.node !== undefined && c.node !== failover.node)
+          reasons.push(`volumes on different nodes (${c.node}, ${failover.node}): no node holds them all`)
+        else c.node = failover.node
+        if (u.writer) {
+          const w = writers.get(key(p.namespace, u.name))
+          if (w !== undefined && w !== p) reasons.push(`volume ${u.name} is in use by pod ${w.name} (one writer at a time)`)
+        }
+        continue
+      }
       if (v.node !== undefined && v.nodeGone) reasons.push(`volume ${u.name} lives on node ${v.node}, which is forgotten (its data is out of reach)`)
       const w = writers.get(key(p.namespace, u.name))
       if (u.writer && w !== undefined && w !== p)
@@ -93,4 +115,21 @@ export function volumeConstraints(pods: readonly VolumePodView[], volumes: reado
     out.set(key(p.namespace, p.name), c)
   }
   return out
+}
+
+/**
+ * Where an `ha` pod of replicated volume `v` goes when the primary's node is lost for it: the alive
+ * replica with the newest synced copy (then by name). Undefined while the primary is not lost.
+ */
+export function failoverNode(v: VolumeView, haAfterMs: number): { node?: string; reason: string } | undefined {
+  const lost = v.nodeGone === true || (v.nodeDownMs !== undefined && v.nodeDownMs >= haAfterMs)
+  if (!lost) return undefined
+  const best = (v.replicas ?? [])
+    .filter((r) => r.alive && r.syncedAt !== undefined)
+    .sort((a, b) => b.syncedAt! - a.syncedAt! || (a.node < b.node ? -1 : a.node > b.node ? 1 : 0))[0]
+  if (best === undefined)
+    return {
+      reason: `volume ${v.name} lives on node ${v.node}, which is lost, and none of its replicas (${(v.replicas ?? []).map((r) => r.node).join(', ')}) is alive and synced`,
+    }
+  return { node: best.node, reason: `volume ${v.name} fails over to its replica on node ${best.node}` }
 }

@@ -190,7 +190,8 @@ function bindingOf(changes: readonly Change[] | undefined): unknown {
  * fields the controller owns (or the fields of objects it created), and for the node-scoped ones
  * only what belongs to the signer's node: `controller:node` its own Node object; the lifecycle
  * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own); the
- * ingress controller writes only its own node's entry of an Ingress's status.
+ * ingress controller writes only its own node's entry of an Ingress's status; the volume controller
+ * writes the Volumes whose data is on its node, or promotes its node from a replica (volumePromotionRefused).
  * Cluster-wide controllers (deployment, rollout, job, cronjob, cluster, federation) may act anywhere: a known gap.
  */
 /** Marks an authorisation refusal that came from the user's roles (a replica may lack a binding yet). */
@@ -255,7 +256,12 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         const placed = (o: Record<string, unknown> | undefined) => (isPlainObject(o?.status) ? o.status.node : undefined)
         const to = after !== undefined ? placed(after) : undefined
         const from = placed(before)
-        if (from !== undefined && from !== mine) return `node ${mine ?? signer.id} may not write volume/${name}, which lives on node ${String(from)}`
+        if (from !== undefined && from !== mine) {
+          // A promotion: a replica's node makes itself the primary for the ha pod bound to it.
+          const why = volumePromotionRefused(before, after, mine, namespace ?? 'default', name, objects.list('Pod'))
+          if (why !== undefined) return `node ${mine ?? signer.id} may not write volume/${name}, which lives on node ${String(from)}: ${why}`
+          return undefined
+        }
         if (to !== undefined && to !== mine && to !== from) return `node ${mine ?? signer.id} may not place volume/${name} on node ${String(to)}`
         return undefined
       }
@@ -277,6 +283,35 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         return undefined
     }
   }
+}
+
+/**
+ * Why node `me` may not promote itself to primary of Volume NS/NAME (undefined: it may). It may when
+ * the write makes `me` the primary (`status.node`), `me` kept a replica before (`status.replicas`),
+ * and an `ha` pod bound to `me` names the volume (the scheduler moved it there because the primary
+ * was lost). A node can only promote itself, and only where the volume's writer now runs.
+ */
+export function volumePromotionRefused(
+  before: Record<string, unknown> | undefined,
+  after: Record<string, unknown> | undefined,
+  me: string | undefined,
+  namespace: string,
+  name: string,
+  pods: readonly OrcObject[],
+): string | undefined {
+  if (me === undefined) return 'the signer is no node'
+  const st = (o: Record<string, unknown> | undefined) => (isPlainObject(o?.status) ? o.status : {})
+  if (after === undefined || st(after).node !== me) return 'only a promotion of the writing node itself is allowed'
+  const reps = st(before).replicas
+  if (!isPlainObject(reps) || !(me in reps)) return `node ${me} keeps no replica of it`
+  const bound = pods.some((p) => {
+    const o = p as unknown as Record<string, any>
+    if ((o.metadata?.namespace ?? 'default') !== namespace || o.spec?.policy !== 'ha' || st(o).node !== me) return false
+    const vols: unknown[] = Array.isArray(o.spec?.volumes) ? o.spec.volumes : []
+    return vols.some((v) => isPlainObject(v) && isPlainObject(v.volume) && v.volume.name === name)
+  })
+  if (!bound) return `no ha pod using it is bound to node ${me}`
+  return undefined
 }
 
 /** `old` with only the map keys `shape` has, at every level where both are maps. */

@@ -200,7 +200,13 @@ export class PodLifecycle {
       // The cluster's scheduler counts the federated pods running on the cluster's nodes.
       buildView: (pods, nodes, me, members, now, down, taints) => {
         const noQuorum = this.fence.noQuorum()
-        const base = withVolumeConstraints(buildSchedView(pods, nodes, me, members, now, down, taints), pods, c.store.list('Volume'), nodes)
+        const base = withVolumeConstraints(
+          buildSchedView(pods, nodes, me, members, now, down, taints),
+          pods,
+          c.store.list('Volume'),
+          nodes,
+          schedOptionsOf(c.store.list('Cluster')).haAfterSeconds ?? DEFAULT_SCHED_OPTIONS.haAfterSeconds,
+        )
         const v = { ...base, ...(noQuorum !== undefined ? { noQuorum } : {}) }
         const extra: PodView[] = []
         for (const run of this.scopes.values()) {

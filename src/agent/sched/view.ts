@@ -172,6 +172,7 @@ export function withVolumeConstraints(
   pods: readonly Stored<Pod>[],
   volumes: readonly Stored<Volume>[],
   nodes: readonly Stored<Node>[],
+  haAfterSeconds = 30,
 ): ClusterView {
   const uses = new Map<string, PodVolumeUse[]>()
   for (const p of pods) {
@@ -180,9 +181,26 @@ export function withVolumeConstraints(
   }
   if (uses.size === 0) return view
   const gone = new Set(nodes.filter(isForgotten).map((n) => n.metadata.name))
+  const nodeViews = new Map(view.nodes.map((n) => [n.name, n]))
+  const downMs = (name: string): number | undefined => {
+    const n = nodeViews.get(name)
+    return n === undefined || n.state === 'alive' ? undefined : view.now - (n.since ?? view.now)
+  }
   const vols = volumes.map((v) => {
     const node = typeof v.status?.node === 'string' ? v.status.node : typeof v.spec?.node === 'string' ? v.spec.node : undefined
-    return { namespace: v.metadata.namespace ?? 'default', name: v.metadata.name, ...(node !== undefined ? { node, nodeGone: gone.has(node) } : {}) }
+    const reps = isPlainObject(v.status?.replicas) ? (v.status.replicas as Record<string, { syncedAt?: unknown }>) : {}
+    const replicas = Object.entries(reps).map(([n, r]) => {
+      const at = Date.parse(String(isPlainObject(r) ? r.syncedAt : ''))
+      return { node: n, alive: nodeViews.get(n)?.state === 'alive' && !gone.has(n), ...(Number.isNaN(at) ? {} : { syncedAt: at }) }
+    })
+    const down = node !== undefined ? downMs(node) : undefined
+    return {
+      namespace: v.metadata.namespace ?? 'default',
+      name: v.metadata.name,
+      ...(node !== undefined ? { node, nodeGone: gone.has(node) } : {}),
+      ...(down !== undefined ? { nodeDownMs: down } : {}),
+      ...(replicas.length > 0 ? { replicas } : {}),
+    }
   })
   const c = volumeConstraints(
     view.pods.map((p) => {
@@ -193,6 +211,7 @@ export function withVolumeConstraints(
         ...(u ? { volumes: u } : {}),
         ...(p.node !== undefined ? { node: p.node } : {}),
         ...(p.createdAt !== undefined ? { createdAt: p.createdAt } : {}),
+        ...(p.policy === 'ha' ? { haAfterMs: (p.haAfterSeconds ?? haAfterSeconds) * 1000 } : {}),
         finished: p.phase !== undefined,
       }
     }),

@@ -84,6 +84,16 @@ export function volumeRoutes(c: VolumeApiComponents) {
       })
       return { node, fromUid: old.metadata.uid, revision: res.revision?.number }
     },
+    volumeReplicaManifest: async ({ params: { ns, name }, query, req }) => {
+      const repl = c.volumes().replication
+      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
+      return repl.manifest(ns, name, query.uid, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
+    },
+    volumeReplicaSync: async ({ params: { ns, name }, body, req }) => {
+      const repl = c.volumes().replication
+      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
+      return repl.receive(ns, name, isPlainObject(body) ? body : {}, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
+    },
     volumeExport: async ({ params: { ns, name }, query }) => {
       dropIdle()
       const id0 = typeof query.id === 'string' ? query.id : undefined

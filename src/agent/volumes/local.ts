@@ -11,7 +11,20 @@
  * Effects: files through node:fs, everything else (fallocate, mkfs.ext4, mount, umount, fsfreeze,
  * tar) through the injected command runner, so unit tests fake them.
  */
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import type { CommandRunner } from '../../effects/index.ts'
 import { OrcError, type VolumeBacking, type VolumeSnapshotEntry } from '../../model/index.ts'
@@ -153,6 +166,18 @@ export class LocalVolumes {
     return info
   }
 
+  /**
+   * Thaw every mounted loop volume: an agent killed during a snapshot or a replica sync leaves its
+   * volume frozen (writes blocked). At start no freeze of this agent is in progress.
+   */
+  async thawAll(): Promise<void> {
+    if (!existsSync(this.c.base)) return
+    for (const uid of readdirSync(this.c.base)) {
+      if (uid.startsWith('.') || this.info(uid)?.backing !== 'loop' || !this.isMounted(this.dataOf(uid))) continue
+      await this.c.run('fsfreeze', ['-u', this.dataOf(uid)], { timeoutMs: 10_000 }).catch(() => undefined)
+    }
+  }
+
   /** Unmount (a loop volume); the data stays. */
   async unmount(uid: string): Promise<void> {
     const mnt = this.dataOf(uid)
@@ -249,6 +274,62 @@ export class LocalVolumes {
       if (freeze) await must(this.c.run, 'fsfreeze', ['-u', mnt], `thaw volume ${info.name}`)
     }
     return statSync(file).size
+  }
+
+  /**
+   * A tar of only `paths` (a sync's changed files, `./`-relative, each without its children) at
+   * `file`, from the volume frozen while tar reads (`freeze`): one moment of the filesystem.
+   * `during` runs while it is frozen, before tar (the manifest walk), and returns the paths.
+   */
+  async tarPaths(uid: string, file: string, freeze: boolean, during: (root: string) => Promise<string[]>): Promise<number> {
+    const mnt = this.dataOf(uid)
+    const info = this.info(uid)
+    if (info === undefined) throw new OrcError('not_found', `volume ${uid} has no data on this node`)
+    // Flushed first, so the freeze (which flushes too) blocks the writer only for what came since.
+    if (freeze) await must(this.c.run, 'sync', ['-f', mnt], `flush volume ${info.name}`)
+    if (freeze) await must(this.c.run, 'fsfreeze', ['-f', mnt], `freeze volume ${info.name}`)
+    try {
+      const paths = await during(mnt)
+      if (paths.length === 0) return 0
+      const list = `${file}.list`
+      writeFileSync(list, paths.map((p) => `${p}\0`).join(''), { mode: 0o600 })
+      try {
+        await must(
+          this.c.run,
+          'tar',
+          ['--numeric-owner', '--format=posix', '--no-recursion', '--null', '-C', mnt, '-cf', file, '-T', list],
+          `copy volume ${info.name} for its replicas`,
+          30 * 60_000,
+        )
+      } finally {
+        rmSync(list, { force: true })
+      }
+    } finally {
+      if (freeze) await must(this.c.run, 'fsfreeze', ['-u', mnt], `thaw volume ${info.name}`)
+    }
+    return statSync(file).size
+  }
+
+  /** A sync's changes applied to the volume: `remove` (relative paths, deepest first) then the tar's files. */
+  async applySync(uid: string, tarFile: string | undefined, remove: readonly string[]): Promise<void> {
+    const mnt = this.dataOf(uid)
+    for (const p of remove) {
+      // Every directory on the way must be a real directory of the volume, never a symlink out of it.
+      const parts = p.split('/').slice(1, -1)
+      let dir = mnt
+      let inside = true
+      for (const c of parts) {
+        dir = join(dir, c)
+        try {
+          inside = lstatSync(dir).isDirectory()
+        } catch {
+          inside = false
+        }
+        if (!inside) break
+      }
+      if (inside) rmSync(join(mnt, p), { recursive: true, force: true })
+    }
+    if (tarFile !== undefined) await must(this.c.run, 'tar', ['--numeric-owner', '-p', '-C', mnt, '-xf', tarFile], `apply a sync to volume ${uid}`, 30 * 60_000)
   }
 
   /** Replace the volume's files with a tar's (a snapshot restore; no pod may have it attached). */

@@ -19,6 +19,7 @@ import {
   type Pod,
   parseCron,
   parseQuantity,
+  refOf,
   refOfKey,
   type Volume,
   type VolumeSnapshotEntry,
@@ -30,6 +31,7 @@ import type { ObjectStore, Stored } from '../../store/index.ts'
 import { finishedForGood, podVolumeUses } from '../sched/index.ts'
 import { ExecDrivers } from './driver.ts'
 import { formatBytes, LocalVolumes } from './local.ts'
+import { type ReplicaPeer, VolumeReplication } from './replicas.ts'
 
 export const VOLUME_CONTROLLER = 'controller:volume'
 /** A deleted Volume's data is kept this long (`orc volume restore` within it). */
@@ -51,6 +53,8 @@ export interface VolumeServiceComponents {
   graceMs?: number
   /** This agent has caught up with its cluster (until then it deletes nothing it does not see). */
   caughtUp?(): boolean
+  /** The other members, for replicated volumes (none: a single node keeps no replicas). */
+  peer?: ReplicaPeer
 }
 
 type Owner = { uid: number; gid: number }
@@ -69,11 +73,31 @@ export class VolumeService {
   private unsub: (() => void) | undefined
   private stopTimer: (() => void) | undefined
   private readonly graceMs: number
+  /** Replicated volumes (spec.replicas > 1), in a cluster. */
+  readonly replication: VolumeReplication | undefined
+  private stopSyncTimer: (() => void) | undefined
 
   constructor(private readonly c: VolumeServiceComponents) {
     this.local = new LocalVolumes({ base: join(c.dataDir, 'volumes'), run: c.run, isRoot: c.isRoot, ...(c.noLoop ? { noLoop: true } : {}) })
     this.drivers = new ExecDrivers({ dir: c.driverDir ?? join(c.dataDir, 'volume-drivers'), run: c.run, timeoutMs: c.driverTimeoutMs ?? 30_000 })
     this.graceMs = c.graceMs ?? DEFAULT_VOLUME_GRACE_MS
+    this.replication =
+      c.peer === undefined
+        ? undefined
+        : new VolumeReplication({
+            store: c.store,
+            nodeName: c.nodeName,
+            dataDir: c.dataDir,
+            clock: c.clock,
+            log: c.log,
+            local: this.local,
+            peer: c.peer,
+            writeStatus: (vol, fields, reason) => this.mustWriteStatus(vol, fields as Partial<VolumeStatus>, reason),
+            heldHere: (ns, name) => {
+              const holder = this.held.get(`${ns}/${name}`)
+              return holder !== undefined && this.holds(holder, name)
+            },
+          })
   }
 
   start(): void {
@@ -82,12 +106,19 @@ export class VolumeService {
       if (vols.length > 0) void this.reconcile(vols).catch((err) => this.c.log.warn({ err: String(err) }, 'volume reconcile'))
     })
     this.stopTimer = every(this.c.clock, 15_000, () => void this.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick')))
-    void this.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick'))
+    void this.local
+      .thawAll()
+      .then(() => this.tick())
+      .catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick'))
+    const repl = this.replication
+    if (repl !== undefined)
+      this.stopSyncTimer = every(this.c.clock, 1_000, () => void repl.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'replicas')))
   }
 
   stop(): void {
     this.unsub?.()
     this.stopTimer?.()
+    this.stopSyncTimer?.()
   }
 
   // ---- pods ----
@@ -177,11 +208,18 @@ export class VolumeService {
         `volume ${name}: Volumes are for the cluster's own namespaces; a pod of a federation's shared namespace cannot use one (not built)`,
       )
     const ref = { kind: 'Volume' as const, namespace: ns, name }
-    const vol = this.c.store.get(ref)
+    let vol = this.c.store.get(ref)
     if (vol === undefined) throw new OrcError('not_found', `volume ${name} does not exist in namespace ${ns} (orc apply a Volume named ${name})`)
     const me = this.c.nodeName
-    const st = (vol.status ?? {}) as VolumeStatus
-    const home = st.node ?? vol.spec?.node
+    let st = (vol.status ?? {}) as VolumeStatus
+    let home = st.node ?? vol.spec?.node
+    // An ha writer failed over to a node keeping a replica: that replica becomes the primary.
+    if (writer && st.node !== undefined && st.node !== me && this.replication !== undefined && (vol.spec?.replicas ?? 1) > 1) {
+      await this.replication.promote(vol, pod)
+      vol = this.c.store.get(ref) ?? vol
+      st = (vol.status ?? {}) as VolumeStatus
+      home = st.node
+    }
     if (home !== undefined && home !== me) throw new OrcError('conflict', `volume ${name} lives on node ${home}, not on this node (${me})`)
     const vk = `${ns}/${name}`
     const pk = podKeyOf(pod)
@@ -283,7 +321,9 @@ export class VolumeService {
           this.c.log.warn({ volume: vk, err: String(err) }, 'volume driver detach')
         }
       }
-      if (vol !== undefined && (vol.status as VolumeStatus | undefined)?.attachedTo === pk)
+      // Only the volume's node writes its status (after a failover this node is a replica).
+      const vst = vol?.status as VolumeStatus | undefined
+      if (vol !== undefined && vst?.attachedTo === pk && vst.node === this.c.nodeName)
         await this.writeStatus(
           vol,
           { phase: 'Available', attachedTo: undefined, attachedAt: undefined },
@@ -293,18 +333,23 @@ export class VolumeService {
   }
 
   private async writeStatus(vol: Stored<Volume>, fields: Partial<VolumeStatus>, reason: string): Promise<void> {
+    try {
+      await this.mustWriteStatus(vol, fields, reason)
+    } catch (err) {
+      this.c.log.debug({ volume: keyOf(refOf(vol)), err: String(err) }, 'write volume status')
+    }
+  }
+
+  /** As writeStatus, but a refused write throws. */
+  private async mustWriteStatus(vol: Stored<Volume>, fields: Partial<VolumeStatus>, reason: string): Promise<void> {
     const ref = { kind: 'Volume', namespace: vol.metadata.namespace ?? 'default', name: vol.metadata.name }
     const cur = this.c.store.get(ref)
-    if (cur === undefined || cur.metadata.uid !== vol.metadata.uid) return
-    try {
-      await this.c.store.patch(
-        ref,
-        Object.entries(fields).map(([k, v]) => ({ path: ['status', k], value: v })),
-        { author: VOLUME_CONTROLLER, reason, now: this.c.clock.now() },
-      )
-    } catch (err) {
-      this.c.log.debug({ volume: keyOf(ref), err: String(err) }, 'write volume status')
-    }
+    if (cur === undefined || cur.metadata.uid !== vol.metadata.uid) throw new OrcError('not_found', `volume/${vol.metadata.name} is gone`)
+    await this.c.store.patch(
+      ref,
+      Object.entries(fields).map(([k, v]) => ({ path: ['status', k], value: v })),
+      { author: VOLUME_CONTROLLER, reason, now: this.c.clock.now() },
+    )
   }
 
   // ---- the volumes whose data is here ----

@@ -1,4 +1,5 @@
 import { parseCron } from '../cron.ts'
+import { formatDuration } from '../duration.ts'
 import { defineKind, type ObjectOfKind } from '../kind.ts'
 import { parseQuantity } from '../quantity.ts'
 import type { Issue } from '../schema.ts'
@@ -46,6 +47,23 @@ export interface VolumeStatus {
   snapshots?: VolumeSnapshotEntry[]
   /** The last scheduled snapshot's time (spec.snapshotSchedule). */
   lastScheduledSnapshot?: string
+  /**
+   * The nodes keeping asynchronous copies (spec.replicas > 1), chosen by the primary (`node`):
+   * `syncedAt` is the moment of the primary's last consistent copy the replica holds (lag = now −
+   * syncedAt), `error` the last failed sync.
+   */
+  replicas?: Record<string, VolumeReplicaStatus>
+  /** The last promotion of a replica to primary (an ha failover): when, and from which node. */
+  promotedAt?: string
+  promotedFrom?: string
+  [field: string]: unknown
+}
+
+export interface VolumeReplicaStatus {
+  syncedAt?: string
+  /** Bytes sent by the last sync that changed something. */
+  lastSentBytes?: number
+  error?: string
   [field: string]: unknown
 }
 
@@ -61,8 +79,10 @@ const volumeSpec = s.object({
   /** Five cron fields (UTC): take a snapshot at each tick, keeping `snapshotsToKeep` (default 3). */
   snapshotSchedule: s.string({ minLength: 1, maxLength: 256 }),
   snapshotsToKeep: s.int({ min: 1, max: 100 }),
-  /** Replicas of the data on other nodes: not built yet (only 1 is accepted). */
+  /** Copies of the data: the primary plus `replicas − 1` asynchronous copies on other nodes (docs/storage.md). */
   replicas: s.int({ min: 1, max: 16 }),
+  /** How often the primary ships a consistent copy to its replicas (the RPO); default 15. */
+  syncIntervalSeconds: s.int({ min: 2, max: 86400 }),
   /**
    * The data of a deleted volume to take back (`orc volume restore`): its uid. Set by the API,
    * with `node` the node that kept the data.
@@ -82,6 +102,8 @@ export const volumeKind = defineKind({
     { header: 'NAME', value: (o) => o.metadata.name },
     { header: 'SIZE', value: (o) => text(o.spec?.size) },
     { header: 'NODE', value: (o) => text(o.status?.node ?? o.spec?.node, '<unplaced>') },
+    { header: 'REPLICAS', value: (o) => replicaNodes(o.status).join(',') || '-' },
+    { header: 'LAG', value: (o, now) => replicaLag(o.status, now) },
     { header: 'STATUS', value: (o) => text(o.status?.phase, 'Pending') },
     { header: 'USED BY', value: (o) => text(o.status?.attachedTo) },
     { header: 'BACKING', value: (o) => text(o.spec?.driver ? `driver:${o.spec.driver}` : o.status?.backing), wide: true },
@@ -95,8 +117,8 @@ export const volumeKind = defineKind({
       const bytes = parseQuantity(spec.size)
       if (!(bytes >= MIN_VOLUME_BYTES)) issues.push({ path: 'spec.size', rule: `must be at least 8Mi (got ${spec.size})` })
     }
-    if (typeof spec?.replicas === 'number' && spec.replicas > 1)
-      issues.push({ path: 'spec.replicas', rule: 'replicated volumes are not built yet: only 1 (the default) is accepted (docs/storage.md)' })
+    if (typeof spec?.replicas === 'number' && spec.replicas > 1 && spec.driver !== undefined)
+      issues.push({ path: 'spec.replicas', rule: "a driver volume's copies are the driver's business: replicas must be 1 with spec.driver" })
     if (typeof spec?.snapshotSchedule === 'string') {
       try {
         parseCron(spec.snapshotSchedule)
@@ -113,6 +135,25 @@ export const volumeKind = defineKind({
 // An interface (not an alias) so that type errors name it.
 export interface Volume extends ObjectOfKind<typeof volumeKind> {}
 export type VolumeSpec = NonNullable<Volume['spec']>
+
+/** The replica nodes of a Volume's status, sorted. */
+export function replicaNodes(st: { replicas?: unknown } | undefined): string[] {
+  const r = st?.replicas
+  return r !== null && typeof r === 'object' && !Array.isArray(r) ? Object.keys(r).sort() : []
+}
+
+/** The largest replica lag (now − syncedAt) as a duration, `never` for a replica not synced yet, `-` without replicas. */
+export function replicaLag(st: VolumeStatus | undefined, now: number): string {
+  const nodes = replicaNodes(st)
+  if (nodes.length === 0) return '-'
+  let worst = 0
+  for (const n of nodes) {
+    const at = Date.parse(String(st?.replicas?.[n]?.syncedAt ?? ''))
+    if (Number.isNaN(at)) return 'never'
+    worst = Math.max(worst, now - at)
+  }
+  return formatDuration(Math.max(0, worst))
+}
 
 /** Bytes of a Volume's `spec.size` (NaN when unreadable). */
 export function volumeBytes(spec: { size?: unknown } | undefined): number {

@@ -46,12 +46,15 @@ test('bad volumes and mounts are refused naming the field', () => {
   for (const [m, re] of cases) assert.throws(() => normalizeManifest(m), re)
 })
 
-test('the Volume kind: a size of at least 8Mi, replicas not built yet, a schedule that parses', () => {
+test('the Volume kind: a size of at least 8Mi, replicas (not with a driver) and a sync interval in range, a schedule that parses', () => {
   const v = normalizeManifest(vol({ size: '1Gi', node: 'a', snapshotSchedule: '0 3 * * *' }))
   assert.equal(v.kind, 'Volume')
   assert.throws(() => normalizeManifest(vol({ size: '1Mi' })), /spec\.size.*at least 8Mi/)
   assert.throws(() => normalizeManifest(vol({})), /spec\.size/)
-  assert.throws(() => normalizeManifest(vol({ size: '1Gi', replicas: 2 })), /spec\.replicas.*replicated volumes are not built yet/)
+  assert.equal(normalizeManifest(vol({ size: '1Gi', replicas: 3, syncIntervalSeconds: 5 })).spec?.replicas, 3)
+  assert.throws(() => normalizeManifest(vol({ size: '1Gi', replicas: 2, driver: 'bind' })), /spec\.replicas.*driver's business/)
+  assert.throws(() => normalizeManifest(vol({ size: '1Gi', replicas: 17 })), /spec\.replicas/)
+  assert.throws(() => normalizeManifest(vol({ size: '1Gi', replicas: 2, syncIntervalSeconds: 1 })), /spec\.syncIntervalSeconds/)
   assert.throws(() => normalizeManifest(vol({ size: '1Gi', snapshotSchedule: '0 25 * * *' })), /spec\.snapshotSchedule/)
   assert.throws(() => normalizeManifest(vol({ size: '1Gi', driver: '../evil' })), /spec\.driver/)
   assert.throws(() => normalizeManifest(vol({ size: '1Gi', restoreFrom: 'abc' })), /spec\.restoreFrom.*needs spec\.node/)
