@@ -249,7 +249,8 @@ test('orc dashboard in Chromium against three agents: pages, rollback, logs -f, 
   assert.match(userRevs, /user:admin\tlabel tier v2[\s\S]*user:admin\tfirst web/)
   const firstRev = await page.$$eval('[data-testid=history-table] tbody tr', (trs) => Number(trs[trs.length - 1]!.getAttribute('data-rev')))
   assert.equal(firstRev, 1)
-  assert.match(await text(page, '[data-testid=diff-summary]'), /changed lines between revision 1 and revision/)
+  // The diff is fetched after the table: wait for it (it raced a loaded machine in a full run).
+  await waitText(page, 'the diff of the selected revisions', '[data-testid=diff-summary]', /changed lines between revision 1 and revision/)
   assert.match(await page.$eval('[data-testid=diff]', (e) => [...e.querySelectorAll('td.new')].map((td) => td.textContent).join('\n')), /"tier": "v2"/)
   await shot(page, 'history')
   await page.click('[data-testid=rollback-1]')
