@@ -3,7 +3,7 @@
  * invariants, and returns its figures as a markdown table and an SVG plot.
  */
 
-import { type FederatedScope, routedStore } from '../src/agent/federation/index.ts'
+import { clusterOfMemberName, type FederatedScope, routedStore } from '../src/agent/federation/index.ts'
 import type { ObjectStore } from '../src/store/index.ts'
 import { checkAll, storesAgree } from './invariants.ts'
 import { mdTable, svgPlot } from './report.ts'
@@ -803,7 +803,8 @@ const federation: Scenario = {
     sched.checkDoubles = true
     await advance(3000)
     sched.checkDoubles = false
-    const clusterOfNode = (name: string) => name.slice(name.indexOf('@') + 1)
+    // The agent's own reading of a federation member name (node@cluster).
+    const clusterOfNode = (name: string) => clusterOfMemberName(name) ?? ''
     const placedWrong = () => {
       let wrong = 0
       for (const [pod, nodes] of sched.runners()) {

@@ -10,7 +10,7 @@
  * last-heard times. The checks here are the scheduler invariants.
  */
 import { pino } from 'pino'
-import { buildFederatedSchedView } from '../src/agent/federation/index.ts'
+import { buildFederatedSchedView, federationNodesOf, type NodeSummary } from '../src/agent/federation/index.ts'
 import { Binder, type ViewBuilder } from '../src/agent/pods/index.ts'
 import { buildSchedView, type NodeMember } from '../src/agent/sched/index.ts'
 import type { Clock, TimerHandle } from '../src/effects/index.ts'
@@ -277,6 +277,21 @@ export class LocalScheduler {
   /** The Node object of node `k` as the binder reads it (labels, capacity). */
   private nodeObject(k: number): Stored<Node> {
     let o = this.nodeObjects.get(k)
+    if (o === undefined && this.naming.cluster) {
+      // As an agent sees a node of a federation: from its summary in its cluster's Cluster object.
+      const [node, cluster] = this.naming.name(k).split('@') as [string, string]
+      const capacity = { cpu: '8000m', memory: String(16 * 1024 ** 3) }
+      const summary: NodeSummary = { capacity, allocatable: capacity, labels: { site: `site-${this.sim.nodes[k]!.site}` }, ready: true }
+      const c = {
+        apiVersion: 'orc/v1',
+        kind: 'Cluster',
+        metadata: { name: cluster, uid: cluster, revision: 1, revisionId: '', createdAt: '', updatedAt: '', updatedBy: 'netsim' },
+        spec: { id: cluster },
+        status: { nodes: { [node]: summary } },
+      } as unknown as Stored<Cluster>
+      o = federationNodesOf([c])[0]!
+      this.nodeObjects.set(k, o)
+    }
     if (o === undefined) {
       const name = this.naming.name(k)
       o = {

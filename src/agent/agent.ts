@@ -33,7 +33,15 @@ import { type Component, type StartedComponents, startComponents } from './compo
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
 import { ClusterDns } from './dns/index.ts'
-import { FederationManager, federationRouteSource, federationRoutes, routedStore } from './federation/index.ts'
+import {
+  FederationManager,
+  federationRouteSource,
+  federationRoutes,
+  refuseSharedStreams,
+  routedStore,
+  sharedPodLogs,
+  sharedPodNode,
+} from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
@@ -55,11 +63,11 @@ import { type AgentOptions, DEFAULT_CLUSTER_NAME, PID_FILE, readPid, socketPathO
 import { podRoutes } from './pods/api.ts'
 import { PodLifecycle } from './pods/controller.ts'
 import { admitPodData } from './pods/refs.ts'
-import { adminByRole, admitPod, admitPolicy, asksOf, type IsAdmin, podAuthorsOf } from './pods/security.ts'
+import { adminByRole, admitPod, admitPolicy, asksOf, type IsAdmin, podAuthorsOf, runtimeRefusal } from './pods/security.ts'
 import { PodStreams, podStreamRoutes } from './pods/streams.ts'
 import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
-import { type ApiHandler, combineHandlers, createRouter } from './router.ts'
+import { type ApiHandler, combineHandlers, createRouter, Passthrough } from './router.ts'
 import { pathOf } from './routes.ts'
 import { schedRoutes } from './sched/index.ts'
 import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
@@ -459,6 +467,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           tunables: opts.mesh?.tunables,
           logger,
           clock,
+          pruneIntervalMs: opts.pruneIntervalMs ?? 120_000,
         })
         // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
         // Before start(): federations reopened after a restart announce their pod scopes as they open
@@ -474,13 +483,15 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       () =>
         (dns = new ClusterDns(
           {
-            store,
+            // The routed store: Services and Pods of shared namespaces resolve from the federation's document.
+            store: routedStore(store, federation),
             clock,
             random,
             logger,
             clusterId: () => clusterRef.id,
             dnsAddress: () => network.dnsAddress,
             servicesBalanced: () => network.servicesBalanced,
+            shared: (ns) => federation.scopeOf(ns) !== undefined,
           },
           opts.dns ?? { enabled: false },
         )),
@@ -777,8 +788,12 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
         admitVolumeChange(obj, apiStore.get({ kind: 'Volume', namespace: obj.metadata.namespace ?? 'default', name: obj.metadata.name }))
       if (obj.kind !== 'Pod') return
       const imageStores = [join(c.dataDir, 'images'), ...c.imageStores]
-      // Most pods ask for nothing unsafe: then no policy and no history (a LevelDB scan) is read.
+      // Most pods ask for nothing unsafe: then no history (a LevelDB scan) is read.
       if (asksOf(obj as Pod, imageStores).length > 0) await admitUnsafe(obj as Pod, batch, author, imageStores)
+      else {
+        const refusal = runtimeRefusal(obj as Pod, policiesFor(obj as Pod, batch))
+        if (refusal) throw refusal
+      }
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
     },
     admitDelete: (ref) => {
@@ -788,11 +803,17 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),
   })
   /** The two-party rule for a pod asking for unsafe features (docs/security.md). */
-  async function admitUnsafe(obj: Pod, batch: readonly OrcObject[], author: string, imageStores: string[]): Promise<void> {
+  /** The SecurityPolicies of the pod's namespace as they will be after this request (its batch wins). */
+  function policiesFor(obj: Pod, batch: readonly OrcObject[]): SecurityPolicy[] {
     const ns = obj.metadata.namespace ?? 'default'
     const inBatch = batch.filter((o): o is SecurityPolicy => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns)
     const names = new Set(inBatch.map((o) => o.metadata.name))
-    const policies = [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch]
+    return [...store.list('SecurityPolicy', ns).filter((p) => !names.has(p.metadata.name)), ...inBatch]
+  }
+  async function admitUnsafe(obj: Pod, batch: readonly OrcObject[], author: string, imageStores: string[]): Promise<void> {
+    const ns = obj.metadata.namespace ?? 'default'
+    const names = new Set(batch.filter((o) => o.kind === 'SecurityPolicy' && (o.metadata.namespace ?? 'default') === ns).map((o) => o.metadata.name))
+    const policies = policiesFor(obj, batch)
     // A policy in this batch is written by this request's author; a stored one by its last writer.
     const podAuthors = await podAuthorsOf(store, obj, author)
     const policyAuthor = (p: SecurityPolicy) => (names.has(p.metadata.name) ? author : ((p.metadata as { updatedBy?: string }).updatedBy ?? ''))
@@ -800,8 +821,22 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   }
   const own = combineHandlers(
     objectHandlers,
-    podRoutes({ store, nodeName, clock, controllers: AGENT_CONTROLLERS, logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn) }),
-    podStreamRoutes(() => c.streams),
+    podRoutes({
+      store: apiStore,
+      nodeName,
+      clock,
+      controllers: AGENT_CONTROLLERS,
+      logDirOf: (ref, uid, cn) => c.pods().logDirOf(ref, uid, cn),
+      // A shared namespace's pod runs on `node@cluster`; this node is `nodeName@<its cluster there>`.
+      sharedNode: (pod) => {
+        const scope = c.federation.scopeOf(pod.metadata.namespace ?? 'default')
+        return scope === undefined ? undefined : { node: sharedPodNode(pod), self: `${nodeName}@${scope.cluster}` }
+      },
+    }),
+    refuseSharedStreams(
+      c.federation,
+      podStreamRoutes(() => c.streams),
+    ),
     topRoutes(
       () => c.top,
       () => c.cluster?.askMembers,
@@ -822,7 +857,8 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       schedView: () => c.pods().schedView(),
       scopeView: (ns) => c.pods().schedViewFor(ns),
     }),
-    rolloutRoutes({ store, nodeName, now: () => clock.now() }),
+    // Shared namespaces' deployments are in the federation's document, over its clusters' nodes.
+    rolloutRoutes({ store: apiStore, nodeName, now: () => clock.now(), nodes: (ns) => c.federation.nodesOf(ns) ?? store.list('Node') }),
     volumeRoutes({ store, nodeName, now: () => clock.now(), volumes: c.volumes }),
     secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
@@ -844,8 +880,19 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
   // In a cluster, logs of a pod on another member are forwarded there, and the cluster routes join.
   const cluster = c.cluster
   if (!cluster) return local
+  // Logs of a shared namespace's pods are on its node in whichever member cluster runs it.
+  const podLogs = sharedPodLogs(
+    { nodeName, router: c.federation, forwardLogs: (...a) => c.federation.forwardLogs(...a), clusterProxy: cluster.podProxy },
+    own.podLogs!,
+    cluster.logsRoute(own.podLogs!),
+  )
+  // Other clusters' nodes read the logs of the shared pods this node runs (the federation hosts' member API).
+  c.federation.serveLogsWith(async (ns, name, query) => {
+    const answer = await own.podLogs!({ params: { ns, name }, query, body: undefined, req: { method: 'GET', path: pathOf('podLogs', { ns, name }), query } })
+    return answer instanceof Passthrough ? answer.response.body : answer
+  })
   const handler = createRouter(
-    combineHandlers({ ...own, podLogs: cluster.logsRoute(own.podLogs!), ...cluster.streamRoutes(own), ...cluster.volumeRoutes(own) }, cluster.routes()),
+    combineHandlers({ ...own, podLogs, ...refuseSharedStreams(c.federation, cluster.streamRoutes(own)), ...cluster.volumeRoutes(own) }, cluster.routes()),
     routing,
   )
   cluster.serve(handler, local)

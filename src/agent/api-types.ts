@@ -67,6 +67,8 @@ export interface FederationView {
   addresses?: string[]
   clusters?: FederationClusterView[]
   objects?: number
+  /** The cluster that created the federation: the only one that admits and removes clusters. */
+  creator?: string
 }
 
 // ---- the node network (network/controller.ts, network/plan.ts, network/api.ts) -----------------

@@ -155,6 +155,8 @@ export interface ClusterNode {
   readonly keys: KeyringDelivery
   /** The cluster routes: members, tokens, credential export, node removal, data key rotation. */
   routes(): RouteHandlers
+  /** How pod requests are forwarded to the member running the pod (the shared namespaces' logs use it too). */
+  readonly podProxy: LogsProxyComponents
   /** The logs route of a clustered node: forwarded to the member running the pod, else `local`. */
   logsRoute(local: RouteHandler<'podLogs'>): RouteHandler<'podLogs'>
   /** The exec and port-forward routes of a clustered node: forwarded to the member running the pod, else these. */
@@ -387,6 +389,7 @@ export async function startClusterMesh(c: {
       ...clusterRoutes({ mesh, store, dataDir, clock: c.clock, applyRemovals }),
       ...secretKeyRoutes({ delivery: keys, random: c.random, now: () => c.clock.now() }),
     }),
+    podProxy,
     logsRoute: (local) => proxiedLogs(podProxy, local),
     requestNode: (node, req, timeoutMs) =>
       forwardToNode(podProxy, req, { kind: 'Node', namespace: '', name: node }, node, 'the replica is on', timeoutMs, 'its copies'),

@@ -499,7 +499,10 @@ export const ROUTES = {
     permission: { verb: 'admin' },
   }),
   federation: route<{ response: FederationAnswer }>()({ method: 'GET', path: '/v1/federations/:name', permission: { verb: 'get' } }),
-  federationToken: route<{ body: { ttlSeconds?: number }; response: { token: string; expiresAt: number; federation: string; addresses: string[] } }>()({
+  federationToken: route<{
+    body: { ttlSeconds?: number; readmit?: string }
+    response: { token: string; expiresAt: number; federation: string; addresses: string[] }
+  }>()({
     method: 'POST',
     path: '/v1/federations/:name/token',
     permission: { verb: 'admin' },

@@ -74,6 +74,7 @@ export {
   ENV_NAME,
   hostPathVolumesOf,
   type LabelSelector,
+  ORIGIN_CLUSTER_ANNOTATION,
   type Pod,
   type PodAffinityTerm,
   type PodImagePin,
@@ -100,7 +101,7 @@ export {
   readyColumn,
 } from './kinds/probe.ts'
 export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, USER_NAME, type User, userKind } from './kinds/rbac.ts'
-export { type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
+export { POD_RUNTIMES, type PodRuntime, type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
 export { MAX_SERVICE_PORTS, PORT_NAME, portsText, type Service, type ServicePort, type ServiceSpec, serviceKind } from './kinds/service.ts'
 export {
   MIN_VOLUME_BYTES,

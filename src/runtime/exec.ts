@@ -78,6 +78,10 @@ export interface ExecLaunch {
   /** Host binaries for the tty wrapper. */
   scriptPath?: string
   sttyPath?: string
+  /** Called before the launcher's tree is killed (runsc: the command lives in the sandbox, not below the launcher). */
+  beforeKill?: () => void
+  /** Called once the launcher ended (removes what the launch wrote). */
+  afterExit?: () => void
 }
 
 /**
@@ -115,6 +119,7 @@ export function spawnExec(launch: ExecLaunch): ExecProcess {
     })
     child.once('close', (code, signal) => resolve({ code, signal }))
   })
+  if (launch.afterExit) void exited.then(launch.afterExit)
   const pid = child.pid
   return {
     stdin: child.stdin,
@@ -123,6 +128,7 @@ export function spawnExec(launch: ExecLaunch): ExecProcess {
     exited,
     kill(signal: NodeJS.Signals = 'SIGKILL') {
       if (pid === undefined) return
+      launch.beforeKill?.()
       // nsenter and script fork: the command is a descendant, not the child itself.
       for (const p of descendants(pid).reverse()) signalPid(p, signal)
       signalPid(pid, signal)

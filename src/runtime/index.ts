@@ -1,9 +1,19 @@
 /** Pod runtimes: the public surface of src/runtime. */
 
-export { type Capability, detectCapabilities, type LimitCapability, type RuntimeCapabilities } from './capabilities.ts'
+export {
+  type Capability,
+  detectCapabilities,
+  detectRunscPlatform,
+  type LimitCapability,
+  type PlatformProbe,
+  type RunscPlatform,
+  type RunscPlatformResult,
+  type RuntimeCapabilities,
+} from './capabilities.ts'
 export { type CgroupLayout, type CgroupUsage, detectCgroupLayout, readCgroupUsage } from './cgroups.ts'
 export { DEFAULT_EXEC_OUTPUT_BYTES, DEFAULT_EXEC_TIMEOUT_MS, endOf, runExec, shellQuote } from './exec.ts'
 export { type FakeExecHandler, FakeRuntime } from './fake.ts'
+export { GVISOR_PIDS_ALLOWANCE, GvisorRuntime } from './gvisor.ts'
 export { spawnDetached } from './host.ts'
 export {
   applyLayer,
@@ -24,7 +34,7 @@ export {
   writeOciLayout,
 } from './image.ts'
 export { type FollowLogOptions, followLog, listLogRevisions, logFilePath, logFilesOf, type ReadLogOptions, readLogLines, rotateIfNeeded } from './logs.ts'
-export { buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.ts'
+export { BundleRuntime, buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.ts'
 export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { containerNetnsOf, type NetProbeResult, type NetProbeSpec, probeInNetns } from './probe.ts'
@@ -58,13 +68,21 @@ export type {
   StopOptions,
 } from './types.ts'
 
+import { POD_RUNTIMES, type PodRuntime } from '../model/index.ts'
+import { GvisorRuntime } from './gvisor.ts'
 import { OciRuntime } from './oci.ts'
 import type { RuntimeOptionsInput } from './options.ts'
 import { SandboxRuntime } from './sandbox.ts'
 import type { Runtime } from './types.ts'
 
+/** The runtimes a pod may ask for (`spec.runtime`). */
+export const RUNTIME_KINDS = POD_RUNTIMES
+export type RuntimeKind = PodRuntime
+
 /** Construct the runtime a pod asks for (`spec.runtime`, default sandbox). */
-export function createRuntime(kind: 'sandbox' | 'oci', opts: RuntimeOptionsInput): Runtime {
-  return kind === 'oci' ? new OciRuntime(opts) : new SandboxRuntime(opts)
+export function createRuntime(kind: RuntimeKind, opts: RuntimeOptionsInput): Runtime {
+  if (kind === 'oci') return new OciRuntime(opts)
+  if (kind === 'gvisor') return new GvisorRuntime(opts)
+  return new SandboxRuntime(opts)
 }
 export { BUSYBOX_GROUP, BUSYBOX_PASSWD, BUSYBOX_PATH, buildBusyboxRootfs, busyboxApplets, busyboxUnavailable } from './busybox.ts'

@@ -129,8 +129,33 @@ export function buildOciConfig(input: OciConfigInput): { config: Record<string, 
   return { config, enforced }
 }
 
-export class OciRuntime extends SupervisedRuntime {
-  readonly name = 'oci' as const
+/**
+ * What runc and runsc share: both take an OCI bundle (config.json + rootfs) and the same
+ * `run/state/kill/exec/delete` commands; a subclass names the binary, its global flags and how the
+ * generated config is adjusted for it.
+ */
+export abstract class BundleRuntime extends SupervisedRuntime {
+  abstract override readonly name: 'oci' | 'gvisor'
+  /** The runtime binary (runc, runsc). */
+  protected abstract binary(): string
+  /** Flags before the subcommand (`--root`, and for runsc its platform and network). */
+  protected abstract globalArgs(spec?: ContainerRunSpec): string[]
+  /** Adjust the generated config.json for this runtime (default: as generated). */
+  protected adjustConfig(config: Record<string, unknown>, _spec: ContainerRunSpec): Record<string, unknown> {
+    return config
+  }
+  /** Checked before a container is planned: throws a clear error when the runtime cannot work here. */
+  protected async preflight(): Promise<void> {}
+
+  /** The runtime binary's own state (`--root`). */
+  protected stateRoot(): string {
+    return join(this.opts.stateDir, this.name === 'oci' ? 'runc' : this.name)
+  }
+
+  /** Run a subcommand of the runtime binary (global flags first). */
+  protected cli(args: string[]) {
+    return this.opts.run(this.binary(), [...this.globalArgs(), ...args])
+  }
 
   hostIdsOf(spec: Pick<ContainerRunSpec, 'uid' | 'gid' | 'rootInside'>): { uid: number; gid: number } {
     const base = this.opts.ociHostUidBase
@@ -138,12 +163,9 @@ export class OciRuntime extends SupervisedRuntime {
     return { uid: base + (spec.uid ?? this.opts.uid), gid: base + (spec.gid ?? this.opts.gid) }
   }
 
-  private runcRoot(): string {
-    return join(this.opts.stateDir, 'runc')
-  }
-
   protected async plan(spec: ContainerRunSpec, ctx: PlanContext): Promise<LaunchPlan> {
-    if (process.getuid?.() !== 0) throw new OrcError('forbidden', 'the oci runtime needs root')
+    if (process.getuid?.() !== 0) throw new OrcError('forbidden', `the ${this.name} runtime needs root`)
+    await this.preflight()
     // runc inside the user namespace may not create a missing mount point in the root-owned image.
     for (const m of spec.mounts ?? []) ensureMountPoint(ctx.image.rootfs, m.destination, m.file === true)
     const bundle = this.bundleDir(spec.id, ctx.dir)
@@ -159,16 +181,17 @@ export class OciRuntime extends SupervisedRuntime {
       layout: ctx.layout,
       cgroupName: this.cgroupName(),
     })
-    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config, null, 2), { mode: 0o600 })
-    mkdirSync(this.runcRoot(), { recursive: true })
+    writeFileSync(join(bundle, 'config.json'), JSON.stringify(this.adjustConfig(config, spec), null, 2), { mode: 0o600 })
+    mkdirSync(this.stateRoot(), { recursive: true })
     return {
-      file: this.opts.runcPath,
-      args: ['--root', this.runcRoot(), 'run', '--bundle', bundle, spec.id],
+      file: this.binary(),
+      args: [...this.globalArgs(spec), 'run', '--bundle', bundle, spec.id],
       extraFds: [],
       cgroupProcs: [],
       cgroupDirs: [],
       enforced,
-      extra: { bundle },
+      // runsc exec does not take the container's user from its config (runc exec does)
+      extra: { bundle, user: (config.process as { user: { uid: number; gid: number } }).user },
     }
   }
 
@@ -179,7 +202,7 @@ export class OciRuntime extends SupervisedRuntime {
    */
   protected async execLaunch(rec: ContainerRecord, spec: ExecSpec): Promise<Omit<ExecLaunch, 'tty' | 'rows' | 'cols'>> {
     const extra = Object.entries(spec.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`])
-    const argv = [resolveBinary(this.opts.runcPath), '--root', this.runcRoot(), 'exec', ...(spec.tty ? ['--tty'] : []), ...extra, '--', rec.id, ...spec.command]
+    const argv = [resolveBinary(this.binary()), ...this.globalArgs(), 'exec', ...(spec.tty ? ['--tty'] : []), ...extra, '--', rec.id, ...spec.command]
     return { argv, env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' } }
   }
 
@@ -191,7 +214,7 @@ export class OciRuntime extends SupervisedRuntime {
   /** The container's pid 1 as runc records it (`runc state`). */
   protected async namespacePid(rec: ContainerRecord): Promise<number | undefined> {
     try {
-      const r = await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'state', rec.id])
+      const r = await this.cli(['state', rec.id])
       const pid = (JSON.parse(r.stdout) as { pid?: number; status?: string }).pid
       return typeof pid === 'number' && pid > 0 ? pid : undefined
     } catch {
@@ -202,11 +225,11 @@ export class OciRuntime extends SupervisedRuntime {
   protected async signalMain(rec: ContainerRecord, signal: NodeJS.Signals): Promise<void> {
     // The command is pid 1 of its namespace: like Docker, a SIGTERM it does not handle is ignored
     // and the grace period ends in SIGKILL.
-    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', rec.id, signal.replace(/^SIG/, '')])
+    await this.cli(['kill', rec.id, signal.replace(/^SIG/, '')])
   }
 
   protected override killTree(rec: ContainerRecord): void {
-    void this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'kill', '--all', rec.id, 'KILL'])
+    void this.cli(['kill', '--all', rec.id, 'KILL'])
     super.killTree(rec)
   }
 
@@ -216,7 +239,7 @@ export class OciRuntime extends SupervisedRuntime {
    * in the container's state dir only where there is no tmpfs.
    */
   private shmBase(): string {
-    return shmDirOf('orc-oci', this.opts.stateDir)
+    return shmDirOf(`orc-${this.name}`, this.opts.stateDir)
   }
 
   private bundleDir(id: string, stateDir: string): string {
@@ -245,8 +268,20 @@ export class OciRuntime extends SupervisedRuntime {
   }
 
   protected override async cleanup(rec: ContainerRecord): Promise<void> {
-    await this.opts.run(this.opts.runcPath, ['--root', this.runcRoot(), 'delete', '--force', rec.id])
+    await this.cli(['delete', '--force', rec.id])
     this.removeBundle(rec.id)
     removeRuntimeParents(this.cgroupName())
+  }
+}
+
+export class OciRuntime extends BundleRuntime {
+  readonly name = 'oci' as const
+
+  protected binary(): string {
+    return this.opts.runcPath
+  }
+
+  protected globalArgs(): string[] {
+    return ['--root', this.stateRoot()]
   }
 }

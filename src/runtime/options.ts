@@ -33,6 +33,13 @@ export interface RuntimeOptions {
   seccomp: boolean
   bwrapPath: string
   runcPath: string
+  runscPath: string
+  /**
+   * gVisor platform (how the Sentry intercepts the container's system calls): `ptrace` works on any
+   * kernel that allows ptrace, `kvm` needs a usable /dev/kvm, `systrap` a runsc from 2023 on.
+   * `auto` (default) probes once, KVM first where /dev/kvm exists (capabilities.ts).
+   */
+  runscPlatform: 'auto' | 'ptrace' | 'kvm' | 'systrap'
   shPath: string
   setprivPath: string
   nsenterPath: string

@@ -65,6 +65,8 @@ export function resolveOptions(input: RuntimeOptionsInput): RuntimeOptions {
     seccomp: input.seccomp ?? process.arch === 'x64',
     bwrapPath: input.bwrapPath ?? 'bwrap',
     runcPath: input.runcPath ?? 'runc',
+    runscPath: input.runscPath ?? 'runsc',
+    runscPlatform: input.runscPlatform ?? 'auto',
     shPath: input.shPath ?? '/bin/sh',
     setprivPath: input.setprivPath ?? 'setpriv',
     nsenterPath: input.nsenterPath ?? 'nsenter',
@@ -79,7 +81,7 @@ export function resolveOptions(input: RuntimeOptionsInput): RuntimeOptions {
 /** On-disk record of one container (`<stateDir>/containers/<id>/record.json`). */
 export interface ContainerRecord {
   id: string
-  runtime: 'sandbox' | 'oci'
+  runtime: 'sandbox' | 'oci' | 'gvisor'
   pid: number
   startTicks: number
   startedAt: number
@@ -172,7 +174,7 @@ interface Live {
 }
 
 export abstract class SupervisedRuntime implements Runtime {
-  abstract readonly name: 'sandbox' | 'oci'
+  abstract readonly name: 'sandbox' | 'oci' | 'gvisor'
   protected readonly opts: RuntimeOptions
   protected readonly log: RuntimeOptions['logger']
   private readonly live = new Map<string, Live>()

@@ -194,7 +194,7 @@ export interface ExecResult {
 }
 
 export interface Runtime {
-  readonly name: 'sandbox' | 'oci' | 'fake'
+  readonly name: 'sandbox' | 'oci' | 'gvisor' | 'fake'
   /** Start a container. Fails with `conflict` if the id is already known (remove it first). */
   start(spec: ContainerRunSpec): Promise<ContainerHandle>
   /** SIGTERM the container's main process, wait graceMs, then SIGKILL the whole tree. Idempotent. */

@@ -179,15 +179,21 @@ export function everyNodePods(
   nodes: readonly NodeView[],
 ): EveryNodePod[] {
   const out: EveryNodePod[] = []
-  for (const n of nodes) {
+  const used = new Set<string>()
+  // In name order, so that which of two colliding names gets the hashed form is the same everywhere.
+  for (const n of [...nodes].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
     if (n.forgotten) continue
     const labels = n.labels ?? {}
     if (!matchLabels(labels, template.nodeSelector)) continue
     const req = template.affinity?.nodeAffinity?.required
     if (req && req.length > 0 && !req.some((s) => matchSelector(labels, s))) continue
     if ((n.taints ?? []).some((t) => t.effect !== 'PreferNoSchedule' && !tolerationFor(template.tolerations ?? [], t))) continue
-    const name = `${workload}-${n.name}`
-    out.push({ name: name.length <= 63 ? name : `${workload.slice(0, 54)}-${hashString(n.name).toString(16).padStart(8, '0')}`, node: n.name })
+    // A node of a federation is `node@cluster`: its copy is `<workload>-<node>-<cluster>`.
+    const name = `${workload}-${n.name.replace('@', '-')}`
+    const fits = name.length <= 63 && !used.has(name)
+    const chosen = fits ? name : `${workload.slice(0, 54)}-${hashString(n.name).toString(16).padStart(8, '0')}`
+    used.add(chosen)
+    out.push({ name: chosen, node: n.name })
   }
   return out.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0))
 }

@@ -13,6 +13,7 @@ import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
 import pino from 'pino'
 import { checkAuthorship, decodeFederationToken, FederationManager, routedStore } from '../../src/agent/federation/index.ts'
+import { formatFederation } from '../../src/cli/commands/federation.ts'
 import { systemClock } from '../../src/effects/index.ts'
 import { createHost } from '../../src/mesh/host.ts'
 import { decodeToken } from '../../src/mesh/index.ts'
@@ -235,6 +236,85 @@ test('a cluster removed by the others stops receiving', async (t) => {
   )
 })
 
+test('a removed cluster joins again once the creator re-admits it (token --readmit); writes flow both ways again', async (t) => {
+  const { a, b } = await federated(t)
+  const cloudPeer = b.fm.get('shared')!.mesh.peerId
+  await a.fm.remove('shared', 'cloud', 'user:alice')
+  const homeMesh = a.fm.get('shared')!.mesh
+  await waitFor('home refuses cloud', () => !homeMesh.isMember(cloudPeer))
+  await assert.rejects(a.fm.token('shared', { readmit: 'edge' }), /cluster edge was not removed from federation shared/)
+  // Cloud may not have heard of its removal (home cut it off): it leaves its copy, then joins again.
+  if (b.fm.get('shared') !== undefined) await b.fm.leave('shared', 'user:bob')
+  const { token } = await a.fm.token('shared', { readmit: 'cloud' })
+  const view = await b.fm.join({ token, author: 'user:bob' })
+  assert.equal(view.cluster, 'cloud')
+  await waitFor('home lists cloud again', () => (a.fm.status('shared').clusters ?? []).some((c) => c.name === 'cloud' && c.connected > 0))
+  await a.api.apply(inNs('shared', pod('welcome-back')), { author: 'user:alice', now: Date.now() })
+  await b.api.apply(inNs('shared', pod('from-cloud')), { author: 'user:bob', now: Date.now() })
+  await waitFor(
+    'both writes reach the other side',
+    () => b.api.get(ref('shared', 'welcome-back')) !== undefined && a.api.get(ref('shared', 'from-cloud')) !== undefined,
+  )
+  assert.equal((await a.api.history(ref('shared', 'from-cloud')))[0]!.author, 'user:bob@cloud')
+  // The re-admission is the creator's revision of the Federation object.
+  const fedHist = await a.fm.get('shared')!.store.history({ kind: 'Federation', namespace: '', name: 'shared' })
+  assert.ok(fedHist.some((h) => h.reason === 'readmit cluster cloud' && h.author === 'controller:federation@home'))
+})
+
+test('only the creating cluster admits and removes clusters; a removal written by another is ignored and undone', async (t) => {
+  const { a, b } = await federated(t)
+  assert.equal(b.fm.status('shared').creator, 'home', 'cloud learned the creator when it joined')
+  assert.match(formatFederation(b.fm.status('shared')), /created by: +home \(admits and removes clusters\)/)
+  await assert.rejects(b.fm.token('shared'), /only cluster home, which created federation shared, admits other clusters/)
+  await assert.rejects(b.fm.remove('shared', 'home', 'user:bob'), /only cluster home, which created federation shared, removes clusters/)
+  // A modified agent of cloud deletes home's Cluster object anyway.
+  const homeRef = { kind: 'Cluster', namespace: '', name: 'home' }
+  await waitFor('cloud has home', () => b.fm.get('shared')!.store.get(homeRef) !== undefined)
+  await b.fm.get('shared')!.store.delete(homeRef, { author: 'controller:federation@cloud', reason: 'forged removal', now: Date.now() })
+  // Home puts it back, and nobody drops anybody.
+  await waitFor(
+    'home restores its Cluster object on both sides',
+    async () => (await b.fm.get('shared')!.store.history(homeRef)).at(-1)?.op !== 'delete' && b.fm.get('shared')!.store.get(homeRef) !== undefined,
+  )
+  assert.match((await a.fm.get('shared')!.store.history(homeRef)).at(-1)!.reason, /restored: removed by controller:federation@cloud/)
+  assert.ok(a.fm.get('shared')!.mesh.isMember(b.fm.get('shared')!.mesh.peerId), 'home keeps cloud')
+  assert.ok(b.fm.get('shared')!.mesh.isMember(a.fm.get('shared')!.mesh.peerId), 'cloud keeps home')
+  assert.equal(a.fm.status('shared').state, 'joined')
+})
+
+test('federation documents prune their tombstones once every member of every cluster vouched; replication goes on', async (t) => {
+  const { a, b } = await federated(t)
+  const fa = a.fm.get('shared')!
+  const fb = b.fm.get('shared')!
+  // Overwrite one shared object many times: each overwrite leaves a tombstone.
+  await a.api.apply(inNs('shared', pod('churn')), { author: 'user:alice', now: Date.now() })
+  for (let i = 0; i < 40; i++) {
+    await a.api.patch(ref('shared', 'churn'), [{ path: ['metadata', 'labels', 'step'], value: String(i) }], { author: 'user:alice', now: Date.now() })
+  }
+  await waitFor(
+    'both sides at step 39',
+    () => fa.store.get(ref('shared', 'churn'))?.metadata.labels?.step === '39' && fb.store.get(ref('shared', 'churn'))?.metadata.labels?.step === '39',
+  )
+  const before = fa.store.docStats().structs
+  let res: { pruned: number; skipped?: string } = { pruned: 0 }
+  await waitFor('home prunes (every member vouched)', async () => {
+    res = await a.fm.pruneNow('shared')
+    return res.pruned > 0
+  })
+  assert.ok(res.pruned > 0)
+  assert.ok(fa.store.docStats().structs < before, `structs ${fa.store.docStats().structs} < ${before}`)
+  assert.equal(fa.store.get(ref('shared', 'churn'))?.metadata.labels?.step, '39', 'the live value is intact')
+  assert.ok((await b.fm.pruneNow('shared')).skipped === undefined, 'cloud prunes too')
+  // Writes after pruning still reach the other side.
+  await b.api.patch(ref('shared', 'churn'), [{ path: ['metadata', 'labels', 'step'], value: 'after' }], { author: 'user:bob', now: Date.now() })
+  await waitFor('home sees the write made after pruning', () => fa.store.get(ref('shared', 'churn'))?.metadata.labels?.step === 'after')
+  // A member that does not answer holds pruning back (it may hold an old copy).
+  await fb.mesh.stop()
+  const waiting = await a.fm.pruneNow('shared')
+  assert.equal(waiting.pruned, 0)
+  assert.match(waiting.skipped ?? '', /did not answer/)
+})
+
 test('who may introduce whom: a cluster its own nodes or a new cluster, never a node of another known cluster', async (t) => {
   const { FederationDirectory } = await import('../../src/agent/federation/index.ts')
   const dir = await mkdtemp(join(tmpdir(), 'orc-fed-dir-'))
@@ -246,7 +326,12 @@ test('who may introduce whom: a cluster its own nodes or a new cluster, never a 
   await d.add(m('12D3KooWcloudB', 'b1@cloud'))
   assert.equal(d.vetAdmission(m('12D3KooWhomeA2', 'a2@home'), '12D3KooWhomeA'), true, 'home introduces its own node')
   assert.equal(d.vetAdmission(m('12D3KooWfake', 'evil@home'), '12D3KooWcloudB'), false, 'cloud cannot introduce a node of home')
-  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWcloudB'), true, 'a new cluster may be introduced by any member')
+  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWcloudB'), true, 'creator not known yet: a new cluster by any member')
+  await d.setCreator('home')
+  await d.setCreator('cloud')
+  assert.equal(d.creator(), 'home', 'the first creator recorded stays')
+  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWcloudB'), false, 'cloud did not create the federation: it admits nobody new')
+  assert.equal(d.vetAdmission(m('12D3KooWedge', 'e1@edge'), '12D3KooWhomeA'), true, 'the creating cluster admits a new cluster')
   assert.equal(d.vetAdmission(m('12D3KooWx', 'nocluster'), '12D3KooWhomeA'), false, 'a name without @cluster is refused')
   assert.equal(d.vetAdmission(m('12D3KooWy', 'y@home'), '12D3KooWstranger'), false, 'a non-member introduces nobody')
   // A peer already bound to one cluster cannot be re-introduced as another's.

@@ -20,10 +20,10 @@ export const TEST_TUNABLES = {
   resolveImageRetry: { attempts: 2, backoffMs: 200 },
 }
 
-export function skipReason(opts: { runc?: boolean } = {}): string | undefined {
+export function skipReason(opts: { runc?: boolean; runsc?: boolean } = {}): string | undefined {
   const bb = busyboxUnavailable()
   if (bb) return bb
-  for (const bin of ['bwrap', ...(opts.runc ? ['runc'] : [])]) {
+  for (const bin of ['bwrap', ...(opts.runc ? ['runc'] : []), ...(opts.runsc ? ['runsc'] : [])]) {
     try {
       execFileSync('sh', ['-c', `command -v ${bin}`], { stdio: 'ignore' })
     } catch {
@@ -31,6 +31,7 @@ export function skipReason(opts: { runc?: boolean } = {}): string | undefined {
     }
   }
   if (opts.runc && process.getuid?.() !== 0) return 'runc needs root'
+  if (opts.runsc && process.getuid?.() !== 0) return 'runsc needs root'
   return undefined
 }
 
@@ -153,4 +154,13 @@ export function pidsRunning(argv: string[]): number[] {
     } catch {}
   }
   return out
+}
+
+/** Kill what a test's `sleep MARKER` pods left running on the host (after the agents are gone). */
+export function killSleeps(markers: readonly string[]): void {
+  for (const m of markers)
+    for (const pid of pidsRunning(['sleep', m]))
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
 }

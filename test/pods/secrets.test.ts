@@ -167,9 +167,9 @@ function filesContaining(dir: string, text: string): string[] {
   return out
 }
 
-for (const runtime of ['sandbox', 'oci'] as const) {
+for (const runtime of ['sandbox', 'oci', 'gvisor'] as const) {
   test(`${runtime}: a Secret's value reaches the pod (env and a 0400 file) but no file of the node's data dir`, {
-    skip: skipReason(runtime === 'oci' ? { runc: true } : {}),
+    skip: skipReason(runtime === 'oci' ? { runc: true } : runtime === 'gvisor' ? { runsc: true } : {}),
   }, async () => {
     const marker = `marker-${runtime}-7d1f3a`
     await applySecret(`token-${runtime}`, { data: { token: marker } })

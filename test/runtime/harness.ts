@@ -15,12 +15,13 @@ export function whichMissing(bin: string): string | undefined {
 }
 
 /** Reason to skip a real-runtime test, or undefined when it can run. */
-export function skipReason(runtime: 'sandbox' | 'oci'): string | undefined {
+export function skipReason(runtime: 'sandbox' | 'oci' | 'gvisor'): string | undefined {
   const bb = busyboxMissing()
   if (bb) return bb
   if (runtime === 'sandbox') return whichMissing('bwrap')
-  if (process.getuid?.() !== 0) return 'runc needs root'
-  return whichMissing('runc')
+  const bin = runtime === 'oci' ? 'runc' : 'runsc'
+  if (process.getuid?.() !== 0) return `${bin} needs root`
+  return whichMissing(bin)
 }
 
 export async function waitFor<T>(what: string, fn: () => T | undefined | false, timeoutMs = 10_000): Promise<T> {

@@ -1,13 +1,15 @@
 /** The behaviour every real runtime must show; run by sandbox.test.ts and oci.test.ts. */
 
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createServer, get as httpGet } from 'node:http'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { createRuntime, followLog, type Runtime, readLogLines } from '../../src/runtime/index.ts'
+import { createRuntime, endOf, followLog, GVISOR_PIDS_ALLOWANCE, type Runtime, readLogLines, shmDirOf } from '../../src/runtime/index.ts'
 import { descendants } from '../../src/runtime/procfs.ts'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
-import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor } from './harness.ts'
+import { hostUidOf, parseProbe, probeScript, skipReason, tempDir, waitFor, whichMissing } from './harness.ts'
 
 /** Host pids whose command line holds `word`. */
 function pidsRunning(word: string): number[] {
@@ -21,8 +23,33 @@ function pidsRunning(word: string): number[] {
   return out
 }
 
-export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
+/** The host process of gVisor's Sentry (argv[0] `runsc-sandbox`) below a container's wrapper. */
+function sentryOf(wrapperPid: number): number | undefined {
+  return descendants(wrapperPid).find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === 'runsc-sandbox'
+    } catch {
+      return false
+    }
+  })
+}
+
+function statusField(pid: number, field: string): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith(`${field}:`))
+      ?.split('\t')[1]
+      ?.trim()
+  } catch {
+    return undefined
+  }
+}
+
+export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
   const reason = skipReason(kind)
+  const gvisor = kind === 'gvisor'
+  if (reason) console.log(`# ${kind}: skipped: ${reason}`)
   const it = (name: string, fn: (ctx: { dir: string; rt: (o?: object) => Runtime }) => Promise<void>) =>
     test(`${kind}: ${name}`, async (t) => {
       if (reason) return t.skip(`skipped: ${reason}`)
@@ -48,6 +75,8 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
             }
           }
         }
+        // bundles (and runsc's state) of containers killed behind a closed runtime's back stay on the tmpfs
+        for (const prefix of [`orc-${kind}`, 'orc-gvisor-state']) rmSync(shmDirOf(prefix, join(dir, 'state')), { recursive: true, force: true })
         cleanup()
       }
     })
@@ -70,12 +99,20 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
       assert.equal(p.tmpwrite, 'yes', 'has a private writable /tmp')
       assert.equal(p.blockdevs, '0', 'no block devices')
       const allowed = new Set(['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty', '/dev/ptmx', '/dev/pts/ptmx'])
+      // gVisor's own emulated devices (served by the Sentry, not the host's; useless without capabilities)
+      if (gvisor) for (const d of ['/dev/fuse', '/dev/net/tun']) allowed.add(d)
       for (const d of p.chardevs!.split(' ').filter(Boolean)) assert.ok(allowed.has(d), `unexpected device ${d}`)
       assert.equal(p.marker, 'hidden', 'host files are not visible')
       assert.equal(p.ifaces, 'lo', 'only loopback')
       assert.equal(p.capeff, '0000000000000000', 'no capabilities')
-      assert.equal(p.nonewprivs, '1')
-      assert.equal(p.seccomp, process.arch === 'x64' ? '2' : '0', 'seccomp filter applied')
+      if (gvisor) {
+        // the Sentry reports neither; it is the Sentry that runs under no_new_privs and a host filter (next test)
+        assert.equal(p.nonewprivs, '')
+        assert.equal(p.seccomp, '0')
+      } else {
+        assert.equal(p.nonewprivs, '1')
+        assert.equal(p.seccomp, process.arch === 'x64' ? '2' : '0', 'seccomp filter applied')
+      }
       assert.ok(!p.rootdirs!.split(' ').includes('work'), 'no host mounts')
     } finally {
       rmSync(marker, { force: true })
@@ -95,9 +132,18 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
         return ''
       }
     }
-    const sleeper = await waitFor('the sleep process', () => descendants(h.pid).find((pid) => comm(pid) === 'sleep'))
+    // Under gVisor the container's processes are the Sentry's tasks: on the host there is the Sentry.
+    const sleeper = await waitFor(gvisor ? 'the gVisor sandbox' : 'the sleep process', () =>
+      gvisor ? sentryOf(h.pid) : descendants(h.pid).find((pid) => comm(pid) === 'sleep'),
+    )
     const uid = hostUidOf(sleeper)
     assert.ok(uid !== undefined && uid !== 0, `host uid of the container process is ${uid}`)
+    if (gvisor) {
+      assert.equal(statusField(sleeper, 'Seccomp'), '2', 'the Sentry runs under a host seccomp filter')
+      assert.equal(statusField(sleeper, 'NoNewPrivs'), '1')
+      // its capabilities are those of root in a user namespace of its own, mapped to that uid
+      assert.notEqual(readlinkSync(`/proc/${sleeper}/ns/user`), readlinkSync('/proc/self/ns/user'), 'the Sentry has its own user namespace')
+    }
     await r.stop('uid', { graceMs: 0 })
   })
 
@@ -179,7 +225,7 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
         return ''
       }
     }
-    const sleeper = await waitFor('the sleep process', () => descendants(rec.pid).find((pid) => comm(pid) === 'sleep'))
+    const sleeper = await waitFor('the sleep process', () => (gvisor ? sentryOf(rec.pid) : descendants(rec.pid).find((pid) => comm(pid) === 'sleep')))
     process.kill(sleeper, 'SIGKILL')
     await waitFor('container gone', () => !existsSync(`/proc/${rec.pid}/stat`) || undefined)
     rec.pid = process.pid
@@ -285,6 +331,23 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
 
   it('enforces a pids limit', async ({ dir, rt }) => {
     const r = rt()
+    if (gvisor) {
+      // The limit bounds the sandbox's host threads (the Sentry's own included, plus an allowance):
+      // a pod asking for 8 still starts, and the host cgroup holds the sum.
+      const logDir = join(dir, 'logs')
+      const h = await r.start({ id: 'forky', image: busyboxImages().rootfs, logDir, resources: { pids: 8 }, command: ['/bin/sh', '-c', 'echo up; sleep 30'] })
+      await waitFor('output', () => readLogLines(logDir).includes('up'), 30_000)
+      assert.equal(r.status('forky')!.enforced.pids, 'oci')
+      const sentry = await waitFor('the gVisor sandbox', () => sentryOf(h.pid))
+      const line = readFileSync(`/proc/${sentry}/cgroup`, 'utf8')
+        .split('\n')
+        .find((l) => /^[0-9]+:pids:/.test(l) || l.startsWith('0::'))!
+      const path = line.slice(line.indexOf(':', line.indexOf(':') + 1) + 1)
+      const max = [join('/sys/fs/cgroup/pids', path, 'pids.max'), join('/sys/fs/cgroup', path, 'pids.max')].find((f) => existsSync(f))!
+      assert.equal(readFileSync(max, 'utf8').trim(), String(8 + GVISOR_PIDS_ALLOWANCE))
+      await r.stop('forky', { graceMs: 0 })
+      return
+    }
     const logDir = join(dir, 'logs')
     const h = await r.start({
       id: 'forky',
@@ -341,8 +404,9 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     assert.equal(p.uid, '65534', 'runs as the container user')
     assert.equal(p['sees-main'], 'yes', 'is in the container pid namespace')
     assert.equal(p.capeff, '0000000000000000')
-    assert.equal(p.nonewprivs, '1')
-    assert.equal(p.pidscg, '/', 'is in the container cgroup (the root of its cgroup namespace)')
+    // gVisor: the command is a task of the same Sentry (its host cgroups are the sandbox's)
+    assert.equal(p.nonewprivs, gvisor ? '' : '1')
+    assert.equal(p.pidscg, gvisor ? '' : '/', 'is in the container cgroup (the root of its cgroup namespace)')
     assert.equal(p.host, 'ex')
     assert.equal(p.hostroot, 'no', 'has the image as its root')
 
@@ -406,5 +470,79 @@ export function runtimeSuite(kind: 'sandbox' | 'oci'): void {
     assert.equal((await closed.exited).code, 1, 'nothing listens on 8081')
     assert.match(Buffer.concat(err).toString(), /connect to port 8081/)
     await r.stop('web', { graceMs: 100 })
+  })
+
+  it('joins the pod network namespace: its IPv6 address, reachable both ways, and port-forward to it', async ({ dir, rt }) => {
+    if (process.getuid?.() !== 0 || whichMissing('ip')) return
+    const tag = `${kind.slice(0, 2)}${process.pid % 100_000}`
+    const ns = `orc-rt-${tag}`
+    const ip = (...a: string[]) => execFileSync('ip', a, { stdio: ['ignore', 'ignore', 'pipe'] })
+    const server = createServer((_req, res) => res.end('from-the-host\n'))
+    try {
+      ip('netns', 'add', ns)
+      ip('link', 'add', `v${tag}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns)
+      ip('addr', 'add', 'fd97:1::1/64', 'dev', `v${tag}`, 'nodad')
+      ip('link', 'set', `v${tag}`, 'up')
+      ip('-n', ns, 'addr', 'add', 'fd97:1::2/64', 'dev', 'eth0', 'nodad')
+      ip('-n', ns, 'link', 'set', 'eth0', 'up')
+      ip('-n', ns, 'link', 'set', 'lo', 'up')
+      await new Promise<void>((res) => server.listen(18_000 + (process.pid % 1000), 'fd97:1::1', () => res()))
+      const hostPort = (server.address() as { port: number }).port
+      const r = rt()
+      const logDir = join(dir, 'logs')
+      await r.start({
+        id: 'netpod',
+        image: busyboxImages().rootfs,
+        netnsPath: `/run/netns/${ns}`,
+        command: [
+          '/bin/sh',
+          '-c',
+          `ip -6 addr 2>/dev/null | grep -q fd97:1::2 && echo addr=yes; printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 5 fd97:1::1 ${hostPort} 2>&1; mkdir -p /tmp/w; echo from-the-pod > /tmp/w/index.html; httpd -f -p [::]:8080 -h /tmp/w & echo up; sleep 600`,
+        ],
+        logDir,
+      })
+      await waitFor('output', () => readLogLines(logDir).includes('up'), 30_000).catch((err) => {
+        throw new Error(`${err.message}: ${readLogLines(logDir).join(' | ')}`)
+      })
+      const lines = readLogLines(logDir)
+      assert.ok(lines.includes('addr=yes'), `the pod has its IPv6 address: ${lines.join(' | ')}`)
+      assert.ok(lines.includes('from-the-host'), `the pod reached the host over IPv6: ${lines.join(' | ')}`)
+      const get = () =>
+        new Promise<string>((res) => {
+          const req = httpGet({ host: 'fd97:1::2', port: 8080, path: '/', timeout: 2000 }, (resp) => {
+            let body = ''
+            resp.on('data', (c) => (body += c))
+            resp.on('end', () => res(body))
+          })
+          req.on('error', () => res(''))
+          req.on('timeout', () => req.destroy())
+        })
+      let body = await get()
+      for (const deadline = Date.now() + 20_000; body !== 'from-the-pod\n' && Date.now() < deadline; body = await get())
+        await new Promise((x) => setTimeout(x, 100))
+      assert.equal(body, 'from-the-pod\n', 'the host reaches the pod on its IPv6 address')
+      const p = await r.connectPort('netpod', 8080)
+      const chunks: Buffer[] = []
+      p.stdout.on('data', (b: Buffer) => chunks.push(b))
+      p.stdin.end('GET / HTTP/1.0\r\n\r\n')
+      // output may still be on its way when the process has exited
+      const errs: Buffer[] = []
+      p.stderr.on('data', (b: Buffer) => errs.push(b))
+      const [exit] = await Promise.all([p.exited, endOf(p.stdout)])
+      assert.match(
+        Buffer.concat(chunks).toString(),
+        /from-the-pod/,
+        `port-forward reaches the pod in its namespace: ${JSON.stringify(exit)} ${Buffer.concat(errs)}`,
+      )
+      await r.stop('netpod', { graceMs: 100 })
+    } finally {
+      server.close()
+      try {
+        ip('netns', 'del', ns)
+      } catch {}
+      try {
+        ip('link', 'del', `v${tag}`)
+      } catch {}
+    }
   })
 }

@@ -7,7 +7,7 @@
  *   of the PinnedDeployment's spec (author and reason recorded like any apply, so `orc history` and
  *   `orc rollback` work on rollouts).
  */
-import { API_VERSION, isPlainObject, OrcError, type OrcObject, type PinnedDeployment } from '../../model/index.ts'
+import { API_VERSION, isPlainObject, type Node, OrcError, type OrcObject, type PinnedDeployment } from '../../model/index.ts'
 import { DEPLOYMENT_LABEL, TEMPLATE_LABEL } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import type { RolloutView } from '../api-types.ts'
@@ -17,9 +17,12 @@ import { observePod, statusOf } from './plan.ts'
 export type { RolloutView } from '../api-types.ts'
 
 export interface RolloutApiComponents {
+  /** The API's store (a shared namespace's objects are in its federation's document). */
   store: ObjectStore
   nodeName: string
   now(): number
+  /** The nodes of namespace `ns` (a shared namespace: its federation's `node@cluster`); default the store's Nodes. */
+  nodes?(ns: string): readonly Stored<Node>[]
 }
 
 const AUTHOR = /^(user|controller):[A-Za-z0-9][-A-Za-z0-9_.@]{0,127}$/
@@ -33,7 +36,7 @@ function getDeployment(c: RolloutApiComponents, namespace: string, name: string)
 export function rolloutView(c: RolloutApiComponents, d: Stored<PinnedDeployment>): RolloutView {
   const ns = d.metadata.namespace ?? 'default'
   const pods = c.store.list('Pod', ns).filter((p) => p.metadata.labels?.[DEPLOYMENT_LABEL] === d.metadata.name)
-  const s = statusOf(d, c.store.list('Pod', ns), c.store.list('Node'))
+  const s = statusOf(d, c.store.list('Pod', ns), c.nodes?.(ns) ?? c.store.list('Node'))
   const spec: Partial<NonNullable<PinnedDeployment['spec']>> = d.spec ?? {}
   return {
     deployment: d.metadata.name,

@@ -33,6 +33,8 @@ export class DeploymentController extends LeaderlessController {
 
   protected relevant(key: string): boolean {
     if (key.startsWith('PinnedDeployment/') || key.startsWith('Node/')) return true
+    // A federation's nodes are its clusters' summaries (LeaderlessComponents.nodes).
+    if (key.startsWith('Cluster/')) return this.c.nodes !== undefined
     if (!key.startsWith('Pod/')) return false
     // A pod change matters only for pods of a deployment (or one deleted, which may have been one).
     const [, namespace, ...rest] = key.split('/')
@@ -47,7 +49,7 @@ export class DeploymentController extends LeaderlessController {
 
   protected async reconcile(): Promise<void> {
     const deployments = this.c.store.list('PinnedDeployment')
-    const nodes = this.c.store.list('Node')
+    const nodes = this.nodes()
     for (const w of planDeploymentWrites(deployments, this.c.store.list('Pod'), nodes)) {
       if (this.stopped) return
       await this.write(w)

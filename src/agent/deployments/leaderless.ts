@@ -7,7 +7,8 @@
  */
 import type { Logger } from 'pino'
 import type { Clock } from '../../effects/index.ts'
-import type { ObjectStore } from '../../store/index.ts'
+import type { Node } from '../../model/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
 import { isForgotten, type NodeMember } from '../sched/index.ts'
 
 /** The clock's methods are its time and timers (the agent's clock, a manual one in tests). */
@@ -17,6 +18,12 @@ export interface LeaderlessComponents extends Clock {
   /** This node's membership view; a node missing from it is not a candidate writer. */
   members(): readonly NodeMember[]
   log: Logger
+  /**
+   * The nodes writers and placements are chosen among (default: the store's Node objects). A
+   * federation's shared namespaces have no Node objects: their nodes are the member clusters'
+   * summaries, `node@cluster` (federation/scheduling.ts).
+   */
+  nodes?(): readonly Stored<Node>[]
   /** Least time between passes caused by store changes (default 200 ms). */
   minPassIntervalMs?: number
   /** How often membership is checked for a change of writer, and time-driven work looked at (default 1000 ms). */
@@ -93,8 +100,13 @@ export abstract class LeaderlessController {
     await this.running
   }
 
+  /** The nodes of this controller's scope. */
+  protected nodes(): readonly Stored<Node>[] {
+    return this.c.nodes?.() ?? this.c.store.list('Node')
+  }
+
   writer(): string {
-    const nodes = this.c.store.list('Node')
+    const nodes = this.nodes()
     const forgotten = new Set(nodes.filter(isForgotten).map((n) => n.metadata.name))
     return deploymentWriter(this.c.nodeName, this.c.members(), nodes, (n) => forgotten.has(n))
   }

@@ -10,6 +10,7 @@ import {
   isPlainObject,
   type Node,
   type ObjectRef,
+  ORIGIN_CLUSTER_ANNOTATION,
   type OrcObject,
   type PinnedDeployment,
   type Pod,
@@ -77,16 +78,35 @@ export function nextTemplateOf(d: PinnedDeployment): string | undefined {
   return h === templateHash(templateOf(s.previous)) ? undefined : h
 }
 
+/**
+ * In a federation's shared namespace nodes are `node@cluster`: an everyNode deployment has copies
+ * on the nodes of the clusters its template allows (`placement.clusters`, else the cluster that
+ * created the deployment), as a pod of it would be placed.
+ */
+function allowedNodes(d: PinnedDeployment, nodes: readonly Stored<Node>[]): readonly Stored<Node>[] {
+  if (!nodes.some((n) => n.metadata.name.includes('@'))) return nodes
+  const clusters = (d.spec?.previous as { spec?: { placement?: { clusters?: unknown } } } | undefined)?.spec?.placement?.clusters
+  const origin = d.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
+  const allowed = new Set(Array.isArray(clusters) ? clusters.filter((c): c is string => typeof c === 'string') : origin !== undefined ? [origin] : [])
+  return nodes.filter((n) => allowed.has(n.metadata.name.slice(n.metadata.name.lastIndexOf('@') + 1)))
+}
+
 export function plannedPods(d: PinnedDeployment, nodes: readonly Stored<Node>[]): PlannedPod[] {
   return planDeploymentPods(
     d.metadata.name,
     deploymentSpecOf(d),
-    nodes.map((n) => nodeViewOf(n, undefined, undefined)),
+    allowedNodes(d, nodes).map((n) => nodeViewOf(n, undefined, undefined)),
   )
 }
 
-export function podManifest(namespace: string, p: PlannedPod): OrcObject {
-  return { apiVersion: API_VERSION, kind: 'Pod', metadata: { name: p.name, namespace, labels: p.labels }, spec: p.spec }
+/** A deployment's pod; in a shared namespace it carries the deployment's origin cluster (where it runs by default). */
+export function podManifest(namespace: string, p: PlannedPod, origin?: string): OrcObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'Pod',
+    metadata: { name: p.name, namespace, labels: p.labels, ...(origin !== undefined ? { annotations: { [ORIGIN_CLUSTER_ANNOTATION]: origin } } : {}) },
+    spec: p.spec,
+  }
 }
 
 /** The user-owned content the controller maintains on a pod: labels and spec. */
@@ -150,7 +170,7 @@ export function planDeploymentWrites(
     const mayCreate = step === undefined ? undefined : new Set(step.create)
     const mayRemove = step === undefined ? undefined : new Set(step.remove)
     for (const p of planned) {
-      const want = podManifest(ns, p)
+      const want = podManifest(ns, p, d.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION])
       const cur = have.get(p.name)
       if (cur && sameContent(cur, want)) continue
       if (!cur && mayCreate !== undefined && !mayCreate.has(p.name)) continue

@@ -1,7 +1,8 @@
 /**
  * The node's DNS resolver as an agent component: answers `SERVICE.NS.svc.DOMAIN`, pod names, SRV
- * and PTR from this node's replicated Services and Pods (the zone is rebuilt on the next query
- * after one of them changed), forwards the rest upstream. It listens on the cluster DNS address
+ * and PTR from this node's replicated Services and Pods — its cluster's and, through the routed
+ * store, its federations' shared namespaces (the zone is rebuilt on the next query after one of
+ * them changed), forwards the rest upstream. It listens on the cluster DNS address
  * (subnet 0 of the cluster /48, put on the node's WireGuard interface by the node network and let
  * through the host guard for pods) and on any `listen` address given. It also writes each pod's
  * resolv.conf and hosts (podFiles).
@@ -38,6 +39,11 @@ export interface ClusterDnsComponents {
   dnsAddress(): string | undefined
   /** Whether this node load-balances services' virtual addresses (NodeNetwork.servicesBalanced). */
   servicesBalanced?(): boolean
+  /**
+   * Whether namespace `ns` is shared with a federation: its services are not load-balanced by the
+   * node (the balancer reads the cluster's own services), so their names answer the pods' addresses.
+   */
+  shared?(ns: string): boolean
 }
 
 export class ClusterDns implements Component {
@@ -121,7 +127,12 @@ export class ClusterDns implements Component {
         domain: this.domain,
         services: this.c.store.list('Service'),
         pods: this.c.store.list('Pod'),
-        ...(cluster !== undefined ? { virtualAddress: (svc: EndpointService) => serviceVirtualAddress(svc, cluster) } : {}),
+        ...(cluster !== undefined
+          ? {
+              virtualAddress: (svc: EndpointService) =>
+                this.c.shared?.(svc.metadata.namespace ?? 'default') === true ? undefined : serviceVirtualAddress(svc, cluster),
+            }
+          : {}),
       })
       this.zoneBalanced = balanced
     }

@@ -1,4 +1,6 @@
 // Federation of clusters (docs/federation.md): what the agent wires.
+
+export { refuseSharedStreams, type SharedLogsComponents, sharedPodLogs } from './logs.ts'
 export {
   decodeFederationToken,
   encodeFederationToken,
@@ -23,5 +25,8 @@ export {
   NodeSummaryPublisher,
   nodeSummaryOf,
   ORIGIN_CLUSTER_ANNOTATION,
+  overcommitYields,
+  qualifiedPin,
+  sharedPodNode,
   taggedStore,
 } from './scheduling.ts'

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { type Clock, type Random, sleep, systemRandom, type TimerHandle, unrefTimers } from '../../effects/index.ts'
+import { type Clock, every, type Random, sleep, systemRandom, type TimerHandle, unrefTimers } from '../../effects/index.ts'
 import {
   createCluster,
   decodeToken,
@@ -26,12 +26,26 @@ import {
   startMesh,
   writeFileAtomic,
 } from '../../mesh/index.ts'
-import { API_VERSION, DNS_LABEL, type ObjectRef, OrcError, type OrcObject, wrapError } from '../../model/index.ts'
-import { type ObjectStore, openStore } from '../../store/index.ts'
+import {
+  API_VERSION,
+  type ApiRequest,
+  type ApiResponse,
+  DNS_LABEL,
+  errorResponse,
+  type Node,
+  type ObjectRef,
+  OrcError,
+  type OrcObject,
+  wrapError,
+} from '../../model/index.ts'
+import { type ObjectStore, openStore, type Stored } from '../../store/index.ts'
 import type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
+import { DeploymentController, type LeaderlessComponents, type LeaderlessController } from '../deployments/index.ts'
+import { JobController } from '../jobs/index.ts'
 import { unadvertisedRanges } from '../network/index.ts'
 import type { PodScope } from '../pods/controller.ts'
-import { clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
+import { pruneClusterTombstones, type StabilityDeps, stabilityAnswer } from '../stability.ts'
+import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
 import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
@@ -42,6 +56,10 @@ export const FEDERATION_CONTROLLER = 'controller:federation'
 /** The replication scope name of a federation document on its mesh. */
 export const FEDERATION_SCOPE = 'federation'
 const FED_TOKEN_PREFIX = 'orcfed1.'
+/** On the cluster's private Federation object: when the cluster last created or joined it. */
+const JOINED_ANNOTATION = 'orc/joined-at'
+/** The reason of the creator's revision that re-admits a removed cluster (followed by its name). */
+const READMIT_REASON = 'readmit cluster '
 const JOIN_TOKEN_PREFIX = 'orcjoin1.'
 const STATE_FILE = 'federation.json'
 
@@ -62,6 +80,8 @@ export interface FederationComponents {
   tunables?: Partial<MeshTunables>
   /** How often a node retries following a federation its cluster is in (default 3 s). */
   followRetryMs?: number
+  /** How often the federation documents' tombstones are pruned (default 120 s, as the cluster store's; 0: never). */
+  pruneIntervalMs?: number
 }
 
 interface LocalState {
@@ -73,6 +93,8 @@ interface LocalState {
   state: FederationState
   /** TCP port the federation host listens on (kept across restarts so peers find it again). */
   port?: number
+  /** When this node left or was removed (ms): a later join of its cluster (JOINED_ANNOTATION) is followed. */
+  detachedAt?: number
 }
 
 interface Running {
@@ -83,6 +105,8 @@ interface Running {
   directory: FederationDirectory
   off: () => void
   publisher?: NodeSummaryPublisher
+  /** The shared namespaces' PinnedDeployments, Jobs and CronJobs: their pods, rollouts and runs. */
+  workloads?: LeaderlessController[]
   announced?: boolean
 }
 
@@ -113,6 +137,14 @@ function checkName(what: string, v: unknown): string {
   return v
 }
 
+/** The creating cluster as the document says: `spec.creator`, else the cluster that wrote the Federation object (it is written once, at create). */
+function creatorOf(store: ObjectStore): string | undefined {
+  const f = store.list('Federation')[0]
+  if (f === undefined) return undefined
+  const c = f.spec?.creator
+  return typeof c === 'string' && isClusterName(c) ? c : clusterOfAuthor(f.metadata.updatedBy)
+}
+
 const fedRef = (name: string): ObjectRef => ({ kind: 'Federation', namespace: '', name })
 const clusterRef = (name: string): ObjectRef => ({ kind: 'Cluster', namespace: '', name })
 
@@ -123,12 +155,17 @@ export class FederationManager implements ScopeRouter {
   private queue: Promise<unknown> = Promise.resolve()
   private offOwn: (() => void) | undefined
   private followTimer: TimerHandle | undefined
+  private stopPruning: (() => void) | undefined
+  /** Why pruning last waited, per federation id (said once in the log). */
+  private readonly pruneWait = new Map<string, string | undefined>()
   private stopped = false
   /** Invites minted for nodes of this cluster, per federation id (see vetJoiner). */
   private readonly invites = new Map<string, number>()
   /** Federation ids whose local state is being set up or torn down right now. */
   private readonly busy = new Set<string>()
   private podHost: FederationPodHost | undefined
+  /** This node's own logs of a shared pod it runs (the agent's pod routes), served to the other clusters' nodes. */
+  private podLogs: ((ns: string, name: string, query: Record<string, string>) => Promise<unknown>) | undefined
   /** Told when a federation starts, is announced or stops here (the node network re-plans its routes). */
   private readonly runningListeners = new Set<() => void>()
 
@@ -154,6 +191,11 @@ export class FederationManager implements ScopeRouter {
   onRunningChange(listener: () => void): () => void {
     this.runningListeners.add(listener)
     return () => this.runningListeners.delete(listener)
+  }
+
+  /** ScopeRouter: the API's and the resolver's watches follow federations starting and stopping. */
+  onScopesChange(listener: () => void): () => void {
+    return this.onRunningChange(listener)
   }
 
   private runningChanged(): void {
@@ -208,16 +250,108 @@ export class FederationManager implements ScopeRouter {
         nodeName: `${this.c.nodeName}@${cluster}`,
         namespaces: r.cfg.namespaces,
         members: () => r.mesh.members(),
-        nodes: () => {
-          const bound = r.store
-            .list('Pod')
-            .map((p) => p.status?.node)
-            .filter((n): n is string => typeof n === 'string')
-          return federationNodesOf(r.store.list('Cluster'), bound, r.directory.removedClusters())
-        },
+        nodes: () => this.nodesOfRun(r),
         buildView: buildFederatedSchedView,
       })
       .catch((err) => this.log.error({ err, federation: r.cfg.name }, 'federated pods will not run on this node'))
+    // The shared namespaces' PinnedDeployments, Jobs and CronJobs, over every member cluster's
+    // nodes: one writer for the whole federation, chosen alike by every node of every cluster
+    // (deployments/leaderless.ts).
+    if (!this.running.has(r.cfg.id)) return
+    const leaderless = (module: string): LeaderlessComponents => ({
+      store,
+      nodeName: `${this.c.nodeName}@${cluster}`,
+      members: () => r.mesh.members(),
+      nodes: () => this.nodesOfRun(r),
+      now: () => this.c.clock.now(),
+      setTimeout: (fn, ms) => this.c.clock.setTimeout(fn, ms),
+      clearTimeout: (h) => this.c.clock.clearTimeout(h),
+      log: this.log.child({ module, federation: r.cfg.name }),
+    })
+    r.workloads = [new DeploymentController(leaderless('deployments')), new JobController(leaderless('jobs'))]
+    for (const w of r.workloads) w.start()
+  }
+
+  /** The nodes of every member cluster (`node@cluster`), from their summaries in the document. */
+  private nodesOfRun(r: Running): Stored<Node>[] {
+    const bound = r.store
+      .list('Pod')
+      .map((p) => p.status?.node)
+      .filter((n): n is string => typeof n === 'string')
+    return federationNodesOf(r.store.list('Cluster'), bound, r.directory.removedClusters())
+  }
+
+  /** The nodes of the federation sharing namespace `ns` here (`node@cluster`); undefined if `ns` is not shared. */
+  nodesOf(ns: string): Stored<Node>[] | undefined {
+    for (const r of this.running.values()) if (r.cfg.namespaces.includes(ns)) return this.nodesOfRun(r)
+    return undefined
+  }
+
+  // ---- logs of shared pods across clusters ---------------------------------------------------
+
+  /** Answer other clusters' nodes asking for the logs of a shared pod this node runs. */
+  serveLogsWith(fn: (ns: string, name: string, query: Record<string, string>) => Promise<unknown>): void {
+    this.podLogs = fn
+  }
+
+  /**
+   * `orc logs` of a shared pod that runs in another cluster: asked of that node over the
+   * federation's mesh (its member API serves only this, see serveMember).
+   */
+  async forwardLogs(ns: string, pod: string, node: string, query: Record<string, string>, timeoutMs: number): Promise<ApiResponse> {
+    const r = [...this.running.values()].find((x) => x.cfg.namespaces.includes(ns))
+    if (r === undefined) throw new OrcError('not_found', `namespace ${ns} is not shared with a federation here`, { namespace: ns })
+    const m = r.mesh.members().find((x) => !x.self && x.name === node)
+    if (m === undefined)
+      throw new OrcError(
+        'unavailable',
+        `pod/${pod} runs on node ${node}, which is not a member of federation ${r.cfg.name} this node knows; its logs are not reachable from here`,
+        {
+          node,
+        },
+      )
+    if (m.state === 'dead')
+      throw new OrcError('unavailable', `pod/${pod} runs on node ${node} (federation ${r.cfg.name}), which is dead`, { node, state: 'dead' })
+    const path = `/v1/pods/${encodeURIComponent(ns)}/${encodeURIComponent(pod)}/logs`
+    try {
+      return await r.mesh.memberRequest(m.peerId, { method: 'GET', path, query }, { timeoutMs })
+    } catch (err) {
+      throw new OrcError(
+        'unavailable',
+        `pod/${pod} runs on node ${node} (federation ${r.cfg.name}), which did not answer: ${(err as Error).message}`,
+        { node },
+        err,
+      )
+    }
+  }
+
+  /**
+   * The member API of a federation host: the other clusters' nodes may read the logs of the
+   * federation's pods that run on this node, and the document's stability report, nothing else. No user travels with the request (the
+   * other cluster's users mean nothing here): that cluster already holds and may edit every shared
+   * object, so its logs give it nothing more (docs/decisions.md).
+   */
+  private async serveMember(cfg: LocalState, req: ApiRequest<Record<string, string>>, peer: string): Promise<ApiResponse> {
+    const m = /^\/v1\/pods\/([^/?]+)\/([^/?]+)\/logs$/.exec(req.path)
+    try {
+      // The document's durable state, for the members' tombstone pruning (stabilityOf).
+      const r = this.running.get(cfg.id)
+      if (req.method.toUpperCase() === 'GET' && req.path === '/v1/stability' && r !== undefined)
+        return { status: 200, body: stabilityAnswer(this.stabilityOf(r)) }
+      // Which cluster each replica ever admitted belongs to: a member that joined after some left needs them (learnBindings).
+      if (req.method.toUpperCase() === 'GET' && req.path === '/v1/federation-bindings' && r !== undefined)
+        return { status: 200, body: { replicas: r.directory.bindings() } }
+      if (req.method.toUpperCase() !== 'GET' || m === null)
+        throw new OrcError('forbidden', 'federation members may only read the logs of shared pods and the stability report')
+      const ns = decodeURIComponent(m[1]!)
+      const name = decodeURIComponent(m[2]!)
+      if (!cfg.namespaces.includes(ns)) throw new OrcError('forbidden', `namespace ${ns} is not shared in federation ${cfg.name}`, { namespace: ns })
+      if (this.podLogs === undefined) throw new OrcError('unavailable', 'this node serves no logs yet')
+      this.log.debug({ federation: cfg.name, peer, ns, name }, 'serving shared pod logs')
+      return { status: 200, body: await this.podLogs(ns, name, req.query ?? {}) }
+    } catch (err) {
+      return errorResponse(err)
+    }
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------
@@ -237,10 +371,61 @@ export class FederationManager implements ScopeRouter {
       if (keys.some((k) => k.startsWith('Federation/'))) this.reconcileSoon(0)
     })
     this.reconcileSoon(0)
+    const pruneMs = this.c.pruneIntervalMs ?? 120_000
+    if (pruneMs > 0) this.stopPruning = every(unrefTimers(this.c.clock), pruneMs, () => void this.pruneAll())
+  }
+
+  // ---- tombstone pruning of federation documents ---------------------------------------------
+
+  /**
+   * Every replica of a federation document is a member of its mesh, in whichever cluster: the same
+   * rule as the cluster store's (stability.ts) — prune only when every member in this node's
+   * directory vouched with its durable state and knows no member this node does not. Members of
+   * removed clusters are out of the directory: they never sync again, so their copies do not count.
+   */
+  private stabilityOf(r: Running): StabilityDeps {
+    return {
+      store: r.store,
+      selfPeerId: r.mesh.peerId,
+      members: () => r.directory.list().map((m) => m.peerId),
+      ask: async (peer) => {
+        const res = await r.mesh.memberRequest(peer, { method: 'GET', path: '/v1/stability' }, { timeoutMs: 5000 })
+        if (res.status !== 200) throw new Error(`HTTP ${res.status}`)
+        return res.body
+      },
+    }
+  }
+
+  /** One pruning pass of federation `name`'s document (tests; the timer runs pruneAll). */
+  async pruneNow(name: string): Promise<{ pruned: number; skipped?: string }> {
+    return pruneClusterTombstones(this.stabilityOf(this.mustRun(name)))
+  }
+
+  private pruning = false
+
+  private async pruneAll(): Promise<void> {
+    if (this.pruning || this.stopped) return
+    this.pruning = true
+    try {
+      for (const r of [...this.running.values()]) {
+        if (r.cfg.name === '') continue
+        const res = await pruneClusterTombstones(this.stabilityOf(r)).catch((err) => ({ pruned: 0, skipped: String(err) }))
+        if (res.skipped !== this.pruneWait.get(r.cfg.id))
+          this.log.info(
+            { federation: r.cfg.name, reason: res.skipped ?? null },
+            res.skipped ? 'federation tombstone pruning waits' : 'federation tombstone pruning resumed',
+          )
+        this.pruneWait.set(r.cfg.id, res.skipped)
+        if (res.pruned > 0) this.log.debug({ federation: r.cfg.name, pruned: res.pruned }, 'federation tombstones pruned')
+      }
+    } finally {
+      this.pruning = false
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true
+    this.stopPruning?.()
     if (this.followTimer !== undefined) this.c.clock.clearTimeout(this.followTimer)
     this.offOwn?.()
     await this.queue.catch(() => undefined)
@@ -296,9 +481,10 @@ export class FederationManager implements ScopeRouter {
       const now = this.c.clock.now()
       const author = `${FEDERATION_CONTROLLER}@${cluster}`
       await r.store.apply(
-        { apiVersion: API_VERSION, kind: 'Federation', metadata: { name }, spec: { id: r.cfg.id, namespaces } },
+        { apiVersion: API_VERSION, kind: 'Federation', metadata: { name }, spec: { id: r.cfg.id, namespaces, creator: cluster } },
         { author, reason: 'federation created', now },
       )
+      await r.directory.setCreator(cluster)
       await r.store.apply(
         { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: cluster }, spec: { id: this.c.cluster().id } },
         { author, reason: 'cluster joined the federation', now },
@@ -309,8 +495,13 @@ export class FederationManager implements ScopeRouter {
     })
   }
 
-  async token(name: string, opts: { ttlMs?: number } = {}): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
+  async token(
+    name: string,
+    opts: { ttlMs?: number; readmit?: string } = {},
+  ): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
     const r = this.mustRun(name)
+    this.mustBeCreator(r, 'admits other clusters', `orc federation token ${name}`)
+    if (opts.readmit !== undefined) await this.readmit(r, checkName('readmit', opts.readmit))
     const ttlMs = opts.ttlMs ?? 3600_000
     if (!Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > 7 * 86400_000) throw new OrcError('invalid', 'ttl: must be between 1s and 7d')
     const t = await r.mesh.createToken({ ttlMs, uses: 1 })
@@ -385,6 +576,7 @@ export class FederationManager implements ScopeRouter {
       const r = this.mustRun(name)
       checkName('cluster', cluster)
       if (cluster === r.cfg.cluster) throw new OrcError('invalid', `${cluster} is this cluster: use orc federation leave ${name}`)
+      this.mustBeCreator(r, 'removes clusters', `orc federation remove ${name} ${cluster}`)
       if (r.store.get(clusterRef(cluster)) === undefined) throw new OrcError('not_found', `cluster ${cluster} is not in federation ${name}`)
       await r.store.delete(clusterRef(cluster), {
         author: tagAuthor(author, r.cfg.cluster),
@@ -406,6 +598,54 @@ export class FederationManager implements ScopeRouter {
   }
 
   // ---- internals ------------------------------------------------------------------------------
+
+  /**
+   * Lift the removal of cluster `c` (`orc federation token NAME --readmit C`): a revision of the
+   * Federation object by this cluster, the creator, says so; every member lifts it on seeing that
+   * revision (applyReadmissions), so the token this goes with admits the cluster again.
+   */
+  private async readmit(r: Running, c: string): Promise<void> {
+    if (!r.directory.isRemovedCluster(c))
+      throw new OrcError('invalid', `cluster ${c} was not removed from federation ${r.cfg.name}: a token admits it without --readmit`, { cluster: c })
+    await r.store.patch(fedRef(r.cfg.name), [{ path: ['status', 'readmitted', c], value: new Date(this.c.clock.now()).toISOString() }], {
+      author: `${FEDERATION_CONTROLLER}@${r.cfg.cluster}`,
+      reason: `${READMIT_REASON}${c}`,
+      now: this.c.clock.now(),
+    })
+    await this.applyReadmissions(r)
+    // Hand it to the connected members before the returning cluster dials them.
+    await Promise.race([r.mesh.syncNow(), sleep(unrefTimers(this.c.clock), 3000)]).catch(() => undefined)
+  }
+
+  /** When the creator last re-admitted cluster `c` (ms; -Infinity: never), from the Federation object's history. */
+  private async readmittedAt(r: Running, c: string): Promise<number> {
+    const creator = r.directory.creator()
+    const hist = await r.store.history(fedRef(r.cfg.name)).catch(() => [])
+    const consent = hist.filter((h) => h.reason === `${READMIT_REASON}${c}` && clusterOfAuthor(h.author) === creator).at(-1)
+    return consent?.time ?? Number.NEGATIVE_INFINITY
+  }
+
+  /** Lift the removals the creator took back after them. */
+  private async applyReadmissions(r: Running): Promise<void> {
+    if (!this.running.has(r.cfg.id) || r.directory.creator() === undefined) return
+    for (const c of r.directory.removedClusters()) {
+      if (c === r.cfg.cluster) continue
+      const at = await this.readmittedAt(r, c)
+      const removal = (await r.store.history(clusterRef(c)).catch(() => [])).filter((h) => h.op === 'delete').at(-1)
+      if (removal === undefined || at <= removal.time) continue
+      await r.directory.readmit(c)
+      this.log.info({ federation: r.cfg.name, cluster: c }, 'cluster re-admitted to the federation by its creator')
+    }
+  }
+
+  /** Admitting and removing clusters is the creating cluster's (membership.ts, Persisted.creator). */
+  private mustBeCreator(r: Running, what: string, command: string): void {
+    const creator = r.directory.creator()
+    if (creator === undefined || creator === r.cfg.cluster) return
+    throw new OrcError('forbidden', `only cluster ${creator}, which created federation ${r.cfg.name}, ${what}: run ${command} on one of its nodes`, {
+      creator,
+    })
+  }
 
   private byName(name: string): Running | undefined {
     return [...this.running.values()].find((r) => r.cfg.name === name)
@@ -458,6 +698,7 @@ export class FederationManager implements ScopeRouter {
       addresses: r.mesh.addresses(),
       clusters,
       objects: r.store.count(),
+      ...(r.directory.creator() !== undefined ? { creator: r.directory.creator() } : {}),
     }
   }
 
@@ -465,7 +706,8 @@ export class FederationManager implements ScopeRouter {
     const manifest: OrcObject = {
       apiVersion: API_VERSION,
       kind: 'Federation',
-      metadata: { name: cfg.name },
+      // When this cluster joined: the cluster's other nodes removed with it follow a join after their removal.
+      metadata: { name: cfg.name, annotations: { [JOINED_ANNOTATION]: new Date(this.c.clock.now()).toISOString() } },
       spec: { id: cfg.id, namespaces: cfg.namespaces, cluster: cfg.cluster },
     }
     await this.c.store.apply(manifest, { author, reason, now: this.c.clock.now() })
@@ -531,6 +773,7 @@ export class FederationManager implements ScopeRouter {
         tunables: this.c.tunables,
         vetJoiner: (info) => this.vetJoiner(cfg, directory, info),
         vetAdmission: (info, via) => directory.vetAdmission(info, via),
+        memberApiHandler: (req, ctx) => this.serveMember(cfg, req, ctx.peerId),
       }
       if (how.mode === 'create') {
         const made = await createCluster(opts)
@@ -546,11 +789,18 @@ export class FederationManager implements ScopeRouter {
         return await this.open(cfg, { mode: 'start' })
       }
       mesh = how.mode === 'join' ? await joinMesh({ ...opts, token: how.token, peerAddrs: how.peerAddrs }) : await startMesh(opts)
+      if (how.mode === 'join') await this.learnBindings(mesh, directory, decodeToken(how.token).issuer)
       const port = Number(/\/tcp\/(\d+)/.exec(mesh.addresses()[0] ?? '')?.[1])
       if (Number.isInteger(port) && port > 0) cfg.port = port
+      // The creating cluster, from the document as first seen (a federation made before it was recorded, or a join).
+      if (directory.creator() === undefined) {
+        const c = creatorOf(store)
+        if (c !== undefined) await directory.setCreator(c)
+      }
       const r: Running = { cfg, dir, mesh, store, directory, off: () => {} }
       r.off = store.onChange((keys) => {
         if (keys.some((k) => k.startsWith('Cluster/'))) void this.serial(() => this.applyClusterRemovals(r))
+        if (keys.some((k) => k.startsWith('Federation/'))) void this.serial(() => this.applyReadmissions(r))
       })
       this.running.set(cfg.id, r)
       this.runningChanged()
@@ -571,6 +821,22 @@ export class FederationManager implements ScopeRouter {
   }
 
   /**
+   * A joiner cannot verify revisions of replicas that left before it came (their members are gone,
+   * so it never learns their clusters) and refuses the updates holding them. It asks the node that
+   * admitted it — the creator's, or for a node following its cluster, its own cluster's — for the
+   * bindings, then syncs again.
+   */
+  private async learnBindings(mesh: Mesh, directory: FederationDirectory, issuer: string): Promise<void> {
+    try {
+      const res = await mesh.memberRequest(issuer, { method: 'GET', path: '/v1/federation-bindings' }, { timeoutMs: 10_000 })
+      const replicas = res.status === 200 ? (res.body as { replicas?: unknown } | null)?.replicas : undefined
+      if ((await directory.importBindings(replicas)) > 0) await Promise.race([mesh.syncNow(), sleep(unrefTimers(this.c.clock), 5000)])
+    } catch (err) {
+      this.log.info({ err: (err as Error).message }, 'could not learn the federation replicas from the issuer; waiting for the members')
+    }
+  }
+
+  /**
    * Issuer side of a join. A federation token admits a new cluster; a node claiming this
    * cluster's name needs an invite minted for it; a node of another cluster already in joins
    * through its own cluster's members, and a removed cluster is refused.
@@ -585,7 +851,7 @@ export class FederationManager implements ScopeRouter {
       this.invites.set(cfg.id, n - 1)
       return
     }
-    if (directory.knownClusters().has(c)) {
+    if (directory.knownClusters().has(c) && !directory.isReadmitted(c)) {
       throw new OrcError(
         'conflict',
         `a cluster named ${c} is already in this federation (its nodes join through its own members; another cluster joins with --as NAME)`,
@@ -599,9 +865,34 @@ export class FederationManager implements ScopeRouter {
     if (!this.running.has(r.cfg.id)) return
     for (const c of r.directory.knownClusters()) {
       if (r.store.get(clusterRef(c)) !== undefined || r.directory.isRemovedCluster(c)) continue
-      // A member known but whose Cluster object never arrived yet is not removed: only a deletion counts.
+      // A member known but whose Cluster object never arrived yet is not removed: only a deletion counts,
+      // by the cluster itself (it left) or by the creating cluster (it removed it).
       const hist = await r.store.history(clusterRef(c)).catch(() => [])
-      if (!hist.some((h) => h.op === 'delete')) continue
+      const deletion = hist.filter((h) => h.op === 'delete').at(-1)
+      if (deletion === undefined) continue
+      // Re-admitted by the creator since: that removal is over (the cluster writes its object again when it joins).
+      if ((await this.readmittedAt(r, c)) > deletion.time) continue
+      const by = clusterOfAuthor(deletion.author)
+      const creator = r.directory.creator()
+      if (by !== c && creator !== undefined && by !== creator) {
+        this.log.warn(
+          { federation: r.cfg.name, cluster: c, by: deletion.author, creator },
+          'a cluster removal by a cluster that did not create the federation is ignored',
+        )
+        // Our own Cluster object: put it back (its nodes' summaries follow from the publishers).
+        if (c === r.cfg.cluster)
+          await r.store
+            .apply(
+              { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: c }, spec: { id: this.c.cluster().id } },
+              {
+                author: `${FEDERATION_CONTROLLER}@${c}`,
+                reason: `restored: removed by ${deletion.author}, which may not remove clusters`,
+                now: this.c.clock.now(),
+              },
+            )
+            .catch((err) => this.log.warn({ err: (err as Error).message }, 'restore this cluster in the federation'))
+        continue
+      }
       if (c === r.cfg.cluster) {
         this.log.warn({ federation: r.cfg.name }, 'this cluster was removed from the federation; keeping local copies')
         await this.detach(r, 'removed')
@@ -636,6 +927,7 @@ export class FederationManager implements ScopeRouter {
       }
     }
     r.cfg.state = state
+    r.cfg.detachedAt = now
     await this.saveState(r.cfg)
     await this.close(r)
     this.log.info({ federation: r.cfg.name, state, copied }, 'federation detached')
@@ -646,6 +938,7 @@ export class FederationManager implements ScopeRouter {
     this.runningChanged()
     r.off()
     r.publisher?.stop()
+    await Promise.all((r.workloads ?? []).map((w) => w.stop()))
     if (r.announced)
       await this.podHost
         ?.removeScope(this.podScopeId(r), `federation ${r.cfg.name} ${r.cfg.state === 'joined' ? 'stopped' : r.cfg.state}`)
@@ -678,7 +971,9 @@ export class FederationManager implements ScopeRouter {
     for (const [id, o] of wanted) {
       if (this.running.has(id)) continue
       const local = await this.readState(id)
-      if (local?.state === 'removed') continue
+      // Removed: stay out, unless the cluster joined again since (a token with --readmit).
+      const joined = Date.parse(o.metadata.annotations?.[JOINED_ANNOTATION] ?? '')
+      if (local?.state === 'removed' && !(joined > (local.detachedAt ?? Number.POSITIVE_INFINITY))) continue
       if (!(await this.follow(id, o))) pending = true
     }
     if (pending) this.reconcileSoon(this.c.followRetryMs ?? 3000)

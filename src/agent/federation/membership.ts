@@ -55,6 +55,14 @@ interface Persisted {
   replicas: Record<string, string>
   /** Clusters removed from the federation: their members are refused from then on. */
   removed: string[]
+  /**
+   * The cluster that created the federation: the only one that admits other clusters and removes
+   * them. Learned once (at create, or from the document at join) and never changed afterwards, so
+   * a member cannot take it over by editing the shared Federation object.
+   */
+  creator?: string
+  /** Removed clusters the creator re-admitted: a node of theirs may be introduced as new again (isReadmitted). */
+  readmitted?: string[]
 }
 
 /**
@@ -75,7 +83,12 @@ export class FederationDirectory implements MemberDirectory {
     await this.inner.load()
     try {
       const raw = JSON.parse(await readFile(this.file, 'utf8')) as Persisted
-      this.state = { replicas: { ...(raw.replicas ?? {}) }, removed: [...(raw.removed ?? [])] }
+      this.state = {
+        replicas: { ...(raw.replicas ?? {}) },
+        removed: [...(raw.removed ?? [])],
+        ...(typeof raw.creator === 'string' ? { creator: raw.creator } : {}),
+        ...(Array.isArray(raw.readmitted) ? { readmitted: raw.readmitted.filter((c) => typeof c === 'string') } : {}),
+      }
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new OrcError('corrupt', `read ${this.file}: ${(err as Error).message}`, {}, err)
     }
@@ -96,6 +109,18 @@ export class FederationDirectory implements MemberDirectory {
     return fresh
   }
 
+  /** The cluster that created the federation, once known (see Persisted.creator). */
+  creator(): string | undefined {
+    return this.state.creator
+  }
+
+  /** Record the creating cluster; the first value stays. */
+  async setCreator(c: string): Promise<void> {
+    if (this.state.creator !== undefined || !isClusterName(c)) return
+    this.state.creator = c
+    await this.save()
+  }
+
   /** Clusters removed from the federation. */
   removedClusters(): Set<string> {
     return new Set(this.state.removed)
@@ -110,6 +135,31 @@ export class FederationDirectory implements MemberDirectory {
     const m = this.inner.get(peerId)
     const c = m === undefined ? undefined : clusterOfMemberName(m.name)
     return c === undefined || this.isRemovedCluster(c) ? undefined : c
+  }
+
+  /** Every replica binding this member knows (a joiner asks its issuer for them: importBindings). */
+  bindings(): Record<string, string> {
+    return { ...this.state.replicas }
+  }
+
+  /**
+   * Bindings of replicas this member never saw (members that left or were removed before it
+   * joined: their revisions are in the document's history and must verify here too), as the node
+   * that admitted it knows them. A binding already known is never changed; at most `max` are read.
+   */
+  async importBindings(given: unknown, max = 100_000): Promise<number> {
+    if (typeof given !== 'object' || given === null || Array.isArray(given)) return 0
+    let n = 0
+    let read = 0
+    for (const [replica, cluster] of Object.entries(given)) {
+      if (++read > max) break
+      if (!/^[0-9a-f]{16}$/.test(replica) || typeof cluster !== 'string' || !isClusterName(cluster)) continue
+      if (this.state.replicas[replica] !== undefined) continue
+      this.state.replicas[replica] = cluster
+      n++
+    }
+    if (n > 0) await this.save()
+    return n
   }
 
   /** The cluster a replica id is bound to, if any member ever admitted had it. */
@@ -127,10 +177,27 @@ export class FederationDirectory implements MemberDirectory {
     return this.inner.list().filter((m) => clusterOfMemberName(m.name) === cluster)
   }
 
+  /**
+   * Lift a cluster's removal (the creator re-admitted it): its nodes are no longer refused, and
+   * until one of them is a member again the cluster counts as new (a token admits it).
+   */
+  async readmit(c: string): Promise<void> {
+    if (!this.state.removed.includes(c)) return
+    this.state.removed = this.state.removed.filter((x) => x !== c)
+    this.state.readmitted = [...new Set([...(this.state.readmitted ?? []), c])]
+    await this.save()
+  }
+
+  /** A re-admitted cluster none of whose nodes is a member yet: it joins like a new one. */
+  isReadmitted(c: string): boolean {
+    return (this.state.readmitted ?? []).includes(c) && this.membersOf(c).length === 0
+  }
+
   /** Mark a cluster removed; returns its members so the mesh can drop them. */
   async removeCluster(c: string): Promise<MemberInfo[]> {
     if (!this.state.removed.includes(c)) {
       this.state.removed.push(c)
+      this.state.readmitted = (this.state.readmitted ?? []).filter((x) => x !== c)
       await this.save()
     }
     return this.membersOf(c)
@@ -163,8 +230,9 @@ export class FederationDirectory implements MemberDirectory {
 
   /**
    * May `via` (a member) introduce `info`? A cluster introduces its own nodes; a cluster not yet
-   * known may be introduced by any member (that is what a federation token does); nobody may
-   * introduce a node into another known cluster, nor into a removed one.
+   * known only by a member of the creating cluster (that is what a federation token does; any
+   * member while the creator is not known yet); nobody may introduce a node into another known
+   * cluster, nor into a removed one.
    */
   vetAdmission(info: MemberInfo, via: string): boolean {
     const c = clusterOfMemberName(info.name)
@@ -174,6 +242,7 @@ export class FederationDirectory implements MemberDirectory {
     const viaCluster = this.clusterOf(via)
     if (viaCluster === undefined) return false
     if (viaCluster === c) return true
-    return !this.knownClusters().has(c)
+    if (this.knownClusters().has(c) && !this.isReadmitted(c)) return false
+    return this.state.creator === undefined || viaCluster === this.state.creator
   }
 }

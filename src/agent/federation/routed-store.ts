@@ -3,7 +3,7 @@
  * document, everything else in the cluster's own. Writes to a federated namespace carry the
  * cluster's name in their author (`user:alice@home`), which the other clusters verify.
  */
-import { applyChanges, type Change, getKind, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
+import { applyChanges, type Change, getKind, KINDS, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
 import type { ObjectStore, WriteOptions } from '../../store/index.ts'
 import { clusterOfAuthor, tagAuthor } from './membership.ts'
 import { ORIGIN_CLUSTER_ANNOTATION } from './scheduling.ts'
@@ -21,10 +21,34 @@ export interface ScopeRouter {
   scopeOf(ns: string): FederatedScope | undefined
   /** Every federated scope open here (for listings across namespaces). */
   scopes(): Array<{ namespaces: readonly string[]; scope: FederatedScope }>
+  /** Told when a federation starts or stops here, or learns its namespaces (watches follow it). */
+  onScopesChange?(fn: () => void): () => void
 }
 
 function nsOf(kind: string, ns: string | undefined): string | undefined {
   return getKind(kind).namespaced ? (ns === undefined || ns === '' ? 'default' : ns) : undefined
+}
+
+/** Kinds that record the cluster that created them in a shared namespace (withOrigin). */
+const ORIGIN_KINDS = new Set(['Pod', 'PinnedDeployment', 'Job', 'CronJob'])
+
+/** Store keys (`Kind/ns/name`) of the namespaced objects `store` holds in `namespaces`. */
+function keysIn(store: ObjectStore, namespaces: ReadonlySet<string>): string[] {
+  const out: string[] = []
+  for (const k of KINDS) {
+    if (!k.namespaced) continue
+    let list: OrcObject[]
+    try {
+      list = store.list(k.kind)
+    } catch {
+      return out // a federation store closing
+    }
+    for (const o of list) {
+      const ns = o.metadata.namespace ?? 'default'
+      if (namespaces.has(ns)) out.push(`${k.kind}/${ns}/${o.metadata.name}`)
+    }
+  }
+  return out
 }
 
 export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore {
@@ -49,18 +73,20 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   }
   /**
    * A pod created in a shared namespace records the cluster that created it: without
-   * `placement.clusters` it runs only there (scheduling.ts). The record is orc's: kept on updates
-   * that leave it out, and a different value is refused.
+   * `placement.clusters` it runs only there (scheduling.ts). A PinnedDeployment, Job or CronJob
+   * records it too, and what it makes carries it (deployments/plan.ts, jobs/plan.ts), whichever
+   * cluster's node writes them. The record is
+   * orc's: kept on updates that leave it out, and a different value is refused.
    */
   const withOrigin = (store: ObjectStore, manifest: OrcObject, scope: FederatedScope | undefined): OrcObject => {
-    if (scope === undefined || manifest.kind !== 'Pod') return manifest
-    const cur = store.get({ kind: 'Pod', namespace: manifest.metadata.namespace ?? 'default', name: manifest.metadata.name })
+    if (scope === undefined || !ORIGIN_KINDS.has(manifest.kind)) return manifest
+    const cur = store.get({ kind: manifest.kind, namespace: manifest.metadata.namespace ?? 'default', name: manifest.metadata.name })
     const origin = cur?.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION] ?? (cur === undefined ? scope.cluster : undefined)
     const given = manifest.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
     if (given !== undefined && given !== origin) {
       throw new OrcError(
         'invalid',
-        `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the pod (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`,
+        `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}: set by orc to the cluster that created the ${manifest.kind.toLowerCase()} (${origin ?? 'unknown'}); use spec.placement.clusters to choose where it runs`,
         {
           field: `metadata.annotations.${ORIGIN_CLUSTER_ANNOTATION}`,
         },
@@ -68,6 +94,28 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     }
     if (origin === undefined || given !== undefined) return manifest
     return { ...manifest, metadata: { ...manifest.metadata, annotations: { ...manifest.metadata.annotations, [ORIGIN_CLUSTER_ANNOTATION]: origin } } }
+  }
+  /** `placement.node: node@cluster` names a node of another cluster: only a shared namespace has those. */
+  const checkPin = (manifest: OrcObject, scope: FederatedScope | undefined): void => {
+    if (scope !== undefined) return
+    const spec = manifest.spec as Record<string, any> | undefined
+    const pins: [string, unknown][] =
+      manifest.kind === 'Pod'
+        ? [['spec.placement.node', spec?.placement?.node]]
+        : manifest.kind === 'PinnedDeployment'
+          ? [
+              ['spec.previous.spec.placement.node', spec?.previous?.spec?.placement?.node],
+              ['spec.next.spec.placement.node', spec?.next?.spec?.placement?.node],
+            ]
+          : []
+    for (const [field, pin] of pins) {
+      if (typeof pin === 'string' && pin.includes('@'))
+        throw new OrcError(
+          'invalid',
+          `${field}: ${pin} names a node of cluster ${pin.slice(pin.indexOf('@') + 1)}, but namespace ${manifest.metadata.namespace ?? 'default'} is not shared with a federation (pin to a node of this cluster by its name)`,
+          { field },
+        )
+    }
   }
   /**
    * A Secret in a shared namespace is the federation's only when it is shareable (secrets.ts):
@@ -104,10 +152,43 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   const forRef = (ref: ObjectRef) => (ref.kind === 'Secret' ? secretRef(ref) : pick(ref.kind, ref.namespace))
   const forObj = (o: OrcObject) => (o.kind === 'Secret' ? secretObj(o) : pick(o.kind, o.metadata.namespace))
   const federatedNs = (): Set<string> => new Set(router.scopes().flatMap((s) => [...s.namespaces]))
-  /** One subscription on the cluster store and on every federation scope's store. */
-  const subscribeAll = (sub: (s: ObjectStore) => () => void): (() => void) => {
-    const offs = [sub(own), ...router.scopes().map((s) => sub(s.scope.store))]
-    return () => offs.forEach((off) => off())
+  /**
+   * One subscription on the cluster store and on every federation scope's store, following the
+   * federations that start and stop after it was made. When a scope's namespaces become visible
+   * (a federation started or joined), `fn` hears of every object it holds in them, as if each had
+   * just changed: a watcher (the DNS zone, a controller) sees them as it would see a new object.
+   */
+  const subscribeAll = (sub: (s: ObjectStore, fn: (keys: string[]) => void) => () => void, fn: (keys: string[]) => void): (() => void) => {
+    const offOwn = sub(own, fn)
+    const watched = new Map<ObjectStore, { off: () => void; namespaces: Set<string> }>()
+    const follow = () => {
+      const now = new Map(router.scopes().map((s) => [s.scope.store, s.namespaces] as const))
+      for (const [store, w] of watched) {
+        if (now.has(store)) continue
+        w.off()
+        watched.delete(store)
+        // Its objects go from view, and the cluster's own in those namespaces come back.
+        if (w.namespaces.size > 0) fn([...keysIn(store, w.namespaces), ...keysIn(own, w.namespaces)])
+      }
+      for (const [store, namespaces] of now) {
+        let w = watched.get(store)
+        if (w === undefined) {
+          w = { off: sub(store, fn), namespaces: new Set() }
+          watched.set(store, w)
+        }
+        const fresh = namespaces.filter((n) => !w.namespaces.has(n))
+        for (const n of fresh) w.namespaces.add(n)
+        if (fresh.length > 0) fn([...keysIn(store, new Set(fresh)), ...keysIn(own, new Set(fresh))])
+      }
+    }
+    for (const s of router.scopes()) watched.set(s.scope.store, { off: sub(s.scope.store, fn), namespaces: new Set(s.namespaces) })
+    const offScopes = router.onScopesChange?.(follow)
+    return () => {
+      offScopes?.()
+      offOwn()
+      for (const w of watched.values()) w.off()
+      watched.clear()
+    }
   }
 
   return {
@@ -119,10 +200,12 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     onRefused: (fn) => own.onRefused(fn),
     async apply(manifest, opts) {
       const { store, scope } = forObj(manifest)
+      checkPin(manifest, scope)
       return store.apply(withOrigin(store, manifest, scope), tag(opts, scope))
     },
     planApply(manifest, opts) {
       const { store, scope } = forObj(manifest)
+      checkPin(manifest, scope)
       return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope))
     },
     async patch(ref, fields, opts) {
@@ -173,8 +256,8 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
       return out
     },
     count: () => own.count() + router.scopes().reduce((n, s) => n + s.scope.store.count(), 0),
-    onChange: (fn) => subscribeAll((s) => s.onChange(fn)),
-    onRemoteMerged: (fn) => subscribeAll((s) => s.onRemoteMerged(fn)),
+    onChange: (fn) => subscribeAll((s, f) => s.onChange(f), fn),
+    onRemoteMerged: (fn) => subscribeAll((s, f) => s.onRemoteMerged(f), fn),
     setStability: (fn) => own.setStability(fn),
     pruneTombstones: (reports) => own.pruneTombstones(reports),
     encodeStabilityReport: () => own.encodeStabilityReport(),

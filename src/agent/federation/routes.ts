@@ -32,7 +32,8 @@ export function federationRoutes(fm: FederationManager) {
     federationToken: ({ params, body }) => {
       const b = bodyOf(body)
       const ttl = b.ttlSeconds === undefined ? undefined : Number(b.ttlSeconds) * 1000
-      return fm.token(params.name, ttl === undefined ? {} : { ttlMs: ttl })
+      const readmit = b.readmit === undefined ? {} : { readmit: String(b.readmit) }
+      return fm.token(params.name, { ...(ttl === undefined ? {} : { ttlMs: ttl }), ...readmit })
     },
     leaveFederation: async ({ params, body }) => ({ federation: await fm.leave(params.name, authorOf(bodyOf(body))) }),
     removeFederationCluster: async ({ params, body }) => ({ federation: await fm.remove(params.name, params.cluster, authorOf(bodyOf(body))) }),

@@ -23,6 +23,7 @@ import {
   isPlainObject,
   type Node,
   type ObjectRef,
+  ORIGIN_CLUSTER_ANNOTATION,
   type Owner,
   OwnershipTable,
   type Pod,
@@ -34,8 +35,7 @@ import type { ObjectStore, Stored } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
-/** Annotation the API puts on a pod created in a shared namespace: the cluster that created it. */
-export const ORIGIN_CLUSTER_ANNOTATION = 'orc/cluster'
+export { ORIGIN_CLUSTER_ANNOTATION } from '../../model/index.ts'
 /** Who writes node summaries into `Cluster.status.nodes` (tagged `@cluster` in the document). */
 export const CLUSTER_CONTROLLER = 'controller:cluster'
 /** At most this many nodes per cluster are read from a summary (a bound on hostile input). */
@@ -106,6 +106,64 @@ export function nodeSummaryOf(self: Stored<Node> | undefined, ownPods: readonly 
     out.network = { publicKey: net.publicKey, prefix: net.prefix, endpoints }
   }
   return out
+}
+
+/**
+ * Federated pods that must leave this node because, with the cluster's own pods, they exceed its
+ * capacity (pure). Both scopes bind to a node at once only from views a moment apart (the cluster's
+ * scheduler counts the federated pods bound here, the federation's reads this node's summary, which
+ * follows within its coalescing window), so this is rare; it is resolved the same way wherever it
+ * is computed: the cluster's own pods keep their place (the summary offers federated pods only what
+ * they leave free), and the federated pods bound latest yield first (ties: the greater
+ * namespace/name), until the rest fit. Finished pods hold nothing.
+ */
+export function overcommitYields(
+  self: Stored<Node> | undefined,
+  ownPods: readonly Stored<Pod>[],
+  fedPods: readonly Stored<Pod>[],
+  me: string,
+  cluster: string,
+): Stored<Pod>[] {
+  const summary = nodeSummaryOf(self, ownPods, me)
+  if (summary === undefined) return []
+  // Capacity less the cluster's own pods (which may exceed it: then nothing is free).
+  let freeCpu = parseCpu(summary.capacity.cpu)
+  let freeMem = parseMemory(summary.capacity.memory)
+  for (const p of ownPods) {
+    if (p.status?.node !== me && p.spec?.placement?.node !== me) continue
+    if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue
+    const r = requestsOf(p)
+    freeCpu -= r.cpu
+    freeMem -= r.mem
+  }
+  const here = `${me}@${cluster}`
+  const bound: { pod: Stored<Pod>; at: number; key: string; cpu: number; mem: number }[] = []
+  for (const p of fedPods) {
+    if (p.status?.node !== here) continue
+    if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue
+    const r = requestsOf(p)
+    const at = Date.parse(String((p.status?.scheduling as { at?: unknown } | undefined)?.at ?? ''))
+    bound.push({ pod: p, at: Number.isNaN(at) ? 0 : at, key: `${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, ...r })
+  }
+  // Earliest binding first: those keep their place while they fit.
+  bound.sort((a, b) => a.at - b.at || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const out: Stored<Pod>[] = []
+  for (const b of bound) {
+    if (b.cpu <= freeCpu && b.mem <= freeMem) {
+      freeCpu -= b.cpu
+      freeMem -= b.mem
+    } else out.push(b.pod)
+  }
+  return out
+}
+
+function requestsOf(p: Stored<Pod>): { cpu: number; mem: number } {
+  try {
+    const r = podRequests(p.spec?.containers ?? [])
+    return { cpu: parseCpu(r.cpu), mem: parseMemory(r.memory) }
+  } catch {
+    return { cpu: 0, mem: 0 }
+  }
 }
 
 function stringRecord(v: unknown, max: number): Record<string, string> | undefined {
@@ -191,6 +249,10 @@ function synthNode(
  * The cluster-constraint defaults of shared pods: `placement.clusters` absent means the cluster
  * that created the pod (its `orc/cluster` annotation). A pod without either may run nowhere — it
  * stays pending with that reason rather than landing in a cluster nobody chose.
+ *
+ * Pins (`placement.node`): `node@cluster` names a node of any member cluster, and without
+ * `placement.clusters` allows that cluster; a bare node name is a node of the pod's cluster (the
+ * one cluster of `placement.clusters`, else the creating one).
  */
 export function federatedView(view: ClusterView, podObjects: readonly Stored<Pod>[]): ClusterView {
   const origin = new Map<string, string>()
@@ -205,11 +267,32 @@ export function federatedView(view: ClusterView, podObjects: readonly Stored<Pod
       return c === undefined ? n : { ...n, cluster: c }
     }),
     pods: view.pods.map((p) => {
-      if (p.clusters !== undefined) return p
       const o = origin.get(`${p.namespace}/${p.name}`)
-      return { ...p, clusters: o !== undefined && isClusterName(o) ? [o] : [] }
+      const home = o !== undefined && isClusterName(o) ? o : undefined
+      const out = p.pin === undefined ? p : { ...p, pin: qualifiedPin(p.pin, p.clusters, home) }
+      if (out.clusters !== undefined) return out
+      const pinned = out.pin === undefined ? undefined : clusterOfMemberName(out.pin)
+      const allowed = pinned !== undefined && isClusterName(pinned) ? pinned : home
+      return { ...out, clusters: allowed !== undefined ? [allowed] : [] }
     }),
   }
+}
+
+/** A pin in a shared namespace as `node@cluster`: a bare node name is a node of the pod's cluster (see federatedView). */
+export function qualifiedPin(pin: string, clusters: readonly string[] | undefined, origin: string | undefined): string {
+  if (pin.includes('@')) return pin
+  const c = clusters?.length === 1 ? clusters[0] : origin
+  return `${pin}@${c ?? ''}`
+}
+
+/** The node (`node@cluster`) a shared pod runs on or is pinned to, if any. */
+export function sharedPodNode(p: Stored<Pod>): string | undefined {
+  const bound = p.status?.node
+  if (typeof bound === 'string' && bound !== '') return bound
+  const pin = p.spec?.placement?.node
+  if (typeof pin !== 'string' || pin === '') return undefined
+  const clusters = p.spec?.placement?.clusters
+  return qualifiedPin(pin, Array.isArray(clusters) ? clusters : undefined, p.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION])
 }
 
 /** `buildSchedView` for a federation's binder (same signature, see Binder's `buildView`). */
@@ -264,7 +347,7 @@ export function taggedStore(store: ObjectStore, cluster: string): ObjectStore {
 export interface SummaryPublisherComponents {
   /** The cluster's own store (this node's Node object and the cluster's pods). */
   own: ObjectStore
-  /** The federation document, written as this cluster. */
+  /** The federation document, written as this cluster (node summaries; unbinding pods that overcommit this node). */
   fed: ObjectStore
   nodeName: string
   cluster: string
@@ -273,6 +356,26 @@ export interface SummaryPublisherComponents {
   log: Logger
   /** Re-check at least this often (default 2000 ms). */
   everyMs?: number
+  /**
+   * A change of this node's free resources alone is written at most this often (default 30 s);
+   * everything else (readiness, cordon, taints, labels, network) at once. See docs/decisions.md,
+   * "Federation: node summaries coalesced".
+   */
+  coalesceMs?: number
+}
+
+/** Summary fields whose changes wait for the coalescing window: resources (they change with every pod). */
+const COALESCED_FIELDS = new Set(['allocatable', 'capacity'])
+
+/** Whether `want` differs from `have` only in coalesced fields (both present). */
+function onlyResourcesChanged(have: unknown, want: NodeSummary): boolean {
+  if (!isPlainObject(have)) return false
+  const keys = new Set([...Object.keys(have), ...Object.keys(want)])
+  for (const k of keys) {
+    if (COALESCED_FIELDS.has(k)) continue
+    if (!deepEqual(have[k], (want as unknown as Record<string, unknown>)[k])) return false
+  }
+  return true
 }
 
 /**
@@ -282,6 +385,8 @@ export interface SummaryPublisherComponents {
  * an entry that was lost that way is written again.
  */
 export class NodeSummaryPublisher {
+  /** When this node last wrote its summary (ms); resources-only changes wait `coalesceMs` after it. */
+  private lastWriteAt = Number.NEGATIVE_INFINITY
   private timer: TimerHandle | undefined
   private busy = false
   private stopped = false
@@ -290,10 +395,36 @@ export class NodeSummaryPublisher {
   constructor(private readonly c: SummaryPublisherComponents) {}
 
   start(): void {
-    this.offOwn = this.c.own.onChange((keys) => {
+    const offOwn = this.c.own.onChange((keys) => {
       if (keys.some((k) => k.startsWith('Node/') || k.startsWith('Pod/'))) this.soon(300)
     })
+    // A federated pod bound here may overcommit the node (overcommitYields).
+    const offFed = this.c.fed.onChange((keys) => {
+      if (keys.some((k) => k.startsWith('Pod/'))) this.soon(300)
+    })
+    this.offOwn = () => {
+      offOwn()
+      offFed()
+    }
     this.soon(0)
+  }
+
+  /** Unbind federated pods that overcommit this node: their binder places them again, elsewhere. */
+  private async yieldPods(pods: readonly Stored<Pod>[], now: number): Promise<void> {
+    const here = `${this.c.nodeName}@${this.c.cluster}`
+    for (const p of pods) {
+      const ref = { kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }
+      const reason = `node ${here} over capacity: the cluster's own pods and federated pods bound at the same moment; the latest federated binding yields`
+      await this.c.fed.patch(
+        ref,
+        [
+          { path: ['status', 'node'], value: undefined },
+          { path: ['status', 'scheduling'], value: { evictedFrom: here, at: new Date(now).toISOString(), by: here, reason } },
+        ],
+        { author: 'controller:scheduler', reason: `evict from ${here}: ${reason}`, now },
+      )
+      this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, node: here }, 'federated pod yields: node over capacity')
+    }
   }
 
   stop(): void {
@@ -322,21 +453,36 @@ export class NodeSummaryPublisher {
       const nodes = cur.status?.nodes
       const have = isPlainObject(nodes) ? nodes : {}
       const self = this.c.own.get({ kind: 'Node', namespace: '', name: this.c.nodeName })
-      const want = nodeSummaryOf(self, this.c.own.list('Pod'), this.c.nodeName)
+      const ownPods = this.c.own.list('Pod')
+      const want = nodeSummaryOf(self, ownPods, this.c.nodeName)
+      // Federated pods bound here beyond what the cluster's own pods leave: they yield (below).
+      const yields = overcommitYields(self, ownPods, this.c.fed.list('Pod'), this.c.nodeName, this.c.cluster)
       const patches: { path: string[]; value: unknown }[] = []
-      if (want && !deepEqual(have[this.c.nodeName], want)) patches.push({ path: ['status', 'nodes', this.c.nodeName], value: want })
+      const now = this.c.clock.now()
+      const mine = have[this.c.nodeName]
+      if (want && !deepEqual(mine, want)) {
+        // Free resources change with every pod of the cluster that starts or ends here: written at
+        // most every coalesceMs (the latest value then), so the Cluster object's history does not
+        // grow a revision per pod. Anything that decides eligibility goes at once, and so does a
+        // summary that let federated pods overcommit this node (else they would be bound here again).
+        const wait = yields.length === 0 && onlyResourcesChanged(mine, want) && now - this.lastWriteAt < (this.c.coalesceMs ?? 30_000)
+        if (!wait) patches.push({ path: ['status', 'nodes', this.c.nodeName], value: want })
+      }
       for (const n of this.c.own.list('Node')) {
         const e = have[n.metadata.name]
         if (n.metadata.name !== this.c.nodeName && isForgotten(n) && isPlainObject(e) && e.forgotten !== true) {
           patches.push({ path: ['status', 'nodes', n.metadata.name, 'forgotten'], value: true })
         }
       }
-      if (patches.length === 0) return
-      await this.c.fed.patch(ref, patches, {
-        author: CLUSTER_CONTROLLER,
-        reason: `node ${this.c.nodeName} of ${this.c.cluster}: resources, labels, readiness`,
-        now: this.c.clock.now(),
-      })
+      if (patches.length > 0) {
+        await this.c.fed.patch(ref, patches, {
+          author: CLUSTER_CONTROLLER,
+          reason: `node ${this.c.nodeName} of ${this.c.cluster}: resources, labels, readiness`,
+          now,
+        })
+        this.lastWriteAt = now
+      }
+      await this.yieldPods(yields, now)
     } catch (err) {
       this.c.log.warn({ err: (err as Error).message }, 'publish node summary to the federation')
     } finally {

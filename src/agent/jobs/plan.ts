@@ -19,6 +19,7 @@ import {
   jobFinished,
   lastRunBetween,
   type ObjectRef,
+  ORIGIN_CLUSTER_ANNOTATION,
   type OrcObject,
   type Pod,
   parseCron,
@@ -62,9 +63,24 @@ export function jobPodManifest(job: Job, index: number): OrcObject {
   return {
     apiVersion: API_VERSION,
     kind: 'Pod',
-    metadata: { name: `${job.metadata.name}-${index}`, namespace: nsOf(job), labels: { ...t.metadata?.labels, [JOB_LABEL]: job.metadata.name } },
+    metadata: {
+      name: `${job.metadata.name}-${index}`,
+      namespace: nsOf(job),
+      labels: { ...t.metadata?.labels, [JOB_LABEL]: job.metadata.name },
+      ...originOf(job),
+    },
     spec,
   }
+}
+
+/**
+ * In a federation's shared namespace a Job (a CronJob) records the cluster that created it
+ * (`orc/cluster`, federation/routed-store.ts): what it makes carries it, so its pods run in that
+ * cluster unless their template says `placement.clusters`, whichever cluster's node wrote them.
+ */
+function originOf(o: { metadata: { annotations?: Record<string, string> } }): { annotations?: Record<string, string> } {
+  const c = o.metadata.annotations?.[ORIGIN_CLUSTER_ANNOTATION]
+  return c === undefined ? {} : { annotations: { [ORIGIN_CLUSTER_ANNOTATION]: c } }
 }
 
 /** How a Job's pods are doing. */
@@ -245,6 +261,7 @@ export function cronJobRun(cj: CronJob, t: number): OrcObject {
       name: `${cj.metadata.name}-${secs}`,
       namespace: nsOf(cj),
       labels: { ...tpl.metadata?.labels, [CRONJOB_LABEL]: cj.metadata.name, [SCHEDULED_LABEL]: String(secs) },
+      ...originOf(cj),
     },
     spec: structuredClone(tpl.spec ?? {}),
   }

@@ -7,7 +7,7 @@
 import { accessSync, constants, existsSync, readFileSync, statfsSync, statSync } from 'node:fs'
 import { release } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { detectCapabilities } from '../../runtime/index.ts'
+import { detectCapabilities, type RuntimeCapabilities } from '../../runtime/index.ts'
 import type { Finding, Severity } from '../api-types.ts'
 
 export type { Finding, Severity } from '../api-types.ts'
@@ -170,9 +170,13 @@ export function wireguardFindings(h: DoctorHost): Finding[] {
   return out
 }
 
-/** Sandbox and OCI runtimes: present, and actually able to start (the runtime's own probe). */
+/** Sandbox, OCI and gVisor runtimes: present, and actually able to start (the runtime's own probe). */
 export async function sandboxFindings(): Promise<Finding[]> {
-  const caps = await detectCapabilities()
+  return podRuntimeFindings(await detectCapabilities())
+}
+
+/** What the runtimes' probes found, as findings (pure: unit-tested with made-up capabilities). */
+export function podRuntimeFindings(caps: Pick<RuntimeCapabilities, 'sandbox' | 'oci' | 'gvisor'>): Finding[] {
   const out: Finding[] = []
   out.push(
     caps.sandbox.ok
@@ -184,6 +188,32 @@ export async function sandboxFindings(): Promise<Finding[]> {
       ? { check: 'oci', status: 'ok', message: `runc available (${caps.oci.detail})` }
       : { check: 'oci', status: 'warn', message: `runc unavailable: ${caps.oci.detail} (pods with runtime: oci cannot start)`, fix: 'apt-get install runc' },
   )
+  const g = caps.gvisor
+  const others = (g.tried ?? []).filter((t) => !t.ok).map((t) => `${t.platform}: ${t.detail}`)
+  if (g.ok) {
+    out.push({
+      check: 'gvisor',
+      status: 'ok',
+      message: `gVisor available: ${g.version}, platform ${g.detail}${others.length > 0 ? ` (not usable here: ${others.join('; ')})` : ''}`,
+    })
+  } else if (g.version === undefined) {
+    out.push({
+      check: 'gvisor',
+      status: 'warn',
+      message: `gVisor unavailable: ${g.detail} (pods with runtime: gvisor cannot start)`,
+      fix: 'apt-get install runsc',
+    })
+  } else {
+    out.push({
+      check: 'gvisor',
+      status: 'warn',
+      message: `gVisor (${g.version}) cannot start a container on any platform here: ${g.detail} (pods with runtime: gvisor cannot start)`,
+      fix:
+        g.detail === 'runsc needs root'
+          ? 'run the agent as root'
+          : 'allow ptrace for root (kernel.yama.ptrace_scope below 3; a container host must not filter ptrace), or give root a working /dev/kvm',
+    })
+  }
   return out
 }
 

@@ -19,6 +19,11 @@ export interface PodApiComponents {
   nodeName: string
   logDirOf(ref: ObjectRef, uid: string, container: string): string
   controllers: readonly ControllerDecl[]
+  /**
+   * Where a pod of a federation's shared namespace runs (`node@cluster`) and this node's name there;
+   * undefined for the cluster's own pods (their node is the pin, else the binding).
+   */
+  sharedNode?(pod: Stored<Pod>): { node: string | undefined; self: string } | undefined
   /** Time of the log-follow deadline (the system clock unless given). */
   clock?: Clock
   /** Injected wait (tests); default a timer on `clock`. */
@@ -79,9 +84,10 @@ export function podRoutes(c: PodApiComponents) {
 
   function target(pod: Stored<Pod>, q: Query): { dir: string; container: string; revision: number | undefined; ref: ObjectRef } {
     const ref = { kind: 'Pod', namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
-    const node = pod.spec?.placement?.node ?? pod.status?.node
+    const shared = c.sharedNode?.(pod)
+    const node = shared !== undefined ? shared.node : (pod.spec?.placement?.node ?? pod.status?.node)
     if (node === undefined) throw new OrcError('unavailable', `pod/${ref.name} is not bound to a node yet, so it has no logs`, { ...ref })
-    if (node !== c.nodeName) {
+    if (node !== (shared?.self ?? c.nodeName)) {
       throw new OrcError('unavailable', `pod/${ref.name} runs on node ${node}; its logs are there (orc --node ${node} logs pod/${ref.name})`, { ...ref, node })
     }
     const names = (pod.spec?.containers ?? []).map((x) => x.name)

@@ -9,7 +9,7 @@ import type { Logger } from 'pino'
 import { type Clock, type Random, systemRandom } from '../../effects/index.ts'
 import type { BlobSource } from '../../images/index.ts'
 import { isRefOf, type Node, type ObjectRef, type Pod } from '../../model/index.ts'
-import { createRuntime, type ExitStatus, type Runtime, type RuntimeOptionsInput, shmDirOf } from '../../runtime/index.ts'
+import { createRuntime, type ExitStatus, RUNTIME_KINDS, type Runtime, type RuntimeKind, type RuntimeOptionsInput, shmDirOf } from '../../runtime/index.ts'
 import { DEFAULT_SCHED_OPTIONS, type PodView } from '../../sched/index.ts'
 import type { Keyring } from '../../secrets/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -41,7 +41,7 @@ export interface PodLifecycleComponents {
   /** How often the binder re-plans without a store change (membership moves on). Default 1000 ms. */
   schedTickMs?: number
   /** Runtimes by kind; the real ones (state under `<dataDir>/runtime`) unless a test injects others. */
-  runtime?: (kind: 'sandbox' | 'oci') => Runtime
+  runtime?: (kind: RuntimeKind) => Runtime
   /** The node network: each pod's netns and IPv6 address. Absent: loopback-only pods. */
   network?: PodNetworkHooks
   /** Whether an author may approve grants (pods/security.ts); any user unless given. */
@@ -137,7 +137,7 @@ function refOfKey(key: string): ObjectRef | undefined {
 
 export class PodLifecycle {
   private readonly workers = new Map<string, PodWorker>()
-  private readonly runtimes = new Map<'sandbox' | 'oci', Runtime>()
+  private readonly runtimes = new Map<RuntimeKind, Runtime>()
   private readonly adopted = new Map<string, { pid: number; startedAt: number }>()
   private readonly gone = new Map<string, ExitStatus>()
   readonly images: PodImages
@@ -299,7 +299,7 @@ export class PodLifecycle {
     return join(this.c.dataDir, 'runtime')
   }
 
-  runtime(kind: 'sandbox' | 'oci'): Runtime {
+  runtime(kind: RuntimeKind): Runtime {
     let rt = this.runtimes.get(kind)
     if (!rt) {
       if (this.c.runtime) rt = this.c.runtime(kind)
@@ -327,7 +327,7 @@ export class PodLifecycle {
   /** Re-adopt containers, subscribe to the store, reconcile every pod. */
   async start(): Promise<void> {
     this.fence.refresh()
-    for (const kind of ['sandbox', 'oci'] as const) {
+    for (const kind of RUNTIME_KINDS) {
       let rt: Runtime
       try {
         rt = this.runtime(kind)

@@ -191,6 +191,8 @@ export function ungrantedError(pod: Pod, u: Ungranted, imageStores: readonly str
 export function admitPod(obj: OrcObject, policies: readonly SecurityPolicy[], ctx: GrantContext): void {
   if (obj.kind !== 'Pod') return
   const pod = obj as Pod // normalizeManifest checked it against the Pod schema
+  const refusal = runtimeRefusal(pod, policies)
+  if (refusal) throw refusal
   const u = ungranted(pod, policies, ctx)
   if (u.missing.length > 0) throw ungrantedError(pod, u, ctx.imageStores)
 }
@@ -208,6 +210,28 @@ export function admitPolicy(obj: OrcObject, author: string, isAdmin: IsAdmin): v
       `SecurityPolicy/${p.metadata.name}: selector.matchLabels alone would let a pod's author label a pod into the grant; list the pods in selector.names (labels then only narrow)`,
       { name: p.metadata.name },
     )
+}
+
+/**
+ * Why the pod may not run under the runtime it asks for: a SecurityPolicy of its namespace that
+ * selects it lists `requireRuntime` without that runtime (several such policies: every one must
+ * allow it). A restriction counts whoever wrote it. Undefined when the pod may run.
+ */
+export function runtimeRefusal(pod: Pod, policies: readonly SecurityPolicy[]): OrcError | undefined {
+  const ns = pod.metadata.namespace ?? 'default'
+  const runtime = pod.spec?.runtime ?? 'sandbox'
+  const against = policies.filter(
+    (p) =>
+      (p.metadata.namespace ?? 'default') === ns && Array.isArray(p.spec?.requireRuntime) && policySelects(p, pod) && !p.spec.requireRuntime.includes(runtime),
+  )
+  if (against.length === 0) return undefined
+  const names = against.map((p) => `SecurityPolicy/${p.metadata.name}`)
+  const want = against.map((p) => `${p.spec?.requireRuntime?.join(' or ') || 'no runtime'} (${`SecurityPolicy/${p.metadata.name}`})`)
+  return new OrcError(
+    'forbidden',
+    `pod/${pod.metadata.name} asks for runtime ${runtime}, but namespace ${ns} requires ${list(want)} for it: set spec.runtime accordingly`,
+    { kind: 'Pod', namespace: ns, name: pod.metadata.name, runtime, policies: names },
+  )
 }
 
 /** Users among the authors of a history (controllers are not parties). */

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto'
 import { type Cluster, isPlainObject, type Pod, type PodSpec, PROBE_KINDS, type Probe, parseQuantity, type UnsafeFeature } from '../../model/index.ts'
-import { type ContainerResources, type ContainerRunSpec, resourcesFromLimits } from '../../runtime/index.ts'
+import { type ContainerResources, type ContainerRunSpec, type RuntimeKind, resourcesFromLimits } from '../../runtime/index.ts'
 import type { ContainerProbeSpec } from './container-probes.ts'
 
 export type RestartPolicy = NonNullable<PodSpec['restartPolicy']>
@@ -71,7 +71,7 @@ export function probesOf(c: unknown): ContainerProbeSpec | undefined {
 export interface PodSpecView {
   containers: PodContainerSpec[]
   restartPolicy: RestartPolicy
-  runtime: 'sandbox' | 'oci'
+  runtime: RuntimeKind
   graceMs: number
   unsafe: UnsafeFeature[]
   pin?: string
@@ -132,6 +132,9 @@ export function containerIdOf(podUid: string, container: string): string {
  */
 export function assignedTo(obj: Pod, node: string): boolean {
   const pin = obj.spec?.placement?.node
+  // In a federation's scope this node is node@cluster, and a bare pin names a node of the pod's
+  // cluster, which its binder resolved (federation/scheduling.ts, qualifiedPin): its binding decides.
+  if (typeof pin === 'string' && pin !== '' && node.includes('@') && !pin.includes('@')) return obj.status?.node === node
   if (typeof pin === 'string' && pin !== '') return pin === node
   return obj.status?.node === node
 }

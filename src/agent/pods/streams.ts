@@ -11,7 +11,7 @@
  */
 import { type Clock, every, type Random, randomHex, unrefTimers } from '../../effects/index.ts'
 import { OrcError, type Pod, type Principal } from '../../model/index.ts'
-import { type ExecProcess, endOf, type Runtime } from '../../runtime/index.ts'
+import { type ExecProcess, endOf, type Runtime, type RuntimeKind } from '../../runtime/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import type { RouteHandlers } from '../router.ts'
 import type { ExecStartBody, PodStreamIoAnswer, PodStreamOpened, PortForwardStartBody } from '../routes.ts'
@@ -21,7 +21,7 @@ export interface PodStreamsComponents {
   store: Pick<ObjectStore, 'get'>
   nodeName: string
   /** The runtime a pod's containers run in (the lifecycle's). */
-  runtime(kind: 'sandbox' | 'oci'): Runtime
+  runtime(kind: RuntimeKind): Runtime
   clock: Clock
   random: Random
   log?: { info(o: object, msg: string): void }

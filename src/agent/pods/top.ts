@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs'
 import { type Clock, sleep } from '../../effects/index.ts'
 import type { Pod } from '../../model/index.ts'
-import type { ContainerUsage, Runtime } from '../../runtime/index.ts'
+import type { ContainerUsage, Runtime, RuntimeKind } from '../../runtime/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import type { RouteHandlers } from '../router.ts'
 import type { TopAnswer, TopNodeRow, TopPodRow } from '../routes.ts'
@@ -16,7 +16,7 @@ import { assignedTo, containerIdOf, podSpecOf } from './spec.ts'
 export interface PodTopComponents {
   store: Pick<ObjectStore, 'list'>
   nodeName: string
-  runtime(kind: 'sandbox' | 'oci'): Runtime
+  runtime(kind: RuntimeKind): Runtime
   clock: Clock
   /** The window between the two readings (default 1 s). */
   windowMs?: number

@@ -34,7 +34,9 @@ import {
   ensureMountPoint,
   probeInNetns,
   type ResolvedImage,
+  RUNTIME_KINDS,
   type Runtime,
+  type RuntimeKind,
 } from '../../runtime/index.ts'
 import type { FenceDecision } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
@@ -48,7 +50,17 @@ import type { PodImages } from './images.ts'
 import type { PodTunables } from './options.ts'
 import type { ProbeCheck } from './prober.ts'
 import { changedRefs, type DataLookup, type ResolvedData, resolvePodData } from './refs.ts'
-import { anyUserIsAdmin, asksOf, hostPathImages, IMPLEMENTED_UNSAFE, type IsAdmin, podAuthorsOf, ungranted, ungrantedError } from './security.ts'
+import {
+  anyUserIsAdmin,
+  asksOf,
+  hostPathImages,
+  IMPLEMENTED_UNSAFE,
+  type IsAdmin,
+  podAuthorsOf,
+  runtimeRefusal,
+  ungranted,
+  ungrantedError,
+} from './security.ts'
 import { assignedTo, containerIdOf, type PodContainerSpec, type PodSpecView, podDefaultResourcesOf, podSpecOf, specHash } from './spec.ts'
 import { LIFECYCLE_CONTROLLER, StatusWriter } from './status.ts'
 import type { PodDataFiles } from './volumes.ts'
@@ -74,7 +86,7 @@ export interface PodFence {
 export interface PodWorkerComponents {
   store: ObjectStore
   nodeName: string
-  runtime(kind: 'sandbox' | 'oci'): Runtime
+  runtime(kind: RuntimeKind): Runtime
   images: PodImages
   clock: Clock
   log: Logger
@@ -364,9 +376,12 @@ export class PodWorker {
       .map((r) => (now.revisions[r] === undefined ? `${r} deleted` : `${r} changed (revision ${now.revisions[r]})`))
   }
 
-  /** Why the pod may not run its unsafe features (the two-party rule), or undefined when it may. */
+  /** Why the pod may not run: its runtime, or its unsafe features (the two-party rule); undefined when it may. */
   private async grantRefusal(obj: Stored<Pod>): Promise<OrcError | undefined> {
     const imageStores = this.c.images.stores
+    // A SecurityPolicy's requireRuntime (a restriction, whoever wrote it) before the grants.
+    const runtime = runtimeRefusal(obj, this.c.store.list('SecurityPolicy', this.ref.namespace))
+    if (runtime) return runtime
     if (asksOf(obj, imageStores).length === 0) return undefined
     const ctx = {
       podAuthors: await podAuthorsOf(this.c.store, obj),
@@ -632,7 +647,7 @@ export class PodWorker {
   /** `<runtime>:<id>` of this pod's containers here: all (exited ones too), or the running ones. */
   private podContainerIds(runningOnly = false): string[] {
     const out = new Set<string>()
-    for (const kind of ['sandbox', 'oci'] as const) {
+    for (const kind of RUNTIME_KINDS) {
       let rt: Runtime
       try {
         rt = this.c.runtime(kind)
@@ -659,7 +674,7 @@ export class PodWorker {
     const graceMs = this.spec?.graceMs ?? 10_000
     await Promise.all(
       ids.map(async (tagged) => {
-        const [kind, id] = [tagged.slice(0, tagged.indexOf(':')) as 'sandbox' | 'oci', tagged.slice(tagged.indexOf(':') + 1)]
+        const [kind, id] = [tagged.slice(0, tagged.indexOf(':')) as RuntimeKind, tagged.slice(tagged.indexOf(':') + 1)]
         const rt = this.c.runtime(kind)
         try {
           const st = rt.status(id)
@@ -726,7 +741,7 @@ export class PodWorker {
     const g = addPodTargets(new WorkflowGraph())
     g.addUnit({
       name: 'check-security',
-      description: 'unsafe features asked for are granted by a SecurityPolicy and implemented',
+      description: 'the runtime is one the SecurityPolicies allow; unsafe features asked for are granted and implemented',
       timeoutMs: 5_000,
       run: async () => {
         const cur = this.c.store.get(this.ref) ?? obj

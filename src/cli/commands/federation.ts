@@ -33,6 +33,7 @@ export function formatFederation(f: FederationView): string {
     `  namespaces:    ${f.namespaces.join(', ') || '<none>'}`,
     `  state:         ${f.state}`,
   ]
+  if (f.creator) lines.push(`  created by:    ${f.creator} (admits and removes clusters)`)
   if (f.peerId) lines.push(`  peer id:       ${f.peerId}`)
   if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
   if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
@@ -105,12 +106,15 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .description('Create a single-use token that admits one other cluster (all of its nodes) to the federation')
     .argument('<NAME>', 'federation name')
     .option('--ttl <duration>', 'how long the token is valid (s, m, h, d)', '1h')
+    .option('--readmit <cluster>', 'first lift the removal of this cluster (orc federation remove), so the token admits it again')
     .addOption(output())
     .addHelpText(
       'after',
       examples(`
   orc federation token lab
-  orc federation token lab --ttl 15m`),
+  orc federation token lab --ttl 15m
+  # A cluster removed earlier may join again
+  orc federation token lab --readmit cloud`),
     )
     .action(async (name: string, opts, cmd: Command) => {
       const r = await callRoute(
@@ -118,7 +122,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
         'federationToken',
         { name },
         {
-          body: { ttlSeconds: parseTtl(opts.ttl) },
+          body: { ttlSeconds: parseTtl(opts.ttl), ...(opts.readmit !== undefined ? { readmit: opts.readmit } : {}) },
         },
       )
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')

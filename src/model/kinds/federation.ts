@@ -21,6 +21,8 @@ export const federationKind = defineKind({
     namespaces: s.array(dnsName, { maxItems: 32 }),
     /** In a cluster's private copy: this cluster's name inside the federation. */
     cluster: dnsName,
+    /** In the federation's document: the cluster that created it, the only one that admits and removes clusters. */
+    creator: dnsName,
     description: s.string({ maxLength: 1024 }),
   }),
   status: s.open<Record<string, unknown>>(),

@@ -4,6 +4,14 @@ import type { Infer, Issue } from '../schema.ts'
 import { s } from '../schema.ts'
 import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
 import { type PodCondition, probeIssues, probeSchema, readyColumn } from './probe.ts'
+import { POD_RUNTIMES } from './security-policy.ts'
+
+/**
+ * Annotation orc puts on a Pod (and a PinnedDeployment, Job or CronJob) created in a namespace
+ * shared with a federation: the cluster that created it, where it runs unless
+ * `spec.placement.clusters` says otherwise (docs/federation.md).
+ */
+export const ORIGIN_CLUSTER_ANNOTATION = 'orc/cluster'
 
 const envName = s.string({ pattern: /^[A-Za-z_][A-Za-z0-9_]*$/, patternName: 'an environment variable name' })
 /** A name an environment variable may have (envFrom skips keys that are not one). */
@@ -158,6 +166,10 @@ function schedulingIssues(spec: unknown, base: string): Issue[] {
       if (list.indexOf(c) !== i) issues.push({ path: `${base}.placement.${key}[${i}]`, rule: `duplicate cluster ${JSON.stringify(c)}` })
     })
   }
+  // A pin to node@cluster names its cluster: placement.clusters, if given, must allow it.
+  const pinCluster = typeof pl.node === 'string' && pl.node.includes('@') ? pl.node.slice(pl.node.indexOf('@') + 1) : undefined
+  if (pinCluster !== undefined && Array.isArray(pl.clusters) && pl.clusters.length > 0 && !pl.clusters.includes(pinCluster))
+    issues.push({ path: `${base}.placement.node`, rule: `pinned to a node of cluster ${pinCluster}, which is not in placement.clusters` })
   if (Array.isArray(pl.clusters)) {
     if (pl.clusters.length === 0)
       issues.push({ path: `${base}.placement.clusters`, rule: 'name at least one cluster (leave it out for the cluster that creates the pod)' })
@@ -381,16 +393,20 @@ const podSpec = s.object({
   policy: s.enum('ha', 'best-effort'),
   /** ha pods: rebind after the node has been unreachable this long (default: the cluster's, 30 s). */
   haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
-  runtime: s.enum('sandbox', 'oci'),
+  runtime: s.enum(...POD_RUNTIMES),
   terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
   nodeSelector: labelsSchema,
   /**
-   * `node`: pin to one node. `clusters` (shared namespaces of a federation): the member clusters
+   * `node`: pin to one node (in a shared namespace, `node@cluster` names a node of any member
+   * cluster; a bare name is a node of the pod's cluster). `clusters` (shared namespaces of a federation): the member clusters
    * the pod may run in — absent, only the cluster that created it. `preferClusters`: most
    * preferred first, among those allowed.
    */
   placement: s.object({
-    node: dnsName,
+    node: s.string({
+      pattern: /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(@[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$/,
+      patternName: 'a node name (a DNS label), or node@cluster in a shared namespace',
+    }),
     clusters: s.array(dnsName, { maxItems: 64 }),
     preferClusters: s.array(dnsName, { maxItems: 64 }),
   }),

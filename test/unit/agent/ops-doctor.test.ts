@@ -6,6 +6,7 @@ import {
   dataDirFindings,
   diskFindings,
   kernelFindings,
+  podRuntimeFindings,
   wireguardFindings,
   wireguardMode,
 } from '../../../src/agent/ops/doctor.ts'
@@ -99,4 +100,42 @@ test('clock skew: ok under 1 s, warn from 1 s, error from 30 s; unreachable peer
   assert.match(f[2]!.fix!, /timedatectl set-ntp true/)
   assert.match(f[3]!.message, /timed out/)
   assert.equal(clockFindings([])[0]!.status, 'info')
+})
+
+test('pod runtimes: gVisor says which platform runs here and why the others do not, or why none does', () => {
+  const sandbox = { ok: true, detail: 'bubblewrap 0.8.0' }
+  const oci = { ok: true, detail: 'runc 1.1.5' }
+  const tried = [
+    { platform: 'kvm' as const, ok: false, detail: 'no container within 8 s (hangs)' },
+    { platform: 'systrap' as const, ok: false, detail: 'unknown platform: systrap' },
+    { platform: 'ptrace' as const, ok: true, detail: 'a container ran in 180 ms' },
+  ]
+  const ok = podRuntimeFindings({
+    sandbox,
+    oci,
+    gvisor: { ok: true, version: 'runsc version 0.0~20221219.0', platform: 'ptrace', tried, detail: 'ptrace: a container ran in 180 ms' },
+  })
+  const g = ok.find((f) => f.check === 'gvisor')!
+  assert.equal(g.status, 'ok')
+  assert.equal(
+    g.message,
+    'gVisor available: runsc version 0.0~20221219.0, platform ptrace: a container ran in 180 ms (not usable here: kvm: no container within 8 s (hangs); systrap: unknown platform: systrap)',
+  )
+  const missing = podRuntimeFindings({ sandbox, oci, gvisor: { ok: false, detail: 'runsc not found' } }).find((f) => f.check === 'gvisor')!
+  assert.equal(missing.status, 'warn')
+  assert.match(missing.message, /runsc not found \(pods with runtime: gvisor cannot start\)/)
+  assert.equal(missing.fix, 'apt-get install runsc')
+  const none = podRuntimeFindings({
+    sandbox,
+    oci,
+    gvisor: {
+      ok: false,
+      version: 'runsc version 0.0~20221219.0',
+      tried: [{ platform: 'ptrace', ok: false, detail: 'operation not permitted' }],
+      detail: 'ptrace: operation not permitted',
+    },
+  }).find((f) => f.check === 'gvisor')!
+  assert.equal(none.status, 'warn')
+  assert.match(none.message, /cannot start a container on any platform here: ptrace: operation not permitted/)
+  assert.match(none.fix!, /ptrace/)
 })

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { checkAgentControllers } from '../../../src/agent/controllers.ts'
 import { decideBindings } from '../../../src/agent/pods/binder.ts'
-import { admitPod, admitPolicy, anyUserIsAdmin, asksOf, type GrantContext, ungranted } from '../../../src/agent/pods/security.ts'
+import { admitPod, admitPolicy, anyUserIsAdmin, asksOf, type GrantContext, runtimeRefusal, ungranted } from '../../../src/agent/pods/security.ts'
 import { assignedTo, podDefaultResourcesOf } from '../../../src/agent/pods/spec.ts'
 import type { SecurityPolicy, UnsafeFeature } from '../../../src/model/index.ts'
 
@@ -111,6 +111,11 @@ test('binder: binds only to itself — pinned here, the only alive node, or what
   const byB = decideBindings([pod('free')], [node('a'), node('b')], 'b', ['a', 'b'], 0).length
   assert.equal(byA + byB, 1)
   assert.equal(assignedTo({ ...pod('p', { placement: { node: 'a' } }), status: { node: 'b' } }, 'a'), true, 'a pin decides alone')
+  // A shared pod (federation scope, node@cluster): a full pin decides; a bare one was resolved by the binder.
+  assert.equal(assignedTo(pod('p', { placement: { node: 'h1@home' } }), 'h1@home'), true)
+  assert.equal(assignedTo(pod('p', { placement: { node: 'h1@home' } }), 'h1@cloud'), false)
+  assert.equal(assignedTo({ ...pod('p', { placement: { node: 'h1' } }), status: { node: 'h1@home' } }, 'h1@home'), true, 'a bare pin, bound here')
+  assert.equal(assignedTo(pod('p', { placement: { node: 'h1' } }), 'h1@home'), false, 'a bare pin not bound yet')
 })
 
 test("the agent's controllers form no loop and no field has two writers", () => {
@@ -138,4 +143,28 @@ test('safe defaults: 1,024 processes and 1 GiB unless the Cluster says otherwise
   assert.deepEqual(podDefaultResourcesOf([cluster()]), { pids: 1024, memoryBytes: 1024 ** 3 })
   assert.deepEqual(podDefaultResourcesOf([cluster({ pids: 64, memory: '256Mi' })]), { pids: 64, memoryBytes: 256 * 1024 ** 2 })
   assert.deepEqual(podDefaultResourcesOf([cluster({ pids: 0, memory: 0 })]), {})
+})
+
+test('requireRuntime: a policy selecting a pod restricts its runtime, whoever wrote it; every such policy must allow it', () => {
+  const only = (runtimes: string[], selector?: { names?: string[] }, ns = 'default', name = 'p') =>
+    ({ ...policy([], ns, selector, 'user:dev', { requireRuntime: runtimes }), metadata: { name, namespace: ns, updatedBy: 'user:dev' } }) as SecurityPolicy
+  // the default runtime is sandbox; a namespace-wide requirement refuses it, naming policy and fix
+  assert.match(
+    runtimeRefusal(pod('x'), [only(['gvisor'])])!.message,
+    /^pod\/x asks for runtime sandbox, but namespace default requires gvisor \(SecurityPolicy\/p\) for it: set spec.runtime accordingly$/,
+  )
+  assert.equal(runtimeRefusal(pod('x', { runtime: 'gvisor' }), [only(['gvisor'])]), undefined)
+  assert.equal(runtimeRefusal(pod('x', { runtime: 'oci' }), [only(['gvisor', 'oci'])]), undefined)
+  // other namespaces and pods the policy does not name are not restricted
+  assert.equal(runtimeRefusal(pod('x'), [only(['gvisor'], undefined, 'other')]), undefined)
+  assert.equal(runtimeRefusal(pod('x'), [only(['gvisor'], { names: ['untrusted-*'] })]), undefined)
+  assert.ok(runtimeRefusal(pod('untrusted-1', { runtime: 'oci' }), [only(['gvisor'], { names: ['untrusted-*'] })]))
+  // two policies: the pod must satisfy both; both are named when it satisfies neither
+  const both = [only(['gvisor', 'oci'], undefined, 'default', 'a'), only(['gvisor'], undefined, 'default', 'b')]
+  assert.match(runtimeRefusal(pod('x', { runtime: 'oci' }), both)!.message, /requires gvisor \(SecurityPolicy\/b\) for it/)
+  assert.match(runtimeRefusal(pod('x'), both)!.message, /requires gvisor or oci \(SecurityPolicy\/a\) and gvisor \(SecurityPolicy\/b\)/)
+  // admission refuses the same, before any grant is looked at
+  assert.throws(() => admitPod(pod('x'), [only(['gvisor'])], ctx()), /asks for runtime sandbox/)
+  // a policy with only a grant restricts nothing
+  assert.equal(runtimeRefusal(pod('x'), [policy(['root'])]), undefined)
 })

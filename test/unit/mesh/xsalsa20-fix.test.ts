@@ -45,3 +45,29 @@ test('xsalsa20: alternating large updates exhaust its memory without the fix, no
   const dec = xsalsa20(nonce, key).update(out)
   assert.ok(Buffer.from(dec).equals(data))
 })
+
+// Several live streams (every pointer slot taken), each growing the memory in turn with updates of
+// rising size: every stream's output must be the cipher stream it would give alone. A fix that made
+// a stream of its own to read the memory shifted the shared scratch area in the middle of an update
+// when no slot was free, and that update came out wrong.
+test('xsalsa20 (fixed): interleaved streams that grow the memory keep their exact output', () => {
+  fixXsalsa20()
+  const keys = [0, 1, 2, 3].map(() => ({ nonce: randomBytes(24), key: randomBytes(32) }))
+  const sizes = [1000, 70_000, 200_000, 1 << 20, 3 << 20, 5 << 20]
+  const data = randomBytes(sizes.reduce((a, b) => a + b, 0))
+  // Alone, one at a time: the reference stream of each key.
+  const reference = keys.map(({ nonce, key }) => {
+    const s = xsalsa20(nonce, key)
+    const out = Buffer.from(s.update(data))
+    s.finalize()
+    return out
+  })
+  const live = keys.map(({ nonce, key }) => xsalsa20(nonce, key))
+  const outs: Buffer[][] = keys.map(() => [])
+  let at = 0
+  for (const size of sizes) {
+    for (let i = 0; i < live.length; i++) outs[i]!.push(Buffer.from(live[i]!.update(data.subarray(at, at + size))))
+    at += size
+  }
+  for (let i = 0; i < live.length; i++) assert.ok(Buffer.concat(outs[i]!).equals(reference[i]!), `stream ${i} differs from its cipher stream`)
+})

@@ -1,0 +1,3 @@
+import { runtimeSuite } from './suite.ts'
+
+runtimeSuite('gvisor')
