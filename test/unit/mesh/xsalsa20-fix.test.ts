@@ -29,11 +29,15 @@ test('xsalsa20: alternating large updates exhaust its memory without the fix, no
   const xs = [0, 1, 2].map(() => xsalsa20(Buffer.alloc(24), Buffer.alloc(32)))
   const buf = Buffer.alloc(1 << 20)
   for (let i = 0; i < 200; i++) for (const x of xs) x.update(buf)
-  // The same stream cipher output in pieces, interleaved with other streams' updates.
+  // The same stream cipher output in pieces, interleaved with other streams' updates and with new
+  // streams opened meanwhile (the package moves its data area when it runs out of stream slots).
   const enc = xsalsa20(nonce, key)
+  const opened: unknown[] = []
   const out = Buffer.concat(
     [0, 1, 2].map((i) => {
-      for (const x of xs) x.update(buf)
+      // Another stream grows the memory (this one's view is detached), and the slots run out.
+      xs[i]!.update(Buffer.alloc((4 + i) << 20))
+      for (let k = 0; k < 5; k++) opened.push(xsalsa20(Buffer.alloc(24), Buffer.alloc(32)).update(buf))
       return Buffer.from(enc.update(data.subarray(i << 20, (i + 1) << 20)))
     }),
   )
