@@ -31,7 +31,7 @@ export {
   quorumState,
   resolveFencing,
 } from './fencing.ts'
-export { canonicalJson } from './hash.ts'
+export { canonicalJson, hashString, mix32 } from './hash.ts'
 export { BindOp, EvictOp, formatPlan, type Operation, UnbindOp } from './operations.ts'
 export { DEFAULT_SCHED_OPTIONS, resolveOptions, type SchedOptions, type SchedOptionsInput, type ScoreWeights } from './options.ts'
 export { feasibleToFind, type PendingPod, type PlanResult, plan, planPlacements } from './placement.ts'

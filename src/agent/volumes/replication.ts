@@ -8,7 +8,7 @@
  */
 import { lstat, readdir, readlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { hashString, mix32 } from '../../sched/hash.ts'
+import { hashString, mix32 } from '../../sched/index.ts'
 
 export interface ManifestEntry {
   /** Path relative to the volume root: `.` for the root itself, else `./a/b`. */
