@@ -23,7 +23,7 @@ function sharedPod(name: string, script: string, spec: Record<string, unknown>):
   return JSON.stringify({
     apiVersion: 'orc/v1',
     kind: 'Pod',
-    metadata: { name, namespace: NS },
+    metadata: { name, namespace: NS, labels: { app: name } },
     spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: busyboxImages().rootfs, command: ['sh', '-c', script] }], ...spec },
   })
 }
@@ -123,6 +123,32 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     throw err
   })
   t.diagnostic(`the client pod on home reached web on cloud over TCP (and was reached back) ${Date.now() - c0} ms after it was applied`)
+
+  // A Service of the shared namespace, applied on home: its name resolves through a home node's
+  // resolver (which reads the federation's document) to the cloud pod, and a home pod reaches web by
+  // that name (issue #21: shared namespaces resolve in every member cluster).
+  await tb.orc('h1', ['apply', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'orc/v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: NS },
+      spec: { selector: { app: 'web' }, ports: [{ name: 'http', port: 8080 }] },
+    }),
+  })
+  const homeDns = `${homeNet}::53`
+  const lookup = `busybox nslookup -type=AAAA web.${NS}.svc.cluster.local ${homeDns} | sed -n 's/^Address: *\\([0-9a-f:]*\\)$/\\1/p' | grep -v '^${homeDns}$' | head -1`
+  const n0 = Date.now()
+  const resolved = await waitFor(
+    `web.${NS}.svc resolves on ${clientHost} to the cloud pod`,
+    async () => {
+      const r = await tb.exec(clientHost, 'ip', ['netns', 'exec', clientNs, 'sh', '-c', lookup])
+      return r.stdout.trim() === web.ipv6 ? r.stdout.trim() : undefined
+    },
+    60_000,
+  )
+  const byName = await tb.exec(clientHost, 'ip', ['netns', 'exec', clientNs, 'sh', '-c', `addr=$(${lookup}) && busybox nc -w 2 "$addr" 8080`])
+  assert.match(byName.stdout, /hello-from-cloud/, `${byName.stdout}${byName.stderr}`)
+  t.diagnostic(`web.${NS}.svc.cluster.local resolved on home to ${resolved} (cloud) ${Date.now() - n0} ms after the Service was applied; reached by name`)
 
   // `orc get routes` on both ends: the other's pod /128, on the other node's peer, nothing wider.
   const routesOn = async (host: string) => tb.orcJson(host, ['get', 'routes'])
