@@ -105,7 +105,9 @@ export class IngressController {
     const me = this.c.store.get({ kind: 'Node', namespace: '', name: this.c.nodeName })
     const node = { metadata: { name: this.c.nodeName, ...(me?.metadata.labels ? { labels: me.metadata.labels } : {}) } }
     const ingresses = this.c.store.list('Ingress')
-    const plan = planIngressListeners(TCP_PROXY, node, ingresses, this.c.store.list('Service'), this.c.store.list('Pod'))
+    // Without an Ingress there is nothing to plan: no list of every Service and Pod on each change
+    // (with 5,000 pods that was a quarter of the agent's CPU under a stream of API writes).
+    const plan = ingresses.length === 0 ? [] : planIngressListeners(TCP_PROXY, node, ingresses, this.c.store.list('Service'), this.c.store.list('Pod'))
     const want = new Map(plan.map((l) => [l.key, l]))
     for (const key of this.proxy.keys()) {
       if (want.has(key)) continue
