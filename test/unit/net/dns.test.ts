@@ -2,12 +2,16 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import * as dnsPacket from 'dns-packet'
 import fc from 'fast-check'
+import pino from 'pino'
+import { systemClock } from '../../../src/effects/clock.ts'
+import { systemRandom } from '../../../src/effects/random.ts'
 import { serviceEndpoints } from '../../../src/model/index.ts'
 import {
   answerQuery,
   buildZone,
   clusterDnsAddress,
   clusterPrefix,
+  DnsServer,
   formatIPv6,
   MAX_QUERY_BYTES,
   podDnsFiles,
@@ -153,6 +157,27 @@ test('ClusterIP: where the node load-balances, the service answers its virtual a
   assert.deepEqual(data('db.shop.svc.cluster.local', 'AAAA').sort(), [ip(1), ip(2)], 'Headless: the pods')
   const unbalanced = buildZone({ domain: 'cluster.local', services: [web] as never, pods: pods as never })
   assert.deepEqual(((ask('web.shop.svc.cluster.local', 'AAAA', { zone: unbalanced }) as { packet: dnsPacket.DecodedPacket }).packet.answers ?? []).length, 2)
+})
+
+test('answer cache: a repeated query gets the cached answer under its own id; a new zone is answered afresh', () => {
+  let zone = buildZone({ domain: 'cluster.local', services: [web] as never, pods: [pod('web-1', { ip: ip(1) })] as never })
+  const server = new DnsServer(
+    { clock: systemClock, random: systemRandom, logger: pino({ level: 'silent' }) },
+    { zone: () => zone, upstreams: [], ttl: 3, rateLimit: { perSecond: 1e9, burst: 1e9 }, upstreamTimeoutMs: 1000 },
+  )
+  const ask1 = (id: number, name = 'web.shop.svc.cluster.local') => {
+    const q = dnsPacket.encode({ type: 'query', id, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type: 'AAAA', name }] })
+    let out: Buffer | undefined
+    server.handle(q, '::1', 'udp', (b) => (out = b))
+    const p = dnsPacket.decode(out!)
+    return { id: p.id, data: (p.answers ?? []).map((a) => (a as { data: unknown }).data) }
+  }
+  assert.deepEqual(ask1(1), { id: 1, data: [ip(1)] })
+  assert.deepEqual(ask1(2), { id: 2, data: [ip(1)] }, 'cached, with the new id')
+  assert.deepEqual(ask1(3, 'WEB.shop.svc.cluster.local'), { id: 3, data: [ip(1)] }, 'another spelling is its own entry')
+  zone = buildZone({ domain: 'cluster.local', services: [web] as never, pods: [pod('web-2', { ip: ip(2) })] as never })
+  assert.deepEqual(ask1(4), { id: 4, data: [ip(2)] }, 'a new zone is not answered from the old one')
+  assert.equal(server.stats.answered, 4)
 })
 
 test('negative answers: NXDOMAIN for unknown names under the domain and in the cluster reverse zone, NODATA for names that exist; SOA for caching', () => {
