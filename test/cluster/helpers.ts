@@ -186,6 +186,12 @@ export class NodeProcess {
     return orc(this.socket, args, env)
   }
 
+  /** `orc get REF -o json` on this node, parsed; undefined when it fails (not found, agent down). */
+  async getJson(ref: string): Promise<any> {
+    const r = await this.cli(['get', ref, '-o', 'json'])
+    return r.exitCode === 0 ? JSON.parse(r.stdout) : undefined
+  }
+
   async kill(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
     if (this.proc === undefined || this.exited) return
     this.proc.kill(signal)

@@ -224,10 +224,7 @@ test('redis-server on a replicated Volume fails over with its node: the promoted
     const r = await orc(a.socket, ['apply', '-f', '-'], {}, text)
     assert.equal(r.exitCode, 0, r.stderr)
   }
-  const json = async (n: NodeProcess, ref: string) => {
-    const r = await n.cli(['get', ref, '-o', 'json'])
-    return r.exitCode === 0 ? JSON.parse(r.stdout) : undefined
-  }
+  const json = (node: NodeProcess, ref: string) => node.getJson(ref)
   const INTERVAL = 3
   await apply(
     JSON.stringify({

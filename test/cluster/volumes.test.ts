@@ -116,10 +116,7 @@ test('a Volume keeps a pod’s data through update, agent kill -9 and re-creatio
     const r = await orc(node.socket, ['apply', '-f', '-'], {}, text)
     assert.equal(r.exitCode, 0, r.stderr)
   }
-  const json = async (node: typeof a, ref: string) => {
-    const r = await node.cli(['get', ref, '-o', 'json'])
-    return r.exitCode === 0 ? JSON.parse(r.stdout) : undefined
-  }
+  const json = (node: NodeProcess, ref: string) => node.getJson(ref)
   const running = (name: string, node = a) =>
     waitFor(
       `pod/${name} running`,
@@ -374,10 +371,7 @@ test('a replicated volume: copies within the interval, ha failover to a promoted
     const img = await orc(undefined, ['image', 'import-busybox', '--data-dir', n.dataDir])
     assert.equal(img.exitCode, 0, img.stderr)
   }
-  const json = async (node: NodeProcess, ref: string) => {
-    const r = await node.cli(['get', ref, '-o', 'json'])
-    return r.exitCode === 0 ? JSON.parse(r.stdout) : undefined
-  }
+  const json = (node: NodeProcess, ref: string) => node.getJson(ref)
   const apply = async (text: string) => {
     const r = await orc(a.socket, ['apply', '-f', '-'], {}, text)
     assert.equal(r.exitCode, 0, r.stderr)

@@ -641,7 +641,9 @@ export class NodeNetwork implements PodNetworkHooks {
   private async applyServices(force: boolean): Promise<void> {
     if (this.svcnat === undefined || this.decision === undefined || this.cluster === undefined || this.names === undefined) return
     try {
-      const plan = planVirtualServices(this.c.store.list('Service'), this.c.store.list('Pod'), this.cluster)
+      // No Service, no endpoints to find: the pods are not listed (every pod change lands here).
+      const services = this.c.store.list('Service')
+      const plan = planVirtualServices(services, services.length === 0 ? [] : this.c.store.list('Pod'), this.cluster)
       const range = serviceVirtualRange(this.cluster)
       const config = { iface: this.names.iface, range, gateway: nodeGateway(this.decision.prefix), services: plan.services }
       const json = JSON.stringify({ ...config, range: formatPrefix(range) })
