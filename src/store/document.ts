@@ -190,7 +190,7 @@ export class ObjectDocument {
       const c = this.content(key)
       if (c) out.push(withMeta(c, this.sysOf(key)!))
     }
-    return out.sort((a, b) => (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name))
+    return out.sort(byNamespaceAndName)
   }
 
   count(): number {
@@ -433,4 +433,17 @@ export class ObjectDocument {
     const keys = [...this.objects.keys()].sort()
     return JSON.stringify(keys.map((k) => [k, canon(this.objects.get(k)!.toJSON())]))
   }
+}
+
+/**
+ * Namespace, then name, by UTF-16 code unit: names are lowercase DNS labels, for which this is the
+ * order localeCompare gave, at a fraction of its cost (ICU collation was a hot spot of every list).
+ */
+function byNamespaceAndName(a: StoredObject, b: StoredObject): number {
+  const na = a.metadata.namespace ?? ''
+  const nb = b.metadata.namespace ?? ''
+  if (na !== nb) return na < nb ? -1 : 1
+  const x = a.metadata.name
+  const y = b.metadata.name
+  return x < y ? -1 : x > y ? 1 : 0
 }

@@ -42,7 +42,7 @@ const pod = (name: string, i = 0) => ({
   apiVersion: 'orc/v1',
   kind: 'Pod',
   metadata: { name, labels: { app: 'bench', shard: String(i % 16) } },
-  spec: { nodeSelector: { 'orc-test': 'nowhere' }, containers: [{ name: 'main', image: '/var/lib/orc/images/busybox', command: ['sh', '-c', 'sleep 3600'] }] },
+  spec: { nodeSelector: { 'orc-test': 'nowhere' }, containers: [{ name: 'main', image: 'busybox', command: ['sh', '-c', 'sleep 3600'] }] },
 })
 
 /** What bin/orc.mjs runs right now: the bundle when it is newer than every source file. */
@@ -157,7 +157,7 @@ async function propagation(): Promise<void> {
       // mesh forming; that is join cost, reported by the join figures, not steady-state latency).
       for (const [i, w] of nodes.entries()) {
         const key = `Pod/default/warm-${size}-${i}`
-        await w.client.call('POST', '/v1/apply', { body: { objects: [pod(`warm-${size}-${i}`)], author: 'user:bench' } })
+        await w.client.call('POST', '/v1/apply', { body: { objects: [pod(`warm-${size}-${i}`)] } })
         await waitFor(`${key} on all ${size}`, async () => nodes.every((n) => seen.get(n)!.has(key)), 30_000)
       }
       const lat: number[] = []
@@ -167,7 +167,7 @@ async function propagation(): Promise<void> {
         const name = `lat-${size}-${s}`
         const key = `Pod/default/${name}`
         const t0 = Date.now()
-        await writer.client.call('POST', '/v1/apply', { body: { objects: [pod(name)], author: 'user:bench' } })
+        await writer.client.call('POST', '/v1/apply', { body: { objects: [pod(name)] } })
         await waitFor(`${key} durable on all ${size}`, async () => nodes.every((n) => durable.get(n)!.has(key)), 30_000)
         lat.push(Math.max(...nodes.map((n) => seen.get(n)!.get(key)!)) - t0)
         latDurable.push(Math.max(...nodes.map((n) => durable.get(n)!.get(key)!)) - t0)
@@ -198,7 +198,7 @@ async function gossipBytes(): Promise<void> {
     const sizes: number[] = []
     const off = store.onLocalUpdate((u) => sizes.push(u.length))
     const changed = pod('one-field')
-    changed.spec.containers[0]!.image = '/var/lib/orc/images/busybox-2'
+    changed.spec.containers[0]!.image = 'busybox-2'
     await store.apply(changed as any, { author: 'user:bench', now: Date.now() })
     off()
     const payload = sizes.reduce((a, b) => a + b, 0)
@@ -228,7 +228,7 @@ async function gossipBytes(): Promise<void> {
 async function applyMany(n: NodeProcess, prefix: string, count: number): Promise<void> {
   for (let i = 0; i < count; i += 500) {
     const objects = Array.from({ length: Math.min(500, count - i) }, (_, j) => pod(`${prefix}-${i + j}`, i + j))
-    await n.client.call('POST', '/v1/apply', { body: { objects, author: 'user:bench' } })
+    await n.client.call('POST', '/v1/apply', { body: { objects } })
   }
 }
 

@@ -77,15 +77,22 @@ async function go(page: Page, hash: string): Promise<void> {
 }
 
 async function waitText(page: Page, what: string, sel: string, re: RegExp, timeoutMs = 30_000): Promise<string> {
-  return waitFor(
-    what,
-    async () => {
-      // biome-ignore lint/performance/useDomNodeTextContent: the text as the user sees it (table cells apart by tabs)
-      const t = await page.$eval(sel, (e) => (e as unknown as El).innerText).catch(() => '')
-      return re.test(t) ? t : undefined
-    },
-    timeoutMs,
-  )
+  try {
+    return await waitFor(
+      what,
+      async () => {
+        // biome-ignore lint/performance/useDomNodeTextContent: the text as the user sees it (table cells apart by tabs)
+        const t = await page.$eval(sel, (e) => (e as unknown as El).innerText).catch(() => '')
+        return re.test(t) ? t : undefined
+      },
+      timeoutMs,
+    )
+  } catch (err) {
+    // What the page showed instead: a failure in CI is otherwise a bare timeout.
+    // biome-ignore lint/performance/useDomNodeTextContent: the text as the user sees it
+    const shown = await page.$eval('main', (e) => (e as unknown as El).innerText).catch((e) => `(no main: ${(e as Error).message})`)
+    throw new Error(`${(err as Error).message}; the page showed:\n${shown.slice(0, 3000)}`)
+  }
 }
 
 test('orc dashboard in Chromium against three agents: pages, rollback, logs -f, a node killed -9', { skip, timeout: 230_000 }, async (t) => {

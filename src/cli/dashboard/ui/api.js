@@ -3,6 +3,7 @@
 // sent back in a header, or in the query of the event streams (EventSource cannot set headers).
 
 const KEY = 'orc-dashboard-token'
+const CALL_TIMEOUT_MS = 20_000
 
 export function takeToken() {
   // `#token=T` (the printed URL), or a page with it: `#/pods?token=T`.
@@ -33,7 +34,19 @@ function queryString(query) {
 export async function api(path, { method = 'GET', query, body } = {}) {
   const headers = { 'x-orc-token': sessionStorage.getItem(KEY) ?? '' }
   if (body !== undefined) headers['content-type'] = 'application/json'
-  const res = await fetch(`/api${path}${queryString(query)}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  let res
+  try {
+    // A call that hangs (a stalled connection) becomes an error on the page, not a stale view.
+    res = await fetch(`/api${path}${queryString(query)}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+    })
+  } catch (err) {
+    if (err?.name === 'TimeoutError') throw new Error(`no answer from the dashboard within ${CALL_TIMEOUT_MS / 1000} s (${method} ${path})`)
+    throw new Error(`the dashboard cannot be reached (${method} ${path}): ${err?.message ?? err}`)
+  }
   const data = await res.json().catch(() => ({}))
   if (!res.ok) throw new ApiError(res.status, data)
   return data

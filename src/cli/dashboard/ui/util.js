@@ -74,12 +74,16 @@ export function State({ value }) {
   return html`<span class="state ${cls}">${v}</span>`
 }
 
-/** Load `fn()` when `deps` change; { data, error, loading, reload }. */
+/**
+ * Load `fn()` when `deps` change; { data, error, loading, reload }. New deps drop the data of the old
+ * ones (a diff of revisions 5 and 6 must not show under the title of 1 and 2 while those load); a
+ * reload keeps the data shown until the new answer arrives.
+ */
 export function useLoad(fn, deps) {
   const [st, set] = useState({ data: undefined, error: undefined, loading: true })
-  const load = useCallback(() => {
+  const load = useCallback((fresh) => {
     let gone = false
-    set((s) => ({ ...s, loading: true }))
+    set((s) => (fresh === true ? { data: undefined, error: undefined, loading: true } : { ...s, loading: true }))
     fn().then(
       (data) => !gone && set({ data, error: undefined, loading: false }),
       (error) => !gone && set((s) => ({ data: s.data, error, loading: false })),
@@ -88,8 +92,8 @@ export function useLoad(fn, deps) {
       gone = true
     }
   }, deps)
-  useEffect(load, [load])
-  return { ...st, reload: load }
+  useEffect(() => load(true), [load])
+  return { ...st, reload: () => load(false) }
 }
 
 export function Loading({ what }) {
