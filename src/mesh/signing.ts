@@ -4,6 +4,8 @@
  * verification per record); a signer's public key is its peer id (an Ed25519 peer id embeds it).
  */
 import { createPrivateKey, createPublicKey, type KeyObject, sign, verify } from 'node:crypto'
+import { availableParallelism } from 'node:os'
+import { Worker } from 'node:worker_threads'
 import type { PrivateKey } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { OrcError } from '../model/index.ts'
@@ -21,6 +23,7 @@ export interface NodeRecordSigner {
 export interface NodeRecordVerifier {
   member(id: string): { node?: string } | undefined
   verify(id: string, data: Uint8Array, signature: Uint8Array): boolean
+  verifyMany?(checks: readonly { id: string; data: Uint8Array; signature: Uint8Array }[]): Promise<boolean[]>
 }
 
 /** node:crypto's key object for a libp2p Ed25519 private key (its raw form is seed + public key). */
@@ -73,11 +76,111 @@ export function peerKeyVerifier(member: (id: string) => { node?: string } | unde
     keys.set(id, k)
     return k
   }
+  const verifyOne = (id: string, data: Uint8Array, signature: Uint8Array): boolean => {
+    const k = keyOf(id)
+    try {
+      return k !== null && signature.length === 64 && verify(null, data, k, signature)
+    } catch {
+      return false
+    }
+  }
+  const helper = new VerifyHelper()
   return {
     member,
-    verify: (id, data, signature) => {
-      const k = keyOf(id)
-      return k !== null && signature.length === 64 && verify(null, data, k, signature)
+    verify: verifyOne,
+    verifyMany: async (checks) => {
+      // The helper thread takes the second half while this thread does the first.
+      const half = helper.usable() ? Math.floor(checks.length / 2) : checks.length
+      const rest = checks.slice(half).map((c) => {
+        const k = keyOf(c.id)
+        return { key: k === null ? null : (k.export({ format: 'der', type: 'spki' }) as Buffer), data: c.data, signature: c.signature }
+      })
+      const theirs = rest.length > 0 ? helper.verify(rest) : Promise.resolve([])
+      const mine = checks.slice(0, half).map((c) => verifyOne(c.id, c.data, c.signature))
+      let other: boolean[]
+      try {
+        other = await theirs
+      } catch {
+        // No helper (it failed to start or died): this thread does its share too.
+        other = checks.slice(half).map((c) => verifyOne(c.id, c.data, c.signature))
+      }
+      return [...mine, ...other]
     },
+  }
+}
+
+/** Ed25519 verification in a worker thread, for verifyMany (node:crypto only, no bundle needed). */
+const VERIFY_WORKER = `
+const { parentPort } = require('node:worker_threads')
+const { createPublicKey, verify } = require('node:crypto')
+const keys = new Map()
+parentPort.on('message', ({ id, checks }) => {
+  const ok = checks.map((c) => {
+    if (c.key === null || c.signature.length !== 64) return false
+    const hex = Buffer.from(c.key).toString('hex')
+    let k = keys.get(hex)
+    try {
+      if (k === undefined) {
+        if (keys.size > 4096) keys.clear()
+        keys.set(hex, (k = createPublicKey({ key: Buffer.from(c.key), format: 'der', type: 'spki' })))
+      }
+      return verify(null, c.data, k, c.signature)
+    } catch {
+      return false
+    }
+  })
+  parentPort.postMessage({ id, ok })
+})
+`
+
+/**
+ * One worker thread, started on first use and stopped after 10 s without work (it costs memory an
+ * idle agent should not hold). Not used on a machine with one CPU.
+ */
+class VerifyHelper {
+  private worker: Worker | undefined
+  private next = 0
+  private readonly waiting = new Map<number, { resolve: (ok: boolean[]) => void; reject: (err: Error) => void }>()
+  private idle: NodeJS.Timeout | undefined
+
+  usable(): boolean {
+    return availableParallelism() > 1
+  }
+
+  verify(checks: { key: Buffer | null; data: Uint8Array; signature: Uint8Array }[]): Promise<boolean[]> {
+    const w = this.start()
+    clearTimeout(this.idle)
+    const id = this.next++
+    return new Promise<boolean[]>((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject })
+      w.postMessage({ id, checks })
+    })
+  }
+
+  private start(): Worker {
+    if (this.worker !== undefined) return this.worker
+    const w = new Worker(VERIFY_WORKER, { eval: true })
+    w.unref()
+    w.on('message', (m: { id: number; ok: boolean[] }) => {
+      this.waiting.get(m.id)?.resolve(m.ok)
+      this.waiting.delete(m.id)
+      if (this.waiting.size === 0) this.idle = setTimeout(() => this.stop(), 10_000).unref()
+    })
+    const fail = (err: Error) => {
+      if (this.worker === w) this.worker = undefined
+      for (const p of this.waiting.values()) p.reject(err)
+      this.waiting.clear()
+    }
+    w.on('error', fail)
+    w.on('exit', (code) => fail(new Error(`signature worker exited (${code})`)))
+    this.worker = w
+    return w
+  }
+
+  private stop(): void {
+    if (this.waiting.size > 0 || this.worker === undefined) return
+    const w = this.worker
+    this.worker = undefined
+    void w.terminate()
   }
 }

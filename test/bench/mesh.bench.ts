@@ -59,7 +59,12 @@ let profiled: NodeProcess | undefined
 /** Environment that CPU-profiles an agent (BENCH_PROF_DIR; see cpu-profile.mjs). */
 function profileEnv(): Record<string, string> {
   const preload = process.env.BENCH_PROF_PRELOAD ?? new URL('./cpu-profile.mjs', import.meta.url).pathname
-  return { NODE_OPTIONS: `--import=${preload}`, CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR!, CPU_PROFILE_DELAY_MS: process.env.BENCH_PROF_DELAY_MS ?? '0' }
+  return {
+    NODE_OPTIONS: `--import=${preload}`,
+    CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR!,
+    CPU_PROFILE_DELAY_MS: process.env.BENCH_PROF_DELAY_MS ?? '0',
+    CPU_PROFILE_DURATION_MS: process.env.BENCH_PROF_DURATION_MS ?? '0',
+  }
 }
 /**
  * Per node: key → time (ms) the object became readable in that node's store (a remote update merged
@@ -266,6 +271,7 @@ async function joinAndRss(): Promise<void> {
     const count = (await j.client.call<{ objects: number }>('GET', '/v1/status')).objects
     if (count < 10_000) throw new Error(`joiner has ${count} objects`)
     if (process.env.BENCH_VERBOSE) for (const l of j.stderr.split('\n')) if (/join progress|sync done|heap compacted/.test(l)) console.error(l.slice(0, 300))
+    if (process.env.BENCH_LOG_DIR) appendFileSync(join(process.env.BENCH_LOG_DIR, 'joiner.log'), j.stderr)
     console.log(`join_10k_ready_ms ${ready - connecting}`)
     console.log(`join_10k_command_ms ${ready - t0}`)
     // A clean exit writes the profile.

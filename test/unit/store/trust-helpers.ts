@@ -18,23 +18,40 @@ export function testNode(name: string): TestNode {
   return { id, name, key: privateKey, pub: publicKey, signer: { id, sign: (d) => sign(null, d, privateKey) } }
 }
 
-/** A verifier that knows `members` (peer id → key and node name). */
-export function verifierOf(members: readonly TestNode[]): RecordVerifier {
+/**
+ * A verifier that knows `members` (peer id → key and node name). `batched`: it can also check many
+ * signatures at once (verifyMany), counting those calls in `batched.calls`.
+ */
+export function verifierOf(members: readonly TestNode[], batched?: { calls: number }): RecordVerifier {
   const by = new Map(members.map((m) => [m.id, m]))
+  const one = (id: string, data: Uint8Array, sig: Uint8Array) => by.has(id) && verify(null, data, by.get(id)!.pub, sig)
   return {
     member: (id) => (by.has(id) ? { node: by.get(id)!.name } : undefined),
-    verify: (id, data, sig) => verify(null, data, by.get(id)!.pub, sig),
+    verify: one,
+    ...(batched
+      ? {
+          verifyMany: async (checks) => {
+            batched.calls++
+            await new Promise((r) => setImmediate(r))
+            return checks.map((c) => one(c.id, c.data, c.signature))
+          },
+        }
+      : {}),
   }
 }
 
-export async function memStore(node: TestNode, members: readonly TestNode[], opts: { userMay?: UserMay; seed?: number } = {}): Promise<Store> {
+export async function memStore(
+  node: TestNode,
+  members: readonly TestNode[],
+  opts: { userMay?: UserMay; seed?: number; batched?: { calls: number } } = {},
+): Promise<Store> {
   return openStore({
     dir: `mem-${node.name}`,
     db: new MemoryLevel({ keyEncoding: 'utf8', valueEncoding: 'view' }) as never,
     randomBytes: opts.seed === undefined ? undefined : seededBytes(opts.seed),
     sync: false,
     signer: node.signer,
-    verifier: verifierOf(members),
+    verifier: verifierOf(members, opts.batched),
     userMay: opts.userMay,
   })
 }

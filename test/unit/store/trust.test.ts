@@ -489,3 +489,36 @@ test("an ingress controller's report on its own node is accepted; one on another
     await close()
   }
 })
+
+// A join's sync carries thousands of records: their signatures are checked at once (verifyMany,
+// a worker thread in the agent). One tampered record among 300 still refuses the whole message,
+// with the same reason as when checked one by one, and a gossip message arriving meanwhile waits.
+test('a large message is checked at once: one bad signature among 300 records refuses it all', async () => {
+  const batched = { calls: 0 }
+  const A = await memStore(a, members)
+  const C = await memStore(c, members, { batched })
+  try {
+    for (let i = 0; i < 300; i++) await A.apply(pod(`p${i}`), { author: 'controller:deployment', now: 8000 + i })
+    const whole = await A.encodeMissing(C.encodeSyncState())
+    const { yUpdate, records } = decodeUpdateMessage(whole)
+    assert.ok(records.length >= 300)
+    const sig = Buffer.from(records[150]!.g!, 'base64')
+    sig[7]! ^= 1
+    const tampered = records.map((r, i) => (i === 150 ? { ...r, g: sig.toString('base64') } : r))
+    await refused(C.applyRemote(encodeUpdateMessage(yUpdate, tampered)), 'bad_signature')
+    assert.equal(batched.calls, 1, 'checked at once')
+    assert.equal(C.list('Pod').length, 0, 'nothing of the refused message merged')
+    // The honest message, and a later write of A's sent while it is being checked: both merge, in order.
+    const sent = outbox(A)
+    await A.patch(podRef('p299'), [{ path: ['metadata', 'labels', 'late'], value: 'yes' }], { author: 'controller:deployment', now: 9000 })
+    const [big, late] = await Promise.all([C.applyRemote(whole), C.applyRemote(sent[0]!)])
+    assert.equal(big.revisions, records.length)
+    assert.equal(late.revisions, 1)
+    assert.equal(C.list('Pod').length, 300)
+    assert.equal(C.get(podRef('p299'))?.metadata.labels?.late, 'yes')
+    assert.equal(batched.calls, 2)
+  } finally {
+    await A.close()
+    await C.close()
+  }
+})
