@@ -74,6 +74,13 @@ export class FederationDirectory implements MemberDirectory {
   private state: Persisted = { replicas: {}, removed: [] }
   private readonly file: string
 
+  /**
+   * Set by the manager: has an admission of cluster `c` passed since it last went (governance.ts)?
+   * Then any member may introduce its first node. Unset (tests of the directory alone): only the
+   * creating cluster introduces a new cluster.
+   */
+  admitsNew: ((c: string) => boolean) | undefined
+
   constructor(readonly dir: string) {
     this.inner = JsonFileMemberDirectory.inDataDir(dir)
     this.file = join(dir, 'bindings.json')
@@ -229,10 +236,10 @@ export class FederationDirectory implements MemberDirectory {
   }
 
   /**
-   * May `via` (a member) introduce `info`? A cluster introduces its own nodes; a cluster not yet
-   * known only by a member of the creating cluster (that is what a federation token does; any
-   * member while the creator is not known yet); nobody may introduce a node into another known
-   * cluster, nor into a removed one.
+   * May `via` (a member) introduce `info`? A cluster introduces its own nodes; a cluster none of
+   * whose nodes is a member, by any member once its admission passed (admitsNew; without that
+   * hook, only a member of the creating cluster, or any while the creator is not known); nobody
+   * may introduce a node into another cluster that has members, nor into a removed one.
    */
   vetAdmission(info: MemberInfo, via: string): boolean {
     const c = clusterOfMemberName(info.name)
@@ -242,6 +249,7 @@ export class FederationDirectory implements MemberDirectory {
     const viaCluster = this.clusterOf(via)
     if (viaCluster === undefined) return false
     if (viaCluster === c) return true
+    if (this.admitsNew !== undefined) return this.membersOf(c).length === 0 && this.admitsNew(c)
     if (this.knownClusters().has(c) && !this.isReadmitted(c)) return false
     return this.state.creator === undefined || viaCluster === this.state.creator
   }
