@@ -70,7 +70,7 @@ export async function federated(t: After): Promise<{ a: Side; b: Side }> {
   const a = await side(t, 'a1', 'home')
   const b = await side(t, 'b1', 'cloud')
   await a.fm.create({ name: 'shared', namespaces: ['shared'], author: 'user:alice' })
-  const { token } = await a.fm.token('shared')
+  const { token } = await a.fm.token('shared', { author: 'user:alice' })
   const view = await b.fm.join({ token, author: 'user:bob' })
   assert.equal(view.name, 'shared')
   assert.deepEqual(view.namespaces, ['shared'])

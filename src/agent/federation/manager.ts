@@ -191,6 +191,8 @@ export class FederationManager implements ScopeRouter {
   private stopped = false
   /** Invites minted for nodes of this cluster, per federation id (see vetJoiner). */
   private readonly invites = new Map<string, number>()
+  /** Per federation id: the admin who last issued a token here (an admission it implies is written as theirs). */
+  private readonly tokenAuthors = new Map<string, string>()
   /** Federation ids whose local state is being set up or torn down right now. */
   private readonly busy = new Set<string>()
   private podHost: FederationPodHost | undefined
@@ -530,6 +532,7 @@ export class FederationManager implements ScopeRouter {
     opts: { ttlMs?: number; readmit?: string; author?: string } = {},
   ): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
     const r = this.mustRun(name)
+    if (opts.author !== undefined) this.tokenAuthors.set(r.cfg.id, opts.author)
     // Any member cluster issues tokens; the joiner is checked against the governance when it
     // presents one (vetJoiner). `--readmit C`: propose the admission of a removed cluster first.
     if (opts.readmit !== undefined) {
@@ -538,7 +541,7 @@ export class FederationManager implements ScopeRouter {
         throw new OrcError('invalid', `cluster ${c} was not removed from federation ${r.cfg.name}: a token admits it without --readmit`, { cluster: c })
       await this.refreshGovernance(r)
       if (!this.admissionOpen(r, c)) {
-        const { proposal } = await this.propose(name, 'admit', c, opts.author ?? FEDERATION_CONTROLLER)
+        const { proposal } = await this.propose(name, 'admit', c, opts.author ?? 'user:unknown')
         if (proposal.state !== 'passed')
           throw new OrcError(
             'forbidden',
@@ -1049,7 +1052,7 @@ export class FederationManager implements ScopeRouter {
         `cluster ${c} is not admitted to federation ${cfg.name}: admitting a cluster needs ${need} approvals of member clusters (${propose}, then orc federation approve on others)`,
         { cluster: c, required: need },
       )
-    await this.proposeIn(r, 'admit', c, `${FEDERATION_CONTROLLER}@${r.cfg.cluster}`)
+    await this.proposeIn(r, 'admit', c, tagAuthor(this.tokenAuthors.get(cfg.id) ?? 'user:unknown', r.cfg.cluster))
   }
 
   /** Clusters whose Cluster object went: drop their nodes; if it is ours, we were removed. */

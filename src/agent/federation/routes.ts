@@ -32,8 +32,8 @@ export function federationRoutes(fm: FederationManager) {
     federationToken: ({ params, body }) => {
       const b = bodyOf(body)
       const ttl = b.ttlSeconds === undefined ? undefined : Number(b.ttlSeconds) * 1000
-      const readmit = b.readmit === undefined ? {} : { readmit: String(b.readmit), author: authorOf(b) }
-      return fm.token(params.name, { ...(ttl === undefined ? {} : { ttlMs: ttl }), ...readmit })
+      const readmit = b.readmit === undefined ? {} : { readmit: String(b.readmit) }
+      return fm.token(params.name, { ...(ttl === undefined ? {} : { ttlMs: ttl }), ...readmit, author: authorOf(b) })
     },
     leaveFederation: async ({ params, body }) => ({ federation: await fm.leave(params.name, authorOf(bodyOf(body))) }),
     proposeFederationChange: ({ params, body }) => {
