@@ -692,6 +692,8 @@ export class FederationManager implements ScopeRouter {
   private async applyGovernance(r: Running): Promise<void> {
     if (!this.running.has(r.cfg.id)) return
     await this.refreshGovernance(r)
+    // Nodes of a newly admitted cluster introduced before its admission reached this node.
+    for (const info of r.directory.retryDeferred()) await r.mesh.admit(info, { announce: false }).catch(() => undefined)
     for (const c of r.directory.removedClusters()) {
       if (c === r.cfg.cluster || !this.admissionOpen(r, c)) continue
       await r.directory.readmit(c)

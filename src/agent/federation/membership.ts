@@ -80,6 +80,12 @@ export class FederationDirectory implements MemberDirectory {
    * creating cluster introduces a new cluster.
    */
   admitsNew: ((c: string) => boolean) | undefined
+  /**
+   * Introductions refused only because the cluster's admission had not reached this member yet
+   * (the proposal travels by gossip like the introduction): retried when the governance changes
+   * (retryDeferred). At most 64, the latest kept.
+   */
+  private deferred: Array<{ info: MemberInfo; via: string }> = []
 
   constructor(readonly dir: string) {
     this.inner = JsonFileMemberDirectory.inDataDir(dir)
@@ -114,6 +120,13 @@ export class FederationDirectory implements MemberDirectory {
     const fresh = this.state.replicas[r] === undefined
     this.state.replicas[r] = c
     return fresh
+  }
+
+  /** The deferred introductions that may be admitted now (each is handed out once). */
+  retryDeferred(): MemberInfo[] {
+    const all = this.deferred
+    this.deferred = []
+    return all.filter((d) => this.vetAdmission(d.info, d.via)).map((d) => d.info)
   }
 
   /** The cluster that created the federation, once known (see Persisted.creator). */
@@ -249,7 +262,12 @@ export class FederationDirectory implements MemberDirectory {
     const viaCluster = this.clusterOf(via)
     if (viaCluster === undefined) return false
     if (viaCluster === c) return true
-    if (this.admitsNew !== undefined) return this.membersOf(c).length === 0 && this.admitsNew(c)
+    if (this.admitsNew !== undefined) {
+      if (this.membersOf(c).length > 0) return false
+      if (this.admitsNew(c)) return true
+      this.deferred = [...this.deferred.filter((d) => d.info.peerId !== info.peerId), { info, via }].slice(-64)
+      return false
+    }
     if (this.knownClusters().has(c) && !this.isReadmitted(c)) return false
     return this.state.creator === undefined || viaCluster === this.state.creator
   }
