@@ -694,6 +694,16 @@ export class FederationManager implements ScopeRouter {
     await this.refreshGovernance(r)
     // Nodes of a newly admitted cluster introduced before its admission reached this node.
     for (const info of r.directory.retryDeferred()) await r.mesh.admit(info, { announce: false }).catch(() => undefined)
+    // A removal that passed with this cluster's approval last but whose deletion was never written
+    // (the approving node stopped in between): any node of this cluster writes it, as that approver.
+    for (const p of r.gov.proposals) {
+      const last = p.approvals.at(-1)
+      if (p.action !== 'remove' || p.passedAt === undefined || last?.cluster !== r.cfg.cluster) continue
+      if (r.store.get(clusterRef(p.target)) === undefined || this.wentAt(r, p.target) >= p.passedAt || this.admittedSince(r, p.target, p.passedAt)) continue
+      await r.store
+        .delete(clusterRef(p.target), { author: last.author, reason: removalReason(p.target, p.id), now: this.c.clock.now() })
+        .catch((err) => this.log.warn({ err: (err as Error).message, proposal: p.id }, 'write a passed removal'))
+    }
     for (const c of r.directory.removedClusters()) {
       if (c === r.cfg.cluster || !this.admissionOpen(r, c)) continue
       await r.directory.readmit(c)
