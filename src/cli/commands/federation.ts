@@ -107,6 +107,8 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     )
 
   const output = () => outputOption(['table', 'json'])
+  const showProposal = (name: string, format: string, p: FederationProposalView) =>
+    io.out(format === 'json' ? JSON.stringify(p, null, 2) + '\n' : proposalLine(name, p))
 
   fed
     .command('create')
@@ -258,9 +260,8 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation propose lab quorum default`),
     )
     .action(async (name: string, action: string, target: string, opts, cmd: Command) => {
-      const r = await callRoute(client(cmd), 'proposeFederationChange', { name }, { body: { action, target, author: authorFrom(io.env, opts.author) } })
-      if (opts.output === 'json') return io.out(JSON.stringify(r.proposal, null, 2) + '\n')
-      io.out(proposalLine(name, r.proposal))
+      const body = { action, target, author: authorFrom(io.env, opts.author) }
+      showProposal(name, opts.output, (await callRoute(client(cmd), 'proposeFederationChange', { name }, { body })).proposal)
     })
 
   fed
@@ -279,9 +280,8 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation approve lab remove-edge-1a2b3c`),
     )
     .action(async (name: string, id: string, opts, cmd: Command) => {
-      const r = await callRoute(client(cmd), 'approveFederationProposal', { name, id }, { body: { author: authorFrom(io.env, opts.author) } })
-      if (opts.output === 'json') return io.out(JSON.stringify(r.proposal, null, 2) + '\n')
-      io.out(proposalLine(name, r.proposal))
+      const body = { author: authorFrom(io.env, opts.author) }
+      showProposal(name, opts.output, (await callRoute(client(cmd), 'approveFederationProposal', { name, id }, { body })).proposal)
     })
 
   fed
