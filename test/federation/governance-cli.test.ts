@@ -1,6 +1,7 @@
 // Governance of federation membership with three real clusters (one agent process each, `orc up`)
 // and the real CLI: one admin alone cannot remove a cluster, `orc federation propose` and
-// `orc federation approve` on another cluster do, and `orc federation status` shows who approved.
+// `orc federation approve` on another cluster do, and `orc federation status` and `orc describe`
+// show who approved.
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
@@ -79,4 +80,8 @@ test('three clusters: remove is refused, propose + approve on another cluster re
   // The approvals carry each cluster's admin (the local socket's user, admin, tagged with its cluster).
   assert.match(status, new RegExp(`${id} +remove edge +2/2 +user:admin@home, user:admin@cloud +passed`))
   assert.match(status, /quorum: +default .*admitting needs 1, removing 1 approval/)
+  // describe shows them too, next to the cluster's own record of the federation.
+  const described = await ok(c1, ['describe', 'federation/lab'])
+  assert.match(described, /Quorum: +default .*removing 1 approval/)
+  assert.match(described, new RegExp(`Proposals:\n(.*\n)*  ${id} +remove edge +2/2 +user:admin@home, user:admin@cloud +passed`))
 })

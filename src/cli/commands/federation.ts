@@ -3,7 +3,7 @@
  * share namespaces between them, and govern who is in (docs/federation.md).
  */
 import type { Command } from 'commander'
-import type { FederationProposalView, FederationView } from '../../agent/index.ts'
+import type { FederationGovernanceView, FederationProposalView, FederationView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
@@ -35,10 +35,7 @@ export function formatFederation(f: FederationView): string {
   ]
   if (f.creator) lines.push(`  created by:    ${f.creator}`)
   const g = f.governance
-  if (g)
-    lines.push(
-      `  quorum:        ${g.quorum === 'default' ? 'default (any one for two clusters, a majority beyond)' : g.quorum}: admitting needs ${g.admit}, removing ${g.remove} approval${g.remove === 1 ? '' : 's'}`,
-    )
+  if (g) lines.push(`  quorum:        ${quorumText(g)}`)
   if (f.peerId) lines.push(`  peer id:       ${f.peerId}`)
   if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
   if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
@@ -53,6 +50,17 @@ export function formatFederation(f: FederationView): string {
   } else lines.push('  (this node is not in it yet: it follows its cluster in shortly)')
   if (g && g.proposals.length > 0) lines.push('', formatProposals(g.proposals).replace(/\n$/, ''))
   return lines.join('\n') + '\n'
+}
+
+function quorumText(g: FederationGovernanceView): string {
+  const setting = g.quorum === 'default' ? 'default (any one for two clusters, a majority beyond)' : String(g.quorum)
+  return `${setting}: admitting needs ${g.admit}, removing ${g.remove} approval${g.remove === 1 ? '' : 's'}`
+}
+
+/** `orc describe federation/NAME`: the quorum and the proposals. */
+export function governanceSection(g: FederationGovernanceView): string[] {
+  const rows = g.proposals.length === 0 ? '  <none>' : formatProposals(g.proposals).replace(/\n$/, '').replace(/^/gm, '  ')
+  return [`Quorum:      ${quorumText(g)}`, '', 'Proposals:', rows]
 }
 
 /** Proposals, newest last: who proposed and approved (cluster and author), and how many more are needed. */
