@@ -989,8 +989,19 @@ export class FederationManager implements ScopeRouter {
       const r: Running = { cfg, dir, mesh, store, directory, off: () => {}, gov: await governanceOf(store) }
       // A new cluster may be introduced by any member once its admission passed (governance.ts).
       directory.admitsNew = (c) => this.admissionOpen(r, c)
+      // Governance is re-read when the Federation object changes or a Cluster object comes or goes
+      // (not on every node summary written to one).
+      let clusters = ''
       r.off = store.onChange((keys) => {
-        if (keys.some((k) => k.startsWith('Cluster/') || k.startsWith('Federation/'))) void this.serial(() => this.applyGovernance(r))
+        const now = keys.some((k) => k.startsWith('Cluster/'))
+          ? ourStore
+              .list('Cluster')
+              .map((o) => o.metadata.name)
+              .join()
+          : clusters
+        if (now === clusters && !keys.some((k) => k.startsWith('Federation/'))) return
+        clusters = now
+        void this.serial(() => this.applyGovernance(r))
       })
       this.running.set(cfg.id, r)
       this.runningChanged()
@@ -1051,7 +1062,10 @@ export class FederationManager implements ScopeRouter {
       )
     }
     // Admitting a cluster needs its admission to have passed (governance.ts).
-    if (this.admissionOpen(r, c)) return
+    if (this.admissionOpen(r, c)) {
+      if (directory.isRemovedCluster(c)) await directory.readmit(c)
+      return
+    }
     const propose = `orc federation propose ${cfg.name} admit ${c}`
     if (directory.isRemovedCluster(c))
       throw new OrcError('forbidden', `cluster ${c} was removed from this federation; it joins again once its admission passes (${propose})`, { cluster: c })
