@@ -719,11 +719,18 @@ export class FederationManager implements ScopeRouter {
   private async proposeIn(r: Running, action: ProposalAction, target: string, author: string): Promise<Proposal> {
     const members = this.memberClusters(r)
     const id = newProposalId(action, target)
+    const reason = proposeReason(id, action, target, members)
+    // A revision's reason holds at most 1024 characters (store/codec.ts), and the member list is in it.
+    if (reason.length > 1024)
+      throw new OrcError(
+        'too_large',
+        `federation ${r.cfg.name} has too many member clusters (${members.length}, names ${reason.length} characters) for a proposal's record (1024)`,
+      )
     const now = this.c.clock.now()
     await r.store.patch(
       fedRef(r.cfg.name),
       [{ path: ['spec', 'proposals', id], value: { action, target, members, by: author, at: new Date(now).toISOString() } }],
-      { author, reason: proposeReason(id, action, target, members), now },
+      { author, reason, now },
     )
     return this.afterVote(r, id, author)
   }
