@@ -116,12 +116,12 @@ const byTime = (a: GovRecord, b: GovRecord) => a.time - b.time || (a.id < b.id ?
 
 /**
  * Replay the Federation object's records (any order) into proposals, approvals and the quorum in
- * effect. `membersAt` is how many member clusters the replayer counts for a proposal (at least the
- * proposal's own list: a proposer cannot lower the quorum by leaving clusters out of it).
+ * effect. A proposal needs the quorum of its own member list; that the list left no member out is
+ * checked when the proposal arrives (checkMembershipChanges), so every replica replays alike.
  * An approval counts once per cluster, only from a cluster in the proposal's member list, and not
  * from a cluster removed (by a passed removal) before it approved.
  */
-export function replay(records: readonly GovRecord[], liveMembers = 0): Governance {
+export function replay(records: readonly GovRecord[]): Governance {
   const proposals = new Map<string, Proposal>()
   const removed = new Set<string>()
   let quorum: number | undefined
@@ -142,7 +142,6 @@ export function replay(records: readonly GovRecord[], liveMembers = 0): Governan
       if (action === 'quorum' ? !(target === 'default' || /^[1-9][0-9]?$/.test(target)) : !isClusterName(target)) continue
       const members = [...new Set(list.split(',').filter(isClusterName))].slice(0, MAX_MEMBERS)
       if (!members.includes(cluster)) continue
-      const n = Math.max(members.length, liveMembers)
       const p: Proposal = {
         id,
         action,
@@ -152,7 +151,7 @@ export function replay(records: readonly GovRecord[], liveMembers = 0): Governan
         author: r.author,
         at: r.time,
         approvals: [{ cluster, author: r.author, at: r.time }],
-        required: required(action, n, quorum),
+        required: required(action, members.length, quorum),
       }
       proposals.set(id, p)
       pass(p, r.time)
@@ -191,15 +190,7 @@ export async function governanceOf(store: Pick<ObjectStore, 'list' | 'history'>)
   const name = federationName(store)
   if (name === undefined) return { proposals: [] }
   const hist = await store.history({ kind: 'Federation', namespace: '', name }).catch(() => [] as Revision[])
-  return replay(hist.map(govRecordOfRevision), store.list('Cluster').length)
-}
-
-/** The latest passed proposal `action` for `cluster`, if any. */
-export function lastPassed(g: Governance, action: ProposalAction, cluster: string): Proposal | undefined {
-  return g.proposals
-    .filter((p) => p.action === action && p.target === cluster && p.passedAt !== undefined)
-    .sort((a, b) => a.passedAt! - b.passedAt!)
-    .at(-1)
+  return replay(hist.map(govRecordOfRevision))
 }
 
 /**
@@ -207,18 +198,22 @@ export function lastPassed(g: Governance, action: ProposalAction, cluster: strin
  * the approvals the governance asks for:
  *
  * - deleting `Cluster/<c>` by a cluster other than `c` must name a removal of `c` that passed;
- * - creating `Cluster/<c>` while absent here needs an admission of `c`
- *   that passed after `c` last went, unless `c` created the federation and never went.
+ * - creating `Cluster/<c>` while absent here needs an admission of `c` that passed after `c` last
+ *   went, unless `c` created the federation and never went;
+ * - a proposal must list every member cluster this replica knows at that point (apart from one
+ *   that goes later in the same update): a proposer cannot lower the quorum by leaving clusters out.
  *
- * The update's own records count with this replica's history (a joiner receives the whole
- * document in one update). Short approvals may be in flight (the records arrive by gossip in any
- * order): the error says `unavailable` and anti-entropy brings the update again; a removal that
- * names no proposal at all is a forgery (`forbidden`: the sender is scored down).
+ * Records are taken in time order from this replica's membership (a joiner, whose store is empty,
+ * receives the whole document in one update and replays it). The update's own records count with
+ * this replica's history. Short approvals may be in flight (records arrive by gossip in any order):
+ * the error says `unavailable` and anti-entropy brings the update again; a removal that names no
+ * proposal at all is a forgery (`forbidden`: the sender is scored down).
  */
 export async function checkMembershipChanges(update: readonly WireRecord[], store: Pick<ObjectStore, 'list' | 'history'>): Promise<void> {
   const incoming = update.map(govRecordOfWire)
-  const membership = incoming.filter((r) => r.key.startsWith('Cluster//')).sort(byTime)
-  if (membership.length === 0) return
+  const membership = incoming.filter((r) => r.key.startsWith('Cluster//'))
+  const proposals = incoming.filter((r) => r.key.startsWith('Federation//') && PROPOSE.test(r.reason))
+  if (membership.length === 0 && proposals.length === 0) return
   const live = new Set(store.list('Cluster').map((o) => o.metadata.name))
   // Only a record that deletes another cluster's object or creates one matters (an update of an
   // object deleted here meanwhile, e.g. a node summary written concurrently with a removal, does not).
@@ -226,7 +221,7 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
     const c = refOfKey(r.key).name
     return r.op === 'delete' ? state.has(c) && clusterOfAuthor(r.author) !== c : r.op === 'create' && !state.has(c)
   }
-  if (!membership.some((r) => matters(r, live))) return
+  if (proposals.length === 0 && !membership.some((r) => matters(r, live))) return
   const localName = federationName(store)
   const fedName = localName ?? refOfKey(incoming.find((r) => r.key.startsWith('Federation//'))?.key ?? '').name
   if (fedName === '') throw new OrcError('unavailable', 'federation update: membership changes arrived before the Federation object')
@@ -235,8 +230,9 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
       ? []
       : (await store.history({ kind: 'Federation', namespace: '', name: fedName }).catch(() => [] as Revision[])).map(govRecordOfRevision)
   const known = new Set(fedLocal.map((r) => r.id))
-  const fedRecords = [...fedLocal, ...incoming.filter((r) => r.key === federationKey(fedName) && !known.has(r.id))]
-  const gov = replay(fedRecords, live.size)
+  const fedIncoming = incoming.filter((r) => r.key === federationKey(fedName) && !known.has(r.id))
+  const fedRecords = [...fedLocal, ...fedIncoming]
+  const gov = replay(fedRecords)
   const creator = clusterOfAuthor(fedRecords.filter((r) => r.op === 'create').sort(byTime)[0]?.author ?? '')
   // When cluster c last went before `t` (this replica's history and the update's deletions).
   const deletions = new Map<string, number[]>()
@@ -253,7 +249,26 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
     return Math.max(Number.NEGATIVE_INFINITY, ...deletions.get(c)!.filter((x) => x < t))
   }
   const state = new Set(live)
-  for (const r of membership) {
+  const events = [...membership, ...fedIncoming.filter((r) => PROPOSE.test(r.reason))].sort(byTime)
+  for (const [i, r] of events.entries()) {
+    if (r.key.startsWith('Federation//')) {
+      const m = PROPOSE.exec(r.reason)!
+      const listed = new Set(m[4]!.split(','))
+      const goesLater = new Set(
+        events
+          .slice(i + 1)
+          .filter((x) => x.op === 'delete' && x.key.startsWith('Cluster//'))
+          .map((x) => refOfKey(x.key).name),
+      )
+      const left = [...state].filter((c) => !listed.has(c) && !goesLater.has(c)).sort()
+      if (left.length > 0)
+        throw new OrcError(
+          'unavailable',
+          `federation update: proposal ${m[1]} by ${r.author} lists members ${m[4]} but leaves out ${left.join(', ')}, which ${left.length === 1 ? 'is a member' : 'are members'} here`,
+          { proposal: m[1], missing: left },
+        )
+      continue
+    }
     const c = refOfKey(r.key).name
     if (!matters(r, state)) {
       if (r.op === 'delete') state.delete(c)
