@@ -318,6 +318,21 @@ test('who may introduce whom: a cluster its own nodes or a new cluster, never a 
   assert.equal(again.has('12D3KooWcloudB'), false)
   assert.equal(again.vetAdmission(m('12D3KooWcloudC', 'b2@cloud'), '12D3KooWhomeA'), false)
   assert.equal(again.has('12D3KooWhomeA'), true)
+  // With governance (the manager's hook): any member introduces the first node of a cluster whose
+  // admission passed; one refused before its admission arrived is handed back once it has.
+  const admitted = new Set(['far'])
+  again.admitsNew = (c) => admitted.has(c)
+  assert.equal(again.vetAdmission(m('12D3KooWfar', 'f1@far'), '12D3KooWhomeA'), true, 'admitted: any member introduces it')
+  assert.equal(again.vetAdmission(m('12D3KooWmars', 'm1@mars'), '12D3KooWhomeA'), false, 'not admitted (yet)')
+  assert.deepEqual(again.retryDeferred(), [], 'still not admitted')
+  assert.equal(again.vetAdmission(m('12D3KooWmars', 'm1@mars'), '12D3KooWhomeA'), false)
+  admitted.add('mars')
+  assert.deepEqual(
+    again.retryDeferred().map((x) => x.name),
+    ['m1@mars'],
+  )
+  await again.add(m('12D3KooWfar', 'f1@far'))
+  assert.equal(again.vetAdmission(m('12D3KooWfar2', 'f2@far'), '12D3KooWhomeA'), false, 'far has a member: only far introduces its nodes')
 })
 
 test('garbage from a peer is refused with a clear error before the store sees it', () => {
