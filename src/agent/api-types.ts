@@ -67,8 +67,34 @@ export interface FederationView {
   addresses?: string[]
   clusters?: FederationClusterView[]
   objects?: number
-  /** The cluster that created the federation: the only one that admits and removes clusters. */
+  /** The cluster that created the federation. */
   creator?: string
+  /** Who admits and removes clusters: the quorum and the proposals (federation/governance.ts). */
+  governance?: FederationGovernanceView
+}
+
+export interface FederationProposalView {
+  id: string
+  action: 'admit' | 'remove' | 'quorum'
+  /** The cluster admitted or removed, or the new quorum. */
+  target: string
+  proposer: string
+  author: string
+  at: number
+  members: string[]
+  required: number
+  approvals: Array<{ cluster: string; author: string; at: number }>
+  state: 'pending' | 'passed'
+  passedAt?: number
+}
+
+export interface FederationGovernanceView {
+  /** The setting: a number of approvals, or the default rule (any one for two clusters, a majority beyond). */
+  quorum: number | 'default'
+  /** Approvals an admission and a removal need now. */
+  admit: number
+  remove: number
+  proposals: FederationProposalView[]
 }
 
 // ---- the node network (network/controller.ts, network/plan.ts, network/api.ts) -----------------

@@ -18,7 +18,7 @@ export type { ClusterNode, MeshSetup } from './cluster.ts'
 // Pods: controller:lifecycle and what the CLI needs to explain pods.
 export { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 export type { RolloutView } from './deployments/index.ts'
-export type { FederationView } from './federation/index.ts'
+export type { FederationGovernanceView, FederationProposalView, FederationView } from './federation/index.ts'
 export type { SocketServer } from './http.ts'
 export { MAX_REQUEST_BYTES, serveOnSocket } from './http.ts'
 export { type DownResponse, NETWORK_DOWN_FILE, type NetworkReport, removeNetworkLeftovers, type TunnelReport } from './network/index.ts'

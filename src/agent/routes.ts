@@ -19,6 +19,7 @@ import type {
   ApplyResultItem,
   ClusterEvent,
   DownResponse,
+  FederationProposalView,
   FederationView,
   Finding,
   ImageInspectView,
@@ -500,7 +501,7 @@ export const ROUTES = {
   }),
   federation: route<{ response: FederationAnswer }>()({ method: 'GET', path: '/v1/federations/:name', permission: { verb: 'get' } }),
   federationToken: route<{
-    body: { ttlSeconds?: number; readmit?: string }
+    body: { ttlSeconds?: number; readmit?: string; author?: string }
     response: { token: string; expiresAt: number; federation: string; addresses: string[] }
   }>()({
     method: 'POST',
@@ -515,6 +516,19 @@ export const ROUTES = {
   removeFederationCluster: route<{ body: { author?: string }; response: FederationAnswer }>()({
     method: 'DELETE',
     path: '/v1/federations/:name/clusters/:cluster',
+    permission: { verb: 'admin' },
+  }),
+  proposeFederationChange: route<{
+    body: { action: string; target: string; author?: string }
+    response: { federation: FederationView; proposal: FederationProposalView }
+  }>()({
+    method: 'POST',
+    path: '/v1/federations/:name/proposals',
+    permission: { verb: 'admin' },
+  }),
+  approveFederationProposal: route<{ body: { author?: string }; response: { federation: FederationView; proposal: FederationProposalView } }>()({
+    method: 'POST',
+    path: '/v1/federations/:name/proposals/:id/approve',
     permission: { verb: 'admin' },
   }),
   federationInvite: route<{ response: { token: string; cluster: string } }>()({

@@ -11,63 +11,15 @@ import { test } from 'node:test'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
-import pino from 'pino'
-import { checkAuthorship, decodeFederationToken, FederationManager, routedStore } from '../../src/agent/federation/index.ts'
+import { checkAuthorship, decodeFederationToken } from '../../src/agent/federation/index.ts'
 import { formatFederation } from '../../src/cli/commands/federation.ts'
-import { systemClock } from '../../src/effects/index.ts'
 import { createHost } from '../../src/mesh/host.ts'
 import { decodeToken } from '../../src/mesh/index.ts'
 import { resolveTunables } from '../../src/mesh/options.ts'
 import { encodePsk } from '../../src/mesh/psk.ts'
-import { type ObjectStore, openStore } from '../../src/store/index.ts'
 import { pod } from '../helpers/store.ts'
 import { fastTunables, waitFor } from '../mesh/helpers.ts'
-
-const silent = pino({ level: 'silent' })
-
-interface Side {
-  dir: string
-  store: ObjectStore
-  fm: FederationManager
-  api: ObjectStore
-}
-
-async function side(t: { after(fn: () => Promise<void>): void }, node: string, cluster: string, tunables = {}): Promise<Side> {
-  const dir = await mkdtemp(join(tmpdir(), `orc-fed-${cluster}-`))
-  const store = await openStore({ dir: join(dir, 'db') })
-  const fm = new FederationManager({
-    dataDir: dir,
-    nodeName: node,
-    store,
-    cluster: () => ({ name: cluster, id: Buffer.from(cluster.padEnd(16, '0')).toString('hex').slice(0, 32) }),
-    listen: ['/ip4/127.0.0.1/tcp/0'],
-    logger: silent,
-    clock: systemClock,
-    tunables: { ...fastTunables, ...tunables },
-  })
-  await fm.start()
-  t.after(async () => {
-    await fm.stop()
-    await store.close()
-    await rm(dir, { recursive: true, force: true })
-  })
-  return { dir, store, fm, api: routedStore(store, fm) }
-}
-
-const inNs = (ns: string, o: any) => ({ ...o, metadata: { ...o.metadata, namespace: ns } })
-const ref = (ns: string, name: string) => ({ kind: 'Pod', namespace: ns, name })
-
-async function federated(t: { after(fn: () => Promise<void>): void }): Promise<{ a: Side; b: Side }> {
-  const a = await side(t, 'a1', 'home')
-  const b = await side(t, 'b1', 'cloud')
-  await a.fm.create({ name: 'shared', namespaces: ['shared'], author: 'user:alice' })
-  const { token } = await a.fm.token('shared')
-  const view = await b.fm.join({ token, author: 'user:bob' })
-  assert.equal(view.name, 'shared')
-  assert.deepEqual(view.namespaces, ['shared'])
-  await waitFor('home sees cloud in the federation', () => (a.fm.status('shared').clusters ?? []).some((c) => c.name === 'cloud'))
-  return { a, b }
-}
+import { clusterRef, federated, inNs, ref, side } from './helpers.ts'
 
 test('a shared write reaches the other cluster with its cluster and author; private objects never do', async (t) => {
   const { a, b } = await federated(t)
@@ -236,7 +188,7 @@ test('a cluster removed by the others stops receiving', async (t) => {
   )
 })
 
-test('a removed cluster joins again once the creator re-admits it (token --readmit); writes flow both ways again', async (t) => {
+test('a removed cluster joins again once re-admitted (token --readmit proposes it); writes flow both ways again', async (t) => {
   const { a, b } = await federated(t)
   const cloudPeer = b.fm.get('shared')!.mesh.peerId
   await a.fm.remove('shared', 'cloud', 'user:alice')
@@ -245,7 +197,7 @@ test('a removed cluster joins again once the creator re-admits it (token --readm
   await assert.rejects(a.fm.token('shared', { readmit: 'edge' }), /cluster edge was not removed from federation shared/)
   // Cloud may not have heard of its removal (home cut it off): it leaves its copy, then joins again.
   if (b.fm.get('shared') !== undefined) await b.fm.leave('shared', 'user:bob')
-  const { token } = await a.fm.token('shared', { readmit: 'cloud' })
+  const { token } = await a.fm.token('shared', { readmit: 'cloud', author: 'user:alice' })
   const view = await b.fm.join({ token, author: 'user:bob' })
   assert.equal(view.cluster, 'cloud')
   await waitFor('home lists cloud again', () => (a.fm.status('shared').clusters ?? []).some((c) => c.name === 'cloud' && c.connected > 0))
@@ -256,30 +208,52 @@ test('a removed cluster joins again once the creator re-admits it (token --readm
     () => b.api.get(ref('shared', 'welcome-back')) !== undefined && a.api.get(ref('shared', 'from-cloud')) !== undefined,
   )
   assert.equal((await a.api.history(ref('shared', 'from-cloud')))[0]!.author, 'user:bob@cloud')
-  // The re-admission is the creator's revision of the Federation object.
+  // The re-admission is a proposal of home's (with two clusters its approval alone passes) in the Federation object's history.
   const fedHist = await a.fm.get('shared')!.store.history({ kind: 'Federation', namespace: '', name: 'shared' })
-  assert.ok(fedHist.some((h) => h.reason === 'readmit cluster cloud' && h.author === 'controller:federation@home'))
+  assert.ok(fedHist.some((h) => /^propose admit-cloud-[0-9a-f]{6}: admit cloud; members home$/.test(h.reason) && h.author === 'user:alice@home'))
 })
 
-test('only the creating cluster admits and removes clusters; a removal written by another is ignored and undone', async (t) => {
+test('with two clusters either admin removes the other; a removal without a passed proposal is refused on receipt', async (t) => {
   const { a, b } = await federated(t)
   assert.equal(b.fm.status('shared').creator, 'home', 'cloud learned the creator when it joined')
-  assert.match(formatFederation(b.fm.status('shared')), /created by: +home \(admits and removes clusters\)/)
-  await assert.rejects(b.fm.token('shared'), /only cluster home, which created federation shared, admits other clusters/)
-  await assert.rejects(b.fm.remove('shared', 'home', 'user:bob'), /only cluster home, which created federation shared, removes clusters/)
-  // A modified agent of cloud deletes home's Cluster object anyway.
-  const homeRef = { kind: 'Cluster', namespace: '', name: 'home' }
-  await waitFor('cloud has home', () => b.fm.get('shared')!.store.get(homeRef) !== undefined)
-  await b.fm.get('shared')!.store.delete(homeRef, { author: 'controller:federation@cloud', reason: 'forged removal', now: Date.now() })
-  // Home puts it back, and nobody drops anybody.
-  await waitFor(
-    'home restores its Cluster object on both sides',
-    async () => (await b.fm.get('shared')!.store.history(homeRef)).at(-1)?.op !== 'delete' && b.fm.get('shared')!.store.get(homeRef) !== undefined,
+  assert.match(formatFederation(b.fm.status('shared')), /quorum: +default .*admitting needs 1, removing 1 approval/)
+  // A modified agent of cloud deletes home's Cluster object without any proposal.
+  const homeRef = clusterRef('home')
+  const fa = a.fm.get('shared')!
+  const fb = b.fm.get('shared')!
+  await waitFor('cloud has home', () => fb.store.get(homeRef) !== undefined)
+  const misbehaved = new Promise<string>((res) => fa.mesh.on('peer:misbehaved', (e) => res(e.reason)))
+  await fb.store.delete(homeRef, { author: 'controller:federation@cloud', reason: 'forged removal', now: Date.now() })
+  await fb.mesh.syncNow().catch(() => undefined)
+  // Home refuses it before storing anything (and scores cloud's node down).
+  assert.match(
+    await Promise.race([misbehaved, new Promise<string>((r) => setTimeout(() => r('none'), 10_000))]),
+    /deleted by controller:federation@cloud without a removal proposal/,
   )
-  assert.match((await a.fm.get('shared')!.store.history(homeRef)).at(-1)!.reason, /restored: removed by controller:federation@cloud/)
-  assert.ok(a.fm.get('shared')!.mesh.isMember(b.fm.get('shared')!.mesh.peerId), 'home keeps cloud')
-  assert.ok(b.fm.get('shared')!.mesh.isMember(a.fm.get('shared')!.mesh.peerId), 'cloud keeps home')
+  assert.ok(fa.store.get(homeRef), 'home still has its Cluster object')
+  assert.ok(!(await fa.store.history(homeRef)).some((h) => h.op === 'delete'), "the forged deletion is not in home's history")
   assert.equal(a.fm.status('shared').state, 'joined')
+  assert.ok(fb.mesh.isMember(fa.mesh.peerId), 'cloud does not act on its own forged removal: it keeps home')
+})
+
+test('with two clusters the admin of the cluster that did not create the federation removes the creator (one approval)', async (t) => {
+  const { a, b } = await federated(t)
+  const view = await b.fm.remove('shared', 'home', 'user:bob')
+  assert.deepEqual(
+    view.clusters!.map((c) => c.name),
+    ['cloud'],
+  )
+  const p = view.governance!.proposals.find((x) => x.action === 'remove')!
+  assert.equal(p.state, 'passed')
+  assert.deepEqual(
+    p.approvals.map((x) => x.author),
+    ['user:bob@cloud'],
+  )
+  // Home learns it was removed and keeps its copies.
+  await waitFor('home is removed', () => a.fm.get('shared') === undefined, 30_000)
+  const hist = await b.fm.get('shared')!.store.history(clusterRef('home'))
+  assert.equal(hist.at(-1)!.reason, `cluster home removed from the federation (proposal ${p.id})`)
+  assert.equal(hist.at(-1)!.author, 'user:bob@cloud')
 })
 
 test('federation documents prune their tombstones once every member of every cluster vouched; replication goes on', async (t) => {
@@ -344,6 +318,21 @@ test('who may introduce whom: a cluster its own nodes or a new cluster, never a 
   assert.equal(again.has('12D3KooWcloudB'), false)
   assert.equal(again.vetAdmission(m('12D3KooWcloudC', 'b2@cloud'), '12D3KooWhomeA'), false)
   assert.equal(again.has('12D3KooWhomeA'), true)
+  // With governance (the manager's hook): any member introduces the first node of a cluster whose
+  // admission passed; one refused before its admission arrived is handed back once it has.
+  const admitted = new Set(['far'])
+  again.admitsNew = (c) => admitted.has(c)
+  assert.equal(again.vetAdmission(m('12D3KooWfar', 'f1@far'), '12D3KooWhomeA'), true, 'admitted: any member introduces it')
+  assert.equal(again.vetAdmission(m('12D3KooWmars', 'm1@mars'), '12D3KooWhomeA'), false, 'not admitted (yet)')
+  assert.deepEqual(again.retryDeferred(), [], 'still not admitted')
+  assert.equal(again.vetAdmission(m('12D3KooWmars', 'm1@mars'), '12D3KooWhomeA'), false)
+  admitted.add('mars')
+  assert.deepEqual(
+    again.retryDeferred().map((x) => x.name),
+    ['m1@mars'],
+  )
+  await again.add(m('12D3KooWfar', 'f1@far'))
+  assert.equal(again.vetAdmission(m('12D3KooWfar2', 'f2@far'), '12D3KooWhomeA'), false, 'far has a member: only far introduces its nodes')
 })
 
 test('garbage from a peer is refused with a clear error before the store sees it', () => {

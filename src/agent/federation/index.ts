@@ -1,5 +1,6 @@
 // Federation of clusters (docs/federation.md): what the agent wires.
 
+export { checkMembershipChanges, type Governance, type Proposal, replay as replayGovernance, required as requiredApprovals } from './governance.ts'
 export { refuseSharedStreams, type SharedLogsComponents, sharedPodLogs } from './logs.ts'
 export {
   decodeFederationToken,
@@ -7,8 +8,10 @@ export {
   FEDERATION_CONTROLLER,
   FEDERATION_SCOPE,
   type FederationComponents,
+  type FederationGovernanceView,
   FederationManager,
   type FederationPodHost,
+  type FederationProposalView,
   type FederationView,
 } from './manager.ts'
 export { clusterOfAuthor, clusterOfMemberName, FederationDirectory, replicaOfPeer, tagAuthor } from './membership.ts'

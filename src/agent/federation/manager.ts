@@ -39,18 +39,30 @@ import {
   wrapError,
 } from '../../model/index.ts'
 import { type ObjectStore, openStore, type Stored } from '../../store/index.ts'
-import type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
+import type { FederationClusterView, FederationGovernanceView, FederationProposalView, FederationState, FederationView } from '../api-types.ts'
 import { DeploymentController, type LeaderlessComponents, type LeaderlessController } from '../deployments/index.ts'
 import { JobController } from '../jobs/index.ts'
 import { unadvertisedRanges } from '../network/index.ts'
 import type { PodScope } from '../pods/controller.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityAnswer } from '../stability.ts'
+import {
+  approveReason,
+  type Governance,
+  governanceOf,
+  newProposalId,
+  PROPOSAL_ID,
+  type Proposal,
+  type ProposalAction,
+  proposeReason,
+  removalReason,
+  required,
+} from './governance.ts'
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
 import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
 
-export type { FederationClusterView, FederationState, FederationView } from '../api-types.ts'
+export type { FederationClusterView, FederationGovernanceView, FederationProposalView, FederationState, FederationView } from '../api-types.ts'
 
 export const FEDERATION_CONTROLLER = 'controller:federation'
 /** The replication scope name of a federation document on its mesh. */
@@ -58,8 +70,6 @@ export const FEDERATION_SCOPE = 'federation'
 const FED_TOKEN_PREFIX = 'orcfed1.'
 /** On the cluster's private Federation object: when the cluster last created or joined it. */
 const JOINED_ANNOTATION = 'orc/joined-at'
-/** The reason of the creator's revision that re-admits a removed cluster (followed by its name). */
-const READMIT_REASON = 'readmit cluster '
 const JOIN_TOKEN_PREFIX = 'orcjoin1.'
 const STATE_FILE = 'federation.json'
 
@@ -108,6 +118,10 @@ interface Running {
   /** The shared namespaces' PinnedDeployments, Jobs and CronJobs: their pods, rollouts and runs. */
   workloads?: LeaderlessController[]
   announced?: boolean
+  /** The membership governance as last read from the document (governance.ts; refreshed on change). */
+  gov: Governance
+  /** When each cluster's object was last deleted (ms), read with gov. */
+  went?: Map<string, number>
 }
 
 /** Who runs the pods of the federations' shared namespaces (the pod lifecycle controller). */
@@ -145,6 +159,22 @@ function creatorOf(store: ObjectStore): string | undefined {
   return typeof c === 'string' && isClusterName(c) ? c : clusterOfAuthor(f.metadata.updatedBy)
 }
 
+function proposalView(p: Proposal): FederationProposalView {
+  return {
+    id: p.id,
+    action: p.action,
+    target: p.target,
+    proposer: p.proposer,
+    author: p.author,
+    at: p.at,
+    members: p.members,
+    required: p.required,
+    approvals: p.approvals,
+    state: p.passedAt !== undefined ? 'passed' : 'pending',
+    ...(p.passedAt !== undefined ? { passedAt: p.passedAt } : {}),
+  }
+}
+
 const fedRef = (name: string): ObjectRef => ({ kind: 'Federation', namespace: '', name })
 const clusterRef = (name: string): ObjectRef => ({ kind: 'Cluster', namespace: '', name })
 
@@ -161,6 +191,8 @@ export class FederationManager implements ScopeRouter {
   private stopped = false
   /** Invites minted for nodes of this cluster, per federation id (see vetJoiner). */
   private readonly invites = new Map<string, number>()
+  /** Per federation id: the admin who last issued a token here (an admission it implies is written as theirs). */
+  private readonly tokenAuthors = new Map<string, string>()
   /** Federation ids whose local state is being set up or torn down right now. */
   private readonly busy = new Set<string>()
   private podHost: FederationPodHost | undefined
@@ -497,11 +529,27 @@ export class FederationManager implements ScopeRouter {
 
   async token(
     name: string,
-    opts: { ttlMs?: number; readmit?: string } = {},
+    opts: { ttlMs?: number; readmit?: string; author?: string } = {},
   ): Promise<{ token: string; expiresAt: number; federation: string; addresses: string[] }> {
     const r = this.mustRun(name)
-    this.mustBeCreator(r, 'admits other clusters', `orc federation token ${name}`)
-    if (opts.readmit !== undefined) await this.readmit(r, checkName('readmit', opts.readmit))
+    if (opts.author !== undefined) this.tokenAuthors.set(r.cfg.id, opts.author)
+    // Any member cluster issues tokens; the joiner is checked against the governance when it
+    // presents one (vetJoiner). `--readmit C`: propose the admission of a removed cluster first.
+    if (opts.readmit !== undefined) {
+      const c = checkName('readmit', opts.readmit)
+      if (!r.directory.isRemovedCluster(c))
+        throw new OrcError('invalid', `cluster ${c} was not removed from federation ${r.cfg.name}: a token admits it without --readmit`, { cluster: c })
+      await this.refreshGovernance(r)
+      if (!this.admissionOpen(r, c)) {
+        const { proposal } = await this.propose(name, 'admit', c, opts.author ?? 'user:unknown')
+        if (proposal.state !== 'passed')
+          throw new OrcError(
+            'forbidden',
+            `re-admitting cluster ${c} needs ${proposal.required} approvals: proposal ${proposal.id} has ${proposal.approvals.length} (orc federation approve ${name} ${proposal.id} on another member cluster), then ask for a token again`,
+            { proposal: proposal.id },
+          )
+      }
+    }
     const ttlMs = opts.ttlMs ?? 3600_000
     if (!Number.isFinite(ttlMs) || ttlMs < 1000 || ttlMs > 7 * 86400_000) throw new OrcError('invalid', 'ttl: must be between 1s and 7d')
     const t = await r.mesh.createToken({ ttlMs, uses: 1 })
@@ -576,16 +624,19 @@ export class FederationManager implements ScopeRouter {
       const r = this.mustRun(name)
       checkName('cluster', cluster)
       if (cluster === r.cfg.cluster) throw new OrcError('invalid', `${cluster} is this cluster: use orc federation leave ${name}`)
-      this.mustBeCreator(r, 'removes clusters', `orc federation remove ${name} ${cluster}`)
-      if (r.store.get(clusterRef(cluster)) === undefined) throw new OrcError('not_found', `cluster ${cluster} is not in federation ${name}`)
-      await r.store.delete(clusterRef(cluster), {
-        author: tagAuthor(author, r.cfg.cluster),
-        reason: `cluster ${cluster} removed from the federation`,
-        now: this.c.clock.now(),
-      })
-      await this.applyClusterRemovals(r)
-      return this.view(r)
-    })
+      if (r.store.get(clusterRef(cluster)) === undefined || r.directory.isRemovedCluster(cluster))
+        throw new OrcError('not_found', `cluster ${cluster} is not in federation ${name}`)
+      await this.refreshGovernance(r)
+      // At once only when this cluster's approval alone is the quorum; otherwise nothing is written.
+      const need = required('remove', this.memberClusters(r).length, r.gov.quorum)
+      if (need > 1)
+        throw new OrcError(
+          'forbidden',
+          `removing a cluster from federation ${name} needs ${need} approvals of its ${this.memberClusters(r).length} member clusters: orc federation propose ${name} remove ${cluster}, then orc federation approve ${name} PROPOSAL on other member clusters`,
+          { cluster, required: need },
+        )
+      return r
+    }).then(async () => (await this.propose(name, 'remove', cluster, author)).federation)
   }
 
   /** Mint a single-use invite for another node of this cluster (served to cluster members only). */
@@ -599,51 +650,182 @@ export class FederationManager implements ScopeRouter {
 
   // ---- internals ------------------------------------------------------------------------------
 
-  /**
-   * Lift the removal of cluster `c` (`orc federation token NAME --readmit C`): a revision of the
-   * Federation object by this cluster, the creator, says so; every member lifts it on seeing that
-   * revision (applyReadmissions), so the token this goes with admits the cluster again.
-   */
-  private async readmit(r: Running, c: string): Promise<void> {
-    if (!r.directory.isRemovedCluster(c))
-      throw new OrcError('invalid', `cluster ${c} was not removed from federation ${r.cfg.name}: a token admits it without --readmit`, { cluster: c })
-    await r.store.patch(fedRef(r.cfg.name), [{ path: ['status', 'readmitted', c], value: new Date(this.c.clock.now()).toISOString() }], {
-      author: `${FEDERATION_CONTROLLER}@${r.cfg.cluster}`,
-      reason: `${READMIT_REASON}${c}`,
-      now: this.c.clock.now(),
-    })
-    await this.applyReadmissions(r)
-    // Hand it to the connected members before the returning cluster dials them.
-    await Promise.race([r.mesh.syncNow(), sleep(unrefTimers(this.c.clock), 3000)]).catch(() => undefined)
+  // ---- governance of membership (governance.ts) ---------------------------------------------------
+
+  /** The member clusters: those with a Cluster object in the document, removed ones left out. */
+  private memberClusters(r: Running): string[] {
+    return r.store
+      .list('Cluster')
+      .map((o) => o.metadata.name)
+      .filter((c) => !r.directory.isRemovedCluster(c))
+      .sort()
   }
 
-  /** When the creator last re-admitted cluster `c` (ms; -Infinity: never), from the Federation object's history. */
-  private async readmittedAt(r: Running, c: string): Promise<number> {
-    const creator = r.directory.creator()
-    const hist = await r.store.history(fedRef(r.cfg.name)).catch(() => [])
-    const consent = hist.filter((h) => h.reason === `${READMIT_REASON}${c}` && clusterOfAuthor(h.author) === creator).at(-1)
-    return consent?.time ?? Number.NEGATIVE_INFINITY
+  /** When cluster c's object was last deleted (it left or was removed), from the cache refreshGovernance keeps. */
+  private wentAt(r: Running, c: string): number {
+    return r.went?.get(c) ?? Number.NEGATIVE_INFINITY
   }
 
-  /** Lift the removals the creator took back after them. */
-  private async applyReadmissions(r: Running): Promise<void> {
-    if (!this.running.has(r.cfg.id) || r.directory.creator() === undefined) return
-    for (const c of r.directory.removedClusters()) {
-      if (c === r.cfg.cluster) continue
-      const at = await this.readmittedAt(r, c)
-      const removal = (await r.store.history(clusterRef(c)).catch(() => [])).filter((h) => h.op === 'delete').at(-1)
-      if (removal === undefined || at <= removal.time) continue
-      await r.directory.readmit(c)
-      this.log.info({ federation: r.cfg.name, cluster: c }, 'cluster re-admitted to the federation by its creator')
+  /** Has an admission of `c` passed after `t`? */
+  private admittedSince(r: Running, c: string, t: number): boolean {
+    return r.gov.proposals.some((p) => p.action === 'admit' && p.target === c && p.passedAt !== undefined && p.passedAt > t)
+  }
+
+  /** May cluster c (not in the federation now) be admitted: an admission passed since it last went. */
+  private admissionOpen(r: Running, c: string): boolean {
+    return this.admittedSince(r, c, this.wentAt(r, c))
+  }
+
+  private async refreshGovernance(r: Running): Promise<void> {
+    r.gov = await governanceOf(r.store)
+    const went = new Map<string, number>()
+    const names = new Set([...r.directory.knownClusters(), ...r.gov.proposals.map((p) => p.target)])
+    for (const c of names) {
+      if (!isClusterName(c)) continue
+      const del = (await r.store.history(clusterRef(c)).catch(() => [])).filter((h) => h.op === 'delete').at(-1)
+      if (del !== undefined) went.set(c, del.time)
     }
+    r.went = went
   }
 
-  /** Admitting and removing clusters is the creating cluster's (membership.ts, Persisted.creator). */
-  private mustBeCreator(r: Running, what: string, command: string): void {
-    const creator = r.directory.creator()
-    if (creator === undefined || creator === r.cfg.cluster) return
-    throw new OrcError('forbidden', `only cluster ${creator}, which created federation ${r.cfg.name}, ${what}: run ${command} on one of its nodes`, {
-      creator,
+  /** On every change of the Cluster or Federation objects: re-read the governance, lift removals admitted again, act on removals. */
+  private async applyGovernance(r: Running): Promise<void> {
+    if (!this.running.has(r.cfg.id)) return
+    await this.refreshGovernance(r)
+    // Nodes of a newly admitted cluster introduced before its admission reached this node.
+    for (const info of r.directory.retryDeferred()) await r.mesh.admit(info, { announce: false }).catch(() => undefined)
+    // A removal that passed with this cluster's approval last but whose deletion was never written
+    // (the approving node stopped in between): any node of this cluster writes it, as that approver.
+    for (const p of r.gov.proposals) {
+      const last = p.approvals.at(-1)
+      if (p.action !== 'remove' || p.passedAt === undefined || last?.cluster !== r.cfg.cluster) continue
+      if (r.store.get(clusterRef(p.target)) === undefined || this.wentAt(r, p.target) >= p.passedAt || this.admittedSince(r, p.target, p.passedAt)) continue
+      await r.store
+        .delete(clusterRef(p.target), { author: last.author, reason: removalReason(p.target, p.id), now: this.c.clock.now() })
+        .catch((err) => this.log.warn({ err: (err as Error).message, proposal: p.id }, 'write a passed removal'))
+    }
+    for (const c of r.directory.removedClusters()) {
+      if (c === r.cfg.cluster || !this.admissionOpen(r, c)) continue
+      await r.directory.readmit(c)
+      this.log.info({ federation: r.cfg.name, cluster: c }, 'cluster admitted to the federation again')
+    }
+    await this.applyClusterRemovals(r)
+  }
+
+  /**
+   * Write a proposal as `author` of this cluster (it counts as this cluster's approval), and its
+   * effect when that alone is the quorum.
+   */
+  private async proposeIn(r: Running, action: ProposalAction, target: string, author: string): Promise<Proposal> {
+    const members = this.memberClusters(r)
+    const id = newProposalId(action, target)
+    const reason = proposeReason(id, action, target, members)
+    // A revision's reason holds at most 1024 characters (store/codec.ts), and the member list is in it.
+    if (reason.length > 1024)
+      throw new OrcError(
+        'too_large',
+        `federation ${r.cfg.name} has too many member clusters (${members.length}, names ${reason.length} characters) for a proposal's record (1024)`,
+      )
+    const now = this.c.clock.now()
+    await r.store.patch(
+      fedRef(r.cfg.name),
+      [{ path: ['spec', 'proposals', id], value: { action, target, members, by: author, at: new Date(now).toISOString() } }],
+      { author, reason, now },
+    )
+    return this.afterVote(r, id, author)
+  }
+
+  /** Re-read the governance after this cluster's vote on `id`; if the vote completed it, write its effect. */
+  private async afterVote(r: Running, id: string, author: string): Promise<Proposal> {
+    await this.refreshGovernance(r)
+    const p = r.gov.proposals.find((x) => x.id === id)
+    if (p === undefined) throw new OrcError('internal', `proposal ${id} was written but does not read back`)
+    const mine = p.approvals.at(-1)?.cluster === r.cfg.cluster
+    if (p.passedAt !== undefined && mine) {
+      const now = this.c.clock.now()
+      if (p.action === 'remove' && r.store.get(clusterRef(p.target)) !== undefined) {
+        await r.store.delete(clusterRef(p.target), { author, reason: removalReason(p.target, p.id), now })
+      } else if (p.action === 'quorum') {
+        const value = p.target === 'default' ? undefined : Number(p.target)
+        await r.store.patch(fedRef(r.cfg.name), [{ path: ['spec', 'quorum'], value }], { author, reason: `quorum ${p.target} (proposal ${p.id})`, now })
+      }
+      // Hand it to the connected members (the removed cluster too, so that it learns it) before
+      // acting on it here, which cuts the removed cluster's connections.
+      await Promise.race([r.mesh.syncNow(), sleep(unrefTimers(this.c.clock), 3000)]).catch(() => undefined)
+      await this.applyGovernance(r)
+    }
+    return p
+  }
+
+  /** `orc federation propose NAME admit|remove|quorum TARGET`. */
+  propose(name: string, action: unknown, target: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
+    return this.serial(async () => {
+      const r = this.mustRun(name)
+      if (action !== 'admit' && action !== 'remove' && action !== 'quorum')
+        throw new OrcError('invalid', `action: must be admit, remove or quorum, got ${JSON.stringify(action ?? null)}`)
+      const t =
+        action === 'quorum'
+          ? (() => {
+              if (typeof target === 'string' && (target === 'default' || /^[1-9][0-9]?$/.test(target))) return target
+              throw new OrcError(
+                'invalid',
+                `quorum: a number of approvals from 1 to 99, or default (any one for two clusters, a majority beyond), got ${JSON.stringify(target ?? null)}`,
+              )
+            })()
+          : checkName('cluster', target)
+      await this.refreshGovernance(r)
+      const live = r.store.get(clusterRef(t)) !== undefined && !r.directory.isRemovedCluster(t)
+      if (action === 'remove') {
+        if (t === r.cfg.cluster) throw new OrcError('invalid', `${t} is this cluster: use orc federation leave ${name}`)
+        if (!live) throw new OrcError('not_found', `cluster ${t} is not in federation ${name}`, { cluster: t })
+      }
+      if (action === 'admit') {
+        if (live) throw new OrcError('conflict', `cluster ${t} is already in federation ${name}`, { cluster: t })
+        if (this.admissionOpen(r, t))
+          throw new OrcError('conflict', `an admission of cluster ${t} already passed; it may join (orc federation token ${name})`, { cluster: t })
+      }
+      const pending = r.gov.proposals.find((p) => p.passedAt === undefined && p.action === action && p.target === t)
+      if (pending !== undefined)
+        throw new OrcError('conflict', `proposal ${pending.id} (${action} ${t}) is pending already: orc federation approve ${name} ${pending.id}`, {
+          proposal: pending.id,
+        })
+      const tagged = tagAuthor(author, r.cfg.cluster)
+      const proposal = await this.proposeIn(r, action, t, tagged)
+      this.log.info({ federation: name, proposal: proposal.id, by: tagged, passed: proposal.passedAt !== undefined }, 'membership proposal')
+      return { federation: this.view(r), proposal: proposalView(proposal) }
+    })
+  }
+
+  /** `orc federation approve NAME PROPOSAL`: this cluster's approval, by an admin of it. */
+  approve(name: string, id: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
+    return this.serial(async () => {
+      const r = this.mustRun(name)
+      if (typeof id !== 'string' || !PROPOSAL_ID.test(id))
+        throw new OrcError('invalid', `proposal: an id like remove-cloud-1a2b3c (orc federation status ${name}), got ${JSON.stringify(id ?? null)}`)
+      await this.refreshGovernance(r)
+      const p = r.gov.proposals.find((x) => x.id === id)
+      if (p === undefined) throw new OrcError('not_found', `proposal ${id} not found in federation ${name} (orc federation status ${name})`, { proposal: id })
+      if (p.passedAt !== undefined) throw new OrcError('conflict', `proposal ${id} passed already`, { proposal: id })
+      if (p.approvals.some((a) => a.cluster === r.cfg.cluster))
+        throw new OrcError(
+          'conflict',
+          `cluster ${r.cfg.cluster} approved proposal ${id} already (${p.approvals.length} of ${p.required}); an admin of another member cluster approves next`,
+          {
+            proposal: id,
+          },
+        )
+      if (!p.members.includes(r.cfg.cluster))
+        throw new OrcError('forbidden', `cluster ${r.cfg.cluster} was not a member when proposal ${id} was made: it cannot approve it`, { proposal: id })
+      const tagged = tagAuthor(author, r.cfg.cluster)
+      const now = this.c.clock.now()
+      await r.store.patch(
+        fedRef(name),
+        [{ path: ['spec', 'proposals', id, 'approvals', r.cfg.cluster], value: { by: tagged, at: new Date(now).toISOString() } }],
+        { author: tagged, reason: approveReason(id), now },
+      )
+      const proposal = await this.afterVote(r, id, tagged)
+      this.log.info({ federation: name, proposal: id, by: tagged, passed: proposal.passedAt !== undefined }, 'membership proposal approved')
+      return { federation: this.view(r), proposal: proposalView(proposal) }
     })
   }
 
@@ -682,12 +864,15 @@ export class FederationManager implements ScopeRouter {
       if (connected.has(m.peerId)) e.connected++
       byCluster.set(c, e)
     }
-    const clusters: FederationClusterView[] = r.store.list('Cluster').map((o) => ({
-      name: o.metadata.name,
-      id: String(o.spec?.id ?? ''),
-      self: o.metadata.name === r.cfg.cluster,
-      ...(byCluster.get(o.metadata.name) ?? { members: 0, connected: 0 }),
-    }))
+    const clusters: FederationClusterView[] = r.store
+      .list('Cluster')
+      .filter((o) => !r.directory.isRemovedCluster(o.metadata.name))
+      .map((o) => ({
+        name: o.metadata.name,
+        id: String(o.spec?.id ?? ''),
+        self: o.metadata.name === r.cfg.cluster,
+        ...(byCluster.get(o.metadata.name) ?? { members: 0, connected: 0 }),
+      }))
     return {
       name: r.cfg.name,
       id: r.cfg.id,
@@ -699,6 +884,17 @@ export class FederationManager implements ScopeRouter {
       clusters,
       objects: r.store.count(),
       ...(r.directory.creator() !== undefined ? { creator: r.directory.creator() } : {}),
+      governance: this.governanceView(r),
+    }
+  }
+
+  private governanceView(r: Running): FederationGovernanceView {
+    const n = this.memberClusters(r).length
+    return {
+      quorum: r.gov.quorum ?? 'default',
+      admit: required('admit', n, r.gov.quorum),
+      remove: required('remove', n, r.gov.quorum),
+      proposals: r.gov.proposals.map(proposalView),
     }
   }
 
@@ -765,7 +961,7 @@ export class FederationManager implements ScopeRouter {
         listen: this.listenAddrs(cfg.port ?? 0),
         // The host's own pod and tunnel networks: those of this node's cluster, not the federation's.
         privateRanges: () => unadvertisedRanges(this.c.cluster().id),
-        scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory) },
+        scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory, ourStore) },
         members: directory,
         logger: this.c.logger.child({ federation: cfg.name || cfg.id }),
         clock: this.c.clock,
@@ -797,10 +993,22 @@ export class FederationManager implements ScopeRouter {
         const c = creatorOf(store)
         if (c !== undefined) await directory.setCreator(c)
       }
-      const r: Running = { cfg, dir, mesh, store, directory, off: () => {} }
+      const r: Running = { cfg, dir, mesh, store, directory, off: () => {}, gov: await governanceOf(store) }
+      // A new cluster may be introduced by any member once its admission passed (governance.ts).
+      directory.admitsNew = (c) => this.admissionOpen(r, c)
+      // Governance is re-read when the Federation object changes or a Cluster object comes or goes
+      // (not on every node summary written to one).
+      let clusters = ''
       r.off = store.onChange((keys) => {
-        if (keys.some((k) => k.startsWith('Cluster/'))) void this.serial(() => this.applyClusterRemovals(r))
-        if (keys.some((k) => k.startsWith('Federation/'))) void this.serial(() => this.applyReadmissions(r))
+        const now = keys.some((k) => k.startsWith('Cluster/'))
+          ? ourStore
+              .list('Cluster')
+              .map((o) => o.metadata.name)
+              .join()
+          : clusters
+        if (now === clusters && !keys.some((k) => k.startsWith('Federation/'))) return
+        clusters = now
+        void this.serial(() => this.applyGovernance(r))
       })
       this.running.set(cfg.id, r)
       this.runningChanged()
@@ -841,23 +1049,43 @@ export class FederationManager implements ScopeRouter {
    * cluster's name needs an invite minted for it; a node of another cluster already in joins
    * through its own cluster's members, and a removed cluster is refused.
    */
-  private vetJoiner(cfg: LocalState, directory: FederationDirectory, info: MemberInfo): void {
+  private async vetJoiner(cfg: LocalState, directory: FederationDirectory, info: MemberInfo): Promise<void> {
     const c = clusterOfMemberName(info.name)
     if (c === undefined || !isClusterName(c)) throw new OrcError('invalid', `federation member name ${info.name} names no cluster (want node@cluster)`)
-    if (directory.isRemovedCluster(c)) throw new OrcError('forbidden', `cluster ${c} was removed from this federation`, { cluster: c })
     if (c === cfg.cluster) {
       const n = this.invites.get(cfg.id) ?? 0
       if (n <= 0) throw new OrcError('conflict', `a cluster named ${c} is already in this federation; join under another name with --as NAME`, { cluster: c })
       this.invites.set(cfg.id, n - 1)
       return
     }
-    if (directory.knownClusters().has(c) && !directory.isReadmitted(c)) {
+    const r = this.running.get(cfg.id)
+    if (r === undefined) throw new OrcError('unavailable', `federation ${cfg.name} is not running here`)
+    await this.refreshGovernance(r)
+    if (directory.membersOf(c).length > 0 || r.store.get(clusterRef(c)) !== undefined) {
       throw new OrcError(
         'conflict',
         `a cluster named ${c} is already in this federation (its nodes join through its own members; another cluster joins with --as NAME)`,
         { cluster: c },
       )
     }
+    // Admitting a cluster needs its admission to have passed (governance.ts).
+    if (this.admissionOpen(r, c)) {
+      if (directory.isRemovedCluster(c)) await directory.readmit(c)
+      return
+    }
+    const propose = `orc federation propose ${cfg.name} admit ${c}`
+    if (directory.isRemovedCluster(c))
+      throw new OrcError('forbidden', `cluster ${c} was removed from this federation; it joins again once its admission passes (${propose})`, { cluster: c })
+    // A new cluster (or one that left): when this cluster's approval alone is the quorum (two
+    // clusters or fewer, by default), the token's issuer proposes it now and it passes at once.
+    const need = required('admit', this.memberClusters(r).length, r.gov.quorum)
+    if (need > 1)
+      throw new OrcError(
+        'forbidden',
+        `cluster ${c} is not admitted to federation ${cfg.name}: admitting a cluster needs ${need} approvals of member clusters (${propose}, then orc federation approve on others)`,
+        { cluster: c, required: need },
+      )
+    await this.proposeIn(r, 'admit', c, tagAuthor(this.tokenAuthors.get(cfg.id) ?? 'user:unknown', r.cfg.cluster))
   }
 
   /** Clusters whose Cluster object went: drop their nodes; if it is ours, we were removed. */
@@ -870,15 +1098,15 @@ export class FederationManager implements ScopeRouter {
       const hist = await r.store.history(clusterRef(c)).catch(() => [])
       const deletion = hist.filter((h) => h.op === 'delete').at(-1)
       if (deletion === undefined) continue
-      // Re-admitted by the creator since: that removal is over (the cluster writes its object again when it joins).
-      if ((await this.readmittedAt(r, c)) > deletion.time) continue
+      // Admitted again since: that removal is over (the cluster writes its object again when it joins).
+      if (this.admittedSince(r, c, deletion.time)) continue
       const by = clusterOfAuthor(deletion.author)
-      const creator = r.directory.creator()
-      if (by !== c && creator !== undefined && by !== creator) {
-        this.log.warn(
-          { federation: r.cfg.name, cluster: c, by: deletion.author, creator },
-          'a cluster removal by a cluster that did not create the federation is ignored',
-        )
+      const removal = r.gov.proposals.find(
+        (p) => p.action === 'remove' && p.target === c && p.passedAt !== undefined && deletion.reason === removalReason(c, p.id),
+      )
+      if (by !== c && removal === undefined) {
+        // Refused on receipt by every replica (governance.ts); only a modified agent of this node's own cluster writes one here.
+        this.log.warn({ federation: r.cfg.name, cluster: c, by: deletion.author }, 'a cluster removal without the approvals of a passed proposal is ignored')
         // Our own Cluster object: put it back (its nodes' summaries follow from the publishers).
         if (c === r.cfg.cluster)
           await r.store
@@ -886,7 +1114,7 @@ export class FederationManager implements ScopeRouter {
               { apiVersion: API_VERSION, kind: 'Cluster', metadata: { name: c }, spec: { id: this.c.cluster().id } },
               {
                 author: `${FEDERATION_CONTROLLER}@${c}`,
-                reason: `restored: removed by ${deletion.author}, which may not remove clusters`,
+                reason: `restored: removed by ${deletion.author} without a passed removal proposal`,
                 now: this.c.clock.now(),
               },
             )

@@ -74,6 +74,19 @@ export class FederationDirectory implements MemberDirectory {
   private state: Persisted = { replicas: {}, removed: [] }
   private readonly file: string
 
+  /**
+   * Set by the manager: has an admission of cluster `c` passed since it last went (governance.ts)?
+   * Then any member may introduce its first node. Unset (tests of the directory alone): only the
+   * creating cluster introduces a new cluster.
+   */
+  admitsNew: ((c: string) => boolean) | undefined
+  /**
+   * Introductions refused only because the cluster's admission had not reached this member yet
+   * (the proposal travels by gossip like the introduction): retried when the governance changes
+   * (retryDeferred). At most 64, the latest kept.
+   */
+  private deferred: Array<{ info: MemberInfo; via: string }> = []
+
   constructor(readonly dir: string) {
     this.inner = JsonFileMemberDirectory.inDataDir(dir)
     this.file = join(dir, 'bindings.json')
@@ -107,6 +120,13 @@ export class FederationDirectory implements MemberDirectory {
     const fresh = this.state.replicas[r] === undefined
     this.state.replicas[r] = c
     return fresh
+  }
+
+  /** The deferred introductions that may be admitted now (each is handed out once). */
+  retryDeferred(): MemberInfo[] {
+    const all = this.deferred
+    this.deferred = []
+    return all.filter((d) => this.vetAdmission(d.info, d.via)).map((d) => d.info)
   }
 
   /** The cluster that created the federation, once known (see Persisted.creator). */
@@ -229,10 +249,10 @@ export class FederationDirectory implements MemberDirectory {
   }
 
   /**
-   * May `via` (a member) introduce `info`? A cluster introduces its own nodes; a cluster not yet
-   * known only by a member of the creating cluster (that is what a federation token does; any
-   * member while the creator is not known yet); nobody may introduce a node into another known
-   * cluster, nor into a removed one.
+   * May `via` (a member) introduce `info`? A cluster introduces its own nodes; a cluster none of
+   * whose nodes is a member, by any member once its admission passed (admitsNew; without that
+   * hook, only a member of the creating cluster, or any while the creator is not known); nobody
+   * may introduce a node into another cluster that has members, nor into a removed one.
    */
   vetAdmission(info: MemberInfo, via: string): boolean {
     const c = clusterOfMemberName(info.name)
@@ -242,6 +262,12 @@ export class FederationDirectory implements MemberDirectory {
     const viaCluster = this.clusterOf(via)
     if (viaCluster === undefined) return false
     if (viaCluster === c) return true
+    if (this.admitsNew !== undefined) {
+      if (this.membersOf(c).length > 0) return false
+      if (this.admitsNew(c)) return true
+      this.deferred = [...this.deferred.filter((d) => d.info.peerId !== info.peerId), { info, via }].slice(-64)
+      return false
+    }
     if (this.knownClusters().has(c) && !this.isReadmitted(c)) return false
     return this.state.creator === undefined || viaCluster === this.state.creator
   }

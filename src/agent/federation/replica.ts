@@ -1,10 +1,12 @@
 /**
  * The federation document as the federation mesh sees it: the store, with every revision a peer
  * sends checked against the cluster of the replica that made it before anything is stored, and
- * no Secret that is not marked shareable let in (secrets.ts).
+ * no Secret that is not marked shareable let in (secrets.ts), and no membership change without
+ * the approvals of the federation's governance (governance.ts).
  */
 import { OrcError } from '../../model/index.ts'
-import { decodeUpdateMessage, parseRevisionId, type Replicable } from '../../store/index.ts'
+import { decodeUpdateMessage, type ObjectStore, parseRevisionId, type Replicable } from '../../store/index.ts'
+import { checkMembershipChanges } from './governance.ts'
 import { clusterOfAuthor } from './membership.ts'
 import { checkFederatedSecrets } from './secrets.ts'
 
@@ -38,14 +40,20 @@ export function checkAuthorship(update: Uint8Array, members: AuthorshipCheck): v
   }
 }
 
-export function verifiedReplica(store: Replicable, members: AuthorshipCheck): Replicable {
+/**
+ * `membership`: the document as stored here, to check that membership changes carry the approvals
+ * the federation's governance asks for (governance.ts).
+ */
+export function verifiedReplica(store: Replicable, members: AuthorshipCheck, membership?: Pick<ObjectStore, 'list' | 'history'>): Replicable {
   return {
     encodeSyncState: () => store.encodeSyncState(),
     encodeMissing: (remote) => store.encodeMissing(remote),
     onLocalUpdate: (fn) => store.onLocalUpdate(fn),
     async applyRemote(update, opts) {
       checkAuthorship(update, members)
-      checkFederatedSecrets(decodeUpdateMessage(update).records)
+      const { records } = decodeUpdateMessage(update)
+      checkFederatedSecrets(records)
+      if (membership !== undefined) await checkMembershipChanges(records, membership)
       return store.applyRemote(update, opts)
     },
   }

@@ -33,9 +33,14 @@ export function federationRoutes(fm: FederationManager) {
       const b = bodyOf(body)
       const ttl = b.ttlSeconds === undefined ? undefined : Number(b.ttlSeconds) * 1000
       const readmit = b.readmit === undefined ? {} : { readmit: String(b.readmit) }
-      return fm.token(params.name, { ...(ttl === undefined ? {} : { ttlMs: ttl }), ...readmit })
+      return fm.token(params.name, { ...(ttl === undefined ? {} : { ttlMs: ttl }), ...readmit, author: authorOf(b) })
     },
     leaveFederation: async ({ params, body }) => ({ federation: await fm.leave(params.name, authorOf(bodyOf(body))) }),
+    proposeFederationChange: ({ params, body }) => {
+      const b = bodyOf(body)
+      return fm.propose(params.name, b.action, b.target, authorOf(b))
+    },
+    approveFederationProposal: ({ params, body }) => fm.approve(params.name, params.id, authorOf(bodyOf(body))),
     removeFederationCluster: async ({ params, body }) => ({ federation: await fm.remove(params.name, params.cluster, authorOf(bodyOf(body))) }),
   } satisfies RouteHandlers
 }

@@ -5,13 +5,14 @@
  * (a role without history rights, an older agent) is left out with a note, not an error.
  */
 import type { Command } from 'commander'
-import type { ClusterEvent, ResponseOf } from '../../agent/index.ts'
+import type { ClusterEvent, FederationGovernanceView, ResponseOf } from '../../agent/index.ts'
 import { age, getKind, labelsText, type ObjectRef, type Service, type ServiceEndpoints } from '../../model/index.ts'
 import type { Revision, StoredObject } from '../../store/index.ts'
 import { callRoute } from '../call.ts'
 import { examples, formatTable, historyTable, toYaml } from '../format.ts'
 import { getObjectOf, objectRef, outputOption, refText, takesObjects } from '../refs.ts'
 import type { ApiCaller } from '../remote.ts'
+import { governanceSection } from './federation.ts'
 import { eventsTable } from './ops.ts'
 import { describeEndpoints, endpointsSection } from './services.ts'
 
@@ -30,6 +31,8 @@ export interface Description {
   placement?: { explainedBy: string; text: string; status: string }
   /** A Service's endpoints, derived from the pods as the node's DNS resolver sees them. */
   endpoints?: ServiceEndpoints
+  /** A Federation's quorum and membership proposals, as the federation's document holds them here. */
+  governance?: FederationGovernanceView
   /** Parts left out, with why (`events: forbidden …`). */
   missing: string[]
 }
@@ -93,6 +96,10 @@ export async function describeObject(c: ApiCaller, ref: ObjectRef): Promise<Desc
     const eps = await attempt('endpoints', missing, () => describeEndpoints(c, object as unknown as Service))
     if (eps) d.endpoints = eps
   }
+  if (ref.kind === 'Federation') {
+    const f = await attempt('proposals', missing, () => callRoute(c, 'federation', { name: ref.name }))
+    if (f?.federation.governance) d.governance = f.federation.governance
+  }
   return d
 }
 
@@ -126,6 +133,7 @@ export function formatDescription(d: Description, now: number): string {
   }
   if (d.placement) out.push('', `Placement (${d.placement.explainedBy}):`, indent(d.placement.text))
   if (d.endpoints) out.push('', ...endpointsSection(d.endpoints))
+  if (d.governance) out.push('', ...governanceSection(d.governance))
   if (d.revisions) {
     const shown =
       d.revisions.length < (d.revisionCount ?? 0)

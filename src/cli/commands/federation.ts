@@ -1,9 +1,9 @@
 /**
- * `orc federation create|token|join|list|status|leave|remove`: link clusters and share namespaces
- * between them (docs/federation.md).
+ * `orc federation create|token|join|list|status|leave|remove|propose|approve`: link clusters and
+ * share namespaces between them, and govern who is in (docs/federation.md).
  */
 import type { Command } from 'commander'
-import type { FederationView } from '../../agent/index.ts'
+import type { FederationGovernanceView, FederationProposalView, FederationView } from '../../agent/index.ts'
 import { OrcError } from '../../model/index.ts'
 import { callRoute } from '../call.ts'
 import { authorFrom, examples, formatTable } from '../format.ts'
@@ -33,7 +33,9 @@ export function formatFederation(f: FederationView): string {
     `  namespaces:    ${f.namespaces.join(', ') || '<none>'}`,
     `  state:         ${f.state}`,
   ]
-  if (f.creator) lines.push(`  created by:    ${f.creator} (admits and removes clusters)`)
+  if (f.creator) lines.push(`  created by:    ${f.creator}`)
+  const g = f.governance
+  if (g) lines.push(`  quorum:        ${quorumText(g)}`)
   if (f.peerId) lines.push(`  peer id:       ${f.peerId}`)
   if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
   if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
@@ -46,14 +48,55 @@ export function formatFederation(f: FederationView): string {
       ).replace(/\n$/, ''),
     )
   } else lines.push('  (this node is not in it yet: it follows its cluster in shortly)')
+  if (g && g.proposals.length > 0) lines.push('', formatProposals(g.proposals).replace(/\n$/, ''))
   return lines.join('\n') + '\n'
+}
+
+function quorumText(g: FederationGovernanceView): string {
+  const setting = g.quorum === 'default' ? 'default (any one for two clusters, a majority beyond)' : String(g.quorum)
+  return `${setting}: admitting needs ${g.admit}, removing ${g.remove} approval${g.remove === 1 ? '' : 's'}`
+}
+
+/** `orc describe federation/NAME`: the quorum and the proposals. */
+export function governanceSection(g: FederationGovernanceView): string[] {
+  const rows = g.proposals.length === 0 ? '  <none>' : formatProposals(g.proposals).replace(/\n$/, '').replace(/^/gm, '  ')
+  return [`Quorum:      ${quorumText(g)}`, '', 'Proposals:', rows]
+}
+
+/** Proposals, newest last: who proposed and approved (cluster and author), and how many more are needed. */
+export function formatProposals(proposals: readonly FederationProposalView[]): string {
+  return formatTable(
+    ['PROPOSAL', 'CHANGE', 'APPROVALS', 'APPROVED BY', 'STATE'],
+    [...proposals]
+      .sort((a, b) => a.at - b.at)
+      .map((p) => [
+        p.id,
+        `${p.action} ${p.target}`,
+        `${p.approvals.length}/${p.required}`,
+        p.approvals.map((a) => a.author).join(', '),
+        p.state === 'passed' ? `passed ${new Date(p.passedAt ?? p.at).toISOString()}` : 'pending',
+      ]),
+  )
+}
+
+function proposalLine(name: string, p: FederationProposalView): string {
+  if (p.state === 'passed') {
+    const done =
+      p.action === 'remove'
+        ? `cluster ${p.target} removed`
+        : p.action === 'admit'
+          ? `cluster ${p.target} may join (orc federation token ${name})`
+          : `quorum is now ${p.target}`
+    return `proposal ${p.id} passed (${p.approvals.length}/${p.required}): ${done}\n`
+  }
+  return `proposal ${p.id} (${p.action} ${p.target}): ${p.approvals.length} of ${p.required} approvals; on another member cluster: orc federation approve ${name} ${p.id}\n`
 }
 
 export function registerFederationCommands(program: Command, io: FederationCliIO, client: (cmd: Command) => ApiCaller): void {
   const fed = program
     .command('federation')
     .alias('fed')
-    .description('Link clusters and share namespaces between them: create, token, join, list, status, leave, remove')
+    .description('Link clusters and share namespaces between them: create, token, join, list, status, leave, remove, propose, approve')
     .addHelpText(
       'after',
       examples(`
@@ -72,6 +115,8 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     )
 
   const output = () => outputOption(['table', 'json'])
+  const showProposal = (name: string, format: string, p: FederationProposalView) =>
+    io.out(format === 'json' ? JSON.stringify(p, null, 2) + '\n' : proposalLine(name, p))
 
   fed
     .command('create')
@@ -103,10 +148,12 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
 
   fed
     .command('token')
-    .description('Create a single-use token that admits one other cluster (all of its nodes) to the federation')
+    .description(
+      'Create a single-use token for one other cluster (all of its nodes); it joins if its admission passed, or when this cluster alone is the quorum (two clusters, by default)',
+    )
     .argument('<NAME>', 'federation name')
     .option('--ttl <duration>', 'how long the token is valid (s, m, h, d)', '1h')
-    .option('--readmit <cluster>', 'first lift the removal of this cluster (orc federation remove), so the token admits it again')
+    .option('--readmit <cluster>', 'first propose admitting this removed cluster again (passes at once when this cluster alone is the quorum)')
     .addOption(output())
     .addHelpText(
       'after',
@@ -122,7 +169,10 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
         'federationToken',
         { name },
         {
-          body: { ttlSeconds: parseTtl(opts.ttl), ...(opts.readmit !== undefined ? { readmit: opts.readmit } : {}) },
+          body: {
+            ttlSeconds: parseTtl(opts.ttl),
+            ...(opts.readmit !== undefined ? { readmit: opts.readmit } : {}),
+          },
         },
       )
       if (opts.output === 'json') return io.out(JSON.stringify(r, null, 2) + '\n')
@@ -198,8 +248,55 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     })
 
   fed
+    .command('propose')
+    .description(
+      'Propose admitting or removing a cluster, or a new quorum; it takes effect once admins of enough member clusters approved (this cluster counts as one)',
+    )
+    .argument('<NAME>', 'federation name')
+    .argument('<ACTION>', 'admit, remove or quorum')
+    .argument('<TARGET>', 'the cluster to admit or remove; for quorum, a number of approvals (1-99) or default')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
+    .addOption(output())
+    .addHelpText(
+      'after',
+      examples(`
+  # Three clusters: removing one needs two of them (the default quorum is a majority beyond two)
+  orc federation propose lab remove edge       # on home: prints the proposal id
+  orc federation approve lab remove-edge-1a2b3c  # on cloud: the second approval removes edge
+  orc federation propose lab admit edge        # let edge join again (then orc federation token lab)
+  orc federation propose lab quorum 3          # every cluster must approve from then on
+  orc federation propose lab quorum default`),
+    )
+    .action(async (name: string, action: string, target: string, opts, cmd: Command) => {
+      const body = { action, target, author: authorFrom(io.env, opts.author) }
+      showProposal(name, opts.output, (await callRoute(client(cmd), 'proposeFederationChange', { name }, { body })).proposal)
+    })
+
+  fed
+    .command('approve')
+    .description(
+      'Approve a pending proposal as this cluster (an admin of each member cluster approves at most once); the approval that reaches the quorum applies it',
+    )
+    .argument('<NAME>', 'federation name')
+    .argument('<PROPOSAL>', 'the proposal id (orc federation status NAME)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
+    .addOption(output())
+    .addHelpText(
+      'after',
+      examples(`
+  orc federation status lab                    # PROPOSAL  CHANGE  APPROVALS …
+  orc federation approve lab remove-edge-1a2b3c`),
+    )
+    .action(async (name: string, id: string, opts, cmd: Command) => {
+      const body = { author: authorFrom(io.env, opts.author) }
+      showProposal(name, opts.output, (await callRoute(client(cmd), 'approveFederationProposal', { name, id }, { body })).proposal)
+    })
+
+  fed
     .command('remove')
-    .description('Remove another cluster from a federation: every member stops accepting its nodes')
+    .description(
+      'Remove another cluster from a federation at once, when this cluster alone is the quorum (two clusters, by default); otherwise refused: use propose',
+    )
     .argument('<NAME>', 'federation name')
     .argument('<CLUSTER>', 'the cluster to remove')
     .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')

@@ -21,8 +21,16 @@ export const federationKind = defineKind({
     namespaces: s.array(dnsName, { maxItems: 32 }),
     /** In a cluster's private copy: this cluster's name inside the federation. */
     cluster: dnsName,
-    /** In the federation's document: the cluster that created it, the only one that admits and removes clusters. */
+    /** In the federation's document: the cluster that created it. */
     creator: dnsName,
+    /**
+     * In the federation's document: approvals a membership change needs (unset: any one for two
+     * clusters, a majority beyond). Mirrors the last passed quorum proposal; governance reads the
+     * proposals' revisions, not this field (agent/federation/governance.ts).
+     */
+    quorum: s.int({ min: 1, max: 99 }),
+    /** In the federation's document: membership proposals and their approvals, as written (the revisions are what counts). */
+    proposals: s.open<Record<string, unknown>>(),
     description: s.string({ maxLength: 1024 }),
   }),
   status: s.open<Record<string, unknown>>(),

@@ -1,0 +1,306 @@
+/**
+ * Governance of a federation's membership (docs/federation.md, "Who admits and removes clusters"):
+ * admitting or removing a cluster, and changing the quorum, is a proposal that takes effect once
+ * enough distinct member clusters approved it.
+ *
+ * Everything here is derived from revision records — author, reason and time, which the
+ * federation document binds to the cluster that wrote them (replica.ts) and which compaction keeps
+ * — never from the objects' content, which a modified agent could change without a revision:
+ *
+ * - `propose <id>: <admit|remove> <cluster>; members <a,b,c>` or `propose <id>: quorum <n|default>; …`
+ *   on the federation's `Federation` object, written by an admin of the proposing cluster. The
+ *   proposal counts as that cluster's approval.
+ * - `approve <id>` on the same object, by an admin of another member cluster.
+ * - `cluster <c> removed from the federation (proposal <id>)`: the deletion of `Cluster/<c>` once
+ *   the removal passed. A cluster's own deletion of its object (leaving) needs nobody's approval.
+ *
+ * Every replica checks on receipt (checkMembershipChanges) that a removal names a passed proposal
+ * and that a cluster's object coming (back) to life is backed by a passed admission, and refuses
+ * the update otherwise, before anything is stored.
+ */
+import { OrcError, refOfKey } from '../../model/index.ts'
+import type { ObjectStore, Revision } from '../../store/index.ts'
+import { clusterOfAuthor, isClusterName } from './membership.ts'
+
+export type ProposalAction = 'admit' | 'remove' | 'quorum'
+
+export interface Approval {
+  cluster: string
+  author: string
+  at: number
+}
+
+export interface Proposal {
+  id: string
+  action: ProposalAction
+  /** The cluster admitted or removed; for `quorum`, the new setting (`default` or a number). */
+  target: string
+  /** The member clusters as the proposer saw them. */
+  members: string[]
+  proposer: string
+  author: string
+  at: number
+  /** Distinct member clusters that approved (the proposer first). */
+  approvals: Approval[]
+  /** Approvals it needs, as computed when it was made (see required). */
+  required: number
+  /** When the approval that completed it was written; undefined while pending. */
+  passedAt?: number
+}
+
+export interface Governance {
+  /** The quorum setting in effect (undefined: the default rule). */
+  quorum?: number
+  proposals: Proposal[]
+}
+
+/** The records governance reads: a revision's key, op, author, reason and time. */
+/** A revision record on the wire, as much of it as governance reads (store/codec.ts RevisionRecord). */
+export interface WireRecord {
+  i: string
+  k: string
+  o: string
+  a: string
+  r: string
+  t: number
+}
+
+export interface GovRecord {
+  id: string
+  key: string
+  op: string
+  author: string
+  reason: string
+  time: number
+}
+
+const ID = '(?:admit|remove|quorum)-[a-z0-9-]{1,70}-[0-9a-f]{6}'
+const PROPOSE = new RegExp(`^propose (${ID}): (admit|remove|quorum) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})$`)
+const APPROVE = new RegExp(`^approve (${ID})$`)
+const REMOVED = new RegExp(`^cluster ([a-z0-9-]{1,63}) removed from the federation \\(proposal (${ID})\\)$`)
+export const PROPOSAL_ID = new RegExp(`^${ID}$`)
+/** At most this many clusters are counted in a proposal's member list. */
+const MAX_MEMBERS = 1000
+
+/**
+ * Approvals a change needs with `n` member clusters: the setting (at most every member that may
+ * approve), else any one for two clusters and a majority beyond. A removal cannot wait for the
+ * cluster it removes.
+ */
+export function required(action: ProposalAction, n: number, setting?: number): number {
+  const voters = Math.max(1, action === 'remove' ? n - 1 : n)
+  const base = setting !== undefined && setting > 0 ? setting : n <= 2 ? 1 : Math.floor(n / 2) + 1
+  return Math.max(1, Math.min(base, voters))
+}
+
+export function proposeReason(id: string, action: ProposalAction, target: string, members: readonly string[]): string {
+  return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}`
+}
+
+export function approveReason(id: string): string {
+  return `approve ${id}`
+}
+
+export function removalReason(cluster: string, id: string): string {
+  return `cluster ${cluster} removed from the federation (proposal ${id})`
+}
+
+export function newProposalId(action: ProposalAction, target: string, random: () => number = Math.random): string {
+  const hex = Math.floor(random() * 0x1000000)
+    .toString(16)
+    .padStart(6, '0')
+  return `${action}-${target}-${hex}`
+}
+
+const byTime = (a: GovRecord, b: GovRecord) => a.time - b.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+
+/**
+ * Replay the Federation object's records (any order) into proposals, approvals and the quorum in
+ * effect. A proposal needs the quorum of its own member list; that the list left no member out is
+ * checked when the proposal arrives (checkMembershipChanges), so every replica replays alike.
+ * An approval counts once per cluster, only from a cluster in the proposal's member list, and not
+ * from a cluster removed (by a passed removal) before it approved.
+ */
+export function replay(records: readonly GovRecord[]): Governance {
+  const proposals = new Map<string, Proposal>()
+  const removed = new Set<string>()
+  let quorum: number | undefined
+  const pass = (p: Proposal, at: number) => {
+    if (p.passedAt !== undefined || p.approvals.length < p.required) return
+    p.passedAt = at
+    if (p.action === 'quorum') quorum = p.target === 'default' ? undefined : Number(p.target)
+    else if (p.action === 'remove') removed.add(p.target)
+    else removed.delete(p.target)
+  }
+  for (const r of [...records].sort(byTime)) {
+    const cluster = clusterOfAuthor(r.author)
+    if (cluster === undefined) continue
+    const pm = PROPOSE.exec(r.reason)
+    if (pm !== null) {
+      const [, id, action, target, list] = pm as unknown as [string, string, ProposalAction, string, string]
+      if (proposals.has(id!) || removed.has(cluster)) continue
+      if (action === 'quorum' ? !(target === 'default' || /^[1-9][0-9]?$/.test(target)) : !isClusterName(target)) continue
+      const members = [...new Set(list.split(',').filter(isClusterName))].slice(0, MAX_MEMBERS)
+      if (!members.includes(cluster)) continue
+      const p: Proposal = {
+        id,
+        action,
+        target,
+        members,
+        proposer: cluster,
+        author: r.author,
+        at: r.time,
+        approvals: [{ cluster, author: r.author, at: r.time }],
+        required: required(action, members.length, quorum),
+      }
+      proposals.set(id, p)
+      pass(p, r.time)
+      continue
+    }
+    const am = APPROVE.exec(r.reason)
+    if (am !== null) {
+      const p = proposals.get(am[1]!)
+      if (p === undefined || p.passedAt !== undefined || removed.has(cluster) || !p.members.includes(cluster)) continue
+      if (p.approvals.some((a) => a.cluster === cluster)) continue
+      p.approvals.push({ cluster, author: r.author, at: r.time })
+      pass(p, r.time)
+    }
+  }
+  return { ...(quorum !== undefined ? { quorum } : {}), proposals: [...proposals.values()] }
+}
+
+export function govRecordOfRevision(h: Revision): GovRecord {
+  return { id: h.id, key: h.key, op: h.op, author: h.author, reason: h.reason, time: h.time }
+}
+
+function govRecordOfWire(r: WireRecord): GovRecord {
+  return { id: r.i, key: r.k, op: r.o, author: r.a, reason: r.r, time: r.t }
+}
+
+const federationKey = (name: string) => `Federation//${name}`
+const clusterKey = (name: string) => `Cluster//${name}`
+
+/** The one Federation object's name in a federation document (undefined before the document arrived). */
+function federationName(store: Pick<ObjectStore, 'list'>): string | undefined {
+  return store.list('Federation')[0]?.metadata.name
+}
+
+/** The governance of a federation document as this replica holds it. */
+export async function governanceOf(store: Pick<ObjectStore, 'list' | 'history'>): Promise<Governance> {
+  const name = federationName(store)
+  if (name === undefined) return { proposals: [] }
+  const hist = await store.history({ kind: 'Federation', namespace: '', name }).catch(() => [] as Revision[])
+  return replay(hist.map(govRecordOfRevision))
+}
+
+/**
+ * Refuse (before the store sees it) an update that changes the federation's membership without
+ * the approvals the governance asks for:
+ *
+ * - deleting `Cluster/<c>` by a cluster other than `c` must name a removal of `c` that passed;
+ * - creating `Cluster/<c>` while absent here needs an admission of `c` that passed after `c` last
+ *   went, unless `c` created the federation and never went;
+ * - a proposal must list every member cluster this replica knows at that point (apart from one
+ *   that goes later in the same update): a proposer cannot lower the quorum by leaving clusters out.
+ *
+ * Records are taken in time order from this replica's membership (a joiner, whose store is empty,
+ * receives the whole document in one update and replays it). The update's own records count with
+ * this replica's history. Short approvals may be in flight (records arrive by gossip in any order):
+ * the error says `unavailable` and anti-entropy brings the update again; a removal that names no
+ * proposal at all is a forgery (`forbidden`: the sender is scored down).
+ */
+export async function checkMembershipChanges(update: readonly WireRecord[], store: Pick<ObjectStore, 'list' | 'history'>): Promise<void> {
+  const incoming = update.map(govRecordOfWire)
+  const membership = incoming.filter((r) => r.key.startsWith('Cluster//'))
+  const proposals = incoming.filter((r) => r.key.startsWith('Federation//') && PROPOSE.test(r.reason))
+  if (membership.length === 0 && proposals.length === 0) return
+  const live = new Set(store.list('Cluster').map((o) => o.metadata.name))
+  // Only a record that deletes another cluster's object or creates one matters (an update of an
+  // object deleted here meanwhile, e.g. a node summary written concurrently with a removal, does not).
+  const matters = (r: GovRecord, state: Set<string>) => {
+    const c = refOfKey(r.key).name
+    return r.op === 'delete' ? state.has(c) && clusterOfAuthor(r.author) !== c : r.op === 'create' && !state.has(c)
+  }
+  if (proposals.length === 0 && !membership.some((r) => matters(r, live))) return
+  const localName = federationName(store)
+  const fedName = localName ?? refOfKey(incoming.find((r) => r.key.startsWith('Federation//'))?.key ?? '').name
+  if (fedName === '') throw new OrcError('unavailable', 'federation update: membership changes arrived before the Federation object')
+  const fedLocal =
+    localName === undefined
+      ? []
+      : (await store.history({ kind: 'Federation', namespace: '', name: fedName }).catch(() => [] as Revision[])).map(govRecordOfRevision)
+  const known = new Set(fedLocal.map((r) => r.id))
+  const fedIncoming = incoming.filter((r) => r.key === federationKey(fedName) && !known.has(r.id))
+  const fedRecords = [...fedLocal, ...fedIncoming]
+  const gov = replay(fedRecords)
+  const creator = clusterOfAuthor(fedRecords.filter((r) => r.op === 'create').sort(byTime)[0]?.author ?? '')
+  // When cluster c last went before `t` (this replica's history and the update's deletions).
+  const deletions = new Map<string, number[]>()
+  const wentBefore = async (c: string, t: number): Promise<number> => {
+    if (!deletions.has(c)) {
+      const hist = await store.history({ kind: 'Cluster', namespace: '', name: c }).catch(() => [] as Revision[])
+      const ids = new Set(hist.map((h) => h.id))
+      const all = [...hist, ...membership.filter((r) => r.key === clusterKey(c) && !ids.has(r.id))]
+      deletions.set(
+        c,
+        all.filter((h) => h.op === 'delete').map((h) => h.time),
+      )
+    }
+    return Math.max(Number.NEGATIVE_INFINITY, ...deletions.get(c)!.filter((x) => x < t))
+  }
+  const state = new Set(live)
+  const events = [...membership, ...fedIncoming.filter((r) => PROPOSE.test(r.reason))].sort(byTime)
+  for (const [i, r] of events.entries()) {
+    if (r.key.startsWith('Federation//')) {
+      const m = PROPOSE.exec(r.reason)!
+      const listed = new Set(m[4]!.split(','))
+      const goesLater = new Set(
+        events
+          .slice(i + 1)
+          .filter((x) => x.op === 'delete' && x.key.startsWith('Cluster//'))
+          .map((x) => refOfKey(x.key).name),
+      )
+      const left = [...state].filter((c) => !listed.has(c) && !goesLater.has(c)).sort()
+      if (left.length > 0)
+        throw new OrcError(
+          'unavailable',
+          `federation update: proposal ${m[1]} by ${r.author} lists members ${m[4]} but leaves out ${left.join(', ')}, which ${left.length === 1 ? 'is a member' : 'are members'} here`,
+          { proposal: m[1], missing: left },
+        )
+      continue
+    }
+    const c = refOfKey(r.key).name
+    if (!matters(r, state)) {
+      if (r.op === 'delete') state.delete(c)
+      else if (r.op === 'create') state.add(c)
+      continue
+    }
+    if (r.op === 'delete') {
+      const m = REMOVED.exec(r.reason)
+      if (m === null || m[1] !== c)
+        throw new OrcError('forbidden', `federation update: cluster ${c} deleted by ${r.author} without a removal proposal (revision ${r.id})`, {
+          cluster: c,
+          author: r.author,
+        })
+      const p = gov.proposals.find((x) => x.id === m[2])
+      if (p === undefined || p.action !== 'remove' || p.target !== c || p.passedAt === undefined)
+        throw new OrcError(
+          'unavailable',
+          `federation update: removal of cluster ${c} by ${r.author} names proposal ${m[2]}, which ${p === undefined ? 'is not known here' : `has ${p.approvals.length} of ${p.required} approvals`}`,
+          { cluster: c, proposal: m[2] },
+        )
+      state.delete(c)
+      continue
+    }
+    const went = await wentBefore(c, r.time)
+    const first = went === Number.NEGATIVE_INFINITY
+    const admitted = gov.proposals.some((p) => p.action === 'admit' && p.target === c && p.passedAt !== undefined && p.passedAt > went)
+    if (!admitted && !(first && c === creator))
+      throw new OrcError(
+        'unavailable',
+        `federation update: cluster ${c} (${r.author}) is not admitted: no admission of it passed${first ? '' : ' since it went'}`,
+        { cluster: c },
+      )
+    state.add(c)
+  }
+}

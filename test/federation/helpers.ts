@@ -1,0 +1,79 @@
+// Shared by the in-process federation tests: clusters of one node each (real LevelDB stores, real
+// libp2p hosts on loopback), each with its FederationManager and the API's routed store.
+
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { FederationManager, routedStore } from '../../src/agent/federation/index.ts'
+import { systemClock } from '../../src/effects/index.ts'
+import type { MeshTunables } from '../../src/mesh/index.ts'
+import { type ObjectStore, openStore } from '../../src/store/index.ts'
+import { fastTunables, waitFor } from '../mesh/helpers.ts'
+
+const silent = pino({ level: 'silent' })
+
+export interface Side {
+  dir: string
+  store: ObjectStore
+  fm: FederationManager
+  api: ObjectStore
+  /** Stop this node's federations and start them again from disk (an agent restart). */
+  restart(): Promise<void>
+}
+
+type After = { after(fn: () => Promise<void>): void }
+
+export async function side(t: After, node: string, cluster: string, tunables: Partial<MeshTunables> = {}): Promise<Side> {
+  const dir = await mkdtemp(join(tmpdir(), `orc-fed-${cluster}-`))
+  const store = await openStore({ dir: join(dir, 'db') })
+  const make = () =>
+    new FederationManager({
+      dataDir: dir,
+      nodeName: node,
+      store,
+      cluster: () => ({ name: cluster, id: Buffer.from(cluster.padEnd(16, '0')).toString('hex').slice(0, 32) }),
+      listen: ['/ip4/127.0.0.1/tcp/0'],
+      logger: silent,
+      clock: systemClock,
+      tunables: { ...fastTunables, ...tunables },
+    })
+  const s: Side = {
+    dir,
+    store,
+    fm: make(),
+    api: store,
+    async restart() {
+      await s.fm.stop()
+      s.fm = make()
+      await s.fm.start()
+      s.api = routedStore(store, s.fm)
+    },
+  }
+  await s.fm.start()
+  s.api = routedStore(store, s.fm)
+  t.after(async () => {
+    await s.fm.stop()
+    await store.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  return s
+}
+
+export const inNs = (ns: string, o: any) => ({ ...o, metadata: { ...o.metadata, namespace: ns } })
+export const ref = (ns: string, name: string) => ({ kind: 'Pod', namespace: ns, name })
+export const clusterRef = (name: string) => ({ kind: 'Cluster', namespace: '', name })
+
+/** Home creates federation `shared` (namespace `shared`) and cloud joins it with a token. */
+export async function federated(t: After): Promise<{ a: Side; b: Side }> {
+  const a = await side(t, 'a1', 'home')
+  const b = await side(t, 'b1', 'cloud')
+  await a.fm.create({ name: 'shared', namespaces: ['shared'], author: 'user:alice' })
+  const { token } = await a.fm.token('shared', { author: 'user:alice' })
+  const view = await b.fm.join({ token, author: 'user:bob' })
+  assert.equal(view.name, 'shared')
+  assert.deepEqual(view.namespaces, ['shared'])
+  await waitFor('home sees cloud in the federation', () => (a.fm.status('shared').clusters ?? []).some((c) => c.name === 'cloud'))
+  return { a, b }
+}

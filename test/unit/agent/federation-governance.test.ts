@@ -1,0 +1,163 @@
+// Governance of federation membership (src/agent/federation/governance.ts): how many approvals a
+// change needs, which approvals count (distinct member clusters, not a removed one), and the check
+// every replica runs on receipt — a removal or admission arriving without the approvals is refused
+// before the store sees it. The receiving store is real; the incoming revision records are written
+// by hand, as a modified agent could send them.
+
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { checkMembershipChanges, replayGovernance, requiredApprovals } from '../../../src/agent/federation/index.ts'
+import { tempStore } from '../../helpers/store.ts'
+
+type Rec = { i: string; k: string; o: string; a: string; r: string; t: number }
+let seq = 0
+const rec = (k: string, o: string, a: string, r: string, t: number): Rec => ({ i: `00000000000000ff.${++seq}`, k, o, a, r, t })
+const gov = (r: Rec) => ({ id: r.i, key: r.k, op: r.o, author: r.a, reason: r.r, time: r.t })
+const FED = 'Federation//shared'
+const P = 'remove-edge-00aa11'
+
+test('approvals needed: any one for two clusters, a majority beyond; a setting caps at who may approve', () => {
+  const table = [1, 2, 3, 4, 5, 6, 7].map((n) => [n, requiredApprovals('admit', n), requiredApprovals('remove', n)])
+  assert.deepEqual(table, [
+    [1, 1, 1],
+    [2, 1, 1],
+    [3, 2, 2],
+    [4, 3, 3],
+    [5, 3, 3],
+    [6, 4, 4],
+    [7, 4, 4],
+  ])
+  // A setting of 3 with three clusters: every member admits, but a removal needs the other two only.
+  assert.equal(requiredApprovals('admit', 3, 3), 3)
+  assert.equal(requiredApprovals('remove', 3, 3), 2)
+  assert.equal(requiredApprovals('admit', 5, 1), 1)
+})
+
+test('replay: one approval per member cluster, none from outside the member list or from a removed cluster', () => {
+  const members = 'cloud,edge,far,home'
+  const records = [
+    rec(FED, 'update', 'user:alice@home', `propose remove-edge-00aa11: remove edge; members ${members}`, 10),
+    rec(FED, 'update', 'user:alice2@home', 'approve remove-edge-00aa11', 11), // home again: counts once
+    rec(FED, 'update', 'user:mallory@mars', 'approve remove-edge-00aa11', 12), // not a member
+    rec(FED, 'update', 'user:bob@cloud', 'approve remove-edge-00aa11', 13),
+  ]
+  let g = replayGovernance(records.map(gov))
+  assert.equal(g.proposals[0]!.required, 3)
+  assert.equal(g.proposals[0]!.passedAt, undefined, '2 of 3')
+  records.push(rec(FED, 'update', 'user:fred@far', 'approve remove-edge-00aa11', 14))
+  g = replayGovernance(records.map(gov))
+  assert.equal(g.proposals[0]!.passedAt, 14)
+  assert.deepEqual(
+    g.proposals[0]!.approvals.map((a) => a.cluster),
+    ['home', 'cloud', 'far'],
+  )
+  // Edge is removed from time 14: its approval of a later proposal does not count, nor its proposals.
+  records.push(
+    rec(FED, 'update', 'user:bob@cloud', 'propose remove-far-00bb22: remove far; members cloud,edge,far,home', 20),
+    rec(FED, 'update', 'user:erin@edge', 'approve remove-far-00bb22', 21),
+    rec(FED, 'update', 'user:alice@home', 'approve remove-far-00bb22', 22),
+    rec(FED, 'update', 'user:erin@edge', 'propose admit-mars-00cc33: admit mars; members edge', 23),
+  )
+  g = replayGovernance(records.map(gov))
+  const far = g.proposals.find((p) => p.id === 'remove-far-00bb22')!
+  assert.deepEqual(
+    far.approvals.map((a) => a.cluster),
+    ['cloud', 'home'],
+  )
+  assert.equal(far.passedAt, undefined, 'edge was removed: 2 of 3')
+  assert.equal(
+    g.proposals.find((p) => p.id === 'admit-mars-00cc33'),
+    undefined,
+  )
+})
+
+test('replay: the quorum is changed by a passed proposal and applies to later ones; malformed reasons are ignored', () => {
+  const records = [
+    rec(FED, 'update', 'user:alice@home', 'propose quorum-1-00dd44: quorum 1; members cloud,edge,home', 10),
+    rec(FED, 'update', 'user:bob@cloud', 'approve quorum-1-00dd44', 11),
+    rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members cloud,edge,home`, 12),
+    rec(FED, 'update', 'user:alice@home', 'propose bogus: remove cloud; members home', 13),
+    rec(FED, 'update', 'user:alice@home', 'propose quorum-x-00ee55: quorum 0; members cloud,edge,home', 14),
+  ]
+  const g = replayGovernance(records.map(gov))
+  assert.equal(g.quorum, 1)
+  assert.deepEqual(
+    g.proposals.map((p) => [p.id, p.required, p.passedAt !== undefined]),
+    [
+      ['quorum-1-00dd44', 2, true],
+      [P, 1, true],
+    ],
+  )
+})
+
+async function receiver(t: { after(fn: () => Promise<void>): void }) {
+  const { store, cleanup } = await tempStore()
+  t.after(cleanup)
+  const w = (author: string, reason: string) => ({ author, reason, now: 1_000 })
+  await store.apply(
+    { apiVersion: 'orc/v1', kind: 'Federation', metadata: { name: 'shared' }, spec: { id: 'ab'.repeat(16), namespaces: ['shared'], creator: 'home' } },
+    w('controller:federation@home', 'federation created'),
+  )
+  for (const c of ['home', 'cloud', 'edge'])
+    await store.apply(
+      { apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: c }, spec: { id: Buffer.from(c.padEnd(16, '0')).toString('hex') } },
+      w(`controller:federation@${c}`, 'cluster joined'),
+    )
+  return store
+}
+
+test('on receipt: a removal without a passed proposal is refused; with the approvals in the same update it is accepted', async (t) => {
+  const store = await receiver(t)
+  await assert.rejects(
+    checkMembershipChanges([rec('Cluster//edge', 'delete', 'user:alice@home', 'gone', 2_000)], store),
+    (e: any) => e.code === 'forbidden' && /cluster edge deleted by user:alice@home without a removal proposal/.test(e.message),
+  )
+  const removal = rec('Cluster//edge', 'delete', 'user:alice@home', `cluster edge removed from the federation (proposal ${P})`, 2_002)
+  await assert.rejects(checkMembershipChanges([removal], store), (e: any) => e.code === 'unavailable' && /names proposal .* not known here/.test(e.message))
+  // A proposal that leaves cloud out of its member list (so that one approval would do) is refused
+  // on its own, whatever its date: this replica knows cloud is a member.
+  const underListed = rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members edge,home`, 2_000)
+  await assert.rejects(
+    checkMembershipChanges([underListed], store),
+    (e: any) => e.code === 'unavailable' && /leaves out cloud, which is a member here/.test(e.message),
+  )
+  const backdated = rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members edge,home`, 1)
+  await assert.rejects(checkMembershipChanges([backdated, removal], store), /leaves out cloud/)
+  // With the full list, home's approval alone is one of two; cloud's passes it.
+  const proposal = rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members cloud,edge,home`, 2_000)
+  await checkMembershipChanges([proposal], store)
+  await assert.rejects(checkMembershipChanges([proposal, removal], store), /has 1 of 2 approvals/)
+  await checkMembershipChanges([proposal, rec(FED, 'update', 'user:bob@cloud', `approve ${P}`, 2_001), removal], store)
+  // A cluster deleting its own object (leaving) needs nobody; other updates are not looked at.
+  await checkMembershipChanges([rec('Cluster//cloud', 'delete', 'controller:federation@cloud', 'cluster left the federation', 2_000)], store)
+  await checkMembershipChanges([rec('Cluster//cloud', 'update', 'controller:cluster@cloud', 'node summaries', 2_000)], store)
+})
+
+test('on receipt: a cluster object created without a passed admission is refused, for a member and for a joiner receiving the whole document', async (t) => {
+  const store = await receiver(t)
+  const mars = rec('Cluster//mars', 'create', 'controller:federation@mars', 'cluster joined the federation', 3_000)
+  await assert.rejects(checkMembershipChanges([mars], store), /cluster mars \(controller:federation@mars\) is not admitted/)
+  const admit = rec(FED, 'update', 'user:alice@home', 'propose admit-mars-00ff66: admit mars; members cloud,edge,home', 2_000)
+  await assert.rejects(checkMembershipChanges([admit, mars], store), /not admitted/, 'one of two approvals')
+  await checkMembershipChanges([admit, rec(FED, 'update', 'user:erin@edge', 'approve admit-mars-00ff66', 2_500), mars], store)
+
+  // A joiner (empty store) gets the whole document: the creator's own object needs no admission, the others do.
+  const { store: empty, cleanup } = await tempStore()
+  t.after(cleanup)
+  const created = rec(FED, 'create', 'controller:federation@home', 'federation created', 1)
+  const home = rec('Cluster//home', 'create', 'controller:federation@home', 'cluster joined the federation', 2)
+  const cloud = rec('Cluster//cloud', 'create', 'controller:federation@cloud', 'cluster joined the federation', 5)
+  const admitCloud = rec(FED, 'update', 'user:alice@home', 'propose admit-cloud-001122: admit cloud; members home', 4)
+  await checkMembershipChanges([created, home, admitCloud, cloud], empty)
+  await assert.rejects(checkMembershipChanges([created, home, cloud], empty), /cluster cloud .* is not admitted/)
+  // Admitted, then removed: coming back needs an admission passed after the removal.
+  const removed = rec('Cluster//cloud', 'delete', 'user:alice@home', 'cluster cloud removed from the federation (proposal remove-cloud-003344)', 7)
+  const removeCloud = rec(FED, 'update', 'user:alice@home', 'propose remove-cloud-003344: remove cloud; members cloud,home', 6)
+  const back = rec('Cluster//cloud', 'create', 'controller:federation@cloud', 'cluster joined the federation', 9)
+  await assert.rejects(
+    checkMembershipChanges([created, home, admitCloud, cloud, removeCloud, removed, back], empty),
+    /not admitted: no admission of it passed since it went/,
+  )
+  const readmit = rec(FED, 'update', 'user:alice@home', 'propose admit-cloud-005566: admit cloud; members home', 8)
+  await checkMembershipChanges([created, home, admitCloud, cloud, removeCloud, removed, readmit, back], empty)
+})
