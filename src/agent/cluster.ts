@@ -254,6 +254,7 @@ export async function startClusterMesh(c: {
     name: c.nodeName,
     listen: c.setup.listen,
     announce: c.setup.announce,
+    ...(c.setup.joinListen !== undefined ? { joinListen: c.setup.joinListen } : {}),
     privateRanges: unadvertisedRanges,
     scopes: { cluster: store },
     members: directory,
