@@ -5,6 +5,7 @@
  * state and timers; Mesh builds them, wires them to each other and keeps the public surface.
  */
 
+import { createServer } from 'node:net'
 import type { PeerId, PrivateKey, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
@@ -233,6 +234,32 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
     mesh.log.warn({ err: shortError(err), addresses: meshAddrs }, "admitted, but the issuer's mesh port did not answer; the mesh keeps dialing members")
   }
   return finishJoin(mesh, claims.issuer, cluster, progress)
+}
+
+/**
+ * The default join listen addresses, each on a free port if its own (mesh port − 2) is taken: as
+ * the HTTP listener's default does, several agents on one machine (tests, experiments) each get one.
+ * An explicit `--join-listen` is never moved.
+ */
+async function freeOrAnyPort(addrs: string[], log: Logger): Promise<string[]> {
+  const out: string[] = []
+  for (const a of addrs) {
+    const m = /^\/(ip4|ip6)\/([^/]+)\/tcp\/([0-9]+)$/.exec(a)
+    if (m === null || m[3] === '0') {
+      out.push(a)
+      continue
+    }
+    const code = await new Promise<string | undefined>((resolve) => {
+      const srv = createServer()
+      srv.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'))
+      srv.listen({ host: m[2], port: Number(m[3]), exclusive: true }, () => srv.close(() => resolve(undefined)))
+    })
+    if (code === 'EADDRINUSE') {
+      log.warn({ wanted: a }, 'default join port in use; the join host listens on a free port instead (tokens name it)')
+      out.push(withTcpPort(a, 0))
+    } else out.push(a)
+  }
+  return out
 }
 
 /** The join host's address on the host of `named` (a mesh address the user gave): the token's join port, same IP family first. */
@@ -470,7 +497,7 @@ export class Mesh {
       startProbation,
     }
     const listen = opts.listen ?? ['/ip4/0.0.0.0/tcp/0']
-    const joinListen = joinOnMeshPort ? [] : (opts.joinListen ?? joinListenFor(listen))
+    const joinListen = joinOnMeshPort ? [] : (opts.joinListen ?? (await freeOrAnyPort(joinListenFor(listen), log)))
     const joinHost =
       joinListen.length === 0
         ? undefined
