@@ -1,14 +1,18 @@
 /**
- * Connection gater, the first check on every connection, before any protocol runs:
+ * Connection gaters, the first check on every connection, before any protocol runs.
+ *
+ * The mesh host's (`createGater`):
  * - removed peers (removed.ts) are refused forever, both ways, whatever they hold;
  * - banned peers are refused while the ban lasts;
  * - members get a connection, and so do credential peers (the remote CLI, known by the peer id of
- *   its credential key: credential-peers.ts), without taking a trial slot;
- * - strangers (a federation's mesh only: MeshOptions.joinOnMeshPort) get a trial ("probation")
- *   connection only while a join is open (a live token,
- *   token.ts) and a slot is free: bounded in total and per source address (admission.ts). On
- *   probation they may use only the join (and, if enabled, the api) protocol and are closed when
- *   probation ends.
+ *   its credential key: credential-peers.ts);
+ * - anyone else is refused on a cluster's mesh — joiners go to the join host. Only a federation's
+ *   mesh (MeshOptions.joinOnMeshPort) lets strangers in on a trial ("probation") connection while a
+ *   join is open (a live token, token.ts) and a slot is free: bounded in total and per source
+ *   address (admission.ts); they may use only the join protocol and are closed when probation ends.
+ *
+ * The join host's (`createJoinGater`, join.ts) and a joiner's temporary host's (`createJoinerGater`)
+ * are below.
  */
 import type { ConnectionGater, MultiaddrConnection, PeerId } from '@libp2p/interface'
 

@@ -43,18 +43,12 @@ export interface HostInit {
   gossip?: Partial<GossipsubOpts>
 }
 
-export async function createHost(init: HostInit): Promise<MeshLibp2p> {
-  const t = init.tunables
-  halfWindowUpdates()
-  const node = await createLibp2p({
-    privateKey: withCachedSigning(init.privateKey),
-    start: false,
-    addresses: { listen: init.listen, announce: init.announce ?? [] },
-    transports: init.transports ?? [tcp({ dialOpts: { timeout: t.dialTimeoutMs } } as any)],
+/** What the mesh host and the join host share: TCP, Noise, Yamux, the timeouts and connection limits. */
+function transportOptions(t: MeshTunables, transports: Libp2pOptions['transports'] | undefined) {
+  return {
+    transports: transports ?? [tcp({ dialOpts: { timeout: t.dialTimeoutMs } } as any)],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
-    connectionProtector: pskProtector(init.psk, Math.min(t.dialTimeoutMs, 5_000)),
-    connectionGater: init.gater,
     // The mesh pings every member itself (RTT for `orc get nodes -o wide`, proof of life) and hangs
     // up a connection whose pings fail twice in a row (liveness.ts, ping). libp2p's own monitor
     // pinged every connection again every 10 s: a stream each, ~0.25 of a core across 20 agents.
@@ -66,6 +60,19 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
       reconnectRetries: 0,
       inboundConnectionThreshold: t.inboundPerIpPerSecond,
     },
+  } satisfies Libp2pOptions
+}
+
+export async function createHost(init: HostInit): Promise<MeshLibp2p> {
+  const t = init.tunables
+  halfWindowUpdates()
+  const node = await createLibp2p({
+    privateKey: withCachedSigning(init.privateKey),
+    start: false,
+    addresses: { listen: init.listen, announce: init.announce ?? [] },
+    ...transportOptions(t, init.transports),
+    connectionProtector: pskProtector(init.psk, Math.min(t.dialTimeoutMs, 5_000)),
+    connectionGater: init.gater,
     services: {
       identify: identify(),
       ping: ping({ timeout: t.dialTimeoutMs }),
@@ -162,19 +169,8 @@ export async function createJoinHost(init: {
     privateKey: init.privateKey,
     start: false,
     addresses: { listen: init.listen, announce: init.announce ?? [] },
-    transports: init.transports ?? [tcp({ dialOpts: { timeout: t.dialTimeoutMs } } as any)],
-    connectionEncrypters: [noise()],
-    streamMuxers: [yamux()],
+    ...transportOptions(t, init.transports),
     connectionGater: init.gater,
-    connectionMonitor: { enabled: false },
-    connectionManager: {
-      dialTimeout: t.dialTimeoutMs,
-      addressDialTimeout: t.dialTimeoutMs,
-      inboundUpgradeTimeout: t.dialTimeoutMs,
-      reconnectRetries: 0,
-      inboundConnectionThreshold: t.inboundPerIpPerSecond,
-      maxIncomingPendingConnections: 16,
-    },
   })
 }
 

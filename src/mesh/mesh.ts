@@ -48,6 +48,7 @@ import {
   JsonFileTokenBook,
   TokenAuthority,
   type TokenBook,
+  type TokenClaims,
   type TokenRecord,
 } from './token.ts'
 
@@ -194,21 +195,7 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
       transports: opts.transports,
     })
     await client.start()
-    const issuer = peerIdFromString(claims.issuer)
-    await client.peerStore.merge(issuer, { multiaddrs: addrs.map((a) => multiaddr(a)) })
-    const signal = AbortSignal.timeout(t.joinTimeoutMs)
-    let stream: Stream
-    try {
-      // By peer id: Noise refuses a node whose key is not the issuer's, before the token is sent.
-      await client.dial(issuer, { signal: AbortSignal.any([signal, AbortSignal.timeout(t.dialTimeoutMs)]) })
-      stream = await client.dialProtocol(issuer, JOIN_PROTOCOL, { signal })
-    } catch (err) {
-      throw dialError(claims.issuer, addrs, err)
-    }
-    progress({ phase: 'joining', peer: claims.issuer })
-    const ch = streamChannel(stream, t.maxFrameBytes)
-    res = await withDeadline(requestJoin(ch, joinRequestFromToken(claims, opts.name, mesh.addresses())), signal, () => ch.abort(new Error('join timed out')))
-    if (res.clusterId !== claims.cluster) throw new OrcError('invalid', `issuer answered for cluster ${res.clusterId}, token is for ${claims.cluster}`)
+    res = await presentToken(client, claims, addrs, opts.name, mesh.addresses(), t, progress)
     if (res.psk === undefined) throw new OrcError('invalid', 'the issuer admitted this node but sent no cluster key (an orc too old to join through?)')
   } catch (err) {
     await mesh.stopHosts()
@@ -217,12 +204,7 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
   } finally {
     await Promise.resolve(client?.stop()).catch(() => undefined)
   }
-  const cluster: ClusterState = { ...pending, createdAt: res.createdAt, adminKeys: res.adminKeys, psk: new Uint8Array(Buffer.from(res.psk, 'hex')) }
-  await saveCluster(opts.dataDir, cluster)
-  mesh.cluster = cluster
-  for (const m of res.members) await mesh.admit(m, { announce: false })
-  await mesh.admit({ peerId: mesh.peerId, name: opts.name, addresses: mesh.addresses() }, { announce: false })
-  progress({ phase: 'admitted', clusterId: cluster.clusterId, members: res.members.length })
+  const cluster = await recordAdmission(mesh, opts, { ...pending, psk: new Uint8Array(Buffer.from(res.psk, 'hex')) }, res, progress)
   // Now a member: dial the issuer's mesh port with the key (the host the user named, at the port named, first).
   const issuerInfo = res.members.find((m) => m.peerId === claims.issuer)
   const meshAddrs = [...new Set([...named, ...(issuerInfo?.addresses ?? [])])]
@@ -262,6 +244,36 @@ async function freeOrAnyPort(addrs: string[], log: Logger): Promise<string[]> {
   return out
 }
 
+/**
+ * Dial the issuer by its peer id from `host` (Noise refuses a node whose key is not the issuer's,
+ * before the token is sent), present the token, read the answer; checks it is for the token's cluster.
+ */
+async function presentToken(
+  host: Pick<JoinLibp2p, 'peerStore' | 'dial' | 'dialProtocol'>,
+  claims: Pick<TokenClaims, 'id' | 'secret' | 'cluster' | 'issuer'>,
+  addrs: string[],
+  name: string,
+  addresses: string[],
+  t: MeshTunables,
+  progress: (p: JoinProgress) => void,
+): Promise<JoinResponse> {
+  const issuer = peerIdFromString(claims.issuer)
+  await host.peerStore.merge(issuer, { multiaddrs: addrs.map((a) => multiaddr(a)) })
+  const signal = AbortSignal.timeout(t.joinTimeoutMs)
+  let stream: Stream
+  try {
+    await host.dial(issuer, { signal: AbortSignal.any([signal, AbortSignal.timeout(t.dialTimeoutMs)]) })
+    stream = await host.dialProtocol(issuer, JOIN_PROTOCOL, { signal })
+  } catch (err) {
+    throw dialError(claims.issuer, addrs, err)
+  }
+  progress({ phase: 'joining', peer: claims.issuer })
+  const ch = streamChannel(stream, t.maxFrameBytes)
+  const res = await withDeadline(requestJoin(ch, joinRequestFromToken(claims, name, addresses)), signal, () => ch.abort(new Error('join timed out')))
+  if (res.clusterId !== claims.cluster) throw new OrcError('invalid', `issuer answered for cluster ${res.clusterId}, token is for ${claims.cluster}`)
+  return res
+}
+
 /** The join host's address on the host of `named` (a mesh address the user gave): the token's join port, same IP family first. */
 function joinAddressAt(named: string, joinAddrs: string[]): string[] {
   const family = named.split('/')[1]
@@ -285,6 +297,23 @@ async function checkDataDirFree(dataDir: string): Promise<void> {
   if (existing !== undefined) {
     throw new OrcError('conflict', `data dir ${dataDir} already belongs to cluster ${existing.clusterId}`, { dataDir })
   }
+}
+
+/** Admitted: the cluster files on disk, the members (and this node) in the directory. */
+async function recordAdmission(
+  mesh: Mesh,
+  opts: JoinOptions,
+  pending: ClusterState,
+  res: JoinResponse,
+  progress: (p: JoinProgress) => void,
+): Promise<ClusterState> {
+  const cluster: ClusterState = { ...pending, createdAt: res.createdAt, adminKeys: res.adminKeys }
+  await saveCluster(opts.dataDir, cluster)
+  mesh.cluster = cluster
+  for (const m of res.members) await mesh.admit(m, { announce: false })
+  await mesh.admit({ peerId: mesh.peerId, name: opts.name, addresses: mesh.addresses() }, { announce: false })
+  progress({ phase: 'admitted', clusterId: cluster.clusterId, members: res.members.length })
+  return cluster
 }
 
 /** Admitted: start the mesh and take the issuer's store in. */
@@ -325,31 +354,13 @@ async function joinOnMeshPort(opts: JoinOptions): Promise<Mesh> {
     await mesh.startHosts()
     const addrs = [...new Set([...(opts.peerAddrs ?? []), ...claims.addrs])]
     say({ phase: 'connecting', peer: claims.issuer, addresses: addrs })
-    const issuer = peerIdFromString(claims.issuer)
-    await mesh.libp2p.peerStore.merge(issuer, { multiaddrs: addrs.map((a) => multiaddr(a)) })
-    const signal = AbortSignal.timeout(t.joinTimeoutMs)
-    let stream: Stream
-    try {
-      await mesh.libp2p.dial(issuer, { signal: AbortSignal.any([signal, AbortSignal.timeout(t.dialTimeoutMs)]) })
-      stream = await mesh.libp2p.dialProtocol(issuer, JOIN_PROTOCOL, { signal })
-    } catch (err) {
-      throw dialError(claims.issuer, addrs, err)
-    }
-    say({ phase: 'joining', peer: claims.issuer })
-    const ch = streamChannel(stream, t.maxFrameBytes)
-    res = await withDeadline(requestJoin(ch, joinRequestFromToken(claims, opts.name, mesh.addresses())), signal, () => ch.abort(new Error('join timed out')))
-    if (res.clusterId !== claims.cluster) throw new OrcError('invalid', `issuer answered for cluster ${res.clusterId}, token is for ${claims.cluster}`)
+    res = await presentToken(mesh.libp2p, claims, addrs, opts.name, mesh.addresses(), t, say)
   } catch (err) {
     await mesh.stopHosts()
     if (err instanceof OrcError && err.details.remote === true) throw wrapError('join refused by issuer', err)
     throw err instanceof OrcError ? err : wrapError('join cluster', err)
   }
-  const cluster: ClusterState = { ...pending, createdAt: res.createdAt, adminKeys: res.adminKeys }
-  await saveCluster(opts.dataDir, cluster)
-  mesh.cluster = cluster
-  for (const m of res.members) await mesh.admit(m, { announce: false })
-  await mesh.admit({ peerId: mesh.peerId, name: opts.name, addresses: mesh.addresses() }, { announce: false })
-  say({ phase: 'admitted', clusterId: cluster.clusterId, members: res.members.length })
+  const cluster = await recordAdmission(mesh, opts, pending, res, say)
   return finishJoin(mesh, claims.issuer, cluster, say)
 }
 
