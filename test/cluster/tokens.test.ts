@@ -194,4 +194,11 @@ test('the cluster key is not in the token: a leaked token gives no mesh connecti
   assert.doesNotMatch(i.stderr, /join refused|peer joined/, 'the impostor never saw a join request')
   const rec = JSON.parse((await a.cli(['token', 'list', '-o', 'json'])).stdout).find((r: any) => r.id === claimsOf(live).id)
   assert.equal(rec.usesLeft, 1, 'the token the impostor was shown still has its use')
+
+  // A node started with --join-listen off serves no joins: it says so instead of printing a token.
+  const o = await newNode(ws, 'o')
+  await o.up(['--join-listen', 'off']).ready()
+  const none = await o.cli(['token', 'create'])
+  assert.equal(none.exitCode, 1)
+  assert.match(none.stderr, /^error: this node serves no joins \(its join listener is off\)/)
 })
