@@ -433,6 +433,7 @@ export async function startClusterMesh(c: {
           peerId: mesh.peerId,
           clusterId: mesh.clusterId,
           addresses: mesh.addresses(),
+          joinAddresses: mesh.joinAddresses(),
           state: 'running',
           members: { total: members.length, alive: count('alive') + 1, suspect: count('suspect'), dead: count('dead') },
         },

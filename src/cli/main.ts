@@ -471,6 +471,7 @@ Use "orc COMMAND --help" for more about a command.`),
                 `Mesh:      ${s.mesh.state}, peer ${s.mesh.peerId}`,
                 `Members:   ${s.mesh.members.total} (${s.mesh.members.alive} alive, ${s.mesh.members.suspect} suspect, ${s.mesh.members.dead} dead)`,
                 `Addresses: ${s.mesh.addresses.join(', ') || '<none>'}`,
+                `Joins at:  ${(s.mesh.joinAddresses ?? []).join(', ') || 'off (this node issues no join tokens)'}`,
               ]
             : []),
           ...(s.http !== undefined ? [`HTTP:      ${s.http ? `https://${s.http.address} (install.sh, /metrics; key ${s.http.pin})` : 'off'}`] : []),

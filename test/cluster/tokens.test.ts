@@ -112,6 +112,7 @@ test('the cluster key is not in the token: a leaked token gives no mesh connecti
     assert.equal(Buffer.from(token.slice('orcjoin1.'.length), 'base64url').toString('latin1').includes(form), false, 'nor in its decoded bytes')
   }
   assert.deepEqual(claims.addrs, [`/ip4/127.0.0.1/tcp/${a.port - 2}`])
+  assert.match((await a.cli(['status'])).stdout, new RegExp(`^Joins at: +/ip4/127\\.0\\.0\\.1/tcp/${a.port - 2}$`, 'm'), 'orc status says where')
 
   // A token of an older orc (the PSK inside) is refused before anything is dialed.
   const old = `orcjoin1.${Buffer.from(JSON.stringify({ ...claims, v: 1, psk: pskHex })).toString('base64url')}`
@@ -201,4 +202,5 @@ test('the cluster key is not in the token: a leaked token gives no mesh connecti
   const none = await o.cli(['token', 'create'])
   assert.equal(none.exitCode, 1)
   assert.match(none.stderr, /^error: this node serves no joins \(its join listener is off\)/)
+  assert.match((await o.cli(['status'])).stdout, /^Joins at: +off/m)
 })

@@ -119,6 +119,7 @@ export function meshBanner(agent: Agent, socketHint: string[]): string[] {
   return [
     `  peer id:  ${c.peerId}`,
     `  listens:  ${addrs.join(', ') || '<none>'}`,
+    `  joins at: ${c.mesh.joinAddresses().join(', ') || 'off'}`,
     '',
     'Add a node: create a join token here, then run orc join on the new machine:',
     ...socketHint.map((l) => `  ${l}`),
