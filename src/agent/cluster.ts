@@ -286,7 +286,9 @@ export async function startClusterMesh(c: {
   try {
     mesh = await openMesh()
   } catch (err) {
-    if (err instanceof Error && /listened on|EADDRINUSE|EADDRNOTAVAIL/.test(err.message)) {
+    // (The join listener names itself and its flag: mesh.ts, startHosts.)
+    const joinListener = err instanceof OrcError && err.details.joinListen !== undefined
+    if (!joinListener && err instanceof Error && /listened on|EADDRINUSE|EADDRNOTAVAIL/.test(err.message)) {
       throw new OrcError(
         'unavailable',
         `listen on ${opts.listen!.join(', ')}: address in use or not on this machine (another orc agent? choose another with --listen)`,

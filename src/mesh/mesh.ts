@@ -751,7 +751,7 @@ export class Mesh {
         const at = (this.opts.joinListen ?? joinListenFor(this.opts.listen ?? [])).join(', ')
         throw new OrcError(
           'unavailable',
-          `join listener on ${at}: cannot listen (${shortError(err)}); choose another with --join-listen ADDR, or --join-listen off`,
+          `join listener on ${at}: address in use or not on this machine; choose another with --join-listen ADDR, or --join-listen off`,
           { joinListen: at },
           err,
         )

@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { type AddressInfo, createServer } from 'node:net'
 import { test } from 'node:test'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromString } from '@libp2p/peer-id'
@@ -203,4 +204,16 @@ test('the cluster key is not in the token: a leaked token gives no mesh connecti
   assert.equal(none.exitCode, 1)
   assert.match(none.stderr, /^error: this node serves no joins \(its join listener is off\)/)
   assert.match((await o.cli(['status'])).stdout, /^Joins at: +off/m)
+
+  // A join port that is taken, given explicitly: the agent stops, naming the listener and the flag.
+  const busy = createServer()
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve))
+  t.after(() => busy.close())
+  const q = await newNode(ws, 'q')
+  q.up(['--join-listen', `127.0.0.1:${(busy.address() as AddressInfo).port}`])
+  assert.equal(await q.ended(), 1)
+  assert.match(
+    q.stderr,
+    /^error: join listener on \/ip4\/127\.0\.0\.1\/tcp\/\d+: address in use or not on this machine; choose another with --join-listen ADDR, or --join-listen off$/m,
+  )
 })

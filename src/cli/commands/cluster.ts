@@ -79,7 +79,15 @@ export async function meshSetupFromFlags(opts: { listen?: string[]; announce?: s
     if (opts.joinListen.includes('off')) {
       if (opts.joinListen.length > 1) throw new OrcError('invalid', '--join-listen: off cannot be combined with addresses')
       setup.joinListen = []
-    } else setup.joinListen = opts.joinListen.map(parseListenAddress)
+    } else {
+      setup.joinListen = opts.joinListen.map((a) => {
+        try {
+          return parseListenAddress(a)
+        } catch (err) {
+          throw err instanceof OrcError ? new OrcError(err.code, `--join-listen: ${err.message}`, err.details, err) : err
+        }
+      })
+    }
   }
   if (opts.announce !== undefined && opts.announce.length > 0) setup.announce = (await Promise.all(opts.announce.map((a) => resolvePeerAddress(a)))).flat()
   if (env.ORC_MESH_TUNABLES) {
