@@ -254,6 +254,7 @@ export async function startClusterMesh(c: {
     name: c.nodeName,
     listen: c.setup.listen,
     announce: c.setup.announce,
+    ...(c.setup.joinListen !== undefined ? { joinListen: c.setup.joinListen } : {}),
     privateRanges: unadvertisedRanges,
     scopes: { cluster: store },
     members: directory,
@@ -285,7 +286,9 @@ export async function startClusterMesh(c: {
   try {
     mesh = await openMesh()
   } catch (err) {
-    if (err instanceof Error && /listened on|EADDRINUSE|EADDRNOTAVAIL/.test(err.message)) {
+    // (The join listener names itself and its flag: mesh.ts, startHosts.)
+    const joinListener = err instanceof OrcError && err.details.joinListen !== undefined
+    if (!joinListener && err instanceof Error && /listened on|EADDRINUSE|EADDRNOTAVAIL/.test(err.message)) {
       throw new OrcError(
         'unavailable',
         `listen on ${opts.listen!.join(', ')}: address in use or not on this machine (another orc agent? choose another with --listen)`,
@@ -432,6 +435,7 @@ export async function startClusterMesh(c: {
           peerId: mesh.peerId,
           clusterId: mesh.clusterId,
           addresses: mesh.addresses(),
+          joinAddresses: mesh.joinAddresses(),
           state: 'running',
           members: { total: members.length, alive: count('alive') + 1, suspect: count('suspect'), dead: count('dead') },
         },

@@ -46,6 +46,7 @@ export async function localDoctorFindings(dataDir: string): Promise<import('./op
     ...(await portFindings([
       { port: 7419, what: 'mesh', flag: '--listen ADDR' },
       { port: 7418, what: 'install and metrics listener', flag: '--http-listen ADDR' },
+      { port: 7417, what: 'join listener', flag: '--join-listen ADDR' },
     ])),
   ]
 }

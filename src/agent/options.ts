@@ -78,6 +78,8 @@ export interface MeshSetup {
   listen?: string[]
   /** Addresses to advertise instead of the listen addresses. */
   announce?: string[]
+  /** Listen multiaddrs of the join host (`--join-listen`); `[]`: none (`off`). Default: the mesh's, two ports lower. */
+  joinListen?: string[]
   /** `orc join`: the token, the peer named on the command line, progress lines. */
   join?: { token: string; peer?: string; onProgress?: (line: string) => void }
   tunables?: Partial<MeshTunables>

@@ -89,6 +89,8 @@ export interface MeshStatus {
   peerId: string
   clusterId: string
   addresses: string[]
+  /** Where new nodes redeem this node's join tokens (its join host); empty when `--join-listen off`. */
+  joinAddresses: string[]
   state: string
   members: { total: number; alive: number; suspect: number; dead: number }
 }

@@ -18,7 +18,7 @@ import { didYouMeanOf, findKind, formatDuration, getKind, type KindDef, type Nod
 import type { Stored, StoredObject } from '../store/index.ts'
 import { callRoute } from './call.ts'
 import { ApiClient } from './client.ts'
-import { meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
+import { JOIN_LISTEN_HELP, meshBanner, meshSetupFromFlags, nodesWideTable, registerClusterCommands } from './commands/cluster.ts'
 import { registerCompleteCommand } from './commands/complete.ts'
 import { registerDashboardCommand } from './commands/dashboard.ts'
 import { registerDescribeCommand } from './commands/describe.ts'
@@ -117,6 +117,7 @@ Use "orc COMMAND --help" for more about a command.`),
     .option('--cluster <name>', 'name of the cluster created on a fresh data dir', 'default')
     .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
     .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
+    .option('--join-listen <addr>', JOIN_LISTEN_HELP, collect, [] as string[])
     .option('--log-level <level>', 'trace, debug, info, warn or error (default: $ORC_LOG_LEVEL, else info)')
     .option('--network <mode>', NETWORK_FLAG_HELP)
     .option('--wg-port <port>', 'WireGuard UDP port (default 51820, a free one when taken)')
@@ -470,6 +471,7 @@ Use "orc COMMAND --help" for more about a command.`),
                 `Mesh:      ${s.mesh.state}, peer ${s.mesh.peerId}`,
                 `Members:   ${s.mesh.members.total} (${s.mesh.members.alive} alive, ${s.mesh.members.suspect} suspect, ${s.mesh.members.dead} dead)`,
                 `Addresses: ${s.mesh.addresses.join(', ') || '<none>'}`,
+                `Joins at:  ${(s.mesh.joinAddresses ?? []).join(', ') || 'off (this node issues no join tokens)'}`,
               ]
             : []),
           ...(s.http !== undefined ? [`HTTP:      ${s.http ? `https://${s.http.address} (install.sh, /metrics; key ${s.http.pin})` : 'off'}`] : []),

@@ -14,6 +14,35 @@ export const DEFAULT_PORT = 7419
 /** Default listen addresses of an agent: every IPv4 and IPv6 interface, TCP 7419. */
 export const DEFAULT_LISTEN = [`/ip4/0.0.0.0/tcp/${DEFAULT_PORT}`, `/ip6/::/tcp/${DEFAULT_PORT}`]
 
+/** The join host (join.ts) listens this many ports below the mesh: 7417 by default. */
+export const JOIN_PORT_OFFSET = 2
+
+/**
+ * The join host's default listen addresses: the mesh's, `JOIN_PORT_OFFSET` ports below (a mesh on
+ * port 0, a free port, gets a free one too). Addresses without a TCP port are left out.
+ */
+export function joinListenFor(listen: readonly string[]): string[] {
+  const out: string[] = []
+  for (const a of listen) {
+    const m = /\/tcp\/([0-9]+)/.exec(a)
+    if (m === null) continue
+    const port = Number(m[1])
+    out.push(a.replace(/\/tcp\/[0-9]+/, `/tcp/${port === 0 ? 0 : Math.max(0, port - JOIN_PORT_OFFSET)}`))
+  }
+  return [...new Set(out)]
+}
+
+/** `addr` (a TCP multiaddr) with its port replaced by `port`. */
+export function withTcpPort(addr: string, port: number): string {
+  return addr.replace(/\/tcp\/[0-9]+/, `/tcp/${port}`)
+}
+
+/** The TCP port of a multiaddr, if it names one. */
+export function tcpPortOf(addr: string): number | undefined {
+  const m = /\/tcp\/([0-9]+)/.exec(addr)
+  return m === null ? undefined : Number(m[1])
+}
+
 export type Resolver = (host: string) => Promise<string[]>
 
 export const systemResolver: Resolver = async (host) => (await lookup(host, { all: true })).map((a) => a.address)

@@ -1,8 +1,9 @@
 /**
- * Who gets in: join tokens, the join protocol (issuer side), strangers on probation, and peers
- * scored down for sending garbage. The connection gater asks it (startProbation, isBanned); the
- * other parts report offenders to it (misbehaved). Who is a member is the directory's answer; the
- * mesh records an admission (Mesh.admit), since every part takes note of it.
+ * Who gets in: join tokens, the join protocol (issuer side, on the join host — or, for a
+ * federation, on the mesh port), the trial limits on not-yet-members, and peers scored down for
+ * sending garbage. The gaters ask it (startProbation, isBanned); the other parts report offenders
+ * to it (misbehaved). Who is a member is the directory's answer; the mesh records an admission
+ * (Mesh.admit), since every part takes note of it.
  */
 import type { Connection, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
@@ -11,7 +12,7 @@ import type { Clock } from '../effects/index.ts'
 import type { ClusterState } from './cluster.ts'
 import { shortError } from './deadline.ts'
 import type { MeshEventBus } from './events.ts'
-import { type MeshLibp2p, streamChannel } from './host.ts'
+import { type JoinLibp2p, type MeshLibp2p, streamChannel } from './host.ts'
 import { JOIN_PROTOCOL, serveJoin } from './join.ts'
 import type { MemberDirectory } from './members.ts'
 import type { MemberInfo } from './membership.ts'
@@ -44,7 +45,16 @@ export interface AdmissionComponents {
   vetJoiner?: (info: MemberInfo) => void | Promise<void>
   /** On a joining node: the issuer it dials before it is a member of anything (no probation for it). */
   joiningIssuer?: string
+  /** The join host (join.ts): serves the join protocol, every connection to it on a trial clock. */
+  joinHost?: JoinLibp2p
+  /**
+   * Serve the join protocol on the mesh host itself, strangers there on probation, and put the PSK
+   * in the token: a federation's way (MeshOptions.joinOnMeshPort).
+   */
+  joinOnMeshPort: boolean
 }
+
+type Host = Pick<MeshLibp2p, 'handle' | 'addEventListener' | 'getConnections'>
 
 /** The remote peer of an inbound stream when it is a member; a stranger's stream is refused. */
 export function memberOf(stream: Stream, conn: Connection, isMember: (peerId: string) => boolean): string | undefined {
@@ -71,11 +81,19 @@ export class Admission {
     this.timers = new Timers(c.clock, c.log)
   }
 
-  /** Serve the join protocol and put every stranger's connection on a probation clock. */
+  /**
+   * Serve the join protocol — on the join host (every connection there on a trial clock, the PSK in
+   * the response) and/or on the mesh host (a federation: strangers' connections on probation).
+   */
   async install(): Promise<void> {
-    this.c.libp2p.addEventListener('connection:open', (evt) => this.onConnectionOpen(evt.detail))
-    this.c.libp2p.addEventListener('connection:close', (evt) => this.onConnectionClose(evt.detail))
-    await this.c.libp2p.handle(
+    if (this.c.joinOnMeshPort) await this.serveJoinOn(this.c.libp2p, false)
+    if (this.c.joinHost !== undefined) await this.serveJoinOn(this.c.joinHost, true)
+  }
+
+  private async serveJoinOn(host: Host, joinHost: boolean): Promise<void> {
+    host.addEventListener('connection:open', (evt) => this.onConnectionOpen(evt.detail, joinHost))
+    host.addEventListener('connection:close', (evt) => this.onConnectionClose(evt.detail, host))
+    await host.handle(
       JOIN_PROTOCOL,
       async (stream, conn) => {
         const remote = conn.remotePeer.toString()
@@ -86,6 +104,7 @@ export class Admission {
             {
               authority: this.c.authority,
               cluster: this.c.cluster(),
+              sendPsk: joinHost,
               scopes: this.c.scopeNames,
               members: () => this.c.directory.list(),
               isRemoved: this.c.isRemoved,
@@ -94,10 +113,11 @@ export class Admission {
             },
             remote,
           )
-          this.c.log.info({ peer: remote, name: conn.remotePeer.toString() }, 'peer joined')
+          this.c.log.info({ peer: remote, via: joinHost ? 'join host' : 'mesh' }, 'peer joined')
+          if (joinHost) this.closeSoon(conn) // its business here is done: it dials the mesh port now
         } catch (err) {
           this.c.log.info({ peer: remote, err: shortError(err) }, 'join refused')
-          if (!this.c.isMember(remote)) this.closeSoon(conn)
+          if (joinHost || !this.c.isMember(remote)) this.closeSoon(conn)
         }
       },
       { maxInboundStreams: 4 },
@@ -109,14 +129,14 @@ export class Admission {
     this.timers.stop()
   }
 
-  /** Issue a join token naming this node at `addrs`. */
+  /** Issue a join token naming this node at `addrs` (its join host's; a federation: its mesh port's, the PSK in the token). */
   async createToken(opts: IssueTokenOptions, addrs: string[]): Promise<{ token: string; id: string; expiresAt: number; uses: number }> {
     const cluster = this.c.cluster()
     const { token, record } = await this.c.authority.issue(opts, {
       clusterId: cluster.clusterId,
-      psk: cluster.psk,
       issuer: this.c.peerId,
       addrs,
+      ...(this.c.joinOnMeshPort ? { psk: cluster.psk } : {}),
     })
     this.c.log.info({ id: record.id, expiresAt: record.expiresAt, uses: record.uses }, 'join token created')
     return { token, id: record.id, expiresAt: record.expiresAt, uses: record.uses }
@@ -196,13 +216,14 @@ export class Admission {
     }, 200)
   }
 
-  private onConnectionOpen(conn: Connection): void {
+  /** On the join host every connection is on the clock; on the mesh host, strangers' only. */
+  private onConnectionOpen(conn: Connection, joinHost: boolean): void {
     const remote = conn.remotePeer.toString()
-    if (this.c.isMember(remote) || remote === this.c.joiningIssuer || this.c.isCredentialPeer(remote)) return
+    if (!joinHost && (this.c.isMember(remote) || remote === this.c.joiningIssuer || this.c.isCredentialPeer(remote))) return
     const until = this.probation.get(remote)?.until ?? this.c.clock.now() + this.c.tunables.probationMs
     this.timers.later(
       () => {
-        if (!this.c.isMember(remote)) {
+        if (joinHost || !this.c.isMember(remote)) {
           this.probation.delete(remote)
           this.c.log.debug({ peer: remote }, 'probation over; closing')
           conn.abort(new Error('probation over'))
@@ -213,10 +234,10 @@ export class Admission {
   }
 
   /** A stranger hung up: its trial slot is free again (the per-minute limit still counts it). */
-  private onConnectionClose(conn: Connection): void {
+  private onConnectionClose(conn: Connection, host: Host): void {
     const remote = conn.remotePeer.toString()
     if (!this.probation.has(remote)) return
     // (Our listener may run before libp2p's own: the closing connection can still be listed.)
-    if (!this.c.libp2p.getConnections(conn.remotePeer).some((c) => c !== conn && c.status === 'open')) this.probation.delete(remote)
+    if (!host.getConnections(conn.remotePeer).some((c) => c !== conn && c.status === 'open')) this.probation.delete(remote)
   }
 }

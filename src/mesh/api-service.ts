@@ -38,8 +38,6 @@ export interface ApiServiceComponents {
   apiHandler?: ApiHandler
   /** Node-to-node requests (MeshOptions.memberApiHandler); without one the protocol is refused. */
   memberApiHandler?: MemberApiHandler
-  /** Let non-members holding the PSK call the API on probation (an older remote CLI). */
-  acceptApiFromStrangers?: boolean
   /** The remote CLI, known by the peer id of its credential key (credential-peers.ts). */
   isCredentialPeer: (peerId: string) => boolean
 }
@@ -53,7 +51,7 @@ export class ApiService {
       API_PROTOCOL,
       async (stream, conn) => {
         const remote = conn.remotePeer.toString()
-        if (!this.c.isMember(remote) && !this.c.isCredentialPeer(remote) && this.c.acceptApiFromStrangers !== true) {
+        if (!this.c.isMember(remote) && !this.c.isCredentialPeer(remote)) {
           stream.abort(new Error('not a member'))
           return
         }

@@ -1,13 +1,18 @@
 /**
- * Connection gater, the first check on every connection, before any protocol runs:
+ * Connection gaters, the first check on every connection, before any protocol runs.
+ *
+ * The mesh host's (`createGater`):
  * - removed peers (removed.ts) are refused forever, both ways, whatever they hold;
  * - banned peers are refused while the ban lasts;
  * - members get a connection, and so do credential peers (the remote CLI, known by the peer id of
- *   its credential key: credential-peers.ts), without taking a trial slot;
- * - strangers get a trial ("probation") connection only while a join is open (a live token,
- *   token.ts) and a slot is free: bounded in total and per source address (admission.ts). On
- *   probation they may use only the join (and, if enabled, the api) protocol and are closed when
- *   probation ends.
+ *   its credential key: credential-peers.ts);
+ * - anyone else is refused on a cluster's mesh — joiners go to the join host. Only a federation's
+ *   mesh (MeshOptions.joinOnMeshPort) lets strangers in on a trial ("probation") connection while a
+ *   join is open (a live token, token.ts) and a slot is free: bounded in total and per source
+ *   address (admission.ts); they may use only the join protocol and are closed when probation ends.
+ *
+ * The join host's (`createJoinGater`, join.ts) and a joiner's temporary host's (`createJoinerGater`)
+ * are below.
  */
 import type { ConnectionGater, MultiaddrConnection, PeerId } from '@libp2p/interface'
 
@@ -59,5 +64,36 @@ export function createGater(policy: GatePolicy): ConnectionGater {
     // A removal that arrives while a connection is being upgraded: refused at the last step too.
     denyInboundUpgradedConnection: (peer: PeerId) => policy.isRemoved(peer.toString()),
     denyOutboundUpgradedConnection: (peer: PeerId) => policy.isRemoved(peer.toString()),
+  }
+}
+
+/** What the join host's gater asks (join.ts): the join window and the trial limits of admission.ts. */
+export type JoinGatePolicy = Pick<GatePolicy, 'isRemoved' | 'isBanned' | 'acceptsStrangers' | 'startProbation'>
+
+/**
+ * The join host's gater: it dials nobody; it lets a peer in only while a join is open (a live
+ * token, or one that stopped being live within the grace) and a trial slot is free for its source
+ * address — never a removed or banned peer, whoever it is.
+ */
+export function createJoinGater(policy: JoinGatePolicy): ConnectionGater {
+  const inbound = async (peerId: string, source: string): Promise<boolean> => {
+    if (policy.isRemoved(peerId) || policy.isBanned(peerId)) return false
+    if (!(await policy.acceptsStrangers())) return false
+    return policy.startProbation(peerId, source)
+  }
+  return {
+    denyDialPeer: () => true,
+    denyDialMultiaddr: () => true,
+    denyInboundEncryptedConnection: async (peer: PeerId, maConn: MultiaddrConnection) => !(await inbound(peer.toString(), sourceAddress(maConn))),
+    denyInboundUpgradedConnection: (peer: PeerId) => policy.isRemoved(peer.toString()),
+  }
+}
+
+/** A joiner's temporary host (join.ts) dials the token's issuer and nobody else, and takes no connection. */
+export function createJoinerGater(issuer: string): ConnectionGater {
+  return {
+    denyDialPeer: (peer: PeerId) => peer.toString() !== issuer,
+    denyOutboundEncryptedConnection: (peer: PeerId) => peer.toString() !== issuer,
+    denyInboundConnection: () => true,
   }
 }

@@ -8,7 +8,7 @@ import { noise } from '@chainsafe/libp2p-noise'
 import { yamux } from '@chainsafe/libp2p-yamux'
 import { type GossipSub, type GossipsubOpts, gossipsub } from '@libp2p/gossipsub'
 import { identify } from '@libp2p/identify'
-import type { ConnectionGater, Libp2p, PrivateKey, Stream } from '@libp2p/interface'
+import type { ConnectionGater, ConnectionProtector, Libp2p, PrivateKey, Stream } from '@libp2p/interface'
 import { type Ping, ping } from '@libp2p/ping'
 import { preSharedKey } from '@libp2p/pnet'
 import { tcp } from '@libp2p/tcp'
@@ -27,8 +27,11 @@ export type MeshLibp2p = Libp2p<MeshServices>
 
 export interface HostInit {
   privateKey: PrivateKey
-  /** PSK in the libp2p v1 swarm-key text format. */
-  psk: Uint8Array
+  /**
+   * PSK in the libp2p v1 swarm-key text format, or a function read at each connection (a joiner's
+   * host listens before the join response brings the key; until then every connection is refused).
+   */
+  psk: Uint8Array | (() => Uint8Array | undefined)
   listen: string[]
   announce?: string[]
   gater: ConnectionGater
@@ -40,18 +43,12 @@ export interface HostInit {
   gossip?: Partial<GossipsubOpts>
 }
 
-export async function createHost(init: HostInit): Promise<MeshLibp2p> {
-  const t = init.tunables
-  halfWindowUpdates()
-  const node = await createLibp2p({
-    privateKey: withCachedSigning(init.privateKey),
-    start: false,
-    addresses: { listen: init.listen, announce: init.announce ?? [] },
-    transports: init.transports ?? [tcp({ dialOpts: { timeout: t.dialTimeoutMs } } as any)],
+/** What the mesh host and the join host share: TCP, Noise, Yamux, the timeouts and connection limits. */
+function transportOptions(t: MeshTunables, transports: Libp2pOptions['transports'] | undefined) {
+  return {
+    transports: transports ?? [tcp({ dialOpts: { timeout: t.dialTimeoutMs } } as any)],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
-    connectionProtector: preSharedKey({ psk: init.psk, timeout: Math.min(t.dialTimeoutMs, 5_000) }),
-    connectionGater: init.gater,
     // The mesh pings every member itself (RTT for `orc get nodes -o wide`, proof of life) and hangs
     // up a connection whose pings fail twice in a row (liveness.ts, ping). libp2p's own monitor
     // pinged every connection again every 10 s: a stream each, ~0.25 of a core across 20 agents.
@@ -63,6 +60,19 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
       reconnectRetries: 0,
       inboundConnectionThreshold: t.inboundPerIpPerSecond,
     },
+  } satisfies Libp2pOptions
+}
+
+export async function createHost(init: HostInit): Promise<MeshLibp2p> {
+  const t = init.tunables
+  halfWindowUpdates()
+  const node = await createLibp2p({
+    privateKey: withCachedSigning(init.privateKey),
+    start: false,
+    addresses: { listen: init.listen, announce: init.announce ?? [] },
+    ...transportOptions(t, init.transports),
+    connectionProtector: pskProtector(init.psk, Math.min(t.dialTimeoutMs, 5_000)),
+    connectionGater: init.gater,
     services: {
       identify: identify(),
       ping: ping({ timeout: t.dialTimeoutMs }),
@@ -120,6 +130,48 @@ export async function createHost(init: HostInit): Promise<MeshLibp2p> {
     },
   })
   return node as unknown as MeshLibp2p
+}
+
+/** pnet with a fixed key, or with the key a function gives once it has one (HostInit.psk). */
+function pskProtector(psk: HostInit['psk'], timeout: number): () => ConnectionProtector {
+  if (psk instanceof Uint8Array) return preSharedKey({ psk, timeout })
+  return () => {
+    let inner: ConnectionProtector | undefined
+    return {
+      async protect(conn, opts) {
+        if (inner === undefined) {
+          const key = psk()
+          if (key === undefined) throw new Error('no cluster key yet (this node is joining)')
+          inner = preSharedKey({ psk: key, timeout })()
+        }
+        return inner.protect(conn, opts)
+      },
+    }
+  }
+}
+
+export type JoinLibp2p = Libp2p
+
+/**
+ * A join host (join.ts): the node's own key, TCP + Noise + Yamux, *no* pnet and no services. The
+ * issuer's serves the join protocol on its own port; a joiner's (listening nowhere) dials it.
+ */
+export async function createJoinHost(init: {
+  privateKey: PrivateKey
+  listen: string[]
+  announce?: string[]
+  gater: ConnectionGater
+  tunables: MeshTunables
+  transports?: Libp2pOptions['transports']
+}): Promise<JoinLibp2p> {
+  const t = init.tunables
+  return createLibp2p({
+    privateKey: init.privateKey,
+    start: false,
+    addresses: { listen: init.listen, announce: init.announce ?? [] },
+    ...transportOptions(t, init.transports),
+    connectionGater: init.gater,
+  })
 }
 
 /** Gossipsub's view per topic: members in our mesh for it, and connected peers subscribed to it. */

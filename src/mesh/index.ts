@@ -4,6 +4,8 @@ export {
   advertisableAddresses,
   DEFAULT_LISTEN,
   DEFAULT_PORT,
+  JOIN_PORT_OFFSET,
+  joinListenFor,
   parseListenAddress,
   type Resolver,
   resolvePeerAddress,
@@ -55,6 +57,7 @@ export { type NodeRecordSigner, type NodeRecordVerifier, peerKeyVerifier, record
 export { SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 export {
   checkTokenLimits,
+  decodePskToken,
   decodeToken,
   formatDuration,
   type IssueTokenOptions,
@@ -62,6 +65,7 @@ export {
   MAX_TOKEN_TTL_MS,
   MAX_TOKEN_USES,
   MemoryTokenBook,
+  type PskTokenClaims,
   TokenAuthority,
   type TokenBook,
   type TokenClaims,

@@ -3,27 +3,27 @@
  *
  * How the first connection works (the joiner has no cluster state before it joins):
  *
- * - The token carries the cluster PSK. The joiner builds its libp2p host with that PSK from the
- *   start, so even the join dial is inside the private network: without a token (or an old one) a
- *   stranger cannot complete the pnet handshake, and the PSK never crosses the wire on its own.
- * - The token also names the issuer's peer id; the joiner's gater lets it dial exactly that
- *   non-member peer. Noise authenticates the issuer, so a token cannot be replayed against a
- *   node that impersonates the issuer.
- * - The issuer's gater lets a stranger in only while some token is live (unexpired, uses left, not
+ * - The token (token.ts, version 2) carries no cluster key: the token id, a secret, the cluster id,
+ *   the issuer's peer id and the addresses of the issuer's *join host* — a libp2p host with the
+ *   node's own key, TCP + Noise + Yamux and no pnet, on its own port (default mesh port − 2),
+ *   serving this protocol and nothing else (mesh.ts, `joinListen`).
+ * - The joiner dials it from a temporary host of its own (pnet-less, its node key) by the issuer's
+ *   peer id: Noise authenticates the issuer, so a node that impersonates it fails the handshake and
+ *   learns nothing, not even the token.
+ * - The join host's gater lets a peer in only while some token is live (unexpired, uses left, not
  *   revoked) or stopped being live less than `tokenGraceMs` ago (so a late joiner is told "token
- *   expired 3m ago" rather than seeing a refused connection), at most `maxProbationPeers` at once,
- *   and only on probation: stranger streams are
- *   served by the join (and optionally api) handlers only, gossipsub scores strangers far below
- *   its graylist threshold (nothing is published to them, nothing accepted from them), and the
- *   connection is closed when probation (`probationMs`) ends unless the peer was admitted.
- * - The joiner presents the token id, secret and cluster id (not the PSK back). The issuer checks
- *   its own TokenBook record — expiry, uses left, revocation, secret hash — consumes one use, adds
- *   the joiner's peer id to the member directory (the `admitMember` hook), announces it on the
- *   membership topic and answers with the cluster id, admin public keys, scopes and member list.
- *   A refused joiner gets one clear error frame and its connection is closed.
- * - The PSK is shared by the whole cluster, so a leaked *expired* token still reveals it; the gater
- *   (member peer ids only) is what keeps such a holder out once no token is live. Rotating the PSK
- *   is future work.
+ *   expired 3m ago" rather than seeing a refused connection), within the trial limits per source
+ *   address (admission.ts), and closes each connection after `probationMs`.
+ * - The joiner presents the token id, secret and cluster id. The issuer checks its own TokenBook
+ *   record — expiry, uses left, revocation, secret hash — consumes one use, adds the joiner's peer
+ *   id to the member directory (the `admitMember` hook), announces it on the membership topic and
+ *   answers with the cluster id, admin public keys, scopes, member list and the cluster PSK. Only
+ *   then does the joiner build its mesh host with that PSK and dial the issuer's mesh port, as a
+ *   member: the mesh port admits members only. A refused joiner gets one clear error frame and its
+ *   connection is closed.
+ * - A federation (docs/federation.md) still invites with the PSK in its token (`orcfed1.`) and runs
+ *   this protocol on its mesh port, strangers on probation there (`MeshOptions.joinOnMeshPort`);
+ *   its response then carries no PSK.
  */
 import { OrcError } from '../model/index.ts'
 import type { FrameChannel } from './framing.ts'
@@ -47,6 +47,8 @@ export interface JoinResponse {
   adminKeys: string[]
   scopes: string[]
   members: MemberInfo[]
+  /** The cluster PSK (raw, hex): sent by a join host, after the token was redeemed. */
+  psk?: string
 }
 
 export type JoinProgress =
@@ -56,7 +58,7 @@ export type JoinProgress =
   | { phase: 'syncing'; scope: string; peer: string; revisions: number }
   | { phase: 'ready'; clusterId: string; members: number; revisions: number }
 
-export function joinRequestFromToken(claims: TokenClaims, name: string, addresses: string[]): JoinRequest {
+export function joinRequestFromToken(claims: Pick<TokenClaims, 'id' | 'secret' | 'cluster'>, name: string, addresses: string[]): JoinRequest {
   return { v: 1, token: { id: claims.id, secret: claims.secret, cluster: claims.cluster }, name, addresses }
 }
 
@@ -83,19 +85,22 @@ export function parseJoinRequest(v: unknown): JoinRequest {
 
 export function parseJoinResponse(v: unknown): JoinResponse {
   if (!isRecord(v) || v.v !== 1) throw peerFault('join response is malformed')
-  const { clusterId, createdAt, adminKeys, scopes, members } = v
+  const { clusterId, createdAt, adminKeys, scopes, members, psk } = v
   if (typeof clusterId !== 'string' || typeof createdAt !== 'number') throw peerFault('join response is malformed')
   if (!Array.isArray(adminKeys) || !adminKeys.every((k) => typeof k === 'string')) throw peerFault('join response is malformed')
   if (!Array.isArray(scopes) || !scopes.every((k) => typeof k === 'string')) throw peerFault('join response is malformed')
   if (!Array.isArray(members) || members.length > MAX_MEMBERS_IN_RESPONSE) throw peerFault('join response is malformed')
   const parsed = members.map(parseMemberInfo)
   if (parsed.some((m) => m === undefined)) throw peerFault('join response has a malformed member')
-  return { v: 1, clusterId, createdAt, adminKeys, scopes, members: parsed as MemberInfo[] }
+  if (psk !== undefined && (typeof psk !== 'string' || !/^[0-9a-f]{64}$/.test(psk))) throw peerFault('join response has a malformed cluster key')
+  return { v: 1, clusterId, createdAt, adminKeys, scopes, members: parsed as MemberInfo[], ...(psk !== undefined ? { psk } : {}) }
 }
 
 export interface JoinServerDeps {
   authority: TokenAuthority
-  cluster: { clusterId: string; createdAt: number; adminKeys: string[] }
+  cluster: { clusterId: string; createdAt: number; adminKeys: string[]; psk: Uint8Array }
+  /** Send the cluster PSK in the response (the join host; a federation's joiner has it already). */
+  sendPsk: boolean
   scopes(): string[]
   members(): MemberInfo[]
   /** Removed from the cluster: refused before its token is even looked at. */
@@ -127,6 +132,7 @@ export async function handleJoinRequest(deps: JoinServerDeps, req: JoinRequest, 
     adminKeys: deps.cluster.adminKeys,
     scopes: deps.scopes(),
     members: deps.members(),
+    ...(deps.sendPsk ? { psk: Buffer.from(deps.cluster.psk).toString('hex') } : {}),
   }
 }
 

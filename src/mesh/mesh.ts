@@ -1,10 +1,11 @@
 /**
- * The mesh: one libp2p host and the parts that run on it — admission (tokens, join, probation,
- * bans), liveness (membership view, heartbeats, pings, connections to members), replication
+ * The mesh: one libp2p host (pnet, members only) plus a join host (no pnet, the join protocol only;
+ * join.ts) and the parts that run on them — admission (tokens, join, trial limits, bans), liveness (membership view, heartbeats, pings, connections to members), replication
  * (gossip, anti-entropy, repair) and the request protocols (api-service.ts). Each part owns its
  * state and timers; Mesh builds them, wires them to each other and keeps the public surface.
  */
 
+import { createServer } from 'node:net'
 import type { PeerId, PrivateKey, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
@@ -13,7 +14,7 @@ import type { Logger } from 'pino'
 import { type Clock, type Random, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
 import { OrcError, wrapError } from '../model/index.ts'
 import type { Replicable } from '../store/index.ts'
-import { advertisableAddresses } from './address.ts'
+import { advertisableAddresses, joinListenFor, tcpPortOf, withTcpPort } from './address.ts'
 import { Admission } from './admission.ts'
 import { ApiService } from './api-service.ts'
 import { type BlobBody, type BlobProvider, BlobService, type BlobVia } from './blobs.ts'
@@ -22,8 +23,9 @@ import { MemberConnections } from './connections.ts'
 import { CredentialPeers } from './credential-peers.ts'
 import { shortError, withDeadline } from './deadline.ts'
 import { MeshEventBus, type MeshEvents, type MeshListener } from './events.ts'
-import { createGater, type GatePolicy } from './gater.ts'
-import { createHost, forgetCachedScore, gossipMeshState, type MeshLibp2p, streamChannel } from './host.ts'
+import { createGater, createJoinerGater, createJoinGater, type GatePolicy } from './gater.ts'
+import { storeTopic } from './gossip.ts'
+import { createHost, createJoinHost, forgetCachedScore, gossipMeshState, type JoinLibp2p, type MeshLibp2p, streamChannel } from './host.ts'
 import { loadOrCreateIdentity, peerIdOf } from './identity.ts'
 import { JOIN_PROTOCOL, type JoinProgress, type JoinResponse, joinRequestFromToken, requestJoin } from './join.ts'
 import { type KeyringProvider, KeyringService } from './keyring.ts'
@@ -38,7 +40,17 @@ import { Replication } from './replication.ts'
 import type { ApiHandler, ApiRequest, ApiResponse } from './rpc.ts'
 import { PeerScores } from './score.ts'
 import type { SyncResult } from './sync.ts'
-import { checkTokenFresh, decodeToken, type IssueTokenOptions, JsonFileTokenBook, TokenAuthority, type TokenBook, type TokenRecord } from './token.ts'
+import {
+  checkTokenFresh,
+  decodePskToken,
+  decodeToken,
+  type IssueTokenOptions,
+  JsonFileTokenBook,
+  TokenAuthority,
+  type TokenBook,
+  type TokenClaims,
+  type TokenRecord,
+} from './token.ts'
 
 export interface MeshOptions {
   dataDir: string
@@ -48,6 +60,18 @@ export interface MeshOptions {
   listen?: string[]
   /** Addresses to advertise instead of the listen addresses (NAT, public IP). */
   announce?: string[]
+  /**
+   * Listen multiaddrs of the join host (join.ts): TCP + Noise, no pnet, the join protocol only.
+   * Default: the listen addresses two ports lower (joinListenFor; port 0 stays 0). `[]`: no join
+   * host — this node issues no tokens (`--join-listen off`). Tokens name its addresses (with
+   * `announce`, the announced hosts at the join port).
+   */
+  joinListen?: string[]
+  /**
+   * A federation's way (docs/federation.md): no join host; the token carries the PSK and the join
+   * runs on the mesh port, strangers let in there on probation while a token is live.
+   */
+  joinOnMeshPort?: boolean
   /**
    * Address ranges (CIDRs) of this node that other nodes cannot reach it at — its pod and tunnel
    * networks — never advertised (advertisableAddresses). A function of the cluster id: a joining
@@ -79,12 +103,6 @@ export interface MeshOptions {
    * way to fetch one from a registry on the cluster's behalf. Served to current members only.
    */
   blobs?: BlobProvider
-  /**
-   * Let strangers on probation call the api (a remote CLI of an older orc, dialing with a random
-   * peer id). It no longer opens the gater: strangers get a trial connection only while a join token
-   * is live. Today's remote CLI dials as a credential peer (credentialKeys) and needs no trial slot.
-   */
-  acceptApiFromStrangers?: boolean
   /**
    * Public keys (base64url protobuf, like ClusterConfig.adminKeys) whose holders may connect as the
    * remote CLI, known by the peer id of the key (credential-peers.ts), beside the cluster's admin
@@ -142,17 +160,13 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
   return mesh
 }
 
-/** Join the cluster a token invites to (`orc join`): dial the issuer, present the token, sync. */
+/** Join the cluster a token invites to (`orc join`): redeem the token at the issuer's join host, then sync. */
 export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
+  if (opts.joinOnMeshPort === true) return joinOnMeshPort(opts)
   const clock = unrefTimers(opts.clock ?? systemClock)
   const claims = decodeToken(opts.token)
   checkTokenFresh(claims, clock.now())
-  const existing = await loadCluster(opts.dataDir)
-  if (existing !== undefined) {
-    throw new OrcError('conflict', `data dir ${opts.dataDir} already belongs to cluster ${existing.clusterId}`, {
-      dataDir: opts.dataDir,
-    })
-  }
+  await checkDataDirFree(opts.dataDir)
   const say = opts.onProgress ?? (() => {})
   const joinStarted = clock.now()
   let meshLog: Logger | undefined
@@ -160,6 +174,173 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
     meshLog?.debug({ phase: p.phase, ms: clock.now() - joinStarted }, 'join progress')
     say(p)
   }
+  // No key yet: the mesh host listens (its addresses go in the request) but refuses every connection until the response brings the PSK.
+  const pending: ClusterState = { clusterId: claims.cluster, createdAt: 0, adminKeys: [], psk: new Uint8Array(0) }
+  const mesh = await Mesh.create(opts, pending, claims.issuer)
+  meshLog = mesh.log
+  const t = mesh.tunables
+  const named = opts.peerAddrs ?? []
+  let res: JoinResponse
+  let client: JoinLibp2p | undefined
+  try {
+    await mesh.startHosts()
+    // A host the user named (`orc join HOST:MESHPORT`) is dialed at the token's join port.
+    const addrs = [...new Set([...named.flatMap((a) => joinAddressAt(a, claims.addrs)), ...claims.addrs])]
+    progress({ phase: 'connecting', peer: claims.issuer, addresses: addrs })
+    client = await createJoinHost({
+      privateKey: mesh.privateKey,
+      listen: [],
+      gater: createJoinerGater(claims.issuer),
+      tunables: t,
+      transports: opts.transports,
+    })
+    await client.start()
+    res = await presentToken(client, claims, addrs, opts.name, mesh.addresses(), t, progress)
+    if (res.psk === undefined) throw new OrcError('invalid', 'the issuer admitted this node but sent no cluster key (an orc too old to join through?)')
+  } catch (err) {
+    await mesh.stopHosts()
+    if (err instanceof OrcError && err.details.remote === true) throw wrapError('join refused by issuer', err)
+    throw err instanceof OrcError ? err : wrapError('join cluster', err)
+  } finally {
+    await Promise.resolve(client?.stop()).catch(() => undefined)
+  }
+  const cluster = await recordAdmission(mesh, opts, { ...pending, psk: new Uint8Array(Buffer.from(res.psk, 'hex')) }, res, progress)
+  // Now a member: dial the issuer's mesh port with the key (the host the user named, at the port named, first).
+  const issuerInfo = res.members.find((m) => m.peerId === claims.issuer)
+  const meshAddrs = [...new Set([...named, ...(issuerInfo?.addresses ?? [])])]
+  try {
+    const issuer = peerIdFromString(claims.issuer)
+    await mesh.libp2p.peerStore.merge(issuer, { multiaddrs: meshAddrs.map((a) => multiaddr(a)) })
+    await mesh.libp2p.dial(issuer, { signal: AbortSignal.timeout(t.joinTimeoutMs) })
+  } catch (err) {
+    mesh.log.warn({ err: shortError(err), addresses: meshAddrs }, "admitted, but the issuer's mesh port did not answer; the mesh keeps dialing members")
+  }
+  return finishJoin(mesh, claims.issuer, cluster, progress)
+}
+
+/**
+ * The default join listen addresses, each on a free port if its own (mesh port − 2) is taken: as
+ * the HTTP listener's default does, several agents on one machine (tests, experiments) each get one.
+ * An explicit `--join-listen` is never moved.
+ */
+async function freeOrAnyPort(addrs: string[], log: Logger): Promise<string[]> {
+  const out: string[] = []
+  for (const a of addrs) {
+    const m = /^\/(ip4|ip6)\/([^/]+)\/tcp\/([0-9]+)$/.exec(a)
+    if (m === null || m[3] === '0') {
+      out.push(a)
+      continue
+    }
+    const code = await new Promise<string | undefined>((resolve) => {
+      const srv = createServer()
+      srv.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'))
+      srv.listen({ host: m[2], port: Number(m[3]), exclusive: true }, () => srv.close(() => resolve(undefined)))
+    })
+    if (code === 'EADDRINUSE') {
+      log.warn({ wanted: a }, 'default join port in use; the join host listens on a free port instead (tokens name it)')
+      out.push(withTcpPort(a, 0))
+    } else out.push(a)
+  }
+  return out
+}
+
+/**
+ * Dial the issuer by its peer id from `host` (Noise refuses a node whose key is not the issuer's,
+ * before the token is sent), present the token, read the answer; checks it is for the token's cluster.
+ */
+async function presentToken(
+  host: Pick<JoinLibp2p, 'peerStore' | 'dial' | 'dialProtocol'>,
+  claims: Pick<TokenClaims, 'id' | 'secret' | 'cluster' | 'issuer'>,
+  addrs: string[],
+  name: string,
+  addresses: string[],
+  t: MeshTunables,
+  progress: (p: JoinProgress) => void,
+): Promise<JoinResponse> {
+  const issuer = peerIdFromString(claims.issuer)
+  await host.peerStore.merge(issuer, { multiaddrs: addrs.map((a) => multiaddr(a)) })
+  const signal = AbortSignal.timeout(t.joinTimeoutMs)
+  let stream: Stream
+  try {
+    await host.dial(issuer, { signal: AbortSignal.any([signal, AbortSignal.timeout(t.dialTimeoutMs)]) })
+    stream = await host.dialProtocol(issuer, JOIN_PROTOCOL, { signal })
+  } catch (err) {
+    throw dialError(claims.issuer, addrs, err)
+  }
+  progress({ phase: 'joining', peer: claims.issuer })
+  const ch = streamChannel(stream, t.maxFrameBytes)
+  const res = await withDeadline(requestJoin(ch, joinRequestFromToken(claims, name, addresses)), signal, () => ch.abort(new Error('join timed out')))
+  if (res.clusterId !== claims.cluster) throw new OrcError('invalid', `issuer answered for cluster ${res.clusterId}, token is for ${claims.cluster}`)
+  return res
+}
+
+/** The join host's address on the host of `named` (a mesh address the user gave): the token's join port, same IP family first. */
+function joinAddressAt(named: string, joinAddrs: string[]): string[] {
+  const family = named.split('/')[1]
+  const same = joinAddrs.find((a) => a.split('/')[1] === family) ?? joinAddrs[0]
+  const port = same === undefined ? undefined : tcpPortOf(same)
+  return port === undefined || tcpPortOf(named) === undefined ? [] : [withTcpPort(named, port)]
+}
+
+function dialError(issuer: string, addrs: string[], err: unknown): OrcError {
+  const short = shortError(err)
+  const why = /does not match expected remote|UnexpectedPeer/i.test(short)
+    ? "the node there is not the token's issuer (its key is not the one the token names); nothing was sent to it"
+    : /EOF|reset|closed|denied|gater/i.test(short)
+      ? 'the issuer refused the connection (it has no join open: token used up, expired or revoked — or the token is from another cluster)'
+      : short
+  return new OrcError('unavailable', `dial ${issuer} at ${addrs.join(', ') || '(no address)'}: ${why}`, { peer: issuer }, err)
+}
+
+async function checkDataDirFree(dataDir: string): Promise<void> {
+  const existing = await loadCluster(dataDir)
+  if (existing !== undefined) {
+    throw new OrcError('conflict', `data dir ${dataDir} already belongs to cluster ${existing.clusterId}`, { dataDir })
+  }
+}
+
+/** Admitted: the cluster files on disk, the members (and this node) in the directory. */
+async function recordAdmission(
+  mesh: Mesh,
+  opts: JoinOptions,
+  pending: ClusterState,
+  res: JoinResponse,
+  progress: (p: JoinProgress) => void,
+): Promise<ClusterState> {
+  const cluster: ClusterState = { ...pending, createdAt: res.createdAt, adminKeys: res.adminKeys }
+  await saveCluster(opts.dataDir, cluster)
+  mesh.cluster = cluster
+  for (const m of res.members) await mesh.admit(m, { announce: false })
+  await mesh.admit({ peerId: mesh.peerId, name: opts.name, addresses: mesh.addresses() }, { announce: false })
+  progress({ phase: 'admitted', clusterId: cluster.clusterId, members: res.members.length })
+  return cluster
+}
+
+/** Admitted: start the mesh and take the issuer's store in. */
+async function finishJoin(mesh: Mesh, issuer: string, cluster: ClusterState, progress: (p: JoinProgress) => void): Promise<Mesh> {
+  await mesh.start()
+  await mesh.gossipReadyWith(issuer, 3_000)
+  let revisions = 0
+  for (const scope of mesh.scopeNames()) {
+    // Everything the first session brings is what this new node lacked, not news to pass on.
+    const r = await mesh.syncWith(issuer, scope, { relay: false }).catch((err) => {
+      mesh.log.warn({ err: shortError(err), scope }, 'initial sync failed; anti-entropy will retry')
+      return undefined
+    })
+    revisions += r?.revisions ?? 0
+    progress({ phase: 'syncing', scope, peer: issuer, revisions: r?.revisions ?? 0 })
+  }
+  progress({ phase: 'ready', clusterId: cluster.clusterId, members: mesh.members().length, revisions })
+  return mesh
+}
+
+/** A federation's join (MeshOptions.joinOnMeshPort): the PSK comes in the token; the join runs on the mesh port. */
+async function joinOnMeshPort(opts: JoinOptions): Promise<Mesh> {
+  const clock = unrefTimers(opts.clock ?? systemClock)
+  const claims = decodePskToken(opts.token)
+  checkTokenFresh(claims, clock.now())
+  await checkDataDirFree(opts.dataDir)
+  const say = opts.onProgress ?? (() => {})
   const pending: ClusterState = {
     clusterId: claims.cluster,
     createdAt: 0,
@@ -167,61 +348,20 @@ export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
     psk: new Uint8Array(Buffer.from(claims.psk, 'hex')),
   }
   const mesh = await Mesh.create(opts, pending, claims.issuer)
-  meshLog = mesh.log
   const t = mesh.tunables
   let res: JoinResponse
   try {
-    await mesh.libp2p.start()
+    await mesh.startHosts()
     const addrs = [...new Set([...(opts.peerAddrs ?? []), ...claims.addrs])]
-    progress({ phase: 'connecting', peer: claims.issuer, addresses: addrs })
-    const issuer = peerIdFromString(claims.issuer)
-    await mesh.libp2p.peerStore.merge(issuer, { multiaddrs: addrs.map((a) => multiaddr(a)) })
-    const signal = AbortSignal.timeout(t.joinTimeoutMs)
-    let stream: Stream
-    try {
-      await mesh.libp2p.dial(issuer, { signal: AbortSignal.any([signal, AbortSignal.timeout(t.dialTimeoutMs)]) })
-      stream = await mesh.libp2p.dialProtocol(issuer, JOIN_PROTOCOL, { signal })
-    } catch (err) {
-      const why = /EOF|reset|closed/i.test(shortError(err))
-        ? 'the issuer refused the connection (it has no join open: token used up, expired or revoked — or the token is from another cluster)'
-        : shortError(err)
-      throw new OrcError(
-        'unavailable',
-        `dial ${claims.issuer} at ${addrs.join(', ') || '(no address)'}: ${why}`,
-        {
-          peer: claims.issuer,
-        },
-        err,
-      )
-    }
-    progress({ phase: 'joining', peer: claims.issuer })
-    const ch = streamChannel(stream, t.maxFrameBytes)
-    res = await withDeadline(requestJoin(ch, joinRequestFromToken(claims, opts.name, mesh.addresses())), signal, () => ch.abort(new Error('join timed out')))
-    if (res.clusterId !== claims.cluster) throw new OrcError('invalid', `issuer answered for cluster ${res.clusterId}, token is for ${claims.cluster}`)
+    say({ phase: 'connecting', peer: claims.issuer, addresses: addrs })
+    res = await presentToken(mesh.libp2p, claims, addrs, opts.name, mesh.addresses(), t, say)
   } catch (err) {
-    await Promise.resolve(mesh.libp2p.stop()).catch(() => undefined)
+    await mesh.stopHosts()
     if (err instanceof OrcError && err.details.remote === true) throw wrapError('join refused by issuer', err)
     throw err instanceof OrcError ? err : wrapError('join cluster', err)
   }
-  const cluster: ClusterState = { ...pending, createdAt: res.createdAt, adminKeys: res.adminKeys }
-  await saveCluster(opts.dataDir, cluster)
-  mesh.cluster = cluster
-  for (const m of res.members) await mesh.admit(m, { announce: false })
-  await mesh.admit({ peerId: mesh.peerId, name: opts.name, addresses: mesh.addresses() }, { announce: false })
-  progress({ phase: 'admitted', clusterId: cluster.clusterId, members: res.members.length })
-  await mesh.start()
-  let revisions = 0
-  for (const scope of mesh.scopeNames()) {
-    // Everything the first session brings is what this new node lacked, not news to pass on.
-    const r = await mesh.syncWith(claims.issuer, scope, { relay: false }).catch((err) => {
-      mesh.log.warn({ err: shortError(err), scope }, 'initial sync failed; anti-entropy will retry')
-      return undefined
-    })
-    revisions += r?.revisions ?? 0
-    progress({ phase: 'syncing', scope, peer: claims.issuer, revisions: r?.revisions ?? 0 })
-  }
-  progress({ phase: 'ready', clusterId: cluster.clusterId, members: mesh.members().length, revisions })
-  return mesh
+  const cluster = await recordAdmission(mesh, opts, pending, res, say)
+  return finishJoin(mesh, claims.issuer, cluster, say)
 }
 
 export class Mesh {
@@ -247,7 +387,10 @@ export class Mesh {
   private constructor(
     readonly opts: MeshOptions,
     readonly libp2p: MeshLibp2p,
-    privateKey: PrivateKey,
+    /** The join host (join.ts); undefined with `joinListen: []` and on a federation's mesh. */
+    readonly joinHost: JoinLibp2p | undefined,
+    /** This node's key (a joiner's temporary host dials with it too). */
+    readonly privateKey: PrivateKey,
     cluster: ClusterState,
     joiningIssuer: string | undefined,
     deps: {
@@ -291,6 +434,8 @@ export class Mesh {
       },
       vetJoiner: opts.vetJoiner,
       joiningIssuer,
+      joinHost,
+      joinOnMeshPort: opts.joinOnMeshPort === true,
     })
     this.connections = new MemberConnections({ ...common, random, directory, isBanned })
     this.liveness = new Liveness({
@@ -328,7 +473,6 @@ export class Mesh {
       closeSoon: (conn) => this.admission.closeSoon(conn),
       apiHandler: opts.apiHandler,
       memberApiHandler: opts.memberApiHandler,
-      acceptApiFromStrangers: opts.acceptApiFromStrangers,
       isCredentialPeer: (p) => this.isCredentialPeer(p),
       apiKeyOwner: opts.apiKeyOwner,
     })
@@ -350,19 +494,37 @@ export class Mesh {
     const removed = await RemovedPeers.inDataDir(opts.dataDir).load()
     // The gater and gossip score need the Mesh, which needs the host: late-bind through `self`.
     let self: Mesh | undefined
+    const joinOnMeshPort = opts.joinOnMeshPort === true
+    const joinWindowOpen = () => authority.joinWindowOpen(tunables.tokenGraceMs)
+    const startProbation = (p: string, source: string) => self?.admission.startProbation(p, source) ?? false
     const policy: GatePolicy = {
       isRemoved: (p) => removed.has(p),
       isMember: (p) => self?.isMember(p) ?? false,
       isCredentialPeer: (p) => self?.isCredentialPeer(p) ?? false,
       isBanned: (p) => scores.isBanned(p, clock.now()),
       mayDial: (p) => p === joiningIssuer && self?.started !== true,
-      acceptsStrangers: () => authority.joinWindowOpen(tunables.tokenGraceMs),
-      startProbation: (p, source) => self?.admission.startProbation(p, source) ?? false,
+      // A cluster's mesh port admits members (and the remote CLI) only: joiners go to the join host.
+      acceptsStrangers: () => (joinOnMeshPort ? joinWindowOpen() : false),
+      startProbation,
     }
+    const listen = opts.listen ?? ['/ip4/0.0.0.0/tcp/0']
+    const joinListen = joinOnMeshPort ? [] : (opts.joinListen ?? (await freeOrAnyPort(joinListenFor(listen), log)))
+    const joinHost =
+      joinListen.length === 0
+        ? undefined
+        : await createJoinHost({
+            privateKey,
+            listen: joinListen,
+            gater: createJoinGater({ isRemoved: policy.isRemoved, isBanned: policy.isBanned, acceptsStrangers: joinWindowOpen, startProbation }),
+            tunables,
+            transports: opts.transports,
+          })
     const libp2p = await createHost({
       privateKey,
-      psk: encodePsk(cluster.psk),
-      listen: opts.listen ?? ['/ip4/0.0.0.0/tcp/0'],
+      // A joiner learns the key from the join response: until then its host refuses every connection.
+      psk:
+        cluster.psk.length > 0 ? encodePsk(cluster.psk) : () => (self !== undefined && self.cluster.psk.length > 0 ? encodePsk(self.cluster.psk) : undefined),
+      listen,
       announce: opts.announce,
       gater: createGater(policy),
       tunables,
@@ -372,7 +534,7 @@ export class Mesh {
       // admitted. Banned peers are graylisted outright.
       appSpecificScore: (p) => (scores.isBanned(p, clock.now()) ? -1000 : self?.isMember(p) === true ? 0 : -60),
     })
-    self = new Mesh(opts, libp2p, privateKey, cluster, joiningIssuer, { clock, random, tunables, directory, authority, log, scores, removed })
+    self = new Mesh(opts, libp2p, joinHost, privateKey, cluster, joiningIssuer, { clock, random, tunables, directory, authority, log, scores, removed })
     for (const m of directory.list()) self.liveness.upsert(m)
     await self.install()
     return self
@@ -390,6 +552,21 @@ export class Mesh {
     for (const ma of this.libp2p.getMultiaddrs()) out.add(ma.toString().replace(/\/p2p\/[^/]+$/, ''))
     const named = [...(this.opts.listen ?? []), ...(this.opts.announce ?? [])]
     return advertisableAddresses([...out], named, this.opts.privateRanges?.(this.clusterId) ?? [])
+  }
+
+  /**
+   * Where joiners dial this node's join host (what its tokens name): its listen addresses as
+   * advertised, or with `announce`, the announced hosts at the join port. Empty without a join host.
+   */
+  joinAddresses(): string[] {
+    const host = this.joinHost
+    if (host === undefined) return []
+    const bound = host.getMultiaddrs().map((ma) => ma.toString().replace(/\/p2p\/[^/]+$/, ''))
+    const port = bound.map(tcpPortOf).find((p) => p !== undefined)
+    if (this.opts.announce !== undefined && this.opts.announce.length > 0 && port !== undefined) {
+      return [...new Set(this.opts.announce.map((a) => withTcpPort(a, port)))]
+    }
+    return advertisableAddresses([...new Set(bound)], this.opts.joinListen ?? [], this.opts.privateRanges?.(this.clusterId) ?? [])
   }
 
   members(): MemberView[] {
@@ -425,7 +602,16 @@ export class Mesh {
   }
 
   createToken(opts: IssueTokenOptions): Promise<{ token: string; id: string; expiresAt: number; uses: number }> {
-    return this.admission.createToken(opts, this.opts.announce ?? this.addresses())
+    if (this.opts.joinOnMeshPort === true) return this.admission.createToken(opts, this.opts.announce ?? this.addresses())
+    if (this.joinHost === undefined) {
+      return Promise.reject(
+        new OrcError(
+          'unavailable',
+          'this node serves no joins (its join listener is off): create the token on another member, or restart this one with --join-listen ADDR',
+        ),
+      )
+    }
+    return this.admission.createToken(opts, this.joinAddresses())
   }
 
   revokeToken(id: string): Promise<TokenRecord> {
@@ -534,14 +720,54 @@ export class Mesh {
     return this.blobs.serving()
   }
 
+  /**
+   * Wait (at most `ms`) until `peerId`'s gossip subscriptions to our store topics have arrived: the
+   * gossip streams both ways are up, so a write made right after `orc join` reports ready reaches
+   * this node by gossip rather than at the next anti-entropy round. (A joiner dials the issuer's
+   * mesh port only once admitted, moments before it is ready.)
+   */
+  async gossipReadyWith(peerId: string, ms: number): Promise<void> {
+    const pubsub = this.libp2p.services.pubsub
+    const topics = this.scopeNames().map((s) => storeTopic(this.clusterId, s))
+    const ready = () => topics.every((t) => pubsub.getSubscribers(t).some((p) => p.toString() === peerId))
+    // Real time, not the injected clock: this waits on network events, and a test's clock may stand still.
+    const deadline = Date.now() + ms
+    while (!ready() && Date.now() < deadline && !this.stopped) await new Promise((r) => setTimeout(r, 25))
+  }
+
   /** Gossipsub's view per topic: members in our mesh for it, and connected peers subscribed to it. */
   gossipState(): Record<string, { mesh: number; subscribers: number }> {
     return gossipMeshState(this.libp2p.services.pubsub)
   }
 
+  /** Listen: the mesh host and the join host (a port in use fails here, naming the listener). */
+  async startHosts(): Promise<void> {
+    if (this.libp2p.status !== 'started') await this.libp2p.start()
+    if (this.joinHost !== undefined && this.joinHost.status !== 'started') {
+      try {
+        await this.joinHost.start()
+      } catch (err) {
+        await this.stopHosts()
+        const at = (this.opts.joinListen ?? joinListenFor(this.opts.listen ?? [])).join(', ')
+        throw new OrcError(
+          'unavailable',
+          `join listener on ${at}: address in use or not on this machine; choose another with --join-listen ADDR, or --join-listen off`,
+          { joinListen: at },
+          err,
+        )
+      }
+    }
+  }
+
+  /** Stop both hosts (a failed join: nothing else was started). */
+  async stopHosts(): Promise<void> {
+    await Promise.resolve(this.libp2p.stop()).catch(() => undefined)
+    await Promise.resolve(this.joinHost?.stop()).catch(() => undefined)
+  }
+
   async start(): Promise<void> {
     if (this.started) return
-    if (this.libp2p.status !== 'started') await this.libp2p.start()
+    await this.startHosts()
     this.started = true
     await this.admit({ peerId: this.peerId, name: this.opts.name, addresses: this.addresses() }).catch(() => undefined)
     this.liveness.start()
@@ -557,6 +783,7 @@ export class Mesh {
     this.replication.stop()
     this.admission.stop()
     await this.libp2p.stop()
+    await this.joinHost?.stop()
   }
 
   // ---- internals ------------------------------------------------------------------------------

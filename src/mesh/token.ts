@@ -1,8 +1,13 @@
 /**
- * Join tokens. A token is `orcjoin1.<base64url(JSON claims)>`; the claims carry everything a new
- * node needs to dial in (issuer peer id + addresses, cluster id, the cluster PSK) and a random
- * secret proving the invitation. The issuer stores only a hash of the secret plus expiry, uses left
- * and a revoked flag in a `TokenBook`; it trusts its own record, never the token's claimed expiry.
+ * Join tokens. A token is `orcjoin1.<base64url(JSON claims)>`; the claims (version 2) carry what a
+ * new node needs to dial in — the issuer's peer id (its key fingerprint) and the addresses of its
+ * join host, the cluster id — and a random secret proving the invitation. No cluster key: the PSK
+ * reaches the joiner in the join response, over Noise, once the issuer has redeemed the token
+ * (join.ts). The issuer stores only a hash of the secret plus expiry, uses left and a revoked flag
+ * in a `TokenBook`; it trusts its own record, never the token's claimed expiry.
+ *
+ * Version 1 claims also held the PSK; `decodeToken` refuses them. A federation still invites with
+ * them (`orcfed1.`, docs/federation.md): `decodePskToken` reads those.
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { join } from 'node:path'
@@ -15,17 +20,25 @@ const TOKEN_PREFIX = 'orcjoin1.'
 export const TOKENS_FILE = 'tokens.json'
 
 export interface TokenClaims {
-  v: 1
+  v: 2
   id: string
   cluster: string
-  /** Issuer's peer id and dialable addresses (multiaddrs without /p2p). */
+  /** Issuer's peer id (the joiner's Noise handshake refuses any other key) and the addresses of its join host (multiaddrs without /p2p). */
   issuer: string
   addrs: string[]
-  /** Raw PSK, hex; the joiner needs it before its first connection (see join.ts). */
-  psk: string
   /** Expiry (ms since epoch) as issued; the issuer re-checks against its own record. */
   exp: number
   secret: string
+}
+
+/**
+ * A federation invite's claims (version 1): the federation's PSK travels in the token, and the
+ * join runs on the federation host's own (pnet) port, on a trial connection. `addrs` are that port's.
+ */
+export interface PskTokenClaims extends Omit<TokenClaims, 'v'> {
+  v: 1
+  /** Raw PSK, hex. */
+  psk: string
 }
 
 export interface TokenRecord {
@@ -99,12 +112,14 @@ export class JsonFileTokenBook implements TokenBook {
   }
 }
 
-export function encodeToken(c: TokenClaims): string {
+export function encodeToken(c: TokenClaims | PskTokenClaims): string {
   return TOKEN_PREFIX + Buffer.from(JSON.stringify(c)).toString('base64url')
 }
 
-export function decodeToken(token: string): TokenClaims {
-  const malformed = (why: string) => new OrcError('invalid', `join token is malformed (${why})`)
+const malformed = (why: string) => new OrcError('invalid', `join token is malformed (${why})`)
+
+/** The claims' JSON and the fields both versions share, checked. */
+function decodeClaims(token: string): { c: any; common: Omit<TokenClaims, 'v'> } {
   const s = token.trim()
   if (!s.startsWith(TOKEN_PREFIX)) throw malformed('expected orcjoin1.…')
   let c: any
@@ -114,12 +129,30 @@ export function decodeToken(token: string): TokenClaims {
     throw malformed('not base64url JSON')
   }
   const str = (v: unknown) => typeof v === 'string' && v.length > 0 && v.length < 512
-  if (c === null || typeof c !== 'object' || c.v !== 1) throw malformed('unknown version')
+  if (c === null || typeof c !== 'object' || (c.v !== 1 && c.v !== 2)) throw malformed('unknown version')
   if (!str(c.id) || !str(c.cluster) || !str(c.issuer) || !str(c.secret)) throw malformed('missing fields')
-  if (typeof c.psk !== 'string' || !/^[0-9a-f]{64}$/.test(c.psk)) throw malformed('bad key')
   if (typeof c.exp !== 'number' || !Number.isFinite(c.exp)) throw malformed('bad expiry')
   if (!Array.isArray(c.addrs) || c.addrs.length > 64 || !c.addrs.every(str)) throw malformed('bad addresses')
-  return { v: 1, id: c.id, cluster: c.cluster, issuer: c.issuer, addrs: c.addrs, psk: c.psk, exp: c.exp, secret: c.secret }
+  return { c, common: { id: c.id, cluster: c.cluster, issuer: c.issuer, addrs: c.addrs, exp: c.exp, secret: c.secret } }
+}
+
+/** A node join token (`orc join`). A token of an older orc (version 1, the PSK inside) is refused. */
+export function decodeToken(token: string): TokenClaims {
+  const { c, common } = decodeClaims(token)
+  if (c.v === 1) {
+    throw new OrcError('invalid', 'join token from an older orc (it carries the cluster key): create a new one with orc token create on a member', {
+      reason: 'old_token',
+    })
+  }
+  return { v: 2, ...common }
+}
+
+/** A federation invite's claims (version 1, the federation PSK inside); see PskTokenClaims. */
+export function decodePskToken(token: string): PskTokenClaims {
+  const { c, common } = decodeClaims(token)
+  if (c.v !== 1) throw malformed('not a federation invite')
+  if (typeof c.psk !== 'string' || !/^[0-9a-f]{64}$/.test(c.psk)) throw malformed('bad key')
+  return { v: 1, ...common, psk: c.psk }
 }
 
 /** "45s", "3m", "2h", "4d": how users read an age. */
@@ -138,7 +171,7 @@ export function expiredError(expiresAt: number, now: number): OrcError {
 }
 
 /** Joiner-side check before dialing: refuse a token that is already past its expiry. */
-export function checkTokenFresh(c: TokenClaims, now: number): void {
+export function checkTokenFresh(c: Pick<TokenClaims, 'exp'>, now: number): void {
   if (now >= c.exp) throw expiredError(c.exp, now)
 }
 
@@ -189,9 +222,10 @@ export interface IssueTokenOptions {
 
 export interface TokenContext {
   clusterId: string
-  psk: Uint8Array
   issuer: string
   addrs: string[]
+  /** Only for a federation invite (PskTokenClaims): the PSK goes in the token. */
+  psk?: Uint8Array
 }
 
 /**
@@ -229,16 +263,8 @@ export class TokenAuthority {
       usedBy: [],
     }
     await this.serial(() => this.book.put(record))
-    const claims: TokenClaims = {
-      v: 1,
-      id,
-      cluster: ctx.clusterId,
-      issuer: ctx.issuer,
-      addrs: ctx.addrs,
-      psk: Buffer.from(ctx.psk).toString('hex'),
-      exp: record.expiresAt,
-      secret,
-    }
+    const common = { id, cluster: ctx.clusterId, issuer: ctx.issuer, addrs: ctx.addrs, exp: record.expiresAt, secret }
+    const claims: TokenClaims | PskTokenClaims = ctx.psk === undefined ? { v: 2, ...common } : { v: 1, ...common, psk: Buffer.from(ctx.psk).toString('hex') }
     return { token: encodeToken(claims), record }
   }
 

@@ -136,8 +136,8 @@ test('a cluster of real agents: join, replicate, survive kill -9, work alone, re
     assert.equal(joiner.exitCode, 1)
     assert.match(joiner.stderr, /does not hold the admin credential/, 'b was granted admin, but the key stays on a')
 
-    // The cluster's key but another admin: the node's gater does not know its peer id (and no
-    // token is live, so there is no trial connection for it either).
+    // The cluster's key but another admin: the node's gater does not know its peer id (and the
+    // mesh port takes no strangers, token live or not).
     const body = JSON.parse(Buffer.from(cred.slice('orccred1.'.length), 'base64url').toString())
     const { generateKeyPair } = await import('@libp2p/crypto/keys')
     const { encodeAdminCredential, encodeRemoteCredential } = await import('../../src/mesh/index.ts')

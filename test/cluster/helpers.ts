@@ -53,16 +53,19 @@ export { waitFor }
  * A port free right now, below the kernel's ephemeral range (32768–60999 by default): a port the
  * kernel handed out for `listen(0)` can be taken by any outgoing connection on the machine before
  * the agent binds it, which showed as "address in use" when agents of other tests were dialing.
+ * The agent's join host takes the port two below (`--join-listen` default): that one is free too,
+ * and mesh ports are multiples of 4, so no agent's join port is another's mesh port.
  */
 export async function freePort(): Promise<number> {
-  for (let attempt = 0; ; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000)
-    const ok = await new Promise<boolean>((resolve) => {
+  const free = (port: number) =>
+    new Promise<boolean>((resolve) => {
       const s = createServer()
       s.once('error', () => resolve(false))
       s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)))
     })
-    if (ok) return port
+  for (let attempt = 0; ; attempt++) {
+    const port = 20_004 + 4 * Math.floor(Math.random() * 3_000)
+    if ((await free(port)) && (await free(port - 2))) return port
     if (attempt > 50) throw new Error('no free port found in 20000–31999')
   }
 }

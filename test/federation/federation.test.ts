@@ -14,7 +14,7 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { checkAuthorship, decodeFederationToken } from '../../src/agent/federation/index.ts'
 import { formatFederation } from '../../src/cli/commands/federation.ts'
 import { createHost } from '../../src/mesh/host.ts'
-import { decodeToken } from '../../src/mesh/index.ts'
+import { decodePskToken } from '../../src/mesh/index.ts'
 import { resolveTunables } from '../../src/mesh/options.ts'
 import { encodePsk } from '../../src/mesh/psk.ts'
 import { pod } from '../helpers/store.ts'
@@ -95,7 +95,7 @@ test('a federation token admits one cluster: a second use is refused, and a stra
   await assert.rejects(c.fm.join({ token: 'orcjoin1.xyz', author: 'user:carol' }), /node join token/)
 
   // A stranger holding the federation PSK (e.g. from an old token) is refused by the gater.
-  const claims = decodeToken(decodeFederationToken(t2.token))
+  const claims = decodePskToken(decodeFederationToken(t2.token))
   const stranger = await createHost({
     privateKey: await generateKeyPair('Ed25519'),
     psk: encodePsk(new Uint8Array(Buffer.from(claims.psk, 'hex'))),

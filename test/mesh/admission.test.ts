@@ -1,6 +1,7 @@
-// Membership that stays removed, and who gets a connection (issue #17, deliverable 4): a removed
-// node is refused at the gater and by the join protocol whatever token it presents; trial
-// connections only while a token is live, bounded per source; the remote CLI never starves.
+// Membership that stays removed, and who gets a connection (issue #17, deliverables 4 and 5): a
+// removed node is refused at the gater and by the join protocol whatever token it presents; the
+// mesh port admits members and the remote CLI only, a PSK holder gets nothing there; the join host
+// takes trial connections only while a token is live, bounded per source; the remote CLI never starves.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { noise } from '@chainsafe/libp2p-noise'
@@ -11,7 +12,8 @@ import { tcp } from '@libp2p/tcp'
 import { multiaddr } from '@multiformats/multiaddr'
 import { createLibp2p, type Libp2p } from 'libp2p'
 import type { Clock } from '../../src/effects/index.ts'
-import { streamChannel } from '../../src/mesh/host.ts'
+import { createJoinerGater } from '../../src/mesh/gater.ts'
+import { createJoinHost, streamChannel } from '../../src/mesh/host.ts'
 import {
   type ApiHandler,
   callRemoteApi,
@@ -20,6 +22,7 @@ import {
   encodeRemoteCredential,
   JOIN_PROTOCOL,
   type Mesh,
+  meshDefaults,
   startMesh,
 } from '../../src/mesh/index.ts'
 import { joinRequestFromToken, requestJoin } from '../../src/mesh/join.ts'
@@ -44,23 +47,46 @@ function retoken(token: string, change: (c: any) => void): string {
   return 'orcjoin1.' + Buffer.from(JSON.stringify(c)).toString('base64url')
 }
 
-/** `from` presents `token` to `issuer` over its own host (same peer id): the answer, or why it failed. */
+/**
+ * `from` presents `token` at `issuer`'s join host with its own key, as `orc join` does: the answer
+ * (with the PSK, if any), or why it failed.
+ */
 async function presentToken(from: Mesh, issuer: Mesh, token: string): Promise<'admitted' | string> {
+  const client = await createJoinHost({ privateKey: from.privateKey, listen: [], gater: createJoinerGater(issuer.peerId), tunables: from.tunables })
+  await client.start()
   try {
     const id = peerIdFromString(issuer.peerId)
-    await from.libp2p.peerStore.merge(id, { multiaddrs: issuer.addresses().map((a) => multiaddr(a)) })
-    const stream = await from.libp2p.dialProtocol(id, JOIN_PROTOCOL, { signal: AbortSignal.timeout(3000) })
+    await client.peerStore.merge(id, { multiaddrs: issuer.joinAddresses().map((a) => multiaddr(a)) })
+    const stream = await client.dialProtocol(id, JOIN_PROTOCOL, { signal: AbortSignal.timeout(3000) })
     await requestJoin(streamChannel(stream, 1 << 20), joinRequestFromToken(decodeToken(token), from.opts.name, from.addresses()))
     return 'admitted'
   } catch (err) {
     return (err as Error).message
+  } finally {
+    await client.stop()
   }
 }
 
-/** Whether `from` gets a working connection to `to` (a ping round trip; the gater may close late). */
-async function connects(from: Pick<Libp2p, 'dial' | 'peerStore'> & { services: any }, to: Mesh): Promise<boolean> {
+/**
+ * Whether `from` gets a working connection to `to` — its mesh port, or with `port: 'join'` its join
+ * host (a ping round trip, or the join protocol's negotiation there; the gater may close late).
+ */
+async function connects(
+  from: Pick<Libp2p, 'dial' | 'peerStore' | 'dialProtocol'> & { services: any },
+  to: Mesh,
+  port: 'mesh' | 'join' = 'mesh',
+): Promise<boolean> {
   const id = peerIdFromString(to.peerId)
-  await from.peerStore.merge(id, { multiaddrs: to.addresses().map((a) => multiaddr(a)) })
+  await from.peerStore.merge(id, { multiaddrs: (port === 'join' ? to.joinAddresses() : to.addresses()).map((a) => multiaddr(a)) })
+  if (port === 'join') {
+    try {
+      // The stream stays open, unanswered (a refused join would close the connection and free its slot).
+      await from.dialProtocol(id, JOIN_PROTOCOL, { signal: AbortSignal.timeout(3000) })
+      return true
+    } catch {
+      return false
+    }
+  }
   try {
     await from.dial(id, { signal: AbortSignal.timeout(3000) })
     await from.services.ping.ping(id, { signal: AbortSignal.timeout(3000) })
@@ -146,35 +172,37 @@ test("a removed peer's connection is refused at the gater, also after the node r
   assert.equal(connectedTo(a, b.peerId), false)
 })
 
-/** A host holding the cluster's PSK with a fresh random identity: a stranger. */
-async function strangerHost(psk: Uint8Array): Promise<Libp2p<{ ping: any }>> {
+/** A stranger with a fresh random identity: holding the cluster's PSK (for the mesh port), or without pnet (for the join host). */
+async function strangerHost(psk?: Uint8Array): Promise<Libp2p<{ ping: any }>> {
   const { ping } = await import('@libp2p/ping')
   return createLibp2p({
     addresses: { listen: [] },
     transports: [tcp()],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
-    connectionProtector: preSharedKey({ psk: encodePsk(psk), timeout: 2000 }),
+    ...(psk !== undefined ? { connectionProtector: preSharedKey({ psk: encodePsk(psk), timeout: 2000 }) } : {}),
     connectionManager: { dialTimeout: 2000, reconnectRetries: 0 },
     services: { ping: ping() },
   })
 }
 
-test('a flood of trial connections from one address leaves the remote CLI working', async (t) => {
+test('a flood of strangers at the join host takes at most 4 trial slots from one address and leaves the remote CLI working', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
   const handler: ApiHandler = async (req) => ({ status: 200, body: { path: req.path } })
-  // The agent's settings on main (strangers may call the api), the default trial limits, and trials
-  // that last: the flood holds its slots for the whole test.
+  // The default trial limits, and trials that last: the flood holds its slots for the whole test.
   const { mesh: a, adminCredential } = await fx.create('a', {
     apiHandler: handler,
-    acceptApiFromStrangers: true,
     tunables: { ...fastTunables, maxProbationPerSource: 4, probationStartsPerSourcePerMinute: 12, probationMs: 60_000 },
   })
-  await a.createToken({ ttlMs: 10 * 60_000, uses: 1 }) // a join is open: strangers get trials
-  const flood = await Promise.all(Array.from({ length: 20 }, () => strangerHost(a.cluster.psk)))
+  await a.createToken({ ttlMs: 10 * 60_000, uses: 1 }) // a join is open: the join host takes trials
+  const flood = await Promise.all(Array.from({ length: 20 }, () => strangerHost()))
   t.after(() => Promise.all(flood.map((h) => h.stop())))
-  const held = (await Promise.all(flood.map((h) => connects(h, a)))).filter(Boolean).length
+  const held = (await Promise.all(flood.map((h) => connects(h, a, 'join')))).filter(Boolean).length
+  // PSK holders at the mesh port (any old token held the PSK): nothing, token live or not.
+  const pskHolders = await Promise.all(Array.from({ length: 4 }, () => strangerHost(a.cluster.psk)))
+  t.after(() => Promise.all(pskHolders.map((h) => h.stop())))
+  assert.equal((await Promise.all(pskHolders.map((h) => connects(h, a)))).filter(Boolean).length, 0, 'the mesh port admits members only')
 
   const credential = decodeRemoteCredential(encodeRemoteCredential(a.cluster, adminCredential))
   let ok = 0
@@ -185,33 +213,33 @@ test('a flood of trial connections from one address leaves the remote CLI workin
     if (r?.status === 200) ok++
   }
   assert.equal(ok, 8, 'every remote CLI call succeeds')
-  assert.ok(held <= 4, `at most 4 trial connections from one address, got ${held}`)
+  assert.ok(held >= 1 && held <= 4, `between 1 and 4 trial connections from one address, got ${held}`)
   // The flood hangs up: its slots are free again at once (not when its probation would have ended).
   await Promise.all(flood.map((h) => h.stop()))
-  const late = await strangerHost(a.cluster.psk)
+  const late = await strangerHost()
   t.after(() => late.stop())
-  await waitFor('a freed trial slot is taken', () => connects(late, a))
+  await waitFor('a freed trial slot is taken', () => connects(late, a, 'join'))
+  assert.equal(meshDefaults.maxProbationPerSource, 4)
 })
 
-test('no trial connection is accepted when no join token is live', async (t) => {
+test('the join host takes a connection only while a token is live; the mesh port never takes a PSK holder', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
   const handler: ApiHandler = async () => ({ status: 200, body: {} })
-  const { mesh: a, adminCredential } = await fx.create('a', {
-    apiHandler: handler,
-    acceptApiFromStrangers: true, // as the agent had it: it must not open the gater any more
-    tunables: { ...fastTunables, tokenGraceMs: 0 },
-  })
-  const s = await strangerHost(a.cluster.psk)
-  t.after(() => s.stop())
-  assert.equal(await connects(s, a), false, 'no token: the stranger with the PSK is refused')
+  const { mesh: a, adminCredential } = await fx.create('a', { apiHandler: handler, tunables: { ...fastTunables, tokenGraceMs: 0 } })
+  const s = await strangerHost()
+  const p = await strangerHost(a.cluster.psk)
+  t.after(() => Promise.all([s.stop(), p.stop()]))
+  assert.equal(await connects(s, a, 'join'), false, 'no token: the join host refuses')
+  assert.equal(await connects(p, a), false, 'no token: the mesh port refuses a PSK holder')
   const tok = await a.createToken({ ttlMs: 60_000, uses: 1 })
-  assert.equal(await connects(s, a), true, 'a live token: a trial connection')
+  assert.equal(await connects(s, a, 'join'), true, 'a live token: a trial connection to the join host')
+  assert.equal(await connects(p, a), false, 'a live token: the mesh port still refuses a PSK holder')
   await s.hangUp(peerIdFromString(a.peerId))
   await a.revokeToken(tok.id)
-  const s2 = await strangerHost(a.cluster.psk)
+  const s2 = await strangerHost()
   t.after(() => s2.stop())
-  assert.equal(await connects(s2, a), false, 'its token revoked: refused again')
+  assert.equal(await connects(s2, a, 'join'), false, 'its token revoked: refused again')
   // The remote CLI is no stranger: it connects with no token live.
   const credential = decodeRemoteCredential(encodeRemoteCredential(a.cluster, adminCredential))
   const r = await callRemoteApi({ addrs: a.addresses(), credential, req: { method: 'GET', path: '/v1/status' } })

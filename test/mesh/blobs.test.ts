@@ -156,9 +156,13 @@ test('blobs protocol: a trial stranger, a removed member and a malformed request
   // Five faults would ban c (50 each, -100): keep it admissible so each request is tried.
   // A transfer of this small blob must end within ~1 s.
   const tunables = { blobTransferBaseMs: 1000 }
-  const { mesh: a } = await fx.create('a', { blobs: pa.provider, tunables: { ...tunables, banThreshold: -10_000 } })
-  const b = await fx.join('b', a, { blobs: memoryProvider(new Map()).provider, tunables })
-  const c = await fx.join('c', a, { blobs: memoryProvider(new Map()).provider, tunables })
+  // A federation's mesh (joinOnMeshPort): strangers get trial connections there while a token is
+  // live, so the protocol itself must refuse them. (A cluster's mesh port refuses them at the gater:
+  // admission.test.ts.)
+  const joinOnMeshPort = true
+  const { mesh: a } = await fx.create('a', { blobs: pa.provider, joinOnMeshPort, tunables: { ...tunables, banThreshold: -10_000 } })
+  const b = await fx.join('b', a, { blobs: memoryProvider(new Map()).provider, joinOnMeshPort, tunables })
+  const c = await fx.join('c', a, { blobs: memoryProvider(new Map()).provider, joinOnMeshPort, tunables })
   await waitFor('b and c alive on a', () => [b, c].every((x) => a.members().some((m) => m.peerId === x.peerId && m.state === 'alive')))
   assert.equal(digestOf(await collect((await b.fetchBlob(a.peerId, digest)).body)), digest)
   const served = pa.opened.length
@@ -166,7 +170,11 @@ test('blobs protocol: a trial stranger, a removed member and a malformed request
   // A stranger with the PSK while a join token is live: a trial connection, but no blobs.
   await a.createToken({ ttlMs: 60_000, uses: 1 })
   const s: Mesh = fx.track(
-    await MeshClass.create(await fx.base('stranger'), { clusterId: a.clusterId, createdAt: 0, adminKeys: [], psk: a.cluster.psk }, a.peerId),
+    await MeshClass.create(
+      await fx.base('stranger', { joinOnMeshPort }),
+      { clusterId: a.clusterId, createdAt: 0, adminKeys: [], psk: a.cluster.psk },
+      a.peerId,
+    ),
   )
   await s.libp2p.start()
   const aId = peerIdFromString(a.peerId)

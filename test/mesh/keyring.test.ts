@@ -30,8 +30,12 @@ test('keyring protocol: members get and offer the keyring; a trial stranger and 
   t.after(() => fx.close())
   const ring = { version: 1, marker: 'the-keyring' }
   const pa = recordingProvider(ring)
-  const { mesh: a } = await fx.create('a', { keyring: pa.provider })
-  const b = await fx.join('b', a, { keyring: recordingProvider(undefined).provider })
+  // A federation's mesh (joinOnMeshPort): strangers get trial connections there while a token is
+  // live, so the protocol itself must refuse them. (A cluster's mesh port refuses them at the gater:
+  // admission.test.ts.)
+  const joinOnMeshPort = true
+  const { mesh: a } = await fx.create('a', { keyring: pa.provider, joinOnMeshPort })
+  const b = await fx.join('b', a, { keyring: recordingProvider(undefined).provider, joinOnMeshPort })
   await waitFor('b alive on a', () => a.members().some((m) => m.peerId === b.peerId && m.state === 'alive'))
 
   assert.deepEqual(await b.fetchKeyring(a.peerId), ring)
@@ -44,7 +48,7 @@ test('keyring protocol: members get and offer the keyring; a trial stranger and 
   // A stranger with the PSK while a join token is live: the gater gives it a trial connection, but
   // the keyring protocol is for members only.
   await a.createToken({ ttlMs: 60_000, uses: 1 })
-  const opts = await fx.base('stranger')
+  const opts = await fx.base('stranger', { joinOnMeshPort })
   const s: Mesh = fx.track(await MeshClass.create(opts, { clusterId: a.clusterId, createdAt: 0, adminKeys: [], psk: a.cluster.psk }, a.peerId))
   await s.libp2p.start()
   const aId = peerIdFromString(a.peerId)

@@ -101,13 +101,20 @@ test('the gater keeps out peers that were not admitted; a wrong PSK cannot even 
   assert.equal(await dialOutcome(s2, a), 'refused')
   assert.ok(Date.now() - t0 < 5000)
 
-  // While a join is open a stranger gets in on probation, but may not sync, and is closed when
-  // probation ends.
+  // A join open (a live token) changes nothing on the mesh port: joiners go to the join host.
   await a.createToken({ ttlMs: 60_000, uses: 1 })
   const s3 = await stranger(fx, a)
-  assert.equal(await dialOutcome(s3, a), 'connected')
-  const syncRefused = await s3.libp2p
-    .dialProtocol(peerIdFromString(a.peerId), SYNC_PROTOCOL, { signal: AbortSignal.timeout(3000) })
+  assert.equal(await dialOutcome(s3, a), 'refused', 'a PSK holder gets no connection to the mesh port, even while a token is live')
+  assert.equal(a.libp2p.getConnections().length, 0)
+
+  // A federation's mesh (joinOnMeshPort, the PSK in its invites): while a join is open a stranger
+  // gets in on probation, but may not sync, and is closed when probation ends.
+  const { mesh: f } = await fx.create('f', { scopes: { cluster: new DocReplica() }, joinOnMeshPort: true, tunables: { probationMs: 800 } })
+  await f.createToken({ ttlMs: 60_000, uses: 1 })
+  const s4 = await stranger(fx, f, f.cluster.psk, { joinOnMeshPort: true })
+  assert.equal(await dialOutcome(s4, f), 'connected')
+  const syncRefused = await s4.libp2p
+    .dialProtocol(peerIdFromString(f.peerId), SYNC_PROTOCOL, { signal: AbortSignal.timeout(3000) })
     .then(async (st) => {
       const ch = streamChannel(st, 1 << 20)
       await writeJson(ch, Tag.hello, { v: 1, scope: 'cluster', members: [] })
@@ -115,7 +122,7 @@ test('the gater keeps out peers that were not admitted; a wrong PSK cannot even 
     })
     .catch(() => true)
   assert.equal(syncRefused, true)
-  await waitFor('probation over: A closed the stranger', () => a.libp2p.getConnections().length === 0, 5000)
+  await waitFor('probation over: F closed the stranger', () => f.libp2p.getConnections().length === 0, 5000)
 })
 
 test('remote API requests need the admin credential', async (t) => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { loadOrCreateIdentity, type Mesh, peerKeyVerifier, recordSigner } from '../../src/mesh/index.ts'
+import { loadOrCreateIdentity, MemoryMemberDirectory, peerKeyVerifier, recordSigner } from '../../src/mesh/index.ts'
 import { openStore } from '../../src/store/index.ts'
 import { seededBytes } from '../helpers/store.ts'
 import { Fixture, seededRandom, waitFor } from './helpers.ts'
@@ -14,25 +14,24 @@ const nodeObject = (name: string): any => ({ apiVersion: 'orc/v1', kind: 'Node',
 test("a node's gossip writing another node's Node status is refused on receipt, and the sender is scored down", async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
-  const meshes: Record<string, Mesh | undefined> = {}
-  const open = async (name: string, seed: number) => {
+  const open = async (seed: number) => {
     const dataDir = await fx.dir()
     const key = await loadOrCreateIdentity(dataDir, seededRandom(seed))
+    // As the agent does: the verifier reads the member directory, filled at join before the first sync.
+    const members = new MemoryMemberDirectory()
     const verifier = peerKeyVerifier((id) => {
-      const m = meshes[name]?.members().find((x) => x.peerId === id)
+      const m = members.get(id)
       return m === undefined ? undefined : { node: m.name }
     })
     const store = await openStore({ dir: join(dataDir, 'db'), randomBytes: seededBytes(seed), signer: recordSigner(key), verifier })
     t.after(() => store.close())
-    return { dataDir, store }
+    return { dataDir, store, members }
   }
-  const A = await open('a', 21)
-  const B = await open('b', 22)
+  const A = await open(21)
+  const B = await open(22)
   await A.store.apply(nodeObject('a'), { author: 'controller:node', now: 1_000 })
-  const { mesh: a } = await fx.create('a', { dataDir: A.dataDir, scopes: { cluster: A.store } })
-  meshes.a = a
-  const b = await fx.join('b', a, { dataDir: B.dataDir, scopes: { cluster: B.store } })
-  meshes.b = b
+  const { mesh: a } = await fx.create('a', { dataDir: A.dataDir, scopes: { cluster: A.store }, members: A.members })
+  const b = await fx.join('b', a, { dataDir: B.dataDir, scopes: { cluster: B.store }, members: B.members })
   await B.store.apply(nodeObject('b'), { author: 'controller:node', now: 2_000 })
   await waitFor("A has B's node", () => A.store.get(nodeRef('b')) !== undefined)
   assert.ok(B.store.get(nodeRef('a')))

@@ -14,7 +14,7 @@ import type { Logger } from 'pino'
 import { type Clock, every, type Random, sleep, systemRandom, type TimerHandle, unrefTimers } from '../../effects/index.ts'
 import {
   createCluster,
-  decodeToken,
+  decodePskToken,
   joinMesh,
   loadOrCreateIdentity,
   type MemberInfo,
@@ -560,7 +560,7 @@ export class FederationManager implements ScopeRouter {
     return this.serial(async () => {
       if (typeof req.token !== 'string') throw new OrcError('invalid', 'token: required (from orc federation token on the other cluster)')
       const joinToken = decodeFederationToken(req.token)
-      const claims = decodeToken(joinToken)
+      const claims = decodePskToken(joinToken)
       const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
       if (this.running.has(claims.cluster))
         throw new OrcError('conflict', `this cluster is already in federation ${this.running.get(claims.cluster)!.cfg.name}`)
@@ -970,6 +970,8 @@ export class FederationManager implements ScopeRouter {
         vetJoiner: (info) => this.vetJoiner(cfg, directory, info),
         vetAdmission: (info, via) => directory.vetAdmission(info, via),
         memberApiHandler: (req, ctx) => this.serveMember(cfg, req, ctx.peerId),
+        // Federation invites keep the PSK inside (orcfed1.): the join runs on this host's own port.
+        joinOnMeshPort: true,
       }
       if (how.mode === 'create') {
         const made = await createCluster(opts)
@@ -985,7 +987,7 @@ export class FederationManager implements ScopeRouter {
         return await this.open(cfg, { mode: 'start' })
       }
       mesh = how.mode === 'join' ? await joinMesh({ ...opts, token: how.token, peerAddrs: how.peerAddrs }) : await startMesh(opts)
-      if (how.mode === 'join') await this.learnBindings(mesh, directory, decodeToken(how.token).issuer)
+      if (how.mode === 'join') await this.learnBindings(mesh, directory, decodePskToken(how.token).issuer)
       const port = Number(/\/tcp\/(\d+)/.exec(mesh.addresses()[0] ?? '')?.[1])
       if (Number.isInteger(port) && port > 0) cfg.port = port
       // The creating cluster, from the document as first seen (a federation made before it was recorded, or a join).

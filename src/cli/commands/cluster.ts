@@ -71,10 +71,24 @@ export function parseDuration(text: string): number {
  * The mesh setup from `--listen`/`--announce`. `ORC_MESH_TUNABLES` (JSON) overrides mesh timers;
  * it exists for tests and benchmarks that run many agents on one machine.
  */
-export async function meshSetupFromFlags(opts: { listen?: string[]; announce?: string[] }, env: NodeJS.ProcessEnv): Promise<MeshSetup> {
+export async function meshSetupFromFlags(opts: { listen?: string[]; announce?: string[]; joinListen?: string[] }, env: NodeJS.ProcessEnv): Promise<MeshSetup> {
   const { parseListenAddress, resolvePeerAddress } = await import('../../mesh/index.ts')
   const setup: MeshSetup = {}
   if (opts.listen !== undefined && opts.listen.length > 0) setup.listen = opts.listen.map(parseListenAddress)
+  if (opts.joinListen !== undefined && opts.joinListen.length > 0) {
+    if (opts.joinListen.includes('off')) {
+      if (opts.joinListen.length > 1) throw new OrcError('invalid', '--join-listen: off cannot be combined with addresses')
+      setup.joinListen = []
+    } else {
+      setup.joinListen = opts.joinListen.map((a) => {
+        try {
+          return parseListenAddress(a)
+        } catch (err) {
+          throw err instanceof OrcError ? new OrcError(err.code, `--join-listen: ${err.message}`, err.details, err) : err
+        }
+      })
+    }
+  }
   if (opts.announce !== undefined && opts.announce.length > 0) setup.announce = (await Promise.all(opts.announce.map((a) => resolvePeerAddress(a)))).flat()
   if (env.ORC_MESH_TUNABLES) {
     try {
@@ -85,6 +99,10 @@ export async function meshSetupFromFlags(opts: { listen?: string[]; announce?: s
   }
   return setup
 }
+
+/** Help of `--join-listen` (`orc up`, `orc join`). */
+export const JOIN_LISTEN_HELP =
+  'where new nodes redeem join tokens and receive the cluster key: host:port or multiaddr, may repeat, or off (default: the mesh listen addresses, port - 2, e.g. 0.0.0.0:7417)'
 
 /** `host:port` of a multiaddr like /ip4/1.2.3.4/tcp/7419 (what users type after `orc join`). */
 export function hostPortOf(ma: string): string {
@@ -109,6 +127,7 @@ export function meshBanner(agent: Agent, socketHint: string[]): string[] {
   return [
     `  peer id:  ${c.peerId}`,
     `  listens:  ${addrs.join(', ') || '<none>'}`,
+    `  joins at: ${c.mesh.joinAddresses().join(', ') || 'off'}`,
     '',
     'Add a node: create a join token here, then run orc join on the new machine:',
     ...socketHint.map((l) => `  ${l}`),
@@ -217,6 +236,7 @@ export function registerClusterCommands(program: Command, io: ClusterCliIO, clie
     .option('--labels <k=v,...>', "labels of this node's Node object")
     .option('--listen <addr>', 'listen address, host:port or multiaddr; may repeat (default: 0.0.0.0:7419 and [::]:7419)', collect, [] as string[])
     .option('--announce <addr>', 'address peers should dial instead of the listen addresses (NAT, public IP); may repeat', collect, [] as string[])
+    .option('--join-listen <addr>', JOIN_LISTEN_HELP, collect, [] as string[])
     .option('--log-level <level>', 'trace, debug, info, warn or error (default: $ORC_LOG_LEVEL, else info)')
     .option('--http-listen <addr>', HTTP_LISTEN_HELP)
     .option('--network <mode>', NETWORK_FLAG_HELP)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { parseListenAddress, resolvePeerAddress, splitHostPort } from '../../../src/mesh/index.ts'
+import { joinListenFor, parseListenAddress, resolvePeerAddress, splitHostPort } from '../../../src/mesh/index.ts'
 
 test('what users type for an address becomes TCP multiaddrs', async () => {
   assert.deepEqual(splitHostPort('10.0.0.1:7420'), { host: '10.0.0.1', port: 7420 })
@@ -62,4 +62,11 @@ test('a node advertises only the addresses other machines can dial it at', async
   await t.test('addresses that are not IP pass through', () => {
     assert.deepEqual(advertisableAddresses(['/memory/a', '/ip4/127.0.0.1/tcp/1'], []), ['/memory/a'])
   })
+})
+
+test('the join host listens two ports below the mesh by default; a mesh on a free port gets a free one', () => {
+  assert.deepEqual(joinListenFor(['/ip4/0.0.0.0/tcp/7419', '/ip6/::/tcp/7419']), ['/ip4/0.0.0.0/tcp/7417', '/ip6/::/tcp/7417'])
+  assert.deepEqual(joinListenFor(['/ip4/127.0.0.1/tcp/0']), ['/ip4/127.0.0.1/tcp/0'])
+  assert.deepEqual(joinListenFor(['/ip4/10.0.0.1/tcp/1']), ['/ip4/10.0.0.1/tcp/0'], 'no port below 0')
+  assert.deepEqual(joinListenFor(['/memory/x']), [], 'not TCP: no join host there')
 })

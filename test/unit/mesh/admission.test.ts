@@ -39,12 +39,13 @@ test('the join protocol refuses a removed peer before its token is looked at: a 
   const { MemoryTokenBook, TokenAuthority } = await import('../../../src/mesh/index.ts')
   const clock = new ManualClock(1_000_000)
   const authority = new TokenAuthority(new MemoryTokenBook(), clock, (n) => new Uint8Array(n).fill(7))
-  const { token, record } = await authority.issue({ ttlMs: 60_000, uses: 1 }, { clusterId: 'c1', psk: new Uint8Array(32), issuer: 'issuer', addrs: [] })
+  const { token, record } = await authority.issue({ ttlMs: 60_000, uses: 1 }, { clusterId: 'c1', issuer: 'issuer', addrs: [] })
   const claims = JSON.parse(Buffer.from(token.slice('orcjoin1.'.length), 'base64url').toString())
   const admitted: string[] = []
   const deps = {
     authority,
-    cluster: { clusterId: 'c1', createdAt: 0, adminKeys: [] },
+    cluster: { clusterId: 'c1', createdAt: 0, adminKeys: [], psk: new Uint8Array(32).fill(9) },
+    sendPsk: true,
     scopes: () => [],
     members: () => [],
     isRemoved: (p: string) => p === 'gone',
@@ -53,6 +54,7 @@ test('the join protocol refuses a removed peer before its token is looked at: a 
   const req = { v: 1 as const, token: { id: claims.id, secret: claims.secret, cluster: 'c1' }, name: 'b', addresses: [] }
   await assert.rejects(handleJoinRequest(deps, req, 'gone'), (err: any) => err.code === 'forbidden' && /removed from the cluster/.test(err.message))
   assert.equal((await authority.list()).find((r) => r.id === record.id)?.usesLeft, 1, 'the token was not used up')
-  await handleJoinRequest(deps, req, 'new-node')
+  const res = await handleJoinRequest(deps, req, 'new-node')
   assert.deepEqual(admitted, ['new-node'])
+  assert.equal(res.psk, '09'.repeat(32), 'the cluster key comes in the response, once the token is redeemed')
 })

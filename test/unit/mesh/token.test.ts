@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import {
+  decodePskToken,
   decodeToken,
   formatDuration,
   JsonFileTokenBook,
@@ -15,7 +16,7 @@ import {
 } from '../../../src/mesh/index.ts'
 import { seededRandom } from '../../mesh/helpers.ts'
 
-const ctx = { clusterId: 'c1', psk: new Uint8Array(32).fill(7), issuer: '12D3KooWissuer', addrs: ['/ip4/10.0.0.1/tcp/4001'] }
+const ctx = { clusterId: 'c1', issuer: '12D3KooWissuer', addrs: ['/ip4/10.0.0.1/tcp/4001'] }
 
 function setup(book: TokenBook = new MemoryTokenBook()) {
   let now = 1_000_000
@@ -30,7 +31,8 @@ test('a token carries what a joiner needs and admits exactly `uses` peers', asyn
   assert.equal(c.cluster, 'c1')
   assert.equal(c.issuer, ctx.issuer)
   assert.deepEqual(c.addrs, ctx.addrs)
-  assert.equal(c.psk, '07'.repeat(32))
+  assert.equal(c.v, 2)
+  assert.deepEqual(Object.keys(c).sort(), ['addrs', 'cluster', 'exp', 'id', 'issuer', 'secret', 'v'], 'no cluster key in a node join token')
   await auth.redeem(c, 'c1', 'p1')
   await auth.redeem(c, 'c1', 'p1') // a retry by the same peer does not use another slot
   await auth.redeem(c, 'c1', 'p2')
@@ -137,4 +139,15 @@ test('token ids never look like a flag on the command line (`orc token revoke ID
     const { record } = await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)
     assert.match(record.id, /^[0-9a-f]{18}$/)
   }
+})
+
+test('a token of an older orc (version 1, the PSK inside) is refused with a clear line; a federation invite still carries its PSK', async () => {
+  const { auth } = setup()
+  const psk = new Uint8Array(32).fill(7)
+  const { token: invite } = await auth.issue({ ttlMs: 60_000, uses: 1 }, { ...ctx, psk })
+  // A federation invite is the old claims format: decodePskToken reads it, decodeToken refuses it.
+  assert.equal(decodePskToken(invite).psk, '07'.repeat(32))
+  assert.throws(() => decodeToken(invite), { code: 'invalid', message: /token from an older orc .*create a new one/ })
+  const { token } = await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)
+  assert.throws(() => decodePskToken(token), /not a federation invite/)
 })
