@@ -227,6 +227,7 @@ class VmWorker {
         this.clearRetry()
         this.hash = hash
         this.phase = 'Stopped'
+        this.runningRevision = undefined
         this.reason = 'runStrategy is Halted'
         this.writeStatus('halted')
       }
@@ -313,6 +314,7 @@ class VmWorker {
       this.pid = undefined
       if (this.phase === 'Starting') return // the running unit fails with the console's last lines
       this.phase = 'Stopped'
+      this.runningRevision = undefined
       this.reason = `${detail}; booting again (runStrategy Always)`
       this.writeStatus(`guest stopped: ${detail}`)
       this.scheduleRestart(gen)
