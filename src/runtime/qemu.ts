@@ -10,7 +10,7 @@ import { closeSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import pino from 'pino'
-import type { CommandRunner } from '../effects/exec.ts'
+import type { CommandRunner } from '../effects/index.ts'
 import { type Clock, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
 import { spawnDetached } from './host.ts'

@@ -7,7 +7,7 @@
  * pod's is. Declarative: run again, it changes only what is missing.
  */
 import { createHash } from 'node:crypto'
-import type { CommandRunner } from '../../effects/exec.ts'
+import type { CommandRunner } from '../../effects/index.ts'
 import { OrcError } from '../../model/index.ts'
 
 export const VM_TAP = 'tap0'

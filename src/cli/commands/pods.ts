@@ -11,9 +11,9 @@ import { defaultDataDir, objectParams } from '../../agent/index.ts'
 import { type Node, type ObjectRef, OrcError, type Pod, type VirtualMachine } from '../../model/index.ts'
 import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
 import type { Stored } from '../../store/index.ts'
-import { criticalChain, explainWhy, formatCriticalChain, formatWhy, parseWorkflowSnapshot, type WorkflowSnapshot } from '../../workflow/index.ts'
+import { criticalChain, explainWhy, parseWorkflowSnapshot, type WorkflowSnapshot } from '../../workflow/index.ts'
 import { callRoute } from '../call.ts'
-import { examples, formatTable } from '../format.ts'
+import { examples, formatTable, runSnapshotText } from '../format.ts'
 import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { createProgress } from '../progress.ts'
 import { getObjectOf, objectRef, outputOption, takesObjects, withNameHint } from '../refs.ts'
@@ -158,15 +158,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
         out.push('', 'No lifecycle run recorded yet: the node it is bound to has not started it (or no node is bound).')
         return io.out(out.join('\n') + '\n')
       }
-      // Durations of what still runs are measured up to now, not to when the status was written.
-      const running = snap.units.some((u) => u.state === 'running' || u.state === 'waiting') && snap.cancelled === undefined
-      const at = running ? Math.max(now, snap.at) : snap.at
-      out.push('')
-      out.push(
-        opts.criticalChain
-          ? formatCriticalChain(criticalChain(snap, 'running', { subject, now: at }))
-          : formatWhy(explainWhy(snap, 'running', { subject, now: at })),
-      )
+      out.push('', runSnapshotText(snap, 'running', subject, now, opts.criticalChain === true))
       io.out(out.join('\n') + '\n')
     })
 

@@ -2,8 +2,9 @@
 import type { LogsQuery } from '../../agent/index.ts'
 import type { VirtualMachine } from '../../model/index.ts'
 import type { Stored } from '../../store/index.ts'
-import { criticalChain, explainWhy, formatCriticalChain, formatWhy, parseWorkflowSnapshot } from '../../workflow/index.ts'
+import { criticalChain, explainWhy, parseWorkflowSnapshot } from '../../workflow/index.ts'
 import { callRoute } from '../call.ts'
+import { runSnapshotText } from '../format.ts'
 import type { ApiCaller } from '../remote.ts'
 
 /** Whether `orc why`/`orc logs` TARGET [NAME] names a VM (`vm/web`, `vm web`, `virtualmachine/web`). */
@@ -37,14 +38,7 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
     lines.push('', `No lifecycle run recorded yet: node ${vm.spec?.node ?? '<none>'} has not started it.`)
     return lines.join('\n') + '\n'
   }
-  const running = snap.units.some((u) => u.state === 'running' || u.state === 'waiting') && snap.cancelled === undefined
-  const at = running ? Math.max(now, snap.at) : snap.at
-  lines.push('')
-  lines.push(
-    opts.criticalChain
-      ? formatCriticalChain(criticalChain(snap, 'running', { subject, now: at }))
-      : formatWhy(explainWhy(snap, 'running', { subject, now: at })),
-  )
+  lines.push('', runSnapshotText(snap, 'running', subject, now, opts.criticalChain === true))
   return lines.join('\n') + '\n'
 }
 
