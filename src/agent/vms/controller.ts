@@ -14,8 +14,7 @@
 import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import type { CommandRunner } from '../../effects/index.ts'
-import { type Clock, sleep, type TimerHandle } from '../../effects/index.ts'
+import { type Clock, type CommandRunner, sleep, type TimerHandle } from '../../effects/index.ts'
 import {
   type ObjectRef,
   OrcError,
