@@ -124,6 +124,28 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.ok((await a.orc(['logs', 'vm/guest'])).stdout.includes(GUEST_READY))
   })
 
+  it('a changed spec (cpus 1 → 2) powers the guest down and boots the new revision on the same node', { timeout: 600_000 }, async () => {
+    const cur = (await vm('guest'))!
+    const old = cur.status.runningRevision as number
+    const r = await a.orc(['apply', '-f', '-'], vmManifest('guest', { ...cur.spec, cpus: 2 }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    const st = await waitFor(
+      'vm/guest running its new revision',
+      async () => {
+        const o = await vm('guest')
+        return o?.status?.phase === 'Running' && o.status.runningRevision > old ? o.status : undefined
+      },
+      300_000,
+    )
+    assert.equal(st.lastStop.how, 'powerdown', JSON.stringify(st.lastStop))
+    assert.match(st.lastStop.detail, /^spec changed: the guest powered off after system_powerdown/)
+    assert.notEqual(st.pid, cur.status.pid)
+    // The new guest has two CPUs; the old revision's console is kept beside it.
+    assert.match((await a.orc(['logs', 'vm/guest'])).stdout, /Brought up 1 node, 2 CPUs/)
+    assert.match((await a.orc(['logs', 'vm/guest', '--revision', String(old)])).stdout, /power button pressed/)
+    assert.match((await a.orc(['history', 'vm/guest'])).stdout, /stopping: spec changed/)
+  })
+
   it('runStrategy Halted powers the guest down over QMP (ACPI), recorded in status and history', async () => {
     const cur = (await vm('guest'))!
     const pid = cur.status.pid as number
