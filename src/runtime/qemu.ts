@@ -83,6 +83,19 @@ interface Live {
   poll?: () => void
 }
 
+/** The newest kernel in /boot (what `orc doctor` probes KVM with), or undefined. */
+export function newestBootKernel(boot = '/boot'): string | undefined {
+  try {
+    const name = readdirSync(boot)
+      .filter((n) => n.startsWith('vmlinuz-'))
+      .sort()
+      .pop()
+    return name === undefined ? undefined : join(boot, name)
+  } catch {
+    return undefined
+  }
+}
+
 /** qemu's argv for a guest (after the binary). */
 export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   const args = ['-name', `orc-vm-${spec.id}`, '-nodefaults', '-no-user-config', '-display', 'none', '-vga', 'none', '-no-reboot']
