@@ -3,8 +3,8 @@
  * real WireGuard, real qemu): the guest (Debian's kernel + the test's busybox initramfs, TCG here)
  * boots on node a with its own IPv6 address from a's /64 — a tap in the VM's pod namespace, bridged
  * to its pod interface — and a pod on node b reaches it over the mesh (TCP to the guest's port,
- * answered by the guest). `orc logs vm/NAME` from node b is forwarded to a; deleting the VM stops
- * the guest by ACPI power-down and frees its address.
+ * answered by the guest). `orc logs vm/NAME` from node b is forwarded to a; the guest and its address
+ * survive a restart of a's agent; deleting the VM stops the guest by ACPI power-down and frees its address.
  */
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -80,6 +80,29 @@ test('testbed: a VM on node a gets an address from its /64 and a pod on node b r
     120_000,
   )
   assert.ok(out.includes(GUEST_BANNER), out)
+
+  // An agent restart on a: the guest keeps running, its namespace and address stay, b still reaches it.
+  await tb.stopAgent('a')
+  await tb.up('a')
+  await waitFor(
+    'vm/guest re-adopted with the same qemu pid',
+    async () => {
+      const o = await tb.orcJson('a', ['get', 'vm', 'guest']).catch(() => undefined)
+      return o?.status?.phase === 'Running' && o.status.pid === st.pid && o.status.ipv6 === st.ipv6 ? true : undefined
+    },
+    120_000,
+  )
+  const again = `for i in $(seq 1 60); do if nc -w 3 ${st.ipv6} ${GUEST_PORT}; then echo AGAIN; break; fi; sleep 1; done; exec sleep 3600`
+  await applyPod(tb, 'a', podManifest('client2', 'b', again))
+  const out2 = await waitFor(
+    'the guest answers b again after the restart of a',
+    async () => {
+      const l = await tb.orc('a', ['logs', 'pod/client2']).catch(() => '')
+      return l.includes('AGAIN') ? l : undefined
+    },
+    120_000,
+  )
+  assert.ok(out2.includes(GUEST_BANNER), out2)
 
   // Delete: the guest powers off over ACPI and a's address table forgets it.
   assert.ok(JSON.stringify(await tb.orcJson('a', ['get', 'routes'])).includes(st.ipv6), "a's pod network lists the guest's address")
