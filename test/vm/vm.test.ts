@@ -167,6 +167,39 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.match(h.stdout, /halted/)
   })
 
+  it('a guest that powers off by itself is booted again after the back-off (runStrategy Always)', { timeout: 600_000 }, async () => {
+    const r = await a.orc(
+      ['apply', '-f', '-'],
+      vmManifest('flaky', {
+        node: 'n1',
+        kernel: { path: kernel, cmdline: 'panic=-1 orc.test.poweroff' },
+        initrd: { image: 'initramfs.gz' },
+        readyMarker: GUEST_READY,
+      }),
+    )
+    assert.equal(r.exitCode, 0, r.stderr)
+    const first = await waitFor(
+      'vm/flaky stopped by its guest',
+      async () => {
+        const o = await vm('flaky')
+        return o?.status?.lastStop?.how === 'exited' ? o.status : undefined
+      },
+      300_000,
+    )
+    assert.match(first.lastStop.detail, /qemu exited with status 0 \(the guest powered off or qemu failed\)/)
+    const again = await waitFor(
+      'vm/flaky booted again',
+      async () => {
+        const o = await vm('flaky')
+        return (o?.status?.restarts ?? 0) >= 1 && o?.status.pid !== undefined && o?.status.pid !== first.pid ? o?.status : undefined
+      },
+      300_000,
+    )
+    assert.equal(again.restarts >= 1, true)
+    assert.match((await a.orc(['history', 'vm/flaky'])).stdout, /start revision \d+: boot again/)
+    assert.equal((await a.orc(['delete', 'vm/flaky'])).exitCode, 0)
+  })
+
   it('a kernel path outside /boot and the image stores is refused on the node, with the reason in orc why', async () => {
     const r = await a.orc(['apply', '-f', '-'], vmManifest('sneaky', { node: 'n1', kernel: { path: '/etc/hostname' } }))
     assert.equal(r.exitCode, 0, r.stderr)

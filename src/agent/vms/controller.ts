@@ -232,7 +232,9 @@ class VmWorker {
       }
       return
     }
-    if (this.hash === hash && this.phase !== 'Stopped' && this.phase !== 'Pending') return
+    // Unchanged: running, starting, or waiting out the back-off before booting again (a status write
+    // of ours lands here too, and must not cut the back-off short).
+    if (this.hash === hash && (this.retryTimer !== undefined || (this.phase !== 'Stopped' && this.phase !== 'Pending'))) return
     const why = this.hash === undefined || this.phase === 'Stopped' ? undefined : 'spec changed'
     if (why !== undefined) {
       this.gen++
