@@ -555,11 +555,6 @@ export class VmController {
     if (w.done && this.workers.get(k) === w) this.workers.delete(k)
   }
 
-  /** The running guests (for tests and `orc doctor`): ns/name → worker present. */
-  names(): string[] {
-    return [...this.workers.keys()]
-  }
-
   async stop(): Promise<void> {
     this.stopped = true
     this.unsubscribe?.()
