@@ -25,6 +25,7 @@ import {
   type SecurityPolicy,
   wrapError,
 } from '../model/index.ts'
+import { QemuRuntime } from '../runtime/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { createAuthorizer, userMayOnReceipt } from './authz.ts'
@@ -74,6 +75,7 @@ import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
+import { VmController, vmRoutes } from './vms/index.ts'
 import { admitVolumeChange, admitVolumeDelete, VolumeService, volumeRoutes } from './volumes/index.ts'
 
 export type OpenStore = (opts: {
@@ -359,6 +361,20 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       storage: volumes(),
       dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
+  // VirtualMachines pinned to this node (docs/runtimes.md, "Virtual machines").
+  let vmsRef: VmController | undefined
+  const vms = (): VmController =>
+    (vmsRef ??= new VmController({
+      store,
+      nodeName,
+      clock,
+      log: logger.child({ module: 'vms' }),
+      runtime: new QemuRuntime({ stateDir: join(dataDir, 'runtime'), logger, ...(opts.vms?.accel ? { accel: opts.vms.accel } : {}) }),
+      network,
+      run: execaRunner,
+      vmDir: (uid) => join(dataDir, 'vms', uid),
+      imageStores: [join(dataDir, 'images'), ...(opts.imageStores ?? [])],
+    }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
   // from its registry on the cluster's behalf, with the credentials of the asker's namespace.
   const servedBlobs = (): StoreBlobProvider => {
@@ -588,6 +604,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           run: execaRunner,
         })),
     ),
+    // Before the pods: the guests it re-adopts keep their network namespaces (network.podsAdopted below).
+    { name: 'vms', start: () => vms().start(), stop: () => vmsRef?.stop() },
     {
       // Re-adopts the containers still running, then reconciles every pod.
       name: 'pods',
@@ -860,6 +878,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     // Shared namespaces' deployments are in the federation's document, over its clusters' nodes.
     rolloutRoutes({ store: apiStore, nodeName, now: () => clock.now(), nodes: (ns) => c.federation.nodesOf(ns) ?? store.list('Node') }),
     volumeRoutes({ store, nodeName, now: () => clock.now(), volumes: c.volumes }),
+    vmRoutes({ store, nodeName, clock, vmDir: (uid) => join(c.dataDir, 'vms', uid) }),
     secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
     stabilityRoutes(clusterStability(store, c.cluster)),

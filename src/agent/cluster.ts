@@ -37,7 +37,7 @@ import { createMemberApiHandler } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import type { MeshSetup } from './options.ts'
-import { forwardToNode, type LogsProxyComponents, proxiedLogs, proxiedPodRoute, proxiedVolumeRoute } from './pods/logs-proxy.ts'
+import { forwardToNode, type LogsProxyComponents, proxiedLogs, proxiedPodRoute, proxiedVmLogs, proxiedVolumeRoute } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
 import { KeyringDelivery, secretKeyRoutes } from './secret-keys.ts'
@@ -403,6 +403,8 @@ export async function startClusterMesh(c: {
         const h = local[name]
         if (h !== undefined) out[name] = proxiedVolumeRoute(podProxy, h as RouteHandler<typeof name>, 10 * 60_000, 'its snapshots') as never
       }
+      // A VM's console is on the node it is pinned to.
+      if (local.vmLogs) out.vmLogs = proxiedVmLogs(podProxy, local.vmLogs)
       return out
     },
     streamRoutes: (local) => {

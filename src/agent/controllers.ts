@@ -112,6 +112,13 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
     writes: ['Ingress.status'],
   },
   {
+    name: 'controller:vm',
+    description:
+      'runs the VirtualMachines pinned to this node: kernel, pod network namespace and tap, qemu (KVM or TCG), console marker; ACPI power-down on a change, boots a powered-off guest again',
+    reads: ['VirtualMachine.spec', 'VirtualMachine.metadata.uid'],
+    writes: ['VirtualMachine.status'],
+  },
+  {
     name: 'controller:lifecycle',
     description: 'runs the pods bound to this node: image, sandbox, containers, restarts; fences its ha pods when it hears no quorum',
     // Node and Cluster: the quorum (nodes not forgotten) and the fencing options.

@@ -42,9 +42,11 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
 /**
  * What `startAgent` takes from the environment, read here at the edge (the CLI) rather than inside
  * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests), `ORC_PRUNE_INTERVAL_MS` and
- * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`).
+ * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`), `ORC_VM_ACCEL`.
  */
-export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'dns' | 'volumes'> {
+export function agentOptionsFromEnv(
+  env: NodeJS.ProcessEnv,
+): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'dns' | 'volumes' | 'vms'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   const stores = (env.ORC_IMAGE_STORES ?? '').split(':').filter((s) => s.startsWith('/'))
   const user = env.ORC_SOCKET_USER
@@ -58,6 +60,7 @@ export function agentOptionsFromEnv(env: NodeJS.ProcessEnv): Pick<AgentOptions, 
     ...(stores.length > 0 ? { imageStores: stores } : {}),
     ...(user !== undefined && user !== '' ? { socketUser: user } : {}),
     volumes: volumeOptionsFromEnv(env),
+    ...(env.ORC_VM_ACCEL === 'kvm' || env.ORC_VM_ACCEL === 'tcg' || env.ORC_VM_ACCEL === 'auto' ? { vms: { accel: env.ORC_VM_ACCEL } } : {}),
   }
 }
 
@@ -135,6 +138,8 @@ export interface AgentOptions {
    * default 24 h), directory backing only (`ORC_VOLUME_NO_LOOP=1`), a driver call's timeout.
    */
   volumes?: { driverDir?: string; graceMs?: number; noLoop?: boolean; driverTimeoutMs?: number }
+  /** VirtualMachines (docs/runtimes.md): qemu's accelerator (`ORC_VM_ACCEL`: auto, the default, kvm or tcg). */
+  vms?: { accel?: 'auto' | 'kvm' | 'tcg' }
   /**
    * The node's DNS resolver (docs/services.md; the CLI reads `ORC_DNS`, `ORC_DNS_LISTEN`,
    * `ORC_DNS_UPSTREAM`, `ORC_CLUSTER_DOMAIN`). Off when absent, as for in-process test agents.

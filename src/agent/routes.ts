@@ -329,6 +329,12 @@ export const ROUTES = {
     path: '/v1/pods/:ns/:name/logs',
     permission: { verb: 'get', kind: 'Pod', sub: 'logs' },
   }),
+  // a VirtualMachine's serial console (vms/api.ts), forwarded to the node that runs it
+  vmLogs: route<{ query: LogsQuery; response: LogsAnswer }>()({
+    method: 'GET',
+    path: '/v1/vms/:ns/:name/logs',
+    permission: { verb: 'get', kind: 'VirtualMachine', sub: 'logs' },
+  }),
   // exec and port-forward (pods/streams.ts): sessions on the pod's node, reached through any node
   podExec: route<{ body: ExecStartBody; response: PodStreamOpened }>()({
     method: 'POST',
@@ -548,6 +554,7 @@ export type RouteName = keyof typeof ROUTES
  */
 export const MEMBER_ROUTES: readonly RouteName[] = [
   'podLogs',
+  'vmLogs',
   // The node's clock, for `orc doctor`'s skew check.
   'clock',
   // Its durable state vector and member list, for tombstone pruning (stability.ts).

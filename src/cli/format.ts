@@ -3,6 +3,7 @@ import { userInfo } from 'node:os'
 import { stringify } from 'yaml'
 import { type Change, type DurationFormat, formatDuration, formatPath, type KindDef, OrcError, type OrcObject } from '../model/index.ts'
 import type { Revision } from '../store/index.ts'
+import { criticalChain, explainWhy, formatCriticalChain, formatWhy, type WorkflowSnapshot } from '../workflow/index.ts'
 
 /** Left-aligned columns separated by three spaces, like kubectl. */
 export function formatTable(header: string[], rows: string[][]): string {
@@ -213,4 +214,14 @@ export function authorFrom(_env: NodeJS.ProcessEnv, flag: string | undefined): u
     )
   }
   return undefined
+}
+
+/**
+ * `orc why` of a lifecycle run (a pod's, a VM's): what holds `target` up, or with `critical` the
+ * critical chain. Durations of what still runs are measured up to now, not to when the status was written.
+ */
+export function runSnapshotText(snap: WorkflowSnapshot, target: string, subject: string, now: number, critical: boolean): string {
+  const running = snap.units.some((u) => u.state === 'running' || u.state === 'waiting') && snap.cancelled === undefined
+  const at = running ? Math.max(now, snap.at) : snap.at
+  return critical ? formatCriticalChain(criticalChain(snap, target, { subject, now: at })) : formatWhy(explainWhy(snap, target, { subject, now: at }))
 }

@@ -11,6 +11,7 @@ import { type Pod, podKind } from './kinds/pod.ts'
 import { type Role, type RoleBinding, roleBindingKind, roleKind, type User, userKind } from './kinds/rbac.ts'
 import { type SecurityPolicy, securityPolicyKind } from './kinds/security-policy.ts'
 import { type Service, serviceKind } from './kinds/service.ts'
+import { type VirtualMachine, virtualMachineKind } from './kinds/virtual-machine.ts'
 import { type Volume, volumeKind } from './kinds/volume.ts'
 import type { OrcObject } from './object.ts'
 import { OwnershipTable } from './ownership.ts'
@@ -34,6 +35,7 @@ export const KINDS: readonly KindDef[] = [
   volumeKind,
   serviceKind,
   ingressKind,
+  virtualMachineKind,
 ] as readonly KindDef[]
 
 /** Each kind's object type by name: `store.list('Pod')` returns Pods. Add a line with the kind. */
@@ -54,6 +56,7 @@ export interface KindTypes {
   Volume: Volume
   Service: Service
   Ingress: Ingress
+  VirtualMachine: VirtualMachine
 }
 export type KindName = keyof KindTypes
 /**

@@ -38,6 +38,18 @@ export { BundleRuntime, buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS
 export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { containerNetnsOf, type NetProbeResult, type NetProbeSpec, probeInNetns } from './probe.ts'
+export {
+  newestBootKernel,
+  type QemuOptions,
+  QemuRuntime,
+  qemuArgs,
+  qmpSession,
+  type VmAccel,
+  type VmHandle,
+  type VmRecord,
+  type VmRunSpec,
+  type VmStopResult,
+} from './qemu.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
 export { buildBwrapArgs, buildLaunchPrefix, bwrapEnvArgs, SandboxRuntime } from './sandbox.ts'
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'

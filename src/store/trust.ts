@@ -238,7 +238,8 @@ function bindingOf(changes: readonly Change[] | undefined): unknown {
  * only what belongs to the signer's node: `controller:node` its own Node object; the lifecycle
  * controller pods bound to it; the scheduler binds pods to its own node (or unbinds its own); the
  * ingress controller writes only its own node's entry of an Ingress's status; the volume controller
- * writes the Volumes whose data is on its node, or promotes its node from a replica (volumePromotionRefused).
+ * writes the Volumes whose data is on its node, or promotes its node from a replica (volumePromotionRefused);
+ * the vm controller writes the VirtualMachines pinned to its node.
  * Cluster-wide controllers (deployment, rollout, job, cronjob, cluster, federation) may act anywhere: a known gap.
  */
 /** Marks an authorisation refusal that came from the user's roles (a replica may lack a binding yet). */
@@ -310,6 +311,14 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
           return undefined
         }
         if (to !== undefined && to !== mine && to !== from) return `node ${mine ?? signer.id} may not place volume/${name} on node ${String(to)}`
+        return undefined
+      }
+      case 'controller:vm': {
+        // A VirtualMachine's status is written by the node it is pinned to (spec.node).
+        if (kind !== 'VirtualMachine') return `controller:vm writes VirtualMachines only, not ${kind.toLowerCase()}/${name}`
+        const pinned = (o: Record<string, unknown> | undefined) => (isPlainObject(o?.spec) ? o.spec.node : undefined)
+        if (pinned(after) !== mine && pinned(before) !== mine)
+          return `node ${mine ?? signer.id} may not write virtualmachine/${name}, which runs on node ${String(pinned(after) ?? pinned(before))}`
         return undefined
       }
       case 'controller:ingress': {

@@ -5,9 +5,9 @@
  * peers, the ports it listens on, version skew).
  */
 import { accessSync, constants, existsSync, readFileSync, statfsSync, statSync } from 'node:fs'
-import { release } from 'node:os'
+import { release, tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { detectCapabilities, type RuntimeCapabilities } from '../../runtime/index.ts'
+import { detectCapabilities, newestBootKernel, QemuRuntime, type RuntimeCapabilities } from '../../runtime/index.ts'
 import type { Finding, Severity } from '../api-types.ts'
 
 export type { Finding, Severity } from '../api-types.ts'
@@ -217,6 +217,17 @@ export function podRuntimeFindings(caps: Pick<RuntimeCapabilities, 'sandbox' | '
   return out
 }
 
+/** qemu for VirtualMachines: present, and the accelerator a guest gets here (KVM only when a kernel boots under it). */
+export async function vmFindings(kernel = newestBootKernel()): Promise<Finding[]> {
+  const rt = new QemuRuntime({ stateDir: tmpdir() })
+  const missing = await rt.unavailable()
+  if (missing !== undefined)
+    return [{ check: 'qemu', status: 'warn', message: `qemu unavailable: ${missing} (VirtualMachines cannot start)`, fix: 'apt-get install qemu-system-x86' }]
+  if (kernel === undefined) return [{ check: 'qemu', status: 'ok', message: 'qemu available (no kernel in /boot to probe KVM with)' }]
+  const a = await rt.accel(kernel)
+  return [{ check: 'qemu', status: 'ok', message: `qemu available: VirtualMachines run under ${a.accel} (${a.reason})` }]
+}
+
 const GiB = 1024 ** 3
 
 export function diskFindings(h: DoctorHost, dataDir: string): Finding[] {
@@ -333,6 +344,7 @@ export async function hostFindings(dataDir: string, h: DoctorHost = realDoctorHo
     ...kernelFindings(h),
     ...wireguardFindings(h),
     ...(await sandboxFindings()),
+    ...(await vmFindings()),
     ...runtimeFindings(h),
     ...diskFindings(h, dataDir),
     ...dataDirFindings(h, dataDir),

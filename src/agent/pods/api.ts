@@ -70,6 +70,63 @@ function completeLines(buf: Buffer): { lines: string[]; bytes: number } {
   return { lines: buf.subarray(0, end).toString('utf8').split('\n'), bytes: end + 1 }
 }
 
+/**
+ * A logs answer from the per-revision files in `t.dir` (pods' containers, VMs' consoles): the lines
+ * (or the last `tail`), or with `follow` a long-poll from `cursor` that ends once `ended()` says so.
+ */
+export async function answerLogs(
+  t: { dir: string; container: string; revision: number | undefined },
+  q: Query,
+  clock: Clock,
+  wait: (ms: number) => Promise<void>,
+  ended: () => boolean,
+): Promise<LogsAnswer> {
+  const tail = intParam(q, 'tail', 0)
+  const follow = one(q, 'follow') === '1' || one(q, 'follow') === 'true'
+  if (!follow) {
+    const lines = t.revision === undefined ? [] : readLogLines(t.dir, { revision: t.revision, ...(tail !== undefined ? { tail } : {}) })
+    return { container: t.container, revision: t.revision ?? null, lines: lines.slice(-MAX_LINES) }
+  }
+  const rev = t.revision ?? 0
+  const live = logFilePath(t.dir, rev)
+  const cursorParam = intParam(q, 'cursor', 0)
+  if (cursorParam === undefined) {
+    // first call: the retained lines (or the last `tail`), and where to continue from
+    const head = completeLines(readFrom(live, 0))
+    const all = readLogLines(t.dir, { revision: rev })
+    const partial = sizeOf(live) > head.bytes ? 1 : 0
+    const lines = all.slice(0, all.length - partial)
+    return {
+      container: t.container,
+      revision: rev,
+      lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES),
+      cursor: head.bytes,
+      ended: false,
+    }
+  }
+  const waitMs = Math.min(intParam(q, 'waitMs', 0) ?? 10_000, MAX_WAIT_MS)
+  const deadline = clock.now() + waitMs
+  let cursor = cursorParam
+  for (;;) {
+    const size = sizeOf(live)
+    let data: Buffer
+    if (size < cursor) {
+      // rotated (copy, then truncate): the unread end is in N.log.1
+      data = Buffer.concat([readFrom(`${live}.1`, cursor), readFrom(live, 0)])
+      cursor = 0
+      const got = completeLines(data)
+      const fromLive = Math.max(0, got.bytes - Math.max(0, data.length - sizeOf(live)))
+      return { container: t.container, revision: rev, lines: got.lines, cursor: fromLive, ended: false }
+    }
+    data = readFrom(live, cursor)
+    const got = completeLines(data)
+    if (got.lines.length > 0) return { container: t.container, revision: rev, lines: got.lines, cursor: cursor + got.bytes, ended: false }
+    const done = ended()
+    if (done || clock.now() >= deadline) return { container: t.container, revision: rev, lines: [], cursor, ended: done }
+    await wait(100)
+  }
+}
+
 /** The pod routes this node answers itself: logs of the pods it runs, the controller graph. */
 export function podRoutes(c: PodApiComponents) {
   const clock = c.clock ?? systemClock
@@ -127,53 +184,10 @@ export function podRoutes(c: PodApiComponents) {
   async function logs(ns: string, name: string, q: Query): Promise<LogsAnswer> {
     const pod = podOf(ns, name)
     const t = target(pod, q)
-    const tail = intParam(q, 'tail', 0)
-    const follow = one(q, 'follow') === '1' || one(q, 'follow') === 'true'
-    if (!follow) {
-      const lines = t.revision === undefined ? [] : readLogLines(t.dir, { revision: t.revision, ...(tail !== undefined ? { tail } : {}) })
-      return { container: t.container, revision: t.revision ?? null, lines: lines.slice(-MAX_LINES) }
-    }
-    const rev = t.revision ?? 0
-    const live = logFilePath(t.dir, rev)
-    const cursorParam = intParam(q, 'cursor', 0)
-    if (cursorParam === undefined) {
-      // first call: the retained lines (or the last `tail`), and where to continue from
-      const head = completeLines(readFrom(live, 0))
-      const all = readLogLines(t.dir, { revision: rev })
-      const partial = sizeOf(live) > head.bytes ? 1 : 0
-      const lines = all.slice(0, all.length - partial)
-      return {
-        container: t.container,
-        revision: rev,
-        lines: tail !== undefined ? (tail === 0 ? [] : lines.slice(-tail)) : lines.slice(-MAX_LINES),
-        cursor: head.bytes,
-        ended: false,
-      }
-    }
-    const waitMs = Math.min(intParam(q, 'waitMs', 0) ?? 10_000, MAX_WAIT_MS)
-    const deadline = clock.now() + waitMs
-    let cursor = cursorParam
-    for (;;) {
-      const size = sizeOf(live)
-      let data: Buffer
-      if (size < cursor) {
-        // rotated (copy, then truncate): the unread end is in N.log.1
-        data = Buffer.concat([readFrom(`${live}.1`, cursor), readFrom(live, 0)])
-        cursor = 0
-        const got = completeLines(data)
-        const fromLive = Math.max(0, got.bytes - Math.max(0, data.length - sizeOf(live)))
-        return { container: t.container, revision: rev, lines: got.lines, cursor: fromLive, ended: false }
-      }
-      data = readFrom(live, cursor)
-      const got = completeLines(data)
-      if (got.lines.length > 0) return { container: t.container, revision: rev, lines: got.lines, cursor: cursor + got.bytes, ended: false }
+    return answerLogs(t, q, clock, wait, () => {
       const now = c.store.get({ kind: 'Pod', namespace: ns, name })
-      if (!now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container) || clock.now() >= deadline) {
-        const done = !now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container)
-        return { container: t.container, revision: rev, lines: [], cursor, ended: done }
-      }
-      await wait(100)
-    }
+      return !now || now.metadata.uid !== pod.metadata.uid || ended(now, t.container)
+    })
   }
 
   return {

@@ -201,3 +201,21 @@ export function proxiedVolumeRoute<N extends 'volumeSnapshot' | 'volumeRestoreSn
     return forwardToNode(c, call.req, { kind: 'Volume', namespace: ns, name }, node, `volume/${name} lives on`, timeoutMs, what)
   })
 }
+
+/** A VM's console route: forwarded to the node the VM is pinned to when that is another member. */
+export function proxiedVmLogs(c: LogsProxyComponents, local: RouteHandler<'vmLogs'>): RouteHandler<'vmLogs'> {
+  return proxied(local, async ({ req, params }) => {
+    const node = c.store.get({ kind: 'VirtualMachine', namespace: params.ns, name: params.name })?.spec?.node
+    if (node === undefined || node === c.nodeName) return undefined
+    const fwd = { method: 'GET' as const, path: req.path, query: req.query, ...(req.principal !== undefined ? { principal: req.principal } : {}) }
+    return forwardToNode(
+      c,
+      fwd,
+      { kind: 'VirtualMachine', namespace: params.ns, name: params.name },
+      node,
+      `vm/${params.name} runs on`,
+      forwardTimeoutMs(req.query),
+      'its console',
+    )
+  })
+}

@@ -17,12 +17,13 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
 import type { Clock, TimerHandle } from '../../effects/index.ts'
-import type { ObjectRef, Pod } from '../../model/index.ts'
+import type { ObjectOf, ObjectRef } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 
 export const LIFECYCLE_CONTROLLER = 'controller:lifecycle'
 
-export class StatusWriter {
+/** Also writes a VirtualMachine's status (src/agent/vms), as its own controller (`author`). */
+export class StatusWriter<K extends 'Pod' | 'VirtualMachine' = 'Pod'> {
   private pending: { status: Record<string, unknown>; reason: string } | undefined
   private inflight: Promise<void> | undefined
   /** The last status asked for. */
@@ -36,13 +37,14 @@ export class StatusWriter {
 
   constructor(
     private readonly store: ObjectStore,
-    private readonly ref: ObjectRef<'Pod'>,
+    private readonly ref: ObjectRef<K>,
     private readonly clock: Clock,
     private readonly log: Logger,
     /** Whether this node runs the pod (bound or pinned here): only then is its status ours. */
-    private readonly mine: (obj: Pod) => boolean,
+    private readonly mine: (obj: ObjectOf<K>) => boolean,
     /** How long progress may wait for a settling write to carry it (0: written at once). */
     private readonly deferMs = 0,
+    private readonly author: string = LIFECYCLE_CONTROLLER,
   ) {}
 
   /**
@@ -84,6 +86,10 @@ export class StatusWriter {
     this.inflight ??= this.flush().finally(() => (this.inflight = undefined))
   }
 
+  private current(): ObjectOf<K> | undefined {
+    return this.store.get(this.ref as ObjectRef) as ObjectOf<K> | undefined
+  }
+
   /** Drops a deferred write (the worker is going away; what it would say no longer matters). */
   cancelDeferred(): void {
     if (this.deferTimer !== undefined) this.clock.clearTimeout(this.deferTimer)
@@ -100,7 +106,7 @@ export class StatusWriter {
   reassert(onlyHeld = false): void {
     if (this.last === undefined || this.pending !== undefined || this.inflight !== undefined) return
     if (onlyHeld && this.held === undefined) return
-    const cur = this.store.get(this.ref)
+    const cur = this.current()
     if (!cur || !this.mine(cur)) return
     if (this.held !== undefined) {
       this.set(this.held.status, this.held.reason)
@@ -111,7 +117,7 @@ export class StatusWriter {
     const drift = Object.entries(this.last).filter(([k, v]) => !isDeepStrictEqual(st[k], v === undefined ? undefined : JSON.parse(JSON.stringify(v))))
     if (drift.length === 0) return
     this.log.info(
-      { kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, fields: drift.map(([k]) => k) },
+      { kind: this.ref.kind, ns: this.ref.namespace, name: this.ref.name, fields: drift.map(([k]) => k) },
       'pod status overwritten by a concurrent write; writing it again',
     )
     this.set(this.last, `status of the running copy restored (${drift.map(([k]) => k).join(', ')} had a concurrent write)`)
@@ -134,23 +140,24 @@ export class StatusWriter {
       }
       const { status, reason } = this.pending
       this.pending = undefined
-      const cur = this.store.get(this.ref)
+      const cur = this.current()
       if (!cur) return
       if (!this.mine(cur)) {
         this.held = { status, reason }
         this.log.debug(
-          { kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, reason },
+          { kind: this.ref.kind, ns: this.ref.namespace, name: this.ref.name, reason },
           'pod status held back: the pod is bound to another node, or this agent has not caught up with its cluster',
         )
         continue
       }
       try {
         const fields = Object.entries(status).map(([k, v]) => ({ path: ['status', k], value: v }))
-        const res = await this.store.patch(this.ref, fields, { author: LIFECYCLE_CONTROLLER, reason, now: this.clock.now() })
-        if (res.revision) this.log.debug({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, rev: res.revision.number, reason }, 'pod status written')
+        const res = await this.store.patch(this.ref, fields, { author: this.author, reason, now: this.clock.now() })
+        if (res.revision)
+          this.log.debug({ kind: this.ref.kind, ns: this.ref.namespace, name: this.ref.name, rev: res.revision.number, reason }, 'pod status written')
       } catch (err) {
         // deleted meanwhile, or the store is closing: the controller reconciles again
-        this.log.debug({ kind: 'Pod', ns: this.ref.namespace, name: this.ref.name, err: String(err) }, 'write pod status')
+        this.log.debug({ kind: this.ref.kind, ns: this.ref.namespace, name: this.ref.name, err: String(err) }, 'write pod status')
       }
     }
   }

@@ -8,12 +8,12 @@ import { gunzipSync } from 'node:zlib'
 import type { Command } from 'commander'
 import type { ClusterEvent, LogsQuery, ResponseOf } from '../../agent/index.ts'
 import { defaultDataDir, objectParams } from '../../agent/index.ts'
-import { type Node, type ObjectRef, OrcError, type Pod } from '../../model/index.ts'
+import { type Node, type ObjectRef, OrcError, type Pod, type VirtualMachine } from '../../model/index.ts'
 import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
 import type { Stored } from '../../store/index.ts'
-import { criticalChain, explainWhy, formatCriticalChain, formatWhy, parseWorkflowSnapshot, type WorkflowSnapshot } from '../../workflow/index.ts'
+import { criticalChain, explainWhy, parseWorkflowSnapshot, type WorkflowSnapshot } from '../../workflow/index.ts'
 import { callRoute } from '../call.ts'
-import { examples, formatTable } from '../format.ts'
+import { examples, formatTable, runSnapshotText } from '../format.ts'
 import { fetchMembers, podNodeOf, unreachableNodes, withLiveness } from '../liveness.ts'
 import { createProgress } from '../progress.ts'
 import { getObjectOf, objectRef, outputOption, takesObjects, withNameHint } from '../refs.ts'
@@ -22,6 +22,7 @@ import { formatBytes, registerImageCommands, registryImageTable } from './images
 import { ingressWhyOutput } from './ingress.ts'
 import { nodeWhyOutput } from './network.ts'
 import { serviceWhyOutput } from './services.ts'
+import { vmLogs, vmTarget, vmWhyOutput } from './vms.ts'
 
 export interface PodCliIO {
   out(text: string): void
@@ -78,7 +79,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   // ---- why
   takesObjects(program.command('why'), 'Pod')
     .description(
-      "Explain a pod's lifecycle (or a node's network bring-up, node/NAME; a service's endpoints, service/NAME; what keeps an Ingress from serving, ingress/NAME): which unit holds it up, for how long, with what error",
+      "Explain a pod's lifecycle (or a node's network bring-up, node/NAME; a service's endpoints, service/NAME; what keeps an Ingress from serving, ingress/NAME; a VirtualMachine's boot, vm/NAME): which unit holds it up, for how long, with what error",
     )
     .argument('<pod/NAME>', 'like pod/web, pod web, or web')
     .argument('[NAME]', 'the name, when KIND is given alone')
@@ -98,7 +99,10 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   orc why service/web
 
   # Why does the ingress not answer? (nodes chosen, backend service, ready endpoints)
-  orc why ingress/web`),
+  orc why ingress/web
+
+  # Where is the VM in its boot (kernel, network, tap, qemu, console marker)?
+  orc why vm/builder --critical-chain`),
     )
     .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
       if (/^(node|nodes|no)\//i.test(target) || (/^(node|nodes|no)$/i.test(target) && nameArg !== undefined)) {
@@ -113,6 +117,11 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       if (/^(service|services|svc)\//i.test(target) || (/^(service|services|svc)$/i.test(target) && nameArg !== undefined)) {
         const name = nameArg ?? target.slice(target.indexOf('/') + 1)
         return io.out(await serviceWhyOutput(client(cmd), { namespace: opts.namespace || 'default', name }, opts.output))
+      }
+      const vmName = vmTarget(target, nameArg)
+      if (vmName !== undefined) {
+        const vm = await getObjectOf(client(cmd), { kind: 'VirtualMachine', namespace: opts.namespace || 'default', name: vmName })
+        return io.out(vmWhyOutput(vm as Stored<VirtualMachine>, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
       }
       const ref = podRef(target, opts.namespace, nameArg)
       const pod = (await getObjectOf(client(cmd), ref)) as Stored<Pod>
@@ -149,21 +158,13 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
         out.push('', 'No lifecycle run recorded yet: the node it is bound to has not started it (or no node is bound).')
         return io.out(out.join('\n') + '\n')
       }
-      // Durations of what still runs are measured up to now, not to when the status was written.
-      const running = snap.units.some((u) => u.state === 'running' || u.state === 'waiting') && snap.cancelled === undefined
-      const at = running ? Math.max(now, snap.at) : snap.at
-      out.push('')
-      out.push(
-        opts.criticalChain
-          ? formatCriticalChain(criticalChain(snap, 'running', { subject, now: at }))
-          : formatWhy(explainWhy(snap, 'running', { subject, now: at })),
-      )
+      out.push('', runSnapshotText(snap, 'running', subject, now, opts.criticalChain === true))
       io.out(out.join('\n') + '\n')
     })
 
   // ---- logs
   takesObjects(program.command('logs'), 'Pod')
-    .description("Print a pod container's output, from any node (the request is forwarded to the node that runs the pod)")
+    .description("Print a pod container's output, or a VM's serial console (vm/NAME), from any node (the request is forwarded to the node that runs it)")
     .argument('<pod/NAME>', 'like pod/web, pod web, or web')
     .argument('[NAME]', 'the name, when KIND is given alone')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
@@ -180,9 +181,15 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   orc logs pod/web
   orc logs web -c sidecar --tail 20
   orc logs pod/web -f
-  orc logs pod/web --revision 3 -o json`),
+  orc logs pod/web --revision 3 -o json
+  orc logs vm/builder -f`),
     )
     .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
+      const vmName = vmTarget(target, nameArg)
+      if (vmName !== undefined) {
+        const ref = { ns: opts.namespace || 'default', name: vmName }
+        return vmLogs(client(cmd), ref, { revision: opts.revision, tail: opts.tail, follow: opts.follow, json: opts.output === 'json' }, (t) => io.out(t))
+      }
       const ref = podRef(target, opts.namespace, nameArg)
       const c = client(cmd)
       const pod = { ns: ref.namespace, name: ref.name }

@@ -1,0 +1,564 @@
+/**
+ * controller:vm — runs the VirtualMachines pinned to this node (`spec.node`): each revision of a
+ * VM's spec is one lifecycle run (src/workflow) with the pod targets and these units:
+ *
+ *   resolve-kernel → storage;  sandbox-network → create-tap → network;
+ *   start-qemu (requires storage, network) → running;  wait-console-marker (with spec.readyMarker) → running
+ *
+ * The run's snapshot goes into `status.workflow`, so `orc why vm/NAME` explains it on any node as
+ * for pods. A changed spec stops the guest (ACPI power-down over QMP, SIGKILL after the grace) and
+ * boots the new one; `runStrategy: Halted` stops it; a guest that powers off by itself boots again
+ * (runStrategy Always) after a back-off. Guests outlive an agent restart: the next agent re-adopts
+ * them (QemuRuntime.recover) and keeps their network namespace.
+ */
+import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { type Clock, type CommandRunner, sleep, type TimerHandle } from '../../effects/index.ts'
+import {
+  type ObjectRef,
+  OrcError,
+  type VirtualMachine,
+  type VirtualMachinePhase,
+  type VirtualMachineSpec,
+  VM_DEFAULT_GRACE_SECONDS,
+  vmMemoryBytes,
+} from '../../model/index.ts'
+import { logFilePath, type QemuRuntime, type VmAccel } from '../../runtime/index.ts'
+import type { ObjectStore, Stored } from '../../store/index.ts'
+import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
+import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
+import { StatusWriter } from '../pods/status.ts'
+import { ensureVmTap, guestMac, VM_TAP } from './tap.ts'
+
+export const VM_CONTROLLER = 'controller:vm'
+/** The guest's default gateway: the node side of every pod's veth (PODNET_DEFAULTS.hostLinkLocal). */
+const GUEST_GATEWAY = 'fe80::1'
+
+export interface VmTunables {
+  /** How long start-qemu waits for qemu's QMP socket (qemu up, guest starting). */
+  startTimeoutMs: number
+  /** How long wait-console-marker waits for spec.readyMarker on the console (TCG boots are slow). */
+  markerTimeoutMs: number
+  /** Back-off before a guest that powered off (or a failed run) is booted again; doubles to maxRestartMs. */
+  restartMs: number
+  maxRestartMs: number
+  /** Progress writes wait this long for a settling write (as pods: progressWriteMs). */
+  progressWriteMs: number
+}
+
+export const VM_TUNABLES: VmTunables = { startTimeoutMs: 30_000, markerTimeoutMs: 600_000, restartMs: 5_000, maxRestartMs: 300_000, progressWriteMs: 1_000 }
+
+export interface VmControllerComponents {
+  store: ObjectStore
+  nodeName: string
+  clock: Clock
+  log: Logger
+  runtime: QemuRuntime
+  /** The node's pod network (a netns and an IPv6 address per VM); absent: VMs get no NIC. */
+  network?: PodNetworkHooks
+  /** ip/nsenter for the tap device. */
+  run: CommandRunner
+  /** `<data-dir>/vms/<uid>`: console logs. */
+  vmDir(uid: string): string
+  /** The node's image stores (`<data-dir>/images`, ORC_IMAGE_STORES): where kernels and initrds are found by name. */
+  imageStores: readonly string[]
+  tunables?: Partial<VmTunables>
+}
+
+type Ref = ObjectRef<'VirtualMachine'>
+
+/** A boot file (kernel or initrd) as a host path: by name in an image store, or a path under /boot or a store. */
+export function resolveBootFile(f: { image?: string; path?: string }, stores: readonly string[], what: string): string {
+  const allowed = ['/boot', ...stores]
+  let p: string | undefined
+  if (f.image !== undefined) {
+    p = stores.map((s) => join(s, f.image!)).find((c) => existsSync(c))
+    if (p === undefined) throw new OrcError('not_found', `${what} image ${f.image} is not in the node's image stores (${stores.join(', ')})`)
+  } else if (f.path !== undefined) p = f.path
+  else throw new OrcError('invalid', `${what}: give image or path`)
+  let real: string
+  try {
+    real = realpathSync(p)
+  } catch {
+    throw new OrcError('not_found', `${what} ${p} does not exist on this node`)
+  }
+  const inside = allowed.some((a) => {
+    try {
+      const ra = realpathSync(a)
+      return real.startsWith(`${ra}/`)
+    } catch {
+      return false
+    }
+  })
+  if (!inside) throw new OrcError('forbidden', `${what} ${p} is outside /boot and the node's image stores (${stores.join(', ')}): the guest would read it`)
+  if (!statSync(real).isFile()) throw new OrcError('invalid', `${what} ${p} is not a file`)
+  return real
+}
+
+/** The kernel command line orc boots with: the user's, the serial console, and the guest's pod address. */
+export function guestCmdline(spec: Pick<VirtualMachineSpec, 'kernel'>, net: { ipv6: string } | undefined): string {
+  const parts = [spec.kernel.cmdline ?? '']
+  if (!/(^|\s)console=/.test(parts[0]!)) parts.push('console=ttyS0')
+  if (net !== undefined) parts.push(`orc.ipv6=${net.ipv6}`, `orc.gateway=${GUEST_GATEWAY}`)
+  return parts.filter((x) => x !== '').join(' ')
+}
+
+/** Identity of what a guest boots (everything but runStrategy, which only says whether). */
+export function vmSpecHash(spec: VirtualMachineSpec): string {
+  const { runStrategy: _r, ...rest } = spec
+  return JSON.stringify(rest, Object.keys(rest).sort())
+}
+
+class VmWorker {
+  private chain: Promise<void> = Promise.resolve()
+  private gen = 0
+  private uid: string | undefined
+  private hash: string | undefined
+  private revision: number | undefined
+  private runningRevision: number | undefined
+  private run: WorkflowRun | undefined
+  private snapshot: WorkflowSnapshot | undefined
+  private phase: VirtualMachinePhase = 'Pending'
+  private reason: string | undefined
+  private net: PodAttachment | undefined
+  private kernel: string | undefined
+  private initrd: string | undefined
+  private accel: { accel: VmAccel; reason: string } | undefined
+  private pid: number | undefined
+  private startedAt: number | undefined
+  private restarts = 0
+  private lastStop: { at: string; how: string; detail?: string } | undefined
+  private retryTimer: TimerHandle | undefined
+  private retryMs: number
+  /** Set while this worker stops the guest itself: its exit is not a power-off to restart from. */
+  private stopping = false
+  private readonly writer: StatusWriter<'VirtualMachine'>
+  done = false
+
+  constructor(
+    private readonly c: VmControllerComponents,
+    private readonly t: VmTunables,
+    readonly ref: Ref,
+  ) {
+    this.retryMs = t.restartMs
+    this.writer = new StatusWriter<'VirtualMachine'>(c.store, ref, c.clock, c.log, (o) => o.spec?.node === c.nodeName, t.progressWriteMs, VM_CONTROLLER)
+  }
+
+  private fields(): Record<string, unknown> {
+    return { kind: 'VirtualMachine', ns: this.ref.namespace, name: this.ref.name, rev: this.revision }
+  }
+
+  enqueue(fn: () => Promise<void> | void): Promise<void> {
+    const next = this.chain.then(fn).catch((err) => this.c.log.error({ ...this.fields(), err }, 'vm worker step failed'))
+    this.chain = next
+    return next
+  }
+
+  reconcile(): Promise<void> {
+    return this.enqueue(() => this.reconcileNow())
+  }
+
+  /** A guest of a previous agent is still running: take it over if it runs what the spec says. */
+  adopt(pid: number, startedAt: number, accel: VmAccel): Promise<void> {
+    return this.enqueue(async () => {
+      const obj = this.c.store.get(this.ref)
+      const st = obj?.status
+      if (obj === undefined || obj.spec === undefined || obj.spec.node !== this.c.nodeName || st?.specHash !== vmSpecHash(obj.spec)) return
+      this.uid = obj.metadata.uid
+      this.hash = st.specHash as string
+      this.revision = this.runningRevision = typeof st.runningRevision === 'number' ? st.runningRevision : obj.metadata.revision
+      this.pid = pid
+      this.startedAt = startedAt
+      this.accel = { accel, reason: typeof st.accelReason === 'string' ? st.accelReason : '' }
+      this.restarts = typeof st.restarts === 'number' ? st.restarts : 0
+      this.snapshot = st.workflow as WorkflowSnapshot | undefined
+      this.phase = 'Running'
+      if (this.c.network !== undefined && obj.spec.network !== 'none' && this.uid !== undefined)
+        this.net = await this.c.network.attachPod(this.uid, typeof st.ipv6 === 'string' ? st.ipv6 : undefined)
+      this.c.log.info({ ...this.fields(), pid }, 'vm re-adopted')
+      this.writeStatus('re-adopted after an agent restart')
+    })
+  }
+
+  private status(): Record<string, unknown> {
+    const a = this.accel
+    return {
+      phase: this.phase,
+      node: this.c.nodeName,
+      accel: a?.accel,
+      accelReason: a?.reason,
+      pid: this.phase === 'Running' || this.phase === 'Starting' || this.phase === 'Stopping' ? this.pid : undefined,
+      ipv6: this.net?.mode === 'ipv6' ? this.net.ipv6 : undefined,
+      network: this.net?.mode === 'loopback' ? `none: ${this.net.reason}` : undefined,
+      runningRevision: this.runningRevision,
+      targetRevision: this.revision,
+      specHash: this.hash,
+      reason: this.reason,
+      restarts: this.restarts,
+      startedAt: this.startedAt === undefined ? undefined : new Date(this.startedAt).toISOString(),
+      lastStop: this.lastStop,
+      workflow: this.snapshot,
+    }
+  }
+
+  private writeStatus(reason: string, defer = false): void {
+    this.writer.set(this.status(), reason, { defer })
+  }
+
+  private async reconcileNow(): Promise<void> {
+    if (this.done) return
+    const obj = this.c.store.get(this.ref)
+    if (obj === undefined || obj.spec?.node !== this.c.nodeName || (this.uid !== undefined && obj.metadata.uid !== this.uid)) {
+      await this.teardown(obj === undefined ? 'deleted' : 'moved to another node')
+      // A new object of the same name (deleted and applied again) starts afresh.
+      if (obj !== undefined && obj.spec?.node === this.c.nodeName) return this.reconcileNow()
+      this.done = true
+      return
+    }
+    const spec = obj.spec
+    this.uid = obj.metadata.uid
+    const hash = vmSpecHash(spec)
+    if (spec.runStrategy === 'Halted') {
+      if (this.phase !== 'Stopped' || this.hash !== hash) {
+        this.gen++
+        await this.stopGuest('runStrategy Halted')
+        this.clearRetry()
+        this.hash = hash
+        this.phase = 'Stopped'
+        this.runningRevision = undefined
+        this.reason = 'runStrategy is Halted'
+        this.writeStatus('halted')
+      }
+      return
+    }
+    // Unchanged: running, starting, or waiting out the back-off before booting again (a status write
+    // of ours lands here too, and must not cut the back-off short).
+    if (this.hash === hash && (this.retryTimer !== undefined || (this.phase !== 'Stopped' && this.phase !== 'Pending'))) return
+    const why = this.hash === undefined || this.phase === 'Stopped' ? undefined : 'spec changed'
+    if (why !== undefined) {
+      this.gen++
+      await this.stopGuest(why)
+    }
+    this.clearRetry()
+    this.hash = hash
+    this.restarts = 0
+    this.retryMs = this.t.restartMs
+    await this.startRun(obj, why)
+  }
+
+  private clearRetry(): void {
+    if (this.retryTimer !== undefined) this.c.clock.clearTimeout(this.retryTimer)
+    this.retryTimer = undefined
+  }
+
+  private async startRun(obj: Stored<VirtualMachine>, why?: string): Promise<void> {
+    const gen = ++this.gen
+    this.revision = obj.metadata.revision
+    this.phase = 'Starting'
+    this.reason = undefined
+    const run = new WorkflowRun(this.buildGraph(obj.spec!, gen), { clock: this.c.clock, id: `vm/${this.ref.name}@${this.revision}`, log: this.c.log })
+    this.run = run
+    run.onChange(() => {
+      if (gen !== this.gen) return
+      this.snapshot = run.snapshot()
+      this.writeStatus('lifecycle progress', true)
+    })
+    this.snapshot = run.snapshot()
+    this.writeStatus(`start revision ${this.revision}${why ? `: ${why}` : ''}`, true)
+    void run.reach('running').then((res) => this.enqueue(() => this.runFinished(gen, run, res)))
+  }
+
+  private async runFinished(gen: number, run: WorkflowRun, res: ReachResult): Promise<void> {
+    if (gen !== this.gen) return
+    this.snapshot = run.snapshot()
+    if (res.reached) {
+      this.phase = 'Running'
+      this.runningRevision = this.revision
+      this.retryMs = this.t.restartMs
+      this.c.log.info({ ...this.fields(), accel: this.accel?.accel, pid: this.pid }, 'vm running')
+      this.writeStatus(`running revision ${this.revision}`)
+      return
+    }
+    this.c.log.warn({ ...this.fields(), reason: res.reason }, 'vm lifecycle failed')
+    await this.stopGuest('lifecycle failed', 0)
+    if (gen !== this.gen) return
+    this.phase = 'Failed'
+    this.reason = res.reason
+    this.writeStatus(`failed: ${res.reason ?? 'unknown'}`)
+    this.scheduleRestart(gen)
+  }
+
+  private scheduleRestart(gen: number): void {
+    const delay = this.retryMs
+    this.retryMs = Math.min(this.retryMs * 2, this.t.maxRestartMs)
+    this.clearRetry()
+    this.retryTimer = this.c.clock.setTimeout(() => {
+      this.retryTimer = undefined
+      void this.enqueue(async () => {
+        const cur = this.c.store.get(this.ref)
+        if (gen !== this.gen || cur?.spec === undefined || cur.spec.node !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
+        this.restarts++
+        await this.startRun(cur, 'boot again')
+      })
+    }, delay)
+  }
+
+  /** qemu ended on its own (the guest powered off, crashed, or qemu failed). */
+  exited(pid: number, exit: { code: number | null; signal: string | null }): void {
+    void this.enqueue(() => {
+      // Stopped by this worker (pid cleared), or an older guest: not a power-off to boot again from.
+      if (this.stopping || this.done || this.pid !== pid) return
+      const gen = this.gen
+      const detail = exit.signal ? `qemu killed by ${exit.signal}` : `qemu exited with status ${exit.code}`
+      this.lastStop = { at: new Date(this.c.clock.now()).toISOString(), how: 'exited', detail: `${detail} (the guest powered off or qemu failed)` }
+      this.pid = undefined
+      if (this.phase === 'Starting') return // the running unit fails with the console's last lines
+      this.phase = 'Stopped'
+      this.runningRevision = undefined
+      this.reason = `${detail}; booting again (runStrategy Always)`
+      this.writeStatus(`guest stopped: ${detail}`)
+      this.scheduleRestart(gen)
+    })
+  }
+
+  private buildGraph(spec: VirtualMachineSpec, gen: number): WorkflowGraph {
+    const g = addPodTargets(new WorkflowGraph())
+    const wantsNet = spec.network !== 'none'
+    g.addUnit({
+      name: 'resolve-kernel',
+      description: "the kernel (and initrd) found in the node's image stores or under /boot",
+      wantedBy: ['storage'],
+      timeoutMs: 5_000,
+      run: async () => {
+        this.kernel = resolveBootFile(spec.kernel, this.c.imageStores, 'kernel')
+        this.initrd = spec.initrd === undefined ? undefined : resolveBootFile(spec.initrd, this.c.imageStores, 'initrd')
+      },
+    })
+    g.addUnit({
+      name: 'sandbox-network',
+      description: "the VM's network namespace and its IPv6 address in the node's /64, as a pod's (none with network: none or no node network)",
+      wantedBy: ['network'],
+      timeoutMs: 30_000,
+      run: async () => {
+        if (!wantsNet || this.c.network === undefined || this.uid === undefined) {
+          this.net = wantsNet ? { mode: 'loopback', reason: 'this node has no pod network' } : undefined
+          return
+        }
+        const prev = this.c.store.get(this.ref)?.status?.ipv6
+        const hint = this.net?.mode === 'ipv6' ? this.net.ipv6 : typeof prev === 'string' ? prev : undefined
+        const net = await this.c.network.attachPod(this.uid, hint)
+        if (gen === this.gen) this.net = net
+      },
+    })
+    g.addUnit({
+      name: 'create-tap',
+      description: `${VM_TAP} for the guest's NIC, bridged with the namespace's pod interface`,
+      requires: ['sandbox-network'],
+      wantedBy: ['network'],
+      timeoutMs: 15_000,
+      run: async () => {
+        if (this.net?.mode !== 'ipv6') return
+        const changed = await ensureVmTap(this.c.run, 'nsenter', this.net.netnsPath)
+        if (changed.length > 0) this.c.log.debug({ ...this.fields(), changed }, 'vm tap configured')
+      },
+    })
+    g.addUnit({
+      name: 'start-qemu',
+      description: 'qemu started (KVM where it works, else TCG emulation) and answering on its QMP socket',
+      requires: ['storage', 'network'],
+      wantedBy: ['running'],
+      timeoutMs: this.t.startTimeoutMs,
+      run: async ({ signal }) => this.startQemu(spec, gen, signal),
+    })
+    if (spec.readyMarker !== undefined)
+      g.addUnit({
+        name: 'wait-console-marker',
+        description: `the guest printed ${JSON.stringify(spec.readyMarker)} on its serial console`,
+        requires: ['start-qemu'],
+        wantedBy: ['running'],
+        timeoutMs: this.t.markerTimeoutMs,
+        run: async ({ signal }) => this.waitMarker(spec.readyMarker!, signal),
+      })
+    return g
+  }
+
+  private logDir(): string {
+    return join(this.c.vmDir(this.uid!), 'console')
+  }
+
+  private async startQemu(spec: VirtualMachineSpec, gen: number, signal: AbortSignal): Promise<void> {
+    const rt = this.c.runtime
+    const unavailable = await rt.unavailable()
+    if (unavailable !== undefined) throw new OrcError('unavailable', unavailable)
+    this.accel = await rt.accel(this.kernel!)
+    if (gen !== this.gen || signal.aborted) return
+    const net = this.net?.mode === 'ipv6' ? this.net : undefined
+    const h = await rt.start({
+      id: this.uid!,
+      revision: this.revision!,
+      logDir: this.logDir(),
+      kernel: this.kernel!,
+      ...(this.initrd !== undefined ? { initrd: this.initrd } : {}),
+      cmdline: guestCmdline(spec, net),
+      cpus: spec.cpus ?? 1,
+      memoryMiB: Math.floor(vmMemoryBytes(spec) / 2 ** 20),
+      accel: this.accel.accel,
+      ...(net ? { net: { netnsPath: net.netnsPath, tap: VM_TAP, mac: guestMac(this.uid!) } } : {}),
+    })
+    this.pid = h.pid
+    this.startedAt = h.startedAt
+    let ended = false
+    void h.exited.then((e) => {
+      ended = true
+      this.exited(h.pid, e)
+    })
+    // Up once qemu listens on its QMP socket; an early exit fails the unit with what qemu said.
+    for (;;) {
+      if (ended) throw new OrcError('unavailable', `qemu exited at start: ${this.consoleTail(3) || 'no output'}`)
+      if (existsSync(rt.qmpSocketOf(this.uid!))) return
+      if (signal.aborted) return
+      await sleep(this.c.clock, 100)
+    }
+  }
+
+  private consoleTail(n: number): string {
+    try {
+      const text = readFileSync(logFilePath(this.logDir(), this.revision!), 'utf8')
+      return text.trimEnd().split('\n').slice(-n).join(' | ').slice(0, 300)
+    } catch {
+      return ''
+    }
+  }
+
+  private async waitMarker(marker: string, signal: AbortSignal): Promise<void> {
+    const file = logFilePath(this.logDir(), this.revision!)
+    while (!signal.aborted) {
+      try {
+        if (readFileSync(file, 'utf8').includes(marker)) return
+      } catch {}
+      if (this.c.runtime.running(this.uid!) === undefined)
+        throw new OrcError('unavailable', `the guest stopped before printing the marker: ${this.consoleTail(3)}`)
+      await sleep(this.c.clock, 250)
+    }
+  }
+
+  /** Stop the guest if it runs: ACPI power-down, SIGKILL after the grace (graceMs, default the spec's). */
+  private async stopGuest(why: string, graceMs?: number): Promise<void> {
+    this.run?.cancel(why)
+    const id = this.uid
+    if (id === undefined || this.c.runtime.running(id) === undefined) return
+    const spec = this.c.store.get(this.ref)?.spec
+    const grace = graceMs ?? (spec?.terminationGracePeriodSeconds ?? VM_DEFAULT_GRACE_SECONDS) * 1000
+    this.phase = 'Stopping'
+    this.writeStatus(`stopping: ${why}`)
+    this.stopping = true
+    try {
+      const r = await this.c.runtime.stop(id, grace)
+      this.lastStop = { at: new Date(this.c.clock.now()).toISOString(), how: r.how, detail: `${why}: ${r.detail}` }
+      this.c.log.info({ ...this.fields(), how: r.how, why }, 'vm stopped')
+    } finally {
+      this.stopping = false
+    }
+    this.pid = undefined
+    this.c.runtime.remove(id)
+  }
+
+  /** The VM left this node (deleted or moved): stop it, drop its network and files. */
+  async teardown(why: string): Promise<void> {
+    this.gen++
+    this.clearRetry()
+    await this.stopGuest(why)
+    if (this.uid !== undefined) {
+      this.c.runtime.remove(this.uid)
+      if (this.net?.mode === 'ipv6')
+        await this.c.network?.detachPod(this.uid).catch((err) => this.c.log.warn({ ...this.fields(), err: String(err) }, 'remove vm network'))
+      rmSync(this.c.vmDir(this.uid), { recursive: true, force: true })
+    }
+    this.writer.cancelDeferred()
+    this.net = undefined
+    this.uid = undefined
+    this.hash = undefined
+    this.phase = 'Pending'
+    this.c.log.info({ ...this.fields(), why }, 'vm removed from node')
+  }
+
+  /** Agent shutdown: leave the guest running for the next agent. */
+  async release(): Promise<void> {
+    this.done = true
+    this.clearRetry()
+    this.gen++
+    await this.writer.settled()
+  }
+}
+
+export class VmController {
+  private readonly t: VmTunables
+  private readonly workers = new Map<string, VmWorker>()
+  private unsubscribe: (() => void) | undefined
+  private stopped = false
+
+  constructor(private readonly c: VmControllerComponents) {
+    this.t = { ...VM_TUNABLES, ...c.tunables }
+  }
+
+  private workerFor(ref: Ref): VmWorker {
+    const k = `${ref.namespace}/${ref.name}`
+    let w = this.workers.get(k)
+    if (w === undefined || w.done) {
+      w = new VmWorker(this.c, this.t, ref)
+      this.workers.set(k, w)
+    }
+    return w
+  }
+
+  /** Re-adopt guests a previous agent left running, then reconcile every VM of this node. */
+  async start(): Promise<void> {
+    const found = this.c.runtime.recover()
+    const byUid = new Map(this.c.store.list('VirtualMachine').map((v) => [v.metadata.uid, v]))
+    for (const h of found.running) {
+      const vm = byUid.get(h.id)
+      if (vm === undefined) {
+        // Its VM is gone: stop the orphan.
+        await this.c.runtime.stop(h.id, 0)
+        this.c.runtime.remove(h.id)
+        continue
+      }
+      const w = this.workerFor({ kind: 'VirtualMachine', namespace: vm.metadata.namespace ?? 'default', name: vm.metadata.name })
+      await w.adopt(h.pid, h.startedAt, h.accel)
+      void h.exited.then((e) => w.exited(h.pid, e))
+    }
+    for (const e of found.ended) this.c.runtime.remove(e.id)
+    this.unsubscribe = this.c.store.onChange((keys) => {
+      for (const key of keys) {
+        if (!key.startsWith('VirtualMachine/')) continue
+        const [, namespace, ...rest] = key.split('/')
+        void this.reconcileRef({ kind: 'VirtualMachine', namespace: namespace ?? 'default', name: rest.join('/') })
+      }
+    })
+    await Promise.all(
+      this.c.store
+        .list('VirtualMachine')
+        .filter((v) => v.spec?.node === this.c.nodeName)
+        .map((v) => this.reconcileRef({ kind: 'VirtualMachine', namespace: v.metadata.namespace ?? 'default', name: v.metadata.name })),
+    )
+  }
+
+  private async reconcileRef(ref: Ref): Promise<void> {
+    if (this.stopped) return
+    const k = `${ref.namespace}/${ref.name}`
+    const obj = this.c.store.get(ref)
+    // Only VMs of this node, and workers that must let go of theirs.
+    if (obj?.spec?.node !== this.c.nodeName && !this.workers.has(k)) return
+    const w = this.workerFor(ref)
+    await w.reconcile()
+    if (w.done && this.workers.get(k) === w) this.workers.delete(k)
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    this.unsubscribe?.()
+    await Promise.all([...this.workers.values()].map((w) => w.release()))
+    this.c.runtime.close()
+  }
+}

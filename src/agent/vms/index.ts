@@ -1,0 +1,12 @@
+export { type VmApiComponents, vmRoutes } from './api.ts'
+export {
+  guestCmdline,
+  resolveBootFile,
+  VM_CONTROLLER,
+  VM_TUNABLES,
+  VmController,
+  type VmControllerComponents,
+  type VmTunables,
+  vmSpecHash,
+} from './controller.ts'
+export { ensureVmTap, guestMac, VM_BRIDGE, VM_TAP } from './tap.ts'

@@ -1,0 +1,129 @@
+import { defineKind, type ObjectOfKind } from '../kind.ts'
+import { parseQuantity } from '../quantity.ts'
+import type { Issue } from '../schema.ts'
+import { s } from '../schema.ts'
+import { age, createdAt, text } from './common.ts'
+
+/**
+ * VirtualMachine: a guest with its own kernel, run by qemu on one node (docs/runtimes.md, "Virtual
+ * machines"). It goes through the same lifecycle engine as a pod (units in `orc why vm/NAME`), gets
+ * a pod network namespace with its own IPv6 address from the node's /64 (bridged to the guest's
+ * NIC), and its serial console is its log (`orc logs vm/NAME`). Written by the node that runs it
+ * (controller:vm): the whole status.
+ */
+
+/** A kernel or initrd: a file of the node's image stores by name, or a host path under /boot or an image store. */
+const bootFileFields = {
+  /** A file name in the node's image stores (`<data-dir>/images`, ORC_IMAGE_STORES). */
+  image: s.string({ minLength: 1, maxLength: 128, pattern: /^[A-Za-z0-9][A-Za-z0-9._-]*$/ }),
+  /** An absolute host path, only under /boot or an image store (anything else would be readable by the guest). */
+  path: s.string({ minLength: 2, maxLength: 1024, pattern: /^\// }),
+}
+
+export const VM_MIN_MEMORY_BYTES = 64 * 2 ** 20
+export const VM_MAX_MEMORY_BYTES = 256 * 2 ** 30
+export const VM_DEFAULT_MEMORY = '256Mi'
+export const VM_DEFAULT_GRACE_SECONDS = 30
+
+export type VirtualMachinePhase = 'Pending' | 'Starting' | 'Running' | 'Stopping' | 'Stopped' | 'Failed'
+
+/** Written by controller:vm (src/agent/vms). */
+export type VirtualMachineStatus = {
+  phase?: VirtualMachinePhase
+  node?: string
+  /** kvm, or tcg (emulation: no usable /dev/kvm) — and why. */
+  accel?: string
+  accelReason?: string
+  pid?: number
+  ipv6?: string
+  runningRevision?: number
+  targetRevision?: number
+  reason?: string
+  restarts?: number
+  startedAt?: string
+  /** How the last guest ended: `powerdown` (ACPI, the guest powered off), `killed` (after the grace), `exited`. */
+  lastStop?: { at: string; how: string; detail?: string }
+  workflow?: unknown
+  [field: string]: unknown
+}
+
+const vmSpec = s.object({
+  /** The node that runs it (VMs are pinned in this version: the scheduler places pods only). */
+  node: s.required(s.string({ minLength: 1, maxLength: 63 })),
+  /** Virtual CPUs (default 1). */
+  cpus: s.int({ min: 1, max: 64 }),
+  /** Guest memory (default 256Mi), 64Mi … 256Gi. */
+  memory: s.quantity(),
+  kernel: s.required(
+    s.object({
+      ...bootFileFields,
+      /** The kernel command line; orc appends `console=ttyS0` and the guest's address (`orc.ipv6=…`). */
+      cmdline: s.string({ maxLength: 2048 }),
+    }),
+  ),
+  initrd: s.object(bootFileFields),
+  /** pod (default): a tap in the VM's own network namespace, bridged to its pod address; none: no NIC. */
+  network: s.enum('pod', 'none'),
+  /** Always (default): keep it running, boot it again when it powers off; Halted: stopped, keeping its node. */
+  runStrategy: s.enum('Always', 'Halted'),
+  /** A console line that says the guest is up: the `wait-console-marker` unit waits for it. */
+  readyMarker: s.string({ minLength: 1, maxLength: 256 }),
+  /** ACPI power-down, then this long before qemu is killed (default 30). */
+  terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
+})
+
+function bootFileIssues(f: { image?: unknown; path?: unknown } | undefined, path: string): Issue[] {
+  if (f === undefined) return []
+  const n = (f.image !== undefined ? 1 : 0) + (f.path !== undefined ? 1 : 0)
+  if (n !== 1) return [{ path, rule: 'must give exactly one of image (a file of the node image store) or path (under /boot or an image store)' }]
+  if (typeof f.path === 'string' && f.path.split('/').includes('..')) return [{ path: `${path}.path`, rule: 'must not contain ..' }]
+  return []
+}
+
+/** The guest memory in bytes (spec.memory or the default). */
+export function vmMemoryBytes(spec: { memory?: string | number } | undefined): number {
+  return parseQuantity(spec?.memory ?? VM_DEFAULT_MEMORY)
+}
+
+export const virtualMachineKind = defineKind({
+  kind: 'VirtualMachine',
+  plural: 'virtualmachines',
+  aliases: ['virtualmachine', 'vm', 'vms'],
+  namespaced: true,
+  spec: vmSpec,
+  status: s.open<VirtualMachineStatus>(),
+  owned: [{ path: 'status', owner: 'controller:vm' }],
+  columns: [
+    { header: 'NAME', value: (o) => o.metadata.name },
+    { header: 'PHASE', value: (o) => text(o.status?.phase, 'Pending') },
+    { header: 'NODE', value: (o) => text(o.spec?.node) },
+    { header: 'IP', value: (o) => text(o.status?.ipv6) },
+    { header: 'CPUS', value: (o) => String(o.spec?.cpus ?? 1), wide: true },
+    { header: 'MEMORY', value: (o) => String(o.spec?.memory ?? VM_DEFAULT_MEMORY), wide: true },
+    { header: 'ACCEL', value: (o) => text(o.status?.accel), wide: true },
+    { header: 'REV', value: (o) => text(o.status?.runningRevision === undefined ? undefined : String(o.status.runningRevision)), wide: true },
+    { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
+  ],
+  check(obj) {
+    const issues: Issue[] = []
+    const spec = obj.spec
+    if (spec === undefined) return [{ path: 'spec', rule: 'is required (node and kernel)' }]
+    issues.push(...bootFileIssues(spec.kernel, 'spec.kernel'), ...bootFileIssues(spec.initrd, 'spec.initrd'))
+    if (spec.memory !== undefined) {
+      let bytes: number | undefined
+      try {
+        bytes = parseQuantity(spec.memory)
+      } catch (err) {
+        issues.push({ path: 'spec.memory', rule: (err as Error).message })
+      }
+      if (bytes !== undefined && (bytes < VM_MIN_MEMORY_BYTES || bytes > VM_MAX_MEMORY_BYTES))
+        issues.push({ path: 'spec.memory', rule: 'must be between 64Mi and 256Gi' })
+    }
+    if (typeof spec.kernel?.cmdline === 'string' && /[\n\0]/.test(spec.kernel.cmdline)) issues.push({ path: 'spec.kernel.cmdline', rule: 'must be one line' })
+    return issues
+  },
+})
+
+// Interfaces (not aliases) so that type errors name them.
+export interface VirtualMachine extends ObjectOfKind<typeof virtualMachineKind> {}
+export type VirtualMachineSpec = NonNullable<VirtualMachine['spec']>

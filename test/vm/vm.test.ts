@@ -1,0 +1,223 @@
+/**
+ * VirtualMachines with a real agent (`orc up`), real qemu and a real guest (Debian's kernel and a
+ * busybox initramfs built by the test; TCG where /dev/kvm is missing or hangs), driven through the
+ * CLI: validation errors, apply → Running with the console marker in `orc logs vm/NAME`, the boot's
+ * units in `orc why`, a guest that outlives an agent restart, `runStrategy: Halted` stopping it by
+ * ACPI power-down over QMP, a kernel path the node refuses, delete. This agent has no pod network
+ * (test agents run with it off): the reachability over IPv6 is the testbed's (test/testbed/vm.test.ts).
+ */
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
+import { buildGuest, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
+import { startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
+
+const why = vmGuestMissing()
+
+function vmManifest(name: string, spec: Record<string, unknown>): string {
+  return JSON.stringify({ apiVersion: 'orc/v1', kind: 'VirtualMachine', metadata: { name }, spec })
+}
+
+describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : false, timeout: 900_000 }, () => {
+  let a: TestAgent
+  let kernel: string
+  let failed = true
+  const vm = async (name: string): Promise<Record<string, any> | undefined> => {
+    const r = await a.orc(['get', `vm/${name}`, '-o', 'json'])
+    return r.exitCode === 0 ? JSON.parse(r.stdout) : undefined
+  }
+
+  before(async () => {
+    a = await startTestAgent('n1')
+    // The initramfs is an image of the node's store: named, not a host path.
+    const g = buildGuest(join(a.dataDir, 'images'))
+    kernel = g.kernel
+  })
+  after(async () => {
+    if (failed && a) console.error(`--- agent output ---\n${a.output().slice(-4000)}`)
+    await a?.orc(['delete', 'vm/guest']).catch(() => undefined)
+    await a?.stop()
+    a?.remove()
+  })
+
+  it('refuses a bad spec with errors that name the field, and stores nothing', async () => {
+    const bad = [
+      [vmManifest('bad', { node: 'n1', kernel: { path: kernel, image: 'k' } }), /spec\.kernel: must give exactly one of image .* or path/],
+      [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, memory: '1Mi' }), /spec\.memory: must be between 64Mi and 256Gi/],
+      [vmManifest('bad', { kernel: { path: kernel } }), /spec\.node/],
+      [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, runStrategy: 'Sometimes' }), /spec\.runStrategy/],
+      [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, cpus: 0 }), /spec\.cpus/],
+    ] as const
+    for (const [m, re] of bad) {
+      const r = await a.orc(['apply', '-f', '-'], m)
+      assert.notEqual(r.exitCode, 0, m)
+      assert.match(r.stderr, re)
+    }
+    assert.equal(await vm('bad'), undefined)
+  })
+
+  it('boots: Running, the console marker in orc logs, the boot units in orc why, the accelerator in status', { timeout: 600_000 }, async () => {
+    const r = await a.orc(
+      ['apply', '-f', '-'],
+      vmManifest('guest', {
+        node: 'n1',
+        cpus: 1,
+        memory: '256Mi',
+        kernel: { path: kernel, cmdline: 'panic=-1' },
+        initrd: { image: 'initramfs.gz' },
+        readyMarker: GUEST_READY,
+        terminationGracePeriodSeconds: 120,
+      }),
+    )
+    assert.equal(r.exitCode, 0, r.stderr)
+    const st = await waitFor(
+      'vm/guest Running',
+      async () => {
+        const o = await vm('guest')
+        if (o?.status?.phase === 'Failed') throw new Error(`vm failed: ${o.status.reason}`)
+        return o?.status?.phase === 'Running' ? o.status : undefined
+      },
+      300_000,
+    )
+    assert.match(st.accel, /^(kvm|tcg)$/)
+    assert.ok(typeof st.accelReason === 'string' && st.accelReason.length > 0)
+    assert.ok(isSameProcessAlive(st.pid, readProcStat(st.pid)!.startTicks), 'qemu runs under its wrapper')
+    // No pod network on this agent: the guest has no NIC, and the status says why.
+    assert.match(st.network, /^none: /)
+
+    const logs = await a.orc(['logs', 'vm/guest'])
+    assert.equal(logs.exitCode, 0, logs.stderr)
+    assert.match(logs.stdout, /Linux version/)
+    assert.ok(logs.stdout.includes(GUEST_READY))
+    const tail = await a.orc(['logs', 'vm', 'guest', '--tail', '1', '-o', 'json'])
+    assert.equal(JSON.parse(tail.stdout).lines.length, 1)
+
+    const w = await a.orc(['why', 'vm/guest'])
+    assert.equal(w.exitCode, 0, w.stderr)
+    assert.match(w.stdout, /^vm\/guest: Running on node n1, running revision \d+/)
+    assert.match(w.stdout, /accel: (kvm|tcg) \(/)
+    for (const unit of ['resolve-kernel', 'sandbox-network', 'create-tap', 'start-qemu', 'wait-console-marker'])
+      assert.match(w.stdout, new RegExp(`${unit}\\s+done in`), `${unit} in orc why`)
+    const chain = await a.orc(['why', 'vm/guest', '--critical-chain'])
+    assert.match(chain.stdout, /running @[\d.]+s\n└─wait-console-marker @[\d.]+s \+[\d.]+s\n {2}└─start-qemu/)
+
+    const get = await a.orc(['get', 'vms', '-o', 'wide'])
+    assert.match(get.stdout, /guest\s+Running\s+n1\s+<none>\s+1\s+256Mi\s+(kvm|tcg)/)
+    const desc = await a.orc(['describe', 'vm/guest'])
+    assert.equal(desc.exitCode, 0, desc.stderr)
+    assert.match(desc.stdout, /VirtualMachine/)
+  })
+
+  it('the guest outlives an agent restart and is re-adopted (same qemu pid)', async () => {
+    const before = (await vm('guest'))!.status
+    await a.stop()
+    assert.ok(isSameProcessAlive(before.pid, readProcStat(before.pid)!.startTicks), 'qemu kept running without an agent')
+    await a.start()
+    const st = await waitFor('vm/guest re-adopted', async () => {
+      const o = await vm('guest')
+      return o?.status?.phase === 'Running' && o.status.pid === before.pid ? o.status : undefined
+    })
+    assert.equal(st.runningRevision, before.runningRevision)
+    assert.equal(st.restarts, 0)
+    assert.ok((await a.orc(['logs', 'vm/guest'])).stdout.includes(GUEST_READY))
+  })
+
+  it('a changed spec (cpus 1 → 2) powers the guest down and boots the new revision on the same node', { timeout: 600_000 }, async () => {
+    const cur = (await vm('guest'))!
+    const old = cur.status.runningRevision as number
+    const r = await a.orc(['apply', '-f', '-'], vmManifest('guest', { ...cur.spec, cpus: 2 }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    const st = await waitFor(
+      'vm/guest running its new revision',
+      async () => {
+        const o = await vm('guest')
+        return o?.status?.phase === 'Running' && o.status.runningRevision > old ? o.status : undefined
+      },
+      300_000,
+    )
+    assert.equal(st.lastStop.how, 'powerdown', JSON.stringify(st.lastStop))
+    assert.match(st.lastStop.detail, /^spec changed: the guest powered off after system_powerdown/)
+    assert.notEqual(st.pid, cur.status.pid)
+    // The new guest has two CPUs; the old revision's console is kept beside it.
+    assert.match((await a.orc(['logs', 'vm/guest'])).stdout, /Brought up 1 node, 2 CPUs/)
+    assert.match((await a.orc(['logs', 'vm/guest', '--revision', String(old)])).stdout, /power button pressed/)
+    assert.match((await a.orc(['history', 'vm/guest'])).stdout, /stopping: spec changed/)
+  })
+
+  it('runStrategy Halted powers the guest down over QMP (ACPI), recorded in status and history', async () => {
+    const cur = (await vm('guest'))!
+    const pid = cur.status.pid as number
+    const ticks = readProcStat(pid)!.startTicks
+    const r = await a.orc(['apply', '-f', '-'], vmManifest('guest', { ...cur.spec, runStrategy: 'Halted' }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    const st = await waitFor('vm/guest Stopped', async () => {
+      const o = await vm('guest')
+      return o?.status?.phase === 'Stopped' ? o.status : undefined
+    })
+    assert.equal(st.lastStop.how, 'powerdown', JSON.stringify(st.lastStop))
+    assert.match(st.lastStop.detail, /POWERDOWN/)
+    assert.equal(isSameProcessAlive(pid, ticks), false, 'qemu is gone')
+    assert.equal(st.runningRevision, undefined, 'a stopped VM runs no revision')
+    const logs = await a.orc(['logs', 'vm/guest', '--revision', String(st.targetRevision)])
+    assert.match(logs.stdout, /power button pressed, powering off/)
+    const h = await a.orc(['history', 'vm/guest'])
+    assert.match(h.stdout, /controller:vm/)
+    assert.match(h.stdout, /halted/)
+  })
+
+  it('a guest that powers off by itself is booted again after the back-off (runStrategy Always)', { timeout: 600_000 }, async () => {
+    const r = await a.orc(
+      ['apply', '-f', '-'],
+      vmManifest('flaky', {
+        node: 'n1',
+        kernel: { path: kernel, cmdline: 'panic=-1 orc.test.poweroff' },
+        initrd: { image: 'initramfs.gz' },
+        readyMarker: GUEST_READY,
+      }),
+    )
+    assert.equal(r.exitCode, 0, r.stderr)
+    const first = await waitFor(
+      'vm/flaky stopped by its guest',
+      async () => {
+        const o = await vm('flaky')
+        return o?.status?.lastStop?.how === 'exited' ? o.status : undefined
+      },
+      300_000,
+    )
+    assert.match(first.lastStop.detail, /qemu exited with status 0 \(the guest powered off or qemu failed\)/)
+    const again = await waitFor(
+      'vm/flaky booted again',
+      async () => {
+        const o = await vm('flaky')
+        return (o?.status?.restarts ?? 0) >= 1 && o?.status.pid !== undefined && o?.status.pid !== first.pid ? o?.status : undefined
+      },
+      300_000,
+    )
+    assert.equal(again.restarts >= 1, true)
+    assert.match((await a.orc(['history', 'vm/flaky'])).stdout, /start revision \d+: boot again/)
+    assert.equal((await a.orc(['delete', 'vm/flaky'])).exitCode, 0)
+  })
+
+  it('a kernel path outside /boot and the image stores is refused on the node, with the reason in orc why', async () => {
+    const r = await a.orc(['apply', '-f', '-'], vmManifest('sneaky', { node: 'n1', kernel: { path: '/etc/hostname' } }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    const st = await waitFor('vm/sneaky Failed', async () => {
+      const o = await vm('sneaky')
+      return o?.status?.phase === 'Failed' ? o.status : undefined
+    })
+    assert.match(st.reason, /resolve-kernel.*outside \/boot and the node's image stores/)
+    const w = await a.orc(['why', 'vm/sneaky'])
+    assert.match(w.stdout, /resolve-kernel\s+failed/)
+    assert.equal((await a.orc(['delete', 'vm/sneaky'])).exitCode, 0)
+  })
+
+  it('delete removes the VM and its console logs from the node', async () => {
+    const uid = (await vm('guest'))!.metadata.uid as string
+    const r = await a.orc(['delete', 'vm/guest'])
+    assert.equal(r.exitCode, 0, r.stderr)
+    await waitFor('the vm directory removed', () => (existsSync(join(a.dataDir, 'vms', uid)) ? undefined : true), 60_000)
+    failed = false
+  })
+})
