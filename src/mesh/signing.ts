@@ -91,10 +91,16 @@ export function peerKeyVerifier(member: (id: string) => { node?: string } | unde
     verifyMany: async (checks) => {
       // The helper thread takes the second half while this thread does the first.
       const half = helper.usable() ? Math.floor(checks.length / 2) : checks.length
-      const rest = checks.slice(half).map((c) => {
-        const k = keyOf(c.id)
-        return { key: k === null ? null : (k.export({ format: 'der', type: 'spki' }) as Buffer), data: c.data, signature: c.signature }
-      })
+      const der = new Map<string, Buffer | null>()
+      const derOf = (id: string): Buffer | null => {
+        let d = der.get(id)
+        if (d === undefined) {
+          const k = keyOf(id)
+          der.set(id, (d = k === null ? null : (k.export({ format: 'der', type: 'spki' }) as Buffer)))
+        }
+        return d
+      }
+      const rest = checks.slice(half).map((c) => ({ key: derOf(c.id), data: c.data, signature: c.signature }))
       const theirs = rest.length > 0 ? helper.verify(rest) : Promise.resolve([])
       const mine = checks.slice(0, half).map((c) => verifyOne(c.id, c.data, c.signature))
       let other: boolean[]
