@@ -412,9 +412,11 @@ export class PodLifecycle {
         dataRefs.get(ref.namespace)!.add(`${ref.kind.toLowerCase()}/${ref.name}`)
       }
     }
-    for (const [k, w] of this.workers) {
-      const refs = dataRefs.get(w.ref.namespace)
-      if (refs && k.startsWith(`${run.id}\0`)) w.dataChanged(refs)
+    if (dataRefs.size > 0) {
+      for (const [k, w] of this.workers) {
+        const refs = dataRefs.get(w.ref.namespace)
+        if (refs && k.startsWith(`${run.id}\0`)) w.dataChanged(refs)
+      }
     }
     if (bind) run.binder.request()
     if (policyNs.size > 0) for (const [k, w] of this.workers) if (k.startsWith(`${run.id}\0`) && policyNs.has(w.ref.namespace)) w.policiesChanged()
