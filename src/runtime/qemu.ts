@@ -106,6 +106,10 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   // The console appends to the revision's log file (the wrapper's own output goes there too).
   args.push('-chardev', `file,id=con0,path=${logFilePath(spec.logDir, spec.revision)},append=on`, '-serial', 'chardev:con0')
   args.push('-qmp', `unix:${qmpSocket},server=on,wait=off`)
+  // Once the files, the tap and /dev/kvm are open, qemu runs as nobody under its seccomp sandbox (no
+  // obsolete syscalls, no exec, no scheduler or cgroup changes). Setting uids stays allowed: -runas
+  // itself needs it, and nobody cannot use it to get root back.
+  args.push('-sandbox', 'on,obsolete=deny,spawn=deny,resourcecontrol=deny', '-runas', 'nobody')
   if (spec.net !== undefined) {
     args.push('-netdev', `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`)
     args.push('-device', `virtio-net-pci,netdev=net0,mac=${spec.net.mac}`)

@@ -90,6 +90,19 @@ test('qemu runtime: boots a guest, console in the log, reachable over IPv6 on it
   )
   assert.match(banner, new RegExp(GUEST_BANNER))
 
+  // qemu itself runs as nobody under its seccomp sandbox once the guest is up (it was started as root).
+  const qemuPid = [...descendants(h.pid), h.pid].find((p) => {
+    try {
+      return readFileSync(`/proc/${p}/comm`, 'utf8').startsWith('qemu-system')
+    } catch {
+      return false
+    }
+  })
+  assert.ok(qemuPid !== undefined, 'the qemu process under the wrapper')
+  const status = readFileSync(`/proc/${qemuPid}/status`, 'utf8')
+  assert.match(status, /^Uid:\s+65534\s+65534\s+65534\s+65534$/m, 'qemu runs as nobody')
+  assert.match(status, /^Seccomp:\s+2$/m, 'under a seccomp filter')
+
   // An agent restart: a new runtime over the same state dir finds the guest running.
   rt.close()
   const rt2 = new QemuRuntime({ stateDir: join(dir, 'state') })

@@ -125,4 +125,6 @@ test("qemu's argv: the accelerator, size, console to the revision's log, QMP, an
   assert.equal(after('-netdev'), 'tap,id=net0,ifname=tap0,script=no,downscript=no')
   assert.equal(after('-device'), 'virtio-net-pci,netdev=net0,mac=52:54:00:01:02:03')
   assert.ok(args.includes('-no-reboot'), 'a guest reboot ends qemu (the controller boots it again)')
+  assert.equal(after('-runas'), 'nobody')
+  assert.match(after('-sandbox') ?? '', /^on,.*spawn=deny/)
 })
