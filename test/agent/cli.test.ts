@@ -84,6 +84,16 @@ describe('orc CLI against a real agent', () => {
     assert.match(status.stdout, new RegExp(`Cluster: +default \\(id ${cluster.items[0].spec.id}\\)`))
   })
 
+  it('image import-busybox without --data-dir lands in the data dir of the agent it talks to', { skip: noSandbox }, async () => {
+    // The agent runs on a data dir of the test's, not the default one: the CLI asks it over its socket.
+    const r = await run(['image', 'import-busybox', '--name', 'viasocket'])
+    assert.equal(r.exitCode, 0, r.stderr)
+    assert.match(r.stdout, new RegExp(`in ${join(dataDir, 'images', 'viasocket').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: use image: viasocket`))
+    assert.ok(statSync(join(dataDir, 'images', 'viasocket', 'bin')).isDirectory())
+    const list = await run(['image', 'list'])
+    assert.match(list.stdout, /viasocket/, 'image list reads the same data dir')
+  })
+
   it('applies, reports created/unchanged/configured, and shows objects as table, wide, yaml, json', async () => {
     const first = await run(['apply', '-f', podFile])
     assert.equal(first.exitCode, 0, first.stderr)

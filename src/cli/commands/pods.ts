@@ -238,7 +238,18 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .command('image')
     .description("Images for pods: registry images in the node's blob store (pull, inspect, rm, prune) and local imports (rootfs directories, OCI layouts)")
   registerImageCommands(image, { ...io, sleep: (ms) => new Promise((r) => setTimeout(r, ms)), isTTY: Boolean(process.stderr.isTTY) }, client)
-  const dataDirOf = (o: { dataDir?: string }) => o.dataDir ?? defaultDataDir(io.env)
+  // Images are imported into the data dir of the agent the CLI talks to on this machine (asked over
+  // its socket), so `orc image import-busybox` next to `orc up --data-dir D` lands where that agent
+  // looks; with --node (a remote agent), or no agent answering, the default data dir.
+  const dataDirOf = async (o: { dataDir?: string }, cmd: Command): Promise<string> => {
+    if (o.dataDir !== undefined) return o.dataDir
+    const g = cmd.optsWithGlobals()
+    if (g.node === undefined && !io.env.ORC_NODE) {
+      const s = await callRoute(client(cmd), 'status').catch(() => undefined)
+      if (s?.node?.dataDir) return s.node.dataDir
+    }
+    return defaultDataDir(io.env)
+  }
   const checkName = (name: string) => {
     if (!/^[a-z0-9][a-z0-9._-]{0,127}$/.test(name)) throw new OrcError('invalid', `image name ${JSON.stringify(name)}: use lowercase letters, digits and . _ -`)
   }
@@ -248,16 +259,16 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .description('Copy a rootfs directory or an OCI image layout (directory or tar) to <data-dir>/images/NAME')
     .argument('<SRC>', 'rootfs directory, OCI layout directory, or OCI layout tar (.tar, .tar.gz)')
     .requiredOption('--name <name>', 'image name; pods name it (image: NAME); any other host path needs a hostPath grant')
-    .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
+    .option('--data-dir <dir>', "the agent data dir (default: the local agent's, else the default data dir)")
     .addHelpText(
       'after',
       examples(`
   orc image import ./rootfs --name myapp
   orc image import ./myapp-oci.tar --name myapp`),
     )
-    .action(async (src: string, opts) => {
+    .action(async (src: string, opts, cmd: Command) => {
       checkName(opts.name)
-      const dest = join(dataDirOf(opts), 'images', opts.name)
+      const dest = join(await dataDirOf(opts, cmd), 'images', opts.name)
       const progress = createProgress({ write: (t) => io.err(t), isTTY: Boolean(process.stderr.isTTY) })
       progress.update(`importing ${src} into ${dest} …`)
       let kind: string
@@ -273,10 +284,10 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
     .command('import-busybox')
     .description("Build the sample busybox image from the host's static busybox (/usr/bin/busybox)")
     .option('--name <name>', 'image name', 'busybox')
-    .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
-    .action(async (opts) => {
+    .option('--data-dir <dir>', "the agent data dir (default: the local agent's, else the default data dir)")
+    .action(async (opts, cmd: Command) => {
       checkName(opts.name)
-      const dest = join(dataDirOf(opts), 'images', opts.name)
+      const dest = join(await dataDirOf(opts, cmd), 'images', opts.name)
       const r = buildBusyboxRootfs(dest)
       io.out(`image ${opts.name} built (${r.applets} busybox applets) in ${dest}: use image: ${opts.name}\n`)
     })
@@ -284,11 +295,11 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   image
     .command('list')
     .description("List the node's images: registry images in its blob store (from the agent), and imports in <data-dir>/images")
-    .option('--data-dir <dir>', 'the agent data dir (default: the default data dir)')
+    .option('--data-dir <dir>', "the agent data dir (default: the local agent's, else the default data dir)")
     .action(async (opts, cmd: Command) => {
       const registry = await registryImageTable(client(cmd))
       if (registry !== undefined) io.out(registry)
-      const dir = join(dataDirOf(opts), 'images')
+      const dir = join(await dataDirOf(opts, cmd), 'images')
       let names: string[] = []
       try {
         names = readdirSync(dir)
