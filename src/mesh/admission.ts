@@ -202,7 +202,7 @@ export class Admission {
   async misbehaved(peerId: string, reason: string): Promise<void> {
     const now = this.c.clock.now()
     const banned = this.c.scores.penalise(peerId, this.c.tunables.garbagePenalty, now)
-    const score = this.c.scores.score(peerId)
+    const score = this.c.scores.score(peerId, now)
     this.c.log.warn({ peer: peerId, reason: reason.slice(0, 200), score, banned }, 'peer sent garbage; disconnecting')
     this.c.events.emit('peer:misbehaved', { peerId, reason, score, banned })
     await this.c.libp2p.hangUp(peerIdFromString(peerId)).catch(() => undefined)

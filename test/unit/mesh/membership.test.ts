@@ -42,6 +42,21 @@ test('garbage costs score; at the threshold the peer is banned for a while, then
   assert.equal(s.score('p'), 0)
 })
 
+test('score comes back with time: garbage now and then never bans, two within minutes do', () => {
+  // Threshold -100 over banMs 10 min: 100 points back per 10 minutes.
+  const s = new PeerScores({ banThreshold: -100, banMs: 600_000 })
+  for (let i = 0; i < 10; i++) assert.equal(s.penalise('slow', 50, i * 300_000), false, `bad message ${i + 1}, five minutes apart`)
+  assert.equal(s.score('slow', 9 * 300_000), -50)
+  assert.equal(s.score('slow', 9 * 300_000 + 300_000), 0, 'back to clean five minutes later')
+  assert.equal(s.penalise('fast', 50, 0), false)
+  assert.equal(s.penalise('fast', 50, 10_000), true, 'two within seconds: banned')
+  assert.equal(s.isBanned('fast', 10_000 + 599_999), true)
+  assert.equal(s.isBanned('fast', 10_000 + 600_000), false)
+  // A peer that keeps sending garbage is banned again after its ban.
+  assert.equal(s.penalise('fast', 50, 610_001), false)
+  assert.equal(s.penalise('fast', 50, 610_002), true)
+})
+
 test('the gater admits members, strangers only on probation while a join is open, never banned peers', async () => {
   let open = false
   const slots = new Set<string>()
