@@ -129,9 +129,12 @@ export function spawnExec(launch: ExecLaunch): ExecProcess {
     kill(signal: NodeJS.Signals = 'SIGKILL') {
       if (pid === undefined) return
       launch.beforeKill?.()
-      // nsenter and script fork: the command is a descendant, not the child itself.
-      for (const p of descendants(pid).reverse()) signalPid(p, signal)
+      // nsenter and script fork: the command is a descendant, not the child itself. The child goes
+      // first, so its own end is the signal: killed after its command, a `runc exec` saw the command
+      // die and exited 137 by itself, and a timed-out exec reported no signal.
+      const tree = descendants(pid).reverse()
       signalPid(pid, signal)
+      for (const p of tree) signalPid(p, signal)
     },
   }
 }
