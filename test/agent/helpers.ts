@@ -17,7 +17,7 @@ export interface CliResult {
 
 export function tempDir(prefix = 'orc-test-'): { path: string; remove(): void } {
   const path = mkdtempSync(join(tmpdir(), prefix))
-  return { path, remove: () => rmSync(path, { recursive: true, force: true }) }
+  return { path, remove: () => rmSync(path, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 }) }
 }
 
 /** Run `orc ARGS…` as a user would, with ORC_SOCKET pointing at `socket`. */

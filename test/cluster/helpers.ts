@@ -82,7 +82,7 @@ export class Workspace {
   }
   async close(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.kill('SIGKILL')))
-    rmSync(this.root, { recursive: true, force: true })
+    rmSync(this.root, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
   }
 }
 

@@ -125,7 +125,9 @@ export async function startTestAgent(name = 'n1', opts: { env?: Record<string, s
       proc = undefined
     },
     remove() {
-      rmSync(dataDir, { recursive: true, force: true })
+      // A container's wrapper outlives the agent and writes its exit record as its process is
+      // killed: a removal racing it meets ENOTEMPTY, which the retries wait out.
+      rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 })
     },
     output: () => out,
   }
