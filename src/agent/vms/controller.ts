@@ -25,6 +25,7 @@ import {
   vmMemoryBytes,
 } from '../../model/index.ts'
 import { logFilePath, type QemuRuntime, type VmAccel } from '../../runtime/index.ts'
+import { canonicalJson } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
@@ -107,7 +108,9 @@ export function guestCmdline(spec: Pick<VirtualMachineSpec, 'kernel'>, net: { ip
 /** Identity of what a guest boots (everything but runStrategy, which only says whether). */
 export function vmSpecHash(spec: VirtualMachineSpec): string {
   const { runStrategy: _r, ...rest } = spec
-  return JSON.stringify(rest, Object.keys(rest).sort())
+  // canonicalJson sorts keys at every depth (a top-level key list as JSON.stringify's replacer
+  // dropped every nested field: a new kernel or initrd hashed the same and never rebooted the guest).
+  return canonicalJson(rest)
 }
 
 class VmWorker {

@@ -93,6 +93,9 @@ test('the guest command line gets the serial console and its pod address; the ha
   const spec: VirtualMachineSpec = { node: 'n1', kernel: { path: '/boot/k' }, cpus: 1 }
   assert.equal(vmSpecHash({ ...spec, runStrategy: 'Halted' }), vmSpecHash(spec))
   assert.notEqual(vmSpecHash({ ...spec, cpus: 2 }), vmSpecHash(spec))
+  assert.notEqual(vmSpecHash({ ...spec, kernel: { path: '/boot/k2' } }), vmSpecHash(spec), 'a new kernel is a new boot')
+  assert.notEqual(vmSpecHash({ ...spec, kernel: { path: '/boot/k', cmdline: 'quiet' } }), vmSpecHash(spec), 'so is a new command line')
+  assert.notEqual(vmSpecHash({ ...spec, initrd: { path: '/boot/i' } }), vmSpecHash(spec), 'and an initrd')
   assert.match(guestMac('uid-1'), /^52:54:00(:[0-9a-f]{2}){3}$/)
   assert.equal(guestMac('uid-1'), guestMac('uid-1'))
   assert.notEqual(guestMac('uid-1'), guestMac('uid-2'))
