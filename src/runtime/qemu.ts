@@ -4,7 +4,7 @@
  * learns how one ended while it was away). The serial console goes to the VM's per-revision log
  * file; a QMP socket beside the record carries the graceful stop (`system_powerdown`: an ACPI power
  * button press), with SIGKILL after the grace period. KVM where a guest actually runs under it
- * (probed with a 512-byte boot sector, once per runtime), TCG emulation otherwise.
+ * (probed by booting the VM's kernel under KVM for up to 8 s, once per runtime), TCG otherwise.
  */
 import { closeSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
@@ -186,7 +186,8 @@ export function qmpSession(
 export class QemuRuntime {
   private readonly o: Required<Omit<QemuOptions, 'logger'>> & { logger: pino.Logger }
   private readonly live = new Map<string, Live>()
-  private readonly listeners = new Set<(id: string, exit: ExitStatus) => void>()
+  /** qemu answered `--version` once: not asked again on every boot (a missing one is, until it is installed). */
+  private qemuFound = false
   private accelProbe: Promise<{ accel: VmAccel; reason: string }> | undefined
 
   constructor(opts: QemuOptions) {
@@ -212,15 +213,12 @@ export class QemuRuntime {
     return join(this.dirOf(id), 'qmp.sock')
   }
 
-  onExit(fn: (id: string, exit: ExitStatus) => void): () => void {
-    this.listeners.add(fn)
-    return () => this.listeners.delete(fn)
-  }
-
   /** Why VMs cannot start here (qemu missing), or undefined. */
   async unavailable(): Promise<string | undefined> {
+    if (this.qemuFound) return undefined
     const r = await this.o.run(this.o.qemuPath, ['--version'], { timeoutMs: 10_000 }).catch((err: Error) => ({ exitCode: -1, stdout: '', stderr: err.message }))
     if (r.exitCode !== 0) return `${this.o.qemuPath} not found or not runnable (Debian qemu-system-x86): ${r.stderr.trim().split('\n')[0] ?? ''}`.trim()
+    this.qemuFound = true
     return undefined
   }
 
@@ -365,7 +363,6 @@ export class QemuRuntime {
     } catch {}
     this.o.logger.info({ id: live.rec.id, code: exit.code, signal: exit.signal }, 'vm exited')
     live.resolve(exit)
-    for (const l of this.listeners) l(live.rec.id, exit)
   }
 
   /**

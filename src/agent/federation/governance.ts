@@ -18,6 +18,7 @@
  * and that a cluster's object coming (back) to life is backed by a passed admission, and refuses
  * the update otherwise, before anything is stored.
  */
+import { type Random, randomHex } from '../../effects/index.ts'
 import { OrcError, refOfKey } from '../../model/index.ts'
 import type { ObjectStore, Revision } from '../../store/index.ts'
 import { clusterOfAuthor, isClusterName } from './membership.ts'
@@ -54,7 +55,6 @@ export interface Governance {
   proposals: Proposal[]
 }
 
-/** The records governance reads: a revision's key, op, author, reason and time. */
 /** A revision record on the wire, as much of it as governance reads (store/codec.ts RevisionRecord). */
 export interface WireRecord {
   i: string
@@ -105,11 +105,9 @@ export function removalReason(cluster: string, id: string): string {
   return `cluster ${cluster} removed from the federation (proposal ${id})`
 }
 
-export function newProposalId(action: ProposalAction, target: string, random: () => number = Math.random): string {
-  const hex = Math.floor(random() * 0x1000000)
-    .toString(16)
-    .padStart(6, '0')
-  return `${action}-${target}-${hex}`
+/** A proposal's id: the action, the target and 3 random bytes from the injected source. */
+export function newProposalId(action: ProposalAction, target: string, random: Random): string {
+  return `${action}-${target}-${randomHex(random, 3)}`
 }
 
 const byTime = (a: GovRecord, b: GovRecord) => a.time - b.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)

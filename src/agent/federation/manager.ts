@@ -718,7 +718,7 @@ export class FederationManager implements ScopeRouter {
    */
   private async proposeIn(r: Running, action: ProposalAction, target: string, author: string): Promise<Proposal> {
     const members = this.memberClusters(r)
-    const id = newProposalId(action, target)
+    const id = newProposalId(action, target, this.c.random ?? systemRandom)
     const reason = proposeReason(id, action, target, members)
     // A revision's reason holds at most 1024 characters (store/codec.ts), and the member list is in it.
     if (reason.length > 1024)
