@@ -490,6 +490,14 @@ export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
       const hostPort = (server.address() as { port: number }).port
       const r = rt()
       const logDir = join(dir, 'logs')
+      // busybox httpd forks a child per connection. Under this runsc's host networking (20221219) a
+      // forked child's socket is often closed when the parent closes its copy: httpd logs "eof on
+      // read" and the client gets a bare close (2 to 7 connections in 20, whichever way the client
+      // comes; a server that does not fork answered 20 of 20). That is gVisor's bug, not orc's
+      // (docs/runtimes.md), so under gVisor the pod serves with a non-forking loop of `nc -l`.
+      const serve = gvisor
+        ? `(while :; do printf "HTTP/1.0 200 OK\\r\\n\\r\\nfrom-the-pod\\n" | nc -l -p 8080 >/dev/null; done)`
+        : 'mkdir -p /tmp/w; echo from-the-pod > /tmp/w/index.html; httpd -f -p [::]:8080 -h /tmp/w'
       await r.start({
         id: 'netpod',
         image: busyboxImages().rootfs,
@@ -497,7 +505,7 @@ export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
         command: [
           '/bin/sh',
           '-c',
-          `ip -6 addr 2>/dev/null | grep -q fd97:1::2 && echo addr=yes; printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 5 fd97:1::1 ${hostPort} 2>&1; mkdir -p /tmp/w; echo from-the-pod > /tmp/w/index.html; httpd -f -p [::]:8080 -h /tmp/w & echo up; sleep 600`,
+          `ip -6 addr 2>/dev/null | grep -q fd97:1::2 && echo addr=yes; printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 5 fd97:1::1 ${hostPort} 2>&1; ${serve} & echo up; sleep 600`,
         ],
         logDir,
       })
@@ -521,19 +529,21 @@ export function runtimeSuite(kind: 'sandbox' | 'oci' | 'gvisor'): void {
       for (const deadline = Date.now() + 20_000; body !== 'from-the-pod\n' && Date.now() < deadline; body = await get())
         await new Promise((x) => setTimeout(x, 100))
       assert.equal(body, 'from-the-pod\n', 'the host reaches the pod on its IPv6 address')
-      const p = await r.connectPort('netpod', 8080)
-      const chunks: Buffer[] = []
-      p.stdout.on('data', (b: Buffer) => chunks.push(b))
-      p.stdin.end('GET / HTTP/1.0\r\n\r\n')
-      // output may still be on its way when the process has exited
-      const errs: Buffer[] = []
-      p.stderr.on('data', (b: Buffer) => errs.push(b))
-      const [exit] = await Promise.all([p.exited, endOf(p.stdout)])
-      assert.match(
-        Buffer.concat(chunks).toString(),
-        /from-the-pod/,
-        `port-forward reaches the pod in its namespace: ${JSON.stringify(exit)} ${Buffer.concat(errs)}`,
-      )
+      const forward = async () => {
+        const p = await r.connectPort('netpod', 8080)
+        const chunks: Buffer[] = []
+        const errs: Buffer[] = []
+        p.stdout.on('data', (b: Buffer) => chunks.push(b))
+        p.stderr.on('data', (b: Buffer) => errs.push(b))
+        p.stdin.end('GET / HTTP/1.0\r\n\r\n')
+        // output may still be on its way when the process has exited
+        const [exit] = await Promise.all([p.exited, endOf(p.stdout)])
+        return { out: Buffer.concat(chunks).toString(), err: Buffer.concat(errs).toString(), exit }
+      }
+      let fwd = await forward()
+      // gVisor's `nc -l` loop is between two connections for a moment: a refusal then is no failure
+      for (let i = 0; gvisor && i < 5 && /connect to port 8080 failed/.test(fwd.err); i++) fwd = await forward()
+      assert.match(fwd.out, /from-the-pod/, `port-forward reaches the pod in its namespace: ${JSON.stringify(fwd.exit)} ${fwd.err}`)
       await r.stop('netpod', { graceMs: 100 })
     } finally {
       server.close()
