@@ -81,6 +81,12 @@ const REMOVED = new RegExp(`^cluster ([a-z0-9-]{1,63}) removed from the federati
 export const PROPOSAL_ID = new RegExp(`^${ID}$`)
 /** At most this many clusters are counted in a proposal's member list. */
 const MAX_MEMBERS = 1000
+/**
+ * How far ahead of this replica's clock a governance record may be dated. Replay orders records by
+ * time and an admission counts when it passed after the cluster last went: an approval dated in
+ * the future would keep an admission open through every later removal.
+ */
+export const MAX_GOVERNANCE_CLOCK_SKEW_MS = 10 * 60_000
 
 /**
  * Approvals a change needs with `n` member clusters: the setting (at most every member that may
@@ -199,7 +205,9 @@ export async function governanceOf(store: Pick<ObjectStore, 'list' | 'history'>)
  * - creating `Cluster/<c>` while absent here needs an admission of `c` that passed after `c` last
  *   went, unless `c` created the federation and never went;
  * - a proposal must list every member cluster this replica knows at that point (apart from one
- *   that goes later in the same update): a proposer cannot lower the quorum by leaving clusters out.
+ *   that goes later in the same update): a proposer cannot lower the quorum by leaving clusters out;
+ * - no proposal, approval, admission or removal may be dated more than
+ *   MAX_GOVERNANCE_CLOCK_SKEW_MS after `now` (this replica's clock).
  *
  * Records are taken in time order from this replica's membership (a joiner, whose store is empty,
  * receives the whole document in one update and replays it). The update's own records count with
@@ -207,10 +215,21 @@ export async function governanceOf(store: Pick<ObjectStore, 'list' | 'history'>)
  * the error says `unavailable` and anti-entropy brings the update again; a removal that names no
  * proposal at all is a forgery (`forbidden`: the sender is scored down).
  */
-export async function checkMembershipChanges(update: readonly WireRecord[], store: Pick<ObjectStore, 'list' | 'history'>): Promise<void> {
+export async function checkMembershipChanges(update: readonly WireRecord[], store: Pick<ObjectStore, 'list' | 'history'>, now: number): Promise<void> {
   const incoming = update.map(govRecordOfWire)
   const membership = incoming.filter((r) => r.key.startsWith('Cluster//'))
   const proposals = incoming.filter((r) => r.key.startsWith('Federation//') && PROPOSE.test(r.reason))
+  const dated = [
+    ...membership.filter((r) => r.op === 'create' || r.op === 'delete'),
+    ...incoming.filter((r) => r.key.startsWith('Federation//') && (PROPOSE.test(r.reason) || APPROVE.test(r.reason))),
+  ]
+  const ahead = dated.find((r) => r.time > now + MAX_GOVERNANCE_CLOCK_SKEW_MS)
+  if (ahead !== undefined)
+    throw new OrcError(
+      'invalid',
+      `federation update: revision ${ahead.id} of ${ahead.key} by ${ahead.author} is dated ${new Date(ahead.time).toISOString()}, more than ${MAX_GOVERNANCE_CLOCK_SKEW_MS / 60_000} min ahead of this node's clock: refused`,
+      { revision: ahead.id, time: ahead.time },
+    )
   if (membership.length === 0 && proposals.length === 0) return
   const live = new Set(store.list('Cluster').map((o) => o.metadata.name))
   // Only a record that deletes another cluster's object or creates one matters (an update of an

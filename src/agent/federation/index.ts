@@ -1,6 +1,13 @@
 // Federation of clusters (docs/federation.md): what the agent wires.
 
-export { checkMembershipChanges, type Governance, type Proposal, replay as replayGovernance, required as requiredApprovals } from './governance.ts'
+export {
+  checkMembershipChanges,
+  type Governance,
+  MAX_GOVERNANCE_CLOCK_SKEW_MS,
+  type Proposal,
+  replay as replayGovernance,
+  required as requiredApprovals,
+} from './governance.ts'
 export { refuseSharedStreams, type SharedLogsComponents, sharedPodLogs } from './logs.ts'
 export {
   decodeFederationToken,

@@ -961,7 +961,7 @@ export class FederationManager implements ScopeRouter {
         listen: this.listenAddrs(cfg.port ?? 0),
         // The host's own pod and tunnel networks: those of this node's cluster, not the federation's.
         privateRanges: () => unadvertisedRanges(this.c.cluster().id),
-        scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory, ourStore) },
+        scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory, { store: ourStore, now: () => this.c.clock.now() }) },
         members: directory,
         logger: this.c.logger.child({ federation: cfg.name || cfg.id }),
         clock: this.c.clock,

@@ -42,9 +42,13 @@ export function checkAuthorship(update: Uint8Array, members: AuthorshipCheck): v
 
 /**
  * `membership`: the document as stored here, to check that membership changes carry the approvals
- * the federation's governance asks for (governance.ts).
+ * the federation's governance asks for (governance.ts), with `now` this node's clock.
  */
-export function verifiedReplica(store: Replicable, members: AuthorshipCheck, membership?: Pick<ObjectStore, 'list' | 'history'>): Replicable {
+export function verifiedReplica(
+  store: Replicable,
+  members: AuthorshipCheck,
+  membership?: { store: Pick<ObjectStore, 'list' | 'history'>; now: () => number },
+): Replicable {
   return {
     encodeSyncState: () => store.encodeSyncState(),
     encodeMissing: (remote) => store.encodeMissing(remote),
@@ -53,7 +57,7 @@ export function verifiedReplica(store: Replicable, members: AuthorshipCheck, mem
       checkAuthorship(update, members)
       const { records } = decodeUpdateMessage(update)
       checkFederatedSecrets(records)
-      if (membership !== undefined) await checkMembershipChanges(records, membership)
+      if (membership !== undefined) await checkMembershipChanges(records, membership.store, membership.now())
       return store.applyRemote(update, opts)
     },
   }

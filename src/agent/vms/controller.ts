@@ -69,9 +69,14 @@ export interface VmControllerComponents {
 
 type Ref = ObjectRef<'VirtualMachine'>
 
-/** A boot file (kernel or initrd) as a host path: by name in an image store, or a path under /boot or a store. */
-export function resolveBootFile(f: { image?: string; path?: string }, stores: readonly string[], what: string): string {
-  const allowed = ['/boot', ...stores]
+/**
+ * A boot file (kernel or initrd) as a host path: by name in an image store, or a path under /boot or
+ * a store. Under /boot only a file every user of the node may read: qemu opens it as root before it
+ * drops to `nobody`, and the guest would hand its bytes to whoever may create VMs (a 0600
+ * System.map, a grub.cfg with a password hash).
+ */
+export function resolveBootFile(f: { image?: string; path?: string }, stores: readonly string[], what: string, bootDir = '/boot'): string {
+  const allowed = [bootDir, ...stores]
   let p: string | undefined
   if (f.image !== undefined) {
     p = stores.map((s) => join(s, f.image!)).find((c) => existsSync(c))
@@ -84,16 +89,19 @@ export function resolveBootFile(f: { image?: string; path?: string }, stores: re
   } catch {
     throw new OrcError('not_found', `${what} ${p} does not exist on this node`)
   }
-  const inside = allowed.some((a) => {
+  const under = (a: string) => {
     try {
-      const ra = realpathSync(a)
-      return real.startsWith(`${ra}/`)
+      return real.startsWith(`${realpathSync(a)}/`)
     } catch {
       return false
     }
-  })
-  if (!inside) throw new OrcError('forbidden', `${what} ${p} is outside /boot and the node's image stores (${stores.join(', ')}): the guest would read it`)
-  if (!statSync(real).isFile()) throw new OrcError('invalid', `${what} ${p} is not a file`)
+  }
+  if (!allowed.some(under))
+    throw new OrcError('forbidden', `${what} ${p} is outside ${bootDir} and the node's image stores (${stores.join(', ')}): the guest would read it`)
+  const st = statSync(real)
+  if (!st.isFile()) throw new OrcError('invalid', `${what} ${p} is not a file`)
+  if (!stores.some(under) && (st.mode & 0o004) === 0)
+    throw new OrcError('forbidden', `${what} ${p} is not readable by every user of this node (mode ${(st.mode & 0o777).toString(8)}): the guest would read it`)
   return real
 }
 

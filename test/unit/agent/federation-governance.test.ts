@@ -6,7 +6,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { checkMembershipChanges, replayGovernance, requiredApprovals } from '../../../src/agent/federation/index.ts'
+import { checkMembershipChanges, MAX_GOVERNANCE_CLOCK_SKEW_MS, replayGovernance, requiredApprovals } from '../../../src/agent/federation/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
 type Rec = { i: string; k: string; o: string; a: string; r: string; t: number }
@@ -90,6 +90,11 @@ test('replay: the quorum is changed by a passed proposal and applies to later on
   )
 })
 
+/** This replica's clock in the checks below: later than every record's date. */
+const NOW = 1_000_000
+const check = (update: Parameters<typeof checkMembershipChanges>[0], store: Parameters<typeof checkMembershipChanges>[1]) =>
+  checkMembershipChanges(update, store, NOW)
+
 async function receiver(t: { after(fn: () => Promise<void>): void }) {
   const { store, cleanup } = await tempStore()
   t.after(cleanup)
@@ -109,37 +114,34 @@ async function receiver(t: { after(fn: () => Promise<void>): void }) {
 test('on receipt: a removal without a passed proposal is refused; with the approvals in the same update it is accepted', async (t) => {
   const store = await receiver(t)
   await assert.rejects(
-    checkMembershipChanges([rec('Cluster//edge', 'delete', 'user:alice@home', 'gone', 2_000)], store),
+    check([rec('Cluster//edge', 'delete', 'user:alice@home', 'gone', 2_000)], store),
     (e: any) => e.code === 'forbidden' && /cluster edge deleted by user:alice@home without a removal proposal/.test(e.message),
   )
   const removal = rec('Cluster//edge', 'delete', 'user:alice@home', `cluster edge removed from the federation (proposal ${P})`, 2_002)
-  await assert.rejects(checkMembershipChanges([removal], store), (e: any) => e.code === 'unavailable' && /names proposal .* not known here/.test(e.message))
+  await assert.rejects(check([removal], store), (e: any) => e.code === 'unavailable' && /names proposal .* not known here/.test(e.message))
   // A proposal that leaves cloud out of its member list (so that one approval would do) is refused
   // on its own, whatever its date: this replica knows cloud is a member.
   const underListed = rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members edge,home`, 2_000)
-  await assert.rejects(
-    checkMembershipChanges([underListed], store),
-    (e: any) => e.code === 'unavailable' && /leaves out cloud, which is a member here/.test(e.message),
-  )
+  await assert.rejects(check([underListed], store), (e: any) => e.code === 'unavailable' && /leaves out cloud, which is a member here/.test(e.message))
   const backdated = rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members edge,home`, 1)
-  await assert.rejects(checkMembershipChanges([backdated, removal], store), /leaves out cloud/)
+  await assert.rejects(check([backdated, removal], store), /leaves out cloud/)
   // With the full list, home's approval alone is one of two; cloud's passes it.
   const proposal = rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members cloud,edge,home`, 2_000)
-  await checkMembershipChanges([proposal], store)
-  await assert.rejects(checkMembershipChanges([proposal, removal], store), /has 1 of 2 approvals/)
-  await checkMembershipChanges([proposal, rec(FED, 'update', 'user:bob@cloud', `approve ${P}`, 2_001), removal], store)
+  await check([proposal], store)
+  await assert.rejects(check([proposal, removal], store), /has 1 of 2 approvals/)
+  await check([proposal, rec(FED, 'update', 'user:bob@cloud', `approve ${P}`, 2_001), removal], store)
   // A cluster deleting its own object (leaving) needs nobody; other updates are not looked at.
-  await checkMembershipChanges([rec('Cluster//cloud', 'delete', 'controller:federation@cloud', 'cluster left the federation', 2_000)], store)
-  await checkMembershipChanges([rec('Cluster//cloud', 'update', 'controller:cluster@cloud', 'node summaries', 2_000)], store)
+  await check([rec('Cluster//cloud', 'delete', 'controller:federation@cloud', 'cluster left the federation', 2_000)], store)
+  await check([rec('Cluster//cloud', 'update', 'controller:cluster@cloud', 'node summaries', 2_000)], store)
 })
 
 test('on receipt: a cluster object created without a passed admission is refused, for a member and for a joiner receiving the whole document', async (t) => {
   const store = await receiver(t)
   const mars = rec('Cluster//mars', 'create', 'controller:federation@mars', 'cluster joined the federation', 3_000)
-  await assert.rejects(checkMembershipChanges([mars], store), /cluster mars \(controller:federation@mars\) is not admitted/)
+  await assert.rejects(check([mars], store), /cluster mars \(controller:federation@mars\) is not admitted/)
   const admit = rec(FED, 'update', 'user:alice@home', 'propose admit-mars-00ff66: admit mars; members cloud,edge,home', 2_000)
-  await assert.rejects(checkMembershipChanges([admit, mars], store), /not admitted/, 'one of two approvals')
-  await checkMembershipChanges([admit, rec(FED, 'update', 'user:erin@edge', 'approve admit-mars-00ff66', 2_500), mars], store)
+  await assert.rejects(check([admit, mars], store), /not admitted/, 'one of two approvals')
+  await check([admit, rec(FED, 'update', 'user:erin@edge', 'approve admit-mars-00ff66', 2_500), mars], store)
 
   // A joiner (empty store) gets the whole document: the creator's own object needs no admission, the others do.
   const { store: empty, cleanup } = await tempStore()
@@ -148,16 +150,32 @@ test('on receipt: a cluster object created without a passed admission is refused
   const home = rec('Cluster//home', 'create', 'controller:federation@home', 'cluster joined the federation', 2)
   const cloud = rec('Cluster//cloud', 'create', 'controller:federation@cloud', 'cluster joined the federation', 5)
   const admitCloud = rec(FED, 'update', 'user:alice@home', 'propose admit-cloud-001122: admit cloud; members home', 4)
-  await checkMembershipChanges([created, home, admitCloud, cloud], empty)
-  await assert.rejects(checkMembershipChanges([created, home, cloud], empty), /cluster cloud .* is not admitted/)
+  await check([created, home, admitCloud, cloud], empty)
+  await assert.rejects(check([created, home, cloud], empty), /cluster cloud .* is not admitted/)
   // Admitted, then removed: coming back needs an admission passed after the removal.
   const removed = rec('Cluster//cloud', 'delete', 'user:alice@home', 'cluster cloud removed from the federation (proposal remove-cloud-003344)', 7)
   const removeCloud = rec(FED, 'update', 'user:alice@home', 'propose remove-cloud-003344: remove cloud; members cloud,home', 6)
   const back = rec('Cluster//cloud', 'create', 'controller:federation@cloud', 'cluster joined the federation', 9)
-  await assert.rejects(
-    checkMembershipChanges([created, home, admitCloud, cloud, removeCloud, removed, back], empty),
-    /not admitted: no admission of it passed since it went/,
-  )
+  await assert.rejects(check([created, home, admitCloud, cloud, removeCloud, removed, back], empty), /not admitted: no admission of it passed since it went/)
   const readmit = rec(FED, 'update', 'user:alice@home', 'propose admit-cloud-005566: admit cloud; members home', 8)
-  await checkMembershipChanges([created, home, admitCloud, cloud, removeCloud, removed, readmit, back], empty)
+  await check([created, home, admitCloud, cloud, removeCloud, removed, readmit, back], empty)
+})
+
+test('on receipt: a proposal, approval or membership change dated beyond the clock skew is refused (it would keep an admission open)', async (t) => {
+  const store = await receiver(t)
+  const later = NOW + MAX_GOVERNANCE_CLOCK_SKEW_MS + 1
+  // An admission whose approval is dated far ahead would pass "after" every removal to come.
+  const admit = rec(FED, 'update', 'user:alice@home', 'propose admit-mars-00ff66: admit mars; members cloud,edge,home', 2_000)
+  const approve = rec(FED, 'update', 'user:erin@edge', 'approve admit-mars-00ff66', later)
+  await assert.rejects(
+    check([admit, approve], store),
+    (e: any) =>
+      e.code === 'invalid' && /approve|Federation\/\/shared/.test(e.message) && /more than 10 min ahead of this node's clock: refused/.test(e.message),
+  )
+  const mars = rec('Cluster//mars', 'create', 'controller:federation@mars', 'cluster joined the federation', later)
+  await assert.rejects(check([mars], store), /Cluster\/\/mars by controller:federation@mars is dated .* ahead/)
+  // Within the skew it is the approvals that decide, as before.
+  await check([admit, rec(FED, 'update', 'user:erin@edge', 'approve admit-mars-00ff66', NOW + MAX_GOVERNANCE_CLOCK_SKEW_MS)], store)
+  // Other records of the document are not dated-checked here (a node summary from a fast clock).
+  await check([rec('Cluster//cloud', 'update', 'controller:cluster@cloud', 'node summaries', later)], store)
 })

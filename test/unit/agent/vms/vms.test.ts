@@ -82,6 +82,16 @@ test('boot files: by name in an image store, or a path under /boot or a store; a
     assert.throws(() => resolveBootFile({ image: 'sneaky' }, [store], 'kernel'), /outside \/boot/)
     assert.throws(() => resolveBootFile({ path: '/boot/no-such-kernel' }, [store], 'kernel'), /does not exist on this node/)
     assert.throws(() => resolveBootFile({ path: store }, [dir], 'kernel'), /is not a file/)
+    // Under the boot dir only what every user may read: a root-only file there is refused.
+    const boot = join(dir, 'boot')
+    mkdirSync(boot)
+    writeFileSync(join(boot, 'vmlinuz'), 'k', { mode: 0o644 })
+    writeFileSync(join(boot, 'System.map'), 's', { mode: 0o600 })
+    assert.equal(resolveBootFile({ path: join(boot, 'vmlinuz') }, [store], 'kernel', boot), join(boot, 'vmlinuz'))
+    assert.throws(
+      () => resolveBootFile({ path: join(boot, 'System.map') }, [store], 'initrd', boot),
+      /initrd .*System\.map is not readable by every user of this node \(mode 600\)/,
+    )
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
