@@ -22,7 +22,10 @@ export interface AuthorshipCheck {
  * not the sender's fault, and anti-entropy brings it again.
  */
 export function checkAuthorship(update: Uint8Array, members: AuthorshipCheck): void {
-  const { records } = decodeUpdateMessage(update)
+  checkRecordsAuthorship(decodeUpdateMessage(update).records, members)
+}
+
+function checkRecordsAuthorship(records: ReturnType<typeof decodeUpdateMessage>['records'], members: AuthorshipCheck): void {
   for (const r of records) {
     const replica = parseRevisionId(r.i)?.replica
     const bound = replica === undefined ? undefined : members.clusterOfReplica(replica)
@@ -54,8 +57,8 @@ export function verifiedReplica(
     encodeMissing: (remote) => store.encodeMissing(remote),
     onLocalUpdate: (fn) => store.onLocalUpdate(fn),
     async applyRemote(update, opts) {
-      checkAuthorship(update, members)
       const { records } = decodeUpdateMessage(update)
+      checkRecordsAuthorship(records, members)
       checkFederatedSecrets(records)
       if (membership !== undefined) await checkMembershipChanges(records, membership.store, membership.now())
       return store.applyRemote(update, opts)

@@ -11,7 +11,7 @@
  * (runStrategy Always) after a back-off. Guests outlive an agent restart: the next agent re-adopts
  * them (QemuRuntime.recover) and keeps their network namespace.
  */
-import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type CommandRunner, sleep, type TimerHandle } from '../../effects/index.ts'
@@ -103,6 +103,60 @@ export function resolveBootFile(f: { image?: string; path?: string }, stores: re
   if (!stores.some(under) && (st.mode & 0o004) === 0)
     throw new OrcError('forbidden', `${what} ${p} is not readable by every user of this node (mode ${(st.mode & 0o777).toString(8)}): the guest would read it`)
   return real
+}
+
+/**
+ * A check of whether `marker` has appeared in a growing log file that reads only what was appended
+ * since the last check (with an overlap for a marker split between two reads): a booting guest's
+ * console was read whole four times a second. A file that shrank was rotated (copy-and-truncate):
+ * the rest of the copy (`file.1`) is read from where the last check stopped, then the file anew.
+ */
+export function markerScanner(file: string, marker: string): () => boolean {
+  const needle = Buffer.from(marker)
+  let offset = 0
+  let carry = Buffer.alloc(0)
+  const readFrom = (path: string, from: number): Buffer | undefined => {
+    let fd: number
+    try {
+      fd = openSync(path, 'r')
+    } catch {
+      return undefined
+    }
+    try {
+      const size = fstatSync(fd).size
+      if (size < from) return undefined
+      const buf = Buffer.alloc(size - from)
+      let got = 0
+      while (got < buf.length) {
+        const n = readSync(fd, buf, got, buf.length - got, from + got)
+        if (n === 0) break
+        got += n
+      }
+      return buf.subarray(0, got)
+    } finally {
+      closeSync(fd)
+    }
+  }
+  const scan = (chunk: Buffer): boolean => {
+    const text = Buffer.concat([carry, chunk])
+    if (text.includes(needle)) return true
+    carry = text.subarray(Math.max(0, text.length - (needle.length - 1)))
+    return false
+  }
+  return () => {
+    let chunk = readFrom(file, offset)
+    if (chunk === undefined) {
+      // Rotated (or not there yet): finish the copy, then start the live file over.
+      const rest = readFrom(`${file}.1`, offset)
+      if (rest !== undefined && scan(rest)) return true
+      offset = 0
+      carry = Buffer.alloc(0)
+      chunk = readFrom(file, 0)
+      if (chunk === undefined) return false
+    }
+    offset += chunk.length
+    return scan(chunk)
+  }
 }
 
 /** The kernel command line orc boots with: the user's, the serial console, and the guest's pod address. */
@@ -443,11 +497,9 @@ class VmWorker {
   }
 
   private async waitMarker(marker: string, signal: AbortSignal): Promise<void> {
-    const file = logFilePath(this.logDir(), this.revision!)
+    const seen = markerScanner(logFilePath(this.logDir(), this.revision!), marker)
     while (!signal.aborted) {
-      try {
-        if (readFileSync(file, 'utf8').includes(marker)) return
-      } catch {}
+      if (seen()) return
       if (this.c.runtime.running(this.uid!) === undefined)
         throw new OrcError('unavailable', `the guest stopped before printing the marker: ${this.consoleTail(3)}`)
       await sleep(this.c.clock, 250)

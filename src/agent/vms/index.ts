@@ -1,6 +1,7 @@
 export { type VmApiComponents, vmRoutes } from './api.ts'
 export {
   guestCmdline,
+  markerScanner,
   resolveBootFile,
   VM_CONTROLLER,
   VM_TUNABLES,

@@ -1,11 +1,11 @@
 // VirtualMachine: the kind's validation (naming the field), who may write its status on receipt
 // (only the node it is pinned to), and the pure parts of the controller and the qemu runtime.
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { guestCmdline, guestMac, resolveBootFile, vmSpecHash } from '../../../../src/agent/vms/index.ts'
+import { guestCmdline, guestMac, markerScanner, resolveBootFile, vmSpecHash } from '../../../../src/agent/vms/index.ts'
 import { defaultOwnership, findKind, normalizeManifest, type VirtualMachineSpec } from '../../../../src/model/index.ts'
 import { qemuArgs } from '../../../../src/runtime/index.ts'
 import { defaultAuthorize } from '../../../../src/store/index.ts'
@@ -140,4 +140,31 @@ test("qemu's argv: the accelerator, size, console to the revision's log, QMP, an
   assert.ok(args.includes('-no-reboot'), 'a guest reboot ends qemu (the controller boots it again)')
   assert.equal(after('-runas'), 'nobody')
   assert.match(after('-sandbox') ?? '', /^on,.*spawn=deny/)
+})
+
+test('the console marker is found as the guest writes it: split between reads, across a rotation, and not before it is there', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'orc-vm-unit-'))
+  try {
+    const file = join(dir, '1.log')
+    const seen = markerScanner(file, 'orc-guest-ready')
+    assert.equal(seen(), false, 'no file yet')
+    writeFileSync(file, 'Booting Linux\n[    0.1] orc-gue')
+    assert.equal(seen(), false, 'half the marker')
+    appendFileSync(file, 'st-ready\n')
+    assert.equal(seen(), true, 'the marker split between two reads')
+    // After a copy-and-truncate rotation the rest of the copy is read, then the live file anew.
+    const again = markerScanner(file, 'second-marker')
+    writeFileSync(file, 'x'.repeat(100))
+    assert.equal(again(), false)
+    appendFileSync(file, ' second-marker\n')
+    copyFileSync(file, `${file}.1`)
+    truncateSync(file, 0)
+    assert.equal(again(), true, 'the marker written just before the rotation is in the copy')
+    const third = markerScanner(file, 'third')
+    assert.equal(third(), false)
+    appendFileSync(file, 'third\n')
+    assert.equal(third(), true)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 })
