@@ -98,6 +98,12 @@ test('Jobs and CronJobs on three real agents', { skip, timeout: 300_000 }, async
     const table = await survivor.cli(['get', 'jobs'])
     assert.match(table.stdout, /^NAME\s+STATUS\s+COMPLETIONS\s+DURATION\s+AGE/m)
     assert.match(table.stdout, /^batch\s+Complete\s+3\/3\s+\d+s/m)
+    // orc logs job/NAME: the newest pod's output, saying which pod it is.
+    const logs = await survivor.cli(['logs', 'job/batch'])
+    assert.equal(logs.exitCode, 0, logs.stderr)
+    assert.equal(logs.stdout, 'done 4711301\n')
+    assert.equal(logs.stderr, 'job/batch has 3 pods; showing the newest, pod/batch-2\n')
+    assert.match((await survivor.cli(['logs', 'job/nothing'])).stderr, /^error: job\/nothing has no pods in namespace default/)
     // The killed node comes back with its stale view: still exactly 3 successes, no new pod.
     await byName.get(victim)!.up().ready()
     await waitFor(
@@ -119,6 +125,36 @@ test('Jobs and CronJobs on three real agents', { skip, timeout: 300_000 }, async
       assert.equal((await list(n, 'Pod')).filter((p) => p.metadata.labels?.['orc/job'] === 'batch').length, 3)
     }
     assert.equal((await a.cli(['delete', 'job/batch'])).exitCode, 0)
+  })
+
+  await t.test('a failed pod is replaced only after the back-off, and the Job fails past backoffLimit', async () => {
+    await apply(a, {
+      apiVersion: 'orc/v1',
+      kind: 'Job',
+      metadata: { name: 'flaky' },
+      spec: {
+        backoffLimit: 1,
+        template: { spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sh', '-c', 'exit 3'] }] } },
+      },
+    })
+    const job = await waitFor(
+      'flaky to fail',
+      async () => {
+        const j = (await list(a, 'Job')).find((x) => x.metadata.name === 'flaky')
+        return j?.status?.conditions?.some((x: any) => x.reason === 'BackoffLimitExceeded') ? j : undefined
+      },
+      90_000,
+    )
+    assert.equal(job.status.failed, 2)
+    const pods = (await list(a, 'Pod')).filter((p) => p.metadata.labels?.['orc/job'] === 'flaky')
+    const first = pods.find((p) => p.metadata.name === 'flaky-0')!
+    const second = pods.find((p) => p.metadata.name === 'flaky-1')!
+    const failedAt = Date.parse(first.status.containers[0].finishedAt)
+    const replacedAt = Date.parse(second.metadata.createdAt)
+    assert.ok(replacedAt - failedAt >= 10_000, `flaky-1 was created ${replacedAt - failedAt} ms after flaky-0 failed (back-off 10 s)`)
+    const hist = JSON.parse((await a.cli(['history', 'pod/flaky-1', '-o', 'json'])).stdout)
+    assert.match(hist[0].reason, /^job\/flaky: pod 1 \(after 1 failed, 10s back-off\)$/)
+    assert.equal((await a.cli(['delete', 'job/flaky'])).exitCode, 0)
   })
 
   await t.test('a CronJob every 5 seconds makes one Job per tick across the three agents', async () => {

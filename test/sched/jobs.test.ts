@@ -135,6 +135,10 @@ test('a Job reaches exactly its completions while its writer is lost, with every
   await sync(sim, [['b', 'c']])
   await passAll(sim, ['b', 'c'])
   await sync(sim, [['b', 'c']])
+  assert.deepEqual(jobPods(b, 'batch'), ['batch-0', 'batch-1', 'batch-2'], 'no retry within the back-off')
+  sim.now += 10_000
+  await passAll(sim, ['b', 'c'])
+  await sync(sim, [['b', 'c']])
   assert.deepEqual(jobPods(b, 'batch'), ['batch-0', 'batch-1', 'batch-2', 'batch-3'])
   sim.now += 5000
   await finish(sim, 'b', 'batch-3', 'Succeeded')

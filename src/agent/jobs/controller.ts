@@ -15,12 +15,14 @@ import { type JobWrite, planCronJobs, planJobs } from './plan.ts'
 /** The shared leaderless components (deployments/leaderless.ts); `tickMs` also paces deadlines, TTLs and schedules. */
 export type JobComponents = LeaderlessComponents
 
-/** Whether a pass may have something to do because time passed: a CronJob, a Job deadline or TTL. */
+/** Whether a pass may have something to do because time passed: a CronJob, a Job deadline, back-off or TTL. */
 export function timeMatters(cronjobs: readonly CronJob[], jobs: readonly Job[]): boolean {
   if (cronjobs.some((c) => c.spec?.suspend !== true)) return true
   return jobs.some((j) => {
-    const done = jobFinished(j.status as JobStatus | undefined) !== undefined
-    return done ? j.spec?.ttlSecondsAfterFinished !== undefined : j.spec?.activeDeadlineSeconds !== undefined
+    const status = j.status as JobStatus | undefined
+    if (jobFinished(status) !== undefined) return j.spec?.ttlSecondsAfterFinished !== undefined
+    // A Job with failures may be waiting out its back-off.
+    return j.spec?.activeDeadlineSeconds !== undefined || (status?.failed ?? 0) > 0
   })
 }
 

@@ -7,6 +7,7 @@ export {
   cronJobRun,
   JOB_CONTROLLER,
   type JobWrite,
+  jobBackoffMs,
   jobPodManifest,
   ORPHAN_GRACE_MS,
   planCronJob,

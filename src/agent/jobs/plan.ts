@@ -29,6 +29,18 @@ import {
 export const JOB_CONTROLLER = 'controller:job'
 export const CRONJOB_CONTROLLER = 'controller:cronjob'
 
+/**
+ * Back-off before a Job makes new pods after failures, as Kubernetes': 10 s after the latest
+ * failed pod finished, doubling with each failed pod, at most 6 minutes.
+ */
+export const JOB_BACKOFF_BASE_MS = 10_000
+export const JOB_BACKOFF_MAX_MS = 6 * 60_000
+
+/** How long after its latest failure a Job with `failedPods` failed pods waits before making pods again. */
+export function jobBackoffMs(failedPods: number): number {
+  return failedPods <= 0 ? 0 : Math.min(JOB_BACKOFF_MAX_MS, JOB_BACKOFF_BASE_MS * 2 ** Math.min(failedPods - 1, 20))
+}
+
 /** Pods (or Jobs) of a deleted owner are removed once they are this old: younger ones may have outrun their owner's replication. */
 export const ORPHAN_GRACE_MS = 30_000
 
@@ -181,11 +193,14 @@ export function planJob(job: Job, pods: readonly Pod[], now: number): JobWrite[]
       writes.push({ op: 'delete', author: JOB_CONTROLLER, ref: podRef(n), reason: `job/${name} ${done.type.toLowerCase()} (${done.reason})` })
   }
   let created = 0
-  if (done === undefined) {
+  // After failures no pod is made until the back-off from the latest one has passed.
+  const backoff = jobBackoffMs(c.failed.length)
+  const backedOff = c.lastFailedAt === undefined || now >= c.lastFailedAt + backoff
+  if (done === undefined && backedOff) {
     const want = Math.min(parallelism, completions - c.succeeded.length) - c.active.length
     for (let i = 0; i < want; i++) {
       const index = c.maxIndex + 1 + i
-      const retry = c.failed.length > 0 ? ` (after ${c.failed.length} failed)` : ''
+      const retry = c.failed.length > 0 ? ` (after ${c.failed.length} failed, ${backoff / 1000}s back-off)` : ''
       writes.push({ op: 'create', author: JOB_CONTROLLER, manifest: jobPodManifest(job, index), reason: `job/${name}: pod ${index}${retry}` })
       created++
     }

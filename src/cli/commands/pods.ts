@@ -8,7 +8,8 @@ import { gunzipSync } from 'node:zlib'
 import type { Command } from 'commander'
 import type { ClusterEvent, LogsQuery, ResponseOf } from '../../agent/index.ts'
 import { defaultDataDir, objectParams } from '../../agent/index.ts'
-import { type Node, type ObjectRef, OrcError, type Pod, type VirtualMachine } from '../../model/index.ts'
+import { podIndex } from '../../agent/jobs/index.ts'
+import { JOB_LABEL, type Node, type ObjectRef, OrcError, type Pod, type VirtualMachine } from '../../model/index.ts'
 import { buildBusyboxRootfs, readTar } from '../../runtime/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { criticalChain, explainWhy, parseWorkflowSnapshot, type WorkflowSnapshot } from '../../workflow/index.ts'
@@ -29,6 +30,24 @@ export interface PodCliIO {
   err(text: string): void
   env: NodeJS.ProcessEnv
   now(): number
+}
+
+/** The name a `job/NAME` (or `job NAME`) target names, else undefined. */
+export function jobTarget(target: string, nameArg: string | undefined): string | undefined {
+  const m = /^(job|jobs)(\/(.*))?$/i.exec(target)
+  if (m === null) return undefined
+  return m[3] !== undefined && m[3] !== '' ? m[3] : nameArg
+}
+
+/** A Job's newest pod (the highest index: the latest attempt), and how many it has. */
+async function newestJobPod(c: ApiCaller, namespace: string, job: string): Promise<{ name: string; of: number }> {
+  const items = (await callRoute(c, 'listObjects', { kind: 'Pod' }, { query: { namespace } })).items as unknown as Pod[]
+  const mine = items
+    .filter((p) => p.metadata.labels?.[JOB_LABEL] === job)
+    .map((p) => ({ name: p.metadata.name, index: podIndex(job, p.metadata.name) ?? -1 }))
+    .sort((a, b) => b.index - a.index)
+  if (mine.length === 0) throw new OrcError('not_found', `job/${job} has no pods in namespace ${namespace} (orc get job ${job} -n ${namespace})`)
+  return { name: mine[0]!.name, of: mine.length }
 }
 
 function podRef(target: string, namespace: string | undefined, name?: string): ObjectRef {
@@ -164,8 +183,10 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
 
   // ---- logs
   takesObjects(program.command('logs'), 'Pod')
-    .description("Print a pod container's output, or a VM's serial console (vm/NAME), from any node (the request is forwarded to the node that runs it)")
-    .argument('<pod/NAME>', 'like pod/web, pod web, or web')
+    .description(
+      "Print a pod container's output, a Job's newest pod's (job/NAME), or a VM's serial console (vm/NAME), from any node (the request is forwarded to the node that runs it)",
+    )
+    .argument('<pod/NAME>', 'like pod/web, pod web, or web; job/NAME, vm/NAME')
     .argument('[NAME]', 'the name, when KIND is given alone')
     .option('-n, --namespace <ns>', 'namespace (default: default)')
     .option('-c, --container <name>', 'container (needed when the pod has several)')
@@ -182,6 +203,7 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
   orc logs web -c sidecar --tail 20
   orc logs pod/web -f
   orc logs pod/web --revision 3 -o json
+  orc logs job/resize
   orc logs vm/builder -f`),
     )
     .action(async (target: string, nameArg: string | undefined, opts, cmd: Command) => {
@@ -190,8 +212,16 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
         const ref = { ns: opts.namespace || 'default', name: vmName }
         return vmLogs(client(cmd), ref, { revision: opts.revision, tail: opts.tail, follow: opts.follow, json: opts.output === 'json' }, (t) => io.out(t))
       }
-      const ref = podRef(target, opts.namespace, nameArg)
       const c = client(cmd)
+      const jobName = jobTarget(target, nameArg)
+      if (jobName !== undefined) {
+        // As kubectl: the Job's pods are named for it; the newest is the latest attempt.
+        const newest = await newestJobPod(c, opts.namespace || 'default', jobName)
+        if (newest.of > 1) io.err(`job/${jobName} has ${newest.of} pods; showing the newest, pod/${newest.name}\n`)
+        target = `pod/${newest.name}`
+        nameArg = undefined
+      }
+      const ref = podRef(target, opts.namespace, nameArg)
       const pod = { ns: ref.namespace, name: ref.name }
       const query: LogsQuery = { container: opts.container, revision: opts.revision, tail: opts.tail }
       const json = opts.output === 'json'

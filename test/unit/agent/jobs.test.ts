@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { JOB_CONTROLLER, type JobWrite, ORPHAN_GRACE_MS, planCronJob, planJob, planJobs, timeMatters } from '../../../src/agent/jobs/index.ts'
+import { JOB_CONTROLLER, type JobWrite, jobBackoffMs, ORPHAN_GRACE_MS, planCronJob, planJob, planJobs, timeMatters } from '../../../src/agent/jobs/index.ts'
 
 const T0 = Date.parse('2026-06-01T10:00:30Z')
 const iso = (t: number) => new Date(t).toISOString()
@@ -67,8 +67,11 @@ test('a Job creates parallelism pods at a time, named by index, until completion
 test('a Job fails after backoffLimit failures, or at its deadline, stopping its running pods', () => {
   const j = job({ completions: 2, parallelism: 2, backoffLimit: 1 })
   let ws = planJob(j, [pod('batch-0', 'Failed', T0 + 2000), pod('batch-1', 'Running')], T0 + 3000)
-  assert.deepEqual(created(ws), ['batch-2'], 'a failure within the limit is retried under a new name')
+  assert.deepEqual(created(ws), [], 'no new pod within the back-off (10 s after the failure)')
   assert.equal(statusOf(ws)?.failed, 1)
+  ws = planJob(j, [pod('batch-0', 'Failed', T0 + 2000), pod('batch-1', 'Running')], T0 + 12_000)
+  assert.deepEqual(created(ws), ['batch-2'], 'a failure within the limit is retried under a new name')
+  assert.match((ws.find((w) => w.op === 'create') as { reason: string }).reason, /pod 2 \(after 1 failed, 10s back-off\)/)
   ws = planJob(j, [pod('batch-0', 'Failed', T0 + 2000), pod('batch-1', 'Running'), pod('batch-2', 'Failed', T0 + 4000)], T0 + 5000)
   assert.deepEqual(created(ws), [])
   assert.deepEqual(deleted(ws), ['Pod/batch-1'])
@@ -94,6 +97,19 @@ test('a Job fails after backoffLimit failures, or at its deadline, stopping its 
     statusOf(ws)?.conditions.map((c: any) => [c.type, c.reason, c.lastTransitionTime]),
     [['Failed', 'DeadlineExceeded', iso(T0 + 60_000)]],
   )
+})
+
+test('the back-off between failures doubles from 10 s to at most 6 min, from the latest failure', () => {
+  assert.deepEqual([0, 1, 2, 3, 6, 7, 50].map(jobBackoffMs), [0, 10_000, 20_000, 40_000, 320_000, 360_000, 360_000])
+  const j = job({ backoffLimit: 6 })
+  const failed = [pod('batch-0', 'Failed', T0 + 1000), pod('batch-1', 'Failed', T0 + 30_000)]
+  // Two failed pods: 20 s after the latest (T0 + 30 s), not after the first.
+  assert.deepEqual(created(planJob(j, failed, T0 + 49_000)), [])
+  assert.deepEqual(created(planJob(j, failed, T0 + 50_000)), ['batch-2'])
+  // While it waits the Job's status says nothing is active, and time is watched for it.
+  assert.equal(statusOf(planJob(j, failed, T0 + 40_000))?.active, 0)
+  assert.equal(timeMatters([], [job({}, { failed: 2, active: 0 })]), true)
+  assert.equal(timeMatters([], [job({})]), false)
 })
 
 test('a finished Job is deleted after its TTL, then its pods; pods of a deleted Job go after a grace', () => {
