@@ -53,6 +53,7 @@ export {
   type JobStatus,
   jobFinished,
   jobKind,
+  jobSuspended,
   MAX_CRONJOB_NAME,
   MAX_JOB_NAME,
   SCHEDULED_LABEL,

@@ -157,6 +157,48 @@ test('Jobs and CronJobs on three real agents', { skip, timeout: 300_000 }, async
     assert.equal((await a.cli(['delete', 'job/flaky'])).exitCode, 0)
   })
 
+  await t.test('a suspended Job stops its pod and shows Suspended; resumed, it runs to completion', async () => {
+    const manifest = (suspend: boolean) => ({
+      apiVersion: 'orc/v1',
+      kind: 'Job',
+      metadata: { name: 'pausable' },
+      spec: {
+        suspend,
+        template: { spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image, command: ['sh', '-c', 'sleep 4; echo ok'] }] } },
+      },
+    })
+    await apply(b, manifest(false))
+    await waitFor('pausable-0 to run', async () => ((await podOn(b, 'pausable-0'))?.status?.phase === 'Running' ? true : undefined), 40_000)
+    await apply(b, manifest(true))
+    await waitFor(
+      'the suspended Job to stop its pod',
+      async () => {
+        const j = (await list(c, 'Job')).find((x) => x.metadata.name === 'pausable')
+        const pods = (await list(c, 'Pod')).filter((p) => p.metadata.labels?.['orc/job'] === 'pausable')
+        return j?.status?.conditions?.some((x: any) => x.type === 'Suspended' && x.status === 'True') && pods.length === 0 ? true : undefined
+      },
+      40_000,
+    )
+    assert.match((await c.cli(['get', 'jobs'])).stdout, /^pausable\s+Suspended\s+0\/1/m)
+    await apply(b, manifest(false))
+    const done = await waitFor(
+      'the resumed Job to complete',
+      async () => {
+        const j = (await list(a, 'Job')).find((x) => x.metadata.name === 'pausable')
+        return j?.status?.conditions?.some((x: any) => x.type === 'Complete') ? j : undefined
+      },
+      60_000,
+    )
+    assert.deepEqual(
+      done.status.conditions.map((x: any) => [x.type, x.status, x.reason]),
+      [
+        ['Suspended', 'False', 'JobResumed'],
+        ['Complete', 'True', 'Completed'],
+      ],
+    )
+    assert.equal((await a.cli(['delete', 'job/pausable'])).exitCode, 0)
+  })
+
   await t.test('a CronJob every 5 seconds makes one Job per tick across the three agents', async () => {
     await apply(c, {
       apiVersion: 'orc/v1',

@@ -147,10 +147,25 @@ export function planJob(job: Job, pods: readonly Pod[], now: number): JobWrite[]
   const completions = spec.completions ?? 1
   const parallelism = spec.parallelism ?? 1
   const backoffLimit = spec.backoffLimit ?? 6
-  const start = createdMs(job) ?? now
   const c = countJobPods(name, pods)
   const failures = c.failed.length + c.restarts
   const prev = (job.status ?? {}) as JobStatus
+  // Suspended: its condition is kept while the spec says so; resumed: the deadline counts from then.
+  const suspended = spec.suspend === true
+  const was = (Array.isArray(prev.conditions) ? prev.conditions : []).find((x) => x?.type === 'Suspended')
+  let suspension: JobCondition | undefined
+  if (suspended)
+    suspension =
+      was?.status === 'True'
+        ? was
+        : { type: 'Suspended', status: 'True', reason: 'JobSuspended', message: 'spec.suspend is true', lastTransitionTime: iso(now) }
+  else if (was !== undefined)
+    suspension =
+      was.status === 'False'
+        ? was
+        : { type: 'Suspended', status: 'False', reason: 'JobResumed', message: 'spec.suspend is false', lastTransitionTime: iso(now) }
+  const resumedAt = suspension?.status === 'False' ? Date.parse(suspension.lastTransitionTime) : Number.NaN
+  const start = Math.max(createdMs(job) ?? now, Number.isNaN(resumedAt) ? Number.NEGATIVE_INFINITY : resumedAt)
   let done: JobCondition | undefined = jobFinished(prev)
   if (done === undefined) {
     const at = (t: number | undefined) => iso(t ?? now)
@@ -170,7 +185,7 @@ export function planJob(job: Job, pods: readonly Pod[], now: number): JobWrite[]
         message: `${failures} failures; backoffLimit is ${backoffLimit}`,
         lastTransitionTime: at(c.lastFailedAt),
       }
-    else if (spec.activeDeadlineSeconds !== undefined && now >= start + spec.activeDeadlineSeconds * 1000)
+    else if (!suspended && spec.activeDeadlineSeconds !== undefined && now >= start + spec.activeDeadlineSeconds * 1000)
       done = {
         type: 'Failed',
         status: 'True',
@@ -191,12 +206,12 @@ export function planJob(job: Job, pods: readonly Pod[], now: number): JobWrite[]
     }
     for (const n of c.active)
       writes.push({ op: 'delete', author: JOB_CONTROLLER, ref: podRef(n), reason: `job/${name} ${done.type.toLowerCase()} (${done.reason})` })
-  }
+  } else if (suspended) for (const n of c.active) writes.push({ op: 'delete', author: JOB_CONTROLLER, ref: podRef(n), reason: `job/${name} suspended` })
   let created = 0
   // After failures no pod is made until the back-off from the latest one has passed.
   const backoff = jobBackoffMs(c.failed.length)
   const backedOff = c.lastFailedAt === undefined || now >= c.lastFailedAt + backoff
-  if (done === undefined && backedOff) {
+  if (done === undefined && !suspended && backedOff) {
     const want = Math.min(parallelism, completions - c.succeeded.length) - c.active.length
     for (let i = 0; i < want; i++) {
       const index = c.maxIndex + 1 + i
@@ -206,17 +221,27 @@ export function planJob(job: Job, pods: readonly Pod[], now: number): JobWrite[]
     }
   }
   const status: JobStatus = {
-    active: done === undefined ? c.active.length + created : 0,
+    active: done === undefined && !suspended ? c.active.length + created : 0,
     succeeded: c.succeeded.length,
     failed: failures,
     startTime: iso(start),
   }
-  if (done !== undefined) {
-    status.completionTime = done.lastTransitionTime
-    status.conditions = [done]
-  }
+  if (done !== undefined) status.completionTime = done.lastTransitionTime
+  const conditions = [...(suspension !== undefined ? [suspension] : []), ...(done !== undefined ? [done] : [])]
+  if (conditions.length > 0) status.conditions = conditions
   if (changed(prev, status))
-    writes.push({ op: 'status', author: JOB_CONTROLLER, ref, status, reason: done !== undefined ? `job ${done.type.toLowerCase()}` : 'job status' })
+    writes.push({
+      op: 'status',
+      author: JOB_CONTROLLER,
+      ref,
+      status,
+      reason:
+        done !== undefined
+          ? `job ${done.type.toLowerCase()}`
+          : suspension !== undefined && suspension !== was
+            ? `job ${suspension.status === 'True' ? 'suspended' : 'resumed'}`
+            : 'job status',
+    })
   return writes
 }
 

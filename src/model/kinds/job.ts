@@ -29,11 +29,12 @@ export const CRONJOB_LABEL = 'orc/cronjob'
 /** The scheduled time of a CronJob's run (unix seconds). */
 export const SCHEDULED_LABEL = 'orc/scheduled'
 
-export type JobConditionType = 'Complete' | 'Failed'
+export type JobConditionType = 'Complete' | 'Failed' | 'Suspended'
 export interface JobCondition {
   type: JobConditionType
-  status: 'True'
-  /** Complete: `Completed`; Failed: `BackoffLimitExceeded` or `DeadlineExceeded`. */
+  /** `False` only for `Suspended`, once the Job was resumed. */
+  status: 'True' | 'False'
+  /** Complete: `Completed`; Failed: `BackoffLimitExceeded` or `DeadlineExceeded`; Suspended: `JobSuspended` or `JobResumed`. */
   reason: string
   message?: string
   lastTransitionTime: string
@@ -62,6 +63,8 @@ const jobSpec = s.object({
   activeDeadlineSeconds: s.int({ min: 1, max: 366 * 24 * 3600 }),
   /** Delete the Job (and its pods) this long after it finished. */
   ttlSecondsAfterFinished: s.int({ min: 0, max: 366 * 24 * 3600 }),
+  /** Stop the Job's running pods and make none until it is false again (default false). */
+  suspend: s.bool(),
 })
 
 function jobSpecIssues(spec: Record<string, any> | undefined, base: string): Issue[] {
@@ -76,6 +79,11 @@ function jobSpecIssues(spec: Record<string, any> | undefined, base: string): Iss
       if (k in (t.metadata?.labels ?? {})) issues.push({ path: `${base}.template.metadata.labels[${JSON.stringify(k)}]`, rule: 'is set by orc' })
   }
   return issues
+}
+
+/** Whether a Job's status says it is suspended now. */
+export function jobSuspended(status: JobStatus | undefined): boolean {
+  return (Array.isArray(status?.conditions) ? status.conditions : []).some((c) => c?.type === 'Suspended' && c.status === 'True')
 }
 
 /** The finished condition of a Job's status, if any. */
@@ -100,7 +108,10 @@ export const jobKind = defineKind({
   owned: [{ path: 'status', owner: 'controller:job' }],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
-    { header: 'STATUS', value: (o) => jobFinished(o.status)?.type ?? ((o.status?.active ?? 0) > 0 ? 'Running' : 'Pending') },
+    {
+      header: 'STATUS',
+      value: (o) => jobFinished(o.status)?.type ?? (jobSuspended(o.status) ? 'Suspended' : (o.status?.active ?? 0) > 0 ? 'Running' : 'Pending'),
+    },
     { header: 'COMPLETIONS', value: (o) => `${o.status?.succeeded ?? 0}/${o.spec?.completions ?? 1}` },
     { header: 'DURATION', value: (o, now) => jobDuration(o, now) },
     { header: 'ACTIVE', value: (o) => String(o.status?.active ?? 0), wide: true },

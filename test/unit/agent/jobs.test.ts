@@ -112,6 +112,46 @@ test('the back-off between failures doubles from 10 s to at most 6 min, from the
   assert.equal(timeMatters([], [job({})]), false)
 })
 
+test('a suspended Job stops its running pods and makes none; resumed, its deadline counts from the resume', () => {
+  const spec = { completions: 3, parallelism: 2, activeDeadlineSeconds: 60 }
+  const running = [pod('batch-0', 'Succeeded', T0 + 5000), pod('batch-1', 'Running'), pod('batch-2', 'Running')]
+  let ws = planJob(job({ ...spec, suspend: true }), running, T0 + 10_000)
+  assert.deepEqual(deleted(ws), ['Pod/batch-1', 'Pod/batch-2'], 'its running pods are stopped')
+  assert.deepEqual(created(ws), [])
+  let st = statusOf(ws)!
+  assert.deepEqual([st.active, st.succeeded], [0, 1], 'the success is kept')
+  assert.deepEqual(st.conditions, [
+    { type: 'Suspended', status: 'True', reason: 'JobSuspended', message: 'spec.suspend is true', lastTransitionTime: iso(T0 + 10_000) },
+  ])
+  assert.equal((ws.find((w) => w.op === 'status') as { reason: string }).reason, 'job suspended')
+  // Suspended past its deadline: no DeadlineExceeded, nothing made, the condition keeps its time.
+  const suspendedJob = job({ ...spec, suspend: true }, st)
+  const left = [pod('batch-0', 'Succeeded', T0 + 5000)]
+  ws = planJob(suspendedJob, left, T0 + 120_000)
+  assert.deepEqual([created(ws), deleted(ws), statusOf(ws)], [[], [], undefined], 'nothing to write while it stays suspended')
+  // Resumed at T0 + 200 s: pods again, the deadline counts from then (not from creation).
+  ws = planJob(job(spec, st), left, T0 + 200_000)
+  assert.deepEqual(created(ws), ['batch-1', 'batch-2'], 'the stopped pods are made again under their names')
+  st = statusOf(ws)!
+  assert.deepEqual(
+    st.conditions.map((x: any) => [x.type, x.status, x.reason, x.lastTransitionTime]),
+    [['Suspended', 'False', 'JobResumed', iso(T0 + 200_000)]],
+  )
+  assert.equal(st.startTime, iso(T0 + 200_000))
+  const resumed = job(spec, st)
+  const again = [...left, pod('batch-1', 'Running'), pod('batch-2', 'Running')]
+  assert.equal(statusOf(planJob(resumed, again, T0 + 259_000))?.conditions?.[1], undefined, 'within 60 s of the resume')
+  ws = planJob(resumed, again, T0 + 261_000)
+  assert.deepEqual(
+    statusOf(ws)?.conditions.map((x: any) => [x.type, x.reason]),
+    [
+      ['Suspended', 'JobResumed'],
+      ['Failed', 'DeadlineExceeded'],
+    ],
+  )
+  assert.deepEqual(deleted(ws), ['Pod/batch-1', 'Pod/batch-2'])
+})
+
 test('a finished Job is deleted after its TTL, then its pods; pods of a deleted Job go after a grace', () => {
   const finished = {
     succeeded: 1,
