@@ -132,6 +132,21 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     const chain = await a.orc(['why', 'vm/guest', '--critical-chain'])
     assert.match(chain.stdout, /running @[\d.]+s\n└─wait-console-marker @[\d.]+s \+[\d.]+s\n {2}└─start-qemu/)
 
+    // orc top vms: qemu's use, read from its cgroup (pods' rows stay pods only).
+    const top = await a.orc(['top', 'vms', '-o', 'json'])
+    assert.equal(top.exitCode, 0, top.stderr)
+    const row = (JSON.parse(top.stdout) as any[]).find((r) => r.name === 'guest')
+    assert.ok(row !== undefined, top.stdout)
+    assert.equal(row.node, 'n1')
+    assert.deepEqual(
+      row.containers.map((c: { name: string }) => c.name),
+      ['qemu'],
+    )
+    assert.ok(row.memoryBytes > 16 * 2 ** 20 && row.memoryBytes <= st.limits.memoryBytes, `qemu's working set ${row.memoryBytes}`)
+    assert.ok(typeof row.cpuMillis === 'number' && row.cpuSeconds > 0, JSON.stringify(row))
+    assert.match((await a.orc(['top', 'vms'])).stdout, /^NAME\s+CPU\s+MEMORY\s+NODE\nguest\s+\d+m\s+\d+Mi\s+n1\n/)
+    assert.equal((await a.orc(['top', 'pods', '-o', 'json'])).stdout.includes('"guest"'), false, 'a VM is not a pod')
+
     const get = await a.orc(['get', 'vms', '-o', 'wide'])
     assert.match(get.stdout, /guest\s+Running\s+n1\s+<none>\s+1\s+256Mi\s+(kvm|tcg)/)
     const desc = await a.orc(['describe', 'vm/guest'])

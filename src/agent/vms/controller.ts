@@ -24,7 +24,7 @@ import {
   VM_DEFAULT_GRACE_SECONDS,
   vmMemoryBytes,
 } from '../../model/index.ts'
-import { logFilePath, type QemuRuntime, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
+import { type CgroupUsage, logFilePath, type QemuRuntime, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
 import { canonicalJson } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
@@ -556,6 +556,12 @@ class VmWorker {
     this.c.log.info({ ...this.fields(), why }, 'vm removed from node')
   }
 
+  /** qemu's CPU and memory from its cgroup while the guest runs (`orc top vms`). */
+  usage(): { namespace: string; name: string; usage: CgroupUsage } | undefined {
+    const u = this.uid === undefined || this.done ? undefined : this.c.runtime.usage(this.uid)
+    return u === undefined ? undefined : { namespace: this.ref.namespace, name: this.ref.name, usage: u }
+  }
+
   /** Agent shutdown: leave the guest running for the next agent. */
   async release(): Promise<void> {
     this.done = true
@@ -626,6 +632,11 @@ export class VmController {
     const w = this.workerFor(ref)
     await w.reconcile()
     if (w.done && this.workers.get(k) === w) this.workers.delete(k)
+  }
+
+  /** The running guests' qemu usage, for `orc top vms`. */
+  usage(): { namespace: string; name: string; usage: CgroupUsage }[] {
+    return [...this.workers.values()].flatMap((w) => w.usage() ?? [])
   }
 
   async stop(): Promise<void> {
