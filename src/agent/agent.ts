@@ -245,7 +245,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let streams: PodStreams | undefined
   let podTopRef: PodTop | undefined
   // `orc top` and the per-pod metrics: readings of the pods' cgroups through the lifecycle's runtimes.
-  const podTop = (): PodTop => (podTopRef ??= new PodTop({ store, nodeName, runtime: (k) => pods().runtime(k), clock }))
+  const podTop = (): PodTop => (podTopRef ??= new PodTop({ store, nodeName, runtime: (k) => pods().runtime(k), clock, vms: () => vmsRef?.usage() ?? [] }))
   let server: SocketServer | undefined
   // `orc down` asks over the API for the stop SIGTERM gives (signals.ts), plus host cleanup.
   let stopSelf: (() => void) | undefined

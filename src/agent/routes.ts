@@ -194,6 +194,8 @@ export interface TopNodeRow {
 export interface TopAnswer {
   nodes: TopNodeRow[]
   pods: TopPodRow[]
+  /** VirtualMachines: their qemu's use from its cgroup (one container, `qemu`); absent from members of older versions. */
+  vms?: TopPodRow[]
   /** Members that did not answer, and why. */
   unreachable: { node: string; error: string }[]
 }

@@ -40,12 +40,18 @@ export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { containerNetnsOf, type NetProbeResult, type NetProbeSpec, probeInNetns } from './probe.ts'
 export {
   newestBootKernel,
+  QEMU_EXTRA_TASKS,
+  QEMU_OVERHEAD_MIB,
   type QemuOptions,
   QemuRuntime,
   qemuArgs,
+  qemuLimits,
   qmpSession,
+  TCG_TB_MIB,
   type VmAccel,
+  type VmCgroup,
   type VmHandle,
+  type VmLimits,
   type VmRecord,
   type VmRunSpec,
   type VmStopResult,

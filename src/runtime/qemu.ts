@@ -6,17 +6,28 @@
  * button press), with SIGKILL after the grace period. KVM where a guest actually runs under it
  * (probed by booting the VM's kernel under KVM for up to 8 s, once per runtime), TCG otherwise.
  */
+import { createHash } from 'node:crypto'
 import { closeSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import pino from 'pino'
 import { type Clock, type CommandRunner, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
 import { OrcError } from '../model/index.ts'
+import {
+  type CgroupLayout,
+  type CgroupUsage,
+  type Controller,
+  cgroupPids,
+  createContainerCgroups,
+  detectCgroupLayout,
+  readCgroupUsage,
+  removeContainerCgroups,
+} from './cgroups.ts'
 import { spawnDetached } from './host.ts'
 import { logFilePath, openLogFile } from './logs.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
 import { DEFAULT_PATH, decodeExitCode, ID_PATTERN, wrapperScript } from './supervisor.ts'
-import type { ExitStatus, Spawner } from './types.ts'
+import type { EnforcedLimits, ExitStatus, Spawner } from './types.ts'
 
 export type VmAccel = 'kvm' | 'tcg'
 
@@ -33,6 +44,46 @@ export interface QemuOptions {
   run?: CommandRunner
   pollIntervalMs?: number
   logger?: pino.Logger
+  /** Where qemu's cgroups go (tests); default: detected below the agent's own cgroup. */
+  cgroupLayout?: CgroupLayout
+}
+
+/**
+ * qemu's own memory beyond the guest's, besides TCG's code cache. Measured here (qemu 7.2, TCG,
+ * Debian 6.1 kernel + the busybox initramfs, idle after boot): ~55 MiB of qemu's RSS is neither
+ * guest RAM nor code cache (1 or 2 vCPUs alike); 128 MiB leaves more than twice that. See
+ * docs/decisions.md.
+ */
+export const QEMU_OVERHEAD_MIB = 128
+/**
+ * TCG's translated-code cache, capped with `-accel tcg,tb-size=` (qemu's default is 1 GiB, which
+ * would have to be allowed on top of every guest). A boot of the test guest fills ~48 MiB; a full
+ * cache is flushed and refilled, costing retranslation, not correctness.
+ */
+export const TCG_TB_MIB = 128
+/** Tasks beyond the vCPU threads: main loop + RCU measured (3 tasks for 1 vCPU, 4 for 2); room for qemu's on-demand worker threads. */
+export const QEMU_EXTRA_TASKS = 32
+
+/** What bounds one guest's qemu: memory.max, cpu.max (cores), pids.max. */
+export interface VmLimits {
+  memoryBytes: number
+  cpu: number
+  pids: number
+}
+
+/** The limits of a guest's qemu, from its spec: guest memory + allowance, spec.cpus cores, vCPUs + QEMU_EXTRA_TASKS tasks. */
+export function qemuLimits(spec: Pick<VmRunSpec, 'cpus' | 'memoryMiB' | 'accel'>): VmLimits {
+  const overheadMiB = QEMU_OVERHEAD_MIB + (spec.accel === 'tcg' ? TCG_TB_MIB : 0)
+  return { memoryBytes: (spec.memoryMiB + overheadMiB) * 2 ** 20, cpu: spec.cpus, pids: spec.cpus + QEMU_EXTRA_TASKS }
+}
+
+/** A guest's cgroup: its directories (one per hierarchy on cgroup v1), the limits and which of them hold. */
+export interface VmCgroup {
+  dirs: string[]
+  limits: VmLimits
+  enforced: EnforcedLimits
+  /** Limits no cgroup enforces here, and why (cgroups not writable, controller missing): qemu runs without them. */
+  unenforced?: string
 }
 
 export interface VmRunSpec {
@@ -58,6 +109,7 @@ export interface VmRecord {
   revision: number
   accel: VmAccel
   logDir: string
+  cgroup?: VmCgroup
   exit?: ExitStatus
 }
 
@@ -67,6 +119,8 @@ export interface VmHandle {
   startedAt: number
   revision: number
   accel: VmAccel
+  /** qemu's cgroup (absent for a guest started by an agent before cgroups were made for qemu). */
+  cgroup?: VmCgroup
   exited: Promise<ExitStatus>
 }
 
@@ -99,7 +153,8 @@ export function newestBootKernel(boot = '/boot'): string | undefined {
 /** qemu's argv for a guest (after the binary). */
 export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   const args = ['-name', `orc-vm-${spec.id}`, '-nodefaults', '-no-user-config', '-display', 'none', '-vga', 'none', '-no-reboot']
-  args.push('-machine', 'q35', '-accel', spec.accel, '-cpu', spec.accel === 'kvm' ? 'host' : 'max')
+  // TCG's code cache is capped so that qemu's cgroup memory limit can allow for it (qemuLimits).
+  args.push('-machine', 'q35', '-accel', spec.accel === 'tcg' ? `tcg,tb-size=${TCG_TB_MIB}` : spec.accel, '-cpu', spec.accel === 'kvm' ? 'host' : 'max')
   args.push('-smp', String(spec.cpus), '-m', `${spec.memoryMiB}M`)
   args.push('-kernel', spec.kernel, '-append', spec.cmdline)
   if (spec.initrd !== undefined) args.push('-initrd', spec.initrd)
@@ -184,11 +239,12 @@ export function qmpSession(
 }
 
 export class QemuRuntime {
-  private readonly o: Required<Omit<QemuOptions, 'logger'>> & { logger: pino.Logger }
+  private readonly o: Required<Omit<QemuOptions, 'logger' | 'cgroupLayout'>> & { logger: pino.Logger }
   private readonly live = new Map<string, Live>()
   /** qemu answered `--version` once: not asked again on every boot (a missing one is, until it is installed). */
   private qemuFound = false
   private accelProbe: Promise<{ accel: VmAccel; reason: string }> | undefined
+  private layout: CgroupLayout | undefined
 
   constructor(opts: QemuOptions) {
     this.o = {
@@ -203,6 +259,32 @@ export class QemuRuntime {
       pollIntervalMs: opts.pollIntervalMs ?? 500,
       logger: (opts.logger ?? pino({ level: 'silent' })).child({ module: 'qemu' }),
     }
+    this.layout = opts.cgroupLayout
+  }
+
+  /**
+   * Where guests' cgroups go: `orc-qemu-<hash of the state dir>` beside the pod runtimes'
+   * `orc-sandbox-<hash>` below the agent's own cgroup (two agents on one host never share it).
+   */
+  private cgroupLayout(): CgroupLayout {
+    const name = `orc-qemu-${createHash('sha256').update(this.o.stateDir).digest('hex').slice(0, 8)}`
+    this.layout ??= detectCgroupLayout(undefined, undefined, name)
+    return this.layout
+  }
+
+  /** Make the guest's cgroup and write its limits; a limit no cgroup can hold here is named with the reason. */
+  private createCgroup(spec: VmRunSpec): VmCgroup {
+    const layout = this.cgroupLayout()
+    const limits = qemuLimits(spec)
+    let cg: ReturnType<typeof createContainerCgroups>
+    try {
+      cg = createContainerCgroups(layout, spec.id, limits)
+    } catch (err) {
+      throw new OrcError('unavailable', `create the cgroup of vm ${spec.id}: ${(err as Error).message}`)
+    }
+    const missing = (['memory', 'cpu', 'pids'] as Controller[]).filter((c) => cg.enforced[c === 'memory' ? 'memoryBytes' : c] === undefined)
+    const unenforced = missing.map((c) => `${c}: ${layout.reasons[c] ?? 'no usable cgroup'}`).join('; ')
+    return { dirs: cg.dirs, limits, enforced: cg.enforced, ...(unenforced !== '' ? { unenforced: `not enforced (${unenforced})` } : {}) }
   }
 
   private dirOf(id: string): string {
@@ -269,18 +351,24 @@ export class QemuRuntime {
     const qmp = this.qmpSocketOf(spec.id)
     const qemu = [this.o.qemuPath, ...qemuArgs(spec, qmp)]
     const argv = spec.net !== undefined ? [this.o.nsenterPath, `--net=${spec.net.netnsPath}`, '--', ...qemu] : qemu
+    // A cgroup left by a qemu that ended while no agent watched is empty: remove it before making it afresh.
+    removeContainerCgroups(this.cgroupLayoutDirs(spec.id))
+    const cgroup = this.createCgroup(spec)
+    // The wrapper's child joins the cgroup before it execs (nsenter, then) qemu: qemu starts inside.
+    const procs = cgroup.dirs.map((d) => join(d, 'cgroup.procs'))
+    let spawned: ReturnType<Spawner> | undefined
     const logFd = openLogFile(spec.logDir, spec.revision)
-    let spawned
     try {
       spawned = this.o.spawn({
         file: this.o.shPath,
         args: ['-c', wrapperScript(this.o.shPath, false), 'orc-wrapper', ...argv],
-        env: { PATH: process.env.PATH ?? DEFAULT_PATH, ORC_EXIT: join(dir, 'exit'), ORC_CGROUPS: '' },
+        env: { PATH: process.env.PATH ?? DEFAULT_PATH, ORC_EXIT: join(dir, 'exit'), ORC_CGROUPS: procs.join(' ') },
         fds: [null, logFd, logFd],
         cwd: dir,
       })
     } finally {
       closeSync(logFd)
+      if (spawned === undefined || spawned.pid === 0) removeContainerCgroups(cgroup.dirs)
     }
     if (spawned.pid === 0) throw new OrcError('internal', `start vm ${spec.id}: cannot spawn ${this.o.shPath}`)
     const rec: VmRecord = {
@@ -291,11 +379,15 @@ export class QemuRuntime {
       revision: spec.revision,
       accel: spec.accel,
       logDir: spec.logDir,
+      cgroup,
     }
     this.persist(rec)
     const live = this.track(rec)
     spawned.exit.then((raw) => void this.finish(live, raw.signal ? { code: null, signal: raw.signal } : decodeExitCode(raw.code ?? 1)))
-    this.o.logger.info({ id: spec.id, pid: rec.pid, accel: spec.accel, revision: spec.revision }, 'vm started')
+    this.o.logger.info(
+      { id: spec.id, pid: rec.pid, accel: spec.accel, revision: spec.revision, limits: cgroup.limits, enforced: cgroup.enforced },
+      'vm started',
+    )
     return this.handle(live)
   }
 
@@ -324,6 +416,8 @@ export class QemuRuntime {
         })
         out.running.push(this.handle(live))
       } else {
+        // qemu ended while no agent watched: its (now empty) cgroup goes.
+        removeContainerCgroups(rec.cgroup?.dirs ?? [])
         const exit = rec.exit ?? { ...(this.readExit(id) ?? { code: null, signal: null }), finishedAt: this.o.clock.now() }
         out.ended.push({ id, revision: rec.revision, exit })
       }
@@ -350,7 +444,40 @@ export class QemuRuntime {
 
   private handle(live: Live): VmHandle {
     const r = live.rec
-    return { id: r.id, pid: r.pid, startedAt: r.startedAt, revision: r.revision, accel: r.accel, exited: live.exited }
+    return {
+      id: r.id,
+      pid: r.pid,
+      startedAt: r.startedAt,
+      revision: r.revision,
+      accel: r.accel,
+      ...(r.cgroup ? { cgroup: r.cgroup } : {}),
+      exited: live.exited,
+    }
+  }
+
+  /** The directories a guest's cgroup has (or would have) in this runtime's layout. */
+  private cgroupLayoutDirs(id: string): string[] {
+    const l = this.cgroupLayout()
+    const places = [...Object.values(l.places), ...(l.cpuacct ? [l.cpuacct] : [])]
+    return [...new Set(places.map((p) => join(p.parent, id)))]
+  }
+
+  /** Remove a guest's cgroup once qemu has left it (the kernel moves a reaped task out a moment later). */
+  private async removeCgroup(rec: VmRecord): Promise<void> {
+    const dirs = rec.cgroup?.dirs ?? []
+    for (let i = 0; i < 100 && removeContainerCgroups(dirs).length > 0; i++) {
+      for (const pid of cgroupPids(dirs)) signalPid(pid, 'SIGKILL')
+      await sleep(this.o.clock, 20)
+    }
+    const left = removeContainerCgroups(dirs)
+    if (left.length > 0) this.o.logger.warn({ id: rec.id, left }, 'vm cgroup not removed')
+  }
+
+  /** CPU and memory of a running guest's qemu, from its cgroup (as `orc top` reads a container's). */
+  usage(id: string): CgroupUsage | undefined {
+    const live = this.live.get(id)
+    if (live === undefined || live.rec.exit !== undefined || live.rec.cgroup === undefined) return undefined
+    return readCgroupUsage(live.rec.cgroup.dirs)
   }
 
   private async finish(live: Live, raw: { code: number | null; signal: NodeJS.Signals | null } | undefined): Promise<void> {
@@ -358,6 +485,7 @@ export class QemuRuntime {
     const exit: ExitStatus = { code: raw?.code ?? null, signal: raw?.signal ?? null, finishedAt: this.o.clock.now() }
     live.rec.exit = exit
     live.poll?.()
+    await this.removeCgroup(live.rec)
     try {
       if (existsSync(this.dirOf(live.rec.id))) this.persist(live.rec)
     } catch {}
@@ -397,7 +525,7 @@ export class QemuRuntime {
       return { how: 'powerdown', detail: `the guest powered off after system_powerdown${ev}` }
     }
     // qemu (the wrapper's child) first, so the wrapper records how it ended.
-    const kids = descendants(live.rec.pid)
+    const kids = [...new Set([...descendants(live.rec.pid), ...cgroupPids(live.rec.cgroup?.dirs ?? [])])]
     for (const pid of kids.length > 0 ? kids : [live.rec.pid]) signalPid(pid, 'SIGKILL')
     await Promise.race([live.exited, sleep(this.o.clock, 5_000)])
     return {

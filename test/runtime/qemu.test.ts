@@ -7,14 +7,20 @@
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { QemuRuntime } from '../../src/runtime/index.ts'
+import { QemuRuntime, qemuLimits, type VmCgroup } from '../../src/runtime/index.ts'
 import { descendants, signalPid } from '../../src/runtime/procfs.ts'
 import { buildGuest, GUEST_BANNER, GUEST_PORT, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
 import { waitFor } from '../helpers/wait.ts'
+
+/** The first of `names` found in the cgroup's directories (v1 or v2 spelling), trimmed. */
+function cgroupFile(cg: VmCgroup, ...names: string[]): string | undefined {
+  for (const d of cg.dirs) for (const n of names) if (existsSync(join(d, n))) return readFileSync(join(d, n), 'utf8').trim()
+  return undefined
+}
 
 const ip = (args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'pipe', 'pipe'] }).toString()
 
@@ -103,6 +109,32 @@ test('qemu runtime: boots a guest, console in the log, reachable over IPv6 on it
   assert.match(status, /^Uid:\s+65534\s+65534\s+65534\s+65534$/m, 'qemu runs as nobody')
   assert.match(status, /^Seccomp:\s+2$/m, 'under a seccomp filter')
 
+  // qemu runs in the guest's own cgroup, whose limits come from the spec: memory = guest + qemu's allowance, cpu = 1 core.
+  const cg = h.cgroup
+  assert.ok(cg !== undefined, 'the handle names the cgroup')
+  t.diagnostic(`cgroup ${cg.dirs.join(' ')} enforced ${JSON.stringify(cg.enforced)}${cg.unenforced ? ` ${cg.unenforced}` : ''}`)
+  assert.deepEqual(cg.limits, qemuLimits({ cpus: 1, memoryMiB: 256, accel: accel.accel }))
+  assert.equal(cg.unenforced, undefined, 'root on this host: memory, cpu and pids all enforced by cgroups')
+  for (const d of cg.dirs) {
+    assert.ok(d.endsWith('/vm-test') && /\/orc-qemu-[0-9a-f]{8}\/vm-test$/.test(d), d)
+    const procs = readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').map(Number)
+    assert.ok(procs.includes(qemuPid), `qemu (pid ${qemuPid}) is in ${d}`)
+    assert.ok(!procs.includes(h.pid), 'the wrapper stays outside (it records how qemu ended)')
+  }
+  assert.equal(Number(cgroupFile(cg, 'memory.max', 'memory.limit_in_bytes')), cg.limits.memoryBytes)
+  const quota = cgroupFile(cg, 'cpu.max') ?? `${cgroupFile(cg, 'cpu.cfs_quota_us')} ${cgroupFile(cg, 'cpu.cfs_period_us')}`
+  assert.equal(quota, '100000 100000', 'one core')
+  assert.equal(Number(cgroupFile(cg, 'pids.max')), cg.limits.pids)
+  const tasks = Number(cgroupFile(cg, 'pids.current'))
+  t.diagnostic(`qemu: ${tasks} tasks, ${status.match(/^VmRSS:\s+(\d+)/m)?.[1]} kB RSS`)
+  assert.ok(tasks >= 2 && tasks < cg.limits.pids, `qemu's ${tasks} tasks are within pids.max`)
+  const used = rt.usage('vm-test')
+  assert.ok(
+    used?.memoryBytes && used.memoryBytes > 16 * 2 ** 20 && used.memoryBytes < cg.limits.memoryBytes,
+    `qemu's working set from its cgroup: ${used?.memoryBytes}`,
+  )
+  assert.ok(used.cpuSeconds !== null && used.cpuSeconds > 0, 'its CPU time from its cgroup')
+
   // An agent restart: a new runtime over the same state dir finds the guest running.
   rt.close()
   const rt2 = new QemuRuntime({ stateDir: join(dir, 'state') })
@@ -111,6 +143,8 @@ test('qemu runtime: boots a guest, console in the log, reachable over IPv6 on it
     found.running.map((r) => [r.id, r.pid, r.accel]),
     [['vm-test', h.pid, accel.accel]],
   )
+  assert.deepEqual(found.running[0]!.cgroup, cg, 'the adopted guest keeps its cgroup')
+  assert.ok(rt2.usage('vm-test')?.memoryBytes, "the adopting runtime reads qemu's usage from it")
 
   // Graceful stop: ACPI power-down over QMP; the guest's acpid powers it off well within the grace.
   const stop = await rt2.stop('vm-test', 120_000)
@@ -119,10 +153,17 @@ test('qemu runtime: boots a guest, console in the log, reachable over IPv6 on it
   assert.match(log(), /power button pressed, powering off/)
   const ended = await found.running[0]!.exited
   assert.equal(ended.code, 0, 'qemu exited cleanly (the guest powered off)')
+  for (const d of cg.dirs) assert.equal(existsSync(d), false, `${d} removed once qemu exited`)
   rt2.remove('vm-test')
 
+  // Where no cgroup can be made (cgroups not writable), qemu still runs, and the handle says which limits do not hold and why.
+  const rt3 = new QemuRuntime({
+    stateDir: join(dir, 'state3'),
+    cgroupLayout: { places: {}, reasons: { memory: 'cgroup v2 /x not writable', cpu: 'cgroup v2 /x not writable', pids: 'cgroup v2 /x not writable' } },
+  })
+
   // A guest that ignores the power button (no root file system: the kernel panics and waits) is killed after the grace.
-  const h2 = await rt2.start({
+  const h2 = await rt3.start({
     id: 'vm-stubborn',
     revision: 1,
     logDir,
@@ -133,9 +174,11 @@ test('qemu runtime: boots a guest, console in the log, reachable over IPv6 on it
     accel: accel.accel,
   })
   wrappers.push(h2.pid)
-  const killed = await rt2.stop('vm-stubborn', 1_000)
+  assert.deepEqual(h2.cgroup?.dirs, [])
+  assert.match(h2.cgroup?.unenforced ?? '', /^not enforced \(memory: cgroup v2 \/x not writable; cpu: .*; pids: .*\)$/)
+  const killed = await rt3.stop('vm-stubborn', 1_000)
   assert.equal(killed.how, 'killed', killed.detail)
   assert.equal((await h2.exited).signal === 'SIGKILL' || (await h2.exited).code === 137, true)
-  rt2.remove('vm-stubborn')
+  rt3.remove('vm-stubborn')
   failed = false
 })

@@ -7,14 +7,41 @@
  * (test agents run with it off): the reachability over IPv6 is the testbed's (test/testbed/vm.test.ts).
  */
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
+import { qemuLimits } from '../../src/runtime/index.ts'
+import { descendants, isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
 import { buildGuest, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
 import { startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
 const why = vmGuestMissing()
+
+/** A file of the VM's cgroup (v1 or v2 spelling), trimmed. */
+function cgroupFile(dirs: string[], ...names: string[]): string | undefined {
+  for (const d of dirs) for (const n of names) if (existsSync(join(d, n))) return readFileSync(join(d, n), 'utf8').trim()
+  return undefined
+}
+
+/** qemu under the wrapper (status.pid) is in every directory of the VM's cgroup, which holds the limits derived from the spec. */
+function assertQemuLimited(st: Record<string, any>, cpus: number, memoryMiB: number): void {
+  const qemu = descendants(st.pid).find((p) => {
+    try {
+      return readFileSync(`/proc/${p}/comm`, 'utf8').startsWith('qemu-system')
+    } catch {
+      return false
+    }
+  })
+  assert.ok(qemu !== undefined, 'qemu runs under the wrapper')
+  const lim = st.limits
+  assert.deepEqual({ memoryBytes: lim.memoryBytes, cpu: lim.cpu, pids: lim.pids }, qemuLimits({ cpus, memoryMiB, accel: st.accel }))
+  assert.ok(lim.cgroup.length > 0, JSON.stringify(lim))
+  for (const d of lim.cgroup as string[]) assert.ok(readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').includes(String(qemu)), `qemu in ${d}`)
+  assert.equal(Number(cgroupFile(lim.cgroup, 'memory.max', 'memory.limit_in_bytes')), (memoryMiB + (st.accel === 'tcg' ? 256 : 128)) * 2 ** 20)
+  const quota = cgroupFile(lim.cgroup, 'cpu.max') ?? `${cgroupFile(lim.cgroup, 'cpu.cfs_quota_us')} ${cgroupFile(lim.cgroup, 'cpu.cfs_period_us')}`
+  assert.equal(quota, `${cpus * 100_000} 100000`, `${cpus} cores`)
+  assert.equal(Number(cgroupFile(lim.cgroup, 'pids.max')), lim.pids)
+}
 
 function vmManifest(name: string, spec: Record<string, unknown>): string {
   return JSON.stringify({ apiVersion: 'orc/v1', kind: 'VirtualMachine', metadata: { name }, spec })
@@ -86,6 +113,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.ok(isSameProcessAlive(st.pid, readProcStat(st.pid)!.startTicks), 'qemu runs under its wrapper')
     // No pod network on this agent: the guest has no NIC, and the status says why.
     assert.match(st.network, /^none: /)
+    assertQemuLimited(st, 1, 256)
 
     const logs = await a.orc(['logs', 'vm/guest'])
     assert.equal(logs.exitCode, 0, logs.stderr)
@@ -98,10 +126,26 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.equal(w.exitCode, 0, w.stderr)
     assert.match(w.stdout, /^vm\/guest: Running on node n1, running revision \d+/)
     assert.match(w.stdout, /accel: (kvm|tcg) \(/)
+    assert.match(w.stdout, /limits: memory (384|512)Mi, cpu 1, pids 33 \(enforced by cgroup-v[12] in \/sys\/fs\/cgroup\/.*orc-qemu-[0-9a-f]{8}\//)
     for (const unit of ['resolve-kernel', 'sandbox-network', 'create-tap', 'start-qemu', 'wait-console-marker'])
       assert.match(w.stdout, new RegExp(`${unit}\\s+done in`), `${unit} in orc why`)
     const chain = await a.orc(['why', 'vm/guest', '--critical-chain'])
     assert.match(chain.stdout, /running @[\d.]+s\n└─wait-console-marker @[\d.]+s \+[\d.]+s\n {2}└─start-qemu/)
+
+    // orc top vms: qemu's use, read from its cgroup (pods' rows stay pods only).
+    const top = await a.orc(['top', 'vms', '-o', 'json'])
+    assert.equal(top.exitCode, 0, top.stderr)
+    const row = (JSON.parse(top.stdout) as any[]).find((r) => r.name === 'guest')
+    assert.ok(row !== undefined, top.stdout)
+    assert.equal(row.node, 'n1')
+    assert.deepEqual(
+      row.containers.map((c: { name: string }) => c.name),
+      ['qemu'],
+    )
+    assert.ok(row.memoryBytes > 16 * 2 ** 20 && row.memoryBytes <= st.limits.memoryBytes, `qemu's working set ${row.memoryBytes}`)
+    assert.ok(typeof row.cpuMillis === 'number' && row.cpuSeconds > 0, JSON.stringify(row))
+    assert.match((await a.orc(['top', 'vms'])).stdout, /^NAME\s+CPU\s+MEMORY\s+NODE\nguest\s+\d+m\s+\d+Mi\s+n1\n/)
+    assert.equal((await a.orc(['top', 'pods', '-o', 'json'])).stdout.includes('"guest"'), false, 'a VM is not a pod')
 
     const get = await a.orc(['get', 'vms', '-o', 'wide'])
     assert.match(get.stdout, /guest\s+Running\s+n1\s+<none>\s+1\s+256Mi\s+(kvm|tcg)/)
@@ -121,6 +165,8 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     })
     assert.equal(st.runningRevision, before.runningRevision)
     assert.equal(st.restarts, 0)
+    assert.deepEqual(st.limits, before.limits, 'the re-adopted guest keeps its cgroup')
+    assertQemuLimited(st, 1, 256)
     assert.ok((await a.orc(['logs', 'vm/guest'])).stdout.includes(GUEST_READY))
   })
 
@@ -140,6 +186,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.equal(st.lastStop.how, 'powerdown', JSON.stringify(st.lastStop))
     assert.match(st.lastStop.detail, /^spec changed: the guest powered off after system_powerdown/)
     assert.notEqual(st.pid, cur.status.pid)
+    assertQemuLimited(st, 2, 256)
     // The new guest has two CPUs; the old revision's console is kept beside it.
     assert.match((await a.orc(['logs', 'vm/guest'])).stdout, /Brought up 1 node, 2 CPUs/)
     assert.match((await a.orc(['logs', 'vm/guest', '--revision', String(old)])).stdout, /power button pressed/)
@@ -159,6 +206,8 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.equal(st.lastStop.how, 'powerdown', JSON.stringify(st.lastStop))
     assert.match(st.lastStop.detail, /POWERDOWN/)
     assert.equal(isSameProcessAlive(pid, ticks), false, 'qemu is gone')
+    for (const d of cur.status.limits.cgroup as string[]) assert.equal(existsSync(d), false, `${d} removed with qemu`)
+    assert.equal(st.limits, undefined, 'a stopped VM has no cgroup')
     assert.equal(st.runningRevision, undefined, 'a stopped VM runs no revision')
     const logs = await a.orc(['logs', 'vm/guest', '--revision', String(st.targetRevision)])
     assert.match(logs.stdout, /power button pressed, powering off/)
@@ -191,13 +240,17 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       'vm/flaky booted again',
       async () => {
         const o = await vm('flaky')
-        return (o?.status?.restarts ?? 0) >= 1 && o?.status.pid !== undefined && o?.status.pid !== first.pid ? o?.status : undefined
+        return (o?.status?.restarts ?? 0) >= 1 && o?.status.pid !== undefined && o?.status.pid !== first.pid && o.status.limits ? o?.status : undefined
       },
       300_000,
     )
     assert.equal(again.restarts >= 1, true)
     assert.match((await a.orc(['history', 'vm/flaky'])).stdout, /start revision \d+: boot again/)
+    // Its cgroup as it booted again (this guest powers off 2 s after its marker, so it may already be gone by the delete).
+    const cgroup = again.limits.cgroup as string[]
+    assert.ok(cgroup.length > 0)
     assert.equal((await a.orc(['delete', 'vm/flaky'])).exitCode, 0)
+    await waitFor('vm/flaky cgroup removed after delete', () => (cgroup.some((d) => existsSync(d)) ? undefined : true), 60_000)
   })
 
   it('a kernel path outside /boot and the image stores is refused on the node, with the reason in orc why', async () => {

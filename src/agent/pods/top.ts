@@ -2,7 +2,8 @@
  * `orc top`: CPU and memory of this node (from /proc) and of the pods it runs (from each container's
  * cgroups, through the runtime). A rate needs two readings: `local()` reads, waits a second, reads
  * again. `orc top` on any node asks every live member for its own figures (the member route
- * `topLocal`) and joins them. The last reading also feeds the per-pod metrics.
+ * `topLocal`) and joins them. The last reading also feeds the per-pod metrics. VirtualMachines'
+ * qemu processes are read the same way from their own cgroups (`orc top vms`; not in the metrics).
  */
 import { readFileSync } from 'node:fs'
 import { type Clock, sleep } from '../../effects/index.ts'
@@ -22,6 +23,8 @@ export interface PodTopComponents {
   windowMs?: number
   /** /proc, for tests. */
   procRoot?: string
+  /** The running VMs of this node and their qemu's cgroup usage (absent: no VMs shown). */
+  vms?: () => { namespace: string; name: string; usage: ContainerUsage }[]
 }
 
 /** One container's reading. */
@@ -37,6 +40,8 @@ interface Reading {
   busy: number
   total: number
   containers: ContainerReading[]
+  /** One reading per running VM (container `qemu`). */
+  vms: ContainerReading[]
 }
 
 /** Busy and total jiffies of all CPUs, and the CPU count (/proc/stat). */
@@ -77,8 +82,9 @@ export class PodTop {
         containers.push({ namespace: pod.metadata.namespace ?? 'default', pod: pod.metadata.name, container: ct.name, ...u })
       }
     }
+    const vms = (this.c.vms?.() ?? []).map((v) => ({ namespace: v.namespace, pod: v.name, container: 'qemu', ...v.usage }))
     const cpu = readProcStatCpu(this.c.procRoot)
-    return { at: this.c.clock.now(), busy: cpu.busy, total: cpu.total, containers }
+    return { at: this.c.clock.now(), busy: cpu.busy, total: cpu.total, containers, vms }
   }
 
   /** The most recent reading's containers (for metrics); empty before the first. */
@@ -108,10 +114,15 @@ export class PodTop {
       memoryTotalBytes: mem.total,
       pods: this.runningPods().length,
     }
+    return { nodes: [node], pods: this.rows(a.containers, b.containers, seconds), vms: this.rows(a.vms, b.vms, seconds), unreachable: [] }
+  }
+
+  /** Rows per pod (or VM) from two readings `seconds` apart: CPU as a rate, memory as the last reading. */
+  private rows(a: ContainerReading[], b: ContainerReading[], seconds: number): TopPodRow[] {
     const key = (r: ContainerReading) => `${r.namespace}/${r.pod}/${r.container}`
-    const before = new Map(a.containers.map((r) => [key(r), r]))
+    const before = new Map(a.map((r) => [key(r), r]))
     const pods = new Map<string, TopPodRow>()
-    for (const r of b.containers) {
+    for (const r of b) {
       const prev = before.get(key(r))
       const millis = r.cpuSeconds !== null && prev?.cpuSeconds != null ? Math.max(0, ((r.cpuSeconds - prev.cpuSeconds) / seconds) * 1000) : null
       const podKey = `${r.namespace}/${r.pod}`
@@ -126,7 +137,7 @@ export class PodTop {
       row.cpuSeconds = add(row.cpuSeconds, r.cpuSeconds)
       row.memoryBytes = add(row.memoryBytes, r.memoryBytes)
     }
-    return { nodes: [node], pods: [...pods.values()], unreachable: [] }
+    return [...pods.values()]
   }
 }
 
@@ -140,7 +151,7 @@ export function topRoutes(top: () => PodTop, askMembers?: () => AskMembers | und
     top: async () => {
       const ask = askMembers?.()
       const [own, others] = await Promise.all([top().local(), ask ? ask('/v1/top/local', 15_000) : Promise.resolve([])])
-      const out: TopAnswer = { nodes: [...own.nodes], pods: [...own.pods], unreachable: [] }
+      const out: TopAnswer = { nodes: [...own.nodes], pods: [...own.pods], vms: [...(own.vms ?? [])], unreachable: [] }
       for (const o of others) {
         const body = o.body as Partial<TopAnswer> | undefined
         if (o.error !== undefined || o.status !== 200 || !Array.isArray(body?.nodes) || !Array.isArray(body?.pods)) {
@@ -150,6 +161,8 @@ export function topRoutes(top: () => PodTop, askMembers?: () => AskMembers | und
         }
         out.nodes.push(...body.nodes)
         out.pods.push(...body.pods)
+        // A member of an older version answers without VMs.
+        if (Array.isArray(body.vms)) out.vms!.push(...body.vms)
       }
       return out
     },

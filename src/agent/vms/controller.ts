@@ -24,7 +24,7 @@ import {
   VM_DEFAULT_GRACE_SECONDS,
   vmMemoryBytes,
 } from '../../model/index.ts'
-import { logFilePath, type QemuRuntime, type VmAccel } from '../../runtime/index.ts'
+import { type CgroupUsage, logFilePath, type QemuRuntime, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
 import { canonicalJson } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
@@ -191,6 +191,8 @@ class VmWorker {
   private initrd: string | undefined
   private accel: { accel: VmAccel; reason: string } | undefined
   private pid: number | undefined
+  /** qemu's cgroup and limits, as the runtime made them. */
+  private cgroup: VmCgroup | undefined
   private startedAt: number | undefined
   private restarts = 0
   private lastStop: { at: string; how: string; detail?: string } | undefined
@@ -225,7 +227,7 @@ class VmWorker {
   }
 
   /** A guest of a previous agent is still running: take it over if it runs what the spec says. */
-  adopt(pid: number, startedAt: number, accel: VmAccel): Promise<void> {
+  adopt(pid: number, startedAt: number, accel: VmAccel, cgroup: VmCgroup | undefined): Promise<void> {
     return this.enqueue(async () => {
       const obj = this.c.store.get(this.ref)
       const st = obj?.status
@@ -234,6 +236,7 @@ class VmWorker {
       this.hash = st.specHash as string
       this.revision = this.runningRevision = typeof st.runningRevision === 'number' ? st.runningRevision : obj.metadata.revision
       this.pid = pid
+      this.cgroup = cgroup
       this.startedAt = startedAt
       this.accel = { accel, reason: typeof st.accelReason === 'string' ? st.accelReason : '' }
       this.restarts = typeof st.restarts === 'number' ? st.restarts : 0
@@ -248,12 +251,18 @@ class VmWorker {
 
   private status(): Record<string, unknown> {
     const a = this.accel
+    const up = this.phase === 'Running' || this.phase === 'Starting' || this.phase === 'Stopping'
+    const cg = up ? this.cgroup : undefined
     return {
       phase: this.phase,
       node: this.c.nodeName,
       accel: a?.accel,
       accelReason: a?.reason,
-      pid: this.phase === 'Running' || this.phase === 'Starting' || this.phase === 'Stopping' ? this.pid : undefined,
+      pid: up ? this.pid : undefined,
+      limits:
+        cg === undefined
+          ? undefined
+          : { ...cg.limits, cgroup: cg.dirs, enforced: cg.enforced, ...(cg.unenforced !== undefined ? { unenforced: cg.unenforced } : {}) },
       ipv6: this.net?.mode === 'ipv6' ? this.net.ipv6 : undefined,
       network: this.net?.mode === 'loopback' ? `none: ${this.net.reason}` : undefined,
       runningRevision: this.runningRevision,
@@ -472,6 +481,7 @@ class VmWorker {
       ...(net ? { net: { netnsPath: net.netnsPath, tap: VM_TAP, mac: guestMac(this.uid!) } } : {}),
     })
     this.pid = h.pid
+    this.cgroup = h.cgroup
     this.startedAt = h.startedAt
     let ended = false
     void h.exited.then((e) => {
@@ -546,6 +556,12 @@ class VmWorker {
     this.c.log.info({ ...this.fields(), why }, 'vm removed from node')
   }
 
+  /** qemu's CPU and memory from its cgroup while the guest runs (`orc top vms`). */
+  usage(): { namespace: string; name: string; usage: CgroupUsage } | undefined {
+    const u = this.uid === undefined || this.done ? undefined : this.c.runtime.usage(this.uid)
+    return u === undefined ? undefined : { namespace: this.ref.namespace, name: this.ref.name, usage: u }
+  }
+
   /** Agent shutdown: leave the guest running for the next agent. */
   async release(): Promise<void> {
     this.done = true
@@ -588,7 +604,7 @@ export class VmController {
         continue
       }
       const w = this.workerFor({ kind: 'VirtualMachine', namespace: vm.metadata.namespace ?? 'default', name: vm.metadata.name })
-      await w.adopt(h.pid, h.startedAt, h.accel)
+      await w.adopt(h.pid, h.startedAt, h.accel, h.cgroup)
       void h.exited.then((e) => w.exited(h.pid, e))
     }
     for (const e of found.ended) this.c.runtime.remove(e.id)
@@ -616,6 +632,11 @@ export class VmController {
     const w = this.workerFor(ref)
     await w.reconcile()
     if (w.done && this.workers.get(k) === w) this.workers.delete(k)
+  }
+
+  /** The running guests' qemu usage, for `orc top vms`. */
+  usage(): { namespace: string; name: string; usage: CgroupUsage }[] {
+    return [...this.workers.values()].flatMap((w) => w.usage() ?? [])
   }
 
   async stop(): Promise<void> {

@@ -231,10 +231,10 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
   // ---- top
   program
     .command('top')
-    .description("CPU and memory of pods (from each pod's cgroups) or nodes (from /proc), across the cluster")
-    .argument('<what>', 'pods or nodes')
-    .option('-n, --namespace <ns>', 'only pods of this namespace')
-    .option('-A, --all-namespaces', 'pods of every namespace (default: only the default namespace, unless -n)')
+    .description("CPU and memory of pods (from each pod's cgroups), VMs (from their qemu's cgroup) or nodes (from /proc), across the cluster")
+    .argument('<what>', 'pods, vms or nodes')
+    .option('-n, --namespace <ns>', 'only pods (or VMs) of this namespace')
+    .option('-A, --all-namespaces', 'pods (or VMs) of every namespace (default: only the default namespace, unless -n)')
     .option('--containers', 'one line per container')
     .addOption(outputOption(['table', 'json']))
     .addHelpText(
@@ -242,12 +242,13 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
       examples(`
   orc top pods
   orc top pods -A --containers
+  orc top vms
   orc top nodes
   orc top pods -o json`),
     )
     .action(async (what: string, opts, cmd: Command) => {
-      const kind = what.replace(/^(pod|node)$/, '$1s')
-      if (kind !== 'pods' && kind !== 'nodes') throw new OrcError('invalid', `top: ${what}: expected pods or nodes`)
+      const kind = what.replace(/^(pod|node|vm)$/, '$1s')
+      if (kind !== 'pods' && kind !== 'nodes' && kind !== 'vms') throw new OrcError('invalid', `top: ${what}: expected pods, vms or nodes`)
       const r = await callRoute(client(cmd), 'top')
       for (const u of r.unreachable) io.err(`warning: node ${u.node} did not answer: ${u.error}\n`)
       if (kind === 'nodes') {
@@ -255,7 +256,7 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
         return io.out(topNodesTable(r))
       }
       const ns = opts.allNamespaces ? undefined : (opts.namespace ?? 'default')
-      const pods = r.pods.filter((p) => ns === undefined || p.namespace === ns)
+      const pods = (kind === 'vms' ? (r.vms ?? []) : r.pods).filter((p) => ns === undefined || p.namespace === ns)
       if (opts.output === 'json') return io.out(JSON.stringify(pods, null, 2) + '\n')
       io.out(topPodsTable({ ...r, pods }, { containers: Boolean(opts.containers), namespaces: ns === undefined }))
     })

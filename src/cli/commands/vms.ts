@@ -30,6 +30,16 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
   ]
   if (st.accel !== undefined) lines.push(`  accel: ${st.accel}${st.accelReason ? ` (${st.accelReason})` : ''}`)
   if (st.pid !== undefined) lines.push(`  qemu pid ${st.pid}${st.restarts ? `, ${st.restarts} restarts` : ''}`)
+  const lim = st.limits as
+    | { memoryBytes?: number; cpu?: number; pids?: number; cgroup?: string[]; enforced?: Record<string, string>; unenforced?: string }
+    | undefined
+  if (lim !== undefined) {
+    const how = [...new Set(Object.values(lim.enforced ?? {}))].join(', ') || 'nothing'
+    lines.push(
+      `  limits: memory ${formatMiB(lim.memoryBytes)}, cpu ${lim.cpu ?? '?'}, pids ${lim.pids ?? '?'} (enforced by ${how}${lim.cgroup?.[0] ? ` in ${lim.cgroup[0]}` : ''})`,
+    )
+    if (lim.unenforced !== undefined) lines.push(`  limits ${lim.unenforced}: qemu runs without them`)
+  }
   if (st.ipv6 !== undefined) lines.push(`  address ${st.ipv6}`)
   else if (typeof st.network === 'string') lines.push(`  network ${st.network}`)
   if (st.reason !== undefined) lines.push(`  reason: ${st.reason}`)
@@ -40,6 +50,10 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
   }
   lines.push('', runSnapshotText(snap, 'running', subject, now, opts.criticalChain === true))
   return lines.join('\n') + '\n'
+}
+
+function formatMiB(bytes: number | undefined): string {
+  return bytes === undefined ? '?' : `${Math.round(bytes / 2 ** 20)}Mi`
 }
 
 /** `orc logs vm/NAME`: the console lines, or with `follow` each new line until the guest stops. */

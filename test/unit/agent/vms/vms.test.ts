@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { guestCmdline, guestMac, markerScanner, resolveBootFile, vmSpecHash } from '../../../../src/agent/vms/index.ts'
 import { defaultOwnership, findKind, normalizeManifest, type VirtualMachineSpec } from '../../../../src/model/index.ts'
-import { qemuArgs } from '../../../../src/runtime/index.ts'
+import { QEMU_EXTRA_TASKS, QEMU_OVERHEAD_MIB, qemuArgs, qemuLimits, TCG_TB_MIB } from '../../../../src/runtime/index.ts'
 import { defaultAuthorize } from '../../../../src/store/index.ts'
 
 const vm = (spec: Record<string, unknown>) => ({ apiVersion: 'orc/v1', kind: 'VirtualMachine', metadata: { name: 'builder' }, spec })
@@ -128,7 +128,8 @@ test("qemu's argv: the accelerator, size, console to the revision's log, QMP, an
     '/s/qmp.sock',
   )
   const after = (flag: string) => args[args.indexOf(flag) + 1]
-  assert.equal(after('-accel'), 'tcg')
+  // TCG's code cache is capped: qemu's cgroup memory limit allows for it.
+  assert.equal(after('-accel'), `tcg,tb-size=${TCG_TB_MIB}`)
   assert.equal(after('-cpu'), 'max')
   assert.equal(after('-smp'), '2')
   assert.equal(after('-m'), '512M')
@@ -167,4 +168,18 @@ test('the console marker is found as the guest writes it: split between reads, a
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
+})
+
+test("qemu's cgroup limits: guest memory plus qemu's allowance (and TCG's code cache), spec.cpus cores, vCPUs plus helper tasks", () => {
+  const MiB = 2 ** 20
+  assert.deepEqual(qemuLimits({ cpus: 1, memoryMiB: 256, accel: 'tcg' }), {
+    memoryBytes: (256 + QEMU_OVERHEAD_MIB + TCG_TB_MIB) * MiB,
+    cpu: 1,
+    pids: 1 + QEMU_EXTRA_TASKS,
+  })
+  assert.deepEqual(qemuLimits({ cpus: 4, memoryMiB: 2048, accel: 'kvm' }), {
+    memoryBytes: (2048 + QEMU_OVERHEAD_MIB) * MiB,
+    cpu: 4,
+    pids: 4 + QEMU_EXTRA_TASKS,
+  })
 })
