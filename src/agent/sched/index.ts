@@ -12,5 +12,7 @@ export {
   podVolumeUses,
   schedOptionsOf,
   type TaintSince,
+  vmUsesByNode,
+  withVmUses,
   withVolumeConstraints,
 } from './view.ts'

@@ -2,7 +2,17 @@
  * The scheduler's view, built from this node's replica of the store and its membership table. Pure:
  * the binder passes in `now` and the moments it first saw each node unreachable.
  */
-import { type Cluster, type ClusterSpec, isPlainObject, type Node, type Pod, type Volume } from '../../model/index.ts'
+import {
+  type Cluster,
+  type ClusterSpec,
+  isPlainObject,
+  type Node,
+  type Pod,
+  type VirtualMachine,
+  type Volume,
+  vmNodeRequests,
+  vmWantsToRun,
+} from '../../model/index.ts'
 import {
   type ClusterView,
   DEPLOYMENT_LABEL,
@@ -13,6 +23,7 @@ import {
   podRequests,
   type SchedOptionsInput,
   type Taint,
+  type VmUse,
   volumeConstraints,
 } from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
@@ -146,6 +157,36 @@ export function buildSchedView(
     pods: pods.map(podViewOf),
     now,
   }
+}
+
+/**
+ * What the VirtualMachines hold of each node: those pinned to it that their node wants running
+ * (`vmWantsToRun`: not Halted, whether booted yet or waiting for room), each its vCPUs and its guest
+ * memory plus qemu's allowance. A VM whose memory is unreadable holds nothing: its node never boots it.
+ */
+export function vmUsesByNode(vms: readonly Stored<VirtualMachine>[]): Map<string, VmUse[]> {
+  const out = new Map<string, VmUse[]>()
+  for (const v of vms) {
+    if (!vmWantsToRun(v.spec)) continue
+    let r: { cpu: number; memory: number }
+    try {
+      r = vmNodeRequests(v.spec)
+    } catch {
+      continue
+    }
+    const node = v.spec!.node
+    const uses = out.get(node) ?? []
+    uses.push({ name: `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`, cpu: `${r.cpu}m`, memory: String(r.memory) })
+    out.set(node, uses)
+  }
+  return out
+}
+
+/** The view with each node's VMs (`NodeView.vms`): pods are placed in what they leave. */
+export function withVmUses(view: ClusterView, vms: readonly Stored<VirtualMachine>[]): ClusterView {
+  const uses = vmUsesByNode(vms)
+  if (uses.size === 0) return view
+  return { ...view, nodes: view.nodes.map((n) => (uses.has(n.name) ? { ...n, vms: uses.get(n.name)! } : n)) }
 }
 
 /**
