@@ -23,16 +23,14 @@ import {
   type VirtualMachineSpec,
   VM_DEFAULT_GRACE_SECONDS,
   vmMemoryBytes,
-  vmNodeRequests,
-  vmWantsToRun,
 } from '../../model/index.ts'
 import { logFilePath, type QemuRuntime, type VmAccel } from '../../runtime/index.ts'
-import { admitVms, canonicalJson, parseCpu, parseMemory, podRequests, type VmClaim } from '../../sched/index.ts'
+import { admitVms, canonicalJson, type VmClaim } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { StatusWriter } from '../pods/status.ts'
-import { finishedForGood } from '../sched/index.ts'
+import { nodeAllocation } from '../sched/index.ts'
 import { ensureVmTap, guestMac, VM_TAP } from './tap.ts'
 
 export const VM_CONTROLLER = 'controller:vm'
@@ -668,42 +666,12 @@ export class VmController {
    */
   refusal(ref: Ref): string | undefined {
     const me = this.c.nodeName
-    const cap = this.c.store.get({ kind: 'Node', namespace: '', name: me })?.status?.capacity
-    const room: { name: string; cpu?: number; mem?: number } = { name: me }
-    try {
-      if (cap?.cpu !== undefined) room.cpu = parseCpu(cap.cpu as string)
-      if (cap?.memory !== undefined) room.mem = parseMemory(cap.memory as string)
-    } catch {
-      return undefined
-    }
-    const pods = { count: 0, cpu: 0, mem: 0 }
-    for (const p of this.c.store.list('Pod')) {
-      if (p.status?.node !== me || finishedForGood(p.status?.phase, p.spec?.restartPolicy)) continue
-      try {
-        const r = podRequests(p.spec?.containers ?? [])
-        pods.cpu += parseCpu(r.cpu)
-        pods.mem += parseMemory(r.memory)
-        pods.count++
-      } catch {
-        // its node's scheduler refuses such a pod too
-      }
-    }
+    const node = this.c.store.get({ kind: 'Node', namespace: '', name: me })
+    if (node === undefined) return undefined
+    const a = nodeAllocation(node, this.c.store.list('Pod'), this.c.store.list('VirtualMachine'))
     const self = `${ref.namespace}/${ref.name}`
-    const claims: VmClaim[] = []
-    for (const v of this.c.store.list('VirtualMachine')) {
-      if (v.spec?.node !== me || !vmWantsToRun(v.spec)) continue
-      const name = `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`
-      let r: { cpu: number; memory: number }
-      try {
-        r = vmNodeRequests(v.spec)
-      } catch {
-        continue
-      }
-      const createdAt = Date.parse(v.metadata.createdAt)
-      const running = name !== self && this.workers.get(name)?.holdsRoom() === true
-      claims.push({ name, cpu: r.cpu, mem: r.memory, createdAt: Number.isNaN(createdAt) ? 0 : createdAt, running })
-    }
-    return admitVms(room, pods, claims).get(self)
+    const claims: VmClaim[] = a.vms.map((v) => ({ ...v, running: v.name !== self && this.workers.get(v.name)?.holdsRoom() === true }))
+    return admitVms({ name: me, ...a.capacity }, a.pods, claims).get(self)
   }
 
   async stop(): Promise<void> {
