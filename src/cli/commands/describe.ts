@@ -120,11 +120,11 @@ export async function describeObject(c: ApiCaller, ref: ObjectRef): Promise<Desc
 /**
  * ```
  * Allocated (what pods and VMs hold of the capacity):
- *   HOLDER        CPU   MEMORY  NOTE
- *   2 pods        200m  256Mi
- *   vm/default/a  1     384Mi   Running; 256Mi guest + 128Mi qemu
- *   total         1200m 640Mi   60% cpu, 62% memory
- *   free          800m  384Mi   of cpu 2, memory 1Gi
+ *   HOLDER         CPU     MEMORY   NOTE
+ *   1 pod          100m    128Mi
+ *   vm/default/a   1       384Mi    Running; 256Mi guest + 128Mi qemu
+ *   total          1100m   512Mi    28% cpu, 50% memory
+ *   free           2900m   512Mi    of cpu 4, memory 1Gi
  * ```
  */
 function allocationSection(a: NodeAllocation): string[] {

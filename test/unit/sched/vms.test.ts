@@ -87,3 +87,10 @@ test('admitVms: cpu counts too; a node with no recorded capacity refuses nothing
   assert.equal(r.get('default/vm'), 'needs 1 cpu; node n1 has 500m free of 2 (1 pod 1500m)')
   assert.equal(admitVms({ name: 'n1' }, { count: 9, cpu: 9000, mem: 9 * Gi }, [claim('vm', 64, 1)]).get('default/vm'), undefined)
 })
+
+test('a pod bound before a VM arrived keeps its place: a VM never evicts pods', () => {
+  const n = node('n1', { capacity: { cpu: '2', memory: '1Gi' }, vms: [{ name: 'default/late', cpu: '1000m', memory: String(640 * Mi) }] })
+  const bound = pod('web', { node: 'n1', requests: { cpu: '500m', memory: '768Mi' } })
+  assert.deepEqual(plan(view([n], [bound])), [])
+  assert.equal(explainPod(view([n], [bound]), 'default/web').status, 'bound')
+})
