@@ -9,24 +9,17 @@ import assert from 'node:assert/strict'
 import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { buildGuest, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
+import { buildGuest, getVm, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
 import { killSleeps, podManifest, startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
 const why = vmGuestMissing()
 const MARK = '4717'
 
-function vmManifest(name: string, spec: Record<string, unknown>): string {
-  return JSON.stringify({ apiVersion: 'orc/v1', kind: 'VirtualMachine', metadata: { name }, spec })
-}
-
 describe('VirtualMachines hold their node’s capacity (real agent)', { skip: why ? `skipped: ${why}` : false, timeout: 600_000 }, () => {
   let a: TestAgent
   let kernel: string
   let failed = true
-  const vm = async (name: string): Promise<Record<string, any> | undefined> => {
-    const r = await a.orc(['get', `vm/${name}`, '-o', 'json'])
-    return r.exitCode === 0 ? JSON.parse(r.stdout) : undefined
-  }
+  const vm = (name: string) => getVm(a.orc, name)
   const requests = (memory: string) => ({
     containers: [{ name: 'main', image: a.image, command: ['sleep', MARK], resources: { requests: { cpu: '100m', memory } } }],
   })
@@ -56,17 +49,7 @@ describe('VirtualMachines hold their node’s capacity (real agent)', { skip: wh
   })
 
   it('a pod that fits only without the VM stays pending, with the VM named in orc why and counted in describe', { timeout: 400_000 }, async () => {
-    const r = await a.orc(
-      ['apply', '-f', '-'],
-      vmManifest('a', {
-        node: 'n1',
-        cpus: 1,
-        memory: '256Mi',
-        kernel: { path: kernel, cmdline: 'panic=-1' },
-        initrd: { image: 'initramfs.gz' },
-        readyMarker: GUEST_READY,
-      }),
-    )
+    const r = await a.orc(['apply', '-f', '-'], vmManifest('a', guestVmSpec(kernel)))
     assert.equal(r.exitCode, 0, r.stderr)
     await waitFor(
       'vm/a Running',
