@@ -186,6 +186,7 @@ async function registerNode(
   clock: Clock,
   mesh?: { peerId: string; addresses: string[] },
   state: 'Ready' | 'NotReady' = 'Ready',
+  capacity: { cpu?: string; memory?: string } = {},
 ): Promise<void> {
   const ref = { kind: 'Node', namespace: '', name }
   const existing = store.get(ref)
@@ -207,7 +208,10 @@ async function registerNode(
       ...(store.get(ref)?.status?.forgotten !== undefined ? [{ path: ['status', 'forgotten'], value: undefined }] : []),
       ...(mesh ? [{ path: ['status', 'peerId'], value: mesh.peerId }] : []),
       { path: ['status', 'version'], value: ORC_VERSION },
-      { path: ['status', 'capacity'], value: { cpu: String(cpu), memory: `${Math.floor(totalmem() / (1024 * 1024))}Mi` } },
+      {
+        path: ['status', 'capacity'],
+        value: { cpu: capacity.cpu ?? String(cpu), memory: capacity.memory ?? `${Math.floor(totalmem() / (1024 * 1024))}Mi` },
+      },
     ],
     { author: NODE_CONTROLLER, reason: 'node started', now: clock.now() },
   )
@@ -744,6 +748,7 @@ async function recordNode(
     clock,
     cluster ? { peerId: cluster.peerId, addresses: cluster.mesh.addresses() } : undefined,
     cluster && networkMode !== 'off' ? 'NotReady' : 'Ready',
+    opts.capacity,
   )
   return clusterRef
 }

@@ -32,6 +32,8 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
       'Pod.status.phase',
       'Volume.spec',
       'Volume.status.node',
+      // Pods are placed in what the node's VMs leave (docs/runtimes.md, "Capacity").
+      'VirtualMachine.spec',
     ],
     writes: ['Pod.status.node', 'Pod.status.scheduling'],
     settles: {
@@ -114,8 +116,9 @@ export const AGENT_CONTROLLERS: readonly ControllerDecl[] = [
   {
     name: 'controller:vm',
     description:
-      'runs the VirtualMachines pinned to this node: kernel, pod network namespace and tap, qemu (KVM or TCG), console marker; ACPI power-down on a change, boots a powered-off guest again',
-    reads: ['VirtualMachine.spec', 'VirtualMachine.metadata.uid'],
+      'runs the VirtualMachines pinned to this node: kernel, pod network namespace and tap, qemu (KVM or TCG), console marker; ACPI power-down on a change, boots a powered-off guest again; starts a guest only when it fits beside the pods and other VMs (oldest first)',
+    // A guest starts only in what the node's pods and other VMs leave (docs/runtimes.md, "Capacity").
+    reads: ['VirtualMachine.spec', 'VirtualMachine.metadata.uid', 'Pod.spec', 'Pod.status.node', 'Pod.status.phase', 'Node.status.capacity'],
     writes: ['VirtualMachine.status'],
   },
   {

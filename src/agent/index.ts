@@ -36,6 +36,7 @@ export { agentOptionsFromEnv, DEFAULT_CLUSTER_NAME, defaultDataDir, PID_FILE, re
 export type { PodLifecycle } from './pods/controller.ts'
 export type { PodTunables } from './pods/options.ts'
 export type { RouteCall, RouteHandler, RouteHandlers } from './router.ts'
+export { type NodeAllocation, nodeAllocation } from './sched/index.ts'
 export { stopOnSignals } from './signals.ts'
 
 /** `orc doctor` without an agent: what this machine can tell on its own. */

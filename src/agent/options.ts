@@ -3,7 +3,7 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { Clock, Random } from '../effects/index.ts'
 import type { MeshTunables } from '../mesh/index.ts'
-import { OrcError, USER_NAME } from '../model/index.ts'
+import { OrcError, parseQuantity, USER_NAME } from '../model/index.ts'
 import { type DnsSetup, dnsSetupFromEnv } from './dns/options.ts'
 import type { NetworkSetup } from './network/options.ts'
 import type { HttpListenOption } from './ops/options.ts'
@@ -42,18 +42,21 @@ export function resolveSocketPath(flag: string | undefined, env: NodeJS.ProcessE
 /**
  * What `startAgent` takes from the environment, read here at the edge (the CLI) rather than inside
  * the agent: `ORC_POD_TUNABLES` (JSON pod timers, for tests), `ORC_PRUNE_INTERVAL_MS` and
- * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`), `ORC_VM_ACCEL`.
+ * `ORC_IMAGE_STORES` (image directories the operator trusts besides `<data-dir>/images`), `ORC_VM_ACCEL`,
+ * `ORC_NODE_CAPACITY` (what this node offers pods and VMs, `cpu=2,memory=4Gi`; default the machine's).
  */
 export function agentOptionsFromEnv(
   env: NodeJS.ProcessEnv,
-): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'dns' | 'volumes' | 'vms'> {
+): Pick<AgentOptions, 'pods' | 'pruneIntervalMs' | 'imageStores' | 'socketUser' | 'dns' | 'volumes' | 'vms' | 'capacity'> {
   const prune = Number(env.ORC_PRUNE_INTERVAL_MS) || undefined
   const stores = (env.ORC_IMAGE_STORES ?? '').split(':').filter((s) => s.startsWith('/'))
   const user = env.ORC_SOCKET_USER
   if (user !== undefined && user !== '' && !USER_NAME.test(user)) {
     throw new OrcError('invalid', `ORC_SOCKET_USER ${JSON.stringify(user)}: not a user name (lower-case letters, digits, - _ .)`)
   }
+  const capacity = env.ORC_NODE_CAPACITY ? parseNodeCapacity(env.ORC_NODE_CAPACITY) : undefined
   return {
+    ...(capacity !== undefined ? { capacity } : {}),
     pods: { tunables: podTunablesFromEnv(env) },
     dns: dnsSetupFromEnv(env),
     ...(prune !== undefined ? { pruneIntervalMs: prune } : {}),
@@ -62,6 +65,25 @@ export function agentOptionsFromEnv(
     volumes: volumeOptionsFromEnv(env),
     ...(env.ORC_VM_ACCEL === 'kvm' || env.ORC_VM_ACCEL === 'tcg' || env.ORC_VM_ACCEL === 'auto' ? { vms: { accel: env.ORC_VM_ACCEL } } : {}),
   }
+}
+
+/** `cpu=2,memory=4Gi` (either or both) as a Node's capacity; an error names the variable and the part. */
+export function parseNodeCapacity(text: string): { cpu?: string; memory?: string } {
+  const out: { cpu?: string; memory?: string } = {}
+  for (const part of text.split(',')) {
+    const [k, v, ...rest] = part.trim().split('=')
+    if ((k !== 'cpu' && k !== 'memory') || v === undefined || v === '' || rest.length > 0 || out[k] !== undefined)
+      throw new OrcError('invalid', `ORC_NODE_CAPACITY ${JSON.stringify(text)}: ${JSON.stringify(part)} is not cpu=N or memory=N (e.g. cpu=2,memory=4Gi)`)
+    let q: number
+    try {
+      q = parseQuantity(v)
+    } catch (err) {
+      throw new OrcError('invalid', `ORC_NODE_CAPACITY ${k}=${v}: ${(err as Error).message}`)
+    }
+    if (!(q > 0)) throw new OrcError('invalid', `ORC_NODE_CAPACITY ${k}=${v}: must be more than 0`)
+    out[k] = v
+  }
+  return out
 }
 
 function volumeOptionsFromEnv(env: NodeJS.ProcessEnv): NonNullable<AgentOptions['volumes']> {
@@ -140,6 +162,11 @@ export interface AgentOptions {
   volumes?: { driverDir?: string; graceMs?: number; noLoop?: boolean; driverTimeoutMs?: number }
   /** VirtualMachines (docs/runtimes.md): qemu's accelerator (`ORC_VM_ACCEL`: auto, the default, kvm or tcg). */
   vms?: { accel?: 'auto' | 'kvm' | 'tcg' }
+  /**
+   * What this node offers pods and VMs (`Node.status.capacity`; `ORC_NODE_CAPACITY=cpu=2,memory=4Gi`):
+   * each part given replaces the machine's figure (its cores, its total memory).
+   */
+  capacity?: { cpu?: string; memory?: string }
   /**
    * The node's DNS resolver (docs/services.md; the CLI reads `ORC_DNS`, `ORC_DNS_LISTEN`,
    * `ORC_DNS_UPSTREAM`, `ORC_CLUSTER_DOMAIN`). Off when absent, as for in-process test agents.

@@ -111,8 +111,11 @@ export {
   type VirtualMachineStatus,
   VM_DEFAULT_GRACE_SECONDS,
   VM_DEFAULT_MEMORY,
+  VM_MEMORY_OVERHEAD_BYTES,
   virtualMachineKind,
   vmMemoryBytes,
+  vmNodeRequests,
+  vmWantsToRun,
 } from './kinds/virtual-machine.ts'
 export {
   MIN_VOLUME_BYTES,

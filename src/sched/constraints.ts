@@ -117,6 +117,16 @@ function whereText(topologyKey: string, domain: string): string {
   return topologyKey === NODE_TOPOLOGY_KEY ? 'on this node' : `in ${topologyKey}=${domain}`
 }
 
+/** `; vm/default/db holds 1.1Gi, vm/default/ci holds 384Mi` (largest first, at most 3 named), or '' without VMs. */
+export function vmsHolding(n: Pick<NodeInfo, 'vms'>, what: 'cpu' | 'mem'): string {
+  const held = n.vms.filter((v) => v[what] > 0).sort((a, b) => b[what] - a[what] || (a.name < b.name ? -1 : 1))
+  if (held.length === 0) return ''
+  const fmt = what === 'cpu' ? formatCpu : formatMemory
+  const named = held.slice(0, 3).map((v) => `vm/${v.name} holds ${fmt(v[what])}`)
+  if (held.length > 3) named.push(`${held.length - 3} more VMs hold ${fmt(held.slice(3).reduce((s, v) => s + v[what], 0))}`)
+  return `; ${named.join(', ')}`
+}
+
 /**
  * Can `n` take the pod now? Returns the first failing Reason (0 if it fits). With `out`, checks
  * everything and appends one line per failure, e.g. `insufficient memory (requests 2Gi, free 512Mi)`.
@@ -210,13 +220,13 @@ export function checkNode(t: Turn, n: NodeInfo, out: string[] | null, now: numbe
   if (p.cpu > freeCpu) {
     if (!out) return Reason.cpu
     first ||= Reason.cpu
-    out.push(`insufficient cpu (requests ${formatCpu(p.cpu)}, free ${formatCpu(Math.max(0, freeCpu))})`)
+    out.push(`insufficient cpu (requests ${formatCpu(p.cpu)}, free ${formatCpu(Math.max(0, freeCpu))}${vmsHolding(n, 'cpu')})`)
   }
   const freeMem = n.allocMem - n.usedMem
   if (p.mem > freeMem) {
     if (!out) return Reason.memory
     first ||= Reason.memory
-    out.push(`insufficient memory (requests ${formatMemory(p.mem)}, free ${formatMemory(Math.max(0, freeMem))})`)
+    out.push(`insufficient memory (requests ${formatMemory(p.mem)}, free ${formatMemory(Math.max(0, freeMem))}${vmsHolding(n, 'mem')})`)
   }
   if (n.usedPods + 1 > n.allocPods) {
     if (!out) return Reason.podCount

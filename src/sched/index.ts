@@ -86,7 +86,9 @@ export type {
   Taint,
   TaintEffect,
   Toleration,
+  VmUse,
   WeightedPodAffinityTerm,
 } from './view.ts'
 export { podKey, podRequests } from './view.ts'
+export { admitVms, type NodeRoom, type PodsHeld, type VmClaim } from './vms.ts'
 export { type PodVolumeUse, type VolumeConstraint, type VolumePodView, type VolumeView, volumeConstraints } from './volumes.ts'

@@ -29,6 +29,8 @@ export interface NodeInfo {
   usedCpu: number
   usedMem: number
   usedPods: number
+  /** VMs on the node (`NodeView.vms`, parsed): already counted in usedCpu/usedMem; named in explanations. */
+  vms: { name: string; cpu: number; mem: number }[]
   /** NoSchedule and NoExecute taints: must be tolerated. */
   hardTaints: Taint[]
   /** PreferNoSchedule taints: lower the score. */
@@ -166,9 +168,11 @@ export function cmp(a: string, b: string): number {
 
 export function compileNode(n: NodeView, idx: number, seed: number): NodeInfo {
   let alloc = { cpu: 0, mem: 0, pods: 0 }
+  let vms: NodeInfo['vms'] = []
   let invalid: string | undefined
   try {
     alloc = resourcesOf(n)
+    vms = (n.vms ?? []).map((v) => ({ name: v.name, cpu: parseCpu(v.cpu), mem: parseMemory(v.memory) })).sort((a, b) => cmp(a.name, b.name))
   } catch (err) {
     invalid = `node capacity unreadable: ${(err as Error).message}`
   }
@@ -181,9 +185,11 @@ export function compileNode(n: NodeView, idx: number, seed: number): NodeInfo {
     allocCpu: alloc.cpu,
     allocMem: alloc.mem,
     allocPods: alloc.pods,
-    usedCpu: 0,
-    usedMem: 0,
+    // VMs hold their share from the start: pods fit in what they leave.
+    usedCpu: vms.reduce((sum, v) => sum + v.cpu, 0),
+    usedMem: vms.reduce((sum, v) => sum + v.mem, 0),
     usedPods: 0,
+    vms,
     hardTaints: taints.filter((t) => t.effect !== 'PreferNoSchedule'),
     softTaints: taints.filter((t) => t.effect === 'PreferNoSchedule'),
     schedulable: invalid === undefined && n.state === 'alive' && !n.unschedulable && !n.forgotten,

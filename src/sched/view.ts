@@ -28,6 +28,13 @@ export interface Resources {
   pods?: number
 }
 
+/** What one VirtualMachine holds of its node (`namespace/name`). */
+export interface VmUse {
+  name: string
+  cpu: Quantity
+  memory: Quantity
+}
+
 export interface Taint {
   key: string
   value?: string
@@ -43,6 +50,11 @@ export interface NodeView {
   capacity?: Resources
   /** `Node.status.allocatable` (capacity minus what the host keeps); capacity when absent. */
   allocatable?: Resources
+  /**
+   * VirtualMachines pinned here that their node wants running (not Halted), each with what it holds
+   * (its vCPUs; guest memory plus qemu's allowance): pods get allocatable less these.
+   */
+  vms?: VmUse[]
   taints?: Taint[]
   /** Cordoned: no new pods, running pods stay. */
   unschedulable?: boolean

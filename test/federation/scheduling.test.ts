@@ -97,6 +97,12 @@ test('a node summary: capacity less the cluster’s own pods bound here; labels,
   assert.equal(s.ready, true)
   assert.deepEqual(s.labels, { site: 'lab' })
   assert.equal(nodeSummaryOf({ ...self, status: { ...self.status, state: 'NotReady' } }, [], 'h1')!.ready, false)
+  // The cluster's VMs pinned here: 2 vCPUs, 2Gi + 128Mi for qemu; one on another node counts there.
+  const vm = (node: string): any => ({ metadata: { name: 'v', createdAt: '' }, spec: { node, cpus: 2, memory: '2Gi', kernel: { path: '/boot/k' } } })
+  assert.deepEqual(nodeSummaryOf(self, [pod('h1', '500m')], 'h1', [vm('h1'), vm('h2')])!.allocatable, {
+    cpu: '1500m',
+    memory: String(5 * 1024 ** 3 - 128 * 1024 ** 2),
+  })
   assert.equal(nodeSummaryOf(undefined, [], 'h1'), undefined)
 })
 
@@ -319,6 +325,10 @@ test('a cluster pod and federated pods bound to one node at once: the latest fed
   assert.deepEqual(names(overcommitYields(node('3'), own, fed, 'h1', 'home')), ['mid', 'late'])
   assert.deepEqual(names(overcommitYields(node('8'), own, fed, 'h1', 'home')), [], 'room for all: nobody yields')
   assert.deepEqual(names(overcommitYields(node('1'), own, fed, 'h1', 'home')), ['early', 'mid', 'late'], 'the cluster pods alone fill it')
+  // The cluster's VMs on the node hold their room too (one vCPU here; a Halted one nothing).
+  const vm = (name: string, spec: Record<string, unknown> = {}) =>
+    ({ metadata: { name, namespace: 'default', createdAt: '' }, spec: { node: 'h1', kernel: { path: '/boot/k' }, ...spec } }) as never
+  assert.deepEqual(names(overcommitYields(node('4'), own, fed, 'h1', 'home', [vm('v'), vm('off', { runStrategy: 'Halted' })])), ['mid', 'late'])
 
   // The publisher on h1 unbinds the yielding pod (as controller:scheduler@home) and writes the summary at once.
   const { fed: fedStore, own: ownStore, asHome } = await homeWithNode(t, { cpu: '2', memory: '8Gi' })

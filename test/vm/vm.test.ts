@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { qemuLimits } from '../../src/runtime/index.ts'
 import { descendants, isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
-import { buildGuest, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
+import { buildGuest, GUEST_READY, getVm, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
 import { startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
 const why = vmGuestMissing()
@@ -43,18 +43,11 @@ function assertQemuLimited(st: Record<string, any>, cpus: number, memoryMiB: num
   assert.equal(Number(cgroupFile(lim.cgroup, 'pids.max')), lim.pids)
 }
 
-function vmManifest(name: string, spec: Record<string, unknown>): string {
-  return JSON.stringify({ apiVersion: 'orc/v1', kind: 'VirtualMachine', metadata: { name }, spec })
-}
-
 describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : false, timeout: 900_000 }, () => {
   let a: TestAgent
   let kernel: string
   let failed = true
-  const vm = async (name: string): Promise<Record<string, any> | undefined> => {
-    const r = await a.orc(['get', `vm/${name}`, '-o', 'json'])
-    return r.exitCode === 0 ? JSON.parse(r.stdout) : undefined
-  }
+  const vm = (name: string) => getVm(a.orc, name)
 
   before(async () => {
     a = await startTestAgent('n1')
@@ -86,18 +79,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
   })
 
   it('boots: Running, the console marker in orc logs, the boot units in orc why, the accelerator in status', { timeout: 600_000 }, async () => {
-    const r = await a.orc(
-      ['apply', '-f', '-'],
-      vmManifest('guest', {
-        node: 'n1',
-        cpus: 1,
-        memory: '256Mi',
-        kernel: { path: kernel, cmdline: 'panic=-1' },
-        initrd: { image: 'initramfs.gz' },
-        readyMarker: GUEST_READY,
-        terminationGracePeriodSeconds: 120,
-      }),
-    )
+    const r = await a.orc(['apply', '-f', '-'], vmManifest('guest', guestVmSpec(kernel, { terminationGracePeriodSeconds: 120 })))
     assert.equal(r.exitCode, 0, r.stderr)
     const st = await waitFor(
       'vm/guest Running',

@@ -29,10 +29,11 @@ import {
   type Pod,
   type Taint,
   USERS,
+  type VirtualMachine,
 } from '../../model/index.ts'
 import { type ClusterView, parseCpu, parseMemory, podRequests } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
-import { buildSchedView, isForgotten, type NodeMember, type TaintSince } from '../sched/index.ts'
+import { buildSchedView, isForgotten, type NodeMember, type TaintSince, vmUsesByNode } from '../sched/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
 export { ORIGIN_CLUSTER_ANNOTATION } from '../../model/index.ts'
@@ -47,7 +48,7 @@ const MAX_TAINTS = 64
 export interface NodeSummary {
   /** Total resources (`Node.status.capacity`). */
   capacity: { cpu: string; memory: string }
-  /** What is left for federated pods: capacity minus the requests of this cluster's own pods bound here. */
+  /** What is left for federated pods: capacity minus the requests of this cluster's own pods bound here and its VMs. */
   allocatable: { cpu: string; memory: string }
   labels?: Record<string, string>
   taints?: { key: string; value?: string; effect: string }[]
@@ -64,8 +65,24 @@ export interface NodeSummary {
   network?: { publicKey: string; prefix: string; endpoints: string[] }
 }
 
+/** What the cluster's VMs pinned to `node` hold (cpu millicores, memory bytes; docs/runtimes.md, "Capacity"). */
+function vmsHeld(vms: readonly Stored<VirtualMachine>[], node: string): { cpu: number; mem: number } {
+  let cpu = 0
+  let mem = 0
+  for (const u of vmUsesByNode(vms).get(node) ?? []) {
+    cpu += parseCpu(u.cpu)
+    mem += parseMemory(u.memory)
+  }
+  return { cpu, mem }
+}
+
 /** The summary this node publishes about itself, from its own cluster's store (pure). */
-export function nodeSummaryOf(self: Stored<Node> | undefined, ownPods: readonly Stored<Pod>[], nodeName: string): NodeSummary | undefined {
+export function nodeSummaryOf(
+  self: Stored<Node> | undefined,
+  ownPods: readonly Stored<Pod>[],
+  nodeName: string,
+  vms: readonly Stored<VirtualMachine>[] = [],
+): NodeSummary | undefined {
   if (!self) return undefined
   const cap: { cpu?: unknown; memory?: unknown } | undefined = self.status?.capacity
   let cpu = 0
@@ -76,8 +93,7 @@ export function nodeSummaryOf(self: Stored<Node> | undefined, ownPods: readonly 
   } catch {
     return undefined
   }
-  let usedCpu = 0
-  let usedMem = 0
+  let { cpu: usedCpu, mem: usedMem } = vmsHeld(vms, nodeName)
   for (const p of ownPods) {
     if (p.status?.node !== nodeName && p.spec?.placement?.node !== nodeName) continue
     const phase = p.status?.phase
@@ -123,12 +139,14 @@ export function overcommitYields(
   fedPods: readonly Stored<Pod>[],
   me: string,
   cluster: string,
+  vms: readonly Stored<VirtualMachine>[] = [],
 ): Stored<Pod>[] {
-  const summary = nodeSummaryOf(self, ownPods, me)
+  const summary = nodeSummaryOf(self, ownPods, me, vms)
   if (summary === undefined) return []
-  // Capacity less the cluster's own pods (which may exceed it: then nothing is free).
-  let freeCpu = parseCpu(summary.capacity.cpu)
-  let freeMem = parseMemory(summary.capacity.memory)
+  // Capacity less the cluster's VMs and own pods (which may exceed it: then nothing is free).
+  const held = vmsHeld(vms, me)
+  let freeCpu = parseCpu(summary.capacity.cpu) - held.cpu
+  let freeMem = parseMemory(summary.capacity.memory) - held.mem
   for (const p of ownPods) {
     if (p.status?.node !== me && p.spec?.placement?.node !== me) continue
     if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue
@@ -454,9 +472,10 @@ export class NodeSummaryPublisher {
       const have = isPlainObject(nodes) ? nodes : {}
       const self = this.c.own.get({ kind: 'Node', namespace: '', name: this.c.nodeName })
       const ownPods = this.c.own.list('Pod')
-      const want = nodeSummaryOf(self, ownPods, this.c.nodeName)
-      // Federated pods bound here beyond what the cluster's own pods leave: they yield (below).
-      const yields = overcommitYields(self, ownPods, this.c.fed.list('Pod'), this.c.nodeName, this.c.cluster)
+      const vms = this.c.own.list('VirtualMachine')
+      const want = nodeSummaryOf(self, ownPods, this.c.nodeName, vms)
+      // Federated pods bound here beyond what the cluster's own pods and VMs leave: they yield (below).
+      const yields = overcommitYields(self, ownPods, this.c.fed.list('Pod'), this.c.nodeName, this.c.cluster, vms)
       const patches: { path: string[]; value: unknown }[] = []
       const now = this.c.clock.now()
       const mine = have[this.c.nodeName]

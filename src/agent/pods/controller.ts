@@ -16,7 +16,7 @@ import type { ObjectStore, Stored } from '../../store/index.ts'
 import { ImageService } from '../images/service.ts'
 import type { PodNetworkHooks } from '../network/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
-import { buildSchedView, type NodeMember, podViewOf, schedOptionsOf, withVolumeConstraints } from '../sched/index.ts'
+import { buildSchedView, type NodeMember, podViewOf, schedOptionsOf, withVmUses, withVolumeConstraints } from '../sched/index.ts'
 import { Binder, type ViewBuilder } from './binder.ts'
 import { Fence } from './fence.ts'
 import { PodImages } from './images.ts'
@@ -201,7 +201,7 @@ export class PodLifecycle {
       buildView: (pods, nodes, me, members, now, down, taints) => {
         const noQuorum = this.fence.noQuorum()
         const base = withVolumeConstraints(
-          buildSchedView(pods, nodes, me, members, now, down, taints),
+          withVmUses(buildSchedView(pods, nodes, me, members, now, down, taints), c.store.list('VirtualMachine')),
           pods,
           c.store.list('Volume'),
           nodes,

@@ -2,7 +2,18 @@
  * The scheduler's view, built from this node's replica of the store and its membership table. Pure:
  * the binder passes in `now` and the moments it first saw each node unreachable.
  */
-import { type Cluster, type ClusterSpec, isPlainObject, type Node, type Pod, type Volume } from '../../model/index.ts'
+import {
+  type Cluster,
+  type ClusterSpec,
+  isPlainObject,
+  type Node,
+  type Pod,
+  type VirtualMachine,
+  type Volume,
+  vmMemoryBytes,
+  vmNodeRequests,
+  vmWantsToRun,
+} from '../../model/index.ts'
 import {
   type ClusterView,
   DEPLOYMENT_LABEL,
@@ -10,9 +21,12 @@ import {
   type NodeView,
   type PodView,
   type PodVolumeUse,
+  parseCpu,
+  parseMemory,
   podRequests,
   type SchedOptionsInput,
   type Taint,
+  type VmUse,
   volumeConstraints,
 } from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
@@ -146,6 +160,79 @@ export function buildSchedView(
     pods: pods.map(podViewOf),
     now,
   }
+}
+
+/**
+ * What the VirtualMachines hold of each node: those pinned to it that their node wants running
+ * (`vmWantsToRun`: not Halted, whether booted yet or waiting for room), each its vCPUs and its guest
+ * memory plus qemu's allowance. A VM whose memory is unreadable holds nothing: its node never boots it.
+ */
+export function vmUsesByNode(vms: readonly Stored<VirtualMachine>[]): Map<string, VmUse[]> {
+  const out = new Map<string, VmUse[]>()
+  for (const v of vms) {
+    if (!vmWantsToRun(v.spec)) continue
+    let r: { cpu: number; memory: number }
+    try {
+      r = vmNodeRequests(v.spec)
+    } catch {
+      continue
+    }
+    const node = v.spec!.node
+    const uses = out.get(node) ?? []
+    uses.push({ name: `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`, cpu: `${r.cpu}m`, memory: String(r.memory) })
+    out.set(node, uses)
+  }
+  return out
+}
+
+/** What a node's pods and VMs hold of its capacity (`orc describe node/NAME`): cpu in millicores, memory in bytes. */
+export interface NodeAllocation {
+  capacity: { cpu?: number; mem?: number }
+  /** The pods bound here and not finished for good: how many, and the sum of their requests. */
+  pods: { count: number; cpu: number; mem: number }
+  /** The VMs pinned here that their node wants running, oldest first, each with its phase. */
+  vms: { name: string; cpu: number; mem: number; guestMem: number; createdAt: number; phase: string }[]
+}
+
+/** What the scheduler and the VM controller count as held on `node` (pure; unreadable entries hold nothing). */
+export function nodeAllocation(node: Stored<Node>, pods: readonly Stored<Pod>[], vms: readonly Stored<VirtualMachine>[]): NodeAllocation {
+  const me = node.metadata.name
+  const cap = node.status?.capacity
+  const capacity: NodeAllocation['capacity'] = {}
+  try {
+    if (cap?.cpu !== undefined) capacity.cpu = parseCpu(cap.cpu as string)
+    if (cap?.memory !== undefined) capacity.mem = parseMemory(cap.memory as string)
+  } catch {}
+  const held = { count: 0, cpu: 0, mem: 0 }
+  for (const p of pods) {
+    if (p.status?.node !== me || finishedForGood(p.status?.phase, p.spec?.restartPolicy)) continue
+    try {
+      const r = podRequests(p.spec?.containers ?? [])
+      held.cpu += parseCpu(r.cpu)
+      held.mem += parseMemory(r.memory)
+      held.count++
+    } catch {}
+  }
+  const out: NodeAllocation['vms'] = []
+  for (const v of vms) {
+    if (v.spec?.node !== me || !vmWantsToRun(v.spec)) continue
+    try {
+      const r = vmNodeRequests(v.spec)
+      const phase = typeof v.status?.phase === 'string' ? v.status.phase : 'Pending'
+      const at = Date.parse(v.metadata.createdAt)
+      const name = `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`
+      out.push({ name, cpu: r.cpu, mem: r.memory, guestMem: vmMemoryBytes(v.spec), createdAt: Number.isNaN(at) ? 0 : at, phase })
+    } catch {}
+  }
+  out.sort((a, b) => a.createdAt - b.createdAt || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  return { capacity, pods: held, vms: out }
+}
+
+/** The view with each node's VMs (`NodeView.vms`): pods are placed in what they leave. */
+export function withVmUses(view: ClusterView, vms: readonly Stored<VirtualMachine>[]): ClusterView {
+  const uses = vmUsesByNode(vms)
+  if (uses.size === 0) return view
+  return { ...view, nodes: view.nodes.map((n) => (uses.has(n.name) ? { ...n, vms: uses.get(n.name)! } : n)) }
 }
 
 /**

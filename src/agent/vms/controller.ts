@@ -25,11 +25,12 @@ import {
   vmMemoryBytes,
 } from '../../model/index.ts'
 import { type CgroupUsage, logFilePath, type QemuRuntime, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
-import { canonicalJson } from '../../sched/index.ts'
+import { admitVms, canonicalJson, type VmClaim } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { StatusWriter } from '../pods/status.ts'
+import { nodeAllocation } from '../sched/index.ts'
 import { ensureVmTap, guestMac, VM_TAP } from './tap.ts'
 
 export const VM_CONTROLLER = 'controller:vm'
@@ -200,6 +201,8 @@ class VmWorker {
   private retryMs: number
   /** Set while this worker stops the guest itself: its exit is not a power-off to restart from. */
   private stopping = false
+  /** The guest does not fit on the node now: the controller reconciles again when pods or VMs change. */
+  waitingForRoom = false
   private readonly writer: StatusWriter<'VirtualMachine'>
   done = false
 
@@ -207,9 +210,33 @@ class VmWorker {
     private readonly c: VmControllerComponents,
     private readonly t: VmTunables,
     readonly ref: Ref,
+    /** Why the guest may not start now (the node's room, VmController.refusal), or undefined. */
+    private readonly refusal: (ref: Ref) => string | undefined,
   ) {
     this.retryMs = t.restartMs
     this.writer = new StatusWriter<'VirtualMachine'>(c.store, ref, c.clock, c.log, (o) => o.spec?.node === c.nodeName, t.progressWriteMs, VM_CONTROLLER)
+  }
+
+  /** The guest holds its share of the node: it runs, or is booting or stopping. */
+  holdsRoom(): boolean {
+    return this.phase === 'Starting' || this.phase === 'Running' || this.phase === 'Stopping'
+  }
+
+  /**
+   * Whether the guest fits beside the node's pods and other VMs now. If not: Pending with the reason
+   * in status (written once per reason), and the worker waits for the controller to call again.
+   */
+  private hasRoom(): boolean {
+    const why = this.refusal(this.ref)
+    this.waitingForRoom = why !== undefined
+    if (why === undefined) return true
+    this.phase = 'Pending'
+    if (this.reason !== why) {
+      this.reason = why
+      this.c.log.info({ ...this.fields(), reason: why }, 'vm waits for room on its node')
+      this.writeStatus(`waiting for room: ${why}`)
+    }
+    return false
   }
 
   private fields(): Record<string, unknown> {
@@ -300,6 +327,7 @@ class VmWorker {
         this.clearRetry()
         this.hash = hash
         this.phase = 'Stopped'
+        this.waitingForRoom = false
         this.runningRevision = undefined
         this.reason = 'runStrategy is Halted'
         this.writeStatus('halted')
@@ -309,7 +337,8 @@ class VmWorker {
     // Unchanged: running, starting, or waiting out the back-off before booting again (a status write
     // of ours lands here too, and must not cut the back-off short).
     if (this.hash === hash && (this.retryTimer !== undefined || (this.phase !== 'Stopped' && this.phase !== 'Pending'))) return
-    const why = this.hash === undefined || this.phase === 'Stopped' ? undefined : 'spec changed'
+    // Pending with a hash: waiting for room, nothing runs.
+    const why = this.hash === undefined || this.phase === 'Stopped' || this.phase === 'Pending' ? undefined : 'spec changed'
     if (why !== undefined) {
       this.gen++
       await this.stopGuest(why)
@@ -318,6 +347,7 @@ class VmWorker {
     this.hash = hash
     this.restarts = 0
     this.retryMs = this.t.restartMs
+    if (!this.hasRoom()) return
     await this.startRun(obj, why)
   }
 
@@ -372,6 +402,7 @@ class VmWorker {
       void this.enqueue(async () => {
         const cur = this.c.store.get(this.ref)
         if (gen !== this.gen || cur?.spec === undefined || cur.spec.node !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
+        if (!this.hasRoom()) return
         this.restarts++
         await this.startRun(cur, 'boot again')
       })
@@ -553,6 +584,7 @@ class VmWorker {
     this.uid = undefined
     this.hash = undefined
     this.phase = 'Pending'
+    this.waitingForRoom = false
     this.c.log.info({ ...this.fields(), why }, 'vm removed from node')
   }
 
@@ -585,7 +617,7 @@ export class VmController {
     const k = `${ref.namespace}/${ref.name}`
     let w = this.workers.get(k)
     if (w === undefined || w.done) {
-      w = new VmWorker(this.c, this.t, ref)
+      w = new VmWorker(this.c, this.t, ref, (r) => this.refusal(r))
       this.workers.set(k, w)
     }
     return w
@@ -609,6 +641,15 @@ export class VmController {
     }
     for (const e of found.ended) this.c.runtime.remove(e.id)
     this.unsubscribe = this.c.store.onChange((keys) => {
+      // Room may have freed (a pod or VM deleted or finished, the node's capacity changed): the
+      // guests waiting for it look again.
+      if (keys.some((k) => k.startsWith('Pod/') || k.startsWith('VirtualMachine/') || k === `Node//${this.c.nodeName}`)) {
+        for (const [k, w] of this.workers)
+          if (w.waitingForRoom) {
+            const [namespace, ...rest] = k.split('/')
+            void this.reconcileRef({ kind: 'VirtualMachine', namespace: namespace!, name: rest.join('/') })
+          }
+      }
       for (const key of keys) {
         if (!key.startsWith('VirtualMachine/')) continue
         const [, namespace, ...rest] = key.split('/')
@@ -637,6 +678,21 @@ export class VmController {
   /** The running guests' qemu usage, for `orc top vms`. */
   usage(): { namespace: string; name: string; usage: CgroupUsage }[] {
     return [...this.workers.values()].flatMap((w) => w.usage() ?? [])
+  }
+
+  /**
+   * Why `ref` may not start now: the node's capacity less the requests of the pods bound here and the
+   * VMs that hold room or come first (admitVms: running guests, then oldest first). Undefined: it fits
+   * (or the node recorded no capacity). Synchronous, so a worker's check and its start are one step.
+   */
+  refusal(ref: Ref): string | undefined {
+    const me = this.c.nodeName
+    const node = this.c.store.get({ kind: 'Node', namespace: '', name: me })
+    if (node === undefined) return undefined
+    const a = nodeAllocation(node, this.c.store.list('Pod'), this.c.store.list('VirtualMachine'))
+    const self = `${ref.namespace}/${ref.name}`
+    const claims: VmClaim[] = a.vms.map((v) => ({ ...v, running: v.name !== self && this.workers.get(v.name)?.holdsRoom() === true }))
+    return admitVms({ name: me, ...a.capacity }, a.pods, claims).get(self)
   }
 
   async stop(): Promise<void> {

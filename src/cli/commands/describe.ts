@@ -5,9 +5,10 @@
  * (a role without history rights, an older agent) is left out with a note, not an error.
  */
 import type { Command } from 'commander'
-import type { ClusterEvent, FederationGovernanceView, ResponseOf } from '../../agent/index.ts'
-import { age, getKind, labelsText, type ObjectRef, type Service, type ServiceEndpoints } from '../../model/index.ts'
-import type { Revision, StoredObject } from '../../store/index.ts'
+import { type ClusterEvent, type FederationGovernanceView, type NodeAllocation, nodeAllocation, type ResponseOf } from '../../agent/index.ts'
+import { age, getKind, labelsText, type Node, type ObjectRef, type Pod, type Service, type ServiceEndpoints, type VirtualMachine } from '../../model/index.ts'
+import { formatCpu, formatMemory } from '../../sched/index.ts'
+import type { Revision, Stored, StoredObject } from '../../store/index.ts'
 import { callRoute } from '../call.ts'
 import { examples, formatTable, historyTable, toYaml } from '../format.ts'
 import { getObjectOf, objectRef, outputOption, refText, takesObjects } from '../refs.ts'
@@ -33,6 +34,8 @@ export interface Description {
   endpoints?: ServiceEndpoints
   /** A Federation's quorum and membership proposals, as the federation's document holds them here. */
   governance?: FederationGovernanceView
+  /** A Node's capacity and what its pods and VMs hold of it (as the scheduler counts them). */
+  allocation?: NodeAllocation
   /** Parts left out, with why (`events: forbidden …`). */
   missing: string[]
 }
@@ -96,11 +99,59 @@ export async function describeObject(c: ApiCaller, ref: ObjectRef): Promise<Desc
     const eps = await attempt('endpoints', missing, () => describeEndpoints(c, object as unknown as Service))
     if (eps) d.endpoints = eps
   }
+  if (ref.kind === 'Node') {
+    const lists = await attempt('allocated', missing, () =>
+      Promise.all(['Pod', 'VirtualMachine'].map((kind) => callRoute(c, 'listObjects', { kind }, { query: { all: 1 } }))),
+    )
+    if (lists)
+      d.allocation = nodeAllocation(
+        object as unknown as Stored<Node>,
+        lists[0]!.items as unknown as Stored<Pod>[],
+        lists[1]!.items as unknown as Stored<VirtualMachine>[],
+      )
+  }
   if (ref.kind === 'Federation') {
     const f = await attempt('proposals', missing, () => callRoute(c, 'federation', { name: ref.name }))
     if (f?.federation.governance) d.governance = f.federation.governance
   }
   return d
+}
+
+/**
+ * ```
+ * Allocated (what pods and VMs hold of the capacity):
+ *   HOLDER         CPU     MEMORY   NOTE
+ *   1 pod          100m    128Mi
+ *   vm/default/a   1       384Mi    Running; 256Mi guest + 128Mi qemu
+ *   total          1100m   512Mi    28% cpu, 50% memory
+ *   free           2900m   512Mi    of cpu 4, memory 1Gi
+ * ```
+ */
+function allocationSection(a: NodeAllocation): string[] {
+  const vmCpu = a.vms.reduce((s, v) => s + v.cpu, 0)
+  const vmMem = a.vms.reduce((s, v) => s + v.mem, 0)
+  const cpu = a.pods.cpu + vmCpu
+  const mem = a.pods.mem + vmMem
+  const pct = (used: number, of: number | undefined) => (of ? `${Math.round((used / of) * 100)}%` : '?')
+  const rows = [
+    [`${a.pods.count} pod${a.pods.count === 1 ? '' : 's'}`, formatCpu(a.pods.cpu), formatMemory(a.pods.mem), ''],
+    ...a.vms.map((v) => [
+      `vm/${v.name}`,
+      formatCpu(v.cpu),
+      formatMemory(v.mem),
+      `${v.phase}; ${formatMemory(v.guestMem)} guest + ${formatMemory(v.mem - v.guestMem)} qemu`,
+    ]),
+    ['total', formatCpu(cpu), formatMemory(mem), `${pct(cpu, a.capacity.cpu)} cpu, ${pct(mem, a.capacity.mem)} memory`],
+  ]
+  const c = a.capacity
+  if (c.cpu !== undefined && c.mem !== undefined)
+    rows.push([
+      'free',
+      formatCpu(Math.max(0, c.cpu - cpu)),
+      formatMemory(Math.max(0, c.mem - mem)),
+      `of cpu ${formatCpu(c.cpu)}, memory ${formatMemory(c.mem)}`,
+    ])
+  return ['Allocated (what pods and VMs hold of the capacity):', indent(formatTable(['HOLDER', 'CPU', 'MEMORY', 'NOTE'], rows))]
 }
 
 /** The text form: kubectl describe's sections, orc's content. */
@@ -134,6 +185,7 @@ export function formatDescription(d: Description, now: number): string {
   if (d.placement) out.push('', `Placement (${d.placement.explainedBy}):`, indent(d.placement.text))
   if (d.endpoints) out.push('', ...endpointsSection(d.endpoints))
   if (d.governance) out.push('', ...governanceSection(d.governance))
+  if (d.allocation) out.push('', ...allocationSection(d.allocation))
   if (d.revisions) {
     const shown =
       d.revisions.length < (d.revisionCount ?? 0)

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { agentOptionsFromEnv } from '../../../src/agent/index.ts'
+import { parseNodeCapacity } from '../../../src/agent/options.ts'
 import { decideBindings } from '../../../src/agent/pods/binder.ts'
+import { buildSchedView, vmUsesByNode, withVmUses } from '../../../src/agent/sched/index.ts'
+import { VM_MEMORY_OVERHEAD_BYTES } from '../../../src/model/index.ts'
 
 const node = (name: string, status: Record<string, unknown> = {}): any => ({
   apiVersion: 'orc/v1',
@@ -70,4 +74,45 @@ test('finished pods release their capacity and are never moved off a lost node',
     ['running'],
     'a running ha pod does move',
   )
+})
+
+test('a node’s VMs (pinned, not Halted) hold its room with qemu’s allowance; pods go where they fit', () => {
+  const vm = (name: string, node: string, spec: Record<string, unknown> = {}): any => ({
+    apiVersion: 'orc/v1',
+    kind: 'VirtualMachine',
+    metadata: { name, namespace: 'default', createdAt: '2026-01-01T00:00:00Z' },
+    spec: { node, kernel: { path: '/boot/vmlinuz' }, ...spec },
+  })
+  const vms = [vm('db', 'a', { cpus: 2, memory: '4Gi' }), vm('off', 'a', { memory: '4Gi', runStrategy: 'Halted' }), vm('ci', 'b')]
+  const uses = vmUsesByNode(vms)
+  assert.deepEqual(uses.get('a'), [{ name: 'default/db', cpu: '2000m', memory: String(4 * 2 ** 30 + VM_MEMORY_OVERHEAD_BYTES) }], 'a Halted VM holds nothing')
+  assert.deepEqual(uses.get('b'), [{ name: 'default/ci', cpu: '1000m', memory: String(256 * 2 ** 20 + VM_MEMORY_OVERHEAD_BYTES) }], 'defaults: 1 cpu, 256Mi')
+  // A pod of 4Gi: node a (8Gi) has 4Gi - 128Mi left beside vm/db, so it goes to b (the only one it fits).
+  const p = { ...pod('web', { containers: [{ name: 'main', image: '/img', resources: { requests: { memory: '4Gi' } } }] }, ''), status: {} }
+  const members = [
+    { name: 'a', state: 'alive' as const },
+    { name: 'b', state: 'alive' as const },
+  ]
+  const build = (...args: Parameters<typeof buildSchedView>) => withVmUses(buildSchedView(...args), vms)
+  const binds = (me: string) => decideBindings([p], [node('a'), node('b')], me, members, 0, {}, undefined, undefined, build).map((d) => d.pod.metadata.name)
+  assert.deepEqual(binds('a'), [])
+  assert.deepEqual(binds('b'), ['web'])
+  // On a alone: it fits when the VMs are not counted, and not when they are.
+  const alone = (b?: typeof build) => decideBindings([p], [node('a')], 'a', ['a'], 0, {}, undefined, undefined, b).length
+  assert.equal(alone(), 1)
+  assert.equal(alone(build), 0)
+})
+
+test('ORC_NODE_CAPACITY: what a node offers, checked with the variable named', () => {
+  assert.deepEqual(parseNodeCapacity('cpu=2,memory=1536Mi'), { cpu: '2', memory: '1536Mi' })
+  assert.deepEqual(parseNodeCapacity('memory=4Gi'), { memory: '4Gi' })
+  assert.deepEqual(agentOptionsFromEnv({ ORC_NODE_CAPACITY: 'cpu=500m' }).capacity, { cpu: '500m' })
+  assert.equal(agentOptionsFromEnv({}).capacity, undefined)
+  for (const [bad, re] of [
+    ['cpu=2,disk=1Gi', /ORC_NODE_CAPACITY "cpu=2,disk=1Gi": "disk=1Gi" is not cpu=N or memory=N/],
+    ['memory=lots', /ORC_NODE_CAPACITY memory=lots: /],
+    ['cpu=0', /ORC_NODE_CAPACITY cpu=0: must be more than 0/],
+    ['cpu=1,cpu=2', /"cpu=2" is not cpu=N/],
+  ] as const)
+    assert.throws(() => parseNodeCapacity(bad), re)
 })
