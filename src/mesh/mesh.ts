@@ -355,7 +355,6 @@ export class Mesh {
     /** This node's key (a joiner's temporary host dials with it too). */
     readonly privateKey: PrivateKey,
     cluster: ClusterState,
-    joiningIssuer: string | undefined,
     deps: {
       clock: Clock
       random: Random
@@ -493,7 +492,7 @@ export class Mesh {
       // admitted. Banned peers are graylisted outright.
       appSpecificScore: (p) => (scores.isBanned(p, clock.now()) ? -1000 : self?.isMember(p) === true ? 0 : -60),
     })
-    self = new Mesh(opts, libp2p, joinHost, privateKey, cluster, joiningIssuer, { clock, random, tunables, directory, authority, log, scores, removed })
+    self = new Mesh(opts, libp2p, joinHost, privateKey, cluster, { clock, random, tunables, directory, authority, log, scores, removed })
     for (const m of directory.list()) self.liveness.upsert(m)
     await self.install()
     return self

@@ -180,6 +180,8 @@ test('a federation token carries no PSK; the joiner gets it at the join host onl
   const joinPort = Number(/\/tcp\/(\d+)/.exec(claims.addrs[0])![1])
   const meshPort = Number(/\/tcp\/(\d+)/.exec(home.addresses()[0]!)![1])
   assert.ok(joinPort > 0 && joinPort !== meshPort, `the token names the join port (${joinPort}), not the mesh port (${meshPort})`)
+  // `orc federation status` says where (the port to open beside the federation's own).
+  assert.match(formatFederation(a.fm.status('shared')), new RegExp(`^  joins at: +${claims.addrs[0]}$`, 'm'))
 
   // Shown to another node (the token's issuer edited to cloud's federation host, at home's join
   // address): the joiner's Noise handshake fails on home's key; nothing is sent, the use stays.
@@ -216,6 +218,14 @@ test('a federation token carries no PSK; the joiner gets it at the join host onl
   const old = `orcfed1.${Buffer.from(JSON.stringify({ ...claims, v: 1, psk: hex })).toString('base64url')}`
   await assert.rejects(d.fm.join({ token: old, author: 'user:dave' }), /older orc \(orcfed1\.….*orcfed2\.…/)
   assert.equal(d.fm.list().length, 0)
+
+  // A token issued before the issuer's agent restarts still reaches its join host after: the join
+  // port is kept (here it is checked, then refused only because cluster edge is in already).
+  const before = await a.fm.token('shared')
+  const joinAt = home.joinAddresses()
+  await a.restart()
+  assert.deepEqual(a.fm.get('shared')!.mesh.joinAddresses(), joinAt)
+  assert.match(await present(claimsOf(before.token)), /cluster named edge is already in/)
 })
 
 test('a revision claiming another cluster is refused, and nothing of it is stored', async (t) => {

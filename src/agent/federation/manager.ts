@@ -893,6 +893,7 @@ export class FederationManager implements ScopeRouter {
       state: r.cfg.state,
       peerId: r.mesh.peerId,
       addresses: r.mesh.addresses(),
+      joinAddresses: r.mesh.joinAddresses(),
       clusters,
       objects: r.store.count(),
       ...(r.directory.creator() !== undefined ? { creator: r.directory.creator() } : {}),

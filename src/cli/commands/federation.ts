@@ -38,6 +38,7 @@ export function formatFederation(f: FederationView): string {
   if (g) lines.push(`  quorum:        ${quorumText(g)}`)
   if (f.peerId) lines.push(`  peer id:       ${f.peerId}`)
   if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
+  if (f.joinAddresses?.length) lines.push(`  joins at:      ${f.joinAddresses.join(' ')}`)
   if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
   if (f.clusters) {
     lines.push(
