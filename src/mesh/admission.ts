@@ -1,8 +1,8 @@
 /**
- * Who gets in: join tokens, the join protocol (issuer side, on the join host), the trial limits on not-yet-members, and peers scored down for
- * sending garbage. The gaters ask it (startProbation, isBanned); the other parts report offenders
- * to it (misbehaved). Who is a member is the directory's answer; the mesh records an admission
- * (Mesh.admit), since every part takes note of it.
+ * Who gets in: join tokens, the join protocol (issuer side, on the join host), the trial limits on
+ * not-yet-members, and peers scored down for sending garbage. The gaters ask it (startProbation,
+ * isBanned); the other parts report offenders to it (misbehaved). Who is a member is the
+ * directory's answer; the mesh records an admission (Mesh.admit), since every part takes note of it.
  */
 import type { Connection, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
