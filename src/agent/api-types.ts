@@ -65,6 +65,8 @@ export interface FederationView {
   state: FederationState
   peerId?: string
   addresses?: string[]
+  /** Where the federation host's join host listens: what its tokens and invites name (no PSK there). */
+  joinAddresses?: string[]
   clusters?: FederationClusterView[]
   objects?: number
   /** The cluster that created the federation. */

@@ -1,9 +1,8 @@
 /**
- * Who gets in: join tokens, the join protocol (issuer side, on the join host — or, for a
- * federation, on the mesh port), the trial limits on not-yet-members, and peers scored down for
- * sending garbage. The gaters ask it (startProbation, isBanned); the other parts report offenders
- * to it (misbehaved). Who is a member is the directory's answer; the mesh records an admission
- * (Mesh.admit), since every part takes note of it.
+ * Who gets in: join tokens, the join protocol (issuer side, on the join host), the trial limits on
+ * not-yet-members, and peers scored down for sending garbage. The gaters ask it (startProbation,
+ * isBanned); the other parts report offenders to it (misbehaved). Who is a member is the
+ * directory's answer; the mesh records an admission (Mesh.admit), since every part takes note of it.
  */
 import type { Connection, Stream } from '@libp2p/interface'
 import { peerIdFromString } from '@libp2p/peer-id'
@@ -36,22 +35,13 @@ export interface AdmissionComponents {
   isMember: (peerId: string) => boolean
   /** Removed from the cluster (removed.ts): refused by the join protocol whatever token it presents. */
   isRemoved: (peerId: string) => boolean
-  /** The remote CLI (credential-peers.ts): connected without a trial slot, never on a probation clock. */
-  isCredentialPeer: (peerId: string) => boolean
   scopeNames: () => string[]
   /** Record a joiner its token let in (and announce it to the other members). */
   admitJoiner: (info: MemberInfo) => Promise<void>
   /** Check a joiner before its token is consumed; throw an OrcError to refuse (MeshOptions.vetJoiner). */
   vetJoiner?: (info: MemberInfo) => void | Promise<void>
-  /** On a joining node: the issuer it dials before it is a member of anything (no probation for it). */
-  joiningIssuer?: string
   /** The join host (join.ts): serves the join protocol, every connection to it on a trial clock. */
   joinHost?: JoinLibp2p
-  /**
-   * Serve the join protocol on the mesh host itself, strangers there on probation, and put the PSK
-   * in the token: a federation's way (MeshOptions.joinOnMeshPort).
-   */
-  joinOnMeshPort: boolean
 }
 
 type Host = Pick<MeshLibp2p, 'handle' | 'addEventListener' | 'getConnections'>
@@ -81,17 +71,13 @@ export class Admission {
     this.timers = new Timers(c.clock, c.log)
   }
 
-  /**
-   * Serve the join protocol — on the join host (every connection there on a trial clock, the PSK in
-   * the response) and/or on the mesh host (a federation: strangers' connections on probation).
-   */
+  /** Serve the join protocol on the join host (every connection there on a trial clock, the PSK in the response). */
   async install(): Promise<void> {
-    if (this.c.joinOnMeshPort) await this.serveJoinOn(this.c.libp2p, false)
-    if (this.c.joinHost !== undefined) await this.serveJoinOn(this.c.joinHost, true)
+    if (this.c.joinHost !== undefined) await this.serveJoinOn(this.c.joinHost)
   }
 
-  private async serveJoinOn(host: Host, joinHost: boolean): Promise<void> {
-    host.addEventListener('connection:open', (evt) => this.onConnectionOpen(evt.detail, joinHost))
+  private async serveJoinOn(host: Host): Promise<void> {
+    host.addEventListener('connection:open', (evt) => this.onConnectionOpen(evt.detail))
     host.addEventListener('connection:close', (evt) => this.onConnectionClose(evt.detail, host))
     await host.handle(
       JOIN_PROTOCOL,
@@ -104,7 +90,6 @@ export class Admission {
             {
               authority: this.c.authority,
               cluster: this.c.cluster(),
-              sendPsk: joinHost,
               scopes: this.c.scopeNames,
               members: () => this.c.directory.list(),
               isRemoved: this.c.isRemoved,
@@ -113,11 +98,11 @@ export class Admission {
             },
             remote,
           )
-          this.c.log.info({ peer: remote, via: joinHost ? 'join host' : 'mesh' }, 'peer joined')
-          if (joinHost) this.closeSoon(conn) // its business here is done: it dials the mesh port now
+          this.c.log.info({ peer: remote, via: 'join host' }, 'peer joined')
+          this.closeSoon(conn) // its business here is done: it dials the mesh port now
         } catch (err) {
           this.c.log.info({ peer: remote, err: shortError(err) }, 'join refused')
-          if (joinHost || !this.c.isMember(remote)) this.closeSoon(conn)
+          this.closeSoon(conn)
         }
       },
       { maxInboundStreams: 4 },
@@ -129,14 +114,13 @@ export class Admission {
     this.timers.stop()
   }
 
-  /** Issue a join token naming this node at `addrs` (its join host's; a federation: its mesh port's, the PSK in the token). */
+  /** Issue a join token naming this node at `addrs` (its join host's). */
   async createToken(opts: IssueTokenOptions, addrs: string[]): Promise<{ token: string; id: string; expiresAt: number; uses: number }> {
     const cluster = this.c.cluster()
     const { token, record } = await this.c.authority.issue(opts, {
       clusterId: cluster.clusterId,
       issuer: this.c.peerId,
       addrs,
-      ...(this.c.joinOnMeshPort ? { psk: cluster.psk } : {}),
     })
     this.c.log.info({ id: record.id, expiresAt: record.expiresAt, uses: record.uses }, 'join token created')
     return { token, id: record.id, expiresAt: record.expiresAt, uses: record.uses }
@@ -216,18 +200,15 @@ export class Admission {
     }, 200)
   }
 
-  /** On the join host every connection is on the clock; on the mesh host, strangers' only. */
-  private onConnectionOpen(conn: Connection, joinHost: boolean): void {
+  /** On the join host every connection is on the clock. */
+  private onConnectionOpen(conn: Connection): void {
     const remote = conn.remotePeer.toString()
-    if (!joinHost && (this.c.isMember(remote) || remote === this.c.joiningIssuer || this.c.isCredentialPeer(remote))) return
     const until = this.probation.get(remote)?.until ?? this.c.clock.now() + this.c.tunables.probationMs
     this.timers.later(
       () => {
-        if (joinHost || !this.c.isMember(remote)) {
-          this.probation.delete(remote)
-          this.c.log.debug({ peer: remote }, 'probation over; closing')
-          conn.abort(new Error('probation over'))
-        }
+        this.probation.delete(remote)
+        this.c.log.debug({ peer: remote }, 'probation over; closing')
+        conn.abort(new Error('probation over'))
       },
       Math.max(0, until - this.c.clock.now()),
     )

@@ -6,10 +6,9 @@
  * - banned peers are refused while the ban lasts;
  * - members get a connection, and so do credential peers (the remote CLI, known by the peer id of
  *   its credential key: credential-peers.ts);
- * - anyone else is refused on a cluster's mesh — joiners go to the join host. Only a federation's
- *   mesh (MeshOptions.joinOnMeshPort) lets strangers in on a trial ("probation") connection while a
- *   join is open (a live token, token.ts) and a slot is free: bounded in total and per source
- *   address (admission.ts); they may use only the join protocol and are closed when probation ends.
+ * - anyone else is refused (`acceptsStrangers` is false for the mesh host) — joiners go to the
+ *   join host, where strangers get a trial ("probation") connection while a join is open (a live
+ *   token, token.ts) and a slot is free: bounded in total and per source address (admission.ts).
  *
  * The join host's (`createJoinGater`, join.ts) and a joiner's temporary host's (`createJoinerGater`)
  * are below.

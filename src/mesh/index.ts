@@ -57,7 +57,6 @@ export { type NodeRecordSigner, type NodeRecordVerifier, peerKeyVerifier, record
 export { SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 export {
   checkTokenLimits,
-  decodePskToken,
   decodeToken,
   formatDuration,
   type IssueTokenOptions,
@@ -65,7 +64,6 @@ export {
   MAX_TOKEN_TTL_MS,
   MAX_TOKEN_USES,
   MemoryTokenBook,
-  type PskTokenClaims,
   TokenAuthority,
   type TokenBook,
   type TokenClaims,

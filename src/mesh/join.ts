@@ -21,9 +21,8 @@
  *   then does the joiner build its mesh host with that PSK and dial the issuer's mesh port, as a
  *   member: the mesh port admits members only. A refused joiner gets one clear error frame and its
  *   connection is closed.
- * - A federation (docs/federation.md) still invites with the PSK in its token (`orcfed1.`) and runs
- *   this protocol on its mesh port, strangers on probation there (`MeshOptions.joinOnMeshPort`);
- *   its response then carries no PSK.
+ * - A federation's host (docs/federation.md) is a mesh like a cluster's, with its own join host:
+ *   its tokens and invites (`orcfed2.`) are these claims, redeemed the same way.
  */
 import { OrcError } from '../model/index.ts'
 import type { FrameChannel } from './framing.ts'
@@ -99,8 +98,6 @@ export function parseJoinResponse(v: unknown): JoinResponse {
 export interface JoinServerDeps {
   authority: TokenAuthority
   cluster: { clusterId: string; createdAt: number; adminKeys: string[]; psk: Uint8Array }
-  /** Send the cluster PSK in the response (the join host; a federation's joiner has it already). */
-  sendPsk: boolean
   scopes(): string[]
   members(): MemberInfo[]
   /** Removed from the cluster: refused before its token is even looked at. */
@@ -132,7 +129,7 @@ export async function handleJoinRequest(deps: JoinServerDeps, req: JoinRequest, 
     adminKeys: deps.cluster.adminKeys,
     scopes: deps.scopes(),
     members: deps.members(),
-    ...(deps.sendPsk ? { psk: Buffer.from(deps.cluster.psk).toString('hex') } : {}),
+    psk: Buffer.from(deps.cluster.psk).toString('hex'),
   }
 }
 

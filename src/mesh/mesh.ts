@@ -42,7 +42,6 @@ import { PeerScores } from './score.ts'
 import type { SyncResult } from './sync.ts'
 import {
   checkTokenFresh,
-  decodePskToken,
   decodeToken,
   type IssueTokenOptions,
   JsonFileTokenBook,
@@ -67,11 +66,6 @@ export interface MeshOptions {
    * `announce`, the announced hosts at the join port).
    */
   joinListen?: string[]
-  /**
-   * A federation's way (docs/federation.md): no join host; the token carries the PSK and the join
-   * runs on the mesh port, strangers let in there on probation while a token is live.
-   */
-  joinOnMeshPort?: boolean
   /**
    * Address ranges (CIDRs) of this node that other nodes cannot reach it at — its pod and tunnel
    * networks — never advertised (advertisableAddresses). A function of the cluster id: a joining
@@ -162,7 +156,6 @@ export async function startMesh(opts: MeshOptions): Promise<Mesh> {
 
 /** Join the cluster a token invites to (`orc join`): redeem the token at the issuer's join host, then sync. */
 export async function joinMesh(opts: JoinOptions): Promise<Mesh> {
-  if (opts.joinOnMeshPort === true) return joinOnMeshPort(opts)
   const clock = unrefTimers(opts.clock ?? systemClock)
   const claims = decodeToken(opts.token)
   checkTokenFresh(claims, clock.now())
@@ -334,36 +327,6 @@ async function finishJoin(mesh: Mesh, issuer: string, cluster: ClusterState, pro
   return mesh
 }
 
-/** A federation's join (MeshOptions.joinOnMeshPort): the PSK comes in the token; the join runs on the mesh port. */
-async function joinOnMeshPort(opts: JoinOptions): Promise<Mesh> {
-  const clock = unrefTimers(opts.clock ?? systemClock)
-  const claims = decodePskToken(opts.token)
-  checkTokenFresh(claims, clock.now())
-  await checkDataDirFree(opts.dataDir)
-  const say = opts.onProgress ?? (() => {})
-  const pending: ClusterState = {
-    clusterId: claims.cluster,
-    createdAt: 0,
-    adminKeys: [],
-    psk: new Uint8Array(Buffer.from(claims.psk, 'hex')),
-  }
-  const mesh = await Mesh.create(opts, pending, claims.issuer)
-  const t = mesh.tunables
-  let res: JoinResponse
-  try {
-    await mesh.startHosts()
-    const addrs = [...new Set([...(opts.peerAddrs ?? []), ...claims.addrs])]
-    say({ phase: 'connecting', peer: claims.issuer, addresses: addrs })
-    res = await presentToken(mesh.libp2p, claims, addrs, opts.name, mesh.addresses(), t, say)
-  } catch (err) {
-    await mesh.stopHosts()
-    if (err instanceof OrcError && err.details.remote === true) throw wrapError('join refused by issuer', err)
-    throw err instanceof OrcError ? err : wrapError('join cluster', err)
-  }
-  const cluster = await recordAdmission(mesh, opts, pending, res, say)
-  return finishJoin(mesh, claims.issuer, cluster, say)
-}
-
 export class Mesh {
   readonly peerId: string
   readonly tunables: MeshTunables
@@ -387,12 +350,11 @@ export class Mesh {
   private constructor(
     readonly opts: MeshOptions,
     readonly libp2p: MeshLibp2p,
-    /** The join host (join.ts); undefined with `joinListen: []` and on a federation's mesh. */
+    /** The join host (join.ts); undefined with `joinListen: []`. */
     readonly joinHost: JoinLibp2p | undefined,
     /** This node's key (a joiner's temporary host dials with it too). */
     readonly privateKey: PrivateKey,
     cluster: ClusterState,
-    joiningIssuer: string | undefined,
     deps: {
       clock: Clock
       random: Random
@@ -426,16 +388,13 @@ export class Mesh {
       authority,
       scores: deps.scores,
       isRemoved: (p) => this.isRemoved(p),
-      isCredentialPeer: (p) => this.isCredentialPeer(p),
       scopeNames: () => this.scopeNames(),
       admitJoiner: async (info) => {
         await this.admit(info, { announce: true })
         await this.opts.admitMember?.(info.peerId, info)
       },
       vetJoiner: opts.vetJoiner,
-      joiningIssuer,
       joinHost,
-      joinOnMeshPort: opts.joinOnMeshPort === true,
     })
     this.connections = new MemberConnections({ ...common, random, directory, isBanned })
     this.liveness = new Liveness({
@@ -494,7 +453,6 @@ export class Mesh {
     const removed = await RemovedPeers.inDataDir(opts.dataDir).load()
     // The gater and gossip score need the Mesh, which needs the host: late-bind through `self`.
     let self: Mesh | undefined
-    const joinOnMeshPort = opts.joinOnMeshPort === true
     const joinWindowOpen = () => authority.joinWindowOpen(tunables.tokenGraceMs)
     const startProbation = (p: string, source: string) => self?.admission.startProbation(p, source) ?? false
     const policy: GatePolicy = {
@@ -504,11 +462,11 @@ export class Mesh {
       isBanned: (p) => scores.isBanned(p, clock.now()),
       mayDial: (p) => p === joiningIssuer && self?.started !== true,
       // A cluster's mesh port admits members (and the remote CLI) only: joiners go to the join host.
-      acceptsStrangers: () => (joinOnMeshPort ? joinWindowOpen() : false),
+      acceptsStrangers: () => false,
       startProbation,
     }
     const listen = opts.listen ?? ['/ip4/0.0.0.0/tcp/0']
-    const joinListen = joinOnMeshPort ? [] : (opts.joinListen ?? (await freeOrAnyPort(joinListenFor(listen), log)))
+    const joinListen = opts.joinListen ?? (await freeOrAnyPort(joinListenFor(listen), log))
     const joinHost =
       joinListen.length === 0
         ? undefined
@@ -534,7 +492,7 @@ export class Mesh {
       // admitted. Banned peers are graylisted outright.
       appSpecificScore: (p) => (scores.isBanned(p, clock.now()) ? -1000 : self?.isMember(p) === true ? 0 : -60),
     })
-    self = new Mesh(opts, libp2p, joinHost, privateKey, cluster, joiningIssuer, { clock, random, tunables, directory, authority, log, scores, removed })
+    self = new Mesh(opts, libp2p, joinHost, privateKey, cluster, { clock, random, tunables, directory, authority, log, scores, removed })
     for (const m of directory.list()) self.liveness.upsert(m)
     await self.install()
     return self
@@ -602,7 +560,6 @@ export class Mesh {
   }
 
   createToken(opts: IssueTokenOptions): Promise<{ token: string; id: string; expiresAt: number; uses: number }> {
-    if (this.opts.joinOnMeshPort === true) return this.admission.createToken(opts, this.opts.announce ?? this.addresses())
     if (this.joinHost === undefined) {
       return Promise.reject(
         new OrcError(

@@ -6,8 +6,8 @@
  * (join.ts). The issuer stores only a hash of the secret plus expiry, uses left and a revoked flag
  * in a `TokenBook`; it trusts its own record, never the token's claimed expiry.
  *
- * Version 1 claims also held the PSK; `decodeToken` refuses them. A federation still invites with
- * them (`orcfed1.`, docs/federation.md): `decodePskToken` reads those.
+ * Version 1 claims also held the PSK; `decodeToken` refuses them. A federation's tokens and invites
+ * (`orcfed2.`, docs/federation.md) are these same version 2 claims under another prefix.
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { join } from 'node:path'
@@ -29,16 +29,6 @@ export interface TokenClaims {
   /** Expiry (ms since epoch) as issued; the issuer re-checks against its own record. */
   exp: number
   secret: string
-}
-
-/**
- * A federation invite's claims (version 1): the federation's PSK travels in the token, and the
- * join runs on the federation host's own (pnet) port, on a trial connection. `addrs` are that port's.
- */
-export interface PskTokenClaims extends Omit<TokenClaims, 'v'> {
-  v: 1
-  /** Raw PSK, hex. */
-  psk: string
 }
 
 export interface TokenRecord {
@@ -112,14 +102,14 @@ export class JsonFileTokenBook implements TokenBook {
   }
 }
 
-export function encodeToken(c: TokenClaims | PskTokenClaims): string {
+export function encodeToken(c: TokenClaims): string {
   return TOKEN_PREFIX + Buffer.from(JSON.stringify(c)).toString('base64url')
 }
 
 const malformed = (why: string) => new OrcError('invalid', `join token is malformed (${why})`)
 
-/** The claims' JSON and the fields both versions share, checked. */
-function decodeClaims(token: string): { c: any; common: Omit<TokenClaims, 'v'> } {
+/** A node join token (`orc join`). A token of an older orc (version 1, the PSK inside) is refused. */
+export function decodeToken(token: string): TokenClaims {
   const s = token.trim()
   if (!s.startsWith(TOKEN_PREFIX)) throw malformed('expected orcjoin1.…')
   let c: any
@@ -133,26 +123,12 @@ function decodeClaims(token: string): { c: any; common: Omit<TokenClaims, 'v'> }
   if (!str(c.id) || !str(c.cluster) || !str(c.issuer) || !str(c.secret)) throw malformed('missing fields')
   if (typeof c.exp !== 'number' || !Number.isFinite(c.exp)) throw malformed('bad expiry')
   if (!Array.isArray(c.addrs) || c.addrs.length > 64 || !c.addrs.every(str)) throw malformed('bad addresses')
-  return { c, common: { id: c.id, cluster: c.cluster, issuer: c.issuer, addrs: c.addrs, exp: c.exp, secret: c.secret } }
-}
-
-/** A node join token (`orc join`). A token of an older orc (version 1, the PSK inside) is refused. */
-export function decodeToken(token: string): TokenClaims {
-  const { c, common } = decodeClaims(token)
   if (c.v === 1) {
     throw new OrcError('invalid', 'join token from an older orc (it carries the cluster key): create a new one with orc token create on a member', {
       reason: 'old_token',
     })
   }
-  return { v: 2, ...common }
-}
-
-/** A federation invite's claims (version 1, the federation PSK inside); see PskTokenClaims. */
-export function decodePskToken(token: string): PskTokenClaims {
-  const { c, common } = decodeClaims(token)
-  if (c.v !== 1) throw malformed('not a federation invite')
-  if (typeof c.psk !== 'string' || !/^[0-9a-f]{64}$/.test(c.psk)) throw malformed('bad key')
-  return { v: 1, ...common, psk: c.psk }
+  return { v: 2, id: c.id, cluster: c.cluster, issuer: c.issuer, addrs: c.addrs, exp: c.exp, secret: c.secret }
 }
 
 /** "45s", "3m", "2h", "4d": how users read an age. */
@@ -224,8 +200,6 @@ export interface TokenContext {
   clusterId: string
   issuer: string
   addrs: string[]
-  /** Only for a federation invite (PskTokenClaims): the PSK goes in the token. */
-  psk?: Uint8Array
 }
 
 /**
@@ -263,8 +237,7 @@ export class TokenAuthority {
       usedBy: [],
     }
     await this.serial(() => this.book.put(record))
-    const common = { id, cluster: ctx.clusterId, issuer: ctx.issuer, addrs: ctx.addrs, exp: record.expiresAt, secret }
-    const claims: TokenClaims | PskTokenClaims = ctx.psk === undefined ? { v: 2, ...common } : { v: 1, ...common, psk: Buffer.from(ctx.psk).toString('hex') }
+    const claims: TokenClaims = { v: 2, id, cluster: ctx.clusterId, issuer: ctx.issuer, addrs: ctx.addrs, exp: record.expiresAt, secret }
     return { token: encodeToken(claims), record }
   }
 

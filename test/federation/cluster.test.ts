@@ -46,7 +46,7 @@ test('two clusters of two agents: federate, share a namespace, see who wrote wha
   const created = await ok(h1, ['federation', 'create', 'lab', '--namespace', 'shared'])
   assert.match(created, /federation\/lab created .* cluster home shares shared/)
   const token = (await ok(h1, ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
-  assert.match(token, /^orcfed1\./)
+  assert.match(token, /^orcfed2\./)
   const joined = await ok(c1, ['federation', 'join', '--token', token])
   assert.match(joined, /joined federation\/lab as cluster cloud; shared namespaces: shared/)
   // The token admitted the cluster: c2 (never given a token) follows, and so does h2.

@@ -11,10 +11,12 @@ import { test } from 'node:test'
 import { generateKeyPair } from '@libp2p/crypto/keys'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
-import { checkAuthorship, decodeFederationToken } from '../../src/agent/federation/index.ts'
+import { checkAuthorship } from '../../src/agent/federation/index.ts'
 import { formatFederation } from '../../src/cli/commands/federation.ts'
-import { createHost } from '../../src/mesh/host.ts'
-import { decodePskToken } from '../../src/mesh/index.ts'
+import { createJoinerGater } from '../../src/mesh/gater.ts'
+import { createHost, createJoinHost, streamChannel } from '../../src/mesh/host.ts'
+import { JOIN_PROTOCOL } from '../../src/mesh/index.ts'
+import { joinRequestFromToken, requestJoin } from '../../src/mesh/join.ts'
 import { resolveTunables } from '../../src/mesh/options.ts'
 import { encodePsk } from '../../src/mesh/psk.ts'
 import { pod } from '../helpers/store.ts'
@@ -94,11 +96,12 @@ test('a federation token admits one cluster: a second use is refused, and a stra
   // A node join token is not a federation token.
   await assert.rejects(c.fm.join({ token: 'orcjoin1.xyz', author: 'user:carol' }), /node join token/)
 
-  // A stranger holding the federation PSK (e.g. from an old token) is refused by the gater.
-  const claims = decodePskToken(decodeFederationToken(t2.token))
+  // A stranger holding the federation PSK (leaked some other way: tokens do not carry it) and a
+  // fresh key is refused by the mesh port's gater, with a token live and without.
+  const home = a.fm.get('shared')!.mesh
   const stranger = await createHost({
     privateKey: await generateKeyPair('Ed25519'),
-    psk: encodePsk(new Uint8Array(Buffer.from(claims.psk, 'hex'))),
+    psk: encodePsk(home.cluster.psk),
     listen: ['/ip4/127.0.0.1/tcp/0'],
     gater: {},
     tunables: resolveTunables(fastTunables),
@@ -106,16 +109,123 @@ test('a federation token admits one cluster: a second use is refused, and a stra
   })
   t.after(() => stranger.stop())
   await stranger.start()
-  const home = a.fm.get('shared')!.mesh
-  // With no join open (revoke the fresh token), nobody but members gets a connection.
-  for (const tk of await home.listTokens()) if (tk.uses > 0) await home.revokeToken(tk.id).catch(() => undefined)
   await stranger.peerStore.merge(peerIdFromString(home.peerId), { multiaddrs: home.addresses().map((x) => multiaddr(x)) })
-  await assert.rejects(
-    (async () => {
-      const conn = await stranger.dial(peerIdFromString(home.peerId), { signal: AbortSignal.timeout(3000) })
-      await stranger.dialProtocol(conn.remotePeer, '/orc/sync/1.0.0', { signal: AbortSignal.timeout(3000) })
-    })(),
-  )
+  const syncs = async () => {
+    const conn = await stranger.dial(peerIdFromString(home.peerId), { signal: AbortSignal.timeout(3000) })
+    await stranger.dialProtocol(conn.remotePeer, '/orc/sync/1.0.0', { signal: AbortSignal.timeout(3000) })
+  }
+  await assert.rejects(syncs(), 'a token live: the mesh port still refuses a PSK holder')
+  for (const tk of await home.listTokens()) if (tk.uses > 0) await home.revokeToken(tk.id).catch(() => undefined)
+  await assert.rejects(syncs(), 'no token live: the mesh port refuses a PSK holder')
+})
+
+/** The claims of a federation token as JSON (what anyone who sees it can read). */
+const claimsOf = (token: string) => JSON.parse(Buffer.from(token.slice('orcfed2.'.length), 'base64url').toString('utf8'))
+const fedToken = (claims: object) => `orcfed2.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`
+
+/**
+ * Present a federation token's claims at `addrs` to `issuer` over the join protocol, from a fresh
+ * key, as `orc federation join` does: "answered" (with "+key" when the PSK came back) or the error.
+ */
+async function present(claims: any, issuer = claims.issuer as string, addrs = claims.addrs as string[]): Promise<string> {
+  const host = await createJoinHost({
+    privateKey: await generateKeyPair('Ed25519'),
+    listen: [],
+    gater: createJoinerGater(issuer),
+    tunables: resolveTunables({ ...fastTunables, dialTimeoutMs: 3000 }),
+  })
+  await host.start()
+  try {
+    const id = peerIdFromString(issuer)
+    await host.peerStore.merge(id, { multiaddrs: addrs.map((x) => multiaddr(x)) })
+    const stream = await host.dialProtocol(id, JOIN_PROTOCOL, { signal: AbortSignal.timeout(5000) })
+    const res = await requestJoin(streamChannel(stream, 1 << 20), joinRequestFromToken(claims, 'thief@edge', []))
+    return `answered${res.psk !== undefined ? '+key' : ''}`
+  } catch (err) {
+    return (err as Error).message
+  } finally {
+    await host.stop()
+  }
+}
+
+test('a federation token carries no PSK; the joiner gets it at the join host only for a live token, from the host the token names', async (t) => {
+  const a = await side(t, 'a1', 'home')
+  const b = await side(t, 'b1', 'cloud')
+  const c = await side(t, 'c1', 'edge')
+  await a.fm.create({ name: 'shared', namespaces: ['shared'], author: 'user:alice' })
+  const home = a.fm.get('shared')!.mesh
+  const psk = home.cluster.psk
+  assert.equal(psk.length, 32)
+  const { token } = await a.fm.token('shared')
+
+  // What anyone who sees the token reads: no key, in any encoding; the join host's address and the
+  // federation host's peer id.
+  assert.match(token, /^orcfed2\./)
+  const claims = claimsOf(token)
+  assert.deepEqual(Object.keys(claims).sort(), ['addrs', 'cluster', 'exp', 'id', 'issuer', 'secret', 'v'])
+  const decoded = Buffer.from(token.slice('orcfed2.'.length), 'base64url').toString('latin1')
+  const hex = Buffer.from(psk).toString('hex')
+  for (const form of [
+    hex,
+    hex.toUpperCase(),
+    Buffer.from(psk).toString('base64'),
+    Buffer.from(psk).toString('base64url'),
+    Buffer.from(psk).toString('latin1'),
+  ]) {
+    assert.equal(token.includes(form), false, 'the PSK is not in the token')
+    assert.equal(decoded.includes(form), false, 'nor in its decoded bytes')
+  }
+  assert.equal(claims.issuer, home.peerId)
+  assert.deepEqual(claims.addrs, home.joinAddresses())
+  const joinPort = Number(/\/tcp\/(\d+)/.exec(claims.addrs[0])![1])
+  const meshPort = Number(/\/tcp\/(\d+)/.exec(home.addresses()[0]!)![1])
+  assert.ok(joinPort > 0 && joinPort !== meshPort, `the token names the join port (${joinPort}), not the mesh port (${meshPort})`)
+  // `orc federation status` says where (the port to open beside the federation's own).
+  assert.match(formatFederation(a.fm.status('shared')), new RegExp(`^  joins at: +${claims.addrs[0]}$`, 'm'))
+
+  // Shown to another node (the token's issuer edited to cloud's federation host, at home's join
+  // address): the joiner's Noise handshake fails on home's key; nothing is sent, the use stays.
+  await b.fm.create({ name: 'other', namespaces: ['other'], author: 'user:bob' })
+  const cloudFed = b.fm.get('other')!.mesh
+  const misdirected = fedToken({ ...claims, issuer: cloudFed.peerId })
+  await assert.rejects(c.fm.join({ token: misdirected, author: 'user:carol' }), /not the token's issuer/)
+  assert.equal(c.fm.list().length, 0)
+  // Presented at another node's join host (cloud's, by its own peer id): not its token; no key.
+  await b.fm.token('other') // so cloud's join host takes connections
+  const elsewhere = await present(claims, cloudFed.peerId, cloudFed.joinAddresses())
+  assert.match(elsewhere, /token not recognised/)
+  assert.equal((await home.listTokens()).find((r) => r.id === claims.id)!.usesLeft, 1, 'the token still has its use')
+
+  // The real join: the key arrives over Noise at the join host, after redemption.
+  const t0 = Date.now()
+  await c.fm.join({ token, author: 'user:carol' })
+  t.diagnostic(`federation join through the join host: ${Date.now() - t0} ms`)
+  assert.deepEqual(c.fm.get('shared')!.mesh.cluster.psk, psk)
+  await waitFor('home sees edge in the federation', () => (a.fm.status('shared').clusters ?? []).some((x) => x.name === 'edge'))
+
+  // Used: refused at the join host with the reason, and no key.
+  assert.match(await present(claims), /token already used/)
+  // Expired: the same.
+  const short = await a.fm.token('shared', { ttlMs: 1000 })
+  await waitFor('the token to expire', () => Date.now() > claimsOf(short.token).exp + 50)
+  const expired = await present(claimsOf(short.token))
+  assert.match(expired, /token expired/)
+  assert.doesNotMatch(expired, /answered/)
+  // Through the CLI's path too: the joiner checks the expiry before dialing anything.
+  const d = await side(t, 'd1', 'far')
+  await assert.rejects(d.fm.join({ token: short.token, author: 'user:dave' }), /token expired/)
+  // An invite of an older orc (the federation PSK inside): refused with the format to ask for.
+  const old = `orcfed1.${Buffer.from(JSON.stringify({ ...claims, v: 1, psk: hex })).toString('base64url')}`
+  await assert.rejects(d.fm.join({ token: old, author: 'user:dave' }), /older orc \(orcfed1\.….*orcfed2\.…/)
+  assert.equal(d.fm.list().length, 0)
+
+  // A token issued before the issuer's agent restarts still reaches its join host after: the join
+  // port is kept (here it is checked, then refused only because cluster edge is in already).
+  const before = await a.fm.token('shared')
+  const joinAt = home.joinAddresses()
+  await a.restart()
+  assert.deepEqual(a.fm.get('shared')!.mesh.joinAddresses(), joinAt)
+  assert.match(await present(claimsOf(before.token)), /cluster named edge is already in/)
 })
 
 test('a revision claiming another cluster is refused, and nothing of it is stored', async (t) => {

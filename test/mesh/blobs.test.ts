@@ -1,7 +1,7 @@
 // Image blobs over `/orc/blobs/1.0.0` on a real libp2p mesh: a member fetches a blob byte for byte,
 // `has` answers, more transfers than the limits are refused at once (not queued), `via` makes the
-// serving node fetch from the registry once however many members ask, and a stranger on a trial
-// connection, a removed member and a peer sending a malformed request never get a blob.
+// serving node fetch from the registry once however many members ask, and a connected non-member
+// (a credential peer, which the gater lets in), a removed member and a peer sending a malformed request never get a blob.
 
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
@@ -14,10 +14,10 @@ import { MeshBlobSource, StoreBlobProvider } from '../../src/agent/images/peers.
 import { parseReference } from '../../src/images/index.ts'
 import { streamChannel } from '../../src/mesh/host.ts'
 import type { BlobBody, BlobProvider, BlobVia, Mesh } from '../../src/mesh/index.ts'
-import { BLOBS_PROTOCOL, Mesh as MeshClass } from '../../src/mesh/index.ts'
+import { BLOBS_PROTOCOL } from '../../src/mesh/index.ts'
 import { readJson, Tag, writeJson } from '../../src/mesh/wire.ts'
 import { OrcError } from '../../src/model/index.ts'
-import { Fixture, seededRandom, waitFor } from './helpers.ts'
+import { credentialPeer, Fixture, seededRandom, waitFor } from './helpers.ts'
 
 const digestOf = (b: Uint8Array) => `sha256:${createHash('sha256').update(b).digest('hex')}`
 /** The registry refuses this one (fetchThrough throws). */
@@ -147,7 +147,7 @@ test('blobs protocol: a member fetches a 5 MB blob intact; has answers; over-lim
   assert.equal(pa.fetched.length, 3)
 })
 
-test('blobs protocol: a trial stranger, a removed member and a malformed request get nothing (the malformed one is a peer fault); a stalled transfer ends at its deadline', async (t) => {
+test('blobs protocol: a connected non-member, a removed member and a malformed request get nothing (the malformed one is a peer fault); a stalled transfer ends at its deadline', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
   const blob = seededRandom(9)(50_000)
@@ -156,27 +156,18 @@ test('blobs protocol: a trial stranger, a removed member and a malformed request
   // Five faults would ban c (50 each, -100): keep it admissible so each request is tried.
   // A transfer of this small blob must end within ~1 s.
   const tunables = { blobTransferBaseMs: 1000 }
-  // A federation's mesh (joinOnMeshPort): strangers get trial connections there while a token is
-  // live, so the protocol itself must refuse them. (A cluster's mesh port refuses them at the gater:
-  // admission.test.ts.)
-  const joinOnMeshPort = true
-  const { mesh: a } = await fx.create('a', { blobs: pa.provider, joinOnMeshPort, tunables: { ...tunables, banThreshold: -10_000 } })
-  const b = await fx.join('b', a, { blobs: memoryProvider(new Map()).provider, joinOnMeshPort, tunables })
-  const c = await fx.join('c', a, { blobs: memoryProvider(new Map()).provider, joinOnMeshPort, tunables })
+  // The gater lets credential peers (the remote CLI) onto the mesh port without being members, so
+  // the protocol itself must refuse them. (Strangers are refused at the gater: admission.test.ts.)
+  const credentialKeys: string[] = []
+  const { mesh: a } = await fx.create('a', { blobs: pa.provider, credentialKeys: () => credentialKeys, tunables: { ...tunables, banThreshold: -10_000 } })
+  const b = await fx.join('b', a, { blobs: memoryProvider(new Map()).provider, tunables })
+  const c = await fx.join('c', a, { blobs: memoryProvider(new Map()).provider, tunables })
   await waitFor('b and c alive on a', () => [b, c].every((x) => a.members().some((m) => m.peerId === x.peerId && m.state === 'alive')))
   assert.equal(digestOf(await collect((await b.fetchBlob(a.peerId, digest)).body)), digest)
   const served = pa.opened.length
 
-  // A stranger with the PSK while a join token is live: a trial connection, but no blobs.
-  await a.createToken({ ttlMs: 60_000, uses: 1 })
-  const s: Mesh = fx.track(
-    await MeshClass.create(
-      await fx.base('stranger', { joinOnMeshPort }),
-      { clusterId: a.clusterId, createdAt: 0, adminKeys: [], psk: a.cluster.psk },
-      a.peerId,
-    ),
-  )
-  await s.libp2p.start()
+  // A credential peer with the PSK: a connection, but no blobs.
+  const s = await credentialPeer(fx, a, credentialKeys)
   const aId = peerIdFromString(a.peerId)
   await s.libp2p.peerStore.merge(aId, { multiaddrs: a.addresses().map((x) => multiaddr(x)) })
   await s.libp2p.dial(aId, { signal: AbortSignal.timeout(3000) })
@@ -209,7 +200,7 @@ test('blobs protocol: a trial stranger, a removed member and a malformed request
     assert.equal(faults.at(-1)?.peerId, c.peerId)
   }
 
-  assert.equal(pa.opened.length, served, 'nothing was opened for the stranger or the malformed requests')
+  assert.equal(pa.opened.length, served, 'nothing was opened for the non-member or the malformed requests')
 
   // A transfer that stalls ends at its deadline, on both sides: the reader gets an error, the slot is freed.
   pa.hold()

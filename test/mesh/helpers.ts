@@ -3,8 +3,9 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import * as Y from 'yjs'
-import { createCluster, joinMesh, type Mesh, type MeshOptions, type MeshTunables } from '../../src/mesh/index.ts'
+import { createCluster, joinMesh, Mesh, type MeshOptions, type MeshTunables } from '../../src/mesh/index.ts'
 import { OrcError } from '../../src/model/index.ts'
 import type { Replicable } from '../../src/store/types.ts'
 
@@ -150,6 +151,18 @@ export class Fixture {
     await Promise.all(this.meshes.map((m) => m.stop().catch(() => undefined)))
     await Promise.all(this.dirs.map((d) => rm(d, { recursive: true, force: true })))
   }
+}
+
+/**
+ * A node that was never admitted but that `a`'s gater lets onto its mesh port: its key is one of
+ * `a`'s credential keys (`keys`, what `a` was created with as `credentialKeys`) — as the remote CLI's.
+ * It holds the PSK. What it may do there is up to each protocol: members only, for most.
+ */
+export async function credentialPeer(fx: Fixture, a: Mesh, keys: string[]): Promise<Mesh> {
+  const s = fx.track(await Mesh.create(await fx.base('credential-peer'), { clusterId: a.clusterId, createdAt: 0, adminKeys: [], psk: a.cluster.psk }, a.peerId))
+  keys.push(Buffer.from(publicKeyToProtobuf(s.privateKey.publicKey)).toString('base64url'))
+  await s.libp2p.start()
+  return s
 }
 
 export function stateOf(m: Mesh, peerId: string): string | undefined {

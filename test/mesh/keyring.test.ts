@@ -1,14 +1,13 @@
 // The cluster keyring over `/orc/keyring/1.0.0` on a real libp2p mesh: a member gets it and can
-// offer one; a stranger on a trial connection (a join token is live, so the gater lets it in) and
-// a removed member never reach the provider.
+// offer one; a connected non-member (a credential peer: the remote CLI's key, which the gater lets
+// in) and a removed member never reach the provider.
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { multiaddr } from '@multiformats/multiaddr'
-import type { KeyringProvider, Mesh } from '../../src/mesh/index.ts'
-import { Mesh as MeshClass } from '../../src/mesh/index.ts'
-import { Fixture, waitFor } from './helpers.ts'
+import type { KeyringProvider } from '../../src/mesh/index.ts'
+import { credentialPeer, Fixture, waitFor } from './helpers.ts'
 
 function recordingProvider(ring: unknown) {
   const calls: string[] = []
@@ -25,17 +24,16 @@ function recordingProvider(ring: unknown) {
   return { provider, calls, offers }
 }
 
-test('keyring protocol: members get and offer the keyring; a trial stranger and a removed member are refused', async (t) => {
+test('keyring protocol: members get and offer the keyring; a connected non-member and a removed member are refused', async (t) => {
   const fx = new Fixture()
   t.after(() => fx.close())
   const ring = { version: 1, marker: 'the-keyring' }
   const pa = recordingProvider(ring)
-  // A federation's mesh (joinOnMeshPort): strangers get trial connections there while a token is
-  // live, so the protocol itself must refuse them. (A cluster's mesh port refuses them at the gater:
-  // admission.test.ts.)
-  const joinOnMeshPort = true
-  const { mesh: a } = await fx.create('a', { keyring: pa.provider, joinOnMeshPort })
-  const b = await fx.join('b', a, { keyring: recordingProvider(undefined).provider, joinOnMeshPort })
+  // The gater lets credential peers (the remote CLI) onto the mesh port without being members, so
+  // the protocol itself must refuse them. (Strangers are refused at the gater: admission.test.ts.)
+  const credentialKeys: string[] = []
+  const { mesh: a } = await fx.create('a', { keyring: pa.provider, credentialKeys: () => credentialKeys })
+  const b = await fx.join('b', a, { keyring: recordingProvider(undefined).provider })
   await waitFor('b alive on a', () => a.members().some((m) => m.peerId === b.peerId && m.state === 'alive'))
 
   assert.deepEqual(await b.fetchKeyring(a.peerId), ring)
@@ -45,12 +43,9 @@ test('keyring protocol: members get and offer the keyring; a trial stranger and 
   await assert.rejects(a.fetchKeyring(b.peerId), /does not hold the cluster keyring yet/)
   const served = pa.calls.length
 
-  // A stranger with the PSK while a join token is live: the gater gives it a trial connection, but
-  // the keyring protocol is for members only.
-  await a.createToken({ ttlMs: 60_000, uses: 1 })
-  const opts = await fx.base('stranger', { joinOnMeshPort })
-  const s: Mesh = fx.track(await MeshClass.create(opts, { clusterId: a.clusterId, createdAt: 0, adminKeys: [], psk: a.cluster.psk }, a.peerId))
-  await s.libp2p.start()
+  // A credential peer with the PSK: the gater gives it a connection, but the keyring protocol is
+  // for members only.
+  const s = await credentialPeer(fx, a, credentialKeys)
   const aId = peerIdFromString(a.peerId)
   await s.libp2p.peerStore.merge(aId, { multiaddrs: a.addresses().map((x) => multiaddr(x)) })
   await s.libp2p.dial(aId, { signal: AbortSignal.timeout(3000) })

@@ -14,7 +14,7 @@ import type { Logger } from 'pino'
 import { type Clock, every, type Random, sleep, systemRandom, type TimerHandle, unrefTimers } from '../../effects/index.ts'
 import {
   createCluster,
-  decodePskToken,
+  decodeToken,
   joinMesh,
   loadOrCreateIdentity,
   type MemberInfo,
@@ -67,7 +67,10 @@ export type { FederationClusterView, FederationGovernanceView, FederationProposa
 export const FEDERATION_CONTROLLER = 'controller:federation'
 /** The replication scope name of a federation document on its mesh. */
 export const FEDERATION_SCOPE = 'federation'
-const FED_TOKEN_PREFIX = 'orcfed1.'
+/** Federation tokens and invites: a join token of the federation host (no PSK inside), `orcfed2.<claims>`. */
+const FED_TOKEN_PREFIX = 'orcfed2.'
+/** Before: the claims held the federation's PSK (refused, decodeFederationToken). */
+const OLD_FED_TOKEN_PREFIX = 'orcfed1.'
 /** On the cluster's private Federation object: when the cluster last created or joined it. */
 const JOINED_ANNOTATION = 'orc/joined-at'
 const JOIN_TOKEN_PREFIX = 'orcjoin1.'
@@ -103,6 +106,8 @@ interface LocalState {
   state: FederationState
   /** TCP port the federation host listens on (kept across restarts so peers find it again). */
   port?: number
+  /** TCP port of the federation host's join host (what its tokens and invites name; kept across restarts too). */
+  joinPort?: number
   /** When this node left or was removed (ms): a later join of its cluster (JOINED_ANNOTATION) is followed. */
   detachedAt?: number
 }
@@ -134,14 +139,21 @@ export function encodeFederationToken(joinToken: string): string {
   return FED_TOKEN_PREFIX + joinToken.slice(JOIN_TOKEN_PREFIX.length)
 }
 
+/** A federation token or invite as the node join token it wraps (`orcjoin1.…`, checked by decodeToken). */
 export function decodeFederationToken(token: string): string {
   const s = token.trim()
   if (s.startsWith(JOIN_TOKEN_PREFIX))
     throw new OrcError(
       'invalid',
-      'this is a node join token (orcjoin1.…) for `orc join`; `orc federation join` takes a federation token (orcfed1.…) from `orc federation token`',
+      'this is a node join token (orcjoin1.…) for `orc join`; `orc federation join` takes a federation token (orcfed2.…) from `orc federation token`',
     )
-  if (!s.startsWith(FED_TOKEN_PREFIX)) throw new OrcError('invalid', 'federation token is malformed (expected orcfed1.…)')
+  if (s.startsWith(OLD_FED_TOKEN_PREFIX))
+    throw new OrcError(
+      'invalid',
+      'federation token from an older orc (orcfed1.…, it carries the federation key): ask for a new one (orcfed2.…) with orc federation token on a member cluster',
+      { reason: 'old_token' },
+    )
+  if (!s.startsWith(FED_TOKEN_PREFIX)) throw new OrcError('invalid', 'federation token is malformed (expected orcfed2.…)')
   return JOIN_TOKEN_PREFIX + s.slice(FED_TOKEN_PREFIX.length)
 }
 
@@ -560,7 +572,7 @@ export class FederationManager implements ScopeRouter {
     return this.serial(async () => {
       if (typeof req.token !== 'string') throw new OrcError('invalid', 'token: required (from orc federation token on the other cluster)')
       const joinToken = decodeFederationToken(req.token)
-      const claims = decodePskToken(joinToken)
+      const claims = decodeToken(joinToken)
       const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
       if (this.running.has(claims.cluster))
         throw new OrcError('conflict', `this cluster is already in federation ${this.running.get(claims.cluster)!.cfg.name}`)
@@ -881,6 +893,7 @@ export class FederationManager implements ScopeRouter {
       state: r.cfg.state,
       peerId: r.mesh.peerId,
       addresses: r.mesh.addresses(),
+      joinAddresses: r.mesh.joinAddresses(),
       clusters,
       objects: r.store.count(),
       ...(r.directory.creator() !== undefined ? { creator: r.directory.creator() } : {}),
@@ -959,6 +972,9 @@ export class FederationManager implements ScopeRouter {
         dataDir: meshDir(),
         name: `${this.c.nodeName}@${cfg.cluster}`,
         listen: this.listenAddrs(cfg.port ?? 0),
+        // Its own join host, as a cluster node's: tokens and invites carry no PSK; the joiner gets it
+        // there over Noise from the host the token names, once the token is redeemed (join.ts).
+        joinListen: this.listenAddrs(cfg.joinPort ?? 0),
         // The host's own pod and tunnel networks: those of this node's cluster, not the federation's.
         privateRanges: () => unadvertisedRanges(this.c.cluster().id),
         scopes: { [FEDERATION_SCOPE]: verifiedReplica(ourStore, directory, { store: ourStore, now: () => this.c.clock.now() }) },
@@ -970,8 +986,6 @@ export class FederationManager implements ScopeRouter {
         vetJoiner: (info) => this.vetJoiner(cfg, directory, info),
         vetAdmission: (info, via) => directory.vetAdmission(info, via),
         memberApiHandler: (req, ctx) => this.serveMember(cfg, req, ctx.peerId),
-        // Federation invites keep the PSK inside (orcfed1.): the join runs on this host's own port.
-        joinOnMeshPort: true,
       }
       if (how.mode === 'create') {
         const made = await createCluster(opts)
@@ -987,9 +1001,12 @@ export class FederationManager implements ScopeRouter {
         return await this.open(cfg, { mode: 'start' })
       }
       mesh = how.mode === 'join' ? await joinMesh({ ...opts, token: how.token, peerAddrs: how.peerAddrs }) : await startMesh(opts)
-      if (how.mode === 'join') await this.learnBindings(mesh, directory, decodePskToken(how.token).issuer)
-      const port = Number(/\/tcp\/(\d+)/.exec(mesh.addresses()[0] ?? '')?.[1])
+      if (how.mode === 'join') await this.learnBindings(mesh, directory, decodeToken(how.token).issuer)
+      const portOf = (addrs: string[]) => Number(/\/tcp\/(\d+)/.exec(addrs[0] ?? '')?.[1])
+      const port = portOf(mesh.addresses())
       if (Number.isInteger(port) && port > 0) cfg.port = port
+      const joinPort = portOf(mesh.joinAddresses())
+      if (Number.isInteger(joinPort) && joinPort > 0) cfg.joinPort = joinPort
       // The creating cluster, from the document as first seen (a federation made before it was recorded, or a join).
       if (directory.creator() === undefined) {
         const c = creatorOf(store)

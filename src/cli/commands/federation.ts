@@ -38,6 +38,7 @@ export function formatFederation(f: FederationView): string {
   if (g) lines.push(`  quorum:        ${quorumText(g)}`)
   if (f.peerId) lines.push(`  peer id:       ${f.peerId}`)
   if (f.addresses?.length) lines.push(`  addresses:     ${f.addresses.join(' ')}`)
+  if (f.joinAddresses?.length) lines.push(`  joins at:      ${f.joinAddresses.join(' ')}`)
   if (f.objects !== undefined) lines.push(`  objects:       ${f.objects}`)
   if (f.clusters) {
     lines.push(
@@ -105,7 +106,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation token lab
 
   # On a node of cluster "cloud": join with that token (every node of "cloud" follows)
-  orc federation join 192.0.2.10:7946 --token orcfed1.…
+  orc federation join 192.0.2.10:7946 --token orcfed2.…
 
   # Then, on either cluster: objects in "shared" are replicated to both
   orc apply -n shared -f web.yaml
@@ -193,8 +194,8 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .addHelpText(
       'after',
       examples(`
-  orc federation join 192.0.2.10:7946 --token orcfed1.…
-  orc federation join --token orcfed1.… --as cloud`),
+  orc federation join 192.0.2.10:7946 --token orcfed2.…
+  orc federation join --token orcfed2.… --as cloud`),
     )
     .action(async (peer: string | undefined, opts, cmd: Command) => {
       const r = await callRoute(

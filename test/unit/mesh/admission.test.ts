@@ -45,7 +45,6 @@ test('the join protocol refuses a removed peer before its token is looked at: a 
   const deps = {
     authority,
     cluster: { clusterId: 'c1', createdAt: 0, adminKeys: [], psk: new Uint8Array(32).fill(9) },
-    sendPsk: true,
     scopes: () => [],
     members: () => [],
     isRemoved: (p: string) => p === 'gone',

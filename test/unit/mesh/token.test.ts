@@ -3,8 +3,8 @@ import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
+import { decodeFederationToken, encodeFederationToken } from '../../../src/agent/federation/index.ts'
 import {
-  decodePskToken,
   decodeToken,
   formatDuration,
   JsonFileTokenBook,
@@ -141,13 +141,35 @@ test('token ids never look like a flag on the command line (`orc token revoke ID
   }
 })
 
-test('a token of an older orc (version 1, the PSK inside) is refused with a clear line; a federation invite still carries its PSK', async () => {
+test('a token of an older orc (version 1, the PSK inside) is refused with a clear line; a new one has no key in it', async () => {
   const { auth } = setup()
-  const psk = new Uint8Array(32).fill(7)
-  const { token: invite } = await auth.issue({ ttlMs: 60_000, uses: 1 }, { ...ctx, psk })
-  // A federation invite is the old claims format: decodePskToken reads it, decodeToken refuses it.
-  assert.equal(decodePskToken(invite).psk, '07'.repeat(32))
-  assert.throws(() => decodeToken(invite), { code: 'invalid', message: /token from an older orc .*create a new one/ })
   const { token } = await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)
-  assert.throws(() => decodePskToken(token), /not a federation invite/)
+  const claims = decodeToken(token)
+  assert.deepEqual(Object.keys(claims).sort(), ['addrs', 'cluster', 'exp', 'id', 'issuer', 'secret', 'v'])
+  const old = `orcjoin1.${Buffer.from(JSON.stringify({ ...claims, v: 1, psk: '07'.repeat(32) })).toString('base64url')}`
+  assert.throws(() => decodeToken(old), { code: 'invalid', message: /token from an older orc .*create a new one/ })
+})
+
+test('a federation token (orcfed2.) is a node join token under its own prefix, no key inside; orcfed1. and orcjoin1. are refused naming the right format', async () => {
+  const { auth } = setup()
+  const { token } = await auth.issue({ ttlMs: 60_000, uses: 1 }, ctx)
+  const fed = encodeFederationToken(token)
+  assert.match(fed, /^orcfed2\.[A-Za-z0-9_-]+$/)
+  // What `orc federation join` reads: the same claims, redeemed at the issuer's join host.
+  assert.equal(decodeFederationToken(`  ${fed}\n`), token)
+  assert.deepEqual(decodeToken(decodeFederationToken(fed)), decodeToken(token))
+  assert.deepEqual(decodeToken(decodeFederationToken(fed)).addrs, ctx.addrs)
+  const json = Buffer.from(fed.slice('orcfed2.'.length), 'base64url').toString('utf8')
+  assert.doesNotMatch(json, /psk/i)
+  // An invite of an older orc (its claims held the federation's PSK): refused before anything is dialed.
+  const claims = decodeToken(token)
+  const old = `orcfed1.${Buffer.from(JSON.stringify({ ...claims, v: 1, psk: '07'.repeat(32) })).toString('base64url')}`
+  assert.throws(() => decodeFederationToken(old), {
+    code: 'invalid',
+    message: /older orc \(orcfed1\.….*ask for a new one \(orcfed2\.…\) with orc federation token/,
+  })
+  assert.throws(() => decodeFederationToken(token), /node join token \(orcjoin1\.…\) for `orc join`.*orcfed2\.…/)
+  assert.throws(() => decodeFederationToken('orcfed3.abc'), /malformed \(expected orcfed2\.…\)/)
+  // A truncated one: the claims' own check names what is wrong.
+  assert.throws(() => decodeToken(decodeFederationToken(fed.slice(0, 20))), /join token is malformed/)
 })
