@@ -86,8 +86,10 @@ export interface FederationProposalView {
   members: string[]
   required: number
   approvals: Array<{ cluster: string; author: string; at: number }>
-  state: 'pending' | 'passed'
+  /** expired: not passed within 7 days of being made (approvals after that do not count). */
+  state: 'pending' | 'passed' | 'withdrawn' | 'expired'
   passedAt?: number
+  withdrawnAt?: number
 }
 
 export interface FederationGovernanceView {

@@ -541,6 +541,11 @@ export const ROUTES = {
     path: '/v1/federations/:name/proposals/:id/approve',
     permission: { verb: 'admin' },
   }),
+  withdrawFederationProposal: route<{ body: { author?: string }; response: { federation: FederationView; proposal: FederationProposalView } }>()({
+    method: 'POST',
+    path: '/v1/federations/:name/proposals/:id/withdraw',
+    permission: { verb: 'admin' },
+  }),
   federationInvite: route<{ response: { token: string; cluster: string } }>()({
     method: 'GET',
     path: '/v1/federation-invites/:id',

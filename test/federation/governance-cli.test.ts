@@ -59,6 +59,22 @@ test('three clusters: remove is refused, propose + approve on another cluster re
   assert.match(refused.stderr, /needs 2 approvals of its 3 member clusters: orc federation propose lab remove edge/)
   assert.deepEqual(await clustersOf(c1), ['cloud', 'edge', 'home'])
 
+  // A proposal its cluster withdraws takes no more approvals, and the change may be proposed anew.
+  const first = /proposal (remove-edge-[0-9a-f]{6})/.exec(await ok(h1, ['federation', 'propose', 'lab', 'remove', 'edge']))?.[1]
+  assert.ok(first)
+  await waitFor('cloud lists the first proposal', async () => (await ok(c1, ['federation', 'status', 'lab'])).includes(first), 20_000)
+  const notMine = await c1.cli(['federation', 'withdraw', 'lab', first])
+  assert.match(notMine.stderr, new RegExp(`^error: proposal ${first} was made by cluster home: only an admin of it may withdraw it`))
+  assert.match(await ok(h1, ['federation', 'withdraw', 'lab', first]), new RegExp(`^proposal ${first} \\(remove edge\\) withdrawn`))
+  await waitFor(
+    'cloud sees it withdrawn',
+    async () => new RegExp(`${first} +remove edge +1/2 +user:admin@home +withdrawn `).test(await ok(c1, ['federation', 'status', 'lab'])),
+    20_000,
+  )
+  const late = await c1.cli(['federation', 'approve', 'lab', first])
+  assert.match(late.stderr, new RegExp(`^error: proposal ${first} was withdrawn already`))
+  assert.deepEqual(await clustersOf(c1), ['cloud', 'edge', 'home'], 'nothing removed')
+
   const proposed = await ok(h1, ['federation', 'propose', 'lab', 'remove', 'edge'])
   const id = /proposal (remove-edge-[0-9a-f]{6}) \(remove edge\): 1 of 2 approvals; on another member cluster: orc federation approve lab \1/.exec(
     proposed,

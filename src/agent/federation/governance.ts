@@ -11,6 +11,8 @@
  *   on the federation's `Federation` object, written by an admin of the proposing cluster. The
  *   proposal counts as that cluster's approval.
  * - `approve <id>` on the same object, by an admin of another member cluster.
+ * - `withdraw <id>`, by an admin of the proposing cluster, while it is pending. A proposal not passed
+ *   within PROPOSAL_TTL_MS lapses: later approvals do not count.
  * - `cluster <c> removed from the federation (proposal <id>)`: the deletion of `Cluster/<c>` once
  *   the removal passed. A cluster's own deletion of its object (leaving) needs nobody's approval.
  *
@@ -47,6 +49,8 @@ export interface Proposal {
   required: number
   /** When the approval that completed it was written; undefined while pending. */
   passedAt?: number
+  /** When an admin of the proposing cluster withdrew it (pending until then); no approval counts after. */
+  withdrawnAt?: number
 }
 
 export interface Governance {
@@ -77,8 +81,22 @@ export interface GovRecord {
 const ID = '(?:admit|remove|quorum)-[a-z0-9-]{1,70}-[0-9a-f]{6}'
 const PROPOSE = new RegExp(`^propose (${ID}): (admit|remove|quorum) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})$`)
 const APPROVE = new RegExp(`^approve (${ID})$`)
+const WITHDRAW = new RegExp(`^withdraw (${ID})$`)
 const REMOVED = new RegExp(`^cluster ([a-z0-9-]{1,63}) removed from the federation \\(proposal (${ID})\\)$`)
 export const PROPOSAL_ID = new RegExp(`^${ID}$`)
+/**
+ * A proposal not passed within this time lapses: approvals dated later do not count, and it no
+ * longer blocks another proposal of the same change.
+ */
+export const PROPOSAL_TTL_MS = 7 * 24 * 3600_000
+
+/** What a proposal is at `now`: passed, withdrawn, expired (lapsed unpassed) or pending. */
+export function proposalState(p: Proposal, now: number): 'passed' | 'withdrawn' | 'expired' | 'pending' {
+  if (p.passedAt !== undefined) return 'passed'
+  if (p.withdrawnAt !== undefined) return 'withdrawn'
+  return now > p.at + PROPOSAL_TTL_MS ? 'expired' : 'pending'
+}
+
 /** At most this many clusters are counted in a proposal's member list. */
 const MAX_MEMBERS = 1000
 /**
@@ -105,6 +123,10 @@ export function proposeReason(id: string, action: ProposalAction, target: string
 
 export function approveReason(id: string): string {
   return `approve ${id}`
+}
+
+export function withdrawReason(id: string): string {
+  return `withdraw ${id}`
 }
 
 export function removalReason(cluster: string, id: string): string {
@@ -164,10 +186,19 @@ export function replay(records: readonly GovRecord[]): Governance {
     const am = APPROVE.exec(r.reason)
     if (am !== null) {
       const p = proposals.get(am[1]!)
-      if (p === undefined || p.passedAt !== undefined || removed.has(cluster) || !p.members.includes(cluster)) continue
+      if (p === undefined || p.passedAt !== undefined || p.withdrawnAt !== undefined || removed.has(cluster) || !p.members.includes(cluster)) continue
+      if (r.time > p.at + PROPOSAL_TTL_MS) continue // lapsed
       if (p.approvals.some((a) => a.cluster === cluster)) continue
       p.approvals.push({ cluster, author: r.author, at: r.time })
       pass(p, r.time)
+      continue
+    }
+    // Only the proposing cluster withdraws its proposal, and only while it is pending.
+    const wm = WITHDRAW.exec(r.reason)
+    if (wm !== null) {
+      const p = proposals.get(wm[1]!)
+      if (p === undefined || p.passedAt !== undefined || p.withdrawnAt !== undefined || p.proposer !== cluster) continue
+      p.withdrawnAt = r.time
     }
   }
   return { ...(quorum !== undefined ? { quorum } : {}), proposals: [...proposals.values()] }
@@ -221,7 +252,7 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
   const proposals = incoming.filter((r) => r.key.startsWith('Federation//') && PROPOSE.test(r.reason))
   const dated = [
     ...membership.filter((r) => r.op === 'create' || r.op === 'delete'),
-    ...incoming.filter((r) => r.key.startsWith('Federation//') && (PROPOSE.test(r.reason) || APPROVE.test(r.reason))),
+    ...incoming.filter((r) => r.key.startsWith('Federation//') && (PROPOSE.test(r.reason) || APPROVE.test(r.reason) || WITHDRAW.test(r.reason))),
   ]
   const ahead = dated.find((r) => r.time > now + MAX_GOVERNANCE_CLOCK_SKEW_MS)
   if (ahead !== undefined)

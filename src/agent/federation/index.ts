@@ -4,7 +4,9 @@ export {
   checkMembershipChanges,
   type Governance,
   MAX_GOVERNANCE_CLOCK_SKEW_MS,
+  PROPOSAL_TTL_MS,
   type Proposal,
+  proposalState,
   replay as replayGovernance,
   required as requiredApprovals,
 } from './governance.ts'

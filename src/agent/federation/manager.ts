@@ -51,11 +51,14 @@ import {
   governanceOf,
   newProposalId,
   PROPOSAL_ID,
+  PROPOSAL_TTL_MS,
   type Proposal,
   type ProposalAction,
+  proposalState,
   proposeReason,
   removalReason,
   required,
+  withdrawReason,
 } from './governance.ts'
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
@@ -171,7 +174,7 @@ function creatorOf(store: ObjectStore): string | undefined {
   return typeof c === 'string' && isClusterName(c) ? c : clusterOfAuthor(f.metadata.updatedBy)
 }
 
-function proposalView(p: Proposal): FederationProposalView {
+function proposalView(p: Proposal, now: number): FederationProposalView {
   return {
     id: p.id,
     action: p.action,
@@ -182,8 +185,9 @@ function proposalView(p: Proposal): FederationProposalView {
     members: p.members,
     required: p.required,
     approvals: p.approvals,
-    state: p.passedAt !== undefined ? 'passed' : 'pending',
+    state: proposalState(p, now),
     ...(p.passedAt !== undefined ? { passedAt: p.passedAt } : {}),
+    ...(p.withdrawnAt !== undefined ? { withdrawnAt: p.withdrawnAt } : {}),
   }
 }
 
@@ -796,7 +800,8 @@ export class FederationManager implements ScopeRouter {
         if (this.admissionOpen(r, t))
           throw new OrcError('conflict', `an admission of cluster ${t} already passed; it may join (orc federation token ${name})`, { cluster: t })
       }
-      const pending = r.gov.proposals.find((p) => p.passedAt === undefined && p.action === action && p.target === t)
+      const now = this.c.clock.now()
+      const pending = r.gov.proposals.find((p) => proposalState(p, now) === 'pending' && p.action === action && p.target === t)
       if (pending !== undefined)
         throw new OrcError('conflict', `proposal ${pending.id} (${action} ${t}) is pending already: orc federation approve ${name} ${pending.id}`, {
           proposal: pending.id,
@@ -804,7 +809,7 @@ export class FederationManager implements ScopeRouter {
       const tagged = tagAuthor(author, r.cfg.cluster)
       const proposal = await this.proposeIn(r, action, t, tagged)
       this.log.info({ federation: name, proposal: proposal.id, by: tagged, passed: proposal.passedAt !== undefined }, 'membership proposal')
-      return { federation: this.view(r), proposal: proposalView(proposal) }
+      return { federation: this.view(r), proposal: proposalView(proposal, this.c.clock.now()) }
     })
   }
 
@@ -817,7 +822,15 @@ export class FederationManager implements ScopeRouter {
       await this.refreshGovernance(r)
       const p = r.gov.proposals.find((x) => x.id === id)
       if (p === undefined) throw new OrcError('not_found', `proposal ${id} not found in federation ${name} (orc federation status ${name})`, { proposal: id })
-      if (p.passedAt !== undefined) throw new OrcError('conflict', `proposal ${id} passed already`, { proposal: id })
+      const state = proposalState(p, this.c.clock.now())
+      if (state !== 'pending')
+        throw new OrcError(
+          'conflict',
+          state === 'expired'
+            ? `proposal ${id} lapsed unpassed ${PROPOSAL_TTL_MS / 86_400_000} days after it was made: propose the change again`
+            : `proposal ${id} ${state === 'passed' ? 'passed' : 'was withdrawn'} already`,
+          { proposal: id, state },
+        )
       if (p.approvals.some((a) => a.cluster === r.cfg.cluster))
         throw new OrcError(
           'conflict',
@@ -837,7 +850,33 @@ export class FederationManager implements ScopeRouter {
       )
       const proposal = await this.afterVote(r, id, tagged)
       this.log.info({ federation: name, proposal: id, by: tagged, passed: proposal.passedAt !== undefined }, 'membership proposal approved')
-      return { federation: this.view(r), proposal: proposalView(proposal) }
+      return { federation: this.view(r), proposal: proposalView(proposal, this.c.clock.now()) }
+    })
+  }
+  /** `orc federation withdraw NAME PROPOSAL`: an admin of the proposing cluster takes back a pending proposal. */
+  withdraw(name: string, id: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
+    return this.serial(async () => {
+      const r = this.mustRun(name)
+      if (typeof id !== 'string' || !PROPOSAL_ID.test(id))
+        throw new OrcError('invalid', `proposal: an id like remove-cloud-1a2b3c (orc federation status ${name}), got ${JSON.stringify(id ?? null)}`)
+      await this.refreshGovernance(r)
+      const p = r.gov.proposals.find((x) => x.id === id)
+      if (p === undefined) throw new OrcError('not_found', `proposal ${id} not found in federation ${name} (orc federation status ${name})`, { proposal: id })
+      const now = this.c.clock.now()
+      const state = proposalState(p, now)
+      if (state !== 'pending') throw new OrcError('conflict', `proposal ${id} is ${state}: only a pending one can be withdrawn`, { proposal: id, state })
+      if (p.proposer !== r.cfg.cluster)
+        throw new OrcError('forbidden', `proposal ${id} was made by cluster ${p.proposer}: only an admin of it may withdraw it`, { proposal: id })
+      const tagged = tagAuthor(author, r.cfg.cluster)
+      await r.store.patch(fedRef(name), [{ path: ['spec', 'proposals', id, 'withdrawn'], value: { by: tagged, at: new Date(now).toISOString() } }], {
+        author: tagged,
+        reason: withdrawReason(id),
+        now,
+      })
+      await this.refreshGovernance(r)
+      const after = r.gov.proposals.find((x) => x.id === id)!
+      this.log.info({ federation: name, proposal: id, by: tagged }, 'membership proposal withdrawn')
+      return { federation: this.view(r), proposal: proposalView(after, this.c.clock.now()) }
     })
   }
 
@@ -907,7 +946,7 @@ export class FederationManager implements ScopeRouter {
       quorum: r.gov.quorum ?? 'default',
       admit: required('admit', n, r.gov.quorum),
       remove: required('remove', n, r.gov.quorum),
-      proposals: r.gov.proposals.map(proposalView),
+      proposals: r.gov.proposals.map((p) => proposalView(p, this.c.clock.now())),
     }
   }
 

@@ -41,6 +41,7 @@ export function federationRoutes(fm: FederationManager) {
       return fm.propose(params.name, b.action, b.target, authorOf(b))
     },
     approveFederationProposal: ({ params, body }) => fm.approve(params.name, params.id, authorOf(bodyOf(body))),
+    withdrawFederationProposal: ({ params, body }) => fm.withdraw(params.name, params.id, authorOf(bodyOf(body))),
     removeFederationCluster: async ({ params, body }) => ({ federation: await fm.remove(params.name, params.cluster, authorOf(bodyOf(body))) }),
   } satisfies RouteHandlers
 }

@@ -1,5 +1,5 @@
 /**
- * `orc federation create|token|join|list|status|leave|remove|propose|approve`: link clusters and
+ * `orc federation create|token|join|list|status|leave|remove|propose|approve|withdraw`: link clusters and
  * share namespaces between them, and govern who is in (docs/federation.md).
  */
 import type { Command } from 'commander'
@@ -75,12 +75,18 @@ export function formatProposals(proposals: readonly FederationProposalView[]): s
         `${p.action} ${p.target}`,
         `${p.approvals.length}/${p.required}`,
         p.approvals.map((a) => a.author).join(', '),
-        p.state === 'passed' ? `passed ${new Date(p.passedAt ?? p.at).toISOString()}` : 'pending',
+        p.state === 'passed'
+          ? `passed ${new Date(p.passedAt ?? p.at).toISOString()}`
+          : p.state === 'withdrawn'
+            ? `withdrawn ${new Date(p.withdrawnAt ?? p.at).toISOString()}`
+            : p.state,
       ]),
   )
 }
 
 function proposalLine(name: string, p: FederationProposalView): string {
+  if (p.state === 'withdrawn') return `proposal ${p.id} (${p.action} ${p.target}) withdrawn: no approval counts any more\n`
+  if (p.state === 'expired') return `proposal ${p.id} (${p.action} ${p.target}) lapsed unpassed: propose it again\n`
   if (p.state === 'passed') {
     const done =
       p.action === 'remove'
@@ -97,7 +103,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   const fed = program
     .command('federation')
     .alias('fed')
-    .description('Link clusters and share namespaces between them: create, token, join, list, status, leave, remove, propose, approve')
+    .description('Link clusters and share namespaces between them: create, token, join, list, status, leave, remove, propose, approve, withdraw')
     .addHelpText(
       'after',
       examples(`
@@ -291,6 +297,23 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
     .action(async (name: string, id: string, opts, cmd: Command) => {
       const body = { author: authorFrom(io.env, opts.author) }
       showProposal(name, opts.output, (await callRoute(client(cmd), 'approveFederationProposal', { name, id }, { body })).proposal)
+    })
+
+  fed
+    .command('withdraw')
+    .description('Withdraw a pending proposal this cluster made (an admin of it): no approval counts after, and the same change may be proposed again')
+    .argument('<NAME>', 'federation name')
+    .argument('<PROPOSAL>', 'the proposal id (orc federation status NAME)')
+    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
+    .addOption(output())
+    .addHelpText(
+      'after',
+      examples(`
+  orc federation withdraw lab remove-edge-1a2b3c   # on the cluster that proposed it`),
+    )
+    .action(async (name: string, id: string, opts, cmd: Command) => {
+      const body = { author: authorFrom(io.env, opts.author) }
+      showProposal(name, opts.output, (await callRoute(client(cmd), 'withdrawFederationProposal', { name, id }, { body })).proposal)
     })
 
   fed

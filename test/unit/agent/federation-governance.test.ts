@@ -6,7 +6,14 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { checkMembershipChanges, MAX_GOVERNANCE_CLOCK_SKEW_MS, replayGovernance, requiredApprovals } from '../../../src/agent/federation/index.ts'
+import {
+  checkMembershipChanges,
+  MAX_GOVERNANCE_CLOCK_SKEW_MS,
+  PROPOSAL_TTL_MS,
+  proposalState,
+  replayGovernance,
+  requiredApprovals,
+} from '../../../src/agent/federation/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
 type Rec = { i: string; k: string; o: string; a: string; r: string; t: number }
@@ -178,4 +185,29 @@ test('on receipt: a proposal, approval or membership change dated beyond the clo
   await check([admit, rec(FED, 'update', 'user:erin@edge', 'approve admit-mars-00ff66', NOW + MAX_GOVERNANCE_CLOCK_SKEW_MS)], store)
   // Other records of the document are not dated-checked here (a node summary from a fast clock).
   await check([rec('Cluster//cloud', 'update', 'controller:cluster@cloud', 'node summaries', later)], store)
+})
+
+test('replay: a proposal withdrawn by its cluster takes no approval after; one not passed within 7 days lapses', () => {
+  const W = 'remove-edge-00aa11'
+  const propose = rec(FED, 'update', 'user:alice@home', `propose ${W}: remove edge; members cloud,edge,home`, 1_000)
+  // Withdrawn by another cluster: ignored; by the proposer's: later approvals do not count.
+  let g = replayGovernance(
+    [propose, rec(FED, 'update', 'user:bob@cloud', `withdraw ${W}`, 1_500), rec(FED, 'update', 'user:bob@cloud', `approve ${W}`, 2_000)].map(gov),
+  )
+  assert.equal(g.proposals[0]!.passedAt, 2_000, 'a withdrawal by a cluster that did not propose is ignored')
+  g = replayGovernance(
+    [propose, rec(FED, 'update', 'user:carol@home', `withdraw ${W}`, 1_500), rec(FED, 'update', 'user:bob@cloud', `approve ${W}`, 2_000)].map(gov),
+  )
+  assert.deepEqual([g.proposals[0]!.withdrawnAt, g.proposals[0]!.passedAt, g.proposals[0]!.approvals.length], [1_500, undefined, 1])
+  assert.equal(proposalState(g.proposals[0]!, 3_000), 'withdrawn')
+  // A passed proposal cannot be withdrawn.
+  g = replayGovernance(
+    [propose, rec(FED, 'update', 'user:bob@cloud', `approve ${W}`, 2_000), rec(FED, 'update', 'user:alice@home', `withdraw ${W}`, 2_500)].map(gov),
+  )
+  assert.deepEqual([g.proposals[0]!.passedAt, g.proposals[0]!.withdrawnAt], [2_000, undefined])
+  // Lapsed: an approval dated after the TTL does not count, and the proposal reads as expired.
+  g = replayGovernance([propose, rec(FED, 'update', 'user:bob@cloud', `approve ${W}`, 1_000 + PROPOSAL_TTL_MS + 1)].map(gov))
+  assert.equal(g.proposals[0]!.passedAt, undefined)
+  assert.equal(proposalState(g.proposals[0]!, 1_000 + PROPOSAL_TTL_MS - 1), 'pending')
+  assert.equal(proposalState(g.proposals[0]!, 1_000 + PROPOSAL_TTL_MS + 1), 'expired')
 })
