@@ -33,7 +33,17 @@ export {
   unpackManifest,
   writeOciLayout,
 } from './image.ts'
-export { type FollowLogOptions, followLog, listLogRevisions, logFilePath, logFilesOf, type ReadLogOptions, readLogLines, rotateIfNeeded } from './logs.ts'
+export {
+  type FollowLogOptions,
+  followLog,
+  listLogRevisions,
+  logFilePath,
+  logFilesOf,
+  type ReadLogOptions,
+  readFileFrom,
+  readLogLines,
+  rotateIfNeeded,
+} from './logs.ts'
 export { BundleRuntime, buildOciConfig, MASKED_PATHS, OciRuntime, READONLY_PATHS } from './oci.ts'
 export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options.ts'
 export { DEFAULT_LOG_ROTATION } from './options.ts'

@@ -142,16 +142,20 @@ export interface FollowLogOptions extends ReadLogOptions {
   clock?: Clock
 }
 
-function readRange(path: string, from: number): { data: string; end: number } {
+/**
+ * The bytes of a file from offset `from` to its end, and its size; undefined when it cannot be
+ * opened. A file shorter than `from` (truncated, rotated) gives no bytes and its size.
+ */
+export function readFileFrom(path: string, from: number): { bytes: Buffer; size: number } | undefined {
   let fd: number
   try {
     fd = openSync(path, 'r')
   } catch {
-    return { data: '', end: from }
+    return undefined
   }
   try {
     const size = fstatSync(fd).size
-    if (size <= from) return { data: '', end: size }
+    if (size <= from) return { bytes: Buffer.alloc(0), size }
     const buf = Buffer.alloc(size - from)
     let got = 0
     while (got < buf.length) {
@@ -159,10 +163,17 @@ function readRange(path: string, from: number): { data: string; end: number } {
       if (n === 0) break
       got += n
     }
-    return { data: buf.subarray(0, got).toString('utf8'), end: from + got }
+    return { bytes: buf.subarray(0, got), size }
   } finally {
     closeSync(fd)
   }
+}
+
+function readRange(path: string, from: number): { data: string; end: number } {
+  const r = readFileFrom(path, from)
+  if (r === undefined) return { data: '', end: from }
+  if (r.size <= from) return { data: '', end: r.size }
+  return { data: r.bytes.toString('utf8'), end: from + r.bytes.length }
 }
 
 /**

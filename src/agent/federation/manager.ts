@@ -813,15 +813,22 @@ export class FederationManager implements ScopeRouter {
     })
   }
 
+  /** The proposal `id` names, with the governance re-read; errors name a malformed or unknown id. */
+  private async proposalOf(r: Running, name: string, id: unknown): Promise<Proposal> {
+    if (typeof id !== 'string' || !PROPOSAL_ID.test(id))
+      throw new OrcError('invalid', `proposal: an id like remove-cloud-1a2b3c (orc federation status ${name}), got ${JSON.stringify(id ?? null)}`)
+    await this.refreshGovernance(r)
+    const p = r.gov.proposals.find((x) => x.id === id)
+    if (p === undefined) throw new OrcError('not_found', `proposal ${id} not found in federation ${name} (orc federation status ${name})`, { proposal: id })
+    return p
+  }
+
   /** `orc federation approve NAME PROPOSAL`: this cluster's approval, by an admin of it. */
-  approve(name: string, id: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
+  approve(name: string, proposalId: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
     return this.serial(async () => {
       const r = this.mustRun(name)
-      if (typeof id !== 'string' || !PROPOSAL_ID.test(id))
-        throw new OrcError('invalid', `proposal: an id like remove-cloud-1a2b3c (orc federation status ${name}), got ${JSON.stringify(id ?? null)}`)
-      await this.refreshGovernance(r)
-      const p = r.gov.proposals.find((x) => x.id === id)
-      if (p === undefined) throw new OrcError('not_found', `proposal ${id} not found in federation ${name} (orc federation status ${name})`, { proposal: id })
+      const p = await this.proposalOf(r, name, proposalId)
+      const id = p.id
       const state = proposalState(p, this.c.clock.now())
       if (state !== 'pending')
         throw new OrcError(
@@ -854,14 +861,11 @@ export class FederationManager implements ScopeRouter {
     })
   }
   /** `orc federation withdraw NAME PROPOSAL`: an admin of the proposing cluster takes back a pending proposal. */
-  withdraw(name: string, id: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
+  withdraw(name: string, proposalId: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
     return this.serial(async () => {
       const r = this.mustRun(name)
-      if (typeof id !== 'string' || !PROPOSAL_ID.test(id))
-        throw new OrcError('invalid', `proposal: an id like remove-cloud-1a2b3c (orc federation status ${name}), got ${JSON.stringify(id ?? null)}`)
-      await this.refreshGovernance(r)
-      const p = r.gov.proposals.find((x) => x.id === id)
-      if (p === undefined) throw new OrcError('not_found', `proposal ${id} not found in federation ${name} (orc federation status ${name})`, { proposal: id })
+      const p = await this.proposalOf(r, name, proposalId)
+      const id = p.id
       const now = this.c.clock.now()
       const state = proposalState(p, now)
       if (state !== 'pending') throw new OrcError('conflict', `proposal ${id} is ${state}: only a pending one can be withdrawn`, { proposal: id, state })

@@ -11,7 +11,7 @@
  * (runStrategy Always) after a back-off. Guests outlive an agent restart: the next agent re-adopts
  * them (QemuRuntime.recover) and keeps their network namespace.
  */
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type CommandRunner, sleep, type TimerHandle } from '../../effects/index.ts'
@@ -24,7 +24,7 @@ import {
   VM_DEFAULT_GRACE_SECONDS,
   vmMemoryBytes,
 } from '../../model/index.ts'
-import { type CgroupUsage, logFilePath, type QemuRuntime, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
+import { type CgroupUsage, logFilePath, type QemuRuntime, readFileFrom, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
 import { admitVms, canonicalJson, type VmClaim } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
@@ -117,26 +117,8 @@ export function markerScanner(file: string, marker: string): () => boolean {
   let offset = 0
   let carry = Buffer.alloc(0)
   const readFrom = (path: string, from: number): Buffer | undefined => {
-    let fd: number
-    try {
-      fd = openSync(path, 'r')
-    } catch {
-      return undefined
-    }
-    try {
-      const size = fstatSync(fd).size
-      if (size < from) return undefined
-      const buf = Buffer.alloc(size - from)
-      let got = 0
-      while (got < buf.length) {
-        const n = readSync(fd, buf, got, buf.length - got, from + got)
-        if (n === 0) break
-        got += n
-      }
-      return buf.subarray(0, got)
-    } finally {
-      closeSync(fd)
-    }
+    const r = readFileFrom(path, from)
+    return r === undefined || r.size < from ? undefined : r.bytes
   }
   const scan = (chunk: Buffer): boolean => {
     const text = Buffer.concat([carry, chunk])

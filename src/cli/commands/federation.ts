@@ -279,42 +279,38 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
       showProposal(name, opts.output, (await callRoute(client(cmd), 'proposeFederationChange', { name }, { body })).proposal)
     })
 
-  fed
-    .command('approve')
-    .description(
-      'Approve a pending proposal as this cluster (an admin of each member cluster approves at most once); the approval that reaches the quorum applies it',
-    )
-    .argument('<NAME>', 'federation name')
-    .argument('<PROPOSAL>', 'the proposal id (orc federation status NAME)')
-    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
-    .addOption(output())
-    .addHelpText(
-      'after',
-      examples(`
+  // approve and withdraw: a vote on a proposal by its id, answered with the proposal's line.
+  const votes = [
+    {
+      verb: 'approve',
+      route: 'approveFederationProposal',
+      description:
+        'Approve a pending proposal as this cluster (an admin of each member cluster approves at most once); the approval that reaches the quorum applies it',
+      example: `
   orc federation status lab                    # PROPOSAL  CHANGE  APPROVALS …
-  orc federation approve lab remove-edge-1a2b3c`),
-    )
-    .action(async (name: string, id: string, opts, cmd: Command) => {
-      const body = { author: authorFrom(io.env, opts.author) }
-      showProposal(name, opts.output, (await callRoute(client(cmd), 'approveFederationProposal', { name, id }, { body })).proposal)
-    })
-
-  fed
-    .command('withdraw')
-    .description('Withdraw a pending proposal this cluster made (an admin of it): no approval counts after, and the same change may be proposed again')
-    .argument('<NAME>', 'federation name')
-    .argument('<PROPOSAL>', 'the proposal id (orc federation status NAME)')
-    .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
-    .addOption(output())
-    .addHelpText(
-      'after',
-      examples(`
-  orc federation withdraw lab remove-edge-1a2b3c   # on the cluster that proposed it`),
-    )
-    .action(async (name: string, id: string, opts, cmd: Command) => {
-      const body = { author: authorFrom(io.env, opts.author) }
-      showProposal(name, opts.output, (await callRoute(client(cmd), 'withdrawFederationProposal', { name, id }, { body })).proposal)
-    })
+  orc federation approve lab remove-edge-1a2b3c`,
+    },
+    {
+      verb: 'withdraw',
+      route: 'withdrawFederationProposal',
+      description: 'Withdraw a pending proposal this cluster made (an admin of it): no approval counts after, and the same change may be proposed again',
+      example: `
+  orc federation withdraw lab remove-edge-1a2b3c   # on the cluster that proposed it`,
+    },
+  ] as const
+  for (const v of votes)
+    fed
+      .command(v.verb)
+      .description(v.description)
+      .argument('<NAME>', 'federation name')
+      .argument('<PROPOSAL>', 'the proposal id (orc federation status NAME)')
+      .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
+      .addOption(output())
+      .addHelpText('after', examples(v.example))
+      .action(async (name: string, id: string, opts, cmd: Command) => {
+        const body = { author: authorFrom(io.env, opts.author) }
+        showProposal(name, opts.output, (await callRoute(client(cmd), v.route, { name, id }, { body })).proposal)
+      })
 
   fed
     .command('remove')
