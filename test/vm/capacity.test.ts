@@ -108,6 +108,7 @@ describe('VirtualMachines hold their node’s capacity (real agent)', { skip: wh
     const w = await a.orc(['why', 'vm/b'])
     assert.match(w.stdout, /^vm\/b: Pending on node n1/)
     assert.ok(w.stdout.includes(`reason: ${reason}`), w.stdout)
+    assert.match(w.stdout, /Not started: node n1 has no room for it yet\. It starts by itself when room frees/)
     assert.match((await a.orc(['history', 'vm/b'])).stdout, /waiting for room: needs 640Mi memory/)
     // The waiting VM holds its room for the scheduler too: pod/big still has nowhere to go.
     assert.match((await a.orc(['why', 'pod/big'])).stdout, /vm\/default\/b holds 640Mi/)

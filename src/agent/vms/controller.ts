@@ -326,9 +326,12 @@ class VmWorker {
       await this.stopGuest(why)
     }
     this.clearRetry()
+    // A new spec starts counting afresh; the same one (it waited for room) keeps its count.
+    if (this.hash !== hash) {
+      this.restarts = 0
+      this.retryMs = this.t.restartMs
+    }
     this.hash = hash
-    this.restarts = 0
-    this.retryMs = this.t.restartMs
     if (!this.hasRoom()) return
     await this.startRun(obj, why)
   }

@@ -45,7 +45,15 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
   if (st.reason !== undefined) lines.push(`  reason: ${st.reason}`)
   if (st.lastStop !== undefined) lines.push(`  last stop ${st.lastStop.at}: ${st.lastStop.how}${st.lastStop.detail ? ` (${st.lastStop.detail})` : ''}`)
   if (!snap) {
-    lines.push('', `No lifecycle run recorded yet: node ${vm.spec?.node ?? '<none>'} has not started it.`)
+    const node = vm.spec?.node ?? '<none>'
+    // The VM controller's refusal for want of room (admitVms): "needs 640Mi memory; node n1 has …".
+    const waiting = st.phase === 'Pending' && typeof st.reason === 'string' && /^needs /.test(st.reason)
+    lines.push(
+      '',
+      waiting
+        ? `Not started: node ${node} has no room for it yet. It starts by itself when room frees (a pod or VM leaves, or the node offers more).`
+        : `No lifecycle run recorded yet: node ${node} has not started it.`,
+    )
     return lines.join('\n') + '\n'
   }
   lines.push('', runSnapshotText(snap, 'running', subject, now, opts.criticalChain === true))
