@@ -12,7 +12,7 @@ import { connect } from 'node:net'
 import { join } from 'node:path'
 import pino from 'pino'
 import { type Clock, type CommandRunner, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
-import { OrcError } from '../model/index.ts'
+import { OrcError, VM_MEMORY_OVERHEAD_BYTES } from '../model/index.ts'
 import {
   type CgroupLayout,
   type CgroupUsage,
@@ -49,12 +49,11 @@ export interface QemuOptions {
 }
 
 /**
- * qemu's own memory beyond the guest's, besides TCG's code cache. Measured here (qemu 7.2, TCG,
- * Debian 6.1 kernel + the busybox initramfs, idle after boot): ~55 MiB of qemu's RSS is neither
- * guest RAM nor code cache (1 or 2 vCPUs alike); 128 MiB leaves more than twice that. See
- * docs/decisions.md.
+ * qemu's own memory beyond the guest's, besides TCG's code cache: the allowance the node's capacity
+ * counts too (VM_MEMORY_OVERHEAD_BYTES, measured: ~55 MiB of an idle TCG guest's qemu is neither guest
+ * RAM nor code cache). See docs/decisions.md.
  */
-export const QEMU_OVERHEAD_MIB = 128
+export const QEMU_OVERHEAD_MIB = VM_MEMORY_OVERHEAD_BYTES / 2 ** 20
 /**
  * TCG's translated-code cache, capped with `-accel tcg,tb-size=` (qemu's default is 1 GiB, which
  * would have to be allowed on top of every guest). A boot of the test guest fills ~48 MiB; a full

@@ -860,6 +860,7 @@ export class FederationManager implements ScopeRouter {
       return { federation: this.view(r), proposal: proposalView(proposal, this.c.clock.now()) }
     })
   }
+
   /** `orc federation withdraw NAME PROPOSAL`: an admin of the proposing cluster takes back a pending proposal. */
   withdraw(name: string, proposalId: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
     return this.serial(async () => {

@@ -33,7 +33,7 @@ import {
 } from '../../model/index.ts'
 import { type ClusterView, parseCpu, parseMemory, podRequests } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
-import { buildSchedView, isForgotten, type NodeMember, type TaintSince, vmUsesByNode } from '../sched/index.ts'
+import { buildSchedView, isForgotten, type NodeMember, type TaintSince, vmHolds } from '../sched/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
 export { ORIGIN_CLUSTER_ANNOTATION } from '../../model/index.ts'
@@ -69,9 +69,11 @@ export interface NodeSummary {
 function vmsHeld(vms: readonly Stored<VirtualMachine>[], node: string): { cpu: number; mem: number } {
   let cpu = 0
   let mem = 0
-  for (const u of vmUsesByNode(vms).get(node) ?? []) {
-    cpu += parseCpu(u.cpu)
-    mem += parseMemory(u.memory)
+  for (const v of vms) {
+    const h = vmHolds(v)
+    if (h === undefined || h.node !== node) continue
+    cpu += h.cpu
+    mem += h.mem
   }
   return { cpu, mem }
 }

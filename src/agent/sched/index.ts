@@ -14,6 +14,7 @@ export {
   podVolumeUses,
   schedOptionsOf,
   type TaintSince,
+  vmHolds,
   vmUsesByNode,
   withVmUses,
   withVolumeConstraints,

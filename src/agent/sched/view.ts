@@ -163,24 +163,41 @@ export function buildSchedView(
 }
 
 /**
- * What the VirtualMachines hold of each node: those pinned to it that their node wants running
- * (`vmWantsToRun`: not Halted, whether booted yet or waiting for room), each its vCPUs and its guest
- * memory plus qemu's allowance. A VM whose memory is unreadable holds nothing: its node never boots it.
+ * What one VirtualMachine holds of its node while its node wants it running (`vmWantsToRun`: pinned,
+ * not Halted, whether booted yet or waiting for room): its vCPUs (millicores) and its guest memory
+ * plus qemu's allowance (bytes). Undefined when it holds nothing: not wanted, or its memory is
+ * unreadable (its node never boots it).
  */
+export function vmHolds(
+  v: Stored<VirtualMachine>,
+): { node: string; name: string; cpu: number; mem: number; guestMem: number; createdAt: number; phase: string } | undefined {
+  if (!vmWantsToRun(v.spec)) return undefined
+  try {
+    const r = vmNodeRequests(v.spec)
+    const at = Date.parse(v.metadata.createdAt)
+    return {
+      node: v.spec!.node,
+      name: `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`,
+      cpu: r.cpu,
+      mem: r.memory,
+      guestMem: vmMemoryBytes(v.spec),
+      createdAt: Number.isNaN(at) ? 0 : at,
+      phase: typeof v.status?.phase === 'string' ? v.status.phase : 'Pending',
+    }
+  } catch {
+    return undefined
+  }
+}
+
+/** What the VMs pinned to each node hold of it, for the scheduler's view (vmHolds). */
 export function vmUsesByNode(vms: readonly Stored<VirtualMachine>[]): Map<string, VmUse[]> {
   const out = new Map<string, VmUse[]>()
   for (const v of vms) {
-    if (!vmWantsToRun(v.spec)) continue
-    let r: { cpu: number; memory: number }
-    try {
-      r = vmNodeRequests(v.spec)
-    } catch {
-      continue
-    }
-    const node = v.spec!.node
-    const uses = out.get(node) ?? []
-    uses.push({ name: `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`, cpu: `${r.cpu}m`, memory: String(r.memory) })
-    out.set(node, uses)
+    const h = vmHolds(v)
+    if (h === undefined) continue
+    const uses = out.get(h.node) ?? []
+    uses.push({ name: h.name, cpu: `${h.cpu}m`, memory: String(h.mem) })
+    out.set(h.node, uses)
   }
   return out
 }
@@ -215,14 +232,10 @@ export function nodeAllocation(node: Stored<Node>, pods: readonly Stored<Pod>[],
   }
   const out: NodeAllocation['vms'] = []
   for (const v of vms) {
-    if (v.spec?.node !== me || !vmWantsToRun(v.spec)) continue
-    try {
-      const r = vmNodeRequests(v.spec)
-      const phase = typeof v.status?.phase === 'string' ? v.status.phase : 'Pending'
-      const at = Date.parse(v.metadata.createdAt)
-      const name = `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`
-      out.push({ name, cpu: r.cpu, mem: r.memory, guestMem: vmMemoryBytes(v.spec), createdAt: Number.isNaN(at) ? 0 : at, phase })
-    } catch {}
+    const h = vmHolds(v)
+    if (h === undefined || h.node !== me) continue
+    const { node: _n, ...held } = h
+    out.push(held)
   }
   out.sort((a, b) => a.createdAt - b.createdAt || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   return { capacity, pods: held, vms: out }

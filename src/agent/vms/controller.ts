@@ -260,7 +260,7 @@ class VmWorker {
 
   private status(): Record<string, unknown> {
     const a = this.accel
-    const up = this.phase === 'Running' || this.phase === 'Starting' || this.phase === 'Stopping'
+    const up = this.holdsRoom()
     const cg = up ? this.cgroup : undefined
     return {
       phase: this.phase,
@@ -629,11 +629,7 @@ export class VmController {
       // Room may have freed (a pod or VM deleted or finished, the node's capacity changed): the
       // guests waiting for it look again.
       if (keys.some((k) => k.startsWith('Pod/') || k.startsWith('VirtualMachine/') || k === `Node//${this.c.nodeName}`)) {
-        for (const [k, w] of this.workers)
-          if (w.waitingForRoom) {
-            const [namespace, ...rest] = k.split('/')
-            void this.reconcileRef({ kind: 'VirtualMachine', namespace: namespace!, name: rest.join('/') })
-          }
+        for (const w of this.workers.values()) if (w.waitingForRoom) void this.reconcileRef(w.ref)
       }
       for (const key of keys) {
         if (!key.startsWith('VirtualMachine/')) continue

@@ -31,13 +31,6 @@ export interface PodCliIO {
   now(): number
 }
 
-/** The name a `job/NAME` (or `job NAME`) target names, else undefined. */
-export function jobTarget(target: string, nameArg: string | undefined): string | undefined {
-  const m = /^(job|jobs)(\/(.*))?$/i.exec(target)
-  if (m === null) return undefined
-  return m[3] !== undefined && m[3] !== '' ? m[3] : nameArg
-}
-
 /** A Job's newest pod (the highest index: the latest attempt), and how many it has. */
 async function newestJobPod(c: ApiCaller, namespace: string, job: string): Promise<{ name: string; of: number }> {
   const items = (await callRoute(c, 'listObjects', { kind: 'Pod' }, { query: { namespace } })).items as unknown as Pod[]
@@ -212,11 +205,11 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
         return vmLogs(client(cmd), ref, { revision: opts.revision, tail: opts.tail, follow: opts.follow, json: opts.output === 'json' }, (t) => io.out(t))
       }
       const c = client(cmd)
-      const jobName = jobTarget(target, nameArg)
-      if (jobName !== undefined) {
+      const asked = objectRef([target, nameArg ?? ''], { namespace: opts.namespace, implied: 'Pod' })
+      if (asked.kind === 'Job') {
         // As kubectl: the Job's pods are named for it; the newest is the latest attempt.
-        const newest = await newestJobPod(c, opts.namespace || 'default', jobName)
-        if (newest.of > 1) io.err(`job/${jobName} has ${newest.of} pods; showing the newest, pod/${newest.name}\n`)
+        const newest = await newestJobPod(c, asked.namespace || 'default', asked.name)
+        if (newest.of > 1) io.err(`job/${asked.name} has ${newest.of} pods; showing the newest, pod/${newest.name}\n`)
         target = `pod/${newest.name}`
         nameArg = undefined
       }

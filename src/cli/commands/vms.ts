@@ -1,6 +1,7 @@
 /** `orc why vm/NAME` and `orc logs vm/NAME`: a VirtualMachine's lifecycle and serial console. */
 import type { LogsQuery } from '../../agent/index.ts'
 import type { VirtualMachine } from '../../model/index.ts'
+import { formatMemory } from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { criticalChain, explainWhy, parseWorkflowSnapshot } from '../../workflow/index.ts'
 import { callRoute } from '../call.ts'
@@ -36,7 +37,7 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
   if (lim !== undefined) {
     const how = [...new Set(Object.values(lim.enforced ?? {}))].join(', ') || 'nothing'
     lines.push(
-      `  limits: memory ${formatMiB(lim.memoryBytes)}, cpu ${lim.cpu ?? '?'}, pids ${lim.pids ?? '?'} (enforced by ${how}${lim.cgroup?.[0] ? ` in ${lim.cgroup[0]}` : ''})`,
+      `  limits: memory ${lim.memoryBytes === undefined ? '?' : formatMemory(lim.memoryBytes)}, cpu ${lim.cpu ?? '?'}, pids ${lim.pids ?? '?'} (enforced by ${how}${lim.cgroup?.[0] ? ` in ${lim.cgroup[0]}` : ''})`,
     )
     if (lim.unenforced !== undefined) lines.push(`  limits ${lim.unenforced}: qemu runs without them`)
   }
@@ -58,10 +59,6 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
   }
   lines.push('', runSnapshotText(snap, 'running', subject, now, opts.criticalChain === true))
   return lines.join('\n') + '\n'
-}
-
-function formatMiB(bytes: number | undefined): string {
-  return bytes === undefined ? '?' : `${Math.round(bytes / 2 ** 20)}Mi`
 }
 
 /** `orc logs vm/NAME`: the console lines, or with `follow` each new line until the guest stops. */
