@@ -34,15 +34,7 @@ import { type Component, type StartedComponents, startComponents } from './compo
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
 import { ClusterDns } from './dns/index.ts'
-import {
-  FederationManager,
-  federationRouteSource,
-  federationRoutes,
-  refuseSharedStreams,
-  routedStore,
-  sharedPodLogs,
-  sharedPodNode,
-} from './federation/index.ts'
+import { FederationManager, federationRouteSource, federationRoutes, routedStore, sharedPodLogs, sharedPodNode, sharedPodStreams } from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
@@ -559,7 +551,18 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           httpAddress: ops.httpAddress,
           httpPin: ops.httpPin,
         }
-        streams = new PodStreams({ store, nodeName, runtime: (k) => pods().runtime(k), clock, random, log: logger.child({ module: 'streams' }) })
+        streams = new PodStreams({
+          store,
+          nodeName,
+          scopeOf: (ns) => {
+            const scope = federation.scopeOf(ns)
+            return scope === undefined ? undefined : { store: scope.store, nodeName: `${nodeName}@${scope.cluster}` }
+          },
+          runtime: (k) => pods().runtime(k),
+          clock,
+          random,
+          log: logger.child({ module: 'streams' }),
+        })
         handler = buildApiHandler({
           streams,
           top: podTop(),
@@ -859,8 +862,8 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
         return scope === undefined ? undefined : { node: sharedPodNode(pod), self: `${nodeName}@${scope.cluster}` }
       },
     }),
-    refuseSharedStreams(
-      c.federation,
+    sharedPodStreams(
+      { nodeName, router: c.federation },
       podStreamRoutes(() => c.streams),
     ),
     topRoutes(
@@ -919,7 +922,15 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     return answer instanceof Passthrough ? answer.response.body : answer
   })
   const handler = createRouter(
-    combineHandlers({ ...own, podLogs, ...refuseSharedStreams(c.federation, cluster.streamRoutes(own)), ...cluster.volumeRoutes(own) }, cluster.routes()),
+    combineHandlers(
+      {
+        ...own,
+        podLogs,
+        ...sharedPodStreams({ nodeName, router: c.federation, clusterProxy: cluster.podProxy }, own, cluster.streamRoutes(own)),
+        ...cluster.volumeRoutes(own),
+      },
+      cluster.routes(),
+    ),
     routing,
   )
   cluster.serve(handler, local)

@@ -3,12 +3,13 @@
 // What a user would notice: a PinnedDeployment applied on home gets its pods (created by the
 // federation's deployment controller, run in the cluster its template allows); `orc rollout status`
 // on either cluster counts them; a Job applied on cloud completes in home; `orc logs` on home reads a pod running in cloud and the other way
-// round; a pod pinned to `h1@home`, applied on cloud, runs on h1; a pin to another cluster's node in
+// round; a pod pinned to `h1@home`, applied on cloud, runs on h1, and `orc exec` reaches it from
+// both home nodes but not from cloud; a pin to another cluster's node in
 // a namespace that is not shared is refused with the reason.
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { type NodeProcess, newNode, orc, Workspace, waitFor } from '../cluster/helpers.ts'
+import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
 import { killSleeps, TEST_TUNABLES as POD_TUNABLES, skipReason } from '../pods/helpers.ts'
 import { sharedBusybox } from '../sched/helpers.ts'
 
@@ -33,11 +34,14 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
   const image = await sharedBusybox(ws)
 
   const h1 = await newNode(ws, 'h1')
+  const h2 = await newNode(ws, 'h2')
   const c1 = await newNode(ws, 'c1')
-  for (const n of [h1, c1]) n.env = { ORC_POD_TUNABLES: JSON.stringify(POD_TUNABLES) }
+  for (const n of [h1, h2, c1]) n.env = { ORC_POD_TUNABLES: JSON.stringify(POD_TUNABLES) }
   h1.up(['--cluster', 'home'])
   c1.up(['--cluster', 'cloud'])
   await Promise.all([h1.ready(), c1.ready()])
+  h2.join(h1.addr, await tokenFrom(h1))
+  await h2.ready()
   await ok(h1, ['federation', 'create', 'lab', '--namespace', 'shared'])
   const token = (await ok(h1, ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
   await ok(c1, ['federation', 'join', '--token', token])
@@ -115,10 +119,19 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
     15_000,
   )
   assert.match(pinLogs, /hello-pin/)
-  // exec does not reach shared pods yet: it says so (not "not found").
+  // exec reaches a shared pod from the node that runs it and from another node of its cluster
+  // (forwarded over home's mesh); from cloud it is refused with the reason, never "not found".
+  for (const n of [h1, h2]) {
+    const r = await orc(n.socket, ['exec', 'pinned', '-n', 'shared', '--', 'sh', '-c', 'echo exec-in-$(hostname)'], { USER: 'alice' })
+    assert.equal(r.exitCode, 0, `exec from ${n.name}: ${r.stderr}`)
+    assert.match(r.stdout, /^exec-in-pinned$/m, `exec from ${n.name} ran in the pod`)
+  }
   const exec = await orc(c1.socket, ['exec', 'pinned', '-n', 'shared', '--', 'true'], { USER: 'alice' })
   assert.notEqual(exec.exitCode, 0)
-  assert.match(exec.stderr, /shared with federation lab: orc exec and port-forward do not reach pods of shared namespaces yet/)
+  assert.match(
+    exec.stderr,
+    /pod\/pinned in shared namespace shared runs on node h1@home, in cluster home: orc exec and port-forward reach only pods on this cluster's \(cloud\) nodes/,
+  )
   // A bare pin in a shared namespace names a node of the pod's cluster (here the creating one, cloud).
   await ok(
     c1,
@@ -152,7 +165,7 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
   )
   assert.equal(done.metadata.annotations?.['orc/cluster'], 'cloud')
   const jobPod = JSON.parse(await ok(h1, ['get', 'pod/once-0', '-n', 'shared', '-o', 'json']))
-  assert.equal(jobPod.status.node, 'h1@home', 'the Job pod ran in home, as its template allows')
+  assert.match(jobPod.status.node, /^h[12]@home$/, 'the Job pod ran in home, as its template allows')
 
   // 5. A pin to another cluster's node in a namespace that is not shared: refused, nothing stored.
   const bad = await orc(c1.socket, ['apply', '-f', '-'], { USER: 'alice' }, JSON.stringify({ ...pinned, metadata: { name: 'pinned', namespace: 'default' } }))

@@ -10,7 +10,7 @@ export {
   replay as replayGovernance,
   required as requiredApprovals,
 } from './governance.ts'
-export { refuseSharedStreams, type SharedLogsComponents, sharedPodLogs } from './logs.ts'
+export { type SharedLogsComponents, sharedPodLogs, sharedPodStreams } from './logs.ts'
 export {
   decodeFederationToken,
   encodeFederationToken,

@@ -20,6 +20,11 @@ import { assignedTo, containerIdOf, podSpecOf } from './spec.ts'
 export interface PodStreamsComponents {
   store: Pick<ObjectStore, 'get'>
   nodeName: string
+  /**
+   * A shared namespace's store and this node's name there (`nodeName@cluster`): its pods are found
+   * and placed there (docs/federation.md). Undefined for the cluster's own namespaces.
+   */
+  scopeOf?(ns: string): { store: Pick<ObjectStore, 'get'>; nodeName: string } | undefined
   /** The runtime a pod's containers run in (the lifecycle's). */
   runtime(kind: RuntimeKind): Runtime
   clock: Clock
@@ -75,10 +80,12 @@ export class PodStreams {
 
   /** The pod (running here) and the runtime id of one of its containers. */
   private target(ns: string, name: string, container: string | undefined): { pod: Stored<Pod>; runtime: Runtime; id: string; container: string } {
-    const pod = this.c.store.get({ kind: 'Pod', namespace: ns, name })
+    const scope = this.c.scopeOf?.(ns)
+    const self = scope?.nodeName ?? this.c.nodeName
+    const pod = (scope?.store ?? this.c.store).get({ kind: 'Pod', namespace: ns, name })
     if (pod === undefined) throw new OrcError('not_found', `pod/${name} in namespace ${ns} not found`, { kind: 'Pod', namespace: ns, name })
-    if (!assignedTo(pod, this.c.nodeName)) {
-      throw new OrcError('unavailable', `pod/${name} does not run on node ${this.c.nodeName}`, { kind: 'Pod', namespace: ns, name, node: this.c.nodeName })
+    if (!assignedTo(pod, self)) {
+      throw new OrcError('unavailable', `pod/${name} does not run on node ${self}`, { kind: 'Pod', namespace: ns, name, node: self })
     }
     const spec = podSpecOf(pod)
     const cname = container ?? spec.containers[0]?.name
