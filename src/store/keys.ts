@@ -8,6 +8,8 @@ export const K_SNAPSHOT = 'y:snapshot'
 export const Y_LOG = 'y:u:'
 export const REV = 'r:'
 export const IDX = 'o:'
+/** Per pod key, the nodes it has been bound to (JSON array): who may write its lifecycle status (trust.ts). */
+export const BOUND = 'b:'
 
 export const enc = new TextEncoder()
 export const dec = new TextDecoder()

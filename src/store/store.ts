@@ -36,21 +36,25 @@ import {
   type RevisionRecord,
 } from './codec.ts'
 import { ObjectDocument, SYS, type Sys, withMeta } from './document.ts'
-import { dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
+import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
 import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions } from './options.ts'
 import type { PruneResult } from './prune.ts'
 import { RevisionLog, resolveRevision, toRevision } from './revision-log.ts'
 import { DurableSyncState, encodeMissingFor, stateVectorsOf, syncDigestOf, syncStateOf } from './sync.ts'
 import {
   type Authorize,
+  bindingOf,
   changesOf,
   checkSchema,
   contentAfter,
   defaultAuthorize,
   type ObjectsView,
+  pinOfPod,
+  podNodes,
   type RecordSigner,
   type RecordVerifier,
   ROLE_DENIED,
+  SCHEDULER,
   signRecord,
   structMatches,
   UNKNOWN_CREATION,
@@ -146,7 +150,11 @@ export class Store implements ObjectStore {
   private readonly covers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
   /** Set while a large message's signatures are checked (applyRemote): later messages wait for it. */
   private verifyingAtOnce: Promise<void> | undefined
-  /** Pod key → the nodes it has been bound to on this replica (current binding included). */
+  /**
+   * Pod key → the nodes it has been bound (or pinned) to as far as this replica has seen, current
+   * binding included: the nodes whose lifecycle may write its status (trust.ts). Kept on disk
+   * (`b:<key>`), so a restart does not forget a node that ran the pod before a move.
+   */
   private readonly boundTo = new Map<string, Set<string>>()
   /** Per key, the creations (`createdBy|createdAt`) of the create records this replica holds. */
   private readonly creations = new Map<string, Set<string>>()
@@ -213,21 +221,41 @@ export class Store implements ObjectStore {
     this.closed = false
   }
 
-  /** Which Yjs client each signer wrote with, and the records whose Yjs content is still to come. */
+  /** Which Yjs client each signer wrote with, the records whose Yjs content is still to come, the pods' bindings. */
   private async loadBindings(): Promise<void> {
     for (const r of await this.log.all()) this.noteCover(r)
-    for (const p of this.doc.list('Pod')) this.noteBinding(keyOf({ kind: 'Pod', namespace: p.metadata.namespace ?? '', name: p.metadata.name }))
+    const gone: BatchOp[] = []
+    for await (const [k, v] of this.db.iterator({ gte: BOUND, lt: `${BOUND}\xff` })) {
+      const key = k.slice(BOUND.length)
+      // A pod whose tombstone is gone too: nothing of it can be written any more.
+      if (this.doc.sysOf(key) === undefined) gone.push({ type: 'del', key: k })
+      else this.boundTo.set(key, new Set(unjson<string[]>(v)))
+    }
+    if (gone.length > 0) await this.db.batch(gone)
+    for (const p of this.doc.list('Pod')) {
+      const key = keyOf({ kind: 'Pod', namespace: p.metadata.namespace ?? '', name: p.metadata.name })
+      this.noteBinding(key, podNodes(this.doc.content(key)))
+    }
     if (this.signer) this.bindings.set(this.doc.doc.clientID, this.signer.id)
   }
 
-  /** Remember which nodes a pod has been bound to here (the lifecycle rule: see trust.ts). */
-  private noteBinding(key: string): void {
-    if (!key.startsWith('Pod/')) return
-    const node = (this.doc.content(key)?.status as Record<string, unknown> | undefined)?.node
-    if (typeof node !== 'string') return
+  /**
+   * Remember that pod `key` has been bound (or pinned) to `nodes` (the lifecycle rule: see trust.ts);
+   * the LevelDB op that keeps it, when the set grew.
+   */
+  private noteBinding(key: string, nodes: Iterable<unknown>): BatchOp[] {
+    if (!key.startsWith('Pod/')) return []
     let set = this.boundTo.get(key)
-    if (!set) this.boundTo.set(key, (set = new Set()))
-    if (set.size < 64) set.add(node)
+    let grew = false
+    for (const node of nodes) {
+      if (typeof node !== 'string' || node === '' || set?.has(node)) continue
+      if (!set) this.boundTo.set(key, (set = new Set()))
+      // Bounded: a pod moved more than this many times keeps its first 64 nodes.
+      if (set.size >= 64) break
+      set.add(node)
+      grew = true
+    }
+    return grew ? [{ type: 'put', key: `${BOUND}${key}`, value: json([...set!]) }] : []
   }
 
   /** A creation of `key` some verified create record made (kept per key: concurrent creates each have one). */
@@ -581,14 +609,15 @@ export class Store implements ObjectStore {
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
     this.contentRev.set(key, id)
+    let bound: BatchOp[] = []
     if (this.verifier !== undefined) {
-      this.noteBinding(key)
+      bound = this.noteBinding(key, podNodes(this.doc.content(key)))
       this.noteCreation(record)
     }
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
 
-    await this.persist([...this.log.putOps(record, recordJson), ...this.yLogOps(yUpdate)])
+    await this.persist([...this.log.putOps(record, recordJson), ...this.yLogOps(yUpdate), ...bound])
     this.notifyChanges()
     const msg = encodeUpdateMessage(yUpdate, `[${recordJson}]`)
     for (const fn of this.updateListeners) fn(msg)
@@ -815,7 +844,7 @@ export class Store implements ObjectStore {
       seen.add(r.i)
       fresh.push(r)
     }
-    if (this.verifier !== undefined) this.checkRemote(yUpdate, fresh, this.verifier, signatures)
+    const msgBound = this.verifier !== undefined ? this.checkRemote(yUpdate, fresh, this.verifier, signatures) : undefined
     const { effective, touched } = this.doc.applyRemote(yUpdate)
     if (this.verifier !== undefined) {
       for (const r of fresh) this.noteCover(r)
@@ -824,8 +853,10 @@ export class Store implements ObjectStore {
     // Track which objects still hold exactly one revision's content (see commit()).
     const byKey = new Map<string, RevisionRecord>()
     for (const r of fresh) byKey.set(r.k, r)
+    const bound: BatchOp[] = []
+    // The bindings this message's records made.
+    for (const [k, nodes] of msgBound ?? []) bound.push(...this.noteBinding(k, nodes))
     for (const k of touched) {
-      if (this.verifier !== undefined) this.noteBinding(k)
       const r = byKey.get(k)
       const head = this.doc.sysOf(k)?.rev
       if (r && head === r.i && (r.f !== undefined || this.contentRev.get(k) === r.p)) this.contentRev.set(k, r.i)
@@ -844,6 +875,7 @@ export class Store implements ObjectStore {
       this.log.noteSeen(p.replica, p.seq)
     }
     if (effective.length > 0) ops.push(...this.yLogOps(effective.length === 1 ? effective[0]! : mergeUpdates(effective)))
+    ops.push(...bound)
     await this.persist(ops)
     this.notifyChanges()
     this.maybeSnapshot()
@@ -874,7 +906,15 @@ export class Store implements ObjectStore {
    * touches only the object of the record that covers it; each deletion removes content of an
    * object a new record (here, or received without its content yet) is about. Throws on refusal.
    */
-  private checkRemote(yUpdate: Uint8Array, fresh: readonly RevisionRecord[], verifier: RecordVerifier, signatures?: Map<RevisionRecord, boolean>): void {
+  private checkRemote(
+    yUpdate: Uint8Array,
+    fresh: readonly RevisionRecord[],
+    verifier: RecordVerifier,
+    signatures?: Map<RevisionRecord, boolean>,
+  ): Map<string, Set<unknown>> {
+    // Per pod, the nodes this message's records bind (or pin) it to: a lifecycle write later in the
+    // message may come from one (returned, to be remembered once the message is merged).
+    const msgBound = new Map<string, Set<unknown>>()
     const signers = new Map<string, { id: string; node?: string }>()
     const bound = new Map<number, string>()
     const msgCovers = new Map<number, Array<{ yc: number; k: string; r: RevisionRecord }>>()
@@ -928,7 +968,14 @@ export class Store implements ObjectStore {
       }
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
       const concurrent = !baseKnown && before !== undefined
-      const why = this.authorize(r, { before, after, changes, createdBy: creator, concurrent, signer, boundTo: this.boundTo.get(r.k), objects })
+      let boundTo: Set<unknown> | undefined
+      if (r.k.startsWith('Pod/')) {
+        boundTo = new Set([...(this.boundTo.get(r.k) ?? []), ...(msgBound.get(r.k) ?? []), ...podNodes(before)])
+        // A binding is the scheduler's (checked below: only to its own node, or unchanged); a pin the user's.
+        const made = r.a === SCHEDULER ? (after !== undefined ? podNodes(after) : [bindingOf(changes)]) : [pinOfPod(after)]
+        msgBound.set(r.k, new Set([...(msgBound.get(r.k) ?? []), ...podNodes(before), ...made]))
+      }
+      const why = this.authorize(r, { before, after, changes, createdBy: creator, concurrent, signer, boundTo, objects })
       // Judged without the parent it builds on (gossip delivered it first): this replica lags;
       // the repair brings the parent, then the record is judged on the content it changed.
       if (why !== undefined && r.p !== undefined && !this.log.has(r.p) && !afterById.has(r.p)) {
@@ -947,7 +994,7 @@ export class Store implements ObjectStore {
       if (!l) msgCovers.set(r.y!, (l = []))
       l.push({ yc: r.yc!, k: r.k, r })
     }
-    if (yUpdate.byteLength === 0) return
+    if (yUpdate.byteLength === 0) return msgBound
     let seen: ReturnType<ObjectDocument['inspectUpdate']>
     try {
       seen = this.doc.inspectUpdate(yUpdate)
@@ -1015,6 +1062,7 @@ export class Store implements ObjectStore {
         }
       }
     }
+    return msgBound
   }
 
   onLocalUpdate(fn: (update: Uint8Array) => void): () => void {

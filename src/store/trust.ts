@@ -95,8 +95,11 @@ export type Authorize = (
      */
     concurrent?: boolean
     signer: SignerInfo
-    /** For a pod: the nodes this replica has seen it bound to (a binding may move while its old node still reports). */
-    boundTo?: ReadonlySet<string>
+    /**
+     * For a pod: the nodes this replica has seen it bound or pinned to, including the record's own
+     * message and the content it builds on (a binding may move while its old node still reports).
+     */
+    boundTo?: ReadonlySet<unknown>
     /** What userMay reads (the replica's objects overlaid with the message's). */
     objects: ObjectsView
   },
@@ -221,8 +224,19 @@ function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
   return isPlainObject(st) ? st.node : undefined
 }
 
+/** The node a pod's spec pins it to (`spec.placement.node`, the user's). */
+export function pinOfPod(o: Record<string, unknown> | undefined): unknown {
+  const placement = isPlainObject(o?.spec) ? o.spec.placement : undefined
+  return isPlainObject(placement) ? placement.node : undefined
+}
+
+/** The nodes a pod's content names as where it runs: its binding and its pin (either may be absent). */
+export function podNodes(o: Record<string, unknown> | undefined): unknown[] {
+  return [nodeOfPod(o), pinOfPod(o)].filter((n) => typeof n === 'string' && n !== '')
+}
+
 /** The node the last of these changes that sets a pod's `status.node` (itself, or a map holding it) names. */
-function bindingOf(changes: readonly Change[] | undefined): unknown {
+export function bindingOf(changes: readonly Change[] | undefined): unknown {
   let to: unknown
   for (const c of changes ?? []) {
     if (c.op !== 'set' || (c.path.length > 0 && c.path[0] !== 'status') || c.path.length > 2 || (c.path.length === 2 && c.path[1] !== 'node')) continue
@@ -246,6 +260,7 @@ function bindingOf(changes: readonly Change[] | undefined): unknown {
 export const ROLE_DENIED = 'role: '
 
 const LIFECYCLE = 'controller:lifecycle'
+export const SCHEDULER = 'controller:scheduler'
 
 export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): Authorize {
   return (r, { before, after, changes, createdBy, concurrent, signer, boundTo, objects }) => {
@@ -290,13 +305,17 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
           if (paths.some((p) => p[1] === 'state') && state !== 'Removed') return `node ${mine ?? signer.id} may not set the state of node/${name}`
         }
         return undefined
-      case LIFECYCLE:
-        // Any member's lifecycle may write a pod's status (its fields only, above): during ha moves,
-        // fencing and restarts a node reports on a copy bound elsewhere as far as a receiver knows —
-        // the old node stopping its copy, a receiver that restarted and forgot the bindings it saw.
-        // Refusing those stalled honest writers (chaos test); the signature still names the node.
-        // A known gap (docs/security.md): a compromised node can fake a pod's lifecycle status.
-        return undefined
+      case LIFECYCLE: {
+        // A pod's status is written by the node that runs it: a node this replica has seen it bound
+        // or pinned to (`boundTo`: on disk, so a restart does not forget it; with the bindings of
+        // the message itself and of the content the record builds on). A node that ran the pod
+        // before a move still reports on its copy, and a receiver that merged a concurrent binding
+        // judges against that one: both are in the set, since it holds every node, not the last.
+        if (kind !== 'Pod') return undefined
+        if (mine !== undefined && boundTo?.has(mine)) return undefined
+        const where = [...(boundTo ?? [])].map(String)
+        return `node ${mine ?? signer.id} may not write the status of pod/${name}: it was never bound to that node (${where.length > 0 ? `bound to ${where.join(', ')}` : 'not bound'} as far as this replica knows)`
+      }
       case 'controller:volume': {
         // A Volume's status is written by the node holding its data (docs/storage.md): the one
         // status.node names, before or after the write (the first attach places it).
@@ -328,7 +347,7 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         if (other !== undefined) return `node ${mine ?? signer.id} may not write ${formatPath(other)} of ingress/${name}`
         return undefined
       }
-      case 'controller:scheduler': {
+      case SCHEDULER: {
         if (kind !== 'Pod') return undefined
         // Where it binds the pod: from its content after, or (built on content unknown here) its changes.
         const to = after !== undefined ? nodeOfPod(after) : bindingOf(changes)

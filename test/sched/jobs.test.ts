@@ -82,7 +82,12 @@ const podSpec = { containers: [{ name: 'main', image: 'busybox', command: ['true
 
 /** What a node's lifecycle would write when a pod ends. */
 async function finish(sim: Sim, on: string, pod: string, phase: 'Succeeded' | 'Failed'): Promise<void> {
-  await sim.stores.get(on)!.patch(
+  // The node runs the pod once its scheduler bound it there; only then does its lifecycle report
+  // (a report from a node the pod was never bound to is refused on receipt).
+  const store = sim.stores.get(on)!
+  const ref = { kind: 'Pod', namespace: 'default', name: pod }
+  if (store.get(ref)?.status?.node !== on) await store.patch(ref, [{ path: ['status', 'node'], value: on }], { author: 'controller:scheduler', now: sim.now })
+  await store.patch(
     { kind: 'Pod', namespace: 'default', name: pod },
     [
       { path: ['status', 'phase'], value: phase },

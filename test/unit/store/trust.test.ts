@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import * as Y from 'yjs'
 import { userMayOnReceipt } from '../../../src/agent/authz.ts'
 import { decodeUpdateMessage, encodeUpdateMessage } from '../../../src/store/codec.ts'
-import type { Store } from '../../../src/store/store.ts'
+import { openStore, type Store } from '../../../src/store/store.ts'
 import { toY } from '../../../src/store/ydoc.ts'
 import { pod } from '../../helpers/store.ts'
-import { memStore, nodeObject, outbox, testNode } from './trust-helpers.ts'
+import { memStore, nodeObject, outbox, testNode, verifierOf } from './trust-helpers.ts'
 
 const a = testNode('a')
 const b = testNode('b')
@@ -81,20 +84,30 @@ test("a node writing another node's Node status is refused on receipt by the oth
   }
 })
 
-test('the lifecycle: status of a pod bound elsewhere accepted (ha races), its spec refused; a scheduler binding elsewhere refused', async () => {
+test('the lifecycle: status of a pod never bound to the writer refused; the old node of an ha move still reports; its spec refused; a scheduler binding elsewhere refused', async () => {
   const { A, B, C, close } = await cluster()
   try {
     await A.apply(pod('web'), { author: 'user:alice', now: 6000 })
     await A.patch(podRef('web'), [{ path: ['status', 'node'], value: 'a' }], { author: 'controller:scheduler', now: 6001 })
     await sync(A, B)
     await sync(A, C)
-    const sent = outbox(B)
-    // B reports on a copy bound to a (the old node of an ha move does): accepted, its signature names B.
+    // B reports on a pod bound to a, never to b (a modified agent faking a pod's phase): refused.
+    const forging = outbox(B)
     await B.patch(podRef('web'), [{ path: ['status', 'phase'], value: 'Failed' }], { author: 'controller:lifecycle', now: 6002 })
-    await C.applyRemote(sent[0]!)
-    assert.equal(C.get(podRef('web'))?.status?.phase, 'Failed')
+    await refused(C.applyRemote(forging[0]!), 'unauthorized')
+    assert.equal(C.get(podRef('web'))?.status?.phase, undefined)
+    // (B's own store holds its forgery: a fresh replica of b goes on.)
+    const B1 = await memStore(b, members)
+    await sync(C, B1)
+    // The ha move: B binds the pod to itself and reports on it; the old node a, which has not heard
+    // of the move yet, still reports on its copy: both accepted (its signature names a).
+    const sent = outbox(B1)
+    await B1.patch(podRef('web'), [{ path: ['status', 'node'], value: 'b' }], { author: 'controller:scheduler', now: 6003 })
+    await B1.patch(podRef('web'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 6004 })
+    for (const m of sent) await C.applyRemote(m)
+    assert.equal(C.get(podRef('web'))?.status?.phase, 'Running')
     // The lifecycle owns status fields only: a forged record changing the spec under its name is refused.
-    const { yUpdate, records } = decodeUpdateMessage(sent[0]!)
+    const { yUpdate, records } = decodeUpdateMessage(sent[1]!)
     const forged = { ...records[0]!, c: [['s', ['spec', 'terminationGracePeriodSeconds'], 99]] as (typeof records)[0]['c'] }
     delete forged.g
     delete forged.h
@@ -103,15 +116,18 @@ test('the lifecycle: status of a pod bound elsewhere accepted (ha races), its sp
     const C2 = await memStore(c, members)
     try {
       await sync(A, C2)
+      await C2.applyRemote(sent[0]!)
       await refused(C2.applyRemote(encodeUpdateMessage(yUpdate, [forged])), 'unauthorized')
     } finally {
       await C2.close()
     }
-    const fromA = outbox(A)
-    await A.patch(podRef('web'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 6003 })
-    await C.applyRemote(fromA[0]!)
+    const fromOld = outbox(A)
+    await A.patch(podRef('web'), [{ path: ['status', 'phase'], value: 'Failed' }], { author: 'controller:lifecycle', now: 6005 })
+    await C.applyRemote(fromOld[0]!)
     await sync(C, A)
+    await sync(A, C)
     assert.equal(C.stateDigest(), A.stateDigest(), 'concurrent status writes of A and B merge the same everywhere')
+    await B1.close()
     // B binding a pod to a third node is refused; binding one to itself is not.
     const B2 = await memStore(b, members)
     try {
@@ -130,6 +146,50 @@ test('the lifecycle: status of a pod bound elsewhere accepted (ha races), its sp
     }
   } finally {
     await close()
+  }
+})
+
+test('the nodes a pod was bound to are kept on disk: after a restart the old node of a move still reports on its copy', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'orc-bound-'))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const onDisk = () => openStore({ dir, sync: false, signer: c.signer, verifier: verifierOf(members) })
+  const A = await memStore(a, members)
+  const B = await memStore(b, members)
+  let C = await onDisk()
+  try {
+    await A.apply(pod('db'), { author: 'user:alice', now: 8000 })
+    await A.patch(podRef('db'), [{ path: ['status', 'node'], value: 'a' }], { author: 'controller:scheduler', now: 8001 })
+    await sync(A, B)
+    await sync(A, C)
+    await B.patch(podRef('db'), [{ path: ['status', 'node'], value: 'b' }], { author: 'controller:scheduler', now: 8002 })
+    await sync(B, C)
+    await C.close()
+    C = await onDisk()
+    // C restarted knowing only that db is bound to b now; a, which ran it before, reports on its copy.
+    const fromOld = outbox(A)
+    await A.patch(podRef('db'), [{ path: ['status', 'phase'], value: 'Failed' }], { author: 'controller:lifecycle', now: 8003 })
+    await C.applyRemote(fromOld[0]!)
+    assert.equal(C.get(podRef('db'))?.status?.node, 'b')
+    // A node it was never bound to is still refused after the restart.
+    const D = await memStore(c, members)
+    try {
+      await sync(B, D)
+      await sync(A, D)
+      const fromC = outbox(D)
+      await D.patch(podRef('db'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 8004 })
+      const other = await memStore(a, members)
+      try {
+        await sync(B, other)
+        await sync(A, other)
+        await refused(other.applyRemote(fromC[0]!), 'unauthorized')
+      } finally {
+        await other.close()
+      }
+    } finally {
+      await D.close()
+    }
+  } finally {
+    for (const s of [A, B, C]) await s.close()
   }
 })
 
@@ -266,7 +326,8 @@ test('an edit of a copy another replica has garbage-collected (it lost a concurr
 test("a scheduler's binding concurrent with the lifecycle's first status write is merged, not refused as touching the lifecycle's fields", async () => {
   const { A, B, C, close } = await cluster()
   try {
-    await A.apply(pod('race'), { author: 'user:alice', now: 7400 })
+    // Pinned to b: its lifecycle writes before any binding.
+    await A.apply(pod('race', undefined, { placement: { node: 'b' } }), { author: 'user:alice', now: 7400 })
     await sync(A, B)
     await sync(A, C)
     // Neither has seen the other's status map: each writes `status` whole.
@@ -279,7 +340,7 @@ test("a scheduler's binding concurrent with the lifecycle's first status write i
     assert.equal(A.syncDigest(), C.syncDigest())
     // A binding to another node in a concurrent whole map is still refused.
     const sent = outbox(B)
-    await A.apply(pod('race2'), { author: 'user:alice', now: 7403 })
+    await A.apply(pod('race2', undefined, { placement: { node: 'c' } }), { author: 'user:alice', now: 7403 })
     await sync(A, B)
     await sync(A, C)
     await C.patch(podRef('race2'), [{ path: ['status', 'targetRevision'], value: 1 }], { author: 'controller:lifecycle', now: 7404 })
