@@ -252,7 +252,15 @@ test('a revision claiming another cluster is refused, and nothing of it is store
 test('leave stops replication both ways and keeps local copies; the others drop the leaver', async (t) => {
   const { a, b } = await federated(t)
   await a.api.apply(inNs('shared', pod('web')), { author: 'user:alice', now: Date.now() })
-  await waitFor('web on cloud', () => b.api.get(ref('shared', 'web')) !== undefined)
+  // Placements across clusters: the copies cloud keeps can run in cloud where their author allowed it.
+  const placed = {
+    both: { clusters: ['home', 'cloud'], preferClusters: ['home'] },
+    pinned: { node: 'n1@cloud' },
+    'home-only': { clusters: ['home'] },
+  }
+  for (const [name, placement] of Object.entries(placed))
+    await a.api.apply(inNs('shared', pod(name, undefined, { placement })), { author: 'user:alice', now: Date.now() })
+  await waitFor('web and the placed pods on cloud', () => ['web', ...Object.keys(placed)].every((n) => b.api.get(ref('shared', n)) !== undefined))
   const homeMesh = a.fm.get('shared')!.mesh
   const cloudPeer = b.fm.get('shared')!.mesh.peerId
   await b.fm.leave('shared', 'user:bob')
@@ -262,6 +270,12 @@ test('leave stops replication both ways and keeps local copies; the others drop 
   assert.ok(kept, 'the copy stays on the cluster that left')
   assert.equal(b.api.get(ref('shared', 'web'))?.metadata.revisionId, kept.metadata.revisionId)
   assert.match((await b.store.history(ref('shared', 'web')))[0]!.reason, /kept from federation shared/)
+  const placementOf = (name: string) => (b.store.get(ref('shared', name))?.spec as any)?.placement
+  assert.equal(placementOf('both')?.clusters, undefined, 'cloud is the only cluster now: no clusters constraint')
+  assert.equal(placementOf('both')?.preferClusters, undefined)
+  assert.match((await b.store.history(ref('shared', 'both')))[0]!.reason, /kept from federation shared \(left\); placement\.clusters \[home, cloud\] dropped/)
+  assert.equal(placementOf('pinned')?.node, 'n1', 'a pin to a node of cloud names it by its name in cloud')
+  assert.deepEqual(placementOf('home-only')?.clusters, ['home'], 'a pod only home may run stays as its author wrote it')
   // home learns cloud left: its nodes are no longer members, their connection is refused.
   await waitFor('home drops cloud', () => !homeMesh.isMember(cloudPeer) && homeMesh.libp2p.getConnections(peerIdFromString(cloudPeer)).length === 0)
   assert.deepEqual(

@@ -63,7 +63,7 @@ import {
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import type { FederatedScope, ScopeRouter } from './routed-store.ts'
-import { buildFederatedSchedView, clusterOwnership, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
+import { buildFederatedSchedView, clusterOwnership, federationNodesOf, keptSpec, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
 
 export type { FederationClusterView, FederationGovernanceView, FederationProposalView, FederationState, FederationView } from '../api-types.ts'
 
@@ -1203,14 +1203,17 @@ export class FederationManager implements ScopeRouter {
       for (const o of r.store.list(kind)) {
         if (!r.cfg.namespaces.includes(o.metadata.namespace ?? 'default')) continue
         const { name, namespace, labels, annotations } = o.metadata
+        // This cluster is the only one the copy can run in now.
+        const kept = keptSpec(kind, o.spec as Record<string, any> | undefined, r.cfg.cluster)
         const copy: OrcObject = {
           apiVersion: o.apiVersion,
           kind: o.kind,
           metadata: { name, namespace, ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) },
-          spec: o.spec,
+          spec: kept.spec,
         }
+        const reason = `kept from federation ${r.cfg.name} (${state})${kept.changed.length > 0 ? `; ${kept.changed.join('; ')}` : ''}`
         try {
-          const res = await this.c.store.apply(copy, { author: FEDERATION_CONTROLLER, reason: `kept from federation ${r.cfg.name} (${state})`, now })
+          const res = await this.c.store.apply(copy, { author: FEDERATION_CONTROLLER, reason: reason.slice(0, 1000), now })
           if (res.revision) copied++
         } catch (err) {
           this.log.warn({ err: (err as Error).message, kind, namespace, name }, 'could not keep a federated object')
