@@ -34,7 +34,16 @@ import { type Component, type StartedComponents, startComponents } from './compo
 import { AGENT_CONTROLLERS, checkAgentControllers } from './controllers.ts'
 import { DeploymentController, type LeaderlessComponents, rolloutRoutes } from './deployments/index.ts'
 import { ClusterDns } from './dns/index.ts'
-import { FederationManager, federationRouteSource, federationRoutes, routedStore, sharedPodLogs, sharedPodNode, sharedPodStreams } from './federation/index.ts'
+import {
+  FederationManager,
+  federationRouteSource,
+  federationRoutes,
+  routedStore,
+  sharedPodLogs,
+  sharedPodNode,
+  sharedPodStreams,
+  withoutShared,
+} from './federation/index.ts'
 import { compactHeap, keepHeapCompact } from './heap.ts'
 import { type SocketServer, serveOnSocket } from './http.ts'
 import { imageRoutes } from './images/api.ts'
@@ -251,8 +260,11 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   const keyring = new ClusterKeyring(dataDir, logger.child({ module: 'secrets' }))
   const members = (): MemberView[] => (cluster ? cluster.mesh.members() : [{ name: nodeName, state: 'alive' as const, self: true }])
   // What the cluster-wide controllers without a leader (deployments, jobs) run on.
+  // The cluster's own objects in namespaces a federation shares here are dormant (docs/federation.md).
+  let ownView: ObjectStore | undefined
+  const ownStore = (): ObjectStore => (ownView ??= withoutShared(store, (ns) => (federation as FederationManager | undefined)?.scopeOf(ns) !== undefined))
   const leaderless = (module: string): LeaderlessComponents => ({
-    store,
+    store: ownStore(),
     nodeName,
     members,
     now: () => clock.now(),
@@ -338,7 +350,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
   let lifecycle: PodLifecycle | undefined
   const pods = (): PodLifecycle =>
     (lifecycle ??= new PodLifecycle({
-      store,
+      store: ownStore(),
       nodeName,
       dataDir,
       clock,

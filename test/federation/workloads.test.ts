@@ -4,13 +4,14 @@
 // federation's deployment controller, run in the cluster its template allows); `orc rollout status`
 // on either cluster counts them; a Job applied on cloud completes in home; `orc logs` on home reads a pod running in cloud and the other way
 // round; a pod pinned to `h1@home`, applied on cloud, runs on h1, and `orc exec` reaches it from
-// both home nodes but not from cloud; a pin to another cluster's node in
+// both home nodes but not from cloud; a pod home had in the namespace before sharing it stops while
+// it is shared and runs again when home leaves, beside the copies home keeps; a pin to another cluster's node in
 // a namespace that is not shared is refused with the reason.
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
-import { killSleeps, TEST_TUNABLES as POD_TUNABLES, skipReason } from '../pods/helpers.ts'
+import { killSleeps, TEST_TUNABLES as POD_TUNABLES, pidsRunning, skipReason } from '../pods/helpers.ts'
 import { sharedBusybox } from '../sched/helpers.ts'
 
 const skip = skipReason()
@@ -26,7 +27,7 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
   timeout: 120_000,
 }, async (t) => {
   const ws = new Workspace()
-  const markers = ['4712201', '4712202']
+  const markers = ['4712201', '4712202', '4712203']
   t.after(async () => {
     await ws.close()
     killSleeps(markers)
@@ -42,16 +43,27 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
   await Promise.all([h1.ready(), c1.ready()])
   h2.join(h1.addr, await tokenFrom(h1))
   await h2.ready()
-  await ok(h1, ['federation', 'create', 'lab', '--namespace', 'shared'])
-  const token = (await ok(h1, ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
-  await ok(c1, ['federation', 'join', '--token', token])
-
-  // 1. A PinnedDeployment applied on home whose pods may run only in cloud.
+  // A pod home had in `shared` before sharing it: dormant while the namespace is federated.
   const container = (marker: string, word: string) => ({
     name: 'main',
     image,
     command: ['sh', '-c', `echo ${word} from $(hostname); exec sleep ${marker}`],
   })
+  const early = {
+    apiVersion: 'orc/v1',
+    kind: 'Pod',
+    metadata: { name: 'early', namespace: 'shared' },
+    spec: { terminationGracePeriodSeconds: 1, containers: [container(markers[2]!, 'early')] },
+  }
+  await ok(h1, ['apply', '-f', '-'], JSON.stringify(early))
+  const earlyRuns = () => pidsRunning(['sleep', markers[2]!]).length > 0
+  await waitFor('the early pod running in home', earlyRuns, 30_000)
+  await ok(h1, ['federation', 'create', 'lab', '--namespace', 'shared'])
+  await waitFor('the early pod stopped once its namespace is shared (hidden)', () => !earlyRuns(), 30_000)
+  const token = (await ok(h1, ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
+  await ok(c1, ['federation', 'join', '--token', token])
+
+  // 1. A PinnedDeployment applied on home whose pods may run only in cloud.
   const deployment = {
     apiVersion: 'orc/v1',
     kind: 'PinnedDeployment',
@@ -172,4 +184,19 @@ test('shared namespace workloads: PinnedDeployment pods and rollout status, a Jo
   assert.notEqual(bad.exitCode, 0)
   assert.match(bad.stderr, /spec\.placement\.node: h1@home names a node of cluster home, but namespace default is not shared/)
   assert.notEqual((await orc(c1.socket, ['get', 'pod/pinned'])).exitCode, 0)
+
+  // 6. Home leaves: its own pods of `shared` run again beside the copies it keeps; the deployment
+  // pods only cloud may run stay pending in home with that reason.
+  assert.equal(earlyRuns(), false)
+  await ok(h1, ['federation', 'leave', 'lab'])
+  await waitFor('the early pod running again in home after the leave', earlyRuns, 30_000)
+  const kept = await waitFor(
+    'the kept pod pinned to h1@home running in home as pinned to h1',
+    async () => {
+      const p = JSON.parse(await ok(h2, ['get', 'pod/pinned', '-n', 'shared', '-o', 'json']))
+      return p.status?.phase === 'Running' ? p : undefined
+    },
+    30_000,
+  )
+  assert.equal(kept.spec.placement.node, 'h1')
 })

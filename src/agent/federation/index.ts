@@ -25,7 +25,7 @@ export {
 } from './manager.ts'
 export { clusterOfAuthor, clusterOfMemberName, FederationDirectory, replicaOfPeer, tagAuthor } from './membership.ts'
 export { checkAuthorship, verifiedReplica } from './replica.ts'
-export { type FederatedScope, routedStore, type ScopeRouter } from './routed-store.ts'
+export { type FederatedScope, routedStore, type ScopeRouter, withoutShared } from './routed-store.ts'
 export { federationRoutes } from './routes.ts'
 export { federationRouteSource } from './routes-export.ts'
 export {

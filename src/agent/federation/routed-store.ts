@@ -265,3 +265,32 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     close: () => own.close(),
   }
 }
+
+/**
+ * The cluster's own store as its controllers see it: objects of namespaces a federation shares here
+ * are hidden (docs/federation.md: objects a namespace held before it was shared, or copies kept
+ * from an earlier membership, stay in the cluster's scope, dormant while the namespace is
+ * federated). Reads of them answer as if they were absent: the pod lifecycle stops their
+ * containers, the scheduler and the deployment and job controllers leave them alone. Writes and
+ * everything else go to `store` as they are.
+ */
+export function withoutShared(store: ObjectStore, isShared: (ns: string) => boolean): ObjectStore {
+  const visible = (o: OrcObject): boolean => {
+    const ns = nsOf(o.kind, o.metadata.namespace)
+    return ns === undefined || !isShared(ns)
+  }
+  const list = ((kind: string, namespace?: string) =>
+    (store.list(kind as never, namespace) as unknown as OrcObject[]).filter(visible)) as unknown as ObjectStore['list']
+  const get = ((ref: ObjectRef) => {
+    const o = store.get(ref as never) as OrcObject | undefined
+    return o !== undefined && visible(o) ? o : undefined
+  }) as ObjectStore['get']
+  return new Proxy(store, {
+    get(target, prop) {
+      if (prop === 'list') return list
+      if (prop === 'get') return get
+      const v = Reflect.get(target, prop, target)
+      return typeof v === 'function' ? v.bind(target) : v
+    },
+  })
+}

@@ -258,7 +258,30 @@ export class PodLifecycle {
     }
     this.scopes.set(scope.id, run)
     this.log.info({ scope: scope.id, node: scope.nodeName, namespaces: scope.namespaces }, 'pod scope added')
-    if (this.started) await this.startScope(run)
+    if (this.started) {
+      // The cluster's own pods in these namespaces are hidden now (the agent's store view): they stop.
+      await this.reconcileOwn(scope.namespaces)
+      await this.startScope(run)
+    }
+  }
+
+  /** Reconcile the cluster's own pods of `namespaces` here (they were hidden or shown: a federation started or stopped). */
+  private async reconcileOwn(namespaces: readonly string[]): Promise<void> {
+    const own = this.scopes.get('')
+    if (own === undefined) return
+    const refs = new Map<string, ObjectRef<'Pod'>>()
+    for (const [k, w] of this.workers) if (k.startsWith(`${own.id}\0`) && namespaces.includes(w.ref.namespace)) refs.set(keyOf(w.ref), w.ref)
+    for (const p of this.podsOf(own)) {
+      const ref = { kind: 'Pod' as const, namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }
+      if (namespaces.includes(ref.namespace)) refs.set(keyOf(ref), ref)
+    }
+    await Promise.all(
+      [...refs.values()].map(async (ref) => {
+        const wk = this.workerKey(own, ref)
+        await this.workerFor(own, ref).reconcile()
+        this.dropIfDone(wk)
+      }),
+    )
   }
 
   /** Stop running a scope's pods here (its containers stop) and its binder. */
@@ -273,6 +296,8 @@ export class PodLifecycle {
     for (const [k] of mine) this.workers.delete(k)
     await Promise.all(mine.map(([, w]) => w.release(why).catch(() => undefined)))
     this.log.info({ scope: id, pods: mine.length, why }, 'pod scope removed')
+    // The cluster's own pods in those namespaces (kept copies among them) are visible again.
+    if (this.started && run.namespaces !== undefined) await this.reconcileOwn(run.namespaces)
   }
 
   /** The scope holding namespace `ns` (a federation's, else the cluster's own). */
