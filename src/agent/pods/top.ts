@@ -144,6 +144,55 @@ export class PodTop {
 /** Members that answer `topLocal` (cluster.askMembers), or none outside a cluster. */
 export type AskMembers = (path: string, timeoutMs: number) => Promise<{ node: string; status?: number; body?: unknown; error?: string }[]>
 
+/** Most rows of each list one member's answer may add (a node runs far fewer pods). */
+const MAX_MEMBER_ROWS = 10_000
+const MAX_CONTAINERS = 64
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+const figure = (v: unknown): boolean => v === null || (typeof v === 'number' && Number.isFinite(v) && v >= 0)
+const text = (v: unknown): boolean => typeof v === 'string' && v.length > 0 && v.length <= 253
+
+function nodeRowOk(r: unknown): r is TopNodeRow {
+  return isObj(r) && text(r.node) && ['cpuMillis', 'cpuCores', 'memoryBytes', 'memoryTotalBytes', 'pods'].every((k) => typeof r[k] === 'number' && figure(r[k]))
+}
+
+function podRowOk(r: unknown): r is TopPodRow {
+  return (
+    isObj(r) &&
+    text(r.namespace) &&
+    text(r.name) &&
+    text(r.node) &&
+    figure(r.cpuMillis) &&
+    figure(r.cpuSeconds) &&
+    figure(r.memoryBytes) &&
+    Array.isArray(r.containers) &&
+    r.containers.length <= MAX_CONTAINERS &&
+    r.containers.every((c) => isObj(c) && text(c.name) && figure(c.cpuMillis) && figure(c.cpuSeconds) && figure(c.memoryBytes))
+  )
+}
+
+/**
+ * A member's answer to `topLocal`, checked: a member reports its own node only (`node` is the
+ * member the answer came from), each row has the shape and finite, non-negative figures, and no
+ * list exceeds MAX_MEMBER_ROWS. What fails is dropped and counted, not shown.
+ */
+export function memberTopRows(member: string, body: Partial<TopAnswer>): { nodes: TopNodeRow[]; pods: TopPodRow[]; vms: TopPodRow[]; dropped: number } {
+  let dropped = 0
+  const keep = <T extends { node: string }>(rows: unknown, ok: (r: unknown) => r is T): T[] => {
+    if (!Array.isArray(rows)) return []
+    const out: T[] = []
+    for (const r of rows) {
+      if (out.length < MAX_MEMBER_ROWS && ok(r) && r.node === member) out.push(r)
+      else dropped++
+    }
+    return out
+  }
+  const nodes = keep(body.nodes, nodeRowOk)
+  const pods = keep(body.pods, podRowOk)
+  const vms = keep(body.vms, podRowOk)
+  return { nodes, pods, vms, dropped }
+}
+
 /** The top routes: this node's own figures, and the cluster's (this node's joined with every live member's). */
 export function topRoutes(top: () => PodTop, askMembers?: () => AskMembers | undefined) {
   return {
@@ -159,10 +208,12 @@ export function topRoutes(top: () => PodTop, askMembers?: () => AskMembers | und
           out.unreachable.push({ node: o.node, error: msg })
           continue
         }
-        out.nodes.push(...body.nodes)
-        out.pods.push(...body.pods)
         // A member of an older version answers without VMs.
-        if (Array.isArray(body.vms)) out.vms!.push(...body.vms)
+        const rows = memberTopRows(o.node, body)
+        out.nodes.push(...rows.nodes)
+        out.pods.push(...rows.pods)
+        out.vms!.push(...rows.vms)
+        if (rows.dropped > 0) out.unreachable.push({ node: o.node, error: `answered ${rows.dropped} malformed rows or rows about other nodes (not shown)` })
       }
       return out
     },
