@@ -98,6 +98,21 @@ export interface VmRunSpec {
   accel: VmAccel
   /** The guest's NIC: an existing tap device inside this network namespace. */
   net?: { netnsPath: string; tap: string; mac: string }
+  /** virtio-blk drives in this order (the guest's vda, vdb, …). */
+  disks?: VmDrive[]
+}
+
+/** A host file the guest sees as a virtio-blk disk whose serial is `serial` (`/dev/disk/by-id/virtio-SERIAL`). */
+export interface VmDrive {
+  path: string
+  format: 'raw' | 'qcow2'
+  serial: string
+  readOnly?: boolean
+}
+
+/** A value inside a qemu option list: commas are doubled (`file=a,,b` is the file `a,b`). */
+function qemuOptValue(v: string): string {
+  return v.replaceAll(',', ',,')
 }
 
 export interface VmRecord {
@@ -164,6 +179,13 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   // obsolete syscalls, no exec, no scheduler or cgroup changes). Setting uids stays allowed: -runas
   // itself needs it, and nobody cannot use it to get root back.
   args.push('-sandbox', 'on,obsolete=deny,spawn=deny,resourcecontrol=deny', '-runas', 'nobody')
+  for (const [i, d] of (spec.disks ?? []).entries()) {
+    if (!/^[A-Za-z0-9_-]{1,20}$/.test(d.serial)) throw new OrcError('invalid', `disk serial ${JSON.stringify(d.serial)}: letters, digits, - and _, at most 20`)
+    // Opened (as root) before qemu drops to nobody; a qcow2 overlay opens its backing file read-only.
+    const ro = d.readOnly ? ',readonly=on' : ''
+    args.push('-drive', `file=${qemuOptValue(d.path)},format=${d.format},if=none,id=disk${i},discard=unmap${ro}`)
+    args.push('-device', `virtio-blk-pci,drive=disk${i},serial=${d.serial}`)
+  }
   if (spec.net !== undefined) {
     args.push('-netdev', `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`)
     args.push('-device', `virtio-net-pci,netdev=net0,mac=${spec.net.mac}`)

@@ -2,7 +2,8 @@
  * controller:vm — runs the VirtualMachines pinned to this node (`spec.node`): each revision of a
  * VM's spec is one lifecycle run (src/workflow) with the pod targets and these units:
  *
- *   resolve-kernel → storage;  sandbox-network → create-tap → network;
+ *   resolve-kernel → storage;  prepare-disks (with spec.disks or spec.cloudInit) → storage;
+ *   sandbox-network → create-tap → network;
  *   start-qemu (requires storage, network) → running;  wait-console-marker (with spec.readyMarker) → running
  *
  * The run's snapshot goes into `status.workflow`, so `orc why vm/NAME` explains it on any node as
@@ -24,13 +25,14 @@ import {
   VM_DEFAULT_GRACE_SECONDS,
   vmMemoryBytes,
 } from '../../model/index.ts'
-import { type CgroupUsage, logFilePath, type QemuRuntime, readFileFrom, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
+import { type CgroupUsage, logFilePath, type QemuRuntime, readFileFrom, type VmAccel, type VmCgroup, type VmDrive } from '../../runtime/index.ts'
 import { admitVms, canonicalJson, type VmClaim } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { StatusWriter } from '../pods/status.ts'
 import { nodeAllocation } from '../sched/index.ts'
+import { prepareVmDisks, type VmDiskStatus, type VmVolumeHooks } from './disks.ts'
 import { ensureVmTap, guestMac, VM_TAP } from './tap.ts'
 
 export const VM_CONTROLLER = 'controller:vm'
@@ -65,6 +67,10 @@ export interface VmControllerComponents {
   vmDir(uid: string): string
   /** The node's image stores (`<data-dir>/images`, ORC_IMAGE_STORES): where kernels and initrds are found by name. */
   imageStores: readonly string[]
+  /** The node's Volumes as VM disks (absent: a `volume` disk fails prepare-disks). */
+  volumes?: VmVolumeHooks
+  /** One value of a Secret of a namespace, opened with the node's keyring (cloud-init's SSH keys). */
+  secretValue?(namespace: string, name: string, key: string): Buffer
   tunables?: Partial<VmTunables>
 }
 
@@ -172,6 +178,9 @@ class VmWorker {
   private net: PodAttachment | undefined
   private kernel: string | undefined
   private initrd: string | undefined
+  /** The drives prepare-disks made for this run, and what status.disks says of them. */
+  private drives: VmDrive[] | undefined
+  private disks: VmDiskStatus[] | undefined
   private accel: { accel: VmAccel; reason: string } | undefined
   private pid: number | undefined
   /** qemu's cgroup and limits, as the runtime made them. */
@@ -250,6 +259,7 @@ class VmWorker {
       this.accel = { accel, reason: typeof st.accelReason === 'string' ? st.accelReason : '' }
       this.restarts = typeof st.restarts === 'number' ? st.restarts : 0
       this.snapshot = st.workflow as WorkflowSnapshot | undefined
+      if (Array.isArray(st.disks)) this.disks = st.disks as VmDiskStatus[]
       this.phase = 'Running'
       if (this.c.network !== undefined && obj.spec.network !== 'none' && this.uid !== undefined)
         this.net = await this.c.network.attachPod(this.uid, typeof st.ipv6 === 'string' ? st.ipv6 : undefined)
@@ -274,6 +284,7 @@ class VmWorker {
           : { ...cg.limits, cgroup: cg.dirs, enforced: cg.enforced, ...(cg.unenforced !== undefined ? { unenforced: cg.unenforced } : {}) },
       ipv6: this.net?.mode === 'ipv6' ? this.net.ipv6 : undefined,
       network: this.net?.mode === 'loopback' ? `none: ${this.net.reason}` : undefined,
+      disks: this.disks,
       runningRevision: this.runningRevision,
       targetRevision: this.revision,
       specHash: this.hash,
@@ -306,6 +317,8 @@ class VmWorker {
       if (this.phase !== 'Stopped' || this.hash !== hash) {
         this.gen++
         await this.stopGuest('runStrategy Halted')
+        // A halted VM's Volumes are free for pods (it attaches them again when it runs).
+        await this.releaseVolumes()
         this.clearRetry()
         this.hash = hash
         this.phase = 'Stopped'
@@ -425,6 +438,34 @@ class VmWorker {
         this.initrd = spec.initrd === undefined ? undefined : resolveBootFile(spec.initrd, this.c.imageStores, 'initrd')
       },
     })
+    if ((spec.disks ?? []).length > 0 || spec.cloudInit !== undefined)
+      g.addUnit({
+        name: 'prepare-disks',
+        description: 'the disks as files: sparse raw files, qcow2 overlays over images, Volumes attached (unmounted from the node), the cloud-init seed',
+        wantedBy: ['storage'],
+        timeoutMs: 120_000,
+        run: async () => {
+          const obj = this.c.store.get(this.ref)
+          if (obj === undefined || this.uid === undefined) throw new OrcError('not_found', 'the VM is gone')
+          const r = await prepareVmDisks(
+            {
+              run: this.c.run,
+              resolveImage: (image, what) => resolveBootFile({ image }, this.c.imageStores, what),
+              ...(this.c.volumes ? { volumes: this.c.volumes } : {}),
+              ...(this.c.secretValue ? { secretValue: this.c.secretValue } : {}),
+            },
+            { ...obj, spec },
+            join(this.c.vmDir(this.uid), 'disks'),
+          )
+          if (gen !== this.gen) return
+          this.drives = r.drives
+          this.disks = r.status
+        },
+      })
+    else {
+      this.drives = undefined
+      this.disks = undefined
+    }
     g.addUnit({
       name: 'sandbox-network',
       description: "the VM's network namespace and its IPv6 address in the node's /64, as a pod's (none with network: none or no node network)",
@@ -495,6 +536,7 @@ class VmWorker {
       memoryMiB: Math.floor(vmMemoryBytes(spec) / 2 ** 20),
       accel: this.accel.accel,
       ...(net ? { net: { netnsPath: net.netnsPath, tap: VM_TAP, mac: guestMac(this.uid!) } } : {}),
+      ...(this.drives !== undefined && this.drives.length > 0 ? { disks: this.drives } : {}),
     })
     this.pid = h.pid
     this.cgroup = h.cgroup
@@ -558,6 +600,7 @@ class VmWorker {
     this.gen++
     this.clearRetry()
     await this.stopGuest(why)
+    await this.releaseVolumes()
     if (this.uid !== undefined) {
       this.c.runtime.remove(this.uid)
       if (this.net?.mode === 'ipv6')
@@ -571,6 +614,13 @@ class VmWorker {
     this.phase = 'Pending'
     this.waitingForRoom = false
     this.c.log.info({ ...this.fields(), why }, 'vm removed from node')
+  }
+
+  /** The Volumes this VM has as disks are let go on this node (it halted, or left). */
+  private async releaseVolumes(): Promise<void> {
+    await this.c.volumes
+      ?.releaseFromVm({ namespace: this.ref.namespace, name: this.ref.name })
+      .catch((err) => this.c.log.warn({ ...this.fields(), err: String(err) }, 'release vm volumes'))
   }
 
   /** qemu's CPU and memory from its cgroup while the guest runs (`orc top vms`). */
