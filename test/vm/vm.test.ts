@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test'
 import { qemuLimits } from '../../src/runtime/index.ts'
 import { descendants, isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
 import { buildGuest, DISK_MARK, diskToolsMissing, GUEST_READY, getVm, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
-import { startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
+import { podManifest, startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
 const why = vmGuestMissing() ?? diskToolsMissing()
 
@@ -392,6 +392,58 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       return d.status.phase === 'Available' ? true : undefined
     })
     assert.equal((await a.orc(['delete', 'volume/vdata'])).exitCode, 0)
+  })
+
+  it('a Volume has one user at a time: the VM waits Pending while a pod mounts it, then a pod waits while the VM has it; the data survives both', {
+    timeout: 600_000,
+  }, async () => {
+    const volume = { apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'shared' }, spec: { size: '16Mi', node: 'n1' } }
+    assert.equal((await a.orc(['apply', '-f', '-'], JSON.stringify(volume))).exitCode, 0)
+    const mountShared = { volumes: [{ name: 'd', volume: { name: 'shared' } }] }
+    const withMount = (m: string) => {
+      const p = JSON.parse(m)
+      p.spec.containers[0].volumeMounts = [{ name: 'd', mountPath: '/d' }]
+      return JSON.stringify(p)
+    }
+    const writer = withMount(podManifest('writer', 'busybox', 'echo from-the-pod > /d/hello && exec sleep 3600', mountShared))
+    assert.equal((await a.orc(['apply', '-f', '-'], writer)).exitCode, 0)
+    await waitFor('pod/writer Running with volume/shared', async () => (await a.pod('writer'))?.status?.phase === 'Running' || undefined)
+    const spec = guestVmSpec(kernel, { terminationGracePeriodSeconds: 5, disks: [{ name: 'shared', volume: { name: 'shared' } }] })
+    assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('waiter', spec))).exitCode, 0)
+    const pending = await waitFor('vm/waiter Pending for the volume', async () => {
+      const o = await vm('waiter')
+      return o?.status?.phase === 'Pending' && /volume shared is in use by pod writer/.test(o.status.reason ?? '') ? o.status : undefined
+    })
+    assert.match(pending.reason, /prepare-disks/)
+    assert.match((await a.orc(['why', 'vm/waiter'])).stdout, /prepare-disks\s+failed/)
+
+    // The pod goes: the VM takes the Volume (unmounted from the node) without waiting out its back-off.
+    assert.equal((await a.orc(['delete', 'pod/writer'])).exitCode, 0)
+    await waitFor(
+      'vm/waiter Running',
+      async () => {
+        const o = await vm('waiter')
+        return o?.status?.phase === 'Running' || undefined
+      },
+      300_000,
+    )
+    assert.match((await a.orc(['logs', 'vm/waiter'])).stdout, /guest: disk shared reads <empty>\s+guest: disk shared wrote ORC-DISK-MARK 1/)
+
+    // A pod that wants it now waits, naming the VM.
+    const late = withMount(podManifest('late', 'busybox', 'cat /d/hello && exec sleep 3600', mountShared))
+    assert.equal((await a.orc(['apply', '-f', '-'], late)).exitCode, 0)
+    await waitFor('pod/late waits for vm/waiter', async () => {
+      const w = await a.orc(['why', 'pod/late'])
+      return /volume shared is in use by vm\/waiter/.test(w.stdout) || undefined
+    })
+    assert.notEqual((await a.pod('late'))?.status?.phase, 'Running')
+
+    // Halted: the pod gets it, and reads what the first pod wrote (the guest wrote only the ext4 boot block).
+    assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('waiter', { ...spec, runStrategy: 'Halted' }))).exitCode, 0)
+    await waitFor('pod/late Running', async () => (await a.pod('late'))?.status?.phase === 'Running' || undefined, 120_000)
+    await waitFor('pod/late read the file', async () => /from-the-pod/.test((await a.orc(['logs', 'pod/late'])).stdout) || undefined)
+    for (const r of ['pod/late', 'vm/waiter']) assert.equal((await a.orc(['delete', r])).exitCode, 0)
+    await waitFor('volume/shared deletable', async () => (await a.orc(['delete', 'volume/shared'])).exitCode === 0 || undefined, 60_000)
   })
 
   it('delete removes the VM and its console logs from the node', async () => {

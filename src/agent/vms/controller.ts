@@ -194,6 +194,8 @@ class VmWorker {
   private stopping = false
   /** The guest does not fit on the node now: the controller reconciles again when pods or VMs change. */
   waitingForRoom = false
+  /** prepare-disks found a Volume held by another (a pod): Pending, tried again when a Volume changes. */
+  private waitingForVolume = false
   private readonly writer: StatusWriter<'VirtualMachine'>
   done = false
 
@@ -358,6 +360,7 @@ class VmWorker {
     const gen = ++this.gen
     this.revision = obj.metadata.revision
     this.phase = 'Starting'
+    this.waitingForVolume = false
     this.reason = undefined
     const run = new WorkflowRun(this.buildGraph(obj.spec!, gen), { clock: this.c.clock, id: `vm/${this.ref.name}@${this.revision}`, log: this.c.log })
     this.run = run
@@ -385,7 +388,7 @@ class VmWorker {
     this.c.log.warn({ ...this.fields(), reason: res.reason }, 'vm lifecycle failed')
     await this.stopGuest('lifecycle failed', 0)
     if (gen !== this.gen) return
-    this.phase = 'Failed'
+    this.phase = this.waitingForVolume ? 'Pending' : 'Failed'
     this.reason = res.reason
     this.writeStatus(`failed: ${res.reason ?? 'unknown'}`)
     this.scheduleRestart(gen)
@@ -397,14 +400,24 @@ class VmWorker {
     this.clearRetry()
     this.retryTimer = this.c.clock.setTimeout(() => {
       this.retryTimer = undefined
-      void this.enqueue(async () => {
-        const cur = this.c.store.get(this.ref)
-        if (gen !== this.gen || cur?.spec === undefined || cur.spec.node !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
-        if (!this.hasRoom()) return
-        this.restarts++
-        await this.startRun(cur, 'boot again')
-      })
+      void this.enqueue(() => this.bootAgain(gen))
     }, delay)
+  }
+
+  private async bootAgain(gen: number): Promise<void> {
+    const cur = this.c.store.get(this.ref)
+    if (gen !== this.gen || cur?.spec === undefined || cur.spec.node !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
+    if (!this.hasRoom()) return
+    this.restarts++
+    await this.startRun(cur, 'boot again')
+  }
+
+  /** A Volume changed: a guest waiting for one (held by a pod) tries again now rather than after its back-off. */
+  volumeChanged(): void {
+    if (!this.waitingForVolume || this.retryTimer === undefined) return
+    this.clearRetry()
+    const gen = this.gen
+    void this.enqueue(() => this.bootAgain(gen))
   }
 
   /** qemu ended on its own (the guest powered off, crashed, or qemu failed). */
@@ -456,7 +469,11 @@ class VmWorker {
             },
             { ...obj, spec },
             join(this.c.vmDir(this.uid), 'disks'),
-          )
+          ).catch((err: unknown) => {
+            // In use by a pod (or on another node): not a failure of the VM's own, it waits for the Volume.
+            if (err instanceof OrcError && err.code === 'conflict' && gen === this.gen) this.waitingForVolume = true
+            throw err
+          })
           if (gen !== this.gen) return
           this.drives = r.drives
           this.disks = r.status
@@ -681,6 +698,7 @@ export class VmController {
       if (keys.some((k) => k.startsWith('Pod/') || k.startsWith('VirtualMachine/') || k === `Node//${this.c.nodeName}`)) {
         for (const w of this.workers.values()) if (w.waitingForRoom) void this.reconcileRef(w.ref)
       }
+      if (keys.some((k) => k.startsWith('Volume/'))) for (const w of this.workers.values()) w.volumeChanged()
       for (const key of keys) {
         if (!key.startsWith('VirtualMachine/')) continue
         const [, namespace, ...rest] = key.split('/')

@@ -320,7 +320,8 @@ export class VolumeService {
       await this.local.unmount(vol.metadata.uid)
     } catch (err) {
       this.held.delete(vk)
-      await this.writeStatus(vol, { reason: (err as Error).message.slice(0, 300) }, `attach to vm ${vm.metadata.name} failed`)
+      const reason = (err as Error).message.slice(0, 300)
+      if (st.reason !== reason) await this.writeStatus(vol, { reason }, `attach to vm ${vm.metadata.name} failed`)
       throw err
     }
     if (st.attachedTo !== hk || st.node !== me || st.phase !== 'Attached')
