@@ -314,7 +314,8 @@ export class VolumeService {
     this.held.set(vk, hk)
     let info: Awaited<ReturnType<LocalVolumes['ensure']>>
     try {
-      info = await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) })
+      // Made (and mounted) on first use; an existing one is not mounted again only to be unmounted.
+      info = this.local.info(vol.metadata.uid) ?? (await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) }))
       if (info.backing !== 'loop')
         throw new OrcError('unavailable', `volume ${name} is a directory volume (${info.backingReason ?? 'no loop backing'}): a VM disk needs its ext4 image`)
       await this.local.unmount(vol.metadata.uid)
