@@ -90,7 +90,8 @@ export interface VmRunSpec {
   revision: number
   /** Per-revision console logs (`<logDir>/<revision>.log`). */
   logDir: string
-  kernel: string
+  /** Direct kernel boot; without one the firmware boots the drive marked `boot`. */
+  kernel?: string
   initrd?: string
   cmdline: string
   cpus: number
@@ -108,6 +109,8 @@ export interface VmDrive {
   format: 'raw' | 'qcow2'
   serial: string
   readOnly?: boolean
+  /** The disk the firmware boots (disk boot: no kernel given). */
+  boot?: boolean
 }
 
 /** A value inside a qemu option list: commas are doubled (`file=a,,b` is the file `a,b`). */
@@ -170,8 +173,10 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   // TCG's code cache is capped so that qemu's cgroup memory limit can allow for it (qemuLimits).
   args.push('-machine', 'q35', '-accel', spec.accel === 'tcg' ? `tcg,tb-size=${TCG_TB_MIB}` : spec.accel, '-cpu', spec.accel === 'kvm' ? 'host' : 'max')
   args.push('-smp', String(spec.cpus), '-m', `${spec.memoryMiB}M`)
-  args.push('-kernel', spec.kernel, '-append', spec.cmdline)
-  if (spec.initrd !== undefined) args.push('-initrd', spec.initrd)
+  if (spec.kernel !== undefined) {
+    args.push('-kernel', spec.kernel, '-append', spec.cmdline)
+    if (spec.initrd !== undefined) args.push('-initrd', spec.initrd)
+  }
   // The console appends to the revision's log file (the wrapper's own output goes there too).
   args.push('-chardev', `file,id=con0,path=${logFilePath(spec.logDir, spec.revision)},append=on`, '-serial', 'chardev:con0')
   args.push('-qmp', `unix:${qmpSocket},server=on,wait=off`)
@@ -184,7 +189,7 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
     // Opened (as root) before qemu drops to nobody; a qcow2 overlay opens its backing file read-only.
     const ro = d.readOnly ? ',readonly=on' : ''
     args.push('-drive', `file=${qemuOptValue(d.path)},format=${d.format},if=none,id=disk${i},discard=unmap${ro}`)
-    args.push('-device', `virtio-blk-pci,drive=disk${i},serial=${d.serial}`)
+    args.push('-device', `virtio-blk-pci,drive=disk${i},serial=${d.serial}${d.boot ? ',bootindex=0' : ''}`)
   }
   if (spec.net !== undefined) {
     args.push('-netdev', `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`)
@@ -330,8 +335,14 @@ export class QemuRuntime {
    * 8 s (nested virtualisation can give a /dev/kvm that runs a boot sector but hangs a Linux guest).
    * Probed once per runtime, with the first kernel asked for.
    */
-  accel(kernel: string): Promise<{ accel: VmAccel; reason: string }> {
-    this.accelProbe ??= this.probeAccel(kernel)
+  accel(kernel: string | undefined): Promise<{ accel: VmAccel; reason: string }> {
+    if (kernel === undefined) {
+      // A disk-booted guest gives no kernel: the node's newest one probes, else no probe (not cached).
+      kernel = newestBootKernel()
+      if (kernel === undefined && this.accelProbe === undefined && this.o.accel === 'auto')
+        return Promise.resolve({ accel: 'tcg', reason: 'no kernel in /boot to probe KVM with: emulated (slow)' })
+    }
+    this.accelProbe ??= this.probeAccel(kernel!)
     return this.accelProbe
   }
 

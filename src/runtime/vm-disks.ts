@@ -87,10 +87,10 @@ export async function ensureImageOverlay(run: CommandRunner, overlay: string, im
 }
 
 /**
- * The cloud-init NoCloud seed: a vfat image labelled CIDATA holding `meta-data` and `user-data`,
+ * The cloud-init NoCloud seed: a vfat image labelled CIDATA holding `meta-data`, `user-data` (and `network-config`),
  * written to `file` (mode 0600). The clear files exist only in a 0700 directory beside it while it is made.
  */
-export async function buildNoCloudSeed(run: CommandRunner, file: string, files: { metaData: string; userData: string }): Promise<void> {
+export async function buildNoCloudSeed(run: CommandRunner, file: string, files: { metaData: string; userData: string; networkConfig?: string }): Promise<void> {
   const work = `${file}.d`
   rmSync(work, { recursive: true, force: true })
   mkdirSync(work, { mode: 0o700 })
@@ -98,12 +98,17 @@ export async function buildNoCloudSeed(run: CommandRunner, file: string, files: 
   try {
     writeFileSync(join(work, 'meta-data'), files.metaData, { mode: 0o600 })
     writeFileSync(join(work, 'user-data'), files.userData, { mode: 0o600 })
+    const names = ['meta-data', 'user-data']
+    if (files.networkConfig !== undefined) {
+      writeFileSync(join(work, 'network-config'), files.networkConfig, { mode: 0o600 })
+      names.push('network-config')
+    }
     rmSync(tmp, { force: true })
     // FAT12 of at least 1 MiB; the user-data is at most 64 KiB.
-    const kib = Math.max(1024, Math.ceil((files.metaData.length + files.userData.length) / 1024) * 2 + 256)
+    const kib = Math.max(1024, Math.ceil((files.metaData.length + files.userData.length + (files.networkConfig?.length ?? 0)) / 1024) * 2 + 256)
     await must(run, 'mkfs.vfat', ['-n', 'CIDATA', '-C', tmp, String(kib)], 'make the cloud-init seed')
     chmodSync(tmp, 0o600)
-    await must(run, 'mcopy', ['-o', '-i', tmp, join(work, 'meta-data'), join(work, 'user-data'), '::'], 'copy meta-data and user-data into the seed', {
+    await must(run, 'mcopy', ['-o', '-i', tmp, ...names.map((n) => join(work, n)), '::'], 'copy the cloud-init files into the seed', {
       MTOOLS_SKIP_CHECK: '1',
     })
     renameSync(tmp, file)

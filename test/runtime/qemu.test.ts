@@ -12,10 +12,21 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
+import { noCloudFiles } from '../../src/agent/vms/index.ts'
 import { createExecaRunner } from '../../src/effects/index.ts'
 import { buildNoCloudSeed, diskImageFormat, ensureEmptyDisk, ensureImageOverlay, QemuRuntime, qemuLimits, type VmCgroup } from '../../src/runtime/index.ts'
 import { descendants, signalPid } from '../../src/runtime/procfs.ts'
-import { buildGuest, DISK_MARK, diskToolsMissing, GUEST_BANNER, GUEST_PORT, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
+import {
+  bootDiskToolsMissing,
+  buildBootDisk,
+  buildGuest,
+  DISK_MARK,
+  diskToolsMissing,
+  GUEST_BANNER,
+  GUEST_PORT,
+  GUEST_READY,
+  vmGuestMissing,
+} from '../fixtures/vm-guest.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 /** The first of `names` found in the cgroup's directories (v1 or v2 spelling), trimmed. */
@@ -281,5 +292,68 @@ test('qemu runtime: disks — an empty disk and an image overlay keep the guest 
   assert.match(second, /guest: disk base reads ORC-DISK-MARK 101\s/, 'the overlay kept the guest write')
   assert.equal(hash(), before, 'the image file is unchanged')
   assert.equal(readFileSync(join(disks, 'data.raw')).subarray(0, 16).toString(), `${DISK_MARK} 2\n`)
+  failed = false
+})
+
+test('qemu runtime: disk boot — no kernel given, SeaBIOS boots the disk marked boot (SYSLINUX on it), the seed carries network-config', {
+  timeout: 600_000,
+}, async (t) => {
+  const why = vmGuestMissing() ?? diskToolsMissing() ?? bootDiskToolsMissing()
+  if (why) return t.skip(`skipped: ${why}`)
+  const dir = mkdtempSync(join(tmpdir(), 'orc-qemu-diskboot-'))
+  const wrappers: number[] = []
+  const log = () => {
+    try {
+      return readFileSync(join(dir, 'console', '1.log'), 'utf8')
+    } catch {
+      return ''
+    }
+  }
+  let failed = true
+  t.after(() => {
+    if (failed) t.diagnostic(`--- console ---\n${log().slice(-3000)}`)
+    for (const pid of wrappers) for (const p of [...descendants(pid), pid]) signalPid(p, 'SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const guest = buildGuest(join(dir, 'guest'))
+  const disk = buildBootDisk(dir, guest)
+  const bootSector = readFileSync(disk).subarray(0, 512)
+  const seed = join(dir, 'seed.img')
+  const net = { ipv6: 'fd00:5eed::2', gateway: 'fe80::1', mac: '52:54:00:12:34:56' }
+  await buildNoCloudSeed(createExecaRunner(), seed, noCloudFiles({ uid: 'u-boot', name: 'booted' }, {}, [], net))
+  const rt = new QemuRuntime({ stateDir: join(dir, 'state') })
+  const accel = await rt.accel(undefined)
+  const h = await rt.start({
+    id: 'vm-diskboot',
+    revision: 1,
+    logDir: join(dir, 'console'),
+    cmdline: '',
+    cpus: 1,
+    memoryMiB: 256,
+    accel: accel.accel,
+    disks: [
+      { path: seed, format: 'raw', serial: 'cidata', readOnly: true },
+      { path: disk, format: 'raw', serial: 'root', boot: true },
+    ],
+  })
+  wrappers.push(h.pid)
+  await waitFor("the disk-booted guest's ready marker", () => (log().includes(GUEST_READY) ? true : undefined), 300_000)
+  const out = log()
+  assert.match(out, /SYSLINUX \d/, "the disk's boot loader ran")
+  assert.match(
+    out,
+    /Command line: BOOT_IMAGE=vmlinuz console=ttyS0 panic=-1 initrd=initrd.gz\r?\n/,
+    "the kernel's command line is the boot loader's (orc gave none)",
+  )
+  // The seed first, the boot disk second: bootindex, not the order, picks the disk.
+  assert.match(out, /guest: disk vda serial cidata/)
+  assert.match(out, /guest: disk vdb serial root sectors 131072/)
+  assert.match(out, /guest: disk root holds other data, left alone/)
+  assert.match(out, /guest: cidata network-config: {7}- "fd00:5eed::2\/128"/)
+  assert.match(out, /guest: cidata network-config: {7}macaddress: "52:54:00:12:34:56"/)
+  assert.match(out, /guest: cidata network-config: {9}via: "fe80::1"/)
+  assert.equal((await rt.stop('vm-diskboot', 0)).how, 'killed')
+  rt.remove('vm-diskboot')
+  assert.deepEqual(readFileSync(disk).subarray(0, 512), bootSector, 'the boot sector is intact')
   failed = false
 })

@@ -13,10 +13,22 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { qemuLimits } from '../../src/runtime/index.ts'
 import { descendants, isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
-import { buildGuest, DISK_MARK, diskToolsMissing, GUEST_READY, getVm, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
+import {
+  bootDiskToolsMissing,
+  buildBootDisk,
+  buildGuest,
+  DISK_MARK,
+  diskToolsMissing,
+  GUEST_READY,
+  getVm,
+  guestVmSpec,
+  vmGuestMissing,
+  vmManifest,
+} from '../fixtures/vm-guest.ts'
 import { podManifest, startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
 const why = vmGuestMissing() ?? diskToolsMissing()
+const noBootDisk = bootDiskToolsMissing()
 
 /** A file of the VM's cgroup (v1 or v2 spelling), trimmed. */
 function cgroupFile(dirs: string[], ...names: string[]): string | undefined {
@@ -102,6 +114,8 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
         }),
         /spec\.disks: must have at most 16 items/,
       ],
+      [vmManifest('bad', { node: 'n1', disks: [{ name: 'root', image: 'r.raw' }], bootDisk: 'rot' }), /spec\.bootDisk: names no disk of spec\.disks/],
+      [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, disks: [{ name: 'root', image: 'r.raw' }], bootDisk: 'root' }), /spec\.bootDisk: give kernel/],
       [
         vmManifest('bad', {
           node: 'n1',
@@ -337,8 +351,8 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.ok(logs.includes(`guest: cidata user-data:   - ${key}`), logs.slice(-2000))
     assert.match(logs, /guest: cidata user-data: #cloud-config/)
     assert.match(logs, /guest: cidata user-data: packages:/)
-    assert.ok(logs.includes(`guest: cidata meta-data: instance-id: ${uid}`))
-    assert.match(logs, /guest: cidata meta-data: local-hostname: tiny/)
+    assert.ok(logs.includes(`guest: cidata meta-data: instance-id: "${uid}"`))
+    assert.match(logs, /guest: cidata meta-data: local-hostname: "tiny"/)
     const seed = join(a.dataDir, 'vms', uid, 'disks', 'cidata.img')
     assert.equal(statSync(seed).mode & 0o777, 0o600, 'the seed is 0600')
     assert.equal(a.output().includes('AAAAC3NzaC1lZDI1NTE5AAAAIE2eOrcTestKey'), false, 'the key is not in the agent log')
@@ -392,6 +406,35 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       return d.status.phase === 'Available' ? true : undefined
     })
     assert.equal((await a.orc(['delete', 'volume/vdata'])).exitCode, 0)
+  })
+
+  it('disk boot: no kernel, the firmware boots an image disk (copy-on-write) whose boot loader starts the guest', {
+    timeout: 600_000,
+    skip: noBootDisk ? `skipped: ${noBootDisk}` : false,
+  }, async () => {
+    const image = buildBootDisk(join(a.dataDir, 'images'), { kernel, initrd: join(a.dataDir, 'images', 'initramfs.gz') })
+    const hash = createHash('sha256').update(readFileSync(image)).digest('hex')
+    const r = await a.orc(
+      ['apply', '-f', '-'],
+      vmManifest('booted', { node: 'n1', disks: [{ name: 'root', image: 'boot.raw' }], bootDisk: 'root', readyMarker: GUEST_READY }),
+    )
+    assert.equal(r.exitCode, 0, r.stderr)
+    await waitFor(
+      'vm/booted Running',
+      async () => {
+        const o = await vm('booted')
+        if (o?.status?.phase === 'Failed') throw new Error(`vm failed: ${o.status.reason}`)
+        return o?.status?.phase === 'Running' || undefined
+      },
+      300_000,
+    )
+    const logs = (await a.orc(['logs', 'vm/booted'])).stdout
+    assert.match(logs, /SYSLINUX \d/)
+    assert.match(logs, /guest: disk root holds other data, left alone/)
+    assert.match((await a.orc(['describe', 'vm/booted'])).stdout, /root\s+vda\s+image boot\.raw \(raw, copy-on-write\), boot disk/)
+    assert.match((await a.orc(['why', 'vm/booted'])).stdout, /resolve-kernel\s+done in/)
+    assert.equal((await a.orc(['delete', 'vm/booted'])).exitCode, 0)
+    assert.equal(createHash('sha256').update(readFileSync(image)).digest('hex'), hash, 'the image is unchanged')
   })
 
   it('a Volume has one user at a time: the VM waits Pending while a pod mounts it, then a pod waits while the VM has it; the data survives both', {

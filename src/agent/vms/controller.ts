@@ -150,7 +150,7 @@ export function markerScanner(file: string, marker: string): () => boolean {
 
 /** The kernel command line orc boots with: the user's, the serial console, and the guest's pod address. */
 export function guestCmdline(spec: Pick<VirtualMachineSpec, 'kernel'>, net: { ipv6: string } | undefined): string {
-  const parts = [spec.kernel.cmdline ?? '']
+  const parts = [spec.kernel?.cmdline ?? '']
   if (!/(^|\s)console=/.test(parts[0]!)) parts.push('console=ttyS0')
   if (net !== undefined) parts.push(`orc.ipv6=${net.ipv6}`, `orc.gateway=${GUEST_GATEWAY}`)
   return parts.filter((x) => x !== '').join(' ')
@@ -443,11 +443,11 @@ class VmWorker {
     const wantsNet = spec.network !== 'none'
     g.addUnit({
       name: 'resolve-kernel',
-      description: "the kernel (and initrd) found in the node's image stores or under /boot",
+      description: "the kernel (and initrd) found in the node's image stores or under /boot (none with bootDisk)",
       wantedBy: ['storage'],
       timeoutMs: 5_000,
       run: async () => {
-        this.kernel = resolveBootFile(spec.kernel, this.c.imageStores, 'kernel')
+        this.kernel = spec.kernel === undefined ? undefined : resolveBootFile(spec.kernel, this.c.imageStores, 'kernel')
         this.initrd = spec.initrd === undefined ? undefined : resolveBootFile(spec.initrd, this.c.imageStores, 'initrd')
       },
     })
@@ -456,9 +456,12 @@ class VmWorker {
         name: 'prepare-disks',
         description: 'the disks as files: sparse raw files, qcow2 overlays over images, Volumes attached (unmounted from the node), the cloud-init seed',
         wantedBy: ['storage'],
+        // The seed's network-config carries the guest's address.
+        ...(spec.cloudInit !== undefined ? { after: ['sandbox-network'] } : {}),
         timeoutMs: 120_000,
         run: async () => {
           const obj = this.c.store.get(this.ref)
+          const net = this.net?.mode === 'ipv6' ? { ipv6: this.net.ipv6, gateway: GUEST_GATEWAY, mac: guestMac(this.uid!) } : undefined
           if (obj === undefined || this.uid === undefined) throw new OrcError('not_found', 'the VM is gone')
           const r = await prepareVmDisks(
             {
@@ -469,6 +472,7 @@ class VmWorker {
             },
             { ...obj, spec },
             join(this.c.vmDir(this.uid), 'disks'),
+            net,
           ).catch((err: unknown) => {
             // In use by a pod (or on another node): not a failure of the VM's own, it waits for the Volume.
             if (err instanceof OrcError && err.code === 'conflict' && gen === this.gen) this.waitingForVolume = true
@@ -539,14 +543,14 @@ class VmWorker {
     const rt = this.c.runtime
     const unavailable = await rt.unavailable()
     if (unavailable !== undefined) throw new OrcError('unavailable', unavailable)
-    this.accel = await rt.accel(this.kernel!)
+    this.accel = await rt.accel(this.kernel)
     if (gen !== this.gen || signal.aborted) return
     const net = this.net?.mode === 'ipv6' ? this.net : undefined
     const h = await rt.start({
       id: this.uid!,
       revision: this.revision!,
       logDir: this.logDir(),
-      kernel: this.kernel!,
+      ...(this.kernel !== undefined ? { kernel: this.kernel } : {}),
       ...(this.initrd !== undefined ? { initrd: this.initrd } : {}),
       cmdline: guestCmdline(spec, net),
       cpus: spec.cpus ?? 1,

@@ -68,10 +68,13 @@ export function noCloudFiles(
   vm: { uid: string; name: string },
   ci: NonNullable<VirtualMachineSpec['cloudInit']>,
   keys: readonly string[],
-): { metaData: string; userData: string } {
-  const metaData = stringify({ 'instance-id': vm.uid, 'local-hostname': ci.hostname ?? vm.name })
+  net?: GuestNet,
+): NoCloudFiles {
+  const metaData = stringify({ 'instance-id': vm.uid, 'local-hostname': ci.hostname ?? vm.name }, QUOTED)
+  const networkConfig = net === undefined ? undefined : guestNetworkConfig(net)
+  const withNet = (f: { metaData: string; userData: string }): NoCloudFiles => (networkConfig === undefined ? f : { ...f, networkConfig })
   const given = ci.userData
-  if (given !== undefined && (!isCloudConfig(given) || keys.length === 0)) return { metaData, userData: given }
+  if (given !== undefined && (!isCloudConfig(given) || keys.length === 0)) return withNet({ metaData, userData: given })
   let doc: unknown = {}
   if (given !== undefined) {
     try {
@@ -87,14 +90,60 @@ export function noCloudFiles(
     if (had !== undefined && !Array.isArray(had)) throw new OrcError('invalid', 'spec.cloudInit.userData: ssh_authorized_keys must be a list')
     d.ssh_authorized_keys = [...((had as unknown[] | undefined) ?? []), ...keys]
   }
-  return { metaData, userData: `#cloud-config\n${Object.keys(d).length > 0 ? stringify(d) : ''}` }
+  return withNet({ metaData, userData: `#cloud-config\n${Object.keys(d).length > 0 ? stringify(d) : ''}` })
 }
+
+/** The guest's pod address, the node side of its link (fe80::1) and its NIC's MAC. */
+export interface GuestNet {
+  ipv6: string
+  gateway: string
+  mac: string
+}
+
+export type NoCloudFiles = { metaData: string; userData: string; networkConfig?: string }
+
+/**
+ * network-config (version 2) for a guest with a pod address: its NIC (by MAC) gets `ADDR/128` and a
+ * default route through the gateway, on-link, no DHCP or router advertisements — what the kernel
+ * command line's `orc.ipv6`/`orc.gateway` say to a kernel-booted guest, for a guest whose boot loader
+ * orc does not control.
+ */
+export function guestNetworkConfig(net: GuestNet): string {
+  return stringify(
+    {
+      version: 2,
+      ethernets: {
+        eth0: {
+          match: { macaddress: net.mac },
+          'set-name': 'eth0',
+          dhcp4: false,
+          dhcp6: false,
+          'accept-ra': false,
+          addresses: [`${net.ipv6}/128`],
+          routes: [{ to: '::/0', via: net.gateway, 'on-link': true }],
+        },
+      },
+    },
+    QUOTED,
+  )
+}
+
+/**
+ * orc's own YAML values are written quoted: cloud-init reads YAML 1.1, where an unquoted MAC such as
+ * 52:54:00:12:34:56 is a base-60 integer and an all-digit instance-id a number.
+ */
+const QUOTED = { defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' } as const
 
 /**
  * Make (or keep) the files of the VM's disks under `dir` and attach its Volumes; the drives in the
  * guest's order (spec.disks, then the seed). Files of disks no longer in the spec are removed.
  */
-export async function prepareVmDisks(c: VmDiskComponents, vm: Stored<VirtualMachine>, dir: string): Promise<{ drives: VmDrive[]; status: VmDiskStatus[] }> {
+export async function prepareVmDisks(
+  c: VmDiskComponents,
+  vm: Stored<VirtualMachine>,
+  dir: string,
+  net?: GuestNet,
+): Promise<{ drives: VmDrive[]; status: VmDiskStatus[] }> {
   const spec = vm.spec!
   const ns = vm.metadata.namespace ?? 'default'
   const disks = spec.disks ?? []
@@ -127,6 +176,10 @@ export async function prepareVmDisks(c: VmDiskComponents, vm: Stored<VirtualMach
       drive = { path, format: 'raw', serial: d.name }
       source = `volume ${d.volume.name}`
     } else throw new OrcError('invalid', `${what}: give emptyDisk, image or volume`)
+    if (d.name === spec.bootDisk) {
+      drive.boot = true
+      source += ', boot disk'
+    }
     status.push({ name: d.name, device: deviceName(drives.length), source })
     drives.push(drive)
   }
@@ -145,7 +198,7 @@ export async function prepareVmDisks(c: VmDiskComponents, vm: Stored<VirtualMach
       if (keys.length === 0) throw new OrcError('invalid', `secret/${ref.secret} key ${ref.key} holds no public key line`)
     }
     keep.add(SEED_FILE)
-    await buildNoCloudSeed(c.run, join(dir, SEED_FILE), noCloudFiles({ uid: vm.metadata.uid, name: vm.metadata.name }, ci, keys))
+    await buildNoCloudSeed(c.run, join(dir, SEED_FILE), noCloudFiles({ uid: vm.metadata.uid, name: vm.metadata.name }, ci, keys, net))
     status.push({ name: VM_SEED_SERIAL, device: deviceName(drives.length), source: 'cloud-init NoCloud seed', readOnly: true })
     drives.push({ path: join(dir, SEED_FILE), format: 'raw', serial: VM_SEED_SERIAL, readOnly: true })
   }

@@ -10,5 +10,5 @@ export {
   type VmTunables,
   vmSpecHash,
 } from './controller.ts'
-export { authorizedKeyLines, noCloudFiles, prepareVmDisks, secretValueOf, type VmDiskStatus, type VmVolumeHooks } from './disks.ts'
+export { authorizedKeyLines, guestNetworkConfig, noCloudFiles, prepareVmDisks, secretValueOf, type VmDiskStatus, type VmVolumeHooks } from './disks.ts'
 export { ensureVmTap, guestMac, VM_BRIDGE, VM_TAP } from './tap.ts'

@@ -83,14 +83,15 @@ const vmSpec = s.object({
   cpus: s.int({ min: 1, max: 64 }),
   /** Guest memory (default 256Mi), 64Mi … 256Gi. */
   memory: s.quantity(),
-  kernel: s.required(
-    s.object({
-      ...bootFileFields,
-      /** The kernel command line; orc appends `console=ttyS0` and the guest's address (`orc.ipv6=…`). */
-      cmdline: s.string({ maxLength: 2048 }),
-    }),
-  ),
+  /** Direct kernel boot (or bootDisk: one of the two). */
+  kernel: s.object({
+    ...bootFileFields,
+    /** The kernel command line; orc appends `console=ttyS0` and the guest's address (`orc.ipv6=…`). */
+    cmdline: s.string({ maxLength: 2048 }),
+  }),
   initrd: s.object(bootFileFields),
+  /** Disk boot: the firmware (SeaBIOS) boots this disk of spec.disks (its boot loader, its kernel) instead of a given kernel. */
+  bootDisk: s.string({ pattern: VM_DISK_NAME, patternName: 'a disk name' }),
   /** pod (default): a tap in the VM's own network namespace, bridged to its pod address; none: no NIC. */
   network: s.enum('pod', 'none'),
   /** Always (default): keep it running, boot it again when it powers off; Halted: stopped, keeping its node. */
@@ -189,7 +190,14 @@ export const virtualMachineKind = defineKind({
   check(obj) {
     const issues: Issue[] = []
     const spec = obj.spec
-    if (spec === undefined) return [{ path: 'spec', rule: 'is required (node and kernel)' }]
+    if (spec === undefined) return [{ path: 'spec', rule: 'is required (node and kernel or bootDisk)' }]
+    if (spec.kernel === undefined && spec.bootDisk === undefined)
+      issues.push({ path: 'spec.kernel', rule: 'is required (direct kernel boot), or give bootDisk (the firmware boots that disk)' })
+    if (spec.kernel !== undefined && spec.bootDisk !== undefined)
+      issues.push({ path: 'spec.bootDisk', rule: 'give kernel (direct kernel boot) or bootDisk (the firmware boots the disk), not both' })
+    if (spec.initrd !== undefined && spec.kernel === undefined) issues.push({ path: 'spec.initrd', rule: 'needs kernel (a boot disk brings its own)' })
+    if (spec.bootDisk !== undefined && !(spec.disks ?? []).some((d) => d.name === spec.bootDisk))
+      issues.push({ path: 'spec.bootDisk', rule: `names no disk of spec.disks (${JSON.stringify(spec.bootDisk)})` })
     issues.push(...bootFileIssues(spec.kernel, 'spec.kernel'), ...bootFileIssues(spec.initrd, 'spec.initrd'))
     if (spec.memory !== undefined) {
       let bytes: number | undefined

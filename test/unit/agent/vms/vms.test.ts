@@ -56,10 +56,35 @@ test('bad VirtualMachines are refused naming the field and the rule', () => {
     [{ ...ok, disks: [{ name: 'a', volume: { name: 'Bad_Name' } }] }, /spec\.disks\[0\]\.volume\.name/],
     [{ ...ok, disks: Array.from({ length: 17 }, (_, i) => ({ name: `d${i}`, emptyDisk: { size: '1Gi' } })) }, /spec\.disks: must have at most 16 items/],
     [{ ...ok, cloudInit: { sshAuthorizedKeys: { secret: 'keys' } } }, /spec\.cloudInit\.sshAuthorizedKeys\.key/],
+    [{ node: 'n1', disks: [{ name: 'root', image: 'r.qcow2' }] }, /spec\.kernel: is required \(direct kernel boot\), or give bootDisk/],
+    [{ ...ok, disks: [{ name: 'root', image: 'r.qcow2' }], bootDisk: 'root' }, /spec\.bootDisk: give kernel .* or bootDisk .*, not both/],
+    [{ node: 'n1', disks: [{ name: 'root', image: 'r.qcow2' }], bootDisk: 'rot' }, /spec\.bootDisk: names no disk of spec\.disks \("rot"\)/],
+    [{ node: 'n1', disks: [{ name: 'root', image: 'r.qcow2' }], bootDisk: 'root', initrd: { image: 'i' } }, /spec\.initrd: needs kernel/],
     [{ ...ok, cloudInit: { hostname: 'not a name' } }, /spec\.cloudInit\.hostname/],
     [{ ...ok, cloudInit: { userData: 'x'.repeat(65537) } }, /spec\.cloudInit\.userData/],
   ]
   for (const [spec, re] of cases) assert.throws(() => normalizeManifest(vm(spec)), re, JSON.stringify(spec))
+})
+
+test('disk boot: a VM without a kernel boots a disk of its spec', () => {
+  const o = normalizeManifest(vm({ node: 'n1', disks: [{ name: 'root', image: 'debian.qcow2' }], bootDisk: 'root' }))
+  assert.equal((o.spec as VirtualMachineSpec).bootDisk, 'root')
+  const args = qemuArgs(
+    {
+      id: 'u',
+      revision: 1,
+      logDir: '/d',
+      cmdline: '',
+      cpus: 1,
+      memoryMiB: 256,
+      accel: 'tcg',
+      disks: [{ path: '/r', format: 'qcow2', serial: 'root', boot: true }],
+    },
+    '/s',
+  )
+  assert.equal(args.includes('-kernel'), false)
+  assert.equal(args.includes('-append'), false)
+  assert.equal(args[args.indexOf('-device') + 1], 'virtio-blk-pci,drive=disk0,serial=root,bootindex=0')
 })
 
 test('disks: a good spec is accepted; the cloud-init files merge the Secret keys into #cloud-config, other user-data is kept as is', () => {
@@ -77,11 +102,29 @@ test('disks: a good spec is accepted; the cloud-init files merge the Secret keys
   assert.deepEqual(authorizedKeyLines('# admins\nssh-ed25519 AAA a@b\r\n\n  ssh-rsa BBB c@d  \n'), ['ssh-ed25519 AAA a@b', 'ssh-rsa BBB c@d'])
   const vmId = { uid: 'u-1', name: 'db' }
   const merged = noCloudFiles(vmId, { userData: '#cloud-config\nssh_authorized_keys: [ssh-ed25519 OLD x@y]\npackages: [htop]\n' }, ['ssh-ed25519 NEW a@b'])
-  assert.equal(merged.metaData, 'instance-id: u-1\nlocal-hostname: db\n')
+  assert.equal(merged.metaData, 'instance-id: "u-1"\nlocal-hostname: "db"\n')
   assert.ok(merged.userData.startsWith('#cloud-config\n'))
   assert.deepEqual(parse(merged.userData), { ssh_authorized_keys: ['ssh-ed25519 OLD x@y', 'ssh-ed25519 NEW a@b'], packages: ['htop'] })
   assert.deepEqual(parse(noCloudFiles(vmId, { hostname: 'h' }, ['k1']).userData), { ssh_authorized_keys: ['k1'] })
-  assert.equal(noCloudFiles(vmId, { hostname: 'h' }, []).metaData, 'instance-id: u-1\nlocal-hostname: h\n')
+  assert.equal(noCloudFiles(vmId, { hostname: 'h' }, []).metaData, 'instance-id: "u-1"\nlocal-hostname: "h"\n')
+  // network-config v2 for a guest with a pod address: values quoted (YAML 1.1 reads an unquoted MAC as a number).
+  const nc = noCloudFiles(vmId, {}, [], { ipv6: 'fd00::2', gateway: 'fe80::1', mac: '52:54:00:12:34:56' }).networkConfig ?? ''
+  assert.match(nc, /macaddress: "52:54:00:12:34:56"/)
+  assert.deepEqual(parse(nc), {
+    version: 2,
+    ethernets: {
+      eth0: {
+        match: { macaddress: '52:54:00:12:34:56' },
+        'set-name': 'eth0',
+        dhcp4: false,
+        dhcp6: false,
+        'accept-ra': false,
+        addresses: ['fd00::2/128'],
+        routes: [{ to: '::/0', via: 'fe80::1', 'on-link': true }],
+      },
+    },
+  })
+  assert.equal(noCloudFiles(vmId, {}, []).networkConfig, undefined, 'no pod address: no network-config')
   assert.equal(noCloudFiles(vmId, {}, []).userData, '#cloud-config\n')
   // A script (or MIME, #include) is the user's own: passed as is.
   assert.equal(noCloudFiles(vmId, { userData: '#!/bin/sh\necho hi\n' }, []).userData, '#!/bin/sh\necho hi\n')
