@@ -12,8 +12,8 @@
  * (runStrategy Always) after a back-off. Guests outlive an agent restart: the next agent re-adopts
  * them (QemuRuntime.recover) and keeps their network namespace.
  */
-import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type CommandRunner, sleep, type TimerHandle } from '../../effects/index.ts'
 import {
@@ -154,6 +154,17 @@ export function guestCmdline(spec: Pick<VirtualMachineSpec, 'kernel'>, net: { ip
   if (!/(^|\s)console=/.test(parts[0]!)) parts.push('console=ttyS0')
   if (net !== undefined) parts.push(`orc.ipv6=${net.ipv6}`, `orc.gateway=${GUEST_GATEWAY}`)
   return parts.filter((x) => x !== '').join(' ')
+}
+
+/** The directories under `root` (`<data-dir>/vms`) of VM uids not in `uids`. */
+export function staleVmDirs(root: string, uids: ReadonlySet<string>): string[] {
+  let names: string[]
+  try {
+    names = readdirSync(root)
+  } catch {
+    return []
+  }
+  return names.filter((n) => !uids.has(n)).map((n) => join(root, n))
 }
 
 /** Identity of what a guest boots (everything but runStrategy, which only says whether). */
@@ -696,6 +707,12 @@ export class VmController {
       void h.exited.then((e) => w.exited(h.pid, e))
     }
     for (const e of found.ended) this.c.runtime.remove(e.id)
+    // VMs deleted while no agent ran: their consoles and disks go too (this node saw each of them, or
+    // it would have no directory for it, and its store no longer has it).
+    for (const dir of staleVmDirs(dirname(this.c.vmDir('_')), new Set(byUid.keys()))) {
+      rmSync(dir, { recursive: true, force: true })
+      this.c.log.info({ dir }, 'files of a deleted vm removed')
+    }
     this.unsubscribe = this.c.store.onChange((keys) => {
       // Room may have freed (a pod or VM deleted or finished, the node's capacity changed): the
       // guests waiting for it look again.

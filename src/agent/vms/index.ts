@@ -3,6 +3,7 @@ export {
   guestCmdline,
   markerScanner,
   resolveBootFile,
+  staleVmDirs,
   VM_CONTROLLER,
   VM_TUNABLES,
   VmController,

@@ -6,7 +6,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { parse } from 'yaml'
-import { authorizedKeyLines, guestCmdline, guestMac, markerScanner, noCloudFiles, resolveBootFile, vmSpecHash } from '../../../../src/agent/vms/index.ts'
+import {
+  authorizedKeyLines,
+  guestCmdline,
+  guestMac,
+  markerScanner,
+  noCloudFiles,
+  resolveBootFile,
+  staleVmDirs,
+  vmSpecHash,
+} from '../../../../src/agent/vms/index.ts'
 import { defaultOwnership, findKind, normalizeManifest, type VirtualMachineSpec } from '../../../../src/model/index.ts'
 import { QEMU_EXTRA_TASKS, QEMU_OVERHEAD_MIB, qemuArgs, qemuLimits, TCG_TB_MIB } from '../../../../src/runtime/index.ts'
 import { defaultAuthorize } from '../../../../src/store/index.ts'
@@ -64,6 +73,17 @@ test('bad VirtualMachines are refused naming the field and the rule', () => {
     [{ ...ok, cloudInit: { userData: 'x'.repeat(65537) } }, /spec\.cloudInit\.userData/],
   ]
   for (const [spec, re] of cases) assert.throws(() => normalizeManifest(vm(spec)), re, JSON.stringify(spec))
+})
+
+test("a deleted VM's directory (console, disks) is found by its uid missing from the store", () => {
+  const root = mkdtempSync(join(tmpdir(), 'orc-vm-dirs-'))
+  try {
+    for (const uid of ['kept', 'gone']) mkdirSync(join(root, uid, 'disks'), { recursive: true })
+    assert.deepEqual(staleVmDirs(root, new Set(['kept', 'other'])), [join(root, 'gone')])
+    assert.deepEqual(staleVmDirs(join(root, 'missing'), new Set()), [])
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
 })
 
 test('disk boot: a VM without a kernel boots a disk of its spec', () => {
