@@ -472,8 +472,8 @@ class VmWorker {
         timeoutMs: 120_000,
         run: async () => {
           const obj = this.c.store.get(this.ref)
-          const net = this.net?.mode === 'ipv6' ? { ipv6: this.net.ipv6, gateway: GUEST_GATEWAY, mac: guestMac(this.uid!) } : undefined
           if (obj === undefined || this.uid === undefined) throw new OrcError('not_found', 'the VM is gone')
+          const net = this.net?.mode === 'ipv6' ? { ipv6: this.net.ipv6, gateway: GUEST_GATEWAY, mac: guestMac(this.uid) } : undefined
           const r = await prepareVmDisks(
             {
               run: this.c.run,
