@@ -373,6 +373,9 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       false,
       'the volume is not mounted on the node',
     )
+    const snap = await a.orc(['volume', 'snapshot', 'vdata', '--name', 'while-vm'])
+    assert.notEqual(snap.exitCode, 0)
+    assert.match(snap.stderr, /volume\/vdata is the disk of vm\/disky: halt it \(runStrategy: Halted\) first/)
     const del = await a.orc(['delete', 'volume/vdata'])
     assert.notEqual(del.exitCode, 0)
     assert.match(del.stderr, /volume\/vdata is used by vm\/disky: delete or change it first \(nothing was deleted\)/)
