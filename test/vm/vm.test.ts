@@ -24,6 +24,7 @@ import {
   guestVmSpec,
   vmGuestMissing,
   vmManifest,
+  waitVmRunning,
 } from '../fixtures/vm-guest.ts'
 import { podManifest, startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
@@ -326,17 +327,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       cloudInit: { userData: '#cloud-config\npackages: [htop]\n', sshAuthorizedKeys: { secret: 'keys', key: 'authorized_keys' }, hostname: 'tiny' },
     })
     assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('disky', spec))).exitCode, 0)
-    const running = async (after = 0) =>
-      waitFor(
-        'vm/disky Running',
-        async () => {
-          const o = await vm('disky')
-          if (o?.status?.phase === 'Failed') throw new Error(`vm failed: ${o.status.reason}`)
-          return o?.status?.phase === 'Running' && o.status.runningRevision > after ? o : undefined
-        },
-        300_000,
-      )
-    const o = await running()
+    const o = await waitVmRunning(a.orc, 'disky')
     const uid = o.metadata.uid as string
     const logs = (await a.orc(['logs', 'vm/disky'])).stdout
     // In the spec's order with their names as serials, the seed last.
@@ -394,7 +385,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       return v?.status?.phase === 'Stopped' && d.status.phase === 'Available' && d.status.attachedTo === undefined ? true : undefined
     })
     assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('disky', spec))).exitCode, 0)
-    const again = await running(o.status.runningRevision)
+    const again = await waitVmRunning(a.orc, 'disky', o.status.runningRevision)
     const logs2 = (await a.orc(['logs', 'vm/disky', '--revision', String(again.status.runningRevision)])).stdout
     assert.match(logs2, /guest: disk data reads ORC-DISK-MARK 1\s/, 'the empty disk kept its data')
     assert.match(logs2, /guest: disk base reads ORC-DISK-MARK 101\s/, 'the overlay kept the guest write')
@@ -422,15 +413,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       vmManifest('booted', { node: 'n1', disks: [{ name: 'root', image: 'boot.raw' }], bootDisk: 'root', readyMarker: GUEST_READY }),
     )
     assert.equal(r.exitCode, 0, r.stderr)
-    await waitFor(
-      'vm/booted Running',
-      async () => {
-        const o = await vm('booted')
-        if (o?.status?.phase === 'Failed') throw new Error(`vm failed: ${o.status.reason}`)
-        return o?.status?.phase === 'Running' || undefined
-      },
-      300_000,
-    )
+    await waitVmRunning(a.orc, 'booted')
     const logs = (await a.orc(['logs', 'vm/booted'])).stdout
     assert.match(logs, /SYSLINUX \d/)
     assert.match(logs, /guest: disk root holds other data, left alone/)
@@ -465,14 +448,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
 
     // The pod goes: the VM takes the Volume (unmounted from the node) without waiting out its back-off.
     assert.equal((await a.orc(['delete', 'pod/writer'])).exitCode, 0)
-    await waitFor(
-      'vm/waiter Running',
-      async () => {
-        const o = await vm('waiter')
-        return o?.status?.phase === 'Running' || undefined
-      },
-      300_000,
-    )
+    await waitVmRunning(a.orc, 'waiter')
     assert.match((await a.orc(['logs', 'vm/waiter'])).stdout, /guest: disk shared reads <empty>\s+guest: disk shared wrote ORC-DISK-MARK 1/)
 
     // A pod that wants it now waits, naming the VM.
