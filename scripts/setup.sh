@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian machine: the Debian packages orc drives (sandbox, OCI and gVisor
-# runtimes, WireGuard, routing, NAT; qemu-system-x86, linux-image-amd64 and cpio for VirtualMachines and their tests' guest; e2fsprogs and util-linux for Volumes (mkfs.ext4, loop mounts, fsfreeze), mmdebstrap for the redis-on-a-Volume test's image; curl for the bootstrap test; openssl for the HTTPS listener's certificate; shellcheck for install.sh; dnsutils (dig) and dnsmasq-base for the DNS tests and benchmark; docker-registry, skopeo, umoci, zstd for the
+# runtimes, WireGuard, routing, NAT; qemu-system-x86, linux-image-amd64 and cpio for VirtualMachines and their tests' guest, qemu-utils (qemu-img: image overlays), dosfstools and mtools (the cloud-init seed) for their disks, syslinux for the disk-boot test's boot disk; e2fsprogs and util-linux for Volumes (mkfs.ext4, loop mounts, fsfreeze), mmdebstrap for the redis-on-a-Volume test's image; curl for the bootstrap test; openssl for the HTTPS listener's certificate; shellcheck for install.sh; dnsutils (dig) and dnsmasq-base for the DNS tests and benchmark; docker-registry, skopeo, umoci, zstd for the
 # registry-image tests; chromium for the dashboard's browser tests; etcd and serf only as benchmark baselines) and the npm packages from the lock file. Safe to run again: it installs only what is
 # missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEB_PACKAGES=(bubblewrap runc runsc busybox-static qemu-system-x86 linux-image-amd64 cpio e2fsprogs util-linux mmdebstrap wireguard-tools wireguard-go iproute2 nftables iputils-ping procps curl openssl shellcheck docker-registry skopeo umoci zstd tmux dnsutils dnsmasq-base chromium)
+DEB_PACKAGES=(bubblewrap runc runsc busybox-static qemu-system-x86 qemu-utils dosfstools mtools syslinux linux-image-amd64 cpio e2fsprogs util-linux mmdebstrap wireguard-tools wireguard-go iproute2 nftables iputils-ping procps curl openssl shellcheck docker-registry skopeo umoci zstd tmux dnsutils dnsmasq-base chromium)
 BENCH_PACKAGES=(etcd-server serf)
 
 APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)

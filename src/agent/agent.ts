@@ -76,7 +76,7 @@ import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
-import { VmController, vmRoutes } from './vms/index.ts'
+import { secretValueOf, VmController, vmRoutes } from './vms/index.ts'
 import { admitVolumeChange, admitVolumeDelete, VolumeService, volumeRoutes } from './volumes/index.ts'
 
 export type OpenStore = (opts: {
@@ -385,6 +385,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       run: execaRunner,
       vmDir: (uid) => join(dataDir, 'vms', uid),
       imageStores: [join(dataDir, 'images'), ...(opts.imageStores ?? [])],
+      volumes: volumes(),
+      secretValue: secretValueOf(store, () => keyring.get()),
     }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
   // from its registry on the cluster's behalf, with the credentials of the asker's namespace.
@@ -838,7 +840,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
       admitPodData(obj, batch, (kind, ns, name) => apiStore.get({ kind, namespace: ns, name }))
     },
     admitDelete: (ref) => {
-      if (ref.kind === 'Volume') admitVolumeDelete(apiStore.list('Pod', ref.namespace), ref.namespace, ref.name)
+      if (ref.kind === 'Volume') admitVolumeDelete(apiStore.list('Pod', ref.namespace), ref.namespace, ref.name, apiStore.list('VirtualMachine', ref.namespace))
     },
     rollbackTarget: (ref) => previousUserRevision(apiStore, ref),
     rollbackRewrite: (ref, to) => pinImagesOnRollback(apiStore, ref, to),

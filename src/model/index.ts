@@ -105,13 +105,16 @@ export { type Role, type RoleBinding, type RoleRule, roleBindingKind, roleKind, 
 export { POD_RUNTIMES, type PodRuntime, type SecurityPolicy, securityPolicyKind, UNSAFE_FEATURES, type UnsafeFeature } from './kinds/security-policy.ts'
 export { MAX_SERVICE_PORTS, PORT_NAME, portsText, type Service, type ServicePort, type ServiceSpec, serviceKind } from './kinds/service.ts'
 export {
+  isCloudConfig,
   type VirtualMachine,
   type VirtualMachinePhase,
   type VirtualMachineSpec,
   type VirtualMachineStatus,
   VM_DEFAULT_GRACE_SECONDS,
   VM_DEFAULT_MEMORY,
+  VM_MAX_DISKS,
   VM_MEMORY_OVERHEAD_BYTES,
+  VM_SEED_SERIAL,
   virtualMachineKind,
   vmMemoryBytes,
   vmNodeRequests,

@@ -60,6 +60,7 @@ export {
   TCG_TB_MIB,
   type VmAccel,
   type VmCgroup,
+  type VmDrive,
   type VmHandle,
   type VmLimits,
   type VmRecord,
@@ -95,6 +96,7 @@ export type {
   SpawnRequest,
   StopOptions,
 } from './types.ts'
+export { buildNoCloudSeed, type DiskFormat, diskImageFormat, ensureEmptyDisk, ensureImageOverlay } from './vm-disks.ts'
 
 import { POD_RUNTIMES, type PodRuntime } from '../model/index.ts'
 import { GvisorRuntime } from './gvisor.ts'

@@ -90,7 +90,8 @@ export interface VmRunSpec {
   revision: number
   /** Per-revision console logs (`<logDir>/<revision>.log`). */
   logDir: string
-  kernel: string
+  /** Direct kernel boot; without one the firmware boots the drive marked `boot`. */
+  kernel?: string
   initrd?: string
   cmdline: string
   cpus: number
@@ -98,6 +99,23 @@ export interface VmRunSpec {
   accel: VmAccel
   /** The guest's NIC: an existing tap device inside this network namespace. */
   net?: { netnsPath: string; tap: string; mac: string }
+  /** virtio-blk drives in this order (the guest's vda, vdb, …). */
+  disks?: VmDrive[]
+}
+
+/** A host file the guest sees as a virtio-blk disk whose serial is `serial` (`/dev/disk/by-id/virtio-SERIAL`). */
+export interface VmDrive {
+  path: string
+  format: 'raw' | 'qcow2'
+  serial: string
+  readOnly?: boolean
+  /** The disk the firmware boots (disk boot: no kernel given). */
+  boot?: boolean
+}
+
+/** A value inside a qemu option list: commas are doubled (`file=a,,b` is the file `a,b`). */
+function qemuOptValue(v: string): string {
+  return v.replaceAll(',', ',,')
 }
 
 export interface VmRecord {
@@ -155,8 +173,10 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   // TCG's code cache is capped so that qemu's cgroup memory limit can allow for it (qemuLimits).
   args.push('-machine', 'q35', '-accel', spec.accel === 'tcg' ? `tcg,tb-size=${TCG_TB_MIB}` : spec.accel, '-cpu', spec.accel === 'kvm' ? 'host' : 'max')
   args.push('-smp', String(spec.cpus), '-m', `${spec.memoryMiB}M`)
-  args.push('-kernel', spec.kernel, '-append', spec.cmdline)
-  if (spec.initrd !== undefined) args.push('-initrd', spec.initrd)
+  if (spec.kernel !== undefined) {
+    args.push('-kernel', spec.kernel, '-append', spec.cmdline)
+    if (spec.initrd !== undefined) args.push('-initrd', spec.initrd)
+  }
   // The console appends to the revision's log file (the wrapper's own output goes there too).
   args.push('-chardev', `file,id=con0,path=${logFilePath(spec.logDir, spec.revision)},append=on`, '-serial', 'chardev:con0')
   args.push('-qmp', `unix:${qmpSocket},server=on,wait=off`)
@@ -164,6 +184,13 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   // obsolete syscalls, no exec, no scheduler or cgroup changes). Setting uids stays allowed: -runas
   // itself needs it, and nobody cannot use it to get root back.
   args.push('-sandbox', 'on,obsolete=deny,spawn=deny,resourcecontrol=deny', '-runas', 'nobody')
+  for (const [i, d] of (spec.disks ?? []).entries()) {
+    if (!/^[A-Za-z0-9_-]{1,20}$/.test(d.serial)) throw new OrcError('invalid', `disk serial ${JSON.stringify(d.serial)}: letters, digits, - and _, at most 20`)
+    // Opened (as root) before qemu drops to nobody; a qcow2 overlay opens its backing file read-only.
+    const ro = d.readOnly ? ',readonly=on' : ''
+    args.push('-drive', `file=${qemuOptValue(d.path)},format=${d.format},if=none,id=disk${i},discard=unmap${ro}`)
+    args.push('-device', `virtio-blk-pci,drive=disk${i},serial=${d.serial}${d.boot ? ',bootindex=0' : ''}`)
+  }
   if (spec.net !== undefined) {
     args.push('-netdev', `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`)
     args.push('-device', `virtio-net-pci,netdev=net0,mac=${spec.net.mac}`)
@@ -308,8 +335,14 @@ export class QemuRuntime {
    * 8 s (nested virtualisation can give a /dev/kvm that runs a boot sector but hangs a Linux guest).
    * Probed once per runtime, with the first kernel asked for.
    */
-  accel(kernel: string): Promise<{ accel: VmAccel; reason: string }> {
-    this.accelProbe ??= this.probeAccel(kernel)
+  accel(kernel: string | undefined): Promise<{ accel: VmAccel; reason: string }> {
+    if (kernel === undefined) {
+      // A disk-booted guest gives no kernel: the node's newest one probes, else no probe (not cached).
+      kernel = newestBootKernel()
+      if (kernel === undefined && this.accelProbe === undefined && this.o.accel === 'auto')
+        return Promise.resolve({ accel: 'tcg', reason: 'no kernel in /boot to probe KVM with: emulated (slow)' })
+    }
+    this.accelProbe ??= this.probeAccel(kernel!)
     return this.accelProbe
   }
 

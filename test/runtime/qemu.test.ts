@@ -7,13 +7,26 @@
  */
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { QemuRuntime, qemuLimits, type VmCgroup } from '../../src/runtime/index.ts'
+import { noCloudFiles } from '../../src/agent/vms/index.ts'
+import { createExecaRunner } from '../../src/effects/index.ts'
+import { buildNoCloudSeed, diskImageFormat, ensureEmptyDisk, ensureImageOverlay, QemuRuntime, qemuLimits, type VmCgroup } from '../../src/runtime/index.ts'
 import { descendants, signalPid } from '../../src/runtime/procfs.ts'
-import { buildGuest, GUEST_BANNER, GUEST_PORT, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
+import {
+  bootDiskToolsMissing,
+  buildBootDisk,
+  buildGuest,
+  DISK_MARK,
+  diskToolsMissing,
+  GUEST_BANNER,
+  GUEST_PORT,
+  GUEST_READY,
+  vmGuestMissing,
+} from '../fixtures/vm-guest.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 /** The first of `names` found in the cgroup's directories (v1 or v2 spelling), trimmed. */
@@ -180,5 +193,167 @@ test('qemu runtime: boots a guest, console in the log, reachable over IPv6 on it
   assert.equal(killed.how, 'killed', killed.detail)
   assert.equal((await h2.exited).signal === 'SIGKILL' || (await h2.exited).code === 137, true)
   rt3.remove('vm-stubborn')
+  failed = false
+})
+
+test('qemu runtime: disks — an empty disk and an image overlay keep the guest writes across boots, the image file is never written, the NoCloud seed is read', {
+  timeout: 600_000,
+}, async (t) => {
+  const why = vmGuestMissing() ?? diskToolsMissing()
+  if (why) return t.skip(`skipped: ${why}`)
+  const dir = mkdtempSync(join(tmpdir(), 'orc-qemu-disks-'))
+  const wrappers: number[] = []
+  let failed = true
+  const log = (rev: number) => {
+    try {
+      return readFileSync(join(dir, 'console', `${rev}.log`), 'utf8')
+    } catch {
+      return ''
+    }
+  }
+  t.after(() => {
+    if (failed) t.diagnostic(`--- console ---\n${log(1).slice(-2000)}\n${log(2).slice(-2000)}`)
+    for (const pid of wrappers) for (const p of [...descendants(pid), pid]) signalPid(p, 'SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const guest = buildGuest(join(dir, 'guest'))
+  const disks = join(dir, 'disks')
+  mkdirSync(disks)
+  // The image: a raw file that already holds mark 100.
+  const image = join(dir, 'images', 'base.raw')
+  mkdirSync(join(dir, 'images'))
+  writeFileSync(image, Buffer.concat([Buffer.from(`${DISK_MARK} 100\n`), Buffer.alloc(2 ** 20 - 18)]))
+  const hash = () => createHash('sha256').update(readFileSync(image)).digest('hex')
+  const before = hash()
+  const run = createExecaRunner()
+  assert.equal(await diskImageFormat(run, image), 'raw')
+  assert.deepEqual(ensureEmptyDisk(join(disks, 'data.raw'), 64 * 2 ** 20), { created: true, grew: false })
+  assert.equal(statSync(join(disks, 'data.raw')).blocks, 0, 'the empty disk is sparse')
+  assert.equal(statSync(join(disks, 'data.raw')).mode & 0o777, 0o600)
+  assert.equal(await ensureImageOverlay(run, join(disks, 'base.qcow2'), image, 'raw'), true)
+  assert.equal(await ensureImageOverlay(run, join(disks, 'base.qcow2'), image, 'raw'), false, 'an overlay over the same image is kept')
+  const seed = join(dir, 'seed.img')
+  await buildNoCloudSeed(run, seed, {
+    metaData: 'instance-id: 1234\nlocal-hostname: tiny\n',
+    userData: '#cloud-config\nssh_authorized_keys:\n  - ssh-ed25519 AAAAC3Nza-test-key user@test\n',
+  })
+  assert.equal(statSync(seed).mode & 0o777, 0o600)
+  assert.deepEqual(readdirSync(dir).sort(), ['disks', 'guest', 'images', 'seed.img'], 'no clear user-data left beside the seed')
+  // A qcow2 image that names a backing file of its own is refused (it could name any host file).
+  execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', '-b', '/etc/hostname', '-F', 'raw', join(dir, 'images', 'sneaky.qcow2')])
+  await assert.rejects(diskImageFormat(run, join(dir, 'images', 'sneaky.qcow2')), /names another file/)
+
+  const rt = new QemuRuntime({ stateDir: join(dir, 'state') })
+  const accel = await rt.accel(guest.kernel)
+  const boot = async (revision: number) => {
+    const h = await rt.start({
+      id: 'vm-disks',
+      revision,
+      logDir: join(dir, 'console'),
+      kernel: guest.kernel,
+      initrd: guest.initrd,
+      cmdline: 'console=ttyS0 panic=-1',
+      cpus: 1,
+      memoryMiB: 256,
+      accel: accel.accel,
+      disks: [
+        { path: join(disks, 'data.raw'), format: 'raw', serial: 'data' },
+        { path: join(disks, 'base.qcow2'), format: 'qcow2', serial: 'base' },
+        { path: seed, format: 'raw', serial: 'cidata', readOnly: true },
+      ],
+    })
+    wrappers.push(h.pid)
+    await waitFor(`boot ${revision}: the guest's ready marker`, () => (log(revision).includes(GUEST_READY) ? true : undefined), 300_000)
+    // The guest wrote its marks with fsync: killing qemu loses nothing of them.
+    const stop = await rt.stop('vm-disks', 0)
+    assert.equal(stop.how, 'killed', stop.detail)
+    rt.remove('vm-disks')
+    return log(revision)
+  }
+  const first = await boot(1)
+  t.diagnostic(
+    first
+      .split('\n')
+      .filter((l) => l.startsWith('guest: '))
+      .join('\n'),
+  )
+  // In order, each with its name as serial: vda, vdb, then the seed.
+  assert.match(first, /guest: disk vda serial data sectors 131072/)
+  assert.match(first, /guest: disk vdb serial base sectors 2048/)
+  assert.match(first, /guest: disk vdc serial cidata/)
+  assert.match(first, /guest: disk data reads <empty>\s+guest: disk data wrote ORC-DISK-MARK 1/)
+  assert.match(first, /guest: disk base reads ORC-DISK-MARK 100\s+guest: disk base wrote ORC-DISK-MARK 101/)
+  assert.match(first, /guest: cidata files meta-data user-data/)
+  assert.match(first, /guest: cidata user-data: {3}- ssh-ed25519 AAAAC3Nza-test-key user@test/)
+  assert.match(first, /guest: cidata meta-data: local-hostname: tiny/)
+
+  const second = await boot(2)
+  assert.match(second, /guest: disk data reads ORC-DISK-MARK 1\s/, 'the empty disk kept what the first boot wrote')
+  assert.match(second, /guest: disk base reads ORC-DISK-MARK 101\s/, 'the overlay kept the guest write')
+  assert.equal(hash(), before, 'the image file is unchanged')
+  assert.equal(readFileSync(join(disks, 'data.raw')).subarray(0, 16).toString(), `${DISK_MARK} 2\n`)
+  failed = false
+})
+
+test('qemu runtime: disk boot — no kernel given, SeaBIOS boots the disk marked boot (SYSLINUX on it), the seed carries network-config', {
+  timeout: 600_000,
+}, async (t) => {
+  const why = vmGuestMissing() ?? diskToolsMissing() ?? bootDiskToolsMissing()
+  if (why) return t.skip(`skipped: ${why}`)
+  const dir = mkdtempSync(join(tmpdir(), 'orc-qemu-diskboot-'))
+  const wrappers: number[] = []
+  const log = () => {
+    try {
+      return readFileSync(join(dir, 'console', '1.log'), 'utf8')
+    } catch {
+      return ''
+    }
+  }
+  let failed = true
+  t.after(() => {
+    if (failed) t.diagnostic(`--- console ---\n${log().slice(-3000)}`)
+    for (const pid of wrappers) for (const p of [...descendants(pid), pid]) signalPid(p, 'SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const guest = buildGuest(join(dir, 'guest'))
+  const disk = buildBootDisk(dir, guest)
+  const bootSector = readFileSync(disk).subarray(0, 512)
+  const seed = join(dir, 'seed.img')
+  const net = { ipv6: 'fd00:5eed::2', gateway: 'fe80::1', mac: '52:54:00:12:34:56' }
+  await buildNoCloudSeed(createExecaRunner(), seed, noCloudFiles({ uid: 'u-boot', name: 'booted' }, {}, [], net))
+  const rt = new QemuRuntime({ stateDir: join(dir, 'state') })
+  const accel = await rt.accel(undefined)
+  const h = await rt.start({
+    id: 'vm-diskboot',
+    revision: 1,
+    logDir: join(dir, 'console'),
+    cmdline: '',
+    cpus: 1,
+    memoryMiB: 256,
+    accel: accel.accel,
+    disks: [
+      { path: seed, format: 'raw', serial: 'cidata', readOnly: true },
+      { path: disk, format: 'raw', serial: 'root', boot: true },
+    ],
+  })
+  wrappers.push(h.pid)
+  await waitFor("the disk-booted guest's ready marker", () => (log().includes(GUEST_READY) ? true : undefined), 300_000)
+  const out = log()
+  assert.match(out, /SYSLINUX \d/, "the disk's boot loader ran")
+  assert.match(
+    out,
+    /Command line: BOOT_IMAGE=vmlinuz console=ttyS0 panic=-1 initrd=initrd.gz\r?\n/,
+    "the kernel's command line is the boot loader's (orc gave none)",
+  )
+  // The seed first, the boot disk second: bootindex, not the order, picks the disk.
+  assert.match(out, /guest: disk vda serial cidata/)
+  assert.match(out, /guest: disk vdb serial root sectors 131072/)
+  assert.match(out, /guest: disk root holds other data, left alone/)
+  assert.match(out, /guest: cidata network-config: {7}- "fd00:5eed::2\/128"/)
+  assert.match(out, /guest: cidata network-config: {7}macaddress: "52:54:00:12:34:56"/)
+  assert.match(out, /guest: cidata network-config: {9}via: "fe80::1"/)
+  assert.equal((await rt.stop('vm-diskboot', 0)).how, 'killed')
+  rt.remove('vm-diskboot')
+  assert.deepEqual(readFileSync(disk).subarray(0, 512), bootSector, 'the boot sector is intact')
   failed = false
 })

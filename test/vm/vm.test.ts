@@ -7,15 +7,29 @@
  * (test agents run with it off): the reachability over IPv6 is the testbed's (test/testbed/vm.test.ts).
  */
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { qemuLimits } from '../../src/runtime/index.ts'
 import { descendants, isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
-import { buildGuest, GUEST_READY, getVm, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
-import { startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
+import {
+  bootDiskToolsMissing,
+  buildBootDisk,
+  buildGuest,
+  DISK_MARK,
+  diskToolsMissing,
+  GUEST_READY,
+  getVm,
+  guestVmSpec,
+  vmGuestMissing,
+  vmManifest,
+  waitVmRunning,
+} from '../fixtures/vm-guest.ts'
+import { podManifest, startTestAgent, type TestAgent, waitFor } from '../pods/helpers.ts'
 
-const why = vmGuestMissing()
+const why = vmGuestMissing() ?? diskToolsMissing()
+const noBootDisk = bootDiskToolsMissing()
 
 /** A file of the VM's cgroup (v1 or v2 spelling), trimmed. */
 function cgroupFile(dirs: string[], ...names: string[]): string | undefined {
@@ -69,6 +83,48 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       [vmManifest('bad', { kernel: { path: kernel } }), /spec\.node/],
       [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, runStrategy: 'Sometimes' }), /spec\.runStrategy/],
       [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, cpus: 0 }), /spec\.cpus/],
+      [
+        vmManifest('bad', { node: 'n1', kernel: { path: kernel }, disks: [{ name: 'a', emptyDisk: { size: '1Gi' }, image: 'x.raw' }] }),
+        /spec\.disks\[0\]: must give exactly one of emptyDisk .* image .* or volume/,
+      ],
+      [
+        vmManifest('bad', {
+          node: 'n1',
+          kernel: { path: kernel },
+          disks: [
+            { name: 'a', emptyDisk: { size: '1Gi' } },
+            { name: 'a', image: 'x.raw' },
+          ],
+        }),
+        /spec\.disks\[1\]\.name: duplicate value "a"/,
+      ],
+      [
+        vmManifest('bad', { node: 'n1', kernel: { path: kernel }, disks: [{ name: 'a', emptyDisk: { size: '100Ki' } }] }),
+        /spec\.disks\[0\]\.emptyDisk\.size: must be between 1Mi and 64Ti/,
+      ],
+      [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, disks: [{ name: 'Data_1', emptyDisk: { size: '1Gi' } }] }), /spec\.disks\[0\]\.name/],
+      [
+        vmManifest('bad', { node: 'n1', kernel: { path: kernel }, disks: [{ name: 'cidata', emptyDisk: { size: '1Gi' } }] }),
+        /spec\.disks\[0\]\.name: cidata is the cloud-init seed/,
+      ],
+      [
+        vmManifest('bad', {
+          node: 'n1',
+          kernel: { path: kernel },
+          disks: Array.from({ length: 17 }, (_, i) => ({ name: `d${i}`, emptyDisk: { size: '1Mi' } })),
+        }),
+        /spec\.disks: must have at most 16 items/,
+      ],
+      [vmManifest('bad', { node: 'n1', disks: [{ name: 'root', image: 'r.raw' }], bootDisk: 'rot' }), /spec\.bootDisk: names no disk of spec\.disks/],
+      [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, disks: [{ name: 'root', image: 'r.raw' }], bootDisk: 'root' }), /spec\.bootDisk: give kernel/],
+      [
+        vmManifest('bad', {
+          node: 'n1',
+          kernel: { path: kernel },
+          cloudInit: { userData: '#!/bin/sh\necho hi', sshAuthorizedKeys: { secret: 'k', key: 'k' } },
+        }),
+        /spec\.cloudInit\.sshAuthorizedKeys: needs userData that is #cloud-config/,
+      ],
     ] as const
     for (const [m, re] of bad) {
       const r = await a.orc(['apply', '-f', '-'], m)
@@ -146,7 +202,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
       return o?.status?.phase === 'Running' && o.status.pid === before.pid ? o.status : undefined
     })
     assert.equal(st.runningRevision, before.runningRevision)
-    assert.equal(st.restarts, 0)
+    assert.equal(st.restarts, before.restarts, `restarts ${before.restarts} before the agent restart; last stop ${JSON.stringify(st.lastStop)}`)
     assert.deepEqual(st.limits, before.limits, 'the re-adopted guest keeps its cgroup')
     assertQemuLimited(st, 1, 256)
     assert.ok((await a.orc(['logs', 'vm/guest'])).stdout.includes(GUEST_READY))
@@ -246,6 +302,170 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     const w = await a.orc(['why', 'vm/sneaky'])
     assert.match(w.stdout, /resolve-kernel\s+failed/)
     assert.equal((await a.orc(['delete', 'vm/sneaky'])).exitCode, 0)
+  })
+
+  it('disks and cloud-init: an empty disk, an image overlay and a Volume keep the guest writes across a halt, the image is not written, the seed carries the Secret key', {
+    timeout: 600_000,
+  }, async () => {
+    const image = join(a.dataDir, 'images', 'base.raw')
+    writeFileSync(image, Buffer.concat([Buffer.from(`${DISK_MARK} 100\n`), Buffer.alloc(2 ** 20 - 18)]))
+    const imageHash = () => createHash('sha256').update(readFileSync(image)).digest('hex')
+    const hashBefore = imageHash()
+    const key = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eOrcTestKey test@orc'
+    const manifests = [
+      { apiVersion: 'orc/v1', kind: 'Secret', metadata: { name: 'keys' }, spec: { data: { authorized_keys: `# the admin\n${key}\n` } } },
+      { apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'vdata' }, spec: { size: '16Mi', node: 'n1' } },
+    ]
+    for (const m of manifests) assert.equal((await a.orc(['apply', '-f', '-'], JSON.stringify(m))).exitCode, 0)
+    const spec = guestVmSpec(kernel, {
+      terminationGracePeriodSeconds: 5,
+      disks: [
+        { name: 'data', emptyDisk: { size: '64Mi' } },
+        { name: 'base', image: 'base.raw' },
+        { name: 'vol', volume: { name: 'vdata' } },
+      ],
+      cloudInit: { userData: '#cloud-config\npackages: [htop]\n', sshAuthorizedKeys: { secret: 'keys', key: 'authorized_keys' }, hostname: 'tiny' },
+    })
+    assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('disky', spec))).exitCode, 0)
+    const o = await waitVmRunning(a.orc, 'disky')
+    const uid = o.metadata.uid as string
+    const logs = (await a.orc(['logs', 'vm/disky'])).stdout
+    // In the spec's order with their names as serials, the seed last.
+    assert.match(logs, /guest: disk vda serial data sectors 131072/)
+    assert.match(logs, /guest: disk vdb serial base sectors 2048/)
+    assert.match(logs, /guest: disk vdc serial vol sectors 32768/)
+    assert.match(logs, /guest: disk vdd serial cidata/)
+    assert.match(logs, /guest: disk data reads <empty>/)
+    assert.match(logs, /guest: disk base reads ORC-DISK-MARK 100\s/)
+    assert.match(logs, /guest: disk vol reads <empty>/)
+    // The seed: the Secret's key merged into the user's #cloud-config, meta-data from the VM.
+    assert.ok(logs.includes(`guest: cidata user-data:   - ${key}`), logs.slice(-2000))
+    assert.match(logs, /guest: cidata user-data: #cloud-config/)
+    assert.match(logs, /guest: cidata user-data: packages:/)
+    assert.ok(logs.includes(`guest: cidata meta-data: instance-id: "${uid}"`))
+    assert.match(logs, /guest: cidata meta-data: local-hostname: "tiny"/)
+    const seed = join(a.dataDir, 'vms', uid, 'disks', 'cidata.img')
+    assert.equal(statSync(seed).mode & 0o777, 0o600, 'the seed is 0600')
+    assert.equal(a.output().includes('AAAAC3NzaC1lZDI1NTE5AAAAIE2eOrcTestKey'), false, 'the key is not in the agent log')
+    assert.equal(statSync(join(a.dataDir, 'vms', uid, 'disks', 'data.raw')).blocks < 1024, true, 'the empty disk is sparse')
+
+    assert.match((await a.orc(['why', 'vm/disky'])).stdout, /prepare-disks\s+done in/)
+    const desc = (await a.orc(['describe', 'vm/disky'])).stdout
+    assert.match(
+      desc,
+      /Disks \(in the guest's order[^\n]*\n\s+NAME\s+DEVICE\s+SOURCE\n\s+data\s+vda\s+emptyDisk 64Mi\n\s+base\s+vdb\s+image base\.raw \(raw, copy-on-write\)\n\s+vol\s+vdc\s+volume vdata\n\s+cidata\s+vdd\s+cloud-init NoCloud seed \(read-only\)/,
+    )
+    // The Volume is the VM's: attached to it, not deletable, and not mounted on the host.
+    const vol = JSON.parse((await a.orc(['get', 'volume/vdata', '-o', 'json'])).stdout)
+    assert.equal(vol.status.attachedTo, 'vm/default/disky')
+    assert.equal(vol.status.phase, 'Attached')
+    assert.equal(
+      readFileSync('/proc/self/mountinfo', 'utf8').includes(join(a.dataDir, 'volumes', vol.metadata.uid, 'mnt')),
+      false,
+      'the volume is not mounted on the node',
+    )
+    const snap = await a.orc(['volume', 'snapshot', 'vdata', '--name', 'while-vm'])
+    assert.notEqual(snap.exitCode, 0)
+    assert.match(snap.stderr, /volume\/vdata is the disk of vm\/disky: halt it \(runStrategy: Halted\) first/)
+    const del = await a.orc(['delete', 'volume/vdata'])
+    assert.notEqual(del.exitCode, 0)
+    assert.match(del.stderr, /volume\/vdata is used by vm\/disky: delete or change it first \(nothing was deleted\)/)
+
+    // A bad change is refused naming the field, and the stored VM keeps its revision.
+    const bad = await a.orc(['apply', '-f', '-'], vmManifest('disky', { ...spec, disks: [{ name: 'data', emptyDisk: { size: 'lots' } }] }))
+    assert.notEqual(bad.exitCode, 0)
+    assert.match(bad.stderr, /spec\.disks\[0\]\.emptyDisk\.size/)
+    const stored = await vm('disky')
+    assert.deepEqual(stored!.spec, o.spec)
+
+    // Halted: the guest powers off, the Volume is free again; Always: the next boot reads what the last one wrote.
+    assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('disky', { ...spec, runStrategy: 'Halted' }))).exitCode, 0)
+    await waitFor('vm/disky Stopped and its Volume detached', async () => {
+      const [v, d] = [await vm('disky'), JSON.parse((await a.orc(['get', 'volume/vdata', '-o', 'json'])).stdout)]
+      return v?.status?.phase === 'Stopped' && d.status.phase === 'Available' && d.status.attachedTo === undefined ? true : undefined
+    })
+    assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('disky', spec))).exitCode, 0)
+    const again = await waitVmRunning(a.orc, 'disky', o.status.runningRevision)
+    const logs2 = (await a.orc(['logs', 'vm/disky', '--revision', String(again.status.runningRevision)])).stdout
+    assert.match(logs2, /guest: disk data reads ORC-DISK-MARK 1\s/, 'the empty disk kept its data')
+    assert.match(logs2, /guest: disk base reads ORC-DISK-MARK 101\s/, 'the overlay kept the guest write')
+    assert.match(logs2, /guest: disk vol reads ORC-DISK-MARK 1\s/, 'the Volume kept its data')
+    assert.equal(imageHash(), hashBefore, 'the image file is unchanged')
+
+    // Delete: the disks go with the VM, the Volume stays (detached, its data kept).
+    assert.equal((await a.orc(['delete', 'vm/disky'])).exitCode, 0)
+    await waitFor('the vm disks removed', () => (existsSync(join(a.dataDir, 'vms', uid)) ? undefined : true), 60_000)
+    await waitFor('volume/vdata detached', async () => {
+      const d = JSON.parse((await a.orc(['get', 'volume/vdata', '-o', 'json'])).stdout)
+      return d.status.phase === 'Available' ? true : undefined
+    })
+    assert.equal((await a.orc(['delete', 'volume/vdata'])).exitCode, 0)
+  })
+
+  it('disk boot: no kernel, the firmware boots an image disk (copy-on-write) whose boot loader starts the guest', {
+    timeout: 600_000,
+    skip: noBootDisk ? `skipped: ${noBootDisk}` : false,
+  }, async () => {
+    const image = buildBootDisk(join(a.dataDir, 'images'), { kernel, initrd: join(a.dataDir, 'images', 'initramfs.gz') })
+    const hash = createHash('sha256').update(readFileSync(image)).digest('hex')
+    const r = await a.orc(
+      ['apply', '-f', '-'],
+      vmManifest('booted', { node: 'n1', disks: [{ name: 'root', image: 'boot.raw' }], bootDisk: 'root', readyMarker: GUEST_READY }),
+    )
+    assert.equal(r.exitCode, 0, r.stderr)
+    await waitVmRunning(a.orc, 'booted')
+    const logs = (await a.orc(['logs', 'vm/booted'])).stdout
+    assert.match(logs, /SYSLINUX \d/)
+    assert.match(logs, /guest: disk root holds other data, left alone/)
+    assert.match((await a.orc(['describe', 'vm/booted'])).stdout, /root\s+vda\s+image boot\.raw \(raw, copy-on-write\), boot disk/)
+    assert.match((await a.orc(['why', 'vm/booted'])).stdout, /resolve-kernel\s+done in/)
+    assert.equal((await a.orc(['delete', 'vm/booted'])).exitCode, 0)
+    assert.equal(createHash('sha256').update(readFileSync(image)).digest('hex'), hash, 'the image is unchanged')
+  })
+
+  it('a Volume has one user at a time: the VM waits Pending while a pod mounts it, then a pod waits while the VM has it; the data survives both', {
+    timeout: 600_000,
+  }, async () => {
+    const volume = { apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'shared' }, spec: { size: '16Mi', node: 'n1' } }
+    assert.equal((await a.orc(['apply', '-f', '-'], JSON.stringify(volume))).exitCode, 0)
+    const mountShared = { volumes: [{ name: 'd', volume: { name: 'shared' } }] }
+    const withMount = (m: string) => {
+      const p = JSON.parse(m)
+      p.spec.containers[0].volumeMounts = [{ name: 'd', mountPath: '/d' }]
+      return JSON.stringify(p)
+    }
+    const writer = withMount(podManifest('writer', 'busybox', 'echo from-the-pod > /d/hello && exec sleep 3600', mountShared))
+    assert.equal((await a.orc(['apply', '-f', '-'], writer)).exitCode, 0)
+    await waitFor('pod/writer Running with volume/shared', async () => (await a.pod('writer'))?.status?.phase === 'Running' || undefined)
+    const spec = guestVmSpec(kernel, { terminationGracePeriodSeconds: 5, disks: [{ name: 'shared', volume: { name: 'shared' } }] })
+    assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('waiter', spec))).exitCode, 0)
+    const pending = await waitFor('vm/waiter Pending for the volume', async () => {
+      const o = await vm('waiter')
+      return o?.status?.phase === 'Pending' && /volume shared is in use by pod writer/.test(o.status.reason ?? '') ? o.status : undefined
+    })
+    assert.match(pending.reason, /prepare-disks/)
+    assert.match((await a.orc(['why', 'vm/waiter'])).stdout, /prepare-disks\s+failed/)
+
+    // The pod goes: the VM takes the Volume (unmounted from the node) without waiting out its back-off.
+    assert.equal((await a.orc(['delete', 'pod/writer'])).exitCode, 0)
+    await waitVmRunning(a.orc, 'waiter')
+    assert.match((await a.orc(['logs', 'vm/waiter'])).stdout, /guest: disk shared reads <empty>\s+guest: disk shared wrote ORC-DISK-MARK 1/)
+
+    // A pod that wants it now waits, naming the VM.
+    const late = withMount(podManifest('late', 'busybox', 'cat /d/hello && exec sleep 3600', mountShared))
+    assert.equal((await a.orc(['apply', '-f', '-'], late)).exitCode, 0)
+    await waitFor('pod/late waits for vm/waiter', async () => {
+      const w = await a.orc(['why', 'pod/late'])
+      return /volume shared is in use by vm\/waiter/.test(w.stdout) || undefined
+    })
+    assert.notEqual((await a.pod('late'))?.status?.phase, 'Running')
+
+    // Halted: the pod gets it, and reads what the first pod wrote (the guest wrote only the ext4 boot block).
+    assert.equal((await a.orc(['apply', '-f', '-'], vmManifest('waiter', { ...spec, runStrategy: 'Halted' }))).exitCode, 0)
+    await waitFor('pod/late Running', async () => (await a.pod('late'))?.status?.phase === 'Running' || undefined, 120_000)
+    await waitFor('pod/late read the file', async () => /from-the-pod/.test((await a.orc(['logs', 'pod/late'])).stdout) || undefined)
+    for (const r of ['pod/late', 'vm/waiter']) assert.equal((await a.orc(['delete', r])).exitCode, 0)
+    await waitFor('volume/shared deletable', async () => (await a.orc(['delete', 'volume/shared'])).exitCode === 0 || undefined, 60_000)
   })
 
   it('delete removes the VM and its console logs from the node', async () => {

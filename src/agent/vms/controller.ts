@@ -2,7 +2,8 @@
  * controller:vm — runs the VirtualMachines pinned to this node (`spec.node`): each revision of a
  * VM's spec is one lifecycle run (src/workflow) with the pod targets and these units:
  *
- *   resolve-kernel → storage;  sandbox-network → create-tap → network;
+ *   resolve-kernel → storage;  prepare-disks (with spec.disks or spec.cloudInit) → storage;
+ *   sandbox-network → create-tap → network;
  *   start-qemu (requires storage, network) → running;  wait-console-marker (with spec.readyMarker) → running
  *
  * The run's snapshot goes into `status.workflow`, so `orc why vm/NAME` explains it on any node as
@@ -11,8 +12,8 @@
  * (runStrategy Always) after a back-off. Guests outlive an agent restart: the next agent re-adopts
  * them (QemuRuntime.recover) and keeps their network namespace.
  */
-import { existsSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, type CommandRunner, sleep, type TimerHandle } from '../../effects/index.ts'
 import {
@@ -24,13 +25,14 @@ import {
   VM_DEFAULT_GRACE_SECONDS,
   vmMemoryBytes,
 } from '../../model/index.ts'
-import { type CgroupUsage, logFilePath, type QemuRuntime, readFileFrom, type VmAccel, type VmCgroup } from '../../runtime/index.ts'
+import { type CgroupUsage, logFilePath, type QemuRuntime, readFileFrom, type VmAccel, type VmCgroup, type VmDrive } from '../../runtime/index.ts'
 import { admitVms, canonicalJson, type VmClaim } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { StatusWriter } from '../pods/status.ts'
 import { nodeAllocation } from '../sched/index.ts'
+import { prepareVmDisks, type VmDiskStatus, type VmVolumeHooks } from './disks.ts'
 import { ensureVmTap, guestMac, VM_TAP } from './tap.ts'
 
 export const VM_CONTROLLER = 'controller:vm'
@@ -65,6 +67,10 @@ export interface VmControllerComponents {
   vmDir(uid: string): string
   /** The node's image stores (`<data-dir>/images`, ORC_IMAGE_STORES): where kernels and initrds are found by name. */
   imageStores: readonly string[]
+  /** The node's Volumes as VM disks (absent: a `volume` disk fails prepare-disks). */
+  volumes?: VmVolumeHooks
+  /** One value of a Secret of a namespace, opened with the node's keyring (cloud-init's SSH keys). */
+  secretValue?(namespace: string, name: string, key: string): Buffer
   tunables?: Partial<VmTunables>
 }
 
@@ -144,10 +150,21 @@ export function markerScanner(file: string, marker: string): () => boolean {
 
 /** The kernel command line orc boots with: the user's, the serial console, and the guest's pod address. */
 export function guestCmdline(spec: Pick<VirtualMachineSpec, 'kernel'>, net: { ipv6: string } | undefined): string {
-  const parts = [spec.kernel.cmdline ?? '']
+  const parts = [spec.kernel?.cmdline ?? '']
   if (!/(^|\s)console=/.test(parts[0]!)) parts.push('console=ttyS0')
   if (net !== undefined) parts.push(`orc.ipv6=${net.ipv6}`, `orc.gateway=${GUEST_GATEWAY}`)
   return parts.filter((x) => x !== '').join(' ')
+}
+
+/** The directories under `root` (`<data-dir>/vms`) of VM uids not in `uids`. */
+export function staleVmDirs(root: string, uids: ReadonlySet<string>): string[] {
+  let names: string[]
+  try {
+    names = readdirSync(root)
+  } catch {
+    return []
+  }
+  return names.filter((n) => !uids.has(n)).map((n) => join(root, n))
 }
 
 /** Identity of what a guest boots (everything but runStrategy, which only says whether). */
@@ -172,6 +189,9 @@ class VmWorker {
   private net: PodAttachment | undefined
   private kernel: string | undefined
   private initrd: string | undefined
+  /** The drives prepare-disks made for this run, and what status.disks says of them. */
+  private drives: VmDrive[] | undefined
+  private disks: VmDiskStatus[] | undefined
   private accel: { accel: VmAccel; reason: string } | undefined
   private pid: number | undefined
   /** qemu's cgroup and limits, as the runtime made them. */
@@ -185,6 +205,8 @@ class VmWorker {
   private stopping = false
   /** The guest does not fit on the node now: the controller reconciles again when pods or VMs change. */
   waitingForRoom = false
+  /** prepare-disks found a Volume held by another (a pod): Pending, tried again when a Volume changes. */
+  private waitingForVolume = false
   private readonly writer: StatusWriter<'VirtualMachine'>
   done = false
 
@@ -250,6 +272,7 @@ class VmWorker {
       this.accel = { accel, reason: typeof st.accelReason === 'string' ? st.accelReason : '' }
       this.restarts = typeof st.restarts === 'number' ? st.restarts : 0
       this.snapshot = st.workflow as WorkflowSnapshot | undefined
+      if (Array.isArray(st.disks)) this.disks = st.disks as VmDiskStatus[]
       this.phase = 'Running'
       if (this.c.network !== undefined && obj.spec.network !== 'none' && this.uid !== undefined)
         this.net = await this.c.network.attachPod(this.uid, typeof st.ipv6 === 'string' ? st.ipv6 : undefined)
@@ -274,6 +297,7 @@ class VmWorker {
           : { ...cg.limits, cgroup: cg.dirs, enforced: cg.enforced, ...(cg.unenforced !== undefined ? { unenforced: cg.unenforced } : {}) },
       ipv6: this.net?.mode === 'ipv6' ? this.net.ipv6 : undefined,
       network: this.net?.mode === 'loopback' ? `none: ${this.net.reason}` : undefined,
+      disks: this.disks,
       runningRevision: this.runningRevision,
       targetRevision: this.revision,
       specHash: this.hash,
@@ -306,6 +330,8 @@ class VmWorker {
       if (this.phase !== 'Stopped' || this.hash !== hash) {
         this.gen++
         await this.stopGuest('runStrategy Halted')
+        // A halted VM's Volumes are free for pods (it attaches them again when it runs).
+        await this.releaseVolumes()
         this.clearRetry()
         this.hash = hash
         this.phase = 'Stopped'
@@ -345,6 +371,7 @@ class VmWorker {
     const gen = ++this.gen
     this.revision = obj.metadata.revision
     this.phase = 'Starting'
+    this.waitingForVolume = false
     this.reason = undefined
     const run = new WorkflowRun(this.buildGraph(obj.spec!, gen), { clock: this.c.clock, id: `vm/${this.ref.name}@${this.revision}`, log: this.c.log })
     this.run = run
@@ -372,7 +399,7 @@ class VmWorker {
     this.c.log.warn({ ...this.fields(), reason: res.reason }, 'vm lifecycle failed')
     await this.stopGuest('lifecycle failed', 0)
     if (gen !== this.gen) return
-    this.phase = 'Failed'
+    this.phase = this.waitingForVolume ? 'Pending' : 'Failed'
     this.reason = res.reason
     this.writeStatus(`failed: ${res.reason ?? 'unknown'}`)
     this.scheduleRestart(gen)
@@ -384,14 +411,24 @@ class VmWorker {
     this.clearRetry()
     this.retryTimer = this.c.clock.setTimeout(() => {
       this.retryTimer = undefined
-      void this.enqueue(async () => {
-        const cur = this.c.store.get(this.ref)
-        if (gen !== this.gen || cur?.spec === undefined || cur.spec.node !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
-        if (!this.hasRoom()) return
-        this.restarts++
-        await this.startRun(cur, 'boot again')
-      })
+      void this.enqueue(() => this.bootAgain(gen))
     }, delay)
+  }
+
+  private async bootAgain(gen: number): Promise<void> {
+    const cur = this.c.store.get(this.ref)
+    if (gen !== this.gen || cur?.spec === undefined || cur.spec.node !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
+    if (!this.hasRoom()) return
+    this.restarts++
+    await this.startRun(cur, 'boot again')
+  }
+
+  /** A Volume changed: a guest waiting for one (held by a pod) tries again now rather than after its back-off. */
+  volumeChanged(): void {
+    if (!this.waitingForVolume || this.retryTimer === undefined) return
+    this.clearRetry()
+    const gen = this.gen
+    void this.enqueue(() => this.bootAgain(gen))
   }
 
   /** qemu ended on its own (the guest powered off, crashed, or qemu failed). */
@@ -417,14 +454,50 @@ class VmWorker {
     const wantsNet = spec.network !== 'none'
     g.addUnit({
       name: 'resolve-kernel',
-      description: "the kernel (and initrd) found in the node's image stores or under /boot",
+      description: "the kernel (and initrd) found in the node's image stores or under /boot (none with bootDisk)",
       wantedBy: ['storage'],
       timeoutMs: 5_000,
       run: async () => {
-        this.kernel = resolveBootFile(spec.kernel, this.c.imageStores, 'kernel')
+        this.kernel = spec.kernel === undefined ? undefined : resolveBootFile(spec.kernel, this.c.imageStores, 'kernel')
         this.initrd = spec.initrd === undefined ? undefined : resolveBootFile(spec.initrd, this.c.imageStores, 'initrd')
       },
     })
+    if ((spec.disks ?? []).length > 0 || spec.cloudInit !== undefined)
+      g.addUnit({
+        name: 'prepare-disks',
+        description: 'the disks as files: sparse raw files, qcow2 overlays over images, Volumes attached (unmounted from the node), the cloud-init seed',
+        wantedBy: ['storage'],
+        // The seed's network-config carries the guest's address.
+        ...(spec.cloudInit !== undefined ? { after: ['sandbox-network'] } : {}),
+        timeoutMs: 120_000,
+        run: async () => {
+          const obj = this.c.store.get(this.ref)
+          if (obj === undefined || this.uid === undefined) throw new OrcError('not_found', 'the VM is gone')
+          const net = this.net?.mode === 'ipv6' ? { ipv6: this.net.ipv6, gateway: GUEST_GATEWAY, mac: guestMac(this.uid) } : undefined
+          const r = await prepareVmDisks(
+            {
+              run: this.c.run,
+              resolveImage: (image, what) => resolveBootFile({ image }, this.c.imageStores, what),
+              ...(this.c.volumes ? { volumes: this.c.volumes } : {}),
+              ...(this.c.secretValue ? { secretValue: this.c.secretValue } : {}),
+            },
+            { ...obj, spec },
+            join(this.c.vmDir(this.uid), 'disks'),
+            net,
+          ).catch((err: unknown) => {
+            // In use by a pod (or on another node): not a failure of the VM's own, it waits for the Volume.
+            if (err instanceof OrcError && err.code === 'conflict' && gen === this.gen) this.waitingForVolume = true
+            throw err
+          })
+          if (gen !== this.gen) return
+          this.drives = r.drives
+          this.disks = r.status
+        },
+      })
+    else {
+      this.drives = undefined
+      this.disks = undefined
+    }
     g.addUnit({
       name: 'sandbox-network',
       description: "the VM's network namespace and its IPv6 address in the node's /64, as a pod's (none with network: none or no node network)",
@@ -481,20 +554,21 @@ class VmWorker {
     const rt = this.c.runtime
     const unavailable = await rt.unavailable()
     if (unavailable !== undefined) throw new OrcError('unavailable', unavailable)
-    this.accel = await rt.accel(this.kernel!)
+    this.accel = await rt.accel(this.kernel)
     if (gen !== this.gen || signal.aborted) return
     const net = this.net?.mode === 'ipv6' ? this.net : undefined
     const h = await rt.start({
       id: this.uid!,
       revision: this.revision!,
       logDir: this.logDir(),
-      kernel: this.kernel!,
+      ...(this.kernel !== undefined ? { kernel: this.kernel } : {}),
       ...(this.initrd !== undefined ? { initrd: this.initrd } : {}),
       cmdline: guestCmdline(spec, net),
       cpus: spec.cpus ?? 1,
       memoryMiB: Math.floor(vmMemoryBytes(spec) / 2 ** 20),
       accel: this.accel.accel,
       ...(net ? { net: { netnsPath: net.netnsPath, tap: VM_TAP, mac: guestMac(this.uid!) } } : {}),
+      ...(this.drives !== undefined && this.drives.length > 0 ? { disks: this.drives } : {}),
     })
     this.pid = h.pid
     this.cgroup = h.cgroup
@@ -558,6 +632,7 @@ class VmWorker {
     this.gen++
     this.clearRetry()
     await this.stopGuest(why)
+    await this.releaseVolumes()
     if (this.uid !== undefined) {
       this.c.runtime.remove(this.uid)
       if (this.net?.mode === 'ipv6')
@@ -571,6 +646,13 @@ class VmWorker {
     this.phase = 'Pending'
     this.waitingForRoom = false
     this.c.log.info({ ...this.fields(), why }, 'vm removed from node')
+  }
+
+  /** The Volumes this VM has as disks are let go on this node (it halted, or left). */
+  private async releaseVolumes(): Promise<void> {
+    await this.c.volumes
+      ?.releaseFromVm({ namespace: this.ref.namespace, name: this.ref.name })
+      .catch((err) => this.c.log.warn({ ...this.fields(), err: String(err) }, 'release vm volumes'))
   }
 
   /** qemu's CPU and memory from its cgroup while the guest runs (`orc top vms`). */
@@ -625,12 +707,19 @@ export class VmController {
       void h.exited.then((e) => w.exited(h.pid, e))
     }
     for (const e of found.ended) this.c.runtime.remove(e.id)
+    // VMs deleted while no agent ran: their consoles and disks go too (this node saw each of them, or
+    // it would have no directory for it, and its store no longer has it).
+    for (const dir of staleVmDirs(dirname(this.c.vmDir('_')), new Set(byUid.keys()))) {
+      rmSync(dir, { recursive: true, force: true })
+      this.c.log.info({ dir }, 'files of a deleted vm removed')
+    }
     this.unsubscribe = this.c.store.onChange((keys) => {
       // Room may have freed (a pod or VM deleted or finished, the node's capacity changed): the
       // guests waiting for it look again.
       if (keys.some((k) => k.startsWith('Pod/') || k.startsWith('VirtualMachine/') || k === `Node//${this.c.nodeName}`)) {
         for (const w of this.workers.values()) if (w.waitingForRoom) void this.reconcileRef(w.ref)
       }
+      if (keys.some((k) => k.startsWith('Volume/'))) for (const w of this.workers.values()) w.volumeChanged()
       for (const key of keys) {
         if (!key.startsWith('VirtualMachine/')) continue
         const [, namespace, ...rest] = key.split('/')

@@ -3,6 +3,7 @@ export {
   guestCmdline,
   markerScanner,
   resolveBootFile,
+  staleVmDirs,
   VM_CONTROLLER,
   VM_TUNABLES,
   VmController,
@@ -10,4 +11,5 @@ export {
   type VmTunables,
   vmSpecHash,
 } from './controller.ts'
+export { authorizedKeyLines, guestNetworkConfig, noCloudFiles, prepareVmDisks, secretValueOf, type VmDiskStatus, type VmVolumeHooks } from './disks.ts'
 export { ensureVmTap, guestMac, VM_BRIDGE, VM_TAP } from './tap.ts'

@@ -3,7 +3,7 @@
  * pods would lose their data under them); a placed Volume's size and node do not change (resize
  * and moves are not built: the data would not follow).
  */
-import { OrcError, type OrcObject, type Pod, type Volume, volumeBytes, volumeRefsOf } from '../../model/index.ts'
+import { OrcError, type OrcObject, type Pod, type VirtualMachine, type Volume, volumeBytes, volumeRefsOf } from '../../model/index.ts'
 import { finishedForGood } from '../sched/index.ts'
 
 /** The pods of the namespace (not finished for good) that name the Volume. */
@@ -15,18 +15,23 @@ export function podsUsingVolume(pods: readonly Pod[], namespace: string, name: s
     .sort()
 }
 
-/** Throws unless Volume NS/NAME may be deleted now. */
-export function admitVolumeDelete(pods: readonly Pod[], namespace: string, name: string): void {
-  const users = podsUsingVolume(pods, namespace, name)
+/** The VMs of the namespace that have the Volume as a disk. */
+export function vmsUsingVolume(vms: readonly VirtualMachine[], namespace: string, name: string): string[] {
+  return vms
+    .filter((v) => (v.metadata.namespace ?? 'default') === namespace && (v.spec?.disks ?? []).some((d) => d.volume?.name === name))
+    .map((v) => v.metadata.name)
+    .sort()
+}
+
+/** Throws unless Volume NS/NAME may be deleted now (no pod and no VM uses it). */
+export function admitVolumeDelete(pods: readonly Pod[], namespace: string, name: string, vms: readonly VirtualMachine[] = []): void {
+  const users = [...podsUsingVolume(pods, namespace, name).map((n) => `pod/${n}`), ...vmsUsingVolume(vms, namespace, name).map((n) => `vm/${n}`)]
   if (users.length === 0) return
-  const shown = users
-    .slice(0, 5)
-    .map((n) => `pod/${n}`)
-    .join(', ')
+  const shown = users.slice(0, 5).join(', ')
   throw new OrcError(
     'conflict',
     `volume/${name} is used by ${shown}${users.length > 5 ? ` and ${users.length - 5} more` : ''}: delete or change ${users.length > 1 ? 'them' : 'it'} first (nothing was deleted)`,
-    { kind: 'Volume', namespace, name, pods: users },
+    { kind: 'Volume', namespace, name, users },
   )
 }
 

@@ -21,6 +21,7 @@ import {
   parseQuantity,
   refOf,
   refOfKey,
+  type VirtualMachine,
   type Volume,
   type VolumeSnapshotEntry,
   type VolumeStatus,
@@ -61,6 +62,21 @@ type Owner = { uid: number; gid: number }
 
 function podKeyOf(p: { metadata: { namespace?: string; name: string } }): string {
   return `${p.metadata.namespace ?? 'default'}/${p.metadata.name}`
+}
+
+/** What a VM that has a Volume as its disk writes in `status.attachedTo` (a pod writes `ns/name`). */
+export function vmHolderKey(namespace: string, name: string): string {
+  return `vm/${namespace}/${name}`
+}
+
+/** A VM holder (`vm/ns/name`: three parts; a pod of namespace `vm` is `vm/name`). */
+function isVmHolder(holder: string | undefined): boolean {
+  return holder?.startsWith('vm/') === true && holder.split('/').length === 3
+}
+
+/** A holder as a user reads it: `pod NAME` or `vm/NAME`. */
+function holderText(holder: string): string {
+  return isVmHolder(holder) ? `vm/${holder.split('/')[2]}` : `pod ${holder.split('/')[1]}`
 }
 
 export class VolumeService {
@@ -225,6 +241,9 @@ export class VolumeService {
     const pk = podKeyOf(pod)
     if (!writer) {
       // A reader (every mount read-only): beside the writer, on the data that is here already.
+      const vmHolder = isVmHolder(st.attachedTo) && this.holds(st.attachedTo!, name) ? st.attachedTo : undefined
+      if (vmHolder !== undefined)
+        throw new OrcError('conflict', `volume ${name} is the disk of ${holderText(vmHolder)}: no pod may mount it while the VM has it`)
       if (vol.spec?.driver === undefined && this.local.info(vol.metadata.uid) !== undefined) {
         await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) })
         return this.local.dataOf(vol.metadata.uid)
@@ -234,7 +253,7 @@ export class VolumeService {
     }
     const holder = this.held.get(vk) ?? st.attachedTo
     if (holder !== undefined && holder !== pk && this.holds(holder, name)) {
-      throw new OrcError('conflict', `volume ${name} is in use by pod ${holder.split('/')[1]} (one writer at a time)`)
+      throw new OrcError('conflict', `volume ${name} is in use by ${holderText(holder)} (one writer at a time)`)
     }
     this.held.set(vk, pk)
     const sizeBytes = volumeBytes(vol.spec)
@@ -268,8 +287,93 @@ export class VolumeService {
     return path
   }
 
-  /** Does pod `ns/name` still hold Volume `volume` on this node: exists, still names it, bound here, not finished. */
+  /**
+   * Attach Volume `name` to VM `vm` on this node as its disk; returns the ext4 image file qemu opens.
+   * Only a local loop Volume without replicas, on this node (or placed here now), that no pod
+   * mounts: it is unmounted from the host while the guest has it (two kernels on one ext4 corrupt it).
+   */
+  async attachToVm(vm: Stored<VirtualMachine>, name: string): Promise<string> {
+    const ns = vm.metadata.namespace ?? 'default'
+    const vol = this.c.store.get({ kind: 'Volume', namespace: ns, name })
+    if (vol === undefined) throw new OrcError('not_found', `volume ${name} does not exist in namespace ${ns} (orc apply a Volume named ${name})`)
+    if (vol.spec?.driver !== undefined) throw new OrcError('invalid', `volume ${name} uses driver ${vol.spec.driver}: only a local Volume can be a VM disk`)
+    if ((vol.spec?.replicas ?? 1) > 1)
+      throw new OrcError(
+        'invalid',
+        `volume ${name} has ${vol.spec!.replicas} replicas: a replicated Volume cannot be a VM disk (its copies are made from a host mount)`,
+      )
+    const me = this.c.nodeName
+    const st = (vol.status ?? {}) as VolumeStatus
+    const home = st.node ?? vol.spec?.node
+    if (home !== undefined && home !== me) throw new OrcError('conflict', `volume ${name} lives on node ${home}, not on this VM's node (${me})`)
+    const vk = `${ns}/${name}`
+    const hk = vmHolderKey(ns, vm.metadata.name)
+    const holder = this.held.get(vk) ?? st.attachedTo
+    if (holder !== undefined && holder !== hk && this.holds(holder, name))
+      throw new OrcError('conflict', `volume ${name} is in use by ${holderText(holder)}: a VM disk needs it to itself (waiting until it is free)`)
+    this.held.set(vk, hk)
+    let info: Awaited<ReturnType<LocalVolumes['ensure']>>
+    try {
+      // Made (and mounted) on first use; an existing one is not mounted again only to be unmounted.
+      info = this.local.info(vol.metadata.uid) ?? (await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) }))
+      if (info.backing !== 'loop')
+        throw new OrcError('unavailable', `volume ${name} is a directory volume (${info.backingReason ?? 'no loop backing'}): a VM disk needs its ext4 image`)
+      await this.local.unmount(vol.metadata.uid)
+    } catch (err) {
+      this.held.delete(vk)
+      const reason = (err as Error).message.slice(0, 300)
+      if (st.reason !== reason) await this.writeStatus(vol, { reason }, `attach to vm ${vm.metadata.name} failed`)
+      throw err
+    }
+    if (st.attachedTo !== hk || st.node !== me || st.phase !== 'Attached')
+      await this.writeStatus(
+        vol,
+        {
+          node: me,
+          phase: 'Attached',
+          attachedTo: hk,
+          attachedAt: new Date(this.c.clock.now()).toISOString(),
+          reason: undefined,
+          backing: info.backing,
+          capacityBytes: info.sizeBytes,
+        },
+        `attached to vm ${vm.metadata.name} on node ${me} as a disk`,
+      )
+    return join(this.local.dirOf(vol.metadata.uid), 'disk.img')
+  }
+
+  /** The VM halted or left this node: the Volumes it has as disks (but `keep`) are detached (a pod may mount them again). */
+  async releaseFromVm(vm: { namespace: string; name: string }, keep: readonly string[] = []): Promise<void> {
+    const hk = vmHolderKey(vm.namespace, vm.name)
+    for (const v of this.c.store.list('Volume', vm.namespace)) {
+      const st = (v.status ?? {}) as VolumeStatus
+      const vk = `${vm.namespace}/${v.metadata.name}`
+      if (keep.includes(v.metadata.name) || (st.attachedTo !== hk && this.held.get(vk) !== hk)) continue
+      if (this.held.get(vk) === hk) this.held.delete(vk)
+      if (st.attachedTo === hk && st.node === this.c.nodeName)
+        await this.writeStatus(
+          v,
+          { phase: 'Available', attachedTo: undefined, attachedAt: undefined },
+          `detached from vm ${vm.name} on node ${this.c.nodeName}`,
+        )
+    }
+  }
+
+  /**
+   * Does holder `ns/pod` (or `vm/ns/name`) still hold Volume `volume` on this node: exists, still
+   * names it, bound here, not finished (a VM: not Halted).
+   */
   private holds(podKey: string, volume: string): boolean {
+    if (isVmHolder(podKey)) {
+      const [, namespace, name] = podKey.split('/') as [string, string, string]
+      const vm = this.c.store.get({ kind: 'VirtualMachine', namespace, name })
+      return (
+        vm?.spec !== undefined &&
+        (vm.spec.node ?? (vm.status as { node?: string } | undefined)?.node) === this.c.nodeName &&
+        vm.spec.runStrategy !== 'Halted' &&
+        (vm.spec.disks ?? []).some((d) => d.volume?.name === volume)
+      )
+    }
     const [namespace, name] = podKey.split('/') as [string, string]
     const p = this.c.store.get({ kind: 'Pod', namespace, name })
     if (p === undefined || !volumeRefsOf(p.spec).includes(volume)) return false
@@ -417,7 +521,7 @@ export class VolumeService {
       await this.writeStatus(
         v,
         { phase: 'Available', attachedTo: undefined, attachedAt: undefined },
-        `detached from pod ${st.attachedTo.split('/')[1]}: it finished or left node ${this.c.nodeName}`,
+        `detached from ${holderText(st.attachedTo)}: it finished or left node ${this.c.nodeName}`,
       )
     }
     // Scheduled snapshots of the volumes that live here.
@@ -452,6 +556,10 @@ export class VolumeService {
     if (vol.spec?.driver !== undefined)
       throw new OrcError('invalid', `volume/${name} uses driver ${vol.spec.driver}: snapshots of driver volumes are the driver's (not built here)`)
     if (this.local.info(vol.metadata.uid) === undefined) throw new OrcError('not_found', `volume/${name} has no data yet (it is made when a pod first uses it)`)
+    // A VM's disk is not mounted on the host: mounting it for a copy beside the guest would corrupt it.
+    const holder = (vol.status as VolumeStatus | undefined)?.attachedTo
+    if (isVmHolder(holder) && this.holds(holder!, name))
+      throw new OrcError('conflict', `volume/${name} is the disk of ${holderText(holder!)}: halt it (runStrategy: Halted) first`)
     return vol
   }
 

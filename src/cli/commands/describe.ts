@@ -154,6 +154,31 @@ function allocationSection(a: NodeAllocation): string[] {
   return ['Allocated (what pods and VMs hold of the capacity):', indent(formatTable(['HOLDER', 'CPU', 'MEMORY', 'NOTE'], rows))]
 }
 
+/**
+ * ```
+ * Disks (in the guest's order; serial = name, /dev/disk/by-id/virtio-NAME):
+ *   NAME     DEVICE   SOURCE
+ *   data     vda      emptyDisk 1Gi
+ *   cidata   vdb      cloud-init NoCloud seed (read-only)
+ * ```
+ * From status.disks (what the node attached), else the spec's (not prepared yet).
+ */
+function vmDisksSection(vm: VirtualMachine): string[] {
+  const st = (vm.status?.disks ?? undefined) as { name: string; device: string; source: string; readOnly?: boolean }[] | undefined
+  const rows = Array.isArray(st)
+    ? st.map((x) => [x.name, x.device, `${x.source}${x.readOnly ? ' (read-only)' : ''}`])
+    : [
+        ...(vm.spec?.disks ?? []).map((x) => [
+          x.name,
+          '?',
+          x.emptyDisk ? `emptyDisk ${x.emptyDisk.size}` : x.image !== undefined ? `image ${x.image}` : `volume ${x.volume?.name ?? '?'}`,
+        ]),
+        ...(vm.spec?.cloudInit ? [['cidata', '?', 'cloud-init NoCloud seed (read-only)']] : []),
+      ]
+  if (rows.length === 0) return []
+  return ['', "Disks (in the guest's order; serial = name, /dev/disk/by-id/virtio-NAME):", indent(formatTable(['NAME', 'DEVICE', 'SOURCE'], rows))]
+}
+
 /** The text form: kubectl describe's sections, orc's content. */
 export function formatDescription(d: Description, now: number): string {
   const o = d.object
@@ -186,6 +211,7 @@ export function formatDescription(d: Description, now: number): string {
   if (d.endpoints) out.push('', ...endpointsSection(d.endpoints))
   if (d.governance) out.push('', ...governanceSection(d.governance))
   if (d.allocation) out.push('', ...allocationSection(d.allocation))
+  if (o.kind === 'VirtualMachine') out.push(...vmDisksSection(o as unknown as VirtualMachine))
   if (d.revisions) {
     const shown =
       d.revisions.length < (d.revisionCount ?? 0)

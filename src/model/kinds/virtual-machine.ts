@@ -2,7 +2,7 @@ import { defineKind, type ObjectOfKind } from '../kind.ts'
 import { parseQuantity } from '../quantity.ts'
 import type { Issue } from '../schema.ts'
 import { s } from '../schema.ts'
-import { age, createdAt, text } from './common.ts'
+import { age, createdAt, dnsName, text } from './common.ts'
 
 /**
  * VirtualMachine: a guest with its own kernel, run by qemu on one node (docs/runtimes.md, "Virtual
@@ -19,6 +19,35 @@ const bootFileFields = {
   /** An absolute host path, only under /boot or an image store (anything else would be readable by the guest). */
   path: s.string({ minLength: 2, maxLength: 1024, pattern: /^\// }),
 }
+
+/** Disk names: the virtio serial the guest sees (`/dev/disk/by-id/virtio-NAME`), at most 20 bytes (VIRTIO_BLK_ID_BYTES). */
+export const VM_DISK_NAME = /^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$/
+export const VM_MAX_DISKS = 16
+/** The serial of the cloud-init seed drive (a disk may not take it). */
+export const VM_SEED_SERIAL = 'cidata'
+export const VM_MIN_DISK_BYTES = 2 ** 20
+export const VM_MAX_DISK_BYTES = 64 * 2 ** 40
+/** cloud-init user-data: at most 64 KiB (it is stored in the spec and replicated). */
+export const VM_MAX_USER_DATA = 65536
+
+const vmDisk = s.object({
+  name: s.required(s.string({ pattern: VM_DISK_NAME, patternName: 'a disk name (lowercase letters, digits and -, at most 20)' })),
+  /** A sparse raw file of this size owned by the VM: kept across guest and agent restarts, removed with the VM. */
+  emptyDisk: s.object({ size: s.required(s.quantity()) }),
+  /** A raw or qcow2 disk file of the node's image stores, used copy-on-write (a qcow2 overlay owned by the VM): the file is never written. */
+  image: bootFileFields.image,
+  /** A persistent Volume of the VM's namespace on the VM's node: its ext4 image file is the guest's disk (no pod may mount it meanwhile). */
+  volume: s.object({ name: s.required(dnsName) }),
+})
+
+const vmCloudInit = s.object({
+  /** `#cloud-config` YAML (merged with sshAuthorizedKeys), or any other user-data (a script, MIME), used as is. */
+  userData: s.string({ maxLength: VM_MAX_USER_DATA }),
+  /** Public keys (one a line) from a Secret of the VM's namespace: `ssh_authorized_keys` of the cloud-config. */
+  sshAuthorizedKeys: s.object({ secret: s.required(dnsName), key: s.required(s.string({ minLength: 1, maxLength: 253 })) }),
+  /** `local-hostname` of the meta-data (default: the VM's name). */
+  hostname: dnsName,
+})
 
 export const VM_MIN_MEMORY_BYTES = 64 * 2 ** 20
 export const VM_MAX_MEMORY_BYTES = 256 * 2 ** 30
@@ -54,14 +83,15 @@ const vmSpec = s.object({
   cpus: s.int({ min: 1, max: 64 }),
   /** Guest memory (default 256Mi), 64Mi … 256Gi. */
   memory: s.quantity(),
-  kernel: s.required(
-    s.object({
-      ...bootFileFields,
-      /** The kernel command line; orc appends `console=ttyS0` and the guest's address (`orc.ipv6=…`). */
-      cmdline: s.string({ maxLength: 2048 }),
-    }),
-  ),
+  /** Direct kernel boot (or bootDisk: one of the two). */
+  kernel: s.object({
+    ...bootFileFields,
+    /** The kernel command line; orc appends `console=ttyS0` and the guest's address (`orc.ipv6=…`). */
+    cmdline: s.string({ maxLength: 2048 }),
+  }),
   initrd: s.object(bootFileFields),
+  /** Disk boot: the firmware (SeaBIOS) boots this disk of spec.disks (its boot loader, its kernel) instead of a given kernel. */
+  bootDisk: s.string({ pattern: VM_DISK_NAME, patternName: 'a disk name' }),
   /** pod (default): a tap in the VM's own network namespace, bridged to its pod address; none: no NIC. */
   network: s.enum('pod', 'none'),
   /** Always (default): keep it running, boot it again when it powers off; Halted: stopped, keeping its node. */
@@ -70,7 +100,34 @@ const vmSpec = s.object({
   readyMarker: s.string({ minLength: 1, maxLength: 256 }),
   /** ACPI power-down, then this long before qemu is killed (default 30). */
   terminationGracePeriodSeconds: s.int({ min: 0, max: 3600 }),
+  /** virtio-blk drives in this order (/dev/vda, vdb, …), each with its name as serial. */
+  disks: s.array(vmDisk, { maxItems: VM_MAX_DISKS, uniqueBy: 'name' }),
+  /** A cloud-init NoCloud seed (a vfat drive labelled CIDATA, serial `cidata`) after the disks. */
+  cloudInit: vmCloudInit,
 })
+
+type DiskLike = { name?: unknown; emptyDisk?: { size?: unknown }; image?: unknown; volume?: unknown }
+
+function diskIssues(disks: readonly DiskLike[] | undefined): Issue[] {
+  const issues: Issue[] = []
+  for (const [i, d] of (disks ?? []).entries()) {
+    const path = `spec.disks[${i}]`
+    const n = (d.emptyDisk !== undefined ? 1 : 0) + (d.image !== undefined ? 1 : 0) + (d.volume !== undefined ? 1 : 0)
+    if (n !== 1) issues.push({ path, rule: 'must give exactly one of emptyDisk ({size}), image (a disk file of the node image stores) or volume ({name})' })
+    if (d.name === VM_SEED_SERIAL) issues.push({ path: `${path}.name`, rule: `${VM_SEED_SERIAL} is the cloud-init seed's serial` })
+    if (d.emptyDisk?.size !== undefined) {
+      let bytes: number | undefined
+      try {
+        bytes = parseQuantity(d.emptyDisk.size as string)
+      } catch (err) {
+        issues.push({ path: `${path}.emptyDisk.size`, rule: (err as Error).message })
+      }
+      if (bytes !== undefined && !(bytes >= VM_MIN_DISK_BYTES && bytes <= VM_MAX_DISK_BYTES))
+        issues.push({ path: `${path}.emptyDisk.size`, rule: 'must be between 1Mi and 64Ti' })
+    }
+  }
+  return issues
+}
 
 function bootFileIssues(f: { image?: unknown; path?: unknown } | undefined, path: string): Issue[] {
   if (f === undefined) return []
@@ -78,6 +135,11 @@ function bootFileIssues(f: { image?: unknown; path?: unknown } | undefined, path
   if (n !== 1) return [{ path, rule: 'must give exactly one of image (a file of the node image store) or path (under /boot or an image store)' }]
   if (typeof f.path === 'string' && f.path.split('/').includes('..')) return [{ path: `${path}.path`, rule: 'must not contain ..' }]
   return []
+}
+
+/** Whether cloud-init user-data is a `#cloud-config` document (orc merges into it) rather than a script or MIME (used as is). */
+export function isCloudConfig(userData: string): boolean {
+  return /^#cloud-config[ \t]*\r?(\n|$)/.test(userData)
 }
 
 /** The guest memory in bytes (spec.memory or the default). */
@@ -128,7 +190,14 @@ export const virtualMachineKind = defineKind({
   check(obj) {
     const issues: Issue[] = []
     const spec = obj.spec
-    if (spec === undefined) return [{ path: 'spec', rule: 'is required (node and kernel)' }]
+    if (spec === undefined) return [{ path: 'spec', rule: 'is required (node and kernel or bootDisk)' }]
+    if (spec.kernel === undefined && spec.bootDisk === undefined)
+      issues.push({ path: 'spec.kernel', rule: 'is required (direct kernel boot), or give bootDisk (the firmware boots that disk)' })
+    if (spec.kernel !== undefined && spec.bootDisk !== undefined)
+      issues.push({ path: 'spec.bootDisk', rule: 'give kernel (direct kernel boot) or bootDisk (the firmware boots the disk), not both' })
+    if (spec.initrd !== undefined && spec.kernel === undefined) issues.push({ path: 'spec.initrd', rule: 'needs kernel (a boot disk brings its own)' })
+    if (spec.bootDisk !== undefined && !(spec.disks ?? []).some((d) => d.name === spec.bootDisk))
+      issues.push({ path: 'spec.bootDisk', rule: `names no disk of spec.disks (${JSON.stringify(spec.bootDisk)})` })
     issues.push(...bootFileIssues(spec.kernel, 'spec.kernel'), ...bootFileIssues(spec.initrd, 'spec.initrd'))
     if (spec.memory !== undefined) {
       let bytes: number | undefined
@@ -141,6 +210,13 @@ export const virtualMachineKind = defineKind({
         issues.push({ path: 'spec.memory', rule: 'must be between 64Mi and 256Gi' })
     }
     if (typeof spec.kernel?.cmdline === 'string' && /[\n\0]/.test(spec.kernel.cmdline)) issues.push({ path: 'spec.kernel.cmdline', rule: 'must be one line' })
+    issues.push(...diskIssues(spec.disks))
+    const ci = spec.cloudInit
+    if (ci?.sshAuthorizedKeys !== undefined && ci.userData !== undefined && !isCloudConfig(ci.userData))
+      issues.push({
+        path: 'spec.cloudInit.sshAuthorizedKeys',
+        rule: 'needs userData that is #cloud-config (or none): the keys are merged into it; put them in your own user-data otherwise',
+      })
     return issues
   },
 })

@@ -5,7 +5,17 @@ import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { guestCmdline, guestMac, markerScanner, resolveBootFile, vmSpecHash } from '../../../../src/agent/vms/index.ts'
+import { parse } from 'yaml'
+import {
+  authorizedKeyLines,
+  guestCmdline,
+  guestMac,
+  markerScanner,
+  noCloudFiles,
+  resolveBootFile,
+  staleVmDirs,
+  vmSpecHash,
+} from '../../../../src/agent/vms/index.ts'
 import { defaultOwnership, findKind, normalizeManifest, type VirtualMachineSpec } from '../../../../src/model/index.ts'
 import { QEMU_EXTRA_TASKS, QEMU_OVERHEAD_MIB, qemuArgs, qemuLimits, TCG_TB_MIB } from '../../../../src/runtime/index.ts'
 import { defaultAuthorize } from '../../../../src/store/index.ts'
@@ -36,9 +46,113 @@ test('bad VirtualMachines are refused naming the field and the rule', () => {
     [{ ...ok, cpus: 65 }, /spec\.cpus/],
     [{ ...ok, network: 'bridge' }, /spec\.network/],
     [{ ...ok, runStrategy: 'Manual' }, /spec\.runStrategy/],
-    [{ ...ok, disks: [] }, /spec\.disks/],
+    [{ ...ok, disks: [{ name: 'a' }] }, /spec\.disks\[0\]: must give exactly one of emptyDisk/],
+    [{ ...ok, disks: [{ name: 'a', emptyDisk: { size: '1Gi' }, volume: { name: 'v' } }] }, /spec\.disks\[0\]: must give exactly one/],
+    [
+      {
+        ...ok,
+        disks: [
+          { name: 'a', emptyDisk: { size: '1Gi' } },
+          { name: 'a', emptyDisk: { size: '1Gi' } },
+        ],
+      },
+      /spec\.disks\[1\]\.name: duplicate value "a"/,
+    ],
+    [{ ...ok, disks: [{ name: 'a', emptyDisk: { size: '65Ti' } }] }, /spec\.disks\[0\]\.emptyDisk\.size: must be between 1Mi and 64Ti/],
+    [{ ...ok, disks: [{ name: 'a', emptyDisk: {} }] }, /spec\.disks\[0\]\.emptyDisk\.size/],
+    [{ ...ok, disks: [{ name: 'a-very-long-disk-name-x', emptyDisk: { size: '1Gi' } }] }, /spec\.disks\[0\]\.name/],
+    [{ ...ok, disks: [{ name: 'a', image: '../etc/shadow' }] }, /spec\.disks\[0\]\.image/],
+    [{ ...ok, disks: [{ name: 'a', volume: { name: 'Bad_Name' } }] }, /spec\.disks\[0\]\.volume\.name/],
+    [{ ...ok, disks: Array.from({ length: 17 }, (_, i) => ({ name: `d${i}`, emptyDisk: { size: '1Gi' } })) }, /spec\.disks: must have at most 16 items/],
+    [{ ...ok, cloudInit: { sshAuthorizedKeys: { secret: 'keys' } } }, /spec\.cloudInit\.sshAuthorizedKeys\.key/],
+    [{ node: 'n1', disks: [{ name: 'root', image: 'r.qcow2' }] }, /spec\.kernel: is required \(direct kernel boot\), or give bootDisk/],
+    [{ ...ok, disks: [{ name: 'root', image: 'r.qcow2' }], bootDisk: 'root' }, /spec\.bootDisk: give kernel .* or bootDisk .*, not both/],
+    [{ node: 'n1', disks: [{ name: 'root', image: 'r.qcow2' }], bootDisk: 'rot' }, /spec\.bootDisk: names no disk of spec\.disks \("rot"\)/],
+    [{ node: 'n1', disks: [{ name: 'root', image: 'r.qcow2' }], bootDisk: 'root', initrd: { image: 'i' } }, /spec\.initrd: needs kernel/],
+    [{ ...ok, cloudInit: { hostname: 'not a name' } }, /spec\.cloudInit\.hostname/],
+    [{ ...ok, cloudInit: { userData: 'x'.repeat(65537) } }, /spec\.cloudInit\.userData/],
   ]
   for (const [spec, re] of cases) assert.throws(() => normalizeManifest(vm(spec)), re, JSON.stringify(spec))
+})
+
+test("a deleted VM's directory (console, disks) is found by its uid missing from the store", () => {
+  const root = mkdtempSync(join(tmpdir(), 'orc-vm-dirs-'))
+  try {
+    for (const uid of ['kept', 'gone']) mkdirSync(join(root, uid, 'disks'), { recursive: true })
+    assert.deepEqual(staleVmDirs(root, new Set(['kept', 'other'])), [join(root, 'gone')])
+    assert.deepEqual(staleVmDirs(join(root, 'missing'), new Set()), [])
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+})
+
+test('disk boot: a VM without a kernel boots a disk of its spec', () => {
+  const o = normalizeManifest(vm({ node: 'n1', disks: [{ name: 'root', image: 'debian.qcow2' }], bootDisk: 'root' }))
+  assert.equal((o.spec as VirtualMachineSpec).bootDisk, 'root')
+  const args = qemuArgs(
+    {
+      id: 'u',
+      revision: 1,
+      logDir: '/d',
+      cmdline: '',
+      cpus: 1,
+      memoryMiB: 256,
+      accel: 'tcg',
+      disks: [{ path: '/r', format: 'qcow2', serial: 'root', boot: true }],
+    },
+    '/s',
+  )
+  assert.equal(args.includes('-kernel'), false)
+  assert.equal(args.includes('-append'), false)
+  assert.equal(args[args.indexOf('-device') + 1], 'virtio-blk-pci,drive=disk0,serial=root,bootindex=0')
+})
+
+test('disks: a good spec is accepted; the cloud-init files merge the Secret keys into #cloud-config, other user-data is kept as is', () => {
+  normalizeManifest(
+    vm({
+      ...ok,
+      disks: [
+        { name: 'root', image: 'debian.qcow2' },
+        { name: 'data', emptyDisk: { size: '10Gi' } },
+        { name: 'db', volume: { name: 'pgdata' } },
+      ],
+      cloudInit: { userData: '#cloud-config\npackages: [htop]\n', sshAuthorizedKeys: { secret: 'keys', key: 'admin' }, hostname: 'db-1' },
+    }),
+  )
+  assert.deepEqual(authorizedKeyLines('# admins\nssh-ed25519 AAA a@b\r\n\n  ssh-rsa BBB c@d  \n'), ['ssh-ed25519 AAA a@b', 'ssh-rsa BBB c@d'])
+  const vmId = { uid: 'u-1', name: 'db' }
+  const merged = noCloudFiles(vmId, { userData: '#cloud-config\nssh_authorized_keys: [ssh-ed25519 OLD x@y]\npackages: [htop]\n' }, ['ssh-ed25519 NEW a@b'])
+  assert.equal(merged.metaData, 'instance-id: "u-1"\nlocal-hostname: "db"\n')
+  assert.ok(merged.userData.startsWith('#cloud-config\n'))
+  assert.deepEqual(parse(merged.userData), { ssh_authorized_keys: ['ssh-ed25519 OLD x@y', 'ssh-ed25519 NEW a@b'], packages: ['htop'] })
+  assert.deepEqual(parse(noCloudFiles(vmId, { hostname: 'h' }, ['k1']).userData), { ssh_authorized_keys: ['k1'] })
+  assert.equal(noCloudFiles(vmId, { hostname: 'h' }, []).metaData, 'instance-id: "u-1"\nlocal-hostname: "h"\n')
+  // network-config v2 for a guest with a pod address: values quoted (YAML 1.1 reads an unquoted MAC as a number).
+  const nc = noCloudFiles(vmId, {}, [], { ipv6: 'fd00::2', gateway: 'fe80::1', mac: '52:54:00:12:34:56' }).networkConfig ?? ''
+  assert.match(nc, /macaddress: "52:54:00:12:34:56"/)
+  assert.deepEqual(parse(nc), {
+    version: 2,
+    ethernets: {
+      eth0: {
+        match: { macaddress: '52:54:00:12:34:56' },
+        'set-name': 'eth0',
+        dhcp4: false,
+        dhcp6: false,
+        'accept-ra': false,
+        addresses: ['fd00::2/128'],
+        routes: [{ to: '::/0', via: 'fe80::1', 'on-link': true }],
+      },
+    },
+  })
+  assert.equal(noCloudFiles(vmId, {}, []).networkConfig, undefined, 'no pod address: no network-config')
+  assert.equal(noCloudFiles(vmId, {}, []).userData, '#cloud-config\n')
+  // A script (or MIME, #include) is the user's own: passed as is.
+  assert.equal(noCloudFiles(vmId, { userData: '#!/bin/sh\necho hi\n' }, []).userData, '#!/bin/sh\necho hi\n')
+  // A #cloud-config without keys to merge is passed as is too (comments kept).
+  assert.equal(noCloudFiles(vmId, { userData: '#cloud-config\n# mine\nruncmd: [ls]\n' }, []).userData, '#cloud-config\n# mine\nruncmd: [ls]\n')
+  assert.throws(() => noCloudFiles(vmId, { userData: '#cloud-config\n- a list\n' }, ['k']), /a #cloud-config must be a YAML mapping/)
+  assert.throws(() => noCloudFiles(vmId, { userData: '#cloud-config\na: [\n' }, ['k']), /spec\.cloudInit\.userData is not YAML/)
+  assert.throws(() => noCloudFiles(vmId, { userData: '#cloud-config\nssh_authorized_keys: one\n' }, ['k']), /ssh_authorized_keys must be a list/)
 })
 
 test('only the node a VirtualMachine is pinned to writes its status (controller:vm), and only VMs', () => {
@@ -141,6 +255,33 @@ test("qemu's argv: the accelerator, size, console to the revision's log, QMP, an
   assert.ok(args.includes('-no-reboot'), 'a guest reboot ends qemu (the controller boots it again)')
   assert.equal(after('-runas'), 'nobody')
   assert.match(after('-sandbox') ?? '', /^on,.*spawn=deny/)
+})
+
+test("qemu's argv: each disk a virtio-blk drive in order, its name as serial, the seed read-only, commas in paths escaped", () => {
+  const base = { id: 'u1', revision: 1, logDir: '/d', kernel: '/k', cmdline: '', cpus: 1, memoryMiB: 256, accel: 'tcg' as const }
+  const args = qemuArgs(
+    {
+      ...base,
+      disks: [
+        { path: '/v/u1/disks/data.raw', format: 'raw', serial: 'data' },
+        { path: '/img,x/root.qcow2', format: 'qcow2', serial: 'root' },
+        { path: '/v/u1/disks/cidata.img', format: 'raw', serial: 'cidata', readOnly: true },
+      ],
+    },
+    '/s',
+  )
+  const values = (flag: string) => args.flatMap((a, i) => (a === flag ? [args[i + 1]] : []))
+  assert.deepEqual(values('-drive'), [
+    'file=/v/u1/disks/data.raw,format=raw,if=none,id=disk0,discard=unmap',
+    'file=/img,,x/root.qcow2,format=qcow2,if=none,id=disk1,discard=unmap',
+    'file=/v/u1/disks/cidata.img,format=raw,if=none,id=disk2,discard=unmap,readonly=on',
+  ])
+  assert.deepEqual(values('-device'), [
+    'virtio-blk-pci,drive=disk0,serial=data',
+    'virtio-blk-pci,drive=disk1,serial=root',
+    'virtio-blk-pci,drive=disk2,serial=cidata',
+  ])
+  assert.throws(() => qemuArgs({ ...base, disks: [{ path: '/x', format: 'raw', serial: 'a,b' }] }, '/s'), /disk serial "a,b"/)
 })
 
 test('the console marker is found as the guest writes it: split between reads, across a rotation, and not before it is there', () => {
