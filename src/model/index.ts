@@ -114,6 +114,7 @@ export {
   VM_MEMORY_OVERHEAD_BYTES,
   virtualMachineKind,
   vmMemoryBytes,
+  vmNodeOf,
   vmNodeRequests,
   vmWantsToRun,
 } from './kinds/virtual-machine.ts'

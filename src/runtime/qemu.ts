@@ -27,7 +27,7 @@ import { spawnDetached } from './host.ts'
 import { logFilePath, openLogFile } from './logs.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
 import { DEFAULT_PATH, decodeExitCode, ID_PATTERN, wrapperScript } from './supervisor.ts'
-import type { EnforcedLimits, ExitStatus, Spawner } from './types.ts'
+import type { ContainerFence, EnforcedLimits, ExitStatus, Spawner } from './types.ts'
 
 export type VmAccel = 'kvm' | 'tcg'
 
@@ -98,6 +98,8 @@ export interface VmRunSpec {
   accel: VmAccel
   /** The guest's NIC: an existing tap device inside this network namespace. */
   net?: { netnsPath: string; tap: string; mac: string }
+  /** An `ha` VM's watchdog (as an `ha` container's: the wrapper stops qemu once the lease is too old, agent or not). */
+  fence?: ContainerFence
 }
 
 export interface VmRecord {
@@ -360,8 +362,19 @@ export class QemuRuntime {
     try {
       spawned = this.o.spawn({
         file: this.o.shPath,
-        args: ['-c', wrapperScript(this.o.shPath, false), 'orc-wrapper', ...argv],
-        env: { PATH: process.env.PATH ?? DEFAULT_PATH, ORC_EXIT: join(dir, 'exit'), ORC_CGROUPS: procs.join(' ') },
+        args: ['-c', wrapperScript(this.o.shPath, spec.fence !== undefined), 'orc-wrapper', ...argv],
+        env: {
+          PATH: process.env.PATH ?? DEFAULT_PATH,
+          ORC_EXIT: join(dir, 'exit'),
+          ORC_CGROUPS: procs.join(' '),
+          ...(spec.fence !== undefined
+            ? {
+                ORC_LEASE: spec.fence.leaseFile,
+                ORC_FENCE_TERM: String(Math.max(0, Math.floor(spec.fence.termAfterSeconds))),
+                ORC_FENCE_KILL: String(Math.max(0, Math.floor(spec.fence.killAfterSeconds))),
+              }
+            : {}),
+        },
         fds: [null, logFd, logFd],
         cwd: dir,
       })

@@ -430,7 +430,12 @@ export class PodLifecycle {
         void this.workerFor(run, ref)
           .reconcile()
           .then(() => this.dropIfDone(wk))
-      } else if (ref.kind === 'Node' || (run.id !== '' && ref.kind === 'Cluster') || (run.id === '' && ref.kind === 'Volume')) bind = true
+      } else if (
+        ref.kind === 'Node' ||
+        (run.id !== '' && ref.kind === 'Cluster') ||
+        (run.id === '' && (ref.kind === 'Volume' || ref.kind === 'VirtualMachine'))
+      )
+        bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
       else if (ref.kind === 'Config' || ref.kind === 'Secret') {
         if (!dataRefs.has(ref.namespace)) dataRefs.set(ref.namespace, new Set())

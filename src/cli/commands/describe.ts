@@ -86,7 +86,9 @@ export async function describeObject(c: ApiCaller, ref: ObjectRef): Promise<Desc
     attempt('events', missing, () => callRoute(c, 'events', {}, { query: { target, namespace: ns, since: 0, limit: EVENTS } })),
     ref.kind === 'Pod'
       ? attempt('placement', missing, () => callRoute(c, 'podPlacement', { ns: ref.namespace, name: ref.name }))
-      : Promise.resolve(undefined as ResponseOf<'podPlacement'> | undefined),
+      : ref.kind === 'VirtualMachine' && (object.spec as { node?: unknown } | undefined)?.node === undefined
+        ? attempt('placement', missing, () => callRoute(c, 'vmPlacement', { ns: ref.namespace, name: ref.name }))
+        : Promise.resolve(undefined as ResponseOf<'podPlacement'> | undefined),
   ])
   const d: Description = { object, missing }
   if (history) {
