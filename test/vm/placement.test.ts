@@ -1,0 +1,147 @@
+/**
+ * Unpinned VirtualMachines on three real agents (real mesh, real qemu, the test's busybox guest;
+ * TCG where /dev/kvm does not work). Capacity is set per node (ORC_NODE_CAPACITY) so that where a
+ * VM fits is known: a offers 256Mi (no 256Mi guest fits: it needs 384Mi with qemu's allowance), b
+ * 1Gi, c 512Mi. A VM too big for every node stays unplaced and `orc why` says why per node; an `ha`
+ * VM is placed on b (the most room) and boots there; b's agent is killed with -9: the guest's
+ * watchdog stops its qemu (no agent needed), c binds the VM after haAfter and boots it, and `orc
+ * history` records the move.
+ */
+import assert from 'node:assert/strict'
+import { chmodSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from 'node:test'
+import { readProcStat } from '../../src/runtime/procfs.ts'
+import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
+import { buildGuest, GUEST_READY, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
+
+const skip = vmGuestMissing()
+
+test('unpinned VMs: placed where there is room, an ha VM boots on another node when its node dies', { skip, timeout: 600_000 }, async (t) => {
+  const ws = new Workspace()
+  const qemus: number[] = []
+  t.after(async () => {
+    // The guests' qemu outlive their agents: stop any left (the killed node's, if its watchdog failed).
+    for (const pid of qemus)
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
+    await ws.close()
+  })
+  chmodSync(ws.root, 0o711)
+  const shared = join(ws.root, 'shared', 'images')
+  mkdirSync(shared, { recursive: true, mode: 0o711 })
+  // Every node finds the initramfs by name in the workspace's shared image store.
+  const { kernel } = buildGuest(shared)
+
+  const capacity: Record<string, string> = { a: 'cpu=4,memory=256Mi', b: 'cpu=4,memory=1Gi', c: 'cpu=4,memory=512Mi' }
+  const nodes: NodeProcess[] = []
+  for (const name of ['a', 'b', 'c']) {
+    const n = await newNode(ws, name)
+    n.env = { ORC_NODE_CAPACITY: capacity[name]! }
+    nodes.push(n)
+  }
+  const [a, b, c] = nodes as [NodeProcess, NodeProcess, NodeProcess]
+  await a.up().ready()
+  for (const n of [b, c]) await n.join(a.addr, await tokenFrom(a)).ready()
+  for (const n of nodes)
+    await waitFor(
+      `${n.name} to see three alive members`,
+      async () => JSON.parse((await n.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3,
+      30_000,
+    )
+  const apply = async (text: string) => {
+    const r = await orc(a.socket, ['apply', '-f', '-'], {}, text)
+    assert.equal(r.exitCode, 0, r.stderr)
+  }
+  const { node: _pin, ...unpinned } = guestVmSpec(kernel, { terminationGracePeriodSeconds: 0 })
+
+  await t.test('a VM no node has room for stays unplaced; orc why names each node’s reason', async () => {
+    await apply(vmManifest('huge', { ...unpinned, memory: '2Gi' }))
+    const why = await waitFor(
+      'orc why vm/huge to explain',
+      async () => {
+        const r = await c.cli(['why', 'vm/huge'])
+        return /Placement/.test(r.stdout) ? r.stdout : undefined
+      },
+      30_000,
+    )
+    assert.match(why, /^vm\/huge: Pending on node <none>/)
+    assert.match(why, /vm\/default\/huge: pending: 0\/3 nodes can run it: 3 insufficient memory/)
+    assert.match(why, /\n {4}a: insufficient memory \(requests 2176Mi, free 256Mi\)/)
+    assert.match(why, /\n {4}b: insufficient memory \(requests 2176Mi, free 1Gi\)/)
+    assert.match(why, /No lifecycle run recorded yet: no node is bound/)
+    const row = (await c.cli(['get', 'vms'])).stdout.split('\n').find((l) => l.startsWith('huge '))
+    assert.match(row ?? '', /^huge\s+Pending\s+<none>/)
+    assert.equal((await c.cli(['delete', 'vm/huge'])).exitCode, 0)
+  })
+
+  let first: Record<string, any>
+  await t.test('an ha VM is bound to the node with the most room and boots there', { timeout: 300_000 }, async () => {
+    await apply(vmManifest('g', { ...unpinned, policy: 'ha', haAfterSeconds: 10 }))
+    first = await waitFor(
+      'vm/g Running',
+      async () => {
+        const v = await c.getJson('vm/g')
+        if (v?.status?.phase === 'Failed') throw new Error(`vm failed: ${v.status.reason}`)
+        return v?.status?.phase === 'Running' ? v : undefined
+      },
+      240_000,
+    )
+    assert.equal(first.status.node, 'b', 'b has the most room; a has none')
+    assert.equal(first.status.scheduling.by, 'b')
+    qemus.push(first.status.pid)
+    const row = (await a.cli(['get', 'vms', '-o', 'wide'])).stdout.split('\n').find((l) => l.startsWith('g '))
+    assert.match(row ?? '', /^g\s+Running\s+b\s+.*\s+ha\s+/)
+    // The console is on b; any node forwards the request there.
+    assert.ok((await a.cli(['logs', 'vm/g'])).stdout.includes(GUEST_READY))
+    const d = await a.cli(['describe', 'node/b'])
+    assert.match(d.stdout, /vm\/default\/g\s+1\s+384Mi\s+Running/)
+  })
+
+  await t.test('kill -9 of its agent: the watchdog stops its qemu, the VM is rebound to c and boots there', { timeout: 300_000 }, async () => {
+    const wrapper = first.status.pid as number
+    await b.kill('SIGKILL')
+    const killedAt = Date.now()
+    // No agent on b: the qemu wrapper's watchdog reads the lease and kills qemu after the fence window.
+    await waitFor("b's qemu stopped by its watchdog", async () => (processAlive(wrapper) ? undefined : true), 30_000)
+    const stoppedAfter = Date.now() - killedAt
+    const moved = await waitFor(
+      'vm/g bound to c',
+      async () => {
+        const v = await c.getJson('vm/g')
+        return v?.status?.node === 'c' ? v : undefined
+      },
+      40_000,
+    )
+    const boundAfter = Date.now() - killedAt
+    assert.equal(moved.status.scheduling.from, 'b')
+    assert.ok(stoppedAfter <= boundAfter + 2_000, `the old copy stopped (${stoppedAfter} ms) before the move (${boundAfter} ms)`)
+    const running = await waitFor(
+      'vm/g Running on c',
+      async () => {
+        const v = await c.getJson('vm/g')
+        if (v?.status?.phase === 'Failed') throw new Error(`vm failed on c: ${v.status.reason}`)
+        return v?.status?.phase === 'Running' && v.status.node === 'c' ? v : undefined
+      },
+      240_000,
+    )
+    qemus.push(running.status.pid)
+    assert.ok((await c.cli(['logs', 'vm/g'])).stdout.includes(GUEST_READY))
+    const hist = (await c.cli(['history', 'vm/g'])).stdout
+    assert.match(hist, /controller:scheduler\s+update\s+bind to b: best of/)
+    assert.match(hist, /controller:scheduler\s+update\s+bind to c \(from b\): best of/)
+    const why = (await c.cli(['why', 'vm/g'])).stdout
+    assert.match(why, /^vm\/g: Running on node c/)
+    assert.match(why, /bound to c \(from b\)/)
+    t.diagnostic(`qemu on b stopped ${stoppedAfter} ms after kill -9; bound to c after ${boundAfter} ms; running on c after ${Date.now() - killedAt} ms`)
+    assert.equal((await c.cli(['delete', 'vm/g'])).exitCode, 0)
+    await waitFor('vm/g stopped on c', async () => (processAlive(running.status.pid) ? undefined : true), 60_000)
+  })
+})
+
+/** The process runs (a zombie waiting for its reaper has ended). */
+function processAlive(pid: number): boolean {
+  const st = readProcStat(pid)
+  return st !== undefined && st.state !== 'Z' && st.state !== 'X'
+}
