@@ -149,9 +149,9 @@ export const virtualMachineKind = defineKind({
     { header: 'IP', value: (o) => text(o.status?.ipv6) },
     { header: 'CPUS', value: (o) => String(o.spec?.cpus ?? 1), wide: true },
     { header: 'MEMORY', value: (o) => String(o.spec?.memory ?? VM_DEFAULT_MEMORY), wide: true },
-    { header: 'POLICY', value: (o) => (o.spec?.node ? 'pinned' : text(o.spec?.policy, 'best-effort')), wide: true },
     { header: 'ACCEL', value: (o) => text(o.status?.accel), wide: true },
     { header: 'REV', value: (o) => text(o.status?.runningRevision === undefined ? undefined : String(o.status.runningRevision)), wide: true },
+    { header: 'POLICY', value: (o) => (o.spec?.node ? 'pinned' : text(o.spec?.policy, 'best-effort')), wide: true },
     { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
   check(obj) {
