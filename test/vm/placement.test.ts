@@ -77,6 +77,7 @@ test('unpinned VMs: placed where there is room, an ha VM boots on another node w
   })
 
   let first: Record<string, any>
+  let onC: Record<string, any>
   await t.test('an ha VM is bound to the node with the most room and boots there', { timeout: 300_000 }, async () => {
     await apply(vmManifest('g', { ...unpinned, policy: 'ha', haAfterSeconds: 10 }))
     first = await waitFor(
@@ -122,7 +123,8 @@ test('unpinned VMs: placed where there is room, an ha VM boots on another node w
       async () => {
         const v = await c.getJson('vm/g')
         if (v?.status?.phase === 'Failed') throw new Error(`vm failed on c: ${v.status.reason}`)
-        return v?.status?.phase === 'Running' && v.status.node === 'c' ? v : undefined
+        // b's last report says Running until c writes its own (its qemu, another pid).
+        return v?.status?.phase === 'Running' && v.status.node === 'c' && v.status.pid !== wrapper ? v : undefined
       },
       240_000,
     )
@@ -135,8 +137,41 @@ test('unpinned VMs: placed where there is room, an ha VM boots on another node w
     assert.match(why, /^vm\/g: Running on node c/)
     assert.match(why, /bound to c \(from b\)/)
     t.diagnostic(`qemu on b stopped ${stoppedAfter} ms after kill -9; bound to c after ${boundAfter} ms; running on c after ${Date.now() - killedAt} ms`)
+    onC = running
+  })
+
+  await t.test('a node that hears no quorum fences its ha VM, and boots it again once it hears one', { timeout: 300_000 }, async () => {
+    // b is dead; with a paused, c hears one node of three.
+    a.signal('SIGSTOP')
+    const pausedAt = Date.now()
+    try {
+      const fenced = await waitFor(
+        'vm/g Fenced on c',
+        async () => {
+          const v = await c.getJson('vm/g')
+          return v?.status?.phase === 'Fenced' ? v : undefined
+        },
+        40_000,
+      )
+      assert.match(fenced.status.reason, /^fenced: this node has not heard a quorum \(2 of 3 nodes\)/)
+      assert.equal(fenced.status.node, 'c', 'still bound to c: nobody else may take it')
+      await waitFor("c's qemu stopped", async () => (processAlive(onC.status.pid) ? undefined : true), 20_000)
+      t.diagnostic(`fenced ${Date.now() - pausedAt} ms after c lost its quorum`)
+    } finally {
+      a.signal('SIGCONT')
+    }
+    const again = await waitFor(
+      'vm/g Running on c again',
+      async () => {
+        const v = await c.getJson('vm/g')
+        return v?.status?.phase === 'Running' && v.status.pid !== onC.status.pid ? v : undefined
+      },
+      240_000,
+    )
+    qemus.push(again.status.pid)
+    assert.match((await c.cli(['history', 'vm/g'])).stdout, /controller:vm\s+update\s+fenced: /)
     assert.equal((await c.cli(['delete', 'vm/g'])).exitCode, 0)
-    await waitFor('vm/g stopped on c', async () => (processAlive(running.status.pid) ? undefined : true), 60_000)
+    await waitFor('vm/g stopped on c', async () => (processAlive(again.status.pid) ? undefined : true), 60_000)
   })
 })
 
