@@ -204,7 +204,7 @@ export function registerDescribeCommand(program: Command, io: DescribeCliIO, cli
   takesObjects(
     program
       .command('describe')
-      .description('Show one object in detail: spec, status, conditions, placement (pods), recent events and revisions')
+      .description('Show one object in detail: spec, status, conditions, placement (pods, unpinned VMs), recent events and revisions')
       .argument('<KIND/NAME>', 'like pod/web, or KIND NAME')
       .argument('[NAME]', 'the name, when KIND is given alone')
       .option('-n, --namespace <ns>', 'namespace (default: default)')
