@@ -26,7 +26,7 @@ import {
 import { spawnDetached } from './host.ts'
 import { logFilePath, openLogFile } from './logs.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
-import { DEFAULT_PATH, decodeExitCode, ID_PATTERN, wrapperScript } from './supervisor.ts'
+import { DEFAULT_PATH, decodeExitCode, fenceEnv, ID_PATTERN, wrapperScript } from './supervisor.ts'
 import type { ContainerFence, EnforcedLimits, ExitStatus, Spawner } from './types.ts'
 
 export type VmAccel = 'kvm' | 'tcg'
@@ -367,13 +367,7 @@ export class QemuRuntime {
           PATH: process.env.PATH ?? DEFAULT_PATH,
           ORC_EXIT: join(dir, 'exit'),
           ORC_CGROUPS: procs.join(' '),
-          ...(spec.fence !== undefined
-            ? {
-                ORC_LEASE: spec.fence.leaseFile,
-                ORC_FENCE_TERM: String(Math.max(0, Math.floor(spec.fence.termAfterSeconds))),
-                ORC_FENCE_KILL: String(Math.max(0, Math.floor(spec.fence.killAfterSeconds))),
-              }
-            : {}),
+          ...fenceEnv(spec.fence),
         },
         fds: [null, logFd, logFd],
         cwd: dir,
