@@ -106,6 +106,17 @@ test('unpinned VMs: placed where there is room, an ha VM boots on another node w
     const wrapper = first.status.pid as number
     await b.kill('SIGKILL')
     const killedAt = Date.now()
+    // Until the move, orc why says what the policy does about the lost node.
+    const waiting = await waitFor(
+      'orc why vm/g to say when it moves',
+      async () => {
+        const r = (await c.cli(['why', 'vm/g'])).stdout
+        if (/on node c/.test(r)) throw new Error(`moved before orc why said when: ${r}`)
+        return /placement: node b (suspect|dead) for \d+s; ha VM moves after 10s/.test(r) ? r : undefined
+      },
+      10_000,
+    )
+    assert.match(waiting, /^vm\/g: Running on node b/)
     // No agent on b: the qemu wrapper's watchdog reads the lease and kills qemu after the fence window.
     await waitFor("b's qemu stopped by its watchdog", async () => (processAlive(wrapper) ? undefined : true), 30_000)
     const stoppedAfter = Date.now() - killedAt

@@ -74,8 +74,9 @@ export function schedRoutes(c: SchedApiComponents) {
         throw new OrcError('invalid', `vm/${name} is pinned to node ${vm.spec.node} (spec.node): the scheduler does not place it`, { node: vm.spec.node })
       if (vm.spec?.runStrategy === 'Halted') throw new OrcError('invalid', `vm/${name} is Halted: it needs no node until it is started`)
       const { view, opts } = c.schedView()
-      // Its entry in the plan is `NS/vm/NAME`; said as the VM.
-      const e = { ...explainPod(view, vmSchedKey(ns, name), opts), pod: `${ns}/${name}` }
+      // Its entry in the plan is `NS/vm/NAME`; said as the VM (the policy's words name pods).
+      const x = explainPod(view, vmSchedKey(ns, name), opts)
+      const e = { ...x, pod: `${ns}/${name}`, summary: x.summary.replace(/\b(ha|best-effort) pod\b/g, '$1 VM') }
       return { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e).replace(/^pod\//, 'vm/') }
     },
     forgetNode: async ({ params, body }) => {

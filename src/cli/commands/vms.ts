@@ -60,6 +60,8 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
   // Unpinned: where the scheduler puts it, or which check ruled out each node.
   if (placement && placement.explanation.status !== 'bound')
     lines.push('', `Placement (${placement.explainedBy}):`, ...placement.text.split('\n').map((l) => `  ${l}`))
+  // Bound to a node the answering node does not hear: what the policy does about it (moves after haAfter, …).
+  else if (placement && !placement.explanation.summary.startsWith('running on ')) lines.push(`  placement: ${placement.explanation.summary}`)
   if (!snap) {
     const node = bound ?? '<none>'
     // The VM controller's refusal for want of room (admitVms): "needs 640Mi memory; node n1 has …".
