@@ -117,6 +117,13 @@ test('unpinned VMs: placed where there is room, an ha VM boots on another node w
       10_000,
     )
     assert.match(waiting, /^vm\/g: Running on node b/)
+    // The stored phase is b's last report; orc get vms says what c knows.
+    const row = await waitFor('get vms to show vm/g Unknown on b', async () => {
+      const r = (await c.cli(['get', 'vms'])).stdout.split('\n').find((l) => l.startsWith('g '))
+      if (r !== undefined && /^g\s+\S+\s+c\s/.test(r)) throw new Error(`moved before get vms said Unknown: ${r}`)
+      return r !== undefined && /^g\s+Unknown\s+b\s/.test(r) ? r : undefined
+    })
+    assert.ok(row)
     // No agent on b: the qemu wrapper's watchdog reads the lease and kills qemu after the fence window.
     await waitFor("b's qemu stopped by its watchdog", async () => (processAlive(wrapper) ? undefined : true), 30_000)
     const stoppedAfter = Date.now() - killedAt
