@@ -5,10 +5,12 @@
  * 1Gi, c 512Mi. A VM too big for every node stays unplaced and `orc why` says why per node; an `ha`
  * VM is placed on b (the most room) and boots there; b's agent is killed with -9: the guest's
  * watchdog stops its qemu (no agent needed), c binds the VM after haAfter and boots it, and `orc
- * history` records the move.
+ * history` records the move; with a paused too, c fences it and boots it again when a is back. A
+ * best-effort VM on b stays bound to b after its agent is killed (its guest runs on) until b is
+ * forgotten, then boots on c; b, back, stops its old copy.
  */
 import assert from 'node:assert/strict'
-import { chmodSync, mkdirSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { readProcStat } from '../../src/runtime/procfs.ts'
@@ -194,6 +196,64 @@ test('unpinned VMs: placed where there is room, an ha VM boots on another node w
     assert.match((await c.cli(['history', 'vm/g'])).stdout, /controller:vm\s+update\s+fenced: /)
     assert.equal((await c.cli(['delete', 'vm/g'])).exitCode, 0)
     await waitFor('vm/g stopped on c', async () => (processAlive(again.status.pid) ? undefined : true), 60_000)
+  })
+
+  await t.test('a best-effort VM stays on its lost node until it is forgotten; the node, back, stops its old copy', { timeout: 300_000 }, async () => {
+    // b comes back: the guest its dead agent left (stopped by the watchdog) goes, files and all.
+    await b.up().ready()
+    await waitFor('b to see three alive members', async () => JSON.parse((await b.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3, 30_000)
+    await waitFor("b to drop vm/g's files", async () => (existsSync(join(b.dataDir, 'vms', first.metadata.uid)) ? undefined : true), 30_000)
+
+    await apply(vmManifest('be', unpinned))
+    const onB = await waitFor(
+      'vm/be Running on b',
+      async () => {
+        const v = await c.getJson('vm/be')
+        if (v?.status?.phase === 'Failed') throw new Error(`vm failed: ${v.status.reason}`)
+        return v?.status?.phase === 'Running' ? v : undefined
+      },
+      240_000,
+    )
+    assert.equal(onB.status.node, 'b')
+    qemus.push(onB.status.pid)
+    await b.kill('SIGKILL')
+    // Not ha: no watchdog, and it stays bound to b (running through a partition is its contract).
+    const why = await waitFor(
+      'orc why vm/be to say it waits for b to be forgotten',
+      async () => {
+        const r = (await c.cli(['why', 'vm/be'])).stdout
+        return /placement: node b (suspect|dead) for \d+s; best-effort VM moves when the node is forgotten or after 7d/.test(r) ? r : undefined
+      },
+      30_000,
+    )
+    assert.match(why, /^vm\/be: Running on node b/)
+    assert.ok(processAlive(onB.status.pid), "b's guest runs on without its agent")
+    const f = await a.cli(['node', 'forget', 'b', '--reason', 'test: b is gone'])
+    assert.equal(f.exitCode, 0, f.stderr)
+    const onC = await waitFor(
+      'vm/be Running on c',
+      async () => {
+        const v = await c.getJson('vm/be')
+        return v?.status?.phase === 'Running' && v.status.node === 'c' && v.status.pid !== onB.status.pid ? v : undefined
+      },
+      240_000,
+    )
+    qemus.push(onC.status.pid)
+    assert.equal(onC.status.scheduling.from, 'b')
+    assert.match(onC.status.scheduling.reason, /best of/)
+    // b returns: its old copy is stopped (the VM is c's now), and it leaves the VM's status to c.
+    const returnedAt = Date.now()
+    await b.up().ready()
+    await waitFor("b's old copy stopped", async () => (processAlive(onB.status.pid) ? undefined : true), 60_000)
+    await waitFor("b's console logs of it removed", async () => (existsSync(join(b.dataDir, 'vms', onB.metadata.uid)) ? undefined : true), 30_000)
+    const v = await b.getJson('vm/be')
+    assert.deepEqual([v?.status?.node, v?.status?.phase, v?.status?.pid], ['c', 'Running', onC.status.pid])
+    assert.ok(processAlive(onC.status.pid), "c's guest runs on")
+    const hist = JSON.parse((await c.cli(['history', 'vm/be', '-o', 'json'])).stdout) as { time: number; author: string; reason: string }[]
+    const fromB = hist.filter((r) => r.time >= returnedAt && /re-adopted|stopping|now bound to/.test(r.reason))
+    assert.deepEqual(fromB, [], 'no status write from b about its old copy')
+    assert.equal((await c.cli(['delete', 'vm/be'])).exitCode, 0)
+    await waitFor('vm/be stopped on c', async () => (processAlive(onC.status.pid) ? undefined : true), 60_000)
   })
 })
 

@@ -75,6 +75,11 @@ export interface VmControllerComponents {
   fence?: {
     decide(haAfterMs: number, graceMs: number, starting?: boolean): FenceDecision
     containerFence(haAfterMs: number, graceMs: number): ContainerFence
+    /**
+     * Whether this agent has caught up with its cluster since it started: until then it writes no
+     * VM status (its replica may say a VM is still its own after it moved away), as for pods.
+     */
+    caughtUp(): boolean
   }
   /** The cluster's haAfterSeconds (Cluster.spec.scheduling; default 30): an `ha` VM's default. */
   haAfterSeconds?: () => number
@@ -213,7 +218,8 @@ class VmWorker {
     private readonly refusal: (ref: Ref) => string | undefined,
   ) {
     this.retryMs = t.restartMs
-    this.writer = new StatusWriter<'VirtualMachine'>(c.store, ref, c.clock, c.log, (o) => vmNodeOf(o) === c.nodeName, t.progressWriteMs, VM_CONTROLLER)
+    const mine = (o: VirtualMachine) => vmNodeOf(o) === c.nodeName && (c.fence?.caughtUp() ?? true)
+    this.writer = new StatusWriter<'VirtualMachine'>(c.store, ref, c.clock, c.log, mine, t.progressWriteMs, VM_CONTROLLER)
   }
 
   /** The guest holds its share of the node: it runs, or is booting or stopping. */
@@ -391,6 +397,8 @@ class VmWorker {
    */
   fenceTick(): Promise<void> | undefined {
     if (this.done || this.c.fence === undefined) return undefined
+    // A status held back until this agent caught up with its cluster is written now (if still ours).
+    this.writer.reassert(true)
     if (this.waitingForQuorum) return this.reconcile()
     if (!this.holdsRoom()) return undefined
     const spec = this.c.store.get(this.ref)?.spec
@@ -697,17 +705,21 @@ export class VmController {
     const byUid = new Map(this.c.store.list('VirtualMachine').map((v) => [v.metadata.uid, v]))
     for (const h of found.running) {
       const vm = byUid.get(h.id)
-      if (vm === undefined) {
-        // Its VM is gone: stop the orphan.
-        await this.c.runtime.stop(h.id, 0)
-        this.c.runtime.remove(h.id)
+      // Its VM is gone, or runs elsewhere now (moved or re-pinned while this agent was down; this
+      // replica holds this node's own bindings, so "elsewhere" is not a stale view of them): stop it.
+      if (vm === undefined || vmNodeOf(vm) !== this.c.nodeName) {
+        await this.dropCopy(h.id, vm === undefined ? 'its VirtualMachine is gone' : `bound to node ${vmNodeOf(vm) ?? '<none>'} now`, true)
         continue
       }
       const w = this.workerFor({ kind: 'VirtualMachine', namespace: vm.metadata.namespace ?? 'default', name: vm.metadata.name })
       await w.adopt(h.pid, h.startedAt, h.accel, h.cgroup)
       void h.exited.then((e) => w.exited(h.pid, e))
     }
-    for (const e of found.ended) this.c.runtime.remove(e.id)
+    for (const e of found.ended) {
+      const vm = byUid.get(e.id)
+      if (vm === undefined || vmNodeOf(vm) !== this.c.nodeName) await this.dropCopy(e.id, 'ended while no agent ran; its VM is not on this node', false)
+      else this.c.runtime.remove(e.id)
+    }
     if (this.c.fence !== undefined) {
       const tick = () => {
         if (this.stopped) return
@@ -734,6 +746,19 @@ export class VmController {
         .filter((v) => vmNodeOf(v) === this.c.nodeName)
         .map((v) => this.reconcileRef({ kind: 'VirtualMachine', namespace: v.metadata.namespace ?? 'default', name: v.metadata.name })),
     )
+  }
+
+  /**
+   * A guest a previous agent left whose VM is not this node's any more: stop it (no power-down: the
+   * VM runs elsewhere), and drop its network namespace and console logs. It writes nothing in the
+   * VM: its status is the other node's.
+   */
+  private async dropCopy(uid: string, why: string, running: boolean): Promise<void> {
+    if (running) await this.c.runtime.stop(uid, 0)
+    this.c.runtime.remove(uid)
+    await this.c.network?.detachPod(uid).catch((err) => this.c.log.warn({ uid, err: String(err) }, 'remove vm network'))
+    rmSync(this.c.vmDir(uid), { recursive: true, force: true })
+    this.c.log.warn({ uid, why, running }, running ? 'stopped a guest left by the previous agent' : 'removed a guest left by the previous agent')
   }
 
   private async reconcileRef(ref: Ref): Promise<void> {
