@@ -26,6 +26,7 @@ import {
   wrapError,
 } from '../model/index.ts'
 import { QemuRuntime } from '../runtime/index.ts'
+import { DEFAULT_SCHED_OPTIONS } from '../sched/index.ts'
 import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { createAuthorizer, userMayOnReceipt } from './authz.ts'
@@ -71,7 +72,7 @@ import { PodTop, topRoutes } from './pods/top.ts'
 import { previousUserRevision } from './rollback.ts'
 import { type ApiHandler, combineHandlers, createRouter, Passthrough } from './router.ts'
 import { pathOf } from './routes.ts'
-import { schedRoutes } from './sched/index.ts'
+import { schedOptionsOf, schedRoutes } from './sched/index.ts'
 import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
@@ -372,7 +373,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       storage: volumes(),
       dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
-  // VirtualMachines pinned to this node (docs/runtimes.md, "Virtual machines").
+  // VirtualMachines pinned or bound to this node (docs/runtimes.md, "Virtual machines").
   let vmsRef: VmController | undefined
   const vms = (): VmController =>
     (vmsRef ??= new VmController({
@@ -387,6 +388,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       imageStores: [join(dataDir, 'images'), ...(opts.imageStores ?? [])],
       volumes: volumes(),
       secretValue: secretValueOf(store, () => keyring.get()),
+      // Unpinned ha VMs are fenced by the pods' fence (same quorum, same lease).
+      fence: pods().fence,
+      haAfterSeconds: () => schedOptionsOf(store.list('Cluster')).haAfterSeconds ?? DEFAULT_SCHED_OPTIONS.haAfterSeconds,
     }))
   // What this node serves to members: the blobs it holds, and — as a blob's owner — a blob fetched
   // from its registry on the cluster's behalf, with the credentials of the asker's namespace.

@@ -366,6 +366,12 @@ export const ROUTES = {
     path: '/v1/pods/:ns/:name/placement',
     permission: { verb: 'get', kind: 'Pod' },
   }),
+  // An unpinned VirtualMachine's placement (`orc why vm/NAME`): explainPod on its scheduler entry
+  vmPlacement: route<{ response: { explainedBy: string; explanation: PodExplanation; text: string } }>()({
+    method: 'GET',
+    path: '/v1/vms/:ns/:name/placement',
+    permission: { verb: 'get', kind: 'VirtualMachine' },
+  }),
   controllers: route<{ response: ControllerGraph & { text: string } }>()({ method: 'GET', path: '/v1/controllers', permission: { verb: 'get' } }),
   forgetNode: route<{ body: Authored & { force?: boolean }; response: { node: string; forgotten: true; pods: number } }>()({
     method: 'POST',

@@ -8,7 +8,7 @@
  */
 
 import type { MemberView } from '../mesh/index.ts'
-import { type Node, OrcError, type Pod } from '../model/index.ts'
+import { type Node, OrcError, type Pod, vmNodeOf } from '../model/index.ts'
 import type { Stored, StoredObject } from '../store/index.ts'
 import { callRoute } from './call.ts'
 import { ago } from './format.ts'
@@ -54,12 +54,18 @@ export function podNodeOf(pod: Stored<Pod>): string | undefined {
 
 /** Display copies of `items` (Nodes or Pods) with liveness joined in; other kinds unchanged. */
 export function withLiveness(kind: string, items: StoredObject[], down: ReadonlyMap<string, Liveness>): StoredObject[] {
-  if (down.size === 0 || (kind !== 'Node' && kind !== 'Pod')) return items
+  if (down.size === 0 || (kind !== 'Node' && kind !== 'Pod' && kind !== 'VirtualMachine')) return items
   return items.map((o) => {
     if (kind === 'Node') {
       const l = down.get(o.metadata.name)
       if (!l || (o as Stored<Node>).status?.state === 'Removed') return o
       return { ...o, status: { ...o.status, state: l.text } }
+    }
+    if (kind === 'VirtualMachine') {
+      // Its node's last report stands in the store; the table says what this node knows.
+      const node = vmNodeOf(o as { spec?: { node?: unknown }; status?: { node?: unknown } })
+      const phase = (o.status as { phase?: unknown } | undefined)?.phase
+      return node === undefined || !down.has(node) || phase === 'Stopped' ? o : { ...o, status: { ...o.status, phase: 'Unknown' } }
     }
     const pod = o as Stored<Pod>
     const node = podNodeOf(pod)

@@ -301,7 +301,11 @@ Use "orc COMMAND --help" for more about a command.`),
         items = r.items
       }
       if (def.kind === 'Node' && opts.output === 'wide' && items.length > 0) return io.out(await nodesWideTable(c, items as Stored<Node>[], io.now()))
-      if ((def.kind === 'Node' || def.kind === 'Pod') && (opts.output === 'table' || opts.output === 'wide') && items.length > 0) {
+      if (
+        (def.kind === 'Node' || def.kind === 'Pod' || def.kind === 'VirtualMachine') &&
+        (opts.output === 'table' || opts.output === 'wide') &&
+        items.length > 0
+      ) {
         const members = await fetchMembers(c)
         if (members) items = withLiveness(def.kind, items, unreachableNodes(members, io.now()))
       }

@@ -117,6 +117,7 @@ export {
   VM_SEED_SERIAL,
   virtualMachineKind,
   vmMemoryBytes,
+  vmNodeOf,
   vmNodeRequests,
   vmWantsToRun,
 } from './kinds/virtual-machine.ts'

@@ -26,8 +26,8 @@ import {
 import { spawnDetached } from './host.ts'
 import { logFilePath, openLogFile } from './logs.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
-import { DEFAULT_PATH, decodeExitCode, ID_PATTERN, wrapperScript } from './supervisor.ts'
-import type { EnforcedLimits, ExitStatus, Spawner } from './types.ts'
+import { DEFAULT_PATH, decodeExitCode, fenceEnv, ID_PATTERN, wrapperScript } from './supervisor.ts'
+import type { ContainerFence, EnforcedLimits, ExitStatus, Spawner } from './types.ts'
 
 export type VmAccel = 'kvm' | 'tcg'
 
@@ -101,6 +101,8 @@ export interface VmRunSpec {
   net?: { netnsPath: string; tap: string; mac: string }
   /** virtio-blk drives in this order (the guest's vda, vdb, …). */
   disks?: VmDrive[]
+  /** An `ha` VM's watchdog (as an `ha` container's: the wrapper stops qemu once the lease is too old, agent or not). */
+  fence?: ContainerFence
 }
 
 /** A host file the guest sees as a virtio-blk disk whose serial is `serial` (`/dev/disk/by-id/virtio-SERIAL`). */
@@ -393,8 +395,13 @@ export class QemuRuntime {
     try {
       spawned = this.o.spawn({
         file: this.o.shPath,
-        args: ['-c', wrapperScript(this.o.shPath, false), 'orc-wrapper', ...argv],
-        env: { PATH: process.env.PATH ?? DEFAULT_PATH, ORC_EXIT: join(dir, 'exit'), ORC_CGROUPS: procs.join(' ') },
+        args: ['-c', wrapperScript(this.o.shPath, spec.fence !== undefined), 'orc-wrapper', ...argv],
+        env: {
+          PATH: process.env.PATH ?? DEFAULT_PATH,
+          ORC_EXIT: join(dir, 'exit'),
+          ORC_CGROUPS: procs.join(' '),
+          ...fenceEnv(spec.fence),
+        },
         fds: [null, logFd, logFd],
         cwd: dir,
       })

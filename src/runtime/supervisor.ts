@@ -34,6 +34,7 @@ import { openLogFile, rotateIfNeeded } from './logs.ts'
 import { DEFAULT_LOG_ROTATION, type RuntimeOptions, type RuntimeOptionsInput } from './options.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
 import type {
+  ContainerFence,
   ContainerHandle,
   ContainerRunSpec,
   ContainerStatus,
@@ -155,6 +156,16 @@ export function wrapperScript(shPath: string, fenced: boolean): string {
   return `${head}${payload} & p=$!; ${watchdog}wait "$p"; code=$?; kill "$w" 2>/dev/null; echo "$code" > "$x"; exit "$code"`
 }
 
+/** The wrapper's watchdog settings (wrapperScript with `fenced`), for its environment; none without a fence. */
+export function fenceEnv(fence: ContainerFence | undefined): Record<string, string> {
+  if (fence === undefined) return {}
+  return {
+    ORC_LEASE: fence.leaseFile,
+    ORC_FENCE_TERM: String(Math.max(0, Math.floor(fence.termAfterSeconds))),
+    ORC_FENCE_KILL: String(Math.max(0, Math.floor(fence.killAfterSeconds))),
+  }
+}
+
 /** Decode the wrapper's exit status (sh reports death by signal N as 128+N). */
 export function decodeExitCode(code: number): { code: number | null; signal: NodeJS.Signals | null } {
   if (code > 128 && code < 128 + 65) {
@@ -262,13 +273,7 @@ export abstract class SupervisedRuntime implements Runtime {
       PATH: process.env.PATH ?? DEFAULT_PATH,
       ORC_EXIT: exitFile,
       ORC_CGROUPS: plan.cgroupProcs.join(' '),
-      ...(spec.fence
-        ? {
-            ORC_LEASE: spec.fence.leaseFile,
-            ORC_FENCE_TERM: String(Math.max(0, Math.floor(spec.fence.termAfterSeconds))),
-            ORC_FENCE_KILL: String(Math.max(0, Math.floor(spec.fence.killAfterSeconds))),
-          }
-        : {}),
+      ...fenceEnv(spec.fence),
     }
     let spawned
     try {

@@ -99,7 +99,8 @@ export function prepareTurn(state: SchedState, pod: PodInfo): Turn {
       return { term, counter, waived: counter.total === 0 && termSelects(term, pod.namespace, pod.labels) }
     }),
     anti: pod.antiAffinityRequired.map((term) => ({ term, counter: state.counter(term) })),
-    symmetric: state.symmetricFor(pod),
+    // Pods' anti-affinity selects pods, not VMs.
+    symmetric: pod.view.vm !== undefined ? [] : state.symmetricFor(pod),
     affinityPreferred,
     antiPreferred,
     preferredPodWeight: [...affinityPreferred, ...antiPreferred].reduce((s, w) => s + w.weight, 0),
@@ -228,7 +229,7 @@ export function checkNode(t: Turn, n: NodeInfo, out: string[] | null, now: numbe
     first ||= Reason.memory
     out.push(`insufficient memory (requests ${formatMemory(p.mem)}, free ${formatMemory(Math.max(0, freeMem))}${vmsHolding(n, 'mem')})`)
   }
-  if (n.usedPods + 1 > n.allocPods) {
+  if (p.view.vm === undefined && n.usedPods + 1 > n.allocPods) {
     if (!out) return Reason.podCount
     first ||= Reason.podCount
     out.push(`too many pods (max ${n.allocPods})`)

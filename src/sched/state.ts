@@ -344,6 +344,11 @@ export class SchedState {
   place(pod: PodInfo, node: NodeInfo): void {
     node.usedCpu += pod.cpu
     node.usedMem += pod.mem
+    if (pod.view.vm !== undefined) {
+      // A VM holds room as a VM (explanations name it); it is no pod for counts and affinity.
+      node.vms.push({ name: pod.view.vm, cpu: pod.cpu, mem: pod.mem })
+      return
+    }
     node.usedPods++
     this.placed.push({ pod, node })
     const hits: TermCounter[] = []

@@ -165,6 +165,12 @@ export interface PodView {
   clusters?: string[]
   /** `spec.placement.preferClusters`: most preferred first; a soft preference among `clusters`. */
   preferClusters?: string[]
+  /**
+   * Set when this entry stands for an unpinned VirtualMachine (`namespace/name`; the entry's name is
+   * `vm/NAME`, which no pod can have): placed and moved like a pod, but it holds its node as a VM
+   * (named in explanations, not counted in the node's pod count) and takes no part in pod affinity.
+   */
+  vm?: string
 }
 
 /** `namespace/name`, the key operations refer to a pod by. */

@@ -49,14 +49,15 @@ import {
   contentAfter,
   defaultAuthorize,
   type ObjectsView,
-  pinOfPod,
-  podNodes,
+  pinOf,
   type RecordSigner,
   type RecordVerifier,
   ROLE_DENIED,
+  runsOn,
   SCHEDULER,
   signRecord,
   structMatches,
+  tracksBinding,
   UNKNOWN_CREATION,
   verifyRecord,
   verifyRecordsAtOnce,
@@ -232,10 +233,11 @@ export class Store implements ObjectStore {
       else this.boundTo.set(key, new Set(unjson<string[]>(v)))
     }
     if (gone.length > 0) await this.db.batch(gone)
-    for (const p of this.doc.list('Pod')) {
-      const key = keyOf({ kind: 'Pod', namespace: p.metadata.namespace ?? '', name: p.metadata.name })
-      this.noteBinding(key, podNodes(this.doc.content(key)))
-    }
+    for (const kind of ['Pod', 'VirtualMachine'] as const)
+      for (const p of this.doc.list(kind)) {
+        const key = keyOf({ kind, namespace: p.metadata.namespace ?? '', name: p.metadata.name })
+        this.noteBinding(key, runsOn(key, this.doc.content(key)))
+      }
     if (this.signer) this.bindings.set(this.doc.doc.clientID, this.signer.id)
   }
 
@@ -244,7 +246,7 @@ export class Store implements ObjectStore {
    * the LevelDB op that keeps it, when the set grew.
    */
   private noteBinding(key: string, nodes: Iterable<unknown>): BatchOp[] {
-    if (!key.startsWith('Pod/')) return []
+    if (!tracksBinding(key)) return []
     let set = this.boundTo.get(key)
     let grew = false
     for (const node of nodes) {
@@ -611,7 +613,7 @@ export class Store implements ObjectStore {
     this.contentRev.set(key, id)
     let bound: BatchOp[] = []
     if (this.verifier !== undefined) {
-      bound = this.noteBinding(key, podNodes(this.doc.content(key)))
+      bound = this.noteBinding(key, runsOn(key, this.doc.content(key)))
       this.noteCreation(record)
     }
     const recordJson = JSON.stringify(record)
@@ -969,11 +971,11 @@ export class Store implements ObjectStore {
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
       const concurrent = !baseKnown && before !== undefined
       let boundTo: Set<unknown> | undefined
-      if (r.k.startsWith('Pod/')) {
-        boundTo = new Set([...(this.boundTo.get(r.k) ?? []), ...(msgBound.get(r.k) ?? []), ...podNodes(before)])
+      if (tracksBinding(r.k)) {
+        boundTo = new Set([...(this.boundTo.get(r.k) ?? []), ...(msgBound.get(r.k) ?? []), ...runsOn(r.k, before)])
         // A binding is the scheduler's (checked below: only to its own node, or unchanged); a pin the user's.
-        const made = r.a === SCHEDULER ? (after !== undefined ? podNodes(after) : [bindingOf(changes)]) : [pinOfPod(after)]
-        msgBound.set(r.k, new Set([...(msgBound.get(r.k) ?? []), ...podNodes(before), ...made]))
+        const made = r.a === SCHEDULER ? (after !== undefined ? runsOn(r.k, after) : [bindingOf(changes)]) : [pinOf(r.k, after)]
+        msgBound.set(r.k, new Set([...(msgBound.get(r.k) ?? []), ...runsOn(r.k, before), ...made]))
       }
       const why = this.authorize(r, { before, after, changes, createdBy: creator, concurrent, signer, boundTo, objects })
       // Judged without the parent it builds on (gossip delivered it first): this replica lags;

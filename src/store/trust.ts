@@ -225,14 +225,29 @@ function nodeOfPod(o: Record<string, unknown> | undefined): unknown {
 }
 
 /** The node a pod's spec pins it to (`spec.placement.node`, the user's). */
-export function pinOfPod(o: Record<string, unknown> | undefined): unknown {
+function pinOfPod(o: Record<string, unknown> | undefined): unknown {
   const placement = isPlainObject(o?.spec) ? o.spec.placement : undefined
   return isPlainObject(placement) ? placement.node : undefined
 }
 
-/** The nodes a pod's content names as where it runs: its binding and its pin (either may be absent). */
-export function podNodes(o: Record<string, unknown> | undefined): unknown[] {
-  return [nodeOfPod(o), pinOfPod(o)].filter((n) => typeof n === 'string' && n !== '')
+/** The node a VirtualMachine's spec pins it to (`spec.node`, the user's). */
+function pinOfVm(o: Record<string, unknown> | undefined): unknown {
+  return isPlainObject(o?.spec) ? o.spec.node : undefined
+}
+
+/** Whether the object of `key` is one whose status only the nodes it was bound or pinned to may write (pods, VMs). */
+export function tracksBinding(key: string): boolean {
+  return key.startsWith('Pod/') || key.startsWith('VirtualMachine/')
+}
+
+/** The node the content of `key` (a pod or VM) is pinned to, by its user. */
+export function pinOf(key: string, o: Record<string, unknown> | undefined): unknown {
+  return key.startsWith('VirtualMachine/') ? pinOfVm(o) : pinOfPod(o)
+}
+
+/** The nodes the content of `key` (a pod or VM) names as where it runs: its binding and its pin (either may be absent). */
+export function runsOn(key: string, o: Record<string, unknown> | undefined): unknown[] {
+  return [nodeOfPod(o), pinOf(key, o)].filter((n) => typeof n === 'string' && n !== '')
 }
 
 /** The node the last of these changes that sets a pod's `status.node` (itself, or a map holding it) names. */
@@ -333,12 +348,14 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         return undefined
       }
       case 'controller:vm': {
-        // A VirtualMachine's status is written by the node it is pinned to (spec.node).
+        // A VirtualMachine's status is written by the node it is pinned (spec.node) or bound
+        // (status.node) to — as the lifecycle's pod status: a node this replica has seen it bound
+        // or pinned to (`boundTo`), so the old node of a moved `ha` VM may finish a write under way.
         if (kind !== 'VirtualMachine') return `controller:vm writes VirtualMachines only, not ${kind.toLowerCase()}/${name}`
-        const pinned = (o: Record<string, unknown> | undefined) => (isPlainObject(o?.spec) ? o.spec.node : undefined)
-        if (pinned(after) !== mine && pinned(before) !== mine)
-          return `node ${mine ?? signer.id} may not write virtualmachine/${name}, which runs on node ${String(pinned(after) ?? pinned(before))}`
-        return undefined
+        const nodes = new Set([...(boundTo ?? []), ...runsOn(r.k, before), ...runsOn(r.k, after)])
+        if (mine !== undefined && nodes.has(mine)) return undefined
+        const at = runsOn(r.k, after)[0] ?? runsOn(r.k, before)[0]
+        return `node ${mine ?? signer.id} may not write virtualmachine/${name}, which runs on node ${at === undefined ? '<none>' : String(at)}`
       }
       case 'controller:ingress': {
         // An ingress controller reports on the node it runs on: `status.nodes.<its node>` only.
@@ -348,10 +365,11 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         return undefined
       }
       case SCHEDULER: {
-        if (kind !== 'Pod') return undefined
-        // Where it binds the pod: from its content after, or (built on content unknown here) its changes.
+        if (kind !== 'Pod' && kind !== 'VirtualMachine') return undefined
+        // Where it binds the pod (or VM): from its content after, or (built on content unknown here) its changes.
         const to = after !== undefined ? nodeOfPod(after) : bindingOf(changes)
-        if (to !== undefined && to !== mine && to !== nodeOfPod(before)) return `node ${mine ?? signer.id} may not bind pod ${name} to ${String(to)}`
+        if (to !== undefined && to !== mine && to !== nodeOfPod(before))
+          return `node ${mine ?? signer.id} may not bind ${kind === 'Pod' ? 'pod' : 'virtualmachine'} ${name} to ${String(to)}`
         return undefined
       }
       default:

@@ -80,7 +80,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     const bad = [
       [vmManifest('bad', { node: 'n1', kernel: { path: kernel, image: 'k' } }), /spec\.kernel: must give exactly one of image .* or path/],
       [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, memory: '1Mi' }), /spec\.memory: must be between 64Mi and 256Gi/],
-      [vmManifest('bad', { kernel: { path: kernel } }), /spec\.node/],
+      [vmManifest('bad', { kernel: { path: kernel }, policy: 'always' }), /spec\.policy/],
       [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, runStrategy: 'Sometimes' }), /spec\.runStrategy/],
       [vmManifest('bad', { node: 'n1', kernel: { path: kernel }, cpus: 0 }), /spec\.cpus/],
       [

@@ -15,11 +15,11 @@
  */
 import type { Logger } from 'pino'
 import type { Clock } from '../../effects/index.ts'
-import type { Node, Pod } from '../../model/index.ts'
+import type { Node, Pod, VirtualMachine } from '../../model/index.ts'
 import { type ClusterView, nextDecisionTime, plan, resolveOptions, type SchedOptions } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
-import { buildSchedView, type NodeMember, schedOptionsOf, type TaintSince } from '../sched/index.ts'
+import { buildSchedView, type NodeMember, schedOptionsOf, type TaintSince, vmSchedKey, withVmUses } from '../sched/index.ts'
 
 export const SCHEDULER_CONTROLLER = 'controller:scheduler'
 
@@ -49,7 +49,9 @@ export interface BinderComponents extends Clock {
 export type ViewBuilder = typeof buildSchedView
 
 export interface BindDecision {
-  pod: Stored<Pod>
+  /** A pod, or an unpinned VirtualMachine the plan placed as one (bound the same way: status.node, status.scheduling). */
+  pod: Stored<Pod> | Stored<VirtualMachine>
+  kind: 'Pod' | 'VirtualMachine'
   /** `bind`: set status.node to this node; `evict`: clear it. */
   action: 'bind' | 'evict'
   reason: string
@@ -75,33 +77,49 @@ export function decideBindings(
   downSince?: (name: string) => number | undefined,
   taintSince?: TaintSince,
   build: ViewBuilder = buildSchedView,
+  /** VirtualMachines (their unpinned ones are placed with the pods: withVmUses). */
+  vms: readonly Stored<VirtualMachine>[] = [],
 ): BindDecision[] {
-  return decideFromView(build(pods, nodes, me, membersOf(members), now, downSince, taintSince), pods, me, opts)
+  const view = build(pods, nodes, me, membersOf(members), now, downSince, taintSince)
+  return decideFromView(vms.length > 0 ? withVmUses(view, vms) : view, pods, me, opts, vms)
 }
 
-/** `decideBindings` on a view already built from `pods`. */
-function decideFromView(view: ClusterView, pods: readonly Stored<Pod>[], me: string, opts: Partial<SchedOptions>): BindDecision[] {
+/** `decideBindings` on a view already built from `pods` (and `vms`, when the builder adds them). */
+function decideFromView(
+  view: ClusterView,
+  pods: readonly Stored<Pod>[],
+  me: string,
+  opts: Partial<SchedOptions>,
+  vms: readonly Stored<VirtualMachine>[] = [],
+): BindDecision[] {
   const out: BindDecision[] = []
-  const byKey = new Map(pods.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, p]))
+  const byKey = new Map<string, { obj: Stored<Pod> | Stored<VirtualMachine>; kind: BindDecision['kind'] }>(
+    pods.map((p) => [`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, { obj: p, kind: 'Pod' }]),
+  )
+  for (const v of vms) byKey.set(vmSchedKey(v.metadata.namespace ?? 'default', v.metadata.name), { obj: v, kind: 'VirtualMachine' })
   const decided = new Set<string>()
   for (const op of plan(view, opts)) {
-    const pod = byKey.get(op.pod)
-    if (!pod) continue
+    const found = byKey.get(op.pod)
+    if (!found) continue
+    const { obj: pod, kind } = found
     if (op.type === 'bind' && op.node === me) {
-      out.push({ pod, action: 'bind', reason: op.reason, ...(op.from !== undefined ? { from: op.from } : {}) })
+      out.push({ pod, kind, action: 'bind', reason: op.reason, ...(op.from !== undefined ? { from: op.from } : {}) })
       decided.add(op.pod)
     } else if (op.type === 'evict' && op.node === me && !decided.has(op.pod)) {
       // An evicted pod that plan() re-places here in the same pass stays bound here.
       const rebound = out.some((d) => d.pod === pod)
-      if (!rebound) out.push({ pod, action: 'evict', reason: op.reason })
+      if (!rebound) out.push({ pod, kind, action: 'evict', reason: op.reason })
     }
   }
   // A pod pinned here runs here whatever its binding says (assignedTo); keep status.node honest.
   for (const p of pods) {
     const pin = p.spec?.placement?.node
     const key = `${p.metadata.namespace ?? 'default'}/${p.metadata.name}`
-    if (pin === me && p.status?.node !== me && !decided.has(key)) out.push({ pod: p, action: 'bind', reason: 'pinned to this node' })
+    if (pin === me && p.status?.node !== me && !decided.has(key)) out.push({ pod: p, kind: 'Pod', action: 'bind', reason: 'pinned to this node' })
   }
+  // So is a VM's: its binding names its pin (spec.node).
+  for (const v of vms)
+    if (v.spec?.node === me && v.status?.node !== me) out.push({ pod: v, kind: 'VirtualMachine', action: 'bind', reason: 'pinned to this node' })
   // An evict followed by a bind here in one plan is a no-op for status.node.
   return out.filter((d) => !(d.action === 'evict' && out.some((o) => o.pod === d.pod && o.action === 'bind')))
 }
@@ -245,6 +263,7 @@ export class Binder {
         const now = this.c.now()
         this.lastPassAt = now
         const pods = this.c.store.list('Pod')
+        const vms = this.c.store.list('VirtualMachine')
         const nodes = this.nodes()
         const members = this.c.members()
         const opts = this.options()
@@ -253,7 +272,7 @@ export class Binder {
         await this.clearOwnForgotten(nodes)
         // One view per pass: plan() and nextDecisionTime() only read it.
         const view = this.build(pods, nodes, this.c.nodeName, members, now, down, taints)
-        for (const d of decideFromView(view, pods, this.c.nodeName, opts)) await this.write(d)
+        for (const d of decideFromView(view, pods, this.c.nodeName, opts, vms)) await this.write(d)
         this.scheduleWake(nextDecisionTime(view, opts))
       } while (this.again)
     } finally {
@@ -301,7 +320,7 @@ export class Binder {
 
   private async write(d: BindDecision): Promise<void> {
     const pod = d.pod
-    const ref = { kind: 'Pod', namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
+    const ref = { kind: d.kind, namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name }
     const me = this.c.nodeName
     const now = this.c.now()
     const at = new Date(now).toISOString()
@@ -320,8 +339,8 @@ export class Binder {
         )
         if (res.revision)
           this.c.log.info(
-            { kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, from: scheduling.from, reason: d.reason },
-            'pod bound',
+            { kind: d.kind, ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, from: scheduling.from, reason: d.reason },
+            d.kind === 'Pod' ? 'pod bound' : 'vm bound',
           )
       } else {
         const res = await this.c.store.patch(
@@ -333,11 +352,14 @@ export class Binder {
           { author: SCHEDULER_CONTROLLER, reason: `evict from ${me}: ${d.reason}`, now },
         )
         if (res.revision)
-          this.c.log.info({ kind: 'Pod', ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, reason: d.reason }, 'pod evicted')
+          this.c.log.info(
+            { kind: d.kind, ns: ref.namespace, name: ref.name, rev: res.revision.number, node: me, reason: d.reason },
+            `${d.kind === 'Pod' ? 'pod' : 'vm'} evicted`,
+          )
       }
     } catch (err) {
       // deleted meanwhile, or refused: the next pass sees the new state
-      this.c.log.warn({ kind: 'Pod', ns: ref.namespace, name: ref.name, err: String(err) }, 'bind pod')
+      this.c.log.warn({ kind: d.kind, ns: ref.namespace, name: ref.name, err: String(err) }, d.kind === 'Pod' ? 'bind pod' : 'bind vm')
     }
   }
 }

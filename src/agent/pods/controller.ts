@@ -200,12 +200,14 @@ export class PodLifecycle {
       // The cluster's scheduler counts the federated pods running on the cluster's nodes.
       buildView: (pods, nodes, me, members, now, down, taints) => {
         const noQuorum = this.fence.noQuorum()
+        const vms = c.store.list('VirtualMachine')
         const base = withVolumeConstraints(
-          withVmUses(buildSchedView(pods, nodes, me, members, now, down, taints), c.store.list('VirtualMachine')),
+          withVmUses(buildSchedView(pods, nodes, me, members, now, down, taints), vms),
           pods,
           c.store.list('Volume'),
           nodes,
           schedOptionsOf(c.store.list('Cluster')).haAfterSeconds ?? DEFAULT_SCHED_OPTIONS.haAfterSeconds,
+          vms,
         )
         const v = { ...base, ...(noQuorum !== undefined ? { noQuorum } : {}) }
         const extra: PodView[] = []
@@ -430,7 +432,12 @@ export class PodLifecycle {
         void this.workerFor(run, ref)
           .reconcile()
           .then(() => this.dropIfDone(wk))
-      } else if (ref.kind === 'Node' || (run.id !== '' && ref.kind === 'Cluster') || (run.id === '' && ref.kind === 'Volume')) bind = true
+      } else if (
+        ref.kind === 'Node' ||
+        (run.id !== '' && ref.kind === 'Cluster') ||
+        (run.id === '' && (ref.kind === 'Volume' || ref.kind === 'VirtualMachine'))
+      )
+        bind = true
       else if (ref.kind === 'SecurityPolicy') policyNs.add(ref.namespace)
       else if (ref.kind === 'Config' || ref.kind === 'Secret') {
         if (!dataRefs.has(ref.namespace)) dataRefs.set(ref.namespace, new Set())

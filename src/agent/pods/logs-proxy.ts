@@ -10,7 +10,7 @@
 
 import { formatDuration } from '../../mesh/index.ts'
 import type { ApiRequest, ApiResponse, Query } from '../../model/index.ts'
-import { OrcError } from '../../model/index.ts'
+import { OrcError, vmNodeOf } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import { Passthrough, type RouteHandler } from '../router.ts'
 import type { RouteName } from '../routes.ts'
@@ -205,7 +205,7 @@ export function proxiedVolumeRoute<N extends 'volumeSnapshot' | 'volumeRestoreSn
 /** A VM's console route: forwarded to the node the VM is pinned to when that is another member. */
 export function proxiedVmLogs(c: LogsProxyComponents, local: RouteHandler<'vmLogs'>): RouteHandler<'vmLogs'> {
   return proxied(local, async ({ req, params }) => {
-    const node = c.store.get({ kind: 'VirtualMachine', namespace: params.ns, name: params.name })?.spec?.node
+    const node = vmNodeOf(c.store.get({ kind: 'VirtualMachine', namespace: params.ns, name: params.name }))
     if (node === undefined || node === c.nodeName) return undefined
     const fwd = { method: 'GET' as const, path: req.path, query: req.query, ...(req.principal !== undefined ? { principal: req.principal } : {}) }
     return forwardToNode(

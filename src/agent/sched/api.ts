@@ -2,6 +2,7 @@
  * Scheduling routes of a node's API:
  * - `GET  /v1/pods/NS/NAME/placement`: `explainPod` on this node's view (which constraint ruled out
  *   which node, or what the policy decides for a bound pod) — `orc why` prints it;
+ * - `GET  /v1/vms/NS/NAME/placement`: the same for an unpinned VirtualMachine (placed as a pod is);
  * - `POST /v1/nodes/NAME/forget`: `orc node forget` — mark the node gone in the replicated store
  *   (`Node.status.forgotten`), so its best-effort pods move now. The node's agent clears the mark
  *   when it starts again.
@@ -11,7 +12,7 @@ import { type ClusterView, explainPod, formatExplanation, type SchedOptions } fr
 import type { ObjectStore } from '../../store/index.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
 import type { RouteHandlers } from '../router.ts'
-import type { NodeMember } from './view.ts'
+import { type NodeMember, vmSchedKey } from './view.ts'
 
 export interface SchedApiComponents {
   store: ObjectStore
@@ -64,6 +65,19 @@ export function schedRoutes(c: SchedApiComponents) {
       const { view, opts } = scoped ?? c.schedView()
       const e = explainPod(view, `${ns}/${name}`, opts)
       return { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e) }
+    },
+    vmPlacement: ({ params: { ns, name } }) => {
+      const vm = c.store.get({ kind: 'VirtualMachine', namespace: ns, name })
+      if (vm === undefined)
+        throw new OrcError('not_found', `virtualmachine/${name} not found in namespace ${ns}`, { kind: 'VirtualMachine', namespace: ns, name })
+      if (typeof vm.spec?.node === 'string' && vm.spec.node !== '')
+        throw new OrcError('invalid', `vm/${name} is pinned to node ${vm.spec.node} (spec.node): the scheduler does not place it`, { node: vm.spec.node })
+      if (vm.spec?.runStrategy === 'Halted') throw new OrcError('invalid', `vm/${name} is Halted: it needs no node until it is started`)
+      const { view, opts } = c.schedView()
+      // Its entry in the plan is `NS/vm/NAME`; said as the VM (the policy's words name pods).
+      const x = explainPod(view, vmSchedKey(ns, name), opts)
+      const e = { ...x, pod: `${ns}/${name}`, summary: x.summary.replace(/\b(ha|best-effort) pod\b/g, '$1 VM') }
+      return { explainedBy: c.nodeName, explanation: e, text: formatExplanation(e).replace(/^pod\//, 'vm/') }
     },
     forgetNode: async ({ params, body }) => {
       const b = isPlainObject(body) ? body : {}

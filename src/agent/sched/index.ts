@@ -15,6 +15,8 @@ export {
   schedOptionsOf,
   type TaintSince,
   vmHolds,
+  vmPodViewOf,
+  vmSchedKey,
   vmUsesByNode,
   withVmUses,
   withVolumeConstraints,

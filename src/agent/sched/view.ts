@@ -11,6 +11,7 @@ import {
   type VirtualMachine,
   type Volume,
   vmMemoryBytes,
+  vmNodeOf,
   vmNodeRequests,
   vmWantsToRun,
 } from '../../model/index.ts'
@@ -163,20 +164,21 @@ export function buildSchedView(
 }
 
 /**
- * What one VirtualMachine holds of its node while its node wants it running (`vmWantsToRun`: pinned,
- * not Halted, whether booted yet or waiting for room): its vCPUs (millicores) and its guest memory
- * plus qemu's allowance (bytes). Undefined when it holds nothing: not wanted, or its memory is
+ * What one VirtualMachine holds of its node while its node wants it running (`vmWantsToRun`: pinned
+ * or bound, not Halted, whether booted yet or waiting for room): its vCPUs (millicores) and its guest
+ * memory plus qemu's allowance (bytes). Undefined when it holds nothing: not wanted, or its memory is
  * unreadable (its node never boots it).
  */
 export function vmHolds(
   v: Stored<VirtualMachine>,
 ): { node: string; name: string; cpu: number; mem: number; guestMem: number; createdAt: number; phase: string } | undefined {
-  if (!vmWantsToRun(v.spec)) return undefined
+  const node = vmNodeOf(v)
+  if (node === undefined || !vmWantsToRun(v)) return undefined
   try {
     const r = vmNodeRequests(v.spec)
     const at = Date.parse(v.metadata.createdAt)
     return {
-      node: v.spec!.node,
+      node,
       name: `${v.metadata.namespace ?? 'default'}/${v.metadata.name}`,
       cpu: r.cpu,
       mem: r.memory,
@@ -189,16 +191,52 @@ export function vmHolds(
   }
 }
 
-/** What the VMs pinned to each node hold of it, for the scheduler's view (vmHolds). */
+/** What the VMs pinned to each node hold of it, for the scheduler's view (vmHolds; unpinned VMs are placed as entries of their own, vmPodViewOf). */
 export function vmUsesByNode(vms: readonly Stored<VirtualMachine>[]): Map<string, VmUse[]> {
   const out = new Map<string, VmUse[]>()
   for (const v of vms) {
+    if (typeof v.spec?.node !== 'string' || v.spec.node === '') continue
     const h = vmHolds(v)
     if (h === undefined) continue
     const uses = out.get(h.node) ?? []
     uses.push({ name: h.name, cpu: `${h.cpu}m`, memory: String(h.mem) })
     out.set(h.node, uses)
   }
+  return out
+}
+
+/** The scheduler's key of an unpinned VM's entry: `namespace/vm/NAME` (no pod's key has two slashes). */
+export function vmSchedKey(namespace: string, name: string): string {
+  return `${namespace}/vm/${name}`
+}
+
+/**
+ * An unpinned VirtualMachine as the scheduler places it: an entry like a pod's with the VM's node
+ * requests (vCPUs as cores, guest memory plus qemu's allowance), its binding, policy, nodeSelector,
+ * node affinity and tolerations. Undefined for a pinned VM (it holds its node through NodeView.vms)
+ * and for a Halted one (it holds nothing and needs no node until it is started).
+ */
+export function vmPodViewOf(v: Stored<VirtualMachine>): PodView | undefined {
+  const spec = v.spec
+  if (spec === undefined || (typeof spec.node === 'string' && spec.node !== '') || spec.runStrategy === 'Halted') return undefined
+  const namespace = v.metadata.namespace ?? 'default'
+  let requests: PodView['requests']
+  try {
+    const r = vmNodeRequests(spec)
+    requests = { cpu: `${r.cpu}m`, memory: String(r.memory) }
+  } catch {
+    // Unreadable: the scheduler reports the entry's requests unreadable and places it nowhere.
+    requests = { memory: String(spec.memory) }
+  }
+  const at = Date.parse(v.metadata.createdAt)
+  const out: PodView = { namespace, name: `vm/${v.metadata.name}`, vm: `${namespace}/${v.metadata.name}`, requests, createdAt: Number.isNaN(at) ? 0 : at }
+  const node = v.status?.node
+  if (typeof node === 'string' && node !== '') out.node = node
+  if (spec.policy === 'ha' || spec.policy === 'best-effort') out.policy = spec.policy
+  if (typeof spec.haAfterSeconds === 'number') out.haAfterSeconds = spec.haAfterSeconds
+  if (isPlainObject(spec.nodeSelector)) out.nodeSelector = spec.nodeSelector
+  if (isPlainObject(spec.affinity) && isPlainObject(spec.affinity.nodeAffinity)) out.affinity = { nodeAffinity: spec.affinity.nodeAffinity }
+  if (Array.isArray(spec.tolerations)) out.tolerations = spec.tolerations
   return out
 }
 
@@ -241,11 +279,20 @@ export function nodeAllocation(node: Stored<Node>, pods: readonly Stored<Pod>[],
   return { capacity, pods: held, vms: out }
 }
 
-/** The view with each node's VMs (`NodeView.vms`): pods are placed in what they leave. */
+/**
+ * The view with the VirtualMachines: each node's pinned VMs (`NodeView.vms`: pods are placed in what
+ * they leave), and every unpinned VM as an entry of its own (vmPodViewOf) that the plan places, keeps
+ * and moves by its policy as it does a pod.
+ */
 export function withVmUses(view: ClusterView, vms: readonly Stored<VirtualMachine>[]): ClusterView {
   const uses = vmUsesByNode(vms)
-  if (uses.size === 0) return view
-  return { ...view, nodes: view.nodes.map((n) => (uses.has(n.name) ? { ...n, vms: uses.get(n.name)! } : n)) }
+  const entries = vms.flatMap((v) => vmPodViewOf(v) ?? [])
+  if (uses.size === 0 && entries.length === 0) return view
+  return {
+    ...view,
+    nodes: uses.size === 0 ? view.nodes : view.nodes.map((n) => (uses.has(n.name) ? { ...n, vms: uses.get(n.name)! } : n)),
+    pods: entries.length === 0 ? view.pods : [...view.pods, ...entries],
+  }
 }
 
 /**
@@ -273,11 +320,20 @@ export function withVolumeConstraints(
   volumes: readonly Stored<Volume>[],
   nodes: readonly Stored<Node>[],
   haAfterSeconds = 30,
+  vms: readonly Stored<VirtualMachine>[] = [],
 ): ClusterView {
   const uses = new Map<string, PodVolumeUse[]>()
   for (const p of pods) {
     const u = podVolumeUses(p.spec)
     if (u.length > 0) uses.set(`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, u)
+  }
+  // An unpinned VM's Volume disks tie it to the Volume's node as a pod's volumes do (its entry is `vm/NAME`).
+  for (const v of vms) {
+    const disks: unknown[] = Array.isArray(v.spec?.disks) ? v.spec.disks : []
+    const u = disks.flatMap((d) =>
+      isPlainObject(d) && isPlainObject(d.volume) && typeof d.volume.name === 'string' ? [{ name: d.volume.name, writer: true }] : [],
+    )
+    if (u.length > 0) uses.set(`${v.metadata.namespace ?? 'default'}/vm/${v.metadata.name}`, u)
   }
   if (uses.size === 0) return view
   const gone = new Set(nodes.filter(isForgotten).map((n) => n.metadata.name))

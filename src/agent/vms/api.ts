@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path'
 import { type Clock, sleep } from '../../effects/index.ts'
-import { OrcError, type Query } from '../../model/index.ts'
+import { OrcError, type Query, vmNodeOf } from '../../model/index.ts'
 import { listLogRevisions } from '../../runtime/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import { answerLogs } from '../pods/api.ts'
@@ -25,7 +25,8 @@ export function vmRoutes(c: VmApiComponents) {
       const ref = { kind: 'VirtualMachine' as const, namespace: params.ns, name: params.name }
       const vm = c.store.get(ref)
       if (!vm) throw new OrcError('not_found', `virtualmachine/${ref.name} in namespace ${ref.namespace} not found`, { ...ref })
-      const node = vm.spec?.node
+      const node = vmNodeOf(vm)
+      if (node === undefined) throw new OrcError('unavailable', `vm/${ref.name} is not placed on a node yet (orc why vm/${ref.name})`, { ...ref })
       if (node !== c.nodeName)
         throw new OrcError('unavailable', `vm/${ref.name} runs on node ${node}; its console is there (orc --node ${node} logs vm/${ref.name})`, {
           ...ref,

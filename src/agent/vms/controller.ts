@@ -1,5 +1,6 @@
 /**
- * controller:vm — runs the VirtualMachines pinned to this node (`spec.node`): each revision of a
+ * controller:vm — runs the VirtualMachines pinned (`spec.node`) or bound (`status.node`, by the
+ * scheduler: docs/runtimes.md, "Placement and failover") to this node: each revision of a
  * VM's spec is one lifecycle run (src/workflow) with the pod targets and these units:
  *
  *   resolve-kernel → storage;  prepare-disks (with spec.disks or spec.cloudInit) → storage;
@@ -24,9 +25,19 @@ import {
   type VirtualMachineSpec,
   VM_DEFAULT_GRACE_SECONDS,
   vmMemoryBytes,
+  vmNodeOf,
 } from '../../model/index.ts'
-import { type CgroupUsage, logFilePath, type QemuRuntime, readFileFrom, type VmAccel, type VmCgroup, type VmDrive } from '../../runtime/index.ts'
-import { admitVms, canonicalJson, type VmClaim } from '../../sched/index.ts'
+import {
+  type CgroupUsage,
+  type ContainerFence,
+  logFilePath,
+  type QemuRuntime,
+  readFileFrom,
+  type VmAccel,
+  type VmCgroup,
+  type VmDrive,
+} from '../../runtime/index.ts'
+import { admitVms, canonicalJson, type FenceDecision, type VmClaim } from '../../sched/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
@@ -72,6 +83,26 @@ export interface VmControllerComponents {
   /** One value of a Secret of a namespace, opened with the node's keyring (cloud-init's SSH keys). */
   secretValue?(namespace: string, name: string, key: string): Buffer
   tunables?: Partial<VmTunables>
+  /**
+   * Self-fencing of unpinned `ha` VMs, as of `ha` pods (the pods' Fence, src/agent/pods/fence.ts):
+   * whether one may run here now, and its qemu's watchdog. Absent: no fencing (unit tests).
+   */
+  fence?: {
+    decide(haAfterMs: number, graceMs: number, starting?: boolean): FenceDecision
+    containerFence(haAfterMs: number, graceMs: number): ContainerFence
+    /**
+     * Whether this agent has caught up with its cluster since it started: until then it writes no
+     * VM status (its replica may say a VM is still its own after it moved away), as for pods.
+     */
+    caughtUp(): boolean
+  }
+  /** The cluster's haAfterSeconds (Cluster.spec.scheduling; default 30): an `ha` VM's default. */
+  haAfterSeconds?: () => number
+}
+
+/** An unpinned `ha` VM is fenced (pinned ones never move, so nobody else may start them). */
+function fencedVm(spec: VirtualMachineSpec | undefined): boolean {
+  return spec !== undefined && spec.policy === 'ha' && (spec.node === undefined || spec.node === '')
 }
 
 type Ref = ObjectRef<'VirtualMachine'>
@@ -218,7 +249,8 @@ class VmWorker {
     private readonly refusal: (ref: Ref) => string | undefined,
   ) {
     this.retryMs = t.restartMs
-    this.writer = new StatusWriter<'VirtualMachine'>(c.store, ref, c.clock, c.log, (o) => o.spec?.node === c.nodeName, t.progressWriteMs, VM_CONTROLLER)
+    const mine = (o: VirtualMachine) => vmNodeOf(o) === c.nodeName && (c.fence?.caughtUp() ?? true)
+    this.writer = new StatusWriter<'VirtualMachine'>(c.store, ref, c.clock, c.log, mine, t.progressWriteMs, VM_CONTROLLER)
   }
 
   /** The guest holds its share of the node: it runs, or is booting or stopping. */
@@ -262,7 +294,7 @@ class VmWorker {
     return this.enqueue(async () => {
       const obj = this.c.store.get(this.ref)
       const st = obj?.status
-      if (obj === undefined || obj.spec === undefined || obj.spec.node !== this.c.nodeName || st?.specHash !== vmSpecHash(obj.spec)) return
+      if (obj === undefined || obj.spec === undefined || vmNodeOf(obj) !== this.c.nodeName || st?.specHash !== vmSpecHash(obj.spec)) return
       this.uid = obj.metadata.uid
       this.hash = st.specHash as string
       this.revision = this.runningRevision = typeof st.runningRevision === 'number' ? st.runningRevision : obj.metadata.revision
@@ -285,9 +317,9 @@ class VmWorker {
     const a = this.accel
     const up = this.holdsRoom()
     const cg = up ? this.cgroup : undefined
+    // status.node is the binding (controller:scheduler), not this controller's.
     return {
       phase: this.phase,
-      node: this.c.nodeName,
       accel: a?.accel,
       accelReason: a?.reason,
       pid: up ? this.pid : undefined,
@@ -316,10 +348,11 @@ class VmWorker {
   private async reconcileNow(): Promise<void> {
     if (this.done) return
     const obj = this.c.store.get(this.ref)
-    if (obj === undefined || obj.spec?.node !== this.c.nodeName || (this.uid !== undefined && obj.metadata.uid !== this.uid)) {
-      await this.teardown(obj === undefined ? 'deleted' : 'moved to another node')
+    const node = vmNodeOf(obj)
+    if (obj?.spec === undefined || node !== this.c.nodeName || (this.uid !== undefined && obj.metadata.uid !== this.uid)) {
+      await this.teardown(obj === undefined ? 'deleted' : node === undefined ? 'unbound from this node' : `now bound to node ${node}`)
       // A new object of the same name (deleted and applied again) starts afresh.
-      if (obj !== undefined && obj.spec?.node === this.c.nodeName) return this.reconcileNow()
+      if (obj?.spec !== undefined && node === this.c.nodeName) return this.reconcileNow()
       this.done = true
       return
     }
@@ -344,9 +377,10 @@ class VmWorker {
     }
     // Unchanged: running, starting, or waiting out the back-off before booting again (a status write
     // of ours lands here too, and must not cut the back-off short).
-    if (this.hash === hash && (this.retryTimer !== undefined || (this.phase !== 'Stopped' && this.phase !== 'Pending'))) return
-    // Pending with a hash: waiting for room, nothing runs.
-    const why = this.hash === undefined || this.phase === 'Stopped' || this.phase === 'Pending' ? undefined : 'spec changed'
+    const idle = this.phase === 'Stopped' || this.phase === 'Pending' || this.phase === 'Fenced'
+    if (this.hash === hash && (this.retryTimer !== undefined || !idle)) return
+    // Pending with a hash: waiting for room (Fenced: for a quorum), nothing runs.
+    const why = this.hash === undefined || idle ? undefined : 'spec changed'
     if (why !== undefined) {
       this.gen++
       await this.stopGuest(why)
@@ -358,8 +392,68 @@ class VmWorker {
       this.retryMs = this.t.restartMs
     }
     this.hash = hash
-    if (!this.hasRoom()) return
+    if (!this.hasRoom() || !this.mayStart(spec)) return
     await this.startRun(obj, why)
+  }
+
+  /** The fence's window for this VM: its haAfter and stop grace (ms). */
+  private fenceTimes(spec: VirtualMachineSpec): { haAfterMs: number; graceMs: number } {
+    const haAfter = spec.haAfterSeconds ?? this.c.haAfterSeconds?.() ?? 30
+    return { haAfterMs: haAfter * 1000, graceMs: (spec.terminationGracePeriodSeconds ?? VM_DEFAULT_GRACE_SECONDS) * 1000 }
+  }
+
+  /**
+   * An unpinned `ha` VM starts only where the fence allows (this node hears a quorum, and has for a
+   * while: FENCE_SETTLE_MS). Else Fenced with the reason; the controller's fence tick tries again.
+   */
+  private mayStart(spec: VirtualMachineSpec): boolean {
+    this.waitingForQuorum = false
+    if (!fencedVm(spec) || this.c.fence === undefined) return true
+    const { haAfterMs, graceMs } = this.fenceTimes(spec)
+    const d = this.c.fence.decide(haAfterMs, graceMs, true)
+    if (d.run) return true
+    this.waitingForQuorum = true
+    this.phase = 'Fenced'
+    if (this.reason !== d.reason) {
+      this.reason = d.reason
+      this.c.log.warn({ ...this.fields(), reason: d.reason }, 'vm not started: fenced')
+      this.writeStatus(d.reason)
+    }
+    return false
+  }
+
+  /** Waiting for this node to hear a quorum before it boots an `ha` VM (mayStart). */
+  waitingForQuorum = false
+
+  /**
+   * The fence tick (once a second): an `ha` VM's guest stops once this node has not heard a quorum
+   * for its fence window (ACPI power-down at the fence's SIGTERM time, killed at its end), as an
+   * `ha` pod's containers do; a fenced one starts again once the quorum is heard (mayStart).
+   */
+  fenceTick(): Promise<void> | undefined {
+    if (this.done || this.c.fence === undefined) return undefined
+    // A status held back until this agent caught up with its cluster is written now (if still ours).
+    this.writer.reassert(true)
+    if (this.waitingForQuorum) return this.reconcile()
+    if (!this.holdsRoom()) return undefined
+    const spec = this.c.store.get(this.ref)?.spec
+    if (!fencedVm(spec)) return undefined
+    const { haAfterMs, graceMs } = this.fenceTimes(spec!)
+    const d = this.c.fence.decide(haAfterMs, graceMs, false)
+    if (d.run) return undefined
+    return this.enqueue(async () => {
+      if (!this.holdsRoom()) return
+      const f = this.c.fence!.containerFence(haAfterMs, graceMs)
+      this.gen++
+      this.clearRetry()
+      await this.stopGuest(d.reason, Math.max(0, (f.killAfterSeconds - f.termAfterSeconds) * 1000))
+      this.phase = 'Fenced'
+      this.runningRevision = undefined
+      this.reason = d.reason
+      this.waitingForQuorum = true
+      this.c.log.warn({ ...this.fields(), reason: d.reason }, 'vm fenced')
+      this.writeStatus(`fenced: ${d.reason}`)
+    })
   }
 
   private clearRetry(): void {
@@ -417,8 +511,8 @@ class VmWorker {
 
   private async bootAgain(gen: number): Promise<void> {
     const cur = this.c.store.get(this.ref)
-    if (gen !== this.gen || cur?.spec === undefined || cur.spec.node !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
-    if (!this.hasRoom()) return
+    if (gen !== this.gen || cur?.spec === undefined || vmNodeOf(cur) !== this.c.nodeName || cur.spec.runStrategy === 'Halted') return
+    if (!this.hasRoom() || !this.mayStart(cur.spec)) return
     this.restarts++
     await this.startRun(cur, 'boot again')
   }
@@ -569,6 +663,10 @@ class VmWorker {
       accel: this.accel.accel,
       ...(net ? { net: { netnsPath: net.netnsPath, tap: VM_TAP, mac: guestMac(this.uid!) } } : {}),
       ...(this.drives !== undefined && this.drives.length > 0 ? { disks: this.drives } : {}),
+      // An ha VM's qemu stops by itself once the lease runs out, even if this agent is dead.
+      ...(fencedVm(spec) && this.c.fence !== undefined
+        ? { fence: this.c.fence.containerFence(this.fenceTimes(spec).haAfterMs, this.fenceTimes(spec).graceMs) }
+        : {}),
     })
     this.pid = h.pid
     this.cgroup = h.cgroup
@@ -645,6 +743,7 @@ class VmWorker {
     this.hash = undefined
     this.phase = 'Pending'
     this.waitingForRoom = false
+    this.waitingForQuorum = false
     this.c.log.info({ ...this.fields(), why }, 'vm removed from node')
   }
 
@@ -675,6 +774,7 @@ export class VmController {
   private readonly workers = new Map<string, VmWorker>()
   private unsubscribe: (() => void) | undefined
   private stopped = false
+  private fenceTimer: TimerHandle | undefined
 
   constructor(private readonly c: VmControllerComponents) {
     this.t = { ...VM_TUNABLES, ...c.tunables }
@@ -696,22 +796,34 @@ export class VmController {
     const byUid = new Map(this.c.store.list('VirtualMachine').map((v) => [v.metadata.uid, v]))
     for (const h of found.running) {
       const vm = byUid.get(h.id)
-      if (vm === undefined) {
-        // Its VM is gone: stop the orphan.
-        await this.c.runtime.stop(h.id, 0)
-        this.c.runtime.remove(h.id)
+      // Its VM is gone, or runs elsewhere now (moved or re-pinned while this agent was down; this
+      // replica holds this node's own bindings, so "elsewhere" is not a stale view of them): stop it.
+      if (vm === undefined || vmNodeOf(vm) !== this.c.nodeName) {
+        await this.dropCopy(h.id, vm === undefined ? 'its VirtualMachine is gone' : `bound to node ${vmNodeOf(vm) ?? '<none>'} now`, true)
         continue
       }
       const w = this.workerFor({ kind: 'VirtualMachine', namespace: vm.metadata.namespace ?? 'default', name: vm.metadata.name })
       await w.adopt(h.pid, h.startedAt, h.accel, h.cgroup)
       void h.exited.then((e) => w.exited(h.pid, e))
     }
-    for (const e of found.ended) this.c.runtime.remove(e.id)
+    for (const e of found.ended) {
+      const vm = byUid.get(e.id)
+      if (vm === undefined || vmNodeOf(vm) !== this.c.nodeName) await this.dropCopy(e.id, 'ended while no agent ran; its VM is not on this node', false)
+      else this.c.runtime.remove(e.id)
+    }
     // VMs deleted while no agent ran: their consoles and disks go too (this node saw each of them, or
     // it would have no directory for it, and its store no longer has it).
     for (const dir of staleVmDirs(dirname(this.c.vmDir('_')), new Set(byUid.keys()))) {
       rmSync(dir, { recursive: true, force: true })
       this.c.log.info({ dir }, 'files of a deleted vm removed')
+    }
+    if (this.c.fence !== undefined) {
+      const tick = () => {
+        if (this.stopped) return
+        for (const w of this.workers.values()) void w.fenceTick()
+        this.fenceTimer = this.c.clock.setTimeout(tick, 1000)
+      }
+      this.fenceTimer = this.c.clock.setTimeout(tick, 1000)
     }
     this.unsubscribe = this.c.store.onChange((keys) => {
       // Room may have freed (a pod or VM deleted or finished, the node's capacity changed): the
@@ -729,9 +841,22 @@ export class VmController {
     await Promise.all(
       this.c.store
         .list('VirtualMachine')
-        .filter((v) => v.spec?.node === this.c.nodeName)
+        .filter((v) => vmNodeOf(v) === this.c.nodeName)
         .map((v) => this.reconcileRef({ kind: 'VirtualMachine', namespace: v.metadata.namespace ?? 'default', name: v.metadata.name })),
     )
+  }
+
+  /**
+   * A guest a previous agent left whose VM is not this node's any more: stop it (no power-down: the
+   * VM runs elsewhere), and drop its network namespace and console logs. It writes nothing in the
+   * VM: its status is the other node's.
+   */
+  private async dropCopy(uid: string, why: string, running: boolean): Promise<void> {
+    if (running) await this.c.runtime.stop(uid, 0)
+    this.c.runtime.remove(uid)
+    await this.c.network?.detachPod(uid).catch((err) => this.c.log.warn({ uid, err: String(err) }, 'remove vm network'))
+    rmSync(this.c.vmDir(uid), { recursive: true, force: true })
+    this.c.log.warn({ uid, why, running }, running ? 'stopped a guest left by the previous agent' : 'removed a guest left by the previous agent')
   }
 
   private async reconcileRef(ref: Ref): Promise<void> {
@@ -739,7 +864,7 @@ export class VmController {
     const k = `${ref.namespace}/${ref.name}`
     const obj = this.c.store.get(ref)
     // Only VMs of this node, and workers that must let go of theirs.
-    if (obj?.spec?.node !== this.c.nodeName && !this.workers.has(k)) return
+    if (vmNodeOf(obj) !== this.c.nodeName && !this.workers.has(k)) return
     const w = this.workerFor(ref)
     await w.reconcile()
     if (w.done && this.workers.get(k) === w) this.workers.delete(k)
@@ -767,6 +892,7 @@ export class VmController {
 
   async stop(): Promise<void> {
     this.stopped = true
+    if (this.fenceTimer !== undefined) this.c.clock.clearTimeout(this.fenceTimer)
     this.unsubscribe?.()
     await Promise.all([...this.workers.values()].map((w) => w.release()))
     this.c.runtime.close()

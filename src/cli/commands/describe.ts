@@ -86,7 +86,9 @@ export async function describeObject(c: ApiCaller, ref: ObjectRef): Promise<Desc
     attempt('events', missing, () => callRoute(c, 'events', {}, { query: { target, namespace: ns, since: 0, limit: EVENTS } })),
     ref.kind === 'Pod'
       ? attempt('placement', missing, () => callRoute(c, 'podPlacement', { ns: ref.namespace, name: ref.name }))
-      : Promise.resolve(undefined as ResponseOf<'podPlacement'> | undefined),
+      : ref.kind === 'VirtualMachine' && (object.spec as { node?: unknown } | undefined)?.node === undefined
+        ? attempt('placement', missing, () => callRoute(c, 'vmPlacement', { ns: ref.namespace, name: ref.name }))
+        : Promise.resolve(undefined as ResponseOf<'podPlacement'> | undefined),
   ])
   const d: Description = { object, missing }
   if (history) {
@@ -228,7 +230,7 @@ export function registerDescribeCommand(program: Command, io: DescribeCliIO, cli
   takesObjects(
     program
       .command('describe')
-      .description('Show one object in detail: spec, status, conditions, placement (pods), recent events and revisions')
+      .description('Show one object in detail: spec, status, conditions, placement (pods, unpinned VMs), recent events and revisions')
       .argument('<KIND/NAME>', 'like pod/web, or KIND NAME')
       .argument('[NAME]', 'the name, when KIND is given alone')
       .option('-n, --namespace <ns>', 'namespace (default: default)')

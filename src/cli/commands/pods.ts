@@ -131,8 +131,14 @@ export function registerPodCommands(program: Command, io: PodCliIO, client: (cmd
       }
       const vmName = vmTarget(target, nameArg)
       if (vmName !== undefined) {
-        const vm = await getObjectOf(client(cmd), { kind: 'VirtualMachine', namespace: opts.namespace || 'default', name: vmName })
-        return io.out(vmWhyOutput(vm as Stored<VirtualMachine>, { output: opts.output, criticalChain: opts.criticalChain }, io.now()))
+        const ns = opts.namespace || 'default'
+        const vm = (await getObjectOf(client(cmd), { kind: 'VirtualMachine', namespace: ns, name: vmName })) as Stored<VirtualMachine>
+        // An unpinned VM is placed by the scheduler: ask where it goes, or why nowhere.
+        const placement =
+          vm.spec?.node === undefined && vm.spec?.runStrategy !== 'Halted'
+            ? await callRoute(client(cmd), 'vmPlacement', { ns, name: vmName }).catch(() => undefined)
+            : undefined
+        return io.out(vmWhyOutput(vm, { output: opts.output, criticalChain: opts.criticalChain }, io.now(), placement))
       }
       const ref = podRef(target, opts.namespace, nameArg)
       const pod = (await getObjectOf(client(cmd), ref)) as Stored<Pod>

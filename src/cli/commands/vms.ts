@@ -1,6 +1,6 @@
 /** `orc why vm/NAME` and `orc logs vm/NAME`: a VirtualMachine's lifecycle and serial console. */
 import type { LogsQuery } from '../../agent/index.ts'
-import type { VirtualMachine } from '../../model/index.ts'
+import { type VirtualMachine, vmNodeOf } from '../../model/index.ts'
 import { formatMemory } from '../../sched/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { criticalChain, explainWhy, parseWorkflowSnapshot } from '../../workflow/index.ts'
@@ -15,17 +15,26 @@ export function vmTarget(target: string, nameArg: string | undefined): string | 
   return m[3] !== undefined && m[3] !== '' ? m[3] : nameArg
 }
 
-export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string; criticalChain?: boolean }, now: number): string {
+/** The scheduler's answer for an unpinned VM (the vmPlacement route). */
+export interface VmPlacement {
+  explainedBy: string
+  explanation: { status: string; summary: string }
+  text: string
+}
+
+export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string; criticalChain?: boolean }, now: number, placement?: VmPlacement): string {
   const st = vm.status ?? {}
   const subject = `vm/${vm.metadata.name}`
   const snap = st.workflow === undefined ? undefined : parseWorkflowSnapshot(st.workflow)
+  const bound = vmNodeOf(vm)
   if (opts.output === 'json') {
     const body: Record<string, unknown> = { vm: subject, namespace: vm.metadata.namespace ?? 'default', status: st }
+    if (placement) body.placement = { explainedBy: placement.explainedBy, ...placement.explanation, text: placement.text }
     if (snap) body.explanation = opts.criticalChain ? criticalChain(snap, 'running', { subject, now }) : explainWhy(snap, 'running', { subject, now })
     return JSON.stringify(body, null, 2) + '\n'
   }
   const lines = [
-    `${subject}: ${String(st.phase ?? 'Pending')} on node ${vm.spec?.node ?? '<none>'}` +
+    `${subject}: ${String(st.phase ?? 'Pending')} on node ${bound ?? '<none>'}` +
       (typeof st.runningRevision === 'number' ? `, running revision ${st.runningRevision}` : '') +
       (typeof st.targetRevision === 'number' && st.targetRevision !== st.runningRevision ? `, starting revision ${st.targetRevision}` : ''),
   ]
@@ -45,15 +54,25 @@ export function vmWhyOutput(vm: Stored<VirtualMachine>, opts: { output?: string;
   else if (typeof st.network === 'string') lines.push(`  network ${st.network}`)
   if (st.reason !== undefined) lines.push(`  reason: ${st.reason}`)
   if (st.lastStop !== undefined) lines.push(`  last stop ${st.lastStop.at}: ${st.lastStop.how}${st.lastStop.detail ? ` (${st.lastStop.detail})` : ''}`)
+  const sched = st.scheduling
+  if (vm.spec?.node === undefined && sched?.node !== undefined)
+    lines.push(`  bound to ${sched.node}${sched.from ? ` (from ${sched.from})` : ''} at ${sched.at ?? '?'}: ${sched.reason ?? ''}`)
+  // Unpinned: where the scheduler puts it, or which check ruled out each node.
+  if (placement && placement.explanation.status !== 'bound')
+    lines.push('', `Placement (${placement.explainedBy}):`, ...placement.text.split('\n').map((l) => `  ${l}`))
+  // Bound to a node the answering node does not hear: what the policy does about it (moves after haAfter, …).
+  else if (placement && !placement.explanation.summary.startsWith('running on ')) lines.push(`  placement: ${placement.explanation.summary}`)
   if (!snap) {
-    const node = vm.spec?.node ?? '<none>'
+    const node = bound ?? '<none>'
     // The VM controller's refusal for want of room (admitVms): "needs 640Mi memory; node n1 has …".
     const waiting = st.phase === 'Pending' && typeof st.reason === 'string' && /^needs /.test(st.reason)
     lines.push(
       '',
       waiting
         ? `Not started: node ${node} has no room for it yet. It starts by itself when room frees (a pod or VM leaves, or the node offers more).`
-        : `No lifecycle run recorded yet: node ${node} has not started it.`,
+        : bound === undefined
+          ? 'No lifecycle run recorded yet: no node is bound (Placement above).'
+          : `No lifecycle run recorded yet: node ${node} has not started it.`,
     )
     return lines.join('\n') + '\n'
   }

@@ -119,16 +119,19 @@ const podAffinityRules = s.object({
   required: s.array(podAffinityTerm, { maxItems: 16 }),
   preferred: s.array(s.object({ weight: s.required(s.int({ min: 1, max: 100 })), term: s.required(podAffinityTerm) }), { maxItems: 16 }),
 })
+/** Also a VirtualMachine's `spec.affinity.nodeAffinity` (virtual-machine.ts). */
+export const nodeAffinitySchema = s.object({
+  /** Any one selector must match the node's labels. */
+  required: s.array(labelSelector, { maxItems: 16 }),
+  preferred: s.array(s.object({ weight: s.required(s.int({ min: 1, max: 100 })), selector: s.required(labelSelector) }), { maxItems: 16 }),
+})
 const affinity = s.object({
-  nodeAffinity: s.object({
-    /** Any one selector must match the node's labels. */
-    required: s.array(labelSelector, { maxItems: 16 }),
-    preferred: s.array(s.object({ weight: s.required(s.int({ min: 1, max: 100 })), selector: s.required(labelSelector) }), { maxItems: 16 }),
-  }),
+  nodeAffinity: nodeAffinitySchema,
   podAffinity: podAffinityRules,
   podAntiAffinity: podAffinityRules,
 })
-const toleration = s.object({
+/** Also a VirtualMachine's `spec.tolerations`. */
+export const tolerationSchema = s.object({
   key: s.string({ maxLength: 253 }),
   operator: s.enum('Equal', 'Exists'),
   value: s.string({ maxLength: 63 }),
@@ -136,8 +139,8 @@ const toleration = s.object({
   tolerationSeconds: s.int({ min: 0, max: 365 * 24 * 3600 }),
 })
 
-/** Rules of selectors and tolerations the schema cannot say (`In` needs values, …). */
-function schedulingIssues(spec: unknown, base: string): Issue[] {
+/** Rules of selectors and tolerations the schema cannot say (`In` needs values, …); a VM's too. */
+export function schedulingIssues(spec: unknown, base: string): Issue[] {
   const issues: Issue[] = []
   const sp = (spec ?? {}) as Record<string, any>
   const checkSelector = (sel: any, path: string) => {
@@ -332,7 +335,7 @@ export type PodVolume = Infer<typeof volume>
 export type VolumeMount = Infer<typeof volumeMount>
 export type LabelSelector = Infer<typeof labelSelector>
 export type PodAffinityTerm = Infer<typeof podAffinityTerm>
-export type Toleration = Infer<typeof toleration>
+export type Toleration = Infer<typeof tolerationSchema>
 
 /** What a pod's lifecycle reports (src/agent/pods/worker.ts). `Unknown` is only shown, never stored. */
 export type PodPhase = 'Pending' | 'Starting' | 'Running' | 'Succeeded' | 'Failed' | 'Stopping' | 'Fenced'
@@ -413,7 +416,7 @@ const podSpec = s.object({
   /** Node affinity, pod affinity and anti-affinity (spread across nodes or a label such as `site`). */
   affinity,
   /** Node taints (`Node.spec.taints`) this pod accepts. */
-  tolerations: s.array(toleration, { maxItems: 64 }),
+  tolerations: s.array(tolerationSchema, { maxItems: 64 }),
   /** Higher is placed first when capacity is short (default 0). */
   priority: s.int({ min: -1_000_000, max: 1_000_000 }),
   security: s.object({ unsafe: s.array(s.enum('root', 'hostNetwork', 'devices', 'hostPath', 'capabilities'), { maxItems: 8 }) }),

@@ -2,14 +2,17 @@ import { defineKind, type ObjectOfKind } from '../kind.ts'
 import { parseQuantity } from '../quantity.ts'
 import type { Issue } from '../schema.ts'
 import { s } from '../schema.ts'
-import { age, createdAt, dnsName, text } from './common.ts'
+import { age, createdAt, dnsName, labelsSchema, text } from './common.ts'
+import { nodeAffinitySchema, schedulingIssues, tolerationSchema } from './pod.ts'
 
 /**
  * VirtualMachine: a guest with its own kernel, run by qemu on one node (docs/runtimes.md, "Virtual
  * machines"). It goes through the same lifecycle engine as a pod (units in `orc why vm/NAME`), gets
  * a pod network namespace with its own IPv6 address from the node's /64 (bridged to the guest's
- * NIC), and its serial console is its log (`orc logs vm/NAME`). Written by the node that runs it
- * (controller:vm): the whole status.
+ * NIC), and its serial console is its log (`orc logs vm/NAME`). Pinned by `spec.node`, or placed
+ * by the pods' scheduler (docs/runtimes.md, "Placement and failover"): `status.node` and
+ * `status.scheduling` are the binding (controller:scheduler); the rest of the status is written by
+ * the node it is bound to (controller:vm).
  */
 
 /** A kernel or initrd: a file of the node's image stores by name, or a host path under /boot or an image store. */
@@ -54,12 +57,15 @@ export const VM_MAX_MEMORY_BYTES = 256 * 2 ** 30
 export const VM_DEFAULT_MEMORY = '256Mi'
 export const VM_DEFAULT_GRACE_SECONDS = 30
 
-export type VirtualMachinePhase = 'Pending' | 'Starting' | 'Running' | 'Stopping' | 'Stopped' | 'Failed'
+export type VirtualMachinePhase = 'Pending' | 'Starting' | 'Running' | 'Stopping' | 'Stopped' | 'Failed' | 'Fenced'
 
 /** Written by controller:vm (src/agent/vms). */
 export type VirtualMachineStatus = {
   phase?: VirtualMachinePhase
+  /** The binding (controller:scheduler): the node that runs it. */
   node?: string
+  /** How it was bound (controller:scheduler), as a pod's: node, at, by, reason, from. */
+  scheduling?: { node?: string; at?: string; by?: string; reason?: string; from?: string }
   /** kvm, or tcg (emulation: no usable /dev/kvm) — and why. */
   accel?: string
   accelReason?: string
@@ -77,8 +83,18 @@ export type VirtualMachineStatus = {
 }
 
 const vmSpec = s.object({
-  /** The node that runs it (VMs are pinned in this version: the scheduler places pods only). */
-  node: s.required(s.string({ minLength: 1, maxLength: 63 })),
+  /** Pins it to this node; absent: the scheduler places it on a node with room (status.node). */
+  node: s.string({ minLength: 1, maxLength: 63 }),
+  /** Unpinned VMs, as pods: `ha` moves to another node haAfter its node is lost; `best-effort` (default) when it is forgotten or gone. */
+  policy: s.enum('ha', 'best-effort'),
+  /** `ha`: how long its node may be unreachable before it moves (default the cluster's haAfterSeconds, 30). */
+  haAfterSeconds: s.int({ min: 1, max: 30 * 24 * 3600 }),
+  /** Unpinned VMs: only nodes with these labels (as a pod's nodeSelector). */
+  nodeSelector: labelsSchema,
+  /** Unpinned VMs: node affinity as a pod's (`required` selectors, `preferred` weights); pod affinity does not apply. */
+  affinity: s.object({ nodeAffinity: nodeAffinitySchema }),
+  /** Node taints it accepts (as a pod's tolerations). */
+  tolerations: s.array(tolerationSchema, { maxItems: 64 }),
   /** Virtual CPUs (default 1). */
   cpus: s.int({ min: 1, max: 64 }),
   /** Guest memory (default 256Mi), 64Mi … 256Gi. */
@@ -154,9 +170,17 @@ export function vmMemoryBytes(spec: { memory?: string | number } | undefined): n
  */
 export const VM_MEMORY_OVERHEAD_BYTES = 128 * 2 ** 20
 
-/** Whether its node wants the VM running (controller:vm): pinned to a node and not `runStrategy: Halted`. */
-export function vmWantsToRun(spec: { node?: unknown; runStrategy?: unknown } | undefined): boolean {
-  return typeof spec?.node === 'string' && spec.node !== '' && spec.runStrategy !== 'Halted'
+/** The node that runs a VM: its pin (`spec.node`), else its binding (`status.node`), else none yet. */
+export function vmNodeOf(v: { spec?: { node?: unknown }; status?: { node?: unknown } } | undefined): string | undefined {
+  const pin = v?.spec?.node
+  if (typeof pin === 'string' && pin !== '') return pin
+  const bound = v?.status?.node
+  return typeof bound === 'string' && bound !== '' ? bound : undefined
+}
+
+/** Whether its node wants the VM running (controller:vm): pinned or bound to a node and not `runStrategy: Halted`. */
+export function vmWantsToRun(v: { spec?: { node?: unknown; runStrategy?: unknown }; status?: { node?: unknown } } | undefined): boolean {
+  return vmNodeOf(v) !== undefined && v?.spec?.runStrategy !== 'Halted'
 }
 
 /**
@@ -175,22 +199,27 @@ export const virtualMachineKind = defineKind({
   namespaced: true,
   spec: vmSpec,
   status: s.open<VirtualMachineStatus>(),
-  owned: [{ path: 'status', owner: 'controller:vm' }],
+  owned: [
+    { path: 'status', owner: 'controller:vm' },
+    { path: 'status.node', owner: 'controller:scheduler' },
+    { path: 'status.scheduling', owner: 'controller:scheduler' },
+  ],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
     { header: 'PHASE', value: (o) => text(o.status?.phase, 'Pending') },
-    { header: 'NODE', value: (o) => text(o.spec?.node) },
+    { header: 'NODE', value: (o) => text(vmNodeOf(o)) },
     { header: 'IP', value: (o) => text(o.status?.ipv6) },
     { header: 'CPUS', value: (o) => String(o.spec?.cpus ?? 1), wide: true },
     { header: 'MEMORY', value: (o) => String(o.spec?.memory ?? VM_DEFAULT_MEMORY), wide: true },
     { header: 'ACCEL', value: (o) => text(o.status?.accel), wide: true },
     { header: 'REV', value: (o) => text(o.status?.runningRevision === undefined ? undefined : String(o.status.runningRevision)), wide: true },
+    { header: 'POLICY', value: (o) => (o.spec?.node ? 'pinned' : text(o.spec?.policy, 'best-effort')), wide: true },
     { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],
   check(obj) {
     const issues: Issue[] = []
     const spec = obj.spec
-    if (spec === undefined) return [{ path: 'spec', rule: 'is required (node and kernel or bootDisk)' }]
+    if (spec === undefined) return [{ path: 'spec', rule: 'is required (kernel or bootDisk)' }]
     if (spec.kernel === undefined && spec.bootDisk === undefined)
       issues.push({ path: 'spec.kernel', rule: 'is required (direct kernel boot), or give bootDisk (the firmware boots that disk)' })
     if (spec.kernel !== undefined && spec.bootDisk !== undefined)
@@ -198,6 +227,7 @@ export const virtualMachineKind = defineKind({
     if (spec.initrd !== undefined && spec.kernel === undefined) issues.push({ path: 'spec.initrd', rule: 'needs kernel (a boot disk brings its own)' })
     if (spec.bootDisk !== undefined && !(spec.disks ?? []).some((d) => d.name === spec.bootDisk))
       issues.push({ path: 'spec.bootDisk', rule: `names no disk of spec.disks (${JSON.stringify(spec.bootDisk)})` })
+    issues.push(...schedulingIssues(spec, 'spec'))
     issues.push(...bootFileIssues(spec.kernel, 'spec.kernel'), ...bootFileIssues(spec.initrd, 'spec.initrd'))
     if (spec.memory !== undefined) {
       let bytes: number | undefined

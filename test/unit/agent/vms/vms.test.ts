@@ -32,7 +32,13 @@ test('a VirtualMachine is accepted with defaults left out; the CLI finds the kin
 
 test('bad VirtualMachines are refused naming the field and the rule', () => {
   const cases: [Record<string, unknown>, RegExp][] = [
-    [{ kernel: { path: '/boot/vmlinuz' } }, /spec\.node/],
+    [{ ...ok, policy: 'always' }, /spec\.policy/],
+    [
+      { ...ok, affinity: { nodeAffinity: { required: [{ matchExpressions: [{ key: 'disk', operator: 'In' }] }] } } },
+      /spec\.affinity\.nodeAffinity\.required\[0\]\.matchExpressions\[0\]\.values: operator In needs at least one value/,
+    ],
+    [{ ...ok, affinity: { podAffinity: {} } }, /spec\.affinity\.podAffinity/],
+    [{ ...ok, tolerations: [{ operator: 'Equal', value: 'x' }] }, /spec\.tolerations\[0\]\.key: required unless operator is Exists/],
     [{ node: 'n1' }, /spec\.kernel/],
     [{ ...ok, kernel: { path: '/boot/vmlinuz', image: 'k' } }, /spec\.kernel: must give exactly one of image/],
     [{ ...ok, kernel: { cmdline: 'quiet' } }, /spec\.kernel: must give exactly one of image/],
