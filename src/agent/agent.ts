@@ -77,7 +77,7 @@ import { ClusterKeyring, createKeyringFile, KEYRING_FILE } from './secrets.ts'
 import { admitSealedKeys, sealAppliedSecret, secretRoutes } from './secrets-api.ts'
 import { pruneClusterTombstones, type StabilityDeps, stabilityRoutes } from './stability.ts'
 import { userRoutes } from './users.ts'
-import { secretValueOf, VmController, vmRoutes } from './vms/index.ts'
+import { secretValueOf, VmController, vmConsoleRoutes, vmRoutes } from './vms/index.ts'
 import { admitVolumeChange, admitVolumeDelete, VolumeService, volumeRoutes } from './volumes/index.ts'
 
 export type OpenStore = (opts: {
@@ -908,6 +908,7 @@ function buildApiHandler(c: ApiHandlerComponents): ApiHandler {
     rolloutRoutes({ store: apiStore, nodeName, now: () => clock.now(), nodes: (ns) => c.federation.nodesOf(ns) ?? store.list('Node') }),
     volumeRoutes({ store, nodeName, now: () => clock.now(), volumes: c.volumes }),
     vmRoutes({ store, nodeName, clock, vmDir: (uid) => join(c.dataDir, 'vms', uid) }),
+    vmConsoleRoutes({ store, nodeName, streams: () => c.streams, vmDir: (uid) => join(c.dataDir, 'vms', uid) }),
     secretRoutes(secrets),
     networkRoutes(c.network, { pid: process.pid, dataDir: c.dataDir, shutdown: c.shutdown }),
     stabilityRoutes(clusterStability(store, c.cluster)),

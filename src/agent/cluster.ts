@@ -37,7 +37,7 @@ import { createMemberApiHandler } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import type { MeshSetup } from './options.ts'
-import { forwardToNode, type LogsProxyComponents, proxiedLogs, proxiedPodRoute, proxiedVmLogs, proxiedVolumeRoute } from './pods/logs-proxy.ts'
+import { forwardToNode, type LogsProxyComponents, proxiedLogs, proxiedPodRoute, proxiedVmLogs, proxiedVmRoute, proxiedVolumeRoute } from './pods/logs-proxy.ts'
 import type { ApiHandler, RouteHandler, RouteHandlers } from './router.ts'
 import type { StatusView } from './routes.ts'
 import { KeyringDelivery, secretKeyRoutes } from './secret-keys.ts'
@@ -405,6 +405,9 @@ export async function startClusterMesh(c: {
       }
       // A VM's console is on the node it is pinned to.
       if (local.vmLogs) out.vmLogs = proxiedVmLogs(podProxy, local.vmLogs)
+      // Its console sessions too (an exchange long-polls up to 20 s there).
+      if (local.vmConsole) out.vmConsole = proxiedVmRoute(podProxy, local.vmConsole, 30_000)
+      if (local.vmConsoleIo) out.vmConsoleIo = proxiedVmRoute(podProxy, local.vmConsoleIo, 35_000)
       return out
     },
     streamRoutes: (local) => {

@@ -42,7 +42,7 @@ import type {
 export interface Permission {
   verb: 'get' | 'list' | 'apply' | 'delete' | 'admin'
   kind?: string
-  sub?: 'logs' | 'history' | 'reveal' | 'exec' | 'portforward'
+  sub?: 'logs' | 'history' | 'reveal' | 'exec' | 'portforward' | 'console'
 }
 
 export type Method = 'GET' | 'POST' | 'DELETE'
@@ -337,6 +337,17 @@ export const ROUTES = {
     path: '/v1/vms/:ns/:name/logs',
     permission: { verb: 'get', kind: 'VirtualMachine', sub: 'logs' },
   }),
+  // a VirtualMachine's serial console, interactive (vms/console.ts): a session on the VM's node
+  vmConsole: route<{ body: Record<string, never>; response: PodStreamOpened }>()({
+    method: 'POST',
+    path: '/v1/vms/:ns/:name/console',
+    permission: { verb: 'apply', kind: 'VirtualMachine', sub: 'console' },
+  }),
+  vmConsoleIo: route<{ body: PodStreamIoBody; response: PodStreamIoAnswer }>()({
+    method: 'POST',
+    path: '/v1/vms/:ns/:name/console/:session',
+    permission: { verb: 'apply', kind: 'VirtualMachine', sub: 'console' },
+  }),
   // exec and port-forward (pods/streams.ts): sessions on the pod's node, reached through any node
   podExec: route<{ body: ExecStartBody; response: PodStreamOpened }>()({
     method: 'POST',
@@ -580,6 +591,9 @@ export const MEMBER_ROUTES: readonly RouteName[] = [
   'podExecIo',
   'podPortForward',
   'podPortForwardIo',
+  // A VM's console session lives on its node; the user's right is checked there too.
+  'vmConsole',
+  'vmConsoleIo',
   // Each node's own CPU and memory figures, for `orc top` on any node.
   'topLocal',
   // A Volume's snapshots and exports are taken on the node holding its data; the user's right is checked there too.

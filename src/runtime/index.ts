@@ -49,6 +49,7 @@ export type { LogRotation, RuntimeOptions, RuntimeOptionsInput } from './options
 export { DEFAULT_LOG_ROTATION } from './options.ts'
 export { containerNetnsOf, type NetProbeResult, type NetProbeSpec, probeInNetns } from './probe.ts'
 export {
+  MAX_UNIX_PATH,
   newestBootKernel,
   QEMU_EXTRA_TASKS,
   QEMU_OVERHEAD_MIB,

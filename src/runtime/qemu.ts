@@ -101,6 +101,12 @@ export interface VmRunSpec {
   net?: { netnsPath: string; tap: string; mac: string }
   /** virtio-blk drives in this order (the guest's vda, vdb, …). */
   disks?: VmDrive[]
+  /**
+   * A unix socket for the serial console (`orc console vm/NAME`): qemu listens on it and still
+   * appends everything the guest writes to the log. Absent (or a path too long for a unix socket):
+   * the console goes to the log only.
+   */
+  consoleSocket?: string
   /** An `ha` VM's watchdog (as an `ha` container's: the wrapper stops qemu once the lease is too old, agent or not). */
   fence?: ContainerFence
 }
@@ -169,6 +175,9 @@ export function newestBootKernel(boot = '/boot'): string | undefined {
   }
 }
 
+/** The longest path a unix socket may have (sun_path is 108 bytes with its NUL). */
+export const MAX_UNIX_PATH = 107
+
 /** qemu's argv for a guest (after the binary). */
 export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   const args = ['-name', `orc-vm-${spec.id}`, '-nodefaults', '-no-user-config', '-display', 'none', '-vga', 'none', '-no-reboot']
@@ -180,7 +189,12 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
     if (spec.initrd !== undefined) args.push('-initrd', spec.initrd)
   }
   // The console appends to the revision's log file (the wrapper's own output goes there too).
-  args.push('-chardev', `file,id=con0,path=${logFilePath(spec.logDir, spec.revision)},append=on`, '-serial', 'chardev:con0')
+  const log = logFilePath(spec.logDir, spec.revision)
+  // One client at a time may attach to the console socket (wait=off: the guest never waits for one).
+  if (spec.consoleSocket !== undefined && Buffer.byteLength(spec.consoleSocket) <= MAX_UNIX_PATH)
+    args.push('-chardev', `socket,id=con0,path=${qemuOptValue(spec.consoleSocket)},server=on,wait=off,logfile=${qemuOptValue(log)},logappend=on`)
+  else args.push('-chardev', `file,id=con0,path=${qemuOptValue(log)},append=on`)
+  args.push('-serial', 'chardev:con0')
   args.push('-qmp', `unix:${qmpSocket},server=on,wait=off`)
   // Once the files, the tap and /dev/kvm are open, qemu runs as nobody under its seccomp sandbox (no
   // obsolete syscalls, no exec, no scheduler or cgroup changes). Setting uids stays allowed: -runas

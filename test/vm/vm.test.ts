@@ -135,7 +135,9 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
   })
 
   it('boots: Running, the console marker in orc logs, the boot units in orc why, the accelerator in status', { timeout: 600_000 }, async () => {
-    const r = await a.orc(['apply', '-f', '-'], vmManifest('guest', guestVmSpec(kernel, { terminationGracePeriodSeconds: 120 })))
+    // orc.test.shell: the guest runs a shell on its serial console (orc console, below).
+    const spec = guestVmSpec(kernel, { terminationGracePeriodSeconds: 120, kernel: { path: kernel, cmdline: 'panic=-1 orc.test.shell' } })
+    const r = await a.orc(['apply', '-f', '-'], vmManifest('guest', spec))
     assert.equal(r.exitCode, 0, r.stderr)
     const st = await waitFor(
       'vm/guest Running',
@@ -159,6 +161,26 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.ok(logs.stdout.includes(GUEST_READY))
     const tail = await a.orc(['logs', 'vm', 'guest', '--tail', '1', '-o', 'json'])
     assert.equal(JSON.parse(tail.stdout).lines.length, 1)
+
+    // orc console: the guest's shell on its serial console answers; one session at a time; what it
+    // printed is in orc logs too.
+    const holder = a.orc(['console', 'vm/guest', '--wait', '10'], 'echo orc-console-$((6*7))\n')
+    let held: Awaited<typeof holder> | undefined
+    void holder.then((r) => (held = r))
+    const second = await waitFor(
+      'a second console refused while the first is open',
+      async () => {
+        if (held !== undefined) throw new Error(`the first console ended before a second was tried: ${held.exitCode} ${held.stderr}`)
+        const r2 = await a.orc(['console', 'vm/guest', '--wait', '0'], '')
+        return r2.exitCode !== 0 && /the console of vm\/guest is in use/.test(r2.stderr) ? r2 : undefined
+      },
+      20_000,
+    )
+    assert.match(second.stderr, /a session of user:/)
+    const con = await holder
+    assert.equal(con.exitCode, 0, con.stderr)
+    assert.match(con.stdout, /orc-console-42/)
+    assert.match((await a.orc(['logs', 'vm/guest'])).stdout, /orc-console-42/)
 
     const w = await a.orc(['why', 'vm/guest'])
     assert.equal(w.exitCode, 0, w.stderr)
@@ -206,6 +228,10 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     assert.deepEqual(st.limits, before.limits, 'the re-adopted guest keeps its cgroup')
     assertQemuLimited(st, 1, 256)
     assert.ok((await a.orc(['logs', 'vm/guest'])).stdout.includes(GUEST_READY))
+    // The console socket outlives the agent too.
+    const con = await a.orc(['console', 'vm/guest', '--wait', '4'], 'echo after-restart-$((7*6))\n')
+    assert.equal(con.exitCode, 0, con.stderr)
+    assert.match(con.stdout, /after-restart-42/)
   })
 
   it('a changed spec (cpus 1 → 2) powers the guest down and boots the new revision on the same node', { timeout: 600_000 }, async () => {

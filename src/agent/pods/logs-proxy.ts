@@ -202,6 +202,17 @@ export function proxiedVolumeRoute<N extends 'volumeSnapshot' | 'volumeRestoreSn
   })
 }
 
+/** A VM's console session route: forwarded to the node that runs the VM when that is another member. */
+export function proxiedVmRoute<N extends 'vmConsole' | 'vmConsoleIo'>(c: LogsProxyComponents, local: RouteHandler<N>, timeoutMs: number): RouteHandler<N> {
+  return proxied(local, async (call) => {
+    const { ns, name } = call.params as { ns: string; name: string }
+    const vm = c.store.get({ kind: 'VirtualMachine', namespace: ns, name })
+    const node = vm === undefined ? undefined : vmNodeOf(vm)
+    if (node === undefined || node === c.nodeName) return undefined
+    return forwardToNode(c, call.req, { kind: 'VirtualMachine', namespace: ns, name }, node, `vm/${name} runs on`, timeoutMs, 'its console')
+  })
+}
+
 /** A VM's console route: forwarded to the node the VM is pinned to when that is another member. */
 export function proxiedVmLogs(c: LogsProxyComponents, local: RouteHandler<'vmLogs'>): RouteHandler<'vmLogs'> {
   return proxied(local, async ({ req, params }) => {

@@ -45,7 +45,7 @@ const MAX_STDIN_BYTES = 1 << 20
 
 interface Session {
   id: string
-  kind: 'exec' | 'portforward'
+  kind: 'exec' | 'portforward' | 'console'
   owner: string
   pod: string
   proc: ExecProcess
@@ -107,6 +107,20 @@ export class PodStreams {
   }
 
   private open(kind: Session['kind'], principal: Principal | undefined, pod: Stored<Pod>, proc: ExecProcess): string {
+    return this.attach(kind, principal, { namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name, uid: pod.metadata.uid }, proc)
+  }
+
+  /** Sessions open on `kind` of object NS/NAME/UID (a VM's console is one at a time: vms/console.ts). */
+  openOn(kind: Session['kind'], namespace: string, name: string): { owner: string }[] {
+    const key = podKey(namespace, name, '')
+    return [...this.sessions.values()].filter((s) => s.kind === kind && s.pod.startsWith(key)).map((s) => ({ owner: s.owner }))
+  }
+
+  /**
+   * Hold `proc` as a session of `principal` about object `of` (a pod's exec or port-forward, a VM's
+   * console), driven by io() as the others are. Returns the session id.
+   */
+  attach(kind: Session['kind'], principal: Principal | undefined, of: { namespace: string; name: string; uid: string }, proc: ExecProcess): string {
     if (this.sessions.size >= MAX_SESSIONS) {
       proc.kill()
       throw new OrcError('unavailable', `node ${this.c.nodeName} has ${MAX_SESSIONS} exec/port-forward sessions open; try again later`)
@@ -117,7 +131,7 @@ export class PodStreams {
       id,
       kind,
       owner: ownerOf(principal),
-      pod: podKey(pod.metadata.namespace ?? 'default', pod.metadata.name, pod.metadata.uid),
+      pod: podKey(of.namespace, of.name, of.uid),
       proc,
       out: [],
       err: [],
@@ -197,7 +211,10 @@ export class PodStreams {
     const s = this.sessions.get(id)
     // Someone else's session answers as a missing one: an id proves nothing.
     if (s === undefined || s.kind !== kind || s.owner !== ownerOf(principal) || !s.pod.startsWith(`${ns}/${name}/`)) {
-      throw new OrcError('not_found', `${kind} session ${id.slice(0, 32)} of pod/${name} not found (ended, or idle for more than ${this.idleMs / 1000} s)`)
+      throw new OrcError(
+        'not_found',
+        `${kind} session ${id.slice(0, 32)} of ${kind === 'console' ? 'vm' : 'pod'}/${name} not found (ended, or idle for more than ${this.idleMs / 1000} s)`,
+      )
     }
     s.lastPoll = this.c.clock.now()
     if (b.close) {

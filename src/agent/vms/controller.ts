@@ -43,6 +43,7 @@ import { addPodTargets, type ReachResult, WorkflowGraph, WorkflowRun, type Workf
 import type { PodAttachment, PodNetworkHooks } from '../network/index.ts'
 import { StatusWriter } from '../pods/status.ts'
 import { nodeAllocation } from '../sched/index.ts'
+import { consoleSocketPath } from './console.ts'
 import { prepareVmDisks, type VmDiskStatus, type VmVolumeHooks } from './disks.ts'
 import { ensureVmTap, guestMac, VM_TAP } from './tap.ts'
 
@@ -663,6 +664,7 @@ class VmWorker {
       accel: this.accel.accel,
       ...(net ? { net: { netnsPath: net.netnsPath, tap: VM_TAP, mac: guestMac(this.uid!) } } : {}),
       ...(this.drives !== undefined && this.drives.length > 0 ? { disks: this.drives } : {}),
+      consoleSocket: consoleSocketPath(this.c.vmDir(this.uid!)),
       // An ha VM's qemu stops by itself once the lease runs out, even if this agent is dead.
       ...(fencedVm(spec) && this.c.fence !== undefined
         ? { fence: this.c.fence.containerFence(this.fenceTimes(spec).haAfterMs, this.fenceTimes(spec).graceMs) }

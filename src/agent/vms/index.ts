@@ -1,4 +1,5 @@
 export { type VmApiComponents, vmRoutes } from './api.ts'
+export { consoleSocketPath, vmConsoleRoutes } from './console.ts'
 export {
   guestCmdline,
   markerScanner,

@@ -176,6 +176,72 @@ export function registerStreamCommands(program: Command, io: StreamCliIO, client
       }
     })
 
+  // ---- console
+  takesObjects(program.command('console'), 'VirtualMachine')
+    .description(
+      "Attach to a VM's serial console, from any node (the node that runs the VM holds the connection); one session per VM. On a terminal Ctrl-] leaves; with stdin piped, leaves --wait seconds after stdin ends",
+    )
+    .argument('<vm>', 'vm/NAME or NAME')
+    .option('-n, --namespace <ns>', 'namespace (default: default)')
+    .option('--wait <seconds>', 'stdin not a terminal: keep printing the console this long after stdin ends', '2')
+    .addHelpText(
+      'after',
+      examples(`
+  orc console vm/tiny                          # interactive; Ctrl-] leaves
+  printf 'uname -r\\n' | orc console vm/tiny --wait 3`),
+    )
+    .action(async (target: string, opts, cmd: Command) => {
+      const ref = parseRef(target.includes('/') ? target : `vm/${target}`, opts.namespace || undefined)
+      if (ref.kind !== 'VirtualMachine') throw new OrcError('invalid', `${target}: name a VM (vm/NAME or NAME)`)
+      const waitS = Number(opts.wait)
+      if (!Number.isFinite(waitS) || waitS < 0 || waitS > 3600) throw new OrcError('invalid', `--wait ${opts.wait}: seconds, 0 to 3600`)
+      const vm = { ns: ref.namespace, name: ref.name }
+      const c = client(cmd)
+      const opened = await callRoute(c, 'vmConsole', vm, { body: {} })
+      const session = { ...vm, session: opened.session }
+      const exchange: Exchange = (body) => callRoute(c, 'vmConsoleIo', session, { body })
+      const stdin = process.stdin
+      const terminal = stdin.isTTY === true
+      let leave = false
+      let writing: Promise<unknown> = Promise.resolve()
+      let failed: unknown
+      const send = (b: Buffer) => {
+        writing = writing.then(() => exchange({ stdin: b.toString('base64'), read: false }).catch((err) => (failed ??= err)))
+      }
+      if (terminal) {
+        io.err(`connected to the console of vm/${vm.name} on node ${opened.node} (Ctrl-] leaves)\r\n`)
+        stdin.setRawMode(true)
+        stdin.on('data', (b: Buffer) => {
+          const at = b.indexOf(0x1d)
+          if (at >= 0) {
+            if (at > 0) send(b.subarray(0, at))
+            leave = true
+          } else send(b)
+        })
+      } else {
+        stdin.on('data', (b: Buffer) => send(b))
+        stdin.once('end', () => setTimeout(() => (leave = true), waitS * 1000).unref())
+      }
+      try {
+        while (!leave) {
+          if (failed !== undefined) throw failed
+          const r = await exchange({ waitMs: 1000 })
+          if (r.stdout) process.stdout.write(Buffer.from(r.stdout, 'base64'))
+          if (r.exit) {
+            io.err(`${terminal ? '\r\n' : ''}the console of vm/${vm.name} closed (the guest stopped)\n`)
+            break
+          }
+        }
+        await writing
+      } finally {
+        await exchange({ close: true }).catch(() => undefined)
+        if (terminal) stdin.setRawMode(false)
+        stdin.pause()
+        stdin.unref?.()
+        ;(stdin as unknown as { destroy?: () => void }).destroy?.()
+      }
+    })
+
   // ---- port-forward
   takesObjects(program.command('port-forward'), 'Pod')
     .description(

@@ -17,7 +17,7 @@ import {
   vmSpecHash,
 } from '../../../../src/agent/vms/index.ts'
 import { defaultOwnership, findKind, normalizeManifest, type VirtualMachineSpec } from '../../../../src/model/index.ts'
-import { QEMU_EXTRA_TASKS, QEMU_OVERHEAD_MIB, qemuArgs, qemuLimits, TCG_TB_MIB } from '../../../../src/runtime/index.ts'
+import { logFilePath, QEMU_EXTRA_TASKS, QEMU_OVERHEAD_MIB, qemuArgs, qemuLimits, TCG_TB_MIB } from '../../../../src/runtime/index.ts'
 import { defaultAuthorize } from '../../../../src/store/index.ts'
 
 const vm = (spec: Record<string, unknown>) => ({ apiVersion: 'orc/v1', kind: 'VirtualMachine', metadata: { name: 'builder' }, spec })
@@ -288,6 +288,16 @@ test("qemu's argv: each disk a virtio-blk drive in order, its name as serial, th
     'virtio-blk-pci,drive=disk2,serial=cidata',
   ])
   assert.throws(() => qemuArgs({ ...base, disks: [{ path: '/x', format: 'raw', serial: 'a,b' }] }, '/s'), /disk serial "a,b"/)
+})
+
+test("qemu's argv: the serial console on a unix socket that also appends to the log; a file only when the socket path is too long", () => {
+  const base = { id: 'u1', revision: 3, logDir: '/d', kernel: '/k', cmdline: '', cpus: 1, memoryMiB: 256, accel: 'tcg' as const }
+  const after = (args: string[], flag: string) => args[args.indexOf(flag) + 1]
+  const sock = qemuArgs({ ...base, consoleSocket: '/v/u1/console.sock' }, '/s')
+  assert.equal(after(sock, '-chardev'), `socket,id=con0,path=/v/u1/console.sock,server=on,wait=off,logfile=${logFilePath('/d', 3)},logappend=on`)
+  assert.equal(after(sock, '-serial'), 'chardev:con0')
+  const long = qemuArgs({ ...base, consoleSocket: `/${'x'.repeat(120)}/console.sock` }, '/s')
+  assert.equal(after(long, '-chardev'), `file,id=con0,path=${logFilePath('/d', 3)},append=on`)
 })
 
 test('the console marker is found as the guest writes it: split between reads, across a rotation, and not before it is there', () => {
