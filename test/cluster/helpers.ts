@@ -2,7 +2,7 @@
  * Real agents as separate OS processes on 127.0.0.1 (`orc up` / `orc join`), driven by the real
  * CLI. Each node keeps its port across restarts so its peers find it again.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -49,12 +49,58 @@ export async function orc(socket: string | undefined, args: string[], env: Recor
 
 export { waitFor }
 
+/** Ports this run's test processes hold (one file per port, holding the pid): see freePort. */
+const PORT_RESERVATIONS = join(tmpdir(), 'orc-test-ports')
+const reservedHere: string[] = []
+process.once('exit', () => {
+  for (const f of reservedHere) rmSync(f, { force: true })
+})
+
+/**
+ * Hold `port` for this process until it exits, unless another live test process holds it: a free
+ * port is only free until an agent binds it, which may be a second later, and test files run side
+ * by side (two or three at once) each probe the same range.
+ */
+function reservePort(port: number): boolean {
+  mkdirSync(PORT_RESERVATIONS, { recursive: true })
+  const file = join(PORT_RESERVATIONS, String(port))
+  const take = () => {
+    writeFileSync(file, String(process.pid), { flag: 'wx' })
+    reservedHere.push(file)
+    return true
+  }
+  try {
+    return take()
+  } catch {
+    // Held: by a live process, or left by one that was killed before it could clean up.
+    try {
+      const pid = Number(readFileSync(file, 'utf8'))
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !processAlive(pid)) {
+        rmSync(file, { force: true })
+        return take()
+      }
+    } catch {}
+    return false
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
 /**
  * A port free right now, below the kernel's ephemeral range (32768–60999 by default): a port the
  * kernel handed out for `listen(0)` can be taken by any outgoing connection on the machine before
  * the agent binds it, which showed as "address in use" when agents of other tests were dialing.
  * The agent's join host takes the port two below (`--join-listen` default): that one is free too,
- * and mesh ports are multiples of 4, so no agent's join port is another's mesh port.
+ * and mesh ports are multiples of 4, so no agent's join port is another's mesh port. The port is
+ * reserved for this test process (reservePort), so a test file running beside it cannot pick it
+ * in the moment before its agent binds it.
  */
 export async function freePort(): Promise<number> {
   const free = (port: number) =>
@@ -65,7 +111,7 @@ export async function freePort(): Promise<number> {
     })
   for (let attempt = 0; ; attempt++) {
     const port = 20_004 + 4 * Math.floor(Math.random() * 3_000)
-    if ((await free(port)) && (await free(port - 2))) return port
+    if (reservePort(port) && (await free(port)) && (await free(port - 2))) return port
     if (attempt > 50) throw new Error('no free port found in 20000–31999')
   }
 }
