@@ -52,7 +52,8 @@ test('orc rollout on a real agent', { skip, timeout: 180_000 }, async (t) => {
   assert.equal(r.exitCode, 0, r.stdout + r.stderr)
   assert.match(r.stdout, /3 replicas, no rollout in progress/)
   assert.match(r.stdout, /previous\s+[0-9a-f]{8}\s+3\s+3\s+3\s+3/)
-  assert.equal(running(markers[0]!), 3, 'three copies of previous run')
+  // Running is reported once the sandbox started; its `sleep` is there a moment later.
+  await waitFor('three copies of previous running', async () => (running(markers[0]!) === 3 ? true : undefined), 15_000)
   // orc why -o json carries the placement explanation.
   const first = (await status(a)).pods[0].name as string
   r = await a.orc(['why', `pod/${first}`, '-o', 'json'])
