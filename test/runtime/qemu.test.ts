@@ -17,6 +17,7 @@ import { createExecaRunner } from '../../src/effects/index.ts'
 import { buildNoCloudSeed, diskImageFormat, ensureEmptyDisk, ensureImageOverlay, QemuRuntime, qemuLimits, type VmCgroup } from '../../src/runtime/index.ts'
 import { descendants, signalPid } from '../../src/runtime/procfs.ts'
 import {
+  assertLinesInOrder,
   bootDiskToolsMissing,
   buildBootDisk,
   buildGuest,
@@ -281,8 +282,8 @@ test('qemu runtime: disks — an empty disk and an image overlay keep the guest 
   assert.match(first, /guest: disk vda serial data sectors 131072/)
   assert.match(first, /guest: disk vdb serial base sectors 2048/)
   assert.match(first, /guest: disk vdc serial cidata/)
-  assert.match(first, /guest: disk data reads <empty>\s+guest: disk data wrote ORC-DISK-MARK 1/)
-  assert.match(first, /guest: disk base reads ORC-DISK-MARK 100\s+guest: disk base wrote ORC-DISK-MARK 101/)
+  assertLinesInOrder(first, 'guest: disk data reads <empty>', 'guest: disk data wrote ORC-DISK-MARK 1')
+  assertLinesInOrder(first, 'guest: disk base reads ORC-DISK-MARK 100', 'guest: disk base wrote ORC-DISK-MARK 101')
   assert.match(first, /guest: cidata files meta-data user-data/)
   assert.match(first, /guest: cidata user-data: {3}- ssh-ed25519 AAAAC3Nza-test-key user@test/)
   assert.match(first, /guest: cidata meta-data: local-hostname: tiny/)

@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test'
 import { qemuLimits } from '../../src/runtime/index.ts'
 import { descendants, isSameProcessAlive, readProcStat } from '../../src/runtime/procfs.ts'
 import {
+  assertLinesInOrder,
   bootDiskToolsMissing,
   buildBootDisk,
   buildGuest,
@@ -471,7 +472,7 @@ describe('VirtualMachine on a real agent', { skip: why ? `skipped: ${why}` : fal
     // The pod goes: the VM takes the Volume (unmounted from the node) without waiting out its back-off.
     assert.equal((await a.orc(['delete', 'pod/writer'])).exitCode, 0)
     await waitVmRunning(a.orc, 'waiter')
-    assert.match((await a.orc(['logs', 'vm/waiter'])).stdout, /guest: disk shared reads <empty>\s+guest: disk shared wrote ORC-DISK-MARK 1/)
+    assertLinesInOrder((await a.orc(['logs', 'vm/waiter'])).stdout, 'guest: disk shared reads <empty>', 'guest: disk shared wrote ORC-DISK-MARK 1')
 
     // A pod that wants it now waits, naming the VM.
     const late = withMount(podManifest('late', 'busybox', 'cat /d/hello && exec sleep 3600', mountShared))
