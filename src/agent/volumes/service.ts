@@ -25,6 +25,7 @@ import {
   type Volume,
   type VolumeSnapshotEntry,
   type VolumeStatus,
+  vmNodeOf,
   volumeBytes,
   volumeRefsOf,
 } from '../../model/index.ts'
@@ -369,7 +370,7 @@ export class VolumeService {
       const vm = this.c.store.get({ kind: 'VirtualMachine', namespace, name })
       return (
         vm?.spec !== undefined &&
-        (vm.spec.node ?? (vm.status as { node?: string } | undefined)?.node) === this.c.nodeName &&
+        vmNodeOf(vm) === this.c.nodeName &&
         vm.spec.runStrategy !== 'Halted' &&
         (vm.spec.disks ?? []).some((d) => d.volume?.name === volume)
       )
