@@ -10,7 +10,13 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
-import { type FederatedPlan, type FederatedScopeInput, planFederatedPeers } from '../../src/agent/network/federation.ts'
+import {
+  type FederatedPlan,
+  type FederatedScopeInput,
+  MAX_RELAY_PAIRS,
+  MAX_RELAYS_PER_CLUSTER,
+  planFederatedPeers,
+} from '../../src/agent/network/federation.ts'
 import { isPublicEndpoint } from '../../src/agent/network/plan.ts'
 import { clusterPrefix, formatPrefix, generateKeyPair, nodePrefix, prefixCovers } from '../../src/net/index.ts'
 import { parsePrefix } from '../../src/net/ip.ts'
@@ -19,7 +25,8 @@ import { seededBytes } from '../helpers/store.ts'
 const ids = { home: 'home0000home0000home0000home0000', away: 'away0000away0000away0000away0000', edge: 'edge0000edge0000edge0000edge0000' }
 type C = keyof typeof ids
 const net = (c: C) => clusterPrefix(ids[c])
-const keyOf = (seed: number) => generateKeyPair(seededBytes(seed)).publicKey
+const keys = new Map<number, string>()
+const keyOf = (seed: number) => keys.get(seed) ?? keys.set(seed, generateKeyPair(seededBytes(seed)).publicKey).get(seed)!
 const prefix = (c: C, subnet: number) => formatPrefix(nodePrefix(net(c), subnet))
 const podIp = (c: C, subnet: number, host: number) => prefix(c, subnet).replace('::/64', `::${host.toString(16)}`)
 
@@ -254,6 +261,37 @@ test('whatever the summaries claim, a peer of another cluster only ever carries 
     { numRuns: 300, seed: 25 },
   )
   assert.ok(relayedRuns > 10, `the property exercised relays (${relayedRuns} runs)`)
+})
+
+test('a cluster publishing thousands of NAT’d nodes and would-be relays gets a bounded amount of work and tunnels', () => {
+  const nodes = lab()
+  const pods = [...PODS]
+  for (let i = 0; i < 1100; i++) {
+    nodes[`n${i}@away`] = { c: 'away', subnet: 100 + i, seed: 1000 + i, nat: true, reach: [] }
+    pods.push(pod(`y${i}`, `n${i}@away`, podIp('away', 100 + i, 1)))
+  }
+  for (let i = 0; i < 100; i++) nodes[`r${i}@away`] = { c: 'away', subnet: 3000 + i, seed: 5000 + i, nat: false, reach: [prefix('away', 3), prefix('home', 2)] }
+  for (const n of Object.values(nodes)) keyOf(n.seed) // the fixture's keys, made before the clock starts
+  const t0 = performance.now()
+  const onP1 = planOn('p1@home', nodes, pods)
+  const onH1 = planOn('h1@home', nodes, pods)
+  const ms = performance.now() - t0
+  // p1 relays for at most MAX_RELAY_PAIRS pairs; h1 peers with the 1101 NAT'd nodes it runs pods with, plus relays.
+  assert.ok(onP1.peers.length <= MAX_RELAY_PAIRS, `${onP1.peers.length} peers on p1`)
+  assert.ok(onH1.peers.length <= 1101 + 2 * MAX_RELAY_PAIRS, `${onH1.peers.length} peers on h1`)
+  // The relay of h1 and b1 is among p1 and the first MAX_RELAYS_PER_CLUSTER of away's by name, whatever away publishes.
+  const via = peer(onH1, 'b1@away')!.via!.name
+  assert.ok(via === 'p1' || /^r([0-9]+)@away$/.test(via), via)
+  if (via !== 'p1')
+    assert.ok(
+      [...Array(100).keys()]
+        .map((i) => `r${i}@away`)
+        .sort()
+        .indexOf(via) < MAX_RELAYS_PER_CLUSTER,
+      via,
+    )
+  assertOnlyOwnAddresses(onH1)
+  assert.ok(ms < 5000, `planned in ${ms.toFixed(0)} ms`)
 })
 
 test('public endpoints: private, shared, loopback, link-local and ULA addresses are not', () => {

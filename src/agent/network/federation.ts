@@ -94,7 +94,9 @@ const MAX_ENDPOINTS = 16
 /** At most this many /64s are read from a summary's `reach`. */
 export const MAX_FEDERATED_REACH = 4096
 /** At most this many NAT'd pairs per federation are considered for relaying (a bound on work per plan). */
-export const MAX_RELAY_PAIRS = 4096
+export const MAX_RELAY_PAIRS = 1024
+/** At most this many nodes per cluster (not behind NAT, by name) are considered as relays: a cluster publishing thousands crowds out only its own. */
+export const MAX_RELAYS_PER_CLUSTER = 64
 /** How many relay candidates per pair keep a tunnel to the far end (the chosen one, and a spare that can take over). */
 export const RELAY_CANDIDATES = 2
 
@@ -326,9 +328,11 @@ export function planFederatedPeers(
     // Relays: NAT'd pairs (one end of ours, one of another cluster) that this node is an end or a candidate relay of.
     const mine = nodes.get(me)
     if (mine === undefined) continue
-    for (const pair of relayPairs(me, mine, nodes, runs, routes, s.cluster, selfRuns)) {
+    const pairs = relayPairs(me, mine, nodes, runs, routes, s.cluster, selfRuns)
+    const relayable = pairs.length === 0 ? new Map<string, Array<[string, PublishedFedNode]>>() : relayableByCluster(nodes)
+    for (const pair of pairs) {
       const { x, y } = pair // x: the end in our cluster; y: the end in the other one
-      const relays = relayCandidates(x, y, nodes)
+      const relays = relayCandidates(x, y, nodes, relayable)
       if (relays.length === 0) continue
       const chosen = relays.find((r) => r.n.reach.has(formatPrefix(nodes.get(x)!.prefix)) && r.n.reach.has(formatPrefix(nodes.get(y)!.prefix))) ?? relays[0]!
       const yRoutes = routes.get(y) ?? []
@@ -410,27 +414,41 @@ function relayPairs(
   return out
 }
 
+/** The nodes that may relay (not behind NAT, with an endpoint), per cluster, at most MAX_RELAYS_PER_CLUSTER each (by name). */
+function relayableByCluster(nodes: ReadonlyMap<string, PublishedFedNode>): Map<string, Array<[string, PublishedFedNode]>> {
+  const out = new Map<string, Array<[string, PublishedFedNode]>>()
+  for (const [name, n] of [...nodes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (n.nat || n.endpoints.length === 0) continue
+    const list = out.get(n.cluster) ?? []
+    if (list.length < MAX_RELAYS_PER_CLUSTER) list.push([name, n])
+    out.set(n.cluster, list)
+  }
+  return out
+}
+
 /**
  * Who may carry a NAT'd pair's traffic, best first: nodes of the pair's two clusters (never a
  * third's), other than the ends, not behind NAT, with an endpoint, reporting a handshake with the
  * end of their own cluster; ordered by a hash of (pair, candidate), so every node ranks them alike.
  * The first that reports handshakes with both ends is the relay, else the first (a trial).
  */
-export function relayCandidates(
+function relayCandidates(
   x: string,
   y: string,
   nodes: ReadonlyMap<string, PublishedFedNode>,
+  relayable: ReadonlyMap<string, ReadonlyArray<[string, PublishedFedNode]>>,
 ): Array<{ name: string; n: PublishedFedNode; hash: string }> {
   const nx = nodes.get(x)
   const ny = nodes.get(y)
   if (nx === undefined || ny === undefined) return []
   const [lo, hi] = x < y ? [x, y] : [y, x]
   const out: Array<{ name: string; n: PublishedFedNode; hash: string }> = []
-  for (const [name, n] of nodes) {
-    if (name === x || name === y || n.nat || n.endpoints.length === 0) continue
-    const own = n.cluster === nx.cluster ? nx : n.cluster === ny.cluster ? ny : undefined
-    if (own === undefined || !n.reach.has(formatPrefix(own.prefix))) continue
-    out.push({ name, n, hash: createHash('sha256').update(`orc-fed-relay\0${lo}\0${hi}\0${name}`).digest('hex') })
+  for (const own of [nx, ny]) {
+    const end = formatPrefix(own.prefix)
+    for (const [name, n] of relayable.get(own.cluster) ?? []) {
+      if (name === x || name === y || !n.reach.has(end)) continue
+      out.push({ name, n, hash: createHash('sha256').update(`orc-fed-relay\0${lo}\0${hi}\0${name}`).digest('hex') })
+    }
   }
   out.sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0))
   return out.slice(0, RELAY_CANDIDATES)
