@@ -268,7 +268,13 @@ export async function startClusterMesh(c: {
     credentialKeys: () => store.list('User').flatMap((u) => (typeof u.spec?.publicKey === 'string' ? [u.spec.publicKey] : [])),
     apiHandler: async (req, ctx) => {
       if (handler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
-      return handler({ method: req.method, path: req.path, query: req.query, body: req.body, principal: { kind: 'user', name: ctx.user, via: 'remote' } })
+      return handler({
+        method: req.method,
+        path: req.path,
+        query: req.query,
+        body: req.body,
+        principal: { kind: 'user', name: ctx.user, via: 'remote', ...(ctx.signed !== undefined ? { signed: ctx.signed } : {}) },
+      })
     },
     memberApiHandler: async (req, ctx) => {
       if (memberHandler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
