@@ -60,6 +60,11 @@ export interface Revision {
   changes?: Change[]
   /** True when the content of this revision was folded away by compaction (metadata stays). */
   compacted: boolean
+  /**
+   * The author's own signature backs it: the user's signed request (key, the client's time, the node
+   * that took it), checked on receipt by every replica (docs/security.md). Absent: the writing node vouches alone.
+   */
+  userSigned?: { key: string; at: number; node: string }
 }
 
 export interface HistoryQuery {
