@@ -129,11 +129,29 @@ function segmentsOf(path: string): string[] {
     .map((s) => decodeURIComponent(s))
 }
 
+/**
+ * The objects of the last few signed requests, by key (or why a request has none): a batch's records
+ * each carry the whole request, which is normalised once, not once per record.
+ */
+const normalised = new Map<string, Map<string, Record<string, unknown>> | string>()
+
 /** The object an apply body gives for key `k`, normalised as the API does (or why there is none). */
-function appliedObject(body: unknown, k: string): Record<string, unknown> | string {
+function appliedObject(u: SignedRequest, k: string): Record<string, unknown> | string {
+  const id = `${u.sig}|${u.nonce}`
+  let objs = normalised.get(id)
+  if (objs === undefined) {
+    objs = normaliseAll(u.body)
+    if (normalised.size >= 16) normalised.delete(normalised.keys().next().value!)
+    normalised.set(id, objs)
+  }
+  if (typeof objs === 'string') return objs
+  return objs.get(k) ?? `the signed request does not name ${k}`
+}
+
+function normaliseAll(body: unknown): Map<string, Record<string, unknown>> | string {
   if (!isPlainObject(body) || !Array.isArray(body.objects)) return 'the signed request has no objects'
   const defaultNamespace = typeof body.namespace === 'string' && body.namespace !== '' ? body.namespace : undefined
-  let found: Record<string, unknown> | undefined
+  const out = new Map<string, Record<string, unknown>>()
   for (const raw of body.objects) {
     const kind = isPlainObject(raw) && typeof raw.kind === 'string' ? findKind(raw.kind)?.kind : undefined
     // The API seals a Secret's values before it stores them: its request holds them in the clear.
@@ -144,11 +162,11 @@ function appliedObject(body: unknown, k: string): Record<string, unknown> | stri
     } catch {
       return 'the signed request holds an object that does not validate'
     }
-    if (keyOf(refOf(obj as never)) !== k) continue
-    if (found !== undefined) return `the signed request names ${k} twice`
-    found = obj
+    const k = keyOf(refOf(obj as never))
+    if (out.has(k)) return `the signed request names ${k} twice`
+    out.set(k, obj)
   }
-  return found ?? `the signed request does not name ${k}`
+  return out
 }
 
 /** `o` without the fields controllers own (ownership claims of its kind). */
@@ -192,7 +210,7 @@ export function evidenceMismatch(
   const seg = segmentsOf(u.path)
   if (method === 'POST' && seg.length === 2 && seg[0] === 'v1' && seg[1] === 'apply') {
     if (r.o !== 'create' && r.o !== 'update') return `an apply makes no ${r.o}`
-    const obj = appliedObject(u.body, r.k)
+    const obj = appliedObject(u, r.k)
     if (typeof obj === 'string') return obj
     if (after === undefined) return 'the record’s content is not known here'
     const kind = refOfKey(r.k).kind
