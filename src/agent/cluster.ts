@@ -149,8 +149,8 @@ export function keyOwner(store: Pick<ObjectStore, 'list'>, key: string, adminKey
 /**
  * Who is behind a request a member forwards (member-api.ts): the user whose signature it carries,
  * checked here — signed for the forwarding member, within EVIDENCE_WINDOW_MS of this node's clock,
- * its nonce not seen before (nonces are kept for twice the window, then dropped: an older request
- * is refused by its time) — or, without a signature, the user the member names, unless the
+ * and when it is the request itself, its nonce not seen before (nonces are kept for twice the
+ * window, then dropped: an older request is refused by its time) — or, without a signature, the user the member names, unless the
  * cluster requires users' signatures (then only that member's own socket users).
  */
 export function forwardedUsers(c: {
@@ -164,7 +164,7 @@ export function forwardedUsers(c: {
     throw new OrcError('forbidden', `forwarded request refused: ${why}`)
   }
   return {
-    signedUser: (s, forwarder) => {
+    signedUser: (s, forwarder, once) => {
       const now = c.now()
       if (s.peer !== forwarder) refuse('the user signed it for another node')
       if (Math.abs(now - s.at) > EVIDENCE_WINDOW_MS) refuse(`signed at ${new Date(s.at).toISOString()}, more than 10 minutes from now`)
@@ -172,8 +172,8 @@ export function forwardedUsers(c: {
       const user = keyOwner(c.store, s.key, c.adminKeys, now)
       if (user === undefined) refuse('the signing key belongs to no user of this cluster')
       for (const [n, at] of seen) if (at < now - 2 * EVIDENCE_WINDOW_MS) seen.delete(n)
-      if (seen.has(s.nonce)) refuse('the signed request was forwarded before (a replay)')
-      seen.set(s.nonce, s.at)
+      if (once && seen.has(s.nonce)) refuse('the signed request was forwarded before (a replay)')
+      if (once) seen.set(s.nonce, s.at)
       return user!
     },
     unsignedAllowed: (user, peer) => unsignedRefused({ a: `user:${user}`, t: c.now() }, c.nodeOf(peer), userSignaturePolicy(c.store)) === undefined,

@@ -34,9 +34,9 @@ export function memberRouteAllowed(req: Pick<ApiRequest, 'method' | 'path'>): bo
 export interface ForwardedUsers {
   /**
    * The user whose key signed `s`: the signature verifies, it was made for `forwarder` (the member
-   * that took it), recently, and this node has not seen it before. Throws `forbidden` otherwise.
+   * that took it), recently, and (`once`) this node has not seen it before. Throws `forbidden` otherwise.
    */
-  signedUser(s: SignedRequest, forwarder: string): string
+  signedUser(s: SignedRequest, forwarder: string, once: boolean): string
   /** May member `peer` name `user` without the user's signature (the cluster's policy, Cluster spec.userSignatures)? */
   unsignedAllowed(user: string, peer: string): boolean
 }
@@ -51,13 +51,24 @@ export function createMemberApiHandler(
     let verified: { name: string; signed: SignedRequest } | undefined
     try {
       if (ctx.signed !== undefined && users !== undefined) {
-        // The user's own request: checked here, and run as the user signed it (not the member's copy).
-        const name = users.signedUser(ctx.signed, ctx.peerId)
+        const s = ctx.signed
+        // The user's own request (same method and path): run as the user signed it, not the member's
+        // copy, and only once. A read the member derived from it (the logs of a pod of a Job, top
+        // figures of every node) runs as the member asks, the signature naming the user; a write
+        // (exec, port-forward) must be the signed request itself.
+        const own = s.method.toUpperCase() === given.method.toUpperCase() && splitPath(s.path).pathname === splitPath(given.path).pathname
+        if (!own && given.method.toUpperCase() !== 'GET') {
+          throw new OrcError(
+            'forbidden',
+            `forwarded ${given.method.toUpperCase()} ${splitPath(given.path).pathname.slice(0, 200)} is not the request the user signed`,
+            { peer: ctx.peerId },
+          )
+        }
+        const name = users.signedUser(s, ctx.peerId, own)
         if (ctx.onBehalfOf !== undefined && ctx.onBehalfOf !== name) {
           throw new OrcError('forbidden', `the member names user ${ctx.onBehalfOf}, but the request is signed by ${name}`, { peer: ctx.peerId })
         }
-        const s = ctx.signed
-        req = { method: s.method, path: s.path, query: s.query, ...(s.body !== null && s.body !== undefined ? { body: s.body } : {}) }
+        if (own) req = { method: s.method, path: s.path, query: s.query, ...(s.body !== null && s.body !== undefined ? { body: s.body } : {}) }
         verified = { name, signed: s }
       } else if (ctx.onBehalfOf !== undefined && users !== undefined && !users.unsignedAllowed(ctx.onBehalfOf, ctx.peerId)) {
         throw new OrcError(

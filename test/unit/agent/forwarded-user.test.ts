@@ -54,12 +54,26 @@ test('a forwarded exec runs as the user whose signature it carries, whatever the
   assert.match(JSON.stringify(lie.body), /the member names user admin, but the request is signed by eddie/)
   assert.equal(reached.length, 0)
 
-  // Without a claim the user comes from the signature; what runs is what eddie signed, not b's copy.
+  // The user comes from the signature; what runs is what eddie signed, not b's copy (another command).
   const s2 = await signed(eddie, 'peerB', exec, now, 2)
-  const ok = await h({ ...exec, path: '/v1/pods/default/other/exec' }, { peerId: 'peerB', onBehalfOf: 'eddie', signed: s2 })
+  const ok = await h({ ...exec, body: { command: ['rm', '-rf', '/'] } }, { peerId: 'peerB', onBehalfOf: 'eddie', signed: s2 })
   assert.equal(ok.status, 200, JSON.stringify(ok.body))
-  assert.equal(reached[0]!.path, '/v1/pods/default/x/exec')
+  assert.deepEqual(reached[0]!.body, { command: ['id'] })
   assert.deepEqual(reached[0]!.principal, { kind: 'user', name: 'eddie', via: 'forwarded', peer: 'peerB', signed: s2 })
+  // Another write than the one eddie signed (exec in another pod): refused.
+  const elsewhere = await h({ ...exec, path: '/v1/pods/default/other/exec' }, { peerId: 'peerB', signed: await signed(eddie, 'peerB', exec, now, 9) })
+  assert.match(JSON.stringify(elsewhere.body), /is not the request the user signed/)
+  // A read b derived from eddie's request (the logs of another pod): runs as eddie, as often as b asks.
+  for (let i = 0; i < 2; i++) {
+    const logs = await h(
+      { method: 'GET', path: '/v1/pods/default/job-x-1/logs' },
+      { peerId: 'peerB', signed: await signed(eddie, 'peerB', { method: 'GET', path: '/v1/objects/job/default/x' }, now, 10) },
+    )
+    assert.equal(logs.status, 200, JSON.stringify(logs.body))
+    assert.equal(reached.at(-1)!.path, '/v1/pods/default/job-x-1/logs')
+    assert.equal((reached.at(-1)!.principal as { name: string }).name, 'eddie')
+  }
+  reached.splice(1)
 
   // The same signed request again: a replay.
   const again = await h({ ...exec }, { peerId: 'peerB', signed: s2 })
