@@ -672,7 +672,7 @@ export class Store implements ObjectStore {
         record.f = content
         delete record.c
       }
-    } else if (opts.author.startsWith('user:') && this.signer !== undefined) {
+    } else if (this.opts.userEvidence !== undefined && this.signer !== undefined && opts.author.startsWith('user:')) {
       // The cluster requires users' signatures: a write its replicas would refuse is refused here.
       const self = this.opts.userEvidence?.self?.() ?? this.verifier?.member(this.signer.id)?.node
       const why = unsignedRefused(record, self, this.signaturePolicy({ list: (k) => this.doc.list(k) }))

@@ -3,6 +3,9 @@
 // A member's store is modified here the way a compromised agent would be: it writes user records
 // and signs them with its own (valid) node key.
 import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test } from 'node:test'
 import { generateKeyPair, publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import type { PrivateKey } from '@libp2p/interface'
@@ -23,10 +26,10 @@ const c = testNode('c')
 const members = [a, b, c]
 const podRef = (name: string) => ({ kind: 'Pod', namespace: 'default', name })
 
-function evStore(node: TestNode, adminKeys: string[] = []): Promise<Store> {
+function evStore(node: TestNode, adminKeys: string[] = [], dir?: string): Promise<Store> {
   return openStore({
-    dir: `mem-${node.name}`,
-    db: new MemoryLevel({ keyEncoding: 'utf8', valueEncoding: 'view' }) as never,
+    dir: dir ?? `mem-${node.name}`,
+    ...(dir === undefined ? { db: new MemoryLevel({ keyEncoding: 'utf8', valueEncoding: 'view' }) as never } : {}),
     sync: false,
     signer: node.signer,
     verifier: verifierOf(members),
@@ -302,5 +305,40 @@ test("a key is valid while it is the user's: a request signed with a rotated-awa
     void B
   } finally {
     await close()
+  }
+})
+
+test('a replica that restarts still refuses a replay (the requests it holds are read back from its log)', async () => {
+  const { A, alice, close } = await cluster()
+  const dir = await mkdtemp(join(tmpdir(), 'orc-ev-'))
+  try {
+    const sent = outbox(A)
+    const v1 = await signed(alice, a, applyReq([pod('web')]), 5000)
+    await A.apply(pod('web'), { author: 'user:alice', now: 5001, evidence: v1 })
+    let C = await evStore(c, [], dir)
+    await sync(A, C)
+    await C.close()
+    C = await evStore(c, [], dir)
+    try {
+      assert.ok(C.get(podRef('web')))
+      const A2 = await evStore(a)
+      try {
+        await sync(C, A2)
+        ;(A2 as any).evidenceUses.clear()
+        const replay = outbox(A2)
+        await A2.apply(pod('web', '/images/v2'), { author: 'user:alice', now: 5002 })
+        await A2.apply(pod('web'), { author: 'user:alice', now: 5003, evidence: v1 })
+        await C.applyRemote(replay[0]!)
+        await refused(C.applyRemote(replay[1]!), 'user_signature', /a replay/)
+      } finally {
+        await A2.close()
+      }
+    } finally {
+      await C.close()
+    }
+    void sent
+  } finally {
+    await close()
+    await rm(dir, { recursive: true, force: true })
   }
 })
