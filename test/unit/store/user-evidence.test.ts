@@ -87,6 +87,24 @@ async function cluster() {
   return { A: A!, B: B!, C: C!, admin, alice, close: async () => Promise.all([A!, B!, C!].map((s) => s.close())) }
 }
 
+/**
+ * A member's store modified as a compromised agent's would be (its memory of used requests wiped,
+ * its policy check removed), synced from `from`: `write` runs on it; returns what it sent.
+ */
+async function modifiedMember(node: TestNode, from: Store, write: (s: Store) => Promise<void>): Promise<Uint8Array[]> {
+  const s = await evStore(node)
+  try {
+    await sync(from, s)
+    ;(s as any).evidenceUses.clear()
+    ;(s as any).signaturePolicy = () => undefined
+    const out = outbox(s)
+    await write(s)
+    return out
+  } finally {
+    await s.close()
+  }
+}
+
 /** A member's forgery: `r` changed by `edit`, then signed again with the member's own node key. */
 function forge(msg: Uint8Array, by: TestNode, edit: (r: RevisionRecord) => void): Uint8Array {
   const { yUpdate, records } = decodeUpdateMessage(msg)
@@ -189,22 +207,11 @@ test('a replayed signed request on a second record is refused (the same request 
     // The writer itself does not use a request twice.
     await A.apply(pod('web'), { author: 'user:alice', now: 5003, evidence: v1 })
     assert.equal(decodeUpdateMessage(sent[2]!).records[0]!.u, undefined)
-    // A modified member store (a fresh one that never saw the first use) replays v1 to revert web.
-    const A2 = await evStore(a)
-    try {
-      await sync(C, A2)
-      // (Its memory of used requests wiped, as a modified agent's would be.)
-      ;(A2 as any).evidenceUses.clear()
-      const replay = outbox(A2)
-      const reused = structuredClone(v1)
-      await A2.apply(pod('web'), { author: 'user:alice', now: 5004, evidence: reused })
-      const rec = decodeUpdateMessage(replay[0]!).records[0]!
-      assert.equal(rec.u?.nonce, v1.nonce, 'the modified store attached it')
-      await refused(C.applyRemote(replay[0]!), 'user_signature', /backs revision .* already \(a replay\)/)
-      assert.equal((C.get(podRef('web')) as any).spec.containers[0].image, '/images/v2')
-    } finally {
-      await A2.close()
-    }
+    // A modified member store replays v1 to revert web.
+    const replay = await modifiedMember(a, C, (A2) => A2.apply(pod('web'), { author: 'user:alice', now: 5004, evidence: structuredClone(v1) }).then(() => {}))
+    assert.equal(decodeUpdateMessage(replay[0]!).records[0]!.u?.nonce, v1.nonce, 'the modified store attached it')
+    await refused(C.applyRemote(replay[0]!), 'user_signature', /backs revision .* already \(a replay\)/)
+    assert.equal((C.get(podRef('web')) as any).spec.containers[0].image, '/images/v2')
   } finally {
     await close()
   }
@@ -233,19 +240,10 @@ test('with Cluster spec.userSignatures.required, user records without evidence a
     assert.ok(C.get(podRef('before')))
     // A member (a modified store: its policy check removed, as a compromised agent's) writes as
     // user:admin without evidence: refused by every replica.
-    const Bmod = await evStore(b)
-    try {
-      await sync(A, Bmod)
-      ;(Bmod as any).signaturePolicy = () => undefined
-      const forged = outbox(Bmod)
-      await Bmod.apply(pod('evil'), { author: 'user:admin', now: 6000 })
-      await Bmod.apply(pod('evil2'), { author: 'user:alice', now: 6001 })
-      await refused(C.applyRemote(forged[0]!), 'user_unsigned', /user:admin wrote through node b without the user's signature/)
-      await refused(A.applyRemote(forged[0]!), 'user_unsigned')
-      assert.equal(C.get(podRef('evil')), undefined)
-    } finally {
-      await Bmod.close()
-    }
+    const forged = await modifiedMember(b, A, (Bmod) => Bmod.apply(pod('evil'), { author: 'user:admin', now: 6000 }).then(() => {}))
+    await refused(C.applyRemote(forged[0]!), 'user_unsigned', /user:admin wrote through node b without the user's signature/)
+    await refused(A.applyRemote(forged[0]!), 'user_unsigned')
+    assert.equal(C.get(podRef('evil')), undefined)
     // b's own socket user (root.b) and admin from a listed node (a) write unsigned; alice with her signature.
     const fromB = outbox(B)
     await B.apply(pod('mine'), { author: 'user:root.b', now: 6002 })
@@ -256,17 +254,9 @@ test('with Cluster spec.userSignatures.required, user records without evidence a
     await A.apply(pod('alices'), { author: 'user:alice', now: 6004, evidence: ev })
     for (const m of fromA) await C.applyRemote(m)
     for (const name of ['admins', 'alices', 'mine']) assert.ok(C.get(podRef(name)), name)
-    // admin through b (not listed) is refused.
-    const Bmod2 = await evStore(b)
-    try {
-      await sync(C, Bmod2)
-      ;(Bmod2 as any).signaturePolicy = () => undefined
-      const out = outbox(Bmod2)
-      await Bmod2.apply(pod('evil3'), { author: 'user:admin', now: 6005 })
-      await refused(C.applyRemote(out[0]!), 'user_unsigned')
-    } finally {
-      await Bmod2.close()
-    }
+    // A user other than b's socket users, unsigned through b: refused.
+    const out = await modifiedMember(b, C, (Bmod) => Bmod.apply(pod('evil3'), { author: 'user:alice', now: 6005 }).then(() => {}))
+    await refused(C.applyRemote(out[0]!), 'user_unsigned', /user:alice wrote through node b/)
   } finally {
     await close()
   }
@@ -291,17 +281,10 @@ test("a key is valid while it is the user's: a request signed with a rotated-awa
     await C.applyRemote(sent[1]!)
     assert.ok(C.get(podRef('new')))
     // The old key, 20 minutes after the rotation: refused (a member holding an old signed request).
-    const Bmod = await evStore(b)
-    try {
-      await sync(C, Bmod)
-      const out = outbox(Bmod)
-      const old = await signed(alice, b, applyReq([pod('late')]), 1_801_000)
-      await Bmod.apply(pod('late'), { author: 'user:alice', now: 1_801_000, evidence: old })
-      assert.ok(decodeUpdateMessage(out[0]!).records[0]!.u, 'the modified store attached it')
-      await refused(C.applyRemote(out[0]!), 'user_signature', /not user:alice's/)
-    } finally {
-      await Bmod.close()
-    }
+    const old = await signed(alice, b, applyReq([pod('late')]), 1_801_000)
+    const out = await modifiedMember(b, C, (Bmod) => Bmod.apply(pod('late'), { author: 'user:alice', now: 1_801_000, evidence: old }).then(() => {}))
+    assert.ok(decodeUpdateMessage(out[0]!).records[0]!.u, 'the modified store attached it')
+    await refused(C.applyRemote(out[0]!), 'user_signature', /not user:alice's/)
     void B
   } finally {
     await close()
@@ -312,7 +295,6 @@ test('a replica that restarts still refuses a replay (the requests it holds are 
   const { A, alice, close } = await cluster()
   const dir = await mkdtemp(join(tmpdir(), 'orc-ev-'))
   try {
-    const sent = outbox(A)
     const v1 = await signed(alice, a, applyReq([pod('web')]), 5000)
     await A.apply(pod('web'), { author: 'user:alice', now: 5001, evidence: v1 })
     let C = await evStore(c, [], dir)
@@ -321,22 +303,15 @@ test('a replica that restarts still refuses a replay (the requests it holds are 
     C = await evStore(c, [], dir)
     try {
       assert.ok(C.get(podRef('web')))
-      const A2 = await evStore(a)
-      try {
-        await sync(C, A2)
-        ;(A2 as any).evidenceUses.clear()
-        const replay = outbox(A2)
+      const replay = await modifiedMember(a, C, async (A2) => {
         await A2.apply(pod('web', '/images/v2'), { author: 'user:alice', now: 5002 })
         await A2.apply(pod('web'), { author: 'user:alice', now: 5003, evidence: v1 })
-        await C.applyRemote(replay[0]!)
-        await refused(C.applyRemote(replay[1]!), 'user_signature', /a replay/)
-      } finally {
-        await A2.close()
-      }
+      })
+      await C.applyRemote(replay[0]!)
+      await refused(C.applyRemote(replay[1]!), 'user_signature', /a replay/)
     } finally {
       await C.close()
     }
-    void sent
   } finally {
     await close()
     await rm(dir, { recursive: true, force: true })
