@@ -727,10 +727,11 @@ async function storeTrust(
     return undefined
   })
   // Users' signatures on their writes: the cluster's first admin key (cluster.json) is the user
-  // admin's until a User admin exists (as keyOwner decides for the remote API).
+  // admin's until a User admin exists (as keyOwner decides for the remote API; the store bounds it
+  // by the time of the first User admin revision, so older records still verify after a rotation).
   const userEvidence: UserEvidenceOptions = {
     verify: verifySignedRequest,
-    bootstrapKeys: (user, objects) => (user === ADMIN_USER && !objects.list('User').some((u) => u.metadata.name === ADMIN_USER) ? clusterAdminKeys() : []),
+    bootstrapKeys: (user) => (user === ADMIN_USER ? clusterAdminKeys() : []),
     self: () => nodeName,
   }
   return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt, userEvidence }

@@ -38,7 +38,7 @@ export interface UserEvidenceOptions {
   verify(s: SignedRequest): boolean
   /**
    * Keys a user holds outside its User object: the cluster's first admin key (cluster.json) is the
-   * user `admin` until a User `admin` exists.
+   * user `admin`'s until the first User `admin` revision (UserKeyHistory.validAt bounds it by that).
    */
   bootstrapKeys?(user: string, objects: ObjectsView): readonly string[]
   /** This node's name: its local socket's users write without a user signature (unsignedRefused). */

@@ -1026,6 +1026,14 @@ export class Store implements ObjectStore {
     const msgUses = new Map<string, string>()
     const msgKeys = new UserKeyHistory()
     let policy: { v: UserSignaturePolicy | undefined } | undefined
+    // The keys this message's User records set, whatever their place in it (a join's sync sends each
+    // writer's records in turn, not in time order); a User record is itself checked below, and a
+    // refusal refuses the whole message.
+    if (evidence !== undefined)
+      for (const r of fresh) {
+        const key = publicKeySet(r)
+        if (key !== undefined) msgKeys.note(refOfKey(r.k).name, key, r.t, r.i)
+      }
     for (const r of fresh) {
       if (r.n !== undefined && !members.has(r.n)) members.set(r.n, verifier.member(r.n))
       const bad = verifyRecord(r, verifier, r.n === undefined ? undefined : members.get(r.n), signatures?.get(r))
@@ -1087,8 +1095,6 @@ export class Store implements ObjectStore {
           const no = unsignedRefused(r, signer.node, policy.v)
           if (no !== undefined) this.refuse('user_unsigned', `revision ${r.i} of ${r.k}: ${no}`)
         }
-        const key = publicKeySet(r)
-        if (key !== undefined) msgKeys.note(refOfKey(r.k).name, key, r.t, r.i)
       }
       let mine = written.get(kind)
       if (mine === undefined) written.set(kind, (mine = new Map()))

@@ -91,8 +91,8 @@ async function cluster() {
  * A member's store modified as a compromised agent's would be (its memory of used requests wiped,
  * its policy check removed), synced from `from`: `write` runs on it; returns what it sent.
  */
-async function modifiedMember(node: TestNode, from: Store, write: (s: Store) => Promise<void>): Promise<Uint8Array[]> {
-  const s = await evStore(node)
+async function modifiedMember(node: TestNode, from: Store, write: (s: Store) => Promise<void>, adminKeys: string[] = []): Promise<Uint8Array[]> {
+  const s = await evStore(node, adminKeys)
   try {
     await sync(from, s)
     ;(s as any).evidenceUses.clear()
@@ -315,5 +315,44 @@ test('a replica that restarts still refuses a replay (the requests it holds are 
   } finally {
     await close()
     await rm(dir, { recursive: true, force: true })
+  }
+})
+
+test("a new replica's sync accepts signed records before the User revision that gave the key, and the first admin key before admin's rotation", async () => {
+  const { A, C, admin, alice, close } = await cluster()
+  try {
+    const ev = await signed(alice, a, applyReq([pod('web')]), 5000)
+    await A.apply(pod('web'), { author: 'user:alice', now: 5000, evidence: ev })
+    // admin, with the first admin key (cluster.json), then `orc user rotate admin` at 700 s.
+    const adminReq = { method: 'POST', path: '/v1/apply', body: { objects: [pod('adm')] } }
+    await A.apply(pod('adm'), { author: 'user:admin', now: 6000, evidence: await signed(admin, a, adminReq, 6000, 2) })
+    const admin2 = await generateKeyPair('Ed25519')
+    await A.apply(
+      { apiVersion: 'orc/v1', kind: 'User', metadata: { name: 'admin' }, spec: { publicKey: keyText(admin2) } },
+      { author: 'user:admin', now: 700_000 },
+    )
+    await sync(A, C)
+    // A fresh replica gets everything in one message, the records in an order that puts the signed
+    // ones before the User revisions (a join's sync sends each writer's records in turn).
+    const E = await evStore(c, [keyText(admin)])
+    try {
+      const { yUpdate, records } = decodeUpdateMessage(await C.encodeMissing(E.encodeSyncState()))
+      const users = records.filter((r) => r.k.startsWith('User/'))
+      const reordered = [...records.filter((r) => !r.k.startsWith('User/')), ...users]
+      assert.ok(reordered.findIndex((r) => r.u !== undefined) < reordered.findIndex((r) => r.k === 'User//alice'))
+      await E.applyRemote(encodeUpdateMessage(yUpdate, reordered))
+      assert.ok(E.get(podRef('web')) && E.get(podRef('adm')))
+      // The first admin key 20 minutes after the rotation: no longer admin's.
+      const lateReq = { method: 'POST', path: '/v1/apply', body: { objects: [pod('late')] } }
+      const lateEv = await signed(admin, b, lateReq, 1_900_000, 3)
+      const out = await modifiedMember(b, E, (Bmod) => Bmod.apply(pod('late'), { author: 'user:admin', now: 1_900_000, evidence: lateEv }).then(() => {}), [
+        keyText(admin),
+      ])
+      await refused(E.applyRemote(out[0]!), 'user_signature', /not user:admin's/)
+    } finally {
+      await E.close()
+    }
+  } finally {
+    await close()
   }
 })
