@@ -75,4 +75,14 @@ test("a remote CLI write carries the user's signature to every replica; the poli
     const events = await a.cli(['events', '-o', 'json'])
     assert.ok(!events.stdout.includes('user_unsigned') && !events.stdout.includes('user_signature'), events.stdout.slice(0, 2000))
   })
+
+  await t.test('a node that joins later takes the whole history: signed records, socket writes, unsigned ones from before `since`', async () => {
+    const c = await newNode(ws, 'c')
+    await c.join(a.addr, await tokenFrom(a)).ready()
+    for (const pod of ['signed-2', 'by-root-b', 'by-admin-2', 'by-admin'])
+      await waitFor(`${pod} on c`, async () => (await c.cli(['get', `pod/${pod}`])).exitCode === 0, 60_000)
+    assert.ok((await history(c, 'pod/signed-2'))[0].userSigned, 'c verified and kept the signature')
+    const events = await c.cli(['events', '-o', 'json'])
+    assert.ok(!events.stdout.includes('UpdateRefused'), events.stdout.slice(0, 2000))
+  })
 })
