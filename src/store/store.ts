@@ -327,7 +327,7 @@ export class Store implements ObjectStore {
    */
   private evidenceFor(r: RevisionRecord, content: Record<string, unknown> | undefined, evidence: SignedRequest | undefined): SignedRequest | undefined {
     if (evidence === undefined || this.signer === undefined || this.opts.userEvidence === undefined) return undefined
-    if (this.evidenceUses.has(replayKey(evidence, r.k))) return undefined
+    if (evidence.peer !== this.signer.id || this.evidenceUses.has(replayKey(evidence, r.k))) return undefined
     if (JSON.stringify(evidence.body ?? null).length > MAX_EVIDENCE_BODY_BYTES) return undefined
     return evidenceMismatch(r, evidence, content, this.ownership) === undefined ? evidence : undefined
   }
@@ -1190,6 +1190,8 @@ export class Store implements ObjectStore {
     msgUses: ReadonlyMap<string, string>,
   ): [RefusalReason, string] | undefined {
     if (!r.a.startsWith('user:')) return ['user_signature', `a user's signed request on a record by ${r.a}`]
+    // Only the node the user called may write what the user asked it (others see the request in its records).
+    if (u.peer !== r.n) return ['user_signature', `the user signed the request for node ${u.peer}, not for the record's signer`]
     const user = r.a.slice(5)
     if (!evidence.verify(u)) return ['user_signature', `the signature of ${r.a} on its request does not verify`]
     let valid = this.userKeys.validAt(user, u.key, u.at, evidence.bootstrapKeys?.(user, objects) ?? [], msgKeys)

@@ -159,11 +159,15 @@ async function forgedByB(B: Store, rng: Rng, now: number): Promise<Uint8Array | 
   try {
     switch (rng.int(6)) {
       case 4: {
-        // A replay: a request of alice's A already used, on B's record of the same content.
+        // A replay: a request of alice's A already used, on B's record of the same content (B's
+        // store attaches it as a modified agent's would).
         const ev = signedSoFar.length > 0 ? rng.pick(signedSoFar) : undefined
         if (ev === undefined) return undefined
-        await B.apply(structuredClone((ev.body as { objects: unknown[] }).objects[0]) as never, { author: 'user:alice', now, evidence: ev })
-        break
+        await B.apply(structuredClone((ev.body as { objects: unknown[] }).objects[0]) as never, { author: 'user:alice', now })
+        const { yUpdate, records } = decodeUpdateMessage(sent.at(-1)!)
+        const r = { ...records[0]!, u: ev }
+        signRecord(r, b.signer, r.y!, r.yc!)
+        return encodeUpdateMessage(yUpdate, [r])
       }
       case 5: {
         // A genuine request of alice's, on B's record of other content.
