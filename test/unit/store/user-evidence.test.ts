@@ -185,6 +185,9 @@ test("a member's forged user evidence is refused on receipt: tampered request, a
       r.u = ev
     })
     await refused(C.applyRemote(onApi), 'user_signature', /does not name Pod\/default\/api/)
+    // alice's genuine request to a (B sees it in a's records), on B's record of the same content.
+    const toA = await signed(alice, a, applyReq([pod('web')]), 5000, 4)
+    await refused(C.applyRemote(forge(honest, b, (r) => (r.u = toA))), 'user_signature', /signed the request for node peer-a, not for the record's signer/)
     // Nothing of it merged; the honest write does.
     assert.equal(C.get(podRef('api')), undefined)
     await C.applyRemote(honest)
