@@ -106,6 +106,8 @@ export function checkEvidenceShape(u: unknown): string | undefined {
     return 'user evidence malformed'
   }
   if ((u.key as string).length > 512 || (u.sig as string).length > 200 || !Number.isSafeInteger(u.at)) return 'user evidence malformed'
+  // Writers attach no larger request (MAX_EVIDENCE_BODY_BYTES): a larger one is no honest writer's.
+  if (JSON.stringify(u.body ?? null).length > MAX_EVIDENCE_BODY_BYTES) return 'user evidence: body too large'
   return undefined
 }
 
