@@ -41,7 +41,8 @@ export const clusterKind = defineKind({
      */
     userSignatures: s.object({
       required: s.bool(),
-      since: s.string({ pattern: ISO_UTC, patternName: 'a UTC time like 2027-01-31T12:00:00Z' }),
+      /** Required: the history before it holds user records without signatures that later joiners must accept. */
+      since: s.required(s.string({ pattern: ISO_UTC, patternName: 'a UTC time like 2027-01-31T12:00:00Z' })),
       adminSocketNodes: s.array(s.string({ minLength: 1, maxLength: 253 }), { maxItems: 1024 }),
     }),
   }),

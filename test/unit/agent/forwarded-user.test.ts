@@ -100,7 +100,12 @@ test('a forwarded exec runs as the user whose signature it carries, whatever the
   // Unsigned claims: trusted while the cluster does not require signatures; then only the member's own socket users.
   assert.equal((await h({ ...exec }, { peerId: 'peerB', onBehalfOf: 'eddie' })).status, 200)
   await store.apply(
-    { apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'c1' }, spec: { userSignatures: { required: true, adminSocketNodes: ['c'] } } },
+    {
+      apiVersion: 'orc/v1',
+      kind: 'Cluster',
+      metadata: { name: 'c1' },
+      spec: { userSignatures: { required: true, since: '1970-01-01T00:00:00Z', adminSocketNodes: ['c'] } },
+    },
     { author: 'user:admin', now: 2 },
   )
   now += 1000
