@@ -8,7 +8,7 @@ import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, execaRunner, type Random, sleep, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
-import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
+import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSigner, verifySignedRequest } from '../mesh/index.ts'
 import {
   ADMIN_USER,
   API_VERSION,
@@ -27,7 +27,7 @@ import {
 } from '../model/index.ts'
 import { QemuRuntime } from '../runtime/index.ts'
 import { DEFAULT_SCHED_OPTIONS } from '../sched/index.ts'
-import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
+import { type ObjectStore, openStore, type StoreOptions, type UserEvidenceOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { createAuthorizer, userMayOnReceipt } from './authz.ts'
 import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
@@ -84,7 +84,7 @@ export type OpenStore = (opts: {
   dir: string
   logger?: Logger
   randomBytes?: Random
-  trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay'>
+  trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay' | 'userEvidence'>
 }) => Promise<ObjectStore>
 
 export interface AgentComponents {
@@ -417,6 +417,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
               random,
               () => directory,
               () => store,
+              () => cluster?.mesh.cluster.adminKeys ?? [],
+              nodeName,
             )
           : undefined
         store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random, trust)
@@ -710,6 +712,8 @@ async function storeTrust(
   random: Random,
   directoryOf: () => Pick<MemberDirectory, 'get'> | undefined,
   storeOf: () => ObjectStore,
+  clusterAdminKeys: () => readonly string[],
+  nodeName: string,
 ): Promise<StoreTrust> {
   const key = await loadOrCreateIdentity(dataDir, random)
   const verifier = peerKeyVerifier((id) => {
@@ -722,7 +726,15 @@ async function storeTrust(
     }
     return undefined
   })
-  return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt }
+  // Users' signatures on their writes: the cluster's first admin key (cluster.json) is the user
+  // admin's until a User admin exists (as keyOwner decides for the remote API; the store bounds it
+  // by the time of the first User admin revision, so older records still verify after a rotation).
+  const userEvidence: UserEvidenceOptions = {
+    verify: verifySignedRequest,
+    bootstrapKeys: (user) => (user === ADMIN_USER ? clusterAdminKeys() : []),
+    self: () => nodeName,
+  }
+  return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt, userEvidence }
 }
 
 /** Open the store in the data dir, then mark the data dir in use (pid file) and open it to sandboxes. */

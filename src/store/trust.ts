@@ -24,6 +24,7 @@ import {
   valueAtPath,
 } from '../model/index.ts'
 import { decodeChanges, type RevisionRecord } from './codec.ts'
+import { evidenceHash } from './evidence.ts'
 
 /** Signs this replica's revision records: the node's key. `id` is what verifiers look the key up by (the peer id). */
 export interface RecordSigner {
@@ -131,9 +132,9 @@ function hashMatches(r: RevisionRecord): boolean {
 
 /** The bytes a record's signature covers: every header field and the content hash. */
 export function signedBytes(r: RevisionRecord): Uint8Array {
-  return te.encode(
-    JSON.stringify(['orc-rev-1', r.i, r.k, r.s, r.o, r.a, r.r, r.t, r.p ?? '', r.rt ?? '', r.rf ?? '', r.n ?? '', r.y ?? 0, r.yc ?? 0, r.h ?? '']),
-  )
+  const header = [r.i, r.k, r.s, r.o, r.a, r.r, r.t, r.p ?? '', r.rt ?? '', r.rf ?? '', r.n ?? '', r.y ?? 0, r.yc ?? 0, r.h ?? '']
+  // A user's evidence (`u`) is covered too, by its hash; records without it sign as before.
+  return te.encode(JSON.stringify(r.u === undefined ? ['orc-rev-1', ...header] : ['orc-rev-2', ...header, evidenceHash(r.u)]))
 }
 
 export function signRecord(r: RevisionRecord, signer: RecordSigner, clientId: number, clock: number): void {
