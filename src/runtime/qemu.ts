@@ -26,6 +26,7 @@ import {
 import { spawnDetached } from './host.ts'
 import { logFilePath, openLogFile } from './logs.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
+import { takeJsonLines } from './qmp.ts'
 import { DEFAULT_PATH, decodeExitCode, fenceEnv, ID_PATTERN, wrapperScript } from './supervisor.ts'
 import type { ContainerFence, EnforcedLimits, ExitStatus, Spawner } from './types.ts'
 
@@ -250,16 +251,9 @@ export function qmpSession(
     sock.on('data', (chunk: string) => {
       buf += chunk
       if (buf.length > 1 << 20) return sock.destroy()
-      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-        const line = buf.slice(0, i).trim()
-        buf = buf.slice(i + 1)
-        if (line === '') continue
-        let msg: Record<string, unknown>
-        try {
-          msg = JSON.parse(line) as Record<string, unknown>
-        } catch {
-          continue
-        }
+      const taken = takeJsonLines(buf)
+      buf = taken.rest
+      for (const msg of taken.messages) {
         if (typeof msg.event === 'string') {
           onEvent(msg.event, msg.data)
           continue

@@ -45,16 +45,9 @@ export class QmpClient {
   private onData(chunk: string): void {
     this.buf += chunk
     if (this.buf.length > 16 << 20) return void this.sock.destroy()
-    for (let i = this.buf.indexOf('\n'); i >= 0; i = this.buf.indexOf('\n')) {
-      const line = this.buf.slice(0, i).trim()
-      this.buf = this.buf.slice(i + 1)
-      if (line === '') continue
-      let msg: Record<string, unknown>
-      try {
-        msg = JSON.parse(line) as Record<string, unknown>
-      } catch {
-        continue
-      }
+    const { messages, rest } = takeJsonLines(this.buf)
+    this.buf = rest
+    for (const msg of messages) {
       if (typeof msg.event === 'string') {
         this.events.push({ event: msg.event, data: (msg.data ?? {}) as Record<string, unknown> })
         if (this.events.length > 1000) this.events.shift()
@@ -110,6 +103,21 @@ export class QmpClient {
   close(): void {
     this.sock.destroy()
   }
+}
+
+/** The complete JSON lines at the start of `buf` (blank and unparsable ones skipped), and what is left after them. */
+export function takeJsonLines(buf: string): { messages: Record<string, unknown>[]; rest: string } {
+  const messages: Record<string, unknown>[] = []
+  let rest = buf
+  for (let i = rest.indexOf('\n'); i >= 0; i = rest.indexOf('\n')) {
+    const line = rest.slice(0, i).trim()
+    rest = rest.slice(i + 1)
+    if (line === '') continue
+    try {
+      messages.push(JSON.parse(line) as Record<string, unknown>)
+    } catch {}
+  }
+  return { messages, rest }
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {

@@ -7,7 +7,7 @@
  * between them is an in-process call whose JSON bodies are counted (the bytes a mesh request carries).
  * At the end the replica's image is compared with the primary's, byte for byte.
  * Needs root (loop mounts, qemu -runas nobody) and qemu-system-x86 + qemu-utils.
- * Run: node --import tsx --import ./test/setup.ts test/bench/vm-block-replication.bench.ts [SIZE_MIB] [WRITE_MIB]
+ * Run: node --import tsx --import ./test/setup.ts test/bench/vm-block-replication.bench.ts [SIZE_MIB] [WRITE_MIB] [FILL_MIB]
  */
 import { execFileSync, spawn } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -23,6 +23,8 @@ import { waitFor } from '../helpers/wait.ts'
 
 const SIZE_MIB = Number(process.argv[2] ?? 64)
 const WRITE_MIB = Number(process.argv[3] ?? 1)
+/** MiB of random files written in the volume before the first sync (the worst case of a full sync: a volume full of data). */
+const FILL_MIB = Number(process.argv[4] ?? 1)
 if (process.getuid?.() !== 0 || !existsSync('/dev/loop-control')) {
   console.error('skipped: needs root and loop devices')
   process.exit(0)
@@ -51,7 +53,7 @@ try {
   for (const d of [join(dir, 'a'), join(dir, 'b')]) execFileSync('mkdir', ['-p', '-m', '0711', d])
   // The primary's volume: an ext4 image with a few files, then unmounted (the VM's disk).
   await locals.a.ensure({ uid, namespace: 'default', name: 'disk', sizeBytes: SIZE_MIB << 20 })
-  execFileSync('sh', ['-c', `for i in 1 2 3 4; do head -c 262144 /dev/urandom > ${locals.a.dataOf(uid)}/f$i; done; sync`])
+  execFileSync('sh', ['-c', `for i in $(seq 1 ${FILL_MIB * 4}); do head -c 262144 /dev/urandom > ${locals.a.dataOf(uid)}/f$i; done; sync`])
   await locals.a.unmount(uid)
   const image = locals.a.imageOf(uid)
   const qmpSock = join(dir, 'qmp-block.sock')
@@ -109,7 +111,7 @@ try {
       `${what}: ${r.blocks} in ${ms.toFixed(0)} ms; ${r.changed} ranges, ${(r.bytes / 2 ** 20).toFixed(2)} MiB of data, ${(bodyBytes / 2 ** 20).toFixed(2)} MiB of request bodies in ${requests} requests`,
     )
   }
-  await measure(`(a) first sync of a ${SIZE_MIB} MiB volume`)
+  await measure(`(a) first sync of a ${SIZE_MIB} MiB volume holding ${FILL_MIB} MiB of files`)
   const qmp = await QmpClient.connect(qmpSock)
   await qmp.execute('human-monitor-command', { 'command-line': `qemu-io disk0 "write -P 0x5a 16M ${WRITE_MIB}M"` })
   qmp.close()

@@ -8,11 +8,12 @@
  * reads the mark its first boot wrote.
  */
 import assert from 'node:assert/strict'
-import { chmodSync, closeSync, mkdirSync, openSync, readSync } from 'node:fs'
+import { closeSync, openSync, readSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
-import { buildGuest, DISK_MARK, GUEST_READY, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
+import { type NodeProcess, waitFor } from '../cluster/helpers.ts'
+import { DISK_MARK, GUEST_READY, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
+import { startVmCluster } from './cluster.ts'
 
 const skip = vmGuestMissing()
 
@@ -20,34 +21,8 @@ test('an ha VM on a replicated Volume: block-level copies while it runs, failove
   skip,
   timeout: 300_000,
 }, async (t) => {
-  const ws = new Workspace()
-  const qemus: number[] = []
-  t.after(async () => {
-    for (const pid of qemus)
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {}
-    await ws.close()
-  })
-  chmodSync(ws.root, 0o711)
-  const shared = join(ws.root, 'shared', 'images')
-  mkdirSync(shared, { recursive: true, mode: 0o711 })
-  const { kernel } = buildGuest(shared)
-  const nodes: NodeProcess[] = []
-  for (const name of ['a', 'b', 'c']) nodes.push(await newNode(ws, name))
-  const [a, b, c] = nodes as [NodeProcess, NodeProcess, NodeProcess]
-  await a.up().ready()
-  for (const n of [b, c]) await n.join(a.addr, await tokenFrom(a)).ready()
-  for (const n of nodes)
-    await waitFor(
-      `${n.name} to see three alive members`,
-      async () => JSON.parse((await n.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3,
-      30_000,
-    )
-  const apply = async (text: string) => {
-    const r = await orc(a.socket, ['apply', '-f', '-'], {}, text)
-    assert.equal(r.exitCode, 0, r.stderr)
-  }
+  const { nodes, kernel, qemus, apply } = await startVmCluster(t, ['a', 'b', 'c'])
+  const a = nodes[0]!
   await apply(
     JSON.stringify({ apiVersion: 'orc/v1', kind: 'Volume', metadata: { name: 'vdisk' }, spec: { size: '32Mi', replicas: 2, syncIntervalSeconds: 2 } }),
   )
