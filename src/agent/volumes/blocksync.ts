@@ -164,12 +164,21 @@ export function stagedRanges(file: string): BlockRange[] {
     .flatMap((l) => JSON.parse(l) as BlockRange[])
 }
 
+/** Zero ranges at least this long are zeroed by `fallocate --zero-range` (no bytes written; the space stays reserved). */
+export const ZERO_RANGE_MIN = 1024 * 1024
+
 /**
  * Write a staged block sync into `image` (the replica's copy, unmounted): each data range from the
- * staged data in order, zeros for a zero range; then fsync. Idempotent: a replay after a crash
+ * staged data in order, zeros for a zero range (a long one through `zeroRange`, e.g. `fallocate
+ * --zero-range`, written as zeros if that fails); then fsync. Idempotent: a replay after a crash
  * writes the same bytes again.
  */
-export function applyBlockRanges(image: string, dataFile: string, ranges: readonly BlockRange[]): { bytes: number } {
+export async function applyBlockRanges(
+  image: string,
+  dataFile: string,
+  ranges: readonly BlockRange[],
+  zeroRange?: (start: number, length: number) => Promise<boolean>,
+): Promise<{ bytes: number }> {
   const img = openSync(image, 'r+')
   const data = openSync(dataFile, 'r')
   let pos = 0
@@ -178,6 +187,7 @@ export function applyBlockRanges(image: string, dataFile: string, ranges: readon
   const buf = Buffer.alloc(MAX_DATA_RANGE)
   try {
     for (const [start, length, kind] of ranges) {
+      if (kind === 'z' && length >= ZERO_RANGE_MIN && zeroRange !== undefined && (await zeroRange(start, length))) continue
       for (let done = 0; done < length; ) {
         if (kind === 'z') {
           const n = Math.min(zeros.length, length - done)
@@ -198,6 +208,7 @@ export function applyBlockRanges(image: string, dataFile: string, ranges: readon
         bytes += n
       }
     }
+    // Durable, the zeroed ranges included (fsync covers the inode, whoever changed it).
     fsyncSync(img)
   } finally {
     closeSync(img)

@@ -409,7 +409,14 @@ export class VolumeReplication {
       const b = j as BlockJournal
       await this.c.local.unmount(uid)
       this.c.local.setBlockBase(uid, undefined)
-      applyBlockRanges(this.c.local.imageOf(uid), b.data, stagedRanges(b.ranges))
+      const image = this.c.local.imageOf(uid)
+      const run = this.c.run ?? execaRunner
+      await applyBlockRanges(image, b.data, stagedRanges(b.ranges), async (start, length) => {
+        const r = await run('fallocate', ['--zero-range', '--offset', String(start), '--length', String(length), image], { timeoutMs: 120_000 }).catch(
+          () => undefined,
+        )
+        return r?.exitCode === 0
+      })
       this.c.local.setBlockBase(uid, b.id)
       rmSync(journal, { force: true })
       for (const f of [b.data, b.ranges]) rmSync(f, { force: true })

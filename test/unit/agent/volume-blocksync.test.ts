@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import pino from 'pino'
-import { checkBlockRanges, deltaRanges, planPieces, readRanges } from '../../../src/agent/volumes/blocksync.ts'
+import { applyBlockRanges, type BlockRange, checkBlockRanges, deltaRanges, planPieces, readRanges } from '../../../src/agent/volumes/blocksync.ts'
 import { LocalVolumes } from '../../../src/agent/volumes/index.ts'
 import { VolumeReplication } from '../../../src/agent/volumes/replicas.ts'
-import { ManualClock } from '../../../src/effects/index.ts'
+import { createExecaRunner, ManualClock } from '../../../src/effects/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
 const MiB = 1024 * 1024
@@ -211,6 +211,42 @@ test('readRanges reads each data range from its place in the delta file, skippin
     assert.deepEqual([...out.subarray(0, 1), ...out.subarray(512, 513)], [3, 1])
     assert.equal(out.length, 1024)
     assert.throws(() => readRanges(file, [{ start: 0, length: 1024, zero: false, src: 1024 }]), /ends before 1536/)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('applying: long zero ranges through fallocate --zero-range (or written when it fails), data ranges from the staged data', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'orc-blk-apply-'))
+  try {
+    const image = join(dir, 'disk.img')
+    const data = join(dir, 'staged')
+    writeFileSync(data, Buffer.alloc(4096, 0x77))
+    const ranges: BlockRange[] = [
+      [0, 2 * MiB, 'z'],
+      [2 * MiB, 4096, 'd'],
+      [3 * MiB, 4096, 'z'],
+    ]
+    const run = createExecaRunner()
+    for (const works of [true, false]) {
+      writeFileSync(image, Buffer.alloc(4 * MiB, 0x11))
+      const asked: number[][] = []
+      const r = await applyBlockRanges(image, data, ranges, async (start, length) => {
+        asked.push([start, length])
+        if (!works) return false
+        return (await run('fallocate', ['--zero-range', '--offset', String(start), '--length', String(length), image])).exitCode === 0
+      })
+      const img = readFileSync(image)
+      assert.equal(r.bytes, 4096)
+      assert.deepEqual(asked, [[0, 2 * MiB]], 'only the long zero range is handed over')
+      assert.ok(
+        img.subarray(0, 2 * MiB).every((b) => b === 0),
+        `zeros (fallocate ${works ? 'worked' : 'failed: written'})`,
+      )
+      assert.ok(img.subarray(2 * MiB, 2 * MiB + 4096).every((b) => b === 0x77))
+      assert.ok(img.subarray(3 * MiB, 3 * MiB + 4096).every((b) => b === 0))
+      assert.equal(img[2 * MiB + 4096], 0x11, 'untouched between the ranges')
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
