@@ -102,6 +102,31 @@ test('an ha VM on a replicated Volume: block-level copies while it runs, failove
     const revs = await historyOf(replica, 'volume/vdisk')
     const promo = revs.find((r) => r.reason?.startsWith(`replica on node ${replicaName} promoted to primary for ha vm/g: node ${primary.name} is lost`))
     assert.equal(promo?.author, 'controller:volume', JSON.stringify(revs.slice(-4)))
+    assert.match(logs, new RegExp(`guest: disk data wrote ${DISK_MARK} 2\\s`))
+  })
+
+  await t.test('the old primary comes back as a replica: a full block-level sync gives it the new primary’s disk', { timeout: 120_000 }, async () => {
+    const back = Date.now()
+    await primary.up().ready()
+    await waitFor(
+      `the replica on ${primary.name} synced`,
+      async () => {
+        const v = await replica.getJson('volume/vdisk')
+        return Date.parse(v?.status?.replicas?.[primary.name]?.syncedAt ?? '') > back || undefined
+      },
+      90_000,
+    )
+    const reasons = (await historyOf(replica, 'volume/vdisk')).map((r) => r.reason ?? '')
+    assert.ok(
+      reasons.some((r) => r.startsWith(`replica on ${primary.name} synced at block level (full):`)),
+      reasons.slice(-5).join('\n'),
+    )
+    // Its image holds what the guest wrote on the new primary (mark 2), not its own last state (mark 1).
+    const head = Buffer.alloc(64)
+    const fd = openSync(join(primary.dataDir, 'volumes', vol.metadata.uid, 'disk.img'), 'r')
+    readSync(fd, head, 0, 64, 0)
+    closeSync(fd)
+    assert.match(head.toString('latin1'), new RegExp(`^${DISK_MARK} 2\\n`))
     assert.equal((await replica.cli(['delete', 'vm/g'])).exitCode, 0)
   })
 })
