@@ -326,10 +326,11 @@ export class VolumeService {
     const holder = this.held.get(vk) ?? st.attachedTo
     if (holder !== undefined && holder !== hk && this.holds(holder, name))
       throw new OrcError('conflict', `volume ${name} is in use by ${holderText(holder)}: a VM disk needs it to itself (waiting until it is free)`)
+    // Taken now (no await since the check): a pod's attach sees it at once.
+    this.held.set(vk, hk)
     let info: Awaited<ReturnType<LocalVolumes['ensure']>>
     const uid = vol.metadata.uid
     const take = async () => {
-      this.held.set(vk, hk)
       // Made (and mounted) on first use; an existing one is not mounted again only to be unmounted.
       const i = this.local.info(uid) ?? (await this.local.ensure({ uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) }))
       if (i.backing !== 'loop')
