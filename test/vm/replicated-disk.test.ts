@@ -75,8 +75,12 @@ test('an ha VM on a replicated Volume: block-level copies while it runs, failove
     reasons.some((r) => new RegExp(`^replica on ${replicaName} synced at block level \\(full\\): \\d+ ranges, \\d+ bytes sent$`).test(r)),
     reasons.join('\n'),
   )
-  const desc = (await a.cli(['describe', 'volume/vdisk'])).stdout
-  assert.match(desc, new RegExp(`${replicaName}`), desc)
+  // orc get volumes: its replica, and a lag in seconds (not `never`).
+  const table = (await a.cli(['get', 'volumes'])).stdout.split('\n')
+  const header = table[0]!.split(/\s{2,}/)
+  const row = table.find((l) => l.startsWith('vdisk '))!.split(/\s{2,}/)
+  assert.equal(row[header.indexOf('REPLICAS')], replicaName, table.join('\n'))
+  assert.match(row[header.indexOf('LAG')] ?? '', /^\d+s$/, table.join('\n'))
 
   await t.test('kill -9 of the primary: the VM boots on the replica’s node, promoted, with the mark on its disk', { timeout: 200_000 }, async () => {
     await primary.kill('SIGKILL')

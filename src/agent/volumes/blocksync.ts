@@ -315,19 +315,3 @@ export async function takeDelta(o: {
   if (!Array.isArray(extents) || !extents.every((e) => isPlainObject(e))) throw new OrcError('unavailable', 'map the delta: not a list of extents')
   return { at, full, ranges: deltaRanges(extents as unknown as MapExtent[], full) }
 }
-
-/** Remove the bitmap of replica `node` from the qemu behind `qmp` (the replica is gone, or the copy is no longer counted from it); best effort. */
-export async function dropBitmap(qmpSocket: string, image: string, node: string): Promise<void> {
-  const qmp = await QmpClient.connect(qmpSocket).catch(() => undefined)
-  if (qmp === undefined) return
-  try {
-    const blocks = (await qmp.execute('query-block')) as BlockInfo[]
-    const d = blocks.find((b) => b.inserted?.file === image || b.inserted?.image?.filename === image)
-    if (d?.device && (d.inserted?.['dirty-bitmaps'] ?? []).some((x) => x.name === bitmapName(node)))
-      await qmp.execute('block-dirty-bitmap-remove', { node: d.device, name: bitmapName(node) })
-  } catch {
-    // best effort
-  } finally {
-    qmp.close()
-  }
-}
