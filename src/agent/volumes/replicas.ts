@@ -131,6 +131,11 @@ export class VolumeReplication {
     return next
   }
 
+  /** At start: delta files of block-level syncs an earlier agent did not finish (syncs run in the agent) are removed. */
+  dropLeftovers(): void {
+    rmSync(join(this.base(), '.blocksync'), { recursive: true, force: true })
+  }
+
   // ---- the primary ----
 
   /** Place missing replicas and start the syncs that are due (called every second or so). */

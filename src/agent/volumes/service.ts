@@ -139,6 +139,7 @@ export class VolumeService {
       .then(() => this.tick())
       .catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick'))
     const repl = this.replication
+    repl?.dropLeftovers()
     if (repl !== undefined)
       this.stopSyncTimer = every(this.c.clock, 1_000, () => void repl.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'replicas')))
   }

@@ -192,6 +192,11 @@ test('a replica applies block syncs to its unmounted image through a journal; in
     assert.match(mounts.join('\n'), /^mount -o loop,nodev,nosuid .*disk\.img/)
     assert.equal(local.blockBase(uid), undefined)
     await assert.rejects(send({ id: 's5', piece: 0, offset: 0, base: 's4', ranges: [], data: '', done: true }), /a full sync is needed/)
+    // A delta file an agent killed mid-sync left behind goes at the next start.
+    mkdirSync(join(dataDir, 'volumes', '.blocksync'), { recursive: true })
+    writeFileSync(join(dataDir, 'volumes', '.blocksync', 'left.qcow2'), 'x')
+    repl.dropLeftovers()
+    assert.ok(!existsSync(join(dataDir, 'volumes', '.blocksync')))
   } finally {
     await cleanup()
     rmSync(dataDir, { recursive: true, force: true })
