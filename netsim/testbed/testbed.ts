@@ -390,6 +390,43 @@ export class Testbed {
     }
   }
 
+  /**
+   * The warnings and errors of a host's log (pino level 40 and above), for a failed test's report:
+   * each distinct message (with its reason) once, with how many times it came and its first and
+   * last time — a tail alone misses what went wrong a minute before the end.
+   */
+  warnings(h: TestbedHost, max = 40): string {
+    let text: string
+    try {
+      text = readFileSync(h.log, 'utf8')
+    } catch {
+      return '<no log>'
+    }
+    const seen = new Map<string, { n: number; first: number; last: number; line: string }>()
+    for (const line of text.split('\n')) {
+      if (!line.startsWith('{')) continue
+      let e: { level?: number; time?: number; msg?: string; reason?: unknown; peer?: unknown }
+      try {
+        e = JSON.parse(line)
+      } catch {
+        continue
+      }
+      if ((e.level ?? 0) < 40) continue
+      const key = `${e.msg} ${typeof e.reason === 'string' ? e.reason : ''} ${typeof e.peer === 'string' ? e.peer : ''}`
+      const t = e.time ?? 0
+      const s = seen.get(key)
+      if (s === undefined) seen.set(key, { n: 1, first: t, last: t, line: line.slice(0, 600) })
+      else {
+        s.n++
+        s.last = t
+      }
+    }
+    const at = (t: number) => new Date(t).toISOString().slice(11, 23)
+    const out = [...seen.values()].slice(0, max).map((s) => `${s.n}× ${at(s.first)}–${at(s.last)} ${s.line}`)
+    if (seen.size > max) out.push(`… ${seen.size - max} more distinct warnings`)
+    return out.length > 0 ? out.join('\n') : '<no warnings>'
+  }
+
   /** `orc up` on the first host of a cluster (`extra`: more flags, e.g. `--cluster home`); also restarts a stopped node. */
   async up(name: string, extra: string[] = []): Promise<void> {
     const h = this.host(name)

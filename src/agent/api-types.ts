@@ -145,7 +145,13 @@ export interface FederatedTunnelReport {
   publicKey: string
   endpoint?: string
   path: PeerPath
+  /** When relayed (both ends behind NAT): the node whose tunnel carries `routes` (`node`, or `node@cluster` of the other cluster). */
+  via?: string
+  /** On a relay: the nodes of this cluster whose traffic with this peer it carries (or would, as the spare candidate). */
+  relayFor?: string[]
+  /** For a relayed peer, the state of the path (the relay's tunnel); `direct` is its own tunnel's. */
   state: 'up' | 'waiting' | 'down'
+  direct?: 'up' | 'waiting' | 'down'
   latestHandshakeMs?: number
   rxBytes: number
   txBytes: number

@@ -22,7 +22,14 @@ export type { FederationGovernanceView, FederationProposalView, FederationView }
 export type { SocketServer } from './http.ts'
 export { MAX_REQUEST_BYTES, serveOnSocket } from './http.ts'
 export { podIndex } from './jobs/index.ts'
-export { type DownResponse, NETWORK_DOWN_FILE, type NetworkReport, removeNetworkLeftovers, type TunnelReport } from './network/index.ts'
+export {
+  type DownResponse,
+  type FederatedTunnelReport,
+  NETWORK_DOWN_FILE,
+  type NetworkReport,
+  removeNetworkLeftovers,
+  type TunnelReport,
+} from './network/index.ts'
 export { type NetworkMode, type NetworkSetup, parseNetworkMode } from './network/options.ts'
 export { NODE_CONTROLLER, nodeNameFromHostname, ORC_VERSION } from './node-info.ts'
 export type { Finding, Severity } from './ops/doctor.ts'

@@ -85,7 +85,6 @@ async function receiveData(ch: FrameChannel, limits: SyncLimits): Promise<Uint8A
   return parts.length === 1 ? parts[0]! : concatBytes(parts)
 }
 
-/** Apply a remote update; garbage is the peer's fault, a closed store is ours. */
 /** A store refusal that says this node lags (see applyFromPeer), not that the sender misbehaved. */
 export function isLaggingRefusal(err: unknown): boolean {
   return (
@@ -95,6 +94,18 @@ export function isLaggingRefusal(err: unknown): boolean {
   )
 }
 
+/**
+ * A store refusal judged on what this replica knows of the object (its content before, on which
+ * a record's resulting content and so its schema check depend, its bindings, the Yjs clients it has bound): an honest member that knows more accepted and relayed
+ * it, so it is no proof the sender misbehaved. Nothing is merged and it is counted and reported
+ * (store.onRefused), but it costs the sender no score: banning members over a disagreement cut a
+ * replica off from the whole cluster (chaos test, seed 1429252850).
+ */
+export function isDisputedRefusal(err: unknown): boolean {
+  return err instanceof OrcError && err.code === 'forbidden' && ['unauthorized', 'unbound', 'schema'].includes(err.details.refused as string)
+}
+
+/** Apply a remote update; garbage is the peer's fault, a closed store is ours. */
 export async function applyFromPeer(store: Replicable, update: Uint8Array, what: string, opts?: ApplyRemoteOptions): Promise<RemoteApplied> {
   if (update.length === 0) return { revisions: 0 }
   try {
@@ -102,8 +113,9 @@ export async function applyFromPeer(store: Replicable, update: Uint8Array, what:
   } catch (err) {
     if (err instanceof OrcError && (err.code === 'unavailable' || err.code === 'locked')) throw err
     // Refused, but not the sender's fault: it builds on content not here yet, is signed by a
-    // member this node has not heard of yet, or is a user's write whose role binding is not here yet. Nothing was merged; anti-entropy brings it again.
-    if (isLaggingRefusal(err)) throw err
+    // member this node has not heard of yet, is a user's write whose role binding is not here yet
+    // (lagging), or was judged on what this replica knows (disputed). Nothing was merged.
+    if (isLaggingRefusal(err) || isDisputedRefusal(err)) throw err
     throw peerFault(`peer sent ${what} the store refused: ${(err as Error).message}`, err)
   }
 }

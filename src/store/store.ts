@@ -1,6 +1,7 @@
 import { randomBytes as nodeRandomBytes } from 'node:crypto'
 import { mkdirSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { isDeepStrictEqual } from 'node:util'
 import type { AbstractLevel } from 'abstract-level'
 import { ClassicLevel } from 'classic-level'
 import { getState, mergeUpdates } from 'yjs'
@@ -602,7 +603,10 @@ export class Store implements ObjectStore {
       // on create, periodically, and after merges (so reconstruction is always exact).
       const exactParent = live && this.contentRev.get(key) === prev!.rev
       if (!exactParent || seq % this.fullEvery === 1) record.f = content
-      else record.c = encodeChanges(changes)
+      // After a merge the full copy also holds what concurrent writers changed since the parent:
+      // the record carries its author's own changes beside it (both signed), so that a replica whose
+      // content at the parent is known judges the author by what it changed, not by the merge.
+      if (record.f === undefined || (live && !exactParent)) record.c = encodeChanges(changes)
     }
 
     const yUpdate = this.doc.writeLocal(key, { op: op === 'delete' ? 'delete' : live ? 'update' : 'create', sys, content, changes })
@@ -852,16 +856,24 @@ export class Store implements ObjectStore {
       for (const r of fresh) this.noteCover(r)
       this.trimCovers()
     }
-    // Track which objects still hold exactly one revision's content (see commit()).
+    // Track which objects still hold exactly one revision's content (see commit()): a chain of
+    // records from the revision whose content this replica held exactly; a concurrent record in the
+    // message breaks it.
     const byKey = new Map<string, RevisionRecord>()
-    for (const r of fresh) byKey.set(r.k, r)
+    const chained = new Map<string, string | undefined>()
+    for (const r of fresh) {
+      byKey.set(r.k, r)
+      const from = chained.has(r.k) ? chained.get(r.k) : this.contentRev.get(r.k)
+      chained.set(r.k, from !== undefined && from === r.p ? r.i : undefined)
+    }
     const bound: BatchOp[] = []
     // The bindings this message's records made.
     for (const [k, nodes] of msgBound ?? []) bound.push(...this.noteBinding(k, nodes))
     for (const k of touched) {
       const r = byKey.get(k)
       const head = this.doc.sysOf(k)?.rev
-      if (r && head === r.i && (r.f !== undefined || this.contentRev.get(k) === r.p)) this.contentRev.set(k, r.i)
+      // A full copy is this object's content only when nothing concurrent was merged beside it.
+      if (r && head === r.i && (chained.get(k) === r.i || (r.f !== undefined && isDeepStrictEqual(this.doc.content(k), r.f)))) this.contentRev.set(k, r.i)
       else this.contentRev.delete(k)
     }
     opts.onApplied?.()

@@ -114,10 +114,19 @@ export interface TrustOptions {
 
 const te = new TextEncoder()
 
-/** Hash of a record's content as its writer wrote it: the changes when it has them, else the full copy. */
+/**
+ * Hash of a record's content as its writer wrote it: the changes, the full copy, or both (a write
+ * over a merged head: its author's changes and the merged content after them).
+ */
 export function contentHash(r: Pick<RevisionRecord, 'c' | 'f'>): string {
-  const body = r.c !== undefined ? `c${JSON.stringify(r.c)}` : `f${JSON.stringify(r.f ?? null)}`
+  const body = r.c !== undefined ? (r.f !== undefined ? `b${JSON.stringify([r.c, r.f])}` : `c${JSON.stringify(r.c)}`) : `f${JSON.stringify(r.f ?? null)}`
   return createHash('sha256').update(body).digest('base64url')
+}
+
+/** Whether `r.h` is the hash of the record as written, or of its changes alone (compaction added the full copy). */
+function hashMatches(r: RevisionRecord): boolean {
+  if (contentHash(r) === r.h) return true
+  return r.c !== undefined && r.f !== undefined && contentHash({ c: r.c }) === r.h
 }
 
 /** The bytes a record's signature covers: every header field and the content hash. */
@@ -159,8 +168,8 @@ export function verifyRecord(
   if (r.n === undefined || r.g === undefined || r.h === undefined || r.y === undefined || r.yc === undefined) return 'unsigned'
   if (member === undefined || (member.removedAt !== undefined && r.t >= member.removedAt)) return 'not_member'
   // Compaction folds content away (x) and may add a full copy beside the changes it keeps: the
-  // hash covers what the writer wrote, the changes first.
-  if (r.x !== 1 && contentHash(r) !== r.h) return 'bad_signature'
+  // hash covers what the writer wrote (hashMatches).
+  if (r.x !== 1 && !hashMatches(r)) return 'bad_signature'
   if (signatureOk !== undefined) return signatureOk ? undefined : 'bad_signature'
   const check = signatureCheckOf(r)
   if (check === undefined) return 'bad_signature'

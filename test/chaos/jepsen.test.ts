@@ -139,7 +139,10 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
     aborted = true
     if (failed) {
       console.log(`chaos: FAILED with seed ${seed} (replay: CHAOS_SEED=${seed})`)
-      for (const h of tb.hosts.values()) t.diagnostic(`--- ${h.name} log tail ---\n${tb.tail(h, 25)}`)
+      for (const h of tb.hosts.values()) {
+        t.diagnostic(`--- ${h.name} warnings ---\n${tb.warnings(h)}`)
+        t.diagnostic(`--- ${h.name} log tail ---\n${tb.tail(h, 25)}`)
+      }
     }
     await tb.destroy()
     for (const pid of pidsRunning(['sleep', marker])) {

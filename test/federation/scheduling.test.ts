@@ -104,6 +104,22 @@ test('a node summary: capacity less the cluster’s own pods bound here; labels,
     memory: String(5 * 1024 ** 3 - 128 * 1024 ** 2),
   })
   assert.equal(nodeSummaryOf(undefined, [], 'h1'), undefined)
+  // The network part, with what relays between clusters need (reach as /64s, behind NAT).
+  const network = {
+    publicKey: 'k',
+    prefix: 'fd00:1:2:3::/64',
+    endpoints: ['10.77.0.2:51820'],
+    reachPrefixes: ['fd00:1:2:4::/64', 7],
+    behindNat: true,
+    seen: {},
+  }
+  assert.deepEqual(nodeSummaryOf({ ...self, status: { ...self.status, network } }, [], 'h1')!.network, {
+    publicKey: 'k',
+    prefix: 'fd00:1:2:3::/64',
+    endpoints: ['10.77.0.2:51820'],
+    reach: ['fd00:1:2:4::/64'],
+    nat: true,
+  })
 })
 
 /**

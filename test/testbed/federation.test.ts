@@ -14,19 +14,9 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { busyboxImages } from '../fixtures/busybox-image.ts'
-import { imageStoresEnv, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
+import { imageStoresEnv, sharedPod, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
-
-function sharedPod(name: string, script: string, spec: Record<string, unknown>): string {
-  return JSON.stringify({
-    apiVersion: 'orc/v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NS, labels: { app: name } },
-    spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: busyboxImages().rootfs, command: ['sh', '-c', script] }], ...spec },
-  })
-}
 
 async function podOf(tb: Testbed, on: string, name: string): Promise<any | undefined> {
   return tb.orcJson(on, ['get', 'pod', name, '-n', NS]).catch(() => undefined)

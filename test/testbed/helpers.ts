@@ -31,6 +31,16 @@ export function podManifest(name: string, node: string, script: string, extra: R
   })
 }
 
+/** A pod of a federation-shared namespace (`ns`) running `script` in busybox; `spec` adds placement etc. */
+export function sharedPod(name: string, script: string, spec: Record<string, unknown>, ns = 'shared'): string {
+  return JSON.stringify({
+    apiVersion: 'orc/v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, labels: { app: name } },
+    spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: busyboxImages().rootfs, command: ['sh', '-c', script] }], ...spec },
+  })
+}
+
 export async function applyPod(tb: Testbed, on: string, manifest: string): Promise<void> {
   await tb.orc(on, ['apply', '-f', '-'], { input: manifest })
 }

@@ -62,7 +62,15 @@ export interface NodeSummary {
    * WireGuard key, its /64 and endpoints, as in its Node status. Read by other clusters' node
    * networks, which check it as untrusted input (`readSummaryNetwork`, src/agent/network/federation.ts).
    */
-  network?: { publicKey: string; prefix: string; endpoints: string[] }
+  network?: {
+    publicKey: string
+    prefix: string
+    endpoints: string[]
+    /** The /64s it has a fresh direct WireGuard handshake with (relays between clusters: docs/federation.md). */
+    reach?: string[]
+    /** Behind NAT, as its node network decides (relays between clusters). */
+    nat?: true
+  }
 }
 
 /** What the cluster's VMs pinned to `node` hold (cpu millicores, memory bytes; docs/runtimes.md, "Capacity"). */
@@ -118,10 +126,12 @@ export function nodeSummaryOf(
   if (Array.isArray(taints) && taints.length > 0) out.taints = taints
   if (self.spec?.unschedulable === true) out.unschedulable = true
   if (isForgotten(self)) out.forgotten = true
-  const net: { publicKey?: unknown; prefix?: unknown; endpoints?: unknown } | undefined = self.status?.network
+  const net: { publicKey?: unknown; prefix?: unknown; endpoints?: unknown; reachPrefixes?: unknown; behindNat?: unknown } | undefined = self.status?.network
   if (typeof net?.publicKey === 'string' && typeof net.prefix === 'string') {
     const endpoints = Array.isArray(net.endpoints) ? net.endpoints.filter((e): e is string => typeof e === 'string').slice(0, 16) : []
     out.network = { publicKey: net.publicKey, prefix: net.prefix, endpoints }
+    if (Array.isArray(net.reachPrefixes)) out.network.reach = net.reachPrefixes.filter((e): e is string => typeof e === 'string').slice(0, 4096)
+    if (net.behindNat === true) out.network.nat = true
   }
   return out
 }

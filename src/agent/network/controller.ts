@@ -43,7 +43,7 @@ import type { ObjectStore } from '../../store/index.ts'
 import { addNodeTargets, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { DownPlan, FederatedTunnelReport, NetworkReport, NetworkState, TunnelReport } from '../api-types.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
-import { type FederatedPeer, type FederationRouteSource, planFederatedPeers } from './federation.ts'
+import { type ClusterPeerRelay, type FederatedPeer, type FederatedPlan, type FederationRouteSource, planFederatedPeers } from './federation.ts'
 import {
   NETWORK_DEFAULTS,
   NETWORK_DOWN_FILE,
@@ -56,6 +56,7 @@ import {
 import {
   decideSubnet,
   endpointsFromMultiaddrs,
+  isPublicEndpoint,
   MAX_REACH,
   MAX_SEEN,
   type NetworkNames,
@@ -135,6 +136,10 @@ export class NodeNetwork implements PodNetworkHooks {
   private listenPort: number
   private peers: PlannedPeer[] = []
   private fedPeers: FederatedPeer[] = []
+  /** Other clusters' pod /128s carried by a relay of this cluster (added to that cluster peer's allowed-ips). */
+  private fedRelays: ClusterPeerRelay[] = []
+  /** Whether this node is in a federation (then it publishes what cross-cluster relays need). */
+  private fedActive = false
   private federation: FederationRouteSource | undefined
   private offFederation: (() => void) | undefined
   private fedPlanJson = ''
@@ -272,8 +277,8 @@ export class NodeNetwork implements PodNetworkHooks {
     this.federation = source
     const off = source.onChange(() => {
       if (this.stopped || !this.ifaceUp || this.decision === undefined || this.key === undefined) return
-      const next = JSON.stringify(this.planFederation().peers)
-      if (next !== this.fedPlanJson) this.changed()
+      const p = this.planFederation()
+      if (JSON.stringify({ peers: p.peers, relays: p.clusterRelays }) !== this.fedPlanJson) this.changed()
     })
     this.offFederation = off
     this.changed()
@@ -281,15 +286,18 @@ export class NodeNetwork implements PodNetworkHooks {
     return off
   }
 
-  private planFederation(): { peers: FederatedPeer[]; skipped: string[] } {
-    if (this.federation === undefined || this.cluster === undefined || this.key === undefined) return { peers: [], skipped: [] }
+  private planFederation(): FederatedPlan {
+    if (this.federation === undefined || this.cluster === undefined || this.key === undefined) return { peers: [], skipped: [], clusterRelays: [] }
     const ownKeys = new Set([this.key.publicKey, ...this.peers.map((p) => p.wg.publicKey)])
+    const clusterPeers = new Map(this.peers.map((p) => [p.name, p.wg.publicKey]))
     try {
-      return planFederatedPeers(this.federation.scopes(), { node: this.c.nodeName, ownCluster: this.cluster, ownKeys })
+      const scopes = this.federation.scopes()
+      this.fedActive = scopes.length > 0
+      return planFederatedPeers(scopes, { node: this.c.nodeName, ownCluster: this.cluster, ownKeys, clusterPeers })
     } catch (err) {
       // A bug here must not take the cluster's own tunnels down with it.
       this.log.warn({ err: String(err) }, 'plan federated routes')
-      return { peers: this.fedPeers, skipped: [] }
+      return { peers: this.fedPeers, skipped: [], clusterRelays: this.fedRelays }
     }
   }
 
@@ -574,7 +582,15 @@ export class NodeNetwork implements PodNetworkHooks {
     this.peers = planPeers(this.cluster!, mesh.peerId, this.publishedNodes(), d.owners, mesh.observedIps())
     const fed = this.planFederation()
     this.fedPeers = fed.peers
-    this.fedPlanJson = JSON.stringify(fed.peers)
+    this.fedRelays = fed.clusterRelays
+    this.fedPlanJson = JSON.stringify({ peers: fed.peers, relays: fed.clusterRelays })
+    // Other clusters' pods relayed by a member of ours: on that member's tunnel (WireGuard accepts
+    // an address on one peer only; the far end's own peer has none of them).
+    for (const r of fed.clusterRelays) {
+      const p = this.peers.find((x) => x.wg.publicKey === r.publicKey)
+      if (p === undefined) continue
+      for (const d of r.routes) if (!p.wg.allowedIps.includes(d)) p.wg.allowedIps.push(d)
+    }
     const skippedJson = JSON.stringify(fed.skipped)
     if (skippedJson !== this.fedSkippedJson) {
       this.fedSkippedJson = skippedJson
@@ -610,8 +626,12 @@ export class NodeNetwork implements PodNetworkHooks {
     const port = wg?.listenPort ?? this.listenPort
     const tunnels = this.tunnelReports(wg)
     const { reach, seen } = this.reachability(tunnels)
+    const fedReach = this.fedActive ? this.federatedReachability(tunnels, wg) : {}
+    delete this.published.reachPrefixes
+    delete this.published.behindNat
     this.published = {
       ...this.published,
+      ...fedReach,
       mode: res.mode,
       listenPort: port,
       endpoints: this.endpoints(port),
@@ -749,6 +769,7 @@ export class NodeNetwork implements PodNetworkHooks {
       const s = byKey.get(p.wg.publicKey)
       const hs = s?.latestHandshakeMs
       const endpoint = s?.endpoint ?? p.wg.endpoint
+      const direct = handshakeState(hs, now)
       return {
         node: p.name,
         cluster: p.cluster,
@@ -758,7 +779,11 @@ export class NodeNetwork implements PodNetworkHooks {
         publicKey: p.wg.publicKey,
         ...(endpoint !== undefined ? { endpoint } : {}),
         path: p.path,
-        state: handshakeState(hs, now),
+        ...(p.via !== undefined ? { via: p.via.name } : {}),
+        ...(p.relayFor !== undefined ? { relayFor: p.relayFor } : {}),
+        // A relayed peer's path is the relay's tunnel; `direct` is its own.
+        state: p.via !== undefined ? handshakeState(byKey.get(p.via.publicKey)?.latestHandshakeMs, now) : direct,
+        ...(p.via !== undefined ? { direct } : {}),
         ...(hs !== undefined ? { latestHandshakeMs: hs } : {}),
         rxBytes: s?.rxBytes ?? 0,
         txBytes: s?.txBytes ?? 0,
@@ -783,6 +808,24 @@ export class NodeNetwork implements PodNetworkHooks {
     }
     reach.sort((a, b) => a - b)
     return { reach: reach.slice(0, MAX_REACH), seen: Object.fromEntries(Object.entries(seen).sort(([a], [b]) => Number(a) - Number(b))) }
+  }
+
+  /**
+   * What the node summary in a federation carries for cross-cluster relays (docs/federation.md,
+   * "Relays between clusters"): the /64s of every peer (cluster and federated) it has a fresh
+   * direct handshake with, and whether it is behind NAT (a member of its cluster sees it so, or
+   * none of its endpoints is a public address).
+   */
+  private federatedReachability(tunnels: TunnelReport[], wg: WireGuardStatus | undefined): { reachPrefixes: string[]; behindNat: boolean } {
+    const out = new Set<string>()
+    for (const t of tunnels) if ((t.direct ?? t.state) === 'up') out.add(t.prefix)
+    const hs = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p.latestHandshakeMs]))
+    const now = this.c.clock.now()
+    for (const f of this.fedPeers) if (handshakeState(hs.get(f.wg.publicKey), now) === 'up') out.add(f.nodePrefix)
+    const subnet = this.decision?.subnet
+    const seen = subnet !== undefined && this.publishedNodes().some((n) => n.peerId !== this.c.mesh?.peerId && n.seen?.has(subnet))
+    const endpoints = this.endpoints(wg?.listenPort ?? this.listenPort)
+    return { reachPrefixes: [...out].sort().slice(0, MAX_REACH), behindNat: seen || !endpoints.some(isPublicEndpoint) }
   }
 
   // ---- status ----

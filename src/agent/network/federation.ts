@@ -13,6 +13,7 @@
  * /48 must be neither ours nor another member's. What fails a check is skipped and counted.
  */
 
+import { createHash } from 'node:crypto'
 import { DNS_LABEL, isPlainObject } from '../../model/index.ts'
 import {
   addressInPrefix,
@@ -55,22 +56,49 @@ export interface FederatedPeer {
   federations: string[]
   /** The node's /64 in its cluster (informational: it is **not** routed). */
   nodePrefix: string
-  /** The /128s of its federated pods: the allowed-ips and routes. */
+  /** The /128s of its federated pods (routed on this peer unless relayed: then on `via`'s). */
   routes: string[]
   path: PeerPath
+  /** When relayed: the node whose tunnel carries `routes` (`node` of this cluster, or `node@cluster`). */
+  via?: { name: string; publicKey: string }
+  /**
+   * On a relay (or relay candidate): the nodes of this cluster it carries (or probes) this peer's
+   * traffic for. A candidate that is not the chosen relay keeps the peer without allowed-ips.
+   */
+  relayFor?: string[]
   wg: WireGuardPeer
+}
+
+/** Other clusters' pod /128s this node routes through a relay of its own cluster (added to that cluster peer's allowed-ips). */
+export interface ClusterPeerRelay {
+  /** The cluster peer's name and WireGuard key. */
+  name: string
+  publicKey: string
+  /** The far end (`node@cluster`) and its pods' /128s. */
+  for: string
+  routes: string[]
 }
 
 export interface FederatedPlan {
   peers: FederatedPeer[]
   /** Entries skipped as malformed or conflicting (for logs). */
   skipped: string[]
+  /** Relayed /128s carried by this cluster's own members (empty when nothing is relayed that way). */
+  clusterRelays: ClusterPeerRelay[]
 }
 
 /** Bounds on what is read from other clusters. */
 export const MAX_FEDERATED_NODES = 4096
 export const MAX_FEDERATED_ROUTES = 16_384
 const MAX_ENDPOINTS = 16
+/** At most this many /64s are read from a summary's `reach`. */
+export const MAX_FEDERATED_REACH = 4096
+/** At most this many NAT'd pairs per federation are considered for relaying (a bound on work per plan). */
+export const MAX_RELAY_PAIRS = 1024
+/** At most this many nodes per cluster (not behind NAT, by name) are considered as relays: a cluster publishing thousands crowds out only its own. */
+export const MAX_RELAYS_PER_CLUSTER = 64
+/** How many relay candidates per pair keep a tunnel to the far end (the chosen one, and a spare that can take over). */
+export const RELAY_CANDIDATES = 2
 
 interface PublishedFedNode {
   node: string
@@ -78,6 +106,10 @@ interface PublishedFedNode {
   publicKey: string
   prefix: IpPrefix
   endpoints: string[]
+  /** Canonical /64s it reports a fresh direct WireGuard handshake with. */
+  reach: ReadonlySet<string>
+  /** It reports itself behind NAT (seen so by its own cluster, or no public endpoint). */
+  nat: boolean
 }
 
 function get(o: unknown, ...path: string[]): unknown {
@@ -90,7 +122,10 @@ function get(o: unknown, ...path: string[]): unknown {
 }
 
 /** The `network` part of a node summary (`Cluster.status.nodes.<node>.network`), checked. */
-export function readSummaryNetwork(raw: unknown, clusterNet: IpPrefix): { publicKey: string; prefix: IpPrefix; endpoints: string[] } | string {
+export function readSummaryNetwork(
+  raw: unknown,
+  clusterNet: IpPrefix,
+): { publicKey: string; prefix: IpPrefix; endpoints: string[]; reach: ReadonlySet<string>; nat: boolean } | string {
   if (!isPlainObject(raw)) return 'no network published'
   const key = raw.publicKey
   if (typeof key !== 'string' || key.length > 64 || !isWireGuardKey(key)) return 'bad publicKey'
@@ -113,20 +148,40 @@ export function readSummaryNetwork(raw: unknown, clusterNet: IpPrefix): { public
       }
     }
   }
-  return { publicKey: key, prefix, endpoints }
+  const reach = new Set<string>()
+  if (Array.isArray(raw.reach)) {
+    for (const r of raw.reach.slice(0, MAX_FEDERATED_REACH)) {
+      if (typeof r !== 'string' || r.length > 64) continue
+      try {
+        const p = parsePrefix(r, 6)
+        if (p.len === 64) reach.add(formatPrefix(p))
+      } catch {
+        // garbage: skipped
+      }
+    }
+  }
+  return { publicKey: key, prefix, endpoints, reach, nat: raw.nat === true }
 }
 
 /**
  * The WireGuard peers this node adds for other clusters. `self` is this node's plain name,
  * `ownCluster` its cluster's /48, `ownKeys` the public keys already in use on the interface (its
- * own and its cluster's peers: a key can be one peer only).
+ * own and its cluster's peers: a key can be one peer only), `clusterPeers` this cluster's members
+ * it has tunnels to (name → key, from its own store: a relay of its own cluster is one of them).
+ *
+ * Relays (docs/federation.md, "Relays between clusters"): two nodes of different clusters that run
+ * federated pods, both behind NAT and neither reporting a handshake with the other, route each
+ * other's pods through a node of **one of their two clusters** that is not behind NAT and reports a
+ * handshake with the end of its own cluster — the same one on all three, chosen by hash from the
+ * document. Every peer of another cluster still carries only addresses of that cluster's /48.
  */
 export function planFederatedPeers(
   scopes: readonly FederatedScopeInput[],
-  self: { node: string; ownCluster: IpPrefix; ownKeys: ReadonlySet<string> },
+  self: { node: string; ownCluster: IpPrefix; ownKeys: ReadonlySet<string>; clusterPeers?: ReadonlyMap<string, string> },
 ): FederatedPlan {
   const skipped: string[] = []
   const byKey = new Map<string, FederatedPeer>()
+  const clusterRelays: ClusterPeerRelay[] = []
   const usedRoutes = new Set<string>()
   let routeCount = 0
   const scopesSorted = [...scopes].sort((a, b) => (a.federation < b.federation ? -1 : a.federation > b.federation ? 1 : 0))
@@ -149,8 +204,12 @@ export function planFederatedPeers(
       claims.set(k, [...(claims.get(k) ?? []), name])
     }
     for (const [name, net] of nets) {
-      if (name === s.cluster) continue
       const k = formatPrefix(net)
+      if (name === s.cluster) {
+        // Our own nodes' summaries are read only as relay candidates, checked against our own /48.
+        if (k !== formatPrefix(self.ownCluster) || (claims.get(k) ?? []).length > 1) nets.delete(name)
+        continue
+      }
       if (k === formatPrefix(self.ownCluster)) {
         skipped.push(`${s.federation}: cluster ${name} claims this cluster's prefix ${k}`)
         nets.delete(name)
@@ -159,11 +218,11 @@ export function planFederatedPeers(
         nets.delete(name)
       }
     }
-    // The nodes of other clusters that publish a network.
+    // The nodes that publish a network: other clusters' (peers, relays) and ours (relays, ends).
     const nodes = new Map<string, PublishedFedNode>()
     for (const c of s.clusters) {
       const cluster = get(c, 'metadata', 'name')
-      if (typeof cluster !== 'string' || cluster === s.cluster) continue
+      if (typeof cluster !== 'string') continue
       const net = nets.get(cluster)
       const entries = get(c, 'status', 'nodes')
       if (net === undefined || !isPlainObject(entries)) continue
@@ -171,14 +230,15 @@ export function planFederatedPeers(
         if (!DNS_LABEL.test(node)) continue
         const r = readSummaryNetwork(get(raw, 'network'), net)
         if (typeof r === 'string') {
-          if (get(raw, 'network') !== undefined) skipped.push(`${s.federation}: ${node}@${cluster}: ${r}`)
+          if (get(raw, 'network') !== undefined && cluster !== s.cluster) skipped.push(`${s.federation}: ${node}@${cluster}: ${r}`)
           continue
         }
         nodes.set(`${node}@${cluster}`, { node, cluster, ...r })
       }
     }
-    // Federated pods by node: ours (do we need peers at all?) and theirs (the routes).
+    // Federated pods by node: ours (do we need peers at all?), who runs any, and theirs (the routes).
     let selfRuns = false
+    const runs = new Set<string>()
     const routes = new Map<string, string[]>()
     const sortedPods = [...s.pods]
       .map((p) => ({ p, key: `${String(get(p, 'metadata', 'namespace'))}/${String(get(p, 'metadata', 'name'))}` }))
@@ -191,10 +251,15 @@ export function planFederatedPeers(
       if (phase === 'Succeeded' || phase === 'Failed') continue
       if (node === me) {
         selfRuns = true
+        runs.add(node)
         continue
       }
       const n = nodes.get(node)
       if (n === undefined) continue
+      if (n.cluster === s.cluster) {
+        runs.add(node)
+        continue
+      }
       let ok = false
       try {
         ok = addressInPrefix(ipv6, n.prefix)
@@ -216,36 +281,175 @@ export function planFederatedPeers(
       }
       usedRoutes.add(dst)
       routeCount++
+      runs.add(node)
       routes.set(node, [...(routes.get(node) ?? []), dst])
     }
-    // Peers only where both ends run federated pods: nothing else can use the routes (the other
-    // end accepts only federated pods' addresses), and both ends then agree to peer.
-    if (!selfRuns) continue
-    for (const [name, dsts] of [...routes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      const n = nodes.get(name)!
+    /** The peer for another cluster's node `name` (added once per key; undefined when its key cannot be a peer here). */
+    const peerFor = (name: string): FederatedPeer | undefined => {
+      const n = nodes.get(name)
+      if (n === undefined || n.cluster === s.cluster) return undefined
       if (self.ownKeys.has(n.publicKey)) {
         skipped.push(`${s.federation}: ${name}: its WireGuard key is already a peer here`)
-        for (const d of dsts) usedRoutes.delete(d)
-        continue
+        return undefined
       }
       const have = byKey.get(n.publicKey)
       if (have !== undefined) {
         // The same node through another federation (its cluster is in both): one peer.
         if (have.name !== name) {
           skipped.push(`${s.federation}: ${name}: publishes the key of ${have.name}`)
-          continue
+          return undefined
         }
-        have.routes.push(...dsts)
-        have.wg.allowedIps.push(...dsts)
         if (!have.federations.includes(s.federation)) have.federations.push(s.federation)
-        continue
+        return have
       }
       const { endpoint, path } = chooseEndpoint(n.endpoints, s.observedIps.get(name))
-      const wg: WireGuardPeer = { publicKey: n.publicKey, allowedIps: [...dsts], persistentKeepalive: PERSISTENT_KEEPALIVE_S }
+      const wg: WireGuardPeer = { publicKey: n.publicKey, allowedIps: [], persistentKeepalive: PERSISTENT_KEEPALIVE_S }
       if (endpoint !== undefined) wg.endpoint = endpoint
-      byKey.set(n.publicKey, { name, cluster: n.cluster, federations: [s.federation], nodePrefix: formatPrefix(n.prefix), routes: [...dsts], path, wg })
+      const peer: FederatedPeer = { name, cluster: n.cluster, federations: [s.federation], nodePrefix: formatPrefix(n.prefix), routes: [], path, wg }
+      byKey.set(n.publicKey, peer)
+      return peer
+    }
+    const addAllowed = (peer: FederatedPeer, dsts: readonly string[]) => {
+      for (const d of dsts) if (!peer.wg.allowedIps.includes(d)) peer.wg.allowedIps.push(d)
+    }
+    // Peers only where both ends run federated pods: nothing else can use the routes (the other
+    // end accepts only federated pods' addresses), and both ends then agree to peer.
+    if (selfRuns) {
+      for (const [name, dsts] of [...routes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+        const peer = peerFor(name)
+        if (peer === undefined) {
+          for (const d of dsts) usedRoutes.delete(d)
+          continue
+        }
+        for (const d of dsts) if (!peer.routes.includes(d)) peer.routes.push(d)
+        addAllowed(peer, dsts)
+      }
+    }
+    // Relays: NAT'd pairs (one end of ours, one of another cluster) that this node is an end or a candidate relay of.
+    const mine = nodes.get(me)
+    if (mine === undefined) continue
+    const pairs = relayPairs(me, mine, nodes, runs, routes, s.cluster, selfRuns)
+    const relayable = pairs.length === 0 ? new Map<string, Array<[string, PublishedFedNode]>>() : relayableByCluster(nodes)
+    for (const pair of pairs) {
+      const { x, y } = pair // x: the end in our cluster; y: the end in the other one
+      const relays = relayCandidates(x, y, nodes, relayable)
+      if (relays.length === 0) continue
+      const chosen = relays.find((r) => r.n.reach.has(formatPrefix(nodes.get(x)!.prefix)) && r.n.reach.has(formatPrefix(nodes.get(y)!.prefix))) ?? relays[0]!
+      const yRoutes = routes.get(y) ?? []
+      if (x === me) {
+        // An end: y's pods go through the chosen relay; every candidate of y's cluster gets a tunnel (keepalives: that is how a spare shows it reaches y).
+        const direct = byKey.get(nodes.get(y)!.publicKey)
+        if (direct === undefined || direct.name !== y) continue
+        for (const r of relays) {
+          if (r.n.cluster === s.cluster || r.name === chosen.name) continue
+          peerFor(r.name)
+        }
+        if (chosen.n.cluster === s.cluster) {
+          const key = self.clusterPeers?.get(chosen.n.node)
+          if (key === undefined || key !== chosen.n.publicKey) {
+            skipped.push(`${s.federation}: relay ${chosen.name} for ${y} is not a tunnel of this node with that key`)
+            continue
+          }
+          clusterRelays.push({ name: chosen.n.node, publicKey: key, for: y, routes: [...yRoutes] })
+          direct.via = { name: chosen.n.node, publicKey: key }
+        } else {
+          const relay = peerFor(chosen.name)
+          if (relay === undefined) continue
+          addAllowed(relay, yRoutes)
+          direct.via = { name: chosen.name, publicKey: relay.wg.publicKey }
+        }
+        direct.path = 'relayed'
+        direct.wg.allowedIps = direct.wg.allowedIps.filter((a) => !yRoutes.includes(a))
+        continue
+      }
+      // A candidate (of our cluster): a tunnel to y; its /128s on it only if we are the relay.
+      if (!relays.some((r) => r.name === me)) continue
+      const peer = peerFor(y)
+      if (peer === undefined) continue
+      // y is behind NAT and dials us (we are not): a configured endpoint would fight the one WireGuard learns.
+      delete peer.wg.endpoint
+      peer.path = 'peer-dials'
+      peer.relayFor = [...new Set([...(peer.relayFor ?? []), nodes.get(x)!.node])].sort()
+      if (chosen.name === me) {
+        for (const d of yRoutes) if (!peer.routes.includes(d)) peer.routes.push(d)
+        addAllowed(peer, yRoutes)
+      }
     }
   }
   const peers = [...byKey.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-  return { peers, skipped }
+  return { peers, skipped, clusterRelays }
+}
+
+/**
+ * The NAT'd pairs this node takes part in: `x` of our cluster, `y` of another, both running
+ * federated pods, both reporting NAT, neither reporting a handshake with the other. When this node
+ * runs federated pods itself, the pairs with it as `x`; when it is not behind NAT, also the pairs
+ * of the nodes of its cluster it reaches (it may be their relay).
+ */
+function relayPairs(
+  me: string,
+  mine: PublishedFedNode,
+  nodes: ReadonlyMap<string, PublishedFedNode>,
+  runs: ReadonlySet<string>,
+  routes: ReadonlyMap<string, string[]>,
+  ownCluster: string,
+  selfRuns: boolean,
+): Array<{ x: string; y: string }> {
+  const out: Array<{ x: string; y: string }> = []
+  const ends = [...runs].filter((n) => nodes.get(n)?.nat === true).sort()
+  const far = ends.filter((n) => nodes.get(n)!.cluster !== ownCluster && (routes.get(n)?.length ?? 0) > 0)
+  const near: string[] = []
+  if (selfRuns && mine.nat) near.push(me)
+  if (!mine.nat && mine.endpoints.length > 0)
+    for (const n of ends) if (n !== me && nodes.get(n)!.cluster === ownCluster && mine.reach.has(formatPrefix(nodes.get(n)!.prefix))) near.push(n)
+  for (const x of near) {
+    const nx = nodes.get(x)!
+    for (const y of far) {
+      const ny = nodes.get(y)!
+      if (nx.reach.has(formatPrefix(ny.prefix)) || ny.reach.has(formatPrefix(nx.prefix))) continue
+      out.push({ x, y })
+      if (out.length >= MAX_RELAY_PAIRS) return out
+    }
+  }
+  return out
+}
+
+/** The nodes that may relay (not behind NAT, with an endpoint), per cluster, at most MAX_RELAYS_PER_CLUSTER each (by name). */
+function relayableByCluster(nodes: ReadonlyMap<string, PublishedFedNode>): Map<string, Array<[string, PublishedFedNode]>> {
+  const out = new Map<string, Array<[string, PublishedFedNode]>>()
+  for (const [name, n] of [...nodes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (n.nat || n.endpoints.length === 0) continue
+    const list = out.get(n.cluster) ?? []
+    if (list.length < MAX_RELAYS_PER_CLUSTER) list.push([name, n])
+    out.set(n.cluster, list)
+  }
+  return out
+}
+
+/**
+ * Who may carry a NAT'd pair's traffic, best first: nodes of the pair's two clusters (never a
+ * third's), other than the ends, not behind NAT, with an endpoint, reporting a handshake with the
+ * end of their own cluster; ordered by a hash of (pair, candidate), so every node ranks them alike.
+ * The first that reports handshakes with both ends is the relay, else the first (a trial).
+ */
+function relayCandidates(
+  x: string,
+  y: string,
+  nodes: ReadonlyMap<string, PublishedFedNode>,
+  relayable: ReadonlyMap<string, ReadonlyArray<[string, PublishedFedNode]>>,
+): Array<{ name: string; n: PublishedFedNode; hash: string }> {
+  const nx = nodes.get(x)
+  const ny = nodes.get(y)
+  if (nx === undefined || ny === undefined) return []
+  const [lo, hi] = x < y ? [x, y] : [y, x]
+  const out: Array<{ name: string; n: PublishedFedNode; hash: string }> = []
+  for (const own of [nx, ny]) {
+    const end = formatPrefix(own.prefix)
+    for (const [name, n] of relayable.get(own.cluster) ?? []) {
+      if (name === x || name === y || !n.reach.has(end)) continue
+      out.push({ name, n, hash: createHash('sha256').update(`orc-fed-relay\0${lo}\0${hi}\0${name}`).digest('hex') })
+    }
+  }
+  out.sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0))
+  return out.slice(0, RELAY_CANDIDATES)
 }

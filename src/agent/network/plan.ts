@@ -145,6 +145,30 @@ export function chooseEndpoint(endpoints: readonly string[], observedIp: string 
   return endpoints.length > 0 ? { endpoint: endpoints[0]!, path: 'direct' } : { path: 'unknown' }
 }
 
+/**
+ * Whether an endpoint's address can be reached from the internet at large, i.e. is not private
+ * (RFC 1918, shared 100.64/10, loopback, link-local, ULA): a node with no such endpoint is taken to
+ * be behind NAT (docs/federation.md, "Relays between clusters").
+ */
+export function isPublicEndpoint(endpoint: string): boolean {
+  const h = endpointHost(endpoint).toLowerCase()
+  const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(h)
+  if (v4) {
+    const a = Number(v4[1])
+    const b = Number(v4[2])
+    return !(
+      a === 10 ||
+      a === 127 ||
+      a === 0 ||
+      (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b < 32) ||
+      (a === 192 && b === 168) ||
+      (a === 100 && b >= 64 && b < 128)
+    )
+  }
+  return h.includes(':') && !/^(f[cd]|fe[89ab])[0-9a-f]*:/.test(h) && h !== '::1' && h !== '::'
+}
+
 export function endpointHost(endpoint: string): string {
   const m = /^\[([^\]]+)\]:[0-9]+$/.exec(endpoint) ?? /^([^:]+):[0-9]+$/.exec(endpoint)
   return m ? m[1]! : endpoint

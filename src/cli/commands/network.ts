@@ -3,7 +3,7 @@
  * `orc up`/`orc join`, the network columns of `orc get nodes -o wide`, and `orc why node/NAME`.
  */
 
-import { type NetworkSetup, parseNetworkMode, type TunnelReport } from '../../agent/index.ts'
+import { type FederatedTunnelReport, type NetworkSetup, parseNetworkMode, type TunnelReport } from '../../agent/index.ts'
 import { type Node, type NodeNetworkStatus, type NodeStatus, OrcError } from '../../model/index.ts'
 import type { Stored } from '../../store/index.ts'
 import { criticalChain, explainWhy, formatCriticalChain, formatWhy, parseWorkflowSnapshot } from '../../workflow/index.ts'
@@ -46,6 +46,14 @@ function pathText(t: TunnelReport): string {
   return PATHS[t.path] ?? t.path
 }
 
+/** PATH of another cluster's pod route: `federation NAME`, relayed (`relay via NODE[@CLUSTER], federation NAME`) or carried for a node of ours. */
+function fedPathText(f: FederatedTunnelReport): string {
+  const fed = `federation ${f.federations.join(',')}`
+  if (f.path === 'relayed') return `relay via ${f.via ?? '?'}, ${fed}`
+  if (f.relayFor !== undefined && f.relayFor.length > 0) return `relay for ${f.relayFor.join(',')}, ${fed}`
+  return fed
+}
+
 /**
  * `orc get routes`: the answering node's routes to every other node's /64, with tunnel state, and
  * the /128s of federated pods in other clusters (PATH `federation NAME`, NODE `node@cluster`).
@@ -84,7 +92,7 @@ export async function routesOutput(client: ApiCaller, output: string, now: numbe
         f.state,
         f.endpoint ?? '<learned when it dials>',
         f.latestHandshakeMs === undefined ? 'never' : handshakeAge(now - f.latestHandshakeMs),
-        `federation ${f.federations.join(',')}`,
+        fedPathText(f),
       ]
       if (wide) row.push(bytes(f.rxBytes), bytes(f.txBytes))
       rows.push(row)

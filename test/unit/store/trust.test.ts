@@ -352,6 +352,77 @@ test("a scheduler's binding concurrent with the lifecycle's first status write i
   }
 })
 
+test("a write over a merged head is judged by its author's changes, not by what the merge brought (chaos seed 1429252850)", async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('merged'), { author: 'user:alice', now: 7500 })
+    for (const s of [B, C]) await sync(A, s)
+    await B.patch(podRef('merged'), [{ path: ['status', 'node'], value: 'b' }], { author: 'controller:scheduler', now: 7501 })
+    await B.patch(podRef('merged'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 7502 })
+    for (const s of [A, C]) await sync(B, s)
+    // A partition: B's lifecycle fences its copy, while C takes the pod and starts it.
+    const fromB = outbox(B)
+    const fromC = outbox(C)
+    await B.patch(podRef('merged'), [{ path: ['status', 'reason'], value: 'fenced: no quorum' }], { author: 'controller:lifecycle', now: 7503 })
+    await C.patch(podRef('merged'), [{ path: ['status', 'node'], value: 'c' }], { author: 'controller:scheduler', now: 7504 })
+    await C.patch(podRef('merged'), [{ path: ['status', 'phase'], value: 'Starting' }], { author: 'controller:lifecycle', now: 7505 })
+    // B and C hear each other (anti-entropy); A hears only the side whose revision the merge keeps as the head.
+    await sync(C, B)
+    await sync(B, C)
+    const head = B.get(podRef('merged'))!.metadata.revisionId
+    assert.equal(C.get(podRef('merged'))!.metadata.revisionId, head)
+    const [winner, loser, winnerUpdates] = head?.startsWith(C.replicaId) ? [C, B, fromC] : [B, C, fromB]
+    for (const u of winnerUpdates) await A.applyRemote(u)
+    assert.equal(A.get(podRef('merged'))!.metadata.revisionId, head)
+    // The other side's scheduler binds the pod to its node: its record's parent is the head A has,
+    // and its full copy holds the merged status, with the other side's fields A has not merged yet.
+    const me = loser === B ? 'b' : 'c'
+    await loser.patch(
+      podRef('merged'),
+      [
+        { path: ['status', 'node'], value: me },
+        { path: ['status', 'scheduling'], value: { node: me, at: 'now', by: me } },
+      ],
+      { author: 'controller:scheduler', now: 7506 },
+    )
+    // Anti-entropy from that side brings its branch and the binding in one message.
+    await sync(loser, A)
+    assert.equal(A.get(podRef('merged'))?.status?.node, me)
+    assert.equal(A.get(podRef('merged'))?.status?.reason, 'fenced: no quorum')
+    for (const x of [A, B, C]) for (const y of [A, B, C]) if (x !== y) await sync(x, y)
+    assert.equal(A.syncDigest(), B.syncDigest())
+    assert.equal(A.syncDigest(), C.syncDigest())
+    assert.notEqual(winner, loser)
+  } finally {
+    await close()
+  }
+})
+
+test("a peer's full copy merged beside a concurrent local write: the next write's history holds both", async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('copies'), { author: 'user:alice', now: 7600 })
+    await A.patch(podRef('copies'), [{ path: ['metadata', 'labels', 'from-a'], value: 'yes' }], { author: 'user:alice', now: 7601 })
+    // Two records in one message: B and C hold no single revision's content, so their next writes are full copies.
+    await sync(A, C)
+    await sync(A, B)
+    const fromB = outbox(B)
+    const fromC = outbox(C)
+    await B.patch(podRef('copies'), [{ path: ['metadata', 'labels', 'from-b'], value: 'yes' }], { author: 'user:alice', now: 7602 })
+    await C.patch(podRef('copies'), [{ path: ['metadata', 'labels', 'from-c'], value: 'yes' }], { author: 'user:alice', now: 7603 })
+    for (const u of fromC) await B.applyRemote(u)
+    for (const u of fromB) await C.applyRemote(u)
+    // On the side whose own write lost the head, the other's full copy is the head, merged beside its own write.
+    const head = B.get(podRef('copies'))!.metadata.revisionId!
+    const loser = head.startsWith(C.replicaId) ? B : C
+    const res = await loser.patch(podRef('copies'), [{ path: ['metadata', 'labels', 'later'], value: 'yes' }], { author: 'user:alice', now: 7604 })
+    const labels = (await loser.at(podRef('copies'), res.revision!.id)).metadata.labels
+    assert.deepEqual({ ...labels }, { app: 'copies', 'from-a': 'yes', 'from-b': 'yes', 'from-c': 'yes', later: 'yes' })
+  } finally {
+    await close()
+  }
+})
+
 test('one message carrying three concurrent creates of one object (a partition healed) is merged whichever copy won', async () => {
   // Seeded Yjs client ids: over these rounds the winning copy is each of the three in turn, and
   // its creation is not always the first create of the message.

@@ -1,0 +1,153 @@
+/**
+ * Two federated clusters whose nodes that run the shared pods are both behind NAT: cluster "home"
+ * has a public node (pub1) and home1 behind router A; cluster "away" is home2 alone behind router
+ * B. Both routers masquerade with a random port per connection (symmetric NATs): home1 and home2
+ * can never reach each other directly. pub1 is a node of home1's cluster that reaches both, so the
+ * pods on home1 and home2 talk through it (docs/federation.md, "Relays between clusters"): home1
+ * puts home2's pod /128 on its tunnel to pub1, home2 puts home1's pod /128 on a tunnel to
+ * pub1@home, and pub1 accepts home2's pod /128 — that address only — on its tunnel to home2.
+ *
+ * The public node is in home1's cluster (a VPS next to a home lab, the usual shape), so the relay
+ * is a cluster peer on one end and a federated peer on the other: both ways of carrying the pair.
+ */
+
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { imageStoresEnv, sharedPod, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
+
+const NS = 'shared'
+
+async function waitRunning(tb: Testbed, on: string, name: string, node: string): Promise<string> {
+  return waitFor(
+    `pod ${name} Running on ${node} with an address`,
+    async () => {
+      const st = (await tb.orcJson(on, ['get', 'pod', name, '-n', NS]).catch(() => undefined))?.status ?? {}
+      return st.phase === 'Running' && typeof st.network?.ipv6 === 'string' && st.node === node ? (st.network.ipv6 as string) : undefined
+    },
+    90_000,
+  )
+}
+
+test("testbed: pods on two NAT'd nodes of different federated clusters talk through a relay of one of the clusters", { timeout: 300_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const tb = await Testbed.create({
+    routers: [
+      { name: 'rtra', nat: 'random' },
+      { name: 'rtrb', nat: 'random' },
+    ],
+    hosts: [{ name: 'pub1' }, { name: 'home1', site: 'home', router: 'rtra' }, { name: 'home2', site: 'home', router: 'rtrb' }],
+    env: { ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }), ...imageStoresEnv() },
+  })
+  let failed = true
+  t.after(() => {
+    if (failed) for (const h of tb.hosts.values()) t.diagnostic(`--- ${h.name} log tail ---\n${tb.tail(h, 40)}`)
+  })
+  t.after(() => tb.destroy())
+  const t0 = Date.now()
+  // pub1 is labelled so the home pod can be kept off it (pins to node@cluster are not built).
+  await Promise.all([tb.up('pub1', ['--cluster', 'home', '--labels', 'role=relay']), tb.up('home2', ['--cluster', 'away'])])
+  await tb.join('home1', 'pub1')
+  await Promise.all([waitMesh(tb, 'pub1', ['pub1', 'home1']), waitMesh(tb, 'home2', ['home2'])])
+
+  await tb.orc('pub1', ['federation', 'create', 'lab', '--namespace', NS])
+  const token = (await tb.orc('pub1', ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
+  await tb.orc('home2', ['federation', 'join', '--token', token])
+  await waitFor(
+    'both clusters in the federation (every node)',
+    async () => {
+      const v = await tb.orcJson('pub1', ['federation', 'status', 'lab'])
+      const n = (c: string) => v.clusters?.find((x: any) => x.name === c)?.connected
+      return n('home') === 2 && n('away') === 1 ? v : undefined
+    },
+    90_000,
+  )
+  t.diagnostic(`two clusters up and federated in ${Date.now() - t0} ms`)
+
+  // A server on home2 (cluster away), a client on home1 (cluster home, not on pub1).
+  const a0 = Date.now()
+  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('srv', 'exec nc -ll -p 8080 -e echo hello-from-away', { placement: { clusters: ['away'] } }) })
+  const srv = await waitRunning(tb, 'pub1', 'srv', 'home2@away')
+  const notOnRelay = { affinity: { nodeAffinity: { required: [{ matchExpressions: [{ key: 'role', operator: 'DoesNotExist' }] }] } } }
+  const client = `until nc -w 2 ${srv} 8080 </dev/null | grep -q hello-from-away; do sleep 0.5; done; exec nc -ll -p 8080 -e echo client-reached-away`
+  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('client', client, { placement: { clusters: ['home'] }, ...notOnRelay }) })
+  const cl = await waitRunning(tb, 'pub1', 'client', 'home1@home')
+
+  // Both ends route the other's pod through pub1, and say so.
+  const relayed = async (on: string, other: string, via: string) =>
+    waitFor(
+      `${on} routes ${other} relayed via ${via}`,
+      async () => {
+        const r = await tb.orcJson(on, ['get', 'routes'])
+        const p = (r.federated ?? []).find((x: any) => x.node === other)
+        return p?.path === 'relayed' && p.via === via && p.state === 'up' ? { r, p } : undefined
+      },
+      90_000,
+    )
+  const [onHome1, onHome2] = await Promise.all([relayed('home1', 'home2@away', 'pub1'), relayed('home2', 'home1@home', 'pub1@home')])
+  t.diagnostic(`both ends relayed through pub1 ${Date.now() - a0} ms after the server was applied`)
+  assert.deepEqual(onHome1.p.routes, [`${srv}/128`])
+  assert.deepEqual(onHome2.p.routes, [`${cl}/128`])
+
+  // The pods talk over TCP, both ways: the client got the server's answer, then answers itself.
+  const podNs = (r: any, ipv6: string) => (r.pods as any[]).find((p) => p.ipv6 === ipv6)?.netns as string
+  const srvNs = podNs(onHome2.r, srv)
+  const clientNs = podNs(onHome1.r, cl)
+  const nc = (host: string, ns: string, addr: string, port = 8080) => tb.exec(host, 'ip', ['netns', 'exec', ns, 'busybox', 'nc', '-w', '3', addr, String(port)])
+  await waitFor(
+    'the client pod on home1 reached the server on home2, and home2 reaches it back',
+    async () => ((await nc('home2', srvNs, cl)).stdout.includes('client-reached-away') ? true : undefined),
+    90_000,
+  ).catch(async (err) => {
+    for (const h of ['home1', 'home2', 'pub1'])
+      t.diagnostic(`${h}: ${(await tb.exec(h, 'wg', ['show'])).stdout}\n${(await tb.exec(h, 'ip', ['-6', 'route'])).stdout}`)
+    throw err
+  })
+  t.diagnostic(`pods across the relay talk ${Date.now() - a0} ms after the server was applied`)
+
+  // `orc get routes` on home1: the row of home2's pod says relayed.
+  const table = await tb.orc('home1', ['get', 'routes'])
+  t.diagnostic(table)
+  assert.match(table, new RegExp(`^${srv}/128 +home2@away +up .*relay via pub1, federation lab$`, 'm'))
+  assert.match(await tb.orc('home2', ['get', 'routes']), new RegExp(`^${cl}/128 +home1@home +up .*relay via pub1@home, federation lab$`, 'm'))
+
+  // WireGuard on each node: the relayed /128 sits on the relay's tunnel; pub1 accepts from home2 its pod's /128 only.
+  const allowed = async (host: string, iface: string) => {
+    const out = (await tb.exec(host, 'wg', ['show', iface, 'allowed-ips'])).stdout
+    return new Map(
+      out
+        .split('\n')
+        .map((l) => l.split('\t') as [string, string])
+        .map(([k, v]) => [k, (v ?? '').trim()]),
+    )
+  }
+  const pubKey = (onHome1.r.tunnels as any[]).find((x) => x.node === 'pub1').publicKey as string
+  const onH1 = await allowed('home1', onHome1.r.iface)
+  assert.ok(onH1.get(pubKey)?.includes(`${srv}/128`), `home1: pub1 carries ${srv}: ${[...onH1]}`)
+  assert.equal(onH1.get(onHome1.p.publicKey), '(none)', "home1: home2's own tunnel carries nothing")
+  const fromPub = await tb.orcJson('pub1', ['get', 'routes'])
+  const h2OnPub = (fromPub.federated as any[]).find((x) => x.node === 'home2@away')
+  assert.deepEqual(h2OnPub.relayFor, ['home1'])
+  assert.equal((await allowed('pub1', fromPub.iface)).get(h2OnPub.publicKey), `${srv}/128`, "pub1 accepts home2's pod address only")
+
+  // Indicative figures through the relay (shared machine): round trips pod to pod, and a 20 MiB transfer.
+  const ping = await tb.exec('home1', 'ip', ['netns', 'exec', clientNs, 'ping', '-6', '-c', '10', '-i', '0.2', '-q', srv])
+  assert.equal(ping.exitCode, 0, ping.stdout + ping.stderr)
+  t.diagnostic(`ping client pod (home1) → srv pod (home2) via pub1: ${ping.stdout.trim().split('\n').pop()}`)
+  const direct = await tb.exec('home1', 'ping', ['-6', '-c', '10', '-i', '0.2', '-q', (fromPub.prefix as string).replace(/\/64$/, '1')])
+  t.diagnostic(`ping home1 → pub1 (direct, for comparison): ${direct.stdout.trim().split('\n').pop()}`)
+  await tb.exec('home2', 'ip', ['netns', 'exec', srvNs, 'sh', '-c', 'busybox nc -ll -p 9000 -e busybox dd if=/dev/zero bs=65536 count=320 >/dev/null 2>&1 &'])
+  const bulk = await waitFor(
+    '20 MiB from srv to the client pod through the relay',
+    async () => {
+      const s0 = process.hrtime.bigint()
+      const r = await tb.exec('home1', 'ip', ['netns', 'exec', clientNs, 'sh', '-c', `busybox nc -w 5 ${srv} 9000 </dev/null | wc -c`])
+      const ms = Number(process.hrtime.bigint() - s0) / 1e6
+      return Number(r.stdout.trim()) >= 20 * 1024 * 1024 ? ms : undefined
+    },
+    30_000,
+  )
+  t.diagnostic(`20 MiB srv → client through pub1 in ${bulk.toFixed(0)} ms (${((20 * 8) / (bulk / 1000)).toFixed(0)} Mbit/s, process start included)`)
+  t.diagnostic(`scenario ${Date.now() - t0} ms`)
+  failed = false
+})
