@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
-import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
+import { type NodeProcess, newNode, orc, tokenFrom, unmountUnder, Workspace, waitFor } from '../cluster/helpers.ts'
 import { buildGuest } from '../fixtures/vm-guest.ts'
 
 export interface VmCluster {
@@ -25,11 +25,15 @@ export interface VmCluster {
 export async function startVmCluster(t: TestContext, names: readonly string[], env: Record<string, Record<string, string>> = {}): Promise<VmCluster> {
   const ws = new Workspace()
   const qemus: number[] = []
+  const nodes: NodeProcess[] = []
   t.after(async () => {
     for (const pid of qemus)
       try {
         process.kill(pid, 'SIGKILL')
       } catch {}
+    // Volumes the agents left mounted (a replica's copy is mounted for file-level syncs) go before the files.
+    for (const n of nodes) await n.kill('SIGKILL')
+    unmountUnder(ws.root)
     await ws.close()
   })
   chmodSync(ws.root, 0o711)
@@ -37,7 +41,6 @@ export async function startVmCluster(t: TestContext, names: readonly string[], e
   mkdirSync(shared, { recursive: true, mode: 0o711 })
   // Every node finds the initramfs by name in the workspace's shared image store.
   const { kernel } = buildGuest(shared)
-  const nodes: NodeProcess[] = []
   for (const name of names) {
     const n = await newNode(ws, name)
     if (env[name] !== undefined) n.env = env[name]
