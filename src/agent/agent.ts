@@ -333,6 +333,13 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       ...(opts.volumes?.driverTimeoutMs !== undefined ? { driverTimeoutMs: opts.volumes.driverTimeoutMs } : {}),
       ...(opts.volumes?.noLoop ? { noLoop: true } : {}),
       caughtUp: () => pods().fence.caughtUp(),
+      // A VM's running qemu here: its Volume disks are replicated at block level through it.
+      vmBlockQmp: (namespace, name) => {
+        const vm = store.get({ kind: 'VirtualMachine', namespace, name })
+        if (vm === undefined || qemu().running(vm.metadata.uid) === undefined) return undefined
+        const sock = qemu().blockQmpSocketOf(vm.metadata.uid)
+        return existsSync(sock) ? sock : undefined
+      },
       peer: {
         request: async (node, req, timeoutMs) => {
           if (cluster === undefined) throw new OrcError('unavailable', 'this node is not in a cluster')
@@ -374,6 +381,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
   // VirtualMachines pinned or bound to this node (docs/runtimes.md, "Virtual machines").
+  let qemuRef: QemuRuntime | undefined
+  const qemu = (): QemuRuntime =>
+    (qemuRef ??= new QemuRuntime({ stateDir: join(dataDir, 'runtime'), logger, ...(opts.vms?.accel ? { accel: opts.vms.accel } : {}) }))
   let vmsRef: VmController | undefined
   const vms = (): VmController =>
     (vmsRef ??= new VmController({
@@ -381,7 +391,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       nodeName,
       clock,
       log: logger.child({ module: 'vms' }),
-      runtime: new QemuRuntime({ stateDir: join(dataDir, 'runtime'), logger, ...(opts.vms?.accel ? { accel: opts.vms.accel } : {}) }),
+      runtime: qemu(),
       network,
       run: execaRunner,
       vmDir: (uid) => join(dataDir, 'vms', uid),
