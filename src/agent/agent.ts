@@ -8,7 +8,7 @@ import { availableParallelism, cpus, hostname, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { type Clock, every, execaRunner, type Random, sleep, systemClock, systemRandom, unrefTimers } from '../effects/index.ts'
-import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSigner } from '../mesh/index.ts'
+import { loadOrCreateIdentity, type MemberDirectory, peerKeyVerifier, recordSigner, verifySignedRequest } from '../mesh/index.ts'
 import {
   ADMIN_USER,
   API_VERSION,
@@ -27,7 +27,7 @@ import {
 } from '../model/index.ts'
 import { QemuRuntime } from '../runtime/index.ts'
 import { DEFAULT_SCHED_OPTIONS } from '../sched/index.ts'
-import { type ObjectStore, openStore, type StoreOptions } from '../store/index.ts'
+import { type ObjectStore, openStore, type StoreOptions, type UserEvidenceOptions } from '../store/index.ts'
 import { type NodeInfo, objectRoutes, routeNotFound } from './api.ts'
 import { createAuthorizer, userMayOnReceipt } from './authz.ts'
 import { ADMIN_CREDENTIAL_FILE, type ClusterNode, prepareJoin, startClusterMesh } from './cluster.ts'
@@ -84,7 +84,7 @@ export type OpenStore = (opts: {
   dir: string
   logger?: Logger
   randomBytes?: Random
-  trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay'>
+  trust?: Pick<StoreOptions, 'signer' | 'verifier' | 'userMay' | 'userEvidence'>
 }) => Promise<ObjectStore>
 
 export interface AgentComponents {
@@ -333,6 +333,13 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       ...(opts.volumes?.driverTimeoutMs !== undefined ? { driverTimeoutMs: opts.volumes.driverTimeoutMs } : {}),
       ...(opts.volumes?.noLoop ? { noLoop: true } : {}),
       caughtUp: () => pods().fence.caughtUp(),
+      // A VM's running qemu here: its Volume disks are replicated at block level through it.
+      vmBlockQmp: (namespace, name) => {
+        const vm = store.get({ kind: 'VirtualMachine', namespace, name })
+        if (vm === undefined || qemu().running(vm.metadata.uid) === undefined) return undefined
+        const sock = qemu().blockQmpSocketOf(vm.metadata.uid)
+        return existsSync(sock) ? sock : undefined
+      },
       peer: {
         request: async (node, req, timeoutMs) => {
           if (cluster === undefined) throw new OrcError('unavailable', 'this node is not in a cluster')
@@ -374,6 +381,9 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       dnsFiles: (ns, pod, address) => dns?.podFiles(ns, pod, address),
     }))
   // VirtualMachines pinned or bound to this node (docs/runtimes.md, "Virtual machines").
+  let qemuRef: QemuRuntime | undefined
+  const qemu = (): QemuRuntime =>
+    (qemuRef ??= new QemuRuntime({ stateDir: join(dataDir, 'runtime'), logger, ...(opts.vms?.accel ? { accel: opts.vms.accel } : {}) }))
   let vmsRef: VmController | undefined
   const vms = (): VmController =>
     (vmsRef ??= new VmController({
@@ -381,7 +391,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
       nodeName,
       clock,
       log: logger.child({ module: 'vms' }),
-      runtime: new QemuRuntime({ stateDir: join(dataDir, 'runtime'), logger, ...(opts.vms?.accel ? { accel: opts.vms.accel } : {}) }),
+      runtime: qemu(),
       network,
       run: execaRunner,
       vmDir: (uid) => join(dataDir, 'vms', uid),
@@ -417,6 +427,8 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
               random,
               () => directory,
               () => store,
+              () => cluster?.mesh.cluster.adminKeys ?? [],
+              nodeName,
             )
           : undefined
         store = await openDataDir(dataDir, components.openStore ?? defaultOpenStore, logger, random, trust)
@@ -710,6 +722,8 @@ async function storeTrust(
   random: Random,
   directoryOf: () => Pick<MemberDirectory, 'get'> | undefined,
   storeOf: () => ObjectStore,
+  clusterAdminKeys: () => readonly string[],
+  nodeName: string,
 ): Promise<StoreTrust> {
   const key = await loadOrCreateIdentity(dataDir, random)
   const verifier = peerKeyVerifier((id) => {
@@ -722,7 +736,15 @@ async function storeTrust(
     }
     return undefined
   })
-  return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt }
+  // Users' signatures on their writes: the cluster's first admin key (cluster.json) is the user
+  // admin's until a User admin exists (as keyOwner decides for the remote API; the store bounds it
+  // by the time of the first User admin revision, so older records still verify after a rotation).
+  const userEvidence: UserEvidenceOptions = {
+    verify: verifySignedRequest,
+    bootstrapKeys: (user) => (user === ADMIN_USER ? clusterAdminKeys() : []),
+    self: () => nodeName,
+  }
+  return { signer: recordSigner(key), verifier, userMay: userMayOnReceipt, userEvidence }
 }
 
 /** Open the store in the data dir, then mark the data dir in use (pid file) and open it to sandboxes. */

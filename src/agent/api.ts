@@ -6,7 +6,19 @@
  */
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
-import { formatRef, getKind, isPlainObject, normalizeManifest, type ObjectRef, OrcError, type OrcObject, type Query, refOf } from '../model/index.ts'
+import {
+  formatRef,
+  getKind,
+  isPlainObject,
+  normalizeManifest,
+  type ObjectRef,
+  OrcError,
+  type OrcObject,
+  type Principal,
+  type Query,
+  refOf,
+  type SignedRequest,
+} from '../model/index.ts'
 import type { HistoryQuery, ObjectStore, StoredObject, WriteResult } from '../store/index.ts'
 import type { ApplyResultItem, NodeInfo } from './api-types.ts'
 import { type ApiHandler, createRouter, type RouteHandlers } from './router.ts'
@@ -110,6 +122,14 @@ export function routeNotFound(m: string, path: string, seg: string[]): OrcError 
   return new OrcError('not_found', `no such API route: ${m} ${path}`)
 }
 
+/**
+ * The user's signed request (remote API) as a write's evidence: the store puts it in the records it
+ * asks for (docs/security.md, "Users' signatures on their writes").
+ */
+function evidenceOf(p: Principal | undefined): { evidence?: SignedRequest } {
+  return p?.kind === 'user' && p.signed !== undefined ? { evidence: p.signed } : {}
+}
+
 /** The object routes: status, apply, list, get, delete, history, revisions, diff, rollback. */
 export function objectRoutes(c: ApiComponents) {
   const log = c.logger
@@ -145,12 +165,13 @@ export function objectRoutes(c: ApiComponents) {
       const node = c.node()
       return { node, objects: c.store.count(), counts, uptimeSeconds: Math.max(0, Math.round((c.clock.now() - node.startedAt) / 1000)) }
     },
-    apply: async ({ body }) => {
+    apply: async ({ body, principal }) => {
       if (!isPlainObject(body) || !Array.isArray(body.objects)) {
         throw new OrcError('invalid', 'apply: body must be { objects: [...], author, reason }')
       }
       const author = parseAuthor(body.author)
       const reason = parseReason(body.reason)
+      const evidence = evidenceOf(principal)
       const defaultNamespace = typeof body.namespace === 'string' && body.namespace !== '' ? body.namespace : undefined
       // Validate everything first: one bad document must not leave half a batch applied.
       const objects = body.objects.map((raw, index) => {
@@ -177,7 +198,7 @@ export function objectRoutes(c: ApiComponents) {
         const existed = c.store.get(ref) !== undefined
         let res: WriteResult
         try {
-          res = await c.store.apply(obj, { author, reason, now: c.clock.now() })
+          res = await c.store.apply(obj, { author, reason, now: c.clock.now(), ...evidence })
         } catch (err) {
           if (err instanceof OrcError) {
             throw new OrcError(err.code, err.message, { ...err.details, index, applied: results }, err.cause)
@@ -210,13 +231,13 @@ export function objectRoutes(c: ApiComponents) {
       }
     },
     getObject: ({ params }) => ({ object: getObject(refOfParams(params)) }),
-    deleteObject: async ({ params, body }) => {
+    deleteObject: async ({ params, body, principal }) => {
       const ref = refOfParams(params)
       const b = bodyOf(body)
       getObject(ref)
       const author = parseAuthor(b.author)
       c.admitDelete?.(ref)
-      const revision = await c.store.delete(ref, { author, reason: parseReason(b.reason), now: c.clock.now() })
+      const revision = await c.store.delete(ref, { author, reason: parseReason(b.reason), now: c.clock.now(), ...evidenceOf(principal) })
       logWrite(ref, { revision }, author)
       return { revision }
     },

@@ -30,10 +30,11 @@ import {
   publicKeyOfCredential,
   resolvePeerAddress,
   startMesh,
+  verifySignedRequest,
 } from '../mesh/index.ts'
 import { ADMIN_USER, type ApiRequest, type ApiResponse, errorBody, isPlainObject, OrcError, type Query, userExpired } from '../model/index.ts'
-import type { ObjectStore, StoredObject } from '../store/index.ts'
-import { createMemberApiHandler } from './member-api.ts'
+import { EVIDENCE_WINDOW_MS, type ObjectStore, type StoredObject, unsignedRefused, userSignaturePolicy } from '../store/index.ts'
+import { createMemberApiHandler, type ForwardedUsers } from './member-api.ts'
 import { unadvertisedRanges } from './network/index.ts'
 import { NODE_CONTROLLER } from './node-info.ts'
 import type { MeshSetup } from './options.ts'
@@ -143,6 +144,40 @@ export function keyOwner(store: Pick<ObjectStore, 'list'>, key: string, adminKey
   }
   if (users.some((u) => u.metadata.name === ADMIN_USER)) return undefined
   return adminKeys().includes(key) ? ADMIN_USER : undefined
+}
+
+/**
+ * Who is behind a request a member forwards (member-api.ts): the user whose signature it carries,
+ * checked here — signed for the forwarding member, within EVIDENCE_WINDOW_MS of this node's clock,
+ * and when it is the request itself, its nonce not seen before (nonces are kept for twice the
+ * window, then dropped: an older request is refused by its time) — or, without a signature, the user the member names, unless the
+ * cluster requires users' signatures (then only that member's own socket users).
+ */
+export function forwardedUsers(c: {
+  store: Pick<ObjectStore, 'list'>
+  now: () => number
+  adminKeys: () => readonly string[]
+  nodeOf: (peer: string) => string | undefined
+}): ForwardedUsers {
+  const seen = new Map<string, number>()
+  const refuse = (why: string): never => {
+    throw new OrcError('forbidden', `forwarded request refused: ${why}`)
+  }
+  return {
+    signedUser: (s, forwarder, once) => {
+      const now = c.now()
+      if (s.peer !== forwarder) refuse('the user signed it for another node')
+      if (Math.abs(now - s.at) > EVIDENCE_WINDOW_MS) refuse(`signed at ${new Date(s.at).toISOString()}, more than 10 minutes from now`)
+      if (!verifySignedRequest(s)) refuse("the user's signature does not verify")
+      const user = keyOwner(c.store, s.key, c.adminKeys, now)
+      if (user === undefined) refuse('the signing key belongs to no user of this cluster')
+      for (const [n, at] of seen) if (at < now - 2 * EVIDENCE_WINDOW_MS) seen.delete(n)
+      if (once && seen.has(s.nonce)) refuse('the signed request was forwarded before (a replay)')
+      if (once) seen.set(s.nonce, s.at)
+      return user!
+    },
+    unsignedAllowed: (user, peer) => unsignedRefused({ a: `user:${user}`, t: c.now() }, c.nodeOf(peer), userSignaturePolicy(c.store)) === undefined,
+  }
 }
 
 // ---- the node's mesh ---------------------------------------------------------------------------
@@ -268,7 +303,13 @@ export async function startClusterMesh(c: {
     credentialKeys: () => store.list('User').flatMap((u) => (typeof u.spec?.publicKey === 'string' ? [u.spec.publicKey] : [])),
     apiHandler: async (req, ctx) => {
       if (handler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
-      return handler({ method: req.method, path: req.path, query: req.query, body: req.body, principal: { kind: 'user', name: ctx.user, via: 'remote' } })
+      return handler({
+        method: req.method,
+        path: req.path,
+        query: req.query,
+        body: req.body,
+        principal: { kind: 'user', name: ctx.user, via: 'remote', ...(ctx.signed !== undefined ? { signed: ctx.signed } : {}) },
+      })
     },
     memberApiHandler: async (req, ctx) => {
       if (memberHandler === undefined) return { status: 503, body: errorBody(new OrcError('unavailable', 'node is starting')) }
@@ -447,7 +488,16 @@ export async function startClusterMesh(c: {
       }
     },
     serve(api, local) {
-      memberHandler = createMemberApiHandler(local, log)
+      memberHandler = createMemberApiHandler(
+        local,
+        log,
+        forwardedUsers({
+          store,
+          now: () => c.clock.now(),
+          adminKeys: () => mesh.cluster.adminKeys,
+          nodeOf: (peer) => mesh.members().find((m) => m.peerId === peer)?.name,
+        }),
+      )
       handler = api
     },
     async stop() {

@@ -444,6 +444,18 @@ export const ROUTES = {
     path: '/v1/volumes/:ns/:name/replica/sync',
     permission: { verb: 'admin' },
   }),
+  /** The block-level sync a replica's copy is at (asked by the primary before a block-level sync of a VM's disk). */
+  volumeReplicaBlock: route<{ query: { uid?: string }; response: { node: string; base?: string } }>()({
+    method: 'GET',
+    path: '/v1/volumes/:ns/:name/replica/block',
+    permission: { verb: 'admin' },
+  }),
+  /** A piece of a block-level sync (block ranges and their base64 bytes; the last, `done`, applies it). */
+  volumeReplicaBlockSync: route<{ body: Record<string, unknown>; response: { node: string; applied: boolean } }>()({
+    method: 'POST',
+    path: '/v1/volumes/:ns/:name/replica/blocksync',
+    permission: { verb: 'admin' },
+  }),
   volumeExport: route<{ query: { id?: string; offset?: string }; response: VolumeExportChunk }>()({
     method: 'GET',
     path: '/v1/volumes/:ns/:name/export',
@@ -604,6 +616,8 @@ export const MEMBER_ROUTES: readonly RouteName[] = [
   // the volume's primary node (volumes/replicas.ts), and only a member without a user may call them.
   'volumeReplicaManifest',
   'volumeReplicaSync',
+  'volumeReplicaBlock',
+  'volumeReplicaBlockSync',
 ]
 
 type Types<N extends RouteName> = NonNullable<(typeof ROUTES)[N]['types']>

@@ -52,7 +52,7 @@ export { chooseConnections, MembershipTable } from './membership.ts'
 export { createCluster, type JoinOptions, joinMesh, Mesh, type MeshOptions, startMesh } from './mesh.ts'
 export { type MeshTunables, meshDefaults } from './options.ts'
 export { callRemoteApi, decodeRemoteCredential, encodeRemoteCredential, type RemoteCredential } from './remote.ts'
-export { API_PROTOCOL, type ApiCallContext, type ApiHandler, type ApiRequest, type ApiResponse } from './rpc.ts'
+export { API_PROTOCOL, type ApiCallContext, type ApiHandler, type ApiRequest, type ApiResponse, verifySignedRequest } from './rpc.ts'
 export { type NodeRecordSigner, type NodeRecordVerifier, peerKeyVerifier, recordSigner } from './signing.ts'
 export { SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 export {

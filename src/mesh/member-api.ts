@@ -11,7 +11,7 @@
  * The answer travels as JSON split into frames (`chunk`… then `end`), so a large log fits no matter
  * the frame limit; the total is bounded by `maxBytes` on both sides.
  */
-import { type ApiResponse, OrcError } from '../model/index.ts'
+import { type ApiResponse, OrcError, type SignedRequest } from '../model/index.ts'
 import type { FrameChannel } from './framing.ts'
 import type { ApiRequest } from './rpc.ts'
 import { isRecord, peerFault, readJson, remoteError, Tag, writeBytes, writeJson } from './wire.ts'
@@ -31,11 +31,33 @@ export interface MemberApiContext {
    * receiving node re-checks that user's rights and still allows only the member routes.
    */
   onBehalfOf?: string
+  /**
+   * The user's own signed request (remote API), forwarded unchanged: the receiving node checks the
+   * signature itself and runs what the user signed, so the member need not be trusted to name the user.
+   */
+  signed?: SignedRequest
 }
 
 export type MemberApiHandler = (req: ApiRequest, ctx: MemberApiContext) => Promise<ApiResponse>
 
-function parseMemberRequest(v: unknown): { req: ApiRequest; onBehalfOf?: string } {
+/** A forwarded signed request's shape (its signature is the receiving agent's to check). */
+function parseSigned(v: unknown): SignedRequest {
+  const ok =
+    isRecord(v) &&
+    typeof v.method === 'string' &&
+    v.method.length <= 16 &&
+    typeof v.path === 'string' &&
+    v.path.length <= 4096 &&
+    isRecord(v.query) &&
+    Object.values(v.query).every((q) => typeof q === 'string') &&
+    ['nonce', 'peer', 'key', 'sig'].every((k) => typeof v[k] === 'string' && (v[k] as string).length <= 512) &&
+    typeof v.at === 'number' &&
+    Number.isSafeInteger(v.at)
+  if (!ok) throw peerFault('member request is malformed (signed)')
+  return v as unknown as SignedRequest
+}
+
+function parseMemberRequest(v: unknown): { req: ApiRequest; onBehalfOf?: string; signed?: SignedRequest } {
   if (!isRecord(v)) throw peerFault('member request is malformed')
   const { method, path, query, user, body } = v
   if (typeof method !== 'string' || method.length > 16 || typeof path !== 'string' || path.length > 4096) {
@@ -49,6 +71,7 @@ function parseMemberRequest(v: unknown): { req: ApiRequest; onBehalfOf?: string 
   return {
     req: { method, path, ...(query !== undefined ? { query: query as Record<string, string> } : {}), ...(body !== undefined ? { body } : {}) },
     ...(user !== undefined ? { onBehalfOf: user } : {}),
+    ...(v.signed !== undefined ? { signed: parseSigned(v.signed) } : {}),
   }
 }
 
@@ -88,10 +111,10 @@ async function readChunked(ch: FrameChannel, maxBytes: number, what: string): Pr
 
 /** Server side of one member-api stream; the caller has checked the remote is a member. */
 export async function serveMemberApi(ch: FrameChannel, handler: MemberApiHandler, remotePeer: string, frameBytes: number): Promise<void> {
-  const { req, onBehalfOf } = parseMemberRequest(await readJson(ch, Tag.json, 'member request'))
+  const { req, onBehalfOf, signed } = parseMemberRequest(await readJson(ch, Tag.json, 'member request'))
   let res: ApiResponse
   try {
-    res = await handler(req, { peerId: remotePeer, ...(onBehalfOf !== undefined ? { onBehalfOf } : {}) })
+    res = await handler(req, { peerId: remotePeer, ...(onBehalfOf !== undefined ? { onBehalfOf } : {}), ...(signed !== undefined ? { signed } : {}) })
   } catch (err) {
     const e = err instanceof OrcError ? err : new OrcError('internal', `member api handler: ${(err as Error).message}`)
     res = { status: e.code === 'forbidden' ? 403 : e.code === 'not_found' ? 404 : e.code === 'invalid' ? 400 : 500, body: { error: e.toJSON() } }
@@ -104,11 +127,13 @@ export async function serveMemberApi(ch: FrameChannel, handler: MemberApiHandler
 /** Client side: send `req` (for the user its principal names, if any), return the member's `{status, body}`. */
 export async function callMemberApi(ch: FrameChannel, req: ApiRequest, maxBytes = MEMBER_API_MAX_BYTES): Promise<ApiResponse> {
   const user = req.principal?.kind === 'user' ? req.principal.name : undefined
+  const signed = req.principal?.kind === 'user' ? req.principal.signed : undefined
   await writeJson(ch, Tag.json, {
     method: req.method,
     path: req.path,
     ...(req.query !== undefined ? { query: req.query } : {}),
     ...(user !== undefined ? { user } : {}),
+    ...(signed !== undefined ? { signed } : {}),
     ...(req.body !== undefined ? { body: req.body } : {}),
   })
   const head = await readJson(ch, Tag.json, 'member response')

@@ -14,6 +14,24 @@ import { peerIdOf } from './identity.ts'
 const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex')
 const SPKI_ED25519 = Buffer.from('302a300506032b6570032100', 'hex')
 
+const rawKeys = new Map<string, KeyObject>()
+
+/** Verify an Ed25519 signature with a raw 32-byte public key (keys cached; false on any malformed input). */
+export function verifyEd25519(publicKey: Uint8Array, data: Uint8Array, signature: Uint8Array): boolean {
+  try {
+    if (publicKey.length !== 32 || signature.length !== 64) return false
+    const hex = Buffer.from(publicKey).toString('hex')
+    let k = rawKeys.get(hex)
+    if (k === undefined) {
+      if (rawKeys.size > 4096) rawKeys.clear()
+      rawKeys.set(hex, (k = createPublicKey({ key: Buffer.concat([SPKI_ED25519, Buffer.from(publicKey)]), format: 'der', type: 'spki' })))
+    }
+    return verify(null, data, k, signature)
+  } catch {
+    return false
+  }
+}
+
 /** What the store's options take (src/store/trust.ts RecordSigner / RecordVerifier, structurally). */
 export interface NodeRecordSigner {
   id: string

@@ -18,10 +18,34 @@ export interface Target {
   sub?: string
 }
 
+/**
+ * A remote API request as its user signed it (src/mesh/rpc.ts, apiSigningDigest with the client's
+ * time `at`): the digest's inputs, the key (base64url protobuf) and the signature (base64url). A
+ * write it makes carries it in its revision records, so every replica can check the user asked for
+ * it (docs/security.md, "Users' signatures on their writes").
+ */
+export interface SignedRequest {
+  method: string
+  path: string
+  query: Record<string, string>
+  body: unknown
+  /** The server's challenge (base64url). */
+  nonce: string
+  /** The server's peer id. */
+  peer: string
+  /** The client's time, ms. */
+  at: number
+  key: string
+  sig: string
+}
+
 /** Who makes a request, as the transport authenticated it (never taken from the request). */
 export type Principal =
-  /** `via`: the unix socket, the remote API (signing key → user), or forwarded by member `peer` on the user's behalf. */
-  | { kind: 'user'; name: string; via: 'socket' | 'remote' | 'forwarded'; peer?: string }
+  /**
+   * `via`: the unix socket, the remote API (signing key → user), or forwarded by member `peer` on the
+   * user's behalf. `signed`: the user's signed request (remote API, and forwarded with it).
+   */
+  | { kind: 'user'; name: string; via: 'socket' | 'remote' | 'forwarded'; peer?: string; signed?: SignedRequest }
   /** Another member asking for itself over the member API (no user behind it). */
   | { kind: 'node'; peerId: string }
 

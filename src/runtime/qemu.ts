@@ -26,6 +26,7 @@ import {
 import { spawnDetached } from './host.ts'
 import { logFilePath, openLogFile } from './logs.ts'
 import { descendants, isSameProcessAlive, readProcStat, signalPid } from './procfs.ts'
+import { takeJsonLines } from './qmp.ts'
 import { DEFAULT_PATH, decodeExitCode, fenceEnv, ID_PATTERN, wrapperScript } from './supervisor.ts'
 import type { ContainerFence, EnforcedLimits, ExitStatus, Spawner } from './types.ts'
 
@@ -179,7 +180,7 @@ export function newestBootKernel(boot = '/boot'): string | undefined {
 export const MAX_UNIX_PATH = 107
 
 /** qemu's argv for a guest (after the binary). */
-export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
+export function qemuArgs(spec: VmRunSpec, qmpSocket: string, blockQmpSocket?: string): string[] {
   const args = ['-name', `orc-vm-${spec.id}`, '-nodefaults', '-no-user-config', '-display', 'none', '-vga', 'none', '-no-reboot']
   // TCG's code cache is capped so that qemu's cgroup memory limit can allow for it (qemuLimits).
   args.push('-machine', 'q35', '-accel', spec.accel === 'tcg' ? `tcg,tb-size=${TCG_TB_MIB}` : spec.accel, '-cpu', spec.accel === 'kvm' ? 'host' : 'max')
@@ -196,6 +197,9 @@ export function qemuArgs(spec: VmRunSpec, qmpSocket: string): string[] {
   else args.push('-chardev', `file,id=con0,path=${qemuOptValue(log)},append=on`)
   args.push('-serial', 'chardev:con0')
   args.push('-qmp', `unix:${qmpSocket},server=on,wait=off`)
+  // A second monitor for the block replication of Volume disks (volumes/blocksync.ts): a sync never
+  // holds the one a graceful stop uses (a QMP socket serves one client at a time).
+  if (blockQmpSocket !== undefined && Buffer.byteLength(blockQmpSocket) <= MAX_UNIX_PATH) args.push('-qmp', `unix:${blockQmpSocket},server=on,wait=off`)
   // Once the files, the tap and /dev/kvm are open, qemu runs as nobody under its seccomp sandbox (no
   // obsolete syscalls, no exec, no scheduler or cgroup changes). Setting uids stays allowed: -runas
   // itself needs it, and nobody cannot use it to get root back.
@@ -247,16 +251,9 @@ export function qmpSession(
     sock.on('data', (chunk: string) => {
       buf += chunk
       if (buf.length > 1 << 20) return sock.destroy()
-      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
-        const line = buf.slice(0, i).trim()
-        buf = buf.slice(i + 1)
-        if (line === '') continue
-        let msg: Record<string, unknown>
-        try {
-          msg = JSON.parse(line) as Record<string, unknown>
-        } catch {
-          continue
-        }
+      const taken = takeJsonLines(buf)
+      buf = taken.rest
+      for (const msg of taken.messages) {
         if (typeof msg.event === 'string') {
           onEvent(msg.event, msg.data)
           continue
@@ -337,6 +334,11 @@ export class QemuRuntime {
     return join(this.dirOf(id), 'qmp.sock')
   }
 
+  /** The QMP socket the block replication of the guest's Volume disks uses (absent for a guest started before it existed). */
+  blockQmpSocketOf(id: string): string {
+    return join(this.dirOf(id), 'qmp-block.sock')
+  }
+
   /** Why VMs cannot start here (qemu missing), or undefined. */
   async unavailable(): Promise<string | undefined> {
     if (this.qemuFound) return undefined
@@ -397,7 +399,7 @@ export class QemuRuntime {
     rmSync(dir, { recursive: true, force: true })
     mkdirSync(dir, { recursive: true })
     const qmp = this.qmpSocketOf(spec.id)
-    const qemu = [this.o.qemuPath, ...qemuArgs(spec, qmp)]
+    const qemu = [this.o.qemuPath, ...qemuArgs(spec, qmp, this.blockQmpSocketOf(spec.id))]
     const argv = spec.net !== undefined ? [this.o.nsenterPath, `--net=${spec.net.netnsPath}`, '--', ...qemu] : qemu
     // A cgroup left by a qemu that ended while no agent watched is empty: remove it before making it afresh.
     removeContainerCgroups(this.cgroupLayoutDirs(spec.id))

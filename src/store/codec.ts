@@ -1,7 +1,8 @@
 import * as decoding from 'lib0/decoding'
 import * as encoding from 'lib0/encoding'
 import * as Y from 'yjs'
-import { type Change, isPlainObject, OrcError } from '../model/index.ts'
+import { type Change, isPlainObject, OrcError, type SignedRequest } from '../model/index.ts'
+import { checkEvidenceShape } from './evidence.ts'
 import type { RevisionOp } from './types.ts'
 
 /**
@@ -28,6 +29,7 @@ export interface RevisionRecord {
   yc?: number // that client's Yjs clock after the write: the record covers its structs below it
   h?: string // hash of the content as written (c, else f): compaction keeps it verifiable
   g?: string // Ed25519 signature (base64) over the header and h
+  u?: SignedRequest // the user's signed request that asked for this write (src/store/evidence.ts)
 }
 
 export type EncodedChange = ['s', string[], unknown] | ['u', string[]]
@@ -88,7 +90,11 @@ export function checkRecord(r: unknown): string | undefined {
   }
   if (r.h !== undefined && (typeof r.h !== 'string' || r.h.length > 64)) return 'content hash malformed'
   if (r.g !== undefined && (typeof r.g !== 'string' || r.g.length > 200)) return 'signature malformed'
-  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x', 'n', 'y', 'yc', 'h', 'g'])
+  if (r.u !== undefined) {
+    const bad = checkEvidenceShape(r.u)
+    if (bad !== undefined) return bad
+  }
+  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x', 'n', 'y', 'yc', 'h', 'g', 'u'])
   for (const key of Object.keys(r)) if (!allowed.has(key)) return `unknown field ${key}`
   return undefined
 }

@@ -1,5 +1,6 @@
 import type { AbstractLevel } from 'abstract-level'
 import type { OwnershipTable } from '../model/index.ts'
+import type { UserEvidenceOptions } from './evidence.ts'
 import type { Authorize, RecordSigner, RecordVerifier, UserMay } from './trust.ts'
 
 export interface CompactionPolicy {
@@ -50,6 +51,11 @@ export interface StoreOptions {
   authorize?: Authorize
   /** RBAC for user-authored records (default: allow). */
   userMay?: UserMay
+  /**
+   * Users' signatures on their writes (src/store/evidence.ts): with it (and a verifier), a record's
+   * user evidence is checked on receipt, and the Cluster's `spec.userSignatures` is enforced.
+   */
+  userEvidence?: UserEvidenceOptions
   logger?: { info: (...a: unknown[]) => void; warn: (...a: unknown[]) => void; error: (...a: unknown[]) => void; debug: (...a: unknown[]) => void }
 }
 

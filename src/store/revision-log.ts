@@ -183,6 +183,7 @@ export function toRevision(r: RevisionRecord, number: number): Revision {
   if (r.rt) rev.rollbackTo = r.rt
   if (r.rf) rev.rollbackFrom = r.rf
   if (r.c) rev.changes = decodeChanges(r.c)
+  if (r.u) rev.userSigned = { key: r.u.key, at: r.u.at, node: r.u.peer }
   return rev
 }
 

@@ -22,6 +22,7 @@ import {
   type OwnershipTable,
   refOf,
   refOfKey,
+  type SignedRequest,
   touchedPaths,
   USERS,
   valueAtPath,
@@ -37,6 +38,16 @@ import {
   type RevisionRecord,
 } from './codec.ts'
 import { ObjectDocument, SYS, type Sys, withMeta } from './document.ts'
+import {
+  evidenceMismatch,
+  MAX_EVIDENCE_BODY_BYTES,
+  publicKeySet,
+  replayKey,
+  UserKeyHistory,
+  type UserSignaturePolicy,
+  unsignedRefused,
+  userSignaturePolicy,
+} from './evidence.ts'
 import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
 import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions } from './options.ts'
 import type { PruneResult } from './prune.ts'
@@ -80,7 +91,22 @@ import type {
 import { type BatchOp, GroupCommitWriter } from './writer.ts'
 
 /** Why a peer's update was refused (the `reason` label of orc_store_refused_updates_total). */
-export type RefusalReason = 'unsigned' | 'not_member' | 'bad_signature' | 'schema' | 'unauthorized' | 'role' | 'unbound' | 'unresolved' | 'malformed'
+export type RefusalReason =
+  | 'unsigned'
+  | 'not_member'
+  | 'bad_signature'
+  | 'schema'
+  | 'unauthorized'
+  | 'role'
+  | 'unbound'
+  | 'unresolved'
+  | 'malformed'
+  /** A user's evidence that does not verify, does not ask for the record, or backs another record already. */
+  | 'user_signature'
+  /** A `user:*` record without the user's signature where the cluster requires one. */
+  | 'user_unsigned'
+
+const ADMIN = 'admin'
 
 /** Messages with this many records have their signatures checked at once (RecordVerifier.verifyMany). */
 const VERIFY_AT_ONCE_MIN = 256
@@ -161,6 +187,13 @@ export class Store implements ObjectStore {
   /** Per key, the creations (`createdBy|createdAt`) of the create records this replica holds. */
   private readonly creations = new Map<string, Set<string>>()
   private readonly refusedListeners = new Set<(reason: RefusalReason, detail: string) => void>()
+  /**
+   * Users' evidence (src/store/evidence.ts): which record each signed request backs, per object
+   * (`nonce|key` → revision id), and which key each user held when. Both from the records this
+   * replica holds (rebuilt at open), so a replay is refused however old it claims to be.
+   */
+  private readonly evidenceUses = new Map<string, string>()
+  private readonly userKeys = new UserKeyHistory()
 
   constructor(private readonly opts: StoreOptions) {
     this.db = opts.db ?? new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
@@ -225,7 +258,10 @@ export class Store implements ObjectStore {
 
   /** Which Yjs client each signer wrote with, the records whose Yjs content is still to come, the pods' bindings. */
   private async loadBindings(): Promise<void> {
-    for (const r of await this.log.all()) this.noteCover(r)
+    for (const r of await this.log.all()) {
+      this.noteCover(r)
+      this.noteEvidence(r)
+    }
     const gone: BatchOp[] = []
     for await (const [k, v] of this.db.iterator({ gte: BOUND, lt: `${BOUND}\xff` })) {
       const key = k.slice(BOUND.length)
@@ -272,6 +308,29 @@ export class Store implements ObjectStore {
     let set = this.creations.get(r.k)
     if (!set) this.creations.set(r.k, (set = new Set()))
     if (set.size < 64) set.add(`${r.a}|${new Date(r.t).toISOString()}`)
+  }
+
+  /** A record's user evidence (the request it used) and the user key it sets. */
+  private noteEvidence(r: RevisionRecord): void {
+    if (r.u !== undefined) this.evidenceUses.set(replayKey(r.u, r.k), r.i)
+    const key = publicKeySet(r)
+    if (key !== undefined) this.userKeys.note(refOfKey(r.k).name, key, r.t, r.i)
+  }
+
+  /** The cluster's policy on users' signatures (Cluster spec.userSignatures), when this store checks them. */
+  private signaturePolicy(objects: ObjectsView): UserSignaturePolicy | undefined {
+    return this.opts.userEvidence !== undefined && this.verifier !== undefined ? userSignaturePolicy(objects) : undefined
+  }
+
+  /**
+   * The user evidence a local write's record carries: the signed request when it asks for exactly
+   * this write (the same check every replica makes on receipt) and has not backed this object yet.
+   */
+  private evidenceFor(r: RevisionRecord, content: Record<string, unknown> | undefined, evidence: SignedRequest | undefined): SignedRequest | undefined {
+    if (evidence === undefined || this.signer === undefined || this.opts.userEvidence === undefined) return undefined
+    if (evidence.peer !== this.signer.id || this.evidenceUses.has(replayKey(evidence, r.k))) return undefined
+    if (JSON.stringify(evidence.body ?? null).length > MAX_EVIDENCE_BODY_BYTES) return undefined
+    return evidenceMismatch(r, evidence, content, this.ownership) === undefined ? evidence : undefined
   }
 
   private noteCover(r: RevisionRecord): void {
@@ -609,6 +668,27 @@ export class Store implements ObjectStore {
       if (record.f === undefined || (live && !exactParent)) record.c = encodeChanges(changes)
     }
 
+    const u = this.evidenceFor(record, content, opts.evidence)
+    if (u !== undefined) {
+      // A full copy: every replica compares it with what the request asked, whatever it holds.
+      // After a merge the author's changes stay beside it (judged by those, as for any merged write).
+      record.u = u
+      if (content !== undefined && record.f === undefined) {
+        record.f = content
+        delete record.c
+      }
+    } else if (this.opts.userEvidence !== undefined && this.signer !== undefined && opts.author.startsWith('user:')) {
+      // The cluster requires users' signatures: a write its replicas would refuse is refused here.
+      const self = this.opts.userEvidence?.self?.() ?? this.verifier?.member(this.signer.id)?.node
+      const why = unsignedRefused(record, self, this.signaturePolicy({ list: (k) => this.doc.list(k) }))
+      if (why !== undefined) {
+        throw new OrcError(
+          'forbidden',
+          `${why}: only orc apply and orc delete over the remote API (orc --node, with the user's credential) carry it${opts.evidence === undefined ? '' : '; this request does not (a rollback, a Secret, a body over 64 KiB, or one the store changed)'}`,
+          { reason: 'user_unsigned' },
+        )
+      }
+    }
     const yUpdate = this.doc.writeLocal(key, { op: op === 'delete' ? 'delete' : live ? 'update' : 'create', sys, content, changes })
     if (this.signer) {
       const client = this.doc.doc.clientID
@@ -619,6 +699,7 @@ export class Store implements ObjectStore {
     if (this.verifier !== undefined) {
       bound = this.noteBinding(key, runsOn(key, this.doc.content(key)))
       this.noteCreation(record)
+      this.noteEvidence(record)
     }
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
@@ -853,7 +934,10 @@ export class Store implements ObjectStore {
     const msgBound = this.verifier !== undefined ? this.checkRemote(yUpdate, fresh, this.verifier, signatures) : undefined
     const { effective, touched } = this.doc.applyRemote(yUpdate)
     if (this.verifier !== undefined) {
-      for (const r of fresh) this.noteCover(r)
+      for (const r of fresh) {
+        this.noteCover(r)
+        this.noteEvidence(r)
+      }
       this.trimCovers()
     }
     // Track which objects still hold exactly one revision's content (see commit()): a chain of
@@ -950,6 +1034,19 @@ export class Store implements ObjectStore {
       },
     }
     const members = new Map<string, { node?: string; removedAt?: number } | undefined>()
+    // Users' evidence: the requests and keys of this message's records, the policy as it leaves it.
+    const evidence = this.opts.userEvidence
+    const msgUses = new Map<string, string>()
+    const msgKeys = new UserKeyHistory()
+    let policy: { v: UserSignaturePolicy | undefined } | undefined
+    // The keys this message's User records set, whatever their place in it (a join's sync sends each
+    // writer's records in turn, not in time order); a User record is itself checked below, and a
+    // refusal refuses the whole message.
+    if (evidence !== undefined)
+      for (const r of fresh) {
+        const key = publicKeySet(r)
+        if (key !== undefined) msgKeys.note(refOfKey(r.k).name, key, r.t, r.i)
+      }
     for (const r of fresh) {
       if (r.n !== undefined && !members.has(r.n)) members.set(r.n, verifier.member(r.n))
       const bad = verifyRecord(r, verifier, r.n === undefined ? undefined : members.get(r.n), signatures?.get(r))
@@ -1000,6 +1097,18 @@ export class Store implements ObjectStore {
         this.refuse(role ? 'role' : 'unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${role ? why.slice(ROLE_DENIED.length) : why}`)
       }
       const kind = refOfKey(r.k).kind
+      if (evidence !== undefined) {
+        if (kind === 'Cluster') policy = undefined
+        if (r.u !== undefined) {
+          const bad = this.evidenceRefused(r, r.u, after, evidence, objects, msgKeys, msgUses)
+          if (bad !== undefined) this.refuse(bad[0], `revision ${r.i} of ${r.k} by ${r.a} (signed by ${signer.node ?? n}): ${bad[1]}`)
+          msgUses.set(replayKey(r.u, r.k), r.i)
+        } else if (r.a.startsWith('user:')) {
+          policy ??= { v: this.signaturePolicy(objects) }
+          const no = unsignedRefused(r, signer.node, policy.v)
+          if (no !== undefined) this.refuse('user_unsigned', `revision ${r.i} of ${r.k}: ${no}`)
+        }
+      }
       let mine = written.get(kind)
       if (mine === undefined) written.set(kind, (mine = new Map()))
       mine.set(r.k, r.o === 'delete' ? null : (after ?? null))
@@ -1077,6 +1186,42 @@ export class Store implements ObjectStore {
       }
     }
     return msgBound
+  }
+
+  /**
+   * Why a record's user evidence is refused (reason, detail), or undefined: the user's signature, the
+   * key being the user's at the request's time, the request asking for this record, no other
+   * record backed by the same request for the same object (src/store/evidence.ts).
+   */
+  private evidenceRefused(
+    r: RevisionRecord,
+    u: SignedRequest,
+    after: Record<string, unknown> | undefined,
+    evidence: NonNullable<StoreOptions['userEvidence']>,
+    objects: ObjectsView,
+    msgKeys: UserKeyHistory,
+    msgUses: ReadonlyMap<string, string>,
+  ): [RefusalReason, string] | undefined {
+    if (!r.a.startsWith('user:')) return ['user_signature', `a user's signed request on a record by ${r.a}`]
+    // Only the node the user called may write what the user asked it (others see the request in its records).
+    if (u.peer !== r.n) return ['user_signature', `the user signed the request for node ${u.peer}, not for the record's signer`]
+    const user = r.a.slice(5)
+    if (!evidence.verify(u)) return ['user_signature', `the signature of ${r.a} on its request does not verify`]
+    let valid = this.userKeys.validAt(user, u.key, u.at, evidence.bootstrapKeys?.(user, objects) ?? [], msgKeys)
+    // Another user's key is no lag.
+    if (valid === 'unknown' && (this.userKeys.known(u.key) || msgKeys.known(u.key) || (evidence.bootstrapKeys?.(ADMIN, objects) ?? []).includes(u.key)))
+      valid = 'invalid'
+    // A key this replica has not seen given to the user: a User revision may not have arrived yet.
+    if (valid === 'unknown') return ['unresolved', `the request is signed with a key this replica does not know as ${r.a}'s`]
+    if (valid === 'invalid') return ['user_signature', `the request is signed with a key that was not ${r.a}'s at ${new Date(u.at).toISOString()}`]
+    // A compacted record's content is gone: the request and object are still compared.
+    const why = evidenceMismatch(r, u, r.x === 1 ? (r.f ?? undefined) : after, this.ownership)
+    if (why !== undefined && !(r.x === 1 && why === 'the record’s content is not known here'))
+      return ['user_signature', `the signed request does not ask for it: ${why}`]
+    const rk = replayKey(u, r.k)
+    const used = msgUses.get(rk) ?? this.evidenceUses.get(rk)
+    if (used !== undefined && used !== r.i) return ['user_signature', `the signed request backs revision ${used} of it already (a replay)`]
+    return undefined
   }
 
   onLocalUpdate(fn: (update: Uint8Array) => void): () => void {

@@ -24,6 +24,7 @@ import {
   valueAtPath,
 } from '../model/index.ts'
 import { decodeChanges, type RevisionRecord } from './codec.ts'
+import { evidenceHash } from './evidence.ts'
 
 /** Signs this replica's revision records: the node's key. `id` is what verifiers look the key up by (the peer id). */
 export interface RecordSigner {
@@ -131,9 +132,9 @@ function hashMatches(r: RevisionRecord): boolean {
 
 /** The bytes a record's signature covers: every header field and the content hash. */
 export function signedBytes(r: RevisionRecord): Uint8Array {
-  return te.encode(
-    JSON.stringify(['orc-rev-1', r.i, r.k, r.s, r.o, r.a, r.r, r.t, r.p ?? '', r.rt ?? '', r.rf ?? '', r.n ?? '', r.y ?? 0, r.yc ?? 0, r.h ?? '']),
-  )
+  const header = [r.i, r.k, r.s, r.o, r.a, r.r, r.t, r.p ?? '', r.rt ?? '', r.rf ?? '', r.n ?? '', r.y ?? 0, r.yc ?? 0, r.h ?? '']
+  // A user's evidence (`u`) is covered too, by its hash; records without it sign as before.
+  return te.encode(JSON.stringify(r.u === undefined ? ['orc-rev-1', ...header] : ['orc-rev-2', ...header, evidenceHash(r.u)]))
 }
 
 export function signRecord(r: RevisionRecord, signer: RecordSigner, clientId: number, clock: number): void {
@@ -349,7 +350,7 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         const from = placed(before)
         if (from !== undefined && from !== mine) {
           // A promotion: a replica's node makes itself the primary for the ha pod bound to it.
-          const why = volumePromotionRefused(before, after, mine, namespace ?? 'default', name, objects.list('Pod'))
+          const why = volumePromotionRefused(before, after, mine, namespace ?? 'default', name, objects.list('Pod'), objects.list('VirtualMachine'))
           if (why !== undefined) return `node ${mine ?? signer.id} may not write volume/${name}, which lives on node ${String(from)}: ${why}`
           return undefined
         }
@@ -390,8 +391,9 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
 /**
  * Why node `me` may not promote itself to primary of Volume NS/NAME (undefined: it may). It may when
  * the write makes `me` the primary (`status.node`), `me` kept a replica before (`status.replicas`),
- * and an `ha` pod bound to `me` names the volume (the scheduler moved it there because the primary
- * was lost). A node can only promote itself, and only where the volume's writer now runs.
+ * and an `ha` pod bound to `me` names the volume, or an `ha` VirtualMachine bound to `me` has it as a
+ * disk (the scheduler moved it there because the primary was lost). A node can only promote itself,
+ * and only where the volume's writer now runs.
  */
 export function volumePromotionRefused(
   before: Record<string, unknown> | undefined,
@@ -400,19 +402,28 @@ export function volumePromotionRefused(
   namespace: string,
   name: string,
   pods: readonly OrcObject[],
+  vms: readonly OrcObject[] = [],
 ): string | undefined {
   if (me === undefined) return 'the signer is no node'
   const st = (o: Record<string, unknown> | undefined) => (isPlainObject(o?.status) ? o.status : {})
   if (after === undefined || st(after).node !== me) return 'only a promotion of the writing node itself is allowed'
   const reps = st(before).replicas
   if (!isPlainObject(reps) || !(me in reps)) return `node ${me} keeps no replica of it`
+  const haHere = (o: Record<string, any>) => (o.metadata?.namespace ?? 'default') === namespace && o.spec?.policy === 'ha' && st(o).node === me
   const bound = pods.some((p) => {
     const o = p as unknown as Record<string, any>
-    if ((o.metadata?.namespace ?? 'default') !== namespace || o.spec?.policy !== 'ha' || st(o).node !== me) return false
+    if (!haHere(o)) return false
     const vols: unknown[] = Array.isArray(o.spec?.volumes) ? o.spec.volumes : []
     return vols.some((v) => isPlainObject(v) && isPlainObject(v.volume) && v.volume.name === name)
   })
-  if (!bound) return `no ha pod using it is bound to node ${me}`
+  // An ha VM: unpinned (a pinned one never moves), bound here, with the volume as a disk.
+  const vmBound = vms.some((v) => {
+    const o = v as unknown as Record<string, any>
+    if (!haHere(o) || (typeof o.spec?.node === 'string' && o.spec.node !== '')) return false
+    const disks: unknown[] = Array.isArray(o.spec?.disks) ? o.spec.disks : []
+    return disks.some((d) => isPlainObject(d) && isPlainObject(d.volume) && d.volume.name === name)
+  })
+  if (!bound && !vmBound) return `no ha pod or ha vm using it is bound to node ${me}`
   return undefined
 }
 

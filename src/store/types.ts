@@ -1,4 +1,4 @@
-import type { Change, KindArg, ObjectMeta, ObjectOf, ObjectRef, OrcObject } from '../model/index.ts'
+import type { Change, KindArg, ObjectMeta, ObjectOf, ObjectRef, OrcObject, SignedRequest } from '../model/index.ts'
 
 /** `user:<name>` or `controller:<name>`. */
 export type Author = string
@@ -15,6 +15,11 @@ export interface WriteOptions {
   reason?: string
   /** Wall-clock time of the write in ms since the epoch (injected; never read inside the store). */
   now: number
+  /**
+   * The user's signed request that asked for this write (remote API): its records carry it when it
+   * asks for exactly this write (src/store/evidence.ts), else they go without.
+   */
+  evidence?: SignedRequest
 }
 
 export interface StoredMeta extends ObjectMeta {
@@ -55,6 +60,11 @@ export interface Revision {
   changes?: Change[]
   /** True when the content of this revision was folded away by compaction (metadata stays). */
   compacted: boolean
+  /**
+   * The author's own signature backs it: the user's signed request (key, the client's time, the node
+   * that took it), checked on receipt by every replica (docs/security.md). Absent: the writing node vouches alone.
+   */
+  userSigned?: { key: string; at: number; node: string }
 }
 
 export interface HistoryQuery {

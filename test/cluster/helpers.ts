@@ -2,6 +2,7 @@
  * Real agents as separate OS processes on 127.0.0.1 (`orc up` / `orc join`), driven by the real
  * CLI. Each node keeps its port across restarts so its peers find it again.
  */
+import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -250,6 +251,19 @@ export class NodeProcess {
   /** Pause / resume the whole process (a partition as the others see it). */
   signal(sig: NodeJS.Signals): void {
     if (this.proc?.pid !== undefined) process.kill(this.proc.pid, sig)
+  }
+}
+
+/** Lazily unmount everything mounted under `dir` (the loop volumes agents killed with -9 left mounted), deepest first. */
+export function unmountUnder(dir: string): void {
+  const points = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4])
+    .filter((mp): mp is string => mp?.startsWith(dir) === true)
+  for (const mp of points.reverse()) {
+    try {
+      execFileSync('umount', ['-l', mp])
+    } catch {}
   }
 }
 

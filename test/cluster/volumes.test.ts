@@ -10,7 +10,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { pidsRunning, skipReason } from '../pods/helpers.ts'
-import { type NodeProcess, newNode, orc, ROOT, tokenFrom, Workspace, waitFor } from './helpers.ts'
+import { type NodeProcess, newNode, orc, ROOT, tokenFrom, unmountUnder, Workspace, waitFor } from './helpers.ts'
 
 const root = process.getuid?.() === 0
 const skip = skipReason() ?? (!root ? 'loop mounts need root' : !existsSync('/dev/loop-control') ? 'no loop devices' : undefined)
@@ -32,18 +32,6 @@ function killContainers(names: string[]): void {
         process.kill(pid, 'SIGKILL')
       } catch {}
     }
-}
-/** Loop and bind mounts under the workspace outlive the agents: unmount them before it is removed. */
-function unmountUnder(dir: string): void {
-  const points = readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4])
-    .filter((mp): mp is string => mp?.startsWith(dir) === true)
-  for (const mp of points.reverse()) {
-    try {
-      execFileSync('umount', ['-l', mp])
-    } catch {}
-  }
 }
 
 /**

@@ -10,52 +10,25 @@
  * forgotten, then boots on c; b, back, stops its old copy.
  */
 import assert from 'node:assert/strict'
-import { chmodSync, existsSync, mkdirSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { readProcStat } from '../../src/runtime/procfs.ts'
-import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
-import { buildGuest, GUEST_READY, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
+import type { NodeProcess } from '../cluster/helpers.ts'
+import { waitFor } from '../cluster/helpers.ts'
+import { GUEST_READY, guestVmSpec, vmGuestMissing, vmManifest } from '../fixtures/vm-guest.ts'
+import { startVmCluster } from './cluster.ts'
 
 const skip = vmGuestMissing()
 
 test('unpinned VMs: placed where there is room, an ha VM boots on another node when its node dies', { skip, timeout: 600_000 }, async (t) => {
-  const ws = new Workspace()
-  const qemus: number[] = []
-  t.after(async () => {
-    // The guests' qemu outlive their agents: stop any left (the killed node's, if its watchdog failed).
-    for (const pid of qemus)
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {}
-    await ws.close()
-  })
-  chmodSync(ws.root, 0o711)
-  const shared = join(ws.root, 'shared', 'images')
-  mkdirSync(shared, { recursive: true, mode: 0o711 })
-  // Every node finds the initramfs by name in the workspace's shared image store.
-  const { kernel } = buildGuest(shared)
-
   const capacity: Record<string, string> = { a: 'cpu=4,memory=256Mi', b: 'cpu=4,memory=1Gi', c: 'cpu=4,memory=512Mi' }
-  const nodes: NodeProcess[] = []
-  for (const name of ['a', 'b', 'c']) {
-    const n = await newNode(ws, name)
-    n.env = { ORC_NODE_CAPACITY: capacity[name]! }
-    nodes.push(n)
-  }
+  const { nodes, kernel, qemus, apply } = await startVmCluster(
+    t,
+    ['a', 'b', 'c'],
+    Object.fromEntries(Object.entries(capacity).map(([n, cap]) => [n, { ORC_NODE_CAPACITY: cap }])),
+  )
   const [a, b, c] = nodes as [NodeProcess, NodeProcess, NodeProcess]
-  await a.up().ready()
-  for (const n of [b, c]) await n.join(a.addr, await tokenFrom(a)).ready()
-  for (const n of nodes)
-    await waitFor(
-      `${n.name} to see three alive members`,
-      async () => JSON.parse((await n.cli(['status', '-o', 'json'])).stdout).mesh.members.alive === 3,
-      30_000,
-    )
-  const apply = async (text: string) => {
-    const r = await orc(a.socket, ['apply', '-f', '-'], {}, text)
-    assert.equal(r.exitCode, 0, r.stderr)
-  }
   const { node: _pin, ...unpinned } = guestVmSpec(kernel, { terminationGracePeriodSeconds: 0 })
 
   await t.test('a VM no node has room for stays unplaced; orc why names each node’s reason', async () => {

@@ -94,6 +94,16 @@ export function volumeRoutes(c: VolumeApiComponents) {
       if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
       return repl.receive(ns, name, isPlainObject(body) ? body : {}, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
     },
+    volumeReplicaBlock: async ({ params: { ns, name }, query, req }) => {
+      const repl = c.volumes().replication
+      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
+      return repl.blockBase(ns, name, query.uid, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
+    },
+    volumeReplicaBlockSync: async ({ params: { ns, name }, body, req }) => {
+      const repl = c.volumes().replication
+      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
+      return repl.receiveBlocks(ns, name, isPlainObject(body) ? body : {}, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
+    },
     volumeExport: async ({ params: { ns, name }, query }) => {
       dropIdle()
       const id0 = typeof query.id === 'string' ? query.id : undefined

@@ -111,17 +111,49 @@ export class LocalVolumes {
    * mounted again after a reboot. Its root is owned by `owner` (the pod's host uid), mode 0770.
    */
   async ensure(v: { uid: string; namespace: string; name: string; sizeBytes: number }, owner?: { uid: number; gid: number }): Promise<LocalVolumeInfo> {
-    const dir = this.dirOf(v.uid)
     const mnt = this.dataOf(v.uid)
     let info = this.info(v.uid)
     if (info === undefined) info = await this.create(v)
-    if (info.backing === 'loop' && !this.isMounted(mnt)) {
-      await must(this.c.run, 'mount', ['-o', 'loop,nodev,nosuid', join(dir, 'disk.img'), mnt], `mount volume ${v.name}`)
-    }
+    if (info.backing === 'loop' && !this.isMounted(mnt)) await this.mountImage(v.uid, v.name)
     if (owner === undefined) return info
     if (this.c.isRoot) chownSync(mnt, owner.uid, owner.gid)
     chmodSync(mnt, 0o770)
     return info
+  }
+
+  /**
+   * Mount the ext4 image. A mount writes to it (the journal replayed, the superblock's counts): a
+   * replica's copy is no longer the block-level sync point it recorded (`block-base`), which goes first.
+   */
+  private async mountImage(uid: string, name: string): Promise<void> {
+    this.setBlockBase(uid, undefined)
+    await must(this.c.run, 'mount', ['-o', 'loop,nodev,nosuid', join(this.dirOf(uid), 'disk.img'), this.dataOf(uid)], `mount volume ${name}`)
+  }
+
+  /** The block-level sync a replica's unmounted copy is exactly at (blocksync.ts), if any. */
+  blockBase(uid: string): string | undefined {
+    try {
+      const id = readFileSync(join(this.dirOf(uid), 'block-base'), 'utf8').trim()
+      return id === '' ? undefined : id
+    } catch {
+      return undefined
+    }
+  }
+
+  /** Record (or with undefined, forget) the block-level sync the copy is at (written whole: rename). */
+  setBlockBase(uid: string, id: string | undefined): void {
+    const file = join(this.dirOf(uid), 'block-base')
+    if (id === undefined) {
+      rmSync(file, { force: true })
+      return
+    }
+    writeFileSync(`${file}.new`, `${id}\n`, { mode: 0o600 })
+    renameSync(`${file}.new`, file)
+  }
+
+  /** The ext4 image of a loop volume. */
+  imageOf(uid: string): string {
+    return join(this.dirOf(uid), 'disk.img')
   }
 
   private async create(v: { uid: string; namespace: string; name: string; sizeBytes: number }): Promise<LocalVolumeInfo> {
@@ -265,8 +297,7 @@ export class LocalVolumes {
     const mnt = this.dataOf(uid)
     const info = this.info(uid)
     if (info === undefined) throw new OrcError('not_found', `volume ${uid} has no data on this node`)
-    if (info.backing === 'loop' && !this.isMounted(mnt))
-      await must(this.c.run, 'mount', ['-o', 'loop,nodev,nosuid', join(this.dirOf(uid), 'disk.img'), mnt], `mount volume ${info.name}`)
+    if (info.backing === 'loop' && !this.isMounted(mnt)) await this.mountImage(uid, info.name)
     if (freeze) await must(this.c.run, 'fsfreeze', ['-f', mnt], `freeze volume ${info.name}`)
     try {
       await must(this.c.run, 'tar', ['--numeric-owner', '-C', mnt, '-cf', file, '.'], `copy volume ${info.name}`, 30 * 60_000)
@@ -285,6 +316,9 @@ export class LocalVolumes {
     const mnt = this.dataOf(uid)
     const info = this.info(uid)
     if (info === undefined) throw new OrcError('not_found', `volume ${uid} has no data on this node`)
+    // An unmounted image (a VM's disk) would walk as an empty directory: the replica would drop every file.
+    if (info.backing === 'loop' && !this.isMounted(mnt))
+      throw new OrcError('conflict', `volume ${info.name} is not mounted on this node: no file-level copy of it`)
     // Flushed first, so the freeze (which flushes too) blocks the writer only for what came since.
     if (freeze) await must(this.c.run, 'sync', ['-f', mnt], `flush volume ${info.name}`)
     if (freeze) await must(this.c.run, 'fsfreeze', ['-f', mnt], `freeze volume ${info.name}`)

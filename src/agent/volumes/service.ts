@@ -57,6 +57,8 @@ export interface VolumeServiceComponents {
   caughtUp?(): boolean
   /** The other members, for replicated volumes (none: a single node keeps no replicas). */
   peer?: ReplicaPeer
+  /** The block QMP socket of VM `namespace/name`'s qemu while it runs on this node (block-level replication of its Volume disks). */
+  vmBlockQmp?(namespace: string, name: string): string | undefined
 }
 
 type Owner = { uid: number; gid: number }
@@ -114,6 +116,15 @@ export class VolumeService {
               const holder = this.held.get(`${ns}/${name}`)
               return holder !== undefined && this.holds(holder, name)
             },
+            heldByVm: (ns, name) => {
+              const st = (this.c.store.get({ kind: 'Volume', namespace: ns, name })?.status ?? {}) as VolumeStatus
+              const holder = this.held.get(`${ns}/${name}`) ?? st.attachedTo
+              if (holder === undefined || !isVmHolder(holder) || !this.holds(holder, name)) return undefined
+              const vm = holder.split('/')[2]!
+              const qmp = this.c.vmBlockQmp?.(ns, vm)
+              return { vm, ...(qmp !== undefined ? { qmp } : {}) }
+            },
+            run: c.run,
           })
   }
 
@@ -128,6 +139,7 @@ export class VolumeService {
       .then(() => this.tick())
       .catch((err) => this.c.log.warn({ err: String(err) }, 'volume tick'))
     const repl = this.replication
+    repl?.dropLeftovers()
     if (repl !== undefined)
       this.stopSyncTimer = every(this.c.clock, 1_000, () => void repl.tick().catch((err) => this.c.log.warn({ err: String(err) }, 'replicas')))
   }
@@ -232,7 +244,7 @@ export class VolumeService {
     let home = st.node ?? vol.spec?.node
     // An ha writer failed over to a node keeping a replica: that replica becomes the primary.
     if (writer && st.node !== undefined && st.node !== me && this.replication !== undefined && (vol.spec?.replicas ?? 1) > 1) {
-      await this.replication.promote(vol, pod)
+      await this.replication.promote(vol, { what: `pod ${pod.metadata.name}`, policy: pod.spec?.policy })
       vol = this.c.store.get(ref) ?? vol
       st = (vol.status ?? {}) as VolumeStatus
       home = st.node
@@ -290,21 +302,24 @@ export class VolumeService {
 
   /**
    * Attach Volume `name` to VM `vm` on this node as its disk; returns the ext4 image file qemu opens.
-   * Only a local loop Volume without replicas, on this node (or placed here now), that no pod
-   * mounts: it is unmounted from the host while the guest has it (two kernels on one ext4 corrupt it).
+   * Only a local loop Volume, on this node (or placed here now; or, replicated, promoted here from a
+   * replica for an `ha` VM failed over), that no pod mounts: it is unmounted from the host while the
+   * guest has it (two kernels on one ext4 corrupt it); its replicas are then synced at block level.
    */
   async attachToVm(vm: Stored<VirtualMachine>, name: string): Promise<string> {
     const ns = vm.metadata.namespace ?? 'default'
-    const vol = this.c.store.get({ kind: 'Volume', namespace: ns, name })
+    const ref = { kind: 'Volume' as const, namespace: ns, name }
+    let vol = this.c.store.get(ref)
     if (vol === undefined) throw new OrcError('not_found', `volume ${name} does not exist in namespace ${ns} (orc apply a Volume named ${name})`)
     if (vol.spec?.driver !== undefined) throw new OrcError('invalid', `volume ${name} uses driver ${vol.spec.driver}: only a local Volume can be a VM disk`)
-    if ((vol.spec?.replicas ?? 1) > 1)
-      throw new OrcError(
-        'invalid',
-        `volume ${name} has ${vol.spec!.replicas} replicas: a replicated Volume cannot be a VM disk (its copies are made from a host mount)`,
-      )
     const me = this.c.nodeName
-    const st = (vol.status ?? {}) as VolumeStatus
+    let st = (vol.status ?? {}) as VolumeStatus
+    // An ha VM failed over to a node keeping a replica: that replica becomes the primary.
+    if (st.node !== undefined && st.node !== me && this.replication !== undefined && (vol.spec?.replicas ?? 1) > 1) {
+      await this.replication.promote(vol, { what: `vm/${vm.metadata.name}`, policy: vm.spec?.policy })
+      vol = this.c.store.get(ref) ?? vol
+      st = (vol.status ?? {}) as VolumeStatus
+    }
     const home = st.node ?? vol.spec?.node
     if (home !== undefined && home !== me) throw new OrcError('conflict', `volume ${name} lives on node ${home}, not on this VM's node (${me})`)
     const vk = `${ns}/${name}`
@@ -312,14 +327,21 @@ export class VolumeService {
     const holder = this.held.get(vk) ?? st.attachedTo
     if (holder !== undefined && holder !== hk && this.holds(holder, name))
       throw new OrcError('conflict', `volume ${name} is in use by ${holderText(holder)}: a VM disk needs it to itself (waiting until it is free)`)
+    // Taken now (no await since the check): a pod's attach sees it at once.
     this.held.set(vk, hk)
     let info: Awaited<ReturnType<LocalVolumes['ensure']>>
-    try {
+    const uid = vol.metadata.uid
+    const take = async () => {
       // Made (and mounted) on first use; an existing one is not mounted again only to be unmounted.
-      info = this.local.info(vol.metadata.uid) ?? (await this.local.ensure({ uid: vol.metadata.uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) }))
-      if (info.backing !== 'loop')
-        throw new OrcError('unavailable', `volume ${name} is a directory volume (${info.backingReason ?? 'no loop backing'}): a VM disk needs its ext4 image`)
-      await this.local.unmount(vol.metadata.uid)
+      const i = this.local.info(uid) ?? (await this.local.ensure({ uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) }))
+      if (i.backing !== 'loop')
+        throw new OrcError('unavailable', `volume ${name} is a directory volume (${i.backingReason ?? 'no loop backing'}): a VM disk needs its ext4 image`)
+      await this.local.unmount(uid)
+      return i
+    }
+    try {
+      // Never while a file-level copy for the replicas reads the mounted image.
+      info = this.replication !== undefined ? await this.replication.exclusive(uid, take) : await take()
     } catch (err) {
       this.held.delete(vk)
       const reason = (err as Error).message.slice(0, 300)

@@ -1,6 +1,7 @@
 import { defineKind, type ObjectOfKind } from '../kind.ts'
 import { s } from '../schema.ts'
 import { age, createdAt, text } from './common.ts'
+import { ISO_UTC } from './rbac.ts'
 
 /** Written by controller:cluster on any node of the cluster. */
 export type ClusterStatus = {
@@ -32,6 +33,17 @@ export const clusterKind = defineKind({
     podDefaults: s.object({
       pids: s.int({ min: 0, max: 4_194_304 }),
       memory: s.quantity(),
+    }),
+    /**
+     * Users' signatures on their writes (docs/security.md): with `required`, every replica refuses a
+     * `user:*` revision (timed at or after `since`) that does not carry the user's signed request,
+     * except the local sockets' users: `root.NODE` from its own node, `admin` from `adminSocketNodes`.
+     */
+    userSignatures: s.object({
+      required: s.bool(),
+      /** Required: the history before it holds user records without signatures that later joiners must accept. */
+      since: s.required(s.string({ pattern: ISO_UTC, patternName: 'a UTC time like 2027-01-31T12:00:00Z' })),
+      adminSocketNodes: s.array(s.string({ minLength: 1, maxLength: 253 }), { maxItems: 1024 }),
     }),
   }),
   status: s.open<ClusterStatus>(),

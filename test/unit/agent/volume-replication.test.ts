@@ -138,7 +138,7 @@ test('a removal through a symlink the replica holds does not leave the volume', 
   }
 })
 
-test('promotion on receipt: a replica node may make itself primary only with an ha pod bound to it that uses the volume', () => {
+test('promotion on receipt: a replica node may make itself primary only with an ha pod (or ha VM) bound to it that uses the volume', () => {
   const before = { status: { node: 'a', replicas: { b: { syncedAt: 'x' }, c: {} } } }
   const after = (node: string) => ({ status: { ...before.status, node } })
   const pod = (node: string, policy = 'ha', vol = 'db', ns = 'default') => ({
@@ -152,11 +152,26 @@ test('promotion on receipt: a replica node may make itself primary only with an 
   assert.equal(ok([pod('b')]), undefined)
   assert.match(ok([pod('b')], 'b', 'c')!, /only a promotion of the writing node itself/)
   assert.match(ok([pod('d')], 'd', 'd')!, /keeps no replica/)
-  assert.match(ok([pod('c')])!, /no ha pod using it is bound to node b/)
+  assert.match(ok([pod('c')])!, /no ha pod or ha vm using it is bound to node b/)
   assert.match(ok([pod('b', 'best-effort')])!, /no ha pod/)
   assert.match(ok([pod('b', 'ha', 'other')])!, /no ha pod/)
   assert.match(ok([pod('b', 'ha', 'db', 'other-ns')])!, /no ha pod/)
   assert.match(volumePromotionRefused(before, undefined, 'b', 'default', 'db', [pod('b')] as never)!, /only a promotion/)
+  // An ha VM bound to the node with the volume as a disk, exactly as an ha pod — no wider.
+  const vm = (node: string, policy = 'ha', vol = 'db', extra: Record<string, unknown> = {}) => ({
+    apiVersion: 'orc/v1',
+    kind: 'VirtualMachine',
+    metadata: { name: 'v', namespace: 'default' },
+    spec: { policy, disks: [{ name: 'data', volume: { name: vol } }], ...extra },
+    status: { node },
+  })
+  const okVm = (vms: object[], who = 'b', to = 'b') => volumePromotionRefused(before, after(to), who, 'default', 'db', [], vms as never)
+  assert.equal(okVm([vm('b')]), undefined)
+  assert.match(okVm([vm('c')])!, /no ha pod or ha vm using it is bound to node b/)
+  assert.match(okVm([vm('b', 'best-effort')])!, /no ha pod or ha vm/)
+  assert.match(okVm([vm('b', 'ha', 'other')])!, /no ha pod or ha vm/)
+  assert.match(okVm([vm('b', 'ha', 'db', { node: 'b' })])!, /no ha pod or ha vm/, 'a pinned VM never fails over')
+  assert.match(okVm([vm('b')], 'b', 'c')!, /only a promotion of the writing node itself/)
 })
 
 test('scheduler: an ha pod of a replicated volume goes to the newest alive replica once the primary is lost for its haAfter; others wait', () => {

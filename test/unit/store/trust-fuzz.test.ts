@@ -1,11 +1,31 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { generateKeyPair, publicKeyToProtobuf } from '@libp2p/crypto/keys'
+import type { PrivateKey } from '@libp2p/interface'
+import { b64url } from '../../../src/mesh/cluster.ts'
+import { apiSigningDigest, verifySignedRequest } from '../../../src/mesh/rpc.ts'
+import type { SignedRequest } from '../../../src/model/index.ts'
 import { OrcError } from '../../../src/model/index.ts'
 import { decodeUpdateMessage, encodeUpdateMessage, type RevisionRecord } from '../../../src/store/codec.ts'
 import type { Store } from '../../../src/store/store.ts'
 import { signRecord } from '../../../src/store/trust.ts'
 import { pod, seededBytes } from '../../helpers/store.ts'
 import { memStore, nodeObject, outbox, testNode } from './trust-helpers.ts'
+
+// Users' signed requests (docs/security.md, "Users' signatures on their writes"): some of A's user
+// writes carry alice's; forgeries tamper with them or reuse them on B's records.
+let alice: PrivateKey
+const evidence = { verify: verifySignedRequest }
+/** Signed requests A's writes carried: B replays them. */
+const signedSoFar: SignedRequest[] = []
+let nonces = 0
+async function signApply(manifest: unknown, now: number): Promise<SignedRequest> {
+  const n = new Uint8Array(32)
+  new DataView(n.buffer).setUint32(0, ++nonces)
+  const req = { method: 'POST', path: '/v1/apply', query: {}, body: { objects: [manifest] } }
+  const sig = await alice.sign(apiSigningDigest(n, a.id, req, now))
+  return { ...req, nonce: b64url(n), peer: a.id, at: now, key: b64url(publicKeyToProtobuf(alice.publicKey)), sig: b64url(sig) }
+}
 
 // Issue #17: a fuzz test of incoming store updates from a member. A receiving replica C is fed
 // thousands of random, invalid and forged updates (from member B, or honest updates of A tampered
@@ -46,8 +66,12 @@ async function honestWrite(A: Store, rng: Rng, now: number): Promise<void> {
   const ref = { kind: 'Pod', namespace: 'default', name }
   const cur = A.get(ref)
   const op = rng.int(5)
-  if (!cur || op === 0) await A.apply(pod(name, `/images/i${rng.int(4)}`), { author: 'user:alice', now })
-  else if (op === 1) await A.patch(ref, [{ path: ['status', 'node'], value: 'a' }], { author: 'controller:scheduler', now })
+  if (!cur || op === 0) {
+    const m = pod(name, `/images/i${rng.int(4)}`)
+    const signed = rng.int(2) === 0 ? await signApply(structuredClone(m), now) : undefined
+    await A.apply(m, { author: 'user:alice', now, ...(signed !== undefined ? { evidence: signed } : {}) })
+    if (signed !== undefined) signedSoFar.push(signed)
+  } else if (op === 1) await A.patch(ref, [{ path: ['status', 'node'], value: 'a' }], { author: 'controller:scheduler', now })
   else if (op === 2 && cur.status?.node === 'a')
     await A.patch(ref, [{ path: ['status', 'phase'], value: rng.pick(['Running', 'Failed']) }], { author: 'controller:lifecycle', now })
   else if (op === 3) await A.delete(ref, { author: 'user:alice', now })
@@ -60,9 +84,25 @@ function tamper(msg: Uint8Array, other: Uint8Array | undefined, rng: Rng): Uint8
   const { yUpdate, records } = decodeUpdateMessage(msg)
   const r = records[0]!
   const edit = (patch: Partial<RevisionRecord> & Record<string, unknown>) => encodeUpdateMessage(yUpdate, [{ ...r, ...patch }, ...records.slice(1)])
-  const which = rng.int(16)
+  const which = rng.int(r.u !== undefined ? 20 : 16)
   lastMutation = which
   switch (which) {
+    case 16:
+      return edit({ u: { ...r.u!, body: { objects: [pod('p0', '/images/evil')] } } })
+    case 17:
+      return edit({ u: { ...r.u!, nonce: b64url(new Uint8Array(32).fill(7)) } })
+    case 18: {
+      // The node's signature made over it again by A: the user's does not cover another time.
+      const f = { ...r, u: { ...r.u!, at: r.u!.at + 1 } }
+      signRecord(f, a.signer, f.y!, f.yc!)
+      return encodeUpdateMessage(yUpdate, [f])
+    }
+    case 19: {
+      // The evidence of another of A's requests.
+      const f = { ...r, u: signedSoFar.find((x) => x.nonce !== r.u!.nonce) ?? { ...r.u!, sig: r.u!.sig.slice(1) } }
+      signRecord(f, a.signer, f.y!, f.yc!)
+      return encodeUpdateMessage(yUpdate, [f])
+    }
     case 0: {
       const out = msg.slice()
       const i = rng.int(out.length)
@@ -117,7 +157,29 @@ async function forgedByB(B: Store, rng: Rng, now: number): Promise<Uint8Array | 
   const sent = outbox(B)
   const ref = { kind: 'Pod', namespace: 'default', name: `p${rng.int(8)}` }
   try {
-    switch (rng.int(4)) {
+    switch (rng.int(6)) {
+      case 4: {
+        // A replay: a request of alice's A already used, on B's record of the same content (B's
+        // store attaches it as a modified agent's would).
+        const ev = signedSoFar.length > 0 ? rng.pick(signedSoFar) : undefined
+        if (ev === undefined) return undefined
+        await B.apply(structuredClone((ev.body as { objects: unknown[] }).objects[0]) as never, { author: 'user:alice', now })
+        const { yUpdate, records } = decodeUpdateMessage(sent.at(-1)!)
+        const r = { ...records[0]!, u: ev }
+        signRecord(r, b.signer, r.y!, r.yc!)
+        return encodeUpdateMessage(yUpdate, [r])
+      }
+      case 5: {
+        // A genuine request of alice's, on B's record of other content.
+        const ev = signedSoFar.length > 0 ? rng.pick(signedSoFar) : undefined
+        if (ev === undefined) return undefined
+        const name = (ev.body as { objects: Array<{ metadata: { name: string } }> }).objects[0]!.metadata.name
+        await B.apply(pod(name, '/images/b'), { author: 'user:alice', now })
+        const { yUpdate, records } = decodeUpdateMessage(sent.at(-1)!)
+        const r = { ...records[0]!, u: ev }
+        signRecord(r, b.signer, r.y!, r.yc!)
+        return encodeUpdateMessage(yUpdate, [r])
+      }
       case 0:
         await B.patch({ kind: 'Node', namespace: '', name: 'a' }, [{ path: ['status', 'state'], value: rng.pick(['NotReady', 'Removed']) }], {
           author: 'controller:node',
@@ -148,11 +210,13 @@ async function forgedByB(B: Store, rng: Rng, now: number): Promise<Uint8Array | 
 test(`fuzz: random, invalid and forged updates from a member are refused without a crash; honest ones merge (seed ${SEED})`, async () => {
   console.log(`# trust fuzz seed ${SEED} (ORC_FUZZ_SEED to replay), ${ROUNDS} rounds`)
   const rng = new Rng(SEED)
-  const A = await memStore(a, members, { seed: SEED + 1 })
-  const B = await memStore(b, members, { seed: SEED + 2 })
-  const C = await memStore(c, members, { seed: SEED + 3 })
+  alice = await generateKeyPair('Ed25519')
+  signedSoFar.length = 0
+  const A = await memStore(a, members, { seed: SEED + 1, userEvidence: evidence })
+  const B = await memStore(b, members, { seed: SEED + 2, userEvidence: evidence })
+  const C = await memStore(c, members, { seed: SEED + 3, userEvidence: evidence })
   // D: a replica that receives only the honest updates (the reference C must equal).
-  const D = await memStore(testNode('d'), members, { seed: SEED + 4 })
+  const D = await memStore(testNode('d'), members, { seed: SEED + 4, userEvidence: evidence })
   try {
     let now = 1_000_000
     for (const [s, n] of [
@@ -162,6 +226,13 @@ test(`fuzz: random, invalid and forged updates from a member are refused without
     ] as const) {
       await s.apply(nodeObject(n.name), { author: 'controller:node', now: now++ })
     }
+    await A.apply(
+      { apiVersion: 'orc/v1', kind: 'User', metadata: { name: 'alice' }, spec: { publicKey: b64url(publicKeyToProtobuf(alice.publicKey)) } },
+      {
+        author: 'user:admin',
+        now: now++,
+      },
+    )
     for (const x of [A, B, C]) for (const y of [A, B, C, D]) if (x !== y) await y.applyRemote(await x.encodeMissing(y.encodeSyncState()))
     const fromA = outbox(A)
     // forgedAccepted: tampered copies of an honest update that decode to the same content.
@@ -224,7 +295,8 @@ test(`fuzz: random, invalid and forged updates from a member are refused without
       assert.deepEqual(C.get(ref), A.get(ref), `pod p${i} differs between A and C (seed ${SEED})`)
     }
     assert.equal(C.get({ kind: 'Node', namespace: '', name: 'a' })?.status, undefined)
-    console.log(`# ${JSON.stringify(counts)}`)
+    console.log(`# ${JSON.stringify(counts)}, ${signedSoFar.length} signed requests`)
+    assert.ok(signedSoFar.length > ROUNDS / 20, 'some honest writes carried a signed request')
     assert.ok(counts.refused > ROUNDS / 3)
   } finally {
     for (const s of [A, B, C, D]) await s.close()

@@ -1,5 +1,6 @@
 import { generateKeyPairSync, type KeyObject, sign, verify } from 'node:crypto'
 import { MemoryLevel } from 'memory-level'
+import type { StoreOptions } from '../../../src/store/options.ts'
 import { openStore, type Store } from '../../../src/store/store.ts'
 import type { RecordSigner, RecordVerifier, UserMay } from '../../../src/store/trust.ts'
 import { seededBytes } from '../../helpers/random.ts'
@@ -43,7 +44,7 @@ export function verifierOf(members: readonly TestNode[], batched?: { calls: numb
 export async function memStore(
   node: TestNode,
   members: readonly TestNode[],
-  opts: { userMay?: UserMay; seed?: number; batched?: { calls: number } } = {},
+  opts: { userMay?: UserMay; seed?: number; batched?: { calls: number }; userEvidence?: StoreOptions['userEvidence'] } = {},
 ): Promise<Store> {
   return openStore({
     dir: `mem-${node.name}`,
@@ -53,6 +54,7 @@ export async function memStore(
     signer: node.signer,
     verifier: verifierOf(members, opts.batched),
     userMay: opts.userMay,
+    ...(opts.userEvidence !== undefined ? { userEvidence: opts.userEvidence } : {}),
   })
 }
 

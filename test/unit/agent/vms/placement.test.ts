@@ -206,3 +206,33 @@ test('an unpinned VM with a Volume disk is placed only on the node that holds th
   const without = withVmUses(buildSchedView([], nodes, 'a', alive('a', 'b'), 0), [free])
   assert.match(formatExplanation(explainPod(without, vmSchedKey('default', 'g'))), /will be bound to a/)
 })
+
+test('a replicated Volume disk: an ha VM goes to the newest alive synced replica once the primary is lost for its haAfter; a best-effort VM waits', () => {
+  const nodes = [node('a'), node('b'), node('c')]
+  const volume: any = {
+    apiVersion: 'orc/v1',
+    kind: 'Volume',
+    metadata: { name: 'data', namespace: 'default' },
+    spec: { size: '1Gi', replicas: 3 },
+    status: { node: 'b', replicas: { a: { syncedAt: '2026-01-01T00:00:01Z' }, c: { syncedAt: '2026-01-01T00:00:02Z' } } },
+  }
+  const disks = [{ name: 'data', volume: { name: 'data' } }]
+  const members = [...alive('a', 'c'), { name: 'b', state: 'dead' as const }]
+  const entryOf = (v: any, now: number) =>
+    withVolumeConstraints(
+      withVmUses(
+        buildSchedView([], nodes, 'a', members, now, (n) => (n === 'b' ? 0 : undefined)),
+        [v],
+      ),
+      [],
+      [volume],
+      nodes,
+      30,
+      [v],
+    ).pods.find((p) => p.vm === 'default/g')
+  const ha = vm('g', { policy: 'ha', haAfterSeconds: 10, disks }, { node: 'b' })
+  assert.equal(entryOf(ha, 5_000)?.volumeNode, 'b', 'lost for less than haAfter: stays with the primary')
+  assert.equal(entryOf(ha, 11_000)?.volumeNode, 'c', 'lost: the newest copy')
+  const be = vm('g', { policy: 'best-effort', disks }, { node: 'b' })
+  assert.equal(entryOf(be, 11_000)?.volumeNode, 'b', 'a best-effort VM waits for the primary')
+})

@@ -263,6 +263,16 @@ test("qemu's argv: the accelerator, size, console to the revision's log, QMP, an
   assert.match(after('-sandbox') ?? '', /^on,.*spawn=deny/)
 })
 
+test("qemu's argv: a second QMP monitor for block replication, left out when its path is too long for a socket", () => {
+  const base = { id: 'u1', revision: 1, logDir: '/d', kernel: '/k', cmdline: '', cpus: 1, memoryMiB: 256, accel: 'tcg' as const }
+  const qmps = (args: string[]) => args.flatMap((a, i) => (a === '-qmp' ? [args[i + 1]] : []))
+  assert.deepEqual(qmps(qemuArgs(base, '/s/qmp.sock', '/s/qmp-block.sock')), [
+    'unix:/s/qmp.sock,server=on,wait=off',
+    'unix:/s/qmp-block.sock,server=on,wait=off',
+  ])
+  assert.deepEqual(qmps(qemuArgs(base, '/s/qmp.sock', `/${'x'.repeat(100)}/qmp-block.sock`)), ['unix:/s/qmp.sock,server=on,wait=off'])
+})
+
 test("qemu's argv: each disk a virtio-blk drive in order, its name as serial, the seed read-only, commas in paths escaped", () => {
   const base = { id: 'u1', revision: 1, logDir: '/d', kernel: '/k', cmdline: '', cpus: 1, memoryMiB: 256, accel: 'tcg' as const }
   const args = qemuArgs(
