@@ -359,3 +359,39 @@ test("a new replica's sync accepts signed records before the User revision that 
     await close()
   }
 })
+
+test("a signed apply over a merged head keeps its author's changes beside the full copy: judged by those, not by the merged lifecycle fields", async () => {
+  // Which side's revision a merge keeps as the head depends on the replicas' random ids: tried
+  // until it is the side that did not write the status (the case a full copy alone got wrong).
+  for (let attempt = 0; attempt < 16; attempt++) {
+    const { A, B, C, alice, close } = await cluster()
+    try {
+      const m = { ...pod('m'), spec: { ...pod('m').spec, placement: { node: 'b' } } }
+      await A.apply(m, { author: 'user:alice', now: 5000 })
+      for (const s of [B, C]) await sync(A, s)
+      // A partition: b's lifecycle reports the pod running; on c, alice relabels it.
+      const fromC = outbox(C)
+      await B.patch(podRef('m'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 5001 })
+      await C.patch(podRef('m'), [{ path: ['metadata', 'labels', 'tier'], value: 'x' }], { author: 'user:alice', now: 5002 })
+      await sync(C, B)
+      await sync(B, C)
+      const head = B.get(podRef('m'))!.metadata.revisionId!
+      if (!head.startsWith(C.replicaId)) continue
+      // A has c's side only; b applies alice's signed manifest over its merged head.
+      for (const u of fromC) await A.applyRemote(u)
+      const next = { ...m, metadata: { ...m.metadata, labels: { ...m.metadata.labels, tier: 'z' } } }
+      const ev = await signed(alice, b, applyReq([next], 'relabel'), 5003)
+      const sent = outbox(B)
+      await B.apply(next, { author: 'user:alice', reason: 'relabel', now: 5004, evidence: ev })
+      const rec = decodeUpdateMessage(sent[0]!).records[0]!
+      assert.ok(rec.u !== undefined && rec.f !== undefined && rec.c !== undefined, 'evidence, the merged copy and the changes')
+      await sync(B, A)
+      assert.equal(A.get(podRef('m'))?.metadata.labels?.tier, 'z')
+      assert.equal(A.get(podRef('m'))?.status?.phase, 'Running')
+      return
+    } finally {
+      await close()
+    }
+  }
+  assert.fail('no attempt kept c’s revision as the head')
+})
