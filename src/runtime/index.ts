@@ -68,6 +68,7 @@ export {
   type VmRunSpec,
   type VmStopResult,
 } from './qemu.ts'
+export { QmpClient, type QmpEvent } from './qmp.ts'
 export { parseQuantity, resourcesFromLimits } from './quantity.ts'
 export { buildBwrapArgs, buildLaunchPrefix, bwrapEnvArgs, SandboxRuntime } from './sandbox.ts'
 export { buildSeccompBpf, ociSeccompProfile } from './seccomp.ts'

@@ -2,7 +2,7 @@ import * as decoding from 'lib0/decoding'
 import * as encoding from 'lib0/encoding'
 import * as Y from 'yjs'
 import { type Change, isPlainObject, OrcError, type SignedRequest } from '../model/index.ts'
-import { checkEvidenceShape } from './evidence.ts'
+import { checkEvidenceShape } from './evidence-shape.ts'
 import type { RevisionOp } from './types.ts'
 
 /**

@@ -6,7 +6,6 @@
  * for this record (operation, object, content), and that no other record used the same request for
  * the same object. Pure functions and the small state they need; the store calls them.
  */
-import { createHash } from 'node:crypto'
 import {
   deepEqual,
   findKind,
@@ -28,9 +27,6 @@ import type { ObjectsView } from './trust.ts'
  * client's and the node's clocks differ). Also how long a key stays valid around a rotation.
  */
 export const EVIDENCE_WINDOW_MS = 10 * 60_000
-
-/** Requests whose body is larger than this carry no evidence (each record of the batch would copy it). */
-export const MAX_EVIDENCE_BODY_BYTES = 64 * 1024
 
 /** What the store is given to check users' evidence (the agent wires src/mesh/rpc.ts). */
 export interface UserEvidenceOptions {
@@ -79,42 +75,6 @@ export function unsignedRefused(
   const user = r.a.slice(5)
   if (signerNode !== undefined && (user === nodeRootUser(signerNode) || (user === 'admin' && policy.adminSocketNodes.includes(signerNode)))) return undefined
   return `${r.a} wrote through node ${signerNode ?? '<unknown>'} without the user's signature, and the cluster requires users' signatures (Cluster spec.userSignatures)`
-}
-
-const SHAPE: Record<keyof SignedRequest, string> = {
-  method: 'string',
-  path: 'string',
-  query: 'object',
-  body: 'any',
-  nonce: 'string',
-  peer: 'string',
-  at: 'number',
-  key: 'string',
-  sig: 'string',
-}
-
-/** A record's `u` from an untrusted source: an error text, or undefined. */
-export function checkEvidenceShape(u: unknown): string | undefined {
-  if (!isPlainObject(u)) return 'user evidence malformed'
-  for (const k of Object.keys(u)) if (!(k in SHAPE)) return `user evidence: unknown field ${k}`
-  for (const [k, t] of Object.entries(SHAPE)) {
-    const v = u[k]
-    if (t === 'any') continue
-    if (t === 'object' ? !isPlainObject(v) || !Object.values(v).every((q) => typeof q === 'string') : typeof v !== t) return `user evidence: ${k} malformed`
-  }
-  if ((u.method as string).length > 16 || (u.path as string).length > 4096 || (u.nonce as string).length > 64 || (u.peer as string).length > 128) {
-    return 'user evidence malformed'
-  }
-  if ((u.key as string).length > 512 || (u.sig as string).length > 200 || !Number.isSafeInteger(u.at)) return 'user evidence malformed'
-  // Writers attach no larger request (MAX_EVIDENCE_BODY_BYTES): a larger one is no honest writer's.
-  if (JSON.stringify(u.body ?? null).length > MAX_EVIDENCE_BODY_BYTES) return 'user evidence: body too large'
-  return undefined
-}
-
-/** What the node's signature covers of a record's evidence (signedBytes): a hash of its canonical JSON. */
-export function evidenceHash(u: SignedRequest): string {
-  const canonical = JSON.stringify([u.method, u.path, u.query, u.body ?? null, u.nonce, u.peer, u.at, u.key, u.sig])
-  return createHash('sha256').update(canonical).digest('base64url')
 }
 
 /** The replay key: one signed request backs at most one record per object. */

@@ -38,16 +38,8 @@ import {
   type RevisionRecord,
 } from './codec.ts'
 import { ObjectDocument, SYS, type Sys, withMeta } from './document.ts'
-import {
-  evidenceMismatch,
-  MAX_EVIDENCE_BODY_BYTES,
-  publicKeySet,
-  replayKey,
-  UserKeyHistory,
-  type UserSignaturePolicy,
-  unsignedRefused,
-  userSignaturePolicy,
-} from './evidence.ts'
+import { evidenceMismatch, publicKeySet, replayKey, UserKeyHistory, type UserSignaturePolicy, unsignedRefused, userSignaturePolicy } from './evidence.ts'
+import { MAX_EVIDENCE_BODY_BYTES } from './evidence-shape.ts'
 import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
 import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions } from './options.ts'
 import type { PruneResult } from './prune.ts'

@@ -24,7 +24,7 @@ import {
   valueAtPath,
 } from '../model/index.ts'
 import { decodeChanges, type RevisionRecord } from './codec.ts'
-import { evidenceHash } from './evidence.ts'
+import { evidenceHash } from './evidence-shape.ts'
 
 /** Signs this replica's revision records: the node's key. `id` is what verifiers look the key up by (the peer id). */
 export interface RecordSigner {

@@ -18,7 +18,7 @@
 import { chmodSync, chownSync, closeSync, fsyncSync, openSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs'
 import type { CommandRunner } from '../../effects/index.ts'
 import { isPlainObject, OrcError } from '../../model/index.ts'
-import { QmpClient } from '../../runtime/qmp.ts'
+import { QmpClient } from '../../runtime/index.ts'
 
 /** A range the replica writes: `[start, length, 'd']` (its bytes follow in the data) or `[start, length, 'z']` (zeros). */
 export type BlockRange = [number, number, 'd' | 'z']
