@@ -431,7 +431,6 @@ export const ROUTES = {
     path: '/v1/volumes/:ns/:name/restore',
     permission: { verb: 'apply', kind: 'Volume' },
   }),
-  /** A tar of the volume, in chunks: the first call (no `id`) takes it, each answers `chunk` bytes from `offset` (base64). */
   /** Replication between nodes (volumes/replicas.ts): a replica's manifest, asked by the volume's primary only. */
   volumeReplicaManifest: route<{ query: { uid?: string }; response: { entries: unknown[] } }>()({
     method: 'GET',
@@ -456,6 +455,7 @@ export const ROUTES = {
     path: '/v1/volumes/:ns/:name/replica/blocksync',
     permission: { verb: 'admin' },
   }),
+  /** A tar of the volume, in chunks: the first call (no `id`) takes it, each answers `chunk` bytes from `offset` (base64). */
   volumeExport: route<{ query: { id?: string; offset?: string }; response: VolumeExportChunk }>()({
     method: 'GET',
     path: '/v1/volumes/:ns/:name/export',

@@ -11,7 +11,7 @@
  * The answer travels as JSON split into frames (`chunk`… then `end`), so a large log fits no matter
  * the frame limit; the total is bounded by `maxBytes` on both sides.
  */
-import { type ApiResponse, OrcError, type SignedRequest } from '../model/index.ts'
+import { type ApiResponse, OrcError, type SignedRequest, signedRequestProblem } from '../model/index.ts'
 import type { FrameChannel } from './framing.ts'
 import type { ApiRequest } from './rpc.ts'
 import { isRecord, peerFault, readJson, remoteError, Tag, writeBytes, writeJson } from './wire.ts'
@@ -42,19 +42,8 @@ export type MemberApiHandler = (req: ApiRequest, ctx: MemberApiContext) => Promi
 
 /** A forwarded signed request's shape (its signature is the receiving agent's to check). */
 function parseSigned(v: unknown): SignedRequest {
-  const ok =
-    isRecord(v) &&
-    typeof v.method === 'string' &&
-    v.method.length <= 16 &&
-    typeof v.path === 'string' &&
-    v.path.length <= 4096 &&
-    isRecord(v.query) &&
-    Object.values(v.query).every((q) => typeof q === 'string') &&
-    ['nonce', 'peer', 'key', 'sig'].every((k) => typeof v[k] === 'string' && (v[k] as string).length <= 512) &&
-    typeof v.at === 'number' &&
-    Number.isSafeInteger(v.at)
-  if (!ok) throw peerFault('member request is malformed (signed)')
-  return v as unknown as SignedRequest
+  if (signedRequestProblem(v) !== undefined) throw peerFault('member request is malformed (signed)')
+  return v as SignedRequest
 }
 
 function parseMemberRequest(v: unknown): { req: ApiRequest; onBehalfOf?: string; signed?: SignedRequest } {

@@ -39,6 +39,40 @@ export interface SignedRequest {
   sig: string
 }
 
+const SIGNED_REQUEST_FIELDS: Record<keyof SignedRequest, 'string' | 'object' | 'number' | 'any'> = {
+  method: 'string',
+  path: 'string',
+  query: 'object',
+  body: 'any',
+  nonce: 'string',
+  peer: 'string',
+  at: 'number',
+  key: 'string',
+  sig: 'string',
+}
+
+/**
+ * What is wrong with a signed request from an untrusted source (a record's evidence, a forwarded
+ * request), undefined when nothing is: its fields (no others), their types and their sizes. Whether
+ * the signature verifies is the caller's to check.
+ */
+export function signedRequestProblem(v: unknown): string | undefined {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return 'malformed'
+  const u = v as Record<string, unknown>
+  for (const k of Object.keys(u)) if (!(k in SIGNED_REQUEST_FIELDS)) return `unknown field ${k}`
+  for (const [k, t] of Object.entries(SIGNED_REQUEST_FIELDS)) {
+    const f = u[k]
+    if (t === 'any') continue
+    const ok =
+      t === 'object' ? f !== null && typeof f === 'object' && !Array.isArray(f) && Object.values(f).every((q) => typeof q === 'string') : typeof f === t
+    if (!ok) return `${k} malformed`
+  }
+  if ((u.method as string).length > 16 || (u.path as string).length > 4096 || (u.nonce as string).length > 64 || (u.peer as string).length > 128)
+    return 'malformed'
+  if ((u.key as string).length > 512 || (u.sig as string).length > 200 || !Number.isSafeInteger(u.at)) return 'malformed'
+  return undefined
+}
+
 /** Who makes a request, as the transport authenticated it (never taken from the request). */
 export type Principal =
   /**

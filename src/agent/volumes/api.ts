@@ -5,7 +5,7 @@
  * kept its data, with `spec.restoreFrom` naming the old uid: that node moves the data back.
  */
 import { closeSync, openSync, readSync, rmSync, statSync } from 'node:fs'
-import { isPlainObject, OrcError, type Volume, type VolumeStatus } from '../../model/index.ts'
+import { isPlainObject, OrcError, type Principal, type Volume, type VolumeStatus } from '../../model/index.ts'
 import type { ObjectStore, Stored } from '../../store/index.ts'
 import type { RouteHandlers } from '../router.ts'
 import type { VolumeService } from './service.ts'
@@ -50,6 +50,14 @@ export function volumeRoutes(c: VolumeApiComponents) {
         exports.delete(id)
       }
   }
+  /** A replica's side of replication (a node outside a cluster keeps no replicas). */
+  const replication = () => {
+    const repl = c.volumes().replication
+    if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
+    return repl
+  }
+  /** The member that sends a copy (its peer id), checked against the volume's primary. */
+  const senderOf = (req: { principal?: Principal }) => (req.principal?.kind === 'node' ? req.principal.peerId : undefined)
   return {
     volumeSnapshot: async ({ params: { ns, name }, body }) => {
       const { b } = authorOf(body)
@@ -84,26 +92,11 @@ export function volumeRoutes(c: VolumeApiComponents) {
       })
       return { node, fromUid: old.metadata.uid, revision: res.revision?.number }
     },
-    volumeReplicaManifest: async ({ params: { ns, name }, query, req }) => {
-      const repl = c.volumes().replication
-      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
-      return repl.manifest(ns, name, query.uid, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
-    },
-    volumeReplicaSync: async ({ params: { ns, name }, body, req }) => {
-      const repl = c.volumes().replication
-      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
-      return repl.receive(ns, name, isPlainObject(body) ? body : {}, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
-    },
-    volumeReplicaBlock: async ({ params: { ns, name }, query, req }) => {
-      const repl = c.volumes().replication
-      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
-      return repl.blockBase(ns, name, query.uid, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
-    },
-    volumeReplicaBlockSync: async ({ params: { ns, name }, body, req }) => {
-      const repl = c.volumes().replication
-      if (repl === undefined) throw new OrcError('unavailable', 'this node is not in a cluster: it keeps no replicas')
-      return repl.receiveBlocks(ns, name, isPlainObject(body) ? body : {}, req.principal?.kind === 'node' ? req.principal.peerId : undefined)
-    },
+    volumeReplicaManifest: async ({ params: { ns, name }, query, req }) => replication().manifest(ns, name, query.uid, senderOf(req)),
+    volumeReplicaSync: async ({ params: { ns, name }, body, req }) => replication().receive(ns, name, isPlainObject(body) ? body : {}, senderOf(req)),
+    volumeReplicaBlock: async ({ params: { ns, name }, query, req }) => replication().blockBase(ns, name, query.uid, senderOf(req)),
+    volumeReplicaBlockSync: async ({ params: { ns, name }, body, req }) =>
+      replication().receiveBlocks(ns, name, isPlainObject(body) ? body : {}, senderOf(req)),
     volumeExport: async ({ params: { ns, name }, query }) => {
       dropIdle()
       const id0 = typeof query.id === 'string' ? query.id : undefined

@@ -12,8 +12,8 @@
  *     start (copy-before-write: crash-consistent, like a power cut; ext4's journal handles that);
  *   - `qemu-img map --output=json` of the delta gives its allocated extents: only those travel.
  *
- * The pure parts are here (the delta's ranges, pieces, checks of a received sync, the journal's
- * apply); replicas.ts drives the sync and the replica's side.
+ * Here: the delta's ranges and pieces and the checks of a received sync (pure), and the file work
+ * they need (taking the delta through QMP, reading its ranges, applying the journal); replicas.ts drives the sync and the replica's side.
  */
 import { chmodSync, chownSync, closeSync, fsyncSync, openSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs'
 import type { CommandRunner } from '../../effects/index.ts'

@@ -362,6 +362,21 @@ export class VolumeReplication {
     return vol
   }
 
+  /** A received sync's id (checked: it names files) and the directory its pieces are staged in (made). */
+  private incoming(uid: string, body: Record<string, unknown>): { id: string; dir: string } {
+    const id = typeof body.id === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(body.id) ? body.id : undefined
+    if (id === undefined) throw new OrcError('invalid', 'id: a sync id (letters, digits, - and _)')
+    const dir = this.replicaDir(uid)
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    return { id, dir }
+  }
+
+  /** A new sync (file or block level): a change set left by a crash is applied first, partial transfers dropped. */
+  private async startIncoming(uid: string, dir: string): Promise<void> {
+    await this.replay(uid)
+    for (const f of readdirSync(dir)) if (f.startsWith('incoming-')) rmSync(join(dir, f), { force: true })
+  }
+
   /** The replica's manifest (its copy made first, and a journal left by a crash applied). */
   async manifest(ns: string, name: string, uid: unknown, peerId: string | undefined): Promise<{ entries: ManifestEntry[] }> {
     const vol = this.checkSender(ns, name, uid, peerId)
@@ -375,15 +390,10 @@ export class VolumeReplication {
   async receive(ns: string, name: string, body: Record<string, unknown>, peerId: string | undefined): Promise<{ node: string; applied: boolean }> {
     const vol = this.checkSender(ns, name, body.uid, peerId)
     const uid = vol.metadata.uid
-    const id = typeof body.id === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(body.id) ? body.id : undefined
-    if (id === undefined) throw new OrcError('invalid', 'id: a sync id (letters, digits, - and _)')
-    const dir = this.replicaDir(uid)
-    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const { id, dir } = this.incoming(uid, body)
     const file = join(dir, `incoming-${id}.tar`)
     const offset = Number(body.offset)
-    // A new sync: a change set left by a crash is applied first, partial transfers dropped.
-    if (offset === 0) await this.replay(uid)
-    if (offset === 0) for (const f of readdirSync(dir)) if (f.startsWith('incoming-')) rmSync(join(dir, f), { force: true })
+    if (offset === 0) await this.startIncoming(uid, dir)
     const have = existsSync(file) ? statSync(file).size : 0
     if (!Number.isInteger(offset) || offset !== have) throw new OrcError('invalid', `offset ${String(body.offset)}: this node has ${have} bytes of sync ${id}`)
     if (typeof body.data !== 'string') throw new OrcError('invalid', 'data: base64 bytes')
@@ -452,18 +462,13 @@ export class VolumeReplication {
   async receiveBlocks(ns: string, name: string, body: Record<string, unknown>, peerId: string | undefined): Promise<{ node: string; applied: boolean }> {
     const vol = this.checkSender(ns, name, body.uid, peerId)
     const uid = vol.metadata.uid
-    const id = typeof body.id === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(body.id) ? body.id : undefined
-    if (id === undefined) throw new OrcError('invalid', 'id: a sync id (letters, digits, - and _)')
+    const { id, dir } = this.incoming(uid, body)
     const piece = Number(body.piece)
     if (!Number.isInteger(piece) || piece < 0) throw new OrcError('invalid', `piece ${String(body.piece)}: a piece number`)
-    const dir = this.replicaDir(uid)
-    mkdirSync(dir, { recursive: true, mode: 0o700 })
     const dataFile = join(dir, `incoming-${id}.blk`)
     const rangesFile = join(dir, `incoming-${id}.ranges`)
     if (piece === 0) {
-      // A new sync: a change set left by a crash is applied first, partial transfers dropped.
-      await this.replay(uid)
-      for (const f of readdirSync(dir)) if (f.startsWith('incoming-')) rmSync(join(dir, f), { force: true })
+      await this.startIncoming(uid, dir)
       const info = this.c.local.info(uid) ?? (await this.c.local.ensure({ uid, namespace: ns, name, sizeBytes: volumeBytes(vol.spec) }))
       if (info.backing !== 'loop')
         throw new OrcError('unavailable', `the copy of volume/${name} on node ${this.c.nodeName} is a directory: it takes no block-level sync`)
