@@ -338,6 +338,11 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         // judges against that one: both are in the set, since it holds every node, not the last.
         if (kind !== 'Pod') return undefined
         if (mine !== undefined && boundTo?.has(mine)) return undefined
+        // This replica knows no binding or pin of the pod at all (a node that restarted and is catching
+        // up): it cannot judge, and a refusal here would be repeated in every anti-entropy reply that
+        // carries the record (chaos seed 1952584088: one node refused a status write 177 times and did
+        // not converge). Judged only against bindings this replica knows.
+        if (boundTo === undefined || boundTo.size === 0) return undefined
         const where = [...(boundTo ?? [])].map(String)
         return `node ${mine ?? signer.id} may not write the status of pod/${name}: it was never bound to that node (${where.length > 0 ? `bound to ${where.join(', ')}` : 'not bound'} as far as this replica knows)`
       }

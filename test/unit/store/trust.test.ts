@@ -149,6 +149,21 @@ test('the lifecycle: status of a pod never bound to the writer refused; the old 
   }
 })
 
+test('a replica that knows no binding of a pod does not judge its lifecycle status (it would refuse it in every reply; chaos seed 1952584088)', async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    await A.apply(pod('unknown'), { author: 'user:alice', now: 6500 })
+    await sync(A, B)
+    await sync(A, C)
+    const fromB = outbox(B)
+    await B.patch(podRef('unknown'), [{ path: ['status', 'phase'], value: 'Running' }], { author: 'controller:lifecycle', now: 6501 })
+    await C.applyRemote(fromB[0]!)
+    assert.equal(C.get(podRef('unknown'))?.status?.phase, 'Running')
+  } finally {
+    await close()
+  }
+})
+
 test('the nodes a pod was bound to are kept on disk: after a restart the old node of a move still reports on its copy', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'orc-bound-'))
   t.after(() => rm(dir, { recursive: true, force: true }))
