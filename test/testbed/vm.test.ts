@@ -3,7 +3,8 @@
  * real WireGuard, real qemu): the guest (Debian's kernel + the test's busybox initramfs, TCG here)
  * boots on node a with its own IPv6 address from a's /64 — a tap in the VM's pod namespace, bridged
  * to its pod interface — and a pod on node b reaches it over the mesh (TCP to the guest's port,
- * answered by the guest). `orc logs vm/NAME` from node b is forwarded to a; the guest and its address
+ * answered by the guest); the guest's IPv4 connection to a host outside the cluster leaves masqueraded
+ * as node a, as a pod's does. `orc logs vm/NAME` from node b is forwarded to a; the guest and its address
  * survive a restart of a's agent; deleting the VM stops the guest by ACPI power-down and frees its address.
  */
 import assert from 'node:assert/strict'
@@ -13,6 +14,7 @@ import { dirname, join } from 'node:path'
 import { test } from 'node:test'
 import { busyboxImages } from '../fixtures/busybox-image.ts'
 import { buildGuest, GUEST_BANNER, GUEST_PORT, GUEST_READY, vmGuestMissing } from '../fixtures/vm-guest.ts'
+import { startTcpServer } from '../net/netns.ts'
 import { applyPod, podManifest, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
 
 test('testbed: a VM on node a gets an address from its /64 and a pod on node b reaches it over the mesh', { timeout: 900_000 }, async (t) => {
@@ -35,6 +37,9 @@ test('testbed: a VM on node a gets an address from its /64 and a pod on node b r
   await tb.join('b', 'a')
   const nodes = await waitMesh(tb, 'a', ['a', 'b'])
   const prefixA = String(nodes.get('a').network.prefix)
+  // An IPv4 host outside the cluster: it answers with the address it sees.
+  const outside = await startTcpServer(tb.external.ns, tb.external.ip, 9100)
+  t.after(() => outside.stop())
 
   await tb.orc('a', ['apply', '-f', '-'], {
     input: JSON.stringify({
@@ -44,7 +49,7 @@ test('testbed: a VM on node a gets an address from its /64 and a pod on node b r
       spec: {
         node: 'a',
         memory: '256Mi',
-        kernel: { path: guest.kernel, cmdline: 'panic=-1' },
+        kernel: { path: guest.kernel, cmdline: `panic=-1 orc.test.egress=${tb.external.ip}:9100` },
         initrd: { image: 'initramfs.gz' },
         network: 'pod',
         readyMarker: GUEST_READY,
@@ -67,6 +72,14 @@ test('testbed: a VM on node a gets an address from its /64 and a pod on node b r
   const logs = await tb.orc('b', ['logs', 'vm/guest'])
   assert.ok(logs.includes(GUEST_READY))
   assert.ok(logs.includes(`guest address ${st.ipv6} via fe80::1`), 'the guest took the address orc gave it on the command line')
+  // IPv4 egress as a pod's: the guest takes the VM's node-local 10.88.x.y, and the outside host sees node a's address.
+  assert.match(logs, /guest ipv4 10\.88\.\d+\.\d+ via 10\.88\.0\.1/)
+  const egress = await waitFor(
+    "the guest's IPv4 connection out answered",
+    async () => /guest egress answer: (\S+)/.exec(await tb.orc('a', ['logs', 'vm/guest']))?.[1],
+    60_000,
+  )
+  assert.equal(egress, tb.host('a').ip, "the outside host sees node a, not the guest's 10.88 address")
 
   // A pod on b connects to the guest's port over the mesh; the guest answers.
   const script = `for i in $(seq 1 60); do if nc -w 3 ${st.ipv6} ${GUEST_PORT}; then echo CONNECTED; break; fi; sleep 1; done; exec sleep 3600`

@@ -102,7 +102,9 @@ export interface NodeNetworkComponents {
 }
 
 /** What the lifecycle controller gets for a pod. */
-export type PodAttachment = { mode: 'ipv6'; ipv6: string; netnsPath: string } | { mode: 'loopback'; reason: string }
+export type PodAttachment =
+  /** `ipv4`: the pod's node-local egress address (10.88.0.0/16, masqueraded by the node), which a VM guest takes itself. */
+  { mode: 'ipv6'; ipv6: string; ipv4?: string; netnsPath: string } | { mode: 'loopback'; reason: string }
 
 /** The pod side of the node network, as the lifecycle controller uses it. */
 export interface PodNetworkHooks {
@@ -325,7 +327,7 @@ export class NodeNetwork implements PodNetworkHooks {
       await this.applyPods()
       const st = this.podStates.get(uid)
       if (st === undefined) throw new OrcError('internal', `pod network for ${uid} missing after set`)
-      return { mode: 'ipv6' as const, ipv6: st.ipv6, netnsPath: `/var/run/netns/${st.netns}` }
+      return { mode: 'ipv6' as const, ipv6: st.ipv6, ipv4: st.ipv4, netnsPath: `/var/run/netns/${st.netns}` }
     })
   }
 

@@ -27,6 +27,7 @@ import {
   vmMemoryBytes,
   vmNodeOf,
 } from '../../model/index.ts'
+import { EGRESS_IPV4_GATEWAY } from '../../net/index.ts'
 import {
   type CgroupUsage,
   type ContainerFence,
@@ -50,6 +51,8 @@ import { ensureVmTap, guestMac, VM_TAP } from './tap.ts'
 export const VM_CONTROLLER = 'controller:vm'
 /** The guest's default gateway: the node side of every pod's veth (PODNET_DEFAULTS.hostLinkLocal). */
 const GUEST_GATEWAY = 'fe80::1'
+/** The node side of every pod's egress IPv4 link (src/net/addressing.ts). */
+const GUEST_GATEWAY4 = EGRESS_IPV4_GATEWAY
 
 export interface VmTunables {
   /** How long start-qemu waits for qemu's QMP socket (qemu up, guest starting). */
@@ -180,11 +183,16 @@ export function markerScanner(file: string, marker: string): () => boolean {
   }
 }
 
-/** The kernel command line orc boots with: the user's, the serial console, and the guest's pod address. */
-export function guestCmdline(spec: Pick<VirtualMachineSpec, 'kernel'>, net: { ipv6: string } | undefined): string {
+/**
+ * The kernel command line orc boots with: the user's, the serial console, and the guest's pod
+ * addresses — its IPv6 (gateway the node's link-local) and its node-local egress IPv4 (gateway
+ * 10.88.0.1, masqueraded by the node as a pod's is).
+ */
+export function guestCmdline(spec: Pick<VirtualMachineSpec, 'kernel'>, net: { ipv6: string; ipv4?: string } | undefined): string {
   const parts = [spec.kernel?.cmdline ?? '']
   if (!/(^|\s)console=/.test(parts[0]!)) parts.push('console=ttyS0')
   if (net !== undefined) parts.push(`orc.ipv6=${net.ipv6}`, `orc.gateway=${GUEST_GATEWAY}`)
+  if (net?.ipv4 !== undefined) parts.push(`orc.ipv4=${net.ipv4}`, `orc.gateway4=${GUEST_GATEWAY4}`)
   return parts.filter((x) => x !== '').join(' ')
 }
 
@@ -568,7 +576,15 @@ class VmWorker {
         run: async () => {
           const obj = this.c.store.get(this.ref)
           if (obj === undefined || this.uid === undefined) throw new OrcError('not_found', 'the VM is gone')
-          const net = this.net?.mode === 'ipv6' ? { ipv6: this.net.ipv6, gateway: GUEST_GATEWAY, mac: guestMac(this.uid) } : undefined
+          const net =
+            this.net?.mode === 'ipv6'
+              ? {
+                  ipv6: this.net.ipv6,
+                  gateway: GUEST_GATEWAY,
+                  mac: guestMac(this.uid),
+                  ...(this.net.ipv4 !== undefined ? { ipv4: this.net.ipv4, gateway4: GUEST_GATEWAY4 } : {}),
+                }
+              : undefined
           const r = await prepareVmDisks(
             {
               run: this.c.run,

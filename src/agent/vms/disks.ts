@@ -93,22 +93,26 @@ export function noCloudFiles(
   return withNet({ metaData, userData: `#cloud-config\n${Object.keys(d).length > 0 ? stringify(d) : ''}` })
 }
 
-/** The guest's pod address, the node side of its link (fe80::1) and its NIC's MAC. */
+/** The guest's pod address, the node side of its link (fe80::1) and its NIC's MAC; its egress IPv4 and that link's node side (10.88.0.1). */
 export interface GuestNet {
   ipv6: string
   gateway: string
   mac: string
+  ipv4?: string
+  gateway4?: string
 }
 
 export type NoCloudFiles = { metaData: string; userData: string; networkConfig?: string }
 
 /**
  * network-config (version 2) for a guest with a pod address: its NIC (by MAC) gets `ADDR/128` and a
- * default route through the gateway, on-link, no DHCP or router advertisements — what the kernel
+ * default route through the gateway, on-link, no DHCP or router advertisements; with an egress
+ * IPv4, also `V4/32` and an IPv4 default route through 10.88.0.1, on-link (the node masquerades it) — what the kernel
  * command line's `orc.ipv6`/`orc.gateway` say to a kernel-booted guest, for a guest whose boot loader
  * orc does not control.
  */
 export function guestNetworkConfig(net: GuestNet): string {
+  const v4 = net.ipv4 !== undefined && net.gateway4 !== undefined
   return stringify(
     {
       version: 2,
@@ -119,8 +123,8 @@ export function guestNetworkConfig(net: GuestNet): string {
           dhcp4: false,
           dhcp6: false,
           'accept-ra': false,
-          addresses: [`${net.ipv6}/128`],
-          routes: [{ to: '::/0', via: net.gateway, 'on-link': true }],
+          addresses: [`${net.ipv6}/128`, ...(v4 ? [`${net.ipv4}/32`] : [])],
+          routes: [{ to: '::/0', via: net.gateway, 'on-link': true }, ...(v4 ? [{ to: '0.0.0.0/0', via: net.gateway4, 'on-link': true }] : [])],
         },
       },
     },

@@ -102,7 +102,7 @@ const vmSpec = s.object({
   /** Direct kernel boot (or bootDisk: one of the two). */
   kernel: s.object({
     ...bootFileFields,
-    /** The kernel command line; orc appends `console=ttyS0` and the guest's address (`orc.ipv6=…`). */
+    /** The kernel command line; orc appends `console=ttyS0` and the guest's addresses (`orc.ipv6=…`, `orc.ipv4=…`). */
     cmdline: s.string({ maxLength: 2048 }),
   }),
   initrd: s.object(bootFileFields),

@@ -150,6 +150,14 @@ test('disks: a good spec is accepted; the cloud-init files merge the Secret keys
       },
     },
   })
+  // With the VM's egress IPv4: its /32 and an IPv4 default route through the node's 10.88.0.1, on-link.
+  const nc4 = noCloudFiles(vmId, {}, [], { ipv6: 'fd00::2', gateway: 'fe80::1', mac: '52:54:00:12:34:56', ipv4: '10.88.7.9', gateway4: '10.88.0.1' })
+  const eth0 = (parse(nc4.networkConfig ?? '') as { ethernets: { eth0: { addresses: string[]; routes: unknown[] } } }).ethernets.eth0
+  assert.deepEqual(eth0.addresses, ['fd00::2/128', '10.88.7.9/32'])
+  assert.deepEqual(eth0.routes, [
+    { to: '::/0', via: 'fe80::1', 'on-link': true },
+    { to: '0.0.0.0/0', via: '10.88.0.1', 'on-link': true },
+  ])
   assert.equal(noCloudFiles(vmId, {}, []).networkConfig, undefined, 'no pod address: no network-config')
   assert.equal(noCloudFiles(vmId, {}, []).userData, '#cloud-config\n')
   // A script (or MIME, #include) is the user's own: passed as is.
@@ -220,6 +228,10 @@ test('boot files: by name in an image store, or a path under /boot or a store; a
 test('the guest command line gets the serial console and its pod address; the hash ignores runStrategy', () => {
   assert.equal(guestCmdline({ kernel: { cmdline: 'quiet' } }, undefined), 'quiet console=ttyS0')
   assert.equal(guestCmdline({ kernel: { cmdline: 'console=hvc0' } }, { ipv6: 'fd00::5' }), 'console=hvc0 orc.ipv6=fd00::5 orc.gateway=fe80::1')
+  assert.equal(
+    guestCmdline({ kernel: { cmdline: 'quiet' } }, { ipv6: 'fd00::5', ipv4: '10.88.3.4' }),
+    'quiet console=ttyS0 orc.ipv6=fd00::5 orc.gateway=fe80::1 orc.ipv4=10.88.3.4 orc.gateway4=10.88.0.1',
+  )
   const spec: VirtualMachineSpec = { node: 'n1', kernel: { path: '/boot/k' }, cpus: 1 }
   assert.equal(vmSpecHash({ ...spec, runStrategy: 'Halted' }), vmSpecHash(spec))
   assert.notEqual(vmSpecHash({ ...spec, cpus: 2 }), vmSpecHash(spec))
