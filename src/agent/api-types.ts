@@ -77,8 +77,8 @@ export interface FederationView {
 
 export interface FederationProposalView {
   id: string
-  action: 'admit' | 'remove' | 'quorum'
-  /** The cluster admitted or removed, or the new quorum. */
+  action: 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace'
+  /** The cluster admitted or removed, the new quorum, or the namespace shared or unshared. */
   target: string
   proposer: string
   author: string

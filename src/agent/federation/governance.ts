@@ -15,17 +15,25 @@
  *   within PROPOSAL_TTL_MS lapses: later approvals do not count.
  * - `cluster <c> removed from the federation (proposal <id>)`: the deletion of `Cluster/<c>` once
  *   the removal passed. A cluster's own deletion of its object (leaving) needs nobody's approval.
+ * - `propose <id>: share-namespace <ns>; …` / `unshare-namespace <ns>` share one more namespace or
+ *   stop sharing one; `share namespace <ns> (proposal <id>)` (or `unshare …`) is the write of
+ *   `spec.namespaces` once it passed. Which namespaces are shared is derived from the passed
+ *   proposals (sharedNamespaces), never from that field.
  *
- * Every replica checks on receipt (checkMembershipChanges) that a removal names a passed proposal
- * and that a cluster's object coming (back) to life is backed by a passed admission, and refuses
- * the update otherwise, before anything is stored.
+ * Every replica checks on receipt (checkMembershipChanges) that a removal names a passed proposal,
+ * that a cluster's object coming (back) to life is backed by a passed admission, and that a change
+ * of the shared namespaces names a passed share or unshare, and refuses the update otherwise,
+ * before anything is stored.
  */
 import { type Random, randomHex } from '../../effects/index.ts'
 import { OrcError, refOfKey } from '../../model/index.ts'
 import type { ObjectStore, Revision } from '../../store/index.ts'
 import { clusterOfAuthor, isClusterName } from './membership.ts'
 
-export type ProposalAction = 'admit' | 'remove' | 'quorum'
+export type ProposalAction = 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace'
+
+/** The actions whose target is a namespace (sharing one more, or no longer sharing one). */
+export const NAMESPACE_ACTIONS: ReadonlySet<ProposalAction> = new Set(['share-namespace', 'unshare-namespace'])
 
 export interface Approval {
   cluster: string
@@ -36,7 +44,7 @@ export interface Approval {
 export interface Proposal {
   id: string
   action: ProposalAction
-  /** The cluster admitted or removed; for `quorum`, the new setting (`default` or a number). */
+  /** The cluster admitted or removed; for `quorum`, the new setting (`default` or a number); the namespace shared or unshared. */
   target: string
   /** The member clusters as the proposer saw them. */
   members: string[]
@@ -67,6 +75,8 @@ export interface WireRecord {
   a: string
   r: string
   t: number
+  /** The changes it made (paths and values), when the record carries them. */
+  c?: ReadonlyArray<readonly [string, readonly string[], ...unknown[]]>
 }
 
 export interface GovRecord {
@@ -78,11 +88,14 @@ export interface GovRecord {
   time: number
 }
 
-const ID = '(?:admit|remove|quorum)-[a-z0-9-]{1,70}-[0-9a-f]{6}'
-const PROPOSE = new RegExp(`^propose (${ID}): (admit|remove|quorum) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})$`)
+const ACTIONS = 'admit|remove|quorum|share-namespace|unshare-namespace'
+const ID = `(?:${ACTIONS})-[a-z0-9-]{1,70}-[0-9a-f]{6}`
+const PROPOSE = new RegExp(`^propose (${ID}): (${ACTIONS}) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})$`)
 const APPROVE = new RegExp(`^approve (${ID})$`)
 const WITHDRAW = new RegExp(`^withdraw (${ID})$`)
 const REMOVED = new RegExp(`^cluster ([a-z0-9-]{1,63}) removed from the federation \\(proposal (${ID})\\)$`)
+/** The write of a passed share or unshare into `spec.namespaces` (a mirror: replicas read the proposals). */
+const SHARED = new RegExp(`^(share|unshare) namespace ([a-z0-9-]{1,63}) \\(proposal (${ID})\\)$`)
 export const PROPOSAL_ID = new RegExp(`^${ID}$`)
 /**
  * A proposal not passed within this time lapses: approvals dated later do not count, and it no
@@ -133,6 +146,27 @@ export function removalReason(cluster: string, id: string): string {
   return `cluster ${cluster} removed from the federation (proposal ${id})`
 }
 
+/** The reason of the write that mirrors a passed share or unshare in `spec.namespaces`. */
+export function namespacesReason(action: 'share-namespace' | 'unshare-namespace', namespace: string, id: string): string {
+  return `${action === 'share-namespace' ? 'share' : 'unshare'} namespace ${namespace} (proposal ${id})`
+}
+
+/**
+ * The namespaces a federation shares: `base` (what this cluster learned when it created or joined
+ * the federation) with every passed share and unshare applied in the order they passed. Only the
+ * proposals' records decide: a namespace some proposal touched is shared exactly when the last one
+ * that passed shared it, whatever `spec.namespaces` says.
+ */
+export function sharedNamespaces(base: readonly string[], gov: Governance): string[] {
+  const out = new Set(base)
+  const passed = gov.proposals.filter((p) => NAMESPACE_ACTIONS.has(p.action) && p.passedAt !== undefined)
+  for (const p of passed.sort((a, b) => a.passedAt! - b.passedAt! || (a.id < b.id ? -1 : 1))) {
+    if (p.action === 'share-namespace') out.add(p.target)
+    else out.delete(p.target)
+  }
+  return [...out].sort()
+}
+
 /** A proposal's id: the action, the target and 3 random bytes from the injected source. */
 export function newProposalId(action: ProposalAction, target: string, random: Random): string {
   return `${action}-${target}-${randomHex(random, 3)}`
@@ -156,7 +190,7 @@ export function replay(records: readonly GovRecord[]): Governance {
     p.passedAt = at
     if (p.action === 'quorum') quorum = p.target === 'default' ? undefined : Number(p.target)
     else if (p.action === 'remove') removed.add(p.target)
-    else removed.delete(p.target)
+    else if (p.action === 'admit') removed.delete(p.target)
   }
   for (const r of [...records].sort(byTime)) {
     const cluster = clusterOfAuthor(r.author)
@@ -165,6 +199,7 @@ export function replay(records: readonly GovRecord[]): Governance {
     if (pm !== null) {
       const [, id, action, target, list] = pm as unknown as [string, string, ProposalAction, string, string]
       if (proposals.has(id!) || removed.has(cluster)) continue
+      // A cluster's name and a namespace are both DNS labels.
       if (action === 'quorum' ? !(target === 'default' || /^[1-9][0-9]?$/.test(target)) : !isClusterName(target)) continue
       const members = [...new Set(list.split(',').filter(isClusterName))].slice(0, MAX_MEMBERS)
       if (!members.includes(cluster)) continue
@@ -208,8 +243,18 @@ export function govRecordOfRevision(h: Revision): GovRecord {
   return { id: h.id, key: h.key, op: h.op, author: h.author, reason: h.reason, time: h.time }
 }
 
-function govRecordOfWire(r: WireRecord): GovRecord {
-  return { id: r.i, key: r.k, op: r.o, author: r.a, reason: r.r, time: r.t }
+function govRecordOfWire(r: WireRecord): GovRecord & { changes?: WireRecord['c'] } {
+  return { id: r.i, key: r.k, op: r.o, author: r.a, reason: r.r, time: r.t, ...(r.c !== undefined ? { changes: r.c } : {}) }
+}
+
+/** Does a record's change list touch `spec.namespaces` (set or unset it, or anything above or below it)? */
+function touchesNamespaces(changes: WireRecord['c']): boolean {
+  if (!Array.isArray(changes)) return false
+  return changes.some((c) => {
+    const path = Array.isArray(c?.[1]) ? (c[1] as unknown[]) : []
+    const want = ['spec', 'namespaces']
+    return want.slice(0, Math.min(path.length, 2)).every((w, i) => path[i] === w)
+  })
 }
 
 const federationKey = (name: string) => `Federation//${name}`
@@ -237,6 +282,8 @@ export async function governanceOf(store: Pick<ObjectStore, 'list' | 'history'>)
  *   went, unless `c` created the federation and never went;
  * - a proposal must list every member cluster this replica knows at that point (apart from one
  *   that goes later in the same update): a proposer cannot lower the quorum by leaving clusters out;
+ * - a write of `spec.namespaces` (after create) must be the mirror of a passed share or unshare
+ *   proposal naming that namespace (`share namespace <ns> (proposal <id>)`);
  * - no proposal, approval, admission or removal may be dated more than
  *   MAX_GOVERNANCE_CLOCK_SKEW_MS after `now` (this replica's clock).
  *
@@ -261,7 +308,11 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
       `federation update: revision ${ahead.id} of ${ahead.key} by ${ahead.author} is dated ${new Date(ahead.time).toISOString()}, more than ${MAX_GOVERNANCE_CLOCK_SKEW_MS / 60_000} min ahead of this node's clock: refused`,
       { revision: ahead.id, time: ahead.time },
     )
-  if (membership.length === 0 && proposals.length === 0) return
+  // Writes of the shared namespaces (spec.namespaces) after create: each must mirror a passed share or unshare.
+  const namespaceWrites = incoming.filter(
+    (r) => r.key.startsWith('Federation//') && r.op !== 'create' && (SHARED.test(r.reason) || touchesNamespaces(r.changes)),
+  )
+  if (membership.length === 0 && proposals.length === 0 && namespaceWrites.length === 0) return
   const live = new Set(store.list('Cluster').map((o) => o.metadata.name))
   // Only a record that deletes another cluster's object or creates one matters (an update of an
   // object deleted here meanwhile, e.g. a node summary written concurrently with a removal, does not).
@@ -269,7 +320,7 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
     const c = refOfKey(r.key).name
     return r.op === 'delete' ? state.has(c) && clusterOfAuthor(r.author) !== c : r.op === 'create' && !state.has(c)
   }
-  if (proposals.length === 0 && !membership.some((r) => matters(r, live))) return
+  if (proposals.length === 0 && namespaceWrites.length === 0 && !membership.some((r) => matters(r, live))) return
   const localName = federationName(store)
   const fedName = localName ?? refOfKey(incoming.find((r) => r.key.startsWith('Federation//'))?.key ?? '').name
   if (fedName === '') throw new OrcError('unavailable', 'federation update: membership changes arrived before the Federation object')
@@ -281,6 +332,29 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
   const fedIncoming = incoming.filter((r) => r.key === federationKey(fedName) && !known.has(r.id))
   const fedRecords = [...fedLocal, ...fedIncoming]
   const gov = replay(fedRecords)
+  for (const r of namespaceWrites) {
+    const m = SHARED.exec(r.reason)
+    if (m === null)
+      throw new OrcError(
+        'forbidden',
+        `federation update: ${r.author} changes the shared namespaces (spec.namespaces of ${r.key}) without a passed share-namespace or unshare-namespace proposal (revision ${r.id})`,
+        { revision: r.id, author: r.author },
+      )
+    const [, verb, ns, id] = m as unknown as [string, string, string, string]
+    const action: ProposalAction = verb === 'share' ? 'share-namespace' : 'unshare-namespace'
+    const p = gov.proposals.find((x) => x.id === id)
+    if (p !== undefined && (p.action !== action || p.target !== ns))
+      throw new OrcError('forbidden', `federation update: ${r.author} writes "${r.reason}", but proposal ${id} is ${p.action} ${p.target} (revision ${r.id})`, {
+        revision: r.id,
+        proposal: id,
+      })
+    if (p === undefined || p.passedAt === undefined)
+      throw new OrcError(
+        'unavailable',
+        `federation update: ${verb === 'share' ? 'sharing' : 'unsharing'} namespace ${ns} by ${r.author} names proposal ${id}, which ${p === undefined ? 'is not known here' : `has ${p.approvals.length} of ${p.required} approvals`}`,
+        { namespace: ns, proposal: id },
+      )
+  }
   const creator = clusterOfAuthor(fedRecords.filter((r) => r.op === 'create').sort(byTime)[0]?.author ?? '')
   // When cluster c last went before `t` (this replica's history and the update's deletions).
   const deletions = new Map<string, number[]>()

@@ -9,6 +9,7 @@ export {
   proposalState,
   replay as replayGovernance,
   required as requiredApprovals,
+  sharedNamespaces,
 } from './governance.ts'
 export { type SharedLogsComponents, sharedPodLogs, sharedPodStreams } from './logs.ts'
 export {

@@ -155,8 +155,9 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   /**
    * One subscription on the cluster store and on every federation scope's store, following the
    * federations that start and stop after it was made. When a scope's namespaces become visible
-   * (a federation started or joined), `fn` hears of every object it holds in them, as if each had
-   * just changed: a watcher (the DNS zone, a controller) sees them as it would see a new object.
+   * (a federation started or joined, or a namespace was shared or unshared after), `fn` hears of
+   * every object it holds in them, and of the cluster's own there, as if each had just changed: a
+   * watcher (the DNS zone, a controller) sees them as it would see a new object.
    */
   const subscribeAll = (sub: (s: ObjectStore, fn: (keys: string[]) => void) => () => void, fn: (keys: string[]) => void): (() => void) => {
     const offOwn = sub(own, fn)
@@ -178,7 +179,11 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
         }
         const fresh = namespaces.filter((n) => !w.namespaces.has(n))
         for (const n of fresh) w.namespaces.add(n)
-        if (fresh.length > 0) fn([...keysIn(store, new Set(fresh)), ...keysIn(own, new Set(fresh))])
+        // A namespace no longer shared (unshared after create): its objects go from view, the cluster's own come back.
+        const gone = new Set([...w.namespaces].filter((n) => !namespaces.includes(n)))
+        for (const n of gone) w.namespaces.delete(n)
+        const changed = new Set([...fresh, ...gone])
+        if (changed.size > 0) fn([...keysIn(store, changed), ...keysIn(own, changed)])
       }
     }
     for (const s of router.scopes()) watched.set(s.scope.store, { off: sub(s.scope.store, fn), namespaces: new Set(s.namespaces) })

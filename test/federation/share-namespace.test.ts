@@ -1,0 +1,103 @@
+// Sharing a namespace after create, and unsharing it, with three clusters (one node each, real
+// LevelDB stores, real libp2p hosts on loopback): what a user would notice — one cluster alone
+// cannot share a namespace (two of three must approve), a share forged by a member is refused by
+// the others, a passed share replicates the namespace to every cluster and puts each cluster's own
+// objects in it to sleep, an unshare gives each cluster copies in its own scope and wakes its own
+// objects; bad requests are refused with the reason and write nothing.
+
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { pod } from '../helpers/store.ts'
+import { waitFor } from '../mesh/helpers.ts'
+import { inNs, ref, three } from './helpers.ts'
+
+const fedRef = { kind: 'Federation', namespace: '', name: 'shared' }
+
+test('three clusters: a namespace shared after create once two approve (a forged share is refused), then unshared with kept copies', async (t) => {
+  const { a, b, c } = await three(t)
+  const all = [a, b, c]
+  const fa = a.fm.get('shared')!
+  const fb = b.fm.get('shared')!
+  const fc = c.fm.get('shared')!
+  // Home has a pod of its own in `web` before it is shared.
+  await a.api.apply(inNs('web', pod('early')), { author: 'user:alice', now: Date.now() })
+
+  // Refused with the reason, nothing written.
+  const fedBefore = (await fa.store.history(fedRef)).length
+  await assert.rejects(a.fm.propose('shared', 'share-namespace', 'default', 'user:alice'), /namespace default holds every object applied without -n/)
+  await assert.rejects(a.fm.propose('shared', 'share-namespace', 'shared', 'user:alice'), /namespace shared is already shared in federation shared/)
+  await assert.rejects(a.fm.propose('shared', 'share-namespace', 'Web_1', 'user:alice'), /namespace: must be a DNS label/)
+  await assert.rejects(a.fm.propose('shared', 'unshare-namespace', 'web', 'user:alice'), /namespace web is not shared in federation shared/)
+  await assert.rejects(a.fm.propose('shared', 'unshare-namespace', 'shared', 'user:alice'), /the only namespace federation shared shares/)
+  await assert.rejects(a.fm.propose('shared', 'share', 'web', 'user:alice'), /action: must be admit, remove, quorum, share-namespace or unshare-namespace/)
+  assert.equal((await fa.store.history(fedRef)).length, fedBefore)
+
+  // Home proposes: one approval of two, nothing shared yet.
+  const { proposal } = await a.fm.propose('shared', 'share-namespace', 'web', 'user:alice')
+  assert.deepEqual([proposal.state, proposal.approvals.length, proposal.required], ['pending', 1, 2])
+  await assert.rejects(a.fm.propose('shared', 'share-namespace', 'web', 'user:alice'), /is pending already/)
+  await waitFor('cloud and edge have the proposal', () =>
+    [b, c].every((s) => (s.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === proposal.id)),
+  )
+  for (const s of all) assert.equal(s.fm.scopeOf('web'), undefined)
+
+  // A modified home agent writes the share as if it had passed: cloud and edge refuse it, and
+  // nobody (home included: it reads the proposals, not the field) shares `web`.
+  await fa.store.patch(fedRef, [{ path: ['spec', 'namespaces'], value: ['shared', 'web'] }], {
+    author: 'user:alice@home',
+    reason: `share namespace web (proposal ${proposal.id})`,
+    now: Date.now(),
+  })
+  await fa.mesh.syncNow().catch(() => undefined)
+  await c.api.apply(inNs('shared', pod('edge-after-forgery')), { author: 'user:erin', now: Date.now() })
+  await waitFor('cloud still gets edge writes', () => b.api.get(ref('shared', 'edge-after-forgery')) !== undefined, 30_000)
+  for (const f of [fb, fc]) assert.deepEqual(f.store.get(fedRef)?.spec?.namespaces, ['shared'], 'the forged share was refused')
+  for (const s of all) assert.deepEqual(s.fm.status('shared').namespaces, ['shared'])
+  assert.ok(a.api.get(ref('web', 'early')), "home's own pod in web is still its own")
+
+  // Cloud approves: passed; every cluster shares `web`.
+  const passed = await b.fm.approve('shared', proposal.id, 'user:bob')
+  assert.equal(passed.proposal.state, 'passed')
+  await waitFor('every cluster shares web', () => all.every((s) => s.fm.status('shared').namespaces?.includes('web') && s.fm.scopeOf('web')), 30_000)
+  for (const s of all) assert.deepEqual(s.fm.status('shared').namespaces, ['shared', 'web'])
+  // Cloud's write of spec.namespaces (it completed the proposal) is accepted by every replica.
+  await waitFor('every replica has the mirror', () =>
+    [fa, fb, fc].every((f) => JSON.stringify(f.store.get(fedRef)?.spec?.namespaces) === JSON.stringify(['shared', 'web'])),
+  )
+  // Each cluster's record of the federation follows (what its other nodes follow): status.namespaces.
+  for (const s of all)
+    await waitFor('the cluster record lists web', () => JSON.stringify(s.store.get(fedRef)?.status?.namespaces) === JSON.stringify(['shared', 'web']))
+  // Home's own pod in web is dormant (hidden behind the federation's scope), not deleted.
+  assert.equal(a.api.get(ref('web', 'early')), undefined)
+  assert.ok(a.store.get(ref('web', 'early')))
+  // A pod applied in web on edge reaches home and cloud.
+  await c.api.apply(inNs('web', pod('from-edge')), { author: 'user:erin', now: Date.now() })
+  await waitFor('home and cloud have edge’s pod in web', () => [a, b].every((s) => s.api.get(ref('web', 'from-edge')) !== undefined), 30_000)
+  assert.equal(a.store.get(ref('web', 'from-edge')), undefined, 'in the federation’s document, not home’s own scope')
+  const hist = await a.api.history(ref('web', 'from-edge'))
+  assert.equal(hist[0]!.author, 'user:erin@edge')
+
+  // Edge proposes the unshare, home approves: every cluster keeps a copy in its own scope.
+  const un = await c.fm.propose('shared', 'unshare-namespace', 'web', 'user:erin')
+  assert.equal(un.proposal.state, 'pending')
+  await waitFor('home has the unshare proposal', () => (a.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === un.proposal.id))
+  assert.equal((await a.fm.approve('shared', un.proposal.id, 'user:alice')).proposal.state, 'passed')
+  await waitFor('no cluster shares web any more', () => all.every((s) => !s.fm.status('shared').namespaces?.includes('web')), 30_000)
+  for (const s of all) {
+    await waitFor('a kept copy of edge’s pod in the cluster’s own scope', () => s.store.get(ref('web', 'from-edge')) !== undefined, 30_000)
+    const kept = await s.store.history(ref('web', 'from-edge'))
+    assert.match(kept.at(-1)!.reason, /^kept from federation shared \(namespace web unshared\)/)
+    assert.equal(s.fm.scopeOf('web'), undefined)
+  }
+  for (const s of all)
+    await waitFor('the cluster record drops web', () => JSON.stringify(s.store.get(fedRef)?.status?.namespaces) === JSON.stringify(['shared']))
+  // Home's own pod is its own again; the namespace's objects stay in the document, unused.
+  assert.ok(a.api.get(ref('web', 'early')))
+  assert.ok(fa.store.get(ref('web', 'from-edge')))
+  // Writes to web stay in each cluster now.
+  await b.api.apply(inNs('web', pod('cloud-only')), { author: 'user:bob', now: Date.now() })
+  await b.api.apply(inNs('shared', pod('after-unshare')), { author: 'user:bob', now: Date.now() })
+  await waitFor('home gets cloud’s later write in shared', () => a.api.get(ref('shared', 'after-unshare')) !== undefined, 30_000)
+  assert.equal(a.api.get(ref('web', 'cloud-only')), undefined)
+  assert.equal(fb.store.get(ref('web', 'cloud-only')), undefined)
+})
