@@ -227,6 +227,8 @@ export class FederationManager implements ScopeRouter {
   private readonly invites = new Map<string, number>()
   /** Per federation id: the admin who last issued a token here (an admission it implies is written as theirs). */
   private readonly tokenAuthors = new Map<string, string>()
+  /** `<federation id>/<namespace>`: a share this cluster keeps in another federation (said once in the log). */
+  private readonly heldElsewhere = new Set<string>()
   /** Federation ids whose local state is being set up or torn down right now. */
   private readonly busy = new Set<string>()
   private podHost: FederationPodHost | undefined
@@ -1358,11 +1360,14 @@ export class FederationManager implements ScopeRouter {
     return all.filter((ns) => {
       const other = [...this.running.values()].find((x) => x !== r && x.cfg.namespaces.includes(ns))
       if (other === undefined) return true
-      if (!r.cfg.namespaces.includes(ns))
+      const key = `${r.cfg.id}/${ns}`
+      if (!this.heldElsewhere.has(key)) {
+        this.heldElsewhere.add(key)
         this.log.warn(
           { federation: r.cfg.name, namespace: ns, other: other.cfg.name },
           'a namespace shared by this federation is shared by another federation here already: this cluster keeps it in the other one',
         )
+      }
       return false
     })
   }
