@@ -77,11 +77,15 @@ test('three clusters: a namespace shared after create once two approve (a forged
   const hist = await a.api.history(ref('web', 'from-edge'))
   assert.equal(hist[0]!.author, 'user:erin@edge')
 
-  // Edge proposes the unshare, home approves: every cluster keeps a copy in its own scope.
-  const un = await c.fm.propose('shared', 'unshare-namespace', 'web', 'user:erin')
+  // Edge's agent is down while cloud proposes the unshare and home approves; when edge starts again
+  // it learns the unshare from the document and catches up. Every cluster keeps a copy in its own scope.
+  await c.fm.stop()
+  const un = await b.fm.propose('shared', 'unshare-namespace', 'web', 'user:bob')
   assert.equal(un.proposal.state, 'pending')
   await waitFor('home has the unshare proposal', () => (a.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === un.proposal.id))
   assert.equal((await a.fm.approve('shared', un.proposal.id, 'user:alice')).proposal.state, 'passed')
+  await waitFor('home and cloud no longer share web', () => [a, b].every((s) => !s.fm.status('shared').namespaces?.includes('web')), 30_000)
+  await c.restart()
   await waitFor('no cluster shares web any more', () => all.every((s) => !s.fm.status('shared').namespaces?.includes('web')), 30_000)
   for (const s of all) {
     await waitFor('a kept copy of edge’s pod in the cluster’s own scope', () => s.store.get(ref('web', 'from-edge')) !== undefined, 30_000)
