@@ -62,6 +62,8 @@ export interface FederationView {
   id: string
   cluster: string
   namespaces: string[]
+  /** Shared namespaces whose share names its writers: the clusters whose users write in each. */
+  writers?: Record<string, string[]>
   state: FederationState
   peerId?: string
   addresses?: string[]
@@ -84,6 +86,8 @@ export interface FederationProposalView {
   author: string
   at: number
   members: string[]
+  /** A share-namespace's writers: the clusters whose users write in the namespace while it lasts. */
+  writers?: string[]
   required: number
   approvals: Array<{ cluster: string; author: string; at: number }>
   /** expired: not passed within 7 days of being made (approvals after that do not count). */

@@ -105,3 +105,45 @@ test('three clusters: a namespace shared after create once two approve (a forged
   assert.equal(a.api.get(ref('web', 'cloud-only')), undefined)
   assert.equal(fb.store.get(ref('web', 'cloud-only')), undefined)
 })
+
+test('three clusters: a namespace shared with --writers home: cloud’s users read it, are refused writing with the reason, and a forged cloud write is refused by home and edge', async (t) => {
+  const { a, b, c } = await three(t)
+  const fa = a.fm.get('shared')!
+  const fb = b.fm.get('shared')!
+  const fc = c.fm.get('shared')!
+  await assert.rejects(
+    a.fm.propose('shared', 'share-namespace', 'docs', 'user:alice', { writers: ['home', 'mars'] }),
+    /writers: mars is not a member cluster of federation shared \(members: cloud, edge, home\)/,
+  )
+  await assert.rejects(a.fm.propose('shared', 'admit', 'mars', 'user:alice', { writers: ['home'] }), /writers: only a share-namespace proposal names/)
+  const { proposal } = await a.fm.propose('shared', 'share-namespace', 'docs', 'user:alice', { writers: ['home'] })
+  assert.deepEqual(proposal.writers, ['home'])
+  await waitFor('cloud has the proposal', () => (b.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === proposal.id))
+  assert.equal((await b.fm.approve('shared', proposal.id, 'user:bob')).proposal.state, 'passed')
+  await waitFor('every cluster shares docs, written by home', () => [a, b, c].every((s) => s.fm.status('shared').writers?.docs?.join() === 'home'), 30_000)
+
+  // Home's users write; every cluster reads it.
+  await a.api.apply(inNs('docs', pod('page')), { author: 'user:alice', now: Date.now() })
+  await waitFor('cloud and edge read home’s pod in docs', () => [b, c].every((s) => s.api.get(ref('docs', 'page')) !== undefined), 30_000)
+  // Cloud's users are refused with the reason; nothing is written.
+  const before = (await fb.store.history(ref('docs', 'page'))).length
+  await assert.rejects(
+    b.api.apply(inNs('docs', pod('mine')), { author: 'user:bob', now: Date.now() }),
+    (e: any) => e.code === 'forbidden' && /namespace docs of federation shared is written by the users of home only: cluster cloud reads it/.test(e.message),
+  )
+  await assert.rejects(b.api.delete(ref('docs', 'page'), { author: 'user:bob', now: Date.now() }), /written by the users of home only/)
+  assert.equal(b.api.get(ref('docs', 'mine')), undefined)
+  assert.equal((await fb.store.history(ref('docs', 'page'))).length, before)
+  // Other namespaces are not restricted: cloud still writes in shared.
+  await b.api.apply(inNs('shared', pod('from-cloud')), { author: 'user:bob', now: Date.now() })
+  await waitFor('home gets cloud’s pod in shared', () => a.api.get(ref('shared', 'from-cloud')) !== undefined, 30_000)
+
+  // A modified cloud agent writes into the document directly, as its user: home and edge refuse it.
+  const misbehaved = Promise.all([fa, fc].map((f) => new Promise<string>((res) => f.mesh.on('peer:misbehaved', (e: { reason: string }) => res(e.reason)))))
+  await fb.store.apply(inNs('docs', pod('forged')), { author: 'user:bob@cloud', now: Date.now() })
+  await fb.mesh.syncNow().catch(() => undefined)
+  const reasons = await Promise.race([misbehaved, new Promise<string[]>((r) => setTimeout(() => r(['none']), 15_000))])
+  for (const why of reasons) assert.match(why, /user:bob@cloud wrote Pod\/docs\/forged .* namespace docs is written by the users of home only/)
+  assert.equal(fa.store.get(ref('docs', 'forged')), undefined)
+  assert.equal(fc.store.get(ref('docs', 'forged')), undefined)
+})

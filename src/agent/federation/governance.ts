@@ -48,6 +48,8 @@ export interface Proposal {
   target: string
   /** The member clusters as the proposer saw them. */
   members: string[]
+  /** A share-namespace's writers: only these clusters' users write in the namespace while this share lasts (undefined: every member's). */
+  writers?: string[]
   proposer: string
   author: string
   at: number
@@ -90,7 +92,7 @@ export interface GovRecord {
 
 const ACTIONS = 'admit|remove|quorum|share-namespace|unshare-namespace'
 const ID = `(?:${ACTIONS})-[a-z0-9-]{1,70}-[0-9a-f]{6}`
-const PROPOSE = new RegExp(`^propose (${ID}): (${ACTIONS}) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})$`)
+const PROPOSE = new RegExp(`^propose (${ID}): (${ACTIONS}) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})(?:; writers ([a-z0-9,-]{1,8000}))?$`)
 const APPROVE = new RegExp(`^approve (${ID})$`)
 const WITHDRAW = new RegExp(`^withdraw (${ID})$`)
 const REMOVED = new RegExp(`^cluster ([a-z0-9-]{1,63}) removed from the federation \\(proposal (${ID})\\)$`)
@@ -130,8 +132,9 @@ export function required(action: ProposalAction, n: number, setting?: number): n
   return Math.max(1, Math.min(base, voters))
 }
 
-export function proposeReason(id: string, action: ProposalAction, target: string, members: readonly string[]): string {
-  return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}`
+export function proposeReason(id: string, action: ProposalAction, target: string, members: readonly string[], writers?: readonly string[]): string {
+  const w = action === 'share-namespace' && writers !== undefined && writers.length > 0 ? `; writers ${[...new Set(writers)].sort().join(',')}` : ''
+  return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}${w}`
 }
 
 export function approveReason(id: string): string {
@@ -144,6 +147,20 @@ export function withdrawReason(id: string): string {
 
 export function removalReason(cluster: string, id: string): string {
   return `cluster ${cluster} removed from the federation (proposal ${id})`
+}
+
+/**
+ * The clusters whose users may write in namespace `ns` at time `t`: the writers of the share of
+ * `ns` in force then (the last share or unshare of it that passed by `t`), undefined when every
+ * member's may (no writers given, a namespace shared at create, or not shared by a proposal then).
+ */
+export function writersAt(gov: Governance, ns: string, t: number): readonly string[] | undefined {
+  let last: Proposal | undefined
+  for (const p of gov.proposals) {
+    if (!NAMESPACE_ACTIONS.has(p.action) || p.target !== ns || p.passedAt === undefined || p.passedAt > t) continue
+    if (last === undefined || p.passedAt > last.passedAt! || (p.passedAt === last.passedAt && p.id > last.id)) last = p
+  }
+  return last?.action === 'share-namespace' ? last.writers : undefined
 }
 
 /** The reason of the write that mirrors a passed share or unshare in `spec.namespaces`. */
@@ -197,17 +214,21 @@ export function replay(records: readonly GovRecord[]): Governance {
     if (cluster === undefined) continue
     const pm = PROPOSE.exec(r.reason)
     if (pm !== null) {
-      const [, id, action, target, list] = pm as unknown as [string, string, ProposalAction, string, string]
+      const [, id, action, target, list, writerList] = pm as unknown as [string, string, ProposalAction, string, string, string | undefined]
       if (proposals.has(id!) || removed.has(cluster)) continue
       // A cluster's name and a namespace are both DNS labels.
       if (action === 'quorum' ? !(target === 'default' || /^[1-9][0-9]?$/.test(target)) : !isClusterName(target)) continue
       const members = [...new Set(list.split(',').filter(isClusterName))].slice(0, MAX_MEMBERS)
       if (!members.includes(cluster)) continue
+      // Writers go with a share only, and name member clusters.
+      const writers = writerList === undefined ? undefined : [...new Set(writerList.split(','))].sort()
+      if (writers !== undefined && (action !== 'share-namespace' || writers.some((w) => !members.includes(w)))) continue
       const p: Proposal = {
         id,
         action,
         target,
         members,
+        ...(writers !== undefined ? { writers } : {}),
         proposer: cluster,
         author: r.author,
         at: r.time,
@@ -424,5 +445,38 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
         { cluster: c },
       )
     state.add(c)
+  }
+}
+
+/**
+ * Refuse (before the store sees it) an update holding a user's (any non-controller's) write in a namespace whose share
+ * names its writers, by a user of a cluster not among them at the write's date (writersAt). The
+ * writer's own API refuses such a write first (routed-store.ts); a replica that receives one anyway
+ * was sent it by a modified agent (`forbidden`: the sender is scored down). Controllers' writes are
+ * not judged: every member cluster's run, bind and report the namespace's pods.
+ */
+export async function checkNamespaceWriters(update: readonly WireRecord[], store: Pick<ObjectStore, 'list' | 'history'>): Promise<void> {
+  // Every author but the clusters' controllers: users, and anything a modified agent might call itself.
+  const writes = update.filter((r) => !r.a.startsWith('controller:') && refOfKey(r.k).namespace !== '')
+  if (writes.length === 0) return
+  const incoming = update.map(govRecordOfWire)
+  const localName = federationName(store)
+  const name = localName ?? refOfKey(incoming.find((r) => r.key.startsWith('Federation//'))?.key ?? '').name
+  if (name === '') return
+  const local =
+    localName === undefined ? [] : (await store.history({ kind: 'Federation', namespace: '', name }).catch(() => [] as Revision[])).map(govRecordOfRevision)
+  const known = new Set(local.map((r) => r.id))
+  const gov = replay([...local, ...incoming.filter((r) => r.key === federationKey(name) && !known.has(r.id))])
+  if (!gov.proposals.some((p) => p.writers !== undefined)) return
+  for (const r of writes) {
+    const ns = refOfKey(r.k).namespace
+    const writers = writersAt(gov, ns, r.t)
+    const cluster = clusterOfAuthor(r.a)
+    if (writers !== undefined && (cluster === undefined || !writers.includes(cluster)))
+      throw new OrcError(
+        'forbidden',
+        `federation update: ${r.a} wrote ${r.k} (revision ${r.i}), but namespace ${ns} is written by the users of ${writers.join(', ')} only`,
+        { revision: r.i, author: r.a, namespace: ns, writers: [...writers] },
+      )
   }
 }

@@ -2,6 +2,7 @@
 
 export {
   checkMembershipChanges,
+  checkNamespaceWriters,
   type Governance,
   MAX_GOVERNANCE_CLOCK_SKEW_MS,
   PROPOSAL_TTL_MS,
@@ -10,6 +11,7 @@ export {
   replay as replayGovernance,
   required as requiredApprovals,
   sharedNamespaces,
+  writersAt,
 } from './governance.ts'
 export { type SharedLogsComponents, sharedPodLogs, sharedPodStreams } from './logs.ts'
 export {

@@ -62,6 +62,7 @@ import {
   required,
   sharedNamespaces,
   withdrawReason,
+  writersAt,
 } from './governance.ts'
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
@@ -195,6 +196,7 @@ function proposalView(p: Proposal, now: number): FederationProposalView {
     author: p.author,
     at: p.at,
     members: p.members,
+    ...(p.writers !== undefined ? { writers: p.writers } : {}),
     required: p.required,
     approvals: p.approvals,
     state: proposalState(p, now),
@@ -246,13 +248,22 @@ export class FederationManager implements ScopeRouter {
 
   scopeOf(ns: string): FederatedScope | undefined {
     for (const r of this.running.values()) {
-      if (r.cfg.namespaces.includes(ns)) return { store: r.store, cluster: r.cfg.cluster, federation: r.cfg.name }
+      if (r.cfg.namespaces.includes(ns)) return this.scopeOfRun(r)
     }
     return undefined
   }
 
   scopes(): Array<{ namespaces: readonly string[]; scope: FederatedScope }> {
-    return [...this.running.values()].map((r) => ({ namespaces: r.cfg.namespaces, scope: { store: r.store, cluster: r.cfg.cluster, federation: r.cfg.name } }))
+    return [...this.running.values()].map((r) => ({ namespaces: r.cfg.namespaces, scope: this.scopeOfRun(r) }))
+  }
+
+  private scopeOfRun(r: Running): FederatedScope {
+    return {
+      store: r.store,
+      cluster: r.cfg.cluster,
+      federation: r.cfg.name,
+      writers: (ns) => writersAt(r.gov, ns, this.c.clock.now()),
+    }
   }
 
   /** Listen for federations starting or stopping on this node (routes-export.ts). */
@@ -777,10 +788,10 @@ export class FederationManager implements ScopeRouter {
    * Write a proposal as `author` of this cluster (it counts as this cluster's approval), and its
    * effect when that alone is the quorum.
    */
-  private async proposeIn(r: Running, action: ProposalAction, target: string, author: string): Promise<Proposal> {
+  private async proposeIn(r: Running, action: ProposalAction, target: string, author: string, writers?: string[]): Promise<Proposal> {
     const members = this.memberClusters(r)
     const id = newProposalId(action, target, this.c.random ?? systemRandom)
-    const reason = proposeReason(id, action, target, members)
+    const reason = proposeReason(id, action, target, members, writers)
     // A revision's reason holds at most 1024 characters (store/codec.ts), and the member list is in it.
     if (reason.length > 1024)
       throw new OrcError(
@@ -790,7 +801,7 @@ export class FederationManager implements ScopeRouter {
     const now = this.c.clock.now()
     await r.store.patch(
       fedRef(r.cfg.name),
-      [{ path: ['spec', 'proposals', id], value: { action, target, members, by: author, at: new Date(now).toISOString() } }],
+      [{ path: ['spec', 'proposals', id], value: { action, target, members, ...(writers ? { writers } : {}), by: author, at: new Date(now).toISOString() } }],
       { author, reason, now },
     )
     return this.afterVote(r, id, author)
@@ -864,8 +875,36 @@ export class FederationManager implements ScopeRouter {
     return undefined
   }
 
-  /** `orc federation propose NAME admit|remove|quorum|share-namespace|unshare-namespace TARGET`. */
-  propose(name: string, action: unknown, target: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
+  /** `--writers a,b` of a share: member clusters, at least one; refused with any other action. */
+  private writersOption(r: Running, action: ProposalAction, v: unknown): string[] | undefined {
+    if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) return undefined
+    if (action !== 'share-namespace')
+      throw new OrcError('invalid', `writers: only a share-namespace proposal names the clusters whose users write in the namespace`, { field: 'writers' })
+    const list = Array.isArray(v) ? v : typeof v === 'string' ? v.split(',') : undefined
+    if (list === undefined) throw new OrcError('invalid', 'writers: a list of member clusters (--writers home,cloud)', { field: 'writers' })
+    const writers = [...new Set(list.map((w) => checkName('writers', typeof w === 'string' ? w.trim() : w)))].sort()
+    const members = this.memberClusters(r)
+    const strangers = writers.filter((w) => !members.includes(w))
+    if (strangers.length > 0)
+      throw new OrcError(
+        'invalid',
+        `writers: ${strangers.join(', ')} ${strangers.length === 1 ? 'is' : 'are'} not a member cluster of federation ${r.cfg.name} (members: ${members.join(', ')})`,
+        {
+          field: 'writers',
+          clusters: strangers,
+        },
+      )
+    return writers
+  }
+
+  /** `orc federation propose NAME admit|remove|quorum|share-namespace|unshare-namespace TARGET [--writers a,b]`. */
+  propose(
+    name: string,
+    action: unknown,
+    target: unknown,
+    author: string,
+    opts: { writers?: unknown } = {},
+  ): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
     return this.serial(async () => {
       const r = this.mustRun(name)
       if (action !== 'admit' && action !== 'remove' && action !== 'quorum' && action !== 'share-namespace' && action !== 'unshare-namespace')
@@ -885,6 +924,7 @@ export class FederationManager implements ScopeRouter {
         const problem = this.namespaceChangeProblem(r, action, t)
         if (problem !== undefined) throw problem
       }
+      const writers = this.writersOption(r, action, opts.writers)
       const live = r.store.get(clusterRef(t)) !== undefined && !r.directory.isRemovedCluster(t)
       if (action === 'remove') {
         if (t === r.cfg.cluster) throw new OrcError('invalid', `${t} is this cluster: use orc federation leave ${name}`)
@@ -902,7 +942,7 @@ export class FederationManager implements ScopeRouter {
           proposal: pending.id,
         })
       const tagged = tagAuthor(author, r.cfg.cluster)
-      const proposal = await this.proposeIn(r, action, t, tagged)
+      const proposal = await this.proposeIn(r, action, t, tagged, writers)
       this.log.info({ federation: name, proposal: proposal.id, by: tagged, passed: proposal.passedAt !== undefined }, 'membership proposal')
       return { federation: this.view(r), proposal: proposalView(proposal, this.c.clock.now()) }
     })
@@ -1034,6 +1074,7 @@ export class FederationManager implements ScopeRouter {
       id: r.cfg.id,
       cluster: r.cfg.cluster,
       namespaces: r.cfg.namespaces,
+      ...this.writersView(r),
       state: r.cfg.state,
       peerId: r.mesh.peerId,
       addresses: r.mesh.addresses(),
@@ -1043,6 +1084,15 @@ export class FederationManager implements ScopeRouter {
       ...(r.directory.creator() !== undefined ? { creator: r.directory.creator() } : {}),
       governance: this.governanceView(r),
     }
+  }
+
+  private writersView(r: Running): { writers?: Record<string, string[]> } {
+    const now = this.c.clock.now()
+    const entries = r.cfg.namespaces.flatMap((ns) => {
+      const w = writersAt(r.gov, ns, now)
+      return w === undefined ? [] : [[ns, [...w]] as [string, string[]]]
+    })
+    return entries.length === 0 ? {} : { writers: Object.fromEntries(entries) }
   }
 
   private governanceView(r: Running): FederationGovernanceView {

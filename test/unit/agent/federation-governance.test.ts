@@ -8,12 +8,14 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import {
   checkMembershipChanges,
+  checkNamespaceWriters,
   MAX_GOVERNANCE_CLOCK_SKEW_MS,
   PROPOSAL_TTL_MS,
   proposalState,
   replayGovernance,
   requiredApprovals,
   sharedNamespaces,
+  writersAt,
 } from '../../../src/agent/federation/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
@@ -302,4 +304,66 @@ test('on receipt: a share written without the quorum is refused by every replica
   }
   // Other writes of the Federation object (a proposal's mirror under spec.proposals) are not shares.
   await check([{ ...propose, c: [['s', ['spec', 'proposals', SH], { action: 'share-namespace' }]] as [string, string[], unknown][] }], member)
+})
+
+test('a share with writers: only their users write in the namespace while it lasts; a write by another cluster’s user is refused on receipt by a member and by a joiner', async (t) => {
+  const SW = 'share-namespace-docs-00ab77'
+  const propose = rec(FED, 'update', 'user:alice@home', `propose ${SW}: share-namespace docs; members cloud,edge,home; writers home`, 2_000)
+  const approve = rec(FED, 'update', 'user:bob@cloud', `approve ${SW}`, 2_001)
+  let g = replayGovernance([propose, approve].map(gov))
+  assert.deepEqual(g.proposals[0]!.writers, ['home'])
+  assert.deepEqual(writersAt(g, 'docs', 2_000), undefined, 'before it passed: nobody is restricted')
+  assert.deepEqual(writersAt(g, 'docs', 2_001), ['home'])
+  assert.equal(writersAt(g, 'shared', 2_001), undefined)
+  // Unshared later: no restriction from then on (the namespace is no longer the federation's).
+  const UW = 'unshare-namespace-docs-00ab88'
+  g = replayGovernance(
+    [
+      propose,
+      approve,
+      rec(FED, 'update', 'user:alice@home', `propose ${UW}: unshare-namespace docs; members cloud,edge,home`, 3_000),
+      rec(FED, 'update', 'user:erin@edge', `approve ${UW}`, 3_001),
+    ].map(gov),
+  )
+  assert.deepEqual([writersAt(g, 'docs', 2_500), writersAt(g, 'docs', 3_001)], [['home'], undefined])
+  // Writers on another action, or naming a cluster outside the member list: no proposal at all.
+  g = replayGovernance(
+    [
+      rec(FED, 'update', 'user:alice@home', 'propose admit-mars-00ab99: admit mars; members cloud,home; writers home', 10),
+      rec(FED, 'update', 'user:alice@home', 'propose share-namespace-x-00abaa: share-namespace x; members cloud,home; writers mars', 11),
+    ].map(gov),
+  )
+  assert.equal(g.proposals.length, 0)
+
+  const member = await receiver(t)
+  const { store: joiner, cleanup } = await tempStore()
+  t.after(cleanup)
+  const history = [
+    rec(FED, 'create', 'controller:federation@home', 'federation created', 1),
+    rec('Cluster//home', 'create', 'controller:federation@home', 'cluster joined the federation', 2),
+  ]
+  const cloudWrite = rec('Pod/docs/page', 'create', 'user:bob@cloud', '', 2_500)
+  for (const [who, store, before] of [
+    ['member', member, []],
+    ['joiner', joiner, history],
+  ] as const) {
+    await assert.rejects(
+      checkNamespaceWriters([...before, propose, approve, cloudWrite], store),
+      (e: any) => e.code === 'forbidden' && /user:bob@cloud wrote Pod\/docs\/page .* namespace docs is written by the users of home only/.test(e.message),
+      who,
+    )
+    // A modified agent calling itself something else is judged the same.
+    await assert.rejects(
+      checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, a: 'system:x@cloud' }], store),
+      /written by the users of home only/,
+      who,
+    )
+    // Home's users write; cloud's controllers report (a pod running in cloud); a cloud write
+    // dated before the share passed (when docs was not the federation's) is not judged.
+    await checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, a: 'user:alice@home' }], store)
+    await checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, o: 'update', a: 'controller:lifecycle@cloud' }], store)
+    await checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, t: 2_000 }], store)
+    // Without the approval (one of two) the share has not passed: nothing is restricted yet.
+    await checkNamespaceWriters([...before, propose, cloudWrite], store)
+  }
 })
