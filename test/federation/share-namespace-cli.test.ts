@@ -28,7 +28,7 @@ const podOf = async (n: NodeProcess, name: string, ns: string): Promise<any> => 
 
 test('two clusters: share a namespace after create, a pod applied in it on cloud runs in home; unshare keeps copies', { skip, timeout: 180_000 }, async (t) => {
   const ws = new Workspace()
-  const markers = ['4713301', '4713302', '4713303', '4713304']
+  const markers = ['4713301', '4713302', '4713303', '4713304', '4713305']
   t.after(async () => {
     await ws.close()
     killSleeps(markers)
@@ -124,4 +124,17 @@ test('two clusters: share a namespace after create, a pod applied in it on cloud
   await ok(c1, ['apply', '-f', '-'], JSON.stringify({ ...sleeper('probe', markers[3]!), metadata: { name: 'probe', namespace: 'shared' } }))
   await waitFor('the federation still replicates shared', async () => (await podOf(h1, 'probe', 'shared')) !== undefined, 30_000)
   assert.equal(await podOf(h1, 'cloud-only', 'web'), undefined)
+
+  // A namespace only home's users write: cloud reads it, its users are refused with the reason.
+  assert.match(
+    await ok(h1, ['federation', 'propose', 'lab', 'share-namespace', 'docs', '--writers', 'home']),
+    /passed \(1\/1\): namespace docs is shared by every member cluster, written by the users of home only/,
+  )
+  await waitFor('cloud shares docs, written by home', async () => /docs \(written by home\)/.test(await ok(c1, ['federation', 'status', 'lab'])), 30_000)
+  await ok(h1, ['apply', '-f', '-'], JSON.stringify({ ...sleeper('notes', markers[4]!), metadata: { name: 'notes', namespace: 'docs' } }))
+  await waitFor('cloud reads home’s pod in docs', async () => (await podOf(c1, 'notes', 'docs')) !== undefined, 30_000)
+  const refused = await orc(c1.socket, ['delete', 'pod/notes', '-n', 'docs'], { USER: 'alice' })
+  assert.notEqual(refused.exitCode, 0)
+  assert.match(refused.stderr, /namespace docs of federation lab is written by the users of home only: cluster cloud reads it/)
+  assert.ok(await podOf(h1, 'notes', 'docs'), 'nothing was deleted')
 })
