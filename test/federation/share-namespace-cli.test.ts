@@ -9,17 +9,11 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
-import { killSleeps, TEST_TUNABLES as POD_TUNABLES, pidsRunning, skipReason } from '../pods/helpers.ts'
-import { sharedBusybox } from '../sched/helpers.ts'
+import { type NodeProcess, orc, waitFor } from '../cluster/helpers.ts'
+import { pidsRunning, skipReason } from '../pods/helpers.ts'
+import { homeAndCloud, ok } from './agents.ts'
 
 const skip = skipReason()
-
-async function ok(n: NodeProcess, args: string[], input = ''): Promise<string> {
-  const r = await orc(n.socket, args, { USER: 'alice' }, input)
-  if (r.exitCode !== 0) throw new Error(`orc ${args.join(' ')} on ${n.name} failed (${r.exitCode}): ${r.stderr}${r.stdout}`)
-  return r.stdout
-}
 
 const podOf = async (n: NodeProcess, name: string, ns: string): Promise<any> => {
   const r = await orc(n.socket, ['get', `pod/${name}`, '-n', ns, '-o', 'json'])
@@ -27,23 +21,8 @@ const podOf = async (n: NodeProcess, name: string, ns: string): Promise<any> => 
 }
 
 test('two clusters: share a namespace after create, a pod applied in it on cloud runs in home; unshare keeps copies', { skip, timeout: 180_000 }, async (t) => {
-  const ws = new Workspace()
   const markers = ['4713301', '4713302', '4713303', '4713304', '4713305']
-  t.after(async () => {
-    await ws.close()
-    killSleeps(markers)
-  })
-  const image = await sharedBusybox(ws)
-  const h1 = await newNode(ws, 'h1')
-  const h2 = await newNode(ws, 'h2')
-  const c1 = await newNode(ws, 'c1')
-  for (const n of [h1, h2, c1]) n.env = { ORC_POD_TUNABLES: JSON.stringify(POD_TUNABLES) }
-  h1.up(['--cluster', 'home'])
-  c1.up(['--cluster', 'cloud'])
-  await Promise.all([h1.ready(), c1.ready()])
-  // Home has a second node: it follows the federation, and the share, by itself.
-  h2.join(h1.addr, await tokenFrom(h1))
-  await h2.ready()
+  const { image, h1, h2, c1 } = await homeAndCloud(t, markers)
   const sleeper = (name: string, marker: string, spec: Record<string, unknown> = {}) => ({
     apiVersion: 'orc/v1',
     kind: 'Pod',

@@ -243,11 +243,15 @@ test('replay: a share passes with the quorum and an unshare takes the namespace 
   assert.equal(g.proposals.length, 0)
 })
 
-test('on receipt: a share written without the quorum is refused by every replica (a member and a joiner); with the approvals it is accepted', async (t) => {
+/**
+ * Two receiving replicas: a member (the receiver above) and a joiner (an empty store), with what
+ * the joiner receives before the records under test: the document from its start, the three
+ * clusters admitted.
+ */
+async function memberAndJoiner(t: { after(fn: () => Promise<void>): void }) {
   const member = await receiver(t)
   const { store: joiner, cleanup } = await tempStore()
   t.after(cleanup)
-  // What a joiner receives: the document from its start.
   const history = [
     rec(FED, 'create', 'controller:federation@home', 'federation created', 1),
     rec('Cluster//home', 'create', 'controller:federation@home', 'cluster joined the federation', 2),
@@ -256,6 +260,15 @@ test('on receipt: a share written without the quorum is refused by every replica
     rec(FED, 'update', 'user:alice@home', 'propose admit-edge-001133: admit edge; members cloud,home', 5),
     rec('Cluster//edge', 'create', 'controller:federation@edge', 'cluster joined the federation', 6),
   ]
+  return [
+    ['member', member, [] as Rec[]],
+    ['joiner', joiner, history],
+  ] as const
+}
+
+test('on receipt: a share written without the quorum is refused by every replica (a member and a joiner); with the approvals it is accepted', async (t) => {
+  const replicas = await memberAndJoiner(t)
+  const member = replicas[0][1]
   const write = (reason: string, time: number, value = ['shared', 'web']) => ({
     ...rec(FED, 'update', 'user:alice@home', reason, time),
     c: [['s', ['spec', 'namespaces'], value]] as [string, string[], unknown][],
@@ -263,10 +276,7 @@ test('on receipt: a share written without the quorum is refused by every replica
   const propose = rec(FED, 'update', 'user:alice@home', `propose ${SH}: share-namespace web; members cloud,edge,home`, 2_000)
   const approve = rec(FED, 'update', 'user:bob@cloud', `approve ${SH}`, 2_001)
   const mirror = write(`share namespace web (proposal ${SH})`, 2_002)
-  for (const [who, store, before] of [
-    ['member', member, []],
-    ['joiner', joiner, history],
-  ] as const) {
+  for (const [who, store, before] of replicas) {
     // spec.namespaces changed with no proposal named: a forgery (the sender is scored down).
     await assert.rejects(
       check([...before, write('edit', 2_002)], store),
@@ -335,18 +345,8 @@ test('a share with writers: only their users write in the namespace while it las
   )
   assert.equal(g.proposals.length, 0)
 
-  const member = await receiver(t)
-  const { store: joiner, cleanup } = await tempStore()
-  t.after(cleanup)
-  const history = [
-    rec(FED, 'create', 'controller:federation@home', 'federation created', 1),
-    rec('Cluster//home', 'create', 'controller:federation@home', 'cluster joined the federation', 2),
-  ]
   const cloudWrite = rec('Pod/docs/page', 'create', 'user:bob@cloud', '', 2_500)
-  for (const [who, store, before] of [
-    ['member', member, []],
-    ['joiner', joiner, history],
-  ] as const) {
+  for (const [who, store, before] of await memberAndJoiner(t)) {
     await assert.rejects(
       checkNamespaceWriters([...before, propose, approve, cloudWrite], store),
       (e: any) => e.code === 'forbidden' && /user:bob@cloud wrote Pod\/docs\/page .* namespace docs is written by the users of home only/.test(e.message),
