@@ -104,6 +104,43 @@ test('three clusters: a namespace shared after create once two approve (a forged
   await waitFor('home gets cloud’s later write in shared', () => a.api.get(ref('shared', 'after-unshare')) !== undefined, 30_000)
   assert.equal(a.api.get(ref('web', 'cloud-only')), undefined)
   assert.equal(fb.store.get(ref('web', 'cloud-only')), undefined)
+
+  // Shared again (cloud proposes, edge approves): the document's objects of web come back as they
+  // were, and each cluster's own objects there (kept copies, home's pod, cloud's new one) sleep again.
+  const again = await b.fm.propose('shared', 'share-namespace', 'web', 'user:bob')
+  await waitFor('edge has the second share', () => (c.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === again.proposal.id))
+  assert.equal((await c.fm.approve('shared', again.proposal.id, 'user:erin')).proposal.state, 'passed')
+  await waitFor('every cluster shares web again', () => all.every((s) => s.fm.status('shared').namespaces?.includes('web')), 30_000)
+  for (const s of all) {
+    const doc = s.fm.get('shared')!.store.get(ref('web', 'from-edge'))
+    assert.ok(doc)
+    assert.equal(s.api.get(ref('web', 'from-edge'))?.metadata.revisionId, doc.metadata.revisionId, 'the document’s object, not the kept copy')
+    assert.notEqual(s.store.get(ref('web', 'from-edge'))?.metadata.revisionId, doc.metadata.revisionId)
+    assert.equal(s.api.get(ref('web', 'cloud-only')), undefined)
+  }
+  assert.equal(a.api.get(ref('web', 'early')), undefined)
+  assert.ok(a.store.get(ref('web', 'early')))
+})
+
+test('one federation per namespace: a cluster that shares a namespace in another federation does not approve sharing it, and keeps it there if the share passes', async (t) => {
+  const { a, b, c } = await three(t)
+  // Cloud is also in a federation of its own that shares `other`.
+  await b.fm.create({ name: 'second', namespaces: ['other'], author: 'user:bob' })
+  await assert.rejects(b.fm.propose('shared', 'share-namespace', 'other', 'user:bob'), /namespace other is already shared in federation second/)
+  const { proposal } = await a.fm.propose('shared', 'share-namespace', 'other', 'user:alice')
+  await waitFor('cloud and edge have the proposal', () =>
+    [b, c].every((s) => (s.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === proposal.id)),
+  )
+  await assert.rejects(
+    b.fm.approve('shared', proposal.id, 'user:bob'),
+    /namespace other is already shared in federation second: a namespace is shared by one federation at most/,
+  )
+  assert.equal((await c.fm.approve('shared', proposal.id, 'user:erin')).proposal.state, 'passed')
+  await waitFor('home and edge share other in federation shared', () => [a, c].every((s) => s.fm.scopeOf('other')?.federation === 'shared'), 30_000)
+  // Cloud keeps it in `second` (its log says so); its view of `shared` leaves it out.
+  await waitFor('cloud has the passed share', () => b.fm.status('shared').governance?.proposals.find((p) => p.id === proposal.id)?.state === 'passed')
+  assert.equal(b.fm.scopeOf('other')?.federation, 'second')
+  assert.deepEqual(b.fm.status('shared').namespaces, ['shared'])
 })
 
 test('three clusters: a namespace shared with --writers home: cloud’s users read it, are refused writing with the reason, and a forged cloud write is refused by home and edge', async (t) => {
