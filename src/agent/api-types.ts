@@ -62,6 +62,8 @@ export interface FederationView {
   id: string
   cluster: string
   namespaces: string[]
+  /** Shared namespaces whose share names its writers: the clusters whose users write in each. */
+  writers?: Record<string, string[]>
   state: FederationState
   peerId?: string
   addresses?: string[]
@@ -77,13 +79,15 @@ export interface FederationView {
 
 export interface FederationProposalView {
   id: string
-  action: 'admit' | 'remove' | 'quorum'
-  /** The cluster admitted or removed, or the new quorum. */
+  action: 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace'
+  /** The cluster admitted or removed, the new quorum, or the namespace shared or unshared. */
   target: string
   proposer: string
   author: string
   at: number
   members: string[]
+  /** A share-namespace's writers: the clusters whose users write in the namespace while it lasts. */
+  writers?: string[]
   required: number
   approvals: Array<{ cluster: string; author: string; at: number }>
   /** expired: not passed within 7 days of being made (approvals after that do not count). */

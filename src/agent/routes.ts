@@ -558,7 +558,7 @@ export const ROUTES = {
     permission: { verb: 'admin' },
   }),
   proposeFederationChange: route<{
-    body: { action: string; target: string; author?: string }
+    body: { action: string; target: string; writers?: string[]; author?: string }
     response: { federation: FederationView; proposal: FederationProposalView }
   }>()({
     method: 'POST',

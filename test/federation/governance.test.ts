@@ -8,29 +8,9 @@ import { test } from 'node:test'
 import { formatFederation } from '../../src/cli/commands/federation.ts'
 import { pod } from '../helpers/store.ts'
 import { waitFor } from '../mesh/helpers.ts'
-import { clusterRef, federated, inNs, ref, type Side, side } from './helpers.ts'
+import { clusterRef, inNs, ref, side, three } from './helpers.ts'
 
 const fedRef = { kind: 'Federation', namespace: '', name: 'shared' }
-
-/** home and cloud (federated), then edge joins with a token of cloud's: every member sees all three. */
-async function three(t: { after(fn: () => Promise<void>): void }): Promise<{ a: Side; b: Side; c: Side }> {
-  const { a, b } = await federated(t)
-  const c = await side(t, 'c1', 'edge')
-  // With two clusters any one admits a third: cloud (not the creator) issues the token.
-  const { token } = await b.fm.token('shared', { author: 'user:bob' })
-  await c.fm.join({ token, author: 'user:erin' })
-  for (const [s, who] of [
-    [a, 'home'],
-    [b, 'cloud'],
-    [c, 'edge'],
-  ] as const)
-    await waitFor(
-      `${who} sees three clusters, connected`,
-      () => (s.fm.status('shared').clusters ?? []).filter((x) => x.self || x.connected > 0).length === 3,
-      60_000,
-    )
-  return { a, b, c }
-}
 
 test('three clusters: one admin alone cannot remove another; a second approval (after a restart) removes it', async (t) => {
   const { a, b, c } = await three(t)

@@ -77,3 +77,23 @@ export async function federated(t: After): Promise<{ a: Side; b: Side }> {
   await waitFor('home sees cloud in the federation', () => (a.fm.status('shared').clusters ?? []).some((c) => c.name === 'cloud'))
   return { a, b }
 }
+
+/** home and cloud (federated), then edge joins with a token of cloud's: every member sees all three. */
+export async function three(t: { after(fn: () => Promise<void>): void }): Promise<{ a: Side; b: Side; c: Side }> {
+  const { a, b } = await federated(t)
+  const c = await side(t, 'c1', 'edge')
+  // With two clusters any one admits a third: cloud (not the creator) issues the token.
+  const { token } = await b.fm.token('shared', { author: 'user:bob' })
+  await c.fm.join({ token, author: 'user:erin' })
+  for (const [s, who] of [
+    [a, 'home'],
+    [b, 'cloud'],
+    [c, 'edge'],
+  ] as const)
+    await waitFor(
+      `${who} sees three clusters, connected`,
+      () => (s.fm.status('shared').clusters ?? []).filter((x) => x.self || x.connected > 0).length === 3,
+      60_000,
+    )
+  return { a, b, c }
+}

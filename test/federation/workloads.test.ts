@@ -10,39 +10,18 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { type NodeProcess, newNode, orc, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
-import { killSleeps, TEST_TUNABLES as POD_TUNABLES, pidsRunning, skipReason } from '../pods/helpers.ts'
-import { sharedBusybox } from '../sched/helpers.ts'
+import { orc, waitFor } from '../cluster/helpers.ts'
+import { pidsRunning, skipReason } from '../pods/helpers.ts'
+import { homeAndCloud, ok } from './agents.ts'
 
 const skip = skipReason()
-
-async function ok(n: NodeProcess, args: string[], input = ''): Promise<string> {
-  const r = await orc(n.socket, args, { USER: 'alice' }, input)
-  if (r.exitCode !== 0) throw new Error(`orc ${args.join(' ')} on ${n.name} failed (${r.exitCode}): ${r.stderr}${r.stdout}`)
-  return r.stdout
-}
 
 test('shared namespace workloads: PinnedDeployment pods and rollout status, a Job, logs across clusters, pins to node@cluster', {
   skip,
   timeout: 120_000,
 }, async (t) => {
-  const ws = new Workspace()
   const markers = ['4712201', '4712202', '4712203']
-  t.after(async () => {
-    await ws.close()
-    killSleeps(markers)
-  })
-  const image = await sharedBusybox(ws)
-
-  const h1 = await newNode(ws, 'h1')
-  const h2 = await newNode(ws, 'h2')
-  const c1 = await newNode(ws, 'c1')
-  for (const n of [h1, h2, c1]) n.env = { ORC_POD_TUNABLES: JSON.stringify(POD_TUNABLES) }
-  h1.up(['--cluster', 'home'])
-  c1.up(['--cluster', 'cloud'])
-  await Promise.all([h1.ready(), c1.ready()])
-  h2.join(h1.addr, await tokenFrom(h1))
-  await h2.ready()
+  const { image, h1, h2, c1 } = await homeAndCloud(t, markers)
   // A pod home had in `shared` before sharing it: dormant while the namespace is federated.
   const container = (marker: string, word: string) => ({
     name: 'main',

@@ -15,17 +15,25 @@
  *   within PROPOSAL_TTL_MS lapses: later approvals do not count.
  * - `cluster <c> removed from the federation (proposal <id>)`: the deletion of `Cluster/<c>` once
  *   the removal passed. A cluster's own deletion of its object (leaving) needs nobody's approval.
+ * - `propose <id>: share-namespace <ns>; …` / `unshare-namespace <ns>` share one more namespace or
+ *   stop sharing one; `share namespace <ns> (proposal <id>)` (or `unshare …`) is the write of
+ *   `spec.namespaces` once it passed. Which namespaces are shared is derived from the passed
+ *   proposals (sharedNamespaces), never from that field.
  *
- * Every replica checks on receipt (checkMembershipChanges) that a removal names a passed proposal
- * and that a cluster's object coming (back) to life is backed by a passed admission, and refuses
- * the update otherwise, before anything is stored.
+ * Every replica checks on receipt (checkMembershipChanges) that a removal names a passed proposal,
+ * that a cluster's object coming (back) to life is backed by a passed admission, and that a change
+ * of the shared namespaces names a passed share or unshare, and refuses the update otherwise,
+ * before anything is stored.
  */
 import { type Random, randomHex } from '../../effects/index.ts'
 import { OrcError, refOfKey } from '../../model/index.ts'
 import type { ObjectStore, Revision } from '../../store/index.ts'
 import { clusterOfAuthor, isClusterName } from './membership.ts'
 
-export type ProposalAction = 'admit' | 'remove' | 'quorum'
+export type ProposalAction = 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace'
+
+/** The actions whose target is a namespace (sharing one more, or no longer sharing one). */
+export const NAMESPACE_ACTIONS: ReadonlySet<ProposalAction> = new Set(['share-namespace', 'unshare-namespace'])
 
 export interface Approval {
   cluster: string
@@ -36,10 +44,12 @@ export interface Approval {
 export interface Proposal {
   id: string
   action: ProposalAction
-  /** The cluster admitted or removed; for `quorum`, the new setting (`default` or a number). */
+  /** The cluster admitted or removed; for `quorum`, the new setting (`default` or a number); the namespace shared or unshared. */
   target: string
   /** The member clusters as the proposer saw them. */
   members: string[]
+  /** A share-namespace's writers: only these clusters' users write in the namespace while this share lasts (undefined: every member's). */
+  writers?: string[]
   proposer: string
   author: string
   at: number
@@ -67,6 +77,8 @@ export interface WireRecord {
   a: string
   r: string
   t: number
+  /** The changes it made (paths and values), when the record carries them. */
+  c?: ReadonlyArray<readonly [string, readonly string[], ...unknown[]]>
 }
 
 export interface GovRecord {
@@ -78,11 +90,14 @@ export interface GovRecord {
   time: number
 }
 
-const ID = '(?:admit|remove|quorum)-[a-z0-9-]{1,70}-[0-9a-f]{6}'
-const PROPOSE = new RegExp(`^propose (${ID}): (admit|remove|quorum) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})$`)
+const ACTIONS = 'admit|remove|quorum|share-namespace|unshare-namespace'
+const ID = `(?:${ACTIONS})-[a-z0-9-]{1,70}-[0-9a-f]{6}`
+const PROPOSE = new RegExp(`^propose (${ID}): (${ACTIONS}) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})(?:; writers ([a-z0-9,-]{1,8000}))?$`)
 const APPROVE = new RegExp(`^approve (${ID})$`)
 const WITHDRAW = new RegExp(`^withdraw (${ID})$`)
 const REMOVED = new RegExp(`^cluster ([a-z0-9-]{1,63}) removed from the federation \\(proposal (${ID})\\)$`)
+/** The write of a passed share or unshare into `spec.namespaces` (a mirror: replicas read the proposals). */
+const SHARED = new RegExp(`^(share|unshare) namespace ([a-z0-9-]{1,63}) \\(proposal (${ID})\\)$`)
 export const PROPOSAL_ID = new RegExp(`^${ID}$`)
 /**
  * A proposal not passed within this time lapses: approvals dated later do not count, and it no
@@ -117,8 +132,9 @@ export function required(action: ProposalAction, n: number, setting?: number): n
   return Math.max(1, Math.min(base, voters))
 }
 
-export function proposeReason(id: string, action: ProposalAction, target: string, members: readonly string[]): string {
-  return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}`
+export function proposeReason(id: string, action: ProposalAction, target: string, members: readonly string[], writers?: readonly string[]): string {
+  const w = action === 'share-namespace' && writers !== undefined && writers.length > 0 ? `; writers ${[...new Set(writers)].sort().join(',')}` : ''
+  return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}${w}`
 }
 
 export function approveReason(id: string): string {
@@ -131,6 +147,41 @@ export function withdrawReason(id: string): string {
 
 export function removalReason(cluster: string, id: string): string {
   return `cluster ${cluster} removed from the federation (proposal ${id})`
+}
+
+/**
+ * The clusters whose users may write in namespace `ns` at time `t`: the writers of the share of
+ * `ns` in force then (the last share or unshare of it that passed by `t`), undefined when every
+ * member's may (no writers given, a namespace shared at create, or not shared by a proposal then).
+ */
+export function writersAt(gov: Governance, ns: string, t: number): readonly string[] | undefined {
+  let last: Proposal | undefined
+  for (const p of gov.proposals) {
+    if (!NAMESPACE_ACTIONS.has(p.action) || p.target !== ns || p.passedAt === undefined || p.passedAt > t) continue
+    if (last === undefined || p.passedAt > last.passedAt! || (p.passedAt === last.passedAt && p.id > last.id)) last = p
+  }
+  return last?.action === 'share-namespace' ? last.writers : undefined
+}
+
+/** The reason of the write that mirrors a passed share or unshare in `spec.namespaces`. */
+export function namespacesReason(action: 'share-namespace' | 'unshare-namespace', namespace: string, id: string): string {
+  return `${action === 'share-namespace' ? 'share' : 'unshare'} namespace ${namespace} (proposal ${id})`
+}
+
+/**
+ * The namespaces a federation shares: `base` (what this cluster learned when it created or joined
+ * the federation) with every passed share and unshare applied in the order they passed. Only the
+ * proposals' records decide: a namespace some proposal touched is shared exactly when the last one
+ * that passed shared it, whatever `spec.namespaces` says.
+ */
+export function sharedNamespaces(base: readonly string[], gov: Governance): string[] {
+  const out = new Set(base)
+  const passed = gov.proposals.filter((p) => NAMESPACE_ACTIONS.has(p.action) && p.passedAt !== undefined)
+  for (const p of passed.sort((a, b) => a.passedAt! - b.passedAt! || (a.id < b.id ? -1 : 1))) {
+    if (p.action === 'share-namespace') out.add(p.target)
+    else out.delete(p.target)
+  }
+  return [...out].sort()
 }
 
 /** A proposal's id: the action, the target and 3 random bytes from the injected source. */
@@ -156,23 +207,28 @@ export function replay(records: readonly GovRecord[]): Governance {
     p.passedAt = at
     if (p.action === 'quorum') quorum = p.target === 'default' ? undefined : Number(p.target)
     else if (p.action === 'remove') removed.add(p.target)
-    else removed.delete(p.target)
+    else if (p.action === 'admit') removed.delete(p.target)
   }
   for (const r of [...records].sort(byTime)) {
     const cluster = clusterOfAuthor(r.author)
     if (cluster === undefined) continue
     const pm = PROPOSE.exec(r.reason)
     if (pm !== null) {
-      const [, id, action, target, list] = pm as unknown as [string, string, ProposalAction, string, string]
+      const [, id, action, target, list, writerList] = pm as unknown as [string, string, ProposalAction, string, string, string | undefined]
       if (proposals.has(id!) || removed.has(cluster)) continue
+      // A cluster's name and a namespace are both DNS labels.
       if (action === 'quorum' ? !(target === 'default' || /^[1-9][0-9]?$/.test(target)) : !isClusterName(target)) continue
       const members = [...new Set(list.split(',').filter(isClusterName))].slice(0, MAX_MEMBERS)
       if (!members.includes(cluster)) continue
+      // Writers go with a share only, and name member clusters.
+      const writers = writerList === undefined ? undefined : [...new Set(writerList.split(','))].sort()
+      if (writers !== undefined && (action !== 'share-namespace' || writers.some((w) => !members.includes(w)))) continue
       const p: Proposal = {
         id,
         action,
         target,
         members,
+        ...(writers !== undefined ? { writers } : {}),
         proposer: cluster,
         author: r.author,
         at: r.time,
@@ -208,8 +264,18 @@ export function govRecordOfRevision(h: Revision): GovRecord {
   return { id: h.id, key: h.key, op: h.op, author: h.author, reason: h.reason, time: h.time }
 }
 
-function govRecordOfWire(r: WireRecord): GovRecord {
-  return { id: r.i, key: r.k, op: r.o, author: r.a, reason: r.r, time: r.t }
+function govRecordOfWire(r: WireRecord): GovRecord & { changes?: WireRecord['c'] } {
+  return { id: r.i, key: r.k, op: r.o, author: r.a, reason: r.r, time: r.t, ...(r.c !== undefined ? { changes: r.c } : {}) }
+}
+
+/** Does a record's change list touch `spec.namespaces` (set or unset it, or anything above or below it)? */
+function touchesNamespaces(changes: WireRecord['c']): boolean {
+  if (!Array.isArray(changes)) return false
+  return changes.some((c) => {
+    const path = Array.isArray(c?.[1]) ? (c[1] as unknown[]) : []
+    const want = ['spec', 'namespaces']
+    return want.slice(0, Math.min(path.length, 2)).every((w, i) => path[i] === w)
+  })
 }
 
 const federationKey = (name: string) => `Federation//${name}`
@@ -237,6 +303,8 @@ export async function governanceOf(store: Pick<ObjectStore, 'list' | 'history'>)
  *   went, unless `c` created the federation and never went;
  * - a proposal must list every member cluster this replica knows at that point (apart from one
  *   that goes later in the same update): a proposer cannot lower the quorum by leaving clusters out;
+ * - a write of `spec.namespaces` (after create) must be the mirror of a passed share or unshare
+ *   proposal naming that namespace (`share namespace <ns> (proposal <id>)`);
  * - no proposal, approval, admission or removal may be dated more than
  *   MAX_GOVERNANCE_CLOCK_SKEW_MS after `now` (this replica's clock).
  *
@@ -261,7 +329,11 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
       `federation update: revision ${ahead.id} of ${ahead.key} by ${ahead.author} is dated ${new Date(ahead.time).toISOString()}, more than ${MAX_GOVERNANCE_CLOCK_SKEW_MS / 60_000} min ahead of this node's clock: refused`,
       { revision: ahead.id, time: ahead.time },
     )
-  if (membership.length === 0 && proposals.length === 0) return
+  // Writes of the shared namespaces (spec.namespaces) after create: each must mirror a passed share or unshare.
+  const namespaceWrites = incoming.filter(
+    (r) => r.key.startsWith('Federation//') && r.op !== 'create' && (SHARED.test(r.reason) || touchesNamespaces(r.changes)),
+  )
+  if (membership.length === 0 && proposals.length === 0 && namespaceWrites.length === 0) return
   const live = new Set(store.list('Cluster').map((o) => o.metadata.name))
   // Only a record that deletes another cluster's object or creates one matters (an update of an
   // object deleted here meanwhile, e.g. a node summary written concurrently with a removal, does not).
@@ -269,7 +341,7 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
     const c = refOfKey(r.key).name
     return r.op === 'delete' ? state.has(c) && clusterOfAuthor(r.author) !== c : r.op === 'create' && !state.has(c)
   }
-  if (proposals.length === 0 && !membership.some((r) => matters(r, live))) return
+  if (proposals.length === 0 && namespaceWrites.length === 0 && !membership.some((r) => matters(r, live))) return
   const localName = federationName(store)
   const fedName = localName ?? refOfKey(incoming.find((r) => r.key.startsWith('Federation//'))?.key ?? '').name
   if (fedName === '') throw new OrcError('unavailable', 'federation update: membership changes arrived before the Federation object')
@@ -281,6 +353,29 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
   const fedIncoming = incoming.filter((r) => r.key === federationKey(fedName) && !known.has(r.id))
   const fedRecords = [...fedLocal, ...fedIncoming]
   const gov = replay(fedRecords)
+  for (const r of namespaceWrites) {
+    const m = SHARED.exec(r.reason)
+    if (m === null)
+      throw new OrcError(
+        'forbidden',
+        `federation update: ${r.author} changes the shared namespaces (spec.namespaces of ${r.key}) without a passed share-namespace or unshare-namespace proposal (revision ${r.id})`,
+        { revision: r.id, author: r.author },
+      )
+    const [, verb, ns, id] = m as unknown as [string, string, string, string]
+    const action: ProposalAction = verb === 'share' ? 'share-namespace' : 'unshare-namespace'
+    const p = gov.proposals.find((x) => x.id === id)
+    if (p !== undefined && (p.action !== action || p.target !== ns))
+      throw new OrcError('forbidden', `federation update: ${r.author} writes "${r.reason}", but proposal ${id} is ${p.action} ${p.target} (revision ${r.id})`, {
+        revision: r.id,
+        proposal: id,
+      })
+    if (p === undefined || p.passedAt === undefined)
+      throw new OrcError(
+        'unavailable',
+        `federation update: ${verb === 'share' ? 'sharing' : 'unsharing'} namespace ${ns} by ${r.author} names proposal ${id}, which ${p === undefined ? 'is not known here' : `has ${p.approvals.length} of ${p.required} approvals`}`,
+        { namespace: ns, proposal: id },
+      )
+  }
   const creator = clusterOfAuthor(fedRecords.filter((r) => r.op === 'create').sort(byTime)[0]?.author ?? '')
   // When cluster c last went before `t` (this replica's history and the update's deletions).
   const deletions = new Map<string, number[]>()
@@ -350,5 +445,38 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
         { cluster: c },
       )
     state.add(c)
+  }
+}
+
+/**
+ * Refuse (before the store sees it) an update holding a user's (any non-controller's) write in a namespace whose share
+ * names its writers, by a user of a cluster not among them at the write's date (writersAt). The
+ * writer's own API refuses such a write first (routed-store.ts); a replica that receives one anyway
+ * was sent it by a modified agent (`forbidden`: the sender is scored down). Controllers' writes are
+ * not judged: every member cluster's run, bind and report the namespace's pods.
+ */
+export async function checkNamespaceWriters(update: readonly WireRecord[], store: Pick<ObjectStore, 'list' | 'history'>): Promise<void> {
+  // Every author but the clusters' controllers: users, and anything a modified agent might call itself.
+  const writes = update.filter((r) => !r.a.startsWith('controller:') && refOfKey(r.k).namespace !== '')
+  if (writes.length === 0) return
+  const incoming = update.map(govRecordOfWire)
+  const localName = federationName(store)
+  const name = localName ?? refOfKey(incoming.find((r) => r.key.startsWith('Federation//'))?.key ?? '').name
+  if (name === '') return
+  const local =
+    localName === undefined ? [] : (await store.history({ kind: 'Federation', namespace: '', name }).catch(() => [] as Revision[])).map(govRecordOfRevision)
+  const known = new Set(local.map((r) => r.id))
+  const gov = replay([...local, ...incoming.filter((r) => r.key === federationKey(name) && !known.has(r.id))])
+  if (!gov.proposals.some((p) => p.writers !== undefined)) return
+  for (const r of writes) {
+    const ns = refOfKey(r.k).namespace
+    const writers = writersAt(gov, ns, r.t)
+    const cluster = clusterOfAuthor(r.a)
+    if (writers !== undefined && (cluster === undefined || !writers.includes(cluster)))
+      throw new OrcError(
+        'forbidden',
+        `federation update: ${r.a} wrote ${r.k} (revision ${r.i}), but namespace ${ns} is written by the users of ${writers.join(', ')} only`,
+        { revision: r.i, author: r.a, namespace: ns, writers: [...writers] },
+      )
   }
 }

@@ -2,6 +2,7 @@
 
 export {
   checkMembershipChanges,
+  checkNamespaceWriters,
   type Governance,
   MAX_GOVERNANCE_CLOCK_SKEW_MS,
   PROPOSAL_TTL_MS,
@@ -9,6 +10,8 @@ export {
   proposalState,
   replay as replayGovernance,
   required as requiredApprovals,
+  sharedNamespaces,
+  writersAt,
 } from './governance.ts'
 export { type SharedLogsComponents, sharedPodLogs, sharedPodStreams } from './logs.ts'
 export {

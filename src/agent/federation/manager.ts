@@ -49,6 +49,8 @@ import {
   approveReason,
   type Governance,
   governanceOf,
+  NAMESPACE_ACTIONS,
+  namespacesReason,
   newProposalId,
   PROPOSAL_ID,
   PROPOSAL_TTL_MS,
@@ -58,11 +60,13 @@ import {
   proposeReason,
   removalReason,
   required,
+  sharedNamespaces,
   withdrawReason,
+  writersAt,
 } from './governance.ts'
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
-import type { FederatedScope, ScopeRouter } from './routed-store.ts'
+import { type FederatedScope, type ScopeRouter, withoutShared } from './routed-store.ts'
 import { buildFederatedSchedView, clusterOwnership, federationNodesOf, keptSpec, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
 
 export type { FederationClusterView, FederationGovernanceView, FederationProposalView, FederationState, FederationView } from '../api-types.ts'
@@ -106,6 +110,13 @@ interface LocalState {
   /** This cluster's name in the federation. */
   cluster: string
   namespaces: string[]
+  /**
+   * The shared namespaces as this cluster learned them when it created or joined the federation
+   * (a following node: from the cluster's record). Passed share and unshare proposals apply on top
+   * (governance.ts sharedNamespaces): what `namespaces` is; never the document's `spec.namespaces`
+   * after that.
+   */
+  base?: string[]
   state: FederationState
   /** TCP port the federation host listens on (kept across restarts so peers find it again). */
   port?: number
@@ -136,6 +147,8 @@ interface Running {
 export interface FederationPodHost {
   addScope(scope: PodScope): Promise<void>
   removeScope(id: string, why: string): Promise<void>
+  /** The scope holds other namespaces now (one shared or unshared after it started). */
+  setScopeNamespaces(id: string, namespaces: readonly string[], why: string): Promise<void>
 }
 
 export function encodeFederationToken(joinToken: string): string {
@@ -183,6 +196,7 @@ function proposalView(p: Proposal, now: number): FederationProposalView {
     author: p.author,
     at: p.at,
     members: p.members,
+    ...(p.writers !== undefined ? { writers: p.writers } : {}),
     required: p.required,
     approvals: p.approvals,
     state: proposalState(p, now),
@@ -192,6 +206,12 @@ function proposalView(p: Proposal, now: number): FederationProposalView {
 }
 
 const fedRef = (name: string): ObjectRef => ({ kind: 'Federation', namespace: '', name })
+
+/** The namespaces a cluster's record of a federation says it shares: `status.namespaces` once one was shared or unshared after, else `spec.namespaces`. */
+function recordedNamespaces(o: OrcObject): string[] {
+  const v = Array.isArray(o.status?.namespaces) ? o.status.namespaces : o.spec?.namespaces
+  return Array.isArray(v) ? [...v].filter((n): n is string => typeof n === 'string').sort() : []
+}
 const clusterRef = (name: string): ObjectRef => ({ kind: 'Cluster', namespace: '', name })
 
 export class FederationManager implements ScopeRouter {
@@ -209,6 +229,8 @@ export class FederationManager implements ScopeRouter {
   private readonly invites = new Map<string, number>()
   /** Per federation id: the admin who last issued a token here (an admission it implies is written as theirs). */
   private readonly tokenAuthors = new Map<string, string>()
+  /** `<federation id>/<namespace>`: a share this cluster keeps in another federation (said once in the log). */
+  private readonly heldElsewhere = new Set<string>()
   /** Federation ids whose local state is being set up or torn down right now. */
   private readonly busy = new Set<string>()
   private podHost: FederationPodHost | undefined
@@ -226,13 +248,22 @@ export class FederationManager implements ScopeRouter {
 
   scopeOf(ns: string): FederatedScope | undefined {
     for (const r of this.running.values()) {
-      if (r.cfg.namespaces.includes(ns)) return { store: r.store, cluster: r.cfg.cluster, federation: r.cfg.name }
+      if (r.cfg.namespaces.includes(ns)) return this.scopeOfRun(r)
     }
     return undefined
   }
 
   scopes(): Array<{ namespaces: readonly string[]; scope: FederatedScope }> {
-    return [...this.running.values()].map((r) => ({ namespaces: r.cfg.namespaces, scope: { store: r.store, cluster: r.cfg.cluster, federation: r.cfg.name } }))
+    return [...this.running.values()].map((r) => ({ namespaces: r.cfg.namespaces, scope: this.scopeOfRun(r) }))
+  }
+
+  private scopeOfRun(r: Running): FederatedScope {
+    return {
+      store: r.store,
+      cluster: r.cfg.cluster,
+      federation: r.cfg.name,
+      writers: (ns) => writersAt(r.gov, ns, this.c.clock.now()),
+    }
   }
 
   /** Listen for federations starting or stopping on this node (routes-export.ts). */
@@ -281,7 +312,7 @@ export class FederationManager implements ScopeRouter {
     r.announced = true
     this.runningChanged()
     const cluster = r.cfg.cluster
-    const store = taggedStore(r.store, cluster)
+    const store = this.sharedView(r)
     r.publisher = new NodeSummaryPublisher({
       own: this.c.store,
       fed: store,
@@ -302,10 +333,30 @@ export class FederationManager implements ScopeRouter {
         buildView: buildFederatedSchedView,
       })
       .catch((err) => this.log.error({ err, federation: r.cfg.name }, 'federated pods will not run on this node'))
-    // The shared namespaces' PinnedDeployments, Jobs and CronJobs, over every member cluster's
-    // nodes: one writer for the whole federation, chosen alike by every node of every cluster
-    // (deployments/leaderless.ts).
     if (!this.running.has(r.cfg.id)) return
+    this.startWorkloads(r)
+  }
+
+  /**
+   * The federation's document as this node's controllers of it see it: written as this cluster,
+   * and objects of namespaces it does not share (any more) hidden — an unshared namespace's objects
+   * stay in the document, inert, and come back if it is shared again.
+   */
+  private sharedView(r: Running): ObjectStore {
+    return taggedStore(
+      withoutShared(r.store, (ns) => !r.cfg.namespaces.includes(ns)),
+      r.cfg.cluster,
+    )
+  }
+
+  /**
+   * The shared namespaces' PinnedDeployments, Jobs and CronJobs, over every member cluster's
+   * nodes: one writer for the whole federation, chosen alike by every node of every cluster
+   * (deployments/leaderless.ts).
+   */
+  private startWorkloads(r: Running): void {
+    const cluster = r.cfg.cluster
+    const store = this.sharedView(r)
     const leaderless = (module: string): LeaderlessComponents => ({
       store,
       nodeName: `${this.c.nodeName}@${cluster}`,
@@ -499,7 +550,7 @@ export class FederationManager implements ScopeRouter {
               name: o.metadata.name,
               id: String(o.spec?.id ?? ''),
               cluster: String(o.spec?.cluster ?? ''),
-              namespaces: (o.spec?.namespaces as string[] | undefined) ?? [],
+              namespaces: recordedNamespaces(o),
               state: 'joined',
             },
       )
@@ -524,7 +575,7 @@ export class FederationManager implements ScopeRouter {
       const cluster = checkName('cluster name (--as)', req.as ?? this.c.cluster().name)
       this.checkFree(name, namespaces)
       const id = `pending-${this.c.clock.now()}`
-      const cfg: LocalState = { id, name, cluster, namespaces, state: 'joined' }
+      const cfg: LocalState = { id, name, cluster, namespaces, base: namespaces, state: 'joined' }
       const r = await this.open(cfg, { mode: 'create' })
       const now = this.c.clock.now()
       const author = `${FEDERATION_CONTROLLER}@${cluster}`
@@ -594,7 +645,10 @@ export class FederationManager implements ScopeRouter {
           })
         }
         r.cfg.name = fed.metadata.name
-        r.cfg.namespaces = (fed.spec?.namespaces as string[] | undefined) ?? []
+        // What the document says now, with the passed shares and unshares applied (the same on every replica).
+        r.cfg.base = (fed.spec?.namespaces as string[] | undefined) ?? []
+        await this.refreshGovernance(r)
+        r.cfg.namespaces = sharedNamespaces(r.cfg.base, r.gov)
         this.checkFree(r.cfg.name, r.cfg.namespaces, r.cfg.id)
         const now = this.c.clock.now()
         await r.store.apply(
@@ -725,6 +779,8 @@ export class FederationManager implements ScopeRouter {
       await r.directory.readmit(c)
       this.log.info({ federation: r.cfg.name, cluster: c }, 'cluster admitted to the federation again')
     }
+    // Namespaces shared or unshared by passed proposals (governance.ts sharedNamespaces).
+    if (r.cfg.name !== '') await this.changeNamespaces(r, this.namespacesOf(r))
     await this.applyClusterRemovals(r)
   }
 
@@ -732,10 +788,10 @@ export class FederationManager implements ScopeRouter {
    * Write a proposal as `author` of this cluster (it counts as this cluster's approval), and its
    * effect when that alone is the quorum.
    */
-  private async proposeIn(r: Running, action: ProposalAction, target: string, author: string): Promise<Proposal> {
+  private async proposeIn(r: Running, action: ProposalAction, target: string, author: string, writers?: string[]): Promise<Proposal> {
     const members = this.memberClusters(r)
     const id = newProposalId(action, target, this.c.random ?? systemRandom)
-    const reason = proposeReason(id, action, target, members)
+    const reason = proposeReason(id, action, target, members, writers)
     // A revision's reason holds at most 1024 characters (store/codec.ts), and the member list is in it.
     if (reason.length > 1024)
       throw new OrcError(
@@ -745,7 +801,7 @@ export class FederationManager implements ScopeRouter {
     const now = this.c.clock.now()
     await r.store.patch(
       fedRef(r.cfg.name),
-      [{ path: ['spec', 'proposals', id], value: { action, target, members, by: author, at: new Date(now).toISOString() } }],
+      [{ path: ['spec', 'proposals', id], value: { action, target, members, ...(writers ? { writers } : {}), by: author, at: new Date(now).toISOString() } }],
       { author, reason, now },
     )
     return this.afterVote(r, id, author)
@@ -764,6 +820,12 @@ export class FederationManager implements ScopeRouter {
       } else if (p.action === 'quorum') {
         const value = p.target === 'default' ? undefined : Number(p.target)
         await r.store.patch(fedRef(r.cfg.name), [{ path: ['spec', 'quorum'], value }], { author, reason: `quorum ${p.target} (proposal ${p.id})`, now })
+      } else if (p.action === 'share-namespace' || p.action === 'unshare-namespace') {
+        // The document's spec.namespaces mirrors it (what a cluster joining later starts from); every
+        // replica checks this write names a passed proposal, and derives the namespaces from the proposals.
+        const cur = (r.store.get(fedRef(r.cfg.name))?.spec?.namespaces as string[] | undefined) ?? []
+        const value = p.action === 'share-namespace' ? [...new Set([...cur, p.target])].sort() : cur.filter((n) => n !== p.target)
+        await r.store.patch(fedRef(r.cfg.name), [{ path: ['spec', 'namespaces'], value }], { author, reason: namespacesReason(p.action, p.target, p.id), now })
       }
       // Hand it to the connected members (the removed cluster too, so that it learns it) before
       // acting on it here, which cuts the removed cluster's connections.
@@ -773,12 +835,80 @@ export class FederationManager implements ScopeRouter {
     return p
   }
 
-  /** `orc federation propose NAME admit|remove|quorum TARGET`. */
-  propose(name: string, action: unknown, target: unknown, author: string): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
+  /**
+   * Why this node refuses to share or unshare `ns` in federation `r` now (undefined: it may). One
+   * federation per namespace; `default` holds every object applied without -n in each member
+   * cluster and is never shared after create; a federation shares at least one namespace and at
+   * most 32.
+   */
+  private namespaceChangeProblem(r: Running, action: 'share-namespace' | 'unshare-namespace', ns: string): OrcError | undefined {
+    const name = r.cfg.name
+    if (action === 'unshare-namespace') {
+      if (!r.cfg.namespaces.includes(ns))
+        return new OrcError('not_found', `namespace ${ns} is not shared in federation ${name} (shared: ${r.cfg.namespaces.join(', ') || 'none'})`, {
+          namespace: ns,
+        })
+      if (r.cfg.namespaces.length === 1)
+        return new OrcError(
+          'invalid',
+          `namespace ${ns} is the only namespace federation ${name} shares: a federation shares at least one (orc federation leave ${name} to stop)`,
+          {
+            namespace: ns,
+          },
+        )
+      return undefined
+    }
+    if (ns === 'default')
+      return new OrcError(
+        'invalid',
+        `namespace default holds every object applied without -n in each member cluster: it is never shared after create (share a namespace of its own)`,
+        { namespace: ns },
+      )
+    if (r.cfg.namespaces.includes(ns)) return new OrcError('conflict', `namespace ${ns} is already shared in federation ${name}`, { namespace: ns })
+    const other = [...this.running.values()].find((x) => x !== r && x.cfg.namespaces.includes(ns))
+    if (other !== undefined)
+      return new OrcError('conflict', `namespace ${ns} is already shared in federation ${other.cfg.name}: a namespace is shared by one federation at most`, {
+        namespace: ns,
+        federation: other.cfg.name,
+      })
+    if (r.cfg.namespaces.length >= 32) return new OrcError('invalid', `federation ${name} shares 32 namespaces already, the most it may`, { namespace: ns })
+    return undefined
+  }
+
+  /** `--writers a,b` of a share: member clusters, at least one; refused with any other action. */
+  private writersOption(r: Running, action: ProposalAction, v: unknown): string[] | undefined {
+    if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) return undefined
+    if (action !== 'share-namespace')
+      throw new OrcError('invalid', `writers: only a share-namespace proposal names the clusters whose users write in the namespace`, { field: 'writers' })
+    const list = Array.isArray(v) ? v : typeof v === 'string' ? v.split(',') : undefined
+    if (list === undefined) throw new OrcError('invalid', 'writers: a list of member clusters (--writers home,cloud)', { field: 'writers' })
+    const writers = [...new Set(list.map((w) => checkName('writers', typeof w === 'string' ? w.trim() : w)))].sort()
+    const members = this.memberClusters(r)
+    const strangers = writers.filter((w) => !members.includes(w))
+    if (strangers.length > 0)
+      throw new OrcError(
+        'invalid',
+        `writers: ${strangers.join(', ')} ${strangers.length === 1 ? 'is' : 'are'} not a member cluster of federation ${r.cfg.name} (members: ${members.join(', ')})`,
+        {
+          field: 'writers',
+          clusters: strangers,
+        },
+      )
+    return writers
+  }
+
+  /** `orc federation propose NAME admit|remove|quorum|share-namespace|unshare-namespace TARGET [--writers a,b]`. */
+  propose(
+    name: string,
+    action: unknown,
+    target: unknown,
+    author: string,
+    opts: { writers?: unknown } = {},
+  ): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
     return this.serial(async () => {
       const r = this.mustRun(name)
-      if (action !== 'admit' && action !== 'remove' && action !== 'quorum')
-        throw new OrcError('invalid', `action: must be admit, remove or quorum, got ${JSON.stringify(action ?? null)}`)
+      if (action !== 'admit' && action !== 'remove' && action !== 'quorum' && action !== 'share-namespace' && action !== 'unshare-namespace')
+        throw new OrcError('invalid', `action: must be admit, remove, quorum, share-namespace or unshare-namespace, got ${JSON.stringify(action ?? null)}`)
       const t =
         action === 'quorum'
           ? (() => {
@@ -788,8 +918,13 @@ export class FederationManager implements ScopeRouter {
                 `quorum: a number of approvals from 1 to 99, or default (any one for two clusters, a majority beyond), got ${JSON.stringify(target ?? null)}`,
               )
             })()
-          : checkName('cluster', target)
+          : checkName(NAMESPACE_ACTIONS.has(action) ? 'namespace' : 'cluster', target)
       await this.refreshGovernance(r)
+      if (action === 'share-namespace' || action === 'unshare-namespace') {
+        const problem = this.namespaceChangeProblem(r, action, t)
+        if (problem !== undefined) throw problem
+      }
+      const writers = this.writersOption(r, action, opts.writers)
       const live = r.store.get(clusterRef(t)) !== undefined && !r.directory.isRemovedCluster(t)
       if (action === 'remove') {
         if (t === r.cfg.cluster) throw new OrcError('invalid', `${t} is this cluster: use orc federation leave ${name}`)
@@ -807,7 +942,7 @@ export class FederationManager implements ScopeRouter {
           proposal: pending.id,
         })
       const tagged = tagAuthor(author, r.cfg.cluster)
-      const proposal = await this.proposeIn(r, action, t, tagged)
+      const proposal = await this.proposeIn(r, action, t, tagged, writers)
       this.log.info({ federation: name, proposal: proposal.id, by: tagged, passed: proposal.passedAt !== undefined }, 'membership proposal')
       return { federation: this.view(r), proposal: proposalView(proposal, this.c.clock.now()) }
     })
@@ -848,6 +983,11 @@ export class FederationManager implements ScopeRouter {
         )
       if (!p.members.includes(r.cfg.cluster))
         throw new OrcError('forbidden', `cluster ${r.cfg.cluster} was not a member when proposal ${id} was made: it cannot approve it`, { proposal: id })
+      // This cluster cannot take the namespace into the federation (it shares it in another, say): it does not approve.
+      if (p.action === 'share-namespace' || p.action === 'unshare-namespace') {
+        const problem = this.namespaceChangeProblem(r, p.action, p.target)
+        if (problem !== undefined) throw problem
+      }
       const tagged = tagAuthor(author, r.cfg.cluster)
       const now = this.c.clock.now()
       await r.store.patch(
@@ -934,6 +1074,7 @@ export class FederationManager implements ScopeRouter {
       id: r.cfg.id,
       cluster: r.cfg.cluster,
       namespaces: r.cfg.namespaces,
+      ...this.writersView(r),
       state: r.cfg.state,
       peerId: r.mesh.peerId,
       addresses: r.mesh.addresses(),
@@ -943,6 +1084,15 @@ export class FederationManager implements ScopeRouter {
       ...(r.directory.creator() !== undefined ? { creator: r.directory.creator() } : {}),
       governance: this.governanceView(r),
     }
+  }
+
+  private writersView(r: Running): { writers?: Record<string, string[]> } {
+    const now = this.c.clock.now()
+    const entries = r.cfg.namespaces.flatMap((ns) => {
+      const w = writersAt(r.gov, ns, now)
+      return w === undefined ? [] : [[ns, [...w]] as [string, string[]]]
+    })
+    return entries.length === 0 ? {} : { writers: Object.fromEntries(entries) }
   }
 
   private governanceView(r: Running): FederationGovernanceView {
@@ -964,6 +1114,14 @@ export class FederationManager implements ScopeRouter {
       spec: { id: cfg.id, namespaces: cfg.namespaces, cluster: cfg.cluster },
     }
     await this.c.store.apply(manifest, { author, reason, now: this.c.clock.now() })
+    // A record kept from an earlier membership may say what was shared then (status.namespaces).
+    const status = this.c.store.get(fedRef(cfg.name))?.status?.namespaces
+    if (status !== undefined && [...(status as string[])].sort().join() !== [...cfg.namespaces].sort().join())
+      await this.c.store.patch(fedRef(cfg.name), [{ path: ['status', 'namespaces'], value: cfg.namespaces }], {
+        author: FEDERATION_CONTROLLER,
+        reason: `shared namespaces: ${cfg.namespaces.join(', ')}`,
+        now: this.c.clock.now(),
+      })
   }
 
   private async readState(id: string): Promise<LocalState | undefined> {
@@ -1075,9 +1233,13 @@ export class FederationManager implements ScopeRouter {
       })
       this.running.set(cfg.id, r)
       this.runningChanged()
+      // A federation set up before namespaces could be shared later: what it shares is its base.
+      cfg.base ??= [...cfg.namespaces]
       if (cfg.name !== '') {
         await this.saveState(cfg)
         await this.announce(r)
+        // Shares and unshares that passed while this node was away (or before it followed in).
+        void this.serial(() => this.applyGovernance(r)).catch((err) => this.log.warn({ err: (err as Error).message }, 'federation governance'))
       }
       return r
     } catch (err) {
@@ -1198,10 +1360,25 @@ export class FederationManager implements ScopeRouter {
   /** Stop replicating; copy the shared namespaces into the cluster's own scope so they stay usable here. */
   private async detach(r: Running, state: 'left' | 'removed'): Promise<void> {
     const now = this.c.clock.now()
+    const copied = await this.keepCopies(r, r.cfg.namespaces, state)
+    r.cfg.state = state
+    r.cfg.detachedAt = now
+    await this.saveState(r.cfg)
+    await this.close(r)
+    this.log.info({ federation: r.cfg.name, state, copied }, 'federation detached')
+  }
+
+  /**
+   * Copy the federation's objects of `namespaces` into the cluster's own scope (they run here from
+   * then on, as this cluster alone may run them); `why` goes in the reason (`kept from federation
+   * lab (left)`). Returns how many were written.
+   */
+  private async keepCopies(r: Running, namespaces: readonly string[], why: string): Promise<number> {
+    const now = this.c.clock.now()
     let copied = 0
     for (const kind of ['Pod', 'PinnedDeployment', 'SecurityPolicy']) {
       for (const o of r.store.list(kind)) {
-        if (!r.cfg.namespaces.includes(o.metadata.namespace ?? 'default')) continue
+        if (!namespaces.includes(o.metadata.namespace ?? 'default')) continue
         const { name, namespace, labels, annotations } = o.metadata
         // This cluster is the only one the copy can run in now.
         const kept = keptSpec(kind, o.spec as Record<string, any> | undefined, r.cfg.cluster)
@@ -1211,7 +1388,7 @@ export class FederationManager implements ScopeRouter {
           metadata: { name, namespace, ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) },
           spec: kept.spec,
         }
-        const reason = `kept from federation ${r.cfg.name} (${state})${kept.changed.length > 0 ? `; ${kept.changed.join('; ')}` : ''}`
+        const reason = `kept from federation ${r.cfg.name} (${why})${kept.changed.length > 0 ? `; ${kept.changed.join('; ')}` : ''}`
         try {
           const res = await this.c.store.apply(copy, { author: FEDERATION_CONTROLLER, reason: reason.slice(0, 1000), now })
           if (res.revision) copied++
@@ -1220,11 +1397,68 @@ export class FederationManager implements ScopeRouter {
         }
       }
     }
-    r.cfg.state = state
-    r.cfg.detachedAt = now
+    return copied
+  }
+
+  /**
+   * The namespaces the federation shares as this node reads its governance: what it learned at
+   * create or join with the passed shares and unshares applied; less any namespace another
+   * federation shares here already (one federation per namespace: this cluster keeps it there).
+   */
+  private namespacesOf(r: Running): string[] {
+    const all = sharedNamespaces(r.cfg.base ?? r.cfg.namespaces, r.gov)
+    return all.filter((ns) => {
+      const other = [...this.running.values()].find((x) => x !== r && x.cfg.namespaces.includes(ns))
+      if (other === undefined) return true
+      const key = `${r.cfg.id}/${ns}`
+      if (!this.heldElsewhere.has(key)) {
+        this.heldElsewhere.add(key)
+        this.log.warn(
+          { federation: r.cfg.name, namespace: ns, other: other.cfg.name },
+          'a namespace shared by this federation is shared by another federation here already: this cluster keeps it in the other one',
+        )
+      }
+      return false
+    })
+  }
+
+  /**
+   * A share or unshare passed (or this node learned of it): the namespaces this node routes to the
+   * federation, runs the pods of and keeps dormant in the cluster's own scope follow. An unshared
+   * namespace's objects are copied into the cluster's own scope first, as a leave does.
+   */
+  private async changeNamespaces(r: Running, next: string[]): Promise<void> {
+    const before = r.cfg.namespaces
+    const gone = before.filter((n) => !next.includes(n))
+    const added = next.filter((n) => !before.includes(n))
+    if (gone.length === 0 && added.length === 0) return
+    const copied = gone.length > 0 ? await this.keepCopies(r, gone, `namespace ${gone.join(', ')} unshared`) : 0
+    r.cfg.namespaces = next
     await this.saveState(r.cfg)
-    await this.close(r)
-    this.log.info({ federation: r.cfg.name, state, copied }, 'federation detached')
+    // The cluster's record of the federation, which its other nodes follow (and orc get federations
+    // shows): status.namespaces, what is shared now (spec.namespaces stays what was asked at create or join).
+    const own = this.c.store.get(fedRef(r.cfg.name))
+    if (own !== undefined && own.spec?.id === r.cfg.id && recordedNamespaces(own).join() !== next.join())
+      await this.c.store
+        .patch(fedRef(r.cfg.name), [{ path: ['status', 'namespaces'], value: next }], {
+          author: FEDERATION_CONTROLLER,
+          reason: `shared namespaces: ${next.join(', ')}`,
+          now: this.c.clock.now(),
+        })
+        .catch((err) => this.log.warn({ err: (err as Error).message }, 'record the shared namespaces'))
+    const why = [...added.map((n) => `namespace ${n} shared`), ...gone.map((n) => `namespace ${n} unshared`)].join(', ')
+    if (r.announced) {
+      await this.podHost
+        ?.setScopeNamespaces(this.podScopeId(r), next, `federation ${r.cfg.name}: ${why}`)
+        .catch((err) => this.log.error({ err, federation: r.cfg.name }, 'federated pods of the changed namespaces'))
+      // The workload controllers see the namespaces' objects come or go from their first pass.
+      const old = r.workloads ?? []
+      r.workloads = []
+      await Promise.all(old.map((w) => w.stop()))
+      if (this.running.has(r.cfg.id)) this.startWorkloads(r)
+    }
+    this.runningChanged()
+    this.log.info({ federation: r.cfg.name, namespaces: next, added, gone, copied }, 'shared namespaces changed')
   }
 
   private async close(r: Running): Promise<void> {
@@ -1284,13 +1518,8 @@ export class FederationManager implements ScopeRouter {
       if (res?.status !== 200) continue
       const token = (res.body as { token?: unknown } | null)?.token
       if (typeof token !== 'string') continue
-      const cfg: LocalState = {
-        id,
-        name: o.metadata.name,
-        cluster,
-        namespaces: (o.spec?.namespaces as string[] | undefined) ?? [],
-        state: 'joined',
-      }
+      const namespaces = recordedNamespaces(o)
+      const cfg: LocalState = { id, name: o.metadata.name, cluster, namespaces, base: namespaces, state: 'joined' }
       try {
         await this.open(cfg, { mode: 'join', token: decodeFederationToken(token) })
         this.log.info({ federation: cfg.name, via: p.name }, 'following the cluster into the federation')

@@ -2,11 +2,12 @@
  * The federation document as the federation mesh sees it: the store, with every revision a peer
  * sends checked against the cluster of the replica that made it before anything is stored, and
  * no Secret that is not marked shareable let in (secrets.ts), and no membership change without
- * the approvals of the federation's governance (governance.ts).
+ * the approvals of the federation's governance, and no user's write in a namespace its share
+ * reserves for other clusters' users (governance.ts).
  */
 import { OrcError } from '../../model/index.ts'
 import { decodeUpdateMessage, type ObjectStore, parseRevisionId, type Replicable } from '../../store/index.ts'
-import { checkMembershipChanges } from './governance.ts'
+import { checkMembershipChanges, checkNamespaceWriters } from './governance.ts'
 import { clusterOfAuthor } from './membership.ts'
 import { checkFederatedSecrets } from './secrets.ts'
 
@@ -60,7 +61,10 @@ export function verifiedReplica(
       const { records } = decodeUpdateMessage(update)
       checkRecordsAuthorship(records, members)
       checkFederatedSecrets(records)
-      if (membership !== undefined) await checkMembershipChanges(records, membership.store, membership.now())
+      if (membership !== undefined) {
+        await checkMembershipChanges(records, membership.store, membership.now())
+        await checkNamespaceWriters(records, membership.store)
+      }
       return store.applyRemote(update, opts)
     },
   }

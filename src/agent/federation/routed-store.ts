@@ -14,6 +14,8 @@ export interface FederatedScope {
   /** This cluster's name in the federation. */
   cluster: string
   federation: string
+  /** The clusters whose users may write in namespace `ns` now (undefined: every member's; governance.ts writersAt). */
+  writers?(ns: string): readonly string[] | undefined
 }
 
 export interface ScopeRouter {
@@ -56,6 +58,21 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     const n = nsOf(kind, ns)
     const scope = n === undefined ? undefined : router.scopeOf(n)
     return scope ? { store: scope.store, scope } : { store: own }
+  }
+  /**
+   * A user's write in a namespace whose share names its writers is refused here unless this
+   * cluster is one of them (the other replicas would refuse it on receipt: governance.ts
+   * checkNamespaceWriters). Controllers write as before.
+   */
+  const checkWriter = (opts: WriteOptions, scope: FederatedScope | undefined, ns: string | undefined): void => {
+    if (scope === undefined || ns === undefined || opts.author.startsWith('controller:')) return
+    const writers = scope.writers?.(ns)
+    if (writers !== undefined && !writers.includes(scope.cluster))
+      throw new OrcError(
+        'forbidden',
+        `namespace ${ns} of federation ${scope.federation} is written by the users of ${writers.join(', ')} only: cluster ${scope.cluster} reads it (its pods run here as placed)`,
+        { namespace: ns, writers: [...writers], cluster: scope.cluster },
+      )
   }
   const tag = <T extends WriteOptions>(opts: T, scope: FederatedScope | undefined): T => {
     if (scope === undefined) return opts
@@ -155,8 +172,9 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
   /**
    * One subscription on the cluster store and on every federation scope's store, following the
    * federations that start and stop after it was made. When a scope's namespaces become visible
-   * (a federation started or joined), `fn` hears of every object it holds in them, as if each had
-   * just changed: a watcher (the DNS zone, a controller) sees them as it would see a new object.
+   * (a federation started or joined, or a namespace was shared or unshared after), `fn` hears of
+   * every object it holds in them, and of the cluster's own there, as if each had just changed: a
+   * watcher (the DNS zone, a controller) sees them as it would see a new object.
    */
   const subscribeAll = (sub: (s: ObjectStore, fn: (keys: string[]) => void) => () => void, fn: (keys: string[]) => void): (() => void) => {
     const offOwn = sub(own, fn)
@@ -178,7 +196,11 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
         }
         const fresh = namespaces.filter((n) => !w.namespaces.has(n))
         for (const n of fresh) w.namespaces.add(n)
-        if (fresh.length > 0) fn([...keysIn(store, new Set(fresh)), ...keysIn(own, new Set(fresh))])
+        // A namespace no longer shared (unshared after create): its objects go from view, the cluster's own come back.
+        const gone = new Set([...w.namespaces].filter((n) => !namespaces.includes(n)))
+        for (const n of gone) w.namespaces.delete(n)
+        const changed = new Set([...fresh, ...gone])
+        if (changed.size > 0) fn([...keysIn(store, changed), ...keysIn(own, changed)])
       }
     }
     for (const s of router.scopes()) watched.set(s.scope.store, { off: sub(s.scope.store, fn), namespaces: new Set(s.namespaces) })
@@ -201,15 +223,18 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     async apply(manifest, opts) {
       const { store, scope } = forObj(manifest)
       checkPin(manifest, scope)
+      checkWriter(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace))
       return store.apply(withOrigin(store, manifest, scope), tag(opts, scope))
     },
     planApply(manifest, opts) {
       const { store, scope } = forObj(manifest)
       checkPin(manifest, scope)
+      checkWriter(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace))
       return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope))
     },
     async patch(ref, fields, opts) {
       const { store, scope } = forRef(ref)
+      checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
       if (ref.kind === 'Secret' && scope !== undefined) {
         const cur = store.get(ref)
         const changes: Change[] = fields.map((f) =>
@@ -225,10 +250,12 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     },
     async delete(ref, opts) {
       const { store, scope } = forRef(ref)
+      checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
       return store.delete(ref, tag(opts, scope))
     },
     async rollback(ref, opts) {
       const { store, scope } = forRef(ref)
+      checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
       return store.rollback(ref, tag(opts, scope))
     },
     get: (ref) => forRef(ref).store.get(ref),

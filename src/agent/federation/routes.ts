@@ -38,7 +38,7 @@ export function federationRoutes(fm: FederationManager) {
     leaveFederation: async ({ params, body }) => ({ federation: await fm.leave(params.name, authorOf(bodyOf(body))) }),
     proposeFederationChange: ({ params, body }) => {
       const b = bodyOf(body)
-      return fm.propose(params.name, b.action, b.target, authorOf(b))
+      return fm.propose(params.name, b.action, b.target, authorOf(b), { writers: b.writers })
     },
     approveFederationProposal: ({ params, body }) => fm.approve(params.name, params.id, authorOf(bodyOf(body))),
     withdrawFederationProposal: ({ params, body }) => fm.withdraw(params.name, params.id, authorOf(bodyOf(body))),

@@ -302,6 +302,33 @@ export class PodLifecycle {
     if (this.started && run.namespaces !== undefined) await this.reconcileOwn(run.namespaces)
   }
 
+  /**
+   * A federation scope now holds `namespaces` (a namespace shared or unshared after it started):
+   * its pods in namespaces it no longer holds stop here (`why`), the cluster's own pods of every
+   * namespace that came or went are reconciled (hidden or shown by the agent's store view), and
+   * the scope's pods in the new ones run.
+   */
+  async setScopeNamespaces(id: string, namespaces: readonly string[], why: string): Promise<void> {
+    const run = this.scopes.get(id)
+    if (!run || id === '' || this.stopped) return
+    const before = run.namespaces ?? []
+    const gone = before.filter((n) => !namespaces.includes(n))
+    const fresh = namespaces.filter((n) => !before.includes(n))
+    run.namespaces = [...namespaces]
+    const mine = [...this.workers.entries()].filter(([k, w]) => k.startsWith(`${id}\0`) && gone.includes(w.ref.namespace))
+    for (const [k] of mine) this.workers.delete(k)
+    await Promise.all(mine.map(([, w]) => w.release(why).catch(() => undefined)))
+    this.log.info({ scope: id, namespaces, gone, fresh, pods: mine.length, why }, 'pod scope namespaces changed')
+    if (!this.started) return
+    await this.reconcileOwn([...gone, ...fresh])
+    await Promise.all(
+      this.podsOf(run)
+        .filter((p) => fresh.includes(p.metadata.namespace ?? 'default'))
+        .map((p) => this.workerFor(run, { kind: 'Pod', namespace: p.metadata.namespace ?? 'default', name: p.metadata.name }).reconcile()),
+    )
+    await run.binder.pass()
+  }
+
   /** The scope holding namespace `ns` (a federation's, else the cluster's own). */
   private scopeOfNs(ns: string): ScopeRun {
     for (const r of this.scopes.values()) if (r.namespaces?.includes(ns)) return r

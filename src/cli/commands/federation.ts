@@ -30,7 +30,7 @@ export function formatFederation(f: FederationView): string {
   const lines = [
     `federation ${f.name} (${f.id})`,
     `  this cluster:  ${f.cluster}`,
-    `  namespaces:    ${f.namespaces.join(', ') || '<none>'}`,
+    `  namespaces:    ${f.namespaces.map((ns) => (f.writers?.[ns] ? `${ns} (written by ${f.writers[ns]!.join(', ')})` : ns)).join(', ') || '<none>'}`,
     `  state:         ${f.state}`,
   ]
   if (f.creator) lines.push(`  created by:    ${f.creator}`)
@@ -72,7 +72,7 @@ export function formatProposals(proposals: readonly FederationProposalView[]): s
       .sort((a, b) => a.at - b.at)
       .map((p) => [
         p.id,
-        `${p.action} ${p.target}`,
+        `${p.action} ${p.target}${p.writers ? ` --writers ${p.writers.join(',')}` : ''}`,
         `${p.approvals.length}/${p.required}`,
         p.approvals.map((a) => a.author).join(', '),
         p.state === 'passed'
@@ -93,7 +93,11 @@ function proposalLine(name: string, p: FederationProposalView): string {
         ? `cluster ${p.target} removed`
         : p.action === 'admit'
           ? `cluster ${p.target} may join (orc federation token ${name})`
-          : `quorum is now ${p.target}`
+          : p.action === 'share-namespace'
+            ? `namespace ${p.target} is shared by every member cluster${p.writers ? `, written by the users of ${p.writers.join(', ')} only` : ''}`
+            : p.action === 'unshare-namespace'
+              ? `namespace ${p.target} is no longer shared: each member cluster keeps copies of its objects`
+              : `quorum is now ${p.target}`
     return `proposal ${p.id} passed (${p.approvals.length}/${p.required}): ${done}\n`
   }
   return `proposal ${p.id} (${p.action} ${p.target}): ${p.approvals.length} of ${p.required} approvals; on another member cluster: orc federation approve ${name} ${p.id}\n`
@@ -257,11 +261,12 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   fed
     .command('propose')
     .description(
-      'Propose admitting or removing a cluster, or a new quorum; it takes effect once admins of enough member clusters approved (this cluster counts as one)',
+      'Propose admitting or removing a cluster, a new quorum, or sharing one more namespace or no longer sharing one; it takes effect once admins of enough member clusters approved (this cluster counts as one)',
     )
     .argument('<NAME>', 'federation name')
-    .argument('<ACTION>', 'admit, remove or quorum')
-    .argument('<TARGET>', 'the cluster to admit or remove; for quorum, a number of approvals (1-99) or default')
+    .argument('<ACTION>', 'admit, remove, quorum, share-namespace or unshare-namespace')
+    .argument('<TARGET>', 'the cluster to admit or remove; for quorum, a number of approvals (1-99) or default; the namespace to share or unshare')
+    .option('--writers <clusters>', 'share-namespace only: the member clusters whose users may write in the namespace (the others read it)', collect)
     .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .addOption(output())
     .addHelpText(
@@ -272,10 +277,13 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation approve lab remove-edge-1a2b3c  # on cloud: the second approval removes edge
   orc federation propose lab admit edge        # let edge join again (then orc federation token lab)
   orc federation propose lab quorum 3          # every cluster must approve from then on
-  orc federation propose lab quorum default`),
+  orc federation propose lab quorum default
+  orc federation propose lab share-namespace web    # share "web" too (the clusters' own objects in it go dormant)
+  orc federation propose lab share-namespace docs --writers home   # only home's users write in "docs"; the others read it
+  orc federation propose lab unshare-namespace web  # each cluster keeps copies of its objects, in its own scope`),
     )
     .action(async (name: string, action: string, target: string, opts, cmd: Command) => {
-      const body = { action, target, author: authorFrom(io.env, opts.author) }
+      const body = { action, target, ...(opts.writers ? { writers: opts.writers } : {}), author: authorFrom(io.env, opts.author) }
       showProposal(name, opts.output, (await callRoute(client(cmd), 'proposeFederationChange', { name }, { body })).proposal)
     })
 

@@ -33,12 +33,14 @@ export const federationKind = defineKind({
     proposals: s.open<Record<string, unknown>>(),
     description: s.string({ maxLength: 1024 }),
   }),
+  /** In a cluster's private copy: `namespaces`, what the federation shares now, once that changed after create or join (governance). */
   status: s.open<Record<string, unknown>>(),
   owned: [{ path: 'status', owner: 'controller:federation' }],
   columns: [
     { header: 'NAME', value: (o) => o.metadata.name },
     { header: 'ID', value: (o) => text(o.spec?.id) },
-    { header: 'NAMESPACES', value: (o) => text(o.spec?.namespaces?.join(',')) },
+    // A cluster's record: status.namespaces once a namespace was shared or unshared after create (a proposal).
+    { header: 'NAMESPACES', value: (o) => text(((o.status?.namespaces as string[] | undefined) ?? o.spec?.namespaces)?.join(',')) },
     { header: 'AS', value: (o) => text(o.spec?.cluster) },
     { header: 'AGE', value: (o, now) => age(createdAt(o), now) },
   ],

@@ -8,11 +8,14 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import {
   checkMembershipChanges,
+  checkNamespaceWriters,
   MAX_GOVERNANCE_CLOCK_SKEW_MS,
   PROPOSAL_TTL_MS,
   proposalState,
   replayGovernance,
   requiredApprovals,
+  sharedNamespaces,
+  writersAt,
 } from '../../../src/agent/federation/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
@@ -210,4 +213,157 @@ test('replay: a proposal withdrawn by its cluster takes no approval after; one n
   assert.equal(g.proposals[0]!.passedAt, undefined)
   assert.equal(proposalState(g.proposals[0]!, 1_000 + PROPOSAL_TTL_MS - 1), 'pending')
   assert.equal(proposalState(g.proposals[0]!, 1_000 + PROPOSAL_TTL_MS + 1), 'expired')
+})
+
+// Sharing one more namespace after create, or no longer sharing one: the same proposals, and a
+// replica derives the shared namespaces from the passed ones only (sharedNamespaces).
+const SH = 'share-namespace-web-00ab12'
+const UN = 'unshare-namespace-web-00cd34'
+
+test('replay: a share passes with the quorum and an unshare takes the namespace back; the namespaces come from the passed proposals only', () => {
+  const records = [rec(FED, 'update', 'user:alice@home', `propose ${SH}: share-namespace web; members cloud,edge,home`, 10)]
+  let g = replayGovernance(records.map(gov))
+  assert.deepEqual([g.proposals[0]!.action, g.proposals[0]!.target, g.proposals[0]!.required], ['share-namespace', 'web', 2])
+  assert.deepEqual(sharedNamespaces(['shared'], g), ['shared'], 'one approval of two: not shared')
+  records.push(rec(FED, 'update', 'user:bob@cloud', `approve ${SH}`, 11))
+  g = replayGovernance(records.map(gov))
+  assert.equal(g.proposals[0]!.passedAt, 11)
+  assert.deepEqual(sharedNamespaces(['shared'], g), ['shared', 'web'])
+  // Unshared later (two approvals again); a base that still lists web (the document's mirror as a
+  // joiner read it) does not bring it back: the last passed proposal decides.
+  records.push(
+    rec(FED, 'update', 'user:erin@edge', `propose ${UN}: unshare-namespace web; members cloud,edge,home`, 20),
+    rec(FED, 'update', 'user:alice@home', `approve ${UN}`, 21),
+  )
+  g = replayGovernance(records.map(gov))
+  assert.deepEqual(sharedNamespaces(['shared'], g), ['shared'])
+  assert.deepEqual(sharedNamespaces(['shared', 'web'], g), ['shared'])
+  // A malformed target (not a DNS label) is no proposal at all.
+  g = replayGovernance([rec(FED, 'update', 'user:alice@home', 'propose share-namespace-x-00ef56: share-namespace Web_1; members home', 30)].map(gov))
+  assert.equal(g.proposals.length, 0)
+})
+
+/**
+ * Two receiving replicas: a member (the receiver above) and a joiner (an empty store), with what
+ * the joiner receives before the records under test: the document from its start, the three
+ * clusters admitted.
+ */
+async function memberAndJoiner(t: { after(fn: () => Promise<void>): void }) {
+  const member = await receiver(t)
+  const { store: joiner, cleanup } = await tempStore()
+  t.after(cleanup)
+  const history = [
+    rec(FED, 'create', 'controller:federation@home', 'federation created', 1),
+    rec('Cluster//home', 'create', 'controller:federation@home', 'cluster joined the federation', 2),
+    rec(FED, 'update', 'user:alice@home', 'propose admit-cloud-001122: admit cloud; members home', 3),
+    rec('Cluster//cloud', 'create', 'controller:federation@cloud', 'cluster joined the federation', 4),
+    rec(FED, 'update', 'user:alice@home', 'propose admit-edge-001133: admit edge; members cloud,home', 5),
+    rec('Cluster//edge', 'create', 'controller:federation@edge', 'cluster joined the federation', 6),
+  ]
+  return [
+    ['member', member, [] as Rec[]],
+    ['joiner', joiner, history],
+  ] as const
+}
+
+test('on receipt: a share written without the quorum is refused by every replica (a member and a joiner); with the approvals it is accepted', async (t) => {
+  const replicas = await memberAndJoiner(t)
+  const member = replicas[0][1]
+  const write = (reason: string, time: number, value = ['shared', 'web']) => ({
+    ...rec(FED, 'update', 'user:alice@home', reason, time),
+    c: [['s', ['spec', 'namespaces'], value]] as [string, string[], unknown][],
+  })
+  const propose = rec(FED, 'update', 'user:alice@home', `propose ${SH}: share-namespace web; members cloud,edge,home`, 2_000)
+  const approve = rec(FED, 'update', 'user:bob@cloud', `approve ${SH}`, 2_001)
+  const mirror = write(`share namespace web (proposal ${SH})`, 2_002)
+  for (const [who, store, before] of replicas) {
+    // spec.namespaces changed with no proposal named: a forgery (the sender is scored down).
+    await assert.rejects(
+      check([...before, write('edit', 2_002)], store),
+      (e: any) =>
+        e.code === 'forbidden' && /changes the shared namespaces \(spec\.namespaces of Federation\/\/shared\) without a passed share-namespace/.test(e.message),
+      who,
+    )
+    // Naming a proposal with one approval of the two it needs (home's own): refused, waits for approvals.
+    await assert.rejects(
+      check([...before, propose, mirror], store),
+      (e: any) => e.code === 'unavailable' && /sharing namespace web by user:alice@home names proposal .* has 1 of 2 approvals/.test(e.message),
+      who,
+    )
+    await assert.rejects(check([...before, mirror], store), /names proposal .* is not known here/, who)
+    // Naming a passed proposal of something else: a forgery.
+    const admit = [
+      rec(FED, 'update', 'user:alice@home', 'propose admit-mars-00ff66: admit mars; members cloud,edge,home', 2_000),
+      rec(FED, 'update', 'user:bob@cloud', 'approve admit-mars-00ff66', 2_001),
+    ]
+    await assert.rejects(
+      check([...before, ...admit, write('share namespace web (proposal admit-mars-00ff66)', 2_002)], store),
+      (e: any) => e.code === 'forbidden' && /proposal admit-mars-00ff66 is admit mars/.test(e.message),
+      who,
+    )
+    // With cloud's approval: accepted; the unshare too, once it passed.
+    await check([...before, propose, approve, mirror], store)
+    const unPropose = rec(FED, 'update', 'user:bob@cloud', `propose ${UN}: unshare-namespace web; members cloud,edge,home`, 3_000)
+    const unMirror = { ...write(`unshare namespace web (proposal ${UN})`, 3_002, ['shared']), a: 'user:erin@edge' }
+    await assert.rejects(
+      check([...before, propose, approve, mirror, unPropose, unMirror], store),
+      /unsharing namespace web by user:erin@edge names proposal .* has 1 of 2/,
+      who,
+    )
+    await check([...before, propose, approve, mirror, unPropose, rec(FED, 'update', 'user:erin@edge', `approve ${UN}`, 3_001), unMirror], store)
+  }
+  // Other writes of the Federation object (a proposal's mirror under spec.proposals) are not shares.
+  await check([{ ...propose, c: [['s', ['spec', 'proposals', SH], { action: 'share-namespace' }]] as [string, string[], unknown][] }], member)
+})
+
+test('a share with writers: only their users write in the namespace while it lasts; a write by another cluster’s user is refused on receipt by a member and by a joiner', async (t) => {
+  const SW = 'share-namespace-docs-00ab77'
+  const propose = rec(FED, 'update', 'user:alice@home', `propose ${SW}: share-namespace docs; members cloud,edge,home; writers home`, 2_000)
+  const approve = rec(FED, 'update', 'user:bob@cloud', `approve ${SW}`, 2_001)
+  let g = replayGovernance([propose, approve].map(gov))
+  assert.deepEqual(g.proposals[0]!.writers, ['home'])
+  assert.deepEqual(writersAt(g, 'docs', 2_000), undefined, 'before it passed: nobody is restricted')
+  assert.deepEqual(writersAt(g, 'docs', 2_001), ['home'])
+  assert.equal(writersAt(g, 'shared', 2_001), undefined)
+  // Unshared later: no restriction from then on (the namespace is no longer the federation's).
+  const UW = 'unshare-namespace-docs-00ab88'
+  g = replayGovernance(
+    [
+      propose,
+      approve,
+      rec(FED, 'update', 'user:alice@home', `propose ${UW}: unshare-namespace docs; members cloud,edge,home`, 3_000),
+      rec(FED, 'update', 'user:erin@edge', `approve ${UW}`, 3_001),
+    ].map(gov),
+  )
+  assert.deepEqual([writersAt(g, 'docs', 2_500), writersAt(g, 'docs', 3_001)], [['home'], undefined])
+  // Writers on another action, or naming a cluster outside the member list: no proposal at all.
+  g = replayGovernance(
+    [
+      rec(FED, 'update', 'user:alice@home', 'propose admit-mars-00ab99: admit mars; members cloud,home; writers home', 10),
+      rec(FED, 'update', 'user:alice@home', 'propose share-namespace-x-00abaa: share-namespace x; members cloud,home; writers mars', 11),
+    ].map(gov),
+  )
+  assert.equal(g.proposals.length, 0)
+
+  const cloudWrite = rec('Pod/docs/page', 'create', 'user:bob@cloud', '', 2_500)
+  for (const [who, store, before] of await memberAndJoiner(t)) {
+    await assert.rejects(
+      checkNamespaceWriters([...before, propose, approve, cloudWrite], store),
+      (e: any) => e.code === 'forbidden' && /user:bob@cloud wrote Pod\/docs\/page .* namespace docs is written by the users of home only/.test(e.message),
+      who,
+    )
+    // A modified agent calling itself something else is judged the same.
+    await assert.rejects(
+      checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, a: 'system:x@cloud' }], store),
+      /written by the users of home only/,
+      who,
+    )
+    // Home's users write; cloud's controllers report (a pod running in cloud); a cloud write
+    // dated before the share passed (when docs was not the federation's) is not judged.
+    await checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, a: 'user:alice@home' }], store)
+    await checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, o: 'update', a: 'controller:lifecycle@cloud' }], store)
+    await checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, t: 2_000 }], store)
+    // Without the approval (one of two) the share has not passed: nothing is restricted yet.
+    await checkNamespaceWriters([...before, propose, cloudWrite], store)
+  }
 })
