@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=2
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 node --max-semi-space-size=2
 // Entry point of the `orc` command. Runs dist/orc.mjs (built by scripts/build.mjs) when it is newer
 // than every file under src/, and the TypeScript sources through tsx otherwise — what runs is always
 // what is in the tree. ORC_NO_BUNDLE=1 forces the sources.

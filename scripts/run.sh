@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
-ORC=(node --max-semi-space-size=2 bin/orc.mjs)
+ORC=(env MALLOC_ARENA_MAX=2 node --max-semi-space-size=2 bin/orc.mjs)
 orc() { "${ORC[@]}" "$@"; }
 
 # The sample pod's image: a tiny rootfs built from Debian's busybox-static (no registry).

@@ -1075,7 +1075,7 @@ function heapKeeper(logger: Logger): Component {
   return {
     name: 'heap-keeper',
     start() {
-      stop = keepHeapCompact({ onCompact: (r) => logger.debug(r, 'heap compacted (idle slack)') })
+      stop = keepHeapCompact({ onCompact: (r) => logger.debug(r, 'heap compacted (idle slack or growth)') })
     },
     stop: () => stop?.(),
   }

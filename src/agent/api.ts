@@ -4,9 +4,11 @@
  * Manifests are validated here, all of them before any is written, so a bad document in a batch
  * leaves the store untouched.
  */
+
 import { createHash } from 'node:crypto'
 import type { Logger } from 'pino'
 import {
+  byCodeUnits,
   formatRef,
   getKind,
   isPlainObject,
@@ -153,7 +155,7 @@ export function objectRoutes(c: ApiComponents) {
     const ns = def.namespaced && !all ? one(q, 'namespace') || 'default' : undefined
     const items = c.store
       .list(def.kind, ns)
-      .sort((a, b) => (a.metadata.namespace ?? '').localeCompare(b.metadata.namespace ?? '') || a.metadata.name.localeCompare(b.metadata.name))
+      .sort((a, b) => byCodeUnits(a.metadata.namespace ?? '', b.metadata.namespace ?? '') || byCodeUnits(a.metadata.name, b.metadata.name))
     return { kind: def.kind, items }
   }
   const bodyOf = (b: unknown) => (isPlainObject(b) ? b : {})

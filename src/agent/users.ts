@@ -5,12 +5,14 @@
  * cluster id and PSK as before); it is stored nowhere. Removing or rotating a user makes its old
  * credential useless at once on every node that has replicated the change (cluster.ts `keyOwner`).
  */
+
 import { encodeRemoteCredential, newUserKey } from '../mesh/index.ts'
 import {
   ADMIN_USER,
   API_VERSION,
   authorOf,
   BUILTIN_ROLES,
+  byCodeUnits,
   isPlainObject,
   NODE_ROOT_PREFIX,
   OrcError,
@@ -119,7 +121,7 @@ export function userRoutes(c: UserRoutesComponents) {
       }))
       // A cluster's first admin key (cluster.json) is the user admin until it has a User object.
       if (!names.has(ADMIN_USER) && c.cluster !== undefined) users.unshift({ name: ADMIN_USER, roles: ['admin'], key: '(cluster.json)', created: undefined })
-      return { users: users.sort((a, b) => a.name.localeCompare(b.name)) }
+      return { users: users.sort((a, b) => byCodeUnits(a.name, b.name)) }
     },
     addUser: async ({ body, principal }) => {
       const b = isPlainObject(body) ? body : {}

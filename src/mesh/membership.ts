@@ -2,6 +2,7 @@
  * Liveness as seen by this node: pure bookkeeping over heartbeats and an injected `now`. Heartbeats
  * are ephemeral gossip; nothing here is stored history.
  */
+import { byCodeUnits } from '../model/index.ts'
 export type MemberState = 'alive' | 'suspect' | 'dead'
 
 export interface MemberInfo {
@@ -129,7 +130,7 @@ export class MembershipTable {
         self,
       })
     }
-    return out.sort((a, b) => a.name.localeCompare(b.name) || a.peerId.localeCompare(b.peerId))
+    return out.sort((a, b) => byCodeUnits(a.name, b.name) || byCodeUnits(a.peerId, b.peerId))
   }
 
   list(): MemberInfo[] {

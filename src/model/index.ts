@@ -1,4 +1,5 @@
 export * from './api.ts'
+export { byCodeUnits } from './compare.ts'
 export { type CronSchedule, isTimeZone, lastRunBetween, nextRun, parseCron, type WallClock, wallClock } from './cron.ts'
 export * from './diff.ts'
 export { type DurationFormat, type DurationRounding, formatDuration } from './duration.ts'

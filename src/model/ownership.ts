@@ -1,3 +1,4 @@
+import { byCodeUnits } from './compare.ts'
 import { OrcError } from './errors.ts'
 
 /**
@@ -63,7 +64,7 @@ export class OwnershipTable {
       if (kind !== undefined && k !== kind) continue
       for (const [path, owner] of fields) out.push({ kind: k, path, owner })
     }
-    return out.sort((a, b) => (a.kind + a.path).localeCompare(b.kind + b.path))
+    return out.sort((a, b) => byCodeUnits(a.kind + a.path, b.kind + b.path))
   }
 
   clone(): OwnershipTable {

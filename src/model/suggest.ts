@@ -2,6 +2,7 @@
  * "Did you mean …?": the candidates closest to a mistyped word, by edit distance (insertions,
  * deletions, substitutions and swaps of neighbours each cost one), for kinds and object names.
  */
+import { byCodeUnits } from './compare.ts'
 
 /** Optimal string alignment distance (Damerau–Levenshtein without repeated edits of one substring). */
 export function editDistance(a: string, b: string): number {
@@ -41,7 +42,7 @@ export function closestWords(word: string, candidates: Iterable<string>, max = 3
     else if (w.length >= 2 && (lc.startsWith(w) || lc.includes(w))) scored.push({ c, d: limit + 1 + (lc.startsWith(w) ? 0 : 1) })
   }
   return scored
-    .sort((x, y) => x.d - y.d || x.c.localeCompare(y.c))
+    .sort((x, y) => x.d - y.d || byCodeUnits(x.c, y.c))
     .slice(0, max)
     .map((s) => s.c)
 }

@@ -4,7 +4,7 @@
  */
 import { PassThrough } from 'node:stream'
 import { type Clock, systemClock } from '../effects/index.ts'
-import { OrcError } from '../model/index.ts'
+import { byCodeUnits, OrcError } from '../model/index.ts'
 import { runExec } from './exec.ts'
 import type {
   ContainerHandle,
@@ -219,7 +219,7 @@ export class FakeRuntime implements Runtime {
   }
 
   list(): ContainerStatus[] {
-    return [...this.containers.values()].map((c) => ({ ...c.status })).sort((a, b) => a.id.localeCompare(b.id))
+    return [...this.containers.values()].map((c) => ({ ...c.status })).sort((a, b) => byCodeUnits(a.id, b.id))
   }
 
   async recover(): Promise<RecoverResult> {

@@ -25,7 +25,7 @@ import { constants as osConstants } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { type Clock, every, execaRunner, sleep, systemClock, unrefTimers } from '../effects/index.ts'
-import { OrcError, wrapError } from '../model/index.ts'
+import { byCodeUnits, OrcError, wrapError } from '../model/index.ts'
 import { type CgroupLayout, cgroupPids, detectCgroupLayout, readCgroupUsage, removeContainerCgroups } from './cgroups.ts'
 import { connectPortArgv, type ExecLaunch, resolveBinary, runExec, spawnExec } from './exec.ts'
 import { spawnDetached } from './host.ts'
@@ -507,7 +507,7 @@ export abstract class SupervisedRuntime implements Runtime {
   }
 
   list(): ContainerStatus[] {
-    return [...this.live.values()].map((l) => this.toStatus(l.rec)).sort((a, b) => a.id.localeCompare(b.id))
+    return [...this.live.values()].map((l) => this.toStatus(l.rec)).sort((a, b) => byCodeUnits(a.id, b.id))
   }
 
   async recover(): Promise<RecoverResult> {

@@ -1,4 +1,4 @@
-import { OrcError } from '../model/index.ts'
+import { byCodeUnits, OrcError } from '../model/index.ts'
 import { formatDuration, formatSeconds } from './format.ts'
 import { unitsByName } from './snapshot.ts'
 import type { UnitKind, UnitSnapshot, UnitState, WorkflowSnapshot } from './types.ts'
@@ -236,7 +236,7 @@ export function explainWhy(snap: WorkflowSnapshot, target: string, opts: Explain
   if (snap.id !== undefined) out.runId = snap.id
   if (snap.cancelled !== undefined) out.cancelled = snap.cancelled
   const order = snap.units.filter((u) => relevant.has(u.name))
-  order.sort((a, b) => (a.startedAt ?? Infinity) - (b.startedAt ?? Infinity) || a.name.localeCompare(b.name))
+  order.sort((a, b) => (a.startedAt ?? Infinity) - (b.startedAt ?? Infinity) || byCodeUnits(a.name, b.name))
   for (const u of order) out[u.state].push(whyUnit(u, snap, units, now))
 
   const prefix = opts.subject !== undefined ? `${opts.subject}: ` : ''

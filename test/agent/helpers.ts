@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
-import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
+import { NODE_ENV, NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import { ApiClient } from '../../src/cli/client.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
@@ -65,7 +65,7 @@ export async function startAgentProcess(dataDir: string, extra: string[] = []): 
   const proc = execa(process.execPath, [...NODE_FLAGS, BIN, 'up', '--data-dir', dataDir, '--listen', '127.0.0.1:0', ...extra], {
     cwd: ROOT,
     reject: false,
-    env: { ORC_LOG_LEVEL: 'warn', USER: 'tester' },
+    env: { ...NODE_ENV, ORC_LOG_LEVEL: 'warn', USER: 'tester' },
     buffer: true,
     all: false,
   })

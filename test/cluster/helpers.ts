@@ -8,7 +8,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
-import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
+import { NODE_ENV, NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import { ApiClient } from '../../src/cli/client.ts'
 import { waitFor } from '../helpers/wait.ts'
 
@@ -174,6 +174,7 @@ export class NodeProcess {
       reject: false,
       // The workspace's shared busybox (sched/helpers.ts sharedBusybox, federation/placement.test.ts) is an image store.
       env: {
+        ...NODE_ENV,
         ORC_LOG_LEVEL: 'info',
         USER: 'tester',
         ORC_MESH_TUNABLES: TEST_TUNABLES,

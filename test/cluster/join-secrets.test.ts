@@ -7,7 +7,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { execa } from 'execa'
-import { NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
+import { NODE_ENV, NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import { ApiClient } from '../../src/cli/client.ts'
 import { watchCmdlines } from '../helpers/cmdline.ts'
 import { BIN, freePort, newNode, nodeNames, ROOT, TEST_TUNABLES, tokenFrom, Workspace, waitFor } from './helpers.ts'
@@ -46,7 +46,7 @@ test('orc join: the token never shows in any process command line', async (t) =>
           cwd: ROOT,
           reject: false,
           input: h.input ?? '',
-          env: { ORC_LOG_LEVEL: 'warn', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ORC_TOKEN: '', ...h.env },
+          env: { ...NODE_ENV, ORC_LOG_LEVEL: 'warn', USER: 'tester', ORC_MESH_TUNABLES: TEST_TUNABLES, ORC_TOKEN: '', ...h.env },
         },
       )
       try {

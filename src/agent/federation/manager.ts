@@ -7,6 +7,7 @@
  * object naming the id and this cluster's name in it); every node of the cluster follows that
  * record: it joins with an invite minted by a node already in, and detaches when it goes.
  */
+
 import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -30,6 +31,7 @@ import {
   API_VERSION,
   type ApiRequest,
   type ApiResponse,
+  byCodeUnits,
   DNS_LABEL,
   errorResponse,
   type Node,
@@ -555,7 +557,7 @@ export class FederationManager implements ScopeRouter {
             },
       )
     }
-    return out.sort((a, b) => a.name.localeCompare(b.name))
+    return out.sort((a, b) => byCodeUnits(a.name, b.name))
   }
 
   status(name: string): FederationView {

@@ -3,7 +3,7 @@
  * (who changed what, and why) and the lifecycle units of pods (`status.workflow`: started, done,
  * failed with the error). Works on any node, for any object, including while peers are away.
  */
-import { getKind, KINDS, type ObjectRef, parseRef } from '../../model/index.ts'
+import { byCodeUnits, getKind, KINDS, type ObjectRef, parseRef } from '../../model/index.ts'
 import type { ObjectStore, StoredObject } from '../../store/index.ts'
 import { parseWorkflowSnapshot } from '../../workflow/index.ts'
 import type { ClusterEvent } from '../api-types.ts'
@@ -210,7 +210,7 @@ export async function collectEvents(store: ObjectStore, q: EventQuery): Promise<
     const nodes = q.ref === undefined ? store.list('Node') : objects
     out.push(...refusedEvents(nodes, since))
   }
-  out.sort((a, b) => a.time - b.time || a.id.localeCompare(b.id))
+  out.sort((a, b) => a.time - b.time || byCodeUnits(a.id, b.id))
   const limit = q.limit ?? 500
   return out.length > limit ? out.slice(out.length - limit) : out
 }

@@ -3,6 +3,7 @@
  * counters, gauges and histograms kept by the agent, plus gauges computed at scrape time from the
  * store and the mesh. No client library: the format is a few lines of text.
  */
+import { byCodeUnits } from '../../model/index.ts'
 
 export type Labels = Record<string, string>
 
@@ -102,7 +103,7 @@ export class MetricsRegistry {
   render(): string {
     for (const c of this.collectors) c()
     const out: string[] = []
-    for (const f of [...this.families.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+    for (const f of [...this.families.values()].sort((a, b) => byCodeUnits(a.name, b.name))) {
       out.push(`# HELP ${f.name} ${f.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`)
       out.push(`# TYPE ${f.name} ${f.kind}`)
       if (f.kind === 'histogram') {

@@ -1,6 +1,7 @@
 /** The peers table of `orc status` and `orc doctor`: each member, how this node reaches it, what it runs. */
 
 import type { Mesh } from '../../mesh/index.ts'
+import { byCodeUnits } from '../../model/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
 import type { PeerRow } from '../api-types.ts'
 
@@ -69,5 +70,5 @@ export function peerRows(d: PeersComponents): PeerRow[] {
         pods: pods.get(m.name) ?? 0,
       }
     })
-    .sort((a, b) => Number(b.self) - Number(a.self) || a.name.localeCompare(b.name))
+    .sort((a, b) => Number(b.self) - Number(a.self) || byCodeUnits(a.name, b.name))
 }

@@ -223,6 +223,11 @@ export class PodLifecycle {
     this.scopes.set('', { id: '', store: c.store, nodeName: c.nodeName, suffix: '', namespaces: undefined, binder: this.binder, pendingKeys: new Set() })
   }
 
+  /** How many pod workers this node holds (pods it runs or ran, and those being reconciled). */
+  workerCount(): number {
+    return this.workers.size
+  }
+
   /** The pods of this node that keep an image digest (their kept revisions): `namespace/name`. */
   podsUsingImage(digest: string): string[] {
     const uids = this.images.podsPinning(digest)

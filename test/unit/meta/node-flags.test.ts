@@ -4,18 +4,20 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { test } from 'node:test'
-import { NODE_FLAGS } from '../../../src/agent/ops/node-flags.ts'
+import { NODE_ENV_WORDS, NODE_FLAGS } from '../../../src/agent/ops/node-flags.ts'
 
 const root = new URL('../../../', import.meta.url).pathname
 const read = (p: string) => readFileSync(root + p, 'utf8')
 const flags = NODE_FLAGS.join(' ')
+const env = NODE_ENV_WORDS.join(' ')
 
-test('bin/orc.mjs, scripts/run.sh and the orc script install.sh writes start node with the agent flags', () => {
+test('bin/orc.mjs, scripts/run.sh and the orc script install.sh writes start node with the agent flags and environment', () => {
   assert.ok(flags.length > 0)
-  assert.equal(read('bin/orc.mjs').split('\n')[0], `#!/usr/bin/env -S node ${flags}`)
-  assert.match(read('scripts/run.sh'), new RegExp(`^ORC=\\(node ${flags} bin/orc\\.mjs\\)$`, 'm'))
+  assert.ok(env.length > 0)
+  assert.equal(read('bin/orc.mjs').split('\n')[0], `#!/usr/bin/env -S ${env} node ${flags}`)
+  assert.match(read('scripts/run.sh'), new RegExp(`^ORC=\\(env ${env} node ${flags} bin/orc\\.mjs\\)$`, 'm'))
   assert.match(read('scripts/run.sh'), /^orc\(\) \{ "\$\{ORC\[@\]\}" "\$@"; \}$/m)
-  assert.match(read('src/agent/ops/install.sh'), new RegExp(`^exec "\\$NODE_BIN" ${flags} "\\$LIB/current/orc\\.mjs"`, 'm'))
+  assert.match(read('src/agent/ops/install.sh'), new RegExp(`^exec env ${env} "\\$NODE_BIN" ${flags} "\\$LIB/current/orc\\.mjs"`, 'm'))
 })
 
 test("scripts/run.sh starts the agent as its own child, so that its pid is the agent's", () => {
