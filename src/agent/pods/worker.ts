@@ -197,6 +197,8 @@ export class PodWorker {
   private containers = new Map<string, ContainerState>()
   private runRetryTimer: TimerHandle | undefined
   private runRetryMs: number
+  /** A run was started by this worker (its status is this node's from then on). */
+  private startedHere = false
   private readonly writer: StatusWriter
   private readonly log: Logger
   /** The pod's network on this node (kept across in-place restarts, dropped on teardown). */
@@ -619,6 +621,7 @@ export class PodWorker {
     const cond = Array.isArray(st.conditions) ? st.conditions.find((c) => c?.type === 'Ready') : undefined
     if (cond !== undefined && typeof cond.lastTransitionTime === 'string') this.readyCond = { ...cond }
     for (const cs of this.containers.values()) if (cs.state === 'running') this.startProbes(cs)
+    this.startedHere = true
     this.writeStatus('adopted after agent restart')
     for (const [id, exit] of exits) await this.onExit(id, exit, true)
     // A Config or Secret that changed while no agent watched: restart with its new values.
@@ -1051,7 +1054,13 @@ export class PodWorker {
       this.writeStatus('lifecycle progress', { defer: true })
     })
     this.snapshot = run.snapshot()
-    this.writeStatus(why === undefined ? `start revision ${this.revision}` : `start revision ${this.revision}: ${why}`, { defer: true })
+    // The first start here of a pod whose status still describes another copy (the node it ran on
+    // before an ha move or a re-pin, or this node's copy that an agent restart found gone) replaces
+    // that status at once rather than after the progress window: until then `orc get pod` showed
+    // the old copy's phase and address on this node, and its service names answered that address.
+    const inherited = !this.startedHere && describesACopy(obj.status)
+    this.startedHere = true
+    this.writeStatus(why === undefined ? `start revision ${this.revision}` : `start revision ${this.revision}: ${why}`, { defer: !inherited })
     void run.reach('running').then((res) => this.enqueue(() => this.runFinished(gen, run, res)))
   }
 
@@ -1445,6 +1454,12 @@ export class PodWorker {
 }
 
 const DIGEST = /^sha256:[a-f0-9]{64}$/
+
+/** Whether a pod's stored status describes a copy that ran (a phase past Pending, or an address). */
+export function describesACopy(status: unknown): boolean {
+  const st = (status ?? {}) as { phase?: unknown; network?: unknown }
+  return (typeof st.phase === 'string' && st.phase !== 'Pending') || (st.network !== undefined && st.network !== null)
+}
 
 /** The image pins a status records for spec revision `revision` (written by any node: checked here). */
 export function recordedPins(status: unknown, revision: number | undefined): PodImagePin[] {
