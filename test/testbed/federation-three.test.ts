@@ -219,8 +219,6 @@ test('testbed: three federated clusters (two homes behind NATs, one public): a s
     async () => ((await tb.orcJson('c1', ['get', 'pod', 'web', '-n', NS]).catch(() => undefined))?.status?.node === 'h2@home2' ? Date.now() - k0 : undefined),
     180_000,
   )
-  // Until h2 writes the pod's status (once it runs there), the status still shows the phase and
-  // address of the copy on h1: wait for an address in h2's /64.
   const moved = await waitFor(
     `web Running on h2@home2 with an address in ${h2Net}::/64`,
     async () => {
@@ -240,6 +238,14 @@ test('testbed: three federated clusters (two homes behind NATs, one public): a s
     `after the failover: the name answered the home2 address on c1 ${dnsLag} ms after the pod was seen Running there; the client pod reached it by name ${Date.now() - k0} ms after home1 was cut off`,
   )
   for (const line of `client log:\n${await logs()}`.split('\n')) t.diagnostic(line)
+  // The pod's history: right after the bind to h2, h2 wrote its own status (starting, no address),
+  // not the lost copy's phase and address until the pod ran there.
+  const history = await tb.orc('c1', ['history', 'pod/web', '-n', NS])
+  for (const line of `orc history pod/web -n ${NS} (on c1)\n${history}`.split('\n')) t.diagnostic(line)
+  const rows = history.split('\n')
+  const bindRow = rows.findIndex((l) => /bind to h2@home2 \(from h1@home1\)/.test(l))
+  assert.ok(bindRow > 0, history)
+  assert.match(rows[bindRow + 1] ?? '', /controller:lifecycle@home2 +update +start revision \d+ \(phase (Starting|Pending)\)/, history)
 
   // cloud ↔ home2 directly, and nothing relayed anywhere: home2 needs no path to home1.
   const [c, h] = await Promise.all([routes('c1'), routes('h2')])
