@@ -13,7 +13,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { imageStoresEnv, sharedPod, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
+import { imageStoresEnv, sharedPod, skipReason, Testbed, TWO_RANDOM_NATS, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
 
@@ -32,10 +32,7 @@ test("testbed: pods on two NAT'd nodes of different federated clusters talk thro
   const why = await skipReason()
   if (why) return t.skip(`skipped: ${why}`)
   const tb = await Testbed.create({
-    routers: [
-      { name: 'rtra', nat: 'random' },
-      { name: 'rtrb', nat: 'random' },
-    ],
+    routers: TWO_RANDOM_NATS,
     hosts: [{ name: 'pub1' }, { name: 'home1', site: 'home', router: 'rtra' }, { name: 'home2', site: 'home', router: 'rtrb' }],
     env: { ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }), ...imageStoresEnv() },
   })

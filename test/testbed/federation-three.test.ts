@@ -22,7 +22,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { imageStoresEnv, sharedPod, skipReason, Testbed, waitFor } from './helpers.ts'
+import { imageStoresEnv, sharedPod, skipReason, Testbed, TWO_RANDOM_NATS, waitFor } from './helpers.ts'
 
 const NS = 'shared'
 const NAME = `web.${NS}.svc.cluster.local`
@@ -64,10 +64,7 @@ test('testbed: three federated clusters (two homes behind NATs, one public): a s
   const why = await skipReason()
   if (why) return t.skip(`skipped: ${why}`)
   const tb = await Testbed.create({
-    routers: [
-      { name: 'rtra', nat: 'random' },
-      { name: 'rtrb', nat: 'random' },
-    ],
+    routers: TWO_RANDOM_NATS,
     hosts: [{ name: 'c1' }, { name: 'h1', site: 'home', router: 'rtra' }, { name: 'h2', site: 'home', router: 'rtrb' }],
     env: {
       ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }),

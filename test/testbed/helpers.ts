@@ -1,11 +1,17 @@
 /** Helpers for testbed scenarios: pods from the busybox fixture, waiting on what `orc` reports. */
 import { dirname } from 'node:path'
-import type { Testbed } from '../../netsim/testbed/testbed.ts'
+import type { RouterSpec, Testbed } from '../../netsim/testbed/testbed.ts'
 import { busyboxImages, busyboxMissing } from '../fixtures/busybox-image.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 export { netemUnavailable, Testbed, testbedUnavailable } from '../../netsim/testbed/testbed.ts'
 export { waitFor }
+
+/** Two home routers, rtra and rtrb, each masquerading with a random port per connection (symmetric NATs: their LANs never reach each other). */
+export const TWO_RANDOM_NATS: RouterSpec[] = [
+  { name: 'rtra', nat: 'random' },
+  { name: 'rtrb', nat: 'random' },
+]
 
 /** Why testbed scenarios cannot run here (for `skipped: <reason>`), or undefined. */
 export async function skipReason(): Promise<string | undefined> {

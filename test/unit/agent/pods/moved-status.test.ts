@@ -4,17 +4,11 @@
 // three-cluster testbed, `orc get pod` showed the new node with the lost copy's address, and the
 // service name answered it, for 1–2.6 s after the move).
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { test } from 'node:test'
-import pino from 'pino'
-import { PodLifecycle } from '../../../../src/agent/pods/controller.ts'
 import { describesACopy } from '../../../../src/agent/pods/worker.ts'
-import { systemClock } from '../../../../src/effects/index.ts'
 import type { ContainerHandle, ContainerRunSpec } from '../../../../src/runtime/index.ts'
 import { FakeRuntime } from '../../../../src/runtime/index.ts'
-import { openStore } from '../../../../src/store/index.ts'
+import { lifecycleOnA } from './lifecycle-fixture.ts'
 
 /** A fake runtime whose container starts wait until `open()`: the pod stays starting meanwhile. */
 class GatedRuntime extends FakeRuntime {
@@ -48,28 +42,11 @@ for (const moved of [true, false]) {
       ? "a pod moved here replaces the old copy's phase and address at once, while it starts"
       : 'a new pod keeps its first status for the progress window (a quick start: one revision)',
     async (t) => {
-      const dir = mkdtempSync(join(tmpdir(), 'orc-moved-'))
-      t.after(() => rmSync(dir, { recursive: true, force: true }))
-      mkdirSync(join(dir, 'data', 'images', 'img', 'bin'), { recursive: true })
-      const store = await openStore({ dir: join(dir, 'db'), sync: false })
       const rt = new GatedRuntime()
-      const lc = new PodLifecycle({
-        store,
-        nodeName: 'a',
-        dataDir: join(dir, 'data'),
-        clock: systemClock,
-        logger: pino({ level: 'silent' }),
-        aliveNodes: () => ['a', 'b'],
-        runtime: () => rt,
-        // A long progress window: without the fix the old status would stay for 60 s.
-        tunables: { progressWriteMs: 60_000 },
-      })
-      t.after(async () => {
-        rt.open()
-        await lc.stop()
-        await store.close()
-      })
-      await lc.start()
+      // Registered first, so it runs before the lifecycle stops: a start still waiting ends.
+      t.after(() => rt.open())
+      // A long progress window: without the fix the old status would stay for 60 s.
+      const { store } = await lifecycleOnA(t, rt, { progressWriteMs: 60_000 })
       const ref = { kind: 'Pod' as const, namespace: 'default', name: 'web' }
       const at = () => ({ now: Date.now() })
       await store.apply(

@@ -1,15 +1,9 @@
 // A node keeps pod workers only for pods it runs or ran: before, every node held one for every pod of
 // the cluster (~0.9 KB each, and a fence tick each a second), whatever node it was bound to.
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { test } from 'node:test'
-import pino from 'pino'
-import { PodLifecycle } from '../../../../src/agent/pods/controller.ts'
-import { systemClock } from '../../../../src/effects/index.ts'
 import { FakeRuntime } from '../../../../src/runtime/index.ts'
-import { openStore } from '../../../../src/store/index.ts'
+import { lifecycleOnA } from './lifecycle-fixture.ts'
 
 const pod = (name: string, node: string) => ({
   apiVersion: 'orc/v1',
@@ -27,26 +21,8 @@ async function until(what: string, ok: () => boolean, ms = 20_000): Promise<void
 }
 
 test('pods pinned to other nodes leave no worker here; a pod pinned here keeps its own', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'orc-workers-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  // An image of the node's image store: a directory is a rootfs.
-  mkdirSync(join(dir, 'data', 'images', 'img', 'bin'), { recursive: true })
-  const store = await openStore({ dir: join(dir, 'db'), sync: false })
   const rt = new FakeRuntime()
-  const lc = new PodLifecycle({
-    store,
-    nodeName: 'a',
-    dataDir: join(dir, 'data'),
-    clock: systemClock,
-    logger: pino({ level: 'silent' }),
-    aliveNodes: () => ['a', 'b'],
-    runtime: () => rt,
-  })
-  t.after(async () => {
-    await lc.stop()
-    await store.close()
-  })
-  await lc.start()
+  const { store, lc } = await lifecycleOnA(t, rt)
   const opts = { author: 'user:admin' as const, now: Date.now() }
   for (let i = 0; i < 50; i++) await store.apply(pod(`far-${i}`, 'b'), opts)
   await store.apply(pod('here', 'a'), opts)
