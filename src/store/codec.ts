@@ -30,6 +30,7 @@ export interface RevisionRecord {
   h?: string // hash of the content as written (c, else f): compaction keeps it verifiable
   g?: string // Ed25519 signature (base64) over the header and h
   u?: SignedRequest // the user's signed request that asked for this write (src/store/evidence.ts)
+  d?: string // signed records that make a new object (create, a deleted one's rollback): its uid
 }
 
 export type EncodedChange = ['s', string[], unknown] | ['u', string[]]
@@ -90,11 +91,12 @@ export function checkRecord(r: unknown): string | undefined {
   }
   if (r.h !== undefined && (typeof r.h !== 'string' || r.h.length > 64)) return 'content hash malformed'
   if (r.g !== undefined && (typeof r.g !== 'string' || r.g.length > 200)) return 'signature malformed'
+  if (r.d !== undefined && (typeof r.d !== 'string' || !/^[0-9a-f]{32}$/.test(r.d))) return 'uid malformed'
   if (r.u !== undefined) {
     const bad = checkEvidenceShape(r.u)
     if (bad !== undefined) return bad
   }
-  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x', 'n', 'y', 'yc', 'h', 'g', 'u'])
+  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x', 'n', 'y', 'yc', 'h', 'g', 'u', 'd'])
   for (const key of Object.keys(r)) if (!allowed.has(key)) return `unknown field ${key}`
   return undefined
 }

@@ -41,6 +41,28 @@ export interface NewStruct {
   values?: unknown[]
 }
 
+/**
+ * A struct a peer's update would delete (ObjectDocument.inspectUpdate): a live struct of this
+ * document, with where it is (the object key and field path) and what it holds.
+ */
+export interface DeletedStruct {
+  loc: { key: string; path: string[] } | null | 'outside'
+  /** A nested map (its fields go with it). */
+  map: boolean
+  /** Its value as JSON (a map's whole content). */
+  value(): unknown
+}
+
+/** What a peer's update would add and delete (ObjectDocument.inspectUpdate). */
+export interface InspectedUpdate {
+  structs: NewStruct[]
+  deleted: DeletedStruct[]
+  /** A struct with content that the update both brings and deletes ("client:clock"): no write does that. */
+  deletesOwn?: string
+  /** A deletion of content neither this document nor the update holds ("client:clock"): Yjs would hold it until that content comes. */
+  deletesUnknown?: string
+}
+
 export const SYS = '~'
 const LOCAL = Symbol('local')
 const REMOTE = Symbol('remote')
@@ -261,7 +283,7 @@ export class ObjectDocument {
    * received), 'outside' when it lands outside the `objects` map, undefined for GC ranges (no
    * content).
    */
-  inspectUpdate(yUpdate: Uint8Array): { structs: NewStruct[]; deleted: Set<string | null> } {
+  inspectUpdate(yUpdate: Uint8Array): InspectedUpdate {
     const { structs, ds } = Y.decodeUpdate(yUpdate)
     const store = this.doc.store
     const byClient = new Map<number, Array<Y.Item | Y.GC | Y.Skip>>()
@@ -299,13 +321,17 @@ export class ObjectDocument {
     }
     let waitsFor: string | undefined
     const memo = new Map<Y.Item, Loc>()
-    const locOfId = (id: Y.ID, depth: number): Loc => {
+    // `parent`: the struct is the parent named by an item; Yjs places the item in it only while it
+    // holds a type (a map) — a parent whose content is gone (deleted) or a value discards the item.
+    const locOfId = (id: Y.ID, depth: number, parent = false): Loc => {
       if (id.clock < Y.getState(store, id.client)) {
         const it = Y.getItem(store, id)
         // A GC struct: Yjs turns whatever builds on it into GC too (Item.getMissing, integrate).
-        return it instanceof Y.Item ? locOfDocItem(it) : 'collected'
+        if (!(it instanceof Y.Item)) return 'collected'
+        return parent && !(it.content instanceof Y.ContentType) ? 'collected' : locOfDocItem(it)
       }
       const x = findInUpdate(id)
+      if (x instanceof Y.Item && parent && !(x.content instanceof Y.ContentType)) return 'collected'
       if (x instanceof Y.Item) return locOfStruct(x, depth + 1)
       if (x instanceof Y.GC) return 'collected'
       waitsFor ??= `${id.client}:${id.clock}`
@@ -326,7 +352,7 @@ export class ObjectDocument {
       else if (left === 'collected' || right === 'collected') loc = 'collected'
       else if (typeof parent === 'string') loc = parent === 'objects' && x.parentSub !== null ? { key: x.parentSub, path: [] } : 'outside'
       else if (parent !== null && typeof parent === 'object') {
-        const up = locOfId(parent as Y.ID, depth)
+        const up = locOfId(parent as Y.ID, depth, true)
         loc = up === null || up === 'outside' || up === 'collected' ? up : x.parentSub === null ? 'outside' : { key: up.key, path: [...up.path, x.parentSub] }
       } else if (left !== undefined) loc = left
       else if (right !== undefined) loc = right
@@ -335,12 +361,28 @@ export class ObjectDocument {
       return loc
     }
     const out: NewStruct[] = []
+    // Per client, the clock up to which this document and the update's structs so far reach: a
+    // struct that starts beyond it (a gap, or a Skip of the update) cannot be integrated yet — Yjs
+    // would hold it back while applying the update's deletions at once.
+    const next = new Map<number, number>()
     for (const st of structs) {
-      if (st instanceof Y.Skip) continue
-      const have = Y.getState(store, st.id.client)
+      const client = st.id.client
+      const have = Y.getState(store, client)
       const end = st.id.clock + st.length
+      const reach = next.get(client) ?? have
       if (end <= have) continue
-      const n: NewStruct = { client: st.id.client, from: Math.max(st.id.clock, have), to: end, loc: undefined, content: 'none' }
+      if (st instanceof Y.Skip) {
+        next.set(client, reach)
+        continue
+      }
+      const n: NewStruct = { client, from: Math.max(st.id.clock, have), to: end, loc: undefined, content: 'none' }
+      next.set(client, st.id.clock > reach ? reach : Math.max(reach, end))
+      if (st.id.clock > reach) {
+        n.loc = null
+        n.waitsFor = `${client}:${reach}`
+        out.push(n)
+        continue
+      }
       if (st instanceof Y.Item) {
         waitsFor = undefined
         n.loc = locOfStruct(st, 0)
@@ -355,25 +397,47 @@ export class ObjectDocument {
       }
       out.push(n)
     }
-    const deleted = new Set<string | null>()
+    // Deletions: of live structs of this document (where they are, what they hold: the store checks
+    // each against the signed records of the message); of the update's own structs (allowed only
+    // where their content is gone already: a sync's overwritten entries); of anything else (content
+    // not here yet).
+    const deleted: DeletedStruct[] = []
+    let deletesOwn: string | undefined
+    let deletesUnknown: string | undefined
     for (const [client, items] of ds.clients) {
       const have = Y.getState(store, client)
       const local = store.clients.get(client)
-      if (local === undefined) continue
       for (const d of items) {
-        // Deletions of structs this document holds and has not deleted yet.
-        if (d.clock >= have) continue
-        for (let i = Y.findIndexSS(local, d.clock); i < local.length; i++) {
-          const x = local[i]!
-          if (x.id.clock >= d.clock + d.len) break
-          if (x instanceof Y.Item && !x.deleted) {
-            const loc = locOfDocItem(x)
-            deleted.add(loc === null || loc === 'outside' ? null : loc.key)
+        const dEnd = d.clock + d.len
+        if (d.clock < have && local !== undefined) {
+          for (let i = Y.findIndexSS(local, d.clock); i < local.length; i++) {
+            const x = local[i]!
+            if (x.id.clock >= dEnd) break
+            if (x instanceof Y.Item && !x.deleted) {
+              const loc = locOfDocItem(x)
+              const c = x.content
+              deleted.push({
+                loc,
+                map: c instanceof Y.ContentType,
+                value: () => (c instanceof Y.ContentType ? (c.type as Y.Map<unknown>).toJSON() : c.getContent()[c.getLength() - 1]),
+              })
+            }
           }
+        }
+        // The part beyond this document's state: the update's own structs, or nothing known.
+        let clock = Math.max(d.clock, have)
+        while (clock < dEnd) {
+          const x = findInUpdate({ client, clock } as Y.ID)
+          if (x === undefined || x instanceof Y.Skip) {
+            deletesUnknown ??= `${client}:${clock}`
+            break
+          }
+          if (x instanceof Y.Item && !(x.content instanceof Y.ContentDeleted)) deletesOwn ??= `${client}:${clock}`
+          clock = x.id.clock + x.length
         }
       }
     }
-    return { structs: out, deleted }
+    return { structs: out, deleted, ...(deletesOwn !== undefined ? { deletesOwn } : {}), ...(deletesUnknown !== undefined ? { deletesUnknown } : {}) }
   }
 
   /** This document's Yjs clock of a client (0 when unknown). */

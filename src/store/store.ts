@@ -29,6 +29,7 @@ import {
 } from '../model/index.ts'
 import {
   checkRecord,
+  decodeChanges,
   decodeUpdateMessage,
   encodeChanges,
   encodeUpdateMessage,
@@ -52,6 +53,7 @@ import {
   checkSchema,
   contentAfter,
   defaultAuthorize,
+  deletesField,
   type ObjectsView,
   pinOf,
   type RecordSigner,
@@ -120,6 +122,11 @@ function pooledRandomBytes(): (n: number) => Uint8Array {
 
 function iso(ms: number): string {
   return new Date(ms).toISOString()
+}
+
+/** A record's creation as `isKnownCreation` compares it: `createdBy|createdAt|uid` (uid empty when not signed). */
+function creationOf(r: RevisionRecord): string {
+  return `${r.a}|${new Date(r.t).toISOString()}|${r.d ?? ''}`
 }
 
 export async function openStore(opts: StoreOptions): Promise<Store> {
@@ -289,17 +296,20 @@ export class Store implements ObjectStore {
     return grew ? [{ type: 'put', key: `${BOUND}${key}`, value: json([...set!]) }] : []
   }
 
-  /** A creation of `key` some verified create record made (kept per key: concurrent creates each have one). */
-  private isKnownCreation(key: string, by: string, at: string, inMessage: ReadonlyMap<string, ReadonlySet<string>>): boolean {
-    const c = `${by}|${at}`
-    return inMessage.get(key)?.has(c) === true || this.creations.get(key)?.has(c) === true
+  /**
+   * A creation of `key` some verified create record made (kept per key: concurrent creates each have
+   * one): `createdBy|createdAt|uid`, the uid empty for records from before records signed it.
+   */
+  private isKnownCreation(key: string, by: string, at: string, uid: string, inMessage: ReadonlyMap<string, ReadonlySet<string>>): boolean {
+    const known = (c: string) => inMessage.get(key)?.has(c) === true || this.creations.get(key)?.has(c) === true
+    return known(`${by}|${at}|${uid}`) || known(`${by}|${at}|`)
   }
 
   private noteCreation(r: RevisionRecord): void {
-    if (r.o !== 'create') return
+    if (r.o !== 'create' && r.d === undefined) return
     let set = this.creations.get(r.k)
     if (!set) this.creations.set(r.k, (set = new Set()))
-    if (set.size < 64) set.add(`${r.a}|${new Date(r.t).toISOString()}`)
+    if (set.size < 64) set.add(creationOf(r))
   }
 
   /** A record's user evidence (the request it used) and the user key it sets. */
@@ -647,6 +657,8 @@ export class Store implements ObjectStore {
     if (op === 'delete') sys.deleted = true
     const record: RevisionRecord = { i: id, k: key, s: seq, o: op, a: opts.author, r: opts.reason ?? '', t: opts.now }
     if (prev) record.p = prev.rev
+    // A new object's uid is signed with its record (checked on receipt: structMatches).
+    if (!live && op !== 'delete' && this.signer !== undefined) record.d = sys.uid
     if (extra.rt) record.rt = extra.rt
     if (extra.rf) record.rf = extra.rf
     if (content !== undefined) {
@@ -1012,7 +1024,7 @@ export class Store implements ObjectStore {
     const createdBy = new Map<string, { createdBy: string; createdAt: string }>()
     // Every creation of a key in this message (concurrent creates in a partition: one message may carry several).
     const creationsInMessage = new Map<string, Set<string>>()
-    const keysInMessage = new Set<string>()
+    const onHead = new Set<string>()
     // The objects as this message leaves them so far: a RoleBinding and the write it allows may come together.
     // By kind: the RBAC check lists RoleBindings for every record, and a join's sync writes 10k pods.
     const written = new Map<string, Map<string, Record<string, unknown> | null>>()
@@ -1060,14 +1072,16 @@ export class Store implements ObjectStore {
       const after = r.c !== undefined && !baseKnown && r.f === undefined ? undefined : contentAfter(r, base)
       const changes = changesOf(r, base, baseKnown)
       afterById.set(r.i, after)
+      // Built on the object as this replica holds it (its head, or a record of the message that is).
+      if (r.p === undefined ? sys === undefined : sys?.rev === r.p || onHead.has(r.p)) onHead.add(r.i)
       const bad2 = checkSchema(r, after)
       if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
-      if (r.o === 'create') {
+      if (r.o === 'create' || r.d !== undefined) {
         const at = new Date(r.t).toISOString()
-        if (!createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: at })
+        if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: at })
         let set = creationsInMessage.get(r.k)
         if (!set) creationsInMessage.set(r.k, (set = new Set()))
-        set.add(`${r.a}|${at}`)
+        set.add(creationOf(r))
       }
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
       const concurrent = !baseKnown && before !== undefined
@@ -1104,7 +1118,6 @@ export class Store implements ObjectStore {
       let mine = written.get(kind)
       if (mine === undefined) written.set(kind, (mine = new Map()))
       mine.set(r.k, r.o === 'delete' ? null : (after ?? null))
-      keysInMessage.add(r.k)
       let l = msgCovers.get(r.y!)
       if (!l) msgCovers.set(r.y!, (l = []))
       l.push({ yc: r.yc!, k: r.k, r })
@@ -1126,6 +1139,29 @@ export class Store implements ObjectStore {
       if (p === undefined || p.seq <= 1) return false
       const prev = `${p.replica}.${p.seq - 1}`
       return !this.log.has(prev) && !afterById.has(prev)
+    }
+    // The records a deletion (or content already gone) may come from: this message's and those
+    // received without their content yet, by key; their changes decoded once.
+    let byKey: Map<string, RevisionRecord[]> | undefined
+    const recordsOf = (k: string): readonly RevisionRecord[] => {
+      if (byKey === undefined) {
+        byKey = new Map()
+        const add = (r: RevisionRecord) => {
+          let l = byKey!.get(r.k)
+          if (!l) byKey!.set(r.k, (l = []))
+          l.push(r)
+        }
+        for (const l of this.covers.values()) for (const c of l) add(c.r)
+        for (const r of fresh) add(r)
+      }
+      return byKey.get(k) ?? []
+    }
+    const decoded = new Map<RevisionRecord, Change[] | undefined>()
+    const changesOfRecord = (r: RevisionRecord): Change[] | undefined => {
+      if (r.c === undefined) return undefined
+      let c = decoded.get(r)
+      if (c === undefined) decoded.set(r, (c = decodeChanges(r.c)))
+      return c
     }
     type Cover = { yc: number; k: string; r: RevisionRecord }
     // Both lists are sorted by yc: the first cover ending above `clock` in each, by binary search
@@ -1154,28 +1190,48 @@ export class Store implements ObjectStore {
       while (clock < st.to) {
         const c = coverOf(st.client, clock)
         if (c === undefined) this.refuse('unbound', `Yjs content of client ${st.client} at clock ${clock} is covered by no signed revision`)
-        // Content Yjs will discard (it builds on garbage-collected content) still needs its record.
+        // Content Yjs will discard (it builds on garbage-collected content) still needs its record;
+        // it is honest only where a concurrent write this replica holds removed the map it went to. A
+        // record built on this replica's head had every struct it builds on here, live: such content
+        // of it is a forged place (a relaying member would make the write vanish here).
+        if (st.loc === 'collected' && onHead.has(c.r.i))
+          this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} builds on content gone here, though the revision builds on this replica's head`)
         if (st.loc !== undefined && st.loc !== 'collected') {
           // The writer's previous record not here yet: its range (which starts where that one ended) is
           // not known, and the content may be the missing record's — this replica lags.
           const unbound = (why: string) => this.refuse(previousMissing(c.r) ? 'unresolved' : 'unbound', why)
           if (c.k !== st.loc.key) unbound(`Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
           if (st.content !== 'none' && st.to > c.yc) unbound(`Yjs content of client ${st.client} spans two revisions`)
-          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at) => this.isKnownCreation(c.k, by, at, creationsInMessage))
+          // A struct whose content is gone (a sync's overwritten entry) stands for a deletion. Of a
+          // record built on this replica's head, only another record of the message (or one received
+          // without its content) replacing that field deletes it: a relaying member could otherwise
+          // send a record's content as deleted. (A record concurrent with what is here may have lost
+          // to a write this replica holds: not judged.)
+          if (st.content === 'none' && onHead.has(c.r.i)) {
+            const path = st.loc.path
+            const own = c.r
+            if (!recordsOf(c.k).some((r) => r !== own && deletesField(r, changesOfRecord(r), path, undefined, undefined)))
+              unbound(`Yjs content of ${c.k} at ${path.join('.') || '(root)'} of revision ${own.i} arrives deleted, and no other revision replaces it`)
+          }
+          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at, uid) =>
+            this.isKnownCreation(c.k, by, at, uid, creationsInMessage),
+          )
           if (bad === UNKNOWN_CREATION) this.refuse('unresolved', `Yjs content of ${c.k}: revision ${c.r.i} ${bad}`)
           if (bad !== undefined) unbound(`Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
         }
         clock = c.yc
       }
     }
-    if (seen.deleted.size > 0) {
-      const pending = new Set<string>()
-      for (const l of this.covers.values()) for (const c of l) pending.add(c.k)
-      for (const k of seen.deleted) {
-        if (k === null || k === '' || (!keysInMessage.has(k) && !pending.has(k))) {
-          this.refuse('unbound', `Yjs deletion in ${k || 'unknown content'} comes with no signed revision of it`)
-        }
-      }
+    // Deletions are bound per field: each one a record of the message (or one received without its
+    // content yet) makes by its own change of that field (trust.ts deletesField). Never of content the
+    // message itself brings, nor of content not here yet (Yjs would apply it when that comes).
+    if (seen.deletesOwn !== undefined) this.refuse('unbound', `Yjs deletion of content the message itself brings (${seen.deletesOwn})`)
+    if (seen.deletesUnknown !== undefined) this.refuse('unresolved', `Yjs deletion of content not received yet (${seen.deletesUnknown})`)
+    for (const d of seen.deleted) {
+      if (d.loc === null || d.loc === 'outside') this.refuse('unbound', 'Yjs deletion of content outside the objects')
+      const { key, path } = d.loc
+      if (!recordsOf(key).some((r) => deletesField(r, changesOfRecord(r), path, d.map, d.value)))
+        this.refuse('unbound', `Yjs deletion of ${key} at ${path.join('.') || '(root)'} comes with no signed revision that changes it`)
     }
     return msgBound
   }
