@@ -36,6 +36,8 @@ export interface NewStruct {
   loc: { key: string; path: string[] } | null | 'outside' | 'collected' | undefined
   /** With loc null: the struct it waits for ("client:clock"). */
   waitsFor?: string
+  /** Collected because it lands in a map the same update deletes or replaces: no write does that with content. */
+  intoDeleted?: true
   /** values: a map entry's value(s); map: a nested map; none: no content (GC, deleted); other: anything else. */
   content: 'values' | 'map' | 'none' | 'other'
   values?: unknown[]
@@ -46,6 +48,8 @@ export interface NewStruct {
  * document, with where it is (the object key and field path) and what it holds.
  */
 export interface DeletedStruct {
+  client: number
+  clock: number
   loc: { key: string; path: string[] } | null | 'outside'
   /** A nested map (its fields go with it). */
   map: boolean
@@ -61,6 +65,8 @@ export interface InspectedUpdate {
   deletesOwn?: string
   /** A deletion of content neither this document nor the update holds ("client:clock"): Yjs would hold it until that content comes. */
   deletesUnknown?: string
+  /** Whether the update deletes every struct of this clock range. */
+  deletes(client: number, clock: number, len: number): boolean
 }
 
 export const SYS = '~'
@@ -114,6 +120,9 @@ export class ObjectDocument {
    */
   private byKind: Map<string, Set<string>> | undefined
   private observing = false
+  private lastTransaction: Y.Transaction | undefined
+  /** The structs the last local write (writeLocal) deleted: [client, clock, length] ranges. */
+  lastDeleted: Array<[number, number, number]> = []
 
   constructor(clientId: number) {
     this.doc = new Y.Doc({ gc: true })
@@ -228,7 +237,9 @@ export class ObjectDocument {
    */
   writeLocal(key: string, w: { op: 'delete' | 'create' | 'update'; sys: Sys; content?: Record<string, unknown>; changes: readonly Change[] }): Uint8Array {
     this.pending = []
-    this.doc.transact(() => {
+    this.lastDeleted = []
+    this.doc.transact((tr) => {
+      this.lastTransaction = tr
       if (w.op === 'delete') {
         const tomb = new Y.Map<unknown>()
         tomb.set(SYS, w.sys)
@@ -245,6 +256,9 @@ export class ObjectDocument {
     }, LOCAL)
     const update = this.pending.length === 1 ? this.pending[0]! : Y.mergeUpdates(this.pending)
     this.pending = []
+    // What the write deleted (its transaction's delete set, sorted and merged by Yjs at its end).
+    for (const [client, items] of this.lastTransaction!.deleteSet.clients) for (const d of items) this.lastDeleted.push([client, d.clock, d.len])
+    this.lastTransaction = undefined
     // The observer has just invalidated the key: no need to read the document back.
     if (w.content !== undefined) this.cache.set(key, deepFreeze(w.content))
     return update
@@ -307,6 +321,37 @@ export class ObjectDocument {
       return undefined
     }
     type Loc = { key: string; path: string[] } | null | 'outside' | 'collected'
+    const sorted = new Map<number, Array<{ clock: number; len: number }>>()
+    const deletes = (client: number, clock: number, len: number): boolean => {
+      // The update's ranges of a client, sorted (a sync's delete set is; a crafted one need not be).
+      let items = sorted.get(client)
+      if (items === undefined) sorted.set(client, (items = [...(ds.clients.get(client) ?? [])].sort((a, b) => a.clock - b.clock)))
+      let at = clock
+      for (const d of items) {
+        if (d.clock > at) break
+        at = Math.max(at, d.clock + d.len)
+        if (at >= clock + len) return true
+      }
+      return at >= clock + len
+    }
+    // Doc items this update replaces as a map entry's value (a new item after them at their key):
+    // Yjs deletes them whatever its delete set says.
+    const replaced = new Set<Y.Item | Y.GC>()
+    for (const st of structs) {
+      if (!(st instanceof Y.Item) || st.origin === null || st.origin.clock >= Y.getState(store, st.origin.client)) continue
+      const it = Y.getItem(store, st.origin)
+      if (it instanceof Y.Item && it.parentSub !== null) replaced.add(it)
+    }
+    /** Whether the map this doc item holds, or one it lies in, goes with this update (its content is discarded). */
+    const goes = (it: Y.Item): boolean => {
+      let cur: Y.Item | null = it
+      for (let depth = 0; cur !== null && depth < 64; depth++) {
+        if (replaced.has(cur) || deletes(cur.id.client, cur.id.clock, 1)) return true
+        cur = (cur.parent as Y.AbstractType<unknown> | null)?._item ?? null
+      }
+      return false
+    }
+    let intoGoing = false
     const locOfDocItem = (it: Y.Item): Exclude<Loc, 'collected'> => {
       const path: string[] = []
       let cur: Y.Item = it
@@ -328,7 +373,12 @@ export class ObjectDocument {
         const it = Y.getItem(store, id)
         // A GC struct: Yjs turns whatever builds on it into GC too (Item.getMissing, integrate).
         if (!(it instanceof Y.Item)) return 'collected'
-        return parent && !(it.content instanceof Y.ContentType) ? 'collected' : locOfDocItem(it)
+        if (parent && !(it.content instanceof Y.ContentType)) return 'collected'
+        if (parent && goes(it)) {
+          intoGoing = true
+          return 'collected'
+        }
+        return locOfDocItem(it)
       }
       const x = findInUpdate(id)
       if (x instanceof Y.Item && parent && !(x.content instanceof Y.ContentType)) return 'collected'
@@ -385,8 +435,10 @@ export class ObjectDocument {
       }
       if (st instanceof Y.Item) {
         waitsFor = undefined
+        intoGoing = false
         n.loc = locOfStruct(st, 0)
         if (n.loc === null && waitsFor !== undefined) n.waitsFor = waitsFor
+        if (intoGoing && n.loc === 'collected') n.intoDeleted = true
         const c = st.content
         if (c instanceof Y.ContentAny) {
           n.content = 'values'
@@ -417,6 +469,8 @@ export class ObjectDocument {
               const loc = locOfDocItem(x)
               const c = x.content
               deleted.push({
+                client,
+                clock: x.id.clock,
                 loc,
                 map: c instanceof Y.ContentType,
                 value: () => (c instanceof Y.ContentType ? (c.type as Y.Map<unknown>).toJSON() : c.getContent()[c.getLength() - 1]),
@@ -437,7 +491,13 @@ export class ObjectDocument {
         }
       }
     }
-    return { structs: out, deleted, ...(deletesOwn !== undefined ? { deletesOwn } : {}), ...(deletesUnknown !== undefined ? { deletesUnknown } : {}) }
+    return {
+      structs: out,
+      deleted,
+      deletes,
+      ...(deletesOwn !== undefined ? { deletesOwn } : {}),
+      ...(deletesUnknown !== undefined ? { deletesUnknown } : {}),
+    }
   }
 
   /** This document's Yjs clock of a client (0 when unknown). */

@@ -695,6 +695,8 @@ export class Store implements ObjectStore {
     }
     const yUpdate = this.doc.writeLocal(key, { op: op === 'delete' ? 'delete' : live ? 'update' : 'create', sys, content, changes })
     if (this.signer) {
+      // What the write deleted, signed: a replica merges no other deletion under this record.
+      record.e = this.doc.lastDeleted
       const client = this.doc.doc.clientID
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
@@ -1141,20 +1143,44 @@ export class Store implements ObjectStore {
       return !this.log.has(prev) && !afterById.has(prev)
     }
     // The records a deletion (or content already gone) may come from: this message's and those
-    // received without their content yet, by key; their changes decoded once.
+    // received without their content yet, by key; the deletions they signed (`e`), by client.
     let byKey: Map<string, RevisionRecord[]> | undefined
-    const recordsOf = (k: string): readonly RevisionRecord[] => {
-      if (byKey === undefined) {
-        byKey = new Map()
-        const add = (r: RevisionRecord) => {
-          let l = byKey!.get(r.k)
-          if (!l) byKey!.set(r.k, (l = []))
-          l.push(r)
+    const signedDeletions = new Map<number, Array<[number, number]>>()
+    const sources = (): Map<string, RevisionRecord[]> => {
+      if (byKey !== undefined) return byKey
+      const keys = new Map<string, RevisionRecord[]>()
+      const add = (r: RevisionRecord) => {
+        let l = keys.get(r.k)
+        if (!l) keys.set(r.k, (l = []))
+        l.push(r)
+        for (const [client, clock, len] of r.e ?? []) {
+          let d = signedDeletions.get(client)
+          if (!d) signedDeletions.set(client, (d = []))
+          d.push([clock, clock + len])
         }
-        for (const l of this.covers.values()) for (const c of l) add(c.r)
-        for (const r of fresh) add(r)
       }
-      return byKey.get(k) ?? []
+      for (const l of this.covers.values()) for (const c of l) add(c.r)
+      for (const r of fresh) add(r)
+      for (const d of signedDeletions.values()) d.sort((a, b) => a[0] - b[0])
+      byKey = keys
+      return keys
+    }
+    const recordsOf = (k: string): readonly RevisionRecord[] => sources().get(k) ?? []
+    /** Whether a record of the message (or one received without its content) signed the deletion of this struct. */
+    const signedDeletion = (client: number, clock: number): boolean => {
+      sources()
+      const l = signedDeletions.get(client)
+      if (l === undefined) return false
+      let lo = 0
+      let hi = l.length
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (l[mid]![0] <= clock) lo = mid + 1
+        else hi = mid
+      }
+      // Ranges may overlap (a sync's records): the last few starting at or before `clock`.
+      for (let i = lo - 1; i >= 0 && i >= lo - 64; i--) if (l[i]![1] > clock) return true
+      return false
     }
     const decoded = new Map<RevisionRecord, Change[] | undefined>()
     const changesOfRecord = (r: RevisionRecord): Change[] | undefined => {
@@ -1163,6 +1189,21 @@ export class Store implements ObjectStore {
       if (c === undefined) decoded.set(r, (c = decodeChanges(r.c)))
       return c
     }
+    /**
+     * Whether the struct at `path` of `key` may be deleted by a record signed before records signed
+     * their deletions (no `e`): one that changes that field (trust.ts deletesField).
+     */
+    const legacyDeletes = (key: string, path: readonly string[], map: boolean | undefined, value: (() => unknown) | undefined, except?: RevisionRecord) =>
+      recordsOf(key).some((r) => r !== except && r.e === undefined && deletesField(r, changesOfRecord(r), path, map, value))
+    // Records whose Yjs content this message brings: their signed deletions must come with it.
+    const arriving = new Set<RevisionRecord>()
+    // Where the message's new content lands, by key (Yjs itself deletes what it replaces there: the
+    // loser of concurrent writes of one field, which no record signed); and its structs of records
+    // built on this replica's head that arrive deleted.
+    const landing = new Map<string, string[][]>()
+    const goneOnArrival: Array<{ client: number; clock: number; key: string; path: string[]; r: RevisionRecord }> = []
+    const replacedHere = (key: string, path: readonly string[]) =>
+      landing.get(key)?.some((p) => p.length <= path.length && p.every((seg, i) => seg === path[i])) === true
     type Cover = { yc: number; k: string; r: RevisionRecord }
     // Both lists are sorted by yc: the first cover ending above `clock` in each, by binary search
     // (a scan from the start made a join's 10k-record sync quadratic).
@@ -1190,10 +1231,13 @@ export class Store implements ObjectStore {
       while (clock < st.to) {
         const c = coverOf(st.client, clock)
         if (c === undefined) this.refuse('unbound', `Yjs content of client ${st.client} at clock ${clock} is covered by no signed revision`)
+        arriving.add(c.r)
         // Content Yjs will discard (it builds on garbage-collected content) still needs its record;
         // it is honest only where a concurrent write this replica holds removed the map it went to. A
         // record built on this replica's head had every struct it builds on here, live: such content
         // of it is a forged place (a relaying member would make the write vanish here).
+        if (st.intoDeleted && st.content !== 'none')
+          this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} lands in a map the same message deletes`)
         if (st.loc === 'collected' && onHead.has(c.r.i))
           this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} builds on content gone here, though the revision builds on this replica's head`)
         if (st.loc !== undefined && st.loc !== 'collected') {
@@ -1207,11 +1251,11 @@ export class Store implements ObjectStore {
           // without its content) replacing that field deletes it: a relaying member could otherwise
           // send a record's content as deleted. (A record concurrent with what is here may have lost
           // to a write this replica holds: not judged.)
-          if (st.content === 'none' && onHead.has(c.r.i)) {
-            const path = st.loc.path
-            const own = c.r
-            if (!recordsOf(c.k).some((r) => r !== own && deletesField(r, changesOfRecord(r), path, undefined, undefined)))
-              unbound(`Yjs content of ${c.k} at ${path.join('.') || '(root)'} of revision ${own.i} arrives deleted, and no other revision replaces it`)
+          if (st.content === 'none' && onHead.has(c.r.i)) goneOnArrival.push({ client: st.client, clock, key: c.k, path: st.loc.path, r: c.r })
+          else if (st.content !== 'none') {
+            let l = landing.get(c.k)
+            if (!l) landing.set(c.k, (l = []))
+            l.push(st.loc.path)
           }
           const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at, uid) =>
             this.isKnownCreation(c.k, by, at, uid, creationsInMessage),
@@ -1227,12 +1271,23 @@ export class Store implements ObjectStore {
     // message itself brings, nor of content not here yet (Yjs would apply it when that comes).
     if (seen.deletesOwn !== undefined) this.refuse('unbound', `Yjs deletion of content the message itself brings (${seen.deletesOwn})`)
     if (seen.deletesUnknown !== undefined) this.refuse('unresolved', `Yjs deletion of content not received yet (${seen.deletesUnknown})`)
+    for (const g of goneOnArrival)
+      if (!signedDeletion(g.client, g.clock) && !replacedHere(g.key, g.path) && !legacyDeletes(g.key, g.path, undefined, undefined, g.r))
+        this.refuse(
+          'unbound',
+          `Yjs content of ${g.key} at ${g.path.join('.') || '(root)'} of revision ${g.r.i} arrives deleted, and no other revision deletes it`,
+        )
     for (const d of seen.deleted) {
       if (d.loc === null || d.loc === 'outside') this.refuse('unbound', 'Yjs deletion of content outside the objects')
+      if (signedDeletion(d.client, d.clock)) continue
       const { key, path } = d.loc
-      if (!recordsOf(key).some((r) => deletesField(r, changesOfRecord(r), path, d.map, d.value)))
-        this.refuse('unbound', `Yjs deletion of ${key} at ${path.join('.') || '(root)'} comes with no signed revision that changes it`)
+      if (!replacedHere(key, path) && !legacyDeletes(key, path, d.map, d.value))
+        this.refuse('unbound', `Yjs deletion of ${key} at ${path.join('.') || '(root)'} is not one a revision of the message signed`)
     }
+    // And none of them left out (a relaying member could otherwise deliver a write without what it deletes).
+    for (const r of arriving)
+      for (const [client, clock, len] of r.e ?? [])
+        if (!seen.deletes(client, clock, len)) this.refuse('unbound', `revision ${r.i} of ${r.k} comes without the Yjs deletions it signed`)
     return msgBound
   }
 

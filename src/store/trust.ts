@@ -133,9 +133,10 @@ function hashMatches(r: RevisionRecord): boolean {
 /** The bytes a record's signature covers: every header field and the content hash. */
 export function signedBytes(r: RevisionRecord): Uint8Array {
   const header = [r.i, r.k, r.s, r.o, r.a, r.r, r.t, r.p ?? '', r.rt ?? '', r.rf ?? '', r.n ?? '', r.y ?? 0, r.yc ?? 0, r.h ?? '']
-  // A user's evidence (`u`) is covered too, by its hash, and a new object's uid (`d`); records
-  // without them sign as before.
-  if (r.d !== undefined) return te.encode(JSON.stringify(['orc-rev-3', ...header, r.u === undefined ? '' : evidenceHash(r.u), r.d]))
+  // A user's evidence (`u`) is covered too, by its hash, a new object's uid (`d`) and the Yjs
+  // structs the write deleted (`e`); records without them sign as before.
+  if (r.d !== undefined || r.e !== undefined)
+    return te.encode(JSON.stringify(['orc-rev-3', ...header, r.u === undefined ? '' : evidenceHash(r.u), r.d ?? '', r.e ?? null]))
   return te.encode(JSON.stringify(r.u === undefined ? ['orc-rev-1', ...header] : ['orc-rev-2', ...header, evidenceHash(r.u)]))
 }
 
