@@ -321,18 +321,11 @@ export class ObjectDocument {
       return undefined
     }
     type Loc = { key: string; path: string[] } | null | 'outside' | 'collected'
-    const sorted = new Map<number, Array<{ clock: number; len: number }>>()
+    const merged = new Map<number, Array<[number, number]>>()
     const deletes = (client: number, clock: number, len: number): boolean => {
-      // The update's ranges of a client, sorted (a sync's delete set is; a crafted one need not be).
-      let items = sorted.get(client)
-      if (items === undefined) sorted.set(client, (items = [...(ds.clients.get(client) ?? [])].sort((a, b) => a.clock - b.clock)))
-      let at = clock
-      for (const d of items) {
-        if (d.clock > at) break
-        at = Math.max(at, d.clock + d.len)
-        if (at >= clock + len) return true
-      }
-      return at >= clock + len
+      let ranges = merged.get(client)
+      if (ranges === undefined) merged.set(client, (ranges = mergeRanges((ds.clients.get(client) ?? []).map((d) => [d.clock, d.clock + d.len]))))
+      return rangesCover(ranges, clock, clock + len)
     }
     // Doc items this update replaces as a map entry's value (a new item after them at their key):
     // Yjs deletes them whatever its delete set says.
@@ -557,6 +550,30 @@ export class ObjectDocument {
     const keys = [...this.objects.keys()].sort()
     return JSON.stringify(keys.map((k) => [k, canon(this.objects.get(k)!.toJSON())]))
   }
+}
+
+/** Clock ranges [from, to) as their union: sorted, disjoint (a crafted delete set need not be either). */
+export function mergeRanges(ranges: Array<[number, number]>): Array<[number, number]> {
+  ranges.sort((a, b) => a[0] - b[0])
+  const out: Array<[number, number]> = []
+  for (const [from, to] of ranges) {
+    const last = out.at(-1)
+    if (last !== undefined && from <= last[1]) last[1] = Math.max(last[1], to)
+    else out.push([from, to])
+  }
+  return out
+}
+
+/** Whether merged ranges (mergeRanges) hold all of [from, to). */
+export function rangesCover(merged: ReadonlyArray<readonly [number, number]>, from: number, to: number): boolean {
+  let lo = 0
+  let hi = merged.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (merged[mid]![0] <= from) lo = mid + 1
+    else hi = mid
+  }
+  return lo > 0 && merged[lo - 1]![1] >= to
 }
 
 /**

@@ -38,7 +38,7 @@ import {
   parseRevisionId,
   type RevisionRecord,
 } from './codec.ts'
-import { ObjectDocument, SYS, type Sys, withMeta } from './document.ts'
+import { mergeRanges, ObjectDocument, rangesCover, SYS, type Sys, withMeta } from './document.ts'
 import { evidenceMismatch, publicKeySet, replayKey, UserKeyHistory, type UserSignaturePolicy, unsignedRefused, userSignaturePolicy } from './evidence.ts'
 import { MAX_EVIDENCE_BODY_BYTES } from './evidence-shape.ts'
 import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
@@ -1161,26 +1161,16 @@ export class Store implements ObjectStore {
       }
       for (const l of this.covers.values()) for (const c of l) add(c.r)
       for (const r of fresh) add(r)
-      for (const d of signedDeletions.values()) d.sort((a, b) => a[0] - b[0])
+      for (const [client, d] of signedDeletions) signedDeletions.set(client, mergeRanges(d))
       byKey = keys
       return keys
     }
     const recordsOf = (k: string): readonly RevisionRecord[] => sources().get(k) ?? []
     /** Whether a record of the message (or one received without its content) signed the deletion of this struct. */
-    const signedDeletion = (client: number, clock: number): boolean => {
+    const signedDeletion = (client: number, clock: number, to = clock + 1): boolean => {
       sources()
       const l = signedDeletions.get(client)
-      if (l === undefined) return false
-      let lo = 0
-      let hi = l.length
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1
-        if (l[mid]![0] <= clock) lo = mid + 1
-        else hi = mid
-      }
-      // Ranges may overlap (a sync's records): the last few starting at or before `clock`.
-      for (let i = lo - 1; i >= 0 && i >= lo - 64; i--) if (l[i]![1] > clock) return true
-      return false
+      return l !== undefined && rangesCover(l, clock, to)
     }
     const decoded = new Map<RevisionRecord, Change[] | undefined>()
     const changesOfRecord = (r: RevisionRecord): Change[] | undefined => {
@@ -1240,6 +1230,15 @@ export class Store implements ObjectStore {
           this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} lands in a map the same message deletes`)
         if (st.loc === 'collected' && onHead.has(c.r.i))
           this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} builds on content gone here, though the revision builds on this replica's head`)
+        // A GC range (content gone, no place) in the range of such a record: its content was deleted
+        // by a record that signed it, or (pruned history, a concurrent loser) goes with another
+        // write of the object in the message; alone, it is the record's content withheld.
+        if (st.loc === undefined && onHead.has(c.r.i)) {
+          const to = Math.min(st.to, c.yc)
+          const own = c.r
+          if (!signedDeletion(st.client, clock, to) && !recordsOf(c.k).some((r) => r !== own && r.s >= own.s))
+            this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} arrives garbage-collected, and no other revision of it deletes it`)
+        }
         if (st.loc !== undefined && st.loc !== 'collected') {
           // The writer's previous record not here yet: its range (which starts where that one ended) is
           // not known, and the content may be the missing record's — this replica lags.

@@ -289,6 +289,23 @@ test("a relayed update whose field's new value arrives deleted (the record's con
   }
 })
 
+test('a relayed update whose content is sent as a garbage-collected range (the write made to vanish) is refused', async () => {
+  const { A, C, D, write, close } = await replicas()
+  try {
+    await C.applyRemote(await write((now) => A.apply(pod('p2'), { author: 'user:alice', now })))
+    const updated = await write((now) => A.patch(podRef('p2'), [{ path: ['metadata', 'labels', 'v'], value: '3' }], { author: 'user:alice', now }))
+    const forged = mutate(updated, (structs) => {
+      const first = structs[0]!
+      const length = structs.reduce((n, x) => n + x.length, 0)
+      structs.splice(0, structs.length, new Y.GC(first.id, length))
+    })
+    await refusedThenHonest(C, D, forged, updated, 'arrives garbage-collected, and no other revision of it deletes it')
+    assert.equal(C.get(podRef('p2'))?.metadata.labels?.v, '3')
+  } finally {
+    await close()
+  }
+})
+
 test('honest deletions merge: a whole map replaced, an object deleted and re-created, concurrent writes of one field', async () => {
   const A = await memStore(a, members, { seed: 11 })
   const B = await memStore(b, members, { seed: 12 })
