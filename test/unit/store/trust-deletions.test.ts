@@ -107,10 +107,19 @@ async function replicas() {
     await D.applyRemote(sent[0]!)
     return sent[0]!
   }
+  /** A write of A that C (and D) hold already: the history a test starts from. */
+  const given = async (w: (now: number) => Promise<unknown>): Promise<void> => {
+    await C.applyRemote(await write(w))
+  }
+  /** Pod `name` created and deleted, on C too: its tombstone, and its fields garbage-collected there. */
+  const givenDeleted = async (name: string): Promise<void> => {
+    await given((now) => A.apply(pod(name), { author: 'user:alice', now }))
+    await given((now) => A.delete(podRef(name), { author: 'user:alice', now }))
+  }
   const close = async () => {
     for (const s of [A, C, D]) await s.close()
   }
-  return { A, C, D, write, close }
+  return { A, C, D, write, given, givenDeleted, close }
 }
 
 const snapshot = (s: Store) => `${s.stateDigest()}\n${s.syncDigest()}`
@@ -210,10 +219,9 @@ test('seed 12: an update relayed without a deletion it signed, or with one it di
 })
 
 test('seed 18: a re-create whose field is placed in the tombstone the same message replaces is refused', async () => {
-  const { A, C, D, write, close } = await replicas()
+  const { A, C, D, write, givenDeleted, close } = await replicas()
   try {
-    await C.applyRemote(await write((now) => A.apply(pod('p4'), { author: 'user:alice', now })))
-    await C.applyRemote(await write((now) => A.delete(podRef('p4'), { author: 'user:alice', now })))
+    await givenDeleted('p4')
     const recreated = await write((now) => A.apply(pod('p4', '/images/i3'), { author: 'user:alice', now }))
     const forged = mutate(recreated, (structs) => {
       const map = structs[0] as Y.Item
@@ -230,12 +238,11 @@ test('seed 18: a re-create whose field is placed in the tombstone the same messa
 })
 
 test('seed 1, round 2878: a delete whose tombstone metadata is placed on garbage-collected content (Yjs would discard it) is refused', async () => {
-  const { A, C, D, write, close } = await replicas()
+  const { A, C, D, write, given, givenDeleted, close } = await replicas()
   try {
     // A deleted object's fields: garbage-collected content on C (GC structs once their map is gone).
-    await C.applyRemote(await write((now) => A.apply(pod('gone'), { author: 'user:alice', now })))
-    await C.applyRemote(await write((now) => A.delete(podRef('gone'), { author: 'user:alice', now })))
-    await C.applyRemote(await write((now) => A.apply(pod('p4'), { author: 'user:alice', now })))
+    await givenDeleted('gone')
+    await given((now) => A.apply(pod('p4'), { author: 'user:alice', now }))
     const deleted = await write((now) => A.delete(podRef('p4'), { author: 'user:alice', now }))
     const store = (C as unknown as { doc: { doc: Y.Doc } }).doc.doc.store
     let gc: Y.ID | undefined
@@ -272,35 +279,24 @@ test("seeds 2 and 6: another uid in a create's or an update's system metadata is
   }
 })
 
-test("a relayed update whose field's new value arrives deleted (the record's content made to vanish) is refused", async () => {
-  const { A, C, D, write, close } = await replicas()
+test('a relayed update whose new value arrives deleted, or whose content is sent as a garbage-collected range, is refused (the write made to vanish)', async () => {
+  const { A, C, D, write, given, close } = await replicas()
   try {
-    await C.applyRemote(await write((now) => A.apply(pod('p5'), { author: 'user:alice', now })))
-    const updated = await write((now) => A.patch(podRef('p5'), [{ path: ['metadata', 'labels', 'v'], value: '9' }], { author: 'user:alice', now }))
-    const forged = mutate(updated, (structs) => {
-      const i = structs.findIndex((s) => s instanceof Y.Item && s.content instanceof Y.ContentAny && s.content.arr[0] === '9')
-      const it = structs[i] as Y.Item
+    await given((now) => A.apply(pod('p5'), { author: 'user:alice', now }))
+    const labelled = (v: string) => write((now) => A.patch(podRef('p5'), [{ path: ['metadata', 'labels', 'v'], value: v }], { author: 'user:alice', now }))
+    const first = await labelled('9')
+    const deleted = mutate(first, (structs) => {
+      const it = structs.find((s) => s instanceof Y.Item && s.content instanceof Y.ContentAny && s.content.arr[0] === '9') as Y.Item
       it.content = new Y.ContentDeleted(1) as never
     })
-    await refusedThenHonest(C, D, forged, updated, 'arrives deleted, and no other revision deletes it')
-    assert.equal(C.get(podRef('p5'))?.metadata.labels?.v, '9')
-  } finally {
-    await close()
-  }
-})
-
-test('a relayed update whose content is sent as a garbage-collected range (the write made to vanish) is refused', async () => {
-  const { A, C, D, write, close } = await replicas()
-  try {
-    await C.applyRemote(await write((now) => A.apply(pod('p2'), { author: 'user:alice', now })))
-    const updated = await write((now) => A.patch(podRef('p2'), [{ path: ['metadata', 'labels', 'v'], value: '3' }], { author: 'user:alice', now }))
-    const forged = mutate(updated, (structs) => {
-      const first = structs[0]!
+    await refusedThenHonest(C, D, deleted, first, 'arrives deleted, and no other revision deletes it')
+    const second = await labelled('3')
+    const collected = mutate(second, (structs) => {
       const length = structs.reduce((n, x) => n + x.length, 0)
-      structs.splice(0, structs.length, new Y.GC(first.id, length))
+      structs.splice(0, structs.length, new Y.GC(structs[0]!.id, length))
     })
-    await refusedThenHonest(C, D, forged, updated, 'arrives garbage-collected, and no other revision of it deletes it')
-    assert.equal(C.get(podRef('p2'))?.metadata.labels?.v, '3')
+    await refusedThenHonest(C, D, collected, second, 'arrives garbage-collected, and no other revision of it deletes it')
+    assert.equal(C.get(podRef('p5'))?.metadata.labels?.v, '3')
   } finally {
     await close()
   }
