@@ -1265,9 +1265,10 @@ export class Store implements ObjectStore {
         clock = c.yc
       }
     }
-    // Deletions are bound per field: each one a record of the message (or one received without its
-    // content yet) makes by its own change of that field (trust.ts deletesField). Never of content the
-    // message itself brings, nor of content not here yet (Yjs would apply it when that comes).
+    // Deletions are bound to the records that made them: each one signed (`e`) by a record of the
+    // message (or one received without its content yet), or Yjs's own replacement of a value by the
+    // message's content; records from before `e`, per field (trust.ts deletesField). Never of content
+    // the message itself brings, nor of content not here yet (Yjs would apply it when that comes).
     if (seen.deletesOwn !== undefined) this.refuse('unbound', `Yjs deletion of content the message itself brings (${seen.deletesOwn})`)
     if (seen.deletesUnknown !== undefined) this.refuse('unresolved', `Yjs deletion of content not received yet (${seen.deletesUnknown})`)
     for (const g of goneOnArrival)
