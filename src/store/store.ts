@@ -39,7 +39,17 @@ import {
   type RevisionRecord,
 } from './codec.ts'
 import { mergeRanges, ObjectDocument, rangesCover, SYS, type Sys, withMeta } from './document.ts'
-import { evidenceMismatch, publicKeySet, replayKey, UserKeyHistory, type UserSignaturePolicy, unsignedRefused, userSignaturePolicy } from './evidence.ts'
+import {
+  backdatedUnsigned,
+  evidenceMismatch,
+  publicKeySet,
+  type ReplicaTime,
+  replayKey,
+  UserKeyHistory,
+  type UserSignaturePolicy,
+  unsignedRefused,
+  userSignaturePolicy,
+} from './evidence.ts'
 import { MAX_EVIDENCE_BODY_BYTES } from './evidence-shape.ts'
 import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
 import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions } from './options.ts'
@@ -193,6 +203,8 @@ export class Store implements ObjectStore {
    */
   private readonly evidenceUses = new Map<string, string>()
   private readonly userKeys = new UserKeyHistory()
+  /** Each replica's latest-timed record known here (the backdating bound, evidence.ts backdatedUnsigned). */
+  private readonly replicaTimes = new Map<string, ReplicaTime>()
 
   constructor(private readonly opts: StoreOptions) {
     this.db = opts.db ?? new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
@@ -260,6 +272,7 @@ export class Store implements ObjectStore {
     for (const r of await this.log.all()) {
       this.noteCover(r)
       this.noteEvidence(r)
+      this.noteReplicaTime(r)
     }
     const gone: BatchOp[] = []
     for await (const [k, v] of this.db.iterator({ gte: BOUND, lt: `${BOUND}\xff` })) {
@@ -294,6 +307,14 @@ export class Store implements ObjectStore {
       grew = true
     }
     return grew ? [{ type: 'put', key: `${BOUND}${key}`, value: json([...set!]) }] : []
+  }
+
+  /** Remember `r`'s node's latest-timed record (in `into`, default this store's). */
+  private noteReplicaTime(r: Pick<RevisionRecord, 'i' | 't'>, into: Map<string, ReplicaTime> = this.replicaTimes): void {
+    const p = parseRevisionId(r.i)
+    if (p === undefined) return
+    const cur = into.get(p.replica) ?? this.replicaTimes.get(p.replica)
+    if (cur === undefined || r.t > cur.t) into.set(p.replica, { t: r.t, seq: p.seq })
   }
 
   /**
@@ -706,6 +727,7 @@ export class Store implements ObjectStore {
       bound = this.noteBinding(key, runsOn(key, this.doc.content(key)))
       this.noteCreation(record)
       this.noteEvidence(record)
+      this.noteReplicaTime(record)
     }
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
@@ -943,6 +965,7 @@ export class Store implements ObjectStore {
       for (const r of fresh) {
         this.noteCover(r)
         this.noteEvidence(r)
+        this.noteReplicaTime(r)
       }
       this.trimCovers()
     }
@@ -1045,6 +1068,9 @@ export class Store implements ObjectStore {
     const msgUses = new Map<string, string>()
     const msgKeys = new UserKeyHistory()
     let policy: { v: UserSignaturePolicy | undefined } | undefined
+    // The latest-timed record of each node as this message's records add to what is known here.
+    const msgTimes = new Map<string, ReplicaTime>()
+    const timeById = new Map<string, number>()
     // The keys this message's User records set, whatever their place in it (a join's sync sends each
     // writer's records in turn, not in time order); a User record is itself checked below, and a
     // refusal refuses the whole message.
@@ -1113,10 +1139,15 @@ export class Store implements ObjectStore {
           msgUses.set(replayKey(r.u, r.k), r.i)
         } else if (r.a.startsWith('user:')) {
           policy ??= { v: this.signaturePolicy(objects) }
-          const no = unsignedRefused(r, signer.node, policy.v)
+          const id = parseRevisionId(r.i)
+          const latest = id === undefined ? undefined : (msgTimes.get(id.replica) ?? this.replicaTimes.get(id.replica))
+          const parentT = r.p === undefined ? undefined : (timeById.get(r.p) ?? (sys?.rev === r.p ? Date.parse(sys.updatedAt) : undefined))
+          const no = unsignedRefused(r, signer.node, policy.v) ?? backdatedUnsigned(r, id?.seq ?? 0, latest, parentT, policy.v)
           if (no !== undefined) this.refuse('user_unsigned', `revision ${r.i} of ${r.k}: ${no}`)
         }
       }
+      this.noteReplicaTime(r, msgTimes)
+      timeById.set(r.i, r.t)
       let mine = written.get(kind)
       if (mine === undefined) written.set(kind, (mine = new Map()))
       mine.set(r.k, r.o === 'delete' ? null : (after ?? null))
