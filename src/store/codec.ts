@@ -30,6 +30,8 @@ export interface RevisionRecord {
   h?: string // hash of the content as written (c, else f): compaction keeps it verifiable
   g?: string // Ed25519 signature (base64) over the header and h
   u?: SignedRequest // the user's signed request that asked for this write (src/store/evidence.ts)
+  d?: string // signed records that make a new object (create, a deleted one's rollback): its uid
+  e?: Array<[number, number, number]> // signed records: the Yjs structs the write deleted, [client, clock, length] ranges
 }
 
 export type EncodedChange = ['s', string[], unknown] | ['u', string[]]
@@ -90,11 +92,17 @@ export function checkRecord(r: unknown): string | undefined {
   }
   if (r.h !== undefined && (typeof r.h !== 'string' || r.h.length > 64)) return 'content hash malformed'
   if (r.g !== undefined && (typeof r.g !== 'string' || r.g.length > 200)) return 'signature malformed'
+  if (r.d !== undefined && (typeof r.d !== 'string' || !/^[0-9a-f]{32}$/.test(r.d))) return 'uid malformed'
+  if (r.e !== undefined) {
+    const n = (v: unknown, min: number) => typeof v === 'number' && Number.isSafeInteger(v) && v >= min
+    if (!Array.isArray(r.e) || r.e.length > 100000) return 'deletions malformed'
+    for (const d of r.e) if (!Array.isArray(d) || d.length !== 3 || !n(d[0], 0) || !n(d[1], 0) || !n(d[2], 1)) return 'deletion malformed'
+  }
   if (r.u !== undefined) {
     const bad = checkEvidenceShape(r.u)
     if (bad !== undefined) return bad
   }
-  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x', 'n', 'y', 'yc', 'h', 'g', 'u'])
+  const allowed = new Set(['i', 'k', 's', 'o', 'a', 'r', 't', 'p', 'c', 'f', 'rt', 'rf', 'x', 'n', 'y', 'yc', 'h', 'g', 'u', 'd', 'e'])
   for (const key of Object.keys(r)) if (!allowed.has(key)) return `unknown field ${key}`
   return undefined
 }

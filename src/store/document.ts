@@ -36,9 +36,37 @@ export interface NewStruct {
   loc: { key: string; path: string[] } | null | 'outside' | 'collected' | undefined
   /** With loc null: the struct it waits for ("client:clock"). */
   waitsFor?: string
+  /** Collected because it lands in a map the same update deletes or replaces: no write does that with content. */
+  intoDeleted?: true
   /** values: a map entry's value(s); map: a nested map; none: no content (GC, deleted); other: anything else. */
   content: 'values' | 'map' | 'none' | 'other'
   values?: unknown[]
+}
+
+/**
+ * A struct a peer's update would delete (ObjectDocument.inspectUpdate): a live struct of this
+ * document, with where it is (the object key and field path) and what it holds.
+ */
+export interface DeletedStruct {
+  client: number
+  clock: number
+  loc: { key: string; path: string[] } | null | 'outside'
+  /** A nested map (its fields go with it). */
+  map: boolean
+  /** Its value as JSON (a map's whole content). */
+  value(): unknown
+}
+
+/** What a peer's update would add and delete (ObjectDocument.inspectUpdate). */
+export interface InspectedUpdate {
+  structs: NewStruct[]
+  deleted: DeletedStruct[]
+  /** A struct with content that the update both brings and deletes ("client:clock"): no write does that. */
+  deletesOwn?: string
+  /** A deletion of content neither this document nor the update holds ("client:clock"): Yjs would hold it until that content comes. */
+  deletesUnknown?: string
+  /** Whether the update deletes every struct of this clock range. */
+  deletes(client: number, clock: number, len: number): boolean
 }
 
 export const SYS = '~'
@@ -92,6 +120,9 @@ export class ObjectDocument {
    */
   private byKind: Map<string, Set<string>> | undefined
   private observing = false
+  private lastTransaction: Y.Transaction | undefined
+  /** The structs the last local write (writeLocal) deleted: [client, clock, length] ranges. */
+  lastDeleted: Array<[number, number, number]> = []
 
   constructor(clientId: number) {
     this.doc = new Y.Doc({ gc: true })
@@ -206,7 +237,9 @@ export class ObjectDocument {
    */
   writeLocal(key: string, w: { op: 'delete' | 'create' | 'update'; sys: Sys; content?: Record<string, unknown>; changes: readonly Change[] }): Uint8Array {
     this.pending = []
-    this.doc.transact(() => {
+    this.lastDeleted = []
+    this.doc.transact((tr) => {
+      this.lastTransaction = tr
       if (w.op === 'delete') {
         const tomb = new Y.Map<unknown>()
         tomb.set(SYS, w.sys)
@@ -223,6 +256,9 @@ export class ObjectDocument {
     }, LOCAL)
     const update = this.pending.length === 1 ? this.pending[0]! : Y.mergeUpdates(this.pending)
     this.pending = []
+    // What the write deleted (its transaction's delete set, sorted and merged by Yjs at its end).
+    for (const [client, items] of this.lastTransaction!.deleteSet.clients) for (const d of items) this.lastDeleted.push([client, d.clock, d.len])
+    this.lastTransaction = undefined
     // The observer has just invalidated the key: no need to read the document back.
     if (w.content !== undefined) this.cache.set(key, deepFreeze(w.content))
     return update
@@ -261,7 +297,7 @@ export class ObjectDocument {
    * received), 'outside' when it lands outside the `objects` map, undefined for GC ranges (no
    * content).
    */
-  inspectUpdate(yUpdate: Uint8Array): { structs: NewStruct[]; deleted: Set<string | null> } {
+  inspectUpdate(yUpdate: Uint8Array): InspectedUpdate {
     const { structs, ds } = Y.decodeUpdate(yUpdate)
     const store = this.doc.store
     const byClient = new Map<number, Array<Y.Item | Y.GC | Y.Skip>>()
@@ -285,6 +321,30 @@ export class ObjectDocument {
       return undefined
     }
     type Loc = { key: string; path: string[] } | null | 'outside' | 'collected'
+    const merged = new Map<number, Array<[number, number]>>()
+    const deletes = (client: number, clock: number, len: number): boolean => {
+      let ranges = merged.get(client)
+      if (ranges === undefined) merged.set(client, (ranges = mergeRanges((ds.clients.get(client) ?? []).map((d) => [d.clock, d.clock + d.len]))))
+      return rangesCover(ranges, clock, clock + len)
+    }
+    // Doc items this update replaces as a map entry's value (a new item after them at their key):
+    // Yjs deletes them whatever its delete set says.
+    const replaced = new Set<Y.Item | Y.GC>()
+    for (const st of structs) {
+      if (!(st instanceof Y.Item) || st.origin === null || st.origin.clock >= Y.getState(store, st.origin.client)) continue
+      const it = Y.getItem(store, st.origin)
+      if (it instanceof Y.Item && it.parentSub !== null) replaced.add(it)
+    }
+    /** Whether the map this doc item holds, or one it lies in, goes with this update (its content is discarded). */
+    const goes = (it: Y.Item): boolean => {
+      let cur: Y.Item | null = it
+      for (let depth = 0; cur !== null && depth < 64; depth++) {
+        if (replaced.has(cur) || deletes(cur.id.client, cur.id.clock, 1)) return true
+        cur = (cur.parent as Y.AbstractType<unknown> | null)?._item ?? null
+      }
+      return false
+    }
+    let intoGoing = false
     const locOfDocItem = (it: Y.Item): Exclude<Loc, 'collected'> => {
       const path: string[] = []
       let cur: Y.Item = it
@@ -299,13 +359,22 @@ export class ObjectDocument {
     }
     let waitsFor: string | undefined
     const memo = new Map<Y.Item, Loc>()
-    const locOfId = (id: Y.ID, depth: number): Loc => {
+    // `parent`: the struct is the parent named by an item; Yjs places the item in it only while it
+    // holds a type (a map) — a parent whose content is gone (deleted) or a value discards the item.
+    const locOfId = (id: Y.ID, depth: number, parent = false): Loc => {
       if (id.clock < Y.getState(store, id.client)) {
         const it = Y.getItem(store, id)
         // A GC struct: Yjs turns whatever builds on it into GC too (Item.getMissing, integrate).
-        return it instanceof Y.Item ? locOfDocItem(it) : 'collected'
+        if (!(it instanceof Y.Item)) return 'collected'
+        if (parent && !(it.content instanceof Y.ContentType)) return 'collected'
+        if (parent && goes(it)) {
+          intoGoing = true
+          return 'collected'
+        }
+        return locOfDocItem(it)
       }
       const x = findInUpdate(id)
+      if (x instanceof Y.Item && parent && !(x.content instanceof Y.ContentType)) return 'collected'
       if (x instanceof Y.Item) return locOfStruct(x, depth + 1)
       if (x instanceof Y.GC) return 'collected'
       waitsFor ??= `${id.client}:${id.clock}`
@@ -326,7 +395,7 @@ export class ObjectDocument {
       else if (left === 'collected' || right === 'collected') loc = 'collected'
       else if (typeof parent === 'string') loc = parent === 'objects' && x.parentSub !== null ? { key: x.parentSub, path: [] } : 'outside'
       else if (parent !== null && typeof parent === 'object') {
-        const up = locOfId(parent as Y.ID, depth)
+        const up = locOfId(parent as Y.ID, depth, true)
         loc = up === null || up === 'outside' || up === 'collected' ? up : x.parentSub === null ? 'outside' : { key: up.key, path: [...up.path, x.parentSub] }
       } else if (left !== undefined) loc = left
       else if (right !== undefined) loc = right
@@ -335,16 +404,34 @@ export class ObjectDocument {
       return loc
     }
     const out: NewStruct[] = []
+    // Per client, the clock up to which this document and the update's structs so far reach: a
+    // struct that starts beyond it (a gap, or a Skip of the update) cannot be integrated yet — Yjs
+    // would hold it back while applying the update's deletions at once.
+    const next = new Map<number, number>()
     for (const st of structs) {
-      if (st instanceof Y.Skip) continue
-      const have = Y.getState(store, st.id.client)
+      const client = st.id.client
+      const have = Y.getState(store, client)
       const end = st.id.clock + st.length
+      const reach = next.get(client) ?? have
       if (end <= have) continue
-      const n: NewStruct = { client: st.id.client, from: Math.max(st.id.clock, have), to: end, loc: undefined, content: 'none' }
+      if (st instanceof Y.Skip) {
+        next.set(client, reach)
+        continue
+      }
+      const n: NewStruct = { client, from: Math.max(st.id.clock, have), to: end, loc: undefined, content: 'none' }
+      next.set(client, st.id.clock > reach ? reach : Math.max(reach, end))
+      if (st.id.clock > reach) {
+        n.loc = null
+        n.waitsFor = `${client}:${reach}`
+        out.push(n)
+        continue
+      }
       if (st instanceof Y.Item) {
         waitsFor = undefined
+        intoGoing = false
         n.loc = locOfStruct(st, 0)
         if (n.loc === null && waitsFor !== undefined) n.waitsFor = waitsFor
+        if (intoGoing && n.loc === 'collected') n.intoDeleted = true
         const c = st.content
         if (c instanceof Y.ContentAny) {
           n.content = 'values'
@@ -355,25 +442,55 @@ export class ObjectDocument {
       }
       out.push(n)
     }
-    const deleted = new Set<string | null>()
+    // Deletions: of live structs of this document (where they are, what they hold: the store checks
+    // each against the signed records of the message); of the update's own structs (allowed only
+    // where their content is gone already: a sync's overwritten entries); of anything else (content
+    // not here yet).
+    const deleted: DeletedStruct[] = []
+    let deletesOwn: string | undefined
+    let deletesUnknown: string | undefined
     for (const [client, items] of ds.clients) {
       const have = Y.getState(store, client)
       const local = store.clients.get(client)
-      if (local === undefined) continue
       for (const d of items) {
-        // Deletions of structs this document holds and has not deleted yet.
-        if (d.clock >= have) continue
-        for (let i = Y.findIndexSS(local, d.clock); i < local.length; i++) {
-          const x = local[i]!
-          if (x.id.clock >= d.clock + d.len) break
-          if (x instanceof Y.Item && !x.deleted) {
-            const loc = locOfDocItem(x)
-            deleted.add(loc === null || loc === 'outside' ? null : loc.key)
+        const dEnd = d.clock + d.len
+        if (d.clock < have && local !== undefined) {
+          for (let i = Y.findIndexSS(local, d.clock); i < local.length; i++) {
+            const x = local[i]!
+            if (x.id.clock >= dEnd) break
+            if (x instanceof Y.Item && !x.deleted) {
+              const loc = locOfDocItem(x)
+              const c = x.content
+              deleted.push({
+                client,
+                clock: x.id.clock,
+                loc,
+                map: c instanceof Y.ContentType,
+                value: () => (c instanceof Y.ContentType ? (c.type as Y.Map<unknown>).toJSON() : c.getContent()[c.getLength() - 1]),
+              })
+            }
           }
+        }
+        // The part beyond this document's state: the update's own structs, or nothing known.
+        let clock = Math.max(d.clock, have)
+        while (clock < dEnd) {
+          const x = findInUpdate({ client, clock } as Y.ID)
+          if (x === undefined || x instanceof Y.Skip) {
+            deletesUnknown ??= `${client}:${clock}`
+            break
+          }
+          if (x instanceof Y.Item && !(x.content instanceof Y.ContentDeleted)) deletesOwn ??= `${client}:${clock}`
+          clock = x.id.clock + x.length
         }
       }
     }
-    return { structs: out, deleted }
+    return {
+      structs: out,
+      deleted,
+      deletes,
+      ...(deletesOwn !== undefined ? { deletesOwn } : {}),
+      ...(deletesUnknown !== undefined ? { deletesUnknown } : {}),
+    }
   }
 
   /** This document's Yjs clock of a client (0 when unknown). */
@@ -433,6 +550,30 @@ export class ObjectDocument {
     const keys = [...this.objects.keys()].sort()
     return JSON.stringify(keys.map((k) => [k, canon(this.objects.get(k)!.toJSON())]))
   }
+}
+
+/** Clock ranges [from, to) as their union: sorted, disjoint (a crafted delete set need not be either). */
+export function mergeRanges(ranges: Array<[number, number]>): Array<[number, number]> {
+  ranges.sort((a, b) => a[0] - b[0])
+  const out: Array<[number, number]> = []
+  for (const [from, to] of ranges) {
+    const last = out.at(-1)
+    if (last !== undefined && from <= last[1]) last[1] = Math.max(last[1], to)
+    else out.push([from, to])
+  }
+  return out
+}
+
+/** Whether merged ranges (mergeRanges) hold all of [from, to). */
+export function rangesCover(merged: ReadonlyArray<readonly [number, number]>, from: number, to: number): boolean {
+  let lo = 0
+  let hi = merged.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (merged[mid]![0] <= from) lo = mid + 1
+    else hi = mid
+  }
+  return lo > 0 && merged[lo - 1]![1] >= to
 }
 
 /**

@@ -77,6 +77,43 @@ export function unsignedRefused(
   return `${r.a} wrote through node ${signerNode ?? '<unknown>'} without the user's signature, and the cluster requires users' signatures (Cluster spec.userSignatures)`
 }
 
+/**
+ * How far before a node's own earlier record a user record of that node may be timed and still
+ * count as before the policy's `since` (clock corrections of an honest node).
+ */
+export const BACKDATE_SLACK_MS = 5 * 60_000
+
+/** A node's latest-timed record so far: its time and its sequence number. */
+export interface ReplicaTime {
+  t: number
+  seq: number
+}
+
+/**
+ * Why a user record timed before the policy's `since` (so not held to it) is refused as backdated
+ * (undefined: not backdated by what this replica knows). Two bounds, each beyond
+ * BACKDATE_SLACK_MS:
+ * - its store had already written, under a lower sequence number, a record timed at or after
+ *   `since`: a store numbers its records in the order it writes them;
+ * - the revision it builds on is timed at or after `since`: a revision cannot predate its parent.
+ */
+export function backdatedUnsigned(
+  r: Pick<RevisionRecord, 'a' | 't' | 'u'>,
+  seq: number,
+  latest: ReplicaTime | undefined,
+  parentT: number | undefined,
+  policy: UserSignaturePolicy | undefined,
+): string | undefined {
+  if (policy === undefined || r.u !== undefined || !r.a.startsWith('user:') || r.t >= policy.since) return undefined
+  const at = (t: number) => new Date(t).toISOString()
+  const head = `${r.a}'s revision is timed ${at(r.t)}, before the cluster required users' signatures (${at(policy.since)}), but`
+  if (latest !== undefined && latest.seq < seq && latest.t >= policy.since && latest.t - r.t > BACKDATE_SLACK_MS)
+    return `${head} its store had already written a revision timed ${at(latest.t)}: a backdated write without the user's signature`
+  if (parentT !== undefined && parentT >= policy.since && parentT - r.t > BACKDATE_SLACK_MS)
+    return `${head} it builds on a revision timed ${at(parentT)}: a backdated write without the user's signature`
+  return undefined
+}
+
 /** The replay key: one signed request backs at most one record per object. */
 export function replayKey(u: Pick<SignedRequest, 'nonce'>, k: string): string {
   return `${u.nonce}|${k}`

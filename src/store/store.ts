@@ -29,6 +29,7 @@ import {
 } from '../model/index.ts'
 import {
   checkRecord,
+  decodeChanges,
   decodeUpdateMessage,
   encodeChanges,
   encodeUpdateMessage,
@@ -37,8 +38,18 @@ import {
   parseRevisionId,
   type RevisionRecord,
 } from './codec.ts'
-import { ObjectDocument, SYS, type Sys, withMeta } from './document.ts'
-import { evidenceMismatch, publicKeySet, replayKey, UserKeyHistory, type UserSignaturePolicy, unsignedRefused, userSignaturePolicy } from './evidence.ts'
+import { mergeRanges, ObjectDocument, rangesCover, SYS, type Sys, withMeta } from './document.ts'
+import {
+  backdatedUnsigned,
+  evidenceMismatch,
+  publicKeySet,
+  type ReplicaTime,
+  replayKey,
+  UserKeyHistory,
+  type UserSignaturePolicy,
+  unsignedRefused,
+  userSignaturePolicy,
+} from './evidence.ts'
 import { MAX_EVIDENCE_BODY_BYTES } from './evidence-shape.ts'
 import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
 import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions } from './options.ts'
@@ -52,6 +63,7 @@ import {
   checkSchema,
   contentAfter,
   defaultAuthorize,
+  deletesField,
   type ObjectsView,
   pinOf,
   type RecordSigner,
@@ -122,6 +134,11 @@ function iso(ms: number): string {
   return new Date(ms).toISOString()
 }
 
+/** A record's creation as `isKnownCreation` compares it: `createdBy|createdAt|uid` (uid empty when not signed). */
+function creationOf(r: RevisionRecord): string {
+  return `${r.a}|${new Date(r.t).toISOString()}|${r.d ?? ''}`
+}
+
 export async function openStore(opts: StoreOptions): Promise<Store> {
   const s = new Store(opts)
   await s.open()
@@ -186,6 +203,8 @@ export class Store implements ObjectStore {
    */
   private readonly evidenceUses = new Map<string, string>()
   private readonly userKeys = new UserKeyHistory()
+  /** Each replica's latest-timed record known here (the backdating bound, evidence.ts backdatedUnsigned). */
+  private readonly replicaTimes = new Map<string, ReplicaTime>()
 
   constructor(private readonly opts: StoreOptions) {
     this.db = opts.db ?? new ClassicLevel<string, Uint8Array>(opts.dir, { keyEncoding: 'utf8', valueEncoding: 'view' })
@@ -253,6 +272,7 @@ export class Store implements ObjectStore {
     for (const r of await this.log.all()) {
       this.noteCover(r)
       this.noteEvidence(r)
+      this.noteReplicaTime(r)
     }
     const gone: BatchOp[] = []
     for await (const [k, v] of this.db.iterator({ gte: BOUND, lt: `${BOUND}\xff` })) {
@@ -289,17 +309,28 @@ export class Store implements ObjectStore {
     return grew ? [{ type: 'put', key: `${BOUND}${key}`, value: json([...set!]) }] : []
   }
 
-  /** A creation of `key` some verified create record made (kept per key: concurrent creates each have one). */
-  private isKnownCreation(key: string, by: string, at: string, inMessage: ReadonlyMap<string, ReadonlySet<string>>): boolean {
-    const c = `${by}|${at}`
-    return inMessage.get(key)?.has(c) === true || this.creations.get(key)?.has(c) === true
+  /** Remember `r`'s node's latest-timed record (in `into`, default this store's). */
+  private noteReplicaTime(r: Pick<RevisionRecord, 'i' | 't'>, into: Map<string, ReplicaTime> = this.replicaTimes): void {
+    const p = parseRevisionId(r.i)
+    if (p === undefined) return
+    const cur = into.get(p.replica) ?? this.replicaTimes.get(p.replica)
+    if (cur === undefined || r.t > cur.t) into.set(p.replica, { t: r.t, seq: p.seq })
+  }
+
+  /**
+   * A creation of `key` some verified create record made (kept per key: concurrent creates each have
+   * one): `createdBy|createdAt|uid`, the uid empty for records from before records signed it.
+   */
+  private isKnownCreation(key: string, by: string, at: string, uid: string, inMessage: ReadonlyMap<string, ReadonlySet<string>>): boolean {
+    const known = (c: string) => inMessage.get(key)?.has(c) === true || this.creations.get(key)?.has(c) === true
+    return known(`${by}|${at}|${uid}`) || known(`${by}|${at}|`)
   }
 
   private noteCreation(r: RevisionRecord): void {
-    if (r.o !== 'create') return
+    if (r.o !== 'create' && r.d === undefined) return
     let set = this.creations.get(r.k)
     if (!set) this.creations.set(r.k, (set = new Set()))
-    if (set.size < 64) set.add(`${r.a}|${new Date(r.t).toISOString()}`)
+    if (set.size < 64) set.add(creationOf(r))
   }
 
   /** A record's user evidence (the request it used) and the user key it sets. */
@@ -647,6 +678,8 @@ export class Store implements ObjectStore {
     if (op === 'delete') sys.deleted = true
     const record: RevisionRecord = { i: id, k: key, s: seq, o: op, a: opts.author, r: opts.reason ?? '', t: opts.now }
     if (prev) record.p = prev.rev
+    // A new object's uid is signed with its record (checked on receipt: structMatches).
+    if (!live && op !== 'delete' && this.signer !== undefined) record.d = sys.uid
     if (extra.rt) record.rt = extra.rt
     if (extra.rf) record.rf = extra.rf
     if (content !== undefined) {
@@ -683,6 +716,8 @@ export class Store implements ObjectStore {
     }
     const yUpdate = this.doc.writeLocal(key, { op: op === 'delete' ? 'delete' : live ? 'update' : 'create', sys, content, changes })
     if (this.signer) {
+      // What the write deleted, signed: a replica merges no other deletion under this record.
+      record.e = this.doc.lastDeleted
       const client = this.doc.doc.clientID
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
@@ -692,6 +727,7 @@ export class Store implements ObjectStore {
       bound = this.noteBinding(key, runsOn(key, this.doc.content(key)))
       this.noteCreation(record)
       this.noteEvidence(record)
+      this.noteReplicaTime(record)
     }
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
@@ -929,6 +965,7 @@ export class Store implements ObjectStore {
       for (const r of fresh) {
         this.noteCover(r)
         this.noteEvidence(r)
+        this.noteReplicaTime(r)
       }
       this.trimCovers()
     }
@@ -1012,7 +1049,7 @@ export class Store implements ObjectStore {
     const createdBy = new Map<string, { createdBy: string; createdAt: string }>()
     // Every creation of a key in this message (concurrent creates in a partition: one message may carry several).
     const creationsInMessage = new Map<string, Set<string>>()
-    const keysInMessage = new Set<string>()
+    const onHead = new Set<string>()
     // The objects as this message leaves them so far: a RoleBinding and the write it allows may come together.
     // By kind: the RBAC check lists RoleBindings for every record, and a join's sync writes 10k pods.
     const written = new Map<string, Map<string, Record<string, unknown> | null>>()
@@ -1031,6 +1068,9 @@ export class Store implements ObjectStore {
     const msgUses = new Map<string, string>()
     const msgKeys = new UserKeyHistory()
     let policy: { v: UserSignaturePolicy | undefined } | undefined
+    // The latest-timed record of each node as this message's records add to what is known here.
+    const msgTimes = new Map<string, ReplicaTime>()
+    const timeById = new Map<string, number>()
     // The keys this message's User records set, whatever their place in it (a join's sync sends each
     // writer's records in turn, not in time order); a User record is itself checked below, and a
     // refusal refuses the whole message.
@@ -1060,14 +1100,16 @@ export class Store implements ObjectStore {
       const after = r.c !== undefined && !baseKnown && r.f === undefined ? undefined : contentAfter(r, base)
       const changes = changesOf(r, base, baseKnown)
       afterById.set(r.i, after)
+      // Built on the object as this replica holds it (its head, or a record of the message that is).
+      if (r.p === undefined ? sys === undefined : sys?.rev === r.p || onHead.has(r.p)) onHead.add(r.i)
       const bad2 = checkSchema(r, after)
       if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
-      if (r.o === 'create') {
+      if (r.o === 'create' || r.d !== undefined) {
         const at = new Date(r.t).toISOString()
-        if (!createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: at })
+        if (r.o === 'create' && !createdBy.has(r.k)) createdBy.set(r.k, { createdBy: r.a, createdAt: at })
         let set = creationsInMessage.get(r.k)
         if (!set) creationsInMessage.set(r.k, (set = new Set()))
-        set.add(`${r.a}|${at}`)
+        set.add(creationOf(r))
       }
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
       const concurrent = !baseKnown && before !== undefined
@@ -1097,14 +1139,18 @@ export class Store implements ObjectStore {
           msgUses.set(replayKey(r.u, r.k), r.i)
         } else if (r.a.startsWith('user:')) {
           policy ??= { v: this.signaturePolicy(objects) }
-          const no = unsignedRefused(r, signer.node, policy.v)
+          const id = parseRevisionId(r.i)
+          const latest = id === undefined ? undefined : (msgTimes.get(id.replica) ?? this.replicaTimes.get(id.replica))
+          const parentT = r.p === undefined ? undefined : (timeById.get(r.p) ?? (sys?.rev === r.p ? Date.parse(sys.updatedAt) : undefined))
+          const no = unsignedRefused(r, signer.node, policy.v) ?? backdatedUnsigned(r, id?.seq ?? 0, latest, parentT, policy.v)
           if (no !== undefined) this.refuse('user_unsigned', `revision ${r.i} of ${r.k}: ${no}`)
         }
       }
+      this.noteReplicaTime(r, msgTimes)
+      timeById.set(r.i, r.t)
       let mine = written.get(kind)
       if (mine === undefined) written.set(kind, (mine = new Map()))
       mine.set(r.k, r.o === 'delete' ? null : (after ?? null))
-      keysInMessage.add(r.k)
       let l = msgCovers.get(r.y!)
       if (!l) msgCovers.set(r.y!, (l = []))
       l.push({ yc: r.yc!, k: r.k, r })
@@ -1127,6 +1173,58 @@ export class Store implements ObjectStore {
       const prev = `${p.replica}.${p.seq - 1}`
       return !this.log.has(prev) && !afterById.has(prev)
     }
+    // The records a deletion (or content already gone) may come from: this message's and those
+    // received without their content yet, by key; the deletions they signed (`e`), by client.
+    let byKey: Map<string, RevisionRecord[]> | undefined
+    const signedDeletions = new Map<number, Array<[number, number]>>()
+    const sources = (): Map<string, RevisionRecord[]> => {
+      if (byKey !== undefined) return byKey
+      const keys = new Map<string, RevisionRecord[]>()
+      const add = (r: RevisionRecord) => {
+        let l = keys.get(r.k)
+        if (!l) keys.set(r.k, (l = []))
+        l.push(r)
+        for (const [client, clock, len] of r.e ?? []) {
+          let d = signedDeletions.get(client)
+          if (!d) signedDeletions.set(client, (d = []))
+          d.push([clock, clock + len])
+        }
+      }
+      for (const l of this.covers.values()) for (const c of l) add(c.r)
+      for (const r of fresh) add(r)
+      for (const [client, d] of signedDeletions) signedDeletions.set(client, mergeRanges(d))
+      byKey = keys
+      return keys
+    }
+    const recordsOf = (k: string): readonly RevisionRecord[] => sources().get(k) ?? []
+    /** Whether a record of the message (or one received without its content) signed the deletion of this struct. */
+    const signedDeletion = (client: number, clock: number, to = clock + 1): boolean => {
+      sources()
+      const l = signedDeletions.get(client)
+      return l !== undefined && rangesCover(l, clock, to)
+    }
+    const decoded = new Map<RevisionRecord, Change[] | undefined>()
+    const changesOfRecord = (r: RevisionRecord): Change[] | undefined => {
+      if (r.c === undefined) return undefined
+      let c = decoded.get(r)
+      if (c === undefined) decoded.set(r, (c = decodeChanges(r.c)))
+      return c
+    }
+    /**
+     * Whether the struct at `path` of `key` may be deleted by a record signed before records signed
+     * their deletions (no `e`): one that changes that field (trust.ts deletesField).
+     */
+    const legacyDeletes = (key: string, path: readonly string[], map: boolean | undefined, value: (() => unknown) | undefined, except?: RevisionRecord) =>
+      recordsOf(key).some((r) => r !== except && r.e === undefined && deletesField(r, changesOfRecord(r), path, map, value))
+    // Records whose Yjs content this message brings: their signed deletions must come with it.
+    const arriving = new Set<RevisionRecord>()
+    // Where the message's new content lands, by key (Yjs itself deletes what it replaces there: the
+    // loser of concurrent writes of one field, which no record signed); and its structs of records
+    // built on this replica's head that arrive deleted.
+    const landing = new Map<string, string[][]>()
+    const goneOnArrival: Array<{ client: number; clock: number; key: string; path: string[]; r: RevisionRecord }> = []
+    const replacedHere = (key: string, path: readonly string[]) =>
+      landing.get(key)?.some((p) => p.length <= path.length && p.every((seg, i) => seg === path[i])) === true
     type Cover = { yc: number; k: string; r: RevisionRecord }
     // Both lists are sorted by yc: the first cover ending above `clock` in each, by binary search
     // (a scan from the start made a join's 10k-record sync quadratic).
@@ -1154,29 +1252,73 @@ export class Store implements ObjectStore {
       while (clock < st.to) {
         const c = coverOf(st.client, clock)
         if (c === undefined) this.refuse('unbound', `Yjs content of client ${st.client} at clock ${clock} is covered by no signed revision`)
-        // Content Yjs will discard (it builds on garbage-collected content) still needs its record.
+        arriving.add(c.r)
+        // Content Yjs will discard (it builds on garbage-collected content) still needs its record;
+        // it is honest only where a concurrent write this replica holds removed the map it went to. A
+        // record built on this replica's head had every struct it builds on here, live: such content
+        // of it is a forged place (a relaying member would make the write vanish here).
+        if (st.intoDeleted && st.content !== 'none')
+          this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} lands in a map the same message deletes`)
+        if (st.loc === 'collected' && onHead.has(c.r.i))
+          this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} builds on content gone here, though the revision builds on this replica's head`)
+        // A GC range (content gone, no place) in the range of such a record: its content was deleted
+        // by a record that signed it, or (pruned history, a concurrent loser) goes with another
+        // write of the object in the message; alone, it is the record's content withheld.
+        if (st.loc === undefined && onHead.has(c.r.i)) {
+          const to = Math.min(st.to, c.yc)
+          const own = c.r
+          if (!signedDeletion(st.client, clock, to) && !recordsOf(c.k).some((r) => r !== own && r.s >= own.s))
+            this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} arrives garbage-collected, and no other revision of it deletes it`)
+        }
         if (st.loc !== undefined && st.loc !== 'collected') {
           // The writer's previous record not here yet: its range (which starts where that one ended) is
           // not known, and the content may be the missing record's — this replica lags.
           const unbound = (why: string) => this.refuse(previousMissing(c.r) ? 'unresolved' : 'unbound', why)
           if (c.k !== st.loc.key) unbound(`Yjs content of client ${st.client} touches ${st.loc.key}; its revision is about ${c.k}`)
           if (st.content !== 'none' && st.to > c.yc) unbound(`Yjs content of client ${st.client} spans two revisions`)
-          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at) => this.isKnownCreation(c.k, by, at, creationsInMessage))
+          // A struct whose content is gone (a sync's overwritten entry) stands for a deletion. Of a
+          // record built on this replica's head, only another record of the message (or one received
+          // without its content) replacing that field deletes it: a relaying member could otherwise
+          // send a record's content as deleted. (A record concurrent with what is here may have lost
+          // to a write this replica holds: not judged.)
+          if (st.content === 'none' && onHead.has(c.r.i)) goneOnArrival.push({ client: st.client, clock, key: c.k, path: st.loc.path, r: c.r })
+          else if (st.content !== 'none') {
+            let l = landing.get(c.k)
+            if (!l) landing.set(c.k, (l = []))
+            l.push(st.loc.path)
+          }
+          const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at, uid) =>
+            this.isKnownCreation(c.k, by, at, uid, creationsInMessage),
+          )
           if (bad === UNKNOWN_CREATION) this.refuse('unresolved', `Yjs content of ${c.k}: revision ${c.r.i} ${bad}`)
           if (bad !== undefined) unbound(`Yjs content of ${c.k} at ${st.loc.path.join('.') || '(root)'} does not match revision ${c.r.i}: ${bad}`)
         }
         clock = c.yc
       }
     }
-    if (seen.deleted.size > 0) {
-      const pending = new Set<string>()
-      for (const l of this.covers.values()) for (const c of l) pending.add(c.k)
-      for (const k of seen.deleted) {
-        if (k === null || k === '' || (!keysInMessage.has(k) && !pending.has(k))) {
-          this.refuse('unbound', `Yjs deletion in ${k || 'unknown content'} comes with no signed revision of it`)
-        }
-      }
+    // Deletions are bound to the records that made them: each one signed (`e`) by a record of the
+    // message (or one received without its content yet), or Yjs's own replacement of a value by the
+    // message's content; records from before `e`, per field (trust.ts deletesField). Never of content
+    // the message itself brings, nor of content not here yet (Yjs would apply it when that comes).
+    if (seen.deletesOwn !== undefined) this.refuse('unbound', `Yjs deletion of content the message itself brings (${seen.deletesOwn})`)
+    if (seen.deletesUnknown !== undefined) this.refuse('unresolved', `Yjs deletion of content not received yet (${seen.deletesUnknown})`)
+    for (const g of goneOnArrival)
+      if (!signedDeletion(g.client, g.clock) && !replacedHere(g.key, g.path) && !legacyDeletes(g.key, g.path, undefined, undefined, g.r))
+        this.refuse(
+          'unbound',
+          `Yjs content of ${g.key} at ${g.path.join('.') || '(root)'} of revision ${g.r.i} arrives deleted, and no other revision deletes it`,
+        )
+    for (const d of seen.deleted) {
+      if (d.loc === null || d.loc === 'outside') this.refuse('unbound', 'Yjs deletion of content outside the objects')
+      if (signedDeletion(d.client, d.clock)) continue
+      const { key, path } = d.loc
+      if (!replacedHere(key, path) && !legacyDeletes(key, path, d.map, d.value))
+        this.refuse('unbound', `Yjs deletion of ${key} at ${path.join('.') || '(root)'} is not one a revision of the message signed`)
     }
+    // And none of them left out (a relaying member could otherwise deliver a write without what it deletes).
+    for (const r of arriving)
+      for (const [client, clock, len] of r.e ?? [])
+        if (!seen.deletes(client, clock, len)) this.refuse('unbound', `revision ${r.i} of ${r.k} comes without the Yjs deletions it signed`)
     return msgBound
   }
 

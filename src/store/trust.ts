@@ -133,7 +133,10 @@ function hashMatches(r: RevisionRecord): boolean {
 /** The bytes a record's signature covers: every header field and the content hash. */
 export function signedBytes(r: RevisionRecord): Uint8Array {
   const header = [r.i, r.k, r.s, r.o, r.a, r.r, r.t, r.p ?? '', r.rt ?? '', r.rf ?? '', r.n ?? '', r.y ?? 0, r.yc ?? 0, r.h ?? '']
-  // A user's evidence (`u`) is covered too, by its hash; records without it sign as before.
+  // A user's evidence (`u`) is covered too, by its hash, a new object's uid (`d`) and the Yjs
+  // structs the write deleted (`e`); records without them sign as before.
+  if (r.d !== undefined || r.e !== undefined)
+    return te.encode(JSON.stringify(['orc-rev-3', ...header, r.u === undefined ? '' : evidenceHash(r.u), r.d ?? '', r.e ?? null]))
   return te.encode(JSON.stringify(r.u === undefined ? ['orc-rev-1', ...header] : ['orc-rev-2', ...header, evidenceHash(r.u)]))
 }
 
@@ -465,7 +468,7 @@ export function structMatches(
   values: readonly unknown[] | undefined,
   origin: { createdBy: string; createdAt: string; uid?: string } | undefined,
   /** Another creation of this key a verified create record made (`createdBy|createdAt`): concurrent creates each keep their own. */
-  isKnownCreation: (createdBy: string, createdAt: string) => boolean = () => false,
+  isKnownCreation: (createdBy: string, createdAt: string, uid: string) => boolean = () => false,
 ): string | undefined {
   if (content === 'none') return undefined
   if (content === 'other') return 'not a map or a value'
@@ -482,11 +485,14 @@ export function structMatches(
     }
     // The creator decides who may change user fields: a new object's is the record's author, an
     // existing one keeps its creator, uid and creation time (unknown here while catching up: then unchecked).
-    const expected = r.o === 'create' ? { createdBy: r.a, createdAt: new Date(r.t).toISOString() } : origin
+    // A new object's uid is the one its record signs (`d`; records from before it carry none).
+    if (r.d !== undefined && sys.uid !== r.d) return 'system metadata names another uid'
+    const created = r.o === 'create' || r.d !== undefined
+    const expected = created ? { createdBy: r.a, createdAt: new Date(r.t).toISOString() } : origin
     if (expected !== undefined) {
       const same = sys.createdBy === expected.createdBy && sys.createdAt === expected.createdAt && (expected.uid === undefined || sys.uid === expected.uid)
-      if (!same && r.o === 'create') return 'system metadata names another creation'
-      if (!same && !isKnownCreation(sys.createdBy, sys.createdAt)) {
+      if (!same && created) return 'system metadata names another creation'
+      if (!same && !isKnownCreation(sys.createdBy, sys.createdAt, sys.uid)) {
         // Another node's create this replica has not received yet (or a forged one): judged when it comes.
         return UNKNOWN_CREATION
       }
@@ -510,4 +516,39 @@ export function structMatches(
     return 'no change of the revision sets it'
   }
   return sameShape(valueAtPath(r.f, path), content, values) ? undefined : 'differs from the revision content'
+}
+
+function isTombstone(v: unknown): boolean {
+  return isPlainObject(v) && isPlainObject(v['~']) && v['~'].deleted === true && Object.keys(v).length === 1
+}
+
+/**
+ * Does record `r`'s write delete the struct at `path` of its object (docs/security.md, "Yjs
+ * deletions are bound per field")? A create or delete replaces the object's whole map; every write
+ * replaces the system metadata (`~`); an update deletes only what its changes replace: the value
+ * or map at a changed path or below it, or a value standing where a change needs a map. `changes`:
+ * the record's own changes when it carries them; otherwise its full copy is compared with the
+ * deleted value (`value`, undefined when that content is gone already: a sync's overwritten entry).
+ * A compacted record without content cannot be compared: any field of its object.
+ */
+export function deletesField(
+  r: RevisionRecord,
+  changes: readonly Change[] | undefined,
+  path: readonly string[],
+  map: boolean | undefined,
+  value: (() => unknown) | undefined,
+): boolean {
+  if (r.o === 'create' || r.o === 'delete') return true
+  // A rollback writes a deleted object anew (its tombstone's map replaced), a live one in place.
+  if (path.length === 0) return r.o === 'rollback' && (value === undefined || isTombstone(value()))
+  if (path.length === 1 && path[0] === '~') return true
+  if (changes !== undefined) {
+    return changes.some((c) => {
+      const n = Math.min(c.path.length, path.length)
+      for (let i = 0; i < n; i++) if (c.path[i] !== path[i]) return false
+      return c.path.length <= path.length || (c.op === 'set' && map !== true)
+    })
+  }
+  if (r.f !== undefined) return value === undefined || !deepEqual(valueAtPath(r.f, path), value())
+  return true
 }

@@ -181,7 +181,7 @@ async function forgedByB(B: Store, rng: Rng, now: number): Promise<Uint8Array | 
         return encodeUpdateMessage(yUpdate, [r])
       }
       case 0:
-        await B.patch({ kind: 'Node', namespace: '', name: 'a' }, [{ path: ['status', 'state'], value: rng.pick(['NotReady', 'Removed']) }], {
+        await B.patch({ kind: 'Node', namespace: '', name: 'a' }, [{ path: ['status', 'state'], value: rng.pick(['NotReady', 'Ready']) }], {
           author: 'controller:node',
           now,
         })

@@ -265,6 +265,46 @@ test('with Cluster spec.userSignatures.required, user records without evidence a
   }
 })
 
+test("a user record backdated before the policy's since is refused: after its store's later records, or before its parent", async () => {
+  const { A, B, C, close } = await cluster()
+  try {
+    const since = 3_600_000
+    await A.apply(
+      { apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'c1' }, spec: { userSignatures: { required: true, since: new Date(since).toISOString() } } },
+      { author: 'user:admin', now: 4000 },
+    )
+    await sync(A, B)
+    await sync(A, C)
+    // b writes alice's pod before the policy (honest, unsigned), then its socket user's after.
+    const early = outbox(B)
+    await B.apply(pod('pre'), { author: 'user:alice', now: 3_000_000 })
+    await B.apply(pod('later'), { author: 'user:root.b', now: 3_700_000 })
+    for (const m of early) {
+      await C.applyRemote(m)
+      await A.applyRemote(m)
+    }
+    assert.ok(C.get(podRef('pre')))
+    // b's own store, its policy check removed (a compromised agent), writes as alice timed 45 min
+    // before its own last record: refused by every replica that knows that record.
+    ;(B as any).signaturePolicy = () => undefined
+    const late = outbox(B)
+    await B.apply(pod('backdated'), { author: 'user:alice', now: 1_000_000 })
+    await refused(C.applyRemote(late[0]!), 'user_unsigned', /its store had already written a revision timed 1970-01-01T01:01:40\.000Z/)
+    assert.equal(C.get(podRef('backdated')), undefined)
+    // From a fresh store (a new replica id: no earlier record of it known), an update of 'later'
+    // timed before its parent: refused by the parent bound.
+    const fresh = await modifiedMember(b, C, (Bmod) => Bmod.apply(pod('later', '/images/v2'), { author: 'user:alice', now: 1_000_000 }).then(() => {}))
+    await refused(C.applyRemote(fresh[0]!), 'user_unsigned', /it builds on a revision timed 1970-01-01T01:01:40\.000Z/)
+    await refused(A.applyRemote(fresh[0]!), 'user_unsigned')
+    // Within the slack (5 min): a clock correction of an honest node is not refused.
+    const skew = await modifiedMember(b, C, (Bmod) => Bmod.apply(pod('later', '/images/v3'), { author: 'user:alice', now: since - 1000 }).then(() => {}))
+    await C.applyRemote(skew[0]!)
+    assert.equal((C.get(podRef('later')) as any).spec.containers[0].image, '/images/v3')
+  } finally {
+    await close()
+  }
+})
+
 test("a key is valid while it is the user's: a request signed with a rotated-away key is refused after the rotation; an unknown key waits", async () => {
   const { A, B, C, alice, close } = await cluster()
   try {
