@@ -23,6 +23,8 @@ import {
   type MeshOptions,
   type MeshTunables,
   peerIdOf,
+  peerKeyVerifier,
+  recordSigner,
   resolvePeerAddress,
   startMesh,
   writeFileAtomic,
@@ -69,7 +71,7 @@ import {
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import { type FederatedScope, type ScopeRouter, withoutShared } from './routed-store.ts'
-import { buildFederatedSchedView, clusterOwnership, federationNodesOf, keptSpec, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
+import { buildFederatedSchedView, clusterOwnership, federationAuthorize, federationNodesOf, keptSpec, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
 
 export type { FederationClusterView, FederationGovernanceView, FederationProposalView, FederationState, FederationView } from '../api-types.ts'
 
@@ -1161,7 +1163,13 @@ export class FederationManager implements ScopeRouter {
     let mesh: Mesh | undefined
     try {
       const key = await loadOrCreateIdentity(meshDir(), this.c.random ?? systemRandom)
+      const directory = new FederationDirectory(meshDir())
       store = await openStore({
+        // Every revision signed with this node's federation key and checked on receipt by every
+        // replica, as in the cluster's store (docs/security.md, "Federation scopes").
+        signer: recordSigner(key),
+        verifier: federationVerifier(directory),
+        authorize: federationAuthorize(),
         dir: storeDir(),
         // Controllers of this cluster write as `controller:<name>@<cluster>` (scheduling.ts).
         ownership: clusterOwnership(cfg.cluster),
@@ -1170,7 +1178,6 @@ export class FederationManager implements ScopeRouter {
         replicaId: replicaOfPeer(peerIdOf(key)),
         logger: this.c.logger.child({ module: 'store', federation: cfg.name || cfg.id }) as never,
       })
-      const directory = new FederationDirectory(meshDir())
       const ourStore = store
       const opts: MeshOptions = {
         dataDir: meshDir(),
@@ -1532,4 +1539,18 @@ export class FederationManager implements ScopeRouter {
     }
     return false
   }
+}
+
+/**
+ * Who may sign the federation document's revisions: a member of the federation's mesh (as
+ * `node@cluster`), or a node whose replica the directory binds to a cluster (members that left, or
+ * clusters removed since: their revisions stay in the history a joiner syncs). The key is the
+ * peer id's own (Ed25519).
+ */
+export function federationVerifier(directory: Pick<FederationDirectory, 'get' | 'clusterOfReplica'>): ReturnType<typeof peerKeyVerifier> {
+  return peerKeyVerifier((id) => {
+    const m = directory.get(id)
+    if (m !== undefined) return { node: m.name }
+    return directory.clusterOfReplica(replicaOfPeer(id)) !== undefined ? {} : undefined
+  })
 }

@@ -8,7 +8,7 @@
 import { OrcError } from '../../model/index.ts'
 import { decodeUpdateMessage, type ObjectStore, parseRevisionId, type Replicable } from '../../store/index.ts'
 import { checkMembershipChanges, checkNamespaceWriters } from './governance.ts'
-import { clusterOfAuthor } from './membership.ts'
+import { clusterOfAuthor, replicaOfPeer } from './membership.ts'
 import { checkFederatedSecrets } from './secrets.ts'
 
 export interface AuthorshipCheck {
@@ -32,6 +32,18 @@ function checkRecordsAuthorship(records: ReturnType<typeof decodeUpdateMessage>[
     const bound = replica === undefined ? undefined : members.clusterOfReplica(replica)
     if (bound === undefined) {
       throw new OrcError('unavailable', `federation update: revision ${r.i} comes from a replica not (yet) admitted here`, { revision: r.i })
+    }
+    // The revision's id names its signer's own replica (derived from the signer's peer id): a
+    // member cannot sign a revision in another node's name, of its cluster or another's.
+    if (r.n !== undefined && replicaOfPeer(r.n) !== replica) {
+      throw new OrcError(
+        'forbidden',
+        `federation update: revision ${r.i} of ${r.k} is signed by ${r.n}, whose revisions are not numbered under replica ${replica}`,
+        {
+          revision: r.i,
+          refused: 'unauthorized',
+        },
+      )
     }
     const claimed = clusterOfAuthor(r.a)
     if (claimed !== bound) {

@@ -32,7 +32,7 @@ import {
   type VirtualMachine,
 } from '../../model/index.ts'
 import { type ClusterView, parseCpu, parseMemory, podRequests } from '../../sched/index.ts'
-import type { ObjectStore, Stored } from '../../store/index.ts'
+import { type Authorize, defaultAuthorize, type ObjectStore, type Stored } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince, vmHolds } from '../sched/index.ts'
 import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
 
@@ -392,6 +392,20 @@ export function clusterOwnership(cluster: string): OwnershipTable {
     }
   }
   return new Tagged(defaultOwnership().claims())
+}
+
+/**
+ * How a federation document's replica judges a revision it receives: the cluster's rules
+ * (defaultAuthorize: field ownership, the node and lifecycle rules) with the author's and creator's
+ * `@cluster` taken off — the owner of `status.nodes` is `controller:cluster` of whichever cluster
+ * wrote (its cluster is checked apart: replica.ts, checkAuthorship), where clusterOwnership(c)
+ * would name this replica's own cluster's controller only. Users' roles are not checked here (a
+ * member's users are its own cluster's; the share's writers restrict them: governance.ts).
+ */
+export function federationAuthorize(): Authorize {
+  const inner = defaultAuthorize(defaultOwnership(), () => true)
+  const untag = (a: string) => (a.includes('@') ? a.slice(0, a.lastIndexOf('@')) : a)
+  return (r, ctx) => inner({ ...r, a: untag(r.a) }, { ...ctx, ...(ctx.createdBy !== undefined ? { createdBy: untag(ctx.createdBy) } : {}) })
 }
 
 /** The store as this cluster's controllers write it: every author tagged `@cluster`. */
