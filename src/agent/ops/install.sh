@@ -416,7 +416,8 @@ mv -T "$LIB/current.new" "$LIB/current" 2>/dev/null || { rm -f "$LIB/current"; m
 cat >"$BIN.new" <<EOF
 #!/bin/sh
 # orc, installed by $ORC_SERVER/install.sh
-exec env MALLOC_ARENA_MAX=2 "$NODE_BIN" --max-semi-space-size=2 "$LIB/current/orc.mjs" "\$@"
+export MALLOC_ARENA_MAX=2
+exec "$NODE_BIN" --max-semi-space-size=2 "$LIB/current/orc.mjs" "\$@"
 EOF
 chmod 0755 "$BIN.new"
 mv -f "$BIN.new" "$BIN"

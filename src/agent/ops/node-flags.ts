@@ -11,7 +11,8 @@
 export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2']
 
 /**
- * Environment every `orc` process is started with, by the same launchers (`env NAME=VALUE node …`).
+ * Environment every `orc` process is started with, by the same launchers (`env NAME=VALUE node …`;
+ * the script install.sh writes exports it, since a minimal PATH may hold no `env`).
  *
  * `MALLOC_ARENA_MAX=2`: glibc gives each thread that allocates (libuv's pool, LevelDB's compaction,
  * V8's helpers) an arena of its own, each keeping freed memory; an idle agent held ~9 MB there.

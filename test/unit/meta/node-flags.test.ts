@@ -17,7 +17,9 @@ test('bin/orc.mjs, scripts/run.sh and the orc script install.sh writes start nod
   assert.equal(read('bin/orc.mjs').split('\n')[0], `#!/usr/bin/env -S ${env} node ${flags}`)
   assert.match(read('scripts/run.sh'), new RegExp(`^ORC=\\(env ${env} node ${flags} bin/orc\\.mjs\\)$`, 'm'))
   assert.match(read('scripts/run.sh'), /^orc\(\) \{ "\$\{ORC\[@\]\}" "\$@"; \}$/m)
-  assert.match(read('src/agent/ops/install.sh'), new RegExp(`^exec env ${env} "\\$NODE_BIN" ${flags} "\\$LIB/current/orc\\.mjs"`, 'm'))
+  // The installed script sets the environment itself: a minimal PATH may hold no `env`.
+  const exports = NODE_ENV_WORDS.map((w) => `export ${w}\n`).join('')
+  assert.match(read('src/agent/ops/install.sh'), new RegExp(`^${exports}exec "\\$NODE_BIN" ${flags} "\\$LIB/current/orc\\.mjs"`, 'm'))
 })
 
 test("scripts/run.sh starts the agent as its own child, so that its pid is the agent's", () => {
