@@ -3,7 +3,8 @@
  * heap keeper has run), then its RSS split from /proc/PID/smaps into the V8 heap and other
  * anonymous memory, the node binary's mapped code, shared libraries and the rest, beside V8's own
  * heap figures (read in the agent on SIGUSR2 by the heap-stats.mjs preload; HEAP_SNAPSHOT=1 also
- * writes a heap snapshot and prints its path). BENCH_AGENT_ENV (JSON) adds to the agent's environment.
+ * writes a heap snapshot and prints its path; heap-summary.mjs sums it). BENCH_AGENT_ENV (JSON) adds to
+ * the agent's environment.
  *
  *   node --import tsx --import ./test/setup.ts test/bench/memory.bench.ts [objects=1000] [idleSeconds=20]
  *
