@@ -7,9 +7,9 @@
  * member forwards for a user carries that user's name, and the user's rights are checked here too
  * (authz.ts): a claim can narrow what the allow-list lets through, never widen it.
  */
-import { type ApiRequest, type ApiResponse, errorResponse, OrcError, type Principal, type SignedRequest } from '../model/index.ts'
+import { type ApiRequest, type ApiResponse, errorResponse, OrcError, type Principal, type SignedRequest, splitPath } from '../model/index.ts'
 import type { ApiHandler } from './router.ts'
-import { MEMBER_ROUTES, matchPattern, patternOf, ROUTES, splitPath } from './routes.ts'
+import { MEMBER_ROUTES, matchPattern, patternOf, ROUTES } from './routes.ts'
 
 const ALLOWED = MEMBER_ROUTES.map((name) => ({ method: ROUTES[name].method as string, pattern: patternOf(ROUTES[name].path) }))
 

@@ -4,8 +4,8 @@
  * a route without a handler is not served here (an agent without the mesh has no `/v1/members`).
  */
 import type { Logger } from 'pino'
-import { type ApiRequest, type ApiResponse, authorOf, errorResponse, isPlainObject, OrcError, type Principal, type Query } from '../model/index.ts'
-import { type Method, matchPattern, type ParamsOf, type Permission, patternOf, type ResponseOf, ROUTES, type RouteName, splitPath } from './routes.ts'
+import { type ApiRequest, type ApiResponse, authorOf, errorResponse, isPlainObject, OrcError, type Principal, type Query, splitPath } from '../model/index.ts'
+import { type Method, matchPattern, type ParamsOf, type Permission, patternOf, type ResponseOf, ROUTES, type RouteName } from './routes.ts'
 
 export type ApiHandler = (req: ApiRequest) => Promise<ApiResponse>
 

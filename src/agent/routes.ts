@@ -630,19 +630,6 @@ export type ParamsOf<N extends RouteName> = { [K in ParamNames<(typeof ROUTES)[N
 
 // ---- paths -------------------------------------------------------------------------------------
 
-/** The path part of a request path (before `?`), and its segments decoded; throws URIError on bad escapes. */
-export function splitPath(path: string): { pathname: string; segments: () => string[] } {
-  const pathname = path.split('?')[0]!
-  return {
-    pathname,
-    segments: () =>
-      pathname
-        .split('/')
-        .filter(Boolean)
-        .map((s) => decodeURIComponent(s)),
-  }
-}
-
 /** `route`'s path with its params filled in (each encoded as one segment). */
 export function pathOf<N extends RouteName>(name: N, params: ParamsOf<N>): string {
   const p = params as Record<string, string>

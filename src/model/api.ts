@@ -87,3 +87,16 @@ export function errorOfResponse(_status: number, body: unknown, fallback: string
   if (e?.causes?.length) (err.details as Record<string, unknown>).causes = e.causes
   return err
 }
+
+/** The path part of a request path (before `?`), and its segments decoded; throws URIError on bad escapes. */
+export function splitPath(path: string): { pathname: string; segments: () => string[] } {
+  const pathname = path.split('?')[0]!
+  return {
+    pathname,
+    segments: () =>
+      pathname
+        .split('/')
+        .filter(Boolean)
+        .map((s) => decodeURIComponent(s)),
+  }
+}

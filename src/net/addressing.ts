@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto'
 import type { Random } from '../effects/index.ts'
-import { OrcError } from '../model/index.ts'
+import { byCodeUnits as compareIds, OrcError } from '../model/index.ts'
 import { formatIPv4, formatIPv6, formatPrefix, type IpPrefix, parseIPv4, parseIPv6, prefixContains } from './ip.ts'
 
 /** A 16-bit subnet id within the cluster /48 (RFC 4193 "Subnet ID"). */
@@ -95,10 +95,6 @@ export function chooseNodeSubnet(cluster: IpPrefix, peerId: string, claimed: Rea
 export function settleSubnetCollision(claimants: readonly string[]): string {
   if (claimants.length === 0) throw new OrcError('invalid', 'no claimants to settle')
   return [...claimants].sort(compareIds)[0]!
-}
-
-function compareIds(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0
 }
 
 /**

@@ -1,4 +1,4 @@
-import { OrcError } from '../model/index.ts'
+import { byCodeUnits as cmpStr, OrcError } from '../model/index.ts'
 
 /**
  * Conflicting bindings. Two sides of a partition can each bind the same pending pod (or each rebind
@@ -35,10 +35,6 @@ export interface BindingResolution {
   losers: BindingClaim[]
   /** Claims that were concurrent (not superseded), winner included, in rule order. */
   concurrent: BindingClaim[]
-}
-
-function cmpStr(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0
 }
 
 /** The total order of rule 2 (and, for duplicates of one revision, which copy is canonical). */

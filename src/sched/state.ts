@@ -1,4 +1,4 @@
-import { OrcError } from '../model/index.ts'
+import { byCodeUnits as cmp, OrcError } from '../model/index.ts'
 import { hashString } from './hash.ts'
 import type { SchedOptions } from './options.ts'
 import { parseCpu, parseMemory } from './quantity.ts'
@@ -160,10 +160,6 @@ function resourcesOf(n: NodeView): { cpu: number; mem: number; pods: number } {
 
 export function taintOrder(a: Taint, b: Taint): number {
   return cmp(a.key, b.key) || cmp(a.value ?? '', b.value ?? '') || cmp(a.effect, b.effect)
-}
-
-export function cmp(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0
 }
 
 export function compileNode(n: NodeView, idx: number, seed: number): NodeInfo {

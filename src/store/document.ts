@@ -120,7 +120,6 @@ export class ObjectDocument {
    */
   private byKind: Map<string, Set<string>> | undefined
   private observing = false
-  private lastTransaction: Y.Transaction | undefined
   /** The structs the last local write (writeLocal) deleted: [client, clock, length] ranges. */
   lastDeleted: Array<[number, number, number]> = []
 
@@ -237,9 +236,9 @@ export class ObjectDocument {
    */
   writeLocal(key: string, w: { op: 'delete' | 'create' | 'update'; sys: Sys; content?: Record<string, unknown>; changes: readonly Change[] }): Uint8Array {
     this.pending = []
-    this.lastDeleted = []
+    let transaction: Y.Transaction | undefined
     this.doc.transact((tr) => {
-      this.lastTransaction = tr
+      transaction = tr
       if (w.op === 'delete') {
         const tomb = new Y.Map<unknown>()
         tomb.set(SYS, w.sys)
@@ -257,8 +256,7 @@ export class ObjectDocument {
     const update = this.pending.length === 1 ? this.pending[0]! : Y.mergeUpdates(this.pending)
     this.pending = []
     // What the write deleted (its transaction's delete set, sorted and merged by Yjs at its end).
-    for (const [client, items] of this.lastTransaction!.deleteSet.clients) for (const d of items) this.lastDeleted.push([client, d.clock, d.len])
-    this.lastTransaction = undefined
+    this.lastDeleted = [...transaction!.deleteSet.clients].flatMap(([client, items]) => items.map((d): [number, number, number] => [client, d.clock, d.len]))
     // The observer has just invalidated the key: no need to read the document back.
     if (w.content !== undefined) this.cache.set(key, deepFreeze(w.content))
     return update

@@ -17,6 +17,7 @@ import {
   refOf,
   refOfKey,
   type SignedRequest,
+  splitPath,
   valueAtPath,
 } from '../model/index.ts'
 import type { RevisionRecord } from './codec.ts'
@@ -119,15 +120,6 @@ export function replayKey(u: Pick<SignedRequest, 'nonce'>, k: string): string {
   return `${u.nonce}|${k}`
 }
 
-/** A path's segments (as the router splits them). */
-function segmentsOf(path: string): string[] {
-  return path
-    .split('?')[0]!
-    .split('/')
-    .filter(Boolean)
-    .map((s) => decodeURIComponent(s))
-}
-
 /**
  * The objects of the last few signed requests, by key (or why a request has none): a batch's records
  * each carry the whole request, which is normalised once, not once per record.
@@ -206,7 +198,7 @@ export function evidenceMismatch(
   const reason = typeof body.reason === 'string' ? body.reason : ''
   if (reason !== r.r) return 'the reason is not the signed request’s'
   const method = u.method.toUpperCase()
-  const seg = segmentsOf(u.path)
+  const seg = splitPath(u.path).segments()
   if (method === 'POST' && seg.length === 2 && seg[0] === 'v1' && seg[1] === 'apply') {
     if (r.o !== 'create' && r.o !== 'update') return `an apply makes no ${r.o}`
     const obj = appliedObject(u, r.k)

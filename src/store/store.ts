@@ -6,6 +6,7 @@ import type { AbstractLevel } from 'abstract-level'
 import { ClassicLevel } from 'classic-level'
 import { getState, mergeUpdates } from 'yjs'
 import {
+  ADMIN_USER,
   applyChanges,
   type Change,
   defaultOwnership,
@@ -109,8 +110,6 @@ export type RefusalReason =
   | 'user_signature'
   /** A `user:*` record without the user's signature where the cluster requires one. */
   | 'user_unsigned'
-
-const ADMIN = 'admin'
 
 /** Messages with this many records have their signatures checked at once (RecordVerifier.verifyMany). */
 const VERIFY_AT_ONCE_MIN = 256
@@ -1343,7 +1342,7 @@ export class Store implements ObjectStore {
     if (!evidence.verify(u)) return ['user_signature', `the signature of ${r.a} on its request does not verify`]
     let valid = this.userKeys.validAt(user, u.key, u.at, evidence.bootstrapKeys?.(user, objects) ?? [], msgKeys)
     // Another user's key is no lag.
-    if (valid === 'unknown' && (this.userKeys.known(u.key) || msgKeys.known(u.key) || (evidence.bootstrapKeys?.(ADMIN, objects) ?? []).includes(u.key)))
+    if (valid === 'unknown' && (this.userKeys.known(u.key) || msgKeys.known(u.key) || (evidence.bootstrapKeys?.(ADMIN_USER, objects) ?? []).includes(u.key)))
       valid = 'invalid'
     // A key this replica has not seen given to the user: a User revision may not have arrived yet.
     if (valid === 'unknown') return ['unresolved', `the request is signed with a key this replica does not know as ${r.a}'s`]

@@ -35,6 +35,11 @@ export type ProposalAction = 'admit' | 'remove' | 'quorum' | 'share-namespace' |
 /** The actions whose target is a namespace (sharing one more, or no longer sharing one). */
 export const NAMESPACE_ACTIONS: ReadonlySet<ProposalAction> = new Set(['share-namespace', 'unshare-namespace'])
 
+/** Whether `a` shares or unshares a namespace (the proposals NAMESPACE_ACTIONS holds). */
+export function isNamespaceAction(a: ProposalAction): a is 'share-namespace' | 'unshare-namespace' {
+  return NAMESPACE_ACTIONS.has(a)
+}
+
 export interface Approval {
   cluster: string
   author: string

@@ -53,6 +53,7 @@ import {
   approveReason,
   type Governance,
   governanceOf,
+  isNamespaceAction,
   NAMESPACE_ACTIONS,
   namespacesReason,
   newProposalId,
@@ -824,7 +825,7 @@ export class FederationManager implements ScopeRouter {
       } else if (p.action === 'quorum') {
         const value = p.target === 'default' ? undefined : Number(p.target)
         await r.store.patch(fedRef(r.cfg.name), [{ path: ['spec', 'quorum'], value }], { author, reason: `quorum ${p.target} (proposal ${p.id})`, now })
-      } else if (p.action === 'share-namespace' || p.action === 'unshare-namespace') {
+      } else if (isNamespaceAction(p.action)) {
         // The document's spec.namespaces mirrors it (what a cluster joining later starts from); every
         // replica checks this write names a passed proposal, and derives the namespaces from the proposals.
         const cur = (r.store.get(fedRef(r.cfg.name))?.spec?.namespaces as string[] | undefined) ?? []
@@ -837,6 +838,11 @@ export class FederationManager implements ScopeRouter {
       await this.applyGovernance(r)
     }
     return p
+  }
+
+  /** The other federation running here that shares `ns` (one federation per namespace), if any. */
+  private sharingElsewhere(r: Running, ns: string): Running | undefined {
+    return [...this.running.values()].find((x) => x !== r && x.cfg.namespaces.includes(ns))
   }
 
   /**
@@ -869,7 +875,7 @@ export class FederationManager implements ScopeRouter {
         { namespace: ns },
       )
     if (r.cfg.namespaces.includes(ns)) return new OrcError('conflict', `namespace ${ns} is already shared in federation ${name}`, { namespace: ns })
-    const other = [...this.running.values()].find((x) => x !== r && x.cfg.namespaces.includes(ns))
+    const other = this.sharingElsewhere(r, ns)
     if (other !== undefined)
       return new OrcError('conflict', `namespace ${ns} is already shared in federation ${other.cfg.name}: a namespace is shared by one federation at most`, {
         namespace: ns,
@@ -924,7 +930,7 @@ export class FederationManager implements ScopeRouter {
             })()
           : checkName(NAMESPACE_ACTIONS.has(action) ? 'namespace' : 'cluster', target)
       await this.refreshGovernance(r)
-      if (action === 'share-namespace' || action === 'unshare-namespace') {
+      if (isNamespaceAction(action)) {
         const problem = this.namespaceChangeProblem(r, action, t)
         if (problem !== undefined) throw problem
       }
@@ -988,7 +994,7 @@ export class FederationManager implements ScopeRouter {
       if (!p.members.includes(r.cfg.cluster))
         throw new OrcError('forbidden', `cluster ${r.cfg.cluster} was not a member when proposal ${id} was made: it cannot approve it`, { proposal: id })
       // This cluster cannot take the namespace into the federation (it shares it in another, say): it does not approve.
-      if (p.action === 'share-namespace' || p.action === 'unshare-namespace') {
+      if (isNamespaceAction(p.action)) {
         const problem = this.namespaceChangeProblem(r, p.action, p.target)
         if (problem !== undefined) throw problem
       }
@@ -1417,7 +1423,7 @@ export class FederationManager implements ScopeRouter {
   private namespacesOf(r: Running): string[] {
     const all = sharedNamespaces(r.cfg.base ?? r.cfg.namespaces, r.gov)
     return all.filter((ns) => {
-      const other = [...this.running.values()].find((x) => x !== r && x.cfg.namespaces.includes(ns))
+      const other = this.sharingElsewhere(r, ns)
       if (other === undefined) return true
       const key = `${r.cfg.id}/${ns}`
       if (!this.heldElsewhere.has(key)) {

@@ -34,7 +34,7 @@ import {
 import { type ClusterView, parseCpu, parseMemory, podRequests } from '../../sched/index.ts'
 import { type Authorize, defaultAuthorize, type ObjectStore, type Stored } from '../../store/index.ts'
 import { buildSchedView, isForgotten, type NodeMember, type TaintSince, vmHolds } from '../sched/index.ts'
-import { clusterOfMemberName, isClusterName, tagAuthor } from './membership.ts'
+import { clusterOfMemberName, isClusterName, tagAuthor, untaggedAuthor } from './membership.ts'
 
 export { ORIGIN_CLUSTER_ANNOTATION } from '../../model/index.ts'
 /** Who writes node summaries into `Cluster.status.nodes` (tagged `@cluster` in the document). */
@@ -404,8 +404,7 @@ export function clusterOwnership(cluster: string): OwnershipTable {
  */
 export function federationAuthorize(): Authorize {
   const inner = defaultAuthorize(defaultOwnership(), () => true)
-  const untag = (a: string) => (a.includes('@') ? a.slice(0, a.lastIndexOf('@')) : a)
-  return (r, ctx) => inner({ ...r, a: untag(r.a) }, { ...ctx, ...(ctx.createdBy !== undefined ? { createdBy: untag(ctx.createdBy) } : {}) })
+  return (r, ctx) => inner({ ...r, a: untaggedAuthor(r.a) }, { ...ctx, ...(ctx.createdBy !== undefined ? { createdBy: untaggedAuthor(ctx.createdBy) } : {}) })
 }
 
 /** The store as this cluster's controllers write it: every author tagged `@cluster`. */

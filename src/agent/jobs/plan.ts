@@ -11,6 +11,7 @@ import {
   CRONJOB_LABEL,
   type CronJob,
   type CronJobStatus,
+  byCodeUnits as cmp,
   deepEqual,
   JOB_LABEL,
   type Job,
@@ -415,10 +416,6 @@ export function planCronJobs(cronjobs: readonly CronJob[], jobs: readonly Job[],
     }
   }
   return writes
-}
-
-function cmp(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0
 }
 
 function byKey(a: { metadata: object }, b: { metadata: object }): number {
