@@ -536,7 +536,11 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
             clusterId: () => clusterRef.id,
             dnsAddress: () => network.dnsAddress,
             servicesBalanced: () => network.servicesBalanced,
-            shared: (ns) => federation.scopeOf(ns) !== undefined,
+            federationOf: (ns) => {
+              const scope = federation.scopeOf(ns)
+              return scope === undefined ? undefined : (federation.get(scope.federation)?.id ?? '')
+            },
+            balancedFederations: () => network.balancedFederations,
           },
           opts.dns ?? { enabled: false },
         )),
