@@ -49,7 +49,13 @@ function pod(name: string, node: string, ipv6: string, labels: Record<string, st
     },
   }
 }
-const web = { metadata: { name: 'web', namespace: 'shared' }, spec: { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } }
+const web: {
+  metadata: { name: string; namespace: string }
+  spec: { type?: string; selector: Record<string, string>; ports: { name: string; port: number; targetPort: number }[] }
+} = {
+  metadata: { name: 'web', namespace: 'shared' },
+  spec: { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
+}
 
 /** home: h1 (subnet 1), h2 (2); cloud: c1 (3). */
 function lab(pods: unknown[], services: unknown[] = [web]): { home: FederatedScopeInput; cloud: FederatedScopeInput } {
