@@ -5,7 +5,7 @@
  */
 import { explainIngress, objectParams } from '../../agent/index.ts'
 import type { Column, Ingress, KindDef, Node, Pod, Service } from '../../model/index.ts'
-import { clusterPrefix, type IpPrefix, serviceVirtualAddress, type VirtualAddressService } from '../../net/index.ts'
+import { clusterPrefix, type IpPrefix, serviceVirtualAddress, sharedServiceVirtualAddress, type VirtualAddressService } from '../../net/index.ts'
 import { callRoute } from '../call.ts'
 import type { ApiCaller } from '../remote.ts'
 
@@ -20,7 +20,8 @@ export async function ingressWhyOutput(c: ApiCaller, name: string, output: 'tabl
 
 /**
  * `orc get services`: the kind's columns plus TYPE and CLUSTER-IP after NAME. The address is derived
- * (never stored) from the cluster id, as every node derives it (src/net/services.ts).
+ * (never stored) from the cluster id, as every node derives it (src/net/services.ts); a service of a
+ * namespace shared with a federation has its address in the federation's range (from its id).
  */
 export async function withServiceAddressColumns(c: ApiCaller, def: KindDef): Promise<KindDef> {
   let cluster: IpPrefix | undefined
@@ -34,12 +35,26 @@ export async function withServiceAddressColumns(c: ApiCaller, def: KindDef): Pro
   } catch {
     cluster = undefined // a role that may not read the Cluster: the column says so
   }
+  // Shared namespace → federation id, from the cluster's own Federation records.
+  const shared = new Map<string, string>()
+  try {
+    for (const f of (await callRoute(c, 'listObjects', { kind: 'Federation' })).items) {
+      const spec = (f.spec ?? {}) as { id?: unknown; namespaces?: unknown }
+      const now = (f.status as { namespaces?: unknown } | undefined)?.namespaces ?? spec.namespaces
+      if (typeof spec.id !== 'string' || !Array.isArray(now)) continue
+      for (const ns of now) if (typeof ns === 'string') shared.set(ns, spec.id)
+    }
+  } catch {
+    // a role that may not read Federations: every service's address is taken as the cluster's
+  }
+  const address = (o: VirtualAddressService): string => {
+    const fed = shared.get(o.metadata.namespace ?? 'default')
+    if (fed !== undefined) return sharedServiceVirtualAddress(o, fed) ?? 'None'
+    return cluster === undefined ? '<unknown>' : (serviceVirtualAddress(o, cluster) ?? 'None')
+  }
   const extra: Column[] = [
     { header: 'TYPE', value: (o) => String((o.spec as { type?: string } | undefined)?.type ?? 'ClusterIP') },
-    {
-      header: 'CLUSTER-IP',
-      value: (o) => (cluster === undefined ? '<unknown>' : (serviceVirtualAddress(o as unknown as VirtualAddressService, cluster) ?? 'None')),
-    },
+    { header: 'CLUSTER-IP', value: (o) => address(o as unknown as VirtualAddressService) },
   ]
   const [first, ...rest] = def.columns
   return { ...def, columns: [first!, ...extra, ...rest] }
