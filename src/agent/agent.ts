@@ -664,7 +664,19 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     later('deployments', () => new DeploymentController(leaderless('deployments'))),
     later('jobs', () => new JobController(leaderless('jobs'))),
     // Ingresses naming tcp-proxy and this node (docs/services.md); idle while there are none.
-    later('ingress', () => new IngressController({ store, nodeName, clock, random, log: logger.child({ module: 'ingress' }) })),
+    // The routed store: a backend may be a Service of a shared namespace (its pods in this cluster serve it).
+    later(
+      'ingress',
+      () =>
+        new IngressController({
+          store: routedStore(store, federation),
+          nodeName,
+          clock,
+          random,
+          log: logger.child({ module: 'ingress' }),
+          clusterOf: (ns) => federation.scopeOf(ns)?.cluster,
+        }),
+    ),
     tombstonePruning(
       () => store,
       () => cluster,

@@ -3,7 +3,7 @@
  * chose (or that none match), each port's backend service and ready endpoints, each node's report.
  * And the derived columns of `orc get services` (TYPE, CLUSTER-IP).
  */
-import { explainIngress, objectParams } from '../../agent/index.ts'
+import { clusterEndpointReach, explainIngress, objectParams } from '../../agent/index.ts'
 import type { Column, Ingress, KindDef, Node, Pod, Service } from '../../model/index.ts'
 import { clusterPrefix, type IpPrefix, serviceVirtualAddress, sharedServiceVirtualAddress, type VirtualAddressService } from '../../net/index.ts'
 import { callRoute } from '../call.ts'
@@ -12,8 +12,22 @@ import type { ApiCaller } from '../remote.ts'
 export async function ingressWhyOutput(c: ApiCaller, name: string, output: 'table' | 'json'): Promise<string> {
   const { object } = (await callRoute(c, 'getObject', objectParams({ kind: 'Ingress', namespace: '', name }))) as { object: Ingress }
   const list = async <T>(kind: string): Promise<T[]> => (await callRoute(c, 'listObjects', { kind }, { query: { all: 1 } })).items as unknown as T[]
-  const [nodes, services, pods] = await Promise.all([list<Node>('Node'), list<Service>('Service'), list<Pod>('Pod')])
-  const lines = explainIngress(object, nodes, services, pods)
+  const [nodes, services, pods, clusters, federations] = await Promise.all([
+    list<Node>('Node'),
+    list<Service>('Service'),
+    list<Pod>('Pod'),
+    list<{ spec?: { id?: unknown } }>('Cluster').catch(() => []),
+    list<{ spec?: { cluster?: unknown; namespaces?: unknown }; status?: { namespaces?: unknown } }>('Federation').catch(() => []),
+  ])
+  // As the serving node decides: a shared namespace's backends are its pods in this cluster only.
+  const id = clusters.find((c) => typeof c.spec?.id === 'string')?.spec?.id as string | undefined
+  const clusterOf = new Map<string, string>()
+  for (const f of federations) {
+    const now = f.status?.namespaces ?? f.spec?.namespaces
+    if (typeof f.spec?.cluster === 'string' && Array.isArray(now)) for (const ns of now) if (typeof ns === 'string') clusterOf.set(ns, f.spec.cluster)
+  }
+  const reach = id === undefined || clusterOf.size === 0 ? undefined : clusterEndpointReach(clusterPrefix(id), (ns) => clusterOf.get(ns))
+  const lines = explainIngress(object, nodes, services, pods, reach)
   if (output === 'json') return JSON.stringify({ ingress: `ingress/${name}`, status: object.status ?? {}, explanation: lines }, null, 2) + '\n'
   return [`ingress/${name} (controller ${object.spec?.controller ?? '<none>'}):`, ...lines.map((l) => `  ${l}`)].join('\n') + '\n'
 }
