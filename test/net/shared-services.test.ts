@@ -133,20 +133,18 @@ test('the ruleset: federation ranges balanced and refused like the cluster range
   const cluster = serviceVirtualRange(net('cloud'))
   const range = federationVirtualRange(FED)
   const vip = sharedServiceVirtualAddress(web, FED)!
-  const text = renderServiceRuleset({
-    table: 't',
-    vethPrefix: 'ov12',
-    range: cluster,
-    federatedRanges: [range],
-    gateway: podIp('cloud', 3, 1),
-    services: [
-      {
-        key: 'shared/web',
-        address: vip,
-        ports: [{ protocol: 'TCP', port: 80, backends: [{ address: podIp('home', 1, 5), port: 8080 }], sources: [podIp('cloud', 3, 7)] }],
-      },
-    ],
-  })
+  const render = (sources: string[]) =>
+    renderServiceRuleset({
+      table: 't',
+      vethPrefix: 'ov12',
+      range: cluster,
+      federatedRanges: [range],
+      gateway: podIp('cloud', 3, 1),
+      services: [
+        { key: 'shared/web', address: vip, ports: [{ protocol: 'TCP', port: 80, backends: [{ address: podIp('home', 1, 5), port: 8080 }], sources }] },
+      ],
+    })
+  const text = render([podIp('cloud', 3, 7)])
   for (const r of [cluster, range].map(formatPrefix)) {
     assert.ok(text.includes(`iifname "ov12*" ip6 daddr ${r} jump services`), `pods' connections to ${r} are balanced`)
     assert.ok(text.includes(`ip6 daddr ${r} meta l4proto tcp reject with tcp reset`), `the rest of ${r} is refused`)
@@ -155,16 +153,7 @@ test('the ruleset: federation ranges balanced and refused like the cluster range
   assert.ok(text.includes(`dnat ip6 to [${podIp('home', 1, 5)}]:8080`))
   assert.ok(!text.includes(`ip6 saddr ${podIp('home', 1, 5)}`), 'no hairpin rule for a backend in another cluster')
   // No shared pod here: the port is refused (no dispatch at all).
-  const none = renderServiceRuleset({
-    table: 't',
-    vethPrefix: 'ov12',
-    range: cluster,
-    federatedRanges: [range],
-    gateway: podIp('cloud', 3, 1),
-    services: [
-      { key: 'shared/web', address: vip, ports: [{ protocol: 'TCP', port: 80, backends: [{ address: podIp('home', 1, 5), port: 8080 }], sources: [] }] },
-    ],
-  })
+  const none = render([])
   assert.ok(!none.includes('jump svc_0_0'))
 })
 

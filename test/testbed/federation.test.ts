@@ -223,6 +223,38 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     },
     60_000,
   )
+  // An Ingress on home's h1 for the shared service: served by web-home (this cluster's endpoint),
+  // from the internet over IPv4; cloud's web is no backend of it (cloud accepts no node's connection).
+  await tb.orc('h1', ['apply', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'orc/v1',
+      kind: 'Ingress',
+      metadata: { name: 'web' },
+      spec: {
+        controller: 'tcp-proxy',
+        nodes: ['h1'],
+        listen: { ports: [18080], families: ['IPv4'] },
+        backend: { service: 'web', namespace: NS, port: 'http' },
+      },
+    }),
+  })
+  const ingressOn = async () => (await tb.orcJson('h1', ['get', 'ingress', 'web'])).status?.nodes?.h1
+  await waitFor(
+    'the ingress on h1 ready with one backend (web-home)',
+    async () => ((await ingressOn())?.ready === true && (await ingressOn())?.backends === 1 ? true : undefined),
+    60_000,
+  )
+  const viaIngress = await waitFor(
+    'the ingress answers from web-home',
+    async () => {
+      const r = await tb.exec(tb.external.ns, 'busybox', ['nc', '-w', '3', tb.host('h1').ip, '18080'])
+      return r.stdout.includes('hello-from-home') ? r.stdout : undefined
+    },
+    30_000,
+  )
+  assert.match(viaIngress, /hello-from-home/)
+  assert.match(await tb.orc('h1', ['why', 'ingress/web']), /port 18080: 1 ready endpoint\(s\) \(web-home\)/)
+
   const f0 = Date.now()
   await tb.orc('h1', ['delete', 'pod', 'web-home', '-n', NS])
   await waitFor(
@@ -231,6 +263,13 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     60_000,
   )
   t.diagnostic(`web-home (${wh.node}) answered on ${vip} while ready; deleted, the client reached web in cloud on the same address ${Date.now() - f0} ms later`)
+  const notReady = await waitFor(
+    'the ingress says its only endpoint runs in cloud',
+    async () => ((await ingressOn())?.ready === false ? await ingressOn() : undefined),
+    30_000,
+  )
+  assert.match(notReady.reason, /has no ready endpoint in this cluster \(1 in other member clusters/, notReady.reason)
+  await tb.orc('h1', ['delete', 'ingress', 'web'])
   const nft = (await tb.exec(clientHost, 'nft', ['list', 'ruleset'])).stdout
   const dispatch = nft.split('\n').filter((l) => l.includes(`ip6 daddr ${vip} tcp dport 8080`))
   assert.equal(dispatch.length, 1, nft)

@@ -26,7 +26,7 @@ import {
   type VirtualPort,
   type VirtualService,
 } from '../../net/index.ts'
-import type { FederatedScopeInput } from './federation.ts'
+import { type FederatedScopeInput, get } from './federation.ts'
 
 /** At most this many services per federation are balanced (a bound on the ruleset a member cluster can make us build). */
 export const MAX_SHARED_SERVICES = 4096
@@ -37,15 +37,6 @@ export interface SharedServicesPlan {
   services: VirtualService[]
   /** Entries left out (malformed, colliding), for logs. */
   skipped: string[]
-}
-
-function get(o: unknown, ...path: string[]): unknown {
-  let v = o
-  for (const k of path) {
-    if (!isPlainObject(v)) return undefined
-    v = v[k]
-  }
-  return v
 }
 
 const PORT_OK = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 1 && n <= 65535

@@ -118,7 +118,8 @@ interface PublishedFedNode {
   nat: boolean
 }
 
-function get(o: unknown, ...path: string[]): unknown {
+/** The value at `path` in a raw (untrusted) object, or undefined. */
+export function get(o: unknown, ...path: string[]): unknown {
   let v = o
   for (const k of path) {
     if (!isPlainObject(v)) return undefined
