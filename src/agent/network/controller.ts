@@ -695,7 +695,11 @@ export class NodeNetwork implements PodNetworkHooks {
       const res = await this.svcnat.set(config)
       this.svcApplied = json
       this.svcFederations = new Set(shared.federations.map((f) => f.id))
-      if (res.changed) this.log.info({ services: plan.services.length, shared: plan.shared, actions: res.actions }, 'service addresses updated')
+      if (res.changed)
+        this.log.info(
+          { services: plan.services.length, federated: shared.services.length, shared: plan.shared, actions: res.actions },
+          'service addresses updated',
+        )
       if (this.svcError !== undefined) {
         this.svcError = undefined
         this.log.info('service load balancing restored')
