@@ -513,6 +513,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           logger,
           clock,
           pruneIntervalMs: opts.pruneIntervalMs ?? 120_000,
+          keyring: () => keyring.get(),
         })
         // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
         // Before start(): federations reopened after a restart announce their pod scopes as they open

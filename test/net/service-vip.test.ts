@@ -23,7 +23,7 @@ import {
   serviceVirtualRange,
   sharedServiceVirtualAddress,
 } from '../../src/net/index.ts'
-import { addNetns, delNetns, missingPrerequisite, runSuffix, seededRandom, sh, startListening, type TcpServer } from './netns.ts'
+import { addNetns, delNetns, netTest, sh, startListening, type TcpServer } from './netns.ts'
 
 /** Answers each connection with `<its own address> <the client's address>`. */
 const SERVER = `
@@ -64,12 +64,9 @@ async function connect(ns: string | undefined, host: string, port: number): Prom
 }
 
 test('a ClusterIP address load-balances to ready pods from pods and from the node, hairpin included; no endpoint refuses', async (t) => {
-  const missing = missingPrerequisite(['ip', 'nft', 'sysctl'])
-  if (missing) return t.skip(`skipped: ${missing}`)
-  const seed = Date.now() % 1_000_000
-  t.diagnostic(`seed ${seed}`)
-  const random = seededRandom(seed)
-  const s = runSuffix()
+  const start = netTest(t, ['ip', 'nft', 'sysctl'])
+  if (start === undefined) return
+  const { random, s } = start
   const nsA = `orcv-${s}-a`
   const wg = `o${s}w`
   const host = { run: execaRunner, netns: nsA }

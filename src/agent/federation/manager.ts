@@ -40,8 +40,10 @@ import {
   type ObjectRef,
   OrcError,
   type OrcObject,
+  type Secret,
   wrapError,
 } from '../../model/index.ts'
+import { type Keyring, keyIdsOf } from '../../secrets/index.ts'
 import { type ObjectStore, openStore, type Stored } from '../../store/index.ts'
 import type { FederationClusterView, FederationGovernanceView, FederationProposalView, FederationState, FederationView } from '../api-types.ts'
 import { DeploymentController, type LeaderlessComponents, type LeaderlessController } from '../deployments/index.ts'
@@ -69,10 +71,11 @@ import {
   withdrawReason,
   writersAt,
 } from './governance.ts'
+import { keptObjects } from './keep.ts'
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
 import { verifiedReplica } from './replica.ts'
 import { type FederatedScope, type ScopeRouter, withoutShared } from './routed-store.ts'
-import { buildFederatedSchedView, clusterOwnership, federationAuthorize, federationNodesOf, keptSpec, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
+import { buildFederatedSchedView, clusterOwnership, federationAuthorize, federationNodesOf, NodeSummaryPublisher, taggedStore } from './scheduling.ts'
 
 export type { FederationClusterView, FederationGovernanceView, FederationProposalView, FederationState, FederationView } from '../api-types.ts'
 
@@ -107,6 +110,8 @@ export interface FederationComponents {
   followRetryMs?: number
   /** How often the federation documents' tombstones are pruned (default 120 s, as the cluster store's; 0: never). */
   pruneIntervalMs?: number
+  /** The cluster keyring: a shared Secret is kept on leaving only when this cluster can open it (sealed here). */
+  keyring?: () => Keyring | undefined
 }
 
 interface LocalState {
@@ -1390,26 +1395,18 @@ export class FederationManager implements ScopeRouter {
    */
   private async keepCopies(r: Running, namespaces: readonly string[], why: string): Promise<number> {
     const now = this.c.clock.now()
+    const ring = this.c.keyring?.()
+    const canOpen = (secret: OrcObject) => ring !== undefined && [...keyIdsOf(secret as Secret)].every((id) => ring.get(id) !== undefined)
+    const { copies, left } = keptObjects((kind) => r.store.list(kind), namespaces, r.cfg.cluster, r.cfg.name, why, canOpen)
+    for (const l of left) this.log.info({ federation: r.cfg.name, ...l.ref, why: l.why }, 'not keeping a federated object')
     let copied = 0
-    for (const kind of ['Pod', 'PinnedDeployment', 'SecurityPolicy']) {
-      for (const o of r.store.list(kind)) {
-        if (!namespaces.includes(o.metadata.namespace ?? 'default')) continue
-        const { name, namespace, labels, annotations } = o.metadata
-        // This cluster is the only one the copy can run in now.
-        const kept = keptSpec(kind, o.spec as Record<string, any> | undefined, r.cfg.cluster)
-        const copy: OrcObject = {
-          apiVersion: o.apiVersion,
-          kind: o.kind,
-          metadata: { name, namespace, ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) },
-          spec: kept.spec,
-        }
-        const reason = `kept from federation ${r.cfg.name} (${why})${kept.changed.length > 0 ? `; ${kept.changed.join('; ')}` : ''}`
-        try {
-          const res = await this.c.store.apply(copy, { author: FEDERATION_CONTROLLER, reason: reason.slice(0, 1000), now })
-          if (res.revision) copied++
-        } catch (err) {
-          this.log.warn({ err: (err as Error).message, kind, namespace, name }, 'could not keep a federated object')
-        }
+    for (const { copy, reason } of copies) {
+      try {
+        const res = await this.c.store.apply(copy, { author: FEDERATION_CONTROLLER, reason, now })
+        if (res.revision) copied++
+      } catch (err) {
+        const { kind, metadata } = copy
+        this.log.warn({ err: (err as Error).message, kind, namespace: metadata.namespace, name: metadata.name }, 'could not keep a federated object')
       }
     }
     return copied
