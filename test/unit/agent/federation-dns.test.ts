@@ -11,6 +11,7 @@ import pino from 'pino'
 import { ClusterDns } from '../../../src/agent/dns/index.ts'
 import { clusterOwnership, type FederatedScope, routedStore, type ScopeRouter } from '../../../src/agent/federation/index.ts'
 import { systemClock, systemRandom } from '../../../src/effects/index.ts'
+import { reverseName } from '../../../src/net/dns/zone.ts'
 import {
   clusterPrefix,
   federationVirtualRange,
@@ -28,10 +29,10 @@ const base = formatIPv6(clusterPrefix(CLUSTER_ID).addr).replace(/::$/, '')
 
 type Answer = dnsPacket.DecodedPacket & { rcode?: string }
 
-async function query(port: number, name: string): Promise<Answer> {
+async function query(port: number, name: string, type: 'AAAA' | 'PTR' = 'AAAA'): Promise<Answer> {
   const sock = createSocket('udp4')
   try {
-    const q = dnsPacket.encode({ type: 'query', id: 77, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type: 'AAAA', name }] })
+    const q = dnsPacket.encode({ type: 'query', id: 77, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type, name }] })
     const answer = new Promise<Buffer>((resolve, reject) => {
       sock.once('message', resolve)
       sock.once('error', reject)
@@ -145,6 +146,10 @@ test('shared namespaces resolve: a Service and a Pod of the federation document 
   assert.deepEqual(addresses(await query(port, 'web.shared.svc.cluster.local')), [vip], 'the shared virtual address')
   assert.ok(prefixContains(federationVirtualRange(FED_ID), parseIPv6(vip)) && !prefixContains(clusterPrefix(CLUSTER_ID), parseIPv6(vip)))
   assert.deepEqual(addresses(await query(port, 'web-1.shared.pod.cluster.local')), [`${base}:1234::8`], 'pod names still answer the pod')
+  // Its reverse name (outside the cluster's /48) is answered here, not forwarded (no upstream: SERVFAIL).
+  const ptr = await query(port, reverseName(vip), 'PTR')
+  assert.equal(ptr.rcode, 'NOERROR')
+  assert.deepEqual(addresses(ptr), ['web.shared.svc.cluster.local'])
 
   // The federation stops here (the cluster left): its names go.
   started = false
