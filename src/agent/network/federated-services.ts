@@ -49,9 +49,9 @@ function readService(raw: unknown): (EndpointService & { spec: { type?: string }
   const type = get(raw, 'spec', 'type')
   const ports = get(raw, 'spec', 'ports')
   const selector = get(raw, 'spec', 'selector')
-  if (!Array.isArray(ports)) return `${namespace}/${name}: no ports`
+  if (ports !== undefined && !Array.isArray(ports)) return `${namespace}/${name}: bad ports`
   const out: NonNullable<EndpointService['spec']>['ports'] = []
-  for (const p of ports.slice(0, 64)) {
+  for (const p of (ports ?? []).slice(0, 64)) {
     const protocol = get(p, 'protocol') ?? 'TCP'
     const port = get(p, 'port')
     const targetPort = get(p, 'targetPort')
