@@ -79,7 +79,7 @@ export interface FederationView {
 
 export interface FederationProposalView {
   id: string
-  action: 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace'
+  action: 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace' | 'set-writers'
   /** The cluster admitted or removed, the new quorum, or the namespace shared or unshared. */
   target: string
   proposer: string
