@@ -47,6 +47,11 @@ test('three clusters: the writers of a shared namespace change without unsharing
   const fb = b.fm.get('shared')!
   assert.equal((await fb.store.history(ref('docs', 'draft'))).at(-1)!.reason, `draft [writers ${share.id}]`)
   await waitFor('home has cloud’s draft', () => a.api.get(ref('docs', 'draft')) !== undefined, 30_000)
+  // A user's reason may not carry the mark itself (it would be judged against what it names).
+  await assert.rejects(
+    b.api.apply(inNs('docs', pod('sly')), { author: 'user:bob', reason: `x [writers ${share.id}]`, now: ahead }),
+    /reason: ends with \[writers PROPOSAL\], the mark orc adds itself/,
+  )
 
   // Home changes the writers to home's users only: it passes at once (quorum 1), dated before the draft.
   const set = (await a.fm.propose('shared', 'set-writers', 'docs', 'user:alice', { writers: ['home'] })).proposal

@@ -181,9 +181,19 @@ export function proposeReason(
   return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}${seen !== undefined ? `; seen ${seen}` : ''}${w}`
 }
 
-/** The mark a user's write in shared namespace carries: the writers state (a passed proposal's id) it was made under. */
+/**
+ * The mark a user's write in a shared namespace carries: the writers state (a passed proposal's id)
+ * it was made under, after the user's reason (cut so that both fit the record's 1024 characters).
+ */
 export function writersMark(reason: string, proposal: string): string {
-  return `${reason === '' ? '' : `${reason} `}[writers ${proposal}]`
+  const mark = `[writers ${proposal}]`
+  const text = reason.slice(0, Math.max(0, 1024 - mark.length - 1))
+  return `${text === '' ? '' : `${text} `}${mark}`
+}
+
+/** Does a reason end like the mark orc adds (writersMark)? A user's own reason may not. */
+export function endsWithWritersMark(reason: string): boolean {
+  return UNDER.test(reason)
 }
 
 export function approveReason(id: string): string {

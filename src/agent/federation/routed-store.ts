@@ -5,7 +5,7 @@
  */
 import { applyChanges, type Change, getKind, KINDS, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
 import type { ObjectStore, WriteOptions } from '../../store/index.ts'
-import { writersMark } from './governance.ts'
+import { endsWithWritersMark, writersMark } from './governance.ts'
 import { clusterOfAuthor, tagAuthor } from './membership.ts'
 import { ORIGIN_CLUSTER_ANNOTATION } from './scheduling.ts'
 import { mayFederate } from './secrets.ts'
@@ -92,8 +92,12 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
         },
       )
     }
-    // A user's write names the writers state it was made under, so it is judged against that one.
-    const under = ns === undefined || opts.author.startsWith('controller:') ? undefined : scope.writersState?.(ns)
+    // A user's write names the writers state it was made under, so it is judged against that one;
+    // a reason that ends like that mark already would be judged against what it names.
+    const user = ns !== undefined && !opts.author.startsWith('controller:')
+    if (user && endsWithWritersMark(opts.reason ?? ''))
+      throw new OrcError('invalid', 'reason: ends with [writers PROPOSAL], the mark orc adds itself to writes in a shared namespace', { field: 'reason' })
+    const under = user ? scope.writersState?.(ns) : undefined
     return { ...opts, author: tagAuthor(opts.author, scope.cluster), ...(under !== undefined ? { reason: writersMark(opts.reason ?? '', under) } : {}) }
   }
   /**

@@ -482,6 +482,10 @@ test('set-writers: the writers of a shared namespace change by proposal; a write
   )
   assert.deepEqual(writersAt(g, 'shared', 20), ['home'])
 
+  // The mark fits the record's reason (1024 characters) whatever the user's reason.
+  assert.equal(writersMark('why '.repeat(300), SET).length, 1024)
+  assert.ok(writersMark('why '.repeat(300), SET).endsWith(` [writers ${SET}]`))
+
   // Cloud wrote at 3_500, after the change passed (3_001) by the dates, under the writers it knew
   // (the share's: cut off, or its clock ahead). Every replica, a member and a joiner, accepts it.
   const under = (id: string, o: Partial<Rec> = {}) => ({ ...rec('Pod/docs/draft', 'create', 'user:bob@cloud', writersMark('apply', id), 3_500), ...o })
