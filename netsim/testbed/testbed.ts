@@ -60,6 +60,12 @@ export interface HostSpec {
   router?: string
   /** Added to the host's uplink with tc netem. */
   netem?: { delayMs?: number; jitterMs?: number; lossPct?: number }
+  /**
+   * `udp`: a stateful host firewall on the uplink that drops inbound UDP the host did not start
+   * (established/related pass; TCP is open), like a cloud security group that admits only SSH and
+   * the agent's TCP port.
+   */
+  firewall?: 'udp'
 }
 
 /**
@@ -267,6 +273,16 @@ export class Testbed {
         ip = `${r.lanIp.replace(/\.1$/, '')}.${n}`
         await this.plug(ns, 'eth0', r.ns, 'lan', `p${i}`, `${ip}/24`)
         await sh('ip', ['-n', ns, 'route', 'add', 'default', 'via', r.lanIp])
+      }
+      if (h.firewall === 'udp') {
+        await sh('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], {
+          input: [
+            'table inet orc_testbed_fw {',
+            '  chain input { type filter hook input priority filter; policy accept; iifname "eth0" meta l4proto udp ct state new drop; }',
+            '}',
+            '',
+          ].join('\n'),
+        })
       }
       if (h.netem) {
         const args = ['-n', ns, 'qdisc', 'add', 'dev', 'eth0', 'root', 'netem']

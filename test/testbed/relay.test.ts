@@ -168,3 +168,79 @@ test("testbed: behind port-preserving NATs a NAT'd pair tries each other's mappi
   t.diagnostic(`home1 → home2 path ${peer.path === 'relayed' ? `relay via ${peer.via}` : 'direct through both NATs'}: ${ping.stdout.trim().split('\n').pop()}`)
   passed()
 })
+
+/**
+ * fw1 has a public address, but a host firewall drops inbound UDP it did not start (a cloud
+ * security group admitting TCP only); home1 is behind a random-port NAT. fw1 reaches pub1 (it
+ * sends first, the answers are established traffic), home1 reaches pub1 (it dials), but home1's
+ * handshakes to fw1 are dropped and fw1 cannot dial home1. Nobody sees a NAT mapping of fw1: it
+ * notices that no peer that must dial it gets through and publishes `firewalled`, after which the
+ * pair is relayed through pub1 like two NAT'd nodes, and pods on fw1 and home1 talk.
+ */
+test("testbed: a public node behind a firewall that drops unsolicited UDP and a NAT'd node are relayed through a member", { timeout: 600_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const tb = await Testbed.create({
+    routers: [{ name: 'rtra', nat: 'random' }],
+    hosts: [{ name: 'pub1' }, { name: 'fw1', firewall: 'udp' }, { name: 'home1', site: 'home', router: 'rtra' }],
+    env: imageStoresEnv(),
+  })
+  let failed = true
+  t.after(async () => {
+    if (!failed) return
+    for (const h of tb.hosts.values())
+      t.diagnostic(`--- ${h.name} ---\n${(await tb.exec(h.name, 'wg', ['show'])).stdout}\n${tb.warnings(h)}\n${tb.tail(h, 30)}`)
+  })
+  t.after(() => tb.destroy())
+  const t0 = Date.now()
+  await tb.up('pub1')
+  await tb.join('fw1', 'pub1')
+  await tb.join('home1', 'pub1')
+  // Every node Ready with all tunnels up: fw1–home1 only once relayed.
+  const nodes = await waitMesh(tb, 'pub1', ['pub1', 'fw1', 'home1'])
+  t.diagnostic(`mesh up, fw1–home1 relayed, ${Date.now() - t0} ms after the first agent started`)
+  assert.equal(nodes.get('fw1').network.firewalled, true, JSON.stringify(nodes.get('fw1').network))
+  assert.equal(nodes.get('pub1').network.firewalled, undefined, 'pub1 takes home1 dialling it')
+  for (const [self, other] of [
+    ['fw1', 'home1'],
+    ['home1', 'fw1'],
+  ] as const) {
+    const r = await tb.orcJson(self, ['get', 'routes'])
+    const peer = r.tunnels.find((x: any) => x.node === other)
+    assert.equal(peer.path, 'relayed', `${self} relays ${other}: ${JSON.stringify(peer)}`)
+    assert.equal(peer.via, 'pub1')
+    assert.equal(peer.state, 'up')
+    assert.notEqual(peer.direct, 'up', 'the firewall keeps the direct path shut')
+    assert.equal(r.tunnels.find((x: any) => x.node === 'pub1').path, 'direct')
+  }
+  t.diagnostic(await tb.orc('home1', ['get', 'routes']))
+
+  // Pods on fw1 and home1 reach each other over TCP, both ways, through pub1.
+  await applyPod(tb, 'pub1', podManifest('srv-fw', 'fw1', 'exec nc -ll -p 8080 -e echo hello-from-fw1'))
+  await applyPod(tb, 'pub1', podManifest('srv-home', 'home1', 'exec nc -ll -p 8080 -e echo hello-from-home1'))
+  const srvFw = await waitPodRunning(tb, 'pub1', 'srv-fw')
+  const srvHome = await waitPodRunning(tb, 'pub1', 'srv-home')
+  const client = (addr: string) =>
+    `for i in $(seq 1 60); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
+  await applyPod(tb, 'pub1', podManifest('to-fw', 'home1', client(srvFw.ipv6)))
+  await applyPod(tb, 'pub1', podManifest('to-home', 'fw1', client(srvHome.ipv6)))
+  for (const [pod, want] of [
+    ['to-fw', 'hello-from-fw1'],
+    ['to-home', 'hello-from-home1'],
+  ] as const) {
+    const logs = await waitFor(
+      `${pod} connected`,
+      async () => {
+        const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
+        return l.includes('connected') ? l : undefined
+      },
+      120_000,
+    )
+    assert.match(logs, new RegExp(want))
+  }
+  const gw = (nodes.get('fw1').network.prefix as string).replace(/\/64$/, '1')
+  const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw])
+  assert.equal(ping.exitCode, 0, ping.stdout + ping.stderr)
+  t.diagnostic(`home1 → fw1 (relayed via pub1): ${ping.stdout.trim().split('\n').pop()}; scenario ${Date.now() - t0} ms`)
+  failed = false
+})

@@ -57,6 +57,7 @@ import {
   decideSubnet,
   endpointsFromMultiaddrs,
   isPublicEndpoint,
+  judgeInbound,
   MAX_REACH,
   MAX_SEEN,
   type NetworkNames,
@@ -145,6 +146,10 @@ export class NodeNetwork implements PodNetworkHooks {
   private federation: FederationRouteSource | undefined
   private offFederation: (() => void) | undefined
   private fedPlanJson = ''
+  /** Peers that must dial this node → since when they wait for a handshake (`judgeInbound`). */
+  private dialWaits = new Map<string, number>()
+  /** Nothing reaches this node unless it sent first (published as `firewalled`). */
+  private firewalled = false
   private fedSkippedJson = '[]'
   private ifaceUp = false
   private egressError: string | undefined
@@ -627,10 +632,12 @@ export class NodeNetwork implements PodNetworkHooks {
     await this.applyServices(true)
     const port = wg?.listenPort ?? this.listenPort
     const tunnels = this.tunnelReports(wg)
+    this.judgeInbound(tunnels, wg)
     const { reach, seen } = this.reachability(tunnels)
     const fedReach = this.fedActive ? this.federatedReachability(tunnels, wg) : {}
     delete this.published.reachPrefixes
     delete this.published.behindNat
+    delete this.published.firewalled
     this.published = {
       ...this.published,
       ...fedReach,
@@ -640,6 +647,7 @@ export class NodeNetwork implements PodNetworkHooks {
       tunnels: { up: tunnels.filter((t) => t.state === 'up').length, total: tunnels.length },
       reach,
       seen,
+      ...(this.firewalled ? { firewalled: true } : {}),
       ...(this.egressError !== undefined ? { egress: `off: ${this.egressError}` } : { egress: 'masquerade' }),
       services: this.svcError === undefined ? 'load-balanced' : `off: ${this.svcError}`,
     }
@@ -794,6 +802,33 @@ export class NodeNetwork implements PodNetworkHooks {
   }
 
   /**
+   * Whether peers that must dial this node get through (docs/networking.md, "A public node behind
+   * a firewall"): the alive cluster peers and the federated peers it has no endpoint for (they are
+   * behind NAT and dial it), their direct tunnels' state.
+   */
+  private judgeInbound(tunnels: TunnelReport[], wg: WireGuardStatus | undefined): void {
+    const now = this.c.clock.now()
+    const endpointless = new Set(this.peers.filter((p) => p.wg.endpoint === undefined).map((p) => p.wg.publicKey))
+    const dialled = tunnels
+      .filter((t) => t.alive && endpointless.has(t.publicKey) && (t.path === 'peer-dials' || t.path === 'relayed'))
+      .map((t) => ({ key: t.publicKey, up: (t.direct ?? t.state) === 'up' }))
+    const hs = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p.latestHandshakeMs]))
+    for (const f of this.fedPeers)
+      if (f.wg.endpoint === undefined && (f.path === 'peer-dials' || f.path === 'relayed'))
+        dialled.push({ key: f.wg.publicKey, up: handshakeState(hs.get(f.wg.publicKey), now) === 'up' })
+    const j = judgeInbound(this.dialWaits, dialled, now, this.setup.handshakeTimeoutMs)
+    this.dialWaits = j.waits
+    if (j.firewalled !== this.firewalled)
+      this.log.warn(
+        { waiting: j.waits.size },
+        j.firewalled
+          ? 'no peer that must dial this node gets through (a firewall drops unsolicited UDP?): pairs with peers behind NAT are relayed'
+          : 'a peer that dials this node got through: no longer taken as firewalled',
+      )
+    this.firewalled = j.firewalled
+  }
+
+  /**
    * What this node publishes for relay decisions (sorted, so an unchanged view writes nothing):
    * the subnets it has a fresh direct handshake with, and where it sees peers behind NAT.
    */
@@ -816,7 +851,8 @@ export class NodeNetwork implements PodNetworkHooks {
    * What the node summary in a federation carries for cross-cluster relays (docs/federation.md,
    * "Relays between clusters"): the /64s of every peer (cluster and federated) it has a fresh
    * direct handshake with, and whether it is behind NAT (a member of its cluster sees it so, or
-   * none of its endpoints is a public address).
+   * none of its endpoints is a public address) or behind a firewall that drops unsolicited UDP
+   * (`firewalled`: it cannot be dialled either).
    */
   private federatedReachability(tunnels: TunnelReport[], wg: WireGuardStatus | undefined): { reachPrefixes: string[]; behindNat: boolean } {
     const out = new Set<string>()
@@ -827,7 +863,7 @@ export class NodeNetwork implements PodNetworkHooks {
     const subnet = this.decision?.subnet
     const seen = subnet !== undefined && this.publishedNodes().some((n) => n.peerId !== this.c.mesh?.peerId && n.seen?.has(subnet))
     const endpoints = this.endpoints(wg?.listenPort ?? this.listenPort)
-    return { reachPrefixes: [...out].sort().slice(0, MAX_REACH), behindNat: seen || !endpoints.some(isPublicEndpoint) }
+    return { reachPrefixes: [...out].sort().slice(0, MAX_REACH), behindNat: seen || this.firewalled || !endpoints.some(isPublicEndpoint) }
   }
 
   // ---- status ----

@@ -37,6 +37,12 @@ export interface PublishedNetwork {
   reach?: ReadonlySet<SubnetId>
   /** Subnet → the `ip:port` it sees a peer behind NAT at (what that peer's NAT maps it to). */
   seen?: ReadonlyMap<SubnetId, string>
+  /**
+   * It reports that nothing reaches its endpoints unless it sent first (a firewall that drops
+   * unsolicited UDP): peers that must dial it have waited in vain (`judgeInbound`). For relaying it
+   * counts as behind NAT.
+   */
+  firewalled?: boolean
 }
 
 /** Names this node uses on its host: unique per node, so several agents can share one machine. */
@@ -82,6 +88,7 @@ export function readPublishedNetwork(node: OrcObject, removedPeers: ReadonlySet<
       }
     }
   }
+  if (net.firewalled === true) out.firewalled = true
   if (Array.isArray(net.reach)) out.reach = new Set(net.reach.slice(0, MAX_REACH).filter(isSubnetId))
   if (isPlainObject(net.seen)) {
     const seen = new Map<SubnetId, string>()
@@ -271,7 +278,8 @@ export function planPeers(
 /**
  * The member that carries traffic between `a` and `b`, or undefined when they should talk
  * directly. Only published facts are used, so both ends decide the same: the pair is relayed when
- * neither reports a handshake with the other and both are seen behind NAT; the relay is,
+ * neither reports a handshake with the other and neither can be dialled (seen behind NAT, or
+ * reporting itself `firewalled`); the relay is,
  * among members that report handshakes with both, the one with the lowest hash of (pair, member).
  */
 export function chooseRelay(
@@ -284,8 +292,10 @@ export function chooseRelay(
   const sb = b.subnet
   if (sa === undefined || sb === undefined) return undefined
   if (a.reach?.has(sb) || b.reach?.has(sa)) return undefined
-  // A public node is dialled by a NAT'd one: only two NAT'd nodes need a third.
-  if (!seenAt.has(sa) || !seenAt.has(sb)) return undefined
+  // A public node is dialled by a NAT'd one: only two nodes that cannot be dialled need a third
+  // (behind NAT, or behind a firewall that drops what they did not ask for).
+  const undialled = (n: PublishedNetwork, s: SubnetId) => seenAt.has(s) || n.firewalled === true
+  if (!undialled(a, sa) || !undialled(b, sb)) return undefined
   const [lo, hi] = a.peerId < b.peerId ? [a.peerId, b.peerId] : [b.peerId, a.peerId]
   let best: { node: PublishedNetwork; hash: string } | undefined
   for (const m of members) {
@@ -295,6 +305,45 @@ export function chooseRelay(
     if (best === undefined || hash < best.hash) best = { node: m, hash }
   }
   return best?.node
+}
+
+/** A peer that must dial this node (no endpoint configured for it), as this node sees it now. */
+export interface DialledPeer {
+  /** Its WireGuard public key. */
+  key: string
+  /** A fresh direct handshake with it. */
+  up: boolean
+}
+
+/**
+ * Whether this node's endpoints take handshakes it did not start (docs/networking.md, "A public
+ * node behind a firewall"). A peer behind NAT has no endpoint here: it dials, and only its
+ * handshakes open the tunnel. When such peers wait longer than `afterMs` and none of them gets
+ * through, something drops unsolicited UDP on the way in (a host or cloud firewall that allows
+ * established/related only), and the node reports itself `firewalled`: for relaying it is then
+ * like a node behind NAT. One dialled peer getting through is proof of the opposite. `waits` is
+ * when each dialled peer began waiting (kept by the caller between rounds; peers not dialled any
+ * more are dropped, a peer with a fresh handshake is not waiting).
+ */
+export function judgeInbound(
+  waits: ReadonlyMap<string, number>,
+  dialled: readonly DialledPeer[],
+  now: number,
+  afterMs: number,
+): { waits: Map<string, number>; firewalled: boolean } {
+  const out = new Map<string, number>()
+  let reached = false
+  let waitedOut = false
+  for (const d of dialled) {
+    if (d.up) {
+      reached = true
+      continue
+    }
+    const since = waits.get(d.key) ?? now
+    out.set(d.key, since)
+    if (now - since >= afterMs) waitedOut = true
+  }
+  return { waits: out, firewalled: waitedOut && !reached }
 }
 
 /**

@@ -134,7 +134,10 @@ test('a peer publishing garbage in its Node status is skipped, never throws', ()
 
 // ---- the controller, with fake drivers ----
 
-async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: { mode?: 'auto' | 'on' | 'off'; probe?: string } = {}) {
+async function setup(
+  t: { after(fn: () => Promise<void> | void): void },
+  opts: { mode?: 'auto' | 'on' | 'off'; probe?: string; observed?: Record<string, string> } = {},
+) {
   const { store, cleanup } = await tempStore()
   const dataDir = mkdtempSync(join(tmpdir(), 'orc-net-'))
   const now = () => Date.now()
@@ -160,7 +163,7 @@ async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: {
     peerId: 'PSELF',
     clusterId: 'c0ffee00c0ffee00c0ffee00c0ffee00',
     addresses: () => ['/ip4/127.0.0.1/tcp/7419'],
-    observedIps: () => new Map(),
+    observedIps: () => new Map(Object.entries(opts.observed ?? {})),
     alivePeers: () => alive,
   }
   const net = new NodeNetwork(
@@ -237,6 +240,18 @@ test('node network: an alive peer without a handshake holds the node NotReady, a
   assert.match(s.status().network.reason, /tunnels/)
   const units = s.status().workflow.units as any[]
   assert.match(JSON.stringify(units.find((u) => u.name === 'tunnels')), /no handshake yet from peer/)
+})
+
+test('node network: a peer that must dial this node and never gets through marks it firewalled; one handshake clears it', async (t) => {
+  // The peer's mesh connection comes from an address it does not publish: it is behind NAT and dials us.
+  const s = await setup(t, { observed: { PPEER: '127.0.0.9' } })
+  s.alive.add('PPEER')
+  await s.net.start()
+  await waitFor('peer waited for', () => s.wg.config?.peers.some((p) => p.publicKey === s.peerKey && p.endpoint === undefined) === true)
+  assert.notEqual(s.status().network?.firewalled, true, 'not before the handshake timeout (2 s here)')
+  await waitFor('firewalled published', () => s.status().network?.firewalled === true, 15_000)
+  s.wg.handshakes.set(s.peerKey, Date.now())
+  await waitFor('firewalled cleared by a handshake', () => s.status().network?.state !== undefined && s.status().network.firewalled === undefined, 15_000)
 })
 
 test('node network unavailable (auto): loopback pods, Ready, reason in the status; `on` refuses to start', async (t) => {
