@@ -13,7 +13,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { imageStoresEnv, sharedPod, skipReason, Testbed, TWO_RANDOM_NATS, waitFor, waitMesh } from './helpers.ts'
+import { imageStoresEnv, nodeStatuses, sharedPod, skipReason, Testbed, TWO_RANDOM_NATS, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
 
@@ -146,5 +146,82 @@ test("testbed: pods on two NAT'd nodes of different federated clusters talk thro
   )
   t.diagnostic(`20 MiB srv → client through pub1 in ${bulk.toFixed(0)} ms (${((20 * 8) / (bulk / 1000)).toFixed(0)} Mbit/s, process start included)`)
   t.diagnostic(`scenario ${Date.now() - t0} ms`)
+  failed = false
+})
+
+/**
+ * The same shape with a firewall instead of the first NAT: fw1 (cluster home) has a public address
+ * but drops inbound UDP it did not start; home2 (cluster away, alone) is behind a random-port NAT.
+ * home2's handshakes to fw1 are dropped and fw1 cannot dial home2, and nobody sees a NAT mapping of
+ * fw1: it notices that the peer that must dial it never gets through, publishes `nat` in its node
+ * summary, and the pair is relayed through pub1 like two NAT'd nodes.
+ */
+test("testbed: a firewalled public node and a NAT'd node of another federated cluster talk through a relay", { timeout: 300_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const tb = await Testbed.create({
+    routers: [{ name: 'rtrb', nat: 'random' }],
+    hosts: [{ name: 'pub1' }, { name: 'fw1', firewall: 'udp' }, { name: 'home2', site: 'home', router: 'rtrb' }],
+    env: { ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }), ...imageStoresEnv() },
+  })
+  let failed = true
+  t.after(async () => {
+    if (!failed) return
+    for (const h of tb.hosts.values())
+      t.diagnostic(`--- ${h.name} ---\n${(await tb.exec(h.name, 'wg', ['show'])).stdout}\n${tb.warnings(h)}\n${tb.tail(h, 30)}`)
+  })
+  t.after(() => tb.destroy())
+  const t0 = Date.now()
+  await Promise.all([tb.up('pub1', ['--cluster', 'home', '--labels', 'role=relay']), tb.up('home2', ['--cluster', 'away'])])
+  await tb.join('fw1', 'pub1')
+  await Promise.all([waitMesh(tb, 'pub1', ['pub1', 'fw1']), waitMesh(tb, 'home2', ['home2'])])
+  await tb.orc('pub1', ['federation', 'create', 'lab', '--namespace', NS])
+  const token = (await tb.orc('pub1', ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
+  await tb.orc('home2', ['federation', 'join', '--token', token])
+  await waitFor(
+    'both clusters in the federation (every node)',
+    async () => {
+      const v = await tb.orcJson('pub1', ['federation', 'status', 'lab'])
+      const n = (c: string) => v.clusters?.find((x: any) => x.name === c)?.connected
+      return n('home') === 2 && n('away') === 1 ? v : undefined
+    },
+    90_000,
+  )
+  const a0 = Date.now()
+  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('srv', 'exec nc -ll -p 8080 -e echo hello-from-away', { placement: { clusters: ['away'] } }) })
+  const srv = await waitRunning(tb, 'pub1', 'srv', 'home2@away')
+  const notOnRelay = { affinity: { nodeAffinity: { required: [{ matchExpressions: [{ key: 'role', operator: 'DoesNotExist' }] }] } } }
+  const client = `until nc -w 2 ${srv} 8080 </dev/null | grep -q hello-from-away; do sleep 0.5; done; exec nc -ll -p 8080 -e echo client-reached-away`
+  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('client', client, { placement: { clusters: ['home'] }, ...notOnRelay }) })
+  const cl = await waitRunning(tb, 'pub1', 'client', 'fw1@home')
+
+  const relayed = async (on: string, other: string, via: string) =>
+    waitFor(
+      `${on} routes ${other} relayed via ${via}`,
+      async () => {
+        const r = await tb.orcJson(on, ['get', 'routes'])
+        const p = (r.federated ?? []).find((x: any) => x.node === other)
+        return p?.path === 'relayed' && p.via === via && p.state === 'up' ? { r, p } : undefined
+      },
+      120_000,
+    )
+  const [onFw, onHome2] = await Promise.all([relayed('fw1', 'home2@away', 'pub1'), relayed('home2', 'fw1@home', 'pub1@home')])
+  t.diagnostic(`both ends relayed through pub1 ${Date.now() - a0} ms after the server was applied`)
+  assert.deepEqual(onFw.p.routes, [`${srv}/128`])
+  assert.deepEqual(onHome2.p.routes, [`${cl}/128`])
+  assert.notEqual(onHome2.p.direct, 'up', 'the firewall keeps the direct path shut')
+  assert.equal((await nodeStatuses(tb, 'pub1')).get('fw1').network.firewalled, true)
+
+  // The pods talk over TCP, both ways.
+  const srvNs = (onHome2.r.pods as any[]).find((p) => p.ipv6 === srv)?.netns as string
+  await waitFor(
+    'the client pod on fw1 reached the server on home2, and home2 reaches it back',
+    async () =>
+      (await tb.exec('home2', 'ip', ['netns', 'exec', srvNs, 'busybox', 'nc', '-w', '3', cl, '8080'])).stdout.includes('client-reached-away')
+        ? true
+        : undefined,
+    90_000,
+  )
+  t.diagnostic(`pods across the relay talk ${Date.now() - a0} ms after the server was applied; scenario ${Date.now() - t0} ms`)
   failed = false
 })
