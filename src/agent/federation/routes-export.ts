@@ -51,7 +51,7 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
       for (const { scope } of fm.scopes()) {
         if (scope.federation === '') continue // a join still in progress
         const mesh = fm.get(scope.federation)?.mesh
-        const observedIps = new Map<string, string>()
+        const observedIps = new Map<string, string | string[]>()
         if (mesh !== undefined) {
           const ips = meshViewOf(mesh).observedIps()
           for (const m of mesh.members()) {

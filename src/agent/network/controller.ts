@@ -78,8 +78,8 @@ export interface MeshView {
   clusterId: string
   /** This node's listen multiaddrs. */
   addresses(): string[]
-  /** Peer id → the IP libp2p sees that peer at (an open connection's remote address). */
-  observedIps(): Map<string, string>
+  /** Peer id → the IP libp2p sees that peer at (an open connection's remote address; each one's when several). */
+  observedIps(): Map<string, string | string[]>
   /** Peer ids of members believed alive (not this node). */
   alivePeers(): Set<string>
 }

@@ -26,7 +26,7 @@ import {
   prefixCovers,
   type WireGuardPeer,
 } from '../../net/index.ts'
-import { chooseEndpoint, PERSISTENT_KEEPALIVE_S, type PeerPath } from './plan.ts'
+import { chooseEndpoint, type ObservedIps, PERSISTENT_KEEPALIVE_S, type PeerPath } from './plan.ts'
 
 /** One federation as the node network needs it (raw objects from the federation document). */
 export interface FederatedScopeInput {
@@ -38,8 +38,8 @@ export interface FederatedScopeInput {
   clusters: readonly unknown[]
   /** Pod objects of the shared namespaces: `status.node` (`node@cluster`), `status.network.ipv6`, `status.phase`. */
   pods: readonly unknown[]
-  /** Federation member name (`node@cluster`) → the IP the federation mesh sees it at. */
-  observedIps: ReadonlyMap<string, string>
+  /** Federation member name (`node@cluster`) → the IP the federation mesh sees it at (each connection's when several). */
+  observedIps: ObservedIps
 }
 
 /** Where the node network gets its federations (the federation manager, in the agent). */

@@ -9,11 +9,15 @@ export function meshViewOf(mesh: Mesh): MeshView {
     clusterId: mesh.clusterId,
     addresses: () => mesh.addresses(),
     observedIps() {
-      const out = new Map<string, string>()
+      const out = new Map<string, string[]>()
       for (const c of mesh.libp2p.getConnections()) {
         if (c.status !== 'open') continue
         const ip = ipOfMultiaddr(c.remoteAddr.toString())
-        if (ip !== undefined) out.set(c.remotePeer.toString(), ip)
+        if (ip === undefined) continue
+        const peer = c.remotePeer.toString()
+        const ips = out.get(peer) ?? []
+        if (!ips.includes(ip)) ips.push(ip)
+        out.set(peer, ips)
       }
       return out
     },

@@ -137,15 +137,25 @@ export function decideSubnet(cluster: IpPrefix, selfPeerId: string, nodes: reado
 }
 
 /**
+ * Where libp2p sees a peer: the remote IP of its open connection, or of each when it has several
+ * (one over IPv4 and one over IPv6, say). Both ends of a pair see the same connections.
+ */
+export type ObservedIps = ReadonlyMap<string, string | readonly string[]>
+
+/**
  * Which published endpoint to configure for a peer. libp2p's view decides: when we have a
  * connection to the peer from/to one of its published addresses, that one works; when its
  * connection comes from an address it does not publish, it is behind NAT and we configure no
  * endpoint (its own keepalives through its NAT tell WireGuard where it is). With no connection,
- * the first published endpoint is the best guess.
+ * the first published endpoint is the best guess. When connections reach several published
+ * addresses, an IPv6 one is preferred (no NAT on the way, and both ends, seeing the same
+ * connections, choose the same family); the same rule serves cluster and federated peers.
  */
-export function chooseEndpoint(endpoints: readonly string[], observedIp: string | undefined): { endpoint?: string; path: PeerPath } {
-  if (observedIp !== undefined) {
-    const match = endpoints.find((e) => endpointHost(e) === observedIp)
+export function chooseEndpoint(endpoints: readonly string[], observed: string | readonly string[] | undefined): { endpoint?: string; path: PeerPath } {
+  const ips = observed === undefined ? [] : typeof observed === 'string' ? [observed] : observed
+  if (ips.length > 0) {
+    const matches = endpoints.filter((e) => ips.includes(endpointHost(e)))
+    const match = matches.find((e) => e.startsWith('[')) ?? matches[0]
     if (match !== undefined) return { endpoint: match, path: 'direct' }
     return { path: 'peer-dials' }
   }
@@ -215,7 +225,7 @@ export function planPeers(
   selfPeerId: string,
   nodes: readonly PublishedNetwork[],
   owners: ReadonlyMap<SubnetId, string>,
-  observedIps: ReadonlyMap<string, string>,
+  observedIps: ObservedIps,
 ): PlannedPeer[] {
   const out: PlannedPeer[] = []
   const eligible: PublishedNetwork[] = []

@@ -10,6 +10,7 @@ import {
   decideSubnet,
   endpointsFromMultiaddrs,
   type MeshView,
+  meshViewOf,
   NodeNetwork,
   networkNamesFor,
   type PublishedNetwork,
@@ -90,6 +91,31 @@ test('peers: every other live node owning its subnet, allowed-ips its /64, endpo
   )
   assert.ok(peers.every((p) => p.wg.allowedIps.length === 1 && p.wg.persistentKeepalive === 25))
   assert.deepEqual(chooseEndpoint(['198.18.0.2:51820'], undefined), { endpoint: '198.18.0.2:51820', path: 'direct' })
+  // Connections to a published IPv4 and a published IPv6 address: the IPv6 one.
+  assert.deepEqual(chooseEndpoint(['198.18.0.2:51820', '[2001:db8::2]:51820'], ['198.18.0.2', '2001:db8::2']), {
+    endpoint: '[2001:db8::2]:51820',
+    path: 'direct',
+  })
+  assert.deepEqual(chooseEndpoint(['198.18.0.2:51820', '[2001:db8::2]:51820'], ['198.18.0.2']), { endpoint: '198.18.0.2:51820', path: 'direct' })
+  assert.deepEqual(chooseEndpoint(['10.0.0.2:51820', '[2001:db8::2]:51820'], ['198.18.0.99', '2001:db8::77']), { path: 'peer-dials' })
+})
+
+test('the mesh view lists every open connection of a peer (both families), closed ones not', () => {
+  const conn = (peer: string, addr: string, status = 'open') => ({ status, remotePeer: { toString: () => peer }, remoteAddr: { toString: () => addr } })
+  const view = meshViewOf({
+    peerId: 'P0',
+    clusterId: 'c',
+    libp2p: {
+      getConnections: () => [
+        conn('P1', '/ip4/198.18.0.2/tcp/7419'),
+        conn('P1', '/ip6/2001:db8::2/tcp/7419'),
+        conn('P1', '/ip6/2001:db8::2/tcp/7420'),
+        conn('P2', '/ip4/198.18.0.3/tcp/7419', 'closing'),
+        conn('P3', '/dns4/example.org/tcp/7419'),
+      ],
+    },
+  } as any)
+  assert.deepEqual([...view.observedIps()], [['P1', ['198.18.0.2', '2001:db8::2']]])
 })
 
 test('endpoints come from concrete listen addresses, never wildcards or link-local', () => {
