@@ -154,7 +154,8 @@ test("testbed: pods on two NAT'd nodes of different federated clusters talk thro
  * but drops inbound UDP it did not start; home2 (cluster away, alone) is behind a random-port NAT.
  * home2's handshakes to fw1 are dropped and fw1 cannot dial home2, and nobody sees a NAT mapping of
  * fw1: it notices that the peer that must dial it never gets through, publishes `nat` in its node
- * summary, and the pair is relayed through pub1 like two NAT'd nodes.
+ * summary, and the pair is relayed through pub1 like two NAT'd nodes. Then home removes away
+ * (`orc federation remove`): the routes to away's pod go from fw1 and from the relay.
  */
 test("testbed: a firewalled public node and a NAT'd node of another federated cluster talk through a relay", { timeout: 300_000 }, async (t) => {
   const why = await skipReason()
@@ -222,6 +223,28 @@ test("testbed: a firewalled public node and a NAT'd node of another federated cl
         : undefined,
     90_000,
   )
-  t.diagnostic(`pods across the relay talk ${Date.now() - a0} ms after the server was applied; scenario ${Date.now() - t0} ms`)
+  t.diagnostic(`pods across the relay talk ${Date.now() - a0} ms after the server was applied`)
+
+  // `orc federation remove` (two clusters: home's admin alone): away leaves the document, and on
+  // home's nodes every route to its pods goes — fw1's on its tunnel to the relay, pub1's peer for
+  // home2 — so the client pod no longer reaches the server.
+  const r0 = Date.now()
+  await tb.orc('pub1', ['federation', 'remove', 'lab', 'away'])
+  const routedOn = async (h: string) => {
+    const r = await tb.orcJson(h, ['get', 'routes'])
+    const wg = (await tb.exec(h, 'wg', ['show', r.iface, 'allowed-ips'])).stdout
+    const rt = (await tb.exec(h, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout
+    return (r.federated ?? []).some((f: any) => f.cluster === 'away') || wg.includes(srv) || rt.includes(srv)
+  }
+  await waitFor("away's pod routes gone from fw1 and pub1", async () => ((await routedOn('fw1')) || (await routedOn('pub1')) ? undefined : true), 60_000)
+  const status = await tb.orcJson('pub1', ['federation', 'status', 'lab'])
+  assert.deepEqual(
+    (status.clusters as any[]).map((c) => c.name),
+    ['home'],
+  )
+  const clientNs = (onFw.r.pods as any[]).find((p) => p.ipv6 === cl)?.netns as string
+  const after = await tb.exec('fw1', 'ip', ['netns', 'exec', clientNs, 'busybox', 'nc', '-w', '2', srv, '8080'])
+  assert.ok(!after.stdout.includes('hello-from-away'), `the client pod no longer reaches the removed cluster's pod: ${after.stdout}`)
+  t.diagnostic(`federation remove: away's routes gone from home's nodes ${Date.now() - r0} ms after; scenario ${Date.now() - t0} ms`)
   failed = false
 })
