@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type TestContext, test } from 'node:test'
-import { applyPod, imageStoresEnv, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+import { diagnoseOnFailure, imageStoresEnv, podsTalkBothWays, skipReason, Testbed, waitMesh } from './helpers.ts'
 
 /** pub1 plus home1 and home2, each behind its own router; agents up and joined through pub1. */
 async function twoNatSites(t: TestContext, nat?: 'random'): Promise<{ tb: Testbed; passed: () => void }> {
@@ -71,28 +71,7 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
   )
 
   // Pods on the two home nodes reach each other over TCP, both ways.
-  await applyPod(tb, 'pub1', podManifest('srv1', 'home1', 'exec nc -ll -p 8080 -e echo hello-from-home1'))
-  await applyPod(tb, 'pub1', podManifest('srv2', 'home2', 'exec nc -ll -p 8080 -e echo hello-from-home2'))
-  const srv1 = await waitPodRunning(tb, 'pub1', 'srv1')
-  const srv2 = await waitPodRunning(tb, 'pub1', 'srv2')
-  const client = (addr: string) =>
-    `for i in $(seq 1 60); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
-  await applyPod(tb, 'pub1', podManifest('to-home2', 'home1', client(srv2.ipv6)))
-  await applyPod(tb, 'pub1', podManifest('to-home1', 'home2', client(srv1.ipv6)))
-  for (const [pod, want] of [
-    ['to-home2', 'hello-from-home2'],
-    ['to-home1', 'hello-from-home1'],
-  ] as const) {
-    const logs = await waitFor(
-      `${pod} connected`,
-      async () => {
-        const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
-        return l.includes('connected') ? l : undefined
-      },
-      120_000,
-    )
-    assert.match(logs, new RegExp(want))
-  }
+  await podsTalkBothWays(tb, 'pub1', 'home1', 'home2')
 
   // Round trips between the nodes' own addresses: relayed (home1 → home2) against direct (home1 → pub1).
   const gw = (n: string) => prefix(n).replace(/\/64$/, '1')
@@ -185,12 +164,7 @@ test("testbed: a public node behind a firewall that drops unsolicited UDP and a 
     hosts: [{ name: 'pub1' }, { name: 'fw1', firewall: 'udp' }, { name: 'home1', site: 'home', router: 'rtra' }],
     env: imageStoresEnv(),
   })
-  let failed = true
-  t.after(async () => {
-    if (!failed) return
-    for (const h of tb.hosts.values())
-      t.diagnostic(`--- ${h.name} ---\n${(await tb.exec(h.name, 'wg', ['show'])).stdout}\n${tb.warnings(h)}\n${tb.tail(h, 30)}`)
-  })
+  const passed = diagnoseOnFailure(t, tb)
   t.after(() => tb.destroy())
   const t0 = Date.now()
   await tb.up('pub1')
@@ -216,31 +190,10 @@ test("testbed: a public node behind a firewall that drops unsolicited UDP and a 
   t.diagnostic(await tb.orc('home1', ['get', 'routes']))
 
   // Pods on fw1 and home1 reach each other over TCP, both ways, through pub1.
-  await applyPod(tb, 'pub1', podManifest('srv-fw', 'fw1', 'exec nc -ll -p 8080 -e echo hello-from-fw1'))
-  await applyPod(tb, 'pub1', podManifest('srv-home', 'home1', 'exec nc -ll -p 8080 -e echo hello-from-home1'))
-  const srvFw = await waitPodRunning(tb, 'pub1', 'srv-fw')
-  const srvHome = await waitPodRunning(tb, 'pub1', 'srv-home')
-  const client = (addr: string) =>
-    `for i in $(seq 1 60); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
-  await applyPod(tb, 'pub1', podManifest('to-fw', 'home1', client(srvFw.ipv6)))
-  await applyPod(tb, 'pub1', podManifest('to-home', 'fw1', client(srvHome.ipv6)))
-  for (const [pod, want] of [
-    ['to-fw', 'hello-from-fw1'],
-    ['to-home', 'hello-from-home1'],
-  ] as const) {
-    const logs = await waitFor(
-      `${pod} connected`,
-      async () => {
-        const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
-        return l.includes('connected') ? l : undefined
-      },
-      120_000,
-    )
-    assert.match(logs, new RegExp(want))
-  }
+  await podsTalkBothWays(tb, 'pub1', 'fw1', 'home1')
   const gw = (nodes.get('fw1').network.prefix as string).replace(/\/64$/, '1')
   const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw])
   assert.equal(ping.exitCode, 0, ping.stdout + ping.stderr)
   t.diagnostic(`home1 → fw1 (relayed via pub1): ${ping.stdout.trim().split('\n').pop()}; scenario ${Date.now() - t0} ms`)
-  failed = false
+  passed()
 })
