@@ -63,6 +63,12 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
       }
       return out
     },
+    async connectOver(federation, member, ip) {
+      const mesh = fm.get(federation)?.mesh
+      const m = mesh?.members().find((x) => x.name === member && !x.self)
+      if (mesh === undefined || m === undefined) return false
+      return (await meshViewOf(mesh).connectOver?.(m.peerId, ip)) ?? false
+    },
     onChange(listener) {
       listeners.add(listener)
       if (offRunning === undefined) {

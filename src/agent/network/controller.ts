@@ -56,6 +56,7 @@ import {
 import {
   decideSubnet,
   endpointsFromMultiaddrs,
+  ipv6Probes,
   isPublicEndpoint,
   judgeInbound,
   MAX_REACH,
@@ -82,6 +83,8 @@ export interface MeshView {
   observedIps(): Map<string, string | string[]>
   /** Peer ids of members believed alive (not this node). */
   alivePeers(): Set<string>
+  /** Open another mesh connection to a member, at its mesh address on `ip`; whether it worked. */
+  connectOver?(peerId: string, ip: string): Promise<boolean>
 }
 
 export interface NodeNetworkComponents {
@@ -150,6 +153,8 @@ export class NodeNetwork implements PodNetworkHooks {
   private dialWaits = new Map<string, number>()
   /** Nothing reaches this node unless it sent first (published as `firewalled`). */
   private firewalled = false
+  /** Peer → when this node last tried to connect to it over IPv6 (`ipv6Probes`). */
+  private readonly ipv6Tried = new Map<string, number>()
   private fedSkippedJson = '[]'
   private ifaceUp = false
   private egressError: string | undefined
@@ -586,10 +591,14 @@ export class NodeNetwork implements PodNetworkHooks {
     await this.settleSubnet()
     const mesh = this.c.mesh!
     const d = this.decision!
-    this.peers = planPeers(this.cluster!, mesh.peerId, this.publishedNodes(), d.owners, mesh.observedIps())
+    const published = this.publishedNodes()
+    const observed = mesh.observedIps()
+    this.peers = planPeers(this.cluster!, mesh.peerId, published, d.owners, observed)
+    this.tryIpv6(published, observed)
     const fed = this.planFederation()
     this.fedPeers = fed.peers
     this.fedRelays = fed.clusterRelays
+    this.tryIpv6Federated(fed)
     this.fedPlanJson = JSON.stringify({ peers: fed.peers, relays: fed.clusterRelays })
     // Other clusters' pods relayed by a member of ours: on that member's tunnel (WireGuard accepts
     // an address on one peer only; the far end's own peer has none of them).
@@ -652,6 +661,33 @@ export class NodeNetwork implements PodNetworkHooks {
       services: this.svcError === undefined ? 'load-balanced' : `off: ${this.svcError}`,
     }
     await this.writeNodeStatus()
+  }
+
+  /** Connect to peers over IPv6 where only IPv4 is connected (`ipv6Probes`); a success re-plans. */
+  private tryIpv6(nodes: readonly PublishedNetwork[], observed: ReadonlyMap<string, string | readonly string[]>): void {
+    const mesh = this.c.mesh!
+    if (mesh.connectOver === undefined) return
+    const self = nodes.find((n) => n.peerId === mesh.peerId)
+    const planned = new Set(this.peers.map((p) => p.peerId))
+    const peers = nodes.filter((n) => planned.has(n.peerId)).map((n) => ({ id: n.peerId, endpoints: n.endpoints, observed: observed.get(n.peerId) }))
+    for (const p of ipv6Probes(peers, self?.endpoints ?? [], this.ipv6Tried, this.c.clock.now()))
+      void mesh.connectOver(p.id, p.ip).then((ok) => {
+        if (ok && !this.stopped) this.changed()
+      })
+  }
+
+  /** The same for peers of other clusters, over the federation's mesh. */
+  private tryIpv6Federated(fed: FederatedPlan): void {
+    const src = this.federation
+    if (src?.connectOver === undefined || fed.meshPaths === undefined) return
+    const byId = new Map(fed.meshPaths.map((m) => [`${m.federation}\0${m.name}`, m]))
+    const peers = [...byId].map(([id, m]) => ({ id, endpoints: m.endpoints, observed: m.observed }))
+    for (const p of ipv6Probes(peers, this.endpoints(this.listenPort), this.ipv6Tried, this.c.clock.now())) {
+      const m = byId.get(p.id)!
+      void src.connectOver(m.federation, m.name, p.ip).then((ok) => {
+        if (ok && !this.stopped) this.changed()
+      })
+    }
   }
 
   /** A Service or Pod changed: re-plan the virtual addresses (coalesced; applied only when the plan differs). */

@@ -47,6 +47,8 @@ export interface FederationRouteSource {
   scopes(): FederatedScopeInput[]
   /** Called when a federation starts or stops, or its document's clusters or pods change. */
   onChange(listener: () => void): () => void
+  /** Open another federation-mesh connection to a member (`node@cluster`) at its address on `ip`; whether it worked. */
+  connectOver?(federation: string, member: string, ip: string): Promise<boolean>
 }
 
 export interface FederatedPeer {
@@ -85,6 +87,8 @@ export interface FederatedPlan {
   skipped: string[]
   /** Relayed /128s carried by this cluster's own members (empty when nothing is relayed that way). */
   clusterRelays: ClusterPeerRelay[]
+  /** Each peer's published endpoints and where the federation mesh sees it (for `ipv6Probes`). */
+  meshPaths?: Array<{ federation: string; name: string; endpoints: string[]; observed: string | readonly string[] | undefined }>
 }
 
 /** Bounds on what is read from other clusters. */
@@ -182,6 +186,7 @@ export function planFederatedPeers(
   const skipped: string[] = []
   const byKey = new Map<string, FederatedPeer>()
   const clusterRelays: ClusterPeerRelay[] = []
+  const meshPaths: NonNullable<FederatedPlan['meshPaths']> = []
   const usedRoutes = new Set<string>()
   let routeCount = 0
   const scopesSorted = [...scopes].sort((a, b) => (a.federation < b.federation ? -1 : a.federation > b.federation ? 1 : 0))
@@ -302,7 +307,9 @@ export function planFederatedPeers(
         if (!have.federations.includes(s.federation)) have.federations.push(s.federation)
         return have
       }
-      const { endpoint, path } = chooseEndpoint(n.endpoints, s.observedIps.get(name))
+      const observed = s.observedIps.get(name)
+      meshPaths.push({ federation: s.federation, name, endpoints: n.endpoints, observed })
+      const { endpoint, path } = chooseEndpoint(n.endpoints, observed)
       const wg: WireGuardPeer = { publicKey: n.publicKey, allowedIps: [], persistentKeepalive: PERSISTENT_KEEPALIVE_S }
       if (endpoint !== undefined) wg.endpoint = endpoint
       const peer: FederatedPeer = { name, cluster: n.cluster, federations: [s.federation], nodePrefix: formatPrefix(n.prefix), routes: [], path, wg }
@@ -377,7 +384,7 @@ export function planFederatedPeers(
     }
   }
   const peers = [...byKey.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-  return { peers, skipped, clusterRelays }
+  return { peers, skipped, clusterRelays, meshPaths }
 }
 
 /**

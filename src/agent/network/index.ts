@@ -36,6 +36,7 @@ export {
   chooseEndpoint,
   decideSubnet,
   endpointsFromMultiaddrs,
+  ipv6Probes,
   type NetworkNames,
   networkNamesFor,
   type PublishedNetwork,

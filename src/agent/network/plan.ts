@@ -162,6 +162,40 @@ export function chooseEndpoint(endpoints: readonly string[], observed: string | 
   return endpoints.length > 0 ? { endpoint: endpoints[0]!, path: 'direct' } : { path: 'unknown' }
 }
 
+/** How long after an IPv6 connection attempt to a peer the next one may be made (it failed, or the connection closed). */
+export const IPV6_PROBE_EVERY_MS = 5 * 60_000
+
+/**
+ * Which peers to open a second mesh connection to over IPv6 (docs/networking.md, "NAT paths"):
+ * libp2p dials a peer's addresses in the peer's order and keeps the first connection that works,
+ * often an IPv4 one. A peer that publishes an IPv6 endpoint, is connected, but over none of its
+ * published IPv6 addresses, gets one attempt per `everyMs` at the first of them (a TCP connection
+ * to the address is the proof it works); when it succeeds, both ends see the IPv6 connection and
+ * `chooseEndpoint` moves the tunnel there. Only when this node publishes an IPv6 endpoint itself.
+ * `last` (peer → time of the latest attempt) is updated in place.
+ */
+export function ipv6Probes(
+  peers: ReadonlyArray<{ id: string; endpoints: readonly string[]; observed: string | readonly string[] | undefined }>,
+  selfEndpoints: readonly string[],
+  last: Map<string, number>,
+  now: number,
+  everyMs = IPV6_PROBE_EVERY_MS,
+): Array<{ id: string; ip: string }> {
+  if (!selfEndpoints.some((e) => e.startsWith('['))) return []
+  const out: Array<{ id: string; ip: string }> = []
+  for (const p of peers) {
+    if (p.observed === undefined) continue // not connected at all: the mesh's own dialing comes first
+    const ips = typeof p.observed === 'string' ? [p.observed] : p.observed
+    const v6 = p.endpoints.filter((e) => e.startsWith('[')).map(endpointHost)
+    if (v6.length === 0 || v6.some((ip) => ips.includes(ip))) continue
+    const at = last.get(p.id)
+    if (at !== undefined && now - at < everyMs) continue
+    last.set(p.id, now)
+    out.push({ id: p.id, ip: v6[0]! })
+  }
+  return out
+}
+
 /**
  * Whether an endpoint's address can be reached from the internet at large, i.e. is not private
  * (RFC 1918, shared 100.64/10, loopback, link-local, ULA): a node with no such endpoint is taken to

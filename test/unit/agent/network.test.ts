@@ -162,7 +162,13 @@ test('a peer publishing garbage in its Node status is skipped, never throws', ()
 
 async function setup(
   t: { after(fn: () => Promise<void> | void): void },
-  opts: { mode?: 'auto' | 'on' | 'off'; probe?: string; observed?: Record<string, string> } = {},
+  opts: {
+    mode?: 'auto' | 'on' | 'off'
+    probe?: string
+    observed?: Record<string, string | string[]>
+    addresses?: string[]
+    connectOver?: MeshView['connectOver']
+  } = {},
 ) {
   const { store, cleanup } = await tempStore()
   const dataDir = mkdtempSync(join(tmpdir(), 'orc-net-'))
@@ -188,8 +194,9 @@ async function setup(
   const mesh: MeshView = {
     peerId: 'PSELF',
     clusterId: 'c0ffee00c0ffee00c0ffee00c0ffee00',
-    addresses: () => ['/ip4/127.0.0.1/tcp/7419'],
+    addresses: () => opts.addresses ?? ['/ip4/127.0.0.1/tcp/7419'],
     observedIps: () => new Map(Object.entries(opts.observed ?? {})),
+    ...(opts.connectOver ? { connectOver: opts.connectOver } : {}),
     alivePeers: () => alive,
   }
   const net = new NodeNetwork(
@@ -278,6 +285,28 @@ test('node network: a peer that must dial this node and never gets through marks
   await waitFor('firewalled published', () => s.status().network?.firewalled === true, 15_000)
   s.wg.handshakes.set(s.peerKey, Date.now())
   await waitFor('firewalled cleared by a handshake', () => s.status().network?.state !== undefined && s.status().network.firewalled === undefined, 15_000)
+})
+
+test('node network: a peer connected over IPv4 only is dialled over its IPv6 address, and the tunnel moves there', async (t) => {
+  const observed: Record<string, string | string[]> = { PPEER: '198.18.0.2' }
+  const dialled: string[] = []
+  const s = await setup(t, {
+    observed,
+    addresses: ['/ip4/198.18.0.1/tcp/7419', '/ip6/2001:db8::1/tcp/7419'],
+    connectOver: async (peer, ip) => {
+      dialled.push(`${peer} ${ip}`)
+      observed.PPEER = ['198.18.0.2', ip] // the mesh now has a connection over IPv6 too
+      return true
+    },
+  })
+  await s.store.patch(
+    { kind: 'Node', namespace: '', name: 'peer' },
+    [{ path: ['status', 'network', 'endpoints'], value: ['198.18.0.2:51999', '[2001:db8::2]:51999'] }],
+    s.author,
+  )
+  await s.net.start()
+  await waitFor('tunnel on the IPv6 endpoint', () => s.wg.config?.peers.find((p) => p.publicKey === s.peerKey)?.endpoint === '[2001:db8::2]:51999', 15_000)
+  assert.deepEqual(dialled, ['PPEER 2001:db8::2'], 'one attempt')
 })
 
 test('node network unavailable (auto): loopback pods, Ready, reason in the status; `on` refuses to start', async (t) => {
