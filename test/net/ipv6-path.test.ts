@@ -29,6 +29,8 @@ test('ipv6Probes: one attempt per interval at a connected peer that publishes IP
   assert.deepEqual(ipv6Probes(peers, self, last, 60_999, 60_000), [], 'not again within the interval')
   assert.equal(ipv6Probes(peers, self, last, 61_000, 60_000).length, 2)
   assert.deepEqual(ipv6Probes(peers, ['198.18.0.1:51820'], new Map(), 0), [], 'a node without IPv6 tries nothing')
+  ipv6Probes(peers.slice(0, 1), self, last, 62_000, 60_000)
+  assert.deepEqual([...last.keys()], ['v4only'], 'peers gone are forgotten')
 })
 
 test('a second mesh connection over IPv6 (real libp2p): both ends see it and both choose the IPv6 endpoint', async (t) => {

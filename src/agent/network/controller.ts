@@ -153,8 +153,9 @@ export class NodeNetwork implements PodNetworkHooks {
   private dialWaits = new Map<string, number>()
   /** Nothing reaches this node unless it sent first (published as `firewalled`). */
   private firewalled = false
-  /** Peer → when this node last tried to connect to it over IPv6 (`ipv6Probes`). */
+  /** Peer → when this node last tried to connect to it over IPv6 (`ipv6Probes`): cluster peers, other clusters' nodes. */
   private readonly ipv6Tried = new Map<string, number>()
+  private readonly ipv6TriedFederated = new Map<string, number>()
   private fedSkippedJson = '[]'
   private ifaceUp = false
   private egressError: string | undefined
@@ -682,7 +683,7 @@ export class NodeNetwork implements PodNetworkHooks {
     if (src?.connectOver === undefined || fed.meshPaths === undefined) return
     const byId = new Map(fed.meshPaths.map((m) => [`${m.federation}\0${m.name}`, m]))
     const peers = [...byId].map(([id, m]) => ({ id, endpoints: m.endpoints, observed: m.observed }))
-    for (const p of ipv6Probes(peers, this.endpoints(this.listenPort), this.ipv6Tried, this.c.clock.now())) {
+    for (const p of ipv6Probes(peers, this.endpoints(this.listenPort), this.ipv6TriedFederated, this.c.clock.now())) {
       const m = byId.get(p.id)!
       void src.connectOver(m.federation, m.name, p.ip).then((ok) => {
         if (ok && !this.stopped) this.changed()

@@ -172,7 +172,7 @@ export const IPV6_PROBE_EVERY_MS = 5 * 60_000
  * published IPv6 addresses, gets one attempt per `everyMs` at the first of them (a TCP connection
  * to the address is the proof it works); when it succeeds, both ends see the IPv6 connection and
  * `chooseEndpoint` moves the tunnel there. Only when this node publishes an IPv6 endpoint itself.
- * `last` (peer → time of the latest attempt) is updated in place.
+ * `last` (peer → time of the latest attempt) is updated in place; peers no longer listed leave it.
  */
 export function ipv6Probes(
   peers: ReadonlyArray<{ id: string; endpoints: readonly string[]; observed: string | readonly string[] | undefined }>,
@@ -181,6 +181,8 @@ export function ipv6Probes(
   now: number,
   everyMs = IPV6_PROBE_EVERY_MS,
 ): Array<{ id: string; ip: string }> {
+  const listed = new Set(peers.map((p) => p.id))
+  for (const id of last.keys()) if (!listed.has(id)) last.delete(id)
   if (!selfEndpoints.some((e) => e.startsWith('['))) return []
   const out: Array<{ id: string; ip: string }> = []
   for (const p of peers) {
