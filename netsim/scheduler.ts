@@ -245,6 +245,7 @@ export class LocalScheduler {
       store: scoped,
       nodeName: me,
       members: () => this.membersOf(n),
+      membershipVersion: () => this.membershipVersionOf(n),
       nodes: () => n.known.map((k) => this.nodeObject(k)),
       // As the agent's lifecycle controller: a node without a quorum moves no ha pod (view.noQuorum).
       buildView: (...args) => {
@@ -257,6 +258,18 @@ export class LocalScheduler {
       clearTimeout: (h) => clock.clearTimeout(h),
       log: silent,
     })
+  }
+
+  /**
+   * Changes whenever a member's state in membersOf(n) does: a transition (memberVersion), or a
+   * suspect member becoming dead with time.
+   */
+  private membershipVersionOf(n: SimNode): string {
+    const now = this.sim.localNow(n)
+    const deadAfter = this.sim.opts.deadAfterMs - this.sim.opts.suspectAfterMs
+    let dead = 0
+    for (const since of n.notAlive.values()) if (now - since >= deadAfter) dead++
+    return `${n.memberVersion}/${dead}`
   }
 
   /** `n`'s membership as the mesh's members() would give it: state, and when it last heard each. */

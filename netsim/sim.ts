@@ -116,6 +116,8 @@ export class SimNode {
   lastHeard = new Map<number, number>()
   /** Members this node considers suspect or dead → its local time when they stopped being alive. */
   notAlive = new Map<number, number>()
+  /** Bumped whenever `known` or `notAlive` changes (the binder's membership tick compares it). */
+  memberVersion = 0
   mesh = new Set<number>()
   seen = new Set<string>()
   seenOld = new Set<string>()
@@ -152,6 +154,7 @@ export class SimNode {
     if (this.knownSet.has(idx)) return false
     this.knownSet.add(idx)
     this.known.push(idx)
+    this.memberVersion++
     return true
   }
 }
@@ -563,6 +566,7 @@ export class Simulator {
       const t = table.heard(src.id, now)
       if (table.has(src.id)) node.lastHeard.set(src.idx, Math.max(node.lastHeard.get(src.idx) ?? now, now))
       if (t !== undefined) {
+        node.memberVersion++
         node.notAlive.delete(src.idx)
         node.planner?.memberChanged(t.peerId, t.from, t.to, now)
       }
@@ -570,6 +574,7 @@ export class Simulator {
     for (const t of table.tick(now)) {
       const idx = this.idxOf.get(t.peerId)!
       node.planner?.memberChanged(t.peerId, t.from, t.to, now)
+      node.memberVersion++
       if (t.to === 'alive') node.notAlive.delete(idx)
       else if (!node.notAlive.has(idx)) node.notAlive.set(idx, now)
     }
@@ -677,6 +682,7 @@ export class Simulator {
     node.table = null
     node.planner = null
     node.notAlive.clear()
+    node.memberVersion++
     node.lastHeard.clear()
     node.mesh.clear()
     node.seen = new Set()

@@ -513,6 +513,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           logger,
           clock,
           pruneIntervalMs: opts.pruneIntervalMs ?? 120_000,
+          keyring: () => keyring.get(),
         })
         // The shared namespaces' pods are scheduled across the member clusters and run here like ours.
         // Before start(): federations reopened after a restart announce their pod scopes as they open
@@ -536,7 +537,11 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
             clusterId: () => clusterRef.id,
             dnsAddress: () => network.dnsAddress,
             servicesBalanced: () => network.servicesBalanced,
-            shared: (ns) => federation.scopeOf(ns) !== undefined,
+            federationOf: (ns) => {
+              const scope = federation.scopeOf(ns)
+              return scope === undefined ? undefined : (federation.get(scope.federation)?.id ?? '')
+            },
+            balancedFederations: () => network.balancedFederations,
           },
           opts.dns ?? { enabled: false },
         )),
@@ -660,7 +665,19 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
     later('deployments', () => new DeploymentController(leaderless('deployments'))),
     later('jobs', () => new JobController(leaderless('jobs'))),
     // Ingresses naming tcp-proxy and this node (docs/services.md); idle while there are none.
-    later('ingress', () => new IngressController({ store, nodeName, clock, random, log: logger.child({ module: 'ingress' }) })),
+    // The routed store: a backend may be a Service of a shared namespace (its pods in this cluster serve it).
+    later(
+      'ingress',
+      () =>
+        new IngressController({
+          store: routedStore(store, federation),
+          nodeName,
+          clock,
+          random,
+          log: logger.child({ module: 'ingress' }),
+          clusterOf: (ns) => federation.scopeOf(ns)?.cluster,
+        }),
+    ),
     tombstonePruning(
       () => store,
       () => cluster,

@@ -60,7 +60,7 @@ export async function localDoctorFindings(dataDir: string): Promise<import('./op
   ]
 }
 // Ingress: the tcp-proxy controller, and what the CLI needs to explain an Ingress.
-export { explainIngress, IngressController, TCP_PROXY } from './ingress/index.ts'
+export { clusterEndpointReach, explainIngress, IngressController, TCP_PROXY } from './ingress/index.ts'
 export type {
   BodyOf,
   LogsAnswer,

@@ -81,6 +81,7 @@ export {
   routeKey,
 } from './routes.ts'
 export {
+  federationVirtualRange,
   hasVirtualAddress,
   NftServiceNatDriver,
   planVirtualServices,
@@ -92,6 +93,7 @@ export {
   servicesWithSharedAddress,
   serviceVirtualAddress,
   serviceVirtualRange,
+  sharedServiceVirtualAddress,
   type VirtualAddressService,
   type VirtualPort,
   type VirtualService,

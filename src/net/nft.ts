@@ -42,6 +42,12 @@ export function renderEgressRuleset(o: EgressRulesetOptions): string {
  * /metrics, libp2p, anything listening on any of its addresses, the pod gateways included). Only
  * packets for the node's own addresses pass the input hook; pod-to-pod and egress traffic is
  * forwarded and never sees this chain. ICMP stays (ping, IPv6 neighbour discovery of the gateway).
+ *
+ * And pods send only with their own addresses: a packet from a pod's veth whose source the node
+ * would not route back out of that same veth (`fib saddr . iif`: a strict reverse-path check, for
+ * IPv6 and IPv4 alike) is dropped before routing. Each pod's /128 and /32 are routed to its own
+ * veth, and the link-local range to every veth, so a pod (or the VM guest in it, root on its own
+ * NIC) that puts another pod's address on its interface can no longer send as that pod.
  */
 export function renderHostGuardRuleset(o: { table: string; vethPrefix: string; services?: { address: string; port: number }[] }): string {
   // The node services pods are meant to reach (the cluster DNS resolver), by address and port.
@@ -54,6 +60,10 @@ export function renderHostGuardRuleset(o: { table: string; vethPrefix: string; s
     `table inet ${o.table}`,
     `delete table inet ${o.table}`,
     `table inet ${o.table} {`,
+    `	chain prerouting {`,
+    `		type filter hook prerouting priority raw; policy accept;`,
+    `		iifname "${o.vethPrefix}*" fib saddr . iif oif missing drop`,
+    `	}`,
     `	chain input {`,
     `		type filter hook input priority filter; policy accept;`,
     `		iifname "${o.vethPrefix}*" meta l4proto { icmp, ipv6-icmp } accept`,

@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto'
 import { type EndpointPod, type EndpointService, OrcError, serviceEndpoints } from '../model/index.ts'
 import { type Host, ip, ipJson } from './exec.ts'
-import { formatIPv6, formatPrefix, type IpPrefix, parseIPv6 } from './ip.ts'
+import { formatIPv6, formatPrefix, type IpPrefix, parseIPv6, parsePrefix } from './ip.ts'
 import { applyNftRuleset, deleteNftTable, listNftTable } from './nft.ts'
 
 /** The /80 of subnet 0 that holds service virtual addresses: `PREFIX:0:1::/80`. */
@@ -18,6 +18,20 @@ export function serviceVirtualRange(cluster: IpPrefix): IpPrefix {
   if (cluster.family !== 6 || cluster.len !== 48) throw new OrcError('invalid', `cluster prefix must be an IPv6 /48, got ${formatPrefix(cluster)}`)
   const base = cluster.addr & ~((1n << 80n) - 1n)
   return { family: 6, addr: base | (1n << 48n), len: 80 }
+}
+
+/**
+ * The /80 that holds the virtual addresses of a federation's shared services: `PREFIX:0:1::/80` of
+ * a ULA /48 derived from the federation id (as a cluster's is from its id), so every node of every
+ * member cluster derives the same addresses, and none lies in a member cluster's /48 unless the
+ * 40-bit hashes collide (the planner then leaves the federation's services out).
+ */
+export function federationVirtualRange(federationId: string): IpPrefix {
+  if (federationId.length === 0) throw new OrcError('invalid', 'federation id is empty')
+  const h = createHash('sha256').update(`orc-federation-vip\0${federationId}`, 'utf8').digest()
+  let gid = 0n
+  for (let i = 0; i < 5; i++) gid = (gid << 8n) | BigInt(h[i]!)
+  return serviceVirtualRange({ family: 6, addr: (0xfdn << 120n) | (gid << 80n), len: 48 })
 }
 
 /** What the address is derived from (a stored Service fits). */
@@ -38,8 +52,15 @@ export function hasVirtualAddress(svc: VirtualAddressService): boolean {
  * ruleset keeps the first by namespace/name and `servicesWithSharedAddress` names the other.
  */
 export function serviceVirtualAddress(svc: VirtualAddressService, cluster: IpPrefix): string | undefined {
-  if (!hasVirtualAddress(svc)) return undefined
-  const range = serviceVirtualRange(cluster)
+  return hasVirtualAddress(svc) ? addressInRange(svc, serviceVirtualRange(cluster)) : undefined
+}
+
+/** A shared service's virtual address (canonical text) in its federation's range, or undefined for a Headless service. */
+export function sharedServiceVirtualAddress(svc: VirtualAddressService, federationId: string): string | undefined {
+  return hasVirtualAddress(svc) ? addressInRange(svc, federationVirtualRange(federationId)) : undefined
+}
+
+function addressInRange(svc: VirtualAddressService, range: IpPrefix): string {
   const h = createHash('sha256')
     .update(`orc-service-vip\0${svc.metadata.namespace ?? 'default'}\0${svc.metadata.name}`, 'utf8')
     .digest()
@@ -55,6 +76,11 @@ export interface VirtualPort {
   port: number
   /** Ready endpoints: pod address and the port it listens on. */
   backends: { address: string; port: number }[]
+  /**
+   * When set, only connections from these addresses are balanced (the rest are refused): a shared
+   * service whose endpoints are all in other clusters, reachable only from this node's shared pods.
+   */
+  sources?: string[]
 }
 
 export interface VirtualService {
@@ -71,6 +97,8 @@ export interface ServiceRulesetOptions {
   vethPrefix: string
   /** The virtual range (serviceVirtualRange): what is not DNATed there is refused. */
   range: IpPrefix
+  /** The ranges of the federations whose shared services this node balances (federationVirtualRange), treated alike. */
+  federatedRanges?: readonly IpPrefix[]
   /** The node's own address (its /64 `::1`): the source of a pod's connection that lands back on itself. */
   gateway: string
   services: readonly VirtualService[]
@@ -88,7 +116,7 @@ function ip6(text: string): string {
  * and is translated back; otherwise the pod would answer itself directly and the client would drop it.
  */
 export function renderServiceRuleset(o: ServiceRulesetOptions): string {
-  const range = formatPrefix(o.range)
+  const ranges = [o.range, ...(o.federatedRanges ?? [])].map(formatPrefix)
   const t = o.table
   const dispatch: string[] = []
   const chains: string[] = []
@@ -96,32 +124,37 @@ export function renderServiceRuleset(o: ServiceRulesetOptions): string {
   o.services.forEach((svc, i) => {
     const vip = ip6(svc.address)
     svc.ports.forEach((p, j) => {
-      if (p.backends.length === 0) return
+      if (p.backends.length === 0 || p.sources?.length === 0) return
       const proto = p.protocol === 'UDP' ? 'udp' : 'tcp'
       const name = `svc_${i}_${j}`
-      dispatch.push(`\t\tip6 daddr ${vip} ${proto} dport ${p.port} jump ${name} comment "${svc.key} ${p.port}/${p.protocol}"`)
+      const from = p.sources === undefined ? '' : `ip6 saddr { ${p.sources.map(ip6).join(', ')} } `
+      dispatch.push(`\t\t${from}ip6 daddr ${vip} ${proto} dport ${p.port} jump ${name} comment "${svc.key} ${p.port}/${p.protocol}"`)
       const eps = p.backends.map((b, k) => {
         const addr = ip6(b.address)
-        hairpin.add(addr)
+        // Backends behind a source filter are in other clusters: never this node's own pods.
+        if (p.sources === undefined) hairpin.add(addr)
         chains.push(`\tchain ${name}_${k} {`, `\t\tmeta l4proto ${proto} dnat ip6 to [${addr}]:${b.port}`, `\t}`)
         return `${k} : jump ${name}_${k}`
       })
       chains.push(`\tchain ${name} {`, `\t\tnumgen random mod ${eps.length} vmap { ${eps.join(', ')} }`, `\t}`)
     })
   })
-  const refuse = [`\t\tip6 daddr ${range} meta l4proto tcp reject with tcp reset`, `\t\tip6 daddr ${range} reject with icmpv6 type port-unreachable`]
+  const refuse = ranges.flatMap((range) => [
+    `\t\tip6 daddr ${range} meta l4proto tcp reject with tcp reset`,
+    `\t\tip6 daddr ${range} reject with icmpv6 type port-unreachable`,
+  ])
   return [
     `table ip6 ${t}`,
     `delete table ip6 ${t}`,
     `table ip6 ${t} {`,
     `\tchain prerouting {`,
     `\t\ttype nat hook prerouting priority dstnat; policy accept;`,
-    `\t\tiifname "${o.vethPrefix}*" ip6 daddr ${range} jump services`,
+    ...ranges.map((range) => `\t\tiifname "${o.vethPrefix}*" ip6 daddr ${range} jump services`),
     `\t}`,
     `\tchain output {`,
     // `dstnat` names a priority only in prerouting for older nft; -100 is its value.
     `\t\ttype nat hook output priority -100; policy accept;`,
-    `\t\tip6 daddr ${range} jump services`,
+    ...ranges.map((range) => `\t\tip6 daddr ${range} jump services`),
     `\t}`,
     `\tchain services {`,
     ...dispatch,
@@ -207,7 +240,7 @@ export interface ServiceNatDriver {
   down(): Promise<{ changed: boolean; removed: string[] }>
 }
 
-/** nftables + one route, in the node's network namespace (`netns` for the testbed). */
+/** nftables + one route per virtual range, in the node's network namespace (`netns` for the testbed). */
 export class NftServiceNatDriver implements ServiceNatDriver {
   private listing: string | undefined
   private rendered = ''
@@ -219,27 +252,42 @@ export class NftServiceNatDriver implements ServiceNatDriver {
 
   async set(config: ServiceNatConfig): Promise<{ changed: boolean; actions: string[] }> {
     const actions: string[] = []
-    const range = formatPrefix(config.range)
     // `src`: the node's own address, never another one on the interface (the resolver's ::53 is on
     // every node, so a pod's answer to it would never come back).
     const src = ip6(config.gateway)
+    const wanted = [config.range, ...(config.federatedRanges ?? [])].map(formatPrefix)
     const routes = await ipJson<{ dst: string; prefsrc?: string }[]>(this.host, [
       '-6',
       'route',
       'show',
-      range,
       'dev',
       config.iface,
       'proto',
       String(SERVICE_ROUTE_PROTOCOL),
     ])
-    if (routes === undefined || routes.length === 0 || routes[0]?.prefsrc === undefined || ip6(routes[0].prefsrc) !== src) {
+    const have = new Map<string, string | undefined>()
+    for (const r of routes ?? []) {
+      try {
+        have.set(formatPrefix(parsePrefix(r.dst, 6)), r.prefsrc)
+      } catch {
+        // not a prefix of ours
+      }
+    }
+    for (const range of wanted) {
+      const prefsrc = have.get(range)
+      if (prefsrc !== undefined && ip6(prefsrc) === src) continue
       await ip(
         this.host,
         ['-6', 'route', 'replace', range, 'dev', config.iface, 'proto', String(SERVICE_ROUTE_PROTOCOL), 'src', src],
         `route ${range} via ${config.iface}`,
       )
       actions.push(`route ${range} via ${config.iface} from ${src}`)
+    }
+    // A federation this node no longer balances (left, removed): its range goes.
+    for (const dst of have.keys()) {
+      if (wanted.includes(dst) || !dst.endsWith('/80')) continue
+      await ip(this.host, ['-6', 'route', 'del', dst, 'dev', config.iface, 'proto', String(SERVICE_ROUTE_PROTOCOL)], `remove route ${dst}`)
+      actions.push(`remove route ${dst}`)
     }
     const ruleset = renderServiceRuleset({ ...config, table: this.o.table, vethPrefix: this.o.vethPrefix })
     const current = await listNftTable(this.host, this.o.table, 'ip6')

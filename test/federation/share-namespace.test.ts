@@ -29,7 +29,10 @@ test('three clusters: a namespace shared after create once two approve (a forged
   await assert.rejects(a.fm.propose('shared', 'share-namespace', 'Web_1', 'user:alice'), /namespace: must be a DNS label/)
   await assert.rejects(a.fm.propose('shared', 'unshare-namespace', 'web', 'user:alice'), /namespace web is not shared in federation shared/)
   await assert.rejects(a.fm.propose('shared', 'unshare-namespace', 'shared', 'user:alice'), /the only namespace federation shared shares/)
-  await assert.rejects(a.fm.propose('shared', 'share', 'web', 'user:alice'), /action: must be admit, remove, quorum, share-namespace or unshare-namespace/)
+  await assert.rejects(
+    a.fm.propose('shared', 'share', 'web', 'user:alice'),
+    /action: must be admit, remove, quorum, share-namespace, unshare-namespace or set-writers/,
+  )
   assert.equal((await fa.store.history(fedRef)).length, fedBefore)
 
   // Home proposes: one approval of two, nothing shared yet.
@@ -76,6 +79,25 @@ test('three clusters: a namespace shared after create once two approve (a forged
   assert.equal(a.store.get(ref('web', 'from-edge')), undefined, 'in the federation’s document, not home’s own scope')
   const hist = await a.api.history(ref('web', 'from-edge'))
   assert.equal(hist[0]!.author, 'user:erin@edge')
+  // The other kinds a shared namespace holds, applied on edge too: each cluster keeps them on unshare.
+  const erin = { author: 'user:erin', now: Date.now() }
+  const others = [
+    { apiVersion: 'orc/v1', kind: 'Config', metadata: { name: 'settings', namespace: 'web' }, spec: { data: { mode: 'fast' } } },
+    { apiVersion: 'orc/v1', kind: 'Service', metadata: { name: 'front', namespace: 'web' }, spec: { selector: { app: 'from-edge' }, ports: [{ port: 80 }] } },
+    {
+      apiVersion: 'orc/v1',
+      kind: 'CronJob',
+      metadata: { name: 'nightly', namespace: 'web' },
+      spec: { schedule: '0 3 * * *', jobTemplate: { spec: { template: { spec: { containers: [{ name: 'm', image: '/images/app' }] } } } } },
+    },
+  ]
+  for (const o of others) await c.api.apply(o as never, erin)
+  const refOf = (o: { kind: string; metadata: { name: string } }) => ({ kind: o.kind, namespace: 'web', name: o.metadata.name })
+  await waitFor(
+    'home and cloud have edge’s Config, Service and CronJob',
+    () => [a, b].every((s) => others.every((o) => s.api.get(refOf(o)) !== undefined)),
+    30_000,
+  )
 
   // Edge's agent is down while cloud proposes the unshare and home approves; when edge starts again
   // it learns the unshare from the document and catches up. Every cluster keeps a copy in its own scope.
@@ -92,6 +114,12 @@ test('three clusters: a namespace shared after create once two approve (a forged
     const kept = await s.store.history(ref('web', 'from-edge'))
     assert.match(kept.at(-1)!.reason, /^kept from federation shared \(namespace web unshared\)/)
     assert.equal(s.fm.scopeOf('web'), undefined)
+    for (const o of others) {
+      const copy = s.store.get(refOf(o))
+      assert.ok(copy, `${o.kind.toLowerCase()}/${o.metadata.name} kept in the cluster's own scope`)
+      assert.deepEqual(copy.spec, o.spec)
+      assert.equal(s.api.get(refOf(o))?.metadata.revisionId, copy.metadata.revisionId)
+    }
   }
   for (const s of all)
     await waitFor('the cluster record drops web', () => JSON.stringify(s.store.get(fedRef)?.status?.namespaces) === JSON.stringify(['shared']))
@@ -152,7 +180,10 @@ test('three clusters: a namespace shared with --writers home: cloud’s users re
     a.fm.propose('shared', 'share-namespace', 'docs', 'user:alice', { writers: ['home', 'mars'] }),
     /writers: mars is not a member cluster of federation shared \(members: cloud, edge, home\)/,
   )
-  await assert.rejects(a.fm.propose('shared', 'admit', 'mars', 'user:alice', { writers: ['home'] }), /writers: only a share-namespace proposal names/)
+  await assert.rejects(
+    a.fm.propose('shared', 'admit', 'mars', 'user:alice', { writers: ['home'] }),
+    /writers: only a share-namespace or set-writers proposal names/,
+  )
   const { proposal } = await a.fm.propose('shared', 'share-namespace', 'docs', 'user:alice', { writers: ['home'] })
   assert.deepEqual(proposal.writers, ['home'])
   await waitFor('cloud has the proposal', () => (b.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === proposal.id))

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { execa, type ResultPromise } from 'execa'
+import { seededBytes } from '../helpers/random.ts'
 
 export function missingPrerequisite(bins: string[]): string | undefined {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces)'
@@ -24,6 +25,25 @@ export function runSuffix(): string {
 }
 
 export { seededBytes as seededRandom } from '../helpers/random.ts'
+
+/**
+ * The start of a test on real interfaces: undefined (the test skipped, with the reason) when a tool
+ * of `bins` or root is missing; else a seeded random (the seed in the test's diagnostics, to replay
+ * a run) and a run suffix for unique names.
+ */
+export function netTest(
+  t: { skip(msg: string): void; diagnostic(msg: string): void },
+  bins: string[],
+): { random: ReturnType<typeof seededBytes>; s: string } | undefined {
+  const missing = missingPrerequisite(bins)
+  if (missing) {
+    t.skip(`skipped: ${missing}`)
+    return undefined
+  }
+  const seed = Date.now() % 1_000_000
+  t.diagnostic(`seed ${seed}`)
+  return { random: seededBytes(seed), s: runSuffix() }
+}
 
 export async function sh(cmd: string, args: string[], opts: { input?: string } = {}): Promise<string> {
   const r = await execa(cmd, args, { input: opts.input, reject: false })

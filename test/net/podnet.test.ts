@@ -12,15 +12,12 @@ import {
   randomPodAddress,
   WireGuardLinkDriver,
 } from '../../src/net/index.ts'
-import { addNetns, delNetns, linkNetns, missingPrerequisite, runSuffix, seededRandom, sh, startTcpServer, type TcpServer, tcpRequest } from './netns.ts'
+import { addNetns, delNetns, linkNetns, netTest, sh, startTcpServer, type TcpServer, tcpRequest } from './netns.ts'
 
 test('pods on two nodes talk IPv6 over the tunnel; IPv4 egress is masqueraded', async (t) => {
-  const missing = missingPrerequisite(['ip', 'wg', 'wireguard-go', 'nft', 'sysctl'])
-  if (missing) return t.skip(`skipped: ${missing}`)
-  const seed = Date.now() % 1_000_000
-  t.diagnostic(`seed ${seed}`)
-  const random = seededRandom(seed)
-  const s = runSuffix()
+  const start = netTest(t, ['ip', 'wg', 'wireguard-go', 'nft', 'sysctl'])
+  if (start === undefined) return
+  const { random, s } = start
   const nsA = `orct-${s}-a`
   const nsB = `orct-${s}-b`
   const nsO = `orct-${s}-o`

@@ -13,6 +13,7 @@ import { execaRunner } from '../../src/effects/index.ts'
 import {
   chooseNodeSubnet,
   clusterPrefix,
+  federationVirtualRange,
   formatPrefix,
   NetnsPodNetworkDriver,
   NftServiceNatDriver,
@@ -20,8 +21,9 @@ import {
   randomPodAddress,
   serviceVirtualAddress,
   serviceVirtualRange,
+  sharedServiceVirtualAddress,
 } from '../../src/net/index.ts'
-import { addNetns, delNetns, missingPrerequisite, runSuffix, seededRandom, sh, startListening, type TcpServer } from './netns.ts'
+import { addNetns, delNetns, netTest, sh, startListening, type TcpServer } from './netns.ts'
 
 /** Answers each connection with `<its own address> <the client's address>`. */
 const SERVER = `
@@ -62,12 +64,9 @@ async function connect(ns: string | undefined, host: string, port: number): Prom
 }
 
 test('a ClusterIP address load-balances to ready pods from pods and from the node, hairpin included; no endpoint refuses', async (t) => {
-  const missing = missingPrerequisite(['ip', 'nft', 'sysctl'])
-  if (missing) return t.skip(`skipped: ${missing}`)
-  const seed = Date.now() % 1_000_000
-  t.diagnostic(`seed ${seed}`)
-  const random = seededRandom(seed)
-  const s = runSuffix()
+  const start = netTest(t, ['ip', 'nft', 'sysctl'])
+  if (start === undefined) return
+  const { random, s } = start
   const nsA = `orcv-${s}-a`
   const wg = `o${s}w`
   const host = { run: execaRunner, netns: nsA }
@@ -161,6 +160,35 @@ test('a ClusterIP address load-balances to ready pods from pods and from the nod
   // An endpoint that is no longer ready is no longer chosen.
   assert.equal((await nat.set(config([ips.web2]))).changed, true)
   for (let i = 0; i < 10; i++) assert.match(await connect(netns.client, vip, 80), new RegExp(`^${ips.web2} `))
+
+  // A federation's range beside the cluster's (docs/federation.md, "Shared services on a virtual
+  // address"): a shared service whose endpoint is taken as another cluster's, balanced only for the
+  // node's shared pods (here: the client) and refused for every other source.
+  const fedRange = federationVirtualRange(`fed-${s}`)
+  const shared = sharedServiceVirtualAddress({ metadata: { namespace: 'shared', name: 'web' } }, `fed-${s}`)!
+  const withShared = {
+    ...config([ips.web2]),
+    federatedRanges: [fedRange],
+    services: [
+      ...config([ips.web2]).services,
+      {
+        key: 'shared/web',
+        address: shared,
+        ports: [{ protocol: 'TCP' as const, port: 80, backends: [{ address: ips.web1, port: 8080 }], sources: [ips.client] }],
+      },
+    ],
+  }
+  const fedSet = await nat.set(withShared)
+  assert.ok(fedSet.actions.includes(`route ${formatPrefix(fedRange)} via ${wg} from ${gateway}`), fedSet.actions.join('; '))
+  assert.equal(await connect(netns.client, shared, 80), `${ips.web1} ${ips.client}`, 'a shared pod reaches the shared address')
+  assert.equal(await connect(netns.web2, shared, 80), 'error ECONNREFUSED', 'another pod is refused at once')
+  assert.equal(await connect(nsA, shared, 80), 'error ECONNREFUSED', 'so is the node itself')
+  assert.equal(await connect(netns.client, vip, 80), `${ips.web2} ${ips.client}`, "the cluster's own service is unchanged")
+  // The federation gone (left): its route goes with it.
+  const left = await nat.set(config([ips.web2]))
+  assert.ok(left.actions.includes(`remove route ${formatPrefix(fedRange)}`), left.actions.join('; '))
+  const routes = await execa('ip', ['-n', nsA, '-6', 'route', 'show', 'proto', '80'], { reject: false })
+  assert.ok(!String(routes.stdout).includes(formatPrefix(fedRange).split('/')[0]!.replace(/::$/, '')), String(routes.stdout))
 
   // The pods' guard still refuses the node's own listeners (DNAT happens before the input hook).
   assert.equal(await connect(netns.client, gateway, 8080), 'error TIMEOUT')

@@ -6,13 +6,14 @@
  *
  * - a Service of the shared namespace selects an `ha` pod placed in home1 (`preferClusters`); a
  *   client pod in cloud resolves `web.shared.svc.cluster.local` (AAAA, through the nameserver of
- *   its resolv.conf: c1's resolver, which answers from the federation's document) to the pod on
- *   h1 and connects to it over TCP;
+ *   its resolv.conf: c1's resolver, which answers from the federation's document) to the
+ *   service's shared virtual address and connects to it over TCP: c1 sends it to the pod on h1;
  * - with a shared pod on home2 too, the pair h1–h2 (NAT'd on both ends) gets no relay: cloud, a
  *   third cluster, never relays it (docs/federation.md, "Relays between clusters"); its tunnel
  *   stays down and cloud still reaches home1's pod;
  * - home1 is lost (its network cut, its agent killed): the ha pod moves to home2, and the same
- *   client pod, still running in cloud, resolves the same name to the new address and connects.
+ *   client pod, still running in cloud, connects to the same name and address and is answered by
+ *   the pod on h2.
  *
  * Each home node reaches cloud directly (a NAT'd node dials a public one), and the service's
  * traffic never needs home1–home2. Both homes still see each other alive in the federation's
@@ -22,6 +23,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { sharedServiceVirtualAddress } from '../../src/net/index.ts'
 import { imageStoresEnv, sharedPod, skipReason, Testbed, TWO_RANDOM_NATS, waitFor } from './helpers.ts'
 
 const NS = 'shared'
@@ -130,27 +132,32 @@ test('testbed: three federated clusters (two homes behind NATs, one public): a s
   const first = await waitRunning(tb, 'c1', 'web', 'h1@home1')
   t.diagnostic(`web (ha) Running on h1@home1 at ${first} ${Date.now() - a0} ms after it was applied on cloud`)
 
-  // The name resolves on cloud's node resolver (dig from the node, against the cluster DNS address).
+  // The name resolves on cloud's node resolver (dig from the node, against the cluster DNS address)
+  // to the service's shared virtual address: derived from the federation id, whatever the pods do.
+  const vip = sharedServiceVirtualAddress({ metadata: { name: 'web', namespace: NS } }, (await tb.orcJson('c1', ['get', 'federation', 'lab'])).spec.id)!
   const dig = async () =>
     (await tb.exec('c1', 'dig', [`@${cloudNet}::53`, '+short', '+tries=1', '+time=2', NAME, 'AAAA'])).stdout.trim().split('\n').filter(Boolean).sort().join(',')
   const r0 = Date.now()
-  await waitFor(`${NAME} answers ${first} on c1`, async () => ((await dig()) === first ? true : undefined), 60_000)
-  t.diagnostic(`${NAME} resolved on c1 (cloud) to the home1 pod ${Date.now() - r0} ms after the pod was seen Running`)
+  await waitFor(`${NAME} answers ${vip} on c1`, async () => ((await dig()) === vip ? true : undefined), 60_000)
+  t.diagnostic(`${NAME} resolved on c1 (cloud) to its shared virtual address ${vip} ${Date.now() - r0} ms after the pod was seen Running`)
 
   // The client pod in cloud finds web by name and connects.
   const c0 = Date.now()
   await tb.orc('c1', ['apply', '-f', '-'], { input: sharedPod('client', CLIENT, { placement: { clusters: ['cloud'] } }) })
   const client = await waitRunning(tb, 'c1', 'client', 'c1@cloud')
   const logs = () => tb.orc('c1', ['logs', 'pod/client', '-n', NS]).catch(() => '')
-  const reached = (addr: string) => new RegExp(`^resolved \\[${addr}\\] reached ${addr}: hello-web$`, 'm')
+  const reached = new RegExp(`^resolved \\[${vip}\\] reached ${vip}: hello-web$`, 'm')
   const before = await waitFor(
     'the client pod in cloud reached web on home1 by name',
     async () => {
       const l = await logs()
-      return reached(first).test(l) ? l : undefined
+      return reached.test(l) ? l : undefined
     },
     120_000,
   )
+  // `nft list` prints the rule as `dnat to [ADDR]:PORT` (older versions: `dnat ip6 to`).
+  const dnatTo = async (addr: string) => new RegExp(`dnat (ip6 )?to \\[${addr}\\]:8080`).test((await tb.exec('c1', 'nft', ['list', 'ruleset'])).stdout)
+  assert.ok(await dnatTo(first), "c1 balances the virtual address to home1's pod")
   assert.match(before, new RegExp(`^nameserver ${cloudNet}::53$`, 'm'), 'the pod asks its node resolver (resolv.conf)')
   t.diagnostic(`client pod (${client}) on c1 resolved ${NAME} and got web's answer from home1 ${Date.now() - c0} ms after it was applied`)
 
@@ -207,7 +214,7 @@ test('testbed: three federated clusters (two homes behind NATs, one public): a s
   for (const on of ['c1', 'h1']) for (const line of `${on}: orc get routes\n${await tb.orc(on, ['get', 'routes'])}`.split('\n')) t.diagnostic(line)
 
   // home1 is lost: its network cut, its agent killed. The ha pod moves to home2, and the client
-  // in cloud — the same pod, still running — resolves the same name to the new address.
+  // in cloud — the same pod, still running — reaches it on the same name and virtual address.
   const k0 = Date.now()
   await tb.partition(['h1'], ['c1', 'h2'])
   await tb.killAgent('h1')
@@ -228,11 +235,22 @@ test('testbed: three federated clusters (two homes behind NATs, one public): a s
   const failover = Date.now() - k0
   t.diagnostic(`web failed over to h2@home2 (${moved}): bound there ${bound} ms and Running there ${failover} ms after home1 was cut off (haAfter 3 s)`)
   const d0 = Date.now()
-  await waitFor(`${NAME} answers only ${moved} on c1`, async () => ((await dig()) === moved ? true : undefined), 60_000)
-  const dnsLag = Date.now() - d0
-  await waitFor('the client pod in cloud reached web on home2 by the same name', async () => (reached(moved).test(await logs()) ? true : undefined), 120_000)
+  await waitFor(`c1 balances ${vip} to ${moved} only`, async () => ((await dnatTo(moved)) && !(await dnatTo(first)) ? true : undefined), 60_000)
+  const natLag = Date.now() - d0
+  assert.equal(await dig(), vip, 'the name still answers the same address')
+  // The client saw the outage (connections unanswered while home1 was gone), then web again.
+  const down = `resolved [${vip}] reached ${vip}: `
+  await waitFor(
+    'the client pod in cloud reached web on home2 by the same name and address',
+    async () => {
+      const l = (await logs()).split('\n')
+      const gap = l.lastIndexOf(down)
+      return gap >= 0 && l.slice(gap).some((x) => reached.test(x)) ? true : undefined
+    },
+    120_000,
+  )
   t.diagnostic(
-    `after the failover: the name answered the home2 address on c1 ${dnsLag} ms after the pod was seen Running there; the client pod reached it by name ${Date.now() - k0} ms after home1 was cut off`,
+    `after the failover: c1 balanced ${vip} to the home2 pod ${natLag} ms after the pod was seen Running there; the client pod reached it by name ${Date.now() - k0} ms after home1 was cut off`,
   )
   for (const line of `client log:\n${await logs()}`.split('\n')) t.diagnostic(line)
   // The pod's history: right after the bind to h2, h2 wrote its own status (starting, no address),

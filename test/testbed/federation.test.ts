@@ -14,6 +14,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { sharedServiceVirtualAddress } from '../../src/net/index.ts'
 import { imageStoresEnv, sharedPod, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
@@ -115,8 +116,9 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   t.diagnostic(`the client pod on home reached web on cloud over TCP (and was reached back) ${Date.now() - c0} ms after it was applied`)
 
   // A Service of the shared namespace, applied on home: its name resolves through a home node's
-  // resolver (which reads the federation's document) to the cloud pod, and a home pod reaches web by
-  // that name (issue #21: shared namespaces resolve in every member cluster).
+  // resolver (which reads the federation's document) to the service's shared virtual address —
+  // derived from the federation id, the same in both clusters — and a home pod connecting to that
+  // address is answered by the pod in cloud (the home node DNATs it over its federated route).
   await tb.orc('h1', ['apply', '-f', '-'], {
     input: JSON.stringify({
       apiVersion: 'orc/v1',
@@ -125,20 +127,33 @@ test('testbed: two federated clusters route their shared pods to each other (/12
       spec: { selector: { app: 'web' }, ports: [{ name: 'http', port: 8080 }] },
     }),
   })
+  const fedId = (await tb.orcJson('h1', ['get', 'federation', 'lab'])).spec.id as string
+  const vip = sharedServiceVirtualAddress({ metadata: { name: 'web', namespace: NS } }, fedId)!
+  assert.equal((await tb.orcJson('c1', ['get', 'federation', 'lab'])).spec.id, fedId)
+  for (const on of ['h1', 'c1']) assert.match(await tb.orc(on, ['get', 'svc', '-n', NS]), new RegExp(`^web +ClusterIP +${vip} `, 'm'), `orc get svc on ${on}`)
   const homeDns = `${homeNet}::53`
   const lookup = `busybox nslookup -type=AAAA web.${NS}.svc.cluster.local ${homeDns} | sed -n 's/^Address: *\\([0-9a-f:]*\\)$/\\1/p' | grep -v '^${homeDns}$' | head -1`
   const n0 = Date.now()
   const resolved = await waitFor(
-    `web.${NS}.svc resolves on ${clientHost} to the cloud pod`,
+    `web.${NS}.svc resolves on ${clientHost} to the shared virtual address`,
     async () => {
       const r = await tb.exec(clientHost, 'ip', ['netns', 'exec', clientNs, 'sh', '-c', lookup])
-      return r.stdout.trim() === web.ipv6 ? r.stdout.trim() : undefined
+      return r.stdout.trim() === vip ? r.stdout.trim() : undefined
     },
     60_000,
   )
-  const byName = await tb.exec(clientHost, 'ip', ['netns', 'exec', clientNs, 'sh', '-c', `addr=$(${lookup}) && busybox nc -w 2 "$addr" 8080`])
-  assert.match(byName.stdout, /hello-from-cloud/, `${byName.stdout}${byName.stderr}`)
-  t.diagnostic(`web.${NS}.svc.cluster.local resolved on home to ${resolved} (cloud) ${Date.now() - n0} ms after the Service was applied; reached by name`)
+  const byName = await waitFor(
+    `the client pod reaches web (cloud) on ${vip}`,
+    async () => {
+      const r = await tb.exec(clientHost, 'ip', ['netns', 'exec', clientNs, 'sh', '-c', `addr=$(${lookup}) && busybox nc -w 2 "$addr" 8080`])
+      return r.stdout.includes('hello-from-cloud') ? r : undefined
+    },
+    30_000,
+  )
+  assert.match(byName.stdout, /hello-from-cloud/)
+  t.diagnostic(
+    `web.${NS}.svc.cluster.local resolved on home to ${resolved} (the shared virtual address) ${Date.now() - n0} ms after the Service was applied; the cloud pod answered on it`,
+  )
 
   // `orc get routes` on both ends: the other's pod /128, on the other node's peer, nothing wider.
   const routesOn = async (host: string) => tb.orcJson(host, ['get', 'routes'])
@@ -193,6 +208,72 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   t.diagnostic(
     `pod → pod across clusters, nc connect + reply (incl. process start): ${times.map((x) => x.toFixed(1)).join(', ')} ms; same command to the pod itself: ${local.map((x) => x.toFixed(1)).join(', ')} ms`,
   )
+
+  // Local first: with a ready endpoint of the service in home too, the home client's connections to
+  // the virtual address stay in home; when it goes, they fail over to the cloud pod.
+  const homeWeb = JSON.parse(sharedPod('web-home', server('hello-from-home'), { placement: { clusters: ['home'] } }))
+  homeWeb.metadata.labels.app = 'web'
+  await tb.orc('h1', ['apply', '-f', '-'], { input: JSON.stringify(homeWeb) })
+  const wh = await waitRunning(tb, 'h1', 'web-home', (n) => n.endsWith('@home'))
+  await waitFor(
+    `the client's connections to ${vip} land on web-home (${wh.node}), five in a row`,
+    async () => {
+      for (let i = 0; i < 5; i++) if (!(await ncFrom(clientHost, clientNs, vip)).stdout.includes('hello-from-home')) return undefined
+      return true
+    },
+    60_000,
+  )
+  // An Ingress on home's h1 for the shared service: served by web-home (this cluster's endpoint),
+  // from the internet over IPv4; cloud's web is no backend of it (cloud accepts no node's connection).
+  await tb.orc('h1', ['apply', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'orc/v1',
+      kind: 'Ingress',
+      metadata: { name: 'web' },
+      spec: {
+        controller: 'tcp-proxy',
+        nodes: ['h1'],
+        listen: { ports: [18080], families: ['IPv4'] },
+        backend: { service: 'web', namespace: NS, port: 'http' },
+      },
+    }),
+  })
+  const ingressOn = async () => (await tb.orcJson('h1', ['get', 'ingress', 'web'])).status?.nodes?.h1
+  await waitFor(
+    'the ingress on h1 ready with one backend (web-home)',
+    async () => ((await ingressOn())?.ready === true && (await ingressOn())?.backends === 1 ? true : undefined),
+    60_000,
+  )
+  const viaIngress = await waitFor(
+    'the ingress answers from web-home',
+    async () => {
+      const r = await tb.exec(tb.external.ns, 'busybox', ['nc', '-w', '3', tb.host('h1').ip, '18080'])
+      return r.stdout.includes('hello-from-home') ? r.stdout : undefined
+    },
+    30_000,
+  )
+  assert.match(viaIngress, /hello-from-home/)
+  assert.match(await tb.orc('h1', ['why', 'ingress/web']), /port 18080: 1 ready endpoint\(s\) \(web-home\)/)
+
+  const f0 = Date.now()
+  await tb.orc('h1', ['delete', 'pod', 'web-home', '-n', NS])
+  await waitFor(
+    `the client's connections to ${vip} fail over to web in cloud`,
+    async () => ((await ncFrom(clientHost, clientNs, vip)).stdout.includes('hello-from-cloud') ? true : undefined),
+    60_000,
+  )
+  t.diagnostic(`web-home (${wh.node}) answered on ${vip} while ready; deleted, the client reached web in cloud on the same address ${Date.now() - f0} ms later`)
+  const notReady = await waitFor(
+    'the ingress says its only endpoint runs in cloud',
+    async () => ((await ingressOn())?.ready === false ? await ingressOn() : undefined),
+    30_000,
+  )
+  assert.match(notReady.reason, /has no ready endpoint in this cluster \(1 in other member clusters/, notReady.reason)
+  await tb.orc('h1', ['delete', 'ingress', 'web'])
+  const nft = (await tb.exec(clientHost, 'nft', ['list', 'ruleset'])).stdout
+  const dispatch = nft.split('\n').filter((l) => l.includes(`ip6 daddr ${vip} tcp dport 8080`))
+  assert.equal(dispatch.length, 1, nft)
+  assert.ok(dispatch[0]!.includes('ip6 saddr') && dispatch[0]!.includes(cl.ipv6), `the fallback to cloud serves the node's shared pods only: ${dispatch[0]}`)
 
   // The web node's agent restarts (SIGTERM, `orc up` again): the pod keeps running in its namespace
   // and the routes come back on both ends.

@@ -22,6 +22,7 @@ import {
   type PodDnsFiles,
   podDnsFiles,
   serviceVirtualAddress,
+  sharedServiceVirtualAddress,
   upstreamsFromResolvConf,
 } from '../../net/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
@@ -40,18 +41,21 @@ export interface ClusterDnsComponents {
   /** Whether this node load-balances services' virtual addresses (NodeNetwork.servicesBalanced). */
   servicesBalanced?(): boolean
   /**
-   * Whether namespace `ns` is shared with a federation: its services are not load-balanced by the
-   * node (the balancer reads the cluster's own services), so their names answer the pods' addresses.
+   * The id of the federation namespace `ns` is shared with ('' while unknown), or undefined when it
+   * is not shared: its ClusterIP services answer their address in the federation's range
+   * (sharedServiceVirtualAddress) where this node balances that federation, else the pods' addresses.
    */
-  shared?(ns: string): boolean
+  federationOf?(ns: string): string | undefined
+  /** The federations (ids) whose shared services this node balances (NodeNetwork.balancedFederations). */
+  balancedFederations?(): ReadonlySet<string>
 }
 
 export class ClusterDns implements Component {
   readonly name = 'dns'
   private server: DnsServer | undefined
   private zoneCache: DnsZone | undefined
-  /** Whether the cached zone answers ClusterIP services with their virtual addresses. */
-  private zoneBalanced = false
+  /** What the cached zone's service answers followed: balancing on, and the federations balanced. */
+  private zoneBalanced = ''
   private unsubscribe: (() => void) | undefined
   private bindTimer: TimerHandle | undefined
   private readonly clock: Clock
@@ -119,8 +123,10 @@ export class ClusterDns implements Component {
   /** The zone now: rebuilt after a Pod or Service changed. */
   zone(): DnsZone {
     const balanced = this.c.servicesBalanced?.() === true
-    // Balancing came up (or went away) since the zone was built: its service answers change.
-    if (balanced !== this.zoneBalanced) this.zoneCache = undefined
+    const federations = balanced ? (this.c.balancedFederations?.() ?? new Set<string>()) : new Set<string>()
+    const key = balanced ? `on ${[...federations].sort().join(',')}` : ''
+    // Balancing came up (or went away, or a federation's) since the zone was built: its service answers change.
+    if (key !== this.zoneBalanced) this.zoneCache = undefined
     if (this.zoneCache === undefined) {
       const cluster = balanced ? clusterPrefix(this.c.clusterId()) : undefined
       this.zoneCache = buildZone({
@@ -129,12 +135,15 @@ export class ClusterDns implements Component {
         pods: this.c.store.list('Pod'),
         ...(cluster !== undefined
           ? {
-              virtualAddress: (svc: EndpointService) =>
-                this.c.shared?.(svc.metadata.namespace ?? 'default') === true ? undefined : serviceVirtualAddress(svc, cluster),
+              virtualAddress: (svc: EndpointService) => {
+                const fed = this.c.federationOf?.(svc.metadata.namespace ?? 'default')
+                if (fed === undefined) return serviceVirtualAddress(svc, cluster)
+                return federations.has(fed) ? sharedServiceVirtualAddress(svc, fed) : undefined
+              },
             }
           : {}),
       })
-      this.zoneBalanced = balanced
+      this.zoneBalanced = key
     }
     return this.zoneCache
   }

@@ -2,7 +2,7 @@
  * What the node network needs of this node's federations to route federated pods between clusters
  * (docs/federation.md, "Routing"): per running federation, its `Cluster` objects (each node's
  * summary carries its WireGuard key, /64 and endpoints), its pods, and where the federation mesh
- * sees each member. Raw objects: the network's planner checks them (they come from other clusters).
+ * sees each member; and, for the shared services' virtual addresses, its id, namespaces and services. Raw objects: the network's planner checks them (they come from other clusters).
  */
 import type { Mesh } from '../../mesh/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
@@ -10,8 +10,8 @@ import { type FederatedScopeInput, type FederationRouteSource, meshViewOf } from
 
 /** The part of the federation manager this needs. */
 export interface RoutedFederations {
-  scopes(): Array<{ scope: { store: ObjectStore; cluster: string; federation: string } }>
-  get(name: string): { mesh: Mesh } | undefined
+  scopes(): Array<{ namespaces: readonly string[]; scope: { store: ObjectStore; cluster: string; federation: string } }>
+  get(name: string): { mesh: Mesh; id: string } | undefined
   onRunningChange(listener: () => void): () => void
 }
 
@@ -40,7 +40,7 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
       subscribed.set(
         store,
         store.onChange((keys) => {
-          if (keys.some((k) => k.startsWith('Cluster/') || k.startsWith('Pod/'))) notify()
+          if (keys.some((k) => k.startsWith('Cluster/') || k.startsWith('Pod/') || k.startsWith('Service/'))) notify()
         }),
       )
     }
@@ -48,9 +48,10 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
   return {
     scopes(): FederatedScopeInput[] {
       const out: FederatedScopeInput[] = []
-      for (const { scope } of fm.scopes()) {
+      for (const { namespaces, scope } of fm.scopes()) {
         if (scope.federation === '') continue // a join still in progress
-        const mesh = fm.get(scope.federation)?.mesh
+        const running = fm.get(scope.federation)
+        const mesh = running?.mesh
         const observedIps = new Map<string, string | string[]>()
         if (mesh !== undefined) {
           const ips = meshViewOf(mesh).observedIps()
@@ -59,7 +60,16 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
             if (!m.self && ip !== undefined) observedIps.set(m.name, ip)
           }
         }
-        out.push({ federation: scope.federation, cluster: scope.cluster, clusters: scope.store.list('Cluster'), pods: scope.store.list('Pod'), observedIps })
+        out.push({
+          federation: scope.federation,
+          cluster: scope.cluster,
+          clusters: scope.store.list('Cluster'),
+          pods: scope.store.list('Pod'),
+          observedIps,
+          ...(running !== undefined && running.id !== '' ? { id: running.id } : {}),
+          namespaces,
+          services: scope.store.list('Service'),
+        })
       }
       return out
     },

@@ -315,46 +315,6 @@ export function qualifiedPin(pin: string, clusters: readonly string[] | undefine
   return `${pin}@${c ?? ''}`
 }
 
-/**
- * The placement of a pod spec as kept by cluster `own` when it leaves (or is removed from) a
- * federation: the copy lives in the cluster's own scope, where `own` is the only cluster. Clusters
- * the pod may run in that include `own` no longer constrain it (dropped, with `preferClusters`); a
- * pin to `node@own` becomes the bare name. What names only other clusters is kept as it is, so the
- * copy stays pending there with that reason rather than running where its author did not want it.
- * Returns the spec (the same object when nothing changed) and what changed, for the revision's reason.
- */
-export function keptPlacement(spec: Record<string, any> | undefined, own: string): { spec: Record<string, any> | undefined; changed: string[] } {
-  const pl = spec?.placement
-  if (pl === null || typeof pl !== 'object') return { spec, changed: [] }
-  const out: Record<string, any> = { ...pl }
-  const changed: string[] = []
-  if (Array.isArray(pl.clusters) && pl.clusters.includes(own)) {
-    delete out.clusters
-    delete out.preferClusters
-    changed.push(`placement.clusters [${pl.clusters.join(', ')}] dropped`)
-  }
-  if (typeof pl.node === 'string' && pl.node.endsWith(`@${own}`)) {
-    out.node = pl.node.slice(0, -own.length - 1)
-    changed.push(`pin ${pl.node} is now ${out.node}`)
-  }
-  return changed.length === 0 ? { spec, changed } : { spec: { ...spec, placement: out }, changed }
-}
-
-/** keptPlacement of a Pod's spec, or of each template of a PinnedDeployment's (`previous`, `next`). */
-export function keptSpec(kind: string, spec: Record<string, any> | undefined, own: string): { spec: Record<string, any> | undefined; changed: string[] } {
-  if (kind === 'Pod') return keptPlacement(spec, own)
-  if (kind !== 'PinnedDeployment' || spec === undefined) return { spec, changed: [] }
-  const out: Record<string, any> = { ...spec }
-  const changed: string[] = []
-  for (const t of ['previous', 'next']) {
-    const k = keptPlacement(spec[t]?.spec, own)
-    if (k.changed.length === 0) continue
-    out[t] = { ...spec[t], spec: k.spec }
-    changed.push(...k.changed.map((c) => `${t}: ${c}`))
-  }
-  return changed.length === 0 ? { spec, changed } : { spec: out, changed }
-}
-
 /** The node (`node@cluster`) a shared pod runs on or is pinned to, if any. */
 export function sharedPodNode(p: Stored<Pod>): string | undefined {
   const bound = p.status?.node

@@ -12,7 +12,16 @@ import { type Clock, every, type Random, unrefTimers } from '../../effects/index
 import { type IngressNodeStatus, type IngressStatus, isPlainObject, OrcError } from '../../model/index.ts'
 import { addressInPrefix, clusterPrefix, EGRESS_IPV4_PREFIX, parsePrefix } from '../../net/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import { type Family, INGRESS_CONTROLLER, nodeStatusOf, type PlannedListener, planIngressListeners, TCP_PROXY } from './plan.ts'
+import {
+  clusterEndpointReach,
+  type EndpointReach,
+  type Family,
+  INGRESS_CONTROLLER,
+  nodeStatusOf,
+  type PlannedListener,
+  planIngressListeners,
+  TCP_PROXY,
+} from './plan.ts'
 import { TcpProxy } from './proxy.ts'
 
 export interface IngressComponents {
@@ -27,6 +36,12 @@ export interface IngressComponents {
   tickMs?: number
   /** Bind address per family (default 0.0.0.0 and ::); tests bind loopback. */
   bindHosts?: Partial<Record<Family, string>>
+  /**
+   * This cluster's name in the federation that shares namespace `ns`, or undefined when it is not
+   * shared: a shared service's backends are its ready pods in this cluster only (`store` is then
+   * the routed store, which holds the shared namespaces' Services and Pods).
+   */
+  clusterOf?(ns: string): string | undefined
 }
 
 const LINK_LOCAL = parsePrefix('fe80::/10')
@@ -101,13 +116,20 @@ export class IngressController {
     return [...new Set(out)].sort()
   }
 
+  /** Endpoints this node can connect to: in a shared namespace, pods of this cluster only. */
+  private reach(): EndpointReach | undefined {
+    const id = this.c.store.list('Cluster')[0]?.spec?.id
+    return this.c.clusterOf === undefined || id === undefined ? undefined : clusterEndpointReach(clusterPrefix(id), this.c.clusterOf)
+  }
+
   private async reconcile(): Promise<void> {
     const me = this.c.store.get({ kind: 'Node', namespace: '', name: this.c.nodeName })
     const node = { metadata: { name: this.c.nodeName, ...(me?.metadata.labels ? { labels: me.metadata.labels } : {}) } }
     const ingresses = this.c.store.list('Ingress')
     // Without an Ingress there is nothing to plan: no list of every Service and Pod on each change
     // (with 5,000 pods that was a quarter of the agent's CPU under a stream of API writes).
-    const plan = ingresses.length === 0 ? [] : planIngressListeners(TCP_PROXY, node, ingresses, this.c.store.list('Service'), this.c.store.list('Pod'))
+    const plan =
+      ingresses.length === 0 ? [] : planIngressListeners(TCP_PROXY, node, ingresses, this.c.store.list('Service'), this.c.store.list('Pod'), this.reach())
     const want = new Map(plan.map((l) => [l.key, l]))
     for (const key of this.proxy.keys()) {
       if (want.has(key)) continue

@@ -3,6 +3,8 @@
 export { type IngressComponents, IngressController } from './controller.ts'
 export {
   type Backend,
+  clusterEndpointReach,
+  type EndpointReach,
   explainIngress,
   type Family,
   INGRESS_CONTROLLER,

@@ -14,6 +14,7 @@ import {
   selectorMatches,
   serviceEndpoints,
 } from '../../model/index.ts'
+import { addressInPrefix, type IpPrefix } from '../../net/index.ts'
 
 /** The controller orc ships. */
 export const TCP_PROXY = 'tcp-proxy'
@@ -57,11 +58,36 @@ function backendText(b: IngressBackend): string {
   return `${b.namespace ?? 'default'}/${b.service}:${b.port}`
 }
 
-/** A backend's ready endpoints, or why there are none. */
+/**
+ * Whether the ingress node can connect to an endpoint (its address, its pod's `status.node`, the
+ * service's namespace): in a shared namespace, only pods of the node's own cluster are (the other
+ * member clusters accept only shared pods' addresses as sources, never a node's).
+ */
+export type EndpointReach = (address: string, node: string | undefined, namespace: string) => boolean
+
+/**
+ * The reach of a node of the cluster whose /48 is `own`: any endpoint of a namespace that is not
+ * shared; in a shared one (`clusterOf(ns)`: this cluster's name in its federation), pods bound to
+ * `node@<this cluster>` with an address in `own`.
+ */
+export function clusterEndpointReach(own: IpPrefix, clusterOf: (ns: string) => string | undefined): EndpointReach {
+  return (address, node, ns) => {
+    const cluster = clusterOf(ns)
+    if (cluster === undefined) return true
+    try {
+      return node?.endsWith(`@${cluster}`) === true && addressInPrefix(address, own)
+    } catch {
+      return false
+    }
+  }
+}
+
+/** A backend's ready endpoints (those `reach` allows), or why there are none. */
 export function resolveBackend(
   b: IngressBackend | undefined,
   services: readonly Service[],
   pods: readonly EndpointPod[],
+  reach?: EndpointReach,
 ): { backends: Backend[]; problem?: string } {
   if (b === undefined) return { backends: [], problem: 'no backend for this port' }
   const ns = b.namespace ?? 'default'
@@ -76,12 +102,20 @@ export function resolveBackend(
     return { backends: [], problem: `service ${ns}/${b.service} port ${b.port} is ${sp.protocol}; tcp-proxy forwards TCP only` }
   const eps = serviceEndpoints(svc, pods).endpoints
   const backends: Backend[] = []
+  let elsewhere = 0
   for (const e of eps) {
     if (!e.ready || e.address === undefined) continue
     const p = e.ports.find((x) => x.port === sp.port && x.protocol === 'TCP')
-    if (p !== undefined) backends.push({ pod: e.pod, address: e.address, port: p.targetPort })
+    if (p === undefined) continue
+    if (reach !== undefined && !reach(e.address, e.node, ns)) elsewhere++
+    else backends.push({ pod: e.pod, address: e.address, port: p.targetPort })
   }
   if (backends.length > 0) return { backends }
+  if (elsewhere > 0)
+    return {
+      backends,
+      problem: `service ${ns}/${b.service} has no ready endpoint in this cluster (${elsewhere} in other member clusters of its federation, which accept no connection from a node: serve it with an Ingress in their cluster)`,
+    }
   if (eps.length === 0) return { backends, problem: `service ${ns}/${b.service} selects no pod` }
   return { backends, problem: `service ${ns}/${b.service} has no ready endpoint (${eps.map((e) => `${e.pod}: ${e.reason ?? 'no port'}`).join('; ')})` }
 }
@@ -93,13 +127,14 @@ export function planIngressListeners(
   ingresses: readonly Ingress[],
   services: readonly Service[],
   pods: readonly EndpointPod[],
+  reach?: EndpointReach,
 ): PlannedListener[] {
   const out: PlannedListener[] = []
   for (const ing of [...ingresses].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1))) {
     if (ing.spec?.controller !== controller || !ingressWantsNode(ing, node)) continue
     const families: Family[] = ing.spec.listen?.families?.length ? [...ing.spec.listen.families] : ['IPv4', 'IPv6']
     for (const { port, backend } of ingressPorts(ing.spec)) {
-      const r = resolveBackend(backend, services, pods)
+      const r = resolveBackend(backend, services, pods, reach)
       for (const family of families) {
         out.push({
           key: `${ing.metadata.name}/${family}/${port}`,
@@ -144,7 +179,13 @@ export function nodeStatusOf(
  * `orc why ingress/NAME`: what stands between the Ingress and traffic, as lines. Reads every node's
  * view (nodes chosen, their status entries) and resolves the backends as any node would.
  */
-export function explainIngress(ing: Ingress, nodes: readonly NodeView[], services: readonly Service[], pods: readonly EndpointPod[]): string[] {
+export function explainIngress(
+  ing: Ingress,
+  nodes: readonly NodeView[],
+  services: readonly Service[],
+  pods: readonly EndpointPod[],
+  reach?: EndpointReach,
+): string[] {
   const lines: string[] = []
   const spec = ing.spec
   const name = `ingress/${ing.metadata.name}`
@@ -167,7 +208,7 @@ export function explainIngress(ing: Ingress, nodes: readonly NodeView[], service
     if (missing.length > 0) lines.push(`spec.nodes names nodes the cluster does not have: ${missing.join(', ')}`)
   }
   for (const { port, backend } of ingressPorts(spec)) {
-    const r = resolveBackend(backend, services, pods)
+    const r = resolveBackend(backend, services, pods, reach)
     if (r.problem !== undefined) lines.push(`port ${port}: ${r.problem}`)
     else lines.push(`port ${port}: ${r.backends.length} ready endpoint(s) (${r.backends.map((b) => b.pod).join(', ')})`)
   }

@@ -43,6 +43,7 @@ import type { ObjectStore } from '../../store/index.ts'
 import { addNodeTargets, WorkflowGraph, WorkflowRun, type WorkflowSnapshot } from '../../workflow/index.ts'
 import type { DownPlan, FederatedTunnelReport, NetworkReport, NetworkState, TunnelReport } from '../api-types.ts'
 import { NODE_CONTROLLER } from '../node-info.ts'
+import { planSharedServices } from './federated-services.ts'
 import { type ClusterPeerRelay, type FederatedPeer, type FederatedPlan, type FederationRouteSource, planFederatedPeers } from './federation.ts'
 import {
   NETWORK_DEFAULTS,
@@ -139,6 +140,10 @@ export class NodeNetwork implements PodNetworkHooks {
   private svcApplied = ''
   private svcPending = false
   private svcError: string | undefined
+  /** Ids of the federations whose shared services the applied table balances. */
+  private svcFederations: ReadonlySet<string> = new Set()
+  /** The shared-services plan's skipped entries last logged (JSON). */
+  private svcSkippedJson = '[]'
   private listenPort: number
   private peers: PlannedPeer[] = []
   private fedPeers: FederatedPeer[] = []
@@ -220,6 +225,14 @@ export class NodeNetwork implements PodNetworkHooks {
     return this.dnsAddress !== undefined && this.svcnat !== undefined && this.svcApplied !== undefined && this.svcError === undefined
   }
 
+  /**
+   * The federations (ids) whose shared services this node load-balances on their virtual addresses
+   * (docs/federation.md): DNS answers a shared ClusterIP service with its address only for these.
+   */
+  get balancedFederations(): ReadonlySet<string> {
+    return this.servicesBalanced ? this.svcFederations : new Set()
+  }
+
   /** Whether the node's readiness waits for this network (false when off or unavailable). */
   get gatesReadiness(): boolean {
     return this.state === 'Starting' || this.state === 'Degraded'
@@ -292,6 +305,8 @@ export class NodeNetwork implements PodNetworkHooks {
       if (this.stopped || !this.ifaceUp || this.decision === undefined || this.key === undefined) return
       const p = this.planFederation()
       if (JSON.stringify({ peers: p.peers, relays: p.clusterRelays }) !== this.fedPlanJson) this.changed()
+      // Shared services and their endpoints (re-applied only when the plan differs).
+      else this.servicesChanged()
     })
     this.offFederation = off
     this.changed()
@@ -711,13 +726,25 @@ export class NodeNetwork implements PodNetworkHooks {
       // No Service, no endpoints to find: the pods are not listed (every pod change lands here).
       const services = this.c.store.list('Service')
       const plan = planVirtualServices(services, services.length === 0 ? [] : this.c.store.list('Pod'), this.cluster)
+      const shared = this.planShared()
       const range = serviceVirtualRange(this.cluster)
-      const config = { iface: this.names.iface, range, gateway: nodeGateway(this.decision.prefix), services: plan.services }
-      const json = JSON.stringify({ ...config, range: formatPrefix(range) })
+      const config = {
+        iface: this.names.iface,
+        range,
+        gateway: nodeGateway(this.decision.prefix),
+        services: [...plan.services, ...shared.services],
+        federatedRanges: shared.federations.map((f) => f.range),
+      }
+      const json = JSON.stringify({ ...config, range: formatPrefix(range), federatedRanges: config.federatedRanges.map(formatPrefix) })
       if (!force && json === this.svcApplied) return
       const res = await this.svcnat.set(config)
       this.svcApplied = json
-      if (res.changed) this.log.info({ services: plan.services.length, shared: plan.shared, actions: res.actions }, 'service addresses updated')
+      this.svcFederations = new Set(shared.federations.map((f) => f.id))
+      if (res.changed)
+        this.log.info(
+          { services: plan.services.length, federated: shared.services.length, shared: plan.shared, actions: res.actions },
+          'service addresses updated',
+        )
       if (this.svcError !== undefined) {
         this.svcError = undefined
         this.log.info('service load balancing restored')
@@ -726,6 +753,28 @@ export class NodeNetwork implements PodNetworkHooks {
       const why = String((err as Error).message ?? err)
       if (why !== this.svcError) this.log.warn({ err: why }, 'service load balancing unavailable')
       this.svcError = why
+    }
+  }
+
+  /**
+   * The federations' shared services this node balances (federated-services.ts): over its own
+   * cluster's endpoints, else over the other clusters' that its federated plan routes.
+   */
+  private planShared(): ReturnType<typeof planSharedServices> {
+    if (this.federation === undefined || this.cluster === undefined) return { federations: [], services: [], skipped: [] }
+    try {
+      const routed = new Set([...this.fedPeers.flatMap((p) => p.routes), ...this.fedRelays.flatMap((r) => r.routes)])
+      const plan = planSharedServices(this.federation.scopes(), { node: this.c.nodeName, ownCluster: this.cluster, routed })
+      const skippedJson = JSON.stringify(plan.skipped)
+      if (skippedJson !== this.svcSkippedJson) {
+        this.svcSkippedJson = skippedJson
+        if (plan.skipped.length > 0) this.log.warn({ skipped: plan.skipped.slice(0, 20), count: plan.skipped.length }, 'shared services skipped')
+      }
+      return plan
+    } catch (err) {
+      // A bug here must not take the cluster's own services down with it.
+      this.log.warn({ err: String(err) }, 'plan shared services')
+      return { federations: [], services: [], skipped: [] }
     }
   }
 

@@ -40,12 +40,18 @@ export interface FederatedScopeInput {
   pods: readonly unknown[]
   /** Federation member name (`node@cluster`) → the IP the federation mesh sees it at (each connection's when several). */
   observedIps: ObservedIps
+  /** The federation id (its shared services' virtual range); absent while a join is in progress. */
+  id?: string
+  /** The namespaces it shares now. */
+  namespaces?: readonly string[]
+  /** Service objects of the federation document (federated-services.ts reads those of `namespaces`). */
+  services?: readonly unknown[]
 }
 
 /** Where the node network gets its federations (the federation manager, in the agent). */
 export interface FederationRouteSource {
   scopes(): FederatedScopeInput[]
-  /** Called when a federation starts or stops, or its document's clusters or pods change. */
+  /** Called when a federation starts or stops, or its document's clusters, pods or services change. */
   onChange(listener: () => void): () => void
   /** Open another federation-mesh connection to a member (`node@cluster`) at its address on `ip`; whether it worked. */
   connectOver?(federation: string, member: string, ip: string): Promise<boolean>
@@ -116,7 +122,8 @@ interface PublishedFedNode {
   nat: boolean
 }
 
-function get(o: unknown, ...path: string[]): unknown {
+/** The value at `path` in a raw (untrusted) object, or undefined. */
+export function get(o: unknown, ...path: string[]): unknown {
   let v = o
   for (const k of path) {
     if (!isPlainObject(v)) return undefined

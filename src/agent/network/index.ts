@@ -13,6 +13,7 @@ export {
   type PodNetworkHooks,
   type TunnelReport,
 } from './controller.ts'
+export { MAX_SHARED_SERVICES, planSharedServices, type SharedServicesPlan } from './federated-services.ts'
 export {
   type FederatedPeer,
   type FederatedPlan,

@@ -82,7 +82,13 @@ export function answerQuery(bytes: Buffer, o: AnswerOptions): QueryOutcome {
   const question = questions[0]!
   const name = question.name.toLowerCase().replace(/\.$/, '')
   const edns = (q.additionals ?? []).find((a) => a.type === 'OPT') as { udpPayloadSize?: number } | undefined
-  const ours = name === o.zone.domain || name.endsWith(`.${o.zone.domain}`) || reverseInCluster(name, o.cluster)
+  // A reverse name outside the cluster /48 is ours when the zone has its PTR: a shared service's
+  // virtual address (in its federation's range) or a shared pod of another member cluster.
+  const ours =
+    name === o.zone.domain ||
+    name.endsWith(`.${o.zone.domain}`) ||
+    reverseInCluster(name, o.cluster) ||
+    (name.endsWith('.ip6.arpa') && (o.zone.records.get(name)?.ptr.length ?? 0) > 0)
   if (!ours) {
     if (!o.recursion) return respond(bytes, q, question, o, { rcode: 'SERVFAIL', answers: [], authoritative: false, edns, name })
     return { action: 'forward', id: q.id ?? 0, name }

@@ -11,18 +11,28 @@ import pino from 'pino'
 import { ClusterDns } from '../../../src/agent/dns/index.ts'
 import { clusterOwnership, type FederatedScope, routedStore, type ScopeRouter } from '../../../src/agent/federation/index.ts'
 import { systemClock, systemRandom } from '../../../src/effects/index.ts'
-import { clusterPrefix, formatIPv6, serviceVirtualAddress } from '../../../src/net/index.ts'
+import { reverseName } from '../../../src/net/dns/zone.ts'
+import {
+  clusterPrefix,
+  federationVirtualRange,
+  formatIPv6,
+  parseIPv6,
+  prefixContains,
+  serviceVirtualAddress,
+  sharedServiceVirtualAddress,
+} from '../../../src/net/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
 const CLUSTER_ID = '00112233445566778899aabbccddeeff'
+const FED_ID = '0123456789abcdef0123456789abcdef'
 const base = formatIPv6(clusterPrefix(CLUSTER_ID).addr).replace(/::$/, '')
 
 type Answer = dnsPacket.DecodedPacket & { rcode?: string }
 
-async function query(port: number, name: string): Promise<Answer> {
+async function query(port: number, name: string, type: 'AAAA' | 'PTR' = 'AAAA'): Promise<Answer> {
   const sock = createSocket('udp4')
   try {
-    const q = dnsPacket.encode({ type: 'query', id: 77, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type: 'AAAA', name }] })
+    const q = dnsPacket.encode({ type: 'query', id: 77, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type, name }] })
     const answer = new Promise<Buffer>((resolve, reject) => {
       sock.once('message', resolve)
       sock.once('error', reject)
@@ -88,6 +98,7 @@ test('shared namespaces resolve: a Service and a Pod of the federation document 
     )
   await runningAt(`${base}:1234::7`, 1002)
 
+  const balancedFeds = new Set<string>()
   const dns = new ClusterDns(
     {
       store: routedStore(own.store, router),
@@ -96,9 +107,10 @@ test('shared namespaces resolve: a Service and a Pod of the federation document 
       logger: pino({ level: 'silent' }),
       clusterId: () => CLUSTER_ID,
       dnsAddress: () => undefined,
-      // This node load-balances the cluster's own ClusterIP services, not the federation's.
+      // This node load-balances the cluster's own ClusterIP services, and the federation's once it says so.
       servicesBalanced: () => true,
-      shared: (ns) => router.scopeOf(ns) !== undefined,
+      federationOf: (ns) => (router.scopeOf(ns) !== undefined ? FED_ID : undefined),
+      balancedFederations: () => balancedFeds,
     },
     { enabled: true, listen: [{ host: '127.0.0.1', port: 0 }], upstreams: [] },
   )
@@ -126,6 +138,18 @@ test('shared namespaces resolve: a Service and a Pod of the federation document 
   // The pod moves: the next answer has its new address (the watch covers the federation's store).
   await runningAt(`${base}:1234::8`, 1003)
   assert.deepEqual(addresses(await query(port, 'web.shared.svc.cluster.local')), [`${base}:1234::8`])
+
+  // The node balances the federation's shared services now (its table has their range): the name
+  // answers the shared virtual address, the same on every node of every member cluster.
+  balancedFeds.add(FED_ID)
+  const vip = sharedServiceVirtualAddress({ metadata: { name: 'web', namespace: 'shared' } }, FED_ID)!
+  assert.deepEqual(addresses(await query(port, 'web.shared.svc.cluster.local')), [vip], 'the shared virtual address')
+  assert.ok(prefixContains(federationVirtualRange(FED_ID), parseIPv6(vip)) && !prefixContains(clusterPrefix(CLUSTER_ID), parseIPv6(vip)))
+  assert.deepEqual(addresses(await query(port, 'web-1.shared.pod.cluster.local')), [`${base}:1234::8`], 'pod names still answer the pod')
+  // Its reverse name (outside the cluster's /48) is answered here, not forwarded (no upstream: SERVFAIL).
+  const ptr = await query(port, reverseName(vip), 'PTR')
+  assert.equal(ptr.rcode, 'NOERROR')
+  assert.deepEqual(addresses(ptr), ['web.shared.svc.cluster.local'])
 
   // The federation stops here (the cluster left): its names go.
   started = false

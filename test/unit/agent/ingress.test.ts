@@ -219,3 +219,47 @@ test('examples/ingress.yaml is valid and serves the web service of examples/serv
     ],
   )
 })
+
+test("a shared service's backends are its ready pods in this cluster only; with none here the reason names the other clusters", async () => {
+  const { clusterEndpointReach, planIngressListeners } = await import('../../../src/agent/ingress/index.ts')
+  const { clusterPrefix, formatIPv6 } = await import('../../../src/net/index.ts')
+  const home = clusterPrefix('home-id')
+  const cloud = clusterPrefix('cloud-id')
+  const at = (p: typeof home, host: string) => formatIPv6(p.addr).replace(/::$/, `:1::${host}`)
+  const running = (name: string, ns: string, node: string, ipv6: string) => ({
+    metadata: { name, namespace: ns, labels: { app: 'web' } },
+    spec: { containers: [{ name: 'c', image: 'busybox' }] },
+    status: { node, phase: 'Running', containers: [{ name: 'c', state: 'running', restarts: 0 }], network: { ipv6 } },
+  })
+  const svc = (ns: string) => ({
+    metadata: { name: 'web', namespace: ns },
+    spec: { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
+  })
+  const ing = (ns: string) => ({
+    metadata: { name: `web-${ns}` },
+    spec: { controller: 'tcp-proxy', listen: { ports: [80], families: ['IPv4'] }, backend: { service: 'web', namespace: ns, port: 'http' } },
+  })
+  // On a home node: "shared" is shared with the federation, in which this cluster is "home".
+  const reach = clusterEndpointReach(home, (ns) => (ns === 'shared' ? 'home' : undefined))
+  const plan = (pods: unknown[]) =>
+    planIngressListeners(
+      'tcp-proxy',
+      { metadata: { name: 'h1' } },
+      [ing('shared') as never, ing('default') as never],
+      [svc('shared') as never, svc('default') as never],
+      pods as never,
+      reach,
+    ).map((l) => [l.ingress, l.backends.map((b) => b.address), l.problem])
+  const inHome = running('web-h', 'shared', 'h2@home', at(home, '5'))
+  const inCloud = running('web-c', 'shared', 'c1@cloud', at(cloud, '6'))
+  // A pod said to run in cloud with an address in home's /48 (a hostile or stale status): not a backend.
+  const forged = running('web-x', 'shared', 'c1@cloud', at(home, '7'))
+  const priv = running('web-p', 'default', 'h1', at(home, '8'))
+  assert.deepEqual(plan([inHome, inCloud, forged, priv]), [
+    ['web-default', [at(home, '8')], undefined],
+    ['web-shared', [at(home, '5')], undefined],
+  ])
+  const [, shared] = plan([inCloud, forged])
+  assert.deepEqual(shared!.slice(0, 2), ['web-shared', []])
+  assert.match(String(shared![2]), /^service shared\/web has no ready endpoint in this cluster \(2 in other member clusters/)
+})
