@@ -400,6 +400,8 @@ test('federation documents prune their tombstones once every member of every clu
   await waitFor(
     'both sides at step 39',
     () => fa.store.get(ref('shared', 'churn'))?.metadata.labels?.step === '39' && fb.store.get(ref('shared', 'churn'))?.metadata.labels?.step === '39',
+    // 1.5 s alone; the 10 s default ran out once with the full suite and a helper's testbeds beside it.
+    30_000,
   )
   const before = fa.store.docStats().structs
   let res: { pruned: number; skipped?: string } = { pruned: 0 }
