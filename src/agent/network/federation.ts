@@ -19,9 +19,12 @@ import {
   addressInPrefix,
   canonicalEndpoint,
   clusterPrefix,
+  federatedIngressAddress,
+  formatIPv6,
   formatPrefix,
   type IpPrefix,
   isWireGuardKey,
+  parseIPv6,
   parsePrefix,
   prefixCovers,
   type WireGuardPeer,
@@ -116,6 +119,8 @@ interface PublishedFedNode {
   reach: ReadonlySet<string>
   /** It reports itself behind NAT (seen so by its own cluster, or no public endpoint). */
   nat: boolean
+  /** Its federated ingress address (`::2` of its /64), when it publishes it: routed like a shared pod's. */
+  ingress?: string
 }
 
 /** The value at `path` in a raw (untrusted) object, or undefined. */
@@ -132,7 +137,7 @@ export function get(o: unknown, ...path: string[]): unknown {
 export function readSummaryNetwork(
   raw: unknown,
   clusterNet: IpPrefix,
-): { publicKey: string; prefix: IpPrefix; endpoints: string[]; reach: ReadonlySet<string>; nat: boolean } | string {
+): { publicKey: string; prefix: IpPrefix; endpoints: string[]; reach: ReadonlySet<string>; nat: boolean; ingress?: string } | string {
   if (!isPlainObject(raw)) return 'no network published'
   const key = raw.publicKey
   if (typeof key !== 'string' || key.length > 64 || !isWireGuardKey(key)) return 'bad publicKey'
@@ -167,7 +172,16 @@ export function readSummaryNetwork(
       }
     }
   }
-  return { publicKey: key, prefix, endpoints, reach, nat: raw.nat === true }
+  // Only the one address a node may use as its federated ingress source, derived from its /64: a
+  // summary cannot make other clusters accept any other address of it.
+  const ingress = federatedIngressAddress(prefix)
+  let ingressOk = false
+  try {
+    ingressOk = typeof raw.ingress === 'string' && raw.ingress.length <= 64 && formatIPv6(parseIPv6(raw.ingress)) === ingress
+  } catch {
+    ingressOk = false
+  }
+  return { publicKey: key, prefix, endpoints, reach, nat: raw.nat === true, ...(ingressOk ? { ingress } : {}) }
 }
 
 /**
@@ -290,6 +304,26 @@ export function planFederatedPeers(
       routeCount++
       runs.add(node)
       routes.set(node, [...(routes.get(node) ?? []), dst])
+    }
+    // Federated ingress addresses (a node whose tcp-proxy serves a shared service): routed like a
+    // pod's /128 of that node, and a node publishing one takes part as if it ran a shared pod.
+    for (const [name, n] of [...nodes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      if (n.ingress === undefined) continue
+      runs.add(name)
+      if (name === me) selfRuns = true
+      if (n.cluster === s.cluster) continue
+      const dst = `${n.ingress}/128`
+      if (usedRoutes.has(dst)) {
+        skipped.push(`${s.federation}: ingress address of ${name}: ${dst} already routed`)
+        continue
+      }
+      if (routeCount >= MAX_FEDERATED_ROUTES) {
+        skipped.push(`${s.federation}: more than ${MAX_FEDERATED_ROUTES} federated pod routes`)
+        break
+      }
+      usedRoutes.add(dst)
+      routeCount++
+      routes.set(name, [...(routes.get(name) ?? []), dst])
     }
     /** The peer for another cluster's node `name` (added once per key; undefined when its key cannot be a peer here). */
     const peerFor = (name: string): FederatedPeer | undefined => {
