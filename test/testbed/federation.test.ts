@@ -246,14 +246,17 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     async () => ((await ingressOn())?.ready === true && (await ingressOn())?.backends === 1 ? true : undefined),
     60_000,
   )
-  const viaIngress = await waitFor(
-    'the ingress answers from web-home',
-    async () => {
-      const r = await tb.exec(tb.external.ns, 'busybox', ['nc', '-w', '3', tb.host('h1').ip, '18080'])
-      return r.stdout.includes('hello-from-home') ? r.stdout : undefined
-    },
-    30_000,
-  )
+  /** What the Ingress on h1 answers to a client on the internet (over IPv4), once it says `text`. */
+  const ingressAnswers = (text: string, timeoutMs: number) =>
+    waitFor(
+      `the ingress on h1 answers ${text}`,
+      async () => {
+        const r = await tb.exec(tb.external.ns, 'busybox', ['nc', '-w', '3', tb.host('h1').ip, '18080'])
+        return r.stdout.includes(text) ? r.stdout : undefined
+      },
+      timeoutMs,
+    )
+  const viaIngress = await ingressAnswers('hello-from-home', 30_000)
   assert.match(viaIngress, /hello-from-home/)
   assert.match(await tb.orc('h1', ['why', 'ingress/web']), /port 18080: 1 ready endpoint\(s\) \(web-home\)/)
   // Serving a shared service, h1 has its federated ingress address (`::2` of its /64) and publishes
@@ -280,14 +283,7 @@ test('testbed: two federated clusters route their shared pods to each other (/12
   t.diagnostic(`web-home (${wh.node}) answered on ${vip} while ready; deleted, the client reached web in cloud on the same address ${Date.now() - f0} ms later`)
   // With no endpoint left in home, the Ingress on h1 forwards to web in cloud, from its federated
   // ingress address, and still answers from the internet.
-  const crossed = await waitFor(
-    'the ingress on h1 answers from web in cloud',
-    async () => {
-      const r = await tb.exec(tb.external.ns, 'busybox', ['nc', '-w', '3', tb.host('h1').ip, '18080'])
-      return r.stdout.includes('hello-from-cloud') ? r.stdout : undefined
-    },
-    90_000,
-  ).catch(async (err) => {
+  const crossed = await ingressAnswers('hello-from-cloud', 90_000).catch(async (err) => {
     t.diagnostic(`ingress status: ${JSON.stringify(await ingressOn())}`)
     for (const h of ['h1', webHost]) t.diagnostic(`${h}: ${(await tb.exec(h, 'wg', ['show'])).stdout}\n${(await tb.exec(h, 'ip', ['-6', 'addr'])).stdout}`)
     throw err

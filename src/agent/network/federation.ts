@@ -261,6 +261,22 @@ export function planFederatedPeers(
     let selfRuns = false
     const runs = new Set<string>()
     const routes = new Map<string, string[]>()
+    /** Route `dst` to another cluster's `node` unless it is routed already (skipped); false when the bound is reached. */
+    const addRoute = (node: string, dst: string, what: string): boolean => {
+      if (usedRoutes.has(dst)) {
+        skipped.push(`${s.federation}: ${what}: address ${dst} already routed`)
+        return true
+      }
+      if (routeCount >= MAX_FEDERATED_ROUTES) {
+        skipped.push(`${s.federation}: more than ${MAX_FEDERATED_ROUTES} federated pod routes`)
+        return false
+      }
+      usedRoutes.add(dst)
+      routeCount++
+      runs.add(node)
+      routes.set(node, [...(routes.get(node) ?? []), dst])
+      return true
+    }
     const sortedPods = [...s.pods]
       .map((p) => ({ p, key: `${String(get(p, 'metadata', 'namespace'))}/${String(get(p, 'metadata', 'name'))}` }))
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
@@ -291,19 +307,7 @@ export function planFederatedPeers(
         skipped.push(`${s.federation}: pod ${key} on ${node}: ${ipv6.slice(0, 64)} is not in its node's ${formatPrefix(n.prefix)}`)
         continue
       }
-      const dst = `${formatPrefix({ ...parsePrefix(ipv6, 6), len: 128 })}`
-      if (usedRoutes.has(dst)) {
-        skipped.push(`${s.federation}: pod ${key} on ${node}: address ${dst} already routed`)
-        continue
-      }
-      if (routeCount >= MAX_FEDERATED_ROUTES) {
-        skipped.push(`${s.federation}: more than ${MAX_FEDERATED_ROUTES} federated pod routes`)
-        break
-      }
-      usedRoutes.add(dst)
-      routeCount++
-      runs.add(node)
-      routes.set(node, [...(routes.get(node) ?? []), dst])
+      if (!addRoute(node, `${formatPrefix({ ...parsePrefix(ipv6, 6), len: 128 })}`, `pod ${key} on ${node}`)) break
     }
     // Federated ingress addresses (a node whose tcp-proxy serves a shared service): routed like a
     // pod's /128 of that node, and a node publishing one takes part as if it ran a shared pod.
@@ -311,19 +315,7 @@ export function planFederatedPeers(
       if (n.ingress === undefined) continue
       runs.add(name)
       if (name === me) selfRuns = true
-      if (n.cluster === s.cluster) continue
-      const dst = `${n.ingress}/128`
-      if (usedRoutes.has(dst)) {
-        skipped.push(`${s.federation}: ingress address of ${name}: ${dst} already routed`)
-        continue
-      }
-      if (routeCount >= MAX_FEDERATED_ROUTES) {
-        skipped.push(`${s.federation}: more than ${MAX_FEDERATED_ROUTES} federated pod routes`)
-        break
-      }
-      usedRoutes.add(dst)
-      routeCount++
-      routes.set(name, [...(routes.get(name) ?? []), dst])
+      if (n.cluster !== s.cluster && !addRoute(name, `${n.ingress}/128`, `ingress address of ${name}`)) break
     }
     /** The peer for another cluster's node `name` (added once per key; undefined when its key cannot be a peer here). */
     const peerFor = (name: string): FederatedPeer | undefined => {
