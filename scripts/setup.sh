@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEB_PACKAGES=(bubblewrap runc runsc busybox-static qemu-system-x86 qemu-utils dosfstools mtools syslinux linux-image-amd64 cpio e2fsprogs util-linux mmdebstrap wireguard-tools wireguard-go iproute2 nftables iputils-ping procps curl openssl shellcheck docker-registry skopeo umoci zstd tmux dnsutils dnsmasq-base chromium)
-BENCH_PACKAGES=(etcd-server serf)
+BENCH_PACKAGES=(etcd-server serf strace)
 
 APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
 LOCK_WAIT_S=300

@@ -60,6 +60,18 @@ export interface HostSpec {
   router?: string
   /** Added to the host's uplink with tc netem. */
   netem?: { delayMs?: number; jitterMs?: number; lossPct?: number }
+  /**
+   * `udp`: a stateful host firewall on the uplink that drops inbound UDP the host did not start
+   * (established/related pass; TCP is open), like a cloud security group that admits only SSH and
+   * the agent's TCP port.
+   */
+  firewall?: 'udp'
+  /**
+   * A global IPv6 address as well (2001:db8:18::N on the internet bridge; 2001:db8:RR::N behind a
+   * home router, which routes its LAN's /64 without NAT or filter), and the agent listens on it
+   * too. The IPv4 side is unchanged (behind a router: still NAT'd).
+   */
+  ipv6?: boolean
 }
 
 /**
@@ -98,6 +110,8 @@ export interface TestbedHost {
   site: 'internet' | 'home'
   ns: string
   ip: string
+  /** Its IPv6 address, with `ipv6`. */
+  ip6?: string
   dataDir: string
   socket: string
   log: string
@@ -149,6 +163,10 @@ async function shQuiet(cmd: string, args: string[]): Promise<void> {
   await execa(cmd, args, { reject: false, timeout: 30_000 })
 }
 
+/** Home router i's IPv6 WAN address and LAN /64 (prefix text ending in `::`). */
+const routerWan6 = (i: number) => `2001:db8:18::${(253 - i).toString(16)}`
+const routerLan6 = (i: number) => `2001:db8:${(0x77 + i).toString(16)}::`
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 export class Testbed {
@@ -163,6 +181,8 @@ export class Testbed {
   readonly router: TestbedRouter
   readonly routers = new Map<string, TestbedRouter>()
   private readonly namespaces: string[] = []
+  /** Home LANs with routed IPv6, and the router's WAN address to reach them by. */
+  private readonly v6Lans: Array<{ prefix: string; via: string }> = []
   private destroyed = false
   private bin = ORC_BIN
 
@@ -236,6 +256,13 @@ export class Testbed {
       await sh('ip', ['-n', r.ns, 'addr', 'add', `${r.lanIp}/24`, 'dev', 'lan'])
       await sh('ip', ['-n', r.ns, 'link', 'set', 'lan', 'up'])
       await sh('ip', ['netns', 'exec', r.ns, 'sysctl', '-qw', 'net.ipv4.ip_forward=1'])
+      if (home.some((h) => h.ipv6 && (h.router ?? this.router.name) === r.name)) {
+        // IPv6 routed, not NAT'd (the forward filter below is IPv4's only).
+        await sh('ip', ['-n', r.ns, 'addr', 'add', `${routerWan6(i)}/64`, 'dev', 'wan', 'nodad'])
+        await sh('ip', ['-n', r.ns, 'addr', 'add', `${routerLan6(i)}1/64`, 'dev', 'lan', 'nodad'])
+        await sh('ip', ['netns', 'exec', r.ns, 'sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1'])
+        this.v6Lans.push({ prefix: `${routerLan6(i)}/64`, via: routerWan6(i) })
+      }
       // A home router: masquerade the LAN, let nothing in that the LAN did not start.
       await sh('ip', ['netns', 'exec', r.ns, 'nft', '-f', '-'], {
         input: [
@@ -268,14 +295,46 @@ export class Testbed {
         await this.plug(ns, 'eth0', r.ns, 'lan', `p${i}`, `${ip}/24`)
         await sh('ip', ['-n', ns, 'route', 'add', 'default', 'via', r.lanIp])
       }
+      if (h.firewall === 'udp') {
+        await sh('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], {
+          input: [
+            'table inet orc_testbed_fw {',
+            '  chain input { type filter hook input priority filter; policy accept; iifname "eth0" meta l4proto udp ct state new drop; }',
+            '}',
+            '',
+          ].join('\n'),
+        })
+      }
       if (h.netem) {
         const args = ['-n', ns, 'qdisc', 'add', 'dev', 'eth0', 'root', 'netem']
         if (h.netem.delayMs) args.push('delay', `${h.netem.delayMs}ms`, ...(h.netem.jitterMs ? [`${h.netem.jitterMs}ms`] : []))
         if (h.netem.lossPct) args.push('loss', `${h.netem.lossPct}%`)
         await sh('tc', args)
       }
+      let ip6: string | undefined
+      if (h.ipv6) {
+        if (site === 'internet') {
+          ip6 = `2001:db8:18::${pub.toString(16)}`
+          await sh('ip', ['-n', ns, 'addr', 'add', `${ip6}/64`, 'dev', 'eth0', 'nodad'])
+          for (const l of this.v6Lans) await sh('ip', ['-n', ns, '-6', 'route', 'add', l.prefix, 'via', l.via])
+        } else {
+          const i = [...this.routers.keys()].indexOf(h.router ?? this.router.name)
+          ip6 = `${routerLan6(i)}${lan.get(h.router ?? this.router.name)!.toString(16)}`
+          await sh('ip', ['-n', ns, 'addr', 'add', `${ip6}/64`, 'dev', 'eth0', 'nodad'])
+          await sh('ip', ['-n', ns, '-6', 'route', 'add', 'default', 'via', `${routerLan6(i)}1`])
+        }
+      }
       const dataDir = join(this.workDir, h.name)
-      this.hosts.set(h.name, { name: h.name, site, ns, ip, dataDir, socket: join(dataDir, 'orc.sock'), log: join(this.workDir, `${h.name}.log`) })
+      this.hosts.set(h.name, {
+        name: h.name,
+        site,
+        ns,
+        ip,
+        ...(ip6 !== undefined ? { ip6 } : {}),
+        dataDir,
+        socket: join(dataDir, 'orc.sock'),
+        log: join(this.workDir, `${h.name}.log`),
+      })
     }
   }
 
@@ -362,7 +421,19 @@ export class Testbed {
   }
 
   private common(h: TestbedHost): string[] {
-    return ['--data-dir', h.dataDir, '--name', h.name, '--listen', `${h.ip}:7419`, '--network', 'on', '--log-level', 'info']
+    return [
+      '--data-dir',
+      h.dataDir,
+      '--name',
+      h.name,
+      '--listen',
+      `${h.ip}:7419`,
+      ...(h.ip6 !== undefined ? ['--listen', `[${h.ip6}]:7419`] : []),
+      '--network',
+      'on',
+      '--log-level',
+      'info',
+    ]
   }
 
   private async waitAgent(h: TestbedHost, timeoutMs = 300_000): Promise<void> {

@@ -79,14 +79,14 @@ export interface FederationView {
 
 export interface FederationProposalView {
   id: string
-  action: 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace'
-  /** The cluster admitted or removed, the new quorum, or the namespace shared or unshared. */
+  action: 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace' | 'set-writers'
+  /** The cluster admitted or removed, the new quorum, or the namespace shared, unshared or given new writers. */
   target: string
   proposer: string
   author: string
   at: number
   members: string[]
-  /** A share-namespace's writers: the clusters whose users write in the namespace while it lasts. */
+  /** A share-namespace's writers (the clusters whose users write in the namespace while it lasts), or a set-writers' new ones. */
   writers?: string[]
   required: number
   approvals: Array<{ cluster: string; author: string; at: number }>

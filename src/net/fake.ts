@@ -22,6 +22,8 @@ export class FakeWireGuardDriver implements WireGuardDriver {
   config: WireGuardConfig | undefined
   /** Every config passed to set, in order. */
   readonly history: WireGuardConfig[] = []
+  /** Public key → the latest handshake (ms) that `status()` reports for that peer. */
+  readonly handshakes = new Map<string, number>()
   constructor(readonly mode: WireGuardMode = 'kernel') {}
 
   async set(input: WireGuardConfig): Promise<WireGuardSetResult> {
@@ -39,7 +41,10 @@ export class FakeWireGuardDriver implements WireGuardDriver {
       iface: c.iface,
       publicKey: publicKeyOf(c.privateKey),
       listenPort: c.listenPort,
-      peers: c.peers.map((p) => ({ ...p, allowedIps: [...p.allowedIps], rxBytes: 0, txBytes: 0 })),
+      peers: c.peers.map((p) => {
+        const hs = this.handshakes.get(p.publicKey)
+        return { ...p, allowedIps: [...p.allowedIps], rxBytes: 0, txBytes: 0, ...(hs !== undefined ? { latestHandshakeMs: hs } : {}) }
+      }),
     }
   }
 

@@ -6,6 +6,7 @@
  *       agent's own log time; one clock)
  *   propagation_durable_ms_p50_n<N> / …_p99_n<N>        …→ every agent's own synced write of it done
  *   idle_cpu_cores_n<N>                                CPU (in cores) all N agents use together with no writes
+ *   idle_sends_per_s_per_agent_n<N>                    messages (send calls) one idle agent sends a second, mean of N (strace)
  *   rss_mb_avg_n<N>                                    mean RSS of the N agents after the run
  *   gossip_payload_bytes_one_field_change              store update published for a one-field change
  *   gossip_wire_bytes_one_field_change                 that as a signed gossipsub RPC + yamux/noise framing
@@ -24,7 +25,7 @@ import { RPC } from '@libp2p/gossipsub/message'
 import { storeTopic } from '../../src/mesh/index.ts'
 import { openStore } from '../../src/store/index.ts'
 import { type NodeProcess, newNode, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
-import { cpuSeconds, pct, rssMb } from './proc.ts'
+import { cpuSeconds, pct, rssMb, sendCallsPerSecond } from './proc.ts'
 
 const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
 const SAMPLES = Number(process.argv[3] ?? 60)
@@ -158,6 +159,13 @@ async function propagation(): Promise<void> {
       if (process.env.BENCH_VERBOSE)
         console.error('idle cpu s per agent:', nodes.map((n, i) => `${n.name}=${(cpuSeconds(n.proc?.pid) - cpu0[i]!).toFixed(2)}`).join(' '))
       console.log(`idle_cpu_cores_n${size} ${(used / ((Date.now() - idle0) / 1000)).toFixed(2)}`)
+      // Messages each idle agent sends a second (its send calls; Serf's in serf.bench.ts), counted
+      // after the CPU window: strace slows what it traces.
+      const sends = await sendCallsPerSecond(
+        nodes.map((n) => n.proc!.pid!),
+        Number(process.env.BENCH_SENDS_S ?? 10),
+      )
+      if (sends) console.log(`idle_sends_per_s_per_agent_n${size} ${(sends.reduce((a, b) => a + b, 0) / sends.length).toFixed(1)}`)
       // Warm-up: one write from every node (a joiner's first publish may still find its gossip
       // mesh forming; that is join cost, reported by the join figures, not steady-state latency).
       for (const [i, w] of nodes.entries()) {

@@ -3,6 +3,7 @@
  * scripts/setup.sh` installs it) on the same machine, the same way: N agents on 127.0.0.1, one
  * event sent from one agent → received by every agent. Prints, per N:
  *   serf_idle_cpu_cores_n<N>          CPU all N agents use together over 10 s with no events
+ *   serf_idle_sends_per_s_per_agent_n<N>  messages (send calls) one idle agent sends a second, mean of N (strace)
  *   serf_propagation_ms_p50_n<N> / …_p99_n<N>   `serf event` started → the event handler ran on every
  *       agent (handler time, one clock; includes starting the handler shell, as orc's figure
  *       includes the API call)
@@ -17,7 +18,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, waitFor } from '../cluster/helpers.ts'
-import { cpuSeconds, pct, rssMb } from './proc.ts'
+import { cpuSeconds, pct, rssMb, sendCallsPerSecond } from './proc.ts'
 
 const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
 const SAMPLES = Number(process.argv[3] ?? 100)
@@ -68,6 +69,8 @@ for (const size of SIZES) {
     await new Promise((r) => setTimeout(r, 10_000))
     const used = pids.reduce((a, p, i) => a + cpuSeconds(p) - cpu0[i]!, 0)
     console.log(`serf_idle_cpu_cores_n${size} ${(used / ((Date.now() - t0) / 1000)).toFixed(2)}`)
+    const sends = await sendCallsPerSecond(pids, Number(process.env.BENCH_SENDS_S ?? 10))
+    if (sends) console.log(`serf_idle_sends_per_s_per_agent_n${size} ${(sends.reduce((a, b) => a + b, 0) / sends.length).toFixed(1)}`)
     const lat: number[] = []
     for (let s = -size; s < SAMPLES; s++) {
       // The first `size` events (one from each agent) are warm-up, as in the mesh benchmark.

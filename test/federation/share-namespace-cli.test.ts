@@ -116,4 +116,14 @@ test('two clusters: share a namespace after create, a pod applied in it on cloud
   assert.notEqual(refused.exitCode, 0)
   assert.match(refused.stderr, /namespace docs of federation lab is written by the users of home only: cluster cloud reads it/)
   assert.ok(await podOf(h1, 'notes', 'docs'), 'nothing was deleted')
+
+  // The writers change while docs stays shared: cloud's users write there too, and cloud's write
+  // names the writers it was made under.
+  const set = await ok(h1, ['federation', 'propose', 'lab', 'set-writers', 'docs', '--writers', 'home,cloud'])
+  assert.match(set, /passed \(1\/1\): namespace docs is written by the users of cloud, home only/)
+  const setId = /proposal (set-writers-docs-[0-9a-f]{6})/.exec(set)![1]!
+  await waitFor('cloud has the new writers', async () => /docs \(written by cloud, home\)/.test(await ok(c1, ['federation', 'status', 'lab'])), 30_000)
+  await ok(c1, ['delete', 'pod/notes', '-n', 'docs'])
+  await waitFor('home has cloud’s delete', async () => (await podOf(h1, 'notes', 'docs')) === undefined, 30_000)
+  assert.match(await ok(h1, ['history', 'pod/notes', '-n', 'docs']), new RegExp(`@cloud\\s+delete\\s+\\[writers ${setId}\\]`))
 })

@@ -29,7 +29,10 @@ test('three clusters: a namespace shared after create once two approve (a forged
   await assert.rejects(a.fm.propose('shared', 'share-namespace', 'Web_1', 'user:alice'), /namespace: must be a DNS label/)
   await assert.rejects(a.fm.propose('shared', 'unshare-namespace', 'web', 'user:alice'), /namespace web is not shared in federation shared/)
   await assert.rejects(a.fm.propose('shared', 'unshare-namespace', 'shared', 'user:alice'), /the only namespace federation shared shares/)
-  await assert.rejects(a.fm.propose('shared', 'share', 'web', 'user:alice'), /action: must be admit, remove, quorum, share-namespace or unshare-namespace/)
+  await assert.rejects(
+    a.fm.propose('shared', 'share', 'web', 'user:alice'),
+    /action: must be admit, remove, quorum, share-namespace, unshare-namespace or set-writers/,
+  )
   assert.equal((await fa.store.history(fedRef)).length, fedBefore)
 
   // Home proposes: one approval of two, nothing shared yet.
@@ -177,7 +180,10 @@ test('three clusters: a namespace shared with --writers home: cloud’s users re
     a.fm.propose('shared', 'share-namespace', 'docs', 'user:alice', { writers: ['home', 'mars'] }),
     /writers: mars is not a member cluster of federation shared \(members: cloud, edge, home\)/,
   )
-  await assert.rejects(a.fm.propose('shared', 'admit', 'mars', 'user:alice', { writers: ['home'] }), /writers: only a share-namespace proposal names/)
+  await assert.rejects(
+    a.fm.propose('shared', 'admit', 'mars', 'user:alice', { writers: ['home'] }),
+    /writers: only a share-namespace or set-writers proposal names/,
+  )
   const { proposal } = await a.fm.propose('shared', 'share-namespace', 'docs', 'user:alice', { writers: ['home'] })
   assert.deepEqual(proposal.writers, ['home'])
   await waitFor('cloud has the proposal', () => (b.fm.status('shared').governance?.proposals ?? []).some((p) => p.id === proposal.id))

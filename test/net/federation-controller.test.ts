@@ -80,6 +80,34 @@ async function startNetwork(
   return { store, net, dataDir }
 }
 
+/** Federation lab seen from home: cloud's node c1 (key, /64, endpoints) runs web, this node (self@home) runs client. */
+function labScope(o: {
+  clientIp: string
+  cloudKey: string
+  c1Prefix: string
+  webIp: string
+  endpoints: string[]
+  observedIps?: FederatedScopeInput['observedIps']
+}): FederatedScopeInput {
+  return {
+    federation: 'lab',
+    cluster: 'home',
+    clusters: [
+      { metadata: { name: 'home' }, spec: { id: HOME_ID }, status: { nodes: {} } },
+      {
+        metadata: { name: 'cloud' },
+        spec: { id: CLOUD_ID },
+        status: { nodes: { c1: { ready: true, network: { publicKey: o.cloudKey, prefix: o.c1Prefix, endpoints: o.endpoints } } } },
+      },
+    ],
+    pods: [
+      { metadata: { namespace: 'shared', name: 'client' }, status: { node: 'self@home', phase: 'Running', network: { ipv6: o.clientIp } } },
+      { metadata: { namespace: 'shared', name: 'web' }, status: { node: 'c1@cloud', phase: 'Running', network: { ipv6: o.webIp } } },
+    ],
+    observedIps: o.observedIps ?? new Map(),
+  }
+}
+
 test("node network: a peer for the other cluster's node with its federated pods' /128s only, gone with the federation", async (t) => {
   const wg = new FakeWireGuardDriver('wireguard-go')
   const { net, dataDir } = await startNetwork(t, { wg, addresses: ['/ip4/198.18.0.1/tcp/7419'] })
@@ -91,25 +119,7 @@ test("node network: a peer for the other cluster's node with its federated pods'
   const cloudKey = generateKeyPair(seededBytes(44)).publicKey
   const c1Prefix = formatPrefix(nodePrefix(clusterPrefix(CLOUD_ID), 0x77))
   const webIp = c1Prefix.replace('::/64', '::5')
-  let scopes: FederatedScopeInput[] = [
-    {
-      federation: 'lab',
-      cluster: 'home',
-      clusters: [
-        { metadata: { name: 'home' }, spec: { id: HOME_ID }, status: { nodes: {} } },
-        {
-          metadata: { name: 'cloud' },
-          spec: { id: CLOUD_ID },
-          status: { nodes: { c1: { ready: true, network: { publicKey: cloudKey, prefix: c1Prefix, endpoints: ['198.18.0.3:51820'] } } } },
-        },
-      ],
-      pods: [
-        { metadata: { namespace: 'shared', name: 'client' }, status: { node: 'self@home', phase: 'Running', network: { ipv6: clientIp } } },
-        { metadata: { namespace: 'shared', name: 'web' }, status: { node: 'c1@cloud', phase: 'Running', network: { ipv6: webIp } } },
-      ],
-      observedIps: new Map(),
-    },
-  ]
+  let scopes: FederatedScopeInput[] = [labScope({ clientIp, cloudKey, c1Prefix, webIp, endpoints: ['198.18.0.3:51820'] })]
   const listeners = new Set<() => void>()
   const source: FederationRouteSource = {
     scopes: () => scopes,
@@ -203,4 +213,35 @@ test('node network behind NAT: another cluster’s NAT’d node relayed through 
     return n?.behindNat === true ? n : undefined
   })
   assert.deepEqual(published.reachPrefixes, [pubPrefix])
+})
+
+test("node network: another cluster's peer connected over IPv4 only is dialled over IPv6 on the federation mesh, and the tunnel moves there", async (t) => {
+  const wg = new FakeWireGuardDriver('wireguard-go')
+  const { net } = await startNetwork(t, { wg, addresses: ['/ip4/198.18.0.1/tcp/7419', '/ip6/2001:db8::1/tcp/7419'] })
+  const clientIp = ((await net.attachPod('uid-client')) as { ipv6: string }).ipv6
+  const cloudKey = generateKeyPair(seededBytes(45)).publicKey
+  const c1Prefix = formatPrefix(nodePrefix(clusterPrefix(CLOUD_ID), 0x78))
+  const observedIps = new Map<string, string | string[]>([['c1@cloud', '198.18.0.3']])
+  const scope = labScope({
+    clientIp,
+    cloudKey,
+    c1Prefix,
+    webIp: c1Prefix.replace('::/64', '::5'),
+    endpoints: ['198.18.0.3:51820', '[2001:db8::3]:51820'],
+    observedIps,
+  })
+  const dialled: string[] = []
+  net.useFederation({
+    scopes: () => [scope],
+    onChange: () => () => {},
+    connectOver: async (federation, member, ip) => {
+      dialled.push(`${federation} ${member} ${ip}`)
+      observedIps.set(member, ['198.18.0.3', ip])
+      return true
+    },
+  })
+  await waitFor('the cloud peer on its IPv6 endpoint', async () =>
+    wg.config?.peers.find((p) => p.publicKey === cloudKey)?.endpoint === '[2001:db8::3]:51820' ? true : undefined,
+  )
+  assert.deepEqual(dialled, ['lab c1@cloud 2001:db8::3'])
 })

@@ -158,6 +158,23 @@ test('the endpoint follows where the federation mesh sees the node (behind NAT: 
   assert.equal(natted.peers[0]!.wg.endpoint, undefined)
 })
 
+test('a peer publishing IPv4 and IPv6 endpoints is reached over IPv6 when the federation mesh has a connection over it', () => {
+  const pods = [pod('client', 'h1@home', podIp('home', 1, 7)), pod('web', 'c1@cloud', podIp('cloud', 3, 5))]
+  const dual = clusterObj('cloud', ids.cloud, { c1: summary(KEYS.c1, 'cloud', 3, ['198.18.0.3:51820', '[2001:db8::3]:51820']) })
+  const { home } = lab(pods)
+  const clusters = [home.clusters[0]!, dual]
+  const endpointWith = (observed: string | string[]) =>
+    planFederatedPeers([{ ...home, clusters, observedIps: new Map([['c1@cloud', observed]]) }], selfOf('h1', 'home')).peers[0]!.wg.endpoint
+  // Connections over both families: IPv6, whatever order libp2p lists them in.
+  assert.equal(endpointWith(['198.18.0.3', '2001:db8::3']), '[2001:db8::3]:51820')
+  assert.equal(endpointWith(['2001:db8::3', '198.18.0.3']), '[2001:db8::3]:51820')
+  assert.equal(endpointWith('2001:db8::3'), '[2001:db8::3]:51820')
+  // Only over IPv4 (IPv6 not shown to work): IPv4. A connection from an IPv6 address it does not
+  // publish (a temporary address) does not count for IPv6; the IPv4 one still matches.
+  assert.equal(endpointWith('198.18.0.3'), '198.18.0.3:51820')
+  assert.equal(endpointWith(['2001:db8::99', '198.18.0.3']), '198.18.0.3:51820')
+})
+
 test("garbage federation documents never throw and never route outside the publishing node's /64 (property)", () => {
   const anyJson = fc.jsonValue({ maxDepth: 4 })
   fc.assert(

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import fc from 'fast-check'
 import { decideSubnet } from '../../src/agent/network/index.ts'
-import { chooseRelay, endpointsFromMultiaddrs, type PublishedNetwork, planPeers, readPublishedNetwork } from '../../src/agent/network/plan.ts'
+import { chooseRelay, endpointsFromMultiaddrs, judgeInbound, type PublishedNetwork, planPeers, readPublishedNetwork } from '../../src/agent/network/plan.ts'
 import { clusterPrefix, formatPrefix, generateKeyPair, nodePrefix } from '../../src/net/index.ts'
 import { seededBytes } from '../helpers/store.ts'
 
@@ -106,6 +106,87 @@ test("a public node and a NAT'd one are never relayed, even before their first h
   assert.equal(fromHome1.wg.endpoint, '198.18.0.2:51820')
 })
 
+/**
+ * pub (10) reaches fw (20, a public address behind a firewall that drops unsolicited UDP: it
+ * reaches pub because it sends first) and home (30, behind NAT, seen by pub). home dials fw and is
+ * dropped; fw has no endpoint for home and waits for it to dial.
+ */
+function firewalledPair(extra: { firewalled?: boolean; reachEachOther?: boolean } = {}): PublishedNetwork[] {
+  return [
+    node('pub', 10, { endpoints: ['198.18.0.1:51820'], reach: new Set([20, 30]), seen: new Map([[30, '198.18.0.253:40000']]) }),
+    node('fw', 20, {
+      endpoints: ['198.18.0.2:51820'],
+      reach: new Set([10, ...(extra.reachEachOther ? [30] : [])]),
+      ...(extra.firewalled !== false ? { firewalled: true } : {}),
+    }),
+    node('home', 30, { endpoints: ['10.77.0.2:51820'], reach: new Set([10]) }),
+  ]
+}
+
+test("a public node that reports itself firewalled and a NAT'd node are relayed through the member both reach, on both ends", () => {
+  const nodes = firewalledPair()
+  const fromFw = plan('fw', nodes, { pub: '198.18.0.1', home: '198.18.0.253' })
+  const toHome = fromFw.find((p) => p.peerId === 'home')!
+  assert.equal(toHome.path, 'relayed')
+  assert.equal(toHome.via?.name, 'pub')
+  assert.deepEqual(toHome.wg.allowedIps, [])
+  assert.equal(toHome.wg.endpoint, undefined, 'it still waits for home to dial (a firewall opened later lets the pair go direct)')
+  assert.deepEqual(fromFw.find((p) => p.peerId === 'pub')!.wg.allowedIps, [prefixOf(10), prefixOf(30)])
+  const fromHome = plan('home', nodes, { pub: '198.18.0.1', fw: '198.18.0.2' })
+  const toFw = fromHome.find((p) => p.peerId === 'fw')!
+  assert.equal(toFw.via?.name, 'pub')
+  assert.equal(toFw.wg.endpoint, '198.18.0.2:51820', 'its keepalives keep trying the direct path')
+  assert.deepEqual(fromHome.find((p) => p.peerId === 'pub')!.wg.allowedIps, [prefixOf(10), prefixOf(20)])
+  // The relay routes both directly.
+  assert.ok(plan('pub', nodes, { fw: '198.18.0.2', home: '198.18.0.253' }).every((p) => p.path !== 'relayed' && p.wg.allowedIps.length === 1))
+})
+
+test("without the firewalled report, or once the pair reaches each other, a public and a NAT'd node stay direct", () => {
+  const unreported = plan('home', firewalledPair({ firewalled: false }), { pub: '198.18.0.1', fw: '198.18.0.2' }).find((p) => p.peerId === 'fw')!
+  assert.equal(unreported.path, 'direct')
+  assert.deepEqual(unreported.wg.allowedIps, [prefixOf(20)])
+  const reached = plan('home', firewalledPair({ reachEachOther: true }), { pub: '198.18.0.1', fw: '198.18.0.2' }).find((p) => p.peerId === 'fw')!
+  assert.equal(reached.path, 'direct')
+  // A firewalled node and a public one: the public one is dialled by it, never relayed.
+  const fromPub = plan('pub', firewalledPair(), { fw: '198.18.0.2', home: '198.18.0.253' }).find((p) => p.peerId === 'fw')!
+  assert.equal(fromPub.path, 'direct')
+})
+
+test('judgeInbound: firewalled once peers that must dial wait past the limit and none gets through', () => {
+  let w = judgeInbound(new Map(), [{ key: 'a', up: false }], 1000, 30_000)
+  assert.deepEqual([w.firewalled, [...w.waits]], [false, [['a', 1000]]])
+  w = judgeInbound(w.waits, [{ key: 'a', up: false }], 30_999, 30_000)
+  assert.equal(w.firewalled, false)
+  w = judgeInbound(w.waits, [{ key: 'a', up: false }], 31_000, 30_000)
+  assert.equal(w.firewalled, true)
+  // A peer that starts waiting later does not reset the first.
+  w = judgeInbound(
+    w.waits,
+    [
+      { key: 'a', up: false },
+      { key: 'b', up: false },
+    ],
+    32_000,
+    30_000,
+  )
+  assert.deepEqual([w.firewalled, w.waits.get('b')], [true, 32_000])
+  // One dialled peer that gets through is proof the endpoint takes unsolicited handshakes.
+  const through = judgeInbound(
+    w.waits,
+    [
+      { key: 'a', up: false },
+      { key: 'b', up: true },
+    ],
+    40_000,
+    30_000,
+  )
+  assert.deepEqual([through.firewalled, [...through.waits.keys()]], [false, ['a']])
+  // Peers no longer dialled are forgotten; nobody to judge by is not firewalled.
+  assert.deepEqual(judgeInbound(w.waits, [], 99_000, 30_000), { waits: new Map(), firewalled: false })
+  // A peer back to waiting after a handshake waits from then on.
+  assert.equal(judgeInbound(through.waits, [{ key: 'b', up: false }], 41_000, 30_000).firewalled, false)
+})
+
 test('no member reaches both: no relay, the direct attempt stays', () => {
   const nodes = natPair()
   nodes[0]!.reach = new Set([20])
@@ -154,6 +235,9 @@ test("reach and seen from a peer's Node status are validated; garbage is dropped
   )!
   assert.deepEqual([...p.reach!], [1, 2, 3])
   assert.deepEqual([...p.seen!], [[5, '1.2.3.4:5']])
+  assert.equal(p.firewalled, undefined)
+  assert.equal(readPublishedNetwork(obj({ firewalled: 'yes' }), new Set())!.firewalled, undefined)
+  assert.equal(readPublishedNetwork(obj({ firewalled: true }), new Set())!.firewalled, true)
   fc.assert(
     fc.property(fc.anything(), fc.anything(), (reach, seen) => {
       const r = readPublishedNetwork(obj({ reach, seen }), new Set())!

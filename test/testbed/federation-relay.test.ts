@@ -13,7 +13,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { imageStoresEnv, sharedPod, skipReason, Testbed, TWO_RANDOM_NATS, waitFor, waitMesh } from './helpers.ts'
+import { diagnoseOnFailure, imageStoresEnv, nodeStatuses, sharedPod, skipReason, Testbed, TWO_RANDOM_NATS, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
 
@@ -27,6 +27,59 @@ async function waitRunning(tb: Testbed, on: string, name: string, node: string):
     90_000,
   )
 }
+
+/**
+ * Cluster home = pub1 (labelled `role=relay`, so shared pods can be kept off it) and `homeNode`
+ * joined to it; cluster away = `awayNode` alone; federated as `lab` sharing `NS`, every node in.
+ */
+async function homeAndAway(tb: Testbed, homeNode: string, awayNode: string): Promise<void> {
+  await Promise.all([tb.up('pub1', ['--cluster', 'home', '--labels', 'role=relay']), tb.up(awayNode, ['--cluster', 'away'])])
+  await tb.join(homeNode, 'pub1')
+  await Promise.all([waitMesh(tb, 'pub1', ['pub1', homeNode]), waitMesh(tb, awayNode, [awayNode])])
+  await tb.orc('pub1', ['federation', 'create', 'lab', '--namespace', NS])
+  const token = (await tb.orc('pub1', ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
+  await tb.orc(awayNode, ['federation', 'join', '--token', token])
+  await waitFor(
+    'both clusters in the federation (every node)',
+    async () => {
+      const v = await tb.orcJson('pub1', ['federation', 'status', 'lab'])
+      const n = (c: string) => v.clusters?.find((x: any) => x.name === c)?.connected
+      return n('home') === 2 && n('away') === 1 ? v : undefined
+    },
+    90_000,
+  )
+}
+
+/**
+ * A server pod in cluster away (on `awayNode`), and a client in cluster home (not on pub1, so on
+ * `homeNode`) that, once it got the server's answer, serves `client-reached-away` itself.
+ */
+async function serverAndClient(tb: Testbed, homeNode: string, awayNode: string): Promise<{ srv: string; cl: string }> {
+  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('srv', 'exec nc -ll -p 8080 -e echo hello-from-away', { placement: { clusters: ['away'] } }) })
+  const srv = await waitRunning(tb, 'pub1', 'srv', `${awayNode}@away`)
+  const notOnRelay = { affinity: { nodeAffinity: { required: [{ matchExpressions: [{ key: 'role', operator: 'DoesNotExist' }] }] } } }
+  const client = `until nc -w 2 ${srv} 8080 </dev/null | grep -q hello-from-away; do sleep 0.5; done; exec nc -ll -p 8080 -e echo client-reached-away`
+  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('client', client, { placement: { clusters: ['home'] }, ...notOnRelay }) })
+  const cl = await waitRunning(tb, 'pub1', 'client', `${homeNode}@home`)
+  return { srv, cl }
+}
+
+/** Until `on` routes `other`'s pods relayed via `via` with the relay's tunnel up; its `orc get routes` and the peer's row. */
+async function relayed(tb: Testbed, on: string, other: string, via: string, timeoutMs = 90_000): Promise<{ r: any; p: any }> {
+  return waitFor(
+    `${on} routes ${other} relayed via ${via}`,
+    async () => {
+      const r = await tb.orcJson(on, ['get', 'routes'])
+      const p = (r.federated ?? []).find((x: any) => x.node === other)
+      return p?.path === 'relayed' && p.via === via && p.state === 'up' ? { r, p } : undefined
+    },
+    timeoutMs,
+  )
+}
+
+const podNs = (r: any, ipv6: string) => (r.pods as any[]).find((p) => p.ipv6 === ipv6)?.netns as string
+const nc = (tb: Testbed, host: string, ns: string, addr: string, port = 8080) =>
+  tb.exec(host, 'ip', ['netns', 'exec', ns, 'busybox', 'nc', '-w', '3', addr, String(port)])
 
 test("testbed: pods on two NAT'd nodes of different federated clusters talk through a relay of one of the clusters", { timeout: 300_000 }, async (t) => {
   const why = await skipReason()
@@ -42,58 +95,25 @@ test("testbed: pods on two NAT'd nodes of different federated clusters talk thro
   })
   t.after(() => tb.destroy())
   const t0 = Date.now()
-  // pub1 is labelled so the home pod can be kept off it (pins to node@cluster are not built).
-  await Promise.all([tb.up('pub1', ['--cluster', 'home', '--labels', 'role=relay']), tb.up('home2', ['--cluster', 'away'])])
-  await tb.join('home1', 'pub1')
-  await Promise.all([waitMesh(tb, 'pub1', ['pub1', 'home1']), waitMesh(tb, 'home2', ['home2'])])
-
-  await tb.orc('pub1', ['federation', 'create', 'lab', '--namespace', NS])
-  const token = (await tb.orc('pub1', ['federation', 'token', 'lab'])).split('\n')[0]!.trim()
-  await tb.orc('home2', ['federation', 'join', '--token', token])
-  await waitFor(
-    'both clusters in the federation (every node)',
-    async () => {
-      const v = await tb.orcJson('pub1', ['federation', 'status', 'lab'])
-      const n = (c: string) => v.clusters?.find((x: any) => x.name === c)?.connected
-      return n('home') === 2 && n('away') === 1 ? v : undefined
-    },
-    90_000,
-  )
+  await homeAndAway(tb, 'home1', 'home2')
   t.diagnostic(`two clusters up and federated in ${Date.now() - t0} ms`)
 
   // A server on home2 (cluster away), a client on home1 (cluster home, not on pub1).
   const a0 = Date.now()
-  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('srv', 'exec nc -ll -p 8080 -e echo hello-from-away', { placement: { clusters: ['away'] } }) })
-  const srv = await waitRunning(tb, 'pub1', 'srv', 'home2@away')
-  const notOnRelay = { affinity: { nodeAffinity: { required: [{ matchExpressions: [{ key: 'role', operator: 'DoesNotExist' }] }] } } }
-  const client = `until nc -w 2 ${srv} 8080 </dev/null | grep -q hello-from-away; do sleep 0.5; done; exec nc -ll -p 8080 -e echo client-reached-away`
-  await tb.orc('pub1', ['apply', '-f', '-'], { input: sharedPod('client', client, { placement: { clusters: ['home'] }, ...notOnRelay }) })
-  const cl = await waitRunning(tb, 'pub1', 'client', 'home1@home')
+  const { srv, cl } = await serverAndClient(tb, 'home1', 'home2')
 
   // Both ends route the other's pod through pub1, and say so.
-  const relayed = async (on: string, other: string, via: string) =>
-    waitFor(
-      `${on} routes ${other} relayed via ${via}`,
-      async () => {
-        const r = await tb.orcJson(on, ['get', 'routes'])
-        const p = (r.federated ?? []).find((x: any) => x.node === other)
-        return p?.path === 'relayed' && p.via === via && p.state === 'up' ? { r, p } : undefined
-      },
-      90_000,
-    )
-  const [onHome1, onHome2] = await Promise.all([relayed('home1', 'home2@away', 'pub1'), relayed('home2', 'home1@home', 'pub1@home')])
+  const [onHome1, onHome2] = await Promise.all([relayed(tb, 'home1', 'home2@away', 'pub1'), relayed(tb, 'home2', 'home1@home', 'pub1@home')])
   t.diagnostic(`both ends relayed through pub1 ${Date.now() - a0} ms after the server was applied`)
   assert.deepEqual(onHome1.p.routes, [`${srv}/128`])
   assert.deepEqual(onHome2.p.routes, [`${cl}/128`])
 
   // The pods talk over TCP, both ways: the client got the server's answer, then answers itself.
-  const podNs = (r: any, ipv6: string) => (r.pods as any[]).find((p) => p.ipv6 === ipv6)?.netns as string
   const srvNs = podNs(onHome2.r, srv)
   const clientNs = podNs(onHome1.r, cl)
-  const nc = (host: string, ns: string, addr: string, port = 8080) => tb.exec(host, 'ip', ['netns', 'exec', ns, 'busybox', 'nc', '-w', '3', addr, String(port)])
   await waitFor(
     'the client pod on home1 reached the server on home2, and home2 reaches it back',
-    async () => ((await nc('home2', srvNs, cl)).stdout.includes('client-reached-away') ? true : undefined),
+    async () => ((await nc(tb, 'home2', srvNs, cl)).stdout.includes('client-reached-away') ? true : undefined),
     90_000,
   ).catch(async (err) => {
     for (const h of ['home1', 'home2', 'pub1'])
@@ -147,4 +167,65 @@ test("testbed: pods on two NAT'd nodes of different federated clusters talk thro
   t.diagnostic(`20 MiB srv → client through pub1 in ${bulk.toFixed(0)} ms (${((20 * 8) / (bulk / 1000)).toFixed(0)} Mbit/s, process start included)`)
   t.diagnostic(`scenario ${Date.now() - t0} ms`)
   failed = false
+})
+
+/**
+ * The same shape with a firewall instead of the first NAT: fw1 (cluster home) has a public address
+ * but drops inbound UDP it did not start; home2 (cluster away, alone) is behind a random-port NAT.
+ * home2's handshakes to fw1 are dropped and fw1 cannot dial home2, and nobody sees a NAT mapping of
+ * fw1: it notices that the peer that must dial it never gets through, publishes `nat` in its node
+ * summary, and the pair is relayed through pub1 like two NAT'd nodes. Then home removes away
+ * (`orc federation remove`): the routes to away's pod go from fw1 and from the relay.
+ */
+test("testbed: a firewalled public node and a NAT'd node of another federated cluster talk through a relay", { timeout: 300_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const tb = await Testbed.create({
+    routers: [{ name: 'rtrb', nat: 'random' }],
+    hosts: [{ name: 'pub1' }, { name: 'fw1', firewall: 'udp' }, { name: 'home2', site: 'home', router: 'rtrb' }],
+    env: { ORC_MESH_TUNABLES: JSON.stringify({ syncIntervalMs: 5000 }), ...imageStoresEnv() },
+  })
+  const passed = diagnoseOnFailure(t, tb)
+  t.after(() => tb.destroy())
+  const t0 = Date.now()
+  await homeAndAway(tb, 'fw1', 'home2')
+  const a0 = Date.now()
+  const { srv, cl } = await serverAndClient(tb, 'fw1', 'home2')
+  const [onFw, onHome2] = await Promise.all([relayed(tb, 'fw1', 'home2@away', 'pub1', 120_000), relayed(tb, 'home2', 'fw1@home', 'pub1@home', 120_000)])
+  t.diagnostic(`both ends relayed through pub1 ${Date.now() - a0} ms after the server was applied`)
+  assert.deepEqual(onFw.p.routes, [`${srv}/128`])
+  assert.deepEqual(onHome2.p.routes, [`${cl}/128`])
+  assert.notEqual(onHome2.p.direct, 'up', 'the firewall keeps the direct path shut')
+  assert.equal((await nodeStatuses(tb, 'pub1')).get('fw1').network.firewalled, true)
+
+  // The pods talk over TCP, both ways.
+  const srvNs = podNs(onHome2.r, srv)
+  await waitFor(
+    'the client pod on fw1 reached the server on home2, and home2 reaches it back',
+    async () => ((await nc(tb, 'home2', srvNs, cl)).stdout.includes('client-reached-away') ? true : undefined),
+    90_000,
+  )
+  t.diagnostic(`pods across the relay talk ${Date.now() - a0} ms after the server was applied`)
+
+  // `orc federation remove` (two clusters: home's admin alone): away leaves the document, and on
+  // home's nodes every route to its pods goes — fw1's on its tunnel to the relay, pub1's peer for
+  // home2 — so the client pod no longer reaches the server.
+  const r0 = Date.now()
+  await tb.orc('pub1', ['federation', 'remove', 'lab', 'away'])
+  const routedOn = async (h: string) => {
+    const r = await tb.orcJson(h, ['get', 'routes'])
+    const wg = (await tb.exec(h, 'wg', ['show', r.iface, 'allowed-ips'])).stdout
+    const rt = (await tb.exec(h, 'ip', ['-6', 'route', 'show', 'proto', '79'])).stdout
+    return (r.federated ?? []).some((f: any) => f.cluster === 'away') || wg.includes(srv) || rt.includes(srv)
+  }
+  await waitFor("away's pod routes gone from fw1 and pub1", async () => ((await routedOn('fw1')) || (await routedOn('pub1')) ? undefined : true), 60_000)
+  const status = await tb.orcJson('pub1', ['federation', 'status', 'lab'])
+  assert.deepEqual(
+    (status.clusters as any[]).map((c) => c.name),
+    ['home'],
+  )
+  const after = await nc(tb, 'fw1', podNs(onFw.r, cl), srv)
+  assert.ok(!after.stdout.includes('hello-from-away'), `the client pod no longer reaches the removed cluster's pod: ${after.stdout}`)
+  t.diagnostic(`federation remove: away's routes gone from home's nodes ${Date.now() - r0} ms after; scenario ${Date.now() - t0} ms`)
+  passed()
 })

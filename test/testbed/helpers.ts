@@ -1,5 +1,7 @@
 /** Helpers for testbed scenarios: pods from the busybox fixture, waiting on what `orc` reports. */
+import assert from 'node:assert/strict'
 import { dirname } from 'node:path'
+import type { TestContext } from 'node:test'
 import type { RouterSpec, Testbed } from '../../netsim/testbed/testbed.ts'
 import { busyboxImages, busyboxMissing } from '../fixtures/busybox-image.ts'
 import { waitFor } from '../helpers/wait.ts'
@@ -64,6 +66,56 @@ export async function waitPodRunning(tb: Testbed, on: string, name: string, time
     },
     timeoutMs,
   )
+}
+
+/**
+ * A server pod on each of `a` and `b` (answering `hello-from-NODE` on TCP 8080), then on each a
+ * client pod that connects to the other's server until it gets through; resolves once both clients
+ * got the other's answer (pods reach each other over TCP, both ways). Pods `srv-NODE`, `to-NODE`.
+ */
+export async function podsTalkBothWays(
+  tb: Testbed,
+  on: string,
+  a: string,
+  b: string,
+  timeoutMs = 150_000,
+): Promise<Map<string, { ipv6: string; node: string }>> {
+  for (const n of [a, b]) await applyPod(tb, on, podManifest(`srv-${n}`, n, `exec nc -ll -p 8080 -e echo hello-from-${n}`))
+  const srv = new Map<string, { ipv6: string; node: string }>()
+  for (const n of [a, b]) srv.set(n, await waitPodRunning(tb, on, `srv-${n}`))
+  const client = (addr: string) =>
+    `for i in $(seq 1 90); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
+  await applyPod(tb, on, podManifest(`to-${b}`, a, client(srv.get(b)!.ipv6)))
+  await applyPod(tb, on, podManifest(`to-${a}`, b, client(srv.get(a)!.ipv6)))
+  for (const n of [b, a]) {
+    const logs = await waitFor(
+      `to-${n} connected`,
+      async () => {
+        const l = await tb.orc(on, ['logs', `pod/to-${n}`]).catch(() => '')
+        return l.includes('connected') ? l : undefined
+      },
+      timeoutMs,
+    )
+    assert.match(logs, new RegExp(`hello-from-${n}`))
+  }
+  return srv
+}
+
+/**
+ * On failure, each host's `wg show`, its log's warnings and its log's tail as diagnostics. Call
+ * before `t.after(() => tb.destroy())` (hooks run in order; destroy removes the logs); call the
+ * returned function when the scenario passed.
+ */
+export function diagnoseOnFailure(t: TestContext, tb: Testbed): () => void {
+  let failed = true
+  t.after(async () => {
+    if (!failed) return
+    for (const h of tb.hosts.values())
+      t.diagnostic(`--- ${h.name} ---\n${(await tb.exec(h.name, 'wg', ['show'])).stdout}\n${tb.warnings(h)}\n${tb.tail(h, 30)}`)
+  })
+  return () => {
+    failed = false
+  }
 }
 
 export async function nodeStatuses(tb: Testbed, on: string): Promise<Map<string, any>> {

@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { applyPod, imageStoresEnv, netemUnavailable, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+import { imageStoresEnv, netemUnavailable, podsTalkBothWays, skipReason, Testbed, waitMesh } from './helpers.ts'
 
 test("testbed: a NAT'd node reaches pods on public nodes and vice versa", { timeout: 900_000 }, async (t) => {
   const why = await skipReason()
@@ -45,28 +45,7 @@ test("testbed: a NAT'd node reaches pods on public nodes and vice versa", { time
   )
   t.diagnostic(await tb.orc('pub1', ['get', 'routes', '-o', 'wide']))
 
-  await applyPod(tb, 'pub1', podManifest('srv-home', 'home', 'exec nc -ll -p 8080 -e echo hello-from-home'))
-  await applyPod(tb, 'pub1', podManifest('srv-pub', 'pub2', 'exec nc -ll -p 8080 -e echo hello-from-pub2'))
-  const home = await waitPodRunning(tb, 'pub1', 'srv-home')
-  const pub = await waitPodRunning(tb, 'pub1', 'srv-pub')
-  assert.ok(home.ipv6.startsWith(nodes.get('home').network.prefix.replace(/::\/64$/, ':')))
-  const client = (addr: string) =>
-    `for i in $(seq 1 90); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
-  await applyPod(tb, 'pub1', podManifest('to-home', 'pub2', client(home.ipv6)))
-  await applyPod(tb, 'pub1', podManifest('from-home', 'home', client(pub.ipv6)))
-  for (const [pod, want] of [
-    ['to-home', 'hello-from-home'],
-    ['from-home', 'hello-from-pub2'],
-  ] as const) {
-    const logs = await waitFor(
-      `${pod} connected`,
-      async () => {
-        const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
-        return l.includes('connected') ? l : undefined
-      },
-      150_000,
-    )
-    assert.match(logs, new RegExp(want))
-  }
+  const srv = await podsTalkBothWays(tb, 'pub1', 'pub2', 'home')
+  assert.ok(srv.get('home')!.ipv6.startsWith(nodes.get('home').network.prefix.replace(/::\/64$/, ':')))
   failed = false
 })

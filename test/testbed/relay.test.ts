@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type TestContext, test } from 'node:test'
-import { applyPod, imageStoresEnv, podManifest, skipReason, Testbed, waitFor, waitMesh, waitPodRunning } from './helpers.ts'
+import { diagnoseOnFailure, imageStoresEnv, podsTalkBothWays, skipReason, Testbed, waitMesh } from './helpers.ts'
 
 /** pub1 plus home1 and home2, each behind its own router; agents up and joined through pub1. */
 async function twoNatSites(t: TestContext, nat?: 'random'): Promise<{ tb: Testbed; passed: () => void }> {
@@ -71,28 +71,7 @@ test('testbed: two nodes behind separate NATs reach each other relayed through a
   )
 
   // Pods on the two home nodes reach each other over TCP, both ways.
-  await applyPod(tb, 'pub1', podManifest('srv1', 'home1', 'exec nc -ll -p 8080 -e echo hello-from-home1'))
-  await applyPod(tb, 'pub1', podManifest('srv2', 'home2', 'exec nc -ll -p 8080 -e echo hello-from-home2'))
-  const srv1 = await waitPodRunning(tb, 'pub1', 'srv1')
-  const srv2 = await waitPodRunning(tb, 'pub1', 'srv2')
-  const client = (addr: string) =>
-    `for i in $(seq 1 60); do if nc -w 2 ${addr} 8080 </dev/null; then echo connected; exec sleep 3600; fi; sleep 1; done; exit 1`
-  await applyPod(tb, 'pub1', podManifest('to-home2', 'home1', client(srv2.ipv6)))
-  await applyPod(tb, 'pub1', podManifest('to-home1', 'home2', client(srv1.ipv6)))
-  for (const [pod, want] of [
-    ['to-home2', 'hello-from-home2'],
-    ['to-home1', 'hello-from-home1'],
-  ] as const) {
-    const logs = await waitFor(
-      `${pod} connected`,
-      async () => {
-        const l = await tb.orc('pub1', ['logs', `pod/${pod}`]).catch(() => '')
-        return l.includes('connected') ? l : undefined
-      },
-      120_000,
-    )
-    assert.match(logs, new RegExp(want))
-  }
+  await podsTalkBothWays(tb, 'pub1', 'home1', 'home2')
 
   // Round trips between the nodes' own addresses: relayed (home1 → home2) against direct (home1 → pub1).
   const gw = (n: string) => prefix(n).replace(/\/64$/, '1')
@@ -166,5 +145,55 @@ test("testbed: behind port-preserving NATs a NAT'd pair tries each other's mappi
   const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw])
   assert.equal(ping.exitCode, 0, ping.stdout + ping.stderr)
   t.diagnostic(`home1 → home2 path ${peer.path === 'relayed' ? `relay via ${peer.via}` : 'direct through both NATs'}: ${ping.stdout.trim().split('\n').pop()}`)
+  passed()
+})
+
+/**
+ * fw1 has a public address, but a host firewall drops inbound UDP it did not start (a cloud
+ * security group admitting TCP only); home1 is behind a random-port NAT. fw1 reaches pub1 (it
+ * sends first, the answers are established traffic), home1 reaches pub1 (it dials), but home1's
+ * handshakes to fw1 are dropped and fw1 cannot dial home1. Nobody sees a NAT mapping of fw1: it
+ * notices that no peer that must dial it gets through and publishes `firewalled`, after which the
+ * pair is relayed through pub1 like two NAT'd nodes, and pods on fw1 and home1 talk.
+ */
+test("testbed: a public node behind a firewall that drops unsolicited UDP and a NAT'd node are relayed through a member", { timeout: 600_000 }, async (t) => {
+  const why = await skipReason()
+  if (why) return t.skip(`skipped: ${why}`)
+  const tb = await Testbed.create({
+    routers: [{ name: 'rtra', nat: 'random' }],
+    hosts: [{ name: 'pub1' }, { name: 'fw1', firewall: 'udp' }, { name: 'home1', site: 'home', router: 'rtra' }],
+    env: imageStoresEnv(),
+  })
+  const passed = diagnoseOnFailure(t, tb)
+  t.after(() => tb.destroy())
+  const t0 = Date.now()
+  await tb.up('pub1')
+  await tb.join('fw1', 'pub1')
+  await tb.join('home1', 'pub1')
+  // Every node Ready with all tunnels up: fw1–home1 only once relayed.
+  const nodes = await waitMesh(tb, 'pub1', ['pub1', 'fw1', 'home1'])
+  t.diagnostic(`mesh up, fw1–home1 relayed, ${Date.now() - t0} ms after the first agent started`)
+  assert.equal(nodes.get('fw1').network.firewalled, true, JSON.stringify(nodes.get('fw1').network))
+  assert.equal(nodes.get('pub1').network.firewalled, undefined, 'pub1 takes home1 dialling it')
+  for (const [self, other] of [
+    ['fw1', 'home1'],
+    ['home1', 'fw1'],
+  ] as const) {
+    const r = await tb.orcJson(self, ['get', 'routes'])
+    const peer = r.tunnels.find((x: any) => x.node === other)
+    assert.equal(peer.path, 'relayed', `${self} relays ${other}: ${JSON.stringify(peer)}`)
+    assert.equal(peer.via, 'pub1')
+    assert.equal(peer.state, 'up')
+    assert.notEqual(peer.direct, 'up', 'the firewall keeps the direct path shut')
+    assert.equal(r.tunnels.find((x: any) => x.node === 'pub1').path, 'direct')
+  }
+  t.diagnostic(await tb.orc('home1', ['get', 'routes']))
+
+  // Pods on fw1 and home1 reach each other over TCP, both ways, through pub1.
+  await podsTalkBothWays(tb, 'pub1', 'fw1', 'home1')
+  const gw = (nodes.get('fw1').network.prefix as string).replace(/\/64$/, '1')
+  const ping = await tb.exec('home1', 'ping', ['-6', '-c', '5', '-i', '0.2', '-q', gw])
+  assert.equal(ping.exitCode, 0, ping.stdout + ping.stderr)
+  t.diagnostic(`home1 → fw1 (relayed via pub1): ${ping.stdout.trim().split('\n').pop()}; scenario ${Date.now() - t0} ms`)
   passed()
 })

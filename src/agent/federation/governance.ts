@@ -27,10 +27,10 @@
  */
 import { type Random, randomHex } from '../../effects/index.ts'
 import { OrcError, refOfKey } from '../../model/index.ts'
-import type { ObjectStore, Revision } from '../../store/index.ts'
+import { BACKDATE_SLACK_MS, type ObjectStore, parseRevisionId, type Revision } from '../../store/index.ts'
 import { clusterOfAuthor, isClusterName } from './membership.ts'
 
-export type ProposalAction = 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace'
+export type ProposalAction = 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace' | 'set-writers'
 
 /** The actions whose target is a namespace (sharing one more, or no longer sharing one). */
 export const NAMESPACE_ACTIONS: ReadonlySet<ProposalAction> = new Set(['share-namespace', 'unshare-namespace'])
@@ -38,6 +38,16 @@ export const NAMESPACE_ACTIONS: ReadonlySet<ProposalAction> = new Set(['share-na
 /** Whether `a` shares or unshares a namespace (the proposals NAMESPACE_ACTIONS holds). */
 export function isNamespaceAction(a: ProposalAction): a is 'share-namespace' | 'unshare-namespace' {
   return NAMESPACE_ACTIONS.has(a)
+}
+
+/** Whether `a`'s target is a namespace (a share, an unshare, or a change of a shared namespace's writers). */
+export function targetsNamespace(a: ProposalAction): boolean {
+  return NAMESPACE_ACTIONS.has(a) || a === 'set-writers'
+}
+
+/** The actions that name writers: a share may, a change of the writers must. */
+function namesWriters(a: ProposalAction): boolean {
+  return a === 'share-namespace' || a === 'set-writers'
 }
 
 export interface Approval {
@@ -53,8 +63,16 @@ export interface Proposal {
   target: string
   /** The member clusters as the proposer saw them. */
   members: string[]
-  /** A share-namespace's writers: only these clusters' users write in the namespace while this share lasts (undefined: every member's). */
+  /**
+   * A share-namespace's writers: only these clusters' users write in the namespace while this share
+   * lasts (undefined: every member's); a set-writers' new writers (always given).
+   */
   writers?: string[]
+  /**
+   * The membership state the proposer judged it against: the id of the newest join (the `create`
+   * revision of a listed cluster's object) it held. Undefined in proposals of older agents.
+   */
+  seen?: string
   proposer: string
   author: string
   at: number
@@ -95,9 +113,17 @@ export interface GovRecord {
   time: number
 }
 
-const ACTIONS = 'admit|remove|quorum|share-namespace|unshare-namespace'
+const ACTIONS = 'admit|remove|quorum|share-namespace|unshare-namespace|set-writers'
 const ID = `(?:${ACTIONS})-[a-z0-9-]{1,70}-[0-9a-f]{6}`
-const PROPOSE = new RegExp(`^propose (${ID}): (${ACTIONS}) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})(?:; writers ([a-z0-9,-]{1,8000}))?$`)
+const REV = '[0-9a-f]{16}\\.[1-9][0-9]{0,14}'
+const PROPOSE = new RegExp(
+  `^propose (${ID}): (${ACTIONS}) ([a-z0-9-]{1,63}); members ([a-z0-9,-]{0,8000})(?:; seen (${REV}))?(?:; writers ([a-z0-9,-]{1,8000}))?$`,
+)
+/**
+ * The writers state a user's write in a shared namespace was made under (appended to its reason by
+ * the writing cluster's API, routed-store.ts): the passed share or set-writers in force there.
+ */
+const UNDER = new RegExp(`\\[writers (${ID})\\]$`)
 const APPROVE = new RegExp(`^approve (${ID})$`)
 const WITHDRAW = new RegExp(`^withdraw (${ID})$`)
 const REMOVED = new RegExp(`^cluster ([a-z0-9-]{1,63}) removed from the federation \\(proposal (${ID})\\)$`)
@@ -127,6 +153,12 @@ const MAX_MEMBERS = 1000
 export const MAX_GOVERNANCE_CLOCK_SKEW_MS = 10 * 60_000
 
 /**
+ * A proposal may leave out a member whose join is newer than the state it names (`seen`) only when
+ * that join is dated within this time of the proposal, before or after (checkMembershipChanges).
+ */
+export const JOIN_RACE_WINDOW_MS = 10 * 60_000
+
+/**
  * Approvals a change needs with `n` member clusters: the setting (at most every member that may
  * approve), else any one for two clusters and a majority beyond. A removal cannot wait for the
  * cluster it removes.
@@ -137,9 +169,31 @@ export function required(action: ProposalAction, n: number, setting?: number): n
   return Math.max(1, Math.min(base, voters))
 }
 
-export function proposeReason(id: string, action: ProposalAction, target: string, members: readonly string[], writers?: readonly string[]): string {
-  const w = action === 'share-namespace' && writers !== undefined && writers.length > 0 ? `; writers ${[...new Set(writers)].sort().join(',')}` : ''
-  return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}${w}`
+export function proposeReason(
+  id: string,
+  action: ProposalAction,
+  target: string,
+  members: readonly string[],
+  writers?: readonly string[],
+  seen?: string,
+): string {
+  const w = namesWriters(action) && writers !== undefined && writers.length > 0 ? `; writers ${[...new Set(writers)].sort().join(',')}` : ''
+  return `propose ${id}: ${action} ${target}; members ${[...members].sort().join(',')}${seen !== undefined ? `; seen ${seen}` : ''}${w}`
+}
+
+/**
+ * The mark a user's write in a shared namespace carries: the writers state (a passed proposal's id)
+ * it was made under, after the user's reason (cut so that both fit the record's 1024 characters).
+ */
+export function writersMark(reason: string, proposal: string): string {
+  const mark = `[writers ${proposal}]`
+  const text = reason.slice(0, Math.max(0, 1024 - mark.length - 1))
+  return `${text === '' ? '' : `${text} `}${mark}`
+}
+
+/** Does a reason end like the mark orc adds (writersMark)? A user's own reason may not. */
+export function endsWithWritersMark(reason: string): boolean {
+  return UNDER.test(reason)
 }
 
 export function approveReason(id: string): string {
@@ -155,17 +209,32 @@ export function removalReason(cluster: string, id: string): string {
 }
 
 /**
- * The clusters whose users may write in namespace `ns` at time `t`: the writers of the share of
- * `ns` in force then (the last share or unshare of it that passed by `t`), undefined when every
- * member's may (no writers given, a namespace shared at create, or not shared by a proposal then).
+ * The passed proposal that sets who writes in namespace `ns` at time `t`: the last share or
+ * set-writers of `ns` that passed by `t` with no unshare of it passed after (undefined: none, the
+ * namespace is shared as at create, or not shared then). A set-writers after an unshare, before
+ * the next share, sets nothing.
+ */
+export function writersProposal(gov: Governance, ns: string, t: number): Proposal | undefined {
+  const passed = gov.proposals
+    .filter((p) => targetsNamespace(p.action) && p.target === ns && p.passedAt !== undefined && p.passedAt <= t)
+    .sort((a, b) => a.passedAt! - b.passedAt! || (a.id < b.id ? -1 : 1))
+  let cur: Proposal | undefined
+  let unshared = false
+  for (const p of passed) {
+    if (p.action === 'unshare-namespace') [cur, unshared] = [undefined, true]
+    else if (p.action === 'share-namespace') [cur, unshared] = [p, false]
+    else if (!unshared) cur = p
+  }
+  return cur
+}
+
+/**
+ * The clusters whose users may write in namespace `ns` at time `t`: the writers of the share or
+ * set-writers of `ns` in force then (writersProposal), undefined when every member's may (no
+ * writers given, a namespace shared at create, or not shared by a proposal then).
  */
 export function writersAt(gov: Governance, ns: string, t: number): readonly string[] | undefined {
-  let last: Proposal | undefined
-  for (const p of gov.proposals) {
-    if (!NAMESPACE_ACTIONS.has(p.action) || p.target !== ns || p.passedAt === undefined || p.passedAt > t) continue
-    if (last === undefined || p.passedAt > last.passedAt! || (p.passedAt === last.passedAt && p.id > last.id)) last = p
-  }
-  return last?.action === 'share-namespace' ? last.writers : undefined
+  return writersProposal(gov, ns, t)?.writers
 }
 
 /** The reason of the write that mirrors a passed share or unshare in `spec.namespaces`. */
@@ -219,21 +288,31 @@ export function replay(records: readonly GovRecord[]): Governance {
     if (cluster === undefined) continue
     const pm = PROPOSE.exec(r.reason)
     if (pm !== null) {
-      const [, id, action, target, list, writerList] = pm as unknown as [string, string, ProposalAction, string, string, string | undefined]
+      const [, id, action, target, list, seen, writerList] = pm as unknown as [
+        string,
+        string,
+        ProposalAction,
+        string,
+        string,
+        string | undefined,
+        string | undefined,
+      ]
       if (proposals.has(id!) || removed.has(cluster)) continue
       // A cluster's name and a namespace are both DNS labels.
       if (action === 'quorum' ? !(target === 'default' || /^[1-9][0-9]?$/.test(target)) : !isClusterName(target)) continue
       const members = [...new Set(list.split(',').filter(isClusterName))].slice(0, MAX_MEMBERS)
       if (!members.includes(cluster)) continue
-      // Writers go with a share only, and name member clusters.
+      // Writers go with a share or a set-writers only (which must name them), and name member clusters.
       const writers = writerList === undefined ? undefined : [...new Set(writerList.split(','))].sort()
-      if (writers !== undefined && (action !== 'share-namespace' || writers.some((w) => !members.includes(w)))) continue
+      if (writers !== undefined && (!namesWriters(action) || writers.some((w) => !members.includes(w)))) continue
+      if (action === 'set-writers' && writers === undefined) continue
       const p: Proposal = {
         id,
         action,
         target,
         members,
         ...(writers !== undefined ? { writers } : {}),
+        ...(seen !== undefined ? { seen } : {}),
         proposer: cluster,
         author: r.author,
         at: r.time,
@@ -382,19 +461,44 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
       )
   }
   const creator = clusterOfAuthor(fedRecords.filter((r) => r.op === 'create').sort(byTime)[0]?.author ?? '')
-  // When cluster c last went before `t` (this replica's history and the update's deletions).
-  const deletions = new Map<string, number[]>()
-  const wentBefore = async (c: string, t: number): Promise<number> => {
-    if (!deletions.has(c)) {
-      const hist = await store.history({ kind: 'Cluster', namespace: '', name: c }).catch(() => [] as Revision[])
+  // Cluster c's object records: this replica's history and the update's.
+  const clusterRecords = new Map<string, GovRecord[]>()
+  const recordsOf = async (c: string): Promise<GovRecord[]> => {
+    let all = clusterRecords.get(c)
+    if (all === undefined) {
+      const hist = (await store.history({ kind: 'Cluster', namespace: '', name: c }).catch(() => [] as Revision[])).map(govRecordOfRevision)
       const ids = new Set(hist.map((h) => h.id))
-      const all = [...hist, ...membership.filter((r) => r.key === clusterKey(c) && !ids.has(r.id))]
-      deletions.set(
-        c,
-        all.filter((h) => h.op === 'delete').map((h) => h.time),
-      )
+      all = [...hist, ...membership.filter((r) => r.key === clusterKey(c) && !ids.has(r.id))].sort(byTime)
+      clusterRecords.set(c, all)
     }
-    return Math.max(Number.NEGATIVE_INFINITY, ...deletions.get(c)!.filter((x) => x < t))
+    return all
+  }
+  // When cluster c last went before `t` (this replica's history and the update's deletions).
+  const wentBefore = async (c: string, t: number): Promise<number> =>
+    Math.max(Number.NEGATIVE_INFINITY, ...(await recordsOf(c)).filter((h) => h.op === 'delete' && h.time < t).map((h) => h.time))
+  /**
+   * A member the proposal leaves out is excused when the proposal was judged against a state
+   * without it: the join that made it a member (its object's last create) is newer than the join
+   * the proposal names as the newest it saw, and dated within JOIN_RACE_WINDOW_MS of the proposal,
+   * before or after. The proposer had not heard of it yet, or a modified agent pretends so: it can
+   * then only pick a state that was current within that window of the proposal's date, and not
+   * date the proposal back (backdated): its node must not have written, under a lower sequence
+   * number, a revision of its cluster's object or of the Federation object timed later (beyond
+   * BACKDATE_SLACK_MS), the same bound as the store's for unsigned users' records.
+   */
+  const excused = async (c: string, r: GovRecord, seen: GovRecord | undefined): Promise<boolean> => {
+    if (seen === undefined) return false
+    const join = (await recordsOf(c)).filter((h) => h.op === 'create').at(-1)
+    return join !== undefined && byTime(join, seen) > 0 && Math.abs(join.time - r.time) <= JOIN_RACE_WINDOW_MS
+  }
+  const backdated = async (r: GovRecord): Promise<GovRecord | undefined> => {
+    const me = parseRevisionId(r.id)
+    const cluster = clusterOfAuthor(r.author)
+    if (me === undefined || cluster === undefined) return undefined
+    return [...(await recordsOf(cluster)), ...fedRecords].find((h) => {
+      const it = parseRevisionId(h.id)
+      return it?.replica === me.replica && it.seq < me.seq && h.time - r.time > BACKDATE_SLACK_MS
+    })
   }
   const state = new Set(live)
   const events = [...membership, ...fedIncoming.filter((r) => PROPOSE.test(r.reason))].sort(byTime)
@@ -408,11 +512,34 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
           .filter((x) => x.op === 'delete' && x.key.startsWith('Cluster//'))
           .map((x) => refOfKey(x.key).name),
       )
-      const left = [...state].filter((c) => !listed.has(c) && !goesLater.has(c)).sort()
+      const seenId = m[5]
+      let seen: GovRecord | undefined
+      if (seenId !== undefined) {
+        for (const c of listed) seen ??= (await recordsOf(c)).find((h) => h.id === seenId && h.op === 'create')
+        if (seen === undefined)
+          throw new OrcError(
+            'unavailable',
+            `federation update: proposal ${m[1]} by ${r.author} was judged against the join ${seenId}, which is not the creation of a listed cluster's object here`,
+            { proposal: m[1], seen: seenId },
+          )
+      }
+      const left: string[] = []
+      let pardoned = false
+      for (const c of [...state].filter((c) => !listed.has(c) && !goesLater.has(c)).sort()) {
+        if (await excused(c, r, seen)) pardoned = true
+        else left.push(c)
+      }
+      const before = pardoned ? await backdated(r) : undefined
+      if (before !== undefined)
+        throw new OrcError(
+          'forbidden',
+          `federation update: proposal ${m[1]} by ${r.author} is timed ${new Date(r.time).toISOString()}, but its node had already written revision ${before.id} timed ${new Date(before.time).toISOString()}: a backdated proposal cannot leave out a member`,
+          { proposal: m[1], revision: r.id },
+        )
       if (left.length > 0)
         throw new OrcError(
           'unavailable',
-          `federation update: proposal ${m[1]} by ${r.author} lists members ${m[4]} but leaves out ${left.join(', ')}, which ${left.length === 1 ? 'is a member' : 'are members'} here`,
+          `federation update: proposal ${m[1]} by ${r.author} lists members ${m[4]} but leaves out ${left.join(', ')}, which ${left.length === 1 ? 'is a member' : 'are members'} here${seen === undefined ? '' : ` (joined before the newest join it names, ${seen.id}, or more than ${JOIN_RACE_WINDOW_MS / 60_000} min from its date)`}`,
           { proposal: m[1], missing: left },
         )
       continue
@@ -454,11 +581,19 @@ export async function checkMembershipChanges(update: readonly WireRecord[], stor
 }
 
 /**
- * Refuse (before the store sees it) an update holding a user's (any non-controller's) write in a namespace whose share
- * names its writers, by a user of a cluster not among them at the write's date (writersAt). The
- * writer's own API refuses such a write first (routed-store.ts); a replica that receives one anyway
- * was sent it by a modified agent (`forbidden`: the sender is scored down). Controllers' writes are
- * not judged: every member cluster's run, bind and report the namespace's pods.
+ * Refuse (before the store sees it) an update holding a user's (any non-controller's) write in a
+ * namespace whose writers are named, by a user of a cluster not among them. A write is judged
+ * against the writers state it names (`[writers <proposal>]` at the end of its reason, which the
+ * writing cluster's API adds: the share or set-writers in force there, routed-store.ts): that
+ * proposal must be a passed share or set-writers of the namespace that was in force, passed before
+ * the write (give or take MAX_GOVERNANCE_CLOCK_SKEW_MS), and name the author's cluster — so a
+ * write made under the writers its cluster knew stays valid after they changed (a cluster cut off
+ * meanwhile). A write naming none is judged by its date (writersAt), except in a namespace no share
+ * or unshare had touched by then (shared at create: the state before any proposal, which is what
+ * such a writer knew). The writer's own API refuses a write it may not make first; a replica that
+ * receives one anyway was sent it by a modified agent (`forbidden`); a named proposal not here or
+ * short of approvals here makes the update wait (`unavailable`). Controllers' writes are not
+ * judged: every member cluster's run, bind and report the namespace's pods.
  */
 export async function checkNamespaceWriters(update: readonly WireRecord[], store: Pick<ObjectStore, 'list' | 'history'>): Promise<void> {
   // Every author but the clusters' controllers: users, and anything a modified agent might call itself.
@@ -472,16 +607,44 @@ export async function checkNamespaceWriters(update: readonly WireRecord[], store
     localName === undefined ? [] : (await store.history({ kind: 'Federation', namespace: '', name }).catch(() => [] as Revision[])).map(govRecordOfRevision)
   const known = new Set(local.map((r) => r.id))
   const gov = replay([...local, ...incoming.filter((r) => r.key === federationKey(name) && !known.has(r.id))])
-  if (!gov.proposals.some((p) => p.writers !== undefined)) return
+  if (!gov.proposals.some((p) => p.writers !== undefined) && !writes.some((r) => UNDER.test(r.r))) return
+  const refuse = (r: WireRecord, ns: string, writers: readonly string[], under: string) => {
+    throw new OrcError(
+      'forbidden',
+      `federation update: ${r.a} wrote ${r.k} (revision ${r.i}), but namespace ${ns} is written by the users of ${writers.join(', ')} only (${under})`,
+      { revision: r.i, author: r.a, namespace: ns, writers: [...writers] },
+    )
+  }
   for (const r of writes) {
     const ns = refOfKey(r.k).namespace
-    const writers = writersAt(gov, ns, r.t)
     const cluster = clusterOfAuthor(r.a)
-    if (writers !== undefined && (cluster === undefined || !writers.includes(cluster)))
+    const mark = UNDER.exec(r.r)
+    if (mark === null) {
+      // No share or unshare of ns passed by then: the namespace as shared at create, before any proposal.
+      const touched = gov.proposals.some((p) => isNamespaceAction(p.action) && p.target === ns && p.passedAt !== undefined && p.passedAt <= r.t)
+      const writers = touched ? writersAt(gov, ns, r.t) : undefined
+      if (writers !== undefined && (cluster === undefined || !writers.includes(cluster))) refuse(r, ns, writers, 'at its date')
+      continue
+    }
+    const id = mark[1]!
+    const p = gov.proposals.find((x) => x.id === id)
+    if (p !== undefined && (p.target !== ns || !namesWriters(p.action)))
+      throw new OrcError('forbidden', `federation update: ${r.a} wrote ${r.k} (revision ${r.i}) under proposal ${id}, which is ${p.action} ${p.target}`, {
+        revision: r.i,
+        proposal: id,
+      })
+    if (p === undefined || p.passedAt === undefined)
+      throw new OrcError(
+        'unavailable',
+        `federation update: ${r.a} wrote ${r.k} (revision ${r.i}) under the writers of proposal ${id}, which ${p === undefined ? 'is not known here' : `has ${p.approvals.length} of ${p.required} approvals`}`,
+        { revision: r.i, proposal: id },
+      )
+    if (p.passedAt > r.t + MAX_GOVERNANCE_CLOCK_SKEW_MS || writersProposal(gov, ns, p.passedAt) !== p)
       throw new OrcError(
         'forbidden',
-        `federation update: ${r.a} wrote ${r.k} (revision ${r.i}), but namespace ${ns} is written by the users of ${writers.join(', ')} only`,
-        { revision: r.i, author: r.a, namespace: ns, writers: [...writers] },
+        `federation update: ${r.a} wrote ${r.k} (revision ${r.i}) under the writers of proposal ${id}, which ${p.passedAt > r.t + MAX_GOVERNANCE_CLOCK_SKEW_MS ? 'passed after that write' : 'was never in force'}`,
+        { revision: r.i, proposal: id },
       )
+    if (p.writers !== undefined && (cluster === undefined || !p.writers.includes(cluster))) refuse(r, ns, p.writers, `under proposal ${id}`)
   }
 }

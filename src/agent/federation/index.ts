@@ -4,6 +4,7 @@ export {
   checkMembershipChanges,
   checkNamespaceWriters,
   type Governance,
+  JOIN_RACE_WINDOW_MS,
   MAX_GOVERNANCE_CLOCK_SKEW_MS,
   PROPOSAL_TTL_MS,
   type Proposal,
@@ -12,6 +13,8 @@ export {
   required as requiredApprovals,
   sharedNamespaces,
   writersAt,
+  writersMark,
+  writersProposal,
 } from './governance.ts'
 export { type SharedLogsComponents, sharedPodLogs, sharedPodStreams } from './logs.ts'
 export {

@@ -56,7 +56,6 @@ import {
   type Governance,
   governanceOf,
   isNamespaceAction,
-  NAMESPACE_ACTIONS,
   namespacesReason,
   newProposalId,
   PROPOSAL_ID,
@@ -68,8 +67,10 @@ import {
   removalReason,
   required,
   sharedNamespaces,
+  targetsNamespace,
   withdrawReason,
   writersAt,
+  writersProposal,
 } from './governance.ts'
 import { keptObjects } from './keep.ts'
 import { clusterOfAuthor, clusterOfMemberName, FederationDirectory, isClusterName, replicaOfPeer, tagAuthor } from './membership.ts'
@@ -273,6 +274,7 @@ export class FederationManager implements ScopeRouter {
       cluster: r.cfg.cluster,
       federation: r.cfg.name,
       writers: (ns) => writersAt(r.gov, ns, this.c.clock.now()),
+      writersState: (ns) => writersProposal(r.gov, ns, this.c.clock.now())?.id,
     }
   }
 
@@ -801,7 +803,7 @@ export class FederationManager implements ScopeRouter {
   private async proposeIn(r: Running, action: ProposalAction, target: string, author: string, writers?: string[]): Promise<Proposal> {
     const members = this.memberClusters(r)
     const id = newProposalId(action, target, this.c.random ?? systemRandom)
-    const reason = proposeReason(id, action, target, members, writers)
+    const reason = proposeReason(id, action, target, members, writers, await this.newestJoin(r, members))
     // A revision's reason holds at most 1024 characters (store/codec.ts), and the member list is in it.
     if (reason.length > 1024)
       throw new OrcError(
@@ -815,6 +817,19 @@ export class FederationManager implements ScopeRouter {
       { author, reason, now },
     )
     return this.afterVote(r, id, author)
+  }
+
+  /**
+   * The membership state a proposal is judged against (governance.ts, `seen`): the id of the newest
+   * join among the member clusters, their objects' last creation (by time, then id).
+   */
+  private async newestJoin(r: Running, members: readonly string[]): Promise<string | undefined> {
+    let newest: { id: string; time: number } | undefined
+    for (const c of members) {
+      const join = (await r.store.history(clusterRef(c)).catch(() => [])).filter((h) => h.op === 'create').at(-1)
+      if (join !== undefined && (newest === undefined || join.time > newest.time || (join.time === newest.time && join.id > newest.id))) newest = join
+    }
+    return newest?.id
   }
 
   /** Re-read the governance after this cluster's vote on `id`; if the vote completed it, write its effect. */
@@ -890,11 +905,19 @@ export class FederationManager implements ScopeRouter {
     return undefined
   }
 
-  /** `--writers a,b` of a share: member clusters, at least one; refused with any other action. */
+  /** `--writers a,b` of a share or a set-writers (which needs it): member clusters, at least one; refused with any other action. */
   private writersOption(r: Running, action: ProposalAction, v: unknown): string[] | undefined {
-    if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) return undefined
-    if (action !== 'share-namespace')
-      throw new OrcError('invalid', `writers: only a share-namespace proposal names the clusters whose users write in the namespace`, { field: 'writers' })
+    if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) {
+      if (action === 'set-writers')
+        throw new OrcError('invalid', 'writers: set-writers names the member clusters whose users write in the namespace (--writers home,cloud)', {
+          field: 'writers',
+        })
+      return undefined
+    }
+    if (action !== 'share-namespace' && action !== 'set-writers')
+      throw new OrcError('invalid', `writers: only a share-namespace or set-writers proposal names the clusters whose users write in the namespace`, {
+        field: 'writers',
+      })
     const list = Array.isArray(v) ? v : typeof v === 'string' ? v.split(',') : undefined
     if (list === undefined) throw new OrcError('invalid', 'writers: a list of member clusters (--writers home,cloud)', { field: 'writers' })
     const writers = [...new Set(list.map((w) => checkName('writers', typeof w === 'string' ? w.trim() : w)))].sort()
@@ -912,7 +935,7 @@ export class FederationManager implements ScopeRouter {
     return writers
   }
 
-  /** `orc federation propose NAME admit|remove|quorum|share-namespace|unshare-namespace TARGET [--writers a,b]`. */
+  /** `orc federation propose NAME admit|remove|quorum|share-namespace|unshare-namespace|set-writers TARGET [--writers a,b]`. */
   propose(
     name: string,
     action: unknown,
@@ -922,8 +945,18 @@ export class FederationManager implements ScopeRouter {
   ): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
     return this.serial(async () => {
       const r = this.mustRun(name)
-      if (action !== 'admit' && action !== 'remove' && action !== 'quorum' && action !== 'share-namespace' && action !== 'unshare-namespace')
-        throw new OrcError('invalid', `action: must be admit, remove, quorum, share-namespace or unshare-namespace, got ${JSON.stringify(action ?? null)}`)
+      if (
+        action !== 'admit' &&
+        action !== 'remove' &&
+        action !== 'quorum' &&
+        action !== 'share-namespace' &&
+        action !== 'unshare-namespace' &&
+        action !== 'set-writers'
+      )
+        throw new OrcError(
+          'invalid',
+          `action: must be admit, remove, quorum, share-namespace, unshare-namespace or set-writers, got ${JSON.stringify(action ?? null)}`,
+        )
       const t =
         action === 'quorum'
           ? (() => {
@@ -933,13 +966,24 @@ export class FederationManager implements ScopeRouter {
                 `quorum: a number of approvals from 1 to 99, or default (any one for two clusters, a majority beyond), got ${JSON.stringify(target ?? null)}`,
               )
             })()
-          : checkName(NAMESPACE_ACTIONS.has(action) ? 'namespace' : 'cluster', target)
+          : checkName(targetsNamespace(action) ? 'namespace' : 'cluster', target)
       await this.refreshGovernance(r)
       if (isNamespaceAction(action)) {
         const problem = this.namespaceChangeProblem(r, action, t)
         if (problem !== undefined) throw problem
       }
       const writers = this.writersOption(r, action, opts.writers)
+      if (action === 'set-writers') {
+        if (!r.cfg.namespaces.includes(t))
+          throw new OrcError(
+            'not_found',
+            `namespace ${t} is not shared in federation ${name} (shared: ${r.cfg.namespaces.join(', ') || 'none'}): share it with --writers instead`,
+            { namespace: t },
+          )
+        const cur = writersAt(r.gov, t, this.c.clock.now())
+        if (cur !== undefined && cur.join() === writers!.join())
+          throw new OrcError('conflict', `namespace ${t} of federation ${name} is written by the users of ${cur.join(', ')} already`, { namespace: t })
+      }
       const live = r.store.get(clusterRef(t)) !== undefined && !r.directory.isRemovedCluster(t)
       if (action === 'remove') {
         if (t === r.cfg.cluster) throw new OrcError('invalid', `${t} is this cluster: use orc federation leave ${name}`)

@@ -5,6 +5,7 @@
  */
 import { applyChanges, type Change, getKind, KINDS, type ObjectRef, OrcError, type OrcObject } from '../../model/index.ts'
 import type { ObjectStore, WriteOptions } from '../../store/index.ts'
+import { endsWithWritersMark, writersMark } from './governance.ts'
 import { clusterOfAuthor, tagAuthor } from './membership.ts'
 import { ORIGIN_CLUSTER_ANNOTATION } from './scheduling.ts'
 import { mayFederate } from './secrets.ts'
@@ -16,6 +17,11 @@ export interface FederatedScope {
   federation: string
   /** The clusters whose users may write in namespace `ns` now (undefined: every member's; governance.ts writersAt). */
   writers?(ns: string): readonly string[] | undefined
+  /**
+   * The passed share or set-writers of `ns` in force here now (undefined: none, as shared at
+   * create): a user's write names it, and every replica judges the write against it (governance.ts checkNamespaceWriters).
+   */
+  writersState?(ns: string): string | undefined
 }
 
 export interface ScopeRouter {
@@ -74,7 +80,7 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
         { namespace: ns, writers: [...writers], cluster: scope.cluster },
       )
   }
-  const tag = <T extends WriteOptions>(opts: T, scope: FederatedScope | undefined): T => {
+  const tag = <T extends WriteOptions>(opts: T, scope: FederatedScope | undefined, ns: string | undefined): T => {
     if (scope === undefined) return opts
     const claimed = clusterOfAuthor(opts.author)
     if (claimed !== undefined && claimed !== scope.cluster) {
@@ -86,7 +92,13 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
         },
       )
     }
-    return { ...opts, author: tagAuthor(opts.author, scope.cluster) }
+    // A user's write names the writers state it was made under, so it is judged against that one;
+    // a reason that ends like that mark already would be judged against what it names.
+    const user = ns !== undefined && !opts.author.startsWith('controller:')
+    if (user && endsWithWritersMark(opts.reason ?? ''))
+      throw new OrcError('invalid', 'reason: ends with [writers PROPOSAL], the mark orc adds itself to writes in a shared namespace', { field: 'reason' })
+    const under = user ? scope.writersState?.(ns) : undefined
+    return { ...opts, author: tagAuthor(opts.author, scope.cluster), ...(under !== undefined ? { reason: writersMark(opts.reason ?? '', under) } : {}) }
   }
   /**
    * A pod created in a shared namespace records the cluster that created it: without
@@ -224,13 +236,13 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
       const { store, scope } = forObj(manifest)
       checkPin(manifest, scope)
       checkWriter(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace))
-      return store.apply(withOrigin(store, manifest, scope), tag(opts, scope))
+      return store.apply(withOrigin(store, manifest, scope), tag(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace)))
     },
     planApply(manifest, opts) {
       const { store, scope } = forObj(manifest)
       checkPin(manifest, scope)
       checkWriter(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace))
-      return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope))
+      return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace)))
     },
     async patch(ref, fields, opts) {
       const { store, scope } = forRef(ref)
@@ -246,17 +258,17 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
           })
         }
       }
-      return store.patch(ref, fields, tag(opts, scope))
+      return store.patch(ref, fields, tag(opts, scope, nsOf(ref.kind, ref.namespace)))
     },
     async delete(ref, opts) {
       const { store, scope } = forRef(ref)
       checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
-      return store.delete(ref, tag(opts, scope))
+      return store.delete(ref, tag(opts, scope, nsOf(ref.kind, ref.namespace)))
     },
     async rollback(ref, opts) {
       const { store, scope } = forRef(ref)
       checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
-      return store.rollback(ref, tag(opts, scope))
+      return store.rollback(ref, tag(opts, scope, nsOf(ref.kind, ref.namespace)))
     },
     get: (ref) => forRef(ref).store.get(ref),
     history: (ref, q) => forRef(ref).store.history(ref, q),

@@ -52,7 +52,7 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
         if (scope.federation === '') continue // a join still in progress
         const running = fm.get(scope.federation)
         const mesh = running?.mesh
-        const observedIps = new Map<string, string>()
+        const observedIps = new Map<string, string | string[]>()
         if (mesh !== undefined) {
           const ips = meshViewOf(mesh).observedIps()
           for (const m of mesh.members()) {
@@ -72,6 +72,12 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
         })
       }
       return out
+    },
+    async connectOver(federation, member, ip) {
+      const mesh = fm.get(federation)?.mesh
+      const m = mesh?.members().find((x) => x.name === member && !x.self)
+      if (mesh === undefined || m === undefined) return false
+      return (await meshViewOf(mesh).connectOver?.(m.peerId, ip)) ?? false
     },
     onChange(listener) {
       listeners.add(listener)

@@ -59,7 +59,9 @@ import {
 import {
   decideSubnet,
   endpointsFromMultiaddrs,
+  ipv6Probes,
   isPublicEndpoint,
+  judgeInbound,
   MAX_REACH,
   MAX_SEEN,
   type NetworkNames,
@@ -80,10 +82,12 @@ export interface MeshView {
   clusterId: string
   /** This node's listen multiaddrs. */
   addresses(): string[]
-  /** Peer id → the IP libp2p sees that peer at (an open connection's remote address). */
-  observedIps(): Map<string, string>
+  /** Peer id → the IP libp2p sees that peer at (an open connection's remote address; each one's when several). */
+  observedIps(): Map<string, string | string[]>
   /** Peer ids of members believed alive (not this node). */
   alivePeers(): Set<string>
+  /** Open another mesh connection to a member, at its mesh address on `ip`; whether it worked. */
+  connectOver?(peerId: string, ip: string): Promise<boolean>
 }
 
 export interface NodeNetworkComponents {
@@ -152,6 +156,13 @@ export class NodeNetwork implements PodNetworkHooks {
   private federation: FederationRouteSource | undefined
   private offFederation: (() => void) | undefined
   private fedPlanJson = ''
+  /** Peers that must dial this node → since when they wait for a handshake (`judgeInbound`). */
+  private dialWaits = new Map<string, number>()
+  /** Nothing reaches this node unless it sent first (published as `firewalled`). */
+  private firewalled = false
+  /** Peer → when this node last tried to connect to it over IPv6 (`ipv6Probes`): cluster peers, other clusters' nodes. */
+  private readonly ipv6Tried = new Map<string, number>()
+  private readonly ipv6TriedFederated = new Map<string, number>()
   private fedSkippedJson = '[]'
   /** Whether the tcp-proxy serves a shared service here (then the node has its federated ingress address). */
   private ingressWanted = false
@@ -630,10 +641,14 @@ export class NodeNetwork implements PodNetworkHooks {
     await this.settleSubnet()
     const mesh = this.c.mesh!
     const d = this.decision!
-    this.peers = planPeers(this.cluster!, mesh.peerId, this.publishedNodes(), d.owners, mesh.observedIps())
+    const published = this.publishedNodes()
+    const observed = mesh.observedIps()
+    this.peers = planPeers(this.cluster!, mesh.peerId, published, d.owners, observed)
+    this.tryIpv6(published, observed)
     const fed = this.planFederation()
     this.fedPeers = fed.peers
     this.fedRelays = fed.clusterRelays
+    this.tryIpv6Federated(fed)
     this.fedPlanJson = JSON.stringify({ peers: fed.peers, relays: fed.clusterRelays })
     // Other clusters' pods relayed by a member of ours: on that member's tunnel (WireGuard accepts
     // an address on one peer only; the far end's own peer has none of them).
@@ -678,11 +693,13 @@ export class NodeNetwork implements PodNetworkHooks {
     await this.applyServices(true)
     const port = wg?.listenPort ?? this.listenPort
     const tunnels = this.tunnelReports(wg)
+    this.judgeInbound(tunnels, wg)
     const { reach, seen } = this.reachability(tunnels)
     const fedReach = this.fedActive ? this.federatedReachability(tunnels, wg) : {}
     delete this.published.reachPrefixes
     delete this.published.behindNat
     delete this.published.federatedIngress
+    delete this.published.firewalled
     this.published = {
       ...this.published,
       ...fedReach,
@@ -694,10 +711,38 @@ export class NodeNetwork implements PodNetworkHooks {
       tunnels: { up: tunnels.filter((t) => t.state === 'up').length, total: tunnels.length },
       reach,
       seen,
+      ...(this.firewalled ? { firewalled: true } : {}),
       ...(this.egressError !== undefined ? { egress: `off: ${this.egressError}` } : { egress: 'masquerade' }),
       services: this.svcError === undefined ? 'load-balanced' : `off: ${this.svcError}`,
     }
     await this.writeNodeStatus()
+  }
+
+  /** Connect to peers over IPv6 where only IPv4 is connected (`ipv6Probes`); a success re-plans. */
+  private tryIpv6(nodes: readonly PublishedNetwork[], observed: ReadonlyMap<string, string | readonly string[]>): void {
+    const mesh = this.c.mesh!
+    if (mesh.connectOver === undefined) return
+    const self = nodes.find((n) => n.peerId === mesh.peerId)
+    const planned = new Set(this.peers.map((p) => p.peerId))
+    const peers = nodes.filter((n) => planned.has(n.peerId)).map((n) => ({ id: n.peerId, endpoints: n.endpoints, observed: observed.get(n.peerId) }))
+    for (const p of ipv6Probes(peers, self?.endpoints ?? [], this.ipv6Tried, this.c.clock.now()))
+      void mesh.connectOver(p.id, p.ip).then((ok) => {
+        if (ok && !this.stopped) this.changed()
+      })
+  }
+
+  /** The same for peers of other clusters, over the federation's mesh. */
+  private tryIpv6Federated(fed: FederatedPlan): void {
+    const src = this.federation
+    if (src?.connectOver === undefined || fed.meshPaths === undefined) return
+    const byId = new Map(fed.meshPaths.map((m) => [`${m.federation}\0${m.name}`, m]))
+    const peers = [...byId].map(([id, m]) => ({ id, endpoints: m.endpoints, observed: m.observed }))
+    for (const p of ipv6Probes(peers, this.endpoints(this.listenPort), this.ipv6TriedFederated, this.c.clock.now())) {
+      const m = byId.get(p.id)!
+      void src.connectOver(m.federation, m.name, p.ip).then((ok) => {
+        if (ok && !this.stopped) this.changed()
+      })
+    }
   }
 
   /** A Service or Pod changed: re-plan the virtual addresses (coalesced; applied only when the plan differs). */
@@ -883,6 +928,33 @@ export class NodeNetwork implements PodNetworkHooks {
   }
 
   /**
+   * Whether peers that must dial this node get through (docs/networking.md, "A public node behind
+   * a firewall"): the alive cluster peers and the federated peers it has no endpoint for (they are
+   * behind NAT and dial it), their direct tunnels' state.
+   */
+  private judgeInbound(tunnels: TunnelReport[], wg: WireGuardStatus | undefined): void {
+    const now = this.c.clock.now()
+    const endpointless = new Set(this.peers.filter((p) => p.wg.endpoint === undefined).map((p) => p.wg.publicKey))
+    const dialled = tunnels
+      .filter((t) => t.alive && endpointless.has(t.publicKey) && (t.path === 'peer-dials' || t.path === 'relayed'))
+      .map((t) => ({ key: t.publicKey, up: (t.direct ?? t.state) === 'up' }))
+    const hs = new Map((wg?.peers ?? []).map((p) => [p.publicKey, p.latestHandshakeMs]))
+    for (const f of this.fedPeers)
+      if (f.wg.endpoint === undefined && (f.path === 'peer-dials' || f.path === 'relayed'))
+        dialled.push({ key: f.wg.publicKey, up: handshakeState(hs.get(f.wg.publicKey), now) === 'up' })
+    const j = judgeInbound(this.dialWaits, dialled, now, this.setup.handshakeTimeoutMs)
+    this.dialWaits = j.waits
+    if (j.firewalled !== this.firewalled)
+      this.log.warn(
+        { waiting: j.waits.size },
+        j.firewalled
+          ? 'no peer that must dial this node gets through (a firewall drops unsolicited UDP?): pairs with peers behind NAT are relayed'
+          : 'a peer that dials this node got through: no longer taken as firewalled',
+      )
+    this.firewalled = j.firewalled
+  }
+
+  /**
    * What this node publishes for relay decisions (sorted, so an unchanged view writes nothing):
    * the subnets it has a fresh direct handshake with, and where it sees peers behind NAT.
    */
@@ -905,7 +977,8 @@ export class NodeNetwork implements PodNetworkHooks {
    * What the node summary in a federation carries for cross-cluster relays (docs/federation.md,
    * "Relays between clusters"): the /64s of every peer (cluster and federated) it has a fresh
    * direct handshake with, and whether it is behind NAT (a member of its cluster sees it so, or
-   * none of its endpoints is a public address).
+   * none of its endpoints is a public address) or behind a firewall that drops unsolicited UDP
+   * (`firewalled`: it cannot be dialled either).
    */
   private federatedReachability(tunnels: TunnelReport[], wg: WireGuardStatus | undefined): { reachPrefixes: string[]; behindNat: boolean } {
     const out = new Set<string>()
@@ -916,7 +989,7 @@ export class NodeNetwork implements PodNetworkHooks {
     const subnet = this.decision?.subnet
     const seen = subnet !== undefined && this.publishedNodes().some((n) => n.peerId !== this.c.mesh?.peerId && n.seen?.has(subnet))
     const endpoints = this.endpoints(wg?.listenPort ?? this.listenPort)
-    return { reachPrefixes: [...out].sort().slice(0, MAX_REACH), behindNat: seen || !endpoints.some(isPublicEndpoint) }
+    return { reachPrefixes: [...out].sort().slice(0, MAX_REACH), behindNat: seen || this.firewalled || !endpoints.some(isPublicEndpoint) }
   }
 
   // ---- status ----

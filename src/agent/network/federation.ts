@@ -29,7 +29,7 @@ import {
   prefixCovers,
   type WireGuardPeer,
 } from '../../net/index.ts'
-import { chooseEndpoint, PERSISTENT_KEEPALIVE_S, type PeerPath } from './plan.ts'
+import { chooseEndpoint, type ObservedIps, PERSISTENT_KEEPALIVE_S, type PeerPath } from './plan.ts'
 
 /** One federation as the node network needs it (raw objects from the federation document). */
 export interface FederatedScopeInput {
@@ -41,8 +41,8 @@ export interface FederatedScopeInput {
   clusters: readonly unknown[]
   /** Pod objects of the shared namespaces: `status.node` (`node@cluster`), `status.network.ipv6`, `status.phase`. */
   pods: readonly unknown[]
-  /** Federation member name (`node@cluster`) → the IP the federation mesh sees it at. */
-  observedIps: ReadonlyMap<string, string>
+  /** Federation member name (`node@cluster`) → the IP the federation mesh sees it at (each connection's when several). */
+  observedIps: ObservedIps
   /** The federation id (its shared services' virtual range); absent while a join is in progress. */
   id?: string
   /** The namespaces it shares now. */
@@ -56,6 +56,8 @@ export interface FederationRouteSource {
   scopes(): FederatedScopeInput[]
   /** Called when a federation starts or stops, or its document's clusters, pods or services change. */
   onChange(listener: () => void): () => void
+  /** Open another federation-mesh connection to a member (`node@cluster`) at its address on `ip`; whether it worked. */
+  connectOver?(federation: string, member: string, ip: string): Promise<boolean>
 }
 
 export interface FederatedPeer {
@@ -94,6 +96,8 @@ export interface FederatedPlan {
   skipped: string[]
   /** Relayed /128s carried by this cluster's own members (empty when nothing is relayed that way). */
   clusterRelays: ClusterPeerRelay[]
+  /** Each peer's published endpoints and where the federation mesh sees it (for `ipv6Probes`). */
+  meshPaths?: Array<{ federation: string; name: string; endpoints: string[]; observed: string | readonly string[] | undefined }>
 }
 
 /** Bounds on what is read from other clusters. */
@@ -203,6 +207,7 @@ export function planFederatedPeers(
   const skipped: string[] = []
   const byKey = new Map<string, FederatedPeer>()
   const clusterRelays: ClusterPeerRelay[] = []
+  const meshPaths: NonNullable<FederatedPlan['meshPaths']> = []
   const usedRoutes = new Set<string>()
   let routeCount = 0
   const scopesSorted = [...scopes].sort((a, b) => (a.federation < b.federation ? -1 : a.federation > b.federation ? 1 : 0))
@@ -335,7 +340,9 @@ export function planFederatedPeers(
         if (!have.federations.includes(s.federation)) have.federations.push(s.federation)
         return have
       }
-      const { endpoint, path } = chooseEndpoint(n.endpoints, s.observedIps.get(name))
+      const observed = s.observedIps.get(name)
+      meshPaths.push({ federation: s.federation, name, endpoints: n.endpoints, observed })
+      const { endpoint, path } = chooseEndpoint(n.endpoints, observed)
       const wg: WireGuardPeer = { publicKey: n.publicKey, allowedIps: [], persistentKeepalive: PERSISTENT_KEEPALIVE_S }
       if (endpoint !== undefined) wg.endpoint = endpoint
       const peer: FederatedPeer = { name, cluster: n.cluster, federations: [s.federation], nodePrefix: formatPrefix(n.prefix), routes: [], path, wg }
@@ -410,7 +417,7 @@ export function planFederatedPeers(
     }
   }
   const peers = [...byKey.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-  return { peers, skipped, clusterRelays }
+  return { peers, skipped, clusterRelays, meshPaths }
 }
 
 /**

@@ -37,6 +37,7 @@ export {
   chooseEndpoint,
   decideSubnet,
   endpointsFromMultiaddrs,
+  ipv6Probes,
   type NetworkNames,
   networkNamesFor,
   type PublishedNetwork,

@@ -37,6 +37,12 @@ export interface PublishedNetwork {
   reach?: ReadonlySet<SubnetId>
   /** Subnet → the `ip:port` it sees a peer behind NAT at (what that peer's NAT maps it to). */
   seen?: ReadonlyMap<SubnetId, string>
+  /**
+   * It reports that nothing reaches its endpoints unless it sent first (a firewall that drops
+   * unsolicited UDP): peers that must dial it have waited in vain (`judgeInbound`). For relaying it
+   * counts as behind NAT.
+   */
+  firewalled?: boolean
 }
 
 /** Names this node uses on its host: unique per node, so several agents can share one machine. */
@@ -82,6 +88,7 @@ export function readPublishedNetwork(node: OrcObject, removedPeers: ReadonlySet<
       }
     }
   }
+  if (net.firewalled === true) out.firewalled = true
   if (Array.isArray(net.reach)) out.reach = new Set(net.reach.slice(0, MAX_REACH).filter(isSubnetId))
   if (isPlainObject(net.seen)) {
     const seen = new Map<SubnetId, string>()
@@ -130,19 +137,65 @@ export function decideSubnet(cluster: IpPrefix, selfPeerId: string, nodes: reado
 }
 
 /**
+ * Where libp2p sees a peer: the remote IP of its open connection, or of each when it has several
+ * (one over IPv4 and one over IPv6, say). Both ends of a pair see the same connections.
+ */
+export type ObservedIps = ReadonlyMap<string, string | readonly string[]>
+
+/**
  * Which published endpoint to configure for a peer. libp2p's view decides: when we have a
  * connection to the peer from/to one of its published addresses, that one works; when its
  * connection comes from an address it does not publish, it is behind NAT and we configure no
  * endpoint (its own keepalives through its NAT tell WireGuard where it is). With no connection,
- * the first published endpoint is the best guess.
+ * the first published endpoint is the best guess. When connections reach several published
+ * addresses, an IPv6 one is preferred (no NAT on the way, and both ends, seeing the same
+ * connections, choose the same family); the same rule serves cluster and federated peers.
  */
-export function chooseEndpoint(endpoints: readonly string[], observedIp: string | undefined): { endpoint?: string; path: PeerPath } {
-  if (observedIp !== undefined) {
-    const match = endpoints.find((e) => endpointHost(e) === observedIp)
+export function chooseEndpoint(endpoints: readonly string[], observed: string | readonly string[] | undefined): { endpoint?: string; path: PeerPath } {
+  const ips = observed === undefined ? [] : typeof observed === 'string' ? [observed] : observed
+  if (ips.length > 0) {
+    const matches = endpoints.filter((e) => ips.includes(endpointHost(e)))
+    const match = matches.find((e) => e.startsWith('[')) ?? matches[0]
     if (match !== undefined) return { endpoint: match, path: 'direct' }
     return { path: 'peer-dials' }
   }
   return endpoints.length > 0 ? { endpoint: endpoints[0]!, path: 'direct' } : { path: 'unknown' }
+}
+
+/** How long after an IPv6 connection attempt to a peer the next one may be made (it failed, or the connection closed). */
+export const IPV6_PROBE_EVERY_MS = 5 * 60_000
+
+/**
+ * Which peers to open a second mesh connection to over IPv6 (docs/networking.md, "NAT paths"):
+ * libp2p dials a peer's addresses in the peer's order and keeps the first connection that works,
+ * often an IPv4 one. A peer that publishes an IPv6 endpoint, is connected, but over none of its
+ * published IPv6 addresses, gets one attempt per `everyMs` at the first of them (a TCP connection
+ * to the address is the proof it works); when it succeeds, both ends see the IPv6 connection and
+ * `chooseEndpoint` moves the tunnel there. Only when this node publishes an IPv6 endpoint itself.
+ * `last` (peer → time of the latest attempt) is updated in place; peers no longer listed leave it.
+ */
+export function ipv6Probes(
+  peers: ReadonlyArray<{ id: string; endpoints: readonly string[]; observed: string | readonly string[] | undefined }>,
+  selfEndpoints: readonly string[],
+  last: Map<string, number>,
+  now: number,
+  everyMs = IPV6_PROBE_EVERY_MS,
+): Array<{ id: string; ip: string }> {
+  const listed = new Set(peers.map((p) => p.id))
+  for (const id of last.keys()) if (!listed.has(id)) last.delete(id)
+  if (!selfEndpoints.some((e) => e.startsWith('['))) return []
+  const out: Array<{ id: string; ip: string }> = []
+  for (const p of peers) {
+    if (p.observed === undefined) continue // not connected at all: the mesh's own dialing comes first
+    const ips = typeof p.observed === 'string' ? [p.observed] : p.observed
+    const v6 = p.endpoints.filter((e) => e.startsWith('[')).map(endpointHost)
+    if (v6.length === 0 || v6.some((ip) => ips.includes(ip))) continue
+    const at = last.get(p.id)
+    if (at !== undefined && now - at < everyMs) continue
+    last.set(p.id, now)
+    out.push({ id: p.id, ip: v6[0]! })
+  }
+  return out
 }
 
 /**
@@ -208,7 +261,7 @@ export function planPeers(
   selfPeerId: string,
   nodes: readonly PublishedNetwork[],
   owners: ReadonlyMap<SubnetId, string>,
-  observedIps: ReadonlyMap<string, string>,
+  observedIps: ObservedIps,
 ): PlannedPeer[] {
   const out: PlannedPeer[] = []
   const eligible: PublishedNetwork[] = []
@@ -271,7 +324,8 @@ export function planPeers(
 /**
  * The member that carries traffic between `a` and `b`, or undefined when they should talk
  * directly. Only published facts are used, so both ends decide the same: the pair is relayed when
- * neither reports a handshake with the other and both are seen behind NAT; the relay is,
+ * neither reports a handshake with the other and neither can be dialled (seen behind NAT, or
+ * reporting itself `firewalled`); the relay is,
  * among members that report handshakes with both, the one with the lowest hash of (pair, member).
  */
 export function chooseRelay(
@@ -284,8 +338,10 @@ export function chooseRelay(
   const sb = b.subnet
   if (sa === undefined || sb === undefined) return undefined
   if (a.reach?.has(sb) || b.reach?.has(sa)) return undefined
-  // A public node is dialled by a NAT'd one: only two NAT'd nodes need a third.
-  if (!seenAt.has(sa) || !seenAt.has(sb)) return undefined
+  // A public node is dialled by a NAT'd one: only two nodes that cannot be dialled need a third
+  // (behind NAT, or behind a firewall that drops what they did not ask for).
+  const undialled = (n: PublishedNetwork, s: SubnetId) => seenAt.has(s) || n.firewalled === true
+  if (!undialled(a, sa) || !undialled(b, sb)) return undefined
   const [lo, hi] = a.peerId < b.peerId ? [a.peerId, b.peerId] : [b.peerId, a.peerId]
   let best: { node: PublishedNetwork; hash: string } | undefined
   for (const m of members) {
@@ -295,6 +351,45 @@ export function chooseRelay(
     if (best === undefined || hash < best.hash) best = { node: m, hash }
   }
   return best?.node
+}
+
+/** A peer that must dial this node (no endpoint configured for it), as this node sees it now. */
+export interface DialledPeer {
+  /** Its WireGuard public key. */
+  key: string
+  /** A fresh direct handshake with it. */
+  up: boolean
+}
+
+/**
+ * Whether this node's endpoints take handshakes it did not start (docs/networking.md, "A public
+ * node behind a firewall"). A peer behind NAT has no endpoint here: it dials, and only its
+ * handshakes open the tunnel. When such peers wait longer than `afterMs` and none of them gets
+ * through, something drops unsolicited UDP on the way in (a host or cloud firewall that allows
+ * established/related only), and the node reports itself `firewalled`: for relaying it is then
+ * like a node behind NAT. One dialled peer getting through is proof of the opposite. `waits` is
+ * when each dialled peer began waiting (kept by the caller between rounds; peers not dialled any
+ * more are dropped, a peer with a fresh handshake is not waiting).
+ */
+export function judgeInbound(
+  waits: ReadonlyMap<string, number>,
+  dialled: readonly DialledPeer[],
+  now: number,
+  afterMs: number,
+): { waits: Map<string, number>; firewalled: boolean } {
+  const out = new Map<string, number>()
+  let reached = false
+  let waitedOut = false
+  for (const d of dialled) {
+    if (d.up) {
+      reached = true
+      continue
+    }
+    const since = waits.get(d.key) ?? now
+    out.set(d.key, since)
+    if (now - since >= afterMs) waitedOut = true
+  }
+  return { waits: out, firewalled: waitedOut && !reached }
 }
 
 /**

@@ -97,7 +97,9 @@ function proposalLine(name: string, p: FederationProposalView): string {
             ? `namespace ${p.target} is shared by every member cluster${p.writers ? `, written by the users of ${p.writers.join(', ')} only` : ''}`
             : p.action === 'unshare-namespace'
               ? `namespace ${p.target} is no longer shared: each member cluster keeps copies of its objects`
-              : `quorum is now ${p.target}`
+              : p.action === 'set-writers'
+                ? `namespace ${p.target} is written by the users of ${(p.writers ?? []).join(', ')} only`
+                : `quorum is now ${p.target}`
     return `proposal ${p.id} passed (${p.approvals.length}/${p.required}): ${done}\n`
   }
   return `proposal ${p.id} (${p.action} ${p.target}): ${p.approvals.length} of ${p.required} approvals; on another member cluster: orc federation approve ${name} ${p.id}\n`
@@ -261,12 +263,19 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   fed
     .command('propose')
     .description(
-      'Propose admitting or removing a cluster, a new quorum, or sharing one more namespace or no longer sharing one; it takes effect once admins of enough member clusters approved (this cluster counts as one)',
+      'Propose admitting or removing a cluster, a new quorum, sharing one more namespace or no longer sharing one, or changing who writes in a shared namespace; it takes effect once admins of enough member clusters approved (this cluster counts as one)',
     )
     .argument('<NAME>', 'federation name')
-    .argument('<ACTION>', 'admit, remove, quorum, share-namespace or unshare-namespace')
-    .argument('<TARGET>', 'the cluster to admit or remove; for quorum, a number of approvals (1-99) or default; the namespace to share or unshare')
-    .option('--writers <clusters>', 'share-namespace only: the member clusters whose users may write in the namespace (the others read it)', collect)
+    .argument('<ACTION>', 'admit, remove, quorum, share-namespace, unshare-namespace or set-writers')
+    .argument(
+      '<TARGET>',
+      'the cluster to admit or remove; for quorum, a number of approvals (1-99) or default; the namespace to share, unshare or set the writers of',
+    )
+    .option(
+      '--writers <clusters>',
+      'share-namespace and set-writers (which needs it): the member clusters whose users may write in the namespace (the others read it)',
+      collect,
+    )
     .option('--author <author>', 'refused: the author is the user of your credential (orc whoami)')
     .addOption(output())
     .addHelpText(
@@ -280,6 +289,7 @@ export function registerFederationCommands(program: Command, io: FederationCliIO
   orc federation propose lab quorum default
   orc federation propose lab share-namespace web    # share "web" too (the clusters' own objects in it go dormant)
   orc federation propose lab share-namespace docs --writers home   # only home's users write in "docs"; the others read it
+  orc federation propose lab set-writers docs --writers home,cloud # cloud's users write in "docs" too, while it stays shared
   orc federation propose lab unshare-namespace web  # each cluster keeps copies of its objects, in its own scope`),
     )
     .action(async (name: string, action: string, target: string, opts, cmd: Command) => {

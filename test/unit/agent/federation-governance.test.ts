@@ -9,6 +9,7 @@ import { test } from 'node:test'
 import {
   checkMembershipChanges,
   checkNamespaceWriters,
+  JOIN_RACE_WINDOW_MS,
   MAX_GOVERNANCE_CLOCK_SKEW_MS,
   PROPOSAL_TTL_MS,
   proposalState,
@@ -16,6 +17,8 @@ import {
   requiredApprovals,
   sharedNamespaces,
   writersAt,
+  writersMark,
+  writersProposal,
 } from '../../../src/agent/federation/index.ts'
 import { tempStore } from '../../helpers/store.ts'
 
@@ -365,5 +368,166 @@ test('a share with writers: only their users write in the namespace while it las
     await checkNamespaceWriters([...before, propose, approve, { ...cloudWrite, t: 2_000 }], store)
     // Without the approval (one of two) the share has not passed: nothing is restricted yet.
     await checkNamespaceWriters([...before, propose, cloudWrite], store)
+  }
+})
+
+// ---- causal metadata: the membership state a proposal was judged against, the writers state a write was made under ----
+
+test('on receipt: a proposal judged against the membership before a join (its `seen`) is accepted by a replica that already knows the joiner; a forged past state is refused', async (t) => {
+  const store = await receiver(t) // home, cloud and edge joined at 1_000
+  const JOIN = 2_000_000
+  // This replica's clock: later than every record below.
+  const check = (update: Parameters<typeof checkMembershipChanges>[0], s: typeof store) => checkMembershipChanges(update, s, JOIN + 2 * JOIN_RACE_WINDOW_MS)
+  await store.apply(
+    { apiVersion: 'orc/v1', kind: 'Cluster', metadata: { name: 'mars' }, spec: { id: Buffer.from('mars'.padEnd(16, '0')).toString('hex') } },
+    { author: 'controller:federation@mars', reason: 'cluster joined the federation', now: JOIN },
+  )
+  const joinOf = async (c: string) => (await store.history({ kind: 'Cluster', namespace: '', name: c })).filter((h) => h.op === 'create').at(-1)!.id
+  const edgeJoin = await joinOf('edge') // the newest join home had seen: edge's (the last of the three)
+  const marsJoin = await joinOf('mars')
+  const race = (seen: string, time: number, members = 'cloud,edge,home') =>
+    rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members ${members}; seen ${seen}`, time)
+  // Without causal metadata the proposal is refused, whenever it was written (the race as it was).
+  await assert.rejects(
+    check([rec(FED, 'update', 'user:alice@home', `propose ${P}: remove edge; members cloud,edge,home`, JOIN + 1_000)], store),
+    (e: any) => e.code === 'unavailable' && /leaves out mars, which is a member here/.test(e.message),
+  )
+  // Written a second after mars joined, by a home that had not heard of it yet: accepted, and
+  // judged against home's state (three members: home and cloud pass it).
+  const proposal = race(edgeJoin, JOIN + 1_000)
+  await check([proposal], store)
+  const g = replayGovernance([proposal, rec(FED, 'update', 'user:bob@cloud', `approve ${P}`, JOIN + 2_000)].map(gov))
+  assert.deepEqual(
+    [g.proposals[0]!.members, g.proposals[0]!.required, g.proposals[0]!.seen, g.proposals[0]!.passedAt],
+    [['cloud', 'edge', 'home'], 2, edgeJoin, JOIN + 2_000],
+  )
+  // Also a little before the join (clocks differ): mars was not a member then.
+  await check([race(edgeJoin, JOIN - 1_000)], store)
+
+  // Forged or invented states are refused:
+  // a join that is no listed cluster's (not here at all, or mars's own while it is left out);
+  for (const seen of ['00000000000000aa.7', marsJoin])
+    await assert.rejects(
+      check([race(seen, JOIN + 1_000)], store),
+      (e: any) =>
+        e.code === 'unavailable' &&
+        new RegExp(`judged against the join ${seen.replace('.', '\\.')}, which is not the creation of a listed cluster`).test(e.message),
+    )
+  // a state older than the join it leaves out by more than the window, or dated far from the join;
+  await assert.rejects(
+    check([race(edgeJoin, JOIN + JOIN_RACE_WINDOW_MS + 1)], store),
+    /leaves out mars, which is a member here \(joined before the newest join it names/,
+  )
+  await assert.rejects(check([race(edgeJoin, 2_000)], store), /leaves out mars/)
+  // a state that leaves out a member whose join it saw (cloud joined before edge);
+  await assert.rejects(check([race(edgeJoin, JOIN + 1_000, 'edge,home')], store), /leaves out cloud, mars|leaves out cloud/)
+  // a proposal dated back into the window by a node that had already written later: a forgery.
+  const summary = rec('Cluster//home', 'update', 'controller:cluster@home', 'node summaries', JOIN + 400_000)
+  const backdated = race(edgeJoin, JOIN - 200_000)
+  await assert.rejects(
+    check([summary, backdated], store),
+    (e: any) =>
+      e.code === 'forbidden' && /is timed .* but its node had already written revision .* a backdated proposal cannot leave out a member/.test(e.message),
+  )
+  // Its node's writes timed before it do not matter.
+  await check([rec('Cluster//home', 'update', 'controller:cluster@home', 'node summaries', JOIN - 300_000), race(edgeJoin, JOIN - 200_000)], store)
+})
+
+test('on receipt: a joiner receiving the whole document accepts a proposal written while another cluster joined', async (t) => {
+  const [, [, joiner, history]] = await memberAndJoiner(t)
+  const edgeJoin = history[5]!.i
+  const admit = rec(FED, 'update', 'user:alice@home', 'propose admit-mars-00ff77: admit mars; members cloud,edge,home', 7)
+  const approve = rec(FED, 'update', 'user:erin@edge', 'approve admit-mars-00ff77', 8)
+  const mars = rec('Cluster//mars', 'create', 'controller:federation@mars', 'cluster joined the federation', 10)
+  const race = rec(FED, 'update', 'user:bob@cloud', `propose ${P}: remove edge; members cloud,edge,home; seen ${edgeJoin}`, 11)
+  await check([...history, admit, approve, mars, race], joiner)
+  await assert.rejects(
+    check([...history, admit, approve, mars, { ...race, r: `propose ${P}: remove edge; members cloud,edge,home` }], joiner),
+    /leaves out mars, which is a member here/,
+  )
+})
+
+test('set-writers: the writers of a shared namespace change by proposal; a write is judged against the writers state it names, so one made under the writers its cluster knew is accepted after they changed', async (t) => {
+  const SW = 'share-namespace-docs-00ab77'
+  const SET = 'set-writers-docs-00ab78'
+  const share = [
+    rec(FED, 'update', 'user:alice@home', `propose ${SW}: share-namespace docs; members cloud,edge,home; writers cloud,home`, 2_000),
+    rec(FED, 'update', 'user:erin@edge', `approve ${SW}`, 2_001),
+  ]
+  const set = [
+    rec(FED, 'update', 'user:alice@home', `propose ${SET}: set-writers docs; members cloud,edge,home; writers home`, 3_000),
+    rec(FED, 'update', 'user:erin@edge', `approve ${SET}`, 3_001),
+  ]
+  let g = replayGovernance([...share, ...set].map(gov))
+  assert.deepEqual([writersAt(g, 'docs', 2_500), writersAt(g, 'docs', 3_000), writersAt(g, 'docs', 3_001)], [['cloud', 'home'], ['cloud', 'home'], ['home']])
+  assert.deepEqual(sharedNamespaces(['shared'], g), ['docs', 'shared'], 'a set-writers shares nothing')
+  assert.equal(writersProposal(g, 'docs', 3_001)?.id, SET)
+  // Without writers it is no proposal; after an unshare (before the next share) it sets nothing.
+  g = replayGovernance([rec(FED, 'update', 'user:alice@home', 'propose set-writers-docs-00ab79: set-writers docs; members cloud,home', 10)].map(gov))
+  assert.equal(g.proposals.length, 0)
+  const UW = 'unshare-namespace-docs-00ab80'
+  const unshare = [
+    rec(FED, 'update', 'user:alice@home', `propose ${UW}: unshare-namespace docs; members cloud,edge,home`, 4_000),
+    rec(FED, 'update', 'user:erin@edge', `approve ${UW}`, 4_001),
+  ]
+  const lateSet = [
+    rec(FED, 'update', 'user:alice@home', 'propose set-writers-docs-00ab81: set-writers docs; members cloud,edge,home; writers edge', 5_000),
+    rec(FED, 'update', 'user:bob@cloud', 'approve set-writers-docs-00ab81', 5_001),
+  ]
+  g = replayGovernance([...share, ...unshare, ...lateSet].map(gov))
+  assert.equal(writersAt(g, 'docs', 6_000), undefined)
+  // A namespace shared at create gets writers too.
+  g = replayGovernance(
+    [rec(FED, 'update', 'user:alice@home', 'propose set-writers-shared-00ab82: set-writers shared; members cloud,home; writers home', 20)].map(gov),
+  )
+  assert.deepEqual(writersAt(g, 'shared', 20), ['home'])
+
+  // The mark fits the record's reason (1024 characters) whatever the user's reason.
+  assert.equal(writersMark('why '.repeat(300), SET).length, 1024)
+  assert.ok(writersMark('why '.repeat(300), SET).endsWith(` [writers ${SET}]`))
+
+  // Cloud wrote at 3_500, after the change passed (3_001) by the dates, under the writers it knew
+  // (the share's: cut off, or its clock ahead). Every replica, a member and a joiner, accepts it.
+  const under = (id: string, o: Partial<Rec> = {}) => ({ ...rec('Pod/docs/draft', 'create', 'user:bob@cloud', writersMark('apply', id), 3_500), ...o })
+  for (const [who, store, before] of await memberAndJoiner(t)) {
+    const all = [...before, ...share, ...set]
+    await checkNamespaceWriters([...all, under(SW)], store)
+    // Naming no state it is judged by its date, as before: refused.
+    await assert.rejects(
+      checkNamespaceWriters([...all, under(SW, { r: 'apply' })], store),
+      (e: any) => e.code === 'forbidden' && /user:bob@cloud wrote Pod\/docs\/draft .* written by the users of home only \(at its date\)/.test(e.message),
+      who,
+    )
+    // Under the new writers cloud writes no more.
+    await assert.rejects(
+      checkNamespaceWriters([...all, under(SET)], store),
+      /written by the users of home only \(under proposal set-writers-docs-00ab78\)/,
+      who,
+    )
+    // Invented states: another change's proposal, one that passed after the write, one never in force.
+    await assert.rejects(
+      checkNamespaceWriters([...all, ...unshare, under(UW)], store),
+      (e: any) => e.code === 'forbidden' && /under proposal unshare-namespace-docs-00ab80, which is unshare-namespace docs/.test(e.message),
+      who,
+    )
+    await assert.rejects(
+      checkNamespaceWriters([...all, under(SW, { t: 2_001 - MAX_GOVERNANCE_CLOCK_SKEW_MS - 1 })], store),
+      (e: any) => e.code === 'forbidden' && /which passed after that write/.test(e.message),
+      who,
+    )
+    await assert.rejects(
+      checkNamespaceWriters([...all, ...unshare, ...lateSet, under('set-writers-docs-00ab81', { t: 6_000, a: 'user:erin@edge' })], store),
+      (e: any) => e.code === 'forbidden' && /which was never in force/.test(e.message),
+      who,
+    )
+    // A state not here yet, or short of approvals here: the update waits.
+    await assert.rejects(checkNamespaceWriters([...all, under('set-writers-docs-00abff')], store), (e: any) => e.code === 'unavailable', who)
+    await assert.rejects(
+      checkNamespaceWriters([...before, ...share, set[0]!, under(SET, { a: 'user:alice@home' })], store),
+      (e: any) => e.code === 'unavailable' && /has 1 of 2 approvals/.test(e.message),
+      who,
+    )
+    // Controllers are not judged.
+    await checkNamespaceWriters([...all, under(SET, { a: 'controller:lifecycle@cloud', r: 'status' })], store)
   }
 })

@@ -10,6 +10,7 @@ import {
   decideSubnet,
   endpointsFromMultiaddrs,
   type MeshView,
+  meshViewOf,
   NodeNetwork,
   networkNamesFor,
   type PublishedNetwork,
@@ -90,6 +91,31 @@ test('peers: every other live node owning its subnet, allowed-ips its /64, endpo
   )
   assert.ok(peers.every((p) => p.wg.allowedIps.length === 1 && p.wg.persistentKeepalive === 25))
   assert.deepEqual(chooseEndpoint(['198.18.0.2:51820'], undefined), { endpoint: '198.18.0.2:51820', path: 'direct' })
+  // Connections to a published IPv4 and a published IPv6 address: the IPv6 one.
+  assert.deepEqual(chooseEndpoint(['198.18.0.2:51820', '[2001:db8::2]:51820'], ['198.18.0.2', '2001:db8::2']), {
+    endpoint: '[2001:db8::2]:51820',
+    path: 'direct',
+  })
+  assert.deepEqual(chooseEndpoint(['198.18.0.2:51820', '[2001:db8::2]:51820'], ['198.18.0.2']), { endpoint: '198.18.0.2:51820', path: 'direct' })
+  assert.deepEqual(chooseEndpoint(['10.0.0.2:51820', '[2001:db8::2]:51820'], ['198.18.0.99', '2001:db8::77']), { path: 'peer-dials' })
+})
+
+test('the mesh view lists every open connection of a peer (both families), closed ones not', () => {
+  const conn = (peer: string, addr: string, status = 'open') => ({ status, remotePeer: { toString: () => peer }, remoteAddr: { toString: () => addr } })
+  const view = meshViewOf({
+    peerId: 'P0',
+    clusterId: 'c',
+    libp2p: {
+      getConnections: () => [
+        conn('P1', '/ip4/198.18.0.2/tcp/7419'),
+        conn('P1', '/ip6/2001:db8::2/tcp/7419'),
+        conn('P1', '/ip6/2001:db8::2/tcp/7420'),
+        conn('P2', '/ip4/198.18.0.3/tcp/7419', 'closing'),
+        conn('P3', '/dns4/example.org/tcp/7419'),
+      ],
+    },
+  } as any)
+  assert.deepEqual([...view.observedIps()], [['P1', ['198.18.0.2', '2001:db8::2']]])
 })
 
 test('endpoints come from concrete listen addresses, never wildcards or link-local', () => {
@@ -134,7 +160,16 @@ test('a peer publishing garbage in its Node status is skipped, never throws', ()
 
 // ---- the controller, with fake drivers ----
 
-async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: { mode?: 'auto' | 'on' | 'off'; probe?: string } = {}) {
+async function setup(
+  t: { after(fn: () => Promise<void> | void): void },
+  opts: {
+    mode?: 'auto' | 'on' | 'off'
+    probe?: string
+    observed?: Record<string, string | string[]>
+    addresses?: string[]
+    connectOver?: MeshView['connectOver']
+  } = {},
+) {
   const { store, cleanup } = await tempStore()
   const dataDir = mkdtempSync(join(tmpdir(), 'orc-net-'))
   const now = () => Date.now()
@@ -159,8 +194,9 @@ async function setup(t: { after(fn: () => Promise<void> | void): void }, opts: {
   const mesh: MeshView = {
     peerId: 'PSELF',
     clusterId: 'c0ffee00c0ffee00c0ffee00c0ffee00',
-    addresses: () => ['/ip4/127.0.0.1/tcp/7419'],
-    observedIps: () => new Map(),
+    addresses: () => opts.addresses ?? ['/ip4/127.0.0.1/tcp/7419'],
+    observedIps: () => new Map(Object.entries(opts.observed ?? {})),
+    ...(opts.connectOver ? { connectOver: opts.connectOver } : {}),
     alivePeers: () => alive,
   }
   const net = new NodeNetwork(
@@ -237,6 +273,40 @@ test('node network: an alive peer without a handshake holds the node NotReady, a
   assert.match(s.status().network.reason, /tunnels/)
   const units = s.status().workflow.units as any[]
   assert.match(JSON.stringify(units.find((u) => u.name === 'tunnels')), /no handshake yet from peer/)
+})
+
+test('node network: a peer that must dial this node and never gets through marks it firewalled; one handshake clears it', async (t) => {
+  // The peer's mesh connection comes from an address it does not publish: it is behind NAT and dials us.
+  const s = await setup(t, { observed: { PPEER: '127.0.0.9' } })
+  s.alive.add('PPEER')
+  await s.net.start()
+  await waitFor('peer waited for', () => s.wg.config?.peers.some((p) => p.publicKey === s.peerKey && p.endpoint === undefined) === true)
+  assert.notEqual(s.status().network?.firewalled, true, 'not before the handshake timeout (2 s here)')
+  await waitFor('firewalled published', () => s.status().network?.firewalled === true, 15_000)
+  s.wg.handshakes.set(s.peerKey, Date.now())
+  await waitFor('firewalled cleared by a handshake', () => s.status().network?.state !== undefined && s.status().network.firewalled === undefined, 15_000)
+})
+
+test('node network: a peer connected over IPv4 only is dialled over its IPv6 address, and the tunnel moves there', async (t) => {
+  const observed: Record<string, string | string[]> = { PPEER: '198.18.0.2' }
+  const dialled: string[] = []
+  const s = await setup(t, {
+    observed,
+    addresses: ['/ip4/198.18.0.1/tcp/7419', '/ip6/2001:db8::1/tcp/7419'],
+    connectOver: async (peer, ip) => {
+      dialled.push(`${peer} ${ip}`)
+      observed.PPEER = ['198.18.0.2', ip] // the mesh now has a connection over IPv6 too
+      return true
+    },
+  })
+  await s.store.patch(
+    { kind: 'Node', namespace: '', name: 'peer' },
+    [{ path: ['status', 'network', 'endpoints'], value: ['198.18.0.2:51999', '[2001:db8::2]:51999'] }],
+    s.author,
+  )
+  await s.net.start()
+  await waitFor('tunnel on the IPv6 endpoint', () => s.wg.config?.peers.find((p) => p.publicKey === s.peerKey)?.endpoint === '[2001:db8::2]:51999', 15_000)
+  assert.deepEqual(dialled, ['PPEER 2001:db8::2'], 'one attempt')
 })
 
 test('node network unavailable (auto): loopback pods, Ready, reason in the status; `on` refuses to start', async (t) => {
