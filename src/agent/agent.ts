@@ -676,6 +676,11 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           random,
           log: logger.child({ module: 'ingress' }),
           clusterOf: (ns) => federation.scopeOf(ns)?.cluster,
+          federatedIngress: {
+            want: (on) => network.wantFederatedIngress(on),
+            source: () => network.federatedIngress,
+            routed: (a) => network.routesFederated(a),
+          },
         }),
     ),
     tombstonePruning(

@@ -131,6 +131,15 @@ export function nodeGateway(node: IpPrefix): string {
   return formatIPv6(node.addr | 1n)
 }
 
+/**
+ * The node's federated ingress address (`::2` of its /64): the source of its `tcp-proxy`'s
+ * connections to a shared service's pods in other clusters, routed to it by those clusters like a
+ * shared pod's /128 while its node summary publishes it (docs/federation.md). Never a pod's.
+ */
+export function federatedIngressAddress(node: IpPrefix): string {
+  return formatIPv6(node.addr | 2n)
+}
+
 function randomBigInt(random: Random, bytes: number): bigint {
   const b = random(bytes)
   if (b.length < bytes) throw new OrcError('internal', 'random source returned too few bytes')
@@ -141,7 +150,7 @@ function randomBigInt(random: Random, bytes: number): bigint {
 
 /**
  * A random pod address in the node /64, never `::0` (subnet-router anycast) nor `::1` (the node's
- * gateway), nor one in `taken` (canonical text). 64 random bits make a clash vanishingly rare; the
+ * gateway), nor `::2` (its federated ingress address), nor one in `taken` (canonical text). 64 random bits make a clash vanishingly rare; the
  * retry bound only guards a broken random source.
  */
 export function randomPodAddress(node: IpPrefix, random: Random, taken: ReadonlySet<string> = new Set()): string {
@@ -151,7 +160,7 @@ export function randomPodAddress(node: IpPrefix, random: Random, taken: Readonly
   const base = node.addr & ~((1n << 64n) - 1n)
   for (let i = 0; i < 100; i++) {
     const iid = randomBigInt(random, 8)
-    if (iid === 0n || iid === 1n) continue
+    if (iid === 0n || iid === 1n || iid === 2n) continue
     const text = formatIPv6(base | iid)
     if (!taken.has(text)) return text
   }

@@ -8,6 +8,7 @@ export {
   clusterPrefix,
   EGRESS_IPV4_GATEWAY,
   EGRESS_IPV4_PREFIX,
+  federatedIngressAddress,
   nodeGateway,
   nodePrefix,
   RESERVED_SUBNETS,

@@ -102,6 +102,11 @@ export interface ServiceRulesetOptions {
   /** The node's own address (its /64 `::1`): the source of a pod's connection that lands back on itself. */
   gateway: string
   services: readonly VirtualService[]
+  /**
+   * Addresses of this node that only send (its federated ingress address): nothing may open a
+   * connection to them, only the replies to the connections the node opened from them come in.
+   */
+  sendOnly?: readonly string[]
 }
 
 function ip6(text: string): string {
@@ -169,6 +174,14 @@ export function renderServiceRuleset(o: ServiceRulesetOptions): string {
     `\t\ttype filter hook forward priority filter; policy accept;`,
     ...refuse,
     `\t}`,
+    ...((o.sendOnly ?? []).length === 0
+      ? []
+      : [
+          `\tchain send_only {`,
+          `\t\ttype filter hook input priority filter; policy accept;`,
+          ...(o.sendOnly ?? []).map((a) => `\t\tip6 daddr ${ip6(a)} ct state new drop`),
+          `\t}`,
+        ]),
     `\tchain refuse_local {`,
     `\t\ttype filter hook output priority filter; policy accept;`,
     ...refuse,

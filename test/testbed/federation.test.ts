@@ -8,13 +8,15 @@
  *   routed (no /64, no /48);
  * - the two clusters partitioned and healed: a pod created on cloud meanwhile replicates to home
  *   after the heal, its route appears and it answers;
+ * - an Ingress on h1 for the shared service answers from the home pod, and from the cloud pod once
+ *   the home one is gone (from h1's federated ingress address, which accepts no connection);
  * - an `ha` pod allowed in both clusters moves to home when every cloud agent is killed;
  * - `orc federation leave` removes the cross-cluster routes.
  */
 
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { sharedServiceVirtualAddress } from '../../src/net/index.ts'
+import { federatedIngressAddress, parsePrefix, sharedServiceVirtualAddress } from '../../src/net/index.ts'
 import { imageStoresEnv, sharedPod, skipReason, Testbed, waitFor, waitMesh } from './helpers.ts'
 
 const NS = 'shared'
@@ -244,16 +246,32 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     async () => ((await ingressOn())?.ready === true && (await ingressOn())?.backends === 1 ? true : undefined),
     60_000,
   )
-  const viaIngress = await waitFor(
-    'the ingress answers from web-home',
-    async () => {
-      const r = await tb.exec(tb.external.ns, 'busybox', ['nc', '-w', '3', tb.host('h1').ip, '18080'])
-      return r.stdout.includes('hello-from-home') ? r.stdout : undefined
-    },
-    30_000,
-  )
+  /** What the Ingress on h1 answers to a client on the internet (over IPv4), once it says `text`. */
+  const ingressAnswers = (text: string, timeoutMs: number) =>
+    waitFor(
+      `the ingress on h1 answers ${text}`,
+      async () => {
+        const r = await tb.exec(tb.external.ns, 'busybox', ['nc', '-w', '3', tb.host('h1').ip, '18080'])
+        return r.stdout.includes(text) ? r.stdout : undefined
+      },
+      timeoutMs,
+    )
+  const viaIngress = await ingressAnswers('hello-from-home', 30_000)
   assert.match(viaIngress, /hello-from-home/)
   assert.match(await tb.orc('h1', ['why', 'ingress/web']), /port 18080: 1 ready endpoint\(s\) \(web-home\)/)
+  // Serving a shared service, h1 has its federated ingress address (`::2` of its /64) and publishes
+  // it; the cloud node running web routes it like a shared pod's /128.
+  const h1Ingress = federatedIngressAddress(parsePrefix(homeNodes.get('h1').network.prefix as string))
+  await waitFor(
+    `h1 publishes its federated ingress address ${h1Ingress} and ${webHost} routes it`,
+    async () => {
+      const node = await tb.orcJson('h1', ['get', 'node', 'h1'])
+      if (node.status?.network?.federatedIngress !== h1Ingress) return undefined
+      const r = await routesOn(webHost)
+      return (r.federated ?? []).some((f: any) => f.node === 'h1@home' && f.routes.includes(`${h1Ingress}/128`)) ? true : undefined
+    },
+    60_000,
+  )
 
   const f0 = Date.now()
   await tb.orc('h1', ['delete', 'pod', 'web-home', '-n', NS])
@@ -263,13 +281,34 @@ test('testbed: two federated clusters route their shared pods to each other (/12
     60_000,
   )
   t.diagnostic(`web-home (${wh.node}) answered on ${vip} while ready; deleted, the client reached web in cloud on the same address ${Date.now() - f0} ms later`)
-  const notReady = await waitFor(
-    'the ingress says its only endpoint runs in cloud',
-    async () => ((await ingressOn())?.ready === false ? await ingressOn() : undefined),
+  // With no endpoint left in home, the Ingress on h1 forwards to web in cloud, from its federated
+  // ingress address, and still answers from the internet.
+  const crossed = await ingressAnswers('hello-from-cloud', 90_000).catch(async (err) => {
+    t.diagnostic(`ingress status: ${JSON.stringify(await ingressOn())}`)
+    for (const h of ['h1', webHost]) t.diagnostic(`${h}: ${(await tb.exec(h, 'wg', ['show'])).stdout}\n${(await tb.exec(h, 'ip', ['-6', 'addr'])).stdout}`)
+    throw err
+  })
+  assert.match(crossed, /hello-from-cloud/)
+  const served = await ingressOn()
+  assert.equal(served?.ready, true, JSON.stringify(served))
+  assert.equal(served?.backends, 1)
+  t.diagnostic(`web-home deleted: the ingress on h1 answered from web in cloud ${Date.now() - f0} ms later`)
+  // Nothing may open a connection to that address: a listener on h1's every address is not
+  // reached from the cloud pod through it (the route is there: the ingress's connections use it).
+  await tb.exec('h1', 'sh', ['-c', 'timeout 30 busybox nc -ll -p 18099 -e echo h1-open >/dev/null 2>&1 &'])
+  await waitFor(
+    'a listener on h1 port 18099',
+    async () => ((await tb.exec('h1', 'busybox', ['nc', '-w', '2', '::1', '18099'])).stdout.includes('h1-open') ? true : undefined),
     30_000,
   )
-  assert.match(notReady.reason, /has no ready endpoint in this cluster \(1 in other member clusters/, notReady.reason)
+  const probe = await tb.exec(webHost, 'ip', ['netns', 'exec', webNs, 'busybox', 'nc', '-w', '2', h1Ingress, '18099'])
+  assert.equal(probe.stdout.includes('h1-open'), false, 'the federated ingress address accepts no connection')
   await tb.orc('h1', ['delete', 'ingress', 'web'])
+  await waitFor(
+    'h1 withdraws its federated ingress address with the Ingress',
+    async () => ((await tb.orcJson('h1', ['get', 'node', 'h1'])).status?.network?.federatedIngress === undefined ? true : undefined),
+    60_000,
+  )
   const nft = (await tb.exec(clientHost, 'nft', ['list', 'ruleset'])).stdout
   const dispatch = nft.split('\n').filter((l) => l.includes(`ip6 daddr ${vip} tcp dport 8080`))
   assert.equal(dispatch.length, 1, nft)

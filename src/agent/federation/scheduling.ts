@@ -70,6 +70,8 @@ export interface NodeSummary {
     reach?: string[]
     /** Behind NAT, as its node network decides (relays between clusters). */
     nat?: true
+    /** Its federated ingress address (`::2` of its /64) while its tcp-proxy serves a shared service: routed to it like a shared pod's /128. */
+    ingress?: string
   }
 }
 
@@ -126,12 +128,15 @@ export function nodeSummaryOf(
   if (Array.isArray(taints) && taints.length > 0) out.taints = taints
   if (self.spec?.unschedulable === true) out.unschedulable = true
   if (isForgotten(self)) out.forgotten = true
-  const net: { publicKey?: unknown; prefix?: unknown; endpoints?: unknown; reachPrefixes?: unknown; behindNat?: unknown } | undefined = self.status?.network
+  const net:
+    | { publicKey?: unknown; prefix?: unknown; endpoints?: unknown; reachPrefixes?: unknown; behindNat?: unknown; federatedIngress?: unknown }
+    | undefined = self.status?.network
   if (typeof net?.publicKey === 'string' && typeof net.prefix === 'string') {
     const endpoints = Array.isArray(net.endpoints) ? net.endpoints.filter((e): e is string => typeof e === 'string').slice(0, 16) : []
     out.network = { publicKey: net.publicKey, prefix: net.prefix, endpoints }
     if (Array.isArray(net.reachPrefixes)) out.network.reach = net.reachPrefixes.filter((e): e is string => typeof e === 'string').slice(0, 4096)
     if (net.behindNat === true) out.network.nat = true
+    if (typeof net.federatedIngress === 'string') out.network.ingress = net.federatedIngress
   }
   return out
 }

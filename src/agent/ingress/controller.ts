@@ -42,6 +42,18 @@ export interface IngressComponents {
    * the routed store, which holds the shared namespaces' Services and Pods).
    */
   clusterOf?(ns: string): string | undefined
+  /**
+   * The node network's federated ingress address (docs/federation.md, "Ingress"): `want` says
+   * whether this node serves a shared service (then the node gets the address and other clusters
+   * route it), `source` the address once it is up, `routed` whether an address of another cluster
+   * is routed here. With no ready endpoint in this cluster, the proxy connects from `source` to the
+   * routed ones.
+   */
+  federatedIngress?: {
+    want(on: boolean): void
+    source(): string | undefined
+    routed(address: string): boolean
+  }
 }
 
 const LINK_LOCAL = parsePrefix('fe80::/10')
@@ -128,8 +140,14 @@ export class IngressController {
     const ingresses = this.c.store.list('Ingress')
     // Without an Ingress there is nothing to plan: no list of every Service and Pod on each change
     // (with 5,000 pods that was a quarter of the agent's CPU under a stream of API writes).
+    const fi = this.c.federatedIngress
+    const across = fi === undefined ? undefined : { source: fi.source(), routed: (a: string) => fi.routed(a) }
     const plan =
-      ingresses.length === 0 ? [] : planIngressListeners(TCP_PROXY, node, ingresses, this.c.store.list('Service'), this.c.store.list('Pod'), this.reach())
+      ingresses.length === 0
+        ? []
+        : planIngressListeners(TCP_PROXY, node, ingresses, this.c.store.list('Service'), this.c.store.list('Pod'), this.reach(), across)
+    // A listener whose backend is in a shared namespace: the node keeps its federated ingress address.
+    fi?.want(plan.some((l) => this.c.clusterOf?.(l.backend.split('/')[0]!) !== undefined))
     const want = new Map(plan.map((l) => [l.key, l]))
     for (const key of this.proxy.keys()) {
       if (want.has(key)) continue

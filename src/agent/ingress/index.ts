@@ -7,6 +7,7 @@ export {
   type EndpointReach,
   explainIngress,
   type Family,
+  type FederatedReach,
   INGRESS_CONTROLLER,
   ingressWantsNode,
   type NodeView,

@@ -31,6 +31,17 @@ export interface Backend {
   pod: string
   address: string
   port: number
+  /** The local address to connect from: the node's federated ingress address, for a pod in another cluster. */
+  source?: string
+}
+
+/**
+ * How the ingress node reaches a shared service's pods in other member clusters: from its federated
+ * ingress address (`source`, undefined until it is on the interface), to the pods it routes there.
+ */
+export interface FederatedReach {
+  source: string | undefined
+  routed(address: string): boolean
 }
 
 export interface PlannedListener {
@@ -59,9 +70,10 @@ function backendText(b: IngressBackend): string {
 }
 
 /**
- * Whether the ingress node can connect to an endpoint (its address, its pod's `status.node`, the
- * service's namespace): in a shared namespace, only pods of the node's own cluster are (the other
- * member clusters accept only shared pods' addresses as sources, never a node's).
+ * Whether the ingress node connects to an endpoint from its own address (its address, its pod's
+ * `status.node`, the service's namespace): in a shared namespace, only pods of the node's own
+ * cluster (the other member clusters accept no node's own address as a source, only shared pods'
+ * and federated ingress addresses: `FederatedReach`).
  */
 export type EndpointReach = (address: string, node: string | undefined, namespace: string) => boolean
 
@@ -82,12 +94,17 @@ export function clusterEndpointReach(own: IpPrefix, clusterOf: (ns: string) => s
   }
 }
 
-/** A backend's ready endpoints (those `reach` allows), or why there are none. */
+/**
+ * A backend's ready endpoints (those `reach` allows), or why there are none; with none that `reach`
+ * allows, those of other member clusters the node routes (`across`), connected to from its
+ * federated ingress address.
+ */
 export function resolveBackend(
   b: IngressBackend | undefined,
   services: readonly Service[],
   pods: readonly EndpointPod[],
   reach?: EndpointReach,
+  across?: FederatedReach,
 ): { backends: Backend[]; problem?: string } {
   if (b === undefined) return { backends: [], problem: 'no backend for this port' }
   const ns = b.namespace ?? 'default'
@@ -102,20 +119,31 @@ export function resolveBackend(
     return { backends: [], problem: `service ${ns}/${b.service} port ${b.port} is ${sp.protocol}; tcp-proxy forwards TCP only` }
   const eps = serviceEndpoints(svc, pods).endpoints
   const backends: Backend[] = []
+  const remote: Backend[] = []
   let elsewhere = 0
   for (const e of eps) {
     if (!e.ready || e.address === undefined) continue
     const p = e.ports.find((x) => x.port === sp.port && x.protocol === 'TCP')
     if (p === undefined) continue
-    if (reach !== undefined && !reach(e.address, e.node, ns)) elsewhere++
-    else backends.push({ pod: e.pod, address: e.address, port: p.targetPort })
+    if (reach !== undefined && !reach(e.address, e.node, ns)) {
+      elsewhere++
+      if (across?.source !== undefined && across.routed(e.address)) remote.push({ pod: e.pod, address: e.address, port: p.targetPort, source: across.source })
+    } else backends.push({ pod: e.pod, address: e.address, port: p.targetPort })
   }
   if (backends.length > 0) return { backends }
-  if (elsewhere > 0)
+  if (remote.length > 0) return { backends: remote }
+  if (elsewhere > 0) {
+    const why =
+      across === undefined
+        ? 'reached from a node serving the Ingress once its federated ingress address is routed there'
+        : across.source === undefined
+          ? "this node's federated ingress address is not up yet"
+          : 'none routed to this node yet'
     return {
       backends,
-      problem: `service ${ns}/${b.service} has no ready endpoint in this cluster (${elsewhere} in other member clusters of its federation, which accept no connection from a node: serve it with an Ingress in their cluster)`,
+      problem: `service ${ns}/${b.service} has no ready endpoint in this cluster (${elsewhere} in other member clusters of its federation: ${why})`,
     }
+  }
   if (eps.length === 0) return { backends, problem: `service ${ns}/${b.service} selects no pod` }
   return { backends, problem: `service ${ns}/${b.service} has no ready endpoint (${eps.map((e) => `${e.pod}: ${e.reason ?? 'no port'}`).join('; ')})` }
 }
@@ -128,13 +156,14 @@ export function planIngressListeners(
   services: readonly Service[],
   pods: readonly EndpointPod[],
   reach?: EndpointReach,
+  across?: FederatedReach,
 ): PlannedListener[] {
   const out: PlannedListener[] = []
   for (const ing of [...ingresses].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1))) {
     if (ing.spec?.controller !== controller || !ingressWantsNode(ing, node)) continue
     const families: Family[] = ing.spec.listen?.families?.length ? [...ing.spec.listen.families] : ['IPv4', 'IPv6']
     for (const { port, backend } of ingressPorts(ing.spec)) {
-      const r = resolveBackend(backend, services, pods, reach)
+      const r = resolveBackend(backend, services, pods, reach, across)
       for (const family of families) {
         out.push({
           key: `${ing.metadata.name}/${family}/${port}`,

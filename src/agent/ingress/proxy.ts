@@ -42,7 +42,7 @@ function dialFirst(order: readonly Backend[], timeoutMs: number, log: Logger): P
         resolve(undefined)
         return
       }
-      const up = connect({ host: b.address, port: b.port, allowHalfOpen: true })
+      const up = connect({ host: b.address, port: b.port, allowHalfOpen: true, ...(b.source !== undefined ? { localAddress: b.source } : {}) })
       const timer = setTimeout(() => up.destroy(new Error('connect timeout')), timeoutMs)
       up.once('connect', () => {
         clearTimeout(timer)

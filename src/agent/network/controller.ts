@@ -19,6 +19,7 @@ import {
   addressInPrefix,
   clusterDnsAddress,
   clusterPrefix,
+  federatedIngressAddress,
   formatIPv6,
   formatPrefix,
   generateKeyPair,
@@ -29,6 +30,7 @@ import {
   nodeGateway,
   type PodNetworkDriver,
   type PodNetworkState,
+  parsePrefix,
   planVirtualServices,
   publicKeyOf,
   randomPodAddress,
@@ -162,6 +164,10 @@ export class NodeNetwork implements PodNetworkHooks {
   private readonly ipv6Tried = new Map<string, number>()
   private readonly ipv6TriedFederated = new Map<string, number>()
   private fedSkippedJson = '[]'
+  /** Whether the tcp-proxy serves a shared service here (then the node has its federated ingress address). */
+  private ingressWanted = false
+  /** The federated ingress address while it is on the interface. */
+  private ingressApplied: string | undefined
   private ifaceUp = false
   private egressError: string | undefined
   private readonly pods = new Map<string, { ipv6: string; confirmed: boolean }>()
@@ -312,6 +318,34 @@ export class NodeNetwork implements PodNetworkHooks {
     this.changed()
     // Stop following the source (the routes already planned stay until the next change).
     return off
+  }
+
+  /**
+   * The tcp-proxy serves a shared service on this node (true) or no longer does (false): the node's
+   * federated ingress address goes on its WireGuard interface and into its node summary, which
+   * makes the other member clusters route it like a shared pod's /128 (docs/federation.md,
+   * "Ingress"); nothing may open a connection to it (the services table's `send_only` chain).
+   */
+  wantFederatedIngress(on: boolean): void {
+    if (on === this.ingressWanted) return
+    this.ingressWanted = on
+    this.changed()
+  }
+
+  /** The federated ingress address while it is on the interface: the tcp-proxy's source towards other clusters. */
+  get federatedIngress(): string | undefined {
+    return this.ingressApplied
+  }
+
+  /** Whether this node routes `address` to another cluster (a /128 of its federated peers or relays). */
+  routesFederated(address: string): boolean {
+    let dst: string
+    try {
+      dst = formatPrefix({ ...parsePrefix(address, 6), len: 128 })
+    } catch {
+      return false
+    }
+    return this.fedPeers.some((p) => p.routes.includes(dst)) || this.fedRelays.some((r) => r.routes.includes(dst))
   }
 
   private planFederation(): FederatedPlan {
@@ -632,12 +666,13 @@ export class NodeNetwork implements PodNetworkHooks {
           'federated routes skipped (malformed or conflicting entries from other clusters)',
         )
     }
+    const ingress = this.ingressWanted ? federatedIngressAddress(d.prefix) : undefined
     const config = () => ({
       iface: this.names!.iface,
       privateKey: this.key!.privateKey,
       listenPort: this.listenPort,
       // The cluster DNS address (subnet 0, never a peer's) is local on every node: its resolver (agent/dns).
-      address: [`${nodeGateway(d.prefix)}/64`, `${formatIPv6(clusterDnsAddress(this.cluster!))}/128`],
+      address: [`${nodeGateway(d.prefix)}/64`, `${formatIPv6(clusterDnsAddress(this.cluster!))}/128`, ...(ingress !== undefined ? [`${ingress}/128`] : [])],
       peers: [...this.peers.map((p) => p.wg), ...this.fedPeers.map((p) => p.wg)],
     })
     let res
@@ -650,6 +685,7 @@ export class NodeNetwork implements PodNetworkHooks {
       res = await this.wg!.set(config())
     }
     this.ifaceUp = true
+    this.ingressApplied = ingress
     const wg = await this.wg!.status()
     if (this.listenPort === 0 && wg !== undefined && wg.listenPort > 0) this.listenPort = wg.listenPort
     if (res.changed) this.log.info({ actions: res.actions, peers: this.peers.length, federated: this.fedPeers.length }, 'tunnels updated')
@@ -662,10 +698,13 @@ export class NodeNetwork implements PodNetworkHooks {
     const fedReach = this.fedActive ? this.federatedReachability(tunnels, wg) : {}
     delete this.published.reachPrefixes
     delete this.published.behindNat
+    delete this.published.federatedIngress
     delete this.published.firewalled
     this.published = {
       ...this.published,
       ...fedReach,
+      // Published (so routed to by other clusters) only with the guard that refuses new connections to it in place.
+      ...(ingress !== undefined && this.svcError === undefined ? { federatedIngress: ingress } : {}),
       mode: res.mode,
       listenPort: port,
       endpoints: this.endpoints(port),
@@ -734,6 +773,7 @@ export class NodeNetwork implements PodNetworkHooks {
         gateway: nodeGateway(this.decision.prefix),
         services: [...plan.services, ...shared.services],
         federatedRanges: shared.federations.map((f) => f.range),
+        ...(this.ingressApplied !== undefined ? { sendOnly: [this.ingressApplied] } : {}),
       }
       const json = JSON.stringify({ ...config, range: formatPrefix(range), federatedRanges: config.federatedRanges.map(formatPrefix) })
       if (!force && json === this.svcApplied) return

@@ -19,9 +19,12 @@ import {
   addressInPrefix,
   canonicalEndpoint,
   clusterPrefix,
+  federatedIngressAddress,
+  formatIPv6,
   formatPrefix,
   type IpPrefix,
   isWireGuardKey,
+  parseIPv6,
   parsePrefix,
   prefixCovers,
   type WireGuardPeer,
@@ -120,6 +123,8 @@ interface PublishedFedNode {
   reach: ReadonlySet<string>
   /** It reports itself behind NAT (seen so by its own cluster, or no public endpoint). */
   nat: boolean
+  /** Its federated ingress address (`::2` of its /64), when it publishes it: routed like a shared pod's. */
+  ingress?: string
 }
 
 /** The value at `path` in a raw (untrusted) object, or undefined. */
@@ -136,7 +141,7 @@ export function get(o: unknown, ...path: string[]): unknown {
 export function readSummaryNetwork(
   raw: unknown,
   clusterNet: IpPrefix,
-): { publicKey: string; prefix: IpPrefix; endpoints: string[]; reach: ReadonlySet<string>; nat: boolean } | string {
+): { publicKey: string; prefix: IpPrefix; endpoints: string[]; reach: ReadonlySet<string>; nat: boolean; ingress?: string } | string {
   if (!isPlainObject(raw)) return 'no network published'
   const key = raw.publicKey
   if (typeof key !== 'string' || key.length > 64 || !isWireGuardKey(key)) return 'bad publicKey'
@@ -171,7 +176,16 @@ export function readSummaryNetwork(
       }
     }
   }
-  return { publicKey: key, prefix, endpoints, reach, nat: raw.nat === true }
+  // Only the one address a node may use as its federated ingress source, derived from its /64: a
+  // summary cannot make other clusters accept any other address of it.
+  const ingress = federatedIngressAddress(prefix)
+  let ingressOk = false
+  try {
+    ingressOk = typeof raw.ingress === 'string' && raw.ingress.length <= 64 && formatIPv6(parseIPv6(raw.ingress)) === ingress
+  } catch {
+    ingressOk = false
+  }
+  return { publicKey: key, prefix, endpoints, reach, nat: raw.nat === true, ...(ingressOk ? { ingress } : {}) }
 }
 
 /**
@@ -252,6 +266,22 @@ export function planFederatedPeers(
     let selfRuns = false
     const runs = new Set<string>()
     const routes = new Map<string, string[]>()
+    /** Route `dst` to another cluster's `node` unless it is routed already (skipped); false when the bound is reached. */
+    const addRoute = (node: string, dst: string, what: string): boolean => {
+      if (usedRoutes.has(dst)) {
+        skipped.push(`${s.federation}: ${what}: address ${dst} already routed`)
+        return true
+      }
+      if (routeCount >= MAX_FEDERATED_ROUTES) {
+        skipped.push(`${s.federation}: more than ${MAX_FEDERATED_ROUTES} federated pod routes`)
+        return false
+      }
+      usedRoutes.add(dst)
+      routeCount++
+      runs.add(node)
+      routes.set(node, [...(routes.get(node) ?? []), dst])
+      return true
+    }
     const sortedPods = [...s.pods]
       .map((p) => ({ p, key: `${String(get(p, 'metadata', 'namespace'))}/${String(get(p, 'metadata', 'name'))}` }))
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
@@ -282,19 +312,15 @@ export function planFederatedPeers(
         skipped.push(`${s.federation}: pod ${key} on ${node}: ${ipv6.slice(0, 64)} is not in its node's ${formatPrefix(n.prefix)}`)
         continue
       }
-      const dst = `${formatPrefix({ ...parsePrefix(ipv6, 6), len: 128 })}`
-      if (usedRoutes.has(dst)) {
-        skipped.push(`${s.federation}: pod ${key} on ${node}: address ${dst} already routed`)
-        continue
-      }
-      if (routeCount >= MAX_FEDERATED_ROUTES) {
-        skipped.push(`${s.federation}: more than ${MAX_FEDERATED_ROUTES} federated pod routes`)
-        break
-      }
-      usedRoutes.add(dst)
-      routeCount++
-      runs.add(node)
-      routes.set(node, [...(routes.get(node) ?? []), dst])
+      if (!addRoute(node, `${formatPrefix({ ...parsePrefix(ipv6, 6), len: 128 })}`, `pod ${key} on ${node}`)) break
+    }
+    // Federated ingress addresses (a node whose tcp-proxy serves a shared service): routed like a
+    // pod's /128 of that node, and a node publishing one takes part as if it ran a shared pod.
+    for (const [name, n] of [...nodes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      if (n.ingress === undefined) continue
+      runs.add(name)
+      if (name === me) selfRuns = true
+      if (n.cluster !== s.cluster && !addRoute(name, `${n.ingress}/128`, `ingress address of ${name}`)) break
     }
     /** The peer for another cluster's node `name` (added once per key; undefined when its key cannot be a peer here). */
     const peerFor = (name: string): FederatedPeer | undefined => {
