@@ -7,6 +7,7 @@ import {
   chooseNodeSubnet,
   clusterPrefix,
   EGRESS_IPV4_PREFIX,
+  federatedIngressAddress,
   formatPrefix,
   isOrcErrorLike,
   nodeGateway,
@@ -58,17 +59,18 @@ test('node prefixes lie inside the cluster /48 and pod addresses inside their /6
   )
 })
 
-test('pod addresses never take ::0 or the gateway ::1, even from a degenerate random source', () => {
+test('pod addresses never take ::0, the gateway ::1 or the federated ingress address ::2, even from a degenerate random source', () => {
   const cluster = clusterPrefix('0123456789abcdef')
   const node = nodePrefix(cluster, 7)
   let calls = 0
-  // Yields 0, then 1, then 2 as the interface id.
+  // Yields 0, then 1, 2 and 3 as the interface id.
   const stuck = (n: number) => {
     const b = new Uint8Array(n)
     b[n - 1] = calls++
     return b
   }
-  assert.equal(randomPodAddress(node, stuck), nodeGateway(node).replace(/1$/, '2'))
+  assert.equal(federatedIngressAddress(node), nodeGateway(node).replace(/1$/, '2'))
+  assert.equal(randomPodAddress(node, stuck), nodeGateway(node).replace(/1$/, '3'))
   assert.throws(() => randomPodAddress(node, (n) => new Uint8Array(n)), isOrcErrorLike('internal'))
 })
 
