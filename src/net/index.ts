@@ -42,6 +42,7 @@ export {
   formatIPv6,
   formatIp,
   formatPrefix,
+  host128,
   type IpAddress,
   type IpFamily,
   type IpPrefix,

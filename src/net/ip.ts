@@ -179,6 +179,15 @@ export function formatPrefix(p: IpPrefix): string {
 }
 
 /** Canonical masked text of a prefix: `FD00:0::5/64` → `fd00::/64`, `10.0.0.1` → `10.0.0.1/32`. */
+/** An IPv6 address as its /128 (`fd00::5/128`, canonical), or undefined when it is not one. */
+export function host128(address: string): string | undefined {
+  try {
+    return formatPrefix({ ...parsePrefix(address, 6), len: 128 })
+  } catch {
+    return undefined
+  }
+}
+
 export function canonicalPrefix(text: string, family?: IpFamily): string {
   return formatPrefix(prefixNetwork(parsePrefix(text, family)))
 }

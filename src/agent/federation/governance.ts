@@ -30,7 +30,14 @@ import { OrcError, refOfKey } from '../../model/index.ts'
 import { BACKDATE_SLACK_MS, type ObjectStore, parseRevisionId, type Revision } from '../../store/index.ts'
 import { clusterOfAuthor, isClusterName } from './membership.ts'
 
-export type ProposalAction = 'admit' | 'remove' | 'quorum' | 'share-namespace' | 'unshare-namespace' | 'set-writers'
+/** Every proposal action, in the order `orc federation propose` lists them. */
+export const PROPOSAL_ACTIONS = ['admit', 'remove', 'quorum', 'share-namespace', 'unshare-namespace', 'set-writers'] as const
+
+export type ProposalAction = (typeof PROPOSAL_ACTIONS)[number]
+
+export function isProposalAction(a: unknown): a is ProposalAction {
+  return (PROPOSAL_ACTIONS as readonly unknown[]).includes(a)
+}
 
 /** The actions whose target is a namespace (sharing one more, or no longer sharing one). */
 export const NAMESPACE_ACTIONS: ReadonlySet<ProposalAction> = new Set(['share-namespace', 'unshare-namespace'])
@@ -113,7 +120,7 @@ export interface GovRecord {
   time: number
 }
 
-const ACTIONS = 'admit|remove|quorum|share-namespace|unshare-namespace|set-writers'
+const ACTIONS = PROPOSAL_ACTIONS.join('|')
 const ID = `(?:${ACTIONS})-[a-z0-9-]{1,70}-[0-9a-f]{6}`
 const REV = '[0-9a-f]{16}\\.[1-9][0-9]{0,14}'
 const PROPOSE = new RegExp(

@@ -56,8 +56,10 @@ import {
   type Governance,
   governanceOf,
   isNamespaceAction,
+  isProposalAction,
   namespacesReason,
   newProposalId,
+  PROPOSAL_ACTIONS,
   PROPOSAL_ID,
   PROPOSAL_TTL_MS,
   type Proposal,
@@ -945,17 +947,10 @@ export class FederationManager implements ScopeRouter {
   ): Promise<{ federation: FederationView; proposal: FederationProposalView }> {
     return this.serial(async () => {
       const r = this.mustRun(name)
-      if (
-        action !== 'admit' &&
-        action !== 'remove' &&
-        action !== 'quorum' &&
-        action !== 'share-namespace' &&
-        action !== 'unshare-namespace' &&
-        action !== 'set-writers'
-      )
+      if (!isProposalAction(action))
         throw new OrcError(
           'invalid',
-          `action: must be admit, remove, quorum, share-namespace, unshare-namespace or set-writers, got ${JSON.stringify(action ?? null)}`,
+          `action: must be ${PROPOSAL_ACTIONS.slice(0, -1).join(', ')} or ${PROPOSAL_ACTIONS.at(-1)}, got ${JSON.stringify(action ?? null)}`,
         )
       const t =
         action === 'quorum'

@@ -235,18 +235,21 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
     async apply(manifest, opts) {
       const { store, scope } = forObj(manifest)
       checkPin(manifest, scope)
-      checkWriter(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace))
-      return store.apply(withOrigin(store, manifest, scope), tag(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace)))
+      const ns = nsOf(manifest.kind, manifest.metadata.namespace)
+      checkWriter(opts, scope, ns)
+      return store.apply(withOrigin(store, manifest, scope), tag(opts, scope, ns))
     },
     planApply(manifest, opts) {
       const { store, scope } = forObj(manifest)
       checkPin(manifest, scope)
-      checkWriter(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace))
-      return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope, nsOf(manifest.kind, manifest.metadata.namespace)))
+      const ns = nsOf(manifest.kind, manifest.metadata.namespace)
+      checkWriter(opts, scope, ns)
+      return store.planApply(withOrigin(store, manifest, scope), tag(opts, scope, ns))
     },
     async patch(ref, fields, opts) {
       const { store, scope } = forRef(ref)
-      checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
+      const ns = nsOf(ref.kind, ref.namespace)
+      checkWriter(opts, scope, ns)
       if (ref.kind === 'Secret' && scope !== undefined) {
         const cur = store.get(ref)
         const changes: Change[] = fields.map((f) =>
@@ -258,17 +261,19 @@ export function routedStore(own: ObjectStore, router: ScopeRouter): ObjectStore 
           })
         }
       }
-      return store.patch(ref, fields, tag(opts, scope, nsOf(ref.kind, ref.namespace)))
+      return store.patch(ref, fields, tag(opts, scope, ns))
     },
     async delete(ref, opts) {
       const { store, scope } = forRef(ref)
-      checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
-      return store.delete(ref, tag(opts, scope, nsOf(ref.kind, ref.namespace)))
+      const ns = nsOf(ref.kind, ref.namespace)
+      checkWriter(opts, scope, ns)
+      return store.delete(ref, tag(opts, scope, ns))
     },
     async rollback(ref, opts) {
       const { store, scope } = forRef(ref)
-      checkWriter(opts, scope, nsOf(ref.kind, ref.namespace))
-      return store.rollback(ref, tag(opts, scope, nsOf(ref.kind, ref.namespace)))
+      const ns = nsOf(ref.kind, ref.namespace)
+      checkWriter(opts, scope, ns)
+      return store.rollback(ref, tag(opts, scope, ns))
     },
     get: (ref) => forRef(ref).store.get(ref),
     history: (ref, q) => forRef(ref).store.history(ref, q),

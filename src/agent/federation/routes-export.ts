@@ -6,7 +6,7 @@
  */
 import type { Mesh } from '../../mesh/index.ts'
 import type { ObjectStore } from '../../store/index.ts'
-import { type FederatedScopeInput, type FederationRouteSource, meshViewOf } from '../network/index.ts'
+import { connectOver, type FederatedScopeInput, type FederationRouteSource, meshViewOf } from '../network/index.ts'
 
 /** The part of the federation manager this needs. */
 export interface RoutedFederations {
@@ -77,7 +77,7 @@ export function federationRouteSource(fm: RoutedFederations): FederationRouteSou
       const mesh = fm.get(federation)?.mesh
       const m = mesh?.members().find((x) => x.name === member && !x.self)
       if (mesh === undefined || m === undefined) return false
-      return (await meshViewOf(mesh).connectOver?.(m.peerId, ip)) ?? false
+      return connectOver(mesh, m.peerId, ip)
     },
     onChange(listener) {
       listeners.add(listener)

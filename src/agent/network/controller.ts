@@ -23,6 +23,7 @@ import {
   formatIPv6,
   formatPrefix,
   generateKeyPair,
+  host128,
   type IpPrefix,
   isWireGuardKey,
   NetnsPodNetworkDriver,
@@ -30,7 +31,6 @@ import {
   nodeGateway,
   type PodNetworkDriver,
   type PodNetworkState,
-  parsePrefix,
   planVirtualServices,
   publicKeyOf,
   randomPodAddress,
@@ -66,6 +66,7 @@ import {
   MAX_SEEN,
   type NetworkNames,
   networkNamesFor,
+  type ObservedIps,
   type PlannedPeer,
   type PublishedNetwork,
   planPeers,
@@ -339,13 +340,13 @@ export class NodeNetwork implements PodNetworkHooks {
 
   /** Whether this node routes `address` to another cluster (a /128 of its federated peers or relays). */
   routesFederated(address: string): boolean {
-    let dst: string
-    try {
-      dst = formatPrefix({ ...parsePrefix(address, 6), len: 128 })
-    } catch {
-      return false
-    }
-    return this.fedPeers.some((p) => p.routes.includes(dst)) || this.fedRelays.some((r) => r.routes.includes(dst))
+    const dst = host128(address)
+    return dst !== undefined && this.federatedRoutes().has(dst)
+  }
+
+  /** The /128s this node routes to other clusters: its federated peers' and relays' routes. */
+  private federatedRoutes(): Set<string> {
+    return new Set([...this.fedPeers.flatMap((p) => p.routes), ...this.fedRelays.flatMap((r) => r.routes)])
   }
 
   private planFederation(): FederatedPlan {
@@ -719,16 +720,13 @@ export class NodeNetwork implements PodNetworkHooks {
   }
 
   /** Connect to peers over IPv6 where only IPv4 is connected (`ipv6Probes`); a success re-plans. */
-  private tryIpv6(nodes: readonly PublishedNetwork[], observed: ReadonlyMap<string, string | readonly string[]>): void {
+  private tryIpv6(nodes: readonly PublishedNetwork[], observed: ObservedIps): void {
     const mesh = this.c.mesh!
     if (mesh.connectOver === undefined) return
     const self = nodes.find((n) => n.peerId === mesh.peerId)
     const planned = new Set(this.peers.map((p) => p.peerId))
     const peers = nodes.filter((n) => planned.has(n.peerId)).map((n) => ({ id: n.peerId, endpoints: n.endpoints, observed: observed.get(n.peerId) }))
-    for (const p of ipv6Probes(peers, self?.endpoints ?? [], this.ipv6Tried, this.c.clock.now()))
-      void mesh.connectOver(p.id, p.ip).then((ok) => {
-        if (ok && !this.stopped) this.changed()
-      })
+    this.probeIpv6(peers, self?.endpoints ?? [], this.ipv6Tried, (id, ip) => mesh.connectOver!(id, ip))
   }
 
   /** The same for peers of other clusters, over the federation's mesh. */
@@ -737,12 +735,23 @@ export class NodeNetwork implements PodNetworkHooks {
     if (src?.connectOver === undefined || fed.meshPaths === undefined) return
     const byId = new Map(fed.meshPaths.map((m) => [`${m.federation}\0${m.name}`, m]))
     const peers = [...byId].map(([id, m]) => ({ id, endpoints: m.endpoints, observed: m.observed }))
-    for (const p of ipv6Probes(peers, this.endpoints(this.listenPort), this.ipv6TriedFederated, this.c.clock.now())) {
-      const m = byId.get(p.id)!
-      void src.connectOver(m.federation, m.name, p.ip).then((ok) => {
+    this.probeIpv6(peers, this.endpoints(this.listenPort), this.ipv6TriedFederated, (id, ip) => {
+      const m = byId.get(id)!
+      return src.connectOver!(m.federation, m.name, ip)
+    })
+  }
+
+  /** Open the connections `ipv6Probes` picks (not awaited); each that works re-plans. */
+  private probeIpv6(
+    peers: Parameters<typeof ipv6Probes>[0],
+    selfEndpoints: readonly string[],
+    tried: Map<string, number>,
+    connect: (id: string, ip: string) => Promise<boolean>,
+  ): void {
+    for (const p of ipv6Probes(peers, selfEndpoints, tried, this.c.clock.now()))
+      void connect(p.id, p.ip).then((ok) => {
         if (ok && !this.stopped) this.changed()
       })
-    }
   }
 
   /** A Service or Pod changed: re-plan the virtual addresses (coalesced; applied only when the plan differs). */
@@ -803,8 +812,7 @@ export class NodeNetwork implements PodNetworkHooks {
   private planShared(): ReturnType<typeof planSharedServices> {
     if (this.federation === undefined || this.cluster === undefined) return { federations: [], services: [], skipped: [] }
     try {
-      const routed = new Set([...this.fedPeers.flatMap((p) => p.routes), ...this.fedRelays.flatMap((r) => r.routes)])
-      const plan = planSharedServices(this.federation.scopes(), { node: this.c.nodeName, ownCluster: this.cluster, routed })
+      const plan = planSharedServices(this.federation.scopes(), { node: this.c.nodeName, ownCluster: this.cluster, routed: this.federatedRoutes() })
       const skippedJson = JSON.stringify(plan.skipped)
       if (skippedJson !== this.svcSkippedJson) {
         this.svcSkippedJson = skippedJson

@@ -18,14 +18,15 @@ import {
   addressInPrefix,
   federationVirtualRange,
   formatPrefix,
+  host128,
   type IpPrefix,
-  parsePrefix,
   prefixCovers,
   servicesWithSharedAddress,
   sharedServiceVirtualAddress,
   type VirtualPort,
   type VirtualService,
 } from '../../net/index.ts'
+import { clusterEndpointReach } from '../ingress/plan.ts'
 import { type FederatedScopeInput, get } from './federation.ts'
 
 /** At most this many services per federation are balanced (a bound on the ruleset a member cluster can make us build). */
@@ -67,14 +68,6 @@ function readService(raw: unknown): (EndpointService & { spec: { type?: string }
   } as EndpointService & { spec: { type?: string } }
 }
 
-function host128(addr: string): string | undefined {
-  try {
-    return formatPrefix({ ...parsePrefix(addr, 6), len: 128 })
-  } catch {
-    return undefined
-  }
-}
-
 /**
  * What this node balances for its federations' shared services. `self.node` is its plain name,
  * `ownCluster` its cluster's /48, `routed` the /128s of other clusters' pods its federated plan
@@ -97,6 +90,8 @@ export function planSharedServices(
     federations.push({ federation: s.federation, id: s.id, range })
     const me = `${self.node}@${s.cluster}`
     const shared = new Set(s.namespaces)
+    // A pod of this cluster (bound to one of its nodes, an address in its /48), as the ingress judges it.
+    const inOwnCluster = clusterEndpointReach(self.ownCluster, () => s.cluster)
     // Pods of the shared namespaces; this node's own (the sources a remote fallback serves).
     const pods: EndpointPod[] = []
     const sources: string[] = []
@@ -138,14 +133,8 @@ export function planSharedServices(
           const h = host128(e.address!)
           if (h === undefined) continue
           const addr = h.slice(0, -4)
-          let inOwn = false
-          try {
-            inOwn = addressInPrefix(addr, self.ownCluster)
-          } catch {
-            inOwn = false
-          }
-          if (inOwn && typeof e.node === 'string' && e.node.endsWith(`@${s.cluster}`)) near.push({ address: addr, port: ep.targetPort })
-          else if (!inOwn && self.routed.has(h)) far.push({ address: addr, port: ep.targetPort })
+          if (inOwnCluster(addr, e.node, svc.metadata.namespace ?? 'default')) near.push({ address: addr, port: ep.targetPort })
+          else if (self.routed.has(h)) far.push({ address: addr, port: ep.targetPort })
         }
         // Own cluster first; the other clusters' endpoints only when it has none.
         if (near.length > 0 || far.length === 0) return { protocol, port: p.port, backends: near }

@@ -22,6 +22,7 @@ import {
   federatedIngressAddress,
   formatIPv6,
   formatPrefix,
+  host128,
   type IpPrefix,
   isWireGuardKey,
   parseIPv6,
@@ -312,7 +313,8 @@ export function planFederatedPeers(
         skipped.push(`${s.federation}: pod ${key} on ${node}: ${ipv6.slice(0, 64)} is not in its node's ${formatPrefix(n.prefix)}`)
         continue
       }
-      if (!addRoute(node, `${formatPrefix({ ...parsePrefix(ipv6, 6), len: 128 })}`, `pod ${key} on ${node}`)) break
+      // ipv6 parsed above (in its node's prefix), so host128 gives its /128.
+      if (!addRoute(node, host128(ipv6)!, `pod ${key} on ${node}`)) break
     }
     // Federated ingress addresses (a node whose tcp-proxy serves a shared service): routed like a
     // pod's /128 of that node, and a node publishing one takes part as if it ran a shared pod.

@@ -23,7 +23,7 @@ export {
   readSummaryNetwork,
 } from './federation.ts'
 export { removeNetworkLeftovers } from './leftovers.ts'
-export { meshViewOf } from './mesh-view.ts'
+export { connectOver, meshViewOf } from './mesh-view.ts'
 export {
   NETWORK_DEFAULTS,
   NETWORK_DOWN_FILE,

@@ -23,20 +23,7 @@ export function meshViewOf(mesh: Mesh): MeshView {
       }
       return out
     },
-    async connectOver(peerId, ip) {
-      const addr = mesh
-        .members()
-        .find((m) => m.peerId === peerId)
-        ?.addresses.find((a) => ipOfMultiaddr(a) === ip && /\/tcp\/\d+$/.test(a))
-      if (addr === undefined) return false
-      try {
-        // A second connection besides the one libp2p chose (force): both ends then see it.
-        await mesh.libp2p.dial(multiaddr(`${addr}/p2p/${peerIdFromString(peerId).toString()}`), { force: true, signal: AbortSignal.timeout(10_000) })
-        return true
-      } catch {
-        return false
-      }
-    },
+    connectOver: (peerId, ip) => connectOver(mesh, peerId, ip),
     alivePeers: () =>
       new Set(
         mesh
@@ -44,5 +31,23 @@ export function meshViewOf(mesh: Mesh): MeshView {
           .filter((m) => !m.self && m.state === 'alive')
           .map((m) => m.peerId),
       ),
+  }
+}
+
+/**
+ * Open another connection to member `peerId` of `mesh`, at its mesh address on `ip` (a second one
+ * besides the connection libp2p chose: `force`, so both ends then see it); whether it worked.
+ */
+export async function connectOver(mesh: Mesh, peerId: string, ip: string): Promise<boolean> {
+  const addr = mesh
+    .members()
+    .find((m) => m.peerId === peerId)
+    ?.addresses.find((a) => ipOfMultiaddr(a) === ip && /\/tcp\/\d+$/.test(a))
+  if (addr === undefined) return false
+  try {
+    await mesh.libp2p.dial(multiaddr(`${addr}/p2p/${peerIdFromString(peerId).toString()}`), { force: true, signal: AbortSignal.timeout(10_000) })
+    return true
+  } catch {
+    return false
   }
 }

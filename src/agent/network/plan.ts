@@ -142,6 +142,11 @@ export function decideSubnet(cluster: IpPrefix, selfPeerId: string, nodes: reado
  */
 export type ObservedIps = ReadonlyMap<string, string | readonly string[]>
 
+/** The IPs of one peer's entry of ObservedIps, as a list (none when it has no open connection). */
+function observedList(observed: string | readonly string[] | undefined): readonly string[] {
+  return observed === undefined ? [] : typeof observed === 'string' ? [observed] : observed
+}
+
 /**
  * Which published endpoint to configure for a peer. libp2p's view decides: when we have a
  * connection to the peer from/to one of its published addresses, that one works; when its
@@ -152,7 +157,7 @@ export type ObservedIps = ReadonlyMap<string, string | readonly string[]>
  * connections, choose the same family); the same rule serves cluster and federated peers.
  */
 export function chooseEndpoint(endpoints: readonly string[], observed: string | readonly string[] | undefined): { endpoint?: string; path: PeerPath } {
-  const ips = observed === undefined ? [] : typeof observed === 'string' ? [observed] : observed
+  const ips = observedList(observed)
   if (ips.length > 0) {
     const matches = endpoints.filter((e) => ips.includes(endpointHost(e)))
     const match = matches.find((e) => e.startsWith('[')) ?? matches[0]
@@ -186,8 +191,8 @@ export function ipv6Probes(
   if (!selfEndpoints.some((e) => e.startsWith('['))) return []
   const out: Array<{ id: string; ip: string }> = []
   for (const p of peers) {
-    if (p.observed === undefined) continue // not connected at all: the mesh's own dialing comes first
-    const ips = typeof p.observed === 'string' ? [p.observed] : p.observed
+    const ips = observedList(p.observed)
+    if (ips.length === 0) continue // not connected at all: the mesh's own dialing comes first
     const v6 = p.endpoints.filter((e) => e.startsWith('[')).map(endpointHost)
     if (v6.length === 0 || v6.some((ip) => ips.includes(ip))) continue
     const at = last.get(p.id)
