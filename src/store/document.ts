@@ -36,6 +36,8 @@ export interface NewStruct {
   loc: { key: string; path: string[] } | null | 'outside' | 'collected' | undefined
   /** With loc null: the struct it waits for ("client:clock"). */
   waitsFor?: string
+  /** A map entry's left origin ("client:clock"; null: the first value of its field), as Yjs places it. */
+  origin?: string | null
   /** Collected because it lands in a map the same update deletes or replaces: no write does that with content. */
   intoDeleted?: true
   /** values: a map entry's value(s); map: a nested map; none: no content (GC, deleted); other: anything else. */
@@ -428,6 +430,7 @@ export class ObjectDocument {
         waitsFor = undefined
         intoGoing = false
         n.loc = locOfStruct(st, 0)
+        if (st.parentSub !== null || st.origin !== null) n.origin = st.origin === null ? null : `${st.origin.client}:${st.origin.clock}`
         if (n.loc === null && waitsFor !== undefined) n.waitsFor = waitsFor
         if (intoGoing && n.loc === 'collected') n.intoDeleted = true
         const c = st.content
@@ -489,6 +492,24 @@ export class ObjectDocument {
       ...(deletesOwn !== undefined ? { deletesOwn } : {}),
       ...(deletesUnknown !== undefined ? { deletesUnknown } : {}),
     }
+  }
+
+  /**
+   * The last Yjs id ("client:clock") of the newest entry this document holds for a field (live or
+   * deleted; `path` [] is the object itself), or undefined when it holds none: what a new value of
+   * the field builds on, if written here now.
+   */
+  lastEntryAt(key: string, path: readonly string[]): string | undefined {
+    let map = this.objects as unknown as { _map: Map<string, Y.Item> }
+    let sub = key
+    for (const seg of path) {
+      const it = map._map.get(sub)
+      if (it === undefined || it.deleted || !(it.content instanceof Y.ContentType)) return undefined
+      map = it.content.type as unknown as { _map: Map<string, Y.Item> }
+      sub = seg
+    }
+    const it = map._map.get(sub)
+    return it === undefined ? undefined : `${it.id.client}:${it.id.clock + it.length - 1}`
   }
 
   /** This document's Yjs clock of a client (0 when unknown). */

@@ -166,6 +166,13 @@ export class Store implements ObjectStore {
   private readonly plans = new WeakMap<object, { plan: ApplyPlan | null; rev: string | undefined; author: string }>()
   /** For each object: the revision whose reconstructed content equals the current content. */
   private readonly contentRev = new Map<string, string>()
+  /**
+   * Objects whose every field holds a value of one chain of revisions up to the head: no concurrent
+   * branch was merged here since (equal content is not enough — a field may hold another branch's
+   * Yjs entry of the same value, which a record built on the head can lose to). Empty after a
+   * restart: what the receipt checks judge against the head only while it holds (checkRemote).
+   */
+  private readonly linearRev = new Map<string, string>()
   private readonly changeListeners = new Set<(keys: string[]) => void>()
   private readonly mergeListeners = new Set<(keys: string[]) => void>()
   private readonly updateListeners = new Set<(u: Uint8Array) => void>()
@@ -721,6 +728,8 @@ export class Store implements ObjectStore {
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
     this.contentRev.set(key, id)
+    if (prev === undefined || this.linearRev.get(key) === prev.rev) this.linearRev.set(key, id)
+    else this.linearRev.delete(key)
     let bound: BatchOp[] = []
     if (this.verifier !== undefined) {
       bound = this.noteBinding(key, runsOn(key, this.doc.content(key)))
@@ -959,6 +968,15 @@ export class Store implements ObjectStore {
       fresh.push(r)
     }
     const msgBound = this.verifier !== undefined ? this.checkRemote(yUpdate, fresh, this.verifier, signatures) : undefined
+    // The chains of records from each object's linear head (see linearRev), before the merge.
+    const linear = new Map<string, string | undefined>()
+    for (const r of fresh) {
+      const first = !linear.has(r.k)
+      const from = first ? this.linearRev.get(r.k) : linear.get(r.k)
+      // A new object this replica never held starts a chain.
+      const starts = first && r.p === undefined && this.doc.sysOf(r.k) === undefined
+      linear.set(r.k, starts || (from !== undefined && from === r.p) ? r.i : undefined)
+    }
     const { effective, touched } = this.doc.applyRemote(yUpdate)
     if (this.verifier !== undefined) {
       for (const r of fresh) {
@@ -987,6 +1005,8 @@ export class Store implements ObjectStore {
       // A full copy is this object's content only when nothing concurrent was merged beside it.
       if (r && head === r.i && (chained.get(k) === r.i || (r.f !== undefined && isDeepStrictEqual(this.doc.content(k), r.f)))) this.contentRev.set(k, r.i)
       else this.contentRev.delete(k)
+      if (r && head === r.i && linear.get(k) === r.i) this.linearRev.set(k, r.i)
+      else this.linearRev.delete(k)
     }
     opts.onApplied?.()
     if (touched.size > 0 && this.mergeListeners.size > 0) {
@@ -1099,8 +1119,12 @@ export class Store implements ObjectStore {
       const after = r.c !== undefined && !baseKnown && r.f === undefined ? undefined : contentAfter(r, base)
       const changes = changesOf(r, base, baseKnown)
       afterById.set(r.i, after)
-      // Built on the object as this replica holds it (its head, or a record of the message that is).
-      if (r.p === undefined ? sys === undefined : sys?.rev === r.p || onHead.has(r.p)) onHead.add(r.i)
+      // Built on the object as this replica holds it: its head, while every field holds a value of
+      // the head's chain (linearRev), or a record of the message that is. Where it merged concurrent writes,
+      // each field may hold another branch's value, which a record built on the head can lose to in
+      // Yjs (its content then arrives deleted or collected): such records are not judged so.
+      const exactHead = sys !== undefined && sys.rev === r.p && this.linearRev.get(r.k) === r.p
+      if (r.p === undefined ? sys === undefined : exactHead || onHead.has(r.p)) onHead.add(r.i)
       const bad2 = checkSchema(r, after)
       if (bad2 !== undefined) this.refuse('schema', `revision ${r.i}: ${bad2}`)
       if (r.o === 'create' || r.d !== undefined) {
@@ -1196,6 +1220,12 @@ export class Store implements ObjectStore {
       return keys
     }
     const recordsOf = (k: string): readonly RevisionRecord[] => sources().get(k) ?? []
+    /** Whether `a` is one of the revisions `r` builds on (its parent chain among the records known here). */
+    const ancestorOf = (a: RevisionRecord, r: RevisionRecord): boolean => {
+      const byId = new Map(recordsOf(r.k).map((x) => [x.i, x]))
+      for (let p = r.p, n = 0; p !== undefined && n < 100_000; p = byId.get(p)?.p, n++) if (p === a.i) return true
+      return false
+    }
     /** Whether a record of the message (or one received without its content) signed the deletion of this struct. */
     const signedDeletion = (client: number, clock: number, to = clock + 1): boolean => {
       sources()
@@ -1217,13 +1247,29 @@ export class Store implements ObjectStore {
       recordsOf(key).some((r) => r !== except && r.e === undefined && deletesField(r, changesOfRecord(r), path, map, value))
     // Records whose Yjs content this message brings: their signed deletions must come with it.
     const arriving = new Set<RevisionRecord>()
-    // Where the message's new content lands, by key (Yjs itself deletes what it replaces there: the
-    // loser of concurrent writes of one field, which no record signed); and its structs of records
-    // built on this replica's head that arrive deleted.
-    const landing = new Map<string, string[][]>()
-    const goneOnArrival: Array<{ client: number; clock: number; key: string; path: string[]; r: RevisionRecord }> = []
-    const replacedHere = (key: string, path: readonly string[]) =>
-      landing.get(key)?.some((p) => p.length <= path.length && p.every((seg, i) => seg === path[i])) === true
+    // Where the message's structs land, by key, and whose they are (Yjs itself deletes what one
+    // replaces there: the loser of concurrent writes of one field, which no record signed — also
+    // when the winner arrives deleted by a later write); and its structs of records built on this
+    // replica's head that arrive deleted.
+    const landing = new Map<string, Array<{ path: string[]; r: RevisionRecord }>>()
+    const goneOnArrival: Array<{ client: number; clock: number; key: string; path: string[]; r: RevisionRecord; origin: string | null }> = []
+    // Each map entry of the message by its last id, to its left origin: a chain of values of one
+    // field followed back to where it joins this replica's document.
+    const originOf = new Map<string, string | null>()
+    for (const st of seen.structs) if (st.origin !== undefined) originOf.set(`${st.client}:${st.to - 1}`, st.origin)
+    /** Whether a struct with this left origin would be the newest value of the field here: nothing this replica holds can win over it. */
+    const landsLast = (origin: string | null, key: string, path: readonly string[]): boolean => {
+      let o = origin
+      for (let n = 0; o !== null && originOf.has(o) && n < 100_000; n++) o = originOf.get(o)!
+      return (o ?? undefined) === this.doc.lastEntryAt(key, path)
+    }
+    /** A struct of the message lands at `path` (or a map holding it), from a write other than `of` and those it builds on. */
+    const replacedHere = (key: string, path: readonly string[], of?: RevisionRecord) =>
+      landing
+        .get(key)
+        ?.some(
+          (l) => l.path.length <= path.length && l.path.every((seg, i) => seg === path[i]) && (of === undefined || (l.r !== of && !ancestorOf(l.r, of))),
+        ) === true
     type Cover = { yc: number; k: string; r: RevisionRecord }
     // Both lists are sorted by yc: the first cover ending above `clock` in each, by binary search
     // (a scan from the start made a join's 10k-record sync quadratic).
@@ -1262,11 +1308,13 @@ export class Store implements ObjectStore {
           this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} builds on content gone here, though the revision builds on this replica's head`)
         // A GC range (content gone, no place) in the range of such a record: its content was deleted
         // by a record that signed it, or (pruned history, a concurrent loser) goes with another
-        // write of the object in the message; alone, it is the record's content withheld.
+        // write of the object in the message that is not one the record builds on: a later one, or a
+        // concurrent branch whose create, delete or replaced map Yjs lets win, whatever its number
+        // (test/unit/store/honest-fuzz.test.ts). Alone, it is the record's content withheld.
         if (st.loc === undefined && onHead.has(c.r.i)) {
           const to = Math.min(st.to, c.yc)
           const own = c.r
-          if (!signedDeletion(st.client, clock, to) && !recordsOf(c.k).some((r) => r !== own && r.s >= own.s))
+          if (!signedDeletion(st.client, clock, to) && !recordsOf(c.k).some((r) => r !== own && !ancestorOf(r, own)))
             this.refuse('unbound', `Yjs content of revision ${c.r.i} of ${c.k} arrives garbage-collected, and no other revision of it deletes it`)
         }
         if (st.loc !== undefined && st.loc !== 'collected') {
@@ -1280,12 +1328,11 @@ export class Store implements ObjectStore {
           // without its content) replacing that field deletes it: a relaying member could otherwise
           // send a record's content as deleted. (A record concurrent with what is here may have lost
           // to a write this replica holds: not judged.)
-          if (st.content === 'none' && onHead.has(c.r.i)) goneOnArrival.push({ client: st.client, clock, key: c.k, path: st.loc.path, r: c.r })
-          else if (st.content !== 'none') {
-            let l = landing.get(c.k)
-            if (!l) landing.set(c.k, (l = []))
-            l.push(st.loc.path)
-          }
+          if (st.content === 'none' && onHead.has(c.r.i) && st.origin !== undefined)
+            goneOnArrival.push({ client: st.client, clock, key: c.k, path: st.loc.path, r: c.r, origin: st.origin })
+          let l = landing.get(c.k)
+          if (!l) landing.set(c.k, (l = []))
+          l.push({ path: st.loc.path, r: c.r })
           const bad = structMatches(c.r, st.loc.path, st.content, st.values, creatorOf(c.k), (by, at, uid) =>
             this.isKnownCreation(c.k, by, at, uid, creationsInMessage),
           )
@@ -1301,8 +1348,23 @@ export class Store implements ObjectStore {
     // the message itself brings, nor of content not here yet (Yjs would apply it when that comes).
     if (seen.deletesOwn !== undefined) this.refuse('unbound', `Yjs deletion of content the message itself brings (${seen.deletesOwn})`)
     if (seen.deletesUnknown !== undefined) this.refuse('unresolved', `Yjs deletion of content not received yet (${seen.deletesUnknown})`)
+    // A map this replica holds that the message deletes (itself judged below) takes what is in it.
+    const deletedMaps = seen.deleted.filter((d) => d.map && d.loc !== null && d.loc !== 'outside')
+    const inDeletedMap = (key: string, path: readonly string[]) =>
+      deletedMaps.some((d) => {
+        const at = d.loc as { key: string; path: string[] }
+        return at.key === key && at.path.length < path.length && at.path.every((seg, i) => seg === path[i])
+      })
+    // Judged only where it lands last here (after the newest value this replica holds for the
+    // field): otherwise a value this replica holds, of a concurrent write, may have won over it.
     for (const g of goneOnArrival)
-      if (!signedDeletion(g.client, g.clock) && !replacedHere(g.key, g.path) && !legacyDeletes(g.key, g.path, undefined, undefined, g.r))
+      if (
+        landsLast(g.origin, g.key, g.path) &&
+        !inDeletedMap(g.key, g.path) &&
+        !signedDeletion(g.client, g.clock) &&
+        !replacedHere(g.key, g.path, g.r) &&
+        !legacyDeletes(g.key, g.path, undefined, undefined, g.r)
+      )
         this.refuse(
           'unbound',
           `Yjs content of ${g.key} at ${g.path.join('.') || '(root)'} of revision ${g.r.i} arrives deleted, and no other revision deletes it`,
@@ -1311,7 +1373,7 @@ export class Store implements ObjectStore {
       if (d.loc === null || d.loc === 'outside') this.refuse('unbound', 'Yjs deletion of content outside the objects')
       if (signedDeletion(d.client, d.clock)) continue
       const { key, path } = d.loc
-      if (!replacedHere(key, path) && !legacyDeletes(key, path, d.map, d.value))
+      if (!replacedHere(key, path) && !inDeletedMap(key, path) && !legacyDeletes(key, path, d.map, d.value))
         this.refuse('unbound', `Yjs deletion of ${key} at ${path.join('.') || '(root)'} is not one a revision of the message signed`)
     }
     // And none of them left out (a relaying member could otherwise deliver a write without what it deletes).
