@@ -461,6 +461,28 @@ export class Testbed {
     }
   }
 
+  /** How many times a host's log says `msg`, by the entries' `reason` ('' when none). */
+  countLogged(h: TestbedHost, msg: string): Map<string, number> {
+    const out = new Map<string, number>()
+    let text: string
+    try {
+      text = readFileSync(h.log, 'utf8')
+    } catch {
+      return out
+    }
+    const needle = `"msg":${JSON.stringify(msg)}`
+    for (const line of text.split('\n')) {
+      if (!line.includes(needle)) continue
+      try {
+        const e = JSON.parse(line) as { msg?: string; reason?: unknown }
+        if (e.msg !== msg) continue
+        const r = typeof e.reason === 'string' ? e.reason : ''
+        out.set(r, (out.get(r) ?? 0) + 1)
+      } catch {}
+    }
+    return out
+  }
+
   /**
    * The warnings and errors of a host's log (pino level 40 and above), for a failed test's report:
    * each distinct message (with its reason) once, with how many times it came and its first and

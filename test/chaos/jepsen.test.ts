@@ -425,6 +425,13 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
   const haZero = haSamples.filter((x) => x.copies === 0).length / 2
 
   const checksMs = Date.now() - checksAt
+  // Refusals of peer updates by reason on each node: `unresolved` says the receiver lagged (repaired
+  // from the author); any other reason among honest agents is a wrong judgement, and a refused sync
+  // is refused whole — printed first, so that a truncated report still names the node.
+  const refused = NODES.flatMap((n) => {
+    const h = tb.host(n)
+    return [...tb.countLogged(h, 'peer update refused')].map(([reason, count]) => `${n}:${reason}=${count}`)
+  })
   const failedWrites = writes.filter((w) => w.outcome === 'fail').length
   const info = writes.filter((w) => w.outcome === 'info').length
   const partitions = counts.isolate + counts.split + counts.oneway
@@ -433,7 +440,7 @@ test('chaos: acknowledged writes survive kill -9 and partitions of real agents; 
       `writes attempted=${writes.length} acked=${acked.length} failed=${failedWrites} indeterminate=${info} objects=${objectNames.size} ` +
       `kills=${counts.kills} restart-to-answer max=${(Math.max(0, ...restartMs) / 1000).toFixed(1)}s partitions=${partitions} (isolate=${counts.isolate} split=${counts.split} oneway=${counts.oneway}) heals=${counts.heal + 1} ` +
       `convergence=${stores instanceof Error ? 'none' : `${(convergedMs / 1000).toFixed(1)}s`} lost=${lost.length} gaps=${gaps.length} diverged-histories=${diverged.length} ` +
-      `concurrent-revisions=${concurrent} torn=${torn} ha-copies from-heal+${HA_AFTER_S + 15}s max=${haMax} last=${haLast} until-then max=${haMaxBefore} none-running=${haZero}s${haMax === 0 ? ' (ha check inconclusive: no copy ran after the heal)' : ''}`,
+      `concurrent-revisions=${concurrent} torn=${torn} refused=${refused.join(',') || 'none'} ha-copies from-heal+${HA_AFTER_S + 15}s max=${haMax} last=${haLast} until-then max=${haMaxBefore} none-running=${haZero}s${haMax === 0 ? ' (ha check inconclusive: no copy ran after the heal)' : ''}`,
   )
 
   if (stores instanceof Error) throw stores
