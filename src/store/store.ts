@@ -173,6 +173,8 @@ export class Store implements ObjectStore {
    * restart: what the receipt checks judge against the head only while it holds (checkRemote).
    */
   private readonly linearRev = new Map<string, string>()
+  /** Objects whose content here merged a concurrent branch since this replica started (contentRev lost it), until written here again. */
+  private readonly mergedKeys = new Set<string>()
   private readonly changeListeners = new Set<(keys: string[]) => void>()
   private readonly mergeListeners = new Set<(keys: string[]) => void>()
   private readonly updateListeners = new Set<(u: Uint8Array) => void>()
@@ -728,6 +730,7 @@ export class Store implements ObjectStore {
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
     this.contentRev.set(key, id)
+    this.mergedKeys.delete(key)
     if (prev === undefined || this.linearRev.get(key) === prev.rev) this.linearRev.set(key, id)
     else this.linearRev.delete(key)
     let bound: BatchOp[] = []
@@ -1003,8 +1006,13 @@ export class Store implements ObjectStore {
       const r = byKey.get(k)
       const head = this.doc.sysOf(k)?.rev
       // A full copy is this object's content only when nothing concurrent was merged beside it.
-      if (r && head === r.i && (chained.get(k) === r.i || (r.f !== undefined && isDeepStrictEqual(this.doc.content(k), r.f)))) this.contentRev.set(k, r.i)
-      else this.contentRev.delete(k)
+      if (r && head === r.i && (chained.get(k) === r.i || (r.f !== undefined && isDeepStrictEqual(this.doc.content(k), r.f)))) {
+        this.contentRev.set(k, r.i)
+        this.mergedKeys.delete(k)
+      } else {
+        this.contentRev.delete(k)
+        if (r !== undefined) this.mergedKeys.add(k)
+      }
       if (r && head === r.i && linear.get(k) === r.i) this.linearRev.set(k, r.i)
       else this.linearRev.delete(k)
     }
@@ -1135,7 +1143,12 @@ export class Store implements ObjectStore {
         set.add(creationOf(r))
       }
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
-      const concurrent = !baseKnown && before !== undefined
+      // Judged as concurrent too when the base is this replica's head while it holds more than the
+      // head's content (it merged a concurrent branch since it started): a whole map the record
+      // sets replaces one its writer had, not the merged one here (honest-fuzz: a scheduler's new
+      // status map "dropped" a phase a concurrent lifecycle wrote).
+      const mergedHere = base !== undefined && base === headHere && this.mergedKeys.has(r.k)
+      const concurrent = (!baseKnown || mergedHere) && before !== undefined
       let boundTo: Set<unknown> | undefined
       if (tracksBinding(r.k)) {
         boundTo = new Set([...(this.boundTo.get(r.k) ?? []), ...(msgBound.get(r.k) ?? []), ...runsOn(r.k, before)])

@@ -5,7 +5,8 @@ import { OrcError } from '../../../src/model/index.ts'
 import { decodeUpdateMessage } from '../../../src/store/codec.ts'
 import { openStore, type Store } from '../../../src/store/store.ts'
 import { seededBytes } from '../../helpers/random.ts'
-import { type TestNode, testNode, verifierOf } from './trust-helpers.ts'
+import { pod } from '../../helpers/store.ts'
+import { Rng, type TestNode, testNode, verifierOf } from './trust-helpers.ts'
 
 // Honest replicas only, many writers at once, messages dropped, reordered, relayed and repaired by
 // anti-entropy, tombstones pruned, replicas restarted: no replica may ever refuse an honest message
@@ -18,23 +19,6 @@ const SEED = Number(process.env.ORC_FUZZ_SEED ?? 20261205)
 const RUNS = Number(process.env.ORC_FUZZ_RUNS ?? 12)
 const STEPS = Number(process.env.ORC_FUZZ_STEPS ?? 400)
 const OFF = new Set((process.env.ORC_FUZZ_OFF ?? '').split(','))
-
-class Rng {
-  private readonly bytes: (n: number) => Uint8Array
-  constructor(seed: number) {
-    this.bytes = seededBytes(seed)
-  }
-  int(n: number): number {
-    const x = this.bytes(4)
-    return (((x[0]! << 24) | (x[1]! << 16) | (x[2]! << 8) | x[3]!) >>> 0) % n
-  }
-  chance(p: number): boolean {
-    return this.int(1_000_000) < p * 1_000_000
-  }
-  pick<T>(xs: readonly T[]): T {
-    return xs[this.int(xs.length)]!
-  }
-}
 
 const NS = 'fuzz'
 // Writes change a field, add or remove one (labels.x), and add or remove a whole nested map
@@ -75,7 +59,43 @@ async function open(r: Omit<Replica, 'store'>, members: readonly TestNode[], ref
   return s
 }
 
-async function runOnce(seed: number): Promise<void> {
+type Workload = (store: Store, node: string, rng: Rng, n: number, now: number) => Promise<unknown>
+
+/** Users' policies: a new object, or one of a few hot ones replaced (fields and maps come and go) or deleted. */
+const policies: Workload = async (store, _node, rng, n, now) => {
+  const hot = `hot-${rng.int(3)}`
+  const k = rng.int(10)
+  if (k < 2) return store.apply(policy(`u-${n}`, n), { author: 'user:admin', now })
+  if (k < 3) return store.delete({ kind: 'SecurityPolicy', namespace: NS, name: hot }, { author: 'user:admin', now })
+  return store.apply(policy(hot, n, rng.int(8)), { author: 'user:admin', now })
+}
+
+/**
+ * Pods as a cluster writes them: users apply and delete; each node's scheduler binds an unbound pod
+ * to its own node (two at once bind one pod to two nodes: Yjs keeps one); the lifecycle of the node
+ * a pod is bound to (as that node sees it) writes its phase.
+ */
+const podWrites = new Map<string, number>()
+const pods: Workload = async (store, node, rng, n, now) => {
+  const res = await podWrite(store, node, rng, n, now)
+  const a = (res as { revision?: { author?: string } } | undefined)?.revision?.author
+  if (a !== undefined) podWrites.set(a, (podWrites.get(a) ?? 0) + 1)
+  return res
+}
+const podWrite: Workload = async (store, node, rng, n, now) => {
+  const name = `p${rng.int(4)}`
+  const ref = { kind: 'Pod', namespace: 'default', name }
+  const cur = store.get(ref) as any
+  const k = rng.int(10)
+  if (cur === undefined || k < 2) return store.apply(pod(name, `/images/i${n % 3}`), { author: 'user:admin', now })
+  if (k < 3) return store.delete(ref, { author: 'user:admin', now })
+  if (cur.status?.node === undefined) return store.patch(ref, [{ path: ['status', 'node'], value: node }], { author: 'controller:scheduler', now })
+  if (cur.status.node === node)
+    return store.patch(ref, [{ path: ['status', 'phase'], value: rng.pick(['Pending', 'Running', 'Failed']) }], { author: 'controller:lifecycle', now })
+  return undefined
+}
+
+async function runOnce(seed: number, write: Workload): Promise<void> {
   const rng = new Rng(seed)
   const nodes = ['a', 'b', 'c', 'd'].map(testNode)
   const refusals: string[] = []
@@ -122,17 +142,12 @@ async function runOnce(seed: number): Promise<void> {
     const r = rng.pick(reps)
     const what = rng.int(100)
     if (what < 40) {
-      // A write: a new object, or one of a few hot ones replaced or deleted.
       n++
-      const hot = `hot-${rng.int(3)}`
-      const k = rng.int(10)
+      trace.push(`${r.node.name} writes`)
       try {
-        trace.push(`${r.node.name} writes (k=${k}) ${hot}`)
-        if (k < 2) await r.store.apply(policy(`u-${n}`, n), { author: 'user:admin', now: now() })
-        else if (k < 3) await r.store.delete({ kind: 'SecurityPolicy', namespace: NS, name: hot }, { author: 'user:admin', now: now() })
-        else await r.store.apply(policy(hot, n, rng.int(8)), { author: 'user:admin', now: now() })
+        await write(r.store, r.node.name, rng, n, now())
       } catch (err) {
-        if (!(err instanceof OrcError && err.code === 'not_found')) throw err
+        if (!(err instanceof OrcError && (err.code === 'not_found' || err.code === 'conflict'))) throw err
       }
     } else if (what < 75) {
       // Deliver (and maybe relay) a message waiting for r.
@@ -169,5 +184,18 @@ async function runOnce(seed: number): Promise<void> {
 }
 
 test('honest replicas: concurrent writes, lost and reordered messages, pruning and restarts; nothing refused, all converge', async () => {
-  for (let i = 0; i < RUNS; i++) await runOnce(SEED + i)
+  for (let i = 0; i < RUNS; i++) await runOnce(SEED + i, policies)
+})
+
+// Known false refusals this still finds (reported, not failed: `todo`), in docs/security.md and the
+// session note of 2026-12-05: a lifecycle status write refused by a replica that knows the pod bound
+// to other nodes only (seed 20262208 with ORC_FUZZ_OFF=restart); a scheduler's new status map judged
+// as dropping a concurrent lifecycle's phase by a replica that merged that phase before it restarted
+// (seed 20262224).
+const POD_TODO = 'false refusals of lifecycle and scheduler writes under concurrent bindings remain (see above)'
+test('honest replicas writing pods as a cluster does (users, schedulers, lifecycles): nothing refused, all converge', { todo: POD_TODO }, async () => {
+  for (let i = 0; i < RUNS; i++) await runOnce(SEED + 1000 + i, pods)
+  // Every kind of writer wrote (the rules this exercises are the scheduler's and the lifecycle's).
+  for (const a of ['user:admin', 'controller:scheduler', 'controller:lifecycle'])
+    assert.ok((podWrites.get(a) ?? 0) > RUNS, `${a} wrote ${podWrites.get(a) ?? 0} times`)
 })

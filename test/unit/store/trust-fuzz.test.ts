@@ -9,8 +9,8 @@ import { OrcError } from '../../../src/model/index.ts'
 import { decodeUpdateMessage, encodeUpdateMessage, type RevisionRecord } from '../../../src/store/codec.ts'
 import type { Store } from '../../../src/store/store.ts'
 import { signRecord } from '../../../src/store/trust.ts'
-import { pod, seededBytes } from '../../helpers/store.ts'
-import { memStore, nodeObject, outbox, testNode } from './trust-helpers.ts'
+import { pod } from '../../helpers/store.ts'
+import { memStore, nodeObject, outbox, Rng, testNode } from './trust-helpers.ts'
 
 // Users' signed requests (docs/security.md, "Users' signatures on their writes"): some of A's user
 // writes carry alice's; forgeries tamper with them or reuse them on B's records.
@@ -38,23 +38,6 @@ const a = testNode('a')
 const b = testNode('b')
 const c = testNode('c')
 const members = [a, b, c]
-
-class Rng {
-  private readonly bytes: (n: number) => Uint8Array
-  constructor(seed: number) {
-    this.bytes = seededBytes(seed)
-  }
-  int(n: number): number {
-    const x = this.bytes(4)
-    return (((x[0]! << 24) | (x[1]! << 16) | (x[2]! << 8) | x[3]!) >>> 0) % n
-  }
-  pick<T>(xs: readonly T[]): T {
-    return xs[this.int(xs.length)]!
-  }
-  raw(n: number): Uint8Array {
-    return this.bytes(n)
-  }
-}
 
 function snapshot(s: Store): string {
   return `${s.stateDigest()}\n${s.syncDigest()}`

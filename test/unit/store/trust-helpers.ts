@@ -68,3 +68,24 @@ export function outbox(store: Store): Uint8Array[] {
   store.onLocalUpdate((u) => out.push(u))
   return out
 }
+
+/** A seeded random source for the store fuzz tests. */
+export class Rng {
+  private readonly bytes: (n: number) => Uint8Array
+  constructor(seed: number) {
+    this.bytes = seededBytes(seed)
+  }
+  int(n: number): number {
+    const x = this.bytes(4)
+    return (((x[0]! << 24) | (x[1]! << 16) | (x[2]! << 8) | x[3]!) >>> 0) % n
+  }
+  chance(p: number): boolean {
+    return this.int(1_000_000) < p * 1_000_000
+  }
+  pick<T>(xs: readonly T[]): T {
+    return xs[this.int(xs.length)]!
+  }
+  raw(n: number): Uint8Array {
+    return this.bytes(n)
+  }
+}
