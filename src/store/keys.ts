@@ -10,6 +10,8 @@ export const REV = 'r:'
 export const IDX = 'o:'
 /** Per pod key, the nodes it has been bound to (JSON array): who may write its lifecycle status (trust.ts). */
 export const BOUND = 'b:'
+/** Object keys whose content here merged a concurrent branch (empty value): the receipt checks' mergedKeys. */
+export const MERGED = 'c:'
 
 export const enc = new TextEncoder()
 export const dec = new TextDecoder()

@@ -52,13 +52,14 @@ import {
   userSignaturePolicy,
 } from './evidence.ts'
 import { MAX_EVIDENCE_BODY_BYTES } from './evidence-shape.ts'
-import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, unjson, Y_LOG, yLogKey } from './keys.ts'
+import { BOUND, dec, enc, FORMAT, json, K_FORMAT, K_REPLICA, K_SNAPSHOT, K_VECTOR, K_YCOUNTER, MERGED, unjson, Y_LOG, yLogKey } from './keys.ts'
 import { type CompactionPolicy, DEFAULT_COMPACTION, DEFAULTS, type StoreOptions } from './options.ts'
 import type { PruneResult } from './prune.ts'
 import { RevisionLog, resolveRevision, toRevision } from './revision-log.ts'
 import { DurableSyncState, encodeMissingFor, stateVectorsOf, syncDigestOf, syncStateOf } from './sync.ts'
 import {
   type Authorize,
+  BINDING_UNKNOWN,
   bindingOf,
   changesOf,
   checkSchema,
@@ -173,8 +174,19 @@ export class Store implements ObjectStore {
    * restart: what the receipt checks judge against the head only while it holds (checkRemote).
    */
   private readonly linearRev = new Map<string, string>()
-  /** Objects whose content here merged a concurrent branch since this replica started (contentRev lost it), until written here again. */
+  /**
+   * Objects whose content here merged a concurrent branch (contentRev lost it), until a write here
+   * or a chain of records gives it one revision's content again; on disk (MERGED), so a restart
+   * still knows (checkRemote judges records over such a head like concurrent ones).
+   */
   private readonly mergedKeys = new Set<string>()
+  /** The batch op recording whether an object's content here is merged (none when that did not change). */
+  private markMerged(key: string, merged: boolean): BatchOp[] {
+    if (this.mergedKeys.has(key) === merged) return []
+    if (merged) this.mergedKeys.add(key)
+    else this.mergedKeys.delete(key)
+    return [merged ? { type: 'put', key: `${MERGED}${key}`, value: new Uint8Array(0) } : { type: 'del', key: `${MERGED}${key}` }]
+  }
   private readonly changeListeners = new Set<(keys: string[]) => void>()
   private readonly mergeListeners = new Set<(keys: string[]) => void>()
   private readonly updateListeners = new Set<(u: Uint8Array) => void>()
@@ -288,6 +300,11 @@ export class Store implements ObjectStore {
       // A pod whose tombstone is gone too: nothing of it can be written any more.
       if (this.doc.sysOf(key) === undefined) gone.push({ type: 'del', key: k })
       else this.boundTo.set(key, new Set(unjson<string[]>(v)))
+    }
+    for await (const k of this.db.keys({ gte: MERGED, lt: `${MERGED}\xff` })) {
+      const key = k.slice(MERGED.length)
+      if (this.doc.sysOf(key) === undefined) gone.push({ type: 'del', key: k })
+      else this.mergedKeys.add(key)
     }
     if (gone.length > 0) await this.db.batch(gone)
     for (const kind of ['Pod', 'VirtualMachine'] as const)
@@ -730,7 +747,7 @@ export class Store implements ObjectStore {
       signRecord(record, this.signer, client, getState(this.doc.doc.store, client))
     }
     this.contentRev.set(key, id)
-    this.mergedKeys.delete(key)
+    const unmerged = this.markMerged(key, false)
     if (prev === undefined || this.linearRev.get(key) === prev.rev) this.linearRev.set(key, id)
     else this.linearRev.delete(key)
     let bound: BatchOp[] = []
@@ -743,7 +760,7 @@ export class Store implements ObjectStore {
     const recordJson = JSON.stringify(record)
     this.log.noteSeen(this.replica, localSeq)
 
-    await this.persist([...this.log.putOps(record, recordJson), ...this.yLogOps(yUpdate), ...bound])
+    await this.persist([...this.log.putOps(record, recordJson), ...this.yLogOps(yUpdate), ...bound, ...unmerged])
     this.notifyChanges()
     const msg = encodeUpdateMessage(yUpdate, `[${recordJson}]`)
     for (const fn of this.updateListeners) fn(msg)
@@ -1008,10 +1025,10 @@ export class Store implements ObjectStore {
       // A full copy is this object's content only when nothing concurrent was merged beside it.
       if (r && head === r.i && (chained.get(k) === r.i || (r.f !== undefined && isDeepStrictEqual(this.doc.content(k), r.f)))) {
         this.contentRev.set(k, r.i)
-        this.mergedKeys.delete(k)
+        bound.push(...this.markMerged(k, false))
       } else {
         this.contentRev.delete(k)
-        if (r !== undefined) this.mergedKeys.add(k)
+        if (r !== undefined) bound.push(...this.markMerged(k, true))
       }
       if (r && head === r.i && linear.get(k) === r.i) this.linearRev.set(k, r.i)
       else this.linearRev.delete(k)
@@ -1125,7 +1142,13 @@ export class Store implements ObjectStore {
       const before = base ?? (sys?.deleted ? undefined : this.doc.content(r.k))
       const baseKnown = base !== undefined
       const after = r.c !== undefined && !baseKnown && r.f === undefined ? undefined : contentAfter(r, base)
-      const changes = changesOf(r, base, baseKnown)
+      // The base is this replica's head while it holds more than the head's content (it merged a
+      // concurrent branch since it started): a full copy's difference from it is not what its author
+      // changed (a field a concurrent write added reads as removed), and a whole map the record sets
+      // replaces one its writer had, not the merged one here — judged like a concurrent record
+      // (honest-fuzz: a scheduler's binding "dropped" a phase a concurrent lifecycle wrote).
+      const mergedHere = base !== undefined && base === headHere && this.mergedKeys.has(r.k)
+      const changes = mergedHere && r.c === undefined ? undefined : changesOf(r, base, baseKnown)
       afterById.set(r.i, after)
       // Built on the object as this replica holds it: its head, while every field holds a value of
       // the head's chain (linearRev), or a record of the message that is. Where it merged concurrent writes,
@@ -1143,11 +1166,6 @@ export class Store implements ObjectStore {
         set.add(creationOf(r))
       }
       const creator = sys !== undefined && !sys.deleted ? sys.createdBy : (createdBy.get(r.k)?.createdBy ?? r.a)
-      // Judged as concurrent too when the base is this replica's head while it holds more than the
-      // head's content (it merged a concurrent branch since it started): a whole map the record
-      // sets replaces one its writer had, not the merged one here (honest-fuzz: a scheduler's new
-      // status map "dropped" a phase a concurrent lifecycle wrote).
-      const mergedHere = base !== undefined && base === headHere && this.mergedKeys.has(r.k)
       const concurrent = (!baseKnown || mergedHere) && before !== undefined
       let boundTo: Set<unknown> | undefined
       if (tracksBinding(r.k)) {
@@ -1164,7 +1182,9 @@ export class Store implements ObjectStore {
       }
       if (why !== undefined) {
         const role = why.startsWith(ROLE_DENIED)
-        this.refuse(role ? 'role' : 'unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${role ? why.slice(ROLE_DENIED.length) : why}`)
+        const lag = why.startsWith(BINDING_UNKNOWN)
+        const text = role ? why.slice(ROLE_DENIED.length) : lag ? why.slice(BINDING_UNKNOWN.length) : why
+        this.refuse(role ? 'role' : lag ? 'unresolved' : 'unauthorized', `revision ${r.i} by ${r.a} (signed by ${signer.node ?? n}): ${text}`)
       }
       const kind = refOfKey(r.k).kind
       if (evidence !== undefined) {

@@ -286,6 +286,12 @@ export function bindingOf(changes: readonly Change[] | undefined): unknown {
  */
 /** Marks an authorisation refusal that came from the user's roles (a replica may lack a binding yet). */
 export const ROLE_DENIED = 'role: '
+/**
+ * Marks a node-rule refusal that a binding this replica has not received yet would lift (a pod's
+ * status from a node it was bound to by a write not here yet): refused as lagging, and repaired
+ * from the author (honest-fuzz: a lifecycle's write over a concurrent binding it won).
+ */
+export const BINDING_UNKNOWN = 'binding: '
 
 const LIFECYCLE = 'controller:lifecycle'
 export const SCHEDULER = 'controller:scheduler'
@@ -347,7 +353,7 @@ export function defaultAuthorize(ownership: OwnershipTable, userMay: UserMay): A
         // not converge). Judged only against bindings this replica knows.
         if (boundTo === undefined || boundTo.size === 0) return undefined
         const where = [...(boundTo ?? [])].map(String)
-        return `node ${mine ?? signer.id} may not write the status of pod/${name}: it was never bound to that node (${where.length > 0 ? `bound to ${where.join(', ')}` : 'not bound'} as far as this replica knows)`
+        return `${BINDING_UNKNOWN}node ${mine ?? signer.id} may not write the status of pod/${name}: it was never bound to that node (${where.length > 0 ? `bound to ${where.join(', ')}` : 'not bound'} as far as this replica knows)`
       }
       case 'controller:volume': {
         // A Volume's status is written by the node holding its data (docs/storage.md): the one
