@@ -6,7 +6,7 @@ import { decodeUpdateMessage } from '../../../src/store/codec.ts'
 import { openStore, type Store } from '../../../src/store/store.ts'
 import { seededBytes } from '../../helpers/random.ts'
 import { pod } from '../../helpers/store.ts'
-import { Rng, type TestNode, testNode, verifierOf } from './trust-helpers.ts'
+import { nodeObject, Rng, type TestNode, testNode, verifierOf } from './trust-helpers.ts'
 
 // Honest replicas only, many writers at once, messages dropped, reordered, relayed and repaired by
 // anti-entropy, tombstones pruned, replicas restarted: no replica may ever refuse an honest message
@@ -93,6 +93,27 @@ const podWrite: Workload = async (store, node, rng, n, now) => {
   if (cur.status.node === node)
     return store.patch(ref, [{ path: ['status', 'phase'], value: rng.pick(['Pending', 'Running', 'Failed']) }], { author: 'controller:lifecycle', now })
   return undefined
+}
+
+/**
+ * Node objects as a cluster writes them: each node its own status (and creates its Node when it has
+ * none here), users label nodes, and a node marks another forgotten or back (what `orc node forget`
+ * writes on another node's Node).
+ */
+const nodes: Workload = async (store, node, rng, n, now) => {
+  const own = { kind: 'Node', namespace: '', name: node }
+  const k = rng.int(10)
+  if (store.get(own) === undefined || k === 0) return store.apply(nodeObject(node), { author: 'controller:node', now })
+  const other = rng.pick(['a', 'b', 'c', 'd'])
+  const ref = { kind: 'Node', namespace: '', name: other }
+  if (store.get(ref) === undefined) return undefined
+  if (k < 6) return store.patch(own, [{ path: ['status', 'state'], value: rng.pick(['Ready', 'NotReady']) }], { author: 'controller:node', now })
+  if (k < 8) return store.patch(ref, [{ path: ['metadata', 'labels', 'zone'], value: `z${n % 3}` }], { author: 'user:admin', now })
+  if (other === node) return undefined
+  return store.patch(ref, [{ path: ['status', 'forgotten'], value: { at: new Date(now).toISOString(), by: `user:admin`, reason: `r${n % 2}` } }], {
+    author: 'controller:node',
+    now,
+  })
 }
 
 async function runOnce(seed: number, write: Workload): Promise<void> {
@@ -195,4 +216,8 @@ test('honest replicas writing pods as a cluster does (users, schedulers, lifecyc
   // Every kind of writer wrote (the rules this exercises are the scheduler's and the lifecycle's).
   for (const a of ['user:admin', 'controller:scheduler', 'controller:lifecycle'])
     assert.ok((podWrites.get(a) ?? 0) > RUNS, `${a} wrote ${podWrites.get(a) ?? 0} times`)
+})
+
+test("honest replicas writing Node objects (their own status, users' labels, another node forgotten): nothing refused, all converge", async () => {
+  for (let i = 0; i < RUNS; i++) await runOnce(SEED + 2000 + i, nodes)
 })
