@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { peerIdFromString } from '@libp2p/peer-id'
+import { SWIM_PROTOCOL } from '../../src/mesh/gossip.ts'
+import { streamChannel } from '../../src/mesh/host.ts'
 import type { MeshTunables } from '../../src/mesh/index.ts'
 import { Fixture, stateOf, transitionsOf, waitFor } from './helpers.ts'
 
@@ -61,4 +64,17 @@ test('swim and heartbeat nodes in one cluster (a rolling switch) see each other 
   await waitFor('A and C declare B dead', () => stateOf(a, b.peerId) === 'dead' && stateOf(c, b.peerId) === 'dead', 60_000)
   assert.equal(stateOf(a, c.peerId), 'alive')
   assert.equal(stateOf(c, a.peerId), 'alive')
+})
+
+test('swim: a member sending a malformed probe is scored down', async (t) => {
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const { mesh: a } = await fx.create('a', { tunables: swim })
+  const b = await fx.join('b', a, { tunables: swim })
+  await waitFor('alive', () => stateOf(a, b.peerId) === 'alive' && stateOf(b, a.peerId) === 'alive')
+  const misbehaved: string[] = []
+  a.on('peer:misbehaved', (e) => misbehaved.push(e.peerId))
+  const ch = streamChannel(await b.libp2p.dialProtocol(peerIdFromString(a.peerId), SWIM_PROTOCOL), 64 * 1024)
+  await ch.write(new TextEncoder().encode('{"t":"ping","seq":1,"inc":"not a number","sig":"","up":[]}'))
+  await waitFor('A scored B down', () => misbehaved.includes(b.peerId))
 })

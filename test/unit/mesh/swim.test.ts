@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import fc from 'fast-check'
+import { decodeSwimMessage, encodeSwimMessage } from '../../../src/mesh/gossip.ts'
 import { SwimDetector, type SwimMessage, suspicionMinMs, suspicionTimeoutMs, swimDefaults } from '../../../src/mesh/swim.ts'
 
 /** A tiny seeded generator (mulberry32). */
@@ -188,4 +190,40 @@ test('evidence of a cut-off member stops at the cut: a quorum counted from it is
   }
   // And the cut-off member's evidence of everyone else stops at the cut too.
   for (const v of net.nodes.get(x)!.views()) assert.ok(v.evidence! <= cut + 20)
+})
+
+test('SWIM messages round-trip through the codec; anything malformed decodes to undefined, never throws', () => {
+  const msgs: SwimMessage[] = [
+    { t: 'ping', seq: 1, inc: 5, sig: 'abc', up: [{ id: 'p1', s: 'suspect', inc: 3, by: 'p2' }], ev: { abcdefghij: 20 }, full: true },
+    { t: 'ack', seq: 2, inc: 5, sig: 'abc', up: [{ id: 'p1', s: 'alive', inc: 4, sig: 's' }], of: 'p3' },
+    { t: 'ping-req', seq: 3, target: 'p4', up: [] },
+  ]
+  // (JSON round trip: the evidence record is decoded without a prototype.)
+  for (const m of msgs) assert.deepEqual(JSON.parse(JSON.stringify(decodeSwimMessage(encodeSwimMessage(m)))), m)
+  const bad = [
+    '{}',
+    '[]',
+    'null',
+    '{"t":"ping","seq":-1,"inc":1,"sig":"","up":[]}',
+    '{"t":"ping","seq":1,"inc":1.5,"sig":"","up":[]}',
+    '{"t":"ping","seq":1,"inc":1,"sig":"","up":[{"id":"p","s":"zombie","inc":1}]}',
+    '{"t":"ping","seq":1,"inc":1,"sig":"","up":[],"ev":{"k":-3}}',
+    '{"t":"ping","seq":1,"inc":1,"sig":"","up":[],"ev":{"a-key-much-too-long":3}}',
+    '{"t":"ack","seq":1,"inc":1,"sig":"","up":[],"of":5}',
+    '{"t":"ping-req","seq":1,"up":[]}',
+    '{"t":"hb","seq":1,"up":[]}',
+    `{"t":"ping","seq":1,"inc":1,"sig":"","up":[${Array(65).fill('{"id":"p","s":"dead","inc":1}').join(',')}]}`,
+  ]
+  for (const b of bad) assert.equal(decodeSwimMessage(new TextEncoder().encode(b)), undefined, b)
+  assert.equal(decodeSwimMessage(new Uint8Array([0xff, 0xfe, 0x7b])), undefined)
+  fc.assert(
+    fc.property(fc.uint8Array({ maxLength: 256 }), (b) => {
+      decodeSwimMessage(b)
+    }),
+  )
+  fc.assert(
+    fc.property(fc.json(), (j) => {
+      decodeSwimMessage(new TextEncoder().encode(j))
+    }),
+  )
 })
