@@ -32,10 +32,10 @@ class Net {
   drop: (from: string, to: string, m: SwimMessage) => boolean = () => false
   private queue: { at: number; from: string; to: string; msg: SwimMessage }[] = []
 
-  constructor(n: number, seed: number, opts: Partial<typeof swimDefaults> = {}) {
+  constructor(n: number, seed: number, opts: Partial<typeof swimDefaults> = {}, full?: () => boolean) {
     const ids = Array.from({ length: n }, (_, i) => `node-${String(i).padStart(12, '0')}`)
     ids.forEach((id, i) => {
-      const d = new SwimDetector(id, { ...swimDefaults, ...opts }, { random: rng(seed * 100 + i), sign: sign(id), verify }, 1)
+      const d = new SwimDetector(id, { ...swimDefaults, ...opts }, { random: rng(seed * 100 + i), sign: sign(id), verify, full }, 1)
       for (const o of ids) d.add(o, 0)
       this.nodes.set(id, d)
       this.up.add(id)
@@ -226,4 +226,16 @@ test('SWIM messages round-trip through the codec; anything malformed decodes to 
       decodeSwimMessage(new TextEncoder().encode(j))
     }),
   )
+})
+
+test('a member that says it is connected to every live member is trusted so only for a while (forwards())', () => {
+  const net = new Net(6, 21, {}, () => true)
+  net.run(10_000)
+  const d0 = net.nodes.get(net.id(0))!
+  // Every member exchanged probes with node 0 within those 10 s (6 members, one probe a period each way).
+  for (let i = 1; i < 6; i++) assert.ok(d0.fullWithin(net.id(i), net.now, 10_000), `seed 21: member ${i}`)
+  assert.ok(!d0.fullWithin(net.id(1), net.now + 60_000, 10_000))
+  const plain = new Net(3, 21)
+  plain.run(5_000)
+  assert.ok(!plain.nodes.get(plain.id(0))!.fullWithin(plain.id(1), plain.now, 10_000))
 })
