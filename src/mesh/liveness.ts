@@ -89,12 +89,19 @@ export class Liveness {
   private readonly swimOn: boolean
   /** Outbound SWIM stream per member. */
   private readonly swimStreams = new Map<string, { ch: FrameChannel | undefined; queue: SwimMessage[]; busy: boolean }>()
-  /** swim: members heard heartbeating us (an older orc, or one set to heartbeats) → when; judged by heartbeats. */
+  /**
+   * swim: members heard heartbeating us (an older orc, or one set to heartbeats) → when; judged by
+   * heartbeats until they probe us themselves (a heartbeat node only answers probes), so one that
+   * stops is found dead by its heartbeats' silence.
+   */
   private readonly legacyAt = new Map<string, number>()
   /** swim: members without SWIM_PROTOCOL. */
   private readonly noSwim = new Set<string>()
   /** swim: consecutive direct probes a connected member did not answer. */
   private readonly swimMisses = new Map<string, number>()
+  /** swim: members connected at the last SWIM tick, and when each was last seen connected. */
+  private swimConnected = new Set<string>()
+  private readonly connectedAt = new Map<string, number>()
 
   constructor(private readonly c: LivenessComponents) {
     this.table = new MembershipTable(c.peerId, c.tunables)
@@ -118,7 +125,7 @@ export class Liveness {
             return false
           }
         },
-        eligible: (id) => !this.isLegacy(id),
+        eligible: (id) => !this.isLegacy(id) && this.probeable(id),
         full: () => this.connectedToAllLive(this.c.connections.connected()),
       },
       // The start time: a restarted node's incarnation is above anything its predecessor published.
@@ -131,11 +138,25 @@ export class Liveness {
     return new TextEncoder().encode(`orc/swim/alive\n${this.c.clusterId()}\n${id}\n${inc}`)
   }
 
+  /**
+   * swim: whom this node probes (and asks to probe): the members it holds a connection to, and
+   * those it held one to lately — a member that crashed or was cut off lost its connections, and
+   * its last neighbours' failed probes are what suspect it. Probing a member we are not connected to
+   * would dial it: under load the dial alone outlasts the probe timeout (false suspicions), and
+   * beyond fullMeshMax every node would end up connected to every member. Each member is probed by
+   * the members connected to it (all of them up to fullMeshMax); what they find spreads by gossip.
+   * A member long disconnected comes back through the upkeep's dials.
+   */
+  private probeable(id: string): boolean {
+    if (this.swimConnected.has(id)) return true
+    const at = this.connectedAt.get(id)
+    const t = this.c.tunables
+    return at !== undefined && this.c.clock.now() - at <= Math.max(t.deadAfterMs, 2 * this.swim.size() * t.probeIntervalMs)
+  }
+
   /** swim: a member judged by heartbeats (it heartbeats us, or has no SWIM_PROTOCOL). */
   private isLegacy(id: string): boolean {
-    if (this.noSwim.has(id)) return true
-    const at = this.legacyAt.get(id)
-    return at !== undefined && this.c.clock.now() - at <= this.c.tunables.deadAfterMs
+    return this.noSwim.has(id) || this.legacyAt.has(id)
   }
 
   /** Serve the heartbeat and SWIM protocols (members only). */
@@ -199,6 +220,8 @@ export class Liveness {
   /** A SWIM message from member `from`: the detector answers it; what it sends goes out. */
   private onSwim(from: string, m: SwimMessage): void {
     const now = this.c.clock.now()
+    // It probes: it runs the SWIM detector now (switched, or restarted as swim).
+    if (m.t !== 'ack') this.legacyAt.delete(from)
     const tr = this.table.heard(from, now)
     if (tr !== undefined && (!this.swimOn || this.isLegacy(from))) this.transition(tr)
     this.sendSwim(this.swim.receive(from, m, now))
@@ -207,9 +230,12 @@ export class Liveness {
 
   /** The SWIM clock (swim only): probes, indirect probes, suspicion timeouts. */
   private swimTick(): void {
-    this.sendSwim(this.swim.advance(this.c.clock.now()))
-    this.swimTransitions()
+    const now = this.c.clock.now()
     const connected = new Set(this.c.connections.connected())
+    this.swimConnected = connected
+    for (const p of connected) this.connectedAt.set(p, now)
+    this.sendSwim(this.swim.advance(now))
+    this.swimTransitions()
     for (const p of this.swim.takeDirectMisses()) {
       if (!connected.has(p)) continue
       const n = (this.swimMisses.get(p) ?? 0) + 1
@@ -293,6 +319,7 @@ export class Liveness {
   forget(peerId: string): boolean {
     this.directHeartbeatAt.delete(peerId)
     this.swim.remove(peerId)
+    this.connectedAt.delete(peerId)
     this.legacyAt.delete(peerId)
     this.noSwim.delete(peerId)
     const s = this.swimStreams.get(peerId)
