@@ -977,8 +977,71 @@ const federation: Scenario = {
   },
 }
 
+// ---------------------------------------------------------------------- failure detector
+
+/** The p-quantile of sorted numbers. */
+function quantile(sorted: number[], p: number): number {
+  return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!
+}
+
+const detector: Scenario = {
+  name: 'detector',
+  description:
+    'The SWIM detector (failureDetector swim) on an idle cluster: messages each node sends a second, how stale the evidence of a quorum is (what the fence counts), then one node crashes: when every other node has it suspect, then dead',
+  defaultNodes: 50,
+  async run(o) {
+    const { sim, heapPerNodeKB, t0 } = await setup(o, { detector: 'swim' })
+    const n = o.nodes
+    await sim.runFor(20_000)
+    const m0 = sim.stats.swimMessages
+    const b0 = sim.stats.swimBytes
+    const quietMs = 60_000
+    // The fence's lastQuorumAt lag on each node, sampled every second: the (needed − 1)-th freshest evidence.
+    const needed = Math.floor(n / 2) + 1
+    const lags: number[] = []
+    for (let t = 0; t < quietMs; t += 1000) {
+      await sim.runFor(1000)
+      for (const node of sim.upNodes) {
+        const now = sim.localNow(node)
+        const seen = [...node.lastHeard.entries()]
+          .filter(([k]) => k !== node.idx)
+          .map(([, v]) => now - v)
+          .sort((a, b) => a - b)
+        lags.push(needed <= 1 ? 0 : (seen[needed - 2] ?? Number.POSITIVE_INFINITY))
+      }
+    }
+    const perNode = (sim.stats.swimMessages - m0) / n / (quietMs / 1000)
+    const bytesPerNode = (sim.stats.swimBytes - b0) / n / (quietMs / 1000)
+    const falseSuspicions = sim.upNodes.reduce((a, nd) => a + nd.notAlive.size, 0)
+    lags.sort((a, b) => a - b)
+    // One node crashes.
+    const victim = sim.nodes[sim.rng.int(n)]!
+    sim.crash(victim)
+    const crashAt = sim.now
+    const others = () => sim.upNodes
+    const suspectedAt = await sim.runUntilTrue(() => others().every((nd) => sim.swimState(nd, victim.idx) !== 'alive'), 120_000, 100)
+    const deadAt = await sim.runUntilTrue(() => others().every((nd) => sim.swimState(nd, victim.idx) === 'dead'), 240_000, 100)
+    if (deadAt === undefined) sim.violation(`${victim.name} not dead everywhere within 240 s of its crash`)
+    const figures: Record<string, number | string> = {
+      'messages sent per node per second (idle)': Number(perNode.toFixed(2)),
+      'bytes sent per node per second (idle, JSON)': Math.round(bytesPerNode),
+      'heartbeat detector for comparison: heartbeats sent per node per second': Number(((n - 1) / (meshHeartbeatMs / 1000)).toFixed(1)),
+      'quorum evidence lag p50 (s)': quantile(lags, 0.5) / 1000,
+      'quorum evidence lag p99 (s)': quantile(lags, 0.99) / 1000,
+      'quorum evidence lag max (s)': (lags[lags.length - 1] ?? 0) / 1000,
+      'false suspicions at the end of the idle minute': falseSuspicions,
+      'crash → suspect on every node (s)': suspectedAt === undefined ? 'no' : (suspectedAt - crashAt) / 1000,
+      'crash → dead on every node (s)': deadAt === undefined ? 'no' : (deadAt - crashAt) / 1000,
+    }
+    return finish('detector', o, sim, t0, heapPerNodeKB, figures, figuresTable(figures))
+  },
+}
+
+/** The agent's heartbeat interval (meshDefaults.heartbeatIntervalMs), for the comparison figure. */
+const meshHeartbeatMs = 2000
+
 export const SCENARIOS: Record<string, Scenario> = Object.fromEntries(
-  [propagation, partition, churn, rollingRestart, siteDark, haFailover, haFencing, federation].map((s) => [s.name, s]),
+  [propagation, partition, churn, rollingRestart, siteDark, haFailover, haFencing, federation, detector].map((s) => [s.name, s]),
 )
 
 /** The command that replays a run exactly. */

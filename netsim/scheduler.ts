@@ -280,9 +280,12 @@ export class LocalScheduler {
     for (const k of n.known) {
       const alive = sim.isAlive(n, k)
       const since = n.notAlive.get(k)
-      const state = alive ? 'alive' : since !== undefined && now - since >= sim.opts.deadAfterMs - sim.opts.suspectAfterMs ? 'dead' : 'suspect'
+      const swim = k === n.idx ? undefined : sim.swimState(n, k)
+      const state = swim ?? (alive ? 'alive' : since !== undefined && now - since >= sim.opts.deadAfterMs - sim.opts.suspectAfterMs ? 'dead' : 'suspect')
       const seen = n.lastHeard.get(k)
-      out.push({ name: this.naming.name(k), state, ...(seen !== undefined ? { lastSeen: seen } : {}), ...(k === n.idx ? { self: true } : {}) })
+      // swim: when this node learnt it is not alive (MemberView.downSince; the binder counts haAfter from the later of it and lastSeen).
+      const down = swim !== undefined && swim !== 'alive' && since !== undefined ? { downSince: since } : {}
+      out.push({ name: this.naming.name(k), state, ...(seen !== undefined ? { lastSeen: seen } : {}), ...down, ...(k === n.idx ? { self: true } : {}) })
     }
     return out
   }

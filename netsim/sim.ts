@@ -6,7 +6,16 @@
  * completion, so one seed reproduces a whole run exactly.
  */
 import { MemoryLevel } from 'memory-level'
-import { AntiEntropyPlanner, antiEntropyTunables, MembershipTable, meshDefaults } from '../src/mesh/index.ts'
+import {
+  AntiEntropyPlanner,
+  antiEntropyTunables,
+  type MemberState,
+  MembershipTable,
+  meshDefaults,
+  SwimDetector,
+  type SwimMessage,
+  swimDefaults,
+} from '../src/mesh/index.ts'
 import { openStore, type Store } from '../src/store/index.ts'
 import { EventHeap } from './heap.ts'
 import { DEFAULT_NETWORK, type LinkModel, type NetworkModel, Partitions, sampleLatency } from './network.ts'
@@ -26,6 +35,16 @@ export interface SimOptions {
    * `oracle`: liveness is read from ground truth (for very large propagation runs).
    */
   membership: 'full' | 'oracle'
+  /**
+   * With `full` membership: `heartbeat` models the heartbeat detector abstractly (each round, every
+   * node hears every member it can reach; no messages counted); `swim` runs the real SWIM detector
+   * (src/mesh/swim.ts) per node over the simulated network, every probe, ack and probe request a
+   * counted message (stats.swimMessages).
+   */
+  detector: 'heartbeat' | 'swim'
+  /** swim: protocol period and direct-ack timeout (the mesh's probeIntervalMs / probeTimeoutMs). */
+  probeIntervalMs: number
+  probeTimeoutMs: number
   /** Period of the heartbeat round (each live node hears every member it can reach). */
   heartbeatMs: number
   suspectAfterMs: number
@@ -60,6 +79,9 @@ export const DEFAULT_SIM: Omit<SimOptions, 'seed' | 'nodes'> = {
   sites: 1,
   network: DEFAULT_NETWORK,
   membership: 'full',
+  detector: 'heartbeat',
+  probeIntervalMs: 1000,
+  probeTimeoutMs: 500,
   heartbeatMs: 1000,
   suspectAfterMs: 5000,
   deadAfterMs: 30000,
@@ -81,6 +103,7 @@ type Msg =
   | { t: 'sync1'; state: Uint8Array; members: number[] }
   | { t: 'sync2'; state: Uint8Array; data: Uint8Array; members: number[] }
   | { t: 'sync3'; data: Uint8Array }
+  | { t: 'swim'; m: SwimMessage }
 
 export interface Violation {
   at: number
@@ -107,6 +130,8 @@ export class SimNode {
   gen = 0
   store: Store | null = null
   table: MembershipTable | null = null
+  /** detector swim: the node's SWIM detector (lost on a crash like the table). */
+  swim: SwimDetector | null = null
   /** Out-of-turn anti-entropy (the real planner from src/mesh); lost on a crash like the table. */
   planner: AntiEntropyPlanner | null = null
   /**
@@ -171,6 +196,9 @@ export interface SimStats {
   /** Sync results relayed on gossip, and out-of-turn syncs with recovered members. */
   relays: number
   recoverySyncs: number
+  /** detector swim: probes, acks and probe requests sent (and their bytes, JSON as on the wire). */
+  swimMessages: number
+  swimBytes: number
   events: number
 }
 
@@ -225,6 +253,8 @@ export class Simulator {
     syncSessions: 0,
     relays: 0,
     recoverySyncs: 0,
+    swimMessages: 0,
+    swimBytes: 0,
     events: 0,
   }
   readonly tracked = new Map<string, Tracked>()
@@ -309,6 +339,7 @@ export class Simulator {
       const table = new MembershipTable(node.id, { suspectAfterMs: this.opts.suspectAfterMs, deadAfterMs: this.opts.deadAfterMs })
       for (const k of node.known) table.upsert({ peerId: `p${k}`, name: `node-${k}`, addresses: [] }, now)
       node.table = table
+      if (this.opts.detector === 'swim') this.bootSwim(node, now)
     }
     node.planner = new AntiEntropyPlanner(
       antiEntropyTunables({ ...meshDefaults, syncIntervalMs: this.opts.syncIntervalMs, recoverySyncsPerPeriod: this.opts.antiEntropyRecovery ? 3 : 0 }),
@@ -470,6 +501,13 @@ export class Simulator {
         this.sessionDone(node, from, msg.data, revs)
         return
       }
+      case 'swim': {
+        // As the agent: a message from a non-member is ignored.
+        if (node.swim === null || !node.knownSet.has(from)) return
+        this.sendSwim(node, node.swim.receive(`p${from}`, msg.m, this.localNow(node)))
+        this.swimTransitions(node)
+        return
+      }
     }
   }
 
@@ -508,7 +546,10 @@ export class Simulator {
     if (members.length === node.known.length) return
     const now = this.localNow(node)
     for (const m of members) {
-      if (node.learn(m)) node.table?.upsert({ peerId: `p${m}`, name: `node-${m}`, addresses: [] }, now)
+      if (node.learn(m)) {
+        node.table?.upsert({ peerId: `p${m}`, name: `node-${m}`, addresses: [] }, now)
+        node.swim?.add(`p${m}`, now)
+      }
     }
   }
 
@@ -536,7 +577,8 @@ export class Simulator {
     const full = this.opts.membership === 'full'
     const upNodes = this.nodes.filter((n) => n.up)
     for (const node of upNodes) {
-      if (full) this.hearAll(node, upNodes)
+      if (full && node.swim !== null) this.swimEvidence(node)
+      else if (full) this.hearAll(node, upNodes)
       this.maintainMesh(node)
     }
     if (this.opts.antiEntropyRecovery) {
@@ -552,6 +594,65 @@ export class Simulator {
     }
     if (this.onRound) for (const node of upNodes) if (node.up) await this.onRound(node)
     if (this.afterRound) await this.afterRound()
+  }
+
+  /** The real SWIM detector on `node`: its clock every half probe timeout, fake signatures (`p<i>:<inc>`). */
+  private bootSwim(node: SimNode, now: number): void {
+    const o = this.opts
+    const swim = new SwimDetector(
+      node.id,
+      { ...swimDefaults, probeIntervalMs: o.probeIntervalMs, probeTimeoutMs: o.probeTimeoutMs },
+      { random: (n) => node.rng.int(n), sign: (inc) => `${node.id}:${inc}`, verify: (id, inc, sig) => sig === `${id}:${inc}` },
+      now,
+    )
+    for (const k of node.known) swim.add(`p${k}`, now)
+    node.swim = swim
+    const gen = node.gen
+    this.every(Math.max(10, o.probeTimeoutMs / 2), node.rng.int(o.probeIntervalMs), () => {
+      if (!node.up || node.gen !== gen || node.swim === null) return false
+      this.sendSwim(node, node.swim.advance(this.localNow(node)))
+      this.swimTransitions(node)
+    })
+  }
+
+  private sendSwim(node: SimNode, outs: { to: string; msg: SwimMessage }[]): void {
+    for (const o of outs) {
+      const to = this.idxOf.get(o.to)
+      if (to === undefined) continue
+      const size = JSON.stringify(o.msg).length
+      this.stats.swimMessages++
+      this.stats.swimBytes += size
+      this.send(node, to, { t: 'swim', m: o.msg }, size)
+    }
+  }
+
+  private swimTransitions(node: SimNode): void {
+    if (node.swim === null) return
+    const now = this.localNow(node)
+    for (const t of node.swim.takeTransitions()) this.noteTransition(node, t.id, t.from, t.to, now)
+  }
+
+  /** A transition of `node`'s view of member `peerId` (either detector). */
+  private noteTransition(node: SimNode, peerId: string, from: MemberState, to: MemberState, now: number): void {
+    const idx = this.idxOf.get(peerId)!
+    node.planner?.memberChanged(peerId, from, to, now)
+    node.memberVersion++
+    if (to === 'alive') node.notAlive.delete(idx)
+    else if (!node.notAlive.has(idx)) node.notAlive.set(idx, now)
+  }
+
+  /** swim: what the detector has evidence of is what the node "heard" (the fence counts its quorum from it). */
+  private swimEvidence(node: SimNode): void {
+    for (const v of node.swim!.views()) {
+      if (v.evidence === null) continue
+      const idx = this.idxOf.get(v.id)
+      if (idx !== undefined) node.lastHeard.set(idx, v.evidence)
+    }
+  }
+
+  /** detector swim: `node`'s SWIM state of `peer` (undefined: not known, or another detector). */
+  swimState(node: SimNode, peer: number): 'alive' | 'suspect' | 'dead' | undefined {
+    return node.swim?.view(`p${peer}`)?.state
   }
 
   private hearAll(node: SimNode, upNodes: SimNode[]): void {
@@ -571,13 +672,7 @@ export class Simulator {
         node.planner?.memberChanged(t.peerId, t.from, t.to, now)
       }
     }
-    for (const t of table.tick(now)) {
-      const idx = this.idxOf.get(t.peerId)!
-      node.planner?.memberChanged(t.peerId, t.from, t.to, now)
-      node.memberVersion++
-      if (t.to === 'alive') node.notAlive.delete(idx)
-      else if (!node.notAlive.has(idx)) node.notAlive.set(idx, now)
-    }
+    for (const t of table.tick(now)) this.noteTransition(node, t.peerId, t.from, t.to, now)
   }
 
   private maintainMesh(node: SimNode): void {
@@ -680,6 +775,7 @@ export class Simulator {
     node.gen++
     node.store = null // no close(): a crash does not flush anything beyond what was acknowledged
     node.table = null
+    node.swim = null
     node.planner = null
     node.notAlive.clear()
     node.memberVersion++
@@ -708,9 +804,13 @@ export class Simulator {
     // The admission announcement reaches every live node that `via` can reach.
     for (const other of this.nodes) {
       if (!other.up || other === node || !this.net.reaches(via.idx, other.idx)) continue
-      if (other.learn(node.idx)) other.table?.upsert({ peerId: node.id, name: node.name, addresses: [] }, this.localNow(other))
+      if (other.learn(node.idx)) {
+        other.table?.upsert({ peerId: node.id, name: node.name, addresses: [] }, this.localNow(other))
+        other.swim?.add(node.id, this.localNow(other))
+      }
     }
     via.table?.upsert({ peerId: node.id, name: node.name, addresses: [] }, this.localNow(via))
+    via.swim?.add(node.id, this.localNow(via))
     await this.boot(node)
     node.mesh.add(via.idx)
     via.mesh.add(node.idx)

@@ -370,6 +370,7 @@ export async function startAgent(opts: AgentOptions, components: AgentComponents
           .filter((m) => m.self || m.state === 'alive')
           .map((m) => m.name),
       members,
+      heardWindowMs: () => cluster?.mesh.heardWindowMs() ?? 4_000,
       network,
       isAdmin,
       ...(opts.imageStores ? { imageStores: opts.imageStores } : {}),

@@ -54,6 +54,15 @@ export { type MeshTunables, meshDefaults } from './options.ts'
 export { callRemoteApi, decodeRemoteCredential, encodeRemoteCredential, type RemoteCredential } from './remote.ts'
 export { API_PROTOCOL, type ApiCallContext, type ApiHandler, type ApiRequest, type ApiResponse, verifySignedRequest } from './rpc.ts'
 export { type NodeRecordSigner, type NodeRecordVerifier, peerKeyVerifier, recordSigner } from './signing.ts'
+// The SWIM failure detector (failureDetector 'swim'): pure over an injected `now` and random (the simulator runs it too).
+export {
+  SwimDetector,
+  type SwimMessage,
+  type SwimOptions,
+  suspicionMinMs,
+  suspicionTimeoutMs,
+  swimDefaults,
+} from './swim.ts'
 export { SYNC_PROTOCOL, type SyncResult } from './sync.ts'
 export {
   checkTokenLimits,

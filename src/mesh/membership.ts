@@ -23,6 +23,12 @@ export interface MemberView extends MemberInfo {
    * are not connected: they are heard through gossip, relayed by others.
    */
   connected?: boolean
+  /**
+   * failureDetector swim: since when this node's view of it has not been alive (it learnt of the
+   * suspicion then; kept through suspect → dead). The scheduler counts haAfter from the later of
+   * this and lastSeen (fence.ts, docs/decisions.md).
+   */
+  downSince?: number
 }
 
 export interface MemberTransition {

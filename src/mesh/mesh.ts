@@ -39,6 +39,7 @@ import { RemovedPeers } from './removed.ts'
 import { Replication } from './replication.ts'
 import type { ApiHandler, ApiRequest, ApiResponse } from './rpc.ts'
 import { PeerScores } from './score.ts'
+import { recordSigner } from './signing.ts'
 import type { SyncResult } from './sync.ts'
 import {
   checkTokenFresh,
@@ -397,8 +398,11 @@ export class Mesh {
       joinHost,
     })
     this.connections = new MemberConnections({ ...common, random, directory, isBanned })
+    const signer = privateKey.type === 'Ed25519' ? recordSigner(privateKey) : undefined
     this.liveness = new Liveness({
       ...common,
+      random,
+      sign: (data) => signer?.sign(data) ?? new Uint8Array(0),
       events: this.events,
       name: opts.name,
       clusterId: () => this.clusterId,
@@ -529,6 +533,11 @@ export class Mesh {
 
   members(): MemberView[] {
     return this.liveness.view()
+  }
+
+  /** How recently a live member is normally heard (the fence's "heard now"; grows with log N under swim). */
+  heardWindowMs(): number {
+    return this.liveness.heardWindowMs()
   }
 
   /** An admitted peer that was not removed since. */

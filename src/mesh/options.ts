@@ -1,8 +1,9 @@
 import type { Logger } from 'pino'
 import { pino } from 'pino'
+import { type SwimTunables, swimTunableDefaults } from './swim.ts'
 
-/** Tunables of the mesh. Every field has a default (see `meshDefaults`). */
-export interface MeshTunables {
+/** Tunables of the mesh. Every field has a default (see `meshDefaults`); SwimTunables apply with failureDetector 'swim'. */
+export interface MeshTunables extends SwimTunables {
   /** Give up on any single dial after this long (a wrong PSK otherwise hangs for seconds). */
   dialTimeoutMs: number
   /** Whole join exchange (dial + token check + response) must finish within this. */
@@ -45,6 +46,14 @@ export interface MeshTunables {
   maxSyncBytes: number
   /** Largest gossip message; bigger local updates are left to anti-entropy. */
   maxGossipBytes: number
+  /**
+   * How members are found dead. `heartbeat`: every member heartbeats every other every
+   * heartbeatIntervalMs (cost per node grows with N). `swim`: SWIM probing with Lifeguard's
+   * suspicion (swim.ts; one probe per probeIntervalMs, changes piggybacked), cost per node flat in
+   * N. Either way a node answers the other's probes and heartbeats, so a cluster can switch one
+   * node at a time (docs/mesh.md).
+   */
+  failureDetector: 'heartbeat' | 'swim'
   heartbeatIntervalMs: number
   /** Each connected member is pinged (round trip, and proof it is alive) at most this often. */
   pingIntervalMs: number
@@ -106,6 +115,8 @@ export const meshDefaults: MeshTunables = {
   maxFrameBytes: 4 * 1024 * 1024,
   maxSyncBytes: 64 * 1024 * 1024, // matches the store's MAX_REMOTE_UPDATE_BYTES
   maxGossipBytes: 1024 * 1024,
+  failureDetector: 'heartbeat',
+  ...swimTunableDefaults,
   heartbeatIntervalMs: 2_000,
   pingIntervalMs: 10_000,
   directPingIntervalMs: 60_000,

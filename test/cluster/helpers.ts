@@ -27,6 +27,8 @@ export const TEST_TUNABLES = JSON.stringify({
   suspectAfterMs: 1200,
   deadAfterMs: 3000,
   maintainIntervalMs: 300,
+  // e.g. ORC_TEST_MESH_TUNABLES='{"failureDetector":"swim"}' runs the multi-agent tests (chaos) with the SWIM detector.
+  ...JSON.parse(process.env.ORC_TEST_MESH_TUNABLES ?? '{}'),
 })
 
 export interface CliResult {

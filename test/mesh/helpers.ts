@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { publicKeyToProtobuf } from '@libp2p/crypto/keys'
 import * as Y from 'yjs'
-import { createCluster, joinMesh, Mesh, type MeshOptions, type MeshTunables } from '../../src/mesh/index.ts'
+import { createCluster, joinMesh, type MemberTransition, Mesh, type MeshOptions, type MeshTunables } from '../../src/mesh/index.ts'
 import { OrcError } from '../../src/model/index.ts'
 import type { Replicable } from '../../src/store/types.ts'
 
@@ -167,4 +167,11 @@ export async function credentialPeer(fx: Fixture, a: Mesh, keys: string[]): Prom
 
 export function stateOf(m: Mesh, peerId: string): string | undefined {
   return m.members().find((x) => x.peerId === peerId)?.state
+}
+
+/** Every transition `m` reports about `peerId`, as a list of the states it went to. */
+export function transitionsOf(m: Mesh, peerId: string): string[] {
+  const out: string[] = []
+  m.on('member:state', (tr: MemberTransition) => tr.peerId === peerId && out.push(tr.to))
+  return out
 }

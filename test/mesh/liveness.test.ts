@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { peerIdFromString } from '@libp2p/peer-id'
 import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
-import type { MemberTransition, Mesh } from '../../src/mesh/index.ts'
-import { Fixture, fastTunables, stateOf, waitFor } from './helpers.ts'
+import type { Mesh } from '../../src/mesh/index.ts'
+import { Fixture, fastTunables, stateOf, transitionsOf, waitFor } from './helpers.ts'
 
 // Failure detection runs on the wall clock, so on a loaded machine (2 cores, other test files) a
 // stalled event loop looks like a quiet member. Each test waits on conditions with deadlines derived
@@ -14,13 +14,6 @@ import { Fixture, fastTunables, stateOf, waitFor } from './helpers.ts'
 function patientTunables(heartbeats: number) {
   const suspectAfterMs = heartbeats * fastTunables.heartbeatIntervalMs!
   return { suspectAfterMs, deadAfterMs: 2 * suspectAfterMs }
-}
-
-/** Every transition `m` reports about `peerId`, as a list of the states it went to. */
-function transitionsOf(m: Mesh, peerId: string): string[] {
-  const out: string[] = []
-  m.on('member:state', (tr: MemberTransition) => tr.peerId === peerId && out.push(tr.to))
-  return out
 }
 
 test('a stopped node becomes suspect, then dead, on the others; members() reports rtt and addresses', async (t) => {

@@ -220,7 +220,12 @@ export class Binder {
         this.downSince.delete(name)
         continue
       }
-      if (!this.downSince.has(name)) this.downSince.set(name, typeof m?.lastSeen === 'number' ? Math.min(m.lastSeen, now) : now)
+      if (!this.downSince.has(name)) {
+        // Under swim, lastSeen is evidence that may reach us a few periods late, so haAfter counts
+        // from when this node learnt of the suspicion if that is later (docs/decisions.md).
+        const seen = typeof m?.lastSeen === 'number' ? Math.min(m.lastSeen, now) : now
+        this.downSince.set(name, typeof m?.downSince === 'number' ? Math.max(seen, Math.min(m.downSince, now)) : seen)
+      }
     }
     return (name) => this.downSince.get(name)
   }

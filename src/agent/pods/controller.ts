@@ -38,6 +38,8 @@ export interface PodLifecycleComponents {
   aliveNodes(): string[]
   /** Membership with states (the mesh's members()); when absent, aliveNodes() are alive, others dead. */
   members?(): readonly NodeMember[]
+  /** How recently a live member is normally heard (the mesh's heardWindowMs; default two heartbeats). */
+  heardWindowMs?(): number
   /** How often the binder re-plans without a store change (membership moves on). Default 1000 ms. */
   schedTickMs?: number
   /** Runtimes by kind; the real ones (state under `<dataDir>/runtime`) unless a test injects others. */
@@ -168,6 +170,7 @@ export class PodLifecycle {
       now: () => c.clock.now(),
       leaseFile: join(this.runtimeDir(), 'lease'),
       log: this.log,
+      ...(c.heardWindowMs !== undefined ? { heardWindowMs: () => c.heardWindowMs!() } : {}),
     })
     mkdirSync(join(c.dataDir, 'pods'), { recursive: true, mode: 0o700 })
     this.images = new PodImages(

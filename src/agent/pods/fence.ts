@@ -36,6 +36,11 @@ export interface FenceComponents {
   /** `<dataDir>/runtime/lease`. */
   leaseFile: string
   log: Logger
+  /**
+   * How recently a live member is normally heard (the mesh's heardWindowMs): HEARD_MS under
+   * heartbeats; under swim it grows with log N, as evidence spreads by gossip (docs/decisions.md).
+   */
+  heardWindowMs?(): number
 }
 
 /** `Cluster.spec.scheduling.fenceQuorum` / `fenceMarginSeconds`. */
@@ -85,7 +90,7 @@ export class Fence {
       })
     const q = quorumState(others, now, opts)
     // Heard now (not through the predecessor's lease): since when, without a gap.
-    if (now - q.lastQuorumAt < HEARD_MS) this.heardSince ??= now
+    if (now - q.lastQuorumAt < this.heardMs()) this.heardSince ??= now
     else this.heardSince = undefined
     // The lease only moves forward: a fresh agent that has heard no one yet keeps its predecessor's.
     this.lastQuorumAt = Math.max(this.lastQuorumAt, q.lastQuorumAt)
@@ -119,6 +124,10 @@ export class Fence {
     return state
   }
 
+  private heardMs(): number {
+    return Math.max(HEARD_MS, this.c.heardWindowMs?.() ?? HEARD_MS)
+  }
+
   private state(): QuorumState {
     return this.lastState ?? this.refresh()
   }
@@ -140,7 +149,7 @@ export class Fence {
    */
   noQuorum(): string | undefined {
     const s = this.state()
-    if (this.c.now() - s.lastQuorumAt < MIN_FENCE_TERM_MS) return undefined
+    if (this.c.now() - s.lastQuorumAt < Math.max(MIN_FENCE_TERM_MS, this.heardMs())) return undefined
     return `it hears ${s.heard} of ${s.size} nodes, fewer than the quorum of ${s.needed}`
   }
 

@@ -38,6 +38,8 @@ export interface NodeMember {
   state: MemberState
   /** Last time this node heard from it (ms); null/absent if never. */
   lastSeen?: number | null
+  /** failureDetector swim: since when this node's view of it is not alive (MemberView.downSince). */
+  downSince?: number
   self?: boolean
 }
 
