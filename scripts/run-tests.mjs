@@ -50,12 +50,13 @@ if (files.length === 0) {
 }
 // The chaos tests (five agents, kill -9, partitions) load both cores on their own: run beside other
 // files they starve those files' agents of CPU (joins time out). They run afterwards, one at a time.
-const alone = files.filter((f) => f.startsWith('test/chaos/'))
+// The federation testbeds (two or three clusters each) too: beside another testbed one outlasts it.
+const alone = files.filter((f) => f.startsWith('test/chaos/') || f.startsWith('test/testbed/federation'))
 // The testbed files start three to eight agents each in network namespaces (two or three clusters
 // for the federation ones): three of them at once on two cores outlast the 240 s limit (2026-12-05:
 // the three federation files side by side, and the file after them, timed out in a quiet run).
 // They run after the rest, two at a time.
-const testbed = files.filter((f) => f.startsWith('test/testbed/'))
+const testbed = files.filter((f) => f.startsWith('test/testbed/') && !alone.includes(f))
 const together = files.filter((f) => !alone.includes(f) && !testbed.includes(f))
 let status = 0
 const totals = { pass: 0, fail: 0, skipped: 0 }
