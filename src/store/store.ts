@@ -1253,11 +1253,17 @@ export class Store implements ObjectStore {
       return keys
     }
     const recordsOf = (k: string): readonly RevisionRecord[] => sources().get(k) ?? []
-    /** Whether `a` is one of the revisions `r` builds on (its parent chain among the records known here). */
+    /** The revisions `r` builds on (its parent chain among the records known here), once per record. */
+    const ancestors = new Map<RevisionRecord, Set<string>>()
     const ancestorOf = (a: RevisionRecord, r: RevisionRecord): boolean => {
-      const byId = new Map(recordsOf(r.k).map((x) => [x.i, x]))
-      for (let p = r.p, n = 0; p !== undefined && n < 100_000; p = byId.get(p)?.p, n++) if (p === a.i) return true
-      return false
+      let set = ancestors.get(r)
+      if (set === undefined) {
+        const byId = new Map(recordsOf(r.k).map((x) => [x.i, x]))
+        set = new Set()
+        for (let p = r.p; p !== undefined && !set.has(p) && set.size < 100_000; p = byId.get(p)?.p) set.add(p)
+        ancestors.set(r, set)
+      }
+      return set.has(a.i)
     }
     /** Whether a record of the message (or one received without its content) signed the deletion of this struct. */
     const signedDeletion = (client: number, clock: number, to = clock + 1): boolean => {
