@@ -12,7 +12,8 @@ import type { MeshTunables } from '../../src/mesh/index.ts'
 import { type ObjectStore, openStore } from '../../src/store/index.ts'
 import { fastTunables, waitFor } from '../mesh/helpers.ts'
 
-const silent = pino({ level: 'silent' })
+// ORC_LOG_LEVEL=warn shows the federations' refusals and repairs when a test hangs.
+const silent = pino({ level: process.env.ORC_LOG_LEVEL ?? 'silent' })
 
 export interface Side {
   dir: string

@@ -2,8 +2,10 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { peerIdFromString } from '@libp2p/peer-id'
+import * as Y from 'yjs'
 import { HEARTBEAT_PROTOCOL } from '../../src/mesh/gossip.ts'
 import { storeTopic } from '../../src/mesh/index.ts'
+import { OrcError } from '../../src/model/index.ts'
 import { openStore } from '../../src/store/index.ts'
 import { pod, seededBytes } from '../helpers/store.ts'
 import { DocReplica, Fixture, waitFor } from './helpers.ts'
@@ -163,6 +165,64 @@ test('an update that arrives before the one it builds on is repaired from its au
   rb.set('pod/second', 2)
   await waitFor('C has both writes', () => rc.get('pod/first') === 1 && rc.get('pod/second') === 2, 5000)
   assert.ok(synced.includes(b.peerId), `C synced with ${synced.join(', ') || 'nobody'}, not with the author B`)
+})
+
+test('an update refused for a gap while a repair runs gets a repair of its own once that one ends', async (t) => {
+  // The real store refuses (does not hold back) an update that builds on one it never got, as a
+  // lagging refusal; this replica does the same. CI, 2026-12-05: the repair running when the last
+  // writes' refusals came in had asked before they were published, and they waited 60 s for the
+  // periodic round.
+  class RefusingReplica extends DocReplica {
+    refused = 0
+    /** When set, the next update that is not refused waits for it (a sync session in flight). */
+    gate: Promise<void> | undefined
+    override async applyRemote(update: Uint8Array): Promise<{ revisions: number; incomplete: boolean }> {
+      const sv = Y.decodeStateVector(this.encodeSyncState())
+      for (const [client, clock] of Y.parseUpdateMeta(update).from) {
+        if (clock > (sv.get(client) ?? 0)) {
+          this.refused++
+          throw new OrcError('forbidden', 'replication message refused (unresolved): builds on content not received yet', { refused: 'unresolved' })
+        }
+      }
+      const gate = this.gate
+      this.gate = undefined
+      await gate
+      return super.applyRemote(update)
+    }
+  }
+  const fx = new Fixture()
+  t.after(() => fx.close())
+  const ra = new DocReplica(),
+    rb = new DocReplica(),
+    rc = new RefusingReplica()
+  let dropping = false
+  // fastTunables: anti-entropy only every 60 s, so within the test only repairs can fill the gaps.
+  const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
+  const b = await fx.join('b', a, { scopes: { cluster: rb } })
+  const c = await fx.join('c', a, { scopes: { cluster: rc }, dropStoreGossip: () => dropping })
+  await waitFor('full mesh', () => [a, b, c].every((m) => m.libp2p.getConnections().length >= 2))
+  await new Promise((r) => setTimeout(r, 1000)) // the anti-entropy sessions of the new connections are over
+  const lose = async (k: string) => {
+    dropping = true
+    rb.set(k, 1)
+    await waitFor(`A has ${k}`, () => ra.get(k) === 1)
+    await new Promise((r) => setTimeout(r, 300))
+    dropping = false
+  }
+  // C loses B's first write, then refuses the second: a repair starts, and its session is held …
+  await lose('first')
+  let release!: () => void
+  rc.gate = new Promise<void>((r) => (release = r))
+  rb.set('second', 1)
+  await waitFor('C refused the second write', () => rc.refused >= 1)
+  await waitFor('the repair session is in flight', () => rc.gate === undefined)
+  // … while C loses a third write and refuses a fourth, both published after it asked.
+  await lose('third')
+  const refusedBefore = rc.refused
+  rb.set('fourth', 1)
+  await waitFor('C refused the fourth write', () => rc.refused > refusedBefore)
+  release()
+  await waitFor('C has every write', () => ['first', 'second', 'third', 'fourth'].every((k) => rc.get(k) === 1), 5000)
 })
 
 test('a member does not forward an update it got straight from an author connected to everyone; it does when the author is heard by gossip', async (t) => {
