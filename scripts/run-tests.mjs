@@ -65,7 +65,7 @@ function runTests(list, concurrency) {
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--import', './test/setup.ts', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=240000', '--test-force-exit', ...list],
+      ['--import', 'tsx', '--import', './test/setup.ts', '--test', `--test-concurrency=${concurrency}`, '--test-timeout=600000', '--test-force-exit', ...list],
       { cwd: root, stdio: ['inherit', 'pipe', 'inherit'] },
     )
     let partial = ''

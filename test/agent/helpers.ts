@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { execa, type ResultPromise } from 'execa'
 import { NODE_ENV, NODE_FLAGS } from '../../src/agent/ops/node-flags.ts'
 import { ApiClient } from '../../src/cli/client.ts'
+import { pollDelay } from '../helpers/wait.ts'
 
 export const ROOT = new URL('../..', import.meta.url).pathname
 const BIN = join(ROOT, 'bin/orc.mjs')
@@ -37,6 +38,7 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined>,
   const deadline = Date.now() + timeoutMs
   let last: unknown
   for (;;) {
+    const t0 = Date.now()
     try {
       const v = await fn()
       if (v !== undefined) return v
@@ -44,7 +46,7 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined>,
       last = err
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`)
-    await new Promise((r) => setTimeout(r, 50))
+    await new Promise((r) => setTimeout(r, pollDelay(Date.now() - t0)))
   }
 }
 

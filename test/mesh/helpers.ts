@@ -8,6 +8,7 @@ import * as Y from 'yjs'
 import { createCluster, joinMesh, type MemberTransition, Mesh, type MeshOptions, type MeshTunables } from '../../src/mesh/index.ts'
 import { OrcError } from '../../src/model/index.ts'
 import type { Replicable } from '../../src/store/types.ts'
+import { pollDelay } from '../helpers/wait.ts'
 
 export const SEED = Number(process.env.ORC_TEST_SEED ?? 1)
 
@@ -102,9 +103,10 @@ export class DocReplica implements Replicable {
 export async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
+    const t0 = Date.now()
     if (await cond()) return
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for: ${what} (seed ${SEED})`)
-    await new Promise((r) => setTimeout(r, 25))
+    await new Promise((r) => setTimeout(r, pollDelay(Date.now() - t0, 25)))
   }
 }
 

@@ -1,6 +1,6 @@
 /**
  * The package a node serves to new machines (`/install/orc-VERSION.tar.gz`): the orc it runs, as
- * one self-contained bundle (dist/orc.mjs with every pure-JS dependency inside), the few npm
+ * a self-contained bundle (dist/orc.mjs and its chunks, every pure-JS dependency inside), the few npm
  * packages that carry native code (classic-level and what it requires), a launcher and the install
  * script. About 4 MB compressed; no registry is involved.
  *
@@ -22,7 +22,7 @@ const run = promisify(execFile)
 /** scripts/bundle-options.mjs (plain JS, so that scripts/build.mjs runs without tsx). */
 interface BundleOptionsModule {
   NATIVE_PACKAGES: string[]
-  bundleOptions(o: { root: string; outfile: string; version: string }): import('esbuild').BuildOptions
+  bundleOptions(o: { root: string; outdir: string; version: string }): import('esbuild').BuildOptions
 }
 
 /** Marker file at the root of an installed package (holds the package's sha256). */
@@ -98,7 +98,7 @@ async function stageFromCheckout(root: string, stage: string, version: string): 
   }
   // The same options as the checkout's dist/orc.mjs (scripts/build.mjs), so the package runs that code.
   const { bundleOptions, NATIVE_PACKAGES } = (await import(pathToFileURL(join(root, 'scripts', 'bundle-options.mjs')).href)) as BundleOptionsModule
-  await esbuild.build(bundleOptions({ root, outfile: join(stage, 'dist/orc.mjs'), version }))
+  await esbuild.build(bundleOptions({ root, outdir: join(stage, 'dist'), version }))
   for (const p of packageClosure(root, NATIVE_PACKAGES)) {
     cpSync(join(root, 'node_modules', p), join(stage, 'node_modules', p), { recursive: true, dereference: true })
   }
