@@ -715,7 +715,9 @@ export class Store implements ObjectStore {
       // After a merge the full copy also holds what concurrent writers changed since the parent:
       // the record carries its author's own changes beside it (both signed), so that a replica whose
       // content at the parent is known judges the author by what it changed, not by the merge.
-      if (record.f === undefined || (live && !exactParent)) record.c = encodeChanges(changes)
+      // Beside a periodic full copy too: a replica whose head merged a concurrent branch judges the
+      // record by these, not by the copy's difference from its merged content (honest-fuzz).
+      if (record.f === undefined || live) record.c = encodeChanges(changes)
     }
 
     const u = this.evidenceFor(record, content, opts.evidence)

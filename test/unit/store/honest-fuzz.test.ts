@@ -13,7 +13,8 @@ import { nodeObject, Rng, type TestNode, testNode, verifierOf } from './trust-he
 // as anything but lagging ('unresolved'), and once every pair has synced all replicas are equal.
 // A refusal of an honest message that is not lagging (unbound, unauthorized, schema) is a
 // replica's wrong judgement, and a sync it refuses keeps it from converging for good (the chaos
-// test's "no convergence"). Replay with ORC_FUZZ_SEED=<seed> (ORC_FUZZ_RUNS=1), print the last N
+// test's "no convergence"). Replay with ORC_FUZZ_SEED=<seed> (ORC_FUZZ_RUNS=1; the pods workload
+// runs seeds from ORC_FUZZ_SEED + 1000, the Node one from + 2000: subtract that), print the last N
 // steps of a failing run with ORC_FUZZ_TRACE=N, turn parts off with ORC_FUZZ_OFF=prune,restart,relay.
 const SEED = Number(process.env.ORC_FUZZ_SEED ?? 20261205)
 const RUNS = Number(process.env.ORC_FUZZ_RUNS ?? 12)
@@ -218,13 +219,16 @@ test('honest replicas writing pods as a cluster does (users, schedulers, lifecyc
     assert.ok((podWrites.get(a) ?? 0) > RUNS, `${a} wrote ${podWrites.get(a) ?? 0} times`)
 })
 
-// Known: a periodic full copy (no changes beside it) over a head that merged a concurrent branch
-// leaves nothing to judge, and the node rule refuses that on another node's Node (seed 20263228).
-// Changes beside every full copy fixed it here but the two-cluster federation testbed then timed
-// out (2026-12-05, not understood): reported as todo, not failed, until then.
-const NODE_TODO = "a full copy over a merged head is refused on another node's Node (see above)"
-test("honest replicas writing Node objects (their own status, users' labels, another node forgotten): nothing refused, all converge", {
-  todo: NODE_TODO,
-}, async () => {
+// A periodic full copy over a head that merged a concurrent branch carries its author's changes
+// beside it (seed 20263228 was refused on another node's Node without them; main refused about one
+// seed in fifteen of this workload, 2026-12-05). With them 300 seeds passed, but not all:
+test("honest replicas writing Node objects (their own status, users' labels, another node forgotten): nothing refused, all converge", async () => {
   for (let i = 0; i < RUNS; i++) await runOnce(SEED + 2000 + i, nodes)
+})
+
+// Known, not fixed (2026-12-05): a 'forgotten' mark by another node's controller, built on a head
+// that held only one of two concurrent revisions, is judged at a replica that merged both as
+// setting the Node's state ("node c may not set the state of node/b"). Reported, not failed.
+test('honest replicas writing Node objects, seed 20263245', { todo: 'a record over one branch of a merge is judged by the merge (see above)' }, async () => {
+  await runOnce(20263245, nodes)
 })
