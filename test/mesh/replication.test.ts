@@ -139,26 +139,35 @@ test('each anti-entropy period a node syncs with one member, not with all of the
   assert.ok(perNodePerPeriod > 0.5 && perNodePerPeriod < 1.6, `sessions per node per period: ${perNodePerPeriod.toFixed(2)}`)
 })
 
-test('an update that arrives before the one it builds on is repaired from its author at once, not at the next anti-entropy period', async (t) => {
+/**
+ * Nodes a, b and c over real libp2p, c replicating into `rc` and dropping every store gossip
+ * message while `net.dropping`. fastTunables: anti-entropy only every 60 s, so within a test only
+ * repairs can fill a gap c has.
+ */
+async function meshWithLossyC(t: { after(fn: () => Promise<void>): void }, rc: DocReplica) {
   const fx = new Fixture()
   t.after(() => fx.close())
   const ra = new DocReplica(),
-    rb = new DocReplica(),
-    rc = new DocReplica()
-  let dropping = false
-  // fastTunables: anti-entropy only every 60 s, so within the test only the repair can fill the gap.
+    rb = new DocReplica()
+  const net = { dropping: false }
   const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
   const b = await fx.join('b', a, { scopes: { cluster: rb } })
-  const c = await fx.join('c', a, { scopes: { cluster: rc }, dropStoreGossip: () => dropping })
+  const c = await fx.join('c', a, { scopes: { cluster: rc }, dropStoreGossip: () => net.dropping })
   await waitFor('full mesh', () => [a, b, c].every((m) => m.libp2p.getConnections().length >= 2))
   await new Promise((r) => setTimeout(r, 1000)) // the anti-entropy sessions of the new connections are over
+  return { ra, rb, a, b, c, net }
+}
+
+test('an update that arrives before the one it builds on is repaired from its author at once, not at the next anti-entropy period', async (t) => {
+  const rc = new DocReplica()
+  const { ra, rb, b, c, net } = await meshWithLossyC(t, rc)
   // C loses every copy of B's first write (from B and forwarded by A) …
-  dropping = true
+  net.dropping = true
   rb.set('pod/first', 1)
   await waitFor('A has the first write', () => ra.get('pod/first') === 1)
   await new Promise((r) => setTimeout(r, 300))
   assert.equal(rc.get('pod/first'), undefined)
-  dropping = false
+  net.dropping = false
   // … then gets the second, which builds on it: held back by Yjs, so C syncs with B straight away.
   const synced: string[] = []
   c.on('sync:done', (r) => synced.push(r.peerId))
@@ -190,24 +199,14 @@ test('an update refused for a gap while a repair runs gets a repair of its own o
       return super.applyRemote(update)
     }
   }
-  const fx = new Fixture()
-  t.after(() => fx.close())
-  const ra = new DocReplica(),
-    rb = new DocReplica(),
-    rc = new RefusingReplica()
-  let dropping = false
-  // fastTunables: anti-entropy only every 60 s, so within the test only repairs can fill the gaps.
-  const { mesh: a } = await fx.create('a', { scopes: { cluster: ra } })
-  const b = await fx.join('b', a, { scopes: { cluster: rb } })
-  const c = await fx.join('c', a, { scopes: { cluster: rc }, dropStoreGossip: () => dropping })
-  await waitFor('full mesh', () => [a, b, c].every((m) => m.libp2p.getConnections().length >= 2))
-  await new Promise((r) => setTimeout(r, 1000)) // the anti-entropy sessions of the new connections are over
+  const rc = new RefusingReplica()
+  const { ra, rb, net } = await meshWithLossyC(t, rc)
   const lose = async (k: string) => {
-    dropping = true
+    net.dropping = true
     rb.set(k, 1)
     await waitFor(`A has ${k}`, () => ra.get(k) === 1)
     await new Promise((r) => setTimeout(r, 300))
-    dropping = false
+    net.dropping = false
   }
   // C loses B's first write, then refuses the second: a repair starts, and its session is held …
   await lose('first')
