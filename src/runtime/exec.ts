@@ -180,7 +180,10 @@ export async function runExec(proc: ExecProcess, opts: ExecRunOptions, clock: Pi
   try {
     const exit = await proc.exited
     await drained
-    return { code: exit.code, signal: exit.signal, stdout: out(), stderr: err(), timedOut, truncated }
+    // Timed out, the command was sent SIGKILL; its launcher may still exit with a code of its own
+    // first (gVisor's `runsc exec` after beforeKill, once in ~5 full runs, 2026-12-05): say what was sent.
+    const signal = exit.signal ?? (timedOut ? 'SIGKILL' : null)
+    return { code: exit.code, signal, stdout: out(), stderr: err(), timedOut, truncated }
   } finally {
     clock.clearTimeout(t)
   }
