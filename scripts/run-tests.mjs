@@ -61,9 +61,9 @@ const testbed = files.filter((f) => f.startsWith('test/testbed/'))
 const together = files.filter((f) => !alone.includes(f) && !testbed.includes(f))
 let status = 0
 const totals = { pass: 0, fail: 0, skipped: 0 }
-/** Run one `node --test` over `list`, streaming its output, adding its closing counts to `totals`. */
 // --test-timeout: Node 20 applies it to each file as a whole too, not only to each test: 600 s, as
 // a three-scenario testbed file passed 240 s in CI (2026-12-05) while each scenario took ~1 min.
+/** Run one `node --test` over `list`, streaming its output, adding its closing counts to `totals`. */
 function runTests(list, concurrency) {
   return new Promise((resolve) => {
     const child = spawn(

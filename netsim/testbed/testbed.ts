@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { execa, type ResultPromise } from 'execa'
-import { NODE_FLAGS } from '../../src/agent/ops/index.ts'
+import { type BundleOptionsModule, NODE_FLAGS } from '../../src/agent/ops/index.ts'
 
 const ROOT = new URL('../..', import.meta.url).pathname
 export const ORC_BIN = join(ROOT, 'bin/orc.mjs')
@@ -34,9 +34,7 @@ export function testbedBin(): Promise<string> {
   bundle ??= (async () => {
     try {
       const { build } = await import('esbuild')
-      const { bundleOptions } = (await import(pathToFileURL(join(ROOT, 'scripts', 'bundle-options.mjs')).href)) as {
-        bundleOptions(o: { root: string; outdir: string; version: string }): import('esbuild').BuildOptions
-      }
+      const { bundleOptions } = (await import(pathToFileURL(join(ROOT, 'scripts', 'bundle-options.mjs')).href)) as BundleOptionsModule
       const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }
       const outdir = join(ROOT, 'dist', 'testbed', String(process.pid))
       await build({ ...bundleOptions({ root: ROOT, outdir, version: pkg.version }), logLevel: 'silent' })

@@ -52,6 +52,17 @@ export interface ReplicationComponents {
   dropStoreGossip?: (fromPeer: string, scope: string) => boolean
 }
 
+/**
+ * One scope's repair: attempts so far, when the next may start after a failed one, and the peers of
+ * a later refusal that came in while it ran (it may have asked before that update was published,
+ * so it runs again once it ends).
+ */
+interface RepairState {
+  attempts: number
+  until?: number
+  again?: readonly string[]
+}
+
 export class Replication {
   private readonly scopes = new Map<string, { store: Replicable; unsubscribe: () => void }>()
   /** Out-of-turn anti-entropy: recovered members first, and relaying what a session brought in. */
@@ -61,13 +72,8 @@ export class Replication {
   private readonly syncing = new Set<string>()
   /** Peers with a debounced sync pending (syncSoon). */
   private readonly syncPending = new Set<string>()
-  /** Scopes being repaired (see repairSoon), with the attempts made. */
-  /**
-   * Repairs per scope: attempts so far, when the next may start after a failed one, and the peers
-   * of a later refusal that came in while this repair ran (it may have asked before that update
-   * was published, so it runs again once this one ends).
-   */
-  private readonly repairs = new Map<string, { attempts: number; until?: number; again?: readonly string[] }>()
+  /** Scopes being repaired (see repairSoon). */
+  private readonly repairs = new Map<string, RepairState>()
   /** Senders whose gossip we ignored because they were not (yet) members. */
   private readonly ignoredSenders = new Set<string>()
 
@@ -286,7 +292,7 @@ export class Replication {
       return
     }
     if (current !== undefined && current.until !== undefined && current.until > now) return
-    const state: { attempts: number; until?: number; again?: readonly string[] } = { attempts: 0 }
+    const state: RepairState = { attempts: 0 }
     this.repairs.set(scope, state)
     const attempt = async (candidates: readonly string[]): Promise<void> => {
       // The preferred peers first, connected or not (syncWith dials a member we are not connected

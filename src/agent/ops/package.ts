@@ -20,7 +20,7 @@ import { OrcError, wrapError } from '../../model/index.ts'
 const run = promisify(execFile)
 
 /** scripts/bundle-options.mjs (plain JS, so that scripts/build.mjs runs without tsx). */
-interface BundleOptionsModule {
+export interface BundleOptionsModule {
   NATIVE_PACKAGES: string[]
   bundleOptions(o: { root: string; outdir: string; version: string }): import('esbuild').BuildOptions
 }
