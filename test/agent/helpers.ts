@@ -60,14 +60,14 @@ export interface RunningAgent {
   stop(): Promise<number>
 }
 
-/** `orc up --data-dir DIR …` in a child process; resolves once its API answers. */
-export async function startAgentProcess(dataDir: string, extra: string[] = []): Promise<RunningAgent> {
+/** `orc up --data-dir DIR …` in a child process; resolves once its API answers. `env` adds to its environment (benchmarks' profilers). */
+export async function startAgentProcess(dataDir: string, extra: string[] = [], env: Record<string, string> = {}): Promise<RunningAgent> {
   const socket = join(dataDir, 'orc.sock')
   // Loopback, any free port: test agents must not collide on the default port 7419.
   const proc = execa(process.execPath, [...NODE_FLAGS, BIN, 'up', '--data-dir', dataDir, '--listen', '127.0.0.1:0', ...extra], {
     cwd: ROOT,
     reject: false,
-    env: { ...NODE_ENV, ORC_LOG_LEVEL: 'warn', USER: 'tester' },
+    env: { ...NODE_ENV, ORC_LOG_LEVEL: 'warn', USER: 'tester', ...env },
     buffer: true,
     all: false,
   })

@@ -8,6 +8,9 @@
  * The pods are pinned to a node that does not exist, so no controller acts on them: this measures
  * the API and the store, not pod starts (test/bench/pods.bench.ts measures those).
  * Run: node --import tsx --import ./test/setup.ts test/bench/api-writes.bench.ts [N]
+ * BENCH_PROF_DIR=DIR CPU-profiles the agent of each run there (cpu-profile.mjs; from 2 s after its
+ * start, so start-up is left out), one `<pid>.cpuprofile` per run in the order of the figures below;
+ * `node test/bench/profile-summary.mjs FILE` sums one.
  */
 import { Agent } from 'node:http'
 import { join } from 'node:path'
@@ -16,6 +19,17 @@ import { startAgentProcess, tempDir } from '../agent/helpers.ts'
 import { etcdWrites } from './etcd.ts'
 
 const N = Number(process.argv[2] ?? 5_000)
+
+/** The agent's environment for BENCH_PROF_DIR: a CPU profile written when it exits (SIGTERM). */
+function profileEnv(): Record<string, string> {
+  const dir = process.env.BENCH_PROF_DIR
+  if (!dir) return {}
+  return {
+    NODE_OPTIONS: `--import=${new URL('./cpu-profile.mjs', import.meta.url).pathname}`,
+    CPU_PROFILE_DIR: dir,
+    CPU_PROFILE_DELAY_MS: '2000',
+  }
+}
 
 const pod = (prefix: string, i: number) => ({
   apiVersion: 'orc/v1',
@@ -30,7 +44,7 @@ const pod = (prefix: string, i: number) => ({
 /** Pods per second through one agent's API, `perRequest` pods a request, `inflight` requests at once. */
 async function run(prefix: string, perRequest: number, inflight: number, count: number, keepAlive: boolean): Promise<number> {
   const tmp = tempDir('orc-bench-')
-  const agent = await startAgentProcess(join(tmp.path, 'data'))
+  const agent = await startAgentProcess(join(tmp.path, 'data'), [], profileEnv())
   const http = keepAlive ? new Agent({ keepAlive: true, maxSockets: inflight }) : undefined
   const client = new ApiClient(agent.socket, http ? { agent: http } : {})
   try {
