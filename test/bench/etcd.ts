@@ -8,12 +8,15 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { cpuSeconds } from './proc.ts'
 
 export interface EtcdRun {
   /** `etcd v3.4.23` */
   version: string
   /** Durable puts per second, for each in-flight count asked for. */
   rates: Map<number, number>
+  /** The etcd process's CPU (every thread) per put, in ms, for each in-flight count. */
+  cpuMsPerPut: Map<number, number>
 }
 
 /** undefined (and a `skipped` line) when etcd is not installed. */
@@ -58,7 +61,9 @@ export async function etcdWrites(
     }
     probe.destroy()
     const rates = new Map<number, number>()
+    const cpuMsPerPut = new Map<number, number>()
     for (const inflight of inflights) {
+      const cpu0 = cpuSeconds(etcd.pid)
       const agent = new Agent({ keepAlive: true, maxSockets: inflight })
       const count = countFor(inflight)
       let next = 0
@@ -74,10 +79,11 @@ export async function etcdWrites(
         }),
       )
       rates.set(inflight, Math.round(count / ((performance.now() - t0) / 1000)))
+      cpuMsPerPut.set(inflight, ((cpuSeconds(etcd.pid) - cpu0) * 1000) / count)
       agent.destroy()
     }
     const version = execFileSync('etcd', ['--version'], { encoding: 'utf8' }).split('\n')[0]!.replace('etcd Version: ', 'etcd v')
-    return { version, rates }
+    return { version, rates, cpuMsPerPut }
   } finally {
     etcd.kill('SIGTERM')
     await new Promise((r) => etcd.once('exit', r))
