@@ -11,8 +11,14 @@ export function pollDelay(checkMs: number, floorMs = 50): number {
 /**
  * Poll a condition until it holds (anything but undefined/false) or the deadline passes; errors
  * thrown by the condition count as "not yet" and the last one is named in the timeout message.
+ * `pollMs` fixes the pause between checks, for a state that lasts less than pollDelay's back-off.
  */
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 20_000,
+  opts: { pollMs?: number } = {},
+): Promise<T> {
   const deadline = Date.now() + timeoutMs
   let last: unknown
   for (;;) {
@@ -24,6 +30,6 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
       last = err
     }
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`)
-    await new Promise((r) => setTimeout(r, pollDelay(Date.now() - t0)))
+    await new Promise((r) => setTimeout(r, opts.pollMs ?? pollDelay(Date.now() - t0)))
   }
 }

@@ -117,10 +117,17 @@ test('a hanging unit is named by orc why, with its attempt and timeout', { skip 
   const fifo = join(a.dataDir, 'images', 'stuck.tar')
   execFileSync('mkfifo', [fifo])
   await a.orc(['apply', '-f', '-'], podManifest('stuck', fifo, 'true'))
-  const why = await waitFor('why names resolve-image after its first timeout', async () => {
-    const r = await a.orc(['why', 'pod/stuck'])
-    return /last error: timed out after 1\.5s/.test(r.stdout) ? r.stdout : undefined
-  })
+  // The state asked for lasts one attempt (1.5 s); an `orc why` call takes ~0.5 s under load and
+  // waitFor's back-off would wait twice that between calls, so they run back to back here.
+  const why = await waitFor(
+    'why names resolve-image after its first timeout',
+    async () => {
+      const r = await a.orc(['why', 'pod/stuck'])
+      return /last error: timed out after 1\.5s/.test(r.stdout) ? r.stdout : undefined
+    },
+    20_000,
+    { pollMs: 0 },
+  )
   assert.match(why, /^pod\/stuck: Starting on node n1/)
   assert.match(
     why,
