@@ -353,8 +353,9 @@ export class Mesh {
   /**
    * Members whose join this node served, and when: each ends its join with a sync session of its
    * own with us (finishJoin), so a connection from one starts none from our side until that
-   * session is done (at most JOINER_SYNCS_ITSELF_MS). Otherwise, when our peer id was the lower one, both sessions ran at once and the
-   * joiner took in the whole store twice (a 10k-object join took 8–10 s instead of 5.5).
+   * session is done (at most JOINER_SYNCS_ITSELF_MS). Otherwise, when our peer id was the lower
+   * one, both sessions ran at once and the joiner took in the whole store twice (a 10k-object
+   * join took 8–10 s instead of 5.5).
    */
   private readonly joinedHere = new Map<string, number>()
   private readonly clock: Clock

@@ -9,8 +9,8 @@
  * The pods are pinned to a node that does not exist, so no controller acts on them: this measures
  * the API and the store, not pod starts (test/bench/pods.bench.ts measures those).
  * Run: node --import tsx --import ./test/setup.ts test/bench/api-writes.bench.ts [N]
- * BENCH_PROF_DIR=DIR CPU-profiles the agent of each run there (cpu-profile.mjs; from 2 s after its
- * start, so start-up is left out), one `<pid>.cpuprofile` per run in the order of the figures below;
+ * BENCH_PROF_DIR=DIR CPU-profiles the agent of each run there (proc.ts profileEnv; from 2 s after
+ * its start, so start-up is left out), one `<pid>.cpuprofile` per run in the order of the figures below;
  * `node test/bench/profile-summary.mjs FILE` sums one.
  */
 import { Agent } from 'node:http'
@@ -18,20 +18,9 @@ import { join } from 'node:path'
 import { ApiClient } from '../../src/cli/client.ts'
 import { startAgentProcess, tempDir } from '../agent/helpers.ts'
 import { etcdWrites } from './etcd.ts'
-import { cpuSeconds } from './proc.ts'
+import { cpuSeconds, profileEnv } from './proc.ts'
 
 const N = Number(process.argv[2] ?? 5_000)
-
-/** The agent's environment for BENCH_PROF_DIR: a CPU profile written when it exits (SIGTERM). */
-function profileEnv(): Record<string, string> {
-  const dir = process.env.BENCH_PROF_DIR
-  if (!dir) return {}
-  return {
-    NODE_OPTIONS: `--import=${new URL('./cpu-profile.mjs', import.meta.url).pathname}`,
-    CPU_PROFILE_DIR: dir,
-    CPU_PROFILE_DELAY_MS: '2000',
-  }
-}
 
 const pod = (prefix: string, i: number) => ({
   apiVersion: 'orc/v1',
@@ -49,7 +38,7 @@ const pod = (prefix: string, i: number) => ({
  */
 async function run(prefix: string, perRequest: number, inflight: number, count: number, keepAlive: boolean): Promise<{ rate: number; cpuMs: number }> {
   const tmp = tempDir('orc-bench-')
-  const agent = await startAgentProcess(join(tmp.path, 'data'), [], profileEnv())
+  const agent = await startAgentProcess(join(tmp.path, 'data'), [], profileEnv(2000))
   const http = keepAlive ? new Agent({ keepAlive: true, maxSockets: inflight }) : undefined
   const client = new ApiClient(agent.socket, http ? { agent: http } : {})
   try {

@@ -25,7 +25,7 @@ import { RPC } from '@libp2p/gossipsub/message'
 import { storeTopic } from '../../src/mesh/index.ts'
 import { openStore } from '../../src/store/index.ts'
 import { type NodeProcess, newNode, tokenFrom, Workspace, waitFor } from '../cluster/helpers.ts'
-import { cpuSeconds, pct, rssMb, sendCallsPerSecond } from './proc.ts'
+import { cpuSeconds, pct, profileEnv, rssMb, sendCallsPerSecond } from './proc.ts'
 
 const SIZES = (process.argv[2] ?? '5,10,20').split(',').map(Number)
 const SAMPLES = Number(process.argv[3] ?? 60)
@@ -57,16 +57,6 @@ function agentCode(): 'bundle' | 'tsx' {
 
 let profiled: NodeProcess | undefined
 
-/** Environment that CPU-profiles an agent (BENCH_PROF_DIR; see cpu-profile.mjs). */
-function profileEnv(): Record<string, string> {
-  const preload = process.env.BENCH_PROF_PRELOAD ?? new URL('./cpu-profile.mjs', import.meta.url).pathname
-  return {
-    NODE_OPTIONS: `--import=${preload}`,
-    CPU_PROFILE_DIR: process.env.BENCH_PROF_DIR!,
-    CPU_PROFILE_DELAY_MS: process.env.BENCH_PROF_DELAY_MS ?? '0',
-    CPU_PROFILE_DURATION_MS: process.env.BENCH_PROF_DURATION_MS ?? '0',
-  }
-}
 /**
  * Per node: key → time (ms) the object became readable in that node's store (a remote update merged
  * in memory, or the node's own write committed).

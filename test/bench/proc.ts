@@ -46,3 +46,20 @@ export async function sendCallsPerSecond(pids: readonly number[], seconds: numbe
   )
   return Promise.all(runs)
 }
+
+/**
+ * Environment that CPU-profiles an agent when BENCH_PROF_DIR is set (none otherwise; see
+ * cpu-profile.mjs): BENCH_PROF_PRELOAD replaces the profiler (gc-stats.mjs), BENCH_PROF_DELAY_MS
+ * (default `delayMs`) and BENCH_PROF_DURATION_MS bound the window.
+ */
+export function profileEnv(delayMs = 0): Record<string, string> {
+  const dir = process.env.BENCH_PROF_DIR
+  if (!dir) return {}
+  const preload = process.env.BENCH_PROF_PRELOAD ?? new URL('./cpu-profile.mjs', import.meta.url).pathname
+  return {
+    NODE_OPTIONS: `--import=${preload}`,
+    CPU_PROFILE_DIR: dir,
+    CPU_PROFILE_DELAY_MS: process.env.BENCH_PROF_DELAY_MS ?? String(delayMs),
+    CPU_PROFILE_DURATION_MS: process.env.BENCH_PROF_DURATION_MS ?? '0',
+  }
+}
